@@ -1,0 +1,3 @@
+"""kafkatool: operator CLI and on-disk forensics toolkit for Apache Kafka."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,3 @@
+from kafkatool.cli import main
+
+main()

@@ -1,0 +1,1 @@
+"""CLI commands: option parsing and rendering only; the logic lives in the library."""

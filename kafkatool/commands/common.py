@@ -1,0 +1,91 @@
+"""What every command shares: exit codes, JSON lines, one-line errors, progress."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import sys
+from collections.abc import Callable, Iterator
+
+import typer
+from rich.console import Console
+
+from kafkatool.formats.errors import FormatError
+
+EXIT_OK = 0
+EXIT_FINDINGS = 1
+EXIT_USAGE = 2
+
+JSON_HELP = "Print one JSON object per line instead of the human view."
+
+console = Console(highlight=False, soft_wrap=True)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+class CommandError(Exception):
+    """A problem with the command's input: reported as one line, exit 2."""
+
+    def __init__(self, message: str, code: int = EXIT_USAGE):
+        super().__init__(message)
+        self.code = code
+
+
+def emit_json(obj: dict) -> None:
+    """One JSON object per line on stdout."""
+    sys.stdout.write(json.dumps(obj, separators=(", ", ": "), ensure_ascii=False, default=str))
+    sys.stdout.write("\n")
+
+
+def error_line(message: str) -> None:
+    # Plain write: rich would wrap long paths and mangle brackets.
+    sys.stderr.write(f"kafkatool: error: {message}\n")
+    sys.stderr.flush()
+
+
+def handle_errors(func: Callable) -> Callable:
+    """Turn library exceptions into one line on stderr and a documented exit code."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except typer.Exit:
+            raise
+        except CommandError as exc:
+            error_line(str(exc))
+            raise typer.Exit(exc.code) from None
+        except FormatError as exc:
+            error_line(str(exc))
+            raise typer.Exit(EXIT_USAGE) from None
+        except OSError as exc:
+            where = f"{exc.filename}: " if exc.filename else ""
+            error_line(f"{where}{exc.strerror or exc}")
+            raise typer.Exit(EXIT_USAGE) from None
+        except BrokenPipeError:
+            raise typer.Exit(EXIT_OK) from None
+        except KeyboardInterrupt:
+            error_line("interrupted")
+            raise typer.Exit(130) from None
+
+    return wrapper
+
+
+@contextlib.contextmanager
+def progress(total: int | None, description: str, *, enabled: bool = True) -> Iterator[Callable[[int], None]]:
+    """A progress bar on stderr (only when stderr is a terminal); yields advance(n)."""
+    if not enabled or not sys.stderr.isatty():
+        yield lambda n=1: None
+        return
+    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
+
+    with Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        TaskProgressColumn(),
+        TimeRemainingColumn(),
+        console=err_console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task(description, total=total)
+        yield lambda n=1: bar.advance(task, n)

@@ -1,0 +1,49 @@
+"""Exception types of the byte codecs.
+
+Positions are relative to the buffer handed to the decoder; callers that know
+where that buffer sits in a file add their base (see ``FormatError.shifted``).
+"""
+
+from __future__ import annotations
+
+
+class FormatError(Exception):
+    """Bytes that do not decode as the format they claim to be."""
+
+    kind = "corrupt"
+
+    def __init__(self, message: str, position: int | None = None, *, kind: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.position = position
+        if kind is not None:
+            self.kind = kind
+
+    def shifted(self, base: int) -> FormatError:
+        """The same error with its position moved by ``base`` bytes."""
+        if self.position is not None:
+            self.position += base
+        return self
+
+    def __str__(self) -> str:
+        if self.position is None:
+            return self.message
+        return f"{self.message} (at byte {self.position})"
+
+
+class TruncatedError(FormatError):
+    """The buffer ends before the structure does."""
+
+    kind = "truncated"
+
+
+class CorruptRecordError(FormatError):
+    """A batch or message whose checksum, length or fields are invalid."""
+
+    kind = "corrupt_record"
+
+
+class CompressionError(FormatError):
+    """A compressed payload that cannot be decompressed (or a codec not allowed here)."""
+
+    kind = "compression"

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs everything kafkatool and its tests need on a fresh Debian machine:
+# Debian's ZooKeeper (the tests start a real server), kcat (a real librdkafka
+# client), a Java runtime for ZooKeeper and Spark, then this package with its
+# dev extras.  Idempotent; run as root (or with sudo available).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+[ -f /usr/share/java/zookeeper.jar ] || need_apt+=(zookeeper)
+command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
+command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}"
+fi
+
+python3 -m pip install -q --disable-pip-version-check -e '.[dev]'
