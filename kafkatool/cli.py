@@ -18,6 +18,8 @@ from kafkatool import __version__
 COMMAND_MODULES = [
     "dump_log",
     "verify",
+    "zk",
+    "reassign",
 ]
 
 app = typer.Typer(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 
@@ -19,7 +20,8 @@ EXIT_USAGE = 2
 
 JSON_HELP = "Print one JSON object per line instead of the human view."
 
-console = Console(highlight=False, soft_wrap=True)
+# Not a terminal (a pipe, a file, CI): do not squeeze tables into 80 columns.
+console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
@@ -58,12 +60,15 @@ def handle_errors(func: Callable) -> Callable:
         except FormatError as exc:
             error_line(str(exc))
             raise typer.Exit(EXIT_USAGE) from None
+        except BrokenPipeError:
+            # The reader went away (| head): stop quietly, as cat does.
+            with contextlib.suppress(OSError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise typer.Exit(EXIT_OK) from None
         except OSError as exc:
             where = f"{exc.filename}: " if exc.filename else ""
             error_line(f"{where}{exc.strerror or exc}")
             raise typer.Exit(EXIT_USAGE) from None
-        except BrokenPipeError:
-            raise typer.Exit(EXIT_OK) from None
         except KeyboardInterrupt:
             error_line("interrupted")
             raise typer.Exit(130) from None

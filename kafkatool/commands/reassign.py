@@ -1,0 +1,747 @@
+"""``kafkatool reassign``: plan, place, execute, verify, cancel and list partition reassignments.
+
+Option names follow kafka-reassign-partitions.sh so that runbooks carry over;
+the JSON files are Kafka's own formats.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import secrets
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import typer
+
+from kafkatool.commands.common import (
+    EXIT_FINDINGS,
+    EXIT_OK,
+    JSON_HELP,
+    CommandError,
+    console,
+    emit_json,
+    handle_errors,
+)
+
+HELP = """Plan and run partition reassignments (kafka-reassign-partitions, with better plans).
+
+Files are Kafka's JSON formats: topics-to-move {"version":1,"topics":[{"topic":"a"}]} and
+reassignment {"version":1,"partitions":[{"topic":"a","partition":0,"replicas":[1,2],"log_dirs":["any","any"]}]}.
+Execution goes through ZooKeeper (--zookeeper host:port/chroot), the way ZK-mode controllers read
+/admin/reassign_partitions."""
+
+ZK_HELP = "ZooKeeper connect string of the cluster: host:port,host:port/chroot (chroot optional), as zookeeper.connect."
+BROKER_LIST_HELP = (
+    "Target brokers, in order: '0,1,2' or with racks '0:r1,1:r2,2:r1' (racks given here override "
+    "the registrations)."
+)
+SIZES_HELP = (
+    "Partition sizes for --strategy size: a JSON object "
+    '{"partitions":[{"topic":"a","partition":0,"size":BYTES}]} or JSON lines as `fleet scan` writes them, '
+    'one object per line {"type":"partition_size","topic":"a","partition":0,"broker":1,"size":BYTES} '
+    "(other line types are skipped; the largest size of a partition across brokers is used). "
+    "With another strategy the sizes only feed the report's byte counts."
+)
+
+
+def _library_errors(func: Callable) -> Callable:
+    """AssignError and ZkError -> one-line CommandError (exit 2)."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        from kafkatool.assign.errors import AssignError
+        from kafkatool.zk.client import ZkError
+
+        try:
+            return func(*args, **kwargs)
+        except (AssignError, ZkError) as exc:
+            raise CommandError(str(exc)) from None
+
+    return wrapper
+
+
+def _read(path: Path) -> str:
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    directory = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+@contextlib.contextmanager
+def _connect(zookeeper: str) -> Iterator:
+    from kafkatool.zk.client import KafkaZk, silence_kazoo_logging
+
+    silence_kazoo_logging()
+    with KafkaZk(zookeeper) as zk:
+        if not zk.is_kafka_root():
+            raise CommandError(
+                f"{zookeeper}: no Kafka cluster here (no /brokers/ids and /brokers/topics); check the chroot"
+            )
+        yield zk
+
+
+def _assignment_doc(assignment) -> dict:
+    from kafkatool.assign.formats import format_reassignment
+
+    return json.loads(format_reassignment(assignment))
+
+
+# ---------------------------------------------------------------- report rendering
+
+
+def _fmt_bytes(n: int | None) -> str:
+    if n is None:
+        return "-"
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return str(n)
+
+
+def _render_report(rep: dict) -> None:
+    from rich.table import Table
+
+    sized = rep.get("bytes_moved") is not None
+    console.print(
+        f"Plan: {rep['partitions_changed']} partition(s) changed, {rep['replicas_moved']} replica(s) moved"
+        + (f" ({_fmt_bytes(rep['bytes_moved'])})" if sized else "")
+        + f", {rep['leaders_changed']} preferred leader(s) changed."
+    )
+    table = Table(title="Per broker (before -> after)", title_justify="left")
+    for col in ("broker", "rack", "replicas", "leaders") + (("bytes",) if sized else ()):
+        table.add_column(col, justify="left" if col == "rack" else "right")
+    for row in rep["per_broker"]:
+        cells = [
+            str(row["broker"]) + ("" if row.get("target", True) else " (leaving)"),
+            row.get("rack") or "-",
+            f"{row['replicas_before']} -> {row['replicas_after']}",
+            f"{row['leaders_before']} -> {row['leaders_after']}",
+        ]
+        if sized:
+            cells.append(f"{_fmt_bytes(row['bytes_before'])} -> {_fmt_bytes(row['bytes_after'])}")
+        table.add_row(*cells)
+    console.print(table)
+    if rep.get("per_rack"):
+        racks = Table(title="Per rack (before -> after)", title_justify="left")
+        for col in ("rack", "brokers", "replicas", "leaders") + (("bytes",) if sized else ()):
+            racks.add_column(col, justify="left" if col == "rack" else "right")
+        for row in rep["per_rack"]:
+            cells = [
+                row["rack"],
+                str(row["brokers"]),
+                f"{row['replicas_before']} -> {row['replicas_after']}",
+                f"{row['leaders_before']} -> {row['leaders_after']}",
+            ]
+            if sized:
+                cells.append(f"{_fmt_bytes(row['bytes_before'])} -> {_fmt_bytes(row['bytes_after'])}")
+            racks.add_row(*cells)
+        console.print(racks)
+    parts = []
+    for metric, b in rep["balance"].items():
+        fmt = _fmt_bytes if metric == "bytes" else str
+        parts.append(
+            f"{metric} spread {fmt(b['before']['spread'])} -> {fmt(b['after']['spread'])} "
+            f"(min {fmt(b['after']['min'])}, max {fmt(b['after']['max'])})"
+        )
+    console.print("Balance over the target brokers: " + "; ".join(parts) + ".")
+
+
+# ---------------------------------------------------------------- generate
+
+
+def generate(
+    topics_to_move_json_file: Path = typer.Option(
+        ..., "--topics-to-move-json-file", help='Topics to move: {"version":1,"topics":[{"topic":"a"}]}.'
+    ),
+    broker_list: str = typer.Option(..., "--broker-list", help=BROKER_LIST_HELP),
+    zookeeper: str | None = typer.Option(
+        None, "--zookeeper", help=ZK_HELP + " Source of the current assignment."
+    ),
+    current_file: Path | None = typer.Option(
+        None,
+        "--current",
+        help="Read the current assignment from this reassignment-format JSON file instead of ZooKeeper "
+        "(e.g. the 'Current partition replica assignment' Kafka printed).",
+    ),
+    strategy: str = typer.Option(
+        "kafka",
+        "--strategy",
+        help="kafka: Kafka's own placement (AdminUtils; ignores where replicas are now). minimal: balance "
+        "replica and leader counts per broker and rack moving as few replicas as possible. size: balance "
+        "bytes per broker (needs --sizes).",
+    ),
+    sizes_file: Path | None = typer.Option(None, "--sizes", help=SIZES_HELP),
+    seed: int | None = typer.Option(
+        None,
+        "--seed",
+        help="Seed of the java.util.Random that draws each topic's start index and shift (--strategy "
+        "kafka; topics in name order). Without it a random seed is drawn and printed.",
+    ),
+    start_index: int | None = typer.Option(
+        None,
+        "--start-index",
+        help="Fixed start index (and shift) for every topic, as Kafka's fixedStartIndex.",
+    ),
+    disable_rack_aware: bool = typer.Option(False, "--disable-rack-aware", help="Ignore racks."),
+    output: Path | None = typer.Option(
+        None, "--output", "-o", help="Also write the proposed reassignment JSON to this file (atomically)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Propose a reassignment for the given topics onto the given brokers, and report what it moves."""
+    _generate(**locals())
+
+
+@handle_errors
+@_library_errors
+def _generate(
+    topics_to_move_json_file,
+    broker_list,
+    zookeeper,
+    current_file,
+    strategy,
+    sizes_file,
+    seed,
+    start_index,
+    disable_rack_aware,
+    output,
+    as_json,
+) -> None:
+    from kafkatool.assign import formats, plan
+    from kafkatool.assign.model import Broker, check_racks, parse_broker_list
+
+    if strategy not in ("kafka", "minimal", "size"):
+        raise CommandError(f"--strategy must be kafka, minimal or size, not {strategy!r}")
+    if (zookeeper is None) == (current_file is None):
+        raise CommandError("give exactly one of --zookeeper and --current")
+    if strategy == "size" and sizes_file is None:
+        raise CommandError("--strategy size needs --sizes FILE")
+    if strategy != "kafka" and (seed is not None or start_index is not None):
+        raise CommandError("--seed and --start-index apply to --strategy kafka only")
+    if start_index is not None and seed is not None:
+        raise CommandError("give --seed or --start-index, not both")
+    if start_index is not None and start_index < 0:
+        raise CommandError(f"--start-index must be >= 0, not {start_index}")
+    topics = formats.parse_topics_to_move(_read(topics_to_move_json_file), str(topics_to_move_json_file))
+    wanted = parse_broker_list(broker_list)
+    sizes = formats.parse_sizes(_read(sizes_file), str(sizes_file)) if sizes_file else None
+    other_racks: dict[int, str | None] = {}
+    if zookeeper is not None:
+        from kafkatool.assign import zk_reassign
+
+        with _connect(zookeeper) as zk:
+            registered = zk_reassign.read_brokers(zk)
+            current = zk_reassign.read_current(zk, topics)
+        unknown = [b.id for b in wanted if b.id not in registered]
+        if unknown:
+            raise CommandError(
+                f"--broker-list: unknown broker id{'s' if len(unknown) > 1 else ''} "
+                f"{','.join(map(str, unknown))} (registered: {','.join(map(str, sorted(registered))) or 'none'})"
+            )
+        given_racks = any(b.rack is not None for b in wanted)
+        brokers = [b if given_racks else Broker(b.id, registered[b.id].rack) for b in wanted]
+        other_racks = {b: r.rack for b, r in registered.items()}
+    else:
+        targets = formats.parse_reassignment(_read(current_file), str(current_file))
+        allc = formats.targets_to_assignment(targets)
+        missing = [t for t in topics if not any(tp[0] == t for tp in allc)]
+        if missing:
+            raise CommandError(
+                f"{current_file}: topic{'s' if len(missing) > 1 else ''} not found: {', '.join(missing)}"
+            )
+        current = {tp: r for tp, r in allc.items() if tp[0] in set(topics)}
+        brokers = wanted
+    rack_aware = check_racks(brokers, rack_aware=not disable_rack_aware)
+    if not rack_aware:
+        brokers = [Broker(b.id) for b in brokers]
+
+    used_seed = None
+    if strategy == "kafka":
+        proposed, used_seed = _kafka_generate(current, brokers, seed=seed, start_index=start_index)
+        shown_current = current
+    else:
+        if strategy == "minimal":
+            from kafkatool.assign.minimal import plan_minimal
+
+            new = plan_minimal(current, brokers, rack_aware=rack_aware, other_racks=other_racks)
+        else:
+            from kafkatool.assign.by_size import plan_by_size
+
+            new = plan_by_size(current, brokers, sizes, rack_aware=rack_aware, other_racks=other_racks)
+        proposed = {tp: r for tp, r in new.items() if r != current[tp]}
+        shown_current = {tp: current[tp] for tp in proposed}
+    rep = plan.report(current, proposed, brokers, sizes).to_dict()
+    proposed_text = formats.format_reassignment(proposed)
+    if output is not None and proposed:
+        _write_atomic(output, proposed_text + "\n")
+    if as_json:
+        obj = {"type": "plan", "strategy": strategy}
+        if used_seed is not None:
+            obj["seed"] = used_seed
+        if start_index is not None:
+            obj["start_index"] = start_index
+        obj["current"] = json.loads(formats.format_reassignment(shown_current))
+        obj["proposed"] = json.loads(proposed_text)
+        obj["report"] = rep
+        emit_json(obj)
+        return
+    if not proposed:
+        console.print("The brokers are already balanced for these topics: nothing to move.")
+        _render_report(rep)
+        return
+    # Kafka's two blocks first, byte for byte, so scripts that cut them out keep working.
+    print(f"Current partition replica assignment\n{formats.format_reassignment(shown_current)}\n")
+    print(f"Proposed partition reassignment configuration\n{proposed_text}\n")
+    if used_seed is not None:
+        console.print(f"(placement seed {used_seed}: pass --seed {used_seed} to get this plan again)")
+    _render_report(rep)
+
+
+def _kafka_generate(current, brokers, *, seed, start_index):
+    from kafkatool.assign.errors import AssignError
+    from kafkatool.assign.kafka_placement import JavaRandom, assign_replicas
+
+    by_topic: dict[str, dict[int, list[int]]] = {}
+    for (t, p), r in current.items():
+        by_topic.setdefault(t, {})[p] = r
+    used_seed = None
+    rng = None
+    if start_index is None:
+        used_seed = seed if seed is not None else secrets.randbits(63)
+        rng = JavaRandom(used_seed)
+    proposed = {}
+    for topic in sorted(by_topic):
+        parts = by_topic[topic]
+        rfs = sorted({len(r) for r in parts.values()})
+        if len(rfs) > 1:
+            raise AssignError(
+                f"topic {topic} has partitions with different replication factors ({','.join(map(str, rfs))}); "
+                "Kafka's placement takes one (use --strategy minimal)"
+            )
+        ids = sorted(parts)
+        if ids != list(range(len(ids))):
+            raise AssignError(f"topic {topic}: partition ids are not 0..{len(ids) - 1}")
+        placed = assign_replicas(brokers, len(ids), rfs[0], start_index=start_index, rng=rng)
+        for p, r in placed.items():
+            proposed[(topic, p)] = r
+    return proposed, used_seed
+
+
+# ---------------------------------------------------------------- place
+
+
+def place(
+    brokers: str = typer.Option(..., "--brokers", "--broker-list", help=BROKER_LIST_HELP),
+    partitions: int = typer.Option(..., "--partitions", help="Number of partitions to place."),
+    replication_factor: int = typer.Option(..., "--replication-factor", help="Replicas per partition."),
+    start_index: int | None = typer.Option(
+        None,
+        "--start-index",
+        help="Kafka's fixedStartIndex: index of the first partition's leader in the broker order; fixes "
+        "the replica shift to the same value, exactly as Kafka does.",
+    ),
+    replica_shift: int | None = typer.Option(
+        None, "--replica-shift", help="Pin the replica shift separately (needs --start-index)."
+    ),
+    first_partition: int = typer.Option(
+        0, "--first-partition", help="Id of the first partition (existing partition count when adding)."
+    ),
+    seed: int | None = typer.Option(
+        None,
+        "--seed",
+        help="Without --start-index: seed of the java.util.Random drawing start and shift (random if omitted).",
+    ),
+    disable_rack_aware: bool = typer.Option(False, "--disable-rack-aware", help="Ignore racks."),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Kafka's placement for a new topic or for added partitions (AdminUtils, bit for bit).
+
+    Brokers are taken in the order given, as Kafka's tool takes --broker-list (ZK topic creation
+    sorts them by id).  The human view ends with a kafka-topics --replica-assignment string.
+    """
+    _place(**locals())
+
+
+@handle_errors
+@_library_errors
+def _place(
+    brokers,
+    partitions,
+    replication_factor,
+    start_index,
+    replica_shift,
+    first_partition,
+    seed,
+    disable_rack_aware,
+    as_json,
+) -> None:
+    from kafkatool.assign.kafka_placement import JavaRandom, assign_replicas, draw_start_and_shift
+    from kafkatool.assign.model import check_racks, parse_broker_list
+
+    blist = parse_broker_list(brokers)
+    if replica_shift is not None and start_index is None:
+        raise CommandError("--replica-shift needs --start-index")
+    if start_index is not None and seed is not None:
+        raise CommandError("give --seed or --start-index, not both")
+    if first_partition < 0:
+        raise CommandError(f"--first-partition must be >= 0, not {first_partition}")
+    rack_aware = check_racks(blist, rack_aware=not disable_rack_aware)
+    used_seed = None
+    if start_index is None:
+        used_seed = seed if seed is not None else secrets.randbits(63)
+        from kafkatool.assign.kafka_placement import validate_placement_args
+
+        validate_placement_args(blist, partitions, replication_factor)
+        start_index, replica_shift = draw_start_and_shift(len(blist), JavaRandom(used_seed))
+    result = assign_replicas(
+        blist,
+        partitions,
+        replication_factor,
+        start_index=start_index,
+        shift=replica_shift,
+        first_partition=first_partition,
+        rack_aware=rack_aware,
+    )
+    shift = start_index if replica_shift is None else replica_shift
+    replica_assignment = ",".join(":".join(map(str, result[p])) for p in sorted(result))
+    if as_json:
+        obj = {
+            "partitions": [{"partition": p, "replicas": r} for p, r in sorted(result.items())],
+            "start_index": start_index,
+            "replica_shift": shift,
+            "rack_aware": rack_aware,
+            "replica_assignment": replica_assignment,
+        }
+        if used_seed is not None:
+            obj["seed"] = used_seed
+        emit_json(obj)
+        return
+    from rich.table import Table
+
+    table = Table(title_justify="left")
+    table.add_column("partition", justify="right")
+    table.add_column("replicas")
+    for p, r in sorted(result.items()):
+        table.add_row(str(p), ",".join(map(str, r)))
+    console.print(table)
+    note = (
+        f"start index {start_index}, replica shift {shift}, {'rack-aware' if rack_aware else 'rack-unaware'}"
+    )
+    if used_seed is not None:
+        note += f", seed {used_seed}"
+    console.print(note)
+    console.print(f"--replica-assignment {replica_assignment}")
+
+
+# ---------------------------------------------------------------- execute
+
+
+def execute(
+    reassignment_json_file: Path = typer.Option(
+        ..., "--reassignment-json-file", help="The reassignment to start."
+    ),
+    zookeeper: str = typer.Option(..., "--zookeeper", help=ZK_HELP),
+    additional: bool = typer.Option(
+        False,
+        "--additional",
+        help="Proceed although reassignments are in flight (through ZooKeeper only the throttle of the "
+        "in-flight /admin/reassign_partitions can change: resubmit the same file).",
+    ),
+    throttle: int = typer.Option(
+        -1,
+        "--throttle",
+        help="Replication throttle in B/s: sets leader/follower.replication.throttled.rate on every "
+        "source and destination broker and the topics' *.throttled.replicas lists, as Kafka's tool does, "
+        "and records them so that verify/cancel clear them. Must exceed the moving partitions' ingest "
+        "rate or the move never converges.",
+    ),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Validate and show what would be written; write nothing."
+    ),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Start a reassignment by creating /admin/reassign_partitions (one atomic ZooKeeper multi-op
+    with the throttle configs). Prints the current assignment to keep for rollback."""
+    _execute(**locals())
+
+
+@handle_errors
+@_library_errors
+def _execute(reassignment_json_file, zookeeper, additional, throttle, dry_run, as_json) -> None:
+    from kafkatool.assign import formats, zk_reassign
+
+    targets = formats.parse_reassignment(_read(reassignment_json_file), str(reassignment_json_file))
+    with _connect(zookeeper) as zk:
+        result = zk_reassign.execute(
+            zk, targets, additional=additional, throttle=throttle if throttle >= 0 else None, dry_run=dry_run
+        )
+    if as_json:
+        emit_json(
+            {
+                "type": "execute",
+                "dry_run": dry_run,
+                "rollback": _assignment_doc(result.current),
+                "submitted": _assignment_doc(result.submitted) if result.submitted else None,
+                "throttles_only": result.throttles_only,
+                "throttles": result.throttles.to_dict(),
+            }
+        )
+        return
+    print(
+        "Current partition replica assignment\n\n"
+        f"{formats.format_reassignment(result.current)}\n\n"
+        "Save this to use as the --reassignment-json-file option during rollback"
+    )
+    if throttle >= 0:
+        print(
+            "Warning: You must run --verify periodically, until the reassignment completes, to ensure the throttle is removed."
+        )
+        verb = "would be" if dry_run else "was"
+        print(f"The inter-broker throttle limit {verb} set to {throttle} B/s")
+    names = ",".join(f"{t}-{p}" for t, p in sorted(result.submitted))
+    if dry_run:
+        console.print("Dry run: nothing written.")
+        if result.submitted:
+            print(
+                f"Would start partition reassignment{'s' if len(result.submitted) != 1 else ''} for {names}"
+            )
+    elif result.throttles_only:
+        print("Throttles updated for the in-flight reassignment.")
+    else:
+        print(
+            f"Successfully started partition reassignment{'s' if len(result.submitted) != 1 else ''} for {names}"
+        )
+
+
+# ---------------------------------------------------------------- verify
+
+
+def verify(
+    reassignment_json_file: Path = typer.Option(
+        ..., "--reassignment-json-file", help="The reassignment to check."
+    ),
+    zookeeper: str = typer.Option(..., "--zookeeper", help=ZK_HELP),
+    preserve_throttles: bool = typer.Option(False, "--preserve-throttles", help="Do not clear throttles."),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Report which throttles would be cleared; write nothing."
+    ),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Status of each partition of the file. Exit 1 while moves are in progress or a replica set
+    differs (Kafka's tool exits 0); once nothing reassigns anywhere, clears the throttles (the keys
+    Kafka's tool clears plus those execute recorded)."""
+    _verify(**locals())
+
+
+@handle_errors
+@_library_errors
+def _verify(reassignment_json_file, zookeeper, preserve_throttles, dry_run, as_json) -> None:
+    from kafkatool.assign import formats, zk_reassign
+
+    targets = formats.parse_reassignment(_read(reassignment_json_file), str(reassignment_json_file))
+    with _connect(zookeeper) as zk:
+        result = zk_reassign.verify(zk, targets, preserve_throttles=preserve_throttles, dry_run=dry_run)
+    cleared = result.cleared
+    if as_json:
+        for s in result.statuses:
+            emit_json(
+                {
+                    "type": "partition",
+                    "topic": s.tp[0],
+                    "partition": s.tp[1],
+                    "status": s.status,
+                    "current": s.current,
+                    "target": s.target,
+                }
+            )
+        emit_json(
+            {
+                "type": "summary",
+                "done": result.done,
+                "cluster_reassigning": result.cluster_active,
+                "dry_run": dry_run,
+                "throttles_cleared": None
+                if cleared is None
+                else {
+                    "brokers": cleared.brokers,
+                    "topics": cleared.topics,
+                    "skipped": cleared.skipped_reason,
+                },
+            }
+        )
+    else:
+        print("Status of partition reassignment:")
+        for s in result.statuses:
+            print(s.message())
+        if cleared is not None:
+            if cleared.skipped_reason:
+                print(f"Throttles kept: {cleared.skipped_reason}.")
+            else:
+                verb = "Would clear" if dry_run else "Cleared"
+                b, t = cleared.brokers, cleared.topics
+                print(
+                    f"{verb} broker-level throttles on broker{'s' if len(b) != 1 else ''} {','.join(map(str, b)) or '(none set)'}"
+                )
+                print(
+                    f"{verb} topic-level throttles on topic{'s' if len(t) != 1 else ''} {','.join(t) or '(none set)'}"
+                )
+    raise typer.Exit(EXIT_OK if result.done else EXIT_FINDINGS)
+
+
+# ---------------------------------------------------------------- cancel
+
+
+def cancel(
+    reassignment_json_file: Path = typer.Option(
+        ..., "--reassignment-json-file", help="The reassignment whose in-flight partitions to cancel."
+    ),
+    zookeeper: str = typer.Option(..., "--zookeeper", help=ZK_HELP),
+    preserve_throttles: bool = typer.Option(False, "--preserve-throttles", help="Do not clear throttles."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be reverted; write nothing."),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Cancel the file's in-flight partitions: revert their topic znodes to the original replicas,
+    drop them from /admin/reassign_partitions and delete /controller so that the next controller loads
+    the reverted state (ZK-mode controllers take no cancel through ZooKeeper). Replicas already created
+    on the adding brokers are listed: ZK-mode brokers do not delete them."""
+    _cancel(**locals())
+
+
+@handle_errors
+@_library_errors
+def _cancel(reassignment_json_file, zookeeper, preserve_throttles, dry_run, as_json) -> None:
+    from kafkatool.assign import formats, zk_reassign
+
+    targets = formats.parse_reassignment(_read(reassignment_json_file), str(reassignment_json_file))
+    with _connect(zookeeper) as zk:
+        result = zk_reassign.cancel(zk, targets, preserve_throttles=preserve_throttles, dry_run=dry_run)
+    cleared = result.cleared
+    if as_json:
+        emit_json(
+            {
+                "type": "cancel",
+                "dry_run": dry_run,
+                "cancelled": [
+                    {"topic": t, "partition": p, "replicas": r}
+                    for (t, p), r in sorted(result.cancelled.items())
+                ],
+                "stray_replicas": [
+                    {"topic": t, "partition": p, "brokers": r} for (t, p), r in sorted(result.stray.items())
+                ],
+                "controller_moved": result.controller_moved,
+                "throttles_cleared": None
+                if cleared is None
+                else {
+                    "brokers": cleared.brokers,
+                    "topics": cleared.topics,
+                    "skipped": cleared.skipped_reason,
+                },
+            }
+        )
+        return
+    names = ",".join(f"{t}-{p}" for t, p in sorted(result.cancelled))
+    if result.cancelled:
+        verb = "Would cancel" if dry_run else "Successfully cancelled"
+        n = len(result.cancelled)
+        print(f"{verb} partition reassignment{'s' if n != 1 else ''} for: {names}")
+        if result.controller_moved:
+            print(
+                ("Would delete" if dry_run else "Deleted")
+                + " /controller so that a new controller loads the reverted assignment."
+            )
+        for (t, p), brokers in sorted(result.stray.items()):
+            print(
+                f"{t}-{p}: replicas may remain on broker(s) {','.join(map(str, brokers))}; delete them there."
+            )
+    else:
+        print("None of the specified partition reassignments are active.")
+    if cleared is not None:
+        if cleared.skipped_reason:
+            print(f"Throttles kept: {cleared.skipped_reason}.")
+        else:
+            verb = "Would clear" if dry_run else "Cleared"
+            print(
+                f"{verb} throttles on brokers {','.join(map(str, cleared.brokers)) or '(none set)'} and topics {','.join(cleared.topics) or '(none set)'}"
+            )
+
+
+# ---------------------------------------------------------------- list
+
+
+def list_(
+    zookeeper: str = typer.Option(..., "--zookeeper", help=ZK_HELP),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """In-flight reassignments: partitions whose topic znode lists adding/removing replicas and the
+    entries of /admin/reassign_partitions."""
+    _list(**locals())
+
+
+@handle_errors
+@_library_errors
+def _list(zookeeper, as_json) -> None:
+    from kafkatool.assign import zk_reassign
+
+    with _connect(zookeeper) as zk:
+        items, _ = zk_reassign.list_reassignments(zk)
+    if as_json:
+        for it in items:
+            emit_json(
+                {
+                    "type": "reassignment",
+                    "topic": it.tp[0],
+                    "partition": it.tp[1],
+                    "replicas": it.replicas,
+                    "adding": it.adding,
+                    "removing": it.removing,
+                    "target": it.target,
+                    "source": it.source,
+                }
+            )
+        return
+    if not items:
+        print("No partition reassignments found.")
+        return
+    print("Current partition reassignments:")
+    for it in items:
+        line = it.message()
+        if it.source == "znode":
+            line += " (submitted in /admin/reassign_partitions, not started by the controller yet)"
+        print(line)
+
+
+def register(app: typer.Typer) -> None:
+    sub = typer.Typer(
+        name="reassign",
+        help=HELP,
+        no_args_is_help=True,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    sub.command("generate")(generate)
+    sub.command("place")(place)
+    sub.command("execute")(execute)
+    sub.command("verify")(verify)
+    sub.command("cancel")(cancel)
+    sub.command("list")(list_)
+    app.add_typer(sub, name="reassign")

@@ -1,0 +1,1076 @@
+"""Record batches (magic 2) and legacy message sets (magic 0 and 1).
+
+Parsing is lazy: a batch object reads its fixed header with one
+``struct.unpack_from`` and keeps a memoryview of its bytes; records are only
+decoded (and decompressed) when iterated.  Positions in errors are relative to
+the buffer the batch was read from.
+
+Layouts: ../shared/notes/storage.md section 1.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from kafkatool.formats import compression
+from kafkatool.formats.crc import crc32, crc32c
+from kafkatool.formats.errors import CorruptRecordError, FormatError, TruncatedError
+from kafkatool.formats.varint import write_uvarint, zigzag32, zigzag64
+
+# ---------------------------------------------------------------- constants
+
+LOG_OVERHEAD = 12  # offset:int64 + size:int32 in front of every entry
+HEADER_PEEK = 17  # enough to read offset, size and the magic byte (always at 16)
+RECORD_BATCH_OVERHEAD = 61
+LEGACY_OVERHEAD_V0 = 14  # crc, magic, attributes, key length, value length
+LEGACY_OVERHEAD_V1 = 22  # + timestamp
+MIN_ENTRY_SIZE = LEGACY_OVERHEAD_V0  # Kafka: size < 14 is corrupt
+
+CODEC_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_MASK = 0x10
+CONTROL_MASK = 0x20
+DELETE_HORIZON_MASK = 0x40
+
+NO_TIMESTAMP = -1
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+NO_PARTITION_LEADER_EPOCH = -1
+
+CREATE_TIME = 0
+LOG_APPEND_TIME = 1
+NO_TIMESTAMP_TYPE = -1
+TIMESTAMP_TYPE_NAMES = {
+    NO_TIMESTAMP_TYPE: "NoTimestampType",
+    CREATE_TIME: "CreateTime",
+    LOG_APPEND_TIME: "LogAppendTime",
+}
+
+# Control record types (key: version:int16, type:int16)
+ABORT = 0
+COMMIT = 1
+LEADER_CHANGE = 2
+SNAPSHOT_HEADER = 3
+SNAPSHOT_FOOTER = 4
+KRAFT_VERSION = 5
+KRAFT_VOTERS = 6
+CONTROL_TYPE_NAMES = {
+    ABORT: "ABORT",
+    COMMIT: "COMMIT",
+    LEADER_CHANGE: "LEADER_CHANGE",
+    SNAPSHOT_HEADER: "SNAPSHOT_HEADER",
+    SNAPSHOT_FOOTER: "SNAPSHOT_FOOTER",
+    KRAFT_VERSION: "KRAFT_VERSION",
+    KRAFT_VOTERS: "KRAFT_VOTERS",
+}
+
+_ENTRY_PEEK = struct.Struct(">qiib")  # offset, size, (crc or leader epoch), magic
+_V2_HEADER = struct.Struct(">qiibIhiqqqhii")
+_V2_CRC_FIELDS = struct.Struct(">hiqqqhii")  # attributes .. recordsCount (bytes 21..61)
+_LEGACY_V0 = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
+_LEGACY_V1_TS = struct.Struct(">q")
+_I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
+_CONTROL_KEY = struct.Struct(">hh")
+_END_TXN_VALUE = struct.Struct(">hi")
+_OFFSET_FIELD = struct.Struct(">q")
+_LEADER_EPOCH_FIELD = struct.Struct(">i")
+
+
+# ---------------------------------------------------------------- records
+
+
+@dataclass(slots=True)
+class Record:
+    """One record as a consumer sees it (any magic)."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
+    # v2 only
+    offset_delta: int = 0
+    timestamp_delta: int = 0
+    sequence: int = NO_SEQUENCE
+    size_in_bytes: int = 0
+    # legacy only
+    crc: int | None = None
+    is_valid: bool = True
+    magic: int = 2
+    position: int = 0  # byte position of the record (v2) or message (legacy) in its buffer
+
+    @property
+    def key_size(self) -> int:
+        return -1 if self.key is None else len(self.key)
+
+    @property
+    def value_size(self) -> int:
+        return -1 if self.value is None else len(self.value)
+
+
+@dataclass(slots=True)
+class ControlRecord:
+    """The decoded key (and, for transaction markers, value) of a control record."""
+
+    version: int
+    type: int
+    coordinator_epoch: int | None = None  # COMMIT/ABORT only
+
+    @property
+    def type_name(self) -> str:
+        return CONTROL_TYPE_NAMES.get(self.type, "UNKNOWN")
+
+
+def parse_control_record(record: Record) -> ControlRecord:
+    key = record.key
+    if key is None or len(key) < 4:
+        raise CorruptRecordError("control record key shorter than 4 bytes", record.position)
+    version, ctype = _CONTROL_KEY.unpack_from(key)
+    if version < 0:
+        raise CorruptRecordError(f"control record key has negative version {version}", record.position)
+    marker = ControlRecord(version, ctype)
+    if ctype in (ABORT, COMMIT):
+        value = record.value
+        if value is None or len(value) < 6:
+            raise CorruptRecordError("transaction marker value shorter than 6 bytes", record.position)
+        _, marker.coordinator_epoch = _END_TXN_VALUE.unpack_from(value)
+    return marker
+
+
+def _read_uvarint(buf, pos: int, end: int, limit: int) -> tuple[int, int]:
+    # Kept local (and duplicated from varint.py) because this runs per field of
+    # every record in deep iteration: one less call level is measurable.
+    b = buf[pos] if pos < end else -1
+    if b < 0:
+        raise TruncatedError("varint runs past the end of the record data", pos)
+    if b < 0x80:
+        return b, pos + 1
+    result = b & 0x7F
+    shift = 7
+    start = pos
+    pos += 1
+    while True:
+        if pos >= end:
+            raise TruncatedError("varint runs past the end of the record data", start)
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+        if pos - start >= limit:
+            raise CorruptRecordError(f"varint longer than {limit} bytes", start)
+
+
+def _read_zz32(buf, pos, end):
+    raw, pos = _read_uvarint(buf, pos, end, 5)
+    raw &= 0xFFFFFFFF
+    return (raw >> 1) ^ -(raw & 1), pos
+
+
+def _read_zz64(buf, pos, end):
+    raw, pos = _read_uvarint(buf, pos, end, 10)
+    raw &= 0xFFFFFFFFFFFFFFFF
+    return (raw >> 1) ^ -(raw & 1), pos
+
+
+def decode_records_v2(
+    data,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    *,
+    log_append_time: int | None = None,
+    base_sequence: int = NO_SEQUENCE,
+    position_base: int = 0,
+) -> Iterator[Record]:
+    """Decode ``count`` v2 records from ``data`` (already decompressed).
+
+    ``position_base`` is added to positions in errors and records (the byte
+    position of ``data[0]`` in the caller's coordinates; for compressed
+    batches positions are inside the decompressed stream).
+    """
+    end = len(data)
+    pos = 0
+    for _ in range(count):
+        start = pos
+        length, pos = _read_zz32(data, pos, end)
+        body_start = pos
+        if length < 0:
+            raise CorruptRecordError(f"record has negative length {length}", position_base + start)
+        rec_end = pos + length
+        if rec_end > end:
+            raise TruncatedError(
+                f"record of {length} bytes runs past the end of the batch", position_base + start
+            )
+        try:
+            if pos >= rec_end:
+                raise TruncatedError("empty record body", position_base + start)
+            pos += 1  # attributes (unused)
+            ts_delta, pos = _read_zz64(data, pos, rec_end)
+            off_delta, pos = _read_zz32(data, pos, rec_end)
+            klen, pos = _read_zz32(data, pos, rec_end)
+            if klen < 0:
+                key = None
+            else:
+                if pos + klen > rec_end:
+                    raise TruncatedError("record key runs past the record", position_base + pos)
+                key = bytes(data[pos : pos + klen])
+                pos += klen
+            vlen, pos = _read_zz32(data, pos, rec_end)
+            if vlen < 0:
+                value = None
+            else:
+                if pos + vlen > rec_end:
+                    raise TruncatedError("record value runs past the record", position_base + pos)
+                value = bytes(data[pos : pos + vlen])
+                pos += vlen
+            nheaders, pos = _read_zz32(data, pos, rec_end)
+            if nheaders < 0 or nheaders > rec_end - pos:
+                raise CorruptRecordError(f"invalid header count {nheaders}", position_base + pos)
+            headers = []
+            for _h in range(nheaders):
+                hklen, pos = _read_zz32(data, pos, rec_end)
+                if hklen < 0 or pos + hklen > rec_end:
+                    raise CorruptRecordError(f"invalid header key length {hklen}", position_base + pos)
+                try:
+                    hkey = bytes(data[pos : pos + hklen]).decode("utf-8")
+                except UnicodeDecodeError:
+                    raise CorruptRecordError("header key is not UTF-8", position_base + pos) from None
+                pos += hklen
+                hvlen, pos = _read_zz32(data, pos, rec_end)
+                if hvlen < 0:
+                    hval = None
+                else:
+                    if pos + hvlen > rec_end:
+                        raise TruncatedError("header value runs past the record", position_base + pos)
+                    hval = bytes(data[pos : pos + hvlen])
+                    pos += hvlen
+                headers.append((hkey, hval))
+        except TruncatedError as exc:
+            raise CorruptRecordError(exc.message, exc.position) from None
+        if pos != rec_end:
+            raise CorruptRecordError(
+                f"record declares {length} bytes but its fields use {pos - body_start}",
+                position_base + start,
+            )
+        if base_sequence >= 0:
+            seq = base_sequence + off_delta
+            if seq > 0x7FFFFFFF:
+                seq -= 0x80000000
+        else:
+            seq = NO_SEQUENCE
+        yield Record(
+            offset=base_offset + off_delta,
+            timestamp=log_append_time if log_append_time is not None else base_timestamp + ts_delta,
+            key=key,
+            value=value,
+            headers=headers,
+            offset_delta=off_delta,
+            timestamp_delta=ts_delta,
+            sequence=seq,
+            size_in_bytes=rec_end - start,
+            position=position_base + start,
+        )
+    if pos != end:
+        raise CorruptRecordError(
+            f"{end - pos} bytes left in the batch after its {count} records", position_base + pos
+        )
+
+
+# ---------------------------------------------------------------- batches
+
+
+class RecordBatch:
+    """A magic-2 record batch, read lazily from ``buf`` at ``position``."""
+
+    __slots__ = (
+        "buf",
+        "position",
+        "base_offset",
+        "batch_length",
+        "partition_leader_epoch",
+        "magic",
+        "crc",
+        "attributes",
+        "last_offset_delta",
+        "base_timestamp",
+        "max_timestamp",
+        "producer_id",
+        "producer_epoch",
+        "base_sequence",
+        "records_count",
+    )
+
+    def __init__(self, buf, position: int = 0):
+        end = position + RECORD_BATCH_OVERHEAD
+        if end > len(buf):
+            raise TruncatedError(
+                f"record batch header needs {RECORD_BATCH_OVERHEAD} bytes, {len(buf) - position} left",
+                position,
+            )
+        self.buf = buf
+        self.position = position
+        (
+            self.base_offset,
+            self.batch_length,
+            self.partition_leader_epoch,
+            self.magic,
+            self.crc,
+            self.attributes,
+            self.last_offset_delta,
+            self.base_timestamp,
+            self.max_timestamp,
+            self.producer_id,
+            self.producer_epoch,
+            self.base_sequence,
+            self.records_count,
+        ) = _V2_HEADER.unpack_from(buf, position)
+
+    # --- sizes and offsets
+    @property
+    def size(self) -> int:
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def end(self) -> int:
+        return self.position + self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+    @property
+    def count(self) -> int:
+        return self.records_count
+
+    # --- attributes
+    @property
+    def codec(self) -> int:
+        return self.attributes & CODEC_MASK
+
+    @property
+    def codec_name(self) -> str:
+        return compression.CODEC_NAMES.get(self.codec, f"unknown({self.codec})")
+
+    @property
+    def timestamp_type(self) -> int:
+        return LOG_APPEND_TIME if self.attributes & TIMESTAMP_TYPE_MASK else CREATE_TIME
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_MASK)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_MASK)
+
+    @property
+    def has_delete_horizon(self) -> bool:
+        return bool(self.attributes & DELETE_HORIZON_MASK)
+
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        return self.base_timestamp if self.attributes & DELETE_HORIZON_MASK else None
+
+    @property
+    def has_producer_id(self) -> bool:
+        return self.producer_id >= 0
+
+    @property
+    def last_sequence(self) -> int:
+        if self.base_sequence == NO_SEQUENCE:
+            return NO_SEQUENCE
+        seq = self.base_sequence + self.last_offset_delta
+        return seq - 0x80000000 if seq > 0x7FFFFFFF else seq
+
+    # --- bytes and checks
+    def raw(self) -> memoryview:
+        return memoryview(self.buf)[self.position : self.end]
+
+    def compute_crc(self) -> int:
+        return crc32c(memoryview(self.buf)[self.position + 21 : self.end])
+
+    def is_valid(self) -> bool:
+        return (
+            self.batch_length + LOG_OVERHEAD >= RECORD_BATCH_OVERHEAD
+            and self.end <= len(self.buf)
+            and self.compute_crc() == self.crc
+        )
+
+    def ensure_valid(self) -> None:
+        """Kafka's ensureValid: size and CRC, no per-record parsing."""
+        if self.size < RECORD_BATCH_OVERHEAD:
+            raise CorruptRecordError(
+                f"record batch size {self.size} is smaller than the minimum {RECORD_BATCH_OVERHEAD}",
+                self.position,
+                kind="bad_length",
+            )
+        if self.end > len(self.buf):
+            raise TruncatedError("record batch runs past the end of the data", self.position)
+        actual = self.compute_crc()
+        if actual != self.crc:
+            raise CorruptRecordError(
+                f"record batch CRC mismatch: stored {self.crc}, computed {actual}",
+                self.position,
+                kind="crc_mismatch",
+            )
+
+    def record_data(self, *, max_size: int | None = None) -> bytes | memoryview:
+        """The (decompressed) record area."""
+        area = memoryview(self.buf)[self.position + RECORD_BATCH_OVERHEAD : self.end]
+        if self.codec == compression.NONE:
+            return area
+        try:
+            return compression.decompress(self.codec, area, magic=2, max_size=max_size)
+        except FormatError as exc:
+            raise (
+                exc.shifted(self.position + RECORD_BATCH_OVERHEAD)
+                if exc.position is not None
+                else type(exc)(f"{exc.message} in the batch at offset {self.base_offset}", self.position)
+            ) from None
+
+    def records(self, *, max_size: int | None = None) -> Iterator[Record]:
+        if self.records_count < 0:
+            raise CorruptRecordError(f"negative record count {self.records_count}", self.position + 57)
+        if self.records_count == 0:
+            return iter(())
+        if self.end > len(self.buf):
+            raise TruncatedError("record batch runs past the end of the data", self.position)
+        data = self.record_data(max_size=max_size)
+        compressed = self.codec != compression.NONE
+        return decode_records_v2(
+            data,
+            self.records_count,
+            self.base_offset,
+            self.base_timestamp,
+            log_append_time=self.max_timestamp if self.timestamp_type == LOG_APPEND_TIME else None,
+            base_sequence=self.base_sequence,
+            # positions inside a decompressed stream are not file positions:
+            # report the start of the record area instead.
+            position_base=0 if compressed else self.position + RECORD_BATCH_OVERHEAD,
+        )
+
+    def __iter__(self) -> Iterator[Record]:
+        return self.records()
+
+    def __repr__(self) -> str:
+        return (
+            f"RecordBatch(base_offset={self.base_offset}, last_offset={self.last_offset}, "
+            f"count={self.records_count}, position={self.position}, size={self.size}, codec={self.codec_name})"
+        )
+
+
+class LegacyBatch:
+    """One top-level entry of a magic 0/1 message set (a plain message or a compressed wrapper)."""
+
+    __slots__ = ("buf", "position", "offset", "message_size", "crc", "magic", "attributes", "timestamp")
+
+    def __init__(self, buf, position: int = 0):
+        if position + LOG_OVERHEAD + LEGACY_OVERHEAD_V0 > len(buf):
+            raise TruncatedError("legacy message header runs past the end of the data", position)
+        self.buf = buf
+        self.position = position
+        self.offset, self.message_size, self.crc, self.magic, self.attributes = _LEGACY_V0.unpack_from(
+            buf, position
+        )
+        if self.magic not in (0, 1):
+            raise CorruptRecordError(f"invalid magic {self.magic} for a legacy message", position + 16)
+        if self.magic == 1:
+            if position + LOG_OVERHEAD + LEGACY_OVERHEAD_V1 > len(buf):
+                raise TruncatedError("legacy v1 message header runs past the end of the data", position)
+            (self.timestamp,) = _LEGACY_V1_TS.unpack_from(buf, position + 18)
+        else:
+            self.timestamp = NO_TIMESTAMP
+
+    @property
+    def size(self) -> int:
+        return self.message_size + LOG_OVERHEAD
+
+    @property
+    def end(self) -> int:
+        return self.position + self.message_size + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.offset
+
+    @property
+    def next_offset(self) -> int:
+        return self.offset + 1
+
+    @property
+    def codec(self) -> int:
+        return self.attributes & CODEC_MASK
+
+    @property
+    def codec_name(self) -> str:
+        return compression.CODEC_NAMES.get(self.codec, f"unknown({self.codec})")
+
+    @property
+    def timestamp_type(self) -> int:
+        if self.magic == 0:
+            return NO_TIMESTAMP_TYPE
+        return LOG_APPEND_TIME if self.attributes & TIMESTAMP_TYPE_MASK else CREATE_TIME
+
+    @property
+    def max_timestamp(self) -> int:
+        return self.timestamp
+
+    # v2-only header fields, as Kafka's legacy batches report them
+    partition_leader_epoch = NO_PARTITION_LEADER_EPOCH
+    producer_id = NO_PRODUCER_ID
+    producer_epoch = NO_PRODUCER_EPOCH
+    base_sequence = NO_SEQUENCE
+    last_sequence = NO_SEQUENCE
+    is_transactional = False
+    is_control = False
+    delete_horizon_ms = None
+    has_producer_id = False
+
+    def raw(self) -> memoryview:
+        return memoryview(self.buf)[self.position : self.end]
+
+    def compute_crc(self) -> int:
+        return crc32(memoryview(self.buf)[self.position + 16 : self.end])
+
+    def is_valid(self) -> bool:
+        overhead = LEGACY_OVERHEAD_V1 if self.magic == 1 else LEGACY_OVERHEAD_V0
+        return self.message_size >= overhead and self.end <= len(self.buf) and self.compute_crc() == self.crc
+
+    def ensure_valid(self) -> None:
+        overhead = LEGACY_OVERHEAD_V1 if self.magic == 1 else LEGACY_OVERHEAD_V0
+        if self.message_size < overhead:
+            raise CorruptRecordError(
+                f"message size {self.message_size} is smaller than the minimum {overhead}",
+                self.position,
+                kind="bad_length",
+            )
+        if self.end > len(self.buf):
+            raise TruncatedError("message runs past the end of the data", self.position)
+        actual = self.compute_crc()
+        if actual != self.crc:
+            raise CorruptRecordError(
+                f"message CRC mismatch: stored {self.crc}, computed {actual}",
+                self.position,
+                kind="crc_mismatch",
+            )
+
+    def _key_value(self) -> tuple[bytes | None, bytes | None]:
+        return _legacy_key_value(self.buf, self.position, self.magic, self.end)
+
+    def _inner_entries(self, *, max_size: int | None = None) -> list[LegacyBatch]:
+        if self.codec == compression.NONE:
+            return [self]
+        _, value = self._key_value()
+        if value is None:
+            raise CorruptRecordError("compressed wrapper message has a null value", self.position)
+        try:
+            data = compression.decompress(self.codec, value, magic=self.magic, max_size=max_size)
+        except FormatError as exc:
+            raise type(exc)(
+                f"{exc.message} in the wrapper message at offset {self.offset}", self.position
+            ) from None
+        inner: list[LegacyBatch] = []
+        pos = 0
+        end = len(data)
+        while pos < end:
+            if end - pos < LOG_OVERHEAD + LEGACY_OVERHEAD_V0:
+                raise CorruptRecordError(
+                    f"{end - pos} stray bytes at the end of the wrapper message's inner message set",
+                    self.position,
+                )
+            try:
+                msg = LegacyBatch(data, pos)
+            except FormatError as exc:
+                raise CorruptRecordError(
+                    f"inner message at byte {pos} of the decompressed wrapper: {exc.message}", self.position
+                ) from None
+            if msg.end > end:
+                raise CorruptRecordError(
+                    f"inner message at byte {pos} of the decompressed wrapper runs past its end",
+                    self.position,
+                )
+            if msg.codec != compression.NONE:
+                raise CorruptRecordError("nested compression inside a wrapper message", self.position)
+            inner.append(msg)
+            pos = msg.end
+        if not inner:
+            raise CorruptRecordError("compressed wrapper message holds no messages", self.position)
+        return inner
+
+    @property
+    def base_offset(self) -> int:
+        """First offset (decompresses a wrapper, as Kafka's legacy batches do)."""
+        if self.codec == compression.NONE:
+            return self.offset
+        return next(iter(self.records())).offset
+
+    @property
+    def count(self) -> int:
+        if self.codec == compression.NONE:
+            return 1
+        return len(self._inner_entries())
+
+    def records(self, *, max_size: int | None = None) -> Iterator[Record]:
+        inner = self._inner_entries(max_size=max_size)
+        wrapper = inner[0] is not self
+        if wrapper and self.magic >= 1:
+            last_rel = inner[-1].offset
+            # A v1 wrapper offset of 0 (some librdkafka producers) means base 0.
+            base = 0 if self.offset == 0 else self.offset - last_rel
+        else:
+            base = None
+        for msg in inner:
+            key, value = msg._key_value()
+            if base is not None:
+                offset = base + msg.offset
+            else:
+                offset = msg.offset
+            if wrapper and self.magic == 1 and self.timestamp_type == LOG_APPEND_TIME:
+                ts = self.timestamp
+            else:
+                ts = msg.timestamp
+            yield Record(
+                offset=offset,
+                timestamp=ts,
+                key=key,
+                value=value,
+                crc=msg.crc,
+                is_valid=msg.is_valid(),
+                magic=msg.magic,
+                size_in_bytes=msg.size,
+                position=msg.position if not wrapper else self.position,
+            )
+
+    def __iter__(self) -> Iterator[Record]:
+        return self.records()
+
+    def __repr__(self) -> str:
+        return (
+            f"LegacyBatch(offset={self.offset}, magic={self.magic}, position={self.position}, "
+            f"size={self.size}, codec={self.codec_name})"
+        )
+
+
+def _legacy_key_value(buf, position: int, magic: int, end: int) -> tuple[bytes | None, bytes | None]:
+    pos = position + LOG_OVERHEAD + (LEGACY_OVERHEAD_V1 - 8 if magic == 1 else LEGACY_OVERHEAD_V0 - 8)
+    out = []
+    for what in ("key", "value"):
+        if pos + 4 > end:
+            raise CorruptRecordError(f"message {what} length runs past the message", pos)
+        (n,) = _I32.unpack_from(buf, pos)
+        pos += 4
+        if n < 0:
+            out.append(None)
+            continue
+        if pos + n > end:
+            raise CorruptRecordError(f"message {what} of {n} bytes runs past the message", pos)
+        out.append(bytes(buf[pos : pos + n]))
+        pos += n
+    if pos != end:
+        raise CorruptRecordError(f"{end - pos} stray bytes at the end of the message", pos)
+    return out[0], out[1]
+
+
+Batch = RecordBatch | LegacyBatch
+
+
+def peek_entry(buf, position: int = 0) -> tuple[int, int, int] | None:
+    """(offset, size, magic) of the entry at ``position``, or None if fewer than 17 bytes remain."""
+    if position + HEADER_PEEK > len(buf):
+        return None
+    offset, size, _, magic = _ENTRY_PEEK.unpack_from(buf, position)
+    return offset, size, magic
+
+
+def read_batch(buf, position: int = 0) -> Batch | None:
+    """The entry at ``position``, or None when the data ends (fewer than 17 bytes, or the
+    entry runs past the end: Kafka treats both as the end of the log, not as errors).
+
+    Raises CorruptRecordError for an impossible size or magic, as Kafka's
+    FileLogInputStream does.
+    """
+    peek = peek_entry(buf, position)
+    if peek is None:
+        return None
+    offset, size, magic = peek
+    if size < MIN_ENTRY_SIZE:
+        raise CorruptRecordError(
+            f"entry size {size} is smaller than the minimum {MIN_ENTRY_SIZE}", position, kind="bad_length"
+        )
+    if position + LOG_OVERHEAD + size > len(buf):
+        return None
+    if magic >= 2:
+        if magic > 2:
+            raise CorruptRecordError(f"unknown magic {magic}", position + 16, kind="bad_magic")
+        if size < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
+            raise CorruptRecordError(
+                f"record batch size {size + LOG_OVERHEAD} is smaller than the minimum {RECORD_BATCH_OVERHEAD}",
+                position,
+                kind="bad_length",
+            )
+        return RecordBatch(buf, position)
+    if magic < 0:
+        raise CorruptRecordError(f"unknown magic {magic}", position + 16, kind="bad_magic")
+    if magic == 1 and size < LEGACY_OVERHEAD_V1:
+        raise CorruptRecordError(
+            f"v1 message size {size} is smaller than the minimum {LEGACY_OVERHEAD_V1}",
+            position,
+            kind="bad_length",
+        )
+    return LegacyBatch(buf, position)
+
+
+def iter_batches(buf, start: int = 0, end: int | None = None) -> Iterator[Batch]:
+    """Every entry from ``start`` until the data ends or an entry is impossible (raises)."""
+    view = memoryview(buf)
+    if end is not None:
+        view = view[:end]
+    pos = start
+    while True:
+        batch = read_batch(view, pos)
+        if batch is None:
+            return
+        yield batch
+        pos = batch.end
+
+
+def find_next_valid_batch(
+    buf, start: int, end: int | None = None, *, max_scan: int | None = None
+) -> Batch | None:
+    """Search forward from ``start`` for the next entry whose header is plausible and
+    whose CRC checks (a resynchronisation point after damage).
+
+    Candidates are found by looking for a magic byte; each is checked cheaply
+    (size within the data, fields sane) before its CRC is computed.
+    """
+    view = memoryview(buf)
+    if end is None:
+        end = len(view)
+    view = view[:end]
+    limit = end if max_scan is None else min(end, start + max_scan)
+    raw = view.obj if isinstance(view.obj, bytes | bytearray) and view.nbytes == len(view.obj) else None
+    candidates = raw if raw is not None else bytes(view)
+    pos = start
+    while pos < limit:
+        # nearest magic byte (0, 1 or 2) at pos+16 or later
+        best = -1
+        for m in (b"\x02", b"\x01", b"\x00"):
+            i = candidates.find(m, pos + 16, limit + 16)
+            if i != -1 and (best == -1 or i < best):
+                best = i
+        if best == -1:
+            return None
+        cand = best - 16
+        pos = cand + 1
+        batch = _plausible_at(view, cand)
+        if batch is not None:
+            return batch
+    return None
+
+
+def _plausible_at(view, pos: int) -> Batch | None:
+    try:
+        peek = peek_entry(view, pos)
+        if peek is None:
+            return None
+        offset, size, magic = peek
+        if offset < 0 or size < MIN_ENTRY_SIZE or pos + LOG_OVERHEAD + size > len(view):
+            return None
+        if magic == 2:
+            if size < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
+                return None
+            batch = RecordBatch(view, pos)
+            if batch.records_count < 0 or batch.last_offset_delta < 0 or batch.attributes & 0xFF80:
+                return None
+        elif magic in (0, 1):
+            batch = LegacyBatch(view, pos)
+        else:
+            return None
+        return batch if batch.is_valid() else None
+    except FormatError:
+        return None
+
+
+# ---------------------------------------------------------------- in-place rewrites (broker append path)
+
+
+def set_base_offset(buf: bytearray | memoryview, position: int, base_offset: int) -> None:
+    """Overwrite a v2 batch's baseOffset (not covered by the CRC)."""
+    _OFFSET_FIELD.pack_into(buf, position, base_offset)
+
+
+def set_partition_leader_epoch(buf: bytearray | memoryview, position: int, epoch: int) -> None:
+    _LEADER_EPOCH_FIELD.pack_into(buf, position + 12, epoch)
+
+
+def set_log_append_time(buf: bytearray | memoryview, position: int, timestamp: int) -> None:
+    """Mark a v2 batch LogAppendTime with ``timestamp`` as its maxTimestamp; recomputes the CRC."""
+    view = memoryview(buf)
+    (attrs,) = _I16.unpack_from(view, position + 21)
+    _I16.pack_into(view, position + 21, attrs | TIMESTAMP_TYPE_MASK)
+    struct.pack_into(">q", view, position + 35, timestamp)
+    (length,) = _I32.unpack_from(view, position + 8)
+    struct.pack_into(
+        ">I", view, position + 17, crc32c(view[position + 21 : position + LOG_OVERHEAD + length])
+    )
+
+
+# ---------------------------------------------------------------- builders
+
+
+@dataclass(slots=True)
+class SimpleRecord:
+    """Input to the builders."""
+
+    value: bytes | None
+    key: bytes | None = None
+    headers: list[tuple[str, bytes | None]] | tuple = ()
+    timestamp: int | None = None
+
+
+def _as_simple(r) -> SimpleRecord:
+    if isinstance(r, SimpleRecord):
+        return r
+    if isinstance(r, Record):
+        return SimpleRecord(r.value, r.key, list(r.headers), r.timestamp)
+    if isinstance(r, tuple):
+        return SimpleRecord(*r)
+    if isinstance(r, bytes | bytearray) or r is None:
+        return SimpleRecord(r)
+    raise TypeError(f"cannot build a record from {type(r).__name__}")
+
+
+def _uv(value: int) -> bytes:
+    return write_uvarint(value)
+
+
+def encode_record_v2(
+    offset_delta: int,
+    timestamp_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Iterable[tuple[str, bytes | None]] = (),
+) -> bytes:
+    parts = [b"\x00", _uv(zigzag64(timestamp_delta)), _uv(zigzag32(offset_delta))]
+    if key is None:
+        parts.append(b"\x01")
+    else:
+        parts.append(_uv(zigzag32(len(key))))
+        parts.append(bytes(key))
+    if value is None:
+        parts.append(b"\x01")
+    else:
+        parts.append(_uv(zigzag32(len(value))))
+        parts.append(bytes(value))
+    headers = list(headers)
+    parts.append(_uv(zigzag32(len(headers))))
+    for hkey, hval in headers:
+        hk = hkey.encode("utf-8")
+        parts.append(_uv(zigzag32(len(hk))))
+        parts.append(hk)
+        if hval is None:
+            parts.append(b"\x01")
+        else:
+            parts.append(_uv(zigzag32(len(hval))))
+            parts.append(bytes(hval))
+    body = b"".join(parts)
+    return _uv(zigzag32(len(body))) + body
+
+
+def build_record_batch(
+    records: Iterable,
+    *,
+    base_offset: int = 0,
+    codec: int = compression.NONE,
+    compression_level: int | None = None,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    is_transactional: bool = False,
+    is_control: bool = False,
+    timestamp_type: int = CREATE_TIME,
+    log_append_time: int | None = None,
+    delete_horizon_ms: int | None = None,
+    offset_deltas: Iterable[int] | None = None,
+    last_offset_delta: int | None = None,
+    base_timestamp: int | None = None,
+    max_timestamp: int | None = None,
+    default_timestamp: int = NO_TIMESTAMP,
+) -> bytes:
+    """Build a v2 batch.  Offset deltas default to 0..n-1; pass ``offset_deltas`` and
+    ``last_offset_delta`` to build compacted batches with gaps (or an empty batch)."""
+    recs = [_as_simple(r) for r in records]
+    deltas = list(offset_deltas) if offset_deltas is not None else list(range(len(recs)))
+    if len(deltas) != len(recs):
+        raise ValueError("offset_deltas must have one entry per record")
+    stamps = [default_timestamp if r.timestamp is None else r.timestamp for r in recs]
+    if base_timestamp is None:
+        base_timestamp = (
+            delete_horizon_ms if delete_horizon_ms is not None else (stamps[0] if stamps else NO_TIMESTAMP)
+        )
+    if max_timestamp is None:
+        max_timestamp = max(stamps) if stamps else NO_TIMESTAMP
+    if timestamp_type == LOG_APPEND_TIME or log_append_time is not None:
+        timestamp_type = LOG_APPEND_TIME
+        if log_append_time is not None:
+            max_timestamp = log_append_time
+    body = b"".join(
+        encode_record_v2(d, ts - base_timestamp, r.key, r.value, r.headers)
+        for d, ts, r in zip(deltas, stamps, recs, strict=True)
+    )
+    if codec != compression.NONE and recs:
+        body = compression.compress(codec, body, magic=2, level=compression_level)
+    if last_offset_delta is None:
+        last_offset_delta = deltas[-1] if deltas else 0
+    attributes = codec & CODEC_MASK
+    if timestamp_type == LOG_APPEND_TIME:
+        attributes |= TIMESTAMP_TYPE_MASK
+    if is_transactional:
+        attributes |= TRANSACTIONAL_MASK
+    if is_control:
+        attributes |= CONTROL_MASK
+    if delete_horizon_ms is not None:
+        attributes |= DELETE_HORIZON_MASK
+    tail = _V2_CRC_FIELDS.pack(
+        attributes,
+        last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        len(recs),
+    )
+    crc = crc32c(body, crc32c(tail))
+    head = struct.pack(
+        ">qiibI",
+        base_offset,
+        RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(body),
+        partition_leader_epoch,
+        2,
+        crc,
+    )
+    return head + tail + body
+
+
+def build_control_batch(
+    control_type: int,
+    *,
+    base_offset: int = 0,
+    producer_id: int,
+    producer_epoch: int,
+    coordinator_epoch: int = 0,
+    timestamp: int = NO_TIMESTAMP,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    timestamp_type: int = CREATE_TIME,
+) -> bytes:
+    """A transaction marker (COMMIT/ABORT) batch as the transaction coordinator writes it."""
+    key = _CONTROL_KEY.pack(0, control_type)
+    value = _END_TXN_VALUE.pack(0, coordinator_epoch) if control_type in (ABORT, COMMIT) else b""
+    return build_record_batch(
+        [SimpleRecord(value, key, (), timestamp)],
+        base_offset=base_offset,
+        partition_leader_epoch=partition_leader_epoch,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=NO_SEQUENCE,
+        is_transactional=control_type in (ABORT, COMMIT),
+        is_control=True,
+        timestamp_type=timestamp_type,
+    )
+
+
+def encode_legacy_message(
+    magic: int,
+    key: bytes | None,
+    value: bytes | None,
+    *,
+    offset: int = 0,
+    timestamp: int = NO_TIMESTAMP,
+    attributes: int = 0,
+) -> bytes:
+    """One legacy entry: offset, size, then the message with its CRC-32."""
+    if magic not in (0, 1):
+        raise ValueError("legacy messages are magic 0 or 1")
+    body = bytearray(struct.pack(">bb", magic, attributes))
+    if magic == 1:
+        body += _LEGACY_V1_TS.pack(timestamp)
+    for part in (key, value):
+        if part is None:
+            body += _I32.pack(-1)
+        else:
+            body += _I32.pack(len(part))
+            body += part
+    message = struct.pack(">I", crc32(body)) + body
+    return struct.pack(">qi", offset, len(message)) + message
+
+
+def build_legacy_message_set(
+    records: Iterable,
+    *,
+    magic: int,
+    base_offset: int = 0,
+    codec: int = compression.NONE,
+    compression_level: int | None = None,
+    timestamp_type: int = CREATE_TIME,
+    log_append_time: int | None = None,
+    wrapper_offset: int | None = None,
+) -> bytes:
+    """A magic 0/1 message set as a Java producer and broker lay it out.
+
+    Uncompressed: one entry per record with absolute offsets.  Compressed: one
+    wrapper whose offset is the last inner offset (override with
+    ``wrapper_offset``); inner offsets are relative (v1) or absolute (v0).
+    """
+    recs = [_as_simple(r) for r in records]
+    ts_attr = (
+        TIMESTAMP_TYPE_MASK if (magic == 1 and (timestamp_type == LOG_APPEND_TIME or log_append_time)) else 0
+    )
+    stamps = [NO_TIMESTAMP if r.timestamp is None else r.timestamp for r in recs]
+    if codec == compression.NONE:
+        return b"".join(
+            encode_legacy_message(
+                magic,
+                r.key,
+                r.value,
+                offset=base_offset + i,
+                timestamp=(log_append_time if log_append_time is not None else ts),
+                attributes=ts_attr,
+            )
+            for i, (r, ts) in enumerate(zip(recs, stamps, strict=True))
+        )
+    if not recs:
+        raise ValueError("a compressed legacy message set needs at least one record")
+    inner = b"".join(
+        encode_legacy_message(
+            magic,
+            r.key,
+            r.value,
+            offset=(i if magic == 1 else base_offset + i),
+            timestamp=ts,
+        )
+        for i, (r, ts) in enumerate(zip(recs, stamps, strict=True))
+    )
+    payload = compression.compress(codec, inner, magic=magic, level=compression_level)
+    if wrapper_offset is None:
+        wrapper_offset = base_offset + len(recs) - 1
+    wrapper_ts = log_append_time if log_append_time is not None else max(stamps)
+    return encode_legacy_message(
+        magic,
+        None,
+        payload,
+        offset=wrapper_offset,
+        timestamp=wrapper_ts,
+        attributes=(codec & CODEC_MASK) | ts_attr,
+    )

@@ -1,0 +1,114 @@
+"""Reading a ``.log`` file: Kafka's FileRecords, read side.
+
+The file is memory-mapped read-only; batches are parsed lazily from the map
+(see kafkatool.formats.records).  The broker's segments, ``dump-log``,
+``verify``, recovery and the fleet scan all read segment bytes through here.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from kafkatool.formats import records as R
+from kafkatool.formats.errors import FormatError
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
+SNAPSHOT_SUFFIX = ".snapshot"
+
+
+def offset_from_file_name(path: str | os.PathLike) -> int | None:
+    """Kafka parses the offset from the file name up to the first '.'; None if not a number."""
+    name = Path(path).name
+    head = name.split(".", 1)[0]
+    if not head.isdigit():
+        return None
+    return int(head)
+
+
+def file_name_for_offset(offset: int, suffix: str) -> str:
+    return f"{offset:020d}{suffix}"
+
+
+class FileRecords:
+    """A read-only view of a ``.log`` file (or any file of concatenated batches)."""
+
+    def __init__(self, path: str | os.PathLike, *, max_bytes: int | None = None):
+        self.path = Path(path)
+        self._fd = os.open(self.path, os.O_RDONLY)
+        try:
+            self.file_size = os.fstat(self._fd).st_size
+            size = self.file_size if max_bytes is None else min(self.file_size, max_bytes)
+            self._mmap = mmap.mmap(self._fd, 0, access=mmap.ACCESS_READ) if self.file_size else None
+        except BaseException:
+            os.close(self._fd)
+            raise
+        self.size = size
+        self.buf: memoryview = memoryview(self._mmap)[:size] if self._mmap is not None else memoryview(b"")
+
+    def close(self) -> None:
+        self.buf = memoryview(b"")
+        if self._mmap is not None:
+            try:
+                self._mmap.close()
+            except BufferError:
+                # A batch or record view still points into the map: leave the
+                # unmapping to the garbage collector rather than fail.
+                pass
+            self._mmap = None
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> FileRecords:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def batches(self, start: int = 0) -> Iterator[R.Batch]:
+        """Batches from byte ``start`` until the data ends.  An impossible entry raises
+        FormatError (position = file byte); a partial tail just ends the iteration."""
+        return R.iter_batches(self.buf, start)
+
+    def scan(self, start: int = 0) -> ScanResult:
+        """Walk every batch header from ``start``; report where the readable data ends and why."""
+        pos = start
+        count = 0
+        try:
+            for batch in R.iter_batches(self.buf, start):
+                count += 1
+                pos = batch.end
+        except FormatError as exc:
+            return ScanResult(count, pos, exc)
+        return ScanResult(count, pos, None)
+
+    def find_next_valid_batch(self, start: int) -> R.Batch | None:
+        return R.find_next_valid_batch(self.buf, start)
+
+    def tail_is_zeros(self, start: int) -> bool:
+        """True when every byte from ``start`` to the end is zero (a preallocated tail)."""
+        tail = self.buf[start:]
+        if not len(tail):
+            return False
+        # compare in chunks to avoid copying a whole preallocated gigabyte
+        chunk = 1 << 20
+        zeros = bytes(chunk)
+        for i in range(0, len(tail), chunk):
+            part = tail[i : i + chunk]
+            if part != zeros[: len(part)]:
+                return False
+        return True
+
+
+@dataclass
+class ScanResult:
+    batches: int
+    valid_end: int  # byte position after the last readable entry
+    error: FormatError | None  # why the scan stopped early, if it did

@@ -1,0 +1,232 @@
+"""Builders and parsers of record batches and legacy message sets."""
+
+import json
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kafkatool.formats import compression
+from kafkatool.formats import records as R
+from kafkatool.formats.errors import FormatError
+
+
+def _msgs(client_batches_dir, name):
+    meta = json.loads((client_batches_dir / f"{name}.json").read_text())
+    h = lambda x: None if x is None else bytes.fromhex(x)  # noqa: E731
+    return [
+        R.SimpleRecord(
+            h(m["value"]), h(m["key"]), [(k, h(v)) for k, v in (m["headers"] or [])], m["timestamp"]
+        )
+        for m in meta["messages"]
+    ]
+
+
+@pytest.mark.parametrize(
+    "name", ["confluent-kafka-v2-none", "kafka-python-v2-none", "confluent-kafka-v2nullhdr-none"]
+)
+def test_v2_builder_reproduces_client_bytes(name, client_batches_dir):
+    data = (client_batches_dir / f"{name}.bin").read_bytes()
+    built = R.build_record_batch(_msgs(client_batches_dir, name), partition_leader_epoch=0)
+    assert built == data
+
+
+@pytest.mark.parametrize("name", ["kafka-python-v1-none", "kafka-python-v0-none", "confluent-kafka-v1-none"])
+def test_legacy_builder_reproduces_client_bytes(name, client_batches_dir):
+    data = (client_batches_dir / f"{name}.bin").read_bytes()
+    magic = 1 if "-v1-" in name else 0
+    built = R.build_legacy_message_set(_msgs(client_batches_dir, name), magic=magic)
+    assert built == data
+
+
+def test_v2_header_layout_by_hand():
+    b = R.build_record_batch(
+        [R.SimpleRecord(b"v", b"k", [("h", None)], 1000)],
+        base_offset=42,
+        partition_leader_epoch=7,
+        producer_id=5,
+        producer_epoch=3,
+        base_sequence=9,
+        is_transactional=True,
+    )
+    assert struct.unpack_from(">q", b, 0)[0] == 42
+    assert struct.unpack_from(">i", b, 8)[0] == len(b) - 12
+    assert struct.unpack_from(">i", b, 12)[0] == 7
+    assert b[16] == 2
+    assert struct.unpack_from(">h", b, 21)[0] == 0x10
+    assert struct.unpack_from(">i", b, 23)[0] == 0
+    assert struct.unpack_from(">qq", b, 27) == (1000, 1000)
+    assert struct.unpack_from(">qhii", b, 43) == (5, 3, 9, 1)
+    # record: len, attrs 0, tsDelta 0, offDelta 0, key len 1 (zigzag 2), 'k', val len 1, 'v', 1 header,
+    # key len 1 'h', value null (zigzag -1 = 1)
+    body = bytes.fromhex("000000026b027602026801")
+    assert b[61:] == bytes([len(body) * 2]) + body
+    import crc32c
+
+    assert struct.unpack_from(">I", b, 17)[0] == crc32c.crc32c(b[21:])
+
+
+@pytest.mark.parametrize("codec", [0, 1, 2, 3, 4])
+def test_v2_round_trip_every_codec(codec):
+    recs = [
+        R.SimpleRecord(
+            bytes([i]) * (i * 37), f"k{i}".encode() if i % 3 else None, [("a", b"1"), ("b", None)], 1000 + i
+        )
+        for i in range(60)
+    ]
+    recs.append(R.SimpleRecord(None, b"tombstone", (), 2000))
+    b = R.build_record_batch(
+        recs, base_offset=100, codec=codec, producer_id=7, producer_epoch=1, base_sequence=2**31 - 3
+    )
+    batch = R.read_batch(b)
+    assert isinstance(batch, R.RecordBatch)
+    batch.ensure_valid()
+    assert batch.codec == codec and batch.count == 61 and batch.last_offset == 160
+    assert batch.max_timestamp == 2000
+    out = list(batch.records())
+    assert [r.offset for r in out] == list(range(100, 161))
+    assert [(r.key, r.value, r.headers, r.timestamp) for r in out] == [
+        (r.key, r.value, list(r.headers), r.timestamp) for r in recs
+    ]
+    # sequences wrap from Int32.MAX to 0
+    assert [r.sequence for r in out[:4]] == [2**31 - 3, 2**31 - 2, 2**31 - 1, 0]
+    assert batch.last_sequence == 57
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+@pytest.mark.parametrize("codec", [0, 1, 2, 3])
+def test_legacy_round_trip(magic, codec):
+    recs = [R.SimpleRecord(b"value-%d" % i, b"key" if i % 2 else None, (), 5000 + i) for i in range(20)]
+    data = R.build_legacy_message_set(recs, magic=magic, codec=codec, base_offset=300)
+    batches = list(R.iter_batches(data))
+    assert len(batches) == (20 if codec == 0 else 1)
+    for b in batches:
+        b.ensure_valid()
+    out = [r for b in batches for r in b.records()]
+    assert [r.offset for r in out] == list(range(300, 320))
+    assert [(r.key, r.value) for r in out] == [(r.key, r.value) for r in recs]
+    assert all(r.is_valid for r in out)
+    if magic == 1:
+        assert [r.timestamp for r in out] == [5000 + i for i in range(20)]
+    else:
+        assert all(r.timestamp == -1 for r in out)
+    if codec:
+        assert batches[0].last_offset == 319 and batches[0].base_offset == 300 and batches[0].count == 20
+
+
+def test_legacy_log_append_time_wrapper_stamps_inner_records():
+    recs = [R.SimpleRecord(b"x", None, (), 5) for _ in range(3)]
+    data = R.build_legacy_message_set(recs, magic=1, codec=compression.GZIP, log_append_time=777)
+    b = R.read_batch(data)
+    assert b.timestamp_type == R.LOG_APPEND_TIME
+    assert [r.timestamp for r in b.records()] == [777, 777, 777]
+
+
+def test_control_batch():
+    b = R.build_control_batch(
+        R.COMMIT, base_offset=10, producer_id=4, producer_epoch=2, coordinator_epoch=9, timestamp=123
+    )
+    batch = R.read_batch(b)
+    batch.ensure_valid()
+    assert batch.is_control and batch.is_transactional and batch.base_sequence == -1
+    (rec,) = list(batch.records())
+    marker = R.parse_control_record(rec)
+    assert (marker.type_name, marker.coordinator_epoch, marker.version) == ("COMMIT", 9, 0)
+
+
+def test_empty_batch_and_gaps_after_compaction():
+    b = R.build_record_batch(
+        [], base_offset=50, last_offset_delta=9, producer_id=3, producer_epoch=0, base_sequence=0
+    )
+    batch = R.read_batch(b)
+    batch.ensure_valid()
+    assert batch.count == 0 and batch.last_offset == 59 and list(batch.records()) == []
+    assert batch.base_timestamp == -1
+    b = R.build_record_batch([b"a", b"b"], base_offset=50, offset_deltas=[2, 7], last_offset_delta=9)
+    out = list(R.read_batch(b).records())
+    assert [r.offset for r in out] == [52, 57]
+
+
+def test_delete_horizon():
+    b = R.build_record_batch([R.SimpleRecord(None, b"k", (), 900)], delete_horizon_ms=1000)
+    batch = R.read_batch(b)
+    assert batch.delete_horizon_ms == 1000 and batch.has_delete_horizon
+    (rec,) = list(batch.records())
+    assert rec.timestamp == 900 and rec.timestamp_delta == -100
+
+
+def test_in_place_rewrites_keep_crc_valid():
+    b = bytearray(R.build_record_batch([b"a", b"b"], codec=compression.LZ4))
+    R.set_base_offset(b, 0, 12345)
+    R.set_partition_leader_epoch(b, 0, 6)
+    batch = R.read_batch(bytes(b))
+    assert batch.base_offset == 12345 and batch.partition_leader_epoch == 6 and batch.is_valid()
+    R.set_log_append_time(b, 0, 99999)
+    batch = R.read_batch(bytes(b))
+    assert batch.is_valid() and batch.timestamp_type == R.LOG_APPEND_TIME
+    assert [r.timestamp for r in batch.records()] == [99999, 99999]
+
+
+def test_read_batch_end_of_data_rules():
+    b = R.build_record_batch([b"a"])
+    assert R.read_batch(b[:16]) is None  # fewer than 17 bytes
+    assert R.read_batch(b[:-1]) is None  # entry past EOF = end of data
+    bad = bytearray(b)
+    struct.pack_into(">i", bad, 8, 13)
+    with pytest.raises(R.CorruptRecordError) as e:
+        R.read_batch(bytes(bad))
+    assert e.value.kind == "bad_length" and e.value.position == 0
+    bad = bytearray(b)
+    bad[16] = 3
+    with pytest.raises(R.CorruptRecordError) as e:
+        R.read_batch(bytes(bad))
+    assert e.value.kind == "bad_magic" and e.value.position == 16
+
+
+def test_find_next_valid_batch_resynchronises():
+    batches = [R.build_record_batch([b"x" * 50] * 3, base_offset=i * 3) for i in range(4)]
+    data = bytearray(b"".join(batches))
+    data[len(batches[0]) + 30] ^= 0xFF  # damage batch 1
+    second_start = len(batches[0])
+    found = R.find_next_valid_batch(bytes(data), second_start + 1)
+    assert found is not None and found.position == second_start + len(batches[1]) and found.base_offset == 6
+    garbage = b"\x02" * 100 + b"\x00" * 50
+    assert R.find_next_valid_batch(garbage, 0) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=400), st.integers(0, 3))
+def test_random_bytes_only_raise_format_errors(blob, start):
+    try:
+        for batch in R.iter_batches(blob, min(start, len(blob))):
+            batch.is_valid()
+            for _ in batch.records(max_size=1 << 20):
+                pass
+    except FormatError:
+        pass
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_mutated_batches_only_raise_format_errors(data):
+    codec = data.draw(st.sampled_from([0, 1, 2, 3, 4]))
+    magic = data.draw(st.sampled_from([0, 1, 2]))
+    recs = [
+        R.SimpleRecord(b"v%d" % i * i, b"k", [("h", b"1")] if magic == 2 else (), 10 + i) for i in range(8)
+    ]
+    if magic == 2:
+        blob = bytearray(R.build_record_batch(recs, codec=codec))
+    else:
+        blob = bytearray(R.build_legacy_message_set(recs, magic=magic, codec=min(codec, 3)))
+    for _ in range(data.draw(st.integers(1, 4))):
+        i = data.draw(st.integers(0, len(blob) - 1))
+        blob[i] = data.draw(st.integers(0, 255))
+    cut = data.draw(st.integers(0, len(blob)))
+    try:
+        for batch in R.iter_batches(bytes(blob[:cut])):
+            batch.is_valid()
+            for _ in batch.records(max_size=1 << 20):
+                pass
+    except FormatError:
+        pass

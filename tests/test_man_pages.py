@@ -1,0 +1,41 @@
+"""The man pages under man/ are generated from the CLI's help and must not be stale."""
+
+import subprocess
+import sys
+
+from conftest import REPO
+
+
+def test_man_pages_are_current(tmp_path):
+    out = subprocess.run(
+        [sys.executable, str(REPO / "tools" / "gen_man.py"), "--check"], capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_generator_writes_one_page_per_command(tmp_path):
+    subprocess.run([sys.executable, str(REPO / "tools" / "gen_man.py"), "--out", str(tmp_path)], check=True)
+    names = {p.name for p in tmp_path.iterdir()}
+    assert "kafkatool.1" in names
+    top = (tmp_path / "kafkatool.1").read_text()
+    assert top.startswith('.TH "KAFKATOOL" "1"')
+    from kafkatool.cli import COMMAND_MODULES
+
+    for mod in COMMAND_MODULES:
+        page = f"kafkatool-{mod.replace('_', '-')}.1"
+        assert page in names, page
+        assert f"kafkatool\\-{mod.replace('_', '-')}" in top
+
+
+def test_cli_help_and_version():
+    out = subprocess.run([sys.executable, "-m", "kafkatool", "--version"], capture_output=True, text=True)
+    assert out.returncode == 0
+    from kafkatool import __version__
+
+    assert out.stdout.strip() == f"kafkatool {__version__}"
+    out = subprocess.run([sys.executable, "-m", "kafkatool", "--help"], capture_output=True, text=True)
+    assert out.returncode == 0
+    from kafkatool.cli import COMMAND_MODULES
+
+    for mod in COMMAND_MODULES:
+        assert mod.replace("_", "-") in out.stdout
