@@ -15,7 +15,6 @@ import argparse
 import sys
 from pathlib import Path
 
-import click
 import typer.main
 
 REPO = Path(__file__).resolve().parent.parent
@@ -49,20 +48,23 @@ def _paragraphs(help_text: str) -> list[str]:
     return [" ".join(line.strip() for line in p.splitlines()) if not p.startswith("\b") else p for p in paras]
 
 
-def _param_lines(param: click.Parameter) -> tuple[str, str]:
-    if isinstance(param, click.Argument):
-        name = param.human_readable_name
-        if param.nargs == -1:
+# typer vendors its own copy of click, so commands and parameters are recognised
+# by what they are (param_type_name, list_commands), not by click's classes.
+
+
+def _ctx(cmd, name: str):
+    return cmd.context_class(cmd, info_name=name)
+
+
+def _param_lines(param) -> tuple[str, str]:
+    if param.param_type_name == "argument":
+        name = param.metavar or (param.name or "").upper()
+        if param.nargs == -1 and not name.endswith("..."):
             name += "..."
-        return f"\\fI{_opt(name)}\\fR", ""
-    assert isinstance(param, click.Option)
+        return f"\\fI{_opt(name)}\\fR", " ".join((param.help or "").split())
     names = ", ".join(f"\\fB{_opt(n)}\\fR" for n in [*param.opts, *param.secondary_opts])
-    if not param.is_flag and not param.count:
-        metavar = (
-            param.make_metavar(click.Context(click.Command("x")))
-            if hasattr(param, "make_metavar")
-            else "VALUE"
-        )
+    if not getattr(param, "is_flag", False) and not getattr(param, "count", False):
+        metavar = param.metavar or param.bare_type().upper()
         names += f" \\fI{_opt(metavar)}\\fR"
     help_text = " ".join((param.help or "").split())
     extras = []
@@ -76,13 +78,13 @@ def _param_lines(param: click.Parameter) -> tuple[str, str]:
     return names, help_text
 
 
-def _usage(cmd: click.Command, path: list[str]) -> str:
-    ctx = click.Context(cmd, info_name=" ".join(path))
+def _usage(cmd, path: list[str]) -> str:
+    ctx = _ctx(cmd, " ".join(path))
     pieces = cmd.collect_usage_pieces(ctx)
     return " ".join(path) + (" " + " ".join(pieces) if pieces else "")
 
 
-def render(cmd: click.Command, path: list[str], subcommands: list[tuple[str, str]]) -> str:
+def render(cmd, path: list[str], subcommands: list[tuple[str, str]]) -> str:
     title = "-".join(path).upper()
     name = "-".join(path)
     short = (cmd.get_short_help_str(limit=200) or "").strip()
@@ -105,8 +107,8 @@ def render(cmd: click.Command, path: list[str], subcommands: list[tuple[str, str
                 out.append(".fi")
             else:
                 out.append(_esc(p))
-    args = [p for p in cmd.params if isinstance(p, click.Argument)]
-    opts = [p for p in cmd.params if isinstance(p, click.Option) and not p.hidden]
+    args = [p for p in cmd.params if p.param_type_name == "argument"]
+    opts = [p for p in cmd.params if p.param_type_name == "option" and not p.hidden]
     if args:
         out.append(".SH ARGUMENTS")
         for p in args:
@@ -141,10 +143,10 @@ def pages() -> dict[str, str]:
     root = typer.main.get_command(app)
     result: dict[str, str] = {}
 
-    def walk(cmd: click.Command, path: list[str]) -> None:
+    def walk(cmd, path: list[str]) -> None:
         subs: list[tuple[str, str]] = []
-        if isinstance(cmd, click.Group):
-            ctx = click.Context(cmd, info_name=path[-1])
+        if hasattr(cmd, "list_commands"):
+            ctx = _ctx(cmd, path[-1])
             for sub_name in cmd.list_commands(ctx):
                 sub = cmd.get_command(ctx, sub_name)
                 if sub is None or sub.hidden:

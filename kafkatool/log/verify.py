@@ -234,6 +234,9 @@ def _scan_segment(fr: FileRecords, rep: SegmentReport, deep: bool) -> None:
             return None
         nxt = fr.find_next_valid_batch(at + 1)
         end = nxt.position if nxt is not None else size
+        if nxt is None and kind in ("bad_length", "bad_magic"):
+            # nothing valid follows an impossible header: the rest of the file is garbage
+            kind, message = "garbage_tail", f"{size - at} bytes at the end of the file are not Kafka entries ({message})"
         after = None
         if nxt is not None:
             after = nxt.base_offset if nxt.magic == 2 else nxt.last_offset
@@ -915,7 +918,9 @@ def verify_partition(
                     WARNING,
                 )
             )
-        epoch_starts.extend(seg.epoch_starts)
+        for epoch, start in seg.epoch_starts:
+            if not epoch_starts or epoch_starts[-1][0] != epoch:
+                epoch_starts.append((epoch, start))
         yield fr
         stem = log.name[: -len(LOG_SUFFIX)]
         for suffix, kind in (
