@@ -686,7 +686,7 @@ Batch = RecordBatch | LegacyBatch
 
 def peek_entry(buf, position: int = 0) -> tuple[int, int, int] | None:
     """(offset, size, magic) of the entry at ``position``, or None if fewer than 17 bytes remain."""
-    if position + HEADER_PEEK > len(buf):
+    if position < 0 or position + HEADER_PEEK > len(buf):
         return None
     offset, size, _, magic = _ENTRY_PEEK.unpack_from(buf, position)
     return offset, size, magic

@@ -14,7 +14,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from kafkatool.formats import checkpoint as C
@@ -72,7 +72,7 @@ class DumpOptions:
     offset_max: int | None = None
     key: bytes | None = None
     producer_id: int | None = None
-    problems: list[dict] = field(default_factory=list)
+    structured: bool = False  # --json: decoded internal-topic records as objects, not Kafka's strings
 
     @property
     def filtering_records(self) -> bool:
@@ -166,6 +166,10 @@ def _record_event(batch: R.Batch, rec: R.Record, opts: DumpOptions, file: str) -
             ev["controlTypeId"] = marker.type
             if marker.coordinator_epoch is not None:
                 ev["coordinatorEpoch"] = marker.coordinator_epoch
+            elif marker.type in (R.SNAPSHOT_HEADER, R.SNAPSHOT_FOOTER, R.KRAFT_VERSION, R.KRAFT_VOTERS):
+                from kafkatool.formats import internal_topics as T
+
+                ev["controlRecord"] = T.decode_kraft_control_record(marker.type, rec.value)
         except FormatError as exc:
             ev["controlError"] = exc.message
         return ev
@@ -180,31 +184,46 @@ def _record_event(batch: R.Batch, rec: R.Record, opts: DumpOptions, file: str) -
 
 
 def _decode_internal(ev: dict, rec: R.Record, opts: DumpOptions) -> None:
+    """Decode an internal topic's record: Kafka's strings for the text view (keyText /
+    valueText), structured objects under --json (key / value)."""
     from kafkatool.formats import internal_topics as T
 
-    if opts.data_decoder == "offsets":
-        if rec.key is None:
-            ev["keyText"] = (
-                f"Error at offset {rec.offset}, skipping. Failed to decode message at offset {rec.offset} using "
-                "offset topic decoder (message had a missing key)"
-            )
-            return
-        ev["keyText"], ev["valueText"] = T.decode_offsets_record(rec.key, rec.value, offset=rec.offset)
-    elif opts.data_decoder == "transaction-log":
-        ev["keyText"], ev["valueText"] = T.decode_transaction_log_record(rec.key, rec.value)
-    elif opts.data_decoder == "cluster-metadata":
-        ev["keyText"] = None
-        ev["valueText"] = T.decode_cluster_metadata_record(rec.value, offset=rec.offset)
-    for name in ("keyText", "valueText"):
-        text = ev.get(name)
-        target = "key" if name == "keyText" else "value"
-        if text is not None and text.startswith("{"):
-            try:
-                ev[target] = json.loads(text)
-                continue
-            except ValueError:
-                pass
-        ev[target] = text
+    kind = opts.data_decoder
+    try:
+        if kind == "offsets":
+            if opts.structured:
+                d = T.offsets_record_dict(rec.key, rec.value)
+                if d["key"] is None:
+                    ev["keyText"] = f"Unknown record type {d['type']} at offset {rec.offset}, skipping."
+                ev["key"], ev["value"] = d["key"], d["value"]
+            else:
+                ev["keyText"], ev["valueText"] = T.decode_offsets_record(
+                    rec.key, rec.value, offset=rec.offset
+                )
+        elif kind == "transaction-log":
+            if opts.structured:
+                d = T.transaction_log_record_dict(rec.key, rec.value)
+                ev["key"] = {"transactionalId": d["transactional_id"], "version": d["key_version"]}
+                ev["value"] = d["value"]
+            else:
+                ev["keyText"], ev["valueText"] = T.decode_transaction_log_record(rec.key, rec.value)
+        elif kind == "cluster-metadata":
+            ev["key"] = None
+            if opts.structured:
+                ev["value"] = T.cluster_metadata_record_dict(rec.value)
+            else:
+                ev["valueText"] = T.decode_cluster_metadata_record(rec.value)
+    except FormatError as exc:
+        # Kafka's decoders print the error in place of the record and go on.
+        where = f"offset {rec.offset}" if kind != "cluster-metadata" else str(rec.offset)
+        text = f"Error at {where}, skipping. {exc.message}"
+        ev["decodeError"] = text
+        if kind == "cluster-metadata":
+            ev["valueText"] = text
+        else:
+            ev["keyText"], ev["valueText"] = text, None
+        ev.setdefault("key", None)
+        ev.setdefault("value", None)
 
 
 def _in_range(opts: DumpOptions, first: int | None, last: int) -> bool:
@@ -617,11 +636,13 @@ def _record_line(ev: dict, opts: DumpOptions) -> str:
         if "controlType" in ev:
             if "coordinatorEpoch" in ev:
                 parts.append(f" endTxnMarker: {ev['controlType']} coordinatorEpoch: {ev['coordinatorEpoch']}")
+            elif ev.get("controlRecord"):
+                parts.append(f" {ev['controlRecord']}")
             else:
                 parts.append(f" controlType: {ev['controlType']}({ev['controlTypeId']})")
     if opts.print_data_log and "controlType" not in ev and "controlError" not in ev:
-        key = ev.get("keyText", ev.get("key")) if opts.data_decoder else ev.get("key")
-        value = ev.get("valueText", ev.get("value")) if opts.data_decoder else ev.get("value")
+        key = ev.get("keyText") if opts.data_decoder else ev.get("key")
+        value = ev.get("valueText") if opts.data_decoder else ev.get("value")
         if key is not None:
             parts.append(f"{prefix}key: {key}")
             prefix = " "

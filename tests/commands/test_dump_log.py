@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+from segments import make_partition
 from typer.testing import CliRunner
 
 from kafkatool.cli import app
@@ -13,7 +14,6 @@ from kafkatool.formats import compression
 from kafkatool.formats import index as I
 from kafkatool.formats import records as R
 from kafkatool.formats import snapshot as S
-from segments import make_partition
 
 runner = CliRunner()
 
@@ -34,11 +34,25 @@ def seg(tmp_path):
     pdir = tmp_path / "t-0"
     pdir.mkdir()
     data = R.build_record_batch(
-        [R.SimpleRecord(b"hello", b"k1", [("h1", b"x"), ("h2", None)], 1000), R.SimpleRecord(None, None, (), 1005)],
-        base_offset=10, partition_leader_epoch=3, producer_id=77, producer_epoch=1, base_sequence=4,
+        [
+            R.SimpleRecord(b"hello", b"k1", [("h1", b"x"), ("h2", None)], 1000),
+            R.SimpleRecord(None, None, (), 1005),
+        ],
+        base_offset=10,
+        partition_leader_epoch=3,
+        producer_id=77,
+        producer_epoch=1,
+        base_sequence=4,
     )
-    data += R.build_control_batch(R.COMMIT, base_offset=12, producer_id=77, producer_epoch=1, coordinator_epoch=5,
-                                  timestamp=1010, partition_leader_epoch=3)
+    data += R.build_control_batch(
+        R.COMMIT,
+        base_offset=12,
+        producer_id=77,
+        producer_epoch=1,
+        coordinator_epoch=5,
+        timestamp=1010,
+        partition_leader_epoch=3,
+    )
     path = pdir / f"{10:020d}.log"
     path.write_bytes(data)
     return path
@@ -68,16 +82,23 @@ def test_kafka_batch_and_record_lines(seg):
 
 
 def test_legacy_lines(tmp_path):
-    data = R.build_legacy_message_set([R.SimpleRecord(b"v", b"k", (), 42)], magic=1, codec=compression.GZIP,
-                                      base_offset=5)
+    data = R.build_legacy_message_set(
+        [R.SimpleRecord(b"v", b"k", (), 42)], magic=1, codec=compression.GZIP, base_offset=5
+    )
     path = tmp_path / f"{5:020d}.log"
     path.write_bytes(data)
     b = R.read_batch(data)
     inner = next(iter(b.records()))
     res = run(path, "--print-data-log")
     lines = res.stdout.splitlines()
-    assert lines[2] == f"offset: 5 position: 0 CreateTime: 42 size: {b.size} magic: 1 compresscodec: gzip crc: {b.crc} isvalid: true"
-    assert lines[3] == f"| offset: 5 CreateTime: 42 keySize: 1 valueSize: 1 isValid: true crc: {inner.crc}}} key: k payload: v"
+    assert (
+        lines[2]
+        == f"offset: 5 position: 0 CreateTime: 42 size: {b.size} magic: 1 compresscodec: gzip crc: {b.crc} isvalid: true"
+    )
+    assert (
+        lines[3]
+        == f"| offset: 5 CreateTime: 42 keySize: 1 valueSize: 1 isValid: true crc: {inner.crc}}} key: k payload: v"
+    )
 
 
 def test_json_contract(seg):
@@ -86,13 +107,33 @@ def test_json_contract(seg):
     batches = [o for o in objs if o["type"] == "batch"]
     recs = [o for o in objs if o["type"] == "record"]
     assert len(batches) == 2 and len(recs) == 3
-    for key in ("baseOffset", "lastOffset", "count", "position", "size", "magic", "compresscodec", "crc", "isvalid",
-                "producerId", "producerEpoch", "baseSequence", "lastSequence", "partitionLeaderEpoch",
-                "isTransactional", "isControl", "deleteHorizonMs", "timestampType", "maxTimestamp"):
+    for key in (
+        "baseOffset",
+        "lastOffset",
+        "count",
+        "position",
+        "size",
+        "magic",
+        "compresscodec",
+        "crc",
+        "isvalid",
+        "producerId",
+        "producerEpoch",
+        "baseSequence",
+        "lastSequence",
+        "partitionLeaderEpoch",
+        "isTransactional",
+        "isControl",
+        "deleteHorizonMs",
+        "timestampType",
+        "maxTimestamp",
+    ):
         assert key in batches[0], key
     r0 = recs[0]
     assert (r0["offset"], r0["timestamp"], r0["keySize"], r0["valueSize"]) == (10, 1000, 2, 5)
-    assert r0["key"] == base64.b64encode(b"k1").decode() and r0["value"] == base64.b64encode(b"hello").decode()
+    assert (
+        r0["key"] == base64.b64encode(b"k1").decode() and r0["value"] == base64.b64encode(b"hello").decode()
+    )
     assert r0["headers"] == [["h1", base64.b64encode(b"x").decode()], ["h2", None]]
     assert recs[1]["key"] is None and recs[1]["value"] is None
     assert recs[2]["controlType"] == "COMMIT" and recs[2]["coordinatorEpoch"] == 5
@@ -109,7 +150,8 @@ def test_filters(tmp_path):
     objs = jlines(run(log, "--json", "--key", "k23"))
     assert [o["offset"] for o in objs if o["type"] == "record"] == [23]
     assert jlines(run(log, "--json", "--producer-id", "8")) and not [
-        o for o in jlines(run(log, "--json", "--producer-id", "8")) if o["type"] == "batch"]
+        o for o in jlines(run(log, "--json", "--producer-id", "8")) if o["type"] == "batch"
+    ]
     res = run(log, "--offset-range", "9-3")
     assert res.exit_code == 2
 
@@ -142,12 +184,16 @@ def test_indexes_and_sanity(tmp_path):
 def test_txnindex_snapshot_and_checkpoints(tmp_path):
     t = tmp_path / f"{0:020d}.txnindex"
     t.write_bytes(I.encode_txn_index([(5, 10, 20, 21)]))
-    assert run(t).stdout.splitlines()[1] == "version: 0 producerId: 5 firstOffset: 10 lastOffset: 20 lastStableOffset: 21"
+    assert (
+        run(t).stdout.splitlines()[1]
+        == "version: 0 producerId: 5 firstOffset: 10 lastOffset: 20 lastStableOffset: 21"
+    )
     s = tmp_path / f"{30:020d}.snapshot"
     s.write_bytes(S.encode_snapshot([S.ProducerSnapshotEntry(5, 2, 9, 29, 3, 1234, 7, -1)]))
     assert run(s).stdout.splitlines()[1] == (
         "producerId: 5 producerEpoch: 2 coordinatorEpoch: 7 currentTxnFirstOffset: OptionalLong.empty "
-        "lastTimestamp: 1234 firstSequence: 6 lastSequence: 9 lastOffset: 29 offsetDelta: 3 timestamp: 1234")
+        "lastTimestamp: 1234 firstSequence: 6 lastSequence: 9 lastOffset: 29 offsetDelta: 3 timestamp: 1234"
+    )
     c = tmp_path / "recovery-point-offset-checkpoint"
     c.write_bytes(b"0\n1\nmy.topic 3 42\n")
     assert run(c).stdout.splitlines()[1] == "topic: my.topic partition: 3 offset: 42"
@@ -185,8 +231,11 @@ def test_unknown_and_missing_files(tmp_path):
     (tmp_path / "x.txt").write_text("hello")
     res = run(tmp_path / "x.txt")
     assert res.exit_code == 0 and f"Ignoring unknown file {tmp_path / 'x.txt'}" in res.stderr
-    out = subprocess.run([sys.executable, "-m", "kafkatool", "dump-log", str(tmp_path / "none.log")],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "kafkatool", "dump-log", str(tmp_path / "none.log")],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 2 and "none.log" in out.stderr and "Traceback" not in out.stderr
     assert run().exit_code == 2
 
@@ -200,3 +249,89 @@ def test_client_captures_dump_every_record(client_batches_dir, tmp_path):
         recs = [o for o in objs if o["type"] == "record"]
         assert [r["value"] for r in recs] == [m["value"] for m in meta["messages"]], cap.name
         assert [r["key"] for r in recs] == [m["key"] for m in meta["messages"]], cap.name
+
+
+def _s16(s: str) -> bytes:
+    import struct
+
+    return struct.pack(">h", len(s.encode())) + s.encode()
+
+
+def test_offsets_decoder(tmp_path):
+    import struct
+
+    key = struct.pack(">h", 1) + _s16("grp") + _s16("orders") + struct.pack(">i", 2)
+    value = struct.pack(">h", 3) + struct.pack(">qi", 42, 7) + _s16("m") + struct.pack(">q", 1700000000000)
+    unknown = struct.pack(">h", 99) + b"\x00"
+    data = R.build_record_batch(
+        [
+            R.SimpleRecord(value, key, (), 1),
+            R.SimpleRecord(None, key, (), 2),
+            R.SimpleRecord(b"x", unknown, (), 3),
+            R.SimpleRecord(b"\x00\x03\x01", struct.pack(">h", 1) + b"\x00", (), 4),
+        ]
+    )
+    log = tmp_path / "__consumer_offsets-7" / f"{0:020d}.log"
+    log.parent.mkdir()
+    log.write_bytes(data)
+    lines = run(log, "--offsets-decoder").stdout.splitlines()[3:]
+    assert lines[0].endswith(
+        ' key: {"type":"1","data":{"group":"grp","topic":"orders","partition":2}} '
+        'payload: {"version":"3","data":{"offset":42,"leaderEpoch":7,"metadata":"m","commitTimestamp":1700000000000}}'
+    )
+    assert lines[1].endswith(" payload: <DELETE>")
+    assert lines[2].endswith(" key: Unknown record type 99 at offset 2, skipping.")
+    assert " key: Error at offset 3, skipping." in lines[3]
+    objs = [o for o in jlines(run(log, "--offsets-decoder", "--json")) if o["type"] == "record"]
+    assert objs[0]["key"]["data"]["group"] == "grp" and objs[0]["value"]["data"]["offset"] == 42
+    assert objs[1]["value"] is None and objs[3]["decodeError"].startswith("Error at offset 3")
+
+
+def test_transaction_log_and_cluster_metadata_decoders(tmp_path):
+    import struct
+
+    key = struct.pack(">h", 0) + _s16("txn-1")
+    value = (
+        struct.pack(">h", 0)
+        + struct.pack(">qhib", 9, 1, 60000, 4)
+        + struct.pack(">i", 1)
+        + _s16("t")
+        + struct.pack(">i", 1)
+        + struct.pack(">i", 0)
+        + struct.pack(">qq", 5, 4)
+    )
+    log = tmp_path / f"{0:020d}.log"
+    log.write_bytes(R.build_record_batch([R.SimpleRecord(value, key, (), 1)]))
+    line = run(log, "--transaction-log-decoder").stdout.splitlines()[3]
+    assert line.endswith(
+        " key: transaction_metadata::transactionalId=txn-1 payload: producerId:9,producerEpoch:1,"
+        "state=CompleteCommit,partitions=[t-0],txnLastUpdateTimestamp=5,txnTimeoutMs=60000"
+    )
+    # a KRaft TopicRecord v0: frame 1, type 2, version 0, name (compact string), topic id, no tags
+    topic_id = bytes(range(16))
+    rec = bytes([1, 2, 0]) + bytes([len("events") + 1]) + b"events" + topic_id + b"\x00"
+    log.write_bytes(R.build_record_batch([R.SimpleRecord(rec, None, (), 1)]))
+    res = run(log, "--cluster-metadata-decoder")
+    line = res.stdout.splitlines()[3]
+    assert ' payload: {"type":"TOPIC_RECORD","version":0,"data":{"name":"events","topicId":' in line
+    objs = [o for o in jlines(run(log, "--cluster-metadata-decoder", "--json")) if o["type"] == "record"]
+    assert objs[0]["value"]["type"] == "TOPIC_RECORD" and objs[0]["value"]["data"]["name"] == "events"
+
+
+def test_kraft_snapshot_control_records(tmp_path):
+    import struct
+
+    # SnapshotHeaderRecord v0: version int16 0, lastContainedLogTimestamp int64, no tags
+    header = struct.pack(">hq", 0, 1234) + b"\x00"
+    batch = R.build_record_batch(
+        [R.SimpleRecord(header, struct.pack(">hh", 0, R.SNAPSHOT_HEADER), (), 5)], is_control=True
+    )
+    snap = tmp_path / "00000000000000000100-0000000003.checkpoint"
+    snap.write_bytes(batch)
+    lines = run(snap).stdout.splitlines()
+    assert lines[1] == "Snapshot end offset: 100, epoch: 3"
+    assert (
+        run(snap, "--deep-iteration")
+        .stdout.splitlines()[3]
+        .endswith(' SnapshotHeader {"version":0,"lastContainedLogTimestamp":1234}')
+    )

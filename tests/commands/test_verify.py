@@ -8,6 +8,7 @@ import sys
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from segments import make_batches, make_partition, write_segment
 from typer.testing import CliRunner
 
 from kafkatool.cli import app
@@ -15,7 +16,6 @@ from kafkatool.formats import checkpoint as C
 from kafkatool.formats import records as R
 from kafkatool.formats import snapshot as S
 from kafkatool.log import verify as V
-from segments import make_batches, make_partition, write_segment
 
 runner = CliRunner()
 
@@ -76,7 +76,9 @@ def test_truncated_tail(partition, cut):
     code, fs, _ = findings(log)
     assert code == 1
     (f,) = fs
-    assert f["kind"] == "truncated_tail" and f["position"] == last.position and f["end"] == last.position + cut
+    assert (
+        f["kind"] == "truncated_tail" and f["position"] == last.position and f["end"] == last.position + cut
+    )
 
 
 def test_garbage_and_zero_tails(partition):
@@ -88,7 +90,8 @@ def test_garbage_and_zero_tails(partition):
     log.write_bytes(data + bytes(4096))
     code, fs, _ = findings(log)
     assert [(f["kind"], f["position"], f["end"], f["severity"]) for f in fs] == [
-        ("zero_tail", len(data), len(data) + 4096, "warning")]
+        ("zero_tail", len(data), len(data) + 4096, "warning")
+    ]
     assert code == 1
     assert findings("--fail-on", "error", log)[0] == 0
 
@@ -101,7 +104,11 @@ def test_wrong_magic_and_absurd_lengths(partition):
     bad[b1.position + 16] = 7
     log.write_bytes(bad)
     _, fs, _ = findings(log)
-    assert fs[0]["kind"] == "bad_magic" and fs[0]["position"] == b1.position + 16 - 16 or fs[0]["position"] == b1.position + 16
+    assert (
+        fs[0]["kind"] == "bad_magic"
+        and fs[0]["position"] == b1.position + 16 - 16
+        or fs[0]["position"] == b1.position + 16
+    )
     bad = bytearray(data)
     struct.pack_into(">i", bad, b1.position + 8, -5)
     log.write_bytes(bad)
@@ -266,8 +273,11 @@ def test_bad_usage_exit_codes(tmp_path):
 
 
 def test_subprocess_one_line_error(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "kafkatool", "verify", str(tmp_path / "nope.log")],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "kafkatool", "verify", str(tmp_path / "nope.log")],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 2
     assert out.stderr.count("\n") == 1 and "nope.log" in out.stderr and "Traceback" not in out.stderr
 

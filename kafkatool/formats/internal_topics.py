@@ -1,0 +1,406 @@
+"""Decoders for the records of Kafka's internal topics, rendered as DumpLogSegments prints them.
+
+* ``__consumer_offsets`` (``--offsets-decoder``): key
+  ``{"type":"<record type>","data":{...}}``, value
+  ``{"version":"<value version>","data":{...}}`` or ``<DELETE>``; the
+  consumer-protocol subscription/assignment bytes of GroupMetadata members are
+  decoded to JSON when the group's protocol type is ``consumer``.
+* ``__transaction_state`` (``--transaction-log-decoder``):
+  ``transaction_metadata::transactionalId=<id>`` /
+  ``producerId:<p>,producerEpoch:<e>,state=<State>,partitions=[t-0,...],...``.
+* ``__cluster_metadata`` (``--cluster-metadata-decoder``):
+  ``{"type":"TOPIC_RECORD","version":0,"data":{...}}``.
+
+JSON objects follow Kafka's generated ``*JsonConverter`` classes: camelCase
+field names (schema name with a lower-case first letter), fields absent from
+the version omitted, tagged fields only when not at their default, bytes as
+base64, uuids in Kafka's base64 form; they are printed compactly as Jackson's
+``JsonNode.toString()`` does.
+
+Every function raises :class:`FormatError` (with a byte position inside the key
+or value) for bytes it cannot decode; where DumpLogSegments prints a line
+instead of failing (unknown record types), the same line is returned.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from kafkatool.formats.errors import FormatError
+from kafkatool.formats.generated import (
+    METADATA_RECORDS,
+    ConsumerProtocolAssignment,
+    ConsumerProtocolSubscription,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    KRaftVersionRecord,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    SnapshotFooterRecord,
+    SnapshotHeaderRecord,
+    TransactionLogKey,
+    TransactionLogValue,
+    VotersRecord,
+)
+from kafkatool.formats.schema import Message, SchemaDecodeError, json_dumps_java, r_uvarint
+
+__all__ = [
+    "TRANSACTION_STATES",
+    "decode_cluster_metadata_record",
+    "decode_kraft_control_record",
+    "decode_offsets_record",
+    "decode_transaction_log_record",
+    "metadata_record_type_name",
+    "offsets_record_dict",
+    "cluster_metadata_record_dict",
+    "transaction_log_record_dict",
+]
+
+_I16 = struct.Struct(">h")
+DELETE = "<DELETE>"
+CONSUMER_PROTOCOL_TYPE = "consumer"
+
+#: TransactionState ids as written in TransactionLogValue.TransactionStatus, with Kafka's names.
+TRANSACTION_STATES = {
+    0: "Empty",
+    1: "Ongoing",
+    2: "PrepareCommit",
+    3: "PrepareAbort",
+    4: "CompleteCommit",
+    5: "CompleteAbort",
+    6: "Dead",
+    7: "PrepareEpochFence",
+}
+
+
+def _view(data) -> memoryview:
+    mv = data if isinstance(data, memoryview) else memoryview(data)
+    return mv.cast("B") if mv.format != "B" or mv.ndim != 1 else mv
+
+
+def _read_version(buf: memoryview, what: str) -> int:
+    if len(buf) < 2:
+        raise FormatError(f"Could not read version from {what}'s buffer.", 0, kind="truncated")
+    return _I16.unpack_from(buf, 0)[0]
+
+
+def _clamp(cls: type[Message], version: int) -> int:
+    # Java's generated read()/write() test `_version >= N` per field, so a version above
+    # the newest known one is read with the newest layout (and a negative one like v0).
+    lo, hi = cls.VALID_VERSIONS
+    return max(lo, min(version, hi))
+
+
+def _read_message(cls: type[Message], buf: memoryview, version: int, what: str) -> Message:
+    """Read ``cls`` after the 2-byte version; trailing bytes are ignored, as Kafka does."""
+    try:
+        msg, _ = cls.decode_from(buf, 2, len(buf), _clamp(cls, version))
+    except SchemaDecodeError as e:
+        raise FormatError(
+            f"Could not read record with version {version} from {what}'s buffer due to: {e.message}.",
+            e.position,
+            kind=e.kind,
+        ) from None
+    return msg
+
+
+# ----------------------------------------------------------------------------- __consumer_offsets
+
+
+def _decode_embedded(cls: type[Message], raw):
+    """ConsumerProtocol payload -> JSON dict, or None if it does not parse (Kafka keeps the bytes)."""
+    buf = _view(raw)
+    if len(buf) < 2:
+        return None
+    version = _I16.unpack_from(buf, 0)[0]
+    try:
+        msg, _ = cls.decode_from(buf, 2, len(buf), _clamp(cls, version))
+    except SchemaDecodeError:
+        return None
+    return msg.to_json(_clamp(cls, version))
+
+
+def _group_metadata_json(value: GroupMetadataValue, version: int) -> dict:
+    data = value.to_json(_clamp(GroupMetadataValue, version))
+    if data.get("protocolType") == CONSUMER_PROTOCOL_TYPE:
+        for member_json, member in zip(data.get("members") or [], value.members or [], strict=False):
+            if "subscription" in member_json:
+                decoded = _decode_embedded(ConsumerProtocolSubscription, member.subscription)
+                if decoded is not None:
+                    member_json["subscription"] = decoded
+            if "assignment" in member_json:
+                decoded = _decode_embedded(ConsumerProtocolAssignment, member.assignment)
+                if decoded is not None:
+                    member_json["assignment"] = decoded
+    return data
+
+
+def offsets_record_dict(key, value) -> dict:
+    """Structured form of a ``__consumer_offsets`` record.
+
+    ``{"type": <record type>, "key": {"type": "<n>", "data": {...}} | None,
+    "value": {"version": "<n>", "data": {...}} | None}``; ``key`` is None for a
+    record type this decoder does not know (Kafka skips those); ``value`` is
+    None for a tombstone.
+    """
+    if key is None:
+        raise FormatError(
+            "Failed to decode message using offset topic decoder (message had a missing key)", 0
+        )
+    kbuf = _view(key)
+    record_type = _read_version(kbuf, "key")
+    if record_type in (0, 1):
+        key_cls, value_cls = OffsetCommitKey, OffsetCommitValue
+    elif record_type == 2:
+        key_cls, value_cls = GroupMetadataKey, GroupMetadataValue
+    else:
+        return {"type": record_type, "key": None, "value": None}
+    key_msg = _read_message(key_cls, kbuf, record_type, "key")
+    out = {
+        "type": record_type,
+        "key": {"type": str(record_type), "data": key_msg.to_json(_clamp(key_cls, record_type))},
+        "value": None,
+    }
+    if value is None:
+        return out
+    vbuf = _view(value)
+    version = _read_version(vbuf, "value")
+    value_msg = _read_message(value_cls, vbuf, version, "value")
+    if value_cls is GroupMetadataValue:
+        data = _group_metadata_json(value_msg, version)
+    else:
+        data = value_msg.to_json(_clamp(value_cls, version))
+    out["value"] = {"version": str(version), "data": data}
+    return out
+
+
+def decode_offsets_record(key, value, *, offset: int = -1) -> tuple[str, str | None]:
+    """(key, payload) strings printed by ``kafka-dump-log --offsets-decoder``.
+
+    For an unknown record type the key is Kafka's skip message and the payload
+    None (nothing is printed for it).
+    """
+    d = offsets_record_dict(key, value)
+    if d["key"] is None:
+        return f"Unknown record type {d['type']} at offset {offset}, skipping.", None
+    key_text = json_dumps_java(d["key"])
+    if d["value"] is None:
+        return key_text, DELETE
+    return key_text, json_dumps_java(d["value"])
+
+
+# ----------------------------------------------------------------------------- __transaction_state
+
+
+def _java_string_hash(s: str) -> int:
+    h = 0
+    b = s.encode("utf-16-be", "surrogatepass")
+    for i in range(0, len(b), 2):
+        h = (31 * h + ((b[i] << 8) | b[i + 1])) & 0xFFFFFFFF
+    return h
+
+
+def _s32(x: int) -> int:
+    x &= 0xFFFFFFFF
+    return x - 0x100000000 if x & 0x80000000 else x
+
+
+def _scala_table_size_for(capacity: int) -> int:
+    c = max(capacity - 1, 4)
+    return min((1 << (c.bit_length() - 1)) * 2, 1 << 30)
+
+
+def _topic_partition_hash(tp: tuple[str, int]) -> int:
+    """TopicPartition.hashCode: 31 * (31 + partition) + topic.hashCode (int32)."""
+    return (31 * (31 + tp[1]) + _java_string_hash(tp[0])) & 0xFFFFFFFF
+
+
+def _scala_hash_set_order(groups: list[list[tuple[str, int]]]) -> list[tuple[str, int]]:
+    """Iteration order of the scala.collection.mutable.HashSet[TopicPartition] Kafka prints.
+
+    TransactionLog.readTxnRecordValue adds each topic's partitions with
+    ``topicPartitions ++= partitions.toSet`` (Scala 2.13): ``sizeHint`` sizes the
+    table for the incoming set alone, sets of up to 4 go through ``add`` (which
+    doubles the table at 3/4 load) and larger immutable sets through ``addElem``
+    (which never grows it).  Iteration walks the power-of-two table in bucket
+    order; each bucket is kept sorted by the spread hash ``h ^ (h >>> 16)``.
+    """
+    cap, size = 16, 0
+    members: dict[tuple[str, int], int] = {}
+    for group in groups:
+        incoming = list(dict.fromkeys(group))
+        target = _scala_table_size_for(int((len(incoming) + 1) / 0.75))
+        if target > cap:
+            cap = target
+        for tp in incoming:
+            if len(incoming) <= 4 and size + 1 >= int(cap * 0.75):
+                cap *= 2
+            if tp not in members:
+                h = _topic_partition_hash(tp)
+                members[tp] = h ^ (h >> 16)
+                size += 1
+    return sorted(members, key=lambda tp: (members[tp] & (cap - 1), _s32(members[tp])))
+
+
+def transaction_log_record_dict(key, value) -> dict:
+    """Structured form of a ``__transaction_state`` record.
+
+    ``{"key_version": n, "transactional_id": str | None, "value": {...} | None}``;
+    ``value`` None is a tombstone; ``transactional_id`` None means a key version
+    other than 0 (not a transaction log key).
+    """
+    if key is None:
+        raise FormatError("transaction log record has no key", 0)
+    kbuf = _view(key)
+    key_version = _read_version(kbuf, "key")
+    if key_version != 0:
+        return {"key_version": key_version, "transactional_id": None, "value": None}
+    key_msg = _read_message(TransactionLogKey, kbuf, 0, "key")
+    out = {"key_version": 0, "transactional_id": key_msg.transactional_id, "value": None}
+    if value is None:
+        return out
+    vbuf = _view(value)
+    version = _read_version(vbuf, "value")
+    lo, hi = TransactionLogValue.VALID_VERSIONS
+    if not lo <= version <= hi:
+        raise FormatError(f"Unknown version {version} from the transaction log message value", 0)
+    msg = _read_message(TransactionLogValue, vbuf, version, "value")
+    state = TRANSACTION_STATES.get(msg.transaction_status)
+    if state is None:
+        raise FormatError(f"Unknown transaction state {msg.transaction_status}", 2)
+    groups: list[list[tuple[str, int]]] = []
+    if state != "Empty" and msg.transaction_partitions:
+        groups = [[(entry.topic, p) for p in entry.partition_ids] for entry in msg.transaction_partitions]
+    partitions = _scala_hash_set_order(groups)
+    out["value"] = {
+        "version": version,
+        "producerId": msg.producer_id,
+        "producerEpoch": msg.producer_epoch,
+        "state": state,
+        "partitions": [f"{t}-{p}" for t, p in partitions],
+        "txnLastUpdateTimestamp": msg.transaction_last_update_timestamp_ms,
+        "txnStartTimestamp": msg.transaction_start_timestamp_ms,
+        "txnTimeoutMs": msg.transaction_timeout_ms,
+        "data": msg.to_json(version),
+    }
+    return out
+
+
+def decode_transaction_log_record(key, value) -> tuple[str, str | None]:
+    """(key, payload) strings printed by ``kafka-dump-log --transaction-log-decoder``."""
+    d = transaction_log_record_dict(key, value)
+    if d["transactional_id"] is None:
+        return f"unknown::version={d['key_version']}", None
+    key_text = f"transaction_metadata::transactionalId={d['transactional_id']}"
+    v = d["value"]
+    if v is None:
+        return key_text, DELETE
+    return key_text, (
+        f"producerId:{v['producerId']},producerEpoch:{v['producerEpoch']},state={v['state']},"
+        f"partitions=[{','.join(v['partitions'])}],"
+        f"txnLastUpdateTimestamp={v['txnLastUpdateTimestamp']},txnTimeoutMs={v['txnTimeoutMs']}"
+    )
+
+
+# ----------------------------------------------------------------------------- __cluster_metadata
+
+
+def metadata_record_type_name(cls: type[Message]) -> str:
+    """MetadataRecordType enum name (``TopicRecord`` -> ``TOPIC_RECORD``), as Kafka's toString gives."""
+    out = []
+    prev_upper = True
+    for ch in cls.NAME:
+        if ch.isupper():
+            if not prev_upper:
+                out.append("_")
+            out.append(ch)
+            prev_upper = True
+        else:
+            out.append(ch.upper())
+            prev_upper = False
+    return "".join(out)
+
+
+def _short_uvarint(buf: memoryview, pos: int, what: str) -> tuple[int, int]:
+    try:
+        value, after = r_uvarint(buf, pos, len(buf))
+    except SchemaDecodeError as e:
+        raise FormatError(f"Error while reading {what}: {e.message}", e.position, kind=e.kind) from None
+    if value > 0x7FFF:
+        raise FormatError(f"Value for {what} was too large.", pos)
+    return value, after
+
+
+def cluster_metadata_record_dict(value) -> dict:
+    """``{"type": "TOPIC_RECORD", "version": n, "data": {...}}`` for a KRaft metadata record value."""
+    if value is None:
+        raise FormatError("metadata record has no value", 0)
+    buf = _view(value)
+    frame_version, pos = _short_uvarint(buf, 0, "frame version")
+    if frame_version == 0:
+        raise FormatError(
+            "Could not deserialize metadata record with frame version 0. Note that frame version 0 "
+            "indicates that the record was written by a pre-release version of Kafka.",
+            0,
+        )
+    if frame_version != 1:
+        raise FormatError(
+            f"Could not deserialize metadata record due to unknown frame version {frame_version}"
+            "(only frame version 1 is supported)",
+            0,
+        )
+    api_key, pos = _short_uvarint(buf, pos, "type")
+    version, pos = _short_uvarint(buf, pos, "version")
+    cls = METADATA_RECORDS.get(api_key)
+    if cls is None:
+        raise FormatError(f"Unknown metadata id {api_key}", 1)
+    eff = _clamp(cls, version)
+    try:
+        msg, end = cls.decode_from(buf, pos, len(buf), eff)
+    except SchemaDecodeError as e:
+        raise FormatError(
+            f"Failed to deserialize record with type {api_key}: {e.message}", e.position
+        ) from None
+    if end != len(buf):
+        raise FormatError(f"Found {len(buf) - end} byte(s) of garbage after {api_key}", end)
+    return {"type": metadata_record_type_name(cls), "version": version, "data": msg.to_json(eff)}
+
+
+def decode_cluster_metadata_record(value) -> str:
+    """The payload string printed by ``kafka-dump-log --cluster-metadata-decoder`` (records have no key)."""
+    return json_dumps_java(cluster_metadata_record_dict(value))
+
+
+# ----------------------------------------------------------------------------- KRaft control records
+
+#: ControlRecordType id -> (label DumpLogSegments prints, record class)
+_KRAFT_CONTROL = {
+    3: ("SnapshotHeader", SnapshotHeaderRecord),
+    4: ("SnapshotFooter", SnapshotFooterRecord),
+    5: ("KRaftVersion", KRaftVersionRecord),
+    6: ("KRaftVoters", VotersRecord),
+}
+
+
+def decode_kraft_control_record(control_type: int, value) -> str | None:
+    """``SnapshotHeader {...}`` etc. as DumpLogSegments prints KRaft control records.
+
+    The value is the record body read at version 0 (Kafka's current version of
+    these records); the JSON is written at the version the record names in its
+    own ``Version`` field.  Returns None for other control types (Kafka prints
+    ``controlType: <NAME>(<id>)`` for those).
+    """
+    entry = _KRAFT_CONTROL.get(control_type)
+    if entry is None:
+        return None
+    label, cls = entry
+    if value is None:
+        raise FormatError(f"{label} control record has no value", 0)
+    buf = _view(value)
+    try:
+        msg, _ = cls.decode_from(buf, 0, len(buf), 0)
+    except SchemaDecodeError as e:
+        raise FormatError(
+            f"cannot read {label} control record: {e.message}", e.position, kind=e.kind
+        ) from None
+    return f"{label} {json_dumps_java(msg.to_json(_clamp(cls, msg.version)))}"
