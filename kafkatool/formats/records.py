@@ -408,21 +408,7 @@ class RecordBatch:
 
     def ensure_valid(self) -> None:
         """Kafka's ensureValid: size and CRC, no per-record parsing."""
-        if self.size < RECORD_BATCH_OVERHEAD:
-            raise CorruptRecordError(
-                f"record batch size {self.size} is smaller than the minimum {RECORD_BATCH_OVERHEAD}",
-                self.position,
-                kind="bad_length",
-            )
-        if self.end > len(self.buf):
-            raise TruncatedError("record batch runs past the end of the data", self.position)
-        actual = self.compute_crc()
-        if actual != self.crc:
-            raise CorruptRecordError(
-                f"record batch CRC mismatch: stored {self.crc}, computed {actual}",
-                self.position,
-                kind="crc_mismatch",
-            )
+        _ensure_valid(self, self.size, RECORD_BATCH_OVERHEAD, "record batch")
 
     def record_data(self, *, max_size: int | None = None) -> bytes | memoryview:
         """The (decompressed) record area."""
@@ -548,21 +534,7 @@ class LegacyBatch:
 
     def ensure_valid(self) -> None:
         overhead = LEGACY_OVERHEAD_V1 if self.magic == 1 else LEGACY_OVERHEAD_V0
-        if self.message_size < overhead:
-            raise CorruptRecordError(
-                f"message size {self.message_size} is smaller than the minimum {overhead}",
-                self.position,
-                kind="bad_length",
-            )
-        if self.end > len(self.buf):
-            raise TruncatedError("message runs past the end of the data", self.position)
-        actual = self.compute_crc()
-        if actual != self.crc:
-            raise CorruptRecordError(
-                f"message CRC mismatch: stored {self.crc}, computed {actual}",
-                self.position,
-                kind="crc_mismatch",
-            )
+        _ensure_valid(self, self.message_size, overhead, "message")
 
     def _key_value(self) -> tuple[bytes | None, bytes | None]:
         return _legacy_key_value(self.buf, self.position, self.magic, self.end)
@@ -682,6 +654,20 @@ def _legacy_key_value(buf, position: int, magic: int, end: int) -> tuple[bytes |
 
 
 Batch = RecordBatch | LegacyBatch
+
+
+def _ensure_valid(batch: Batch, size: int, minimum: int, what: str) -> None:
+    if size < minimum:
+        raise CorruptRecordError(
+            f"{what} size {size} is smaller than the minimum {minimum}", batch.position, kind="bad_length"
+        )
+    if batch.end > len(batch.buf):
+        raise TruncatedError(f"{what} runs past the end of the data", batch.position)
+    actual = batch.compute_crc()
+    if actual != batch.crc:
+        raise CorruptRecordError(
+            f"{what} CRC mismatch: stored {batch.crc}, computed {actual}", batch.position, kind="crc_mismatch"
+        )
 
 
 def peek_entry(buf, position: int = 0) -> tuple[int, int, int] | None:

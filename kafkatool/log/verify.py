@@ -236,7 +236,10 @@ def _scan_segment(fr: FileRecords, rep: SegmentReport, deep: bool) -> None:
         end = nxt.position if nxt is not None else size
         if nxt is None and kind in ("bad_length", "bad_magic"):
             # nothing valid follows an impossible header: the rest of the file is garbage
-            kind, message = "garbage_tail", f"{size - at} bytes at the end of the file are not Kafka entries ({message})"
+            kind, message = (
+                "garbage_tail",
+                f"{size - at} bytes at the end of the file are not Kafka entries ({message})",
+            )
         after = None
         if nxt is not None:
             after = nxt.base_offset if nxt.magic == 2 else nxt.last_offset
@@ -552,21 +555,35 @@ def _read_bytes(path: Path) -> bytes:
         return f.read()
 
 
-def verify_offset_index(
-    path: str | os.PathLike, seg: SegmentReport | None, *, active: bool = False
-) -> list[Finding]:
+def _open_index(
+    path, scanner, entry_size: int, active: bool
+) -> tuple[str, I.IndexScan | None, list[Finding]]:
+    """Read and scan an offset or time index; structural findings come back in the list."""
     path = Path(path)
     name = str(path)
     base = offset_from_file_name(path)
     if base is None:
-        return [
-            Finding(name, None, None, None, "bad_file_name", "index file name is not a base offset", WARNING)
-        ]
+        return (
+            name,
+            None,
+            [
+                Finding(
+                    name, None, None, None, "bad_file_name", "index file name is not a base offset", WARNING
+                )
+            ],
+        )
     data = _read_bytes(path)
     out: list[Finding] = []
-    scan = I.scan_offset_index(data, base)
-    _index_structure(name, data, scan, out, active, I.OFFSET_ENTRY_SIZE)
-    if seg is None:
+    scan = scanner(data, base)
+    _index_structure(name, data, scan, out, active, entry_size)
+    return name, scan, out
+
+
+def verify_offset_index(
+    path: str | os.PathLike, seg: SegmentReport | None, *, active: bool = False
+) -> list[Finding]:
+    name, scan, out = _open_index(path, I.scan_offset_index, I.OFFSET_ENTRY_SIZE, active)
+    if scan is None or seg is None:
         return out
     positions, last_offsets, first_offsets = seg.positions, seg.last_offsets, seg.first_offsets
     prev_pos = -1
@@ -683,18 +700,8 @@ def _index_structure(
 def verify_time_index(
     path: str | os.PathLike, seg: SegmentReport | None, *, active: bool = False
 ) -> list[Finding]:
-    path = Path(path)
-    name = str(path)
-    base = offset_from_file_name(path)
-    if base is None:
-        return [
-            Finding(name, None, None, None, "bad_file_name", "index file name is not a base offset", WARNING)
-        ]
-    data = _read_bytes(path)
-    out: list[Finding] = []
-    scan = I.scan_time_index(data, base)
-    _index_structure(name, data, scan, out, active, I.TIME_ENTRY_SIZE)
-    if seg is None:
+    name, scan, out = _open_index(path, I.scan_time_index, I.TIME_ENTRY_SIZE, active)
+    if scan is None or seg is None:
         return out
     last_offsets, running = seg.last_offsets, seg.running_max_ts
     for i, (ts, offset) in enumerate(scan.entries):
