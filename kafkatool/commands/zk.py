@@ -83,8 +83,12 @@ def _note(message: str) -> None:
 
 
 @contextlib.contextmanager
-def connect(zookeeper: str | None, timeout: float, *, kafka: bool = True) -> Iterator[Any]:
+def connect(
+    zookeeper: str | None, timeout: float, *, kafka: bool = True, writable: bool = True
+) -> Iterator[Any]:
     """Open the ZooKeeper connection; with ``kafka`` make sure it points at a Kafka root.
+
+    ``writable=False`` opens it read-only (every write raises ZkError), for the views.
 
     Without a chroot and no Kafka layout at '/', discovery looks for Kafka roots: a single
     one is used (with a note on stderr); several are listed and the user must choose.
@@ -95,7 +99,7 @@ def connect(zookeeper: str | None, timeout: float, *, kafka: bool = True) -> Ite
     if not zookeeper:
         raise CommandError("--zookeeper host:port[/chroot] is required (or set KAFKATOOL_ZOOKEEPER)")
     silence_kazoo_logging()
-    zk = KafkaZk(zookeeper, timeout=timeout, read_only=False)
+    zk = KafkaZk(zookeeper, timeout=timeout, read_only=not writable)
     zk.start()
     try:
         if kafka and not zk.is_kafka_root():
@@ -107,7 +111,7 @@ def connect(zookeeper: str | None, timeout: float, *, kafka: bool = True) -> Ite
                 root = roots[0]
                 _note(f"no Kafka cluster at /; using the one at {root.chroot} (cluster id {root.cluster_id})")
                 zk.close()
-                zk = KafkaZk(root.connect_string(zk.hosts), timeout=timeout)
+                zk = KafkaZk(root.connect_string(zk.hosts), timeout=timeout, read_only=not writable)
                 zk.start()
             elif roots:
                 listed = ", ".join(f"{zk.display(r.chroot)} (cluster {r.cluster_id})" for r in roots)
@@ -167,13 +171,11 @@ def ls_cmd(
     """List a znode's children with their type, size and mtime."""
     from kafkatool.zk import paths
 
-    with connect(zookeeper, timeout, kafka=False) as zk:
+    with connect(zookeeper, timeout, kafka=False, writable=False) as zk:
         path = paths.normalize(path)
-        rows = []
-        for name in zk.children(path):
-            s = zk.exists(paths.join(path, name))
-            if s is not None:
-                rows.append((name, s))
+        names = zk.children(path)
+        nodes = zk.get_many([paths.join(path, n) for n in names])
+        rows = [(n, nodes[paths.join(path, n)].stat) for n in names if nodes[paths.join(path, n)] is not None]
     if as_json:
         for name, s in rows:
             emit_json(
@@ -216,7 +218,7 @@ def get_cmd(
     """
     from kafkatool.zk import codecs
 
-    with connect(zookeeper, timeout, kafka=False) as zk:
+    with connect(zookeeper, timeout, kafka=False, writable=False) as zk:
         node = zk.get(path)
     decoded = codecs.decode_path(node.path, node.data)
     if raw:
@@ -276,7 +278,7 @@ def tree_cmd(
     from kafkatool.zk import paths
 
     root = paths.normalize(path)
-    with connect(zookeeper, timeout, kafka=False) as zk:
+    with connect(zookeeper, timeout, kafka=False, writable=False) as zk:
         nodes = list(zk.walk(root, max_depth=depth, skip=("/zookeeper",) if root == "/" else ()))
         if not nodes:
             zk.get(root)  # raises the no-such-znode error
@@ -322,7 +324,7 @@ def stat_cmd(
     as_json: bool = _json_option(),
 ) -> None:
     """Show a znode's stat: versions, zxids, times, and which broker owns an ephemeral node."""
-    with connect(zookeeper, timeout, kafka=False) as zk:
+    with connect(zookeeper, timeout, kafka=False, writable=False) as zk:
         node = zk.get(path)
         owner = None
         if node.stat.ephemeral:
@@ -364,7 +366,7 @@ def cluster_id_cmd(
     zookeeper: str = _zk_option(), timeout: float = _timeout_option(), as_json: bool = _json_option()
 ) -> None:
     """Print the cluster id from /cluster/id (exit 1 when missing or undecodable)."""
-    with connect(zookeeper, timeout) as zk:
+    with connect(zookeeper, timeout, writable=False) as zk:
         t = zk.cluster_id()
         chroot = zk.chroot or "/"
     if as_json:
@@ -398,7 +400,7 @@ def brokers_cmd(
     zookeeper: str = _zk_option(), timeout: float = _timeout_option(), as_json: bool = _json_option()
 ) -> None:
     """Registered brokers: endpoints, rack, registration version, session, broker epoch."""
-    with connect(zookeeper, timeout) as zk:
+    with connect(zookeeper, timeout, writable=False) as zk:
         brokers = zk.brokers()
         ctrl = zk.controller()
     controller = ctrl.value.broker_id if ctrl and ctrl.value else None
@@ -497,7 +499,8 @@ def _partition_row(topic: str, pid: int, a, st) -> dict:
         partition_epoch=st.stat.version,
         leader_recovery_state=s.leader_recovery_state,
         offline=s.leader < 0,
-        under_replicated=any(r not in s.isr for r in replicas if r not in adding),
+        # As the brokers' UnderReplicatedPartitions metric: offline partitions are counted apart.
+        under_replicated=s.leader >= 0 and any(r not in s.isr for r in replicas if r not in adding),
         preferred_leader=bool(replicas) and s.leader == replicas[0],
     )
     return row
@@ -534,8 +537,8 @@ def topics_cmd(
     """All topics with partition count, RF, under-replicated and offline partitions."""
     from kafkatool.zk import paths
 
-    with connect(zookeeper, timeout) as zk:
-        states = [zk.topic_state(t) for t in zk.topics()]
+    with connect(zookeeper, timeout, writable=False) as zk:
+        states = list(zk.topic_states().values())
         marked = set(zk.children_or_empty(paths.DELETE_TOPICS))
         overrides = {e.name: len(e.config.config) for e in zk.entity_configs("topics") if e.config}
     rows = [_topic_summary(ts, marked, overrides) for ts in states]
@@ -587,7 +590,7 @@ def describe_cmd(
     """
     from kafkatool.zk import paths
 
-    with connect(zookeeper, timeout) as zk:
+    with connect(zookeeper, timeout, writable=False) as zk:
         ts = zk.topic_state(topic)
         if ts.assignment is None:
             raise CommandError(
@@ -683,11 +686,18 @@ def controller_cmd(
     zookeeper: str = _zk_option(), timeout: float = _timeout_option(), as_json: bool = _json_option()
 ) -> None:
     """The active controller, its epoch and session (exit 1 when there is none)."""
-    with connect(zookeeper, timeout) as zk:
+    from kafkatool.zk import codecs
+
+    with connect(zookeeper, timeout, writable=False) as zk:
         c = zk.controller()
         e = zk.controller_epoch()
         brokers = zk.brokers()
+        migration = zk.migration()
     obj: dict[str, Any] = {"type": "controller", "broker_id": None}
+    if migration is not None:
+        obj["migration"] = (
+            codecs.to_jsonable(migration.value) if migration.value else {"error": migration.error}
+        )
     if e is not None:
         obj.update(epoch=e.value, epoch_zk_version=e.stat.version)
         if e.error:
@@ -740,6 +750,8 @@ def controller_cmd(
         )
         t.add_row("elected", _ts(obj["elected_ms"]))
         t.add_row("znode version", f"v{obj['version']}")
+        if "migration" in obj:
+            t.add_row("ZK->KRaft migration", _esc(json.dumps(obj["migration"])))
         console.print(t)
     if c is None or c.value is None:
         raise typer.Exit(EXIT_FINDINGS)
@@ -751,7 +763,7 @@ def reassignments_cmd(
     zookeeper: str = _zk_option(), timeout: float = _timeout_option(), as_json: bool = _json_option()
 ) -> None:
     """Partition reassignments in flight: /admin/reassign_partitions and adding/removing replicas."""
-    with connect(zookeeper, timeout) as zk:
+    with connect(zookeeper, timeout, writable=False) as zk:
         legacy = zk.reassign_partitions()
         topics = {t: zk.topic_assignment(t) for t in zk.topics()}
     rows: dict[tuple[str, int], dict] = {}
@@ -848,7 +860,7 @@ def configs_cmd(
     for t in types:
         if t not in paths.CONFIG_ENTITY_TYPES:
             raise CommandError(f"--type {t!r}: expected one of {', '.join(paths.CONFIG_ENTITY_TYPES)}")
-    with connect(zookeeper, timeout) as zk:
+    with connect(zookeeper, timeout, writable=False) as zk:
         moving = reassigning_topics(load_snapshot(zk))
         entities = [e for t in types for e in zk.entity_configs(t)]
     findings = 0
@@ -903,7 +915,7 @@ def acls_cmd(
     zookeeper: str = _zk_option(), timeout: float = _timeout_option(), as_json: bool = _json_option()
 ) -> None:
     """ACLs stored by the ZK authorizer (/kafka-acl literal, /kafka-acl-extended prefixed)."""
-    with connect(zookeeper, timeout) as zk:
+    with connect(zookeeper, timeout, writable=False) as zk:
         resources = zk.acl_resources()
     bad = [r for r in resources if r.error]
     if as_json:
@@ -960,7 +972,7 @@ def roots_cmd(
     """Find the Kafka clusters (chroots) in the ensemble, below the chroot given if any."""
     from kafkatool.zk.discovery import find_kafka_roots
 
-    with connect(zookeeper, timeout, kafka=False) as zk:
+    with connect(zookeeper, timeout, kafka=False, writable=False) as zk:
         roots = find_kafka_roots(zk, max_depth=max_depth)
         hosts, chroot = zk.hosts, zk.chroot
     if as_json:
@@ -1020,7 +1032,7 @@ def check_cmd(
     throttles, missing partition state, duplicate broker registrations. Exit 1 on findings."""
     from kafkatool.zk.check import load_snapshot, run_checks
 
-    with connect(zookeeper, timeout) as zk:
+    with connect(zookeeper, timeout, writable=False) as zk:
         snap = load_snapshot(zk)
     findings = run_checks(snap, stale_after_s=stale_after)
     by_kind = Counter(f.kind for f in findings)
@@ -1072,7 +1084,7 @@ def dump_cmd(
     """Dump a subtree (data as UTF-8 text, else base64; ephemeral flag; stat) to a JSON file."""
     from kafkatool.zk.dump import make_dump
 
-    with connect(zookeeper, timeout, kafka=False) as zk:
+    with connect(zookeeper, timeout, kafka=False, writable=False) as zk:
         zk.get(path)  # no such znode -> one-line error
         doc = make_dump(zk, path, kafka_only=not all_nodes)
     text = json.dumps(doc, indent=1, ensure_ascii=False) + "\n"
@@ -1144,7 +1156,7 @@ def restore_cmd(
         nodes = parse_dump(doc)
     except DumpFormatError as exc:
         raise CommandError(f"{file}: {exc}") from None
-    with connect(zookeeper, timeout, kafka=False) as zk:
+    with connect(zookeeper, timeout, kafka=False, writable=True) as zk:
         plan = plan_restore(zk, nodes, force=force)
         if plan.ephemeral_parents:
             raise CommandError(

@@ -1,0 +1,224 @@
+"""Dump a Kafka subtree to JSON and restore it, validating everything before writing.
+
+Format (one JSON document)::
+
+    {"format": "kafkatool-zk-dump", "version": 1, "chroot": "/kafka", "root": "/",
+     "nodes": [{"path": "/brokers", "data": "", "encoding": "utf-8",
+                "ephemeral": false, "stat": {...}}, ...]}
+
+Paths are relative to the chroot the dump was taken from, so a dump restores
+into any chroot.  ``data`` is UTF-8 text when the bytes decode, else base64 with
+``"encoding": "base64"``.  Ephemeral nodes (broker registrations, /controller)
+are recorded but never restored: only a live broker session may own them.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import time
+from dataclasses import dataclass, field
+
+from kafkatool.zk import paths
+from kafkatool.zk.client import KafkaZk, ZNode, ZNodeStat
+
+FORMAT = "kafkatool-zk-dump"
+FORMAT_VERSION = 1
+# One ZooKeeper multi must fit in jute.maxbuffer (1 MiB by default) with room for headers.
+MAX_TX_BYTES = 900_000
+MAX_TX_OPS = 1000
+
+
+class DumpFormatError(ValueError):
+    """A dump file that is not valid; nothing has been written."""
+
+
+def encode_data(data: bytes) -> tuple[str, str]:
+    try:
+        return data.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        return base64.b64encode(data).decode("ascii"), "base64"
+
+
+def node_record(node: ZNode) -> dict:
+    text, encoding = encode_data(node.data)
+    return {
+        "path": node.path,
+        "data": text,
+        "encoding": encoding,
+        "ephemeral": node.stat.ephemeral,
+        "stat": node.stat.to_json(),
+    }
+
+
+def dump_nodes(zk: KafkaZk, root: str = "/", *, kafka_only: bool = True) -> list[ZNode]:
+    """Every node under ``root`` (pre-order). At the chroot's top, ``kafka_only`` keeps only
+    Kafka's own top-level nodes (other clusters' chroots and /zookeeper are left out)."""
+    root = paths.normalize(root)
+    nodes: list[ZNode] = []
+    if root == "/":
+        top = zk.get("/")
+        nodes.append(top)
+        for name in zk.children("/"):
+            if name == "zookeeper" or (kafka_only and name not in paths.KAFKA_TOP_LEVEL):
+                continue
+            nodes.extend(zk.walk("/" + name))
+    else:
+        nodes.extend(zk.walk(root))
+    return nodes
+
+
+def make_dump(zk: KafkaZk, root: str = "/", *, kafka_only: bool = True) -> dict:
+    nodes = dump_nodes(zk, root, kafka_only=kafka_only)
+    return {
+        "format": FORMAT,
+        "version": FORMAT_VERSION,
+        "source": zk.hosts,
+        "chroot": zk.chroot or "/",
+        "root": paths.normalize(root),
+        "created_ms": int(time.time() * 1000),
+        "nodes": [node_record(n) for n in nodes],
+    }
+
+
+@dataclass
+class DumpNode:
+    path: str
+    data: bytes
+    ephemeral: bool
+
+
+def parse_dump(doc: object) -> list[DumpNode]:
+    """Validate a whole dump document; raise DumpFormatError naming the first bad node."""
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise DumpFormatError(f'not a kafkatool zk dump (expected "format": "{FORMAT}")')
+    if doc.get("version") != FORMAT_VERSION:
+        raise DumpFormatError(f"unsupported dump version {doc.get('version')!r}")
+    raw = doc.get("nodes")
+    if not isinstance(raw, list):
+        raise DumpFormatError("'nodes' is not a list")
+    out: list[DumpNode] = []
+    seen: set[str] = set()
+    for i, n in enumerate(raw):
+        where = f"nodes[{i}]"
+        if not isinstance(n, dict):
+            raise DumpFormatError(f"{where}: not an object")
+        path = n.get("path")
+        if not isinstance(path, str) or not path.startswith("/") or paths.normalize(path) != path:
+            raise DumpFormatError(f"{where}: bad path {path!r}")
+        if path == "/zookeeper" or path.startswith("/zookeeper/"):
+            raise DumpFormatError(f"{where}: {path} is ZooKeeper's own subtree")
+        if path in seen:
+            raise DumpFormatError(f"{where}: duplicate path {path}")
+        seen.add(path)
+        data, encoding = n.get("data", ""), n.get("encoding", "utf-8")
+        if data is None:
+            data = ""
+        if not isinstance(data, str):
+            raise DumpFormatError(f"{where} ({path}): 'data' is not a string")
+        if encoding == "utf-8":
+            payload = data.encode("utf-8")
+        elif encoding == "base64":
+            try:
+                payload = base64.b64decode(data, validate=True)
+            except (binascii.Error, ValueError):
+                raise DumpFormatError(f"{where} ({path}): invalid base64 data") from None
+        else:
+            raise DumpFormatError(f"{where} ({path}): unknown encoding {encoding!r}")
+        ephemeral = n.get("ephemeral", False)
+        if not isinstance(ephemeral, bool):
+            raise DumpFormatError(f"{where} ({path}): 'ephemeral' is not a boolean")
+        out.append(DumpNode(path, payload, ephemeral))
+    # Parents must be present (or be the root) so that the tree can be rebuilt in order.
+    for n in out:
+        p = paths.parent(n.path)
+        if p != "/" and p not in seen:
+            raise DumpFormatError(f"{n.path}: parent {p} is not in the dump")
+    return out
+
+
+@dataclass
+class RestorePlan:
+    creates: list[DumpNode] = field(default_factory=list)
+    updates: list[DumpNode] = field(default_factory=list)
+    unchanged: list[DumpNode] = field(default_factory=list)
+    conflicts: list[DumpNode] = field(default_factory=list)  # exist with other data, no --force
+    skipped_ephemeral: list[DumpNode] = field(default_factory=list)
+    ephemeral_parents: list[DumpNode] = field(default_factory=list)  # children of ephemerals: impossible
+
+    def summary(self) -> dict:
+        return {
+            "create": len(self.creates),
+            "update": len(self.updates),
+            "unchanged": len(self.unchanged),
+            "conflicts": len(self.conflicts),
+            "skipped_ephemeral": len(self.skipped_ephemeral),
+        }
+
+
+def plan_restore(zk: KafkaZk, nodes: list[DumpNode], *, force: bool) -> RestorePlan:
+    plan = RestorePlan()
+    ephemeral_paths = {n.path for n in nodes if n.ephemeral}
+    for n in sorted(nodes, key=lambda n: (n.path.count("/"), n.path)):
+        if n.ephemeral:
+            plan.skipped_ephemeral.append(n)
+            continue
+        if paths.parent(n.path) in ephemeral_paths:
+            plan.ephemeral_parents.append(n)
+            continue
+        if n.path == "/":
+            continue  # the chroot node itself; its data (usually empty) is left alone
+        existing = zk.get_or_none(n.path)
+        if existing is None:
+            plan.creates.append(n)
+        elif existing.data == n.data:
+            plan.unchanged.append(n)
+        elif force:
+            plan.updates.append(n)
+        else:
+            plan.conflicts.append(n)
+    return plan
+
+
+def plan_batches(plan: RestorePlan) -> list[list[tuple]]:
+    """The plan's writes as ZooKeeper multi batches (each within jute.maxbuffer)."""
+    ops: list[tuple] = [("create", n.path, n.data) for n in plan.creates]
+    ops += [("set", n.path, n.data) for n in plan.updates]
+    batches: list[list[tuple]] = []
+    size = 0
+    for op in ops:
+        op_size = len(op[1]) + len(op[2]) + 64
+        if not batches or size + op_size > MAX_TX_BYTES or len(batches[-1]) >= MAX_TX_OPS:
+            batches.append([])
+            size = 0
+        batches[-1].append(op)
+        size += op_size
+    return batches
+
+
+def apply_restore(zk: KafkaZk, plan: RestorePlan) -> int:
+    """Write the plan in ZooKeeper multi transactions (atomic when it fits in one); returns the count."""
+    batches = plan_batches(plan)
+    if zk.chroot and batches:
+        # kazoo resolves paths under the chroot; the chroot node itself must exist first.
+        with KafkaZk(zk.hosts, timeout=zk.timeout) as root:
+            root.ensure_path(zk.chroot)
+    done = 0
+    for batch in batches:
+        zk.commit(batch)
+        done += len(batch)
+    return done
+
+
+__all__ = [
+    "DumpFormatError",
+    "DumpNode",
+    "RestorePlan",
+    "ZNodeStat",
+    "apply_restore",
+    "dump_nodes",
+    "make_dump",
+    "parse_dump",
+    "plan_batches",
+    "plan_restore",
+]
