@@ -188,6 +188,7 @@ def dump_log(
         offset_max=high,
         key=key_bytes,
         producer_id=producer_id,
+        structured=json_out,
     )
     status = {"code": EXIT_OK}
     deferred: list[dict] = []
