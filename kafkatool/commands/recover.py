@@ -1,0 +1,261 @@
+"""``kafkatool recover``: Kafka's start-up log recovery, on demand, keeping what it cuts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from kafkatool.commands.common import (
+    EXIT_FINDINGS,
+    EXIT_OK,
+    JSON_HELP,
+    console,
+    emit_json,
+    handle_errors,
+    progress,
+)
+
+HELP = """Run Kafka's start-up recovery on a partition dir or a whole log dir, on demand.
+
+PATH is a partition directory (topic-N) or a log directory (every partition
+in it).  Exactly what a broker does after an unclean shutdown: finish or roll
+back interrupted .cleaned/.swap/.deleted operations, delete orphaned index
+files, then from each partition's checkpointed recovery point (or every
+segment, with --all) validate every batch (size and CRC), truncate at the
+first invalid one or at a partial or zero-filled tail, drop every later
+segment, and rebuild the offset, time and transaction indexes, the producer
+state snapshot and the leader-epoch cache.
+
+Unlike Kafka, nothing is thrown away: the cut bytes are copied, before the
+truncation, into a quarantine file, and dropped segments are moved there
+whole, with a JSON sidecar naming the origin (file, byte range, offsets).
+With --salvage, valid batches found after the damage (which Kafka discards)
+are also written to a separate segment-shaped file.  Both end in .log so
+`kafkatool dump-log` reads them.
+
+Where: <partition dir>/kafkatool-quarantine/<UTC time>/.  A Kafka broker only
+loads regular files of a partition dir and ignores its subdirectories, while
+every directory directly under a log dir is taken for a partition (an
+unparsable name takes the whole log dir offline); the folder inside the
+partition dir is the place a broker safely ignores.  Remove it when done.
+
+Indexes are rebuilt the way recovery rebuilds them (one entry per batch);
+segments written by a follower index whole fetched chunks, so with --all they
+show up as index rebuilds although nothing is wrong with them.
+
+Refuses to modify a log dir whose .lock is held by a running process (a
+broker); --dry-run only reports, and works on a live dir.
+
+Exit status: 0 nothing to do, 1 something was (or would be) cut or changed,
+2 usage or input error."""
+
+
+def register(app: typer.Typer) -> None:
+    app.command(
+        "recover", help=HELP, short_help="Run Kafka's log recovery on demand; quarantine what it cuts."
+    )(recover)
+
+
+@handle_errors
+def recover(
+    path: Path = typer.Argument(..., metavar="PATH", help="A partition dir or a log dir."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Report what would be done; change nothing."),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    salvage: bool = typer.Option(
+        False, "--salvage", help="Also keep valid batches found after the damage, in a separate .log file."
+    ),
+    all_segments: bool = typer.Option(
+        False, "--all", help="Recover every segment, not only those from the checkpointed recovery point."
+    ),
+    index_interval_bytes: int = typer.Option(
+        4096, "--index-interval-bytes", metavar="N", min=0, help="The topic's index.interval.bytes."
+    ),
+    segment_index_bytes: int = typer.Option(
+        10485760, "--segment-index-bytes", metavar="N", min=12, help="The topic's segment.index.bytes."
+    ),
+) -> None:
+    from kafkatool.log import lock
+    from kafkatool.log import recovery as RC
+    from kafkatool.log.config import LogConfig
+
+    config = LogConfig(index_interval_bytes=index_interval_bytes, segment_index_bytes=segment_index_bytes)
+    log_dir, parts = RC.resolve_targets(path)
+    warnings: list[str] = []
+    locked_elsewhere = lock.is_locked(log_dir)
+    if locked_elsewhere and not dry_run:
+        raise lock.LogDirLockedError(log_dir)
+    if locked_elsewhere:
+        warnings.append(f"{log_dir}: in use by a running process; this plan may already be stale")
+    totals = {
+        "partitions": 0,
+        "with_findings": 0,
+        "cut_bytes": 0,
+        "cuts": 0,
+        "dropped_segments": 0,
+        "file_actions": 0,
+        "index_rebuilds": 0,
+        "quarantined": 0,
+        "salvaged_batches": 0,
+    }
+    stamp = RC.utc_stamp()
+    new_ends: dict = {}
+    rows = []
+    ctx = lock.locked(log_dir) if not dry_run else _nullcontext()
+    with ctx, progress(len(parts), "recovering", enabled=not json_out) as advance:
+        for part in parts:
+            rp, lso, w = RC.partition_offsets(part)
+            warnings.extend(w)
+            if all_segments:
+                rp = 0
+            plan = RC.plan_partition(part, config, recovery_point=rp, log_start_offset=lso)
+            totals["partitions"] += 1
+            applied = None
+            if plan.findings:
+                totals["with_findings"] += 1
+                if not dry_run:
+                    applied = RC.apply_plan(plan, config, salvage=salvage, stamp=stamp)
+                    warnings.extend(applied.warnings)
+                    from kafkatool.log.log import parse_topic_partition
+
+                    tp = parse_topic_partition(part.name)
+                    if tp is not None and applied.log_end_offset is not None:
+                        new_ends[tp] = applied.log_end_offset
+            _account(totals, plan, applied)
+            if json_out:
+                _emit(plan, applied, dry_run)
+            elif plan.findings or applied:
+                rows.append((plan, applied))
+            advance(1)
+        if not dry_run and new_ends:
+            RC.lower_recovery_points(log_dir, new_ends)
+    findings = totals["with_findings"] > 0
+    summary = {
+        "type": "summary",
+        "path": str(path),
+        "dry_run": dry_run,
+        "salvage": salvage,
+        **totals,
+        "warnings": warnings,
+        "clean": not findings,
+    }
+    if json_out:
+        for w in warnings:
+            emit_json({"type": "warning", "message": w})
+        emit_json(summary)
+    else:
+        _render(rows, summary, dry_run, warnings)
+    raise typer.Exit(EXIT_FINDINGS if findings else EXIT_OK)
+
+
+class _nullcontext:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _account(totals: dict, plan, applied) -> None:
+    totals["cuts"] += sum(1 for c in plan.cuts if c.bytes)
+    totals["cut_bytes"] += plan.cut_bytes
+    totals["dropped_segments"] += len(plan.dropped)
+    totals["file_actions"] += len(plan.file_actions)
+    totals["index_rebuilds"] += sum(1 for r in plan.recovered if r["index_changes"])
+    if applied is not None:
+        totals["quarantined"] += len(applied.quarantined)
+        totals["salvaged_batches"] += sum(s["batches"] for s in applied.salvaged)
+
+
+def _emit(plan, applied, dry_run: bool) -> None:
+    part = str(plan.dir)
+    verb = "would" if dry_run else "did"
+    for a in plan.file_actions:
+        emit_json({"type": "file_action", "partition": part, "done": not dry_run, **a})
+    for r in plan.recovered:
+        if r["index_changes"]:
+            emit_json({"type": "index_rebuild", "partition": part, "done": not dry_run, **r})
+    for c in plan.cuts:
+        if c.bytes:
+            emit_json({"type": "cut", "partition": part, "done": not dry_run, **c.as_dict()})
+    for d in plan.dropped:
+        emit_json({"type": "drop_segment", "partition": part, "done": not dry_run, **d.as_dict()})
+    if applied is not None:
+        for q in applied.quarantined:
+            emit_json({"type": "quarantined", "partition": part, "file": q})
+        for s in applied.salvaged:
+            emit_json({"type": "salvaged", "partition": part, **s})
+    if plan.findings:
+        emit_json(
+            {
+                "type": "partition",
+                "partition": part,
+                "recovery_point": plan.recovery_point,
+                "log_start_offset": plan.log_start_offset,
+                "log_end_offset_before": plan.log_end_before,
+                "log_end_offset_after": applied.log_end_offset if applied is not None else plan.log_end_after,
+                "action": f"{verb} recover",
+            }
+        )
+
+
+def _render(rows, summary: dict, dry_run: bool, warnings: list[str]) -> None:
+    verb = "would" if dry_run else ""
+    for plan, applied in rows:
+        end_after = applied.log_end_offset if applied is not None else plan.log_end_after
+        console.print(
+            f"[bold]{plan.dir}[/]: recovery point {plan.recovery_point}, log end {plan.log_end_before} -> {end_after}"
+        )
+        for a in plan.file_actions:
+            to = f" -> {a['to']}" if "to" in a else ""
+            console.print(f"  {verb + ' ' if verb else ''}{a['action']} {a['file']}{to} ({a['reason']})")
+        for c in plan.cuts:
+            if not c.bytes:
+                continue
+            what = "zero-filled tail" if c.zero_tail else (c.message or c.reason)
+            extra = ""
+            if c.valid_after:
+                extra = (
+                    f"; {len(c.valid_after)} valid batches after the damage "
+                    f"(offsets {c.valid_after[0].base_offset}..{c.valid_after[-1].last_offset})"
+                )
+            console.print(
+                f"  [red]{verb + ' ' if verb else ''}cut[/] {c.segment} bytes [{c.start}, {c.file_size}) "
+                f"= {c.bytes} bytes, keeping {c.batches_kept} batches up to offset {c.next_offset - 1}: {what}{extra}"
+            )
+        for d in plan.dropped:
+            offs = (
+                f"offsets {d.first_offset}..{d.last_offset}"
+                if d.first_offset is not None
+                else "no readable batch"
+            )
+            console.print(
+                f"  [red]{verb + ' ' if verb else ''}drop[/] segment {d.path} ({d.size} bytes, {offs}): {d.reason}"
+            )
+        for r in plan.recovered:
+            for ch in r["index_changes"]:
+                console.print(
+                    f"  {verb + ' ' if verb else ''}rebuild {ch['file']}: {ch['existing_entries']} -> "
+                    f"{ch['rebuilt_entries']} entries, {ch['existing_bytes']} -> {ch['rebuilt_bytes']} bytes"
+                    + (f" ({ch['note']})" if ch.get("note") else "")
+                )
+        if applied is not None:
+            for q in applied.quarantined:
+                console.print(f"  [yellow]kept[/] {q}")
+            for s in applied.salvaged:
+                console.print(
+                    f"  [green]salvaged[/] {s['batches']} batches, offsets {s['offsets'][0]}..{s['offsets'][1]} -> {s['file']}"
+                )
+    for w in warnings:
+        console.print(f"[yellow]warning[/]: {w}")
+    state = (
+        "[green]nothing to do[/]"
+        if summary["clean"]
+        else ("[yellow]findings[/]" if dry_run else "[yellow]recovered[/]")
+    )
+    console.print(
+        f"recover{' (dry run)' if dry_run else ''}: {summary['partitions']} partitions, "
+        f"{summary['with_findings']} with findings, {summary['cuts']} cuts, {summary['dropped_segments']} dropped segments, "
+        f"{summary['cut_bytes']} bytes removed from the log, {summary['file_actions']} leftover files, "
+        f"{summary['index_rebuilds']} segments with rebuilt indexes; {state}"
+    )

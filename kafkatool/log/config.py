@@ -1,0 +1,98 @@
+"""Per-log settings with Kafka's topic-config names and defaults (notes/storage.md section 11)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+
+from kafkatool.formats.index import OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE, max_index_size
+
+LONG_MAX = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    segment_bytes: int = 1073741824
+    segment_ms: int = 604800000
+    segment_jitter_ms: int = 0
+    segment_index_bytes: int = 10485760
+    index_interval_bytes: int = 4096
+    preallocate: bool = False
+    max_message_bytes: int = 1048588
+    message_timestamp_type: str = "CreateTime"
+    retention_ms: int = 604800000
+    retention_bytes: int = -1
+    cleanup_policy: tuple[str, ...] = field(default=("delete",))
+    delete_retention_ms: int = 86400000
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+    file_delete_delay_ms: int = 60000
+    flush_messages: int = LONG_MAX
+    flush_ms: int = LONG_MAX
+    producer_id_expiration_ms: int = 86400000
+
+    # Kafka topic-config names -> attribute
+    NAMES = {
+        "segment.bytes": "segment_bytes",
+        "segment.ms": "segment_ms",
+        "segment.jitter.ms": "segment_jitter_ms",
+        "segment.index.bytes": "segment_index_bytes",
+        "index.interval.bytes": "index_interval_bytes",
+        "preallocate": "preallocate",
+        "max.message.bytes": "max_message_bytes",
+        "message.timestamp.type": "message_timestamp_type",
+        "retention.ms": "retention_ms",
+        "retention.bytes": "retention_bytes",
+        "cleanup.policy": "cleanup_policy",
+        "delete.retention.ms": "delete_retention_ms",
+        "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
+        "min.compaction.lag.ms": "min_compaction_lag_ms",
+        "max.compaction.lag.ms": "max_compaction_lag_ms",
+        "file.delete.delay.ms": "file_delete_delay_ms",
+        "flush.messages": "flush_messages",
+        "flush.ms": "flush_ms",
+    }
+
+    @property
+    def max_offset_index_size(self) -> int:
+        return max_index_size(self.segment_index_bytes, OFFSET_ENTRY_SIZE)
+
+    @property
+    def max_time_index_size(self) -> int:
+        return max_index_size(self.segment_index_bytes, TIME_ENTRY_SIZE)
+
+    @property
+    def compact(self) -> bool:
+        return "compact" in self.cleanup_policy
+
+    @property
+    def delete(self) -> bool:
+        return "delete" in self.cleanup_policy
+
+    @property
+    def effective_segment_ms(self) -> int:
+        # Compacted topics roll at least every max.compaction.lag.ms.
+        return min(self.segment_ms, self.max_compaction_lag_ms) if self.compact else self.segment_ms
+
+    def with_overrides(self, overrides: dict[str, str | int]) -> LogConfig:
+        """Apply Kafka-named overrides (``{"segment.bytes": "1024"}``)."""
+        kinds = {f.name: f.type for f in fields(self)}
+        changes = {}
+        for name, value in overrides.items():
+            attr = self.NAMES.get(name, name.replace(".", "_"))
+            if attr not in kinds:
+                raise ValueError(f"unknown log config {name!r}")
+            current = getattr(self, attr)
+            if isinstance(current, bool):
+                changes[attr] = str(value).lower() == "true" if isinstance(value, str) else bool(value)
+            elif isinstance(current, tuple):
+                changes[attr] = (
+                    tuple(v.strip() for v in str(value).split(",")) if isinstance(value, str) else value
+                )
+            elif isinstance(current, float):
+                changes[attr] = float(value)
+            elif isinstance(current, int):
+                changes[attr] = int(value)
+            else:
+                changes[attr] = str(value)
+        return replace(self, **changes)

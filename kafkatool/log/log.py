@@ -1,0 +1,961 @@
+"""One partition dir: Kafka's LocalLog + UnifiedLog + LogLoader.
+
+A :class:`Log` owns the segments of ``<topic>-<partition>/`` (bisect on base
+offsets), assigns offsets, rolls, reads, flushes, truncates, and keeps the
+log start offset, recovery point, high watermark, producer state
+(``.snapshot``), leader-epoch cache (``leader-epoch-checkpoint``) and
+``partition.metadata``.  Opening a writable Log runs Kafka's start-up loading
+and recovery (notes/storage.md section 6).
+
+No asyncio here: a broker registers append listeners (plain callables, called
+after each append with the new log end offset) to wake its long polls.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import random
+import re
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kafkatool.formats import compression
+from kafkatool.formats import index as fx
+from kafkatool.formats import properties as props
+from kafkatool.formats import records as R
+from kafkatool.formats.checkpoint import LEADER_EPOCH_CHECKPOINT
+from kafkatool.formats.errors import CorruptRecordError, FormatError
+from kafkatool.formats.uuid import Uuid
+from kafkatool.log import fileops
+from kafkatool.log.config import LogConfig
+from kafkatool.log.file_records import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SNAPSHOT_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    offset_from_file_name,
+)
+from kafkatool.log.leader_epoch import LeaderEpochCache
+from kafkatool.log.producer_state import ProducerStateManager
+from kafkatool.log.segment import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    SWAP_SUFFIX,
+    Segment,
+    SegmentScan,
+    SegmentSlice,
+    segment_file_paths,
+)
+
+PARTITION_METADATA_FILE = props.PARTITION_METADATA_FILE
+INDEX_FILE_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+_DIR_NAME = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+DELETE_DIR_SUFFIX = "-delete"
+FUTURE_DIR_SUFFIX = "-future"
+STRAY_DIR_SUFFIX = "-stray"
+
+ISOLATION_LOG_END = "log_end"
+ISOLATION_HIGH_WATERMARK = "high_watermark"
+ISOLATION_COMMITTED = "committed"
+
+
+class OffsetOutOfRangeError(Exception):
+    def __init__(self, offset: int, log_start: int, log_end: int):
+        super().__init__(f"offset {offset} is out of range [{log_start}, {log_end}]")
+        self.offset = offset
+
+
+class RecordTooLargeError(FormatError):
+    kind = "record_too_large"
+
+
+def parse_topic_partition(dir_name: str) -> tuple[str, int] | None:
+    """Kafka's parseTopicPartitionName: strip a ``.<uuid>-delete|-future|-stray`` suffix, split at the last '-'."""
+    name = dir_name
+    for suffix in (DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX):
+        if name.endswith(suffix) and "." in name:
+            name = name[: name.rindex(".")]
+            break
+    m = _DIR_NAME.match(name)
+    if not m:
+        return None
+    return m.group("topic"), int(m.group("partition"))
+
+
+@dataclass
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int | None
+    batches: int
+    bytes: int
+    log_start_offset: int = 0
+
+
+@dataclass
+class FetchInfo:
+    """What a fetch returns: file slices to send as they are (``sendfile``), plus metadata."""
+
+    fetch_offset: int
+    slices: list[SegmentSlice] = field(default_factory=list)
+    high_watermark: int = 0
+    log_end_offset: int = 0
+    log_start_offset: int = 0
+    last_stable_offset: int = 0
+    aborted_transactions: list[fx.AbortedTxn] | None = None
+
+    @property
+    def size(self) -> int:
+        return sum(s.size for s in self.slices)
+
+    def read_bytes(self) -> bytes:
+        return b"".join(s.read_bytes() for s in self.slices)
+
+
+@dataclass
+class LoadResult:
+    """What opening the log found and did (start-up recovery), for logs and reports."""
+
+    removed_files: list[tuple[str, str]] = field(default_factory=list)  # (path, why)
+    renamed_files: list[tuple[str, str]] = field(default_factory=list)
+    recovered: list[SegmentScan] = field(default_factory=list)
+    deleted_segments: list[int] = field(default_factory=list)
+    created_segment: int | None = None
+    truncated: bool = False
+
+
+class Log:
+    """A partition's log.  ``writable=False`` opens it for reading only: nothing on disk
+    changes (no recovery, no trimming), which is what forensic tools want."""
+
+    def __init__(
+        self,
+        dir: str | os.PathLike,
+        config: LogConfig | None = None,
+        *,
+        log_start_offset: int = 0,
+        recovery_point: int = 0,
+        had_clean_shutdown: bool = False,
+        writable: bool = True,
+        clock: Callable[[], int] | None = None,
+        topic_id: Uuid | None = None,
+        flush_on_roll: bool = True,
+    ):
+        self.dir = Path(dir)
+        self.config = config or LogConfig()
+        self.writable = writable
+        self.clock = clock or (lambda: int(time.time() * 1000))
+        self.flush_on_roll = flush_on_roll
+        self.topic_partition = parse_topic_partition(self.dir.name)
+        self._bases: list[int] = []
+        self._segments: dict[int, Segment] = {}
+        self.listeners: list[Callable[[Log, int], None]] = []
+        self.high_watermark = 0
+        self.recovery_point = recovery_point
+        self.log_start_offset = log_start_offset
+        self._jitter = self._new_jitter()
+        if writable:
+            self.dir.mkdir(parents=True, exist_ok=True)
+        self.leader_epoch_cache = LeaderEpochCache(self.dir / LEADER_EPOCH_CHECKPOINT, writable=writable)
+        self.producer_state = ProducerStateManager(
+            self.dir, expiration_ms=self.config.producer_id_expiration_ms, writable=writable
+        )
+        self.topic_id = self._read_topic_id()
+        self.load_result = LoadResult()
+        try:
+            if writable:
+                self._load(log_start_offset, recovery_point, had_clean_shutdown)
+            else:
+                self._load_read_only(log_start_offset)
+        except BaseException:
+            self._close_segments(trim=False)
+            raise
+        if topic_id is not None:
+            self.assign_topic_id(topic_id)
+
+    # ------------------------------------------------------------------ segments
+    @property
+    def segments(self) -> list[Segment]:
+        return [self._segments[b] for b in self._bases]
+
+    @property
+    def active_segment(self) -> Segment:
+        return self._segments[self._bases[-1]]
+
+    def floor_segment(self, offset: int) -> Segment | None:
+        i = bisect.bisect_right(self._bases, offset)
+        return self._segments[self._bases[i - 1]] if i else None
+
+    def higher_segment(self, offset: int) -> Segment | None:
+        i = bisect.bisect_right(self._bases, offset)
+        return self._segments[self._bases[i]] if i < len(self._bases) else None
+
+    def segments_in_range(self, start: int, end: int) -> list[Segment]:
+        """Segments that may hold offsets in [start, end) (the floor segment of start included)."""
+        i = max(bisect.bisect_right(self._bases, start) - 1, 0)
+        out = []
+        for b in self._bases[i:]:
+            if b >= end:
+                break
+            out.append(self._segments[b])
+        return out
+
+    def _add_segment(self, seg: Segment) -> None:
+        if seg.base_offset not in self._segments:
+            bisect.insort(self._bases, seg.base_offset)
+        self._segments[seg.base_offset] = seg
+
+    def _remove_segment(self, base: int) -> Segment:
+        seg = self._segments.pop(base)
+        self._bases.remove(base)
+        return seg
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def size(self) -> int:
+        return sum(s.size for s in self._segments.values())
+
+    @property
+    def last_stable_offset(self) -> int:
+        first_unstable = self.producer_state.first_unstable_offset()
+        if first_unstable is not None:
+            return min(first_unstable, self.high_watermark)
+        return self.high_watermark
+
+    # ------------------------------------------------------------------ loading
+    def _new_segment(self, base: int, *, preallocate: bool | None = None) -> Segment:
+        pre = self.config.preallocate if preallocate is None else preallocate
+        return Segment(self.dir, base, self.config, create=True, preallocate=pre, now_ms=self.clock())
+
+    def _load_read_only(self, log_start_offset: int) -> None:
+        for name in sorted(os.listdir(self.dir)):
+            if name.endswith(LOG_SUFFIX) and (self.dir / name).is_file():
+                base = offset_from_file_name(name)
+                if base is not None:
+                    self._add_segment(Segment(self.dir, base, self.config, writable=False))
+        if self._bases:
+            self._log_end_offset = self.active_segment.read_next_offset()
+            self.log_start_offset = max(log_start_offset, self._bases[0])
+        else:
+            self._log_end_offset = log_start_offset
+        self.high_watermark = self.recovery_point = min(self.recovery_point, self._log_end_offset)
+
+    def _load(self, log_start_offset: int, recovery_point: int, had_clean_shutdown: bool) -> None:
+        result = self.load_result
+        swap_files = self._remove_temp_files_and_collect_swaps()
+        self._complete_swaps(swap_files)
+        is_deleted_dir = self.dir.name.endswith(DELETE_DIR_SUFFIX)
+        while True:
+            try:
+                self._load_segment_files(had_clean_shutdown, recovery_point, log_start_offset)
+                if is_deleted_dir:
+                    # Kafka does not recover a partition already marked for deletion
+                    if not self._bases:
+                        self._add_segment(self._new_segment(0))
+                    next_offset, new_recovery_point = 0, 0
+                else:
+                    next_offset, new_recovery_point = self._recover_log(
+                        had_clean_shutdown, recovery_point, log_start_offset
+                    )
+                break
+            except fx.IndexOffsetOverflowError as exc:
+                # Kafka's retryOnOffsetOverflow: split the segment, then load again from scratch
+                seg = getattr(exc, "segment", None)
+                if seg is None:
+                    raise
+                self.split_overflowed_segment(seg)
+                self._close_segments(trim=False)
+                self._segments.clear()
+                self._bases.clear()
+                self.load_result.recovered = [
+                    r for r in self.load_result.recovered if r.base_offset != seg.base_offset
+                ]
+        self.active_segment.resize_indexes()
+        self.leader_epoch_cache.truncate_from_end(next_offset)
+        self.log_start_offset = max(log_start_offset, self._bases[0])
+        self.leader_epoch_cache.truncate_from_start(log_start_offset)
+        self._log_end_offset = next_offset
+        self.recovery_point = new_recovery_point
+        self.producer_state.remove_stray_snapshots(self._bases)
+        self._rebuild_producer_state(next_offset, had_clean_shutdown)
+        self.high_watermark = min(self.high_watermark, next_offset)
+        result.truncated = any(s.truncated_bytes for s in result.recovered)
+
+    def _remove_temp_files_and_collect_swaps(self) -> list[Path]:
+        swaps: list[Path] = []
+        cleaned: list[Path] = []
+        min_cleaned = None
+        for name in sorted(os.listdir(self.dir)):
+            path = self.dir / name
+            if not path.is_file():
+                continue
+            if name.endswith(DELETED_SUFFIX) and not name.endswith(".checkpoint.deleted"):
+                fileops.delete(path)
+                self.load_result.removed_files.append((str(path), "stray file marked for deletion"))
+            elif name.endswith(CLEANED_SUFFIX):
+                off = offset_from_file_name(name)
+                if off is not None:
+                    min_cleaned = off if min_cleaned is None else min(min_cleaned, off)
+                cleaned.append(path)
+            elif name.endswith(SWAP_SUFFIX):
+                swaps.append(path)
+        valid_swaps = []
+        for path in swaps:
+            off = offset_from_file_name(path.name)
+            if min_cleaned is not None and off is not None and off >= min_cleaned:
+                fileops.delete(path)
+                self.load_result.removed_files.append((str(path), "swap file of an incomplete split"))
+            else:
+                valid_swaps.append(path)
+        for path in cleaned:
+            fileops.delete(path)
+            self.load_result.removed_files.append((str(path), "leftover cleaner output"))
+        return valid_swaps
+
+    def _complete_swaps(self, swap_files: list[Path]) -> None:
+        lo, hi = None, None
+        for path in swap_files:
+            if not path.name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
+                continue
+            base = offset_from_file_name(path.name)
+            seg = Segment(self.dir, base, self.config, writable=False, suffix=SWAP_SUFFIX)
+            try:
+                nxt = seg.read_next_offset()
+            finally:
+                seg.close()
+            lo = base if lo is None else min(lo, base)
+            hi = nxt if hi is None else max(hi, nxt)
+        if lo is not None:
+            for name in sorted(os.listdir(self.dir)):
+                path = self.dir / name
+                if not path.is_file() or name.endswith(SWAP_SUFFIX):
+                    continue
+                off = offset_from_file_name(name)
+                if off is not None and lo <= off < hi:
+                    fileops.delete(path)
+                    self.load_result.removed_files.append((str(path), "replaced by an interrupted swap"))
+        for name in sorted(os.listdir(self.dir)):
+            path = self.dir / name
+            if path.is_file() and name.endswith(SWAP_SUFFIX):
+                target = self.dir / name[: -len(SWAP_SUFFIX)]
+                fileops.replace(path, target)
+                self.load_result.renamed_files.append((str(path), str(target)))
+
+    def _load_segment_files(
+        self, had_clean_shutdown: bool, recovery_point: int, log_start_offset: int
+    ) -> None:
+        for name in sorted(os.listdir(self.dir)):
+            path = self.dir / name
+            if not path.is_file():
+                continue
+            off = offset_from_file_name(name)
+            if off is None:
+                continue
+            if any(name.endswith(s) for s in INDEX_FILE_SUFFIXES):
+                if not (self.dir / (name.rsplit(".", 1)[0] + LOG_SUFFIX)).exists():
+                    fileops.delete(path)
+                    self.load_result.removed_files.append((str(path), "orphaned index file"))
+            elif name.endswith(LOG_SUFFIX):
+                missing_index = not (self.dir / (name[: -len(LOG_SUFFIX)] + INDEX_SUFFIX)).exists()
+                seg = Segment(self.dir, off, self.config, now_ms=self.clock())
+                self._add_segment(seg)
+                if missing_index:
+                    self._recover_segment(seg, log_start_offset)
+
+    def _recover_segment(self, seg: Segment, log_start_offset: int) -> SegmentScan:
+        """Rebuild producer state up to the segment, then Kafka's LogSegment.recover."""
+        psm = ProducerStateManager(self.dir, expiration_ms=self.config.producer_id_expiration_ms)
+        self._replay_producer_state(psm, log_start_offset, seg.base_offset, False)
+        cache = self.leader_epoch_cache
+
+        def on_batch(batch: R.Batch) -> None:
+            if batch.magic >= 2:
+                epoch = batch.partition_leader_epoch
+                latest = cache.latest_epoch
+                if epoch >= 0 and (latest is None or epoch > latest):
+                    cache.assign(epoch, batch.base_offset)
+            completed = psm.update(batch)
+            if completed is not None:
+                if completed.is_aborted:
+                    seg.update_txn_index(psm.aborted_txn(completed))
+                psm.complete_txn(completed)
+
+        try:
+            scan = seg.recover(on_batch)
+        except fx.IndexOffsetOverflowError as exc:
+            exc.segment = seg
+            raise
+        psm.take_snapshot()
+        self.load_result.recovered.append(scan)
+        return scan
+
+    def _recover_log(
+        self, had_clean_shutdown: bool, recovery_point: int, log_start_offset: int
+    ) -> tuple[int, int]:
+        if not had_clean_shutdown:
+            unflushed = [s for s in self.segments_in_range(recovery_point, 2**63) if s.base_offset >= 0]
+            # segments_in_range includes the floor segment of the recovery point
+            for i, seg in enumerate(unflushed):
+                already = any(
+                    r is not None and r.base_offset == seg.base_offset for r in self.load_result.recovered
+                )
+                scan = None if already else self._recover_segment(seg, log_start_offset)
+                if scan is not None and scan.truncated_bytes > 0:
+                    for later in unflushed[i + 1 :]:
+                        self._delete_segment_now(later, "after a truncated segment")
+                    break
+        log_end = None
+        if self._bases:
+            log_end = self.active_segment.read_next_offset()
+            if log_end < log_start_offset:
+                for seg in list(self.segments):
+                    self._delete_segment_now(seg, "log end offset below the log start offset")
+                self.leader_epoch_cache.clear()
+                self.producer_state.truncate_fully_and_start_at(log_start_offset)
+                log_end = None
+        if not self._bases:
+            seg = self._new_segment(log_start_offset)
+            self._add_segment(seg)
+            self.load_result.created_segment = log_start_offset
+        if had_clean_shutdown and log_end is not None:
+            return log_end, log_end
+        log_end = log_end if log_end is not None else self.active_segment.read_next_offset()
+        return log_end, min(recovery_point, log_end)
+
+    def _delete_segment_now(self, seg: Segment, why: str) -> None:
+        self._remove_segment(seg.base_offset)
+        seg.delete_files()
+        self.producer_state.delete_snapshot(seg.base_offset)
+        self.load_result.deleted_segments.append(seg.base_offset)
+        self.load_result.removed_files.append((str(seg.log_path), why))
+
+    def _replay_producer_state(
+        self,
+        psm: ProducerStateManager,
+        log_start_offset: int,
+        last_offset: int,
+        reload_from_clean_shutdown: bool,
+    ) -> None:
+        """Kafka's UnifiedLog.rebuildProducerState."""
+        to_snapshot: set[int] = {last_offset}
+        if self._bases:
+            last_base = self._bases[-1]
+            to_snapshot.add(last_base)
+            if len(self._bases) > 1:
+                to_snapshot.add(self._bases[-2])
+        now = self.clock()
+        if psm.latest_snapshot_offset is None and reload_from_clean_shutdown:
+            for off in sorted(to_snapshot):
+                psm.map_end_offset = off
+                psm.take_snapshot()
+            return
+        empty_before = not psm.producers and psm.map_end_offset >= last_offset
+        psm.truncate_and_reload(log_start_offset, last_offset, now)
+        if last_offset > psm.map_end_offset and not empty_before:
+            for seg in self.segments_in_range(psm.map_end_offset, last_offset):
+                start = max(seg.base_offset, psm.map_end_offset, log_start_offset)
+                psm.map_end_offset = start
+                if seg.base_offset in to_snapshot and psm.writable:
+                    psm.take_snapshot()
+                found = seg.translate_offset(start)
+                if found is None:
+                    continue
+                for batch in seg.batches(found.position):
+                    if batch.last_offset >= last_offset:
+                        break
+                    completed = psm.update(batch)
+                    if completed is not None:
+                        psm.complete_txn(completed)
+        psm.map_end_offset = last_offset
+        psm.take_snapshot()
+
+    def _rebuild_producer_state(self, last_offset: int, had_clean_shutdown: bool) -> None:
+        self._replay_producer_state(
+            self.producer_state, self.log_start_offset, last_offset, had_clean_shutdown
+        )
+
+    def split_overflowed_segment(self, seg: Segment) -> list[Segment]:
+        """Kafka's splitOverflowedSegment (KAFKA-6264): a segment holding offsets more than
+        Int32.MAX above its base is copied into ``.cleaned`` segments that each fit, in
+        chunks of whole batches, and swapped in with :meth:`replace_segments`."""
+        self._require_writable()
+        new: list[Segment] = []
+        chunk: list[R.Batch] = []
+        cur: Segment | None = None
+
+        def flush_chunk() -> None:
+            if chunk and cur is not None:
+                best = max(chunk, key=lambda b: b.max_timestamp)
+                data = b"".join(bytes(b.raw()) for b in chunk)
+                cur.append(chunk[-1].last_offset, best.max_timestamp, best.last_offset, data)
+                chunk.clear()
+
+        fr = seg.file_records()
+        try:
+            chunk_bytes = 0
+            for b in fr.batches():
+                if cur is None or not cur.can_convert_to_relative_offset(b.last_offset):
+                    flush_chunk()
+                    base = b.base_offset
+                    for stale in segment_file_paths(self.dir, base, CLEANED_SUFFIX):
+                        fileops.delete(stale)
+                    cur = Segment(self.dir, base, self.config, suffix=CLEANED_SUFFIX, create=True)
+                    new.append(cur)
+                    chunk_bytes = 0
+                elif chunk_bytes + b.size > 64 * 1024:
+                    flush_chunk()
+                    chunk_bytes = 0
+                chunk.append(b)
+                chunk_bytes += b.size
+            flush_chunk()
+        finally:
+            chunk.clear()
+            fr.close()
+        for s in new:
+            s.on_become_inactive()
+        self.replace_segments(new, [seg])
+        self.producer_state.delete_snapshot(seg.base_offset)
+        self.load_result.renamed_files.append(
+            (str(seg.log_path), f"split into {[s.base_offset for s in new]}")
+        )
+        return new
+
+    # ------------------------------------------------------------------ partition.metadata
+    def _read_topic_id(self) -> Uuid | None:
+        try:
+            data = (self.dir / PARTITION_METADATA_FILE).read_bytes()
+        except FileNotFoundError:
+            return None
+        return props.decode_partition_metadata(data).topic_id
+
+    def assign_topic_id(self, topic_id: Uuid) -> None:
+        """Write ``partition.metadata`` (Kafka writes it before the first append)."""
+        if self.topic_id is not None and self.topic_id != topic_id:
+            raise FormatError(
+                f"{self.dir}: partition.metadata has topic id {self.topic_id}, not {topic_id}",
+                kind="topic_id_mismatch",
+            )
+        if self.topic_id is None or not (self.dir / PARTITION_METADATA_FILE).exists():
+            self._require_writable()
+            fileops.atomic_write(
+                self.dir / PARTITION_METADATA_FILE, props.encode_partition_metadata(topic_id)
+            )
+        self.topic_id = topic_id
+
+    # ------------------------------------------------------------------ append
+    def append_as_leader(
+        self, records, leader_epoch: int, *, timestamp_type: str | None = None
+    ) -> AppendInfo:
+        """Assign offsets from the log end offset by rewriting the batch headers in place
+        (``baseOffset``, ``partitionLeaderEpoch``; for LogAppendTime also the timestamp and
+        CRC) and append.  Legacy (magic 0/1) input is up-converted to v2 as a 3.x broker
+        does.  Batches must already have passed the broker's validation."""
+        self._require_writable()
+        buf = records if isinstance(records, bytearray) else bytearray(records)
+        batches = list(R.iter_batches(buf))
+        if not batches:
+            raise CorruptRecordError("no complete batch in the records to append", 0)
+        for b in batches:
+            if b.magic < 2:
+                buf = self._up_convert(batches)
+                batches = list(R.iter_batches(buf))
+                break
+        ts_type = timestamp_type or self.config.message_timestamp_type
+        now = self.clock()
+        offset = self._log_end_offset
+        first = offset
+        append_time = now if ts_type == "LogAppendTime" else None
+        max_ts, max_ts_offset = R.NO_TIMESTAMP, -1
+        max_bytes = self.config.max_message_bytes
+        set_base_offset = R.set_base_offset
+        set_epoch = R.set_partition_leader_epoch
+        for b in batches:
+            b.ensure_valid()
+            if b.size > max_bytes:
+                raise RecordTooLargeError(
+                    f"batch of {b.size} bytes exceeds max.message.bytes {max_bytes}", b.position
+                )
+            pos = b.position
+            set_base_offset(buf, pos, offset)
+            set_epoch(buf, pos, leader_epoch)
+            # keep the parsed headers in step with the bytes (no second parse)
+            b.base_offset = offset
+            b.partition_leader_epoch = leader_epoch
+            if append_time is not None:
+                R.set_log_append_time(buf, pos, append_time)
+                b.attributes |= R.TIMESTAMP_TYPE_MASK
+                b.max_timestamp = append_time
+            last = offset + b.last_offset_delta
+            ts = b.max_timestamp
+            if ts > max_ts:
+                max_ts, max_ts_offset = ts, last
+            offset = last + 1
+        end = batches[-1].end
+        # Kafka's trimInvalidBytes: a trailing partial batch is dropped, not rejected
+        data = buf if end == len(buf) else memoryview(buf)[:end]
+        info = AppendInfo(first, offset - 1, max_ts, max_ts_offset, append_time, len(batches), end)
+        latest = self.leader_epoch_cache.latest_epoch
+        if leader_epoch >= 0 and (latest is None or leader_epoch > latest):
+            self.leader_epoch_cache.assign(leader_epoch, first)
+        self._append(data, batches, info, now)
+        return info
+
+    def append_as_follower(self, records) -> AppendInfo:
+        """Append batches with their offsets as given (replication); must not go backwards."""
+        self._require_writable()
+        view = memoryview(records)
+        batches = list(R.iter_batches(view))
+        if not batches:
+            raise CorruptRecordError("no complete batch in the records to append", 0)
+        first = batches[0].base_offset if batches[0].magic >= 2 else batches[0].last_offset
+        if first < self._log_end_offset:
+            raise FormatError(
+                f"out of order offsets: first offset {first} is below the log end offset {self._log_end_offset}",
+                0,
+                kind="invalid_offset",
+            )
+        max_ts, max_ts_offset = R.NO_TIMESTAMP, -1
+        prev = None
+        for b in batches:
+            b.ensure_valid()
+            if prev is not None and b.last_offset <= prev:
+                raise FormatError(
+                    "out of order offsets in the appended batches", b.position, kind="invalid_offset"
+                )
+            prev = b.last_offset
+            if b.max_timestamp > max_ts:
+                max_ts, max_ts_offset = b.max_timestamp, b.last_offset
+            if b.magic >= 2:
+                epoch = b.partition_leader_epoch
+                latest = self.leader_epoch_cache.latest_epoch
+                if epoch >= 0 and (latest is None or epoch > latest):
+                    self.leader_epoch_cache.assign(epoch, b.base_offset)
+        end = batches[-1].end
+        info = AppendInfo(first, batches[-1].last_offset, max_ts, max_ts_offset, None, len(batches), end)
+        self._append(view[:end], batches, info, self.clock())
+        return info
+
+    def _up_convert(self, batches: list[R.Batch]) -> bytearray:
+        """A legacy message set becomes one v2 batch (as LogValidator converts it); the
+        codec is the source's (compression.type=producer)."""
+        out = bytearray()
+        legacy: list[R.Record] = []
+        codec = compression.NONE
+        for b in batches:
+            b.ensure_valid()
+            if b.magic >= 2:
+                out += b.raw()
+                continue
+            if b.codec != compression.NONE:
+                codec = b.codec
+            legacy.extend(b.records())
+        if legacy:
+            out += R.build_record_batch(
+                [R.SimpleRecord(r.value, r.key, (), r.timestamp) for r in legacy], codec=codec
+            )
+        return out
+
+    def _append(self, data, batches: list[R.Batch], info: AppendInfo, now_ms: int) -> None:
+        seg = self._maybe_roll(len(data), info, now_ms)
+        seg.append(info.last_offset, info.max_timestamp, info.offset_of_max_timestamp, data)
+        self._log_end_offset = info.last_offset + 1
+        psm = self.producer_state
+        for b in batches:
+            completed = psm.update(b)
+            if completed is not None:
+                if completed.is_aborted:
+                    seg.update_txn_index(psm.aborted_txn(completed))
+                psm.complete_txn(completed)
+        psm.map_end_offset = self._log_end_offset
+        info.log_start_offset = self.log_start_offset
+        if self._log_end_offset - self.recovery_point >= self.config.flush_messages:
+            self.flush()
+        for listener in list(self.listeners):
+            listener(self, self._log_end_offset)
+
+    def add_append_listener(self, listener: Callable[[Log, int], None]) -> None:
+        self.listeners.append(listener)
+
+    def remove_append_listener(self, listener: Callable[[Log, int], None]) -> None:
+        self.listeners.remove(listener)
+
+    # ------------------------------------------------------------------ rolling
+    def _new_jitter(self) -> int:
+        limit = min(self.config.segment_jitter_ms, self.config.effective_segment_ms)
+        return random.randrange(limit) if limit > 0 else 0
+
+    def should_roll(self, seg: Segment, size: int, info: AppendInfo, now_ms: int) -> bool:
+        """Kafka's LogSegment.shouldRoll."""
+        reached_ms = (
+            seg.time_waited_for_roll(now_ms, info.max_timestamp)
+            > self.config.effective_segment_ms - self._jitter
+        )
+        return (
+            seg.size > self.config.segment_bytes - size
+            or (seg.size > 0 and reached_ms)
+            or seg.offset_index.is_full()
+            or seg.time_index.is_full()
+            or not seg.can_convert_to_relative_offset(info.last_offset)
+        )
+
+    def _maybe_roll(self, size: int, info: AppendInfo, now_ms: int) -> Segment:
+        if size > self.config.segment_bytes:
+            raise RecordTooLargeError(
+                f"append of {size} bytes is larger than segment.bytes {self.config.segment_bytes}", 0
+            )
+        seg = self.active_segment
+        if self.should_roll(seg, size, info, now_ms):
+            return self.roll(info.first_offset)
+        return seg
+
+    def roll(self, expected_next_offset: int | None = None) -> Segment:
+        """Start a new active segment at max(expected, log end offset)."""
+        self._require_writable()
+        new_offset = max(expected_next_offset or 0, self._log_end_offset)
+        active = self.active_segment
+        if new_offset in self._segments:
+            if active.base_offset == new_offset and active.size == 0:
+                return active
+            raise FormatError(
+                f"{self.dir}: trying to roll to offset {new_offset}, which already has a segment"
+            )
+        if new_offset < active.base_offset:
+            raise FormatError(f"{self.dir}: trying to roll to offset {new_offset} below the active segment")
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+            stale = self.dir / f"{new_offset:020d}{suffix}"
+            if stale.exists():
+                fileops.delete(stale)
+        active.on_become_inactive()
+        seg = self._new_segment(new_offset)
+        self._add_segment(seg)
+        self._jitter = self._new_jitter()
+        self.producer_state.map_end_offset = new_offset
+        self.producer_state.take_snapshot(sync=self.flush_on_roll)
+        if self.flush_on_roll:
+            self.flush(new_offset)
+        return seg
+
+    # ------------------------------------------------------------------ flush
+    def flush(self, offset: int | None = None) -> None:
+        """fsync every segment below ``offset`` (default: the log end offset) and advance
+        the recovery point to it."""
+        self._require_writable()
+        offset = self._log_end_offset if offset is None else offset
+        if offset <= self.recovery_point:
+            return
+        for seg in self.segments_in_range(self.recovery_point, offset):
+            seg.flush()
+        fileops.fsync_dir(self.dir)
+        self.recovery_point = offset
+
+    # ------------------------------------------------------------------ reads
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        isolation: str = ISOLATION_LOG_END,
+        min_one_message: bool = True,
+    ) -> FetchInfo:
+        """Kafka's read path: slices of segment files (zero copy), never copied bytes."""
+        end = self._log_end_offset
+        if offset < self.log_start_offset or offset > end:
+            raise OffsetOutOfRangeError(offset, self.log_start_offset, end)
+        if isolation == ISOLATION_HIGH_WATERMARK:
+            upper = self.high_watermark
+        elif isolation == ISOLATION_COMMITTED:
+            upper = self.last_stable_offset
+        else:
+            upper = end
+        info = FetchInfo(
+            offset,
+            high_watermark=self.high_watermark,
+            log_end_offset=end,
+            log_start_offset=self.log_start_offset,
+            last_stable_offset=self.last_stable_offset,
+        )
+        if offset >= upper:
+            return info
+        upper_seg = self.floor_segment(upper)
+        upper_pos = None
+        if upper_seg is not None and upper < end:
+            found = upper_seg.translate_offset(upper)
+            upper_pos = found.position if found is not None else upper_seg.size
+        seg = self.floor_segment(offset)
+        while seg is not None:
+            max_position = upper_pos if (upper_seg is seg and upper_pos is not None) else seg.size
+            piece = seg.read(offset, max_bytes, max_position, min_one_message)
+            if piece is not None:
+                if piece.size:
+                    info.slices.append(piece)
+                if isolation == ISOLATION_COMMITTED:
+                    info.aborted_transactions = self._collect_aborted(seg, offset, piece)
+                return info
+            seg = self.higher_segment(seg.base_offset)
+        return info
+
+    def _collect_aborted(self, seg: Segment, fetch_offset: int, piece: SegmentSlice) -> list[fx.AbortedTxn]:
+        upper = seg.offset_index.fetch_upper_bound_offset(piece.position, piece.size)
+        if upper is None:
+            nxt = self.higher_segment(seg.base_offset)
+            upper = nxt.base_offset if nxt is not None else self._log_end_offset
+        out: list[fx.AbortedTxn] = []
+        s = seg
+        while s is not None:
+            found, done = s.txn_index.collect_aborted(fetch_offset, upper)
+            out.extend(found)
+            if done:
+                break
+            s = self.higher_segment(s.base_offset)
+        return out
+
+    def batches(self, start_offset: int | None = None) -> Iterator[R.Batch]:
+        """Every batch from ``start_offset`` (default: the log start) to the end (offline tools)."""
+        start = self.log_start_offset if start_offset is None else start_offset
+        for seg in self.segments_in_range(start, 2**63):
+            found = seg.translate_offset(start)
+            if found is None:
+                continue
+            yield from seg.batches(found.position)
+
+    # ------------------------------------------------------------------ offsets
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int, int] | None:
+        """ListOffsets by time: (timestamp, offset, leader epoch) of the first record at or
+        after ``timestamp``, searching the first segment whose largest timestamp reaches it."""
+        for seg in self.segments:
+            if seg.largest_timestamp >= timestamp:
+                return seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
+        return None
+
+    def update_high_watermark(self, offset: int) -> int:
+        self.high_watermark = max(self.log_start_offset, min(offset, self._log_end_offset))
+        return self.high_watermark
+
+    def increment_log_start_offset(self, new_start: int) -> bool:
+        """Raise the log start offset (DeleteRecords, retention); never above the high watermark."""
+        if new_start > self.high_watermark:
+            raise OffsetOutOfRangeError(new_start, self.log_start_offset, self.high_watermark)
+        if new_start <= self.log_start_offset:
+            return False
+        self.log_start_offset = new_start
+        self.leader_epoch_cache.truncate_from_start(new_start)
+        self.producer_state.delete_snapshots_below(self.floor_segment(new_start).base_offset)
+        return True
+
+    # ------------------------------------------------------------------ truncation and deletion
+    def truncate_to(self, target: int) -> bool:
+        """Follower truncation: remove every offset >= ``target``."""
+        self._require_writable()
+        if target < 0:
+            raise ValueError("cannot truncate to a negative offset")
+        if target >= self._log_end_offset:
+            return False
+        if target < self.log_start_offset:
+            self.truncate_fully_and_start_at(target)
+            return True
+        for base in [b for b in self._bases if b > target]:
+            self._delete_segment_now(self._segments[base], "log truncation")
+        if not self._bases:
+            self._add_segment(self._new_segment(target))
+        self.active_segment.truncate_to(target, self.clock())
+        self.active_segment.resize_indexes()
+        self._log_end_offset = target
+        self.leader_epoch_cache.truncate_from_end(target)
+        self.recovery_point = min(self.recovery_point, target)
+        self.high_watermark = min(self.high_watermark, target)
+        self._replay_producer_state(self.producer_state, self.log_start_offset, target, False)
+        return True
+
+    def truncate_fully_and_start_at(self, new_offset: int) -> None:
+        self._require_writable()
+        for seg in list(self.segments):
+            self._delete_segment_now(seg, "full truncation")
+        self._add_segment(self._new_segment(new_offset))
+        self.leader_epoch_cache.clear()
+        self.producer_state.truncate_fully_and_start_at(new_offset)
+        self._log_end_offset = self.log_start_offset = self.recovery_point = self.high_watermark = new_offset
+
+    def delete_segments(self, segments: list[Segment], *, async_delete: bool = False) -> None:
+        """Kafka's deletion dance: rename the files ``.deleted`` and drop them from the map;
+        the log start offset moves to the next remaining segment.  With ``async_delete``
+        the ``.deleted`` files stay for the caller to remove later
+        (``file.delete.delay.ms``); otherwise they are removed now."""
+        self._require_writable()
+        for seg in segments:
+            if len(self._bases) == 1 and seg is self.active_segment:
+                self.roll()
+            self._remove_segment(seg.base_offset)
+            seg.close()
+            seg.change_file_suffixes("", DELETED_SUFFIX)
+            snap = self.dir / f"{seg.base_offset:020d}{SNAPSHOT_SUFFIX}"
+            if snap.exists():
+                fileops.replace(snap, snap.with_name(snap.name + DELETED_SUFFIX), sync=False)
+            if not async_delete:
+                for path in seg.files() + [snap.with_name(snap.name + DELETED_SUFFIX)]:
+                    fileops.delete(path)
+        if self._bases and self._bases[0] > self.log_start_offset:
+            self.log_start_offset = self._bases[0]
+            self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        fileops.fsync_dir(self.dir)
+
+    def replace_segments(self, new_segments: list[Segment], old_segments: list[Segment]) -> None:
+        """Kafka's replaceSegments (cleaner, split): ``.cleaned`` -> ``.swap`` (descending),
+        old segments renamed ``.deleted`` and removed, ``.swap`` suffix dropped.  A crash at
+        any step is finished or rolled back by the next load."""
+        self._require_writable()
+        new_sorted = sorted(new_segments, key=lambda s: s.base_offset)
+        for seg in reversed(new_sorted):
+            seg.flush()
+            if seg.suffix == CLEANED_SUFFIX:
+                seg.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
+        new_bases = {s.base_offset for s in new_sorted}
+        for seg in old_segments:
+            if seg.base_offset in self._segments and self._segments[seg.base_offset] is seg:
+                self._remove_segment(seg.base_offset)
+            seg.close()
+            seg.change_file_suffixes("", DELETED_SUFFIX)
+            for path in seg.files():
+                fileops.delete(path)
+        for seg in new_sorted:
+            seg.change_file_suffixes(SWAP_SUFFIX, "")
+            self._add_segment(seg)
+        for base in new_bases:
+            if base not in self._segments:
+                raise AssertionError("replaced segment missing")
+        fileops.fsync_dir(self.dir)
+
+    # ------------------------------------------------------------------ close
+    def close(self) -> None:
+        """Clean close: flush, snapshot producer state at the log end, trim the active segment."""
+        if self.writable and self._bases:
+            self.flush()
+            self.producer_state.map_end_offset = self._log_end_offset
+            self.producer_state.take_snapshot()
+        self._close_segments(trim=self.writable)
+
+    def _close_segments(self, trim: bool) -> None:
+        for seg in self._segments.values():
+            try:
+                seg.close(trim=trim)
+            except OSError:
+                if trim:
+                    raise
+
+    def __enter__(self) -> Log:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _require_writable(self) -> None:
+        if not self.writable:
+            raise OSError(f"{self.dir}: log opened read-only")

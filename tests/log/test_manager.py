@@ -1,0 +1,117 @@
+"""LogManager: several log dirs, the .lock file, checkpoints, the clean-shutdown marker."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from kafkatool.formats import checkpoint as ck
+from kafkatool.log import lock
+from kafkatool.log.config import LogConfig
+from kafkatool.log.manager import LogManager
+from tests.log.logtest_util import all_records, batch
+
+HOLD_LOCK = textwrap.dedent(
+    """
+    import sys, time
+    from kafkatool.log import lock
+    lock.acquire(sys.argv[1])
+    print("locked", flush=True)
+    sys.stdin.readline()
+    """
+)
+
+
+@pytest.fixture
+def other_process_lock():
+    procs = []
+
+    def hold(path):
+        p = subprocess.Popen(
+            [sys.executable, "-c", HOLD_LOCK, str(path)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert p.stdout.readline().strip() == "locked"
+        procs.append(p)
+        return p
+
+    yield hold
+    for p in procs:
+        p.stdin.close()
+        p.wait(timeout=10)
+
+
+def test_lifecycle_checkpoints_and_marker(tmp_path):
+    dirs = [tmp_path / "d1", tmp_path / "d2"]
+    mgr = LogManager(dirs, LogConfig(segment_bytes=2_000))
+    a = mgr.create_log("a", 0)
+    b = mgr.create_log("b", 1)
+    assert mgr.log_dir_of("a", 0) != mgr.log_dir_of("b", 1)  # fewest partitions first
+    for _ in range(12):
+        a.append_as_leader(batch(1, size=300), 0)
+    b.append_as_leader(batch(1), 0)
+    a.update_high_watermark(10)
+    a.increment_log_start_offset(8)
+    mgr.shutdown()
+    da = mgr.log_dir_of("a", 0)
+    assert (da / ".kafka_cleanshutdown").read_bytes() == b'{"version":0,"brokerEpoch":-1}'
+    assert ck.decode_offset_checkpoint((da / "recovery-point-offset-checkpoint").read_bytes()) == {
+        ("a", 0): 12
+    }
+    assert ck.decode_offset_checkpoint((da / "log-start-offset-checkpoint").read_bytes()) == {("a", 0): 8}
+    assert ck.decode_offset_checkpoint((da / "replication-offset-checkpoint").read_bytes()) == {("a", 0): 10}
+    db = mgr.log_dir_of("b", 1)
+    assert ck.decode_offset_checkpoint((db / "log-start-offset-checkpoint").read_bytes()) == {}
+    # restart: clean, nothing recovered; the marker is removed while running
+    mgr = LogManager(dirs, LogConfig(segment_bytes=2_000))
+    assert all(s.had_clean_shutdown for s in mgr.dirs.values())
+    assert not (da / ".kafka_cleanshutdown").exists()
+    a = mgr.get_log("a", 0)
+    assert a.load_result.recovered == [] and a.log_start_offset == 8 and a.high_watermark == 10
+    assert [o for o, _ in all_records(a)] == list(range(8, 12))
+    mgr._abort()  # a crash: no marker written
+    mgr = LogManager(dirs, LogConfig(segment_bytes=2_000))
+    assert not any(s.had_clean_shutdown for s in mgr.dirs.values())
+    a = mgr.get_log("a", 0)
+    # unclean: recovery from the recovery point (12 -> the active segment only)
+    assert [r.base_offset for r in a.load_result.recovered] == [a.active_segment.base_offset]
+    mgr.shutdown()
+
+
+def test_second_process_cannot_open_a_locked_dir(tmp_path, other_process_lock):
+    d = tmp_path / "d1"
+    d.mkdir()
+    assert not lock.is_locked(d)
+    other_process_lock(d)
+    assert lock.is_locked(d)
+    with pytest.raises(lock.LogDirLockedError, match="locked by a running process"):
+        LogManager([d])
+    # read-only opening takes no lock
+    LogManager([d], writable=False).shutdown()
+
+
+def test_lock_released_on_shutdown_and_own_lock_not_reported(tmp_path):
+    d = tmp_path / "d1"
+    mgr = LogManager([d])
+    assert not lock.is_locked(d)  # held by this process: not "another process"
+    with pytest.raises(lock.LogDirLockedError):
+        lock.acquire(d)
+    mgr.shutdown()
+    with lock.locked(d):
+        pass
+
+
+def test_ignores_kraft_metadata_and_delete_dirs(tmp_path):
+    d = tmp_path / "d1"
+    (d / "__cluster_metadata-0").mkdir(parents=True)
+    (d / "t-0.0123456789abcdef0123456789abcdef-delete").mkdir()
+    (d / "not_a_partition").mkdir()
+    mgr = LogManager([d], writable=False)
+    assert mgr.logs == {}
+    assert mgr.dirs[d].skipped == ["not_a_partition"]
+    mgr.shutdown()
