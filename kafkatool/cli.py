@@ -18,8 +18,14 @@ from kafkatool import __version__
 COMMAND_MODULES = [
     "dump_log",
     "verify",
+    "serve",
+    "rebuild_index",
+    "recover",
+    "retention",
+    "compact",
     "zk",
     "reassign",
+    "fleet",
 ]
 
 app = typer.Typer(
@@ -30,6 +36,8 @@ app = typer.Typer(
     add_completion=False,
     context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,
+    # Help texts are plain text: Kafka's own syntax (host:port[/chroot]) must not be read as rich markup.
+    rich_markup_mode=None,
 )
 
 

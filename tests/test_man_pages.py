@@ -39,3 +39,29 @@ def test_cli_help_and_version():
 
     for mod in COMMAND_MODULES:
         assert mod.replace("_", "-") in out.stdout
+
+
+def test_every_command_renders_its_help():
+    """--help of every command and subcommand works (no markup errors, no tracebacks)."""
+    import typer.main
+    from typer.testing import CliRunner
+
+    from kafkatool.cli import app
+
+    runner = CliRunner()
+    root = typer.main.get_command(app)
+    paths = []
+
+    def walk(cmd, path):
+        paths.append(path)
+        if hasattr(cmd, "list_commands"):
+            ctx = cmd.context_class(cmd, info_name="kafkatool")
+            for name in cmd.list_commands(ctx):
+                walk(cmd.get_command(ctx, name), [*path, name])
+
+    walk(root, [])
+    assert len(paths) > 5
+    for path in paths:
+        res = runner.invoke(app, [*path, "--help"])
+        assert res.exit_code == 0, (path, res.output, res.exception)
+        assert "Usage" in res.output

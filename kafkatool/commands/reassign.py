@@ -27,17 +27,23 @@ from kafkatool.commands.common import (
     handle_errors,
 )
 
-HELP = """Plan and run partition reassignments (kafka-reassign-partitions, with better plans).
+HELP = (
+    "Plan and run partition reassignments (kafka-reassign-partitions, with better plans).\n\n"
+    'Files are Kafka\'s JSON formats: topics-to-move {"version":1,"topics":[{"topic":"a"}]} and reassignment '
+    '{"version":1,"partitions":[{"topic":"a","partition":0,"replicas":[1,2],"log_dirs":["any","any"]}]}. '
+    "Execution goes through ZooKeeper (--zookeeper host:port/chroot), the way ZK-mode controllers read "
+    "/admin/reassign_partitions."
+)
 
-Files are Kafka's JSON formats: topics-to-move {"version":1,"topics":[{"topic":"a"}]} and
-reassignment {"version":1,"partitions":[{"topic":"a","partition":0,"replicas":[1,2],"log_dirs":["any","any"]}]}.
-Execution goes through ZooKeeper (--zookeeper host:port/chroot), the way ZK-mode controllers read
-/admin/reassign_partitions."""
-
-ZK_HELP = "ZooKeeper connect string of the cluster: host:port,host:port/chroot (chroot optional), as zookeeper.connect."
+ZK_HELP = (
+    "ZooKeeper connect string of the cluster: host:port,host:port/chroot (chroot optional), as "
+    "zookeeper.connect (env KAFKATOOL_ZOOKEEPER)."
+)
+ZK_TIMEOUT = 10.0
 BROKER_LIST_HELP = (
     "Target brokers, in order: '0,1,2' or with racks '0:r1,1:r2,2:r1' (racks given here override "
-    "the registrations)."
+    "the registrations). Kafka's placement takes brokers in this order (Kafka's --generate takes the "
+    "cluster's order, usually by id)."
 )
 SIZES_HELP = (
     "Partition sizes for --strategy size: a JSON object "
@@ -87,16 +93,18 @@ def _write_atomic(path: Path, text: str) -> None:
 
 
 @contextlib.contextmanager
-def _connect(zookeeper: str) -> Iterator:
-    from kafkatool.zk.client import KafkaZk, silence_kazoo_logging
+def _connect(zookeeper: str | None) -> Iterator:
+    """The same connection (and chroot discovery) as ``kafkatool zk``."""
+    from kafkatool.commands.zk import connect
 
-    silence_kazoo_logging()
-    with KafkaZk(zookeeper) as zk:
-        if not zk.is_kafka_root():
-            raise CommandError(
-                f"{zookeeper}: no Kafka cluster here (no /brokers/ids and /brokers/topics); check the chroot"
-            )
+    with connect(zookeeper, ZK_TIMEOUT) as zk:
         yield zk
+
+
+def _zk_option(extra_help: str = ""):
+    return typer.Option(
+        None, "--zookeeper", "-z", envvar="KAFKATOOL_ZOOKEEPER", show_envvar=False, help=ZK_HELP + extra_help
+    )
 
 
 def _assignment_doc(assignment) -> dict:
@@ -175,9 +183,7 @@ def generate(
         ..., "--topics-to-move-json-file", help='Topics to move: {"version":1,"topics":[{"topic":"a"}]}.'
     ),
     broker_list: str = typer.Option(..., "--broker-list", help=BROKER_LIST_HELP),
-    zookeeper: str | None = typer.Option(
-        None, "--zookeeper", help=ZK_HELP + " Source of the current assignment."
-    ),
+    zookeeper: str | None = _zk_option(" Source of the current assignment and racks."),
     current_file: Path | None = typer.Option(
         None,
         "--current",
@@ -209,7 +215,10 @@ def generate(
     ),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
-    """Propose a reassignment for the given topics onto the given brokers, and report what it moves."""
+    """Propose a reassignment of the given topics onto the given brokers.
+
+    Prints Kafka's two blocks (current, proposed) and what the plan moves: replicas, bytes, preferred leaders, and the balance per broker and rack before and after. --strategy minimal and size propose only the partitions that change.
+    """
     _generate(**locals())
 
 
@@ -316,6 +325,10 @@ def _generate(
     if used_seed is not None:
         console.print(f"(placement seed {used_seed}: pass --seed {used_seed} to get this plan again)")
     _render_report(rep)
+    if rep.get("partitions_without_size"):
+        console.print(
+            f"Note: {rep['partitions_without_size']} partition(s) had no size and count as 0 bytes."
+        )
 
 
 def _kafka_generate(current, brokers, *, seed, start_index):
@@ -342,7 +355,10 @@ def _kafka_generate(current, brokers, *, seed, start_index):
         ids = sorted(parts)
         if ids != list(range(len(ids))):
             raise AssignError(f"topic {topic}: partition ids are not 0..{len(ids) - 1}")
-        placed = assign_replicas(brokers, len(ids), rfs[0], start_index=start_index, rng=rng)
+        try:
+            placed = assign_replicas(brokers, len(ids), rfs[0], start_index=start_index, rng=rng)
+        except AssignError as exc:
+            raise AssignError(f"topic {topic}: {exc}") from None
         for p, r in placed.items():
             proposed[(topic, p)] = r
     return proposed, used_seed
@@ -352,33 +368,52 @@ def _kafka_generate(current, brokers, *, seed, start_index):
 
 
 def place(
-    brokers: str = typer.Option(..., "--brokers", "--broker-list", help=BROKER_LIST_HELP),
-    partitions: int = typer.Option(..., "--partitions", help="Number of partitions to place."),
-    replication_factor: int = typer.Option(..., "--replication-factor", help="Replicas per partition."),
+    brokers: str | None = typer.Option(
+        None,
+        "--brokers",
+        "--broker-list",
+        help=BROKER_LIST_HELP + " With --zookeeper: default all registered brokers, sorted by id (as ZK "
+        "topic creation and add-partitions take them).",
+    ),
+    partitions: int = typer.Option(
+        ..., "--partitions", help="Number of partitions to place (with --topic: to add to it)."
+    ),
+    replication_factor: int | None = typer.Option(
+        None, "--replication-factor", help="Replicas per partition (with --topic: partition 0's count)."
+    ),
     start_index: int | None = typer.Option(
         None,
         "--start-index",
         help="Kafka's fixedStartIndex: index of the first partition's leader in the broker order; fixes "
-        "the replica shift to the same value, exactly as Kafka does.",
+        "the replica shift to the same value, exactly as Kafka does. With --topic: Kafka's add-partitions "
+        "rule, the index of the first broker whose id >= partition 0's first replica.",
     ),
     replica_shift: int | None = typer.Option(
         None, "--replica-shift", help="Pin the replica shift separately (needs --start-index)."
     ),
-    first_partition: int = typer.Option(
-        0, "--first-partition", help="Id of the first partition (existing partition count when adding)."
+    first_partition: int | None = typer.Option(
+        None,
+        "--first-partition",
+        help="Id of the first partition: 0 for a new topic; with --topic the existing partition count.",
     ),
     seed: int | None = typer.Option(
         None,
         "--seed",
         help="Without --start-index: seed of the java.util.Random drawing start and shift (random if omitted).",
     ),
+    zookeeper: str | None = _zk_option(" Read brokers and racks (and --topic) from the cluster."),
+    topic: str | None = typer.Option(
+        None,
+        "--topic",
+        help="With --zookeeper: place partitions added to this existing topic exactly as ZK-mode Kafka's "
+        "add-partitions does (brokers by id, RF and start index from partition 0, ids after the last).",
+    ),
     disable_rack_aware: bool = typer.Option(False, "--disable-rack-aware", help="Ignore racks."),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
-    """Kafka's placement for a new topic or for added partitions (AdminUtils, bit for bit).
+    """Kafka's placement for a new topic or for added partitions.
 
-    Brokers are taken in the order given, as Kafka's tool takes --broker-list (ZK topic creation
-    sorts them by id).  The human view ends with a kafka-topics --replica-assignment string.
+    The same assignment as Kafka's AdminUtils computes, bit for bit. Brokers are taken in the order given, as Kafka's tool takes --broker-list (ZK topic creation and add-partitions sort them by id). The human view ends with a kafka-topics --replica-assignment string.
     """
     _place(**locals())
 
@@ -393,25 +428,65 @@ def _place(
     replica_shift,
     first_partition,
     seed,
+    zookeeper,
+    topic,
     disable_rack_aware,
     as_json,
 ) -> None:
-    from kafkatool.assign.kafka_placement import JavaRandom, assign_replicas, draw_start_and_shift
-    from kafkatool.assign.model import check_racks, parse_broker_list
+    from kafkatool.assign.kafka_placement import (
+        JavaRandom,
+        assign_replicas,
+        draw_start_and_shift,
+        validate_placement_args,
+    )
+    from kafkatool.assign.model import Broker, check_racks, parse_broker_list
 
-    blist = parse_broker_list(brokers)
+    if topic is not None and zookeeper is None:
+        raise CommandError("--topic needs --zookeeper")
+    if brokers is None and zookeeper is None:
+        raise CommandError("give --brokers (or --zookeeper to use the registered brokers)")
     if replica_shift is not None and start_index is None:
         raise CommandError("--replica-shift needs --start-index")
     if start_index is not None and seed is not None:
         raise CommandError("give --seed or --start-index, not both")
-    if first_partition < 0:
+    if first_partition is not None and first_partition < 0:
         raise CommandError(f"--first-partition must be >= 0, not {first_partition}")
+    blist = parse_broker_list(brokers) if brokers is not None else None
+    if zookeeper is not None:
+        from kafkatool.assign import zk_reassign
+
+        with _connect(zookeeper) as zk:
+            registered = zk_reassign.read_brokers(zk)
+            existing = zk_reassign.read_current(zk, [topic]) if topic is not None else None
+        if blist is None:
+            blist = [registered[b] for b in sorted(registered)]
+        else:
+            unknown = [b.id for b in blist if b.id not in registered]
+            if unknown:
+                raise CommandError(
+                    f"--brokers: unknown broker id{'s' if len(unknown) > 1 else ''} "
+                    f"{','.join(map(str, unknown))} (registered: {','.join(map(str, sorted(registered)))})"
+                )
+            if not any(b.rack for b in blist):
+                blist = [Broker(b.id, registered[b.id].rack) for b in blist]
+        if existing is not None:
+            if (topic, 0) not in existing:
+                raise CommandError(f"topic {topic}: partition 0 is missing, Kafka cannot add partitions")
+            p0 = existing[(topic, 0)]
+            if replication_factor is None:
+                replication_factor = len(p0)
+            if first_partition is None:
+                first_partition = len(existing)
+            if start_index is None and seed is None:
+                ids = [b.id for b in blist]
+                start_index = next((i for i, b in enumerate(ids) if b >= p0[0]), 0)
+    if replication_factor is None:
+        raise CommandError("--replication-factor is required (except with --topic)")
+    first_partition = first_partition or 0
     rack_aware = check_racks(blist, rack_aware=not disable_rack_aware)
     used_seed = None
     if start_index is None:
         used_seed = seed if seed is not None else secrets.randbits(63)
-        from kafkatool.assign.kafka_placement import validate_placement_args
-
         validate_placement_args(blist, partitions, replication_factor)
         start_index, replica_shift = draw_start_and_shift(len(blist), JavaRandom(used_seed))
     result = assign_replicas(
@@ -461,7 +536,7 @@ def execute(
     reassignment_json_file: Path = typer.Option(
         ..., "--reassignment-json-file", help="The reassignment to start."
     ),
-    zookeeper: str = typer.Option(..., "--zookeeper", help=ZK_HELP),
+    zookeeper: str | None = _zk_option(),
     additional: bool = typer.Option(
         False,
         "--additional",
@@ -481,8 +556,10 @@ def execute(
     ),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
-    """Start a reassignment by creating /admin/reassign_partitions (one atomic ZooKeeper multi-op
-    with the throttle configs). Prints the current assignment to keep for rollback."""
+    """Start a reassignment through ZooKeeper.
+
+    Creates /admin/reassign_partitions in one atomic ZooKeeper multi-op with the throttle configs and their change notifications. Prints the current assignment to keep for rollback.
+    """
     _execute(**locals())
 
 
@@ -541,16 +618,17 @@ def verify(
     reassignment_json_file: Path = typer.Option(
         ..., "--reassignment-json-file", help="The reassignment to check."
     ),
-    zookeeper: str = typer.Option(..., "--zookeeper", help=ZK_HELP),
+    zookeeper: str | None = _zk_option(),
     preserve_throttles: bool = typer.Option(False, "--preserve-throttles", help="Do not clear throttles."),
     dry_run: bool = typer.Option(
         False, "--dry-run", help="Report which throttles would be cleared; write nothing."
     ),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
-    """Status of each partition of the file. Exit 1 while moves are in progress or a replica set
-    differs (Kafka's tool exits 0); once nothing reassigns anywhere, clears the throttles (the keys
-    Kafka's tool clears plus those execute recorded)."""
+    """Check a reassignment; exit 1 while it is in progress.
+
+    Prints the status of each partition of the file. Exits 1 while moves are in progress or a replica set differs (Kafka's tool exits 0). Once nothing reassigns anywhere in the cluster, clears the throttles: the keys Kafka's tool clears plus those execute recorded.
+    """
     _verify(**locals())
 
 
@@ -616,15 +694,15 @@ def cancel(
     reassignment_json_file: Path = typer.Option(
         ..., "--reassignment-json-file", help="The reassignment whose in-flight partitions to cancel."
     ),
-    zookeeper: str = typer.Option(..., "--zookeeper", help=ZK_HELP),
+    zookeeper: str | None = _zk_option(),
     preserve_throttles: bool = typer.Option(False, "--preserve-throttles", help="Do not clear throttles."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be reverted; write nothing."),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
-    """Cancel the file's in-flight partitions: revert their topic znodes to the original replicas,
-    drop them from /admin/reassign_partitions and delete /controller so that the next controller loads
-    the reverted state (ZK-mode controllers take no cancel through ZooKeeper). Replicas already created
-    on the adding brokers are listed: ZK-mode brokers do not delete them."""
+    """Cancel the in-flight partitions of a reassignment.
+
+    Reverts their topic znodes to the original replicas, drops them from /admin/reassign_partitions and deletes /controller so that the next controller loads the reverted state (ZK-mode controllers take no cancel through ZooKeeper), all in one multi-op; then clears the throttles. Replicas already created on the adding brokers are listed: ZK-mode brokers do not delete them.
+    """
     _cancel(**locals())
 
 
@@ -690,11 +768,13 @@ def _cancel(reassignment_json_file, zookeeper, preserve_throttles, dry_run, as_j
 
 
 def list_(
-    zookeeper: str = typer.Option(..., "--zookeeper", help=ZK_HELP),
+    zookeeper: str | None = _zk_option(),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
-    """In-flight reassignments: partitions whose topic znode lists adding/removing replicas and the
-    entries of /admin/reassign_partitions."""
+    """List the reassignments in flight.
+
+    Partitions whose topic znode lists adding/removing replicas, and the entries of /admin/reassign_partitions the controller has not started yet.
+    """
     _list(**locals())
 
 

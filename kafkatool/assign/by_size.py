@@ -1,0 +1,88 @@
+"""``--strategy size``: balance bytes per broker, moving few and well-chosen replicas.
+
+Replicas leave non-target brokers and rack-rule violations are repaired first
+(lightest destination), then greedy: from the heaviest broker to a lighter one,
+move the replica whose size best halves their gap (the largest drop in the
+variance of bytes per broker), until the spread is within ``tolerance`` of the
+mean or no move helps.  Preferred leaders are then evened out by count.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Mapping, Sequence
+
+from kafkatool.assign.balance import ClusterState
+from kafkatool.assign.model import Broker, TopicPartition
+
+DEFAULT_TOLERANCE = 0.02
+_SCAN = 16  # replicas looked at on each side of the ideal size before giving up on a pair
+
+
+def plan_by_size(
+    current: Mapping[TopicPartition, Sequence[int]],
+    brokers: Sequence[Broker],
+    sizes: Mapping[TopicPartition, int],
+    *,
+    rack_aware: bool = True,
+    other_racks: Mapping[int, str | None] | None = None,
+    tolerance: float = DEFAULT_TOLERANCE,
+    balance_leaders: bool = True,
+    max_moves: int | None = None,
+) -> dict[TopicPartition, list[int]]:
+    state = ClusterState(current, brokers, rack_aware=rack_aware, other_racks=other_racks, sizes=sizes)
+    state.evacuate(lambda b: state.bytes.get(b, 0))
+    state.fix_racks(lambda b: state.bytes.get(b, 0))
+    total = sum(state.bytes[b] for b in state.targets)
+    mean = total / len(state.targets)
+    limit = max_moves if max_moves is not None else 4 * sum(len(r) for r in state.parts.values())
+    # (size, tp) of every replica, sorted, per broker: the best replica for a gap is a bisect away.
+    by_size = {b: sorted((state.size(tp), tp) for tp in state.on_broker.get(b, ())) for b in state.targets}
+    while state.moves < limit:
+        ranked = sorted(state.targets, key=lambda b: (-state.bytes[b], b))
+        if state.bytes[ranked[0]] - state.bytes[ranked[-1]] <= tolerance * mean:
+            break
+        move = _best_move(state, ranked, by_size)
+        if move is None:
+            break
+        tp, src, dst = move
+        state.move(tp, src, dst)
+        entry = (state.size(tp), tp)
+        by_size[src].pop(bisect.bisect_left(by_size[src], entry))
+        bisect.insort(by_size[dst], entry)
+    if balance_leaders:
+        state.balance_leaders()
+    return state.assignment()
+
+
+def _best_move(
+    state: ClusterState, ranked: list[int], by_size: dict[int, list[tuple[int, TopicPartition]]]
+) -> tuple[TopicPartition, int, int] | None:
+    """The move with the largest variance drop from the heaviest broker that can give something
+    to a lighter one: for each lighter broker, the movable replica nearest half their gap."""
+    for src in ranked[:-1]:
+        best: tuple[tuple, tuple[TopicPartition, int, int]] | None = None
+        sizes = by_size[src]
+        for dst in reversed(ranked):
+            gap = state.bytes[src] - state.bytes[dst]
+            if gap <= 0:
+                break
+            i = bisect.bisect_left(sizes, (gap // 2,))
+            # the nearest movable replica below and above half the gap (sizes strictly inside (0, gap))
+            for step, j in ((-1, i - 1), (1, i)):
+                for _ in range(_SCAN):
+                    if not 0 <= j < len(sizes):
+                        break
+                    s, tp = sizes[j]
+                    if not 0 < s < gap:
+                        if (step < 0 and s <= 0) or (step > 0 and s >= gap):
+                            break
+                    elif state.can_move(tp, src, dst):
+                        key = (s * (gap - s), -state.count[dst], tp)
+                        if best is None or key > best[0]:
+                            best = (key, (tp, src, dst))
+                        break
+                    j += step
+        if best is not None:
+            return best[1]
+    return None

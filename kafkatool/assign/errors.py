@@ -1,0 +1,7 @@
+"""Errors raised by the planners and the reassignment machinery."""
+
+from __future__ import annotations
+
+
+class AssignError(ValueError):
+    """Input a planner or a reassignment cannot work with (bad brokers, racks, replicas...)."""
