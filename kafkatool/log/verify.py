@@ -1043,7 +1043,9 @@ def _epochs_vs_log(path: Path, epoch_starts: list[tuple[int, int]]) -> list[Find
                     WARNING,
                 )
             )
-        elif cached[epoch] != start:
+        elif start < cached[epoch]:
+            # Batches of an epoch before the point the checkpoint says it began. (Later is
+            # normal: compaction and retention remove an epoch's first batches.)
             out.append(
                 Finding(
                     str(path),

@@ -308,3 +308,20 @@ def test_random_damage_never_crashes(tmp_path_factory, data):
     for r in results:
         for f in r.findings:
             assert f.position is None or 0 <= f.position <= max(len(blob), r.size)
+
+
+def test_leader_epochs_against_checkpoint(tmp_path):
+    pdir = tmp_path / "t-0"
+    b = [R.build_record_batch([b"x"], base_offset=o, partition_leader_epoch=e) for o, e in ((5, 0), (6, 0), (7, 2))]
+    write_segment(pdir, b, base_offset=0)
+    # epoch 0's first batches compacted away (log starts it at 5, checkpoint at 0): fine
+    (pdir / "leader-epoch-checkpoint").write_bytes(C.encode_leader_epoch_checkpoint([(0, 0), (2, 7)]))
+    code, fs, _ = findings(pdir)
+    assert fs == [] and code == 0
+    # epoch 2 batches before the checkpoint says epoch 2 began
+    (pdir / "leader-epoch-checkpoint").write_bytes(C.encode_leader_epoch_checkpoint([(0, 0), (2, 9)]))
+    _, fs, _ = findings(pdir)
+    assert [(f["kind"], f["offset"]) for f in fs] == [("leader_epoch_mismatch", 7)]
+    (pdir / "leader-epoch-checkpoint").write_bytes(C.encode_leader_epoch_checkpoint([(0, 0)]))
+    _, fs, _ = findings(pdir)
+    assert [(f["kind"], f["offset"]) for f in fs] == [("leader_epoch_missing", 7)]

@@ -1,0 +1,324 @@
+"""``kafkatool compact``: run Kafka's log cleaner on a stopped broker's partitions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from kafkatool.commands.common import (
+    EXIT_FINDINGS,
+    EXIT_OK,
+    JSON_HELP,
+    CommandError,
+    console,
+    emit_json,
+    handle_errors,
+    progress,
+)
+from kafkatool.commands.retention import load_settings, parse_now, resolve_config, targets
+
+HELP = """Compact partitions with Kafka's log cleaner, whatever their cleanup.policy.
+
+PATH is a partition directory (topic-N) or a whole log directory.  The range
+cleaned is Kafka's: from the cleaner-offset-checkpoint (or the log start) to
+the first uncleanable offset (last stable offset, active segment,
+min.compaction.lag.ms), rounded down to a segment.  The latest value of each
+key wins; tombstones stay until their delete horizon (set to now +
+delete.retention.ms the first time they are cleaned, so a second run after
+that time removes them); keyless records, data of aborted transactions and
+markers no longer needed go; empty batches stay where producer state needs
+them.  Segments are regrouped under segment.bytes / segment.index.bytes.
+Batches that keep all their records are copied byte for byte.
+
+New segments are written as .cleaned, renamed .swap, then replace the old
+ones (which are renamed .deleted and removed): a crash at any step leaves a
+log that Kafka's loader (or the next run) brings back whole.  The
+cleaner-offset-checkpoint is updated.  The original segments are kept as hard
+links in <partition>/kafkatool-quarantine/<UTC time>/ unless --no-quarantine.
+
+Settings: --delete-retention-ms, --min-compaction-lag-ms, --segment-bytes >
+--topic-config [TOPIC:]key=value > --config server.properties
+(log.cleaner.delete.retention.ms, log.cleaner.min.compaction.lag.ms,
+log.segment.bytes, log.cleaner.dedupe.buffer.size...) > Kafka's defaults.
+With --honor-dirty-ratio a partition is only cleaned when Kafka's cleaner
+would pick it (min.cleanable.dirty.ratio, max.compaction.lag.ms).  High
+watermark: replication-offset-checkpoint, else the log end offset.
+
+Exit status: 0 done or nothing to do; 1 with --dry-run when something would
+be compacted; 2 usage, input or lock error."""
+
+SETTING_NAMES = [
+    "cleanup.policy",
+    "delete.retention.ms",
+    "min.compaction.lag.ms",
+    "max.compaction.lag.ms",
+    "min.cleanable.dirty.ratio",
+    "segment.bytes",
+    "segment.index.bytes",
+]
+
+
+def register(app: typer.Typer) -> None:
+    app.command("compact", help=HELP, short_help="Compact partitions with Kafka's log cleaner (offline).")(
+        compact
+    )
+
+
+@handle_errors
+def compact(
+    paths: list[Path] = typer.Argument(..., metavar="PATH...", help="Partition dirs (topic-N) or log dirs."),
+    delete_retention_ms: int | None = typer.Option(
+        None, "--delete-retention-ms", help="delete.retention.ms: how long tombstones and markers survive."
+    ),
+    min_compaction_lag_ms: int | None = typer.Option(
+        None, "--min-compaction-lag-ms", help="min.compaction.lag.ms: segments younger than this stay dirty."
+    ),
+    segment_bytes: int | None = typer.Option(
+        None, "--segment-bytes", help="segment.bytes: size limit of a cleaned group."
+    ),
+    server_config: Path | None = typer.Option(
+        None,
+        "--config",
+        metavar="SERVER.PROPERTIES",
+        help="The broker's server.properties (broker defaults).",
+    ),
+    topic_config: list[str] = typer.Option(
+        [], "--topic-config", metavar="[TOPIC:]KEY=VALUE", help="A topic config override (repeatable)."
+    ),
+    dedupe_buffer_size: int | None = typer.Option(
+        None,
+        "--dedupe-buffer-size",
+        help="Offset map memory in bytes (log.cleaner.dedupe.buffer.size / threads).",
+    ),
+    honor_dirty_ratio: bool = typer.Option(
+        False, "--honor-dirty-ratio", help="Only clean partitions Kafka's cleaner would pick now."
+    ),
+    now: str | None = typer.Option(
+        None, "--now", help="The current time: epoch ms or ISO-8601 (default: the clock)."
+    ),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Compute and show the result without writing."),
+    no_quarantine: bool = typer.Option(
+        False, "--no-quarantine", help="Do not keep the pre-compaction segments in the quarantine folder."
+    ),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    from kafkatool.log import topic_settings as ts
+    from kafkatool.log.cleaner import cleanable_offsets
+    from kafkatool.log.cleaner import compact as run_compact
+    from kafkatool.log.maintenance import LogDirSession, MaintenanceError, Quarantine
+    from kafkatool.log.offset_map import OffsetMap
+
+    now_ms = parse_now(now)
+    props, overrides = load_settings(server_config, topic_config)
+    flags = {
+        "delete.retention.ms": delete_retention_ms,
+        "min.compaction.lag.ms": min_compaction_lag_ms,
+        "segment.bytes": segment_bytes,
+    }
+    try:
+        if dedupe_buffer_size is not None:
+            memory, memory_source = dedupe_buffer_size, ts.SOURCE_FLAG
+            threads = 1
+        else:
+            memory, memory_source = ts.broker_setting(props, "log.cleaner.dedupe.buffer.size")
+            threads, _ = ts.broker_setting(props, "log.cleaner.threads")
+        load_factor, _ = ts.broker_setting(props, "log.cleaner.io.buffer.load.factor")
+        offset_map = OffsetMap.for_broker(int(memory), int(threads), load_factor)
+    except (ts.SettingsError, ValueError) as exc:
+        raise CommandError(str(exc)) from None
+    groups = targets(paths)
+    total_parts = sum(len(g.partitions) for g in groups)
+    totals = {
+        "partitions": 0,
+        "compacted": 0,
+        "records_read": 0,
+        "records_kept": 0,
+        "bytes_before": 0,
+        "bytes_after": 0,
+    }
+    quarantined: list[str] = []
+    rows = []
+    with progress(total_parts, "compacting", enabled=not json_out and total_parts > 1) as advance:
+        for g in groups:
+            session = LogDirSession(g.log_dir, modify=not dry_run, now_ms=now_ms)
+            if dry_run and session.locked_by_other and not json_out:
+                console.print(
+                    f"[yellow]note:[/] {g.log_dir} is locked by a running process; a real run would refuse"
+                )
+            with session:
+                for w in session.warnings:
+                    if json_out:
+                        emit_json({"type": "warning", "where": str(g.log_dir), "message": w})
+                    else:
+                        console.print(f"[yellow]warning:[/] {w}")
+                for part_dir, tp in g.partitions:
+                    resolved = resolve_config(tp[0], props, overrides, flags)
+                    try:
+                        opened = session.open(part_dir, tp, resolved.config)
+                    except MaintenanceError as exc:
+                        raise CommandError(str(exc)) from None
+                    checkpoint = session.cleaner_offsets.get(tp)
+                    skipped = None
+                    result = None
+                    quarantine = None
+                    try:
+                        log = opened.log
+                        if honor_dirty_ratio:
+                            rng = cleanable_offsets(log, resolved.config, checkpoint, now_ms)
+                            ratio_ok = rng.dirty_ratio > resolved.config.min_cleanable_dirty_ratio
+                            lag_due = rng.max_compaction_delay_ms > 0 and rng.cleanable_bytes > 0
+                            if not (ratio_ok or lag_due):
+                                skipped = (
+                                    f"dirty ratio {rng.dirty_ratio:.3f} <= min.cleanable.dirty.ratio "
+                                    f"{resolved.config.min_cleanable_dirty_ratio} and no segment is past "
+                                    "max.compaction.lag.ms"
+                                )
+                        if skipped is None:
+                            if not dry_run and not no_quarantine:
+                                quarantine = Quarantine(part_dir, "kafkatool compact")
+                            result = run_compact(
+                                log,
+                                resolved.config,
+                                checkpoint=checkpoint,
+                                now_ms=now_ms,
+                                offset_map=offset_map,
+                                write=not dry_run,
+                                quarantine=quarantine,
+                            )
+                            if not dry_run and result.checkpoint_after is not None:
+                                if result.changes or result.checkpoint_after != checkpoint:
+                                    session.set_cleaner_offset(tp, result.checkpoint_after)
+                    except BaseException:
+                        session.abandon(opened)
+                        raise
+                    session.close(opened)
+                    if quarantine is not None:
+                        quarantined += [str(p) for p in quarantine.files]
+                    name = f"{tp[0]}-{tp[1]}"
+                    totals["partitions"] += 1
+                    if result is not None and result.changes:
+                        totals["compacted"] += 1
+                        for k in ("records_read", "records_kept", "bytes_before", "bytes_after"):
+                            totals[k] += getattr(result.stats, k)
+                    notes = (
+                        opened.notes
+                        + (result.notes if result is not None else [])
+                        + ([skipped] if skipped else [])
+                    )
+                    record = _record(
+                        name, part_dir, resolved, opened, checkpoint, result, notes, dry_run, now_ms
+                    )
+                    if json_out:
+                        emit_json(record)
+                    else:
+                        rows.append((record, result))
+                    advance(1)
+    summary = {
+        "type": "summary",
+        "dry_run": dry_run,
+        **totals,
+        "records_removed": totals["records_read"] - totals["records_kept"],
+        "offset_map": {
+            "slots": offset_map.slots,
+            "max_keys": offset_map.max_entries,
+            "memory_source": memory_source,
+        },
+        "quarantined": quarantined,
+    }
+    if json_out:
+        emit_json(summary)
+    else:
+        _render(rows, summary, dry_run)
+    if dry_run and totals["compacted"]:
+        raise typer.Exit(EXIT_FINDINGS)
+    raise typer.Exit(EXIT_OK)
+
+
+def _record(name, part_dir, resolved, opened, checkpoint, result, notes, dry_run, now_ms) -> dict:
+    rec = {
+        "type": "partition",
+        "partition": name,
+        "dir": str(part_dir),
+        "action": ("would_compact" if dry_run else "compacted")
+        if result is not None and result.changes
+        else "nothing_to_do",
+        "settings": resolved.describe(SETTING_NAMES),
+        "now": now_ms,
+        "high_watermark": opened.log.high_watermark,
+        "high_watermark_source": opened.hw_source,
+        "checkpoint_before": checkpoint,
+        "checkpoint_after": result.checkpoint_after if result is not None else checkpoint,
+        "notes": notes,
+        "dry_run": dry_run,
+    }
+    if result is not None:
+        rec["range"] = result.range.as_dict()
+        rec["rounds"] = len(result.rounds)
+        rec["stats"] = result.stats.as_dict()
+        rec["groups"] = [g.as_dict() for r in result.rounds for g in r.groups]
+    return rec
+
+
+def _render(rows, summary, dry_run: bool) -> None:
+    for rec, result in rows:
+        console.print(f"[bold]{rec['partition']}[/]  {rec['dir']}")
+        settings = ", ".join(f"{k}={v['value']} ({v['source']})" for k, v in rec["settings"].items())
+        console.print(f"  settings: {settings}")
+        console.print(f"  high watermark {rec['high_watermark']} (from {rec['high_watermark_source']})")
+        if result is not None:
+            r = result.range
+            console.print(
+                f"  cleanable range [{r.first_dirty}, {r.first_uncleanable}) (upper bound: {r.uncleanable_reason}), "
+                f"dirty ratio {r.dirty_ratio:.3f}"
+            )
+        if result is not None and result.changes:
+            s = result.stats.as_dict()
+            table = Table(show_edge=False, pad_edge=False, box=None)
+            table.add_column("")
+            table.add_column("read", justify="right")
+            table.add_column("kept", justify="right")
+            table.add_column("removed", justify="right")
+            table.add_row(
+                "records", str(s["records_read"]), str(s["records_kept"]), str(s["records_removed"])
+            )
+            table.add_row(
+                "tombstones",
+                str(s["tombstones_read"]),
+                str(s["tombstones_kept"]),
+                str(s["tombstones_removed"]),
+            )
+            table.add_row(
+                "bytes",
+                str(s["bytes_before"]),
+                str(s["bytes_after"]),
+                str(s["bytes_before"] - s["bytes_after"]),
+            )
+            table.add_row("segments", str(s["segments_before"]), str(s["segments_after"]), "")
+            console.print(table)
+            extra = []
+            for key, label in (
+                ("aborted_batches_removed", "aborted batches removed"),
+                ("markers_removed", "markers removed"),
+                ("keyless_removed", "keyless records removed"),
+                ("horizons_set", "delete horizons set"),
+                ("empty_batches_kept", "empty batches kept"),
+                ("batches_reencoded", "batches re-encoded"),
+                ("batches_copied", "batches copied"),
+            ):
+                if s[key]:
+                    extra.append(f"{label} {s[key]}")
+            if extra:
+                console.print("  " + ", ".join(extra))
+            console.print(f"  cleaner checkpoint {rec['checkpoint_before']} -> {rec['checkpoint_after']}")
+        else:
+            console.print("  nothing to compact")
+        for n in rec["notes"]:
+            console.print(f"  [dim]note: {n}[/]")
+    verb = "would compact" if dry_run else "compacted"
+    console.print(
+        f"{summary['partitions']} partition(s), {verb} {summary['compacted']}: records {summary['records_read']} -> "
+        f"{summary['records_kept']}, bytes {summary['bytes_before']} -> {summary['bytes_after']}"
+        + (f"; kept in quarantine: {len(summary['quarantined'])} file(s)" if summary["quarantined"] else "")
+    )

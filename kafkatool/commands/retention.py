@@ -1,0 +1,273 @@
+"""``kafkatool retention``: apply Kafka's retention to a stopped broker's partitions."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from kafkatool.commands.common import (
+    EXIT_FINDINGS,
+    EXIT_OK,
+    JSON_HELP,
+    CommandError,
+    console,
+    emit_json,
+    handle_errors,
+    progress,
+)
+
+HELP = """Delete whole segments the way a broker's retention does (UnifiedLog.deleteOldSegments).
+
+PATH is a partition directory (topic-N) or a whole log directory.  Three
+passes, oldest segment first, each stopping at the first segment that stays:
+below the log start offset (log-start-offset-checkpoint; always), then
+retention.bytes and retention.ms (only when cleanup.policy contains delete).
+A segment's age is its largest record timestamp (time index), else the .log
+mtime.  Only segments that end at or below the high watermark go; without a
+replication-offset-checkpoint entry the log end offset stands in for it (the
+output says so).  The last segment is never deleted (a broker would roll a
+new one first; the output notes when it would have).
+
+Settings: --retention-ms/--retention-bytes > --topic-config [TOPIC:]key=value
+(topic names) > --config server.properties (broker names: log.retention.ms,
+.minutes, .hours, log.retention.bytes, log.cleanup.policy...) > Kafka's
+defaults.  The output says where each value came from.
+
+Deleting follows Kafka: files renamed .deleted, then removed (no
+file.delete.delay.ms offline); producer snapshot likewise; log start offset
+and recovery-point checkpoints rewritten atomically.  Removed segments are
+kept as hard links in <partition>/kafkatool-quarantine/<UTC time>/ unless
+--no-quarantine.  Refuses (exit 2) a log dir whose .lock is held by a running
+broker or tool, and a partition that needs `kafkatool recover` first.
+
+Exit status: 0 done or nothing to do; 1 with --dry-run when segments would be
+deleted; 2 usage, input or lock error."""
+
+
+def register(app: typer.Typer) -> None:
+    app.command("retention", help=HELP, short_help="Delete segments past retention (offline).")(retention)
+
+
+def parse_now(value: str | None) -> int:
+    """Epoch milliseconds, or an ISO-8601 time (UTC when no zone is given)."""
+    if value is None:
+        return int(time.time() * 1000)
+    v = value.strip()
+    if v.lstrip("-").isdigit():
+        return int(v)
+    try:
+        dt = datetime.fromisoformat(v.replace("Z", "+00:00"))
+    except ValueError:
+        raise CommandError(f"--now {value!r}: expected epoch milliseconds or an ISO-8601 time") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return int(dt.timestamp() * 1000)
+
+
+def load_settings(server_config: Path | None, topic_config: list[str]):
+    from kafkatool.log import topic_settings as ts
+
+    try:
+        props = ts.load_server_properties(server_config) if server_config is not None else {}
+        overrides = ts.parse_topic_overrides(topic_config or [])
+    except ts.SettingsError as exc:
+        raise CommandError(str(exc)) from None
+    return props, overrides
+
+
+def resolve_config(topic: str, props, overrides, flags):
+    from kafkatool.log import topic_settings as ts
+
+    try:
+        return ts.resolve(topic, server_props=props, topic_overrides=overrides, flags=flags)
+    except (ts.SettingsError, ValueError) as exc:
+        raise CommandError(str(exc)) from None
+
+
+def targets(paths: list[Path]):
+    from kafkatool.log.maintenance import MaintenanceError, find_targets
+
+    try:
+        return find_targets(paths)
+    except MaintenanceError as exc:
+        raise CommandError(str(exc)) from None
+
+
+def fmt_ts(ms: int) -> str:
+    if ms < 0:
+        return str(ms)
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")[:-4] + "Z"
+
+
+SETTING_NAMES = ["cleanup.policy", "retention.ms", "retention.bytes"]
+
+
+@handle_errors
+def retention(
+    paths: list[Path] = typer.Argument(..., metavar="PATH...", help="Partition dirs (topic-N) or log dirs."),
+    retention_ms: int | None = typer.Option(
+        None, "--retention-ms", help="retention.ms for every topic (-1: unlimited)."
+    ),
+    retention_bytes: int | None = typer.Option(
+        None, "--retention-bytes", help="retention.bytes for every partition (-1: unlimited)."
+    ),
+    server_config: Path | None = typer.Option(
+        None,
+        "--config",
+        metavar="SERVER.PROPERTIES",
+        help="The broker's server.properties (broker defaults).",
+    ),
+    topic_config: list[str] = typer.Option(
+        [], "--topic-config", metavar="[TOPIC:]KEY=VALUE", help="A topic config override (repeatable)."
+    ),
+    now: str | None = typer.Option(
+        None, "--now", help="The current time: epoch ms or ISO-8601 (default: the clock)."
+    ),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Only show what would be deleted."),
+    no_quarantine: bool = typer.Option(
+        False, "--no-quarantine", help="Do not keep the deleted segments in the quarantine folder."
+    ),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    from kafkatool.log.maintenance import LogDirSession, MaintenanceError, Quarantine
+    from kafkatool.log.retention import apply_retention, plan_retention
+
+    now_ms = parse_now(now)
+    props, overrides = load_settings(server_config, topic_config)
+    flags = {"retention.ms": retention_ms, "retention.bytes": retention_bytes}
+    groups = targets(paths)
+    total_parts = sum(len(g.partitions) for g in groups)
+    summary = {"partitions": 0, "segments": 0, "bytes": 0, "quarantined": []}
+    rows = []
+    with progress(total_parts, "retention", enabled=not json_out and total_parts > 1) as advance:
+        for g in groups:
+            session = LogDirSession(g.log_dir, modify=not dry_run, now_ms=now_ms)
+            if dry_run and session.locked_by_other and not json_out:
+                console.print(
+                    f"[yellow]note:[/] {g.log_dir} is locked by a running process; a real run would refuse"
+                )
+            with session:
+                for w in session.warnings:
+                    _note(json_out, str(g.log_dir), w)
+                for part_dir, tp in g.partitions:
+                    resolved = resolve_config(tp[0], props, overrides, flags)
+                    try:
+                        opened = session.open(part_dir, tp, resolved.config)
+                    except MaintenanceError as exc:
+                        raise CommandError(str(exc)) from None
+                    try:
+                        log = opened.log
+                        plan = plan_retention(log, resolved.config, now_ms=now_ms)
+                        quarantine = None
+                        result = None
+                        if not dry_run and plan.deletions:
+                            quarantine = (
+                                None if no_quarantine else Quarantine(part_dir, "kafkatool retention")
+                            )
+                            result = apply_retention(log, plan, quarantine=quarantine)
+                    except BaseException:
+                        session.abandon(opened)
+                        raise
+                    session.close(opened)
+                    name = f"{tp[0]}-{tp[1]}"
+                    summary["partitions"] += 1
+                    summary["segments"] += len(plan.deletions)
+                    summary["bytes"] += plan.bytes_deleted
+                    if result is not None:
+                        summary["quarantined"] += result.quarantined
+                    notes = opened.notes + plan.notes
+                    if json_out:
+                        emit_json(
+                            {
+                                "type": "partition",
+                                "partition": name,
+                                "dir": str(part_dir),
+                                "settings": resolved.describe(SETTING_NAMES),
+                                "now": now_ms,
+                                "high_watermark": plan.high_watermark,
+                                "high_watermark_source": opened.hw_source,
+                                "log_end_offset": plan.log_end_offset,
+                                "log_start_offset_before": plan.log_start_before,
+                                "log_start_offset_after": plan.log_start_after,
+                                "segments_before": plan.segments_before,
+                                "bytes_before": plan.size_before,
+                                "notes": notes,
+                                "dry_run": dry_run,
+                            }
+                        )
+                        for d in plan.deletions:
+                            emit_json(
+                                {
+                                    "type": "segment",
+                                    "action": "would_delete" if dry_run else "deleted",
+                                    "partition": name,
+                                    **d.as_dict(),
+                                }
+                            )
+                    else:
+                        rows.append((name, part_dir, resolved, opened, plan, notes))
+                    advance(1)
+    if json_out:
+        emit_json(
+            {
+                "type": "summary",
+                "dry_run": dry_run,
+                "partitions": summary["partitions"],
+                "segments_deleted" if not dry_run else "segments_to_delete": summary["segments"],
+                "bytes": summary["bytes"],
+                "quarantined": summary["quarantined"],
+            }
+        )
+    else:
+        _render(rows, summary, dry_run, now_ms)
+    if dry_run and summary["segments"]:
+        raise typer.Exit(EXIT_FINDINGS)
+    raise typer.Exit(EXIT_OK)
+
+
+def _note(json_out: bool, where: str, text: str) -> None:
+    if json_out:
+        emit_json({"type": "warning", "where": where, "message": text})
+    else:
+        console.print(f"[yellow]warning:[/] {text}")
+
+
+def _render(rows, summary, dry_run: bool, now_ms: int) -> None:
+    verb = "would delete" if dry_run else "deleted"
+    for name, part_dir, resolved, opened, plan, notes in rows:
+        settings = ", ".join(
+            f"{k}={v['value']} ({v['source']})" for k, v in resolved.describe(SETTING_NAMES).items()
+        )
+        console.print(f"[bold]{name}[/]  {part_dir}")
+        console.print(f"  settings: {settings}")
+        console.print(
+            f"  high watermark {plan.high_watermark} (from {opened.hw_source}), log end offset {plan.log_end_offset}, "
+            f"log start offset {plan.log_start_before} -> {plan.log_start_after}"
+        )
+        if plan.deletions:
+            table = Table(show_edge=False, pad_edge=False, box=None)
+            for col in ("segment", "offsets", "bytes", "largest timestamp", "reason"):
+                table.add_column(col)
+            for d in plan.deletions:
+                table.add_row(
+                    f"{d.base_offset:020d}.log",
+                    f"{d.base_offset}..{d.next_offset - 1}",
+                    str(d.size),
+                    f"{fmt_ts(d.largest_timestamp)} ({d.timestamp_source})",
+                    f"{d.reason}: {d.detail}",
+                )
+            console.print(f"  {verb}:")
+            console.print(table)
+        else:
+            console.print("  nothing to delete")
+        for n in notes:
+            console.print(f"  [dim]note: {n}[/]")
+    console.print(
+        f"{summary['partitions']} partition(s): {verb} {summary['segments']} segment(s), {summary['bytes']} bytes"
+        + (f"; kept in quarantine: {len(summary['quarantined'])} file(s)" if summary["quarantined"] else "")
+        + f" (now = {fmt_ts(now_ms)})"
+    )

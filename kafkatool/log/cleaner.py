@@ -1,0 +1,837 @@
+"""The log cleaner (compaction): Kafka's LogCleanerManager.cleanableOffsets, Cleaner and
+MemoryRecords.filterTo, on the engine's Log and Segment (notes/storage.md section 8).
+
+One cleaning round:
+
+1. The cleanable range: the first dirty offset (the cleaner-offset checkpoint,
+   reset to the log start offset when below it or above the log end) up to
+   the first uncleanable offset (min of the last stable offset, the active
+   segment's base and the first dirty segment younger than
+   ``min.compaction.lag.ms``), rounded down to a segment base.
+2. The offset map: key -> latest offset over the dirty segments, skipping the
+   data of aborted transactions (``.txnindex``) and control batches.  When the
+   map is full the round stops there (the map's latest offset + 1 becomes the
+   new checkpoint and the next round goes on from it).
+3. The rewrite: every segment from the log start to that end is recopied,
+   grouped under ``segment.bytes`` / ``segment.index.bytes`` / an offset span
+   of 2^31-1 into one ``.cleaned`` segment per group, batch by batch:
+
+   * a record is kept when it is past the map, or has a key whose mapped
+     offset is not newer and is not a tombstone whose delete horizon passed
+     (v2: the batch's horizon; v0/v1: the segment's mtime against the last
+     clean segment's mtime minus ``delete.retention.ms``); keyless records go;
+   * batches of aborted transactions go; an ABORT marker stays until none of
+     its data is left (its ``.txnindex`` entry is copied meanwhile), a COMMIT
+     marker once no data of its transaction was seen; a removable marker is
+     first stamped with a delete horizon and removed in a later round;
+   * a batch holding an active producer's last sequence (or its last marker),
+     and the batch ending at the round's upper bound, stay even when empty
+     (a 61-byte header); other empty batches go;
+   * a batch that keeps every record and needs no new horizon is copied byte
+     for byte; one that loses records, or gets a tombstone horizon
+     (now + ``delete.retention.ms``), is re-encoded with its codec, base
+     offset and last offset delta (so the producer's last sequence survives);
+     legacy wrappers are re-encoded with the same magic from the first kept
+     offset.
+4. The swap, through the engine: ``.cleaned`` flushed, given the last source
+   segment's mtime, then ``Log.replace_segments`` (``.cleaned`` -> ``.swap``,
+   old segments ``.deleted`` and removed, ``.swap`` suffix dropped).  A crash
+   at any step is finished or rolled back by the loader (section 6).
+
+Offsets never change and no record is duplicated: the cleaner only drops.
+Index entries are written per batch (Kafka's cleaner writes one per read
+chunk), so a rebuilt index equals the written one.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kafkatool.formats import compression
+from kafkatool.formats import index as fx
+from kafkatool.formats import records as R
+from kafkatool.formats.errors import CorruptRecordError
+from kafkatool.log import fileops
+from kafkatool.log.config import LogConfig
+from kafkatool.log.file_records import TXN_INDEX_SUFFIX, file_name_for_offset
+from kafkatool.log.log import Log
+from kafkatool.log.maintenance import Quarantine
+from kafkatool.log.offset_map import OffsetMap
+from kafkatool.log.segment import CLEANED_SUFFIX, Segment, segment_file_paths
+
+INT32_MAX = 2**31 - 1
+
+RETAIN_EMPTY = "retain_empty"
+DELETE = "delete"
+DELETE_EMPTY = "delete_empty"
+
+
+# ---------------------------------------------------------------- the cleanable range
+
+
+@dataclass
+class CleanableRange:
+    first_dirty: int
+    first_uncleanable: int
+    checkpoint: int | None
+    checkpoint_reset: str | None  # why the checkpointed offset was not used
+    uncleanable_reason: str
+    clean_bytes: int
+    cleanable_bytes: int
+    max_compaction_delay_ms: int = 0
+
+    @property
+    def dirty_ratio(self) -> float:
+        total = self.clean_bytes + self.cleanable_bytes
+        return self.cleanable_bytes / total if total else 0.0
+
+    def as_dict(self) -> dict:
+        return {
+            "first_dirty_offset": self.first_dirty,
+            "first_uncleanable_offset": self.first_uncleanable,
+            "checkpoint": self.checkpoint,
+            "checkpoint_reset": self.checkpoint_reset,
+            "uncleanable_because": self.uncleanable_reason,
+            "clean_bytes": self.clean_bytes,
+            "cleanable_bytes": self.cleanable_bytes,
+            "dirty_ratio": round(self.dirty_ratio, 4),
+        }
+
+
+def cleanable_offsets(log: Log, config: LogConfig, checkpoint: int | None, now_ms: int) -> CleanableRange:
+    """LogCleanerManager.cleanableOffsets + calculateCleanableBytes (the log's high watermark must be set)."""
+    start = log.log_start_offset
+    first_dirty = start if checkpoint is None else checkpoint
+    reset = None
+    if checkpoint is not None and checkpoint < start:
+        first_dirty, reset = start, f"checkpoint {checkpoint} is below the log start offset {start}"
+    elif checkpoint is not None and checkpoint > log.log_end_offset:
+        first_dirty, reset = (
+            start,
+            f"checkpoint {checkpoint} is above the log end offset {log.log_end_offset}",
+        )
+    active = log.active_segment
+    candidates = [
+        (log.last_stable_offset, "last stable offset"),
+        (active.base_offset, "active segment"),
+    ]
+    lag = max(config.min_compaction_lag_ms, 0)
+    if lag > 0:
+        for seg in _non_active_from(log, first_dirty):
+            if seg.largest_timestamp > now_ms - lag:
+                candidates.append((seg.base_offset, f"min.compaction.lag.ms (segment {seg.base_offset})"))
+                break
+    uncleanable, why = min(candidates, key=lambda c: c[0])
+    uncleanable = max(first_dirty, uncleanable)
+    # round down to the base of the segment holding it (calculateCleanableBytes)
+    non_active = _non_active_from(log, uncleanable)
+    first_uncleanable = non_active[0].base_offset if non_active else active.base_offset
+    cleanable = sum(
+        s.size for s in log.segments_in_range(min(first_dirty, first_uncleanable), first_uncleanable)
+    )
+    clean = sum(s.size for s in log.segments if s.base_offset < first_dirty)
+    rng = CleanableRange(first_dirty, first_uncleanable, checkpoint, reset, why, clean, cleanable)
+    rng.max_compaction_delay_ms = _max_compaction_delay(log, config, first_dirty, now_ms)
+    return rng
+
+
+def _non_active_from(log: Log, offset: int) -> list[Segment]:
+    segs = log.segments_in_range(offset, 2**63)
+    return [s for s in segs if s is not log.active_segment]
+
+
+def _max_compaction_delay(log: Log, config: LogConfig, first_dirty: int, now_ms: int) -> int:
+    stamps = [ts for s in _non_active_from(log, first_dirty) if (ts := s.first_batch_timestamp() or -1) > 0]
+    if not stamps:
+        return 0
+    until = now_ms - max(config.max_compaction_lag_ms, 0)
+    earliest = min(stamps)
+    return until - earliest if earliest < until else 0
+
+
+# ---------------------------------------------------------------- transactions
+
+
+class _TxnMetadata:
+    """Kafka's CleanedTransactionMetadata: which markers and aborted batches may go."""
+
+    def __init__(self) -> None:
+        self.committed: set[int] = set()
+        self.aborted: dict[int, list] = {}  # producer id -> [AbortedTxn, last observed batch offset | None]
+        self._heap: list[tuple[int, int, fx.AbortedTxn]] = []
+        self._seq = 0
+        self.cleaned_index = None  # callable(AbortedTxn)
+
+    def add_aborted(self, txns: list[fx.AbortedTxn]) -> None:
+        for t in txns:
+            self._seq += 1
+            heapq.heappush(self._heap, (t.first_offset, self._seq, t))
+
+    def _consume_up_to(self, offset: int) -> None:
+        heap = self._heap
+        while heap and heap[0][0] <= offset:
+            _, _, t = heapq.heappop(heap)
+            self.aborted.setdefault(t.producer_id, [t, None])
+
+    def on_control_batch(self, batch) -> bool:
+        """True when the marker may be discarded."""
+        self._consume_up_to(batch.last_offset)
+        if batch.records_count == 0:
+            return True  # an empty control batch was already cleaned
+        record = next(iter(batch.records()))
+        marker = R.parse_control_record(record)
+        pid = batch.producer_id
+        if marker.type == R.ABORT:
+            meta = self.aborted.pop(pid, None)
+            if meta is not None and meta[1] is not None:
+                if self.cleaned_index is not None:
+                    self.cleaned_index(meta[0])
+                return False
+            return True
+        if marker.type == R.COMMIT:
+            if pid in self.committed:
+                self.committed.discard(pid)
+                return False
+            return True
+        return False
+
+    def on_batch(self, batch) -> bool:
+        """True when the batch belongs to an aborted transaction."""
+        self._consume_up_to(batch.last_offset)
+        if batch.is_transactional:
+            meta = self.aborted.get(batch.producer_id)
+            if meta is not None:
+                meta[1] = batch.last_offset
+                return True
+            self.committed.add(batch.producer_id)
+        return False
+
+
+def collect_aborted(log: Log, start: int, upper: int) -> list[fx.AbortedTxn]:
+    """UnifiedLog.collectAbortedTransactions over [start, upper)."""
+    seg = log.floor_segment(start)
+    out: list[fx.AbortedTxn] = []
+    while seg is not None:
+        found, done = seg.txn_index.collect_aborted(start, upper)
+        out.extend(found)
+        if done:
+            break
+        seg = log.higher_segment(seg.base_offset)
+    return out
+
+
+# ---------------------------------------------------------------- statistics
+
+
+@dataclass
+class CleanStats:
+    records_read: int = 0
+    records_kept: int = 0
+    tombstones_read: int = 0
+    tombstones_kept: int = 0
+    keyless_removed: int = 0
+    aborted_batches_removed: int = 0
+    markers_removed: int = 0
+    batches_read: int = 0
+    batches_copied: int = 0
+    batches_reencoded: int = 0
+    empty_batches_kept: int = 0
+    horizons_set: int = 0
+    bytes_before: int = 0
+    bytes_after: int = 0
+    map_records: int = 0
+    map_keys: int = 0
+    segments_before: int = 0
+    segments_after: int = 0
+
+    def add(self, other: CleanStats) -> None:
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def as_dict(self) -> dict:
+        d = dict(self.__dict__)
+        d["records_removed"] = self.records_read - self.records_kept
+        d["tombstones_removed"] = self.tombstones_read - self.tombstones_kept
+        return d
+
+
+@dataclass
+class GroupResult:
+    base_offset: int
+    sources: list[int]
+    bytes_before: int
+    bytes_after: int
+    records_read: int
+    records_kept: int
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class RoundResult:
+    first_dirty: int
+    first_uncleanable: int
+    end_offset: int  # the new cleaner checkpoint
+    map_full: bool
+    groups: list[GroupResult] = field(default_factory=list)
+    stats: CleanStats = field(default_factory=CleanStats)
+
+
+# ---------------------------------------------------------------- output segments
+
+
+class _Sink:
+    """Where retained batches of one group go: a ``.cleaned`` segment, or nowhere (dry run)."""
+
+    def __init__(self, log: Log, base: int, config: LogConfig, *, write: bool):
+        self.base = base
+        self.size = 0
+        self.aborted: list[fx.AbortedTxn] = []
+        self.segment: Segment | None = None
+        if write:
+            for p in segment_file_paths(log.dir, base, CLEANED_SUFFIX):
+                fileops.delete(p)
+            self.segment = Segment(
+                log.dir, base, config, suffix=CLEANED_SUFFIX, create=True, now_ms=log.clock()
+            )
+
+    def append(self, data: bytes) -> None:
+        if self.segment is not None:
+            last = max_ts = ts_offset = -1
+            for b in R.iter_batches(data):  # one batch, or the messages of a legacy message set
+                last = b.last_offset
+                if b.max_timestamp > max_ts:
+                    max_ts, ts_offset = b.max_timestamp, last
+            self.segment.append(last, max_ts, ts_offset if ts_offset >= 0 else last, data)
+        self.size += len(data)
+
+    def add_aborted(self, txn: fx.AbortedTxn) -> None:
+        self.aborted.append(txn)
+        if self.segment is not None:
+            self.segment.update_txn_index(txn)
+
+    def finish(self, mtime_ms: int) -> None:
+        seg = self.segment
+        if seg is None:
+            return
+        seg.on_become_inactive()
+        seg.flush()
+        for p in seg.files():
+            if p.exists():
+                os.utime(p, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
+
+    def discard(self) -> None:
+        if self.segment is not None:
+            self.segment.delete_files()
+
+
+# ---------------------------------------------------------------- a key-only record scan
+
+
+def _uvarint(data: bytes, pos: int, end: int) -> tuple[int, int]:
+    result = 0
+    shift = 0
+    start = pos
+    while True:
+        if pos >= end or pos - start >= 10:
+            raise CorruptRecordError("invalid varint in a record", start)
+        b = data[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+
+
+def scan_keys(batch: R.RecordBatch) -> list[tuple[int, bytes | None, bool]]:
+    """(offset, key, is tombstone) of each record of a v2 batch, reading only what the cleaner
+    needs (timestamps, values and headers are skipped by length; the full decoder runs only
+    for batches that get re-encoded)."""
+    count = batch.records_count
+    if count <= 0:
+        if count < 0:
+            raise CorruptRecordError(f"negative record count {count}", batch.position + 57)
+        return []
+    data = bytes(batch.record_data())
+    end = len(data)
+    base = batch.base_offset
+    out = []
+    pos = 0
+    try:
+        for _ in range(count):
+            b = data[pos]
+            if b < 0x80:
+                length = b
+                pos += 1
+            elif data[pos + 1] < 0x80:
+                length = (b & 0x7F) | (data[pos + 1] << 7)
+                pos += 2
+            else:
+                length, pos = _uvarint(data, pos, end)
+            length = (length >> 1) ^ -(length & 1)
+            rec_end = pos + length
+            if length <= 0 or rec_end > end:
+                raise CorruptRecordError(f"record of {length} bytes does not fit its batch", batch.position)
+            p = pos + 1  # attributes
+            while data[p] & 0x80:  # timestamp delta (skipped)
+                p += 1
+            p += 1
+            b = data[p]
+            if b < 0x80:
+                delta = b
+                p += 1
+            else:
+                delta, p = _uvarint(data, p, rec_end)
+            delta = (delta >> 1) ^ -(delta & 1)
+            b = data[p]
+            if b < 0x80:
+                klen = b
+                p += 1
+            else:
+                klen, p = _uvarint(data, p, rec_end)
+            klen = (klen >> 1) ^ -(klen & 1)
+            if klen < 0:
+                key = None
+            else:
+                key = data[p : p + klen]
+                p += klen
+            if p >= rec_end:
+                raise CorruptRecordError("record key runs past the record", batch.position)
+            # the value length's zig-zag sign is bit 0 of its first byte: odd = negative = null
+            out.append((base + delta, key, bool(data[p] & 1)))
+            pos = rec_end
+    except IndexError:
+        raise CorruptRecordError("record runs past the end of its batch", batch.position) from None
+    if pos != end:
+        raise CorruptRecordError(
+            f"{end - pos} bytes left in the batch after its {count} records", batch.position
+        )
+    return out
+
+
+def _light_records(batch) -> list[tuple[int, bytes | None, bool]]:
+    if batch.magic >= 2:
+        return scan_keys(batch)
+    return [(r.offset, r.key, r.value is None) for r in batch.records()]
+
+
+# ---------------------------------------------------------------- the cleaner
+
+
+class Cleaner:
+    """One cleaning round over one log (Kafka's Cleaner.doClean)."""
+
+    def __init__(self, log: Log, config: LogConfig, offset_map: OffsetMap, *, now_ms: int):
+        self.log = log
+        self.config = config
+        self.map = offset_map
+        self.now = now_ms
+
+    # --- the offset map
+    def build_offset_map(self, start: int, end: int, stats: CleanStats) -> bool:
+        """Key -> latest offset over [start, end); True when the map filled up before ``end``."""
+        m = self.map
+        m.clear()
+        dirty = self.log.segments_in_range(start, end)
+        txn = _TxnMetadata()
+        txn.add_aborted(collect_aborted(self.log, start, end))
+        for i, seg in enumerate(dirty):
+            next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
+            if self._map_segment(seg, start, next_start, txn, stats):
+                return True
+        return False
+
+    def _map_segment(
+        self, seg: Segment, start: int, next_start: int, txn: _TxnMetadata, stats: CleanStats
+    ) -> bool:
+        m = self.map
+        limit = m.max_entries
+        entries = m.entries
+        position = seg.offset_index.lookup(start).position
+        for batch in seg.batches(position):
+            if batch.is_control:
+                txn.on_control_batch(batch)
+            elif not txn.on_batch(batch):
+                for offset, key, _ in _light_records(batch):
+                    if key is not None and offset >= start:
+                        # Kafka checks the size before every put, even of a key already there
+                        if len(entries) >= limit:
+                            return True
+                        entries[key] = offset
+                        m.latest_offset = offset
+                    stats.map_records += 1
+            if batch.last_offset >= start:
+                m.latest_offset = batch.last_offset
+        m.latest_offset = next_start - 1
+        return False
+
+    # --- a round
+    def clean(
+        self,
+        first_dirty: int,
+        first_uncleanable: int,
+        *,
+        write: bool,
+        quarantine: Quarantine | None = None,
+    ) -> RoundResult:
+        log = self.log
+        config = self.config
+        below = [s for s in log.segments if s.base_offset < first_dirty]
+        legacy_horizon = below[-1].last_modified_ms - config.delete_retention_ms if below else 0
+        stats = CleanStats()
+        full = self.build_offset_map(first_dirty, first_uncleanable, stats)
+        end_offset = self.map.latest_offset + 1
+        stats.map_keys = len(self.map.entries)
+        result = RoundResult(first_dirty, first_uncleanable, end_offset, full, stats=stats)
+        segments = [s for s in log.segments if s.base_offset < end_offset]
+        groups = group_segments_by_size(
+            segments, config.segment_bytes, config.segment_index_bytes, first_uncleanable
+        )
+        txn = _TxnMetadata()
+        last_records = {
+            pid: (e.last_offset, e.producer_epoch) for pid, e in log.producer_state.producers.items()
+        }
+        for group in groups:
+            gr = self._clean_group(
+                group, txn, last_records, legacy_horizon, first_uncleanable, stats, write, quarantine
+            )
+            result.groups.append(gr)
+        stats.segments_before = sum(len(g.sources) for g in result.groups)
+        stats.segments_after = len(result.groups)
+        return result
+
+    def _clean_group(
+        self,
+        group: list[Segment],
+        txn: _TxnMetadata,
+        last_records: dict[int, tuple[int, int]],
+        legacy_horizon: int,
+        upper_bound: int,
+        stats: CleanStats,
+        write: bool,
+        quarantine: Quarantine | None,
+    ) -> GroupResult:
+        log = self.log
+        sink = _Sink(log, group[0].base_offset, self.config, write=write)
+        txn.cleaned_index = sink.add_aborted
+        read0, kept0 = stats.records_read, stats.records_kept
+        before = sum(s.size for s in group)
+        try:
+            for i, seg in enumerate(group):
+                upper = group[i + 1].base_offset if i + 1 < len(group) else seg.read_next_offset()
+                txn.add_aborted(collect_aborted(log, seg.base_offset, upper))
+                retain_legacy = seg.last_modified_ms > legacy_horizon
+                self._clean_into(seg, sink, txn, last_records, retain_legacy, upper_bound, stats)
+            sink.finish(group[-1].last_modified_ms)
+        except BaseException:
+            if write:
+                sink.discard()
+            raise
+        stats.bytes_before += before
+        stats.bytes_after += sink.size
+        if write:
+            if quarantine is not None:
+                for seg in group:
+                    quarantine.keep(
+                        seg.log_path,
+                        {
+                            "kind": "segment before compaction",
+                            "base_offset": seg.base_offset,
+                            "bytes": seg.size,
+                            "replaced_by": file_name_for_offset(group[0].base_offset, ".log"),
+                        },
+                    )
+                    txn_path = seg.log_path.with_suffix(TXN_INDEX_SUFFIX)
+                    if txn_path.exists() and txn_path.stat().st_size:
+                        quarantine.keep(txn_path, {"kind": "aborted transactions of the segment"})
+            old_bases = [s.base_offset for s in group]
+            log.replace_segments([sink.segment], group)
+            for base in old_bases:
+                if base != group[0].base_offset:
+                    log.producer_state.delete_snapshot(base)
+        return GroupResult(
+            group[0].base_offset,
+            [s.base_offset for s in group],
+            before,
+            sink.size,
+            stats.records_read - read0,
+            stats.records_kept - kept0,
+        )
+
+    def _clean_into(
+        self,
+        seg: Segment,
+        sink: _Sink,
+        txn: _TxnMetadata,
+        last_records: dict[int, tuple[int, int]],
+        retain_legacy_deletes: bool,
+        upper_bound: int,
+        stats: CleanStats,
+    ) -> None:
+        now = self.now
+        m = self.map
+        latest = m.latest_offset
+        entries = m.entries
+        delete_retention = self.config.delete_retention_ms
+        for batch in seg.batches():
+            stats.batches_read += 1
+            is_control = batch.is_control
+            magic = batch.magic
+            can_discard = txn.on_control_batch(batch) if is_control else txn.on_batch(batch)
+            horizon = batch.delete_horizon_ms
+            if is_control:
+                discard_records = can_discard and horizon is not None and horizon <= now
+            else:
+                discard_records = can_discard
+            pid = batch.producer_id
+            is_last_of_producer = False
+            if pid >= 0:
+                last = last_records.get(pid)
+                if last is not None:
+                    if last[0] >= 0:
+                        is_last_of_producer = batch.last_offset == last[0]
+                    else:
+                        is_last_of_producer = is_control and batch.producer_epoch == last[1]
+            if pid >= 0 and is_last_of_producer:
+                retention = RETAIN_EMPTY
+            elif batch.next_offset == upper_bound:
+                retention = RETAIN_EMPTY
+            elif discard_records:
+                retention = DELETE
+            else:
+                retention = DELETE_EMPTY
+            marker_for_empty_txn = can_discard and is_control
+            if retention == DELETE:
+                n = batch.records_count
+                stats.records_read += n
+                if is_control:
+                    stats.markers_removed += 1
+                else:
+                    stats.aborted_batches_removed += 1
+                continue
+            retained = []
+            tombstones = False
+            write_original = True
+            for offset, key, value_none in _light_records(batch):
+                stats.records_read += 1
+                if value_none and not is_control:
+                    stats.tombstones_read += 1
+                if discard_records:
+                    keep = False
+                elif is_control:
+                    keep = True
+                elif offset > latest:
+                    keep = True
+                elif key is None:
+                    stats.keyless_removed += 1
+                    keep = False
+                elif offset >= entries.get(key, -1):
+                    if not value_none:
+                        keep = True
+                    elif magic >= 2:
+                        keep = horizon is None or now < horizon
+                    else:
+                        keep = retain_legacy_deletes
+                else:
+                    keep = False
+                if keep:
+                    retained.append(offset)
+                    if value_none:
+                        tombstones = True
+                        if not is_control:
+                            stats.tombstones_kept += 1
+                else:
+                    write_original = False
+            if magic < 2 and retained and any(r.magic != magic for r in batch.records()):
+                write_original = False  # KAFKA-4298: rewrite a wrapper whose inner magic differs
+            if retained:
+                stats.records_kept += len(retained)
+                need_horizon = magic >= 2 and (tombstones or marker_for_empty_txn) and horizon is None
+                if write_original and not need_horizon:
+                    sink.append(bytes(batch.raw()))
+                    stats.batches_copied += 1
+                else:
+                    if need_horizon:
+                        new_horizon = now + delete_retention
+                        stats.horizons_set += 1
+                    else:
+                        new_horizon = horizon
+                    keep_offsets = set(retained)
+                    records = [r for r in batch.records() if r.offset in keep_offsets]
+                    if magic >= 2:
+                        sink.append(_rebuild_v2(batch, records, new_horizon))
+                    else:
+                        sink.append(_rebuild_legacy(batch, records))
+                    stats.batches_reencoded += 1
+            else:
+                if is_control and can_discard:
+                    stats.markers_removed += 1
+                elif can_discard:
+                    stats.aborted_batches_removed += 1
+                if retention == RETAIN_EMPTY and magic >= 2:
+                    sink.append(_empty_batch(batch))
+                    stats.empty_batches_kept += 1
+
+
+def _rebuild_v2(batch: R.RecordBatch, retained: list[R.Record], horizon: int | None) -> bytes:
+    lat = batch.timestamp_type == R.LOG_APPEND_TIME
+    base = batch.base_offset
+    return R.build_record_batch(
+        [R.SimpleRecord(r.value, r.key, r.headers, r.timestamp) for r in retained],
+        base_offset=base,
+        codec=batch.codec,
+        partition_leader_epoch=batch.partition_leader_epoch,
+        producer_id=batch.producer_id,
+        producer_epoch=batch.producer_epoch,
+        base_sequence=batch.base_sequence,
+        is_transactional=batch.is_transactional,
+        is_control=batch.is_control,
+        timestamp_type=batch.timestamp_type,
+        log_append_time=batch.max_timestamp if lat else None,
+        delete_horizon_ms=horizon,
+        offset_deltas=[r.offset - base for r in retained],
+        last_offset_delta=batch.last_offset_delta,
+    )
+
+
+def _empty_batch(batch: R.RecordBatch) -> bytes:
+    """DefaultRecordBatch.writeEmptyHeader: codec none, no records, base timestamp -1, no horizon."""
+    return R.build_record_batch(
+        [],
+        base_offset=batch.base_offset,
+        partition_leader_epoch=batch.partition_leader_epoch,
+        producer_id=batch.producer_id,
+        producer_epoch=batch.producer_epoch,
+        base_sequence=batch.base_sequence,
+        is_transactional=batch.is_transactional,
+        is_control=batch.is_control,
+        timestamp_type=batch.timestamp_type,
+        last_offset_delta=batch.last_offset_delta,
+        base_timestamp=R.NO_TIMESTAMP,
+        max_timestamp=batch.max_timestamp,
+    )
+
+
+def _rebuild_legacy(batch: R.LegacyBatch, retained: list[R.Record]) -> bytes:
+    """A legacy wrapper with the kept records: same magic and codec, base = first kept offset."""
+    magic = batch.magic
+    lat = magic == 1 and batch.timestamp_type == R.LOG_APPEND_TIME
+    ts_attr = R.TIMESTAMP_TYPE_MASK if lat else 0
+    codec = batch.codec
+    if codec == compression.NONE:
+        return b"".join(
+            R.encode_legacy_message(
+                magic, r.key, r.value, offset=r.offset, timestamp=r.timestamp, attributes=ts_attr
+            )
+            for r in retained
+        )
+    base = retained[0].offset
+    inner = b"".join(
+        R.encode_legacy_message(
+            magic,
+            r.key,
+            r.value,
+            offset=(r.offset - base) if magic == 1 else r.offset,
+            timestamp=r.timestamp,
+            attributes=ts_attr,
+        )
+        for r in retained
+    )
+    payload = compression.compress(codec, inner, magic=magic)
+    wrapper_ts = batch.max_timestamp if lat else max(r.timestamp for r in retained)
+    return R.encode_legacy_message(
+        magic, None, payload, offset=retained[-1].offset, timestamp=wrapper_ts, attributes=codec | ts_attr
+    )
+
+
+def group_segments_by_size(
+    segments: list[Segment], max_size: int, max_index_size: int, first_uncleanable: int
+) -> list[list[Segment]]:
+    """Cleaner.groupSegmentsBySize: consecutive segments whose log bytes, offset-index bytes and
+    time-index bytes each fit the limits, and whose offsets fit a 32-bit relative offset."""
+    groups: list[list[Segment]] = []
+    i = 0
+    n = len(segments)
+    while i < n:
+        first = segments[i]
+        group = [first]
+        log_size = first.size
+        index_size = first.offset_index.size_in_bytes
+        time_size = first.time_index.size_in_bytes
+        i += 1
+        while i < n:
+            s = segments[i]
+            last_offset = segments[i + 1].base_offset - 1 if i + 1 < n else first_uncleanable - 1
+            if not (
+                log_size + s.size <= max_size
+                and index_size + s.offset_index.size_in_bytes <= max_index_size
+                and time_size + s.time_index.size_in_bytes <= max_index_size
+                and (s.size == 0 or last_offset - first.base_offset <= INT32_MAX)
+            ):
+                break
+            group.append(s)
+            log_size += s.size
+            index_size += s.offset_index.size_in_bytes
+            time_size += s.time_index.size_in_bytes
+            i += 1
+        groups.append(group)
+    return groups
+
+
+@dataclass
+class CompactionResult:
+    dir: Path
+    range: CleanableRange
+    rounds: list[RoundResult] = field(default_factory=list)
+    stats: CleanStats = field(default_factory=CleanStats)
+    checkpoint_after: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def changes(self) -> bool:
+        return any(r.groups for r in self.rounds)
+
+
+def compact(
+    log: Log,
+    config: LogConfig,
+    *,
+    checkpoint: int | None,
+    now_ms: int,
+    offset_map: OffsetMap,
+    write: bool,
+    quarantine: Quarantine | None = None,
+    max_rounds: int = 10_000,
+) -> CompactionResult:
+    """Clean the log's cleanable range; rounds repeat while the offset map fills before its end
+    (a dry run does one round: later rounds would read what the first one wrote)."""
+    rng = cleanable_offsets(log, config, checkpoint, now_ms)
+    result = CompactionResult(log.dir, rng)
+    if rng.first_dirty >= rng.first_uncleanable:
+        result.notes.append(
+            f"nothing to clean: first dirty offset {rng.first_dirty} is at the first uncleanable offset "
+            f"{rng.first_uncleanable} ({rng.uncleanable_reason})"
+        )
+        result.checkpoint_after = rng.first_dirty if rng.checkpoint_reset else checkpoint
+        return result
+    first_dirty = rng.first_dirty
+    cleaner = Cleaner(log, config, offset_map, now_ms=now_ms)
+    for _ in range(max_rounds):
+        rnd = cleaner.clean(first_dirty, rng.first_uncleanable, write=write, quarantine=quarantine)
+        result.rounds.append(rnd)
+        result.stats.add(rnd.stats)
+        result.checkpoint_after = rnd.end_offset
+        if rnd.end_offset >= rng.first_uncleanable or rnd.end_offset <= first_dirty:
+            break
+        if not write:
+            result.notes.append(
+                f"the offset map filled up at offset {rnd.end_offset - 1}: a real run continues with "
+                "further rounds from there"
+            )
+            break
+        first_dirty = rnd.end_offset
+    return result

@@ -1,0 +1,262 @@
+"""``kafkatool compact``: the command, its checkpoints and locks, and crash tests at every file operation."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from typer.testing import CliRunner
+
+from kafkatool.cli import app
+from kafkatool.formats import checkpoint as ck
+from kafkatool.log.config import LogConfig
+from kafkatool.log.log import Log
+from kafkatool.log.recovery import QUARANTINE_DIR
+from kafkatool.log.verify import verify_path
+from tests.log.maint_util import (
+    DAY,
+    NOW,
+    batch,
+    count_fault_points,
+    invoke,
+    latest_per_key,
+    make_log_dir,
+    rec,
+    records_of,
+    reopen_like_broker,
+    run_killed_at,
+    run_raising_at,
+)
+
+runner = CliRunner()
+CFG = LogConfig(segment_bytes=1_200, index_interval_bytes=300)
+
+
+def cli(*args):
+    return runner.invoke(app, ["compact", *map(str, args)])
+
+
+def lines(res):
+    return [json.loads(line) for line in res.stdout.splitlines() if line.strip()]
+
+
+def fill(log, n=80):
+    for i in range(n):
+        key = b"k%d" % (i % 9)
+        value = None if i in (n // 2, n - 3) else b"value-%d" % i
+        log.append_as_leader(batch([rec(key, value, NOW + i)]), 0)
+    log.append_as_leader(batch([rec(None, b"keyless")]), 0)
+    log.roll()
+    log.append_as_leader(batch([rec(b"k1", b"active")]), 0)
+
+
+@pytest.fixture
+def logdir(tmp_path):
+    root = tmp_path / "logs"
+    make_log_dir(root, fill, config=CFG)
+    return root
+
+
+def errors(path):
+    return [f for r in verify_path(path) for f in r.findings if f.severity == "error"]
+
+
+def test_compacts_a_log_dir_and_updates_the_cleaner_checkpoint(logdir):
+    before = records_of(logdir / "t-0")
+    res = cli(logdir, "--now", NOW, "--json", "--config", "/dev/null")
+    assert res.exit_code == 0, res.output
+    out = lines(res)
+    part, summary = out[0], out[-1]
+    assert part["action"] == "compacted" and summary["type"] == "summary" and summary["compacted"] == 1
+    assert part["high_watermark_source"] == "replication-offset-checkpoint"
+    assert part["settings"]["delete.retention.ms"] == {"value": DAY, "source": "default"}
+    stats = part["stats"]
+    assert stats["keyless_removed"] == 1 and stats["records_removed"] > 0
+    after = records_of(logdir / "t-0")
+    upper = part["range"]["first_uncleanable_offset"]
+    assert latest_per_key([r for r in after if r[0] < upper]) == latest_per_key(
+        [r for r in before if r[0] < upper]
+    )
+    assert set(after) <= set(before)
+    cp = ck.decode_offset_checkpoint((logdir / ck.CLEANER_OFFSET_CHECKPOINT).read_bytes())
+    assert cp == {("t", 0): upper} == {("t", 0): part["checkpoint_after"]}
+    assert (logdir / ck.CLEAN_SHUTDOWN_FILE).exists()
+    assert not errors(logdir)
+    # the original segments are in the quarantine, readable
+    q = summary["quarantined"]
+    assert q and all(os.path.exists(p) for p in q) and QUARANTINE_DIR in q[0]
+    # a second run has nothing left to clean
+    res = cli(logdir, "--now", NOW, "--json")
+    assert res.exit_code == 0 and lines(res)[0]["action"] == "nothing_to_do"
+
+
+def test_dry_run_exit_1_and_no_change(logdir):
+    snapshot = {n: (logdir / "t-0" / n).read_bytes() for n in os.listdir(logdir / "t-0")}
+    res = cli(logdir / "t-0", "--now", NOW, "--dry-run")
+    assert res.exit_code == 1, res.output
+    assert "would compact" in res.stdout
+    assert {n: (logdir / "t-0" / n).read_bytes() for n in os.listdir(logdir / "t-0")} == snapshot
+    assert not (logdir / ck.CLEANER_OFFSET_CHECKPOINT).exists()
+
+
+def test_flags_beat_topic_config_beat_server_properties(logdir, tmp_path):
+    props = tmp_path / "server.properties"
+    props.write_text(
+        "log.cleaner.delete.retention.ms=5000\nlog.cleaner.min.compaction.lag.ms=7\nlog.segment.bytes=5000\n"
+    )
+    res = cli(
+        logdir,
+        "--now",
+        NOW,
+        "--dry-run",
+        "--json",
+        "--config",
+        props,
+        "--topic-config",
+        "t:min.compaction.lag.ms=9",
+        "--min-compaction-lag-ms",
+        "0",
+    )
+    s = lines(res)[0]["settings"]
+    assert s["delete.retention.ms"] == {
+        "value": 5000,
+        "source": "server.properties (log.cleaner.delete.retention.ms)",
+    }
+    assert s["min.compaction.lag.ms"] == {"value": 0, "source": "flag"}
+    assert s["segment.bytes"]["value"] == 5000
+    res = cli(logdir, "--now", NOW, "--dry-run", "--json", "--topic-config", "min.compaction.lag.ms=9")
+    assert lines(res)[0]["settings"]["min.compaction.lag.ms"] == {"value": 9, "source": "topic config"}
+    res = cli(logdir, "--topic-config", "nonsense.key=1")
+    assert res.exit_code == 2 and "unknown topic config" in res.stderr
+
+
+def test_tombstones_go_on_a_run_after_the_horizon(logdir):
+    assert cli(logdir, "--now", NOW, "--delete-retention-ms", 1000).exit_code == 0
+    tombs = [r for r in records_of(logdir / "t-0") if r[2] is None]
+    assert tombs
+    res = cli(logdir, "--now", NOW + 2000, "--delete-retention-ms", 1000, "--json")
+    # the checkpoint says everything is clean: nothing to do until new dirty data -- as in Kafka
+    assert lines(res)[0]["action"] == "nothing_to_do"
+    (logdir / ck.CLEANER_OFFSET_CHECKPOINT).unlink()
+    res = cli(logdir, "--now", NOW + 2000, "--delete-retention-ms", 1000, "--json")
+    assert lines(res)[0]["stats"]["tombstones_removed"] >= 1
+    upper = lines(res)[0]["range"]["first_uncleanable_offset"]
+    assert not [r for r in records_of(logdir / "t-0") if r[2] is None and r[0] < upper]
+
+
+def test_refuses_a_locked_log_dir(logdir):
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
+            import fcntl, os, sys, time
+            fd = os.open({str(logdir / ".lock")!r}, os.O_RDWR | os.O_CREAT)
+            fcntl.lockf(fd, fcntl.LOCK_EX)
+            print("locked", flush=True)
+            time.sleep(60)
+        """),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        before = records_of(logdir / "t-0")
+        res = cli(logdir / "t-0", "--now", NOW)
+        assert res.exit_code == 2
+        assert "locked by a running process" in res.stderr and res.stderr.count("\n") == 1
+        assert records_of(logdir / "t-0") == before
+        # a dry run only reads
+        assert cli(logdir / "t-0", "--now", NOW, "--dry-run").exit_code == 1
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_refuses_a_partition_that_needs_recovery(logdir):
+    (logdir / ck.CLEAN_SHUTDOWN_FILE).unlink()
+    seg = sorted((logdir / "t-0").glob("*.log"))[-1]
+    with open(seg, "ab") as f:
+        f.write(b"\x00\x00\x00\x00\x00\x00\x00\x09garbage-garbage-garbage")
+    (logdir / ck.RECOVERY_POINT_CHECKPOINT).unlink()
+    res = cli(logdir, "--now", NOW)
+    assert res.exit_code == 2 and "kafkatool recover" in res.stderr
+
+
+def test_bad_input(tmp_path):
+    assert cli(tmp_path / "missing").exit_code == 2
+    f = tmp_path / "file"
+    f.write_text("x")
+    res = cli(f)
+    assert res.exit_code == 2 and "not a directory" in res.stderr
+    assert cli(tmp_path, "--now", "yesterday").exit_code == 2
+
+
+# ---------------------------------------------------------------- crash tests
+
+
+def _compact(logdir):
+    def run():
+        invoke(["compact", logdir, "--now", NOW, "--json"])
+
+    return run
+
+
+CRASH_RECORDS = 36
+UPPER = CRASH_RECORDS + 1  # the keyless record, then the roll
+
+
+def small_fill(log):
+    fill(log, CRASH_RECORDS)
+
+
+def _check_whole(part, original):
+    """No committed record lost, none duplicated, nothing invented."""
+    after = records_of(part)
+    offsets = [o for o, _, _ in after]
+    assert offsets == sorted(set(offsets)), "duplicate or out-of-order offsets"
+    assert set(after) <= set(original), "a record changed"
+    # the latest value of every key survives
+    assert latest_per_key(after) == latest_per_key(original)
+    # everything above the cleanable range is untouched
+    assert [r for r in after if r[0] >= UPPER] == [r for r in original if r[0] >= UPPER]
+
+
+@pytest.mark.parametrize("mode", ["raise", "kill"])
+def test_interrupted_compaction_loses_nothing(tmp_path, mode):
+    template = tmp_path / "template"
+    make_log_dir(template, small_fill, config=CFG)
+    original = records_of(template / "t-0")
+    ref = tmp_path / "ref"
+    shutil.copytree(template, ref)
+    ops = count_fault_points(_compact(ref))
+    assert len(ops) > 20 and {"rename", "delete", "link", "write"} <= {op for op, _ in ops}
+    expected = records_of(ref / "t-0")
+    step = 1 if mode == "raise" else 3
+    for n in range(0, len(ops), step):
+        work = tmp_path / f"{mode}-{n}"
+        shutil.copytree(template, work)
+        if mode == "raise":
+            assert run_raising_at(_compact(work), n)
+        else:
+            run_killed_at(_compact(work), n)
+        if n % 2:
+            # a broker starts on the dir
+            reopen_like_broker(work, CFG)
+        else:
+            # the engine's loader alone (unclean start, recovery points from the checkpoint)
+            Log(work / "t-0", CFG, recovery_point=0, clock=lambda: NOW).close()
+        _check_whole(work / "t-0", original)
+        # and a second run finishes the job: the same result as an uninterrupted one
+        assert invoke(["compact", work, "--now", NOW])[0] == 0
+        _check_whole(work / "t-0", original)
+        assert records_of(work / "t-0") == expected, f"fault point {n}: {ops[n]}"
+        if n % 5 == 0:
+            assert not errors(work), f"fault point {n}: {ops[n]}"
+        shutil.rmtree(work)

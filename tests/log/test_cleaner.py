@@ -1,0 +1,535 @@
+"""The log cleaner on engine-written logs: Kafka's retention rules record by record and batch by batch."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kafkatool.formats import compression
+from kafkatool.formats import records as R
+from kafkatool.log.cleaner import (
+    _rebuild_legacy,
+    cleanable_offsets,
+    compact,
+    group_segments_by_size,
+    scan_keys,
+)
+from kafkatool.log.config import LogConfig
+from kafkatool.log.log import Log
+from kafkatool.log.offset_map import OffsetMap
+from kafkatool.log.retention import apply_retention, plan_retention
+from kafkatool.log.segment import scan_for_recovery
+from tests.log.maint_util import DAY, NOW, batch, batches_of, latest_per_key, rec, records_of
+
+CFG = LogConfig(segment_bytes=1_500, index_interval_bytes=200, cleanup_policy=("compact",))
+
+
+def open_log(tmp_path, config=CFG) -> Log:
+    log = Log(tmp_path / "t-0", config, clock=lambda: NOW)
+    return log
+
+
+def run(log: Log, config=CFG, *, now=NOW, checkpoint=None, memory=1 << 20, write=True):
+    log.update_high_watermark(log.log_end_offset)
+    return compact(log, config, checkpoint=checkpoint, now_ms=now, offset_map=OffsetMap(memory), write=write)
+
+
+def data(log: Log):
+    out = []
+    for b in log.batches():
+        if b.is_control:
+            continue
+        for r in b.records():
+            out.append((r.offset, r.key, r.value))
+    return out
+
+
+def check_indexes(log: Log):
+    """Every inactive segment's offset and time index equal what recovery would rebuild (the active
+    segment gets its final time-index entry on close)."""
+    for seg in log.segments[:-1]:
+        buf = seg.log_path.read_bytes()
+        scan = scan_for_recovery(buf, seg.base_offset, log.config.index_interval_bytes)
+        assert scan.valid_bytes == len(buf)
+        assert [(e.offset, e.position) for e in seg.offset_index.entries_list()] == scan.index_entries
+        assert [(e.timestamp, e.offset) for e in seg.time_index.entries_list()] == scan.time_entries
+
+
+def test_latest_value_per_key_wins_and_full_batches_are_copied(tmp_path):
+    log = open_log(tmp_path)
+    for i in range(60):
+        log.append_as_leader(batch([rec(b"k%d" % (i % 7), b"v%d" % i, NOW + i)]), 0)
+    keep_raw = None
+    # a batch whose records are all the latest for their keys, at the end of the cleanable range
+    log.append_as_leader(batch([rec(b"x", b"1"), rec(b"y", b"2")]), 0)
+    log.roll()
+    log.append_as_leader(batch([rec(b"k0", b"active")]), 0)
+    before = data(log)
+    for b in log.batches():
+        if b.count == 2:
+            keep_raw = bytes(b.raw())
+    res = run(log)
+    after = data(log)
+    cleaned = [r for r in after if r[0] < res.range.first_uncleanable]
+    # exactly the latest record of each key below the upper bound
+    expected = sorted(
+        (off, k, v)
+        for k, (off, v) in latest_per_key([r for r in before if r[0] < res.range.first_uncleanable]).items()
+    )
+    assert sorted(cleaned) == expected
+    assert after[-1] == before[-1]  # the active segment is untouched
+    assert any(bytes(b.raw()) == keep_raw for b in log.batches())
+    assert res.stats.batches_copied >= 1 and res.checkpoint_after == res.range.first_uncleanable
+    offsets = [o for o, _, _ in after]
+    assert offsets == sorted(set(offsets))
+    check_indexes(log)
+    log.close()
+
+
+def test_keyless_records_are_dropped(tmp_path):
+    log = open_log(tmp_path)
+    log.append_as_leader(batch([rec(None, b"nokey"), rec(b"a", b"1")]), 0)
+    log.append_as_leader(batch([rec(b"b", b"2")]), 0)
+    log.roll()
+    res = run(log)
+    assert [(k, v) for _, k, v in data(log)] == [(b"a", b"1"), (b"b", b"2")]
+    assert res.stats.keyless_removed == 1 and res.stats.batches_reencoded == 1
+    log.close()
+
+
+def test_partially_kept_batch_keeps_base_offset_last_offset_and_codec(tmp_path):
+    log = open_log(tmp_path)
+    log.append_as_leader(
+        batch(
+            [rec(b"a", b"1"), rec(b"b", b"1"), rec(b"c", b"1")],
+            codec=compression.GZIP,
+            producer_id=9,
+            producer_epoch=0,
+            base_sequence=0,
+        ),
+        0,
+    )
+    log.append_as_leader(batch([rec(b"b", b"2")], producer_id=9, producer_epoch=0, base_sequence=3), 0)
+    log.roll()
+    run(log)
+    first = batches_of(log.dir)[0]
+    assert (first.base_offset, first.last_offset, first.records_count) == (0, 2, 2)
+    assert first.codec == compression.GZIP and first.base_sequence == 0 and first.last_sequence == 2
+    assert [r.offset for r in first.records()] == [0, 2]
+    first.ensure_valid()
+    log.close()
+
+
+def test_tombstones_get_a_horizon_then_go_after_delete_retention(tmp_path):
+    cfg = LogConfig(segment_bytes=1_500, index_interval_bytes=200, delete_retention_ms=DAY)
+    log = open_log(tmp_path, cfg)
+    log.append_as_leader(batch([rec(b"a", b"1"), rec(b"b", b"1")]), 0)
+    log.append_as_leader(batch([rec(b"a", None)]), 0)
+    log.append_as_leader(batch([rec(b"c", b"1")]), 0)
+    log.roll()
+    res = run(log, cfg)
+    assert res.stats.horizons_set == 1
+    assert [(k, v) for _, k, v in data(log)] == [(b"b", b"1"), (b"a", None), (b"c", b"1")]
+    tomb = [b for b in batches_of(log.dir) if any(r.value is None for r in b.records())][0]
+    assert tomb.delete_horizon_ms == NOW + DAY and tomb.has_delete_horizon
+    assert [r.timestamp for r in tomb.records()] == [NOW]  # record timestamps survive the re-stamp
+    # before the horizon: kept, batch copied as is
+    run(log, cfg, now=NOW + DAY - 1)
+    assert (b"a", None) in [(k, v) for _, k, v in data(log)]
+    # after: gone
+    res = run(log, cfg, now=NOW + DAY + 1)
+    assert [(k, v) for _, k, v in data(log)] == [(b"b", b"1"), (b"c", b"1")]
+    assert res.stats.tombstones_read == 1 and res.stats.tombstones_kept == 0
+    log.close()
+
+
+def _aborted_then_committed(log: Log):
+    def txn(pid, key, value, seq, transactional=True):
+        return batch(
+            [rec(key, value)],
+            producer_id=pid,
+            producer_epoch=0,
+            base_sequence=seq,
+            is_transactional=transactional,
+        )
+
+    log.append_as_leader(
+        batch(
+            [rec(b"a", b"aborted"), rec(b"b", b"aborted")],
+            producer_id=5,
+            producer_epoch=0,
+            base_sequence=0,
+            is_transactional=True,
+        ),
+        0,
+    )  # 0-1
+    log.append_as_leader(
+        R.build_control_batch(R.ABORT, producer_id=5, producer_epoch=0, timestamp=NOW), 0
+    )  # 2
+    log.append_as_leader(txn(6, b"c", b"committed", 0), 0)  # 3
+    log.append_as_leader(
+        R.build_control_batch(R.COMMIT, producer_id=6, producer_epoch=0, timestamp=NOW), 0
+    )  # 4
+    log.append_as_leader(batch([rec(b"c", b"newer")]), 0)  # 5
+    log.append_as_leader(batch([rec(b"d", b"plain")]), 0)  # 6
+    log.append_as_leader(txn(5, b"e", b"later", 2, False), 0)  # 7: producer 5's last data
+    log.append_as_leader(txn(6, b"f", b"later", 1, False), 0)  # 8: producer 6's last data
+    log.roll()
+
+
+def test_aborted_transactions_and_markers(tmp_path):
+    cfg = LogConfig(segment_bytes=10_000, delete_retention_ms=DAY, cleanup_policy=("compact",))
+    log = open_log(tmp_path, cfg)
+    _aborted_then_committed(log)
+    assert log.segments[0].txn_index.entries  # the abort is indexed
+    res = run(log, cfg)
+    kinds = [(b.base_offset, b.is_control, b.records_count) for b in batches_of(log.dir)]
+    expected = [(b"c", b"newer"), (b"d", b"plain"), (b"e", b"later"), (b"f", b"later")]
+    assert [(k, v) for _, k, v in data(log)] == expected
+    assert res.stats.aborted_batches_removed == 1 and 0 not in [k[0] for k in kinds]
+    # the ABORT marker stays while this pass still removed data of its transaction; its txnindex entry is copied
+    assert (2, True, 1) in kinds and log.segments[0].txn_index.entries
+    # the COMMIT marker stays: this pass saw its transaction's data
+    assert (4, True, 1) in kinds
+    # second pass: no data of either transaction left -> both markers get a delete horizon
+    res = run(log, cfg)
+    markers = [b for b in batches_of(log.dir) if b.is_control and b.records_count]
+    assert len(markers) == 2 and all(b.delete_horizon_ms == NOW + DAY for b in markers)
+    assert not log.segments[0].txn_index.entries
+    # still before the horizon: kept
+    run(log, cfg, now=NOW + DAY - 1)
+    assert len([b for b in batches_of(log.dir) if b.is_control]) == 2
+    # after the horizon the markers go
+    res = run(log, cfg, now=NOW + DAY + 1)
+    assert not [b for b in batches_of(log.dir) if b.is_control]
+    assert res.stats.markers_removed == 2
+    assert [(k, v) for _, k, v in data(log)] == expected
+    log.close()
+
+
+def test_aborted_batch_kept_empty_when_it_holds_the_producers_last_sequence(tmp_path):
+    cfg = LogConfig(segment_bytes=10_000, delete_retention_ms=DAY, cleanup_policy=("compact",))
+    log = open_log(tmp_path, cfg)
+    log.append_as_leader(
+        batch([rec(b"a", b"x")], producer_id=5, producer_epoch=0, base_sequence=0, is_transactional=True), 0
+    )
+    log.append_as_leader(R.build_control_batch(R.ABORT, producer_id=5, producer_epoch=0, timestamp=NOW), 0)
+    log.append_as_leader(batch([rec(b"z", b"1")]), 0)
+    log.roll()
+    run(log, cfg)
+    kinds = [(b.base_offset, b.is_control, b.records_count, b.producer_id) for b in batches_of(log.dir)]
+    assert kinds[0] == (0, False, 0, 5)
+    # the empty batch still belongs to the aborted transaction, so the marker stays (as in Kafka)
+    run(log, cfg, now=NOW + 2 * DAY)
+    assert (1, True, 1, 5) in [
+        (b.base_offset, b.is_control, b.records_count, b.producer_id) for b in batches_of(log.dir)
+    ]
+    log.close()
+
+
+def test_open_transaction_bounds_the_cleanable_range(tmp_path):
+    log = open_log(tmp_path)
+    log.append_as_leader(batch([rec(b"a", b"1")]), 0)
+    log.roll()
+    log.append_as_leader(
+        batch([rec(b"a", b"2")], producer_id=3, producer_epoch=0, base_sequence=0, is_transactional=True), 0
+    )
+    log.roll()
+    log.append_as_leader(batch([rec(b"a", b"3")]), 0)
+    log.roll()
+    log.update_high_watermark(log.log_end_offset)
+    rng = cleanable_offsets(log, CFG, None, NOW)
+    assert (rng.first_uncleanable, rng.uncleanable_reason) == (1, "last stable offset")
+    log.close()
+
+
+def test_min_compaction_lag_keeps_young_segments_dirty(tmp_path):
+    cfg = LogConfig(segment_bytes=1_500, min_compaction_lag_ms=60_000, cleanup_policy=("compact",))
+    log = open_log(tmp_path, cfg)
+    log.append_as_leader(batch([rec(b"a", b"old", NOW - 120_000)]), 0)
+    log.roll()
+    log.append_as_leader(batch([rec(b"a", b"young", NOW - 1_000)]), 0)
+    log.roll()
+    log.append_as_leader(batch([rec(b"b", b"x", NOW)]), 0)
+    log.update_high_watermark(log.log_end_offset)
+    rng = cleanable_offsets(log, cfg, None, NOW)
+    assert rng.first_uncleanable == 1 and "min.compaction.lag.ms" in rng.uncleanable_reason
+    res = run(log, cfg)
+    # only segment 0 was cleanable: its record is the latest *within the range*, so it stays
+    assert [(k, v) for _, k, v in data(log)] == [(b"a", b"old"), (b"a", b"young"), (b"b", b"x")]
+    assert res.checkpoint_after == 1
+    log.close()
+
+
+def test_checkpoint_below_log_start_or_above_end_is_reset(tmp_path):
+    log = open_log(tmp_path)
+    for i in range(5):
+        log.append_as_leader(batch([rec(b"a", b"%d" % i)]), 0)
+    log.roll()
+    log.update_high_watermark(log.log_end_offset)
+    assert cleanable_offsets(log, CFG, 99, NOW).checkpoint_reset
+    assert cleanable_offsets(log, CFG, 99, NOW).first_dirty == 0
+    assert cleanable_offsets(log, CFG, 3, NOW).first_dirty == 3
+    log.close()
+
+
+def test_segments_are_grouped_under_segment_bytes(tmp_path):
+    log = open_log(tmp_path)
+    for i in range(40):
+        log.append_as_leader(batch([rec(b"k%d" % i, b"x" * 100)]), 0)  # all distinct: nothing removed
+    log.roll()
+    sizes = [s.size for s in log.segments[:-1]]
+    groups = group_segments_by_size(
+        log.segments[:-1], CFG.segment_bytes, CFG.segment_index_bytes, log.log_end_offset
+    )
+    assert [len(g) for g in groups] == [1] * len(sizes)  # full segments cannot merge
+    groups = group_segments_by_size(log.segments[:-1], 10 * CFG.segment_bytes, CFG.segment_index_bytes, 40)
+    assert sum(len(g) for g in groups) == len(sizes) and all(sum(s.size for s in g) <= 15_000 for g in groups)
+    before = data(log)
+    big = LogConfig(segment_bytes=4_000, index_interval_bytes=200, cleanup_policy=("compact",))
+    res = run(log, big)
+    assert data(log) == before
+    assert res.stats.segments_after < res.stats.segments_before
+    assert all(s.size <= 4_000 for s in log.segments)
+    check_indexes(log)
+    log.close()
+
+
+def test_full_offset_map_cleans_in_rounds_with_the_same_result(tmp_path):
+    def fill(log):
+        for i in range(300):
+            log.append_as_leader(batch([rec(b"k%d" % (i % 40), b"v%d" % i)]), 0)
+        log.roll()
+
+    a = open_log(tmp_path / "a")
+    fill(a)
+    run(a)
+    b = open_log(tmp_path / "b")
+    fill(b)
+    res = run(b, memory=24 * 20)  # 20 slots, 18 keys per round
+    assert len(res.rounds) > 1 and res.rounds[0].map_full
+    assert data(a) == data(b)
+    a.close()
+    b.close()
+
+
+def test_empty_batch_kept_for_active_producer_last_sequence(tmp_path):
+    log = open_log(tmp_path)
+    log.append_as_leader(batch([rec(b"a", b"1")], producer_id=11, producer_epoch=2, base_sequence=0), 0)
+    log.append_as_leader(batch([rec(b"a", b"2")]), 0)
+    log.append_as_leader(batch([rec(b"z", b"end")]), 0)
+    log.roll()
+    run(log)
+    bs = batches_of(log.dir)
+    empty = [b for b in bs if b.records_count == 0]
+    assert len(empty) == 1
+    e = empty[0]
+    assert (e.producer_id, e.producer_epoch, e.base_sequence, e.base_offset, e.last_offset) == (
+        11,
+        2,
+        0,
+        0,
+        0,
+    )
+    assert (
+        e.base_timestamp == R.NO_TIMESTAMP
+        and e.codec == compression.NONE
+        and e.size == R.RECORD_BATCH_OVERHEAD
+    )
+    e.ensure_valid()
+    # reopening keeps the producer's sequence
+    log.close()
+    log = Log(tmp_path / "t-0", CFG, clock=lambda: NOW)
+    assert log.producer_state.producers[11].last_sequence == 0
+    log.close()
+
+
+def test_legacy_wrapper_partially_kept_is_reencoded_with_its_magic(tmp_path):
+    part = tmp_path / "t-0"
+    part.mkdir()
+    wrapper = R.build_legacy_message_set(
+        [rec(b"a", b"1", NOW), rec(b"b", b"1", NOW + 1), rec(b"c", b"1", NOW + 2)],
+        magic=1,
+        base_offset=0,
+        codec=compression.GZIP,
+    )
+    later = R.build_legacy_message_set([rec(b"b", b"2", NOW + 3)], magic=1, base_offset=3)
+    tail = R.build_record_batch([rec(b"z", b"v2", NOW + 4)], base_offset=4)
+    (part / "00000000000000000000.log").write_bytes(wrapper + later)
+    (part / "00000000000000000004.log").write_bytes(tail)
+    log = Log(part, CFG, clock=lambda: NOW)
+    run(log)
+    bs = batches_of(part)
+    assert bs[0].magic == 1 and bs[0].codec == compression.GZIP and bs[0].offset == 2
+    assert [(r.offset, r.key, r.timestamp) for r in bs[0].records()] == [(0, b"a", NOW), (2, b"c", NOW + 2)]
+    bs[0].ensure_valid()
+    assert [(o, k, v) for o, k, v in data(log)] == [
+        (0, b"a", b"1"),
+        (2, b"c", b"1"),
+        (3, b"b", b"2"),
+        (4, b"z", b"v2"),
+    ]
+    log.close()
+    # v0 wrappers keep absolute inner offsets
+    v0 = R.LegacyBatch(
+        R.build_legacy_message_set(
+            [rec(b"a", b"1"), rec(b"b", b"2"), rec(b"c", b"3")],
+            magic=0,
+            base_offset=10,
+            codec=compression.SNAPPY,
+        )
+    )
+    kept = [r for r in v0.records() if r.key != b"b"]
+    out = R.LegacyBatch(_rebuild_legacy(v0, kept))
+    assert out.magic == 0 and out.offset == 12 and [r.offset for r in out.records()] == [10, 12]
+
+
+def test_dry_run_writes_nothing(tmp_path):
+    log = open_log(tmp_path)
+    for i in range(30):
+        log.append_as_leader(batch([rec(b"k%d" % (i % 3), b"v")]), 0)
+    log.roll()
+    names = sorted(os.listdir(log.dir))
+    sizes = [s.size for s in log.segments]
+    res = run(log, write=False)
+    assert res.changes and res.stats.records_kept == 3
+    assert sorted(os.listdir(log.dir)) == names and [s.size for s in log.segments] == sizes
+    log.close()
+
+
+def test_records_of_helper_reads_back(tmp_path):
+    log = open_log(tmp_path)
+    log.append_as_leader(batch([rec(b"a", b"1")]), 0)
+    log.close()
+    assert records_of(tmp_path / "t-0") == [(0, b"a", b"1")]
+
+
+# ---------------------------------------------------------------- property test
+
+
+_op = st.one_of(
+    st.tuples(
+        st.just("append"),
+        st.lists(st.tuples(st.integers(0, 7), st.booleans(), st.booleans()), min_size=1, max_size=4),
+        st.sampled_from([0, 0, 1, 4]),
+    ),
+    st.tuples(st.just("roll")),
+    st.tuples(st.just("compact"), st.sampled_from([1 << 20, 24 * 4])),
+    st.tuples(st.just("retention"), st.integers(200, 3_000)),
+)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_op, min_size=1, max_size=25))
+def test_random_appends_rolls_compactions_and_retentions_keep_the_invariants(ops):
+    cfg = LogConfig(
+        segment_bytes=700, index_interval_bytes=150, cleanup_policy=("compact", "delete"), retention_ms=-1
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Log(os.path.join(tmp, "t-0"), cfg, clock=lambda: NOW)
+        model: list[tuple[int, bytes | None, bytes | None]] = []
+        n = 0
+        try:
+            for op in ops:
+                if op[0] == "append":
+                    recs = []
+                    for key, tomb, keyless in op[1]:
+                        k = None if keyless and not tomb else b"k%d" % key
+                        v = None if tomb else b"v%d" % n
+                        recs.append(rec(k, v, NOW + n))
+                        n += 1
+                    info = log.append_as_leader(batch(recs, codec=op[2]), 0)
+                    model += [(info.first_offset + i, r.key, r.value) for i, r in enumerate(recs)]
+                elif op[0] == "roll":
+                    if log.active_segment.size:
+                        log.roll()
+                elif op[0] == "compact":
+                    active_before = [r for r in data(log) if r[0] >= log.active_segment.base_offset]
+                    log.update_high_watermark(log.log_end_offset)
+                    compact(log, cfg, checkpoint=None, now_ms=NOW, offset_map=OffsetMap(op[1]), write=True)
+                    assert [r for r in data(log) if r[0] >= log.active_segment.base_offset] == active_before
+                else:
+                    log.update_high_watermark(log.log_end_offset)
+                    plan = plan_retention(log, LogConfig(retention_bytes=op[1], retention_ms=-1), now_ms=NOW)
+                    apply_retention(log, plan, quarantine=None)
+                    model = [r for r in model if r[0] >= log.log_start_offset]
+                now_records = data(log)
+                offsets = [o for o, _, _ in now_records]
+                # offsets increase, nothing invented, nothing below the log start
+                assert offsets == sorted(set(offsets))
+                assert set(now_records) <= set(model)
+                assert all(o >= log.log_start_offset for o in offsets)
+                # the latest record of every key survives (tombstones too: the horizon is a day away)
+                present = set(now_records)
+                for key, (off, value) in latest_per_key(model).items():
+                    assert (off, key, value) in present
+                check_indexes(log)
+            log.close()
+            # reopening (clean) gives the same log
+            reopened = Log(
+                os.path.join(tmp, "t-0"),
+                cfg,
+                log_start_offset=log.log_start_offset,
+                had_clean_shutdown=True,
+                clock=lambda: NOW,
+            )
+            assert data(reopened) == now_records
+            reopened.close()
+        finally:
+            log._close_segments(trim=False)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.one_of(st.none(), st.binary(max_size=300)),
+            st.one_of(st.none(), st.binary(max_size=9000)),
+            st.lists(
+                st.tuples(st.text(max_size=5), st.one_of(st.none(), st.binary(max_size=20))), max_size=2
+            ),
+            st.integers(-(2**40), 2**40),
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    st.sampled_from([0, 1, 3, 4]),
+    st.integers(0, 10_000),
+)
+def test_key_scan_agrees_with_the_record_decoder(records, codec, gap):
+    recs = [R.SimpleRecord(v, k, h, NOW + ts) for k, v, h, ts in records]
+    deltas = [i * gap for i in range(len(recs))]
+    raw = R.build_record_batch(recs, base_offset=1_000, codec=codec, offset_deltas=deltas)
+    b = R.read_batch(raw)
+    assert scan_keys(b) == [(r.offset, r.key, r.value is None) for r in b.records()]
+
+
+def test_legacy_tombstones_follow_the_segment_mtime_horizon(tmp_path):
+    part = tmp_path / "t-0"
+    part.mkdir()
+
+    def v1(offset, key, value):
+        return R.build_legacy_message_set([rec(key, value, NOW)], magic=1, base_offset=offset)
+
+    (part / "00000000000000000000.log").write_bytes(v1(0, b"a", None) + v1(1, b"b", b"1"))
+    (part / "00000000000000000002.log").write_bytes(v1(2, b"x", None))
+    (part / "00000000000000000003.log").write_bytes(v1(3, b"c", b"1"))
+    (part / "00000000000000000004.log").write_bytes(R.build_record_batch([rec(b"d", b"1")], base_offset=4))
+    for name, age in (("0", 10 * DAY), ("2", 0), ("3", 0), ("4", 0)):
+        t = (NOW - age) / 1000
+        os.utime(part / f"{int(name):020d}.log", (t, t))
+    cfg = LogConfig(delete_retention_ms=DAY, cleanup_policy=("compact",))
+    log = Log(part, cfg, clock=lambda: NOW)
+    # segment 2 is the last clean one: tombstones in segments older than its mtime - 1 day go
+    res = run(log, cfg, checkpoint=3)
+    assert res.range.first_dirty == 3
+    assert [(o, k, v) for o, k, v in data(log)] == [
+        (1, b"b", b"1"),
+        (2, b"x", None),
+        (3, b"c", b"1"),
+        (4, b"d", b"1"),
+    ]
+    log.close()
