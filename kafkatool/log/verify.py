@@ -51,12 +51,12 @@ PARTITION_METADATA = "partition.metadata"
 META_PROPERTIES = "meta.properties"
 CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
 _SEGMENT_NAME = re.compile(r"^\d{20}$")
-_PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
-_SPECIAL_DIR = re.compile(
+PARTITION_DIR_RE = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+SPECIAL_DIR_RE = re.compile(
     r"^(?P<topic>.+)-(?P<partition>\d+)\.(?P<uuid>[0-9a-f]{32})-(?P<kind>delete|future|stray)$"
 )
-_IGNORED_DIRS = {"__cluster_metadata-0", "remote-log-index-cache"}
-_INTERRUPTED_SUFFIXES = (".deleted", ".cleaned", ".swap")
+IGNORED_DIRS = {"__cluster_metadata-0", "remote-log-index-cache"}
+INTERRUPTED_SUFFIXES = (".deleted", ".cleaned", ".swap")
 INT32_MAX = 2**31 - 1
 
 
@@ -929,97 +929,123 @@ def verify_partition(
             if not epoch_starts or epoch_starts[-1][0] != epoch:
                 epoch_starts.append((epoch, start))
         yield fr
-        stem = log.name[: -len(LOG_SUFFIX)]
-        for suffix, kind in (
-            (INDEX_SUFFIX, "index"),
-            (TIME_INDEX_SUFFIX, "timeindex"),
-            (TXN_INDEX_SUFFIX, "txnindex"),
-        ):
-            ipath = pdir / (stem + suffix)
-            if not ipath.exists():
-                if suffix == INDEX_SUFFIX and seg.batches:
-                    yield FileResult(
-                        str(ipath),
-                        "index",
-                        0,
-                        [
-                            Finding(
-                                str(ipath),
-                                None,
-                                None,
-                                None,
-                                "index_missing",
-                                "the segment has no offset index (Kafka rebuilds it by recovering the segment)",
-                                WARNING,
-                            )
-                        ],
-                    )
-                continue
-            if kind == "index":
-                f = verify_offset_index(ipath, seg, active=active)
-            elif kind == "timeindex":
-                f = verify_time_index(ipath, seg, active=active)
-            else:
-                f = verify_txn_index(ipath, seg)
-            yield FileResult(str(ipath), kind, ipath.stat().st_size, f)
+        yield from verify_segment_indexes(log, seg, active=active)
         # release the layout arrays once the indexes are checked
         seg.positions = seg.last_offsets = seg.running_max_ts = seg.first_offsets = array("q")
         prev = seg
     stems = {p.name[: -len(LOG_SUFFIX)] for p in logs}
     for p in sorted(pdir.iterdir()):
-        n = p.name
-        if p.is_dir():
+        res = partition_file_result(p, stems)
+        if res is None:
             continue
-        if (
-            n.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX))
-            and n.split(".", 1)[0] not in stems
-        ):
-            yield FileResult(
-                str(p),
-                "index",
-                p.stat().st_size,
-                [
-                    Finding(
-                        str(p),
-                        None,
-                        None,
-                        None,
-                        "orphan_index",
-                        "index file without its .log (Kafka deletes it)",
-                        WARNING,
-                    )
-                ],
-            )
-        elif n.endswith(SNAPSHOT_SUFFIX):
-            yield FileResult(str(p), "snapshot", p.stat().st_size, verify_snapshot(p))
-        elif n == LEADER_EPOCH_CHECKPOINT:
-            findings = verify_checkpoint(p)
-            if not findings:
-                findings = _epochs_vs_log(p, epoch_starts)
-            yield FileResult(str(p), "checkpoint", p.stat().st_size, findings)
-        elif n == PARTITION_METADATA:
-            yield FileResult(str(p), "properties", p.stat().st_size, verify_properties(p))
-        elif n.endswith(_INTERRUPTED_SUFFIXES):
-            yield FileResult(
-                str(p),
-                "leftover",
-                p.stat().st_size,
-                [
-                    Finding(
-                        str(p),
-                        None,
-                        None,
-                        offset_from_file_name(p),
-                        "interrupted_operation",
-                        f"leftover {n.rsplit('.', 1)[1]} file from an interrupted deletion, cleaning or swap (Kafka completes or "
-                        "rolls it back at start-up)",
-                        WARNING,
-                    )
-                ],
-            )
+        if p.name == LEADER_EPOCH_CHECKPOINT and not res.findings:
+            res.findings = epochs_vs_log(p, epoch_starts)
+        yield res
 
 
-def _epochs_vs_log(path: Path, epoch_starts: list[tuple[int, int]]) -> list[Finding]:
+def verify_segment_indexes(
+    log: Path, seg: SegmentReport | None, *, active: bool, present: set[str] | None = None
+) -> Iterator[FileResult]:
+    """The ``.index``, ``.timeindex`` and ``.txnindex`` of segment ``log``, checked against
+    its report (``present``: the suffixes known to exist, to spare a stat per file)."""
+    stem = log.name[: -len(LOG_SUFFIX)]
+    for suffix, kind in (
+        (INDEX_SUFFIX, "index"),
+        (TIME_INDEX_SUFFIX, "timeindex"),
+        (TXN_INDEX_SUFFIX, "txnindex"),
+    ):
+        ipath = log.with_name(stem + suffix)
+        if not (suffix in present if present is not None else ipath.exists()):
+            if suffix == INDEX_SUFFIX and seg is not None and seg.batches:
+                missing = Finding(
+                    str(ipath),
+                    None,
+                    None,
+                    None,
+                    "index_missing",
+                    "the segment has no offset index (Kafka rebuilds it by recovering the segment)",
+                    WARNING,
+                )
+                yield FileResult(str(ipath), "index", 0, [missing])
+            continue
+        if kind == "index":
+            f = verify_offset_index(ipath, seg, active=active)
+        elif kind == "timeindex":
+            f = verify_time_index(ipath, seg, active=active)
+        else:
+            f = verify_txn_index(ipath, seg)
+        yield FileResult(str(ipath), kind, ipath.stat().st_size, f)
+
+
+def partition_file_result(p: Path, segment_stems: set[str]) -> FileResult | None:
+    """The check of one non-segment file of a partition dir (orphan indexes, snapshots, the
+    leader-epoch checkpoint's structure, partition.metadata, leftovers of interrupted
+    operations); None for files with nothing to check (segments and their indexes)."""
+    n = p.name
+    if p.is_dir():
+        return None
+    if (
+        n.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX))
+        and n.split(".", 1)[0] not in segment_stems
+    ):
+        orphan = Finding(
+            str(p),
+            None,
+            None,
+            None,
+            "orphan_index",
+            "index file without its .log (Kafka deletes it)",
+            WARNING,
+        )
+        return FileResult(str(p), "index", p.stat().st_size, [orphan])
+    if n.endswith(SNAPSHOT_SUFFIX):
+        return FileResult(str(p), "snapshot", p.stat().st_size, verify_snapshot(p))
+    if n == LEADER_EPOCH_CHECKPOINT:
+        return FileResult(str(p), "checkpoint", p.stat().st_size, verify_checkpoint(p))
+    if n == PARTITION_METADATA:
+        return FileResult(str(p), "properties", p.stat().st_size, verify_properties(p))
+    if n.endswith(INTERRUPTED_SUFFIXES):
+        leftover = Finding(
+            str(p),
+            None,
+            None,
+            offset_from_file_name(p),
+            "interrupted_operation",
+            f"leftover {n.rsplit('.', 1)[1]} file from an interrupted deletion, cleaning or swap "
+            "(Kafka completes or rolls it back at start-up)",
+            WARNING,
+        )
+        return FileResult(str(p), "leftover", p.stat().st_size, [leftover])
+    return None
+
+
+_SPECIAL_DIR_MEANING = {
+    "delete": "partition directory scheduled for deletion",
+    "future": "replica being moved here by alter-log-dirs (a -future copy)",
+    "stray": "stray replica: not in the cluster metadata (kept, not deleted, by KRaft brokers)",
+}
+
+
+def log_dir_entry_result(p: Path) -> FileResult | None:
+    """The finding for a subdirectory of a log dir that is not a partition dir
+    (``-delete``/``-future``/``-stray`` dirs, unknown names); None for partition dirs
+    and for what Kafka itself ignores."""
+    if not p.is_dir() or p.name in IGNORED_DIRS:
+        return None
+    special = SPECIAL_DIR_RE.match(p.name)
+    if special:
+        kind = special.group("kind")
+        note = Finding(str(p), None, None, None, f"{kind}_dir", _SPECIAL_DIR_MEANING[kind], INFO)
+        return FileResult(str(p), "dir", 0, [note])
+    if PARTITION_DIR_RE.match(p.name) or p.name.startswith("."):
+        return None
+    unknown = Finding(
+        str(p), None, None, None, "unknown_dir", "directory name is not <topic>-<partition>", WARNING
+    )
+    return FileResult(str(p), "dir", 0, [unknown])
+
+
+def epochs_vs_log(path: Path, epoch_starts: list[tuple[int, int]]) -> list[Finding]:
     """Each leader epoch seen in the batches should start where the checkpoint says."""
     entries = C.decode_leader_epoch_checkpoint(_read_bytes(path))
     if not entries or not epoch_starts:
@@ -1062,7 +1088,7 @@ def _epochs_vs_log(path: Path, epoch_starts: list[tuple[int, int]]) -> list[Find
 
 
 def is_partition_dir(path: Path) -> bool:
-    return path.is_dir() and bool(_PARTITION_DIR.match(path.name)) and not _SPECIAL_DIR.match(path.name)
+    return path.is_dir() and bool(PARTITION_DIR_RE.match(path.name)) and not SPECIAL_DIR_RE.match(path.name)
 
 
 def is_log_dir(path: Path) -> bool:
@@ -1086,52 +1112,11 @@ def verify_log_dir(log_dir: str | os.PathLike, *, deep: bool = True) -> Iterator
         if p.exists():
             yield FileResult(str(p), "checkpoint", p.stat().st_size, verify_checkpoint(p))
     for p in sorted(root.iterdir()):
-        if not p.is_dir() or p.name in _IGNORED_DIRS:
-            continue
-        special = _SPECIAL_DIR.match(p.name)
-        if special:
-            kind = special.group("kind")
-            yield FileResult(
-                str(p),
-                "dir",
-                0,
-                [
-                    Finding(
-                        str(p),
-                        None,
-                        None,
-                        None,
-                        f"{kind}_dir",
-                        {
-                            "delete": "partition directory scheduled for deletion",
-                            "future": "replica being moved here by alter-log-dirs (a -future copy)",
-                            "stray": "stray replica: not in the cluster metadata (kept, not deleted, by KRaft brokers)",
-                        }[kind],
-                        INFO,
-                    )
-                ],
-            )
-            continue
-        if not _PARTITION_DIR.match(p.name):
-            if not p.name.startswith("."):
-                yield FileResult(
-                    str(p),
-                    "dir",
-                    0,
-                    [
-                        Finding(
-                            str(p),
-                            None,
-                            None,
-                            None,
-                            "unknown_dir",
-                            "directory name is not <topic>-<partition>",
-                            WARNING,
-                        )
-                    ],
-                )
-            continue
-        yield from verify_partition(p, deep=deep)
+        res = log_dir_entry_result(p)
+        if res is not None:
+            yield res
+        elif p.is_dir() and p.name not in IGNORED_DIRS and PARTITION_DIR_RE.match(p.name):
+            yield from verify_partition(p, deep=deep)
 
 
 def classify(path: Path) -> str:

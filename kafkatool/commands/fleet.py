@@ -1,0 +1,285 @@
+"""``kafkatool fleet``: fleet-wide scans of Kafka log dirs on Apache Spark."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from kafkatool.commands.common import (
+    EXIT_FINDINGS,
+    EXIT_OK,
+    JSON_HELP,
+    CommandError,
+    console,
+    emit_json,
+    err_console,
+    handle_errors,
+)
+
+SCAN_HELP = """Verify the log dirs of a whole fleet with Apache Spark (PySpark).
+
+The same checks as `kafkatool verify` (every batch's CRC and framing, every
+record unless --quick, offset/time/txn indexes against the log, snapshots,
+checkpoints, meta.properties, partition.metadata, overlapping segments, leader
+epochs against leader-epoch-checkpoint), plus what needs the whole fleet:
+offset gaps between consecutive segments, replica divergence (the copies of a
+partition on different brokers compared batch by batch over their common
+offset range: first diverging offset, leader epoch and CRC on each side),
+orphaned replicas (needs an "assignment" in the inventory), -delete/-future/
+-stray dirs, totals per partition and per broker, sizes per partition.
+
+Input: --inventory FLEET.json, an object {"brokers": {"1": {"host": ..,
+"rack": .., "log_dirs": [..]}}, "assignment": {"partitions": [{"topic",
+"partition", "replicas"}]}} (assignment optional), and/or LOGDIR... for a quick
+run.  A log dir's broker is its meta.properties broker.id (ZooKeeper) or
+node.id (KRaft); the inventory overrides it.
+
+Where it runs: embedded Spark (local[*], nothing to install) by default;
+--master spark://HOST:PORT, yarn or k8s://... for a cluster (the kafkatool
+package is zipped and shipped to the executors; its compiled dependencies
+must be installed there), or spark-submit the job module:
+`kafkatool fleet zip kafkatool.zip && spark-submit --py-files kafkatool.zip
+$(python -c 'import kafkatool.fleet.job as j; print(j.__file__)') --inventory
+FLEET.json --output out/`.  Every path must be readable by every executor
+under the same name: Spark may run any task on any executor, so broker-local
+disks work only when mounted on all executors (a shared mount or copies).
+
+Work is split by segment file, so one huge partition is many tasks.
+
+Output: the human summary, or --json: findings {"type": "finding", "broker",
+"log_dir", "topic", "partition", "file", "position", "end", "offset", "kind",
+"severity", "message"} (verify's kinds, plus offset_gap, orphaned_replica,
+missing_replica, unreadable), divergences {"type": "divergence", "topic", "partition",
+"brokers", "log_dirs", "offset", "epochs", "crcs", "base_offsets",
+"last_offsets"}, then {"type": "partition_size", "topic", "partition",
+"broker", "size"} per replica (orphans excluded), then a summary.  The
+--json output, or partition_sizes.jsonl, feeds `reassign generate --strategy
+size --sizes FILE` as is.  --output DIR receives
+Parquet tables segments/ (one row per segment), findings/, partitions/
+(per topic-partition), replicas/ (per partition copy), brokers/, gaps/,
+divergences/, plus
+partition_sizes.jsonl and summary.json.
+
+Read-only.  Exit status: 0 clean, 1 corruption (an error finding) or a
+divergence found (--fail-on warning: warnings too), 2 usage or input error."""
+
+
+def register(app: typer.Typer) -> None:
+    sub = typer.Typer(
+        name="fleet",
+        help="Fleet-wide scans of Kafka log dirs on Apache Spark.",
+        no_args_is_help=True,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    sub.command("scan", help=SCAN_HELP, short_help="Verify a fleet's log dirs with Spark.")(scan)
+    sub.command("zip", short_help="Write the kafkatool package as a zip for spark-submit --py-files.")(
+        make_zip
+    )
+    app.add_typer(sub, name="fleet", short_help="Fleet-wide scans on Apache Spark.")
+
+
+@handle_errors
+def make_zip(
+    dest: Path = typer.Argument(Path("kafkatool.zip"), metavar="FILE", help="Where to write the zip."),
+) -> None:
+    """Write the kafkatool package as a zip for `spark-submit --py-files` (written aside, then renamed)."""
+    from kafkatool.fleet.package import build_zip
+
+    path = build_zip(dest)
+    console.print(f"wrote {path}")
+
+
+@handle_errors
+def scan(
+    log_dirs: list[Path] = typer.Argument(
+        None, metavar="[LOGDIR]...", help="Log dirs to scan (besides the inventory's)."
+    ),
+    inventory: Path = typer.Option(
+        None, "--inventory", "-i", metavar="FLEET.json", help="The fleet inventory."
+    ),
+    master: str = typer.Option(
+        None,
+        "--master",
+        metavar="URL",
+        help="Spark master: local[N] (default local[*]), spark://..., yarn, k8s://...",
+    ),
+    output: Path = typer.Option(
+        None, "--output", "-o", metavar="DIR", help="Write Parquet tables and JSON here."
+    ),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    quick: bool = typer.Option(
+        False, "--quick", help="Check batch headers and CRCs only; skip record decoding (as verify --quick)."
+    ),
+    fail_on: str = typer.Option(
+        "error", "--fail-on", metavar="SEVERITY", help="Lowest finding severity that makes the exit status 1."
+    ),
+    conf: list[str] = typer.Option(
+        None, "--conf", metavar="KEY=VALUE", help="Extra Spark settings (repeatable)."
+    ),
+) -> None:
+    from kafkatool.fleet import inventory as I
+    from kafkatool.fleet import job
+
+    if fail_on not in ("error", "warning"):
+        raise typer.BadParameter("must be 'error' or 'warning'", param_hint="--fail-on")
+    if inventory is None and not log_dirs:
+        raise CommandError("give --inventory FLEET.json or one or more LOGDIR")
+    inv = I.load_inventory(inventory) if inventory is not None else I.Inventory([])
+    if log_dirs:
+        inv.log_dirs += I.from_paths([str(p) for p in log_dirs]).log_dirs
+    if master is None or master.startswith("local"):
+        for spec in inv.log_dirs:
+            if not Path(spec.path).is_dir():
+                raise FileNotFoundError(2, "No such log directory", spec.path)
+    extra = {}
+    for item in conf or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise typer.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--conf")
+        extra[key] = value
+    from pyspark.sql import SparkSession
+
+    # inside a running Spark application (a notebook, spark-submit): use its session, leave it running
+    owned = SparkSession.getActiveSession() is None
+    try:
+        spark = job.make_spark(master, conf=extra)
+    except Exception as exc:  # a missing java, a bad master URL: pyspark's own exception types
+        raise CommandError(f"cannot start Spark ({master or job.LOCAL_DEFAULT}): {_last_line(exc)}") from None
+    try:
+        res = job.run_scan(spark, inv, deep=not quick, output=str(output) if output is not None else None)
+    except Exception as exc:
+        if type(exc).__module__.startswith(("py4j", "pyspark")):
+            # a task failed on an executor (e.g. a path it cannot read): the root cause, in one line
+            raise CommandError(f"the Spark job failed: {_last_line(exc)}") from None
+        raise
+    finally:
+        if owned:
+            spark.stop()
+    if json_out:
+        for obj in job.json_lines(res):
+            emit_json(obj)
+    else:
+        _render(res, output)
+    raise typer.Exit(EXIT_FINDINGS if job.failed(res, fail_on) else EXIT_OK)
+
+
+def _last_line(exc: Exception) -> str:
+    """The innermost error of a Spark failure (the Python worker's traceback ends with it)."""
+    lines = [x.strip() for x in str(exc).splitlines() if x.strip()]
+    for x in reversed(lines):
+        if "Error:" in x or "Exception:" in x:
+            return x
+    return lines[-1] if lines else type(exc).__name__
+
+
+_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:,.1f} MB" if n >= 1e5 else f"{n:,} B"
+
+
+def _render(res, output: Path | None) -> None:
+    s = res.summary
+    t = Table(title="Brokers", header_style="bold")
+    for col in ("broker", "host", "rack", "partitions", "segments", "records", "size", "corrupt segments"):
+        t.add_column(col, justify="right" if col not in ("host", "rack") else "left")
+    for b in res.brokers:
+        t.add_row(
+            str(b["broker"]),
+            b["host"] or "",
+            b["rack"] or "",
+            str(b["partitions"]),
+            str(b["segments"]),
+            f"{b['records']:,}",
+            _mb(b["bytes"]),
+            f"[bold red]{b['corrupt_segments']}[/]" if b["corrupt_segments"] else "0",
+        )
+    console.print(t)
+    top = sorted(res.partitions, key=lambda p: -p["size"])[:10]
+    if top:
+        t = Table(title=f"Largest partitions (of {len(res.partitions)})", header_style="bold")
+        for col in ("partition", "replicas", "size", "records", "log end offsets"):
+            t.add_column(col)
+        for p in top:
+            leos = p["log_end_offsets"]
+            lag = "" if len(set(leos.values())) <= 1 else " [yellow](differ)[/]"
+            t.add_row(
+                f"{p['topic']}-{p['partition']}",
+                ",".join(str(b) for b in p["replicas"])
+                + (f" (+orphans {p['orphans']})" if p["orphans"] else ""),
+                _mb(p["size"]),
+                f"{p['records']:,}",
+                " ".join(f"{b}:{o}" for b, o in leos.items()) + lag,
+            )
+        console.print(t)
+    if res.corrupt_segments:
+        t = Table(title="Corrupt segments", header_style="bold")
+        for col in ("broker", "file", "size", "valid to byte", "damaged byte ranges"):
+            t.add_column(col, overflow="fold")
+        for c in res.corrupt_segments:
+            t.add_row(
+                str(c["broker"]),
+                c["file"],
+                str(c["bytes"]),
+                str(c["valid_end"]),
+                "; ".join(f"[{a}, {b}) {k}" for a, b, k in c["damage"]),
+            )
+        console.print(t)
+    if res.divergences:
+        t = Table(title="Replica divergence", header_style="bold")
+        for col in ("partition", "brokers", "first diverging offset", "epochs", "CRCs"):
+            t.add_column(col)
+        for d in res.divergences:
+            t.add_row(
+                f"{d['topic']}-{d['partition']}",
+                " vs ".join(str(b) for b in d["brokers"]),
+                str(d["offset"]),
+                " vs ".join(str(e) for e in d["epochs"]),
+                " vs ".join("-" if c is None else f"{c:#010x}" for c in d["crcs"]),
+            )
+        console.print(t)
+    if res.gaps:
+        t = Table(title="Offset gaps between segments", header_style="bold")
+        for col in ("broker", "partition", "missing offsets", "before file", "compacted"):
+            t.add_column(col, overflow="fold")
+        for g in res.gaps:
+            t.add_row(
+                str(g["broker"]),
+                f"{g['topic']}-{g['partition']}",
+                f"{g['from_offset']}..{g['to_offset']} ({g['missing']})",
+                g["file"],
+                "yes" if g["compacted"] else "no",
+            )
+        console.print(t)
+    if s["codecs"]:
+        total = sum(s["codecs"].values()) or 1
+        console.print(
+            "codecs (share of segment bytes): "
+            + ", ".join(
+                f"{c} {100 * n / total:.0f}%" for c, n in sorted(s["codecs"].items(), key=lambda x: -x[1])
+            )
+        )
+    for f in res.findings:
+        where = (f["file"] or f"{f['topic']}-{f['partition']}") + (
+            f" @ byte {f['position']}" if f["position"] is not None else ""
+        )
+        span = f" (to byte {f['end']})" if f["end"] is not None and f["position"] is not None else ""
+        off = f" offset {f['offset']}" if f["offset"] is not None else ""
+        console.print(
+            f"[{_STYLE[f['severity']]}]{f['severity']:7}[/] broker {f['broker']} {where}{span}{off}: "
+            f"[bold]{f['kind']}[/] {f['message']}"
+        )
+    bad = s["errors"] or s["divergent_partitions"]
+    status = "[bold red]problems found[/]" if bad else "[green]clean[/]"
+    console.print(
+        f"fleet scan: {s['log_dirs']} log dirs, {s['brokers']} brokers, {s['partitions']} partitions "
+        f"({s['replicas']} copies), {s['segments']} segments, {s['records']:,} records, {_mb(s['bytes'])}: "
+        f"{s['corrupt_segments']} corrupt segments, {s['divergent_partitions']} divergent partitions, "
+        f"{s['offset_gaps']} offset gaps, {s['orphaned_replicas']} orphaned replicas; "
+        f"{s['errors']} errors, {s['warnings']} warnings, {s['infos']} notes; {status}"
+    )
+    if output is not None:
+        err_console.print(f"Parquet tables and partition_sizes.jsonl written to {output}")

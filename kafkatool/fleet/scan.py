@@ -1,0 +1,276 @@
+"""The executor side of the fleet scan: list a log dir, verify one segment.
+
+Pure Python on top of :mod:`kafkatool.log.verify` (no pyspark here), so each
+step is testable without Spark and runs the very checks ``kafkatool verify``
+runs.  Work items and results are plain tuples/dicts that pickle small.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kafkatool.formats import checkpoint as C
+from kafkatool.formats import properties as P
+from kafkatool.formats import records as R
+from kafkatool.formats.errors import FormatError
+from kafkatool.log import verify as V
+from kafkatool.log.file_records import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    FileRecords,
+)
+
+# One batch of a replica, as compared across replicas: base offset, last offset,
+# partition leader epoch, CRC (v2: CRC-32C of attributes..end; v0/v1: the wrapper's CRC-32).
+BATCH_DIGEST = struct.Struct(">qqiI")
+# Batches are grouped into windows of this many offsets so that replica comparison
+# of one huge partition is spread over many tasks.
+DEFAULT_WINDOW = 1_000_000
+
+
+def finding_dict(f: V.Finding) -> dict:
+    return {
+        "file": f.file,
+        "position": f.position,
+        "end": f.end,
+        "offset": f.offset,
+        "kind": f.kind,
+        "severity": f.severity,
+        "message": f.message,
+    }
+
+
+@dataclass
+class Replica:
+    """Where a partition copy lives."""
+
+    broker: int | None
+    log_dir: str
+    topic: str
+    partition: int
+
+    @property
+    def key(self) -> tuple:
+        return (self.topic, self.partition, self.broker, self.log_dir)
+
+
+@dataclass
+class SegmentTask:
+    replica: Replica
+    path: str
+    size: int
+    active: bool
+    indexes: tuple[str, ...]  # which of index/timeindex/txnindex exist
+
+
+@dataclass
+class PartitionInfo:
+    """Per partition dir facts found while listing (small; travels to the aggregation)."""
+
+    replica: Replica
+    findings: list[dict] = field(default_factory=list)
+    epoch_checkpoint: list[tuple[int, int]] | None = None  # entries, if readable
+    epoch_checkpoint_file: str | None = None
+    cleaner_offset: int | None = None  # from the log dir's cleaner-offset-checkpoint (compacted topics)
+
+
+@dataclass
+class LogDirListing:
+    log_dir: str
+    broker: int | None
+    meta_broker: int | None
+    findings: list[dict]  # log-dir-level findings (meta.properties, checkpoints, stray/unknown dirs)
+    partitions: list[PartitionInfo]
+    segments: list[SegmentTask]
+
+
+def read_broker_id(log_dir: Path) -> int | None:
+    """``broker.id`` (ZooKeeper mode) or ``node.id`` (KRaft) from the log dir's meta.properties."""
+    p = log_dir / V.META_PROPERTIES
+    try:
+        data = p.read_bytes()
+    except FileNotFoundError:
+        return None
+    try:
+        return P.decode_meta_properties(data).node_id
+    except FormatError:
+        return None
+
+
+def list_log_dir(log_dir: str, broker_override: int | None = None) -> LogDirListing:
+    """Walk one log dir: its own files and every partition dir, without reading segments."""
+    root = Path(log_dir)
+    if not root.is_dir():
+        raise FileNotFoundError(2, "No such log directory", str(root))
+    meta_broker = read_broker_id(root)
+    broker = broker_override if broker_override is not None else meta_broker
+    findings: list[dict] = []
+    for name in (V.META_PROPERTIES,):
+        p = root / name
+        if p.exists():
+            findings += [finding_dict(f) for f in V.verify_properties(p)]
+    if broker_override is not None and meta_broker is not None and meta_broker != broker_override:
+        findings.append(
+            finding_dict(
+                V.Finding(
+                    str(root / V.META_PROPERTIES),
+                    None,
+                    None,
+                    None,
+                    "broker_id_overridden",
+                    f"meta.properties says broker {meta_broker}, the inventory says {broker_override} "
+                    "(the inventory wins)",
+                    V.INFO,
+                )
+            )
+        )
+    cleaner: dict[tuple[str, int], int] = {}
+    for name in V.OFFSET_CHECKPOINTS:
+        p = root / name
+        if p.exists():
+            found = V.verify_checkpoint(p)
+            findings += [finding_dict(f) for f in found]
+            if name == C.CLEANER_OFFSET_CHECKPOINT and not found:
+                cleaner = C.decode_offset_checkpoint(p.read_bytes())
+    partitions: list[PartitionInfo] = []
+    segments: list[SegmentTask] = []
+    for p in sorted(root.iterdir()):
+        res = V.log_dir_entry_result(p)
+        if res is not None:
+            # the same findings verify reports for stray, -delete, -future and unknown dirs
+            findings += [finding_dict(f) for f in res.findings]
+            continue
+        m = V.PARTITION_DIR_RE.match(p.name)
+        if not p.is_dir() or p.name in V.IGNORED_DIRS or m is None:
+            continue
+        rep = Replica(broker, str(root), m.group("topic"), int(m.group("partition")))
+        info, segs = list_partition(p, rep)
+        info.cleaner_offset = cleaner.get((rep.topic, rep.partition))
+        partitions.append(info)
+        segments += segs
+    return LogDirListing(str(root), broker, meta_broker, findings, partitions, segments)
+
+
+def list_partition(pdir: Path, rep: Replica) -> tuple[PartitionInfo, list[SegmentTask]]:
+    """Segment work items of one partition dir, and the checks of its other (small) files,
+    as verify_partition does them."""
+    info = PartitionInfo(rep)
+    logs = V.segment_files(pdir)
+    names = {p.name for p in pdir.iterdir()}
+    tasks = []
+    for n, log in enumerate(logs):
+        stem = log.name[: -len(LOG_SUFFIX)]
+        idx = tuple(s for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX) if stem + s in names)
+        tasks.append(SegmentTask(rep, str(log), log.stat().st_size, n == len(logs) - 1, idx))
+    stems = {p.name[: -len(LOG_SUFFIX)] for p in logs}
+    for p in sorted(pdir.iterdir()):
+        res = V.partition_file_result(p, stems)
+        if res is None:
+            continue
+        info.findings.extend(finding_dict(f) for f in res.findings)
+        if p.name == V.LEADER_EPOCH_CHECKPOINT and not res.findings:
+            # compared with the log's epochs in the aggregation, once every segment is scanned
+            info.epoch_checkpoint = C.decode_leader_epoch_checkpoint(p.read_bytes())
+            info.epoch_checkpoint_file = str(p)
+    return info, tasks
+
+
+def verify_segment_with_indexes(
+    path: str | os.PathLike, *, active: bool, indexes: tuple[str, ...] | None = None, deep: bool = True
+) -> tuple[V.SegmentReport, list[V.Finding]]:
+    """One segment and its .index/.timeindex/.txnindex, checked exactly as verify_partition
+    checks them; returns the report (layout arrays kept) and the index findings."""
+    log = Path(path)
+    seg = V.verify_segment(log, deep=deep)
+    present = set(indexes) if indexes is not None else None
+    out = [
+        f for res in V.verify_segment_indexes(log, seg, active=active, present=present) for f in res.findings
+    ]
+    return seg, out
+
+
+def batch_digests(path: str, seg: V.SegmentReport) -> list[tuple[int, int, int, int]]:
+    """(base offset, last offset, leader epoch, crc) of every valid batch verify found."""
+    out = []
+    with FileRecords(path) as fr:
+        buf = fr.buf
+        for k, pos in enumerate(seg.positions):
+            b = R.read_batch(buf, pos)
+            epoch = b.partition_leader_epoch if b.magic == 2 else -1
+            out.append((seg.first_offsets[k], seg.last_offsets[k], epoch, b.crc & 0xFFFFFFFF))
+    return out
+
+
+def pack_digests(digests) -> bytes:
+    return b"".join(BATCH_DIGEST.pack(*d) for d in digests)
+
+
+def unpack_digests(blob: bytes) -> list[tuple[int, int, int, int]]:
+    return list(BATCH_DIGEST.iter_unpack(blob))
+
+
+def scan_segment(task: SegmentTask, *, deep: bool = True, window: int = DEFAULT_WINDOW) -> tuple[dict, list]:
+    """Verify one segment with its indexes: the segment's table row, and its batch digests
+    grouped by offset window ``[(window, blob), ...]`` for the replica comparison."""
+    try:
+        seg, index_findings = verify_segment_with_indexes(
+            task.path, active=task.active, indexes=task.indexes, deep=deep
+        )
+    except OSError as exc:
+        row = _row(task, V.SegmentReport(task.path, V.offset_from_file_name(task.path)), [])
+        row["findings"] = [
+            {
+                "file": task.path,
+                "position": None,
+                "end": None,
+                "offset": None,
+                "kind": "unreadable",
+                "severity": V.ERROR,
+                "message": f"cannot read the segment on this executor: {exc.strerror or exc}",
+            }
+        ]
+        row["errors"] = 1
+        return row, []
+    row = _row(task, seg, index_findings)
+    windows: dict[int, list] = {}
+    for d in batch_digests(task.path, seg):
+        windows.setdefault(d[0] // window, []).append(d)
+    return row, [(w, pack_digests(ds)) for w, ds in sorted(windows.items())]
+
+
+def _row(task: SegmentTask, seg: V.SegmentReport, index_findings: list[V.Finding]) -> dict:
+    rep = task.replica
+    findings = [finding_dict(f) for f in seg.findings + index_findings]
+    st = seg.stats()
+    return {
+        "broker": rep.broker,
+        "log_dir": rep.log_dir,
+        "topic": rep.topic,
+        "partition": rep.partition,
+        "file": task.path,
+        "active": task.active,
+        "base_offset": st["base_offset"],
+        "first_offset": st["first_offset"],
+        "last_offset": st["last_offset"],
+        "batches": st["batches"],
+        "records": st["records"],
+        "bytes": st["size"],
+        "valid_end": st["valid_end"],
+        "codecs": st["codecs"],
+        "magics": st["magics"],
+        "min_timestamp": st["min_timestamp"],
+        "max_timestamp": st["max_timestamp"],
+        "producer_ids": st["producer_ids"],
+        "leader_epochs": st["leader_epochs"],
+        "epoch_starts": [list(e) for e in seg.epoch_starts],
+        # offset stretches this copy cannot vouch for: (last good offset, first offset after)
+        "damaged": [[before, after] for _s, _e, before, after in seg.damaged],
+        "findings": findings,
+        "errors": sum(f["severity"] == V.ERROR for f in findings),
+        "warnings": sum(f["severity"] == V.WARNING for f in findings),
+    }

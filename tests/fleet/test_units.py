@@ -1,0 +1,186 @@
+"""The fleet scan's pieces without Spark: inventory, listing, the per-segment task,
+aggregation, the replica comparison and the package zip."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from kafkatool.fleet import aggregate as A
+from kafkatool.fleet import inventory as I
+from kafkatool.fleet import scan as S
+from kafkatool.fleet.package import build_zip
+
+
+def test_inventory_forms_and_errors():
+    inv = I.parse_inventory(
+        '{"brokers": [{"id": 1, "host": "h1", "rack": "r1", "log_dirs": ["/a", "/b"]}, '
+        '{"id": "2", "log.dirs": "/c,/d"}], "assignment": {"partitions": '
+        '[{"topic": "t", "partition": 0, "replicas": [1, 2]}]}}'
+    )
+    assert [(d.path, d.broker) for d in inv.log_dirs] == [("/a", 1), ("/b", 1), ("/c", 2), ("/d", 2)]
+    assert inv.hosts[1] == ("h1", "r1") and inv.assignment == {("t", 0): [1, 2]}
+    with pytest.raises(I.InventoryError) as e:
+        I.parse_inventory('{"brokers": {"x": {"log_dirs": ["/a"]}}}')
+    assert "integer broker id" in str(e.value)
+    with pytest.raises(I.InventoryError, match="also listed"):
+        I.parse_inventory('{"brokers": {"1": {"log_dirs": ["/a"]}, "2": {"log_dirs": ["/a"]}}}')
+    with pytest.raises(I.InventoryError, match="non-empty list"):
+        I.parse_inventory('{"brokers": {"1": {"log_dirs": []}}}')
+    with pytest.raises(I.InventoryError) as e:
+        I.parse_inventory('{"brokers": ')
+    assert e.value.position == 12
+
+
+def _row(base, first, last, *, size=100, valid_end=None, batches=1, damaged=(), errors=0, name=None):
+    return {
+        "file": f"/d/t-0/{name or f'{base:020d}'}.log",
+        "base_offset": base,
+        "first_offset": first,
+        "last_offset": last,
+        "batches": batches,
+        "records": 0 if last is None else last - first + 1,
+        "bytes": size,
+        "valid_end": size if valid_end is None else valid_end,
+        "min_timestamp": None,
+        "max_timestamp": None,
+        "errors": errors,
+        "epoch_starts": [],
+        "damaged": list(damaged),
+    }
+
+
+def test_summarize_replica_gaps_overlaps_and_damage():
+    rows = [_row(200, 200, 299), _row(0, 0, 99), _row(100, 100, 149), _row(300, 290, 399)]
+    s = A.summarize_replica("t", 0, 1, "/d", rows)
+    kinds = sorted(f["kind"] for f in s.findings)
+    # 150..199 missing between segments 100 and 200; segment 300 starts inside segment 200
+    assert kinds == ["offset_gap", "segment_overlap"]
+    assert s.gaps[0]["from_offset"] == 150 and s.gaps[0]["to_offset"] == 199 and not s.gaps[0]["compacted"]
+    assert (s.first_offset, s.last_offset, s.segments) == (0, 399, 4)
+    assert s.unknown == [(150, 199)]  # the other copies' batches there are not a divergence
+    # compacted partitions have gaps by design: a note, not a warning
+    s = A.summarize_replica("t", 0, 1, "/d", rows[:3], cleaner_offset=150)
+    assert [f["severity"] for f in s.findings] == ["info"]
+    # a truncated tail in a middle segment: the next one is flagged, no gap, offsets unknown until it
+    rows = [_row(0, 0, 49, size=100, valid_end=60, damaged=[(49, None)], errors=1), _row(100, 100, 199)]
+    s = A.summarize_replica("t", 0, 1, "/d", rows)
+    assert [f["kind"] for f in s.findings] == ["after_damaged_segment"] and not s.gaps
+    assert s.unknown == [(50, 99)] and s.corrupt_segments == 1
+    s = A.summarize_replica("t", 0, 1, "/d", [_row(0, 0, 49, damaged=[(49, None)], errors=1)])
+    assert s.unknown == [(50, math.inf)]
+
+
+def test_epochs_vs_checkpoint(tmp_path):
+    from kafkatool.formats.checkpoint import encode_leader_epoch_checkpoint
+
+    ck = tmp_path / "leader-epoch-checkpoint"
+    ck.write_bytes(encode_leader_epoch_checkpoint([(0, 0), (1, 60), (2, 150), (3, 170)]))
+    rows = [_row(0, 0, 99), _row(100, 100, 199)]
+    rows[0]["epoch_starts"] = [[0, 0], [1, 60]]
+    rows[1]["epoch_starts"] = [[1, 100], [4, 150], [3, 160]]
+    s = A.summarize_replica("t", 0, 1, "/d", rows, [], str(ck))
+    # epoch 4 is not in the checkpoint; epoch 3 starts before the checkpoint says it does
+    assert [(f["kind"], f["offset"]) for f in s.findings] == [
+        ("leader_epoch_missing", 150),
+        ("leader_epoch_mismatch", 160),
+    ]
+
+
+def _d(base, last, epoch, crc):
+    return (base, last, epoch, crc)
+
+
+def test_compare_replicas():
+    same = [_d(0, 9, 0, 11), _d(10, 19, 0, 12), _d(20, 29, 1, 13)]
+    ext = A.ReplicaExtent(0, 29, [])
+    assert A.compare_replicas(same, list(same), ext, ext) is None
+    # diverges at 20: another epoch and CRC
+    other = same[:2] + [_d(20, 24, 2, 99)]
+    d = A.compare_replicas(same, other, ext, A.ReplicaExtent(0, 24, []))
+    assert d["offset"] == 20 and d["a"]["epoch"] == 1 and d["b"]["epoch"] == 2 and d["b"]["crc"] == 99
+    # only the common range counts: a longer or a retention-trimmed copy agrees
+    assert A.compare_replicas(same, same[:2], ext, A.ReplicaExtent(0, 19, [])) is None
+    assert A.compare_replicas(same, same[1:], ext, A.ReplicaExtent(10, 29, [])) is None
+    # a batch missing on one side (not damage): divergence
+    d = A.compare_replicas(same, [same[0], same[2]], ext, ext)
+    assert d["offset"] == 10 and d["b"]["base_offset"] == 20
+    # ... unless that copy cannot vouch for those offsets (its damage is reported as corruption)
+    assert A.compare_replicas(same, [same[0], same[2]], ext, A.ReplicaExtent(0, 29, [(10, 19)])) is None
+    # below the cleaner checkpoint, same-epoch batches may differ (each broker compacts on its own)
+    cleaned = [_d(0, 7, 0, 21), same[2]]
+    assert A.compare_replicas(same, cleaned, ext, A.ReplicaExtent(0, 29, [], cleaner_offset=20)) is None
+    d = A.compare_replicas(same, cleaned, ext, ext)
+    assert d is not None and d["offset"] == 0
+    # ... but not a batch of another epoch at the same offset
+    other_epoch = [_d(0, 9, 5, 11), *same[1:]]
+    d = A.compare_replicas(same, other_epoch, ext, A.ReplicaExtent(0, 29, [], cleaner_offset=20))
+    assert d["offset"] == 0 and d["b"]["epoch"] == 5
+
+
+def test_list_and_scan_segment_match_verify(tmp_path):
+    from fleet.fleetgen import build_fleet
+
+    from kafkatool.log import verify as V
+
+    f = build_fleet(tmp_path / "f", topics=[("t", 1, 1)], batches=8, damage=False)
+    log_dir = (
+        f.all_log_dirs()[0]
+        if (f.all_log_dirs()[0] / "t-0").exists()
+        else f.partition_dirs[("t", 0, 1)].parent
+    )
+    listing = S.list_log_dir(str(log_dir))
+    assert listing.broker == listing.meta_broker is not None and listing.findings == []
+    assert [t.path for t in listing.segments] == [str(p) for p in V.segment_files(log_dir / "t-0")]
+    assert [t.active for t in listing.segments][-1] is True and not listing.segments[0].active
+    # the override wins, noted
+    assert S.list_log_dir(str(log_dir), 42).findings[0]["kind"] == "broker_id_overridden"
+    task = listing.segments[0]
+    row, windows = S.scan_segment(task, window=5)
+    seg = V.verify_segment(task.path)
+    assert row["batches"] == seg.batches and row["bytes"] == seg.size and row["findings"] == []
+    digests = [d for _w, blob in windows for d in S.unpack_digests(blob)]
+    assert len(digests) == seg.batches and [w for w, _ in windows] == sorted({d[0] // 5 for d in digests})
+    assert all(d[2] in (0, 1) for d in digests)
+    # damage the segment: the same finding as verify, and the damaged batch has no digest
+    data = bytearray(open(task.path, "rb").read())
+    data[100] ^= 1
+    open(task.path, "wb").write(data)
+    row, windows = S.scan_segment(task)
+    assert [x["kind"] for x in row["findings"]] == [x.kind for x in V.verify_segment(task.path).findings]
+    assert row["errors"] == 1 and sum(len(S.unpack_digests(b)) for _w, b in windows) == seg.batches - 1
+
+
+def test_zip_imports_in_a_fresh_interpreter(tmp_path):
+    z = build_zip(tmp_path / "kafkatool.zip")
+    names = zipfile.ZipFile(z).namelist()
+    assert "kafkatool/fleet/job.py" in names and "kafkatool/__init__.py" in names
+    assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); "
+        "import kafkatool.fleet.job, kafkatool.fleet.scan, kafkatool.log.verify; "
+        "import kafkatool; print(kafkatool.__file__)"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(z)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip().startswith(str(z)), out.stdout
+
+
+def test_segment_gone_between_listing_and_scan_is_a_finding(tmp_path):
+    rep = S.Replica(1, str(tmp_path), "t", 0)
+    task = S.SegmentTask(rep, str(tmp_path / "t-0" / "00000000000000000000.log"), 10, True, (".index",))
+    row, windows = S.scan_segment(task)
+    assert windows == [] and row["errors"] == 1
+    assert row["findings"][0]["kind"] == "unreadable" and row["findings"][0]["severity"] == "error"
