@@ -288,7 +288,7 @@ def execute(
     if pinned:
         raise AssignError(
             f"{tp_str(pinned[0].tp)}: log_dirs pins need the AlterReplicaLogDirs API of a broker; "
-            '/admin/reassign_partitions carries replicas only (use "any")'
+            '/admin/reassign_partitions carries replicas only (use --bootstrap-server, or "any")'
         )
     brokers = read_brokers(zk)
     state = read_state(zk)

@@ -31,8 +31,9 @@ HELP = (
     "Plan and run partition reassignments (kafka-reassign-partitions, with better plans).\n\n"
     'Files are Kafka\'s JSON formats: topics-to-move {"version":1,"topics":[{"topic":"a"}]} and reassignment '
     '{"version":1,"partitions":[{"topic":"a","partition":0,"replicas":[1,2],"log_dirs":["any","any"]}]}. '
-    "Execution goes through ZooKeeper (--zookeeper host:port/chroot), the way ZK-mode controllers read "
-    "/admin/reassign_partitions."
+    "Execution goes through the brokers' admin API (--bootstrap-server host:port: AlterPartitionReassignments, "
+    "as Kafka's tool since 2.4) or through ZooKeeper (--zookeeper host:port/chroot), the way ZK-mode "
+    "controllers read /admin/reassign_partitions."
 )
 
 ZK_HELP = (
@@ -40,6 +41,11 @@ ZK_HELP = (
     "zookeeper.connect (env KAFKATOOL_ZOOKEEPER)."
 )
 ZK_TIMEOUT = 10.0
+BOOTSTRAP_HELP = (
+    "Brokers to bootstrap from: host:port[,host:port...]. Uses the admin API (KIP-455) instead of "
+    "ZooKeeper; give this or --zookeeper."
+)
+ADMIN_TIMEOUT = 10.0
 BROKER_LIST_HELP = (
     "Target brokers, in order: '0,1,2' or with racks '0:r1,1:r2,2:r1' (racks given here override "
     "the registrations). Kafka's placement takes brokers in this order (Kafka's --generate takes the "
@@ -55,17 +61,20 @@ SIZES_HELP = (
 
 
 def _library_errors(func: Callable) -> Callable:
-    """AssignError and ZkError -> one-line CommandError (exit 2)."""
+    """AssignError, ZkError and KafkaAdminError -> one-line CommandError (exit 2)."""
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         from kafkatool.assign.errors import AssignError
+        from kafkatool.assign.kafka_client import KafkaAdminError
         from kafkatool.zk.client import ZkError
 
         try:
             return func(*args, **kwargs)
         except (AssignError, ZkError) as exc:
             raise CommandError(str(exc)) from None
+        except KafkaAdminError as exc:
+            raise CommandError(f"{exc}") from None
 
     return wrapper
 
@@ -99,6 +108,33 @@ def _connect(zookeeper: str | None) -> Iterator:
 
     with connect(zookeeper, ZK_TIMEOUT) as zk:
         yield zk
+
+
+@contextlib.contextmanager
+def _admin(bootstrap_server: str) -> Iterator:
+    from kafkatool.assign.kafka_client import KafkaAdmin
+
+    with KafkaAdmin(bootstrap_server, timeout=ADMIN_TIMEOUT) as admin:
+        yield admin
+
+
+def _use_api(zookeeper: str | None, bootstrap_server: str | None) -> bool:
+    """True for the admin API.  A --zookeeper that only came from KAFKATOOL_ZOOKEEPER yields
+    to an explicit --bootstrap-server."""
+    if bootstrap_server is None:
+        if zookeeper is None:
+            raise CommandError(
+                "--zookeeper host:port[/chroot] is required (or set KAFKATOOL_ZOOKEEPER), "
+                "or --bootstrap-server host:port for the admin API"
+            )
+        return False
+    if zookeeper is not None and zookeeper != os.environ.get("KAFKATOOL_ZOOKEEPER"):
+        raise CommandError("give --zookeeper or --bootstrap-server, not both")
+    return True
+
+
+def _bootstrap_option(extra_help: str = ""):
+    return typer.Option(None, "--bootstrap-server", "-b", help=BOOTSTRAP_HELP + extra_help)
 
 
 def _zk_option(extra_help: str = ""):
@@ -184,6 +220,9 @@ def generate(
     ),
     broker_list: str = typer.Option(..., "--broker-list", help=BROKER_LIST_HELP),
     zookeeper: str | None = _zk_option(" Source of the current assignment and racks."),
+    bootstrap_server: str | None = _bootstrap_option(
+        " Source of the current assignment and racks (Metadata)."
+    ),
     current_file: Path | None = typer.Option(
         None,
         "--current",
@@ -228,6 +267,7 @@ def _generate(
     topics_to_move_json_file,
     broker_list,
     zookeeper,
+    bootstrap_server,
     current_file,
     strategy,
     sizes_file,
@@ -242,8 +282,10 @@ def _generate(
 
     if strategy not in ("kafka", "minimal", "size"):
         raise CommandError(f"--strategy must be kafka, minimal or size, not {strategy!r}")
-    if (zookeeper is None) == (current_file is None):
-        raise CommandError("give exactly one of --zookeeper and --current")
+    if bootstrap_server is not None and zookeeper == os.environ.get("KAFKATOOL_ZOOKEEPER"):
+        zookeeper = None  # only from the environment: the explicit option wins
+    if sum(x is not None for x in (zookeeper, bootstrap_server, current_file)) != 1:
+        raise CommandError("give exactly one of --zookeeper, --bootstrap-server and --current")
     if strategy == "size" and sizes_file is None:
         raise CommandError("--strategy size needs --sizes FILE")
     if strategy != "kafka" and (seed is not None or start_index is not None):
@@ -256,12 +298,19 @@ def _generate(
     wanted = parse_broker_list(broker_list)
     sizes = formats.parse_sizes(_read(sizes_file), str(sizes_file)) if sizes_file else None
     other_racks: dict[int, str | None] = {}
-    if zookeeper is not None:
-        from kafkatool.assign import zk_reassign
+    if zookeeper is not None or bootstrap_server is not None:
+        if zookeeper is not None:
+            from kafkatool.assign import zk_reassign
 
-        with _connect(zookeeper) as zk:
-            registered = zk_reassign.read_brokers(zk)
-            current = zk_reassign.read_current(zk, topics)
+            with _connect(zookeeper) as zk:
+                registered = zk_reassign.read_brokers(zk)
+                current = zk_reassign.read_current(zk, topics)
+        else:
+            from kafkatool.assign import api_reassign
+
+            with _admin(bootstrap_server) as admin:
+                current = api_reassign.read_current(admin, topics)
+                registered = api_reassign.read_brokers(admin.metadata_cached())
         unknown = [b.id for b in wanted if b.id not in registered]
         if unknown:
             raise CommandError(
@@ -537,11 +586,13 @@ def execute(
         ..., "--reassignment-json-file", help="The reassignment to start."
     ),
     zookeeper: str | None = _zk_option(),
+    bootstrap_server: str | None = _bootstrap_option(),
     additional: bool = typer.Option(
         False,
         "--additional",
         help="Proceed although reassignments are in flight (through ZooKeeper only the throttle of the "
-        "in-flight /admin/reassign_partitions can change: resubmit the same file).",
+        "in-flight /admin/reassign_partitions can change: resubmit the same file; through the API a new "
+        "target replaces the in-flight one, and resubmitting the same file changes the throttle).",
     ),
     throttle: int = typer.Option(
         -1,
@@ -551,39 +602,93 @@ def execute(
         "and records them so that verify/cancel clear them. Must exceed the moving partitions' ingest "
         "rate or the move never converges.",
     ),
+    replica_alter_log_dirs_throttle: int = typer.Option(
+        -1,
+        "--replica-alter-log-dirs-throttle",
+        help="Throttle in B/s of moves between log dirs of one broker (log_dirs pins, --bootstrap-server "
+        "only): sets replica.alter.log.dirs.io.max.bytes.per.second on the brokers with pins.",
+    ),
+    timeout: int = typer.Option(
+        10000,
+        "--timeout",
+        help="Milliseconds to keep retrying the start of log dir moves while the replica does not exist "
+        "on its broker yet (--bootstrap-server), as Kafka's tool.",
+    ),
     dry_run: bool = typer.Option(
         False, "--dry-run", help="Validate and show what would be written; write nothing."
     ),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
-    """Start a reassignment through ZooKeeper.
+    """Start a reassignment through the admin API or ZooKeeper.
 
-    Creates /admin/reassign_partitions in one atomic ZooKeeper multi-op with the throttle configs and their change notifications. Prints the current assignment to keep for rollback.
+    With --bootstrap-server: the throttles are SET with IncrementalAlterConfigs (topic *.throttled.replicas lists, broker rates), then AlterPartitionReassignments goes to the controller, and log_dirs pins start with AlterReplicaLogDirs, as Kafka's tool does. With --zookeeper: creates /admin/reassign_partitions in one atomic ZooKeeper multi-op with the throttle configs and their change notifications. Either way the throttles set are recorded so that verify/cancel clear them, and the current assignment is printed to keep for rollback.
     """
     _execute(**locals())
 
 
 @handle_errors
 @_library_errors
-def _execute(reassignment_json_file, zookeeper, additional, throttle, dry_run, as_json) -> None:
-    from kafkatool.assign import formats, zk_reassign
+def _execute(
+    reassignment_json_file,
+    zookeeper,
+    bootstrap_server,
+    additional,
+    throttle,
+    replica_alter_log_dirs_throttle,
+    timeout,
+    dry_run,
+    as_json,
+) -> None:
+    from kafkatool.assign import formats
 
+    if timeout <= 0:
+        raise CommandError(f"--timeout must be > 0 ms, not {timeout}")
     targets = formats.parse_reassignment(_read(reassignment_json_file), str(reassignment_json_file))
-    with _connect(zookeeper) as zk:
-        result = zk_reassign.execute(
-            zk, targets, additional=additional, throttle=throttle if throttle >= 0 else None, dry_run=dry_run
-        )
+    log_dir_rate = replica_alter_log_dirs_throttle if replica_alter_log_dirs_throttle >= 0 else None
+    if _use_api(zookeeper, bootstrap_server):
+        from kafkatool.assign import api_reassign
+
+        with _admin(bootstrap_server) as admin:
+            result = api_reassign.execute(
+                admin,
+                targets,
+                additional=additional,
+                throttle=throttle if throttle >= 0 else None,
+                log_dir_throttle=log_dir_rate,
+                timeout=timeout / 1000,
+                dry_run=dry_run,
+            )
+    else:
+        from kafkatool.assign import zk_reassign
+
+        if log_dir_rate is not None:
+            raise CommandError("--replica-alter-log-dirs-throttle needs --bootstrap-server (log dir moves)")
+        with _connect(zookeeper) as zk:
+            result = zk_reassign.execute(
+                zk,
+                targets,
+                additional=additional,
+                throttle=throttle if throttle >= 0 else None,
+                dry_run=dry_run,
+            )
+    pins = getattr(result, "log_dirs", {})
     if as_json:
-        emit_json(
-            {
-                "type": "execute",
-                "dry_run": dry_run,
-                "rollback": _assignment_doc(result.current),
-                "submitted": _assignment_doc(result.submitted) if result.submitted else None,
-                "throttles_only": result.throttles_only,
-                "throttles": result.throttles.to_dict(),
-            }
-        )
+        obj = {
+            "type": "execute",
+            "dry_run": dry_run,
+            "rollback": _assignment_doc(result.current),
+            "submitted": _assignment_doc(result.submitted) if result.submitted else None,
+            "throttles_only": result.throttles_only,
+            "throttles": result.throttles.to_dict(),
+        }
+        if bootstrap_server is not None:
+            obj["log_dirs"] = [
+                {"topic": t, "partition": p, "broker": b, "log_dir": d}
+                for (t, p), by_broker in sorted(pins.items())
+                for b, d in sorted(by_broker.items())
+            ]
+            obj["throttle_record"] = getattr(result, "record", None)
+        emit_json(obj)
         return
     print(
         "Current partition replica assignment\n\n"
@@ -596,6 +701,9 @@ def _execute(reassignment_json_file, zookeeper, additional, throttle, dry_run, a
         )
         verb = "would be" if dry_run else "was"
         print(f"The inter-broker throttle limit {verb} set to {throttle} B/s")
+    if log_dir_rate is not None and pins:
+        verb = "would be" if dry_run else "was"
+        print(f"The replica-alter-dir throttle limit {verb} set to {log_dir_rate} B/s")
     names = ",".join(f"{t}-{p}" for t, p in sorted(result.submitted))
     if dry_run:
         console.print("Dry run: nothing written.")
@@ -609,6 +717,10 @@ def _execute(reassignment_json_file, zookeeper, additional, throttle, dry_run, a
         print(
             f"Successfully started partition reassignment{'s' if len(result.submitted) != 1 else ''} for {names}"
         )
+    moves = [f"{t}-{p}-{b}" for (t, p), by_broker in sorted(pins.items()) for b in sorted(by_broker)]
+    if moves:
+        verb = "Would start" if dry_run else "Successfully started"
+        print(f"{verb} log directory move{'s' if len(moves) != 1 else ''} for: {','.join(moves)}")
 
 
 # ---------------------------------------------------------------- verify
@@ -619,6 +731,7 @@ def verify(
         ..., "--reassignment-json-file", help="The reassignment to check."
     ),
     zookeeper: str | None = _zk_option(),
+    bootstrap_server: str | None = _bootstrap_option(),
     preserve_throttles: bool = typer.Option(False, "--preserve-throttles", help="Do not clear throttles."),
     dry_run: bool = typer.Option(
         False, "--dry-run", help="Report which throttles would be cleared; write nothing."
@@ -634,12 +747,24 @@ def verify(
 
 @handle_errors
 @_library_errors
-def _verify(reassignment_json_file, zookeeper, preserve_throttles, dry_run, as_json) -> None:
-    from kafkatool.assign import formats, zk_reassign
+def _verify(
+    reassignment_json_file, zookeeper, bootstrap_server, preserve_throttles, dry_run, as_json
+) -> None:
+    from kafkatool.assign import formats
 
     targets = formats.parse_reassignment(_read(reassignment_json_file), str(reassignment_json_file))
-    with _connect(zookeeper) as zk:
-        result = zk_reassign.verify(zk, targets, preserve_throttles=preserve_throttles, dry_run=dry_run)
+    if _use_api(zookeeper, bootstrap_server):
+        from kafkatool.assign import api_reassign
+
+        with _admin(bootstrap_server) as admin:
+            result = api_reassign.verify(
+                admin, targets, preserve_throttles=preserve_throttles, dry_run=dry_run
+            )
+    else:
+        from kafkatool.assign import zk_reassign
+
+        with _connect(zookeeper) as zk:
+            result = zk_reassign.verify(zk, targets, preserve_throttles=preserve_throttles, dry_run=dry_run)
     cleared = result.cleared
     if as_json:
         for s in result.statuses:
@@ -651,6 +776,19 @@ def _verify(reassignment_json_file, zookeeper, preserve_throttles, dry_run, as_j
                     "status": s.status,
                     "current": s.current,
                     "target": s.target,
+                }
+            )
+        for m in getattr(result, "moves", []):
+            emit_json(
+                {
+                    "type": "log_dir",
+                    "topic": m.tp[0],
+                    "partition": m.tp[1],
+                    "broker": m.broker,
+                    "status": m.status,
+                    "current": m.current,
+                    "future": m.future,
+                    "target": m.target,
                 }
             )
         emit_json(
@@ -672,6 +810,11 @@ def _verify(reassignment_json_file, zookeeper, preserve_throttles, dry_run, as_j
         print("Status of partition reassignment:")
         for s in result.statuses:
             print(s.message())
+        moves = getattr(result, "moves", [])
+        if moves:
+            print("Reassignment of replicas between log dirs:")  # Kafka: "Status of replica movement"
+            for m in moves:
+                print(m.message())
         if cleared is not None:
             if cleared.skipped_reason:
                 print(f"Throttles kept: {cleared.skipped_reason}.")
@@ -695,25 +838,38 @@ def cancel(
         ..., "--reassignment-json-file", help="The reassignment whose in-flight partitions to cancel."
     ),
     zookeeper: str | None = _zk_option(),
+    bootstrap_server: str | None = _bootstrap_option(),
     preserve_throttles: bool = typer.Option(False, "--preserve-throttles", help="Do not clear throttles."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be reverted; write nothing."),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Cancel the in-flight partitions of a reassignment.
 
-    Reverts their topic znodes to the original replicas, drops them from /admin/reassign_partitions and deletes /controller so that the next controller loads the reverted state (ZK-mode controllers take no cancel through ZooKeeper), all in one multi-op; then clears the throttles. Replicas already created on the adding brokers are listed: ZK-mode brokers do not delete them.
+    With --bootstrap-server: sends a null target for each (AlterPartitionReassignments): the controller reverts them to their original replicas and deletes the adding ones. With --zookeeper: reverts their topic znodes to the original replicas, drops them from /admin/reassign_partitions and deletes /controller so that the next controller loads the reverted state (ZK-mode controllers take no cancel through ZooKeeper), all in one multi-op; then clears the throttles. Replicas already created on the adding brokers are listed: ZK-mode brokers do not delete them.
     """
     _cancel(**locals())
 
 
 @handle_errors
 @_library_errors
-def _cancel(reassignment_json_file, zookeeper, preserve_throttles, dry_run, as_json) -> None:
-    from kafkatool.assign import formats, zk_reassign
+def _cancel(
+    reassignment_json_file, zookeeper, bootstrap_server, preserve_throttles, dry_run, as_json
+) -> None:
+    from kafkatool.assign import formats
 
     targets = formats.parse_reassignment(_read(reassignment_json_file), str(reassignment_json_file))
-    with _connect(zookeeper) as zk:
-        result = zk_reassign.cancel(zk, targets, preserve_throttles=preserve_throttles, dry_run=dry_run)
+    if _use_api(zookeeper, bootstrap_server):
+        from kafkatool.assign import api_reassign
+
+        with _admin(bootstrap_server) as admin:
+            result = api_reassign.cancel(
+                admin, targets, preserve_throttles=preserve_throttles, dry_run=dry_run
+            )
+    else:
+        from kafkatool.assign import zk_reassign
+
+        with _connect(zookeeper) as zk:
+            result = zk_reassign.cancel(zk, targets, preserve_throttles=preserve_throttles, dry_run=dry_run)
     cleared = result.cleared
     if as_json:
         emit_json(
@@ -728,6 +884,10 @@ def _cancel(reassignment_json_file, zookeeper, preserve_throttles, dry_run, as_j
                     {"topic": t, "partition": p, "brokers": r} for (t, p), r in sorted(result.stray.items())
                 ],
                 "controller_moved": result.controller_moved,
+                "cancelled_log_dir_moves": [
+                    {"topic": tp[0], "partition": tp[1], "broker": b, "log_dir": d}
+                    for tp, b, d in getattr(result, "cancelled_moves", [])
+                ],
                 "throttles_cleared": None
                 if cleared is None
                 else {
@@ -754,6 +914,10 @@ def _cancel(reassignment_json_file, zookeeper, preserve_throttles, dry_run, as_j
             )
     else:
         print("None of the specified partition reassignments are active.")
+    stopped = [f"{tp[0]}-{tp[1]}-{b}" for tp, b, _d in getattr(result, "cancelled_moves", [])]
+    if stopped:
+        verb = "Would cancel" if dry_run else "Successfully cancelled"
+        print(f"{verb} log directory move{'s' if len(stopped) != 1 else ''} for: {','.join(stopped)}")
     if cleared is not None:
         if cleared.skipped_reason:
             print(f"Throttles kept: {cleared.skipped_reason}.")
@@ -769,22 +933,29 @@ def _cancel(reassignment_json_file, zookeeper, preserve_throttles, dry_run, as_j
 
 def list_(
     zookeeper: str | None = _zk_option(),
+    bootstrap_server: str | None = _bootstrap_option(),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """List the reassignments in flight.
 
-    Partitions whose topic znode lists adding/removing replicas, and the entries of /admin/reassign_partitions the controller has not started yet.
+    With --bootstrap-server: ListPartitionReassignments of the whole cluster. With --zookeeper: partitions whose topic znode lists adding/removing replicas, and the entries of /admin/reassign_partitions the controller has not started yet.
     """
     _list(**locals())
 
 
 @handle_errors
 @_library_errors
-def _list(zookeeper, as_json) -> None:
-    from kafkatool.assign import zk_reassign
+def _list(zookeeper, bootstrap_server, as_json) -> None:
+    if _use_api(zookeeper, bootstrap_server):
+        from kafkatool.assign import api_reassign
 
-    with _connect(zookeeper) as zk:
-        items, _ = zk_reassign.list_reassignments(zk)
+        with _admin(bootstrap_server) as admin:
+            items = api_reassign.list_reassignments(admin)
+    else:
+        from kafkatool.assign import zk_reassign
+
+        with _connect(zookeeper) as zk:
+            items, _ = zk_reassign.list_reassignments(zk)
     if as_json:
         for it in items:
             emit_json(

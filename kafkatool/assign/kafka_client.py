@@ -1,0 +1,324 @@
+"""A small blocking admin client on the project's own protocol codec.
+
+Enough of Java's AdminClient for reassignments: bootstrap over a list of
+``host:port``, ApiVersions on every connection (KIP-511 downgrade), the
+highest version both sides serve for each request, Metadata for brokers,
+controller and partitions, one connection per node, correlation ids checked,
+and a deadline on every socket operation.  Errors are :class:`KafkaAdminError`
+with Kafka's error code names, one line each.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from dataclasses import dataclass, field
+
+from kafkatool.formats.schema import Message, SchemaDecodeError
+from kafkatool.protocol.apis import API_BY_KEY
+from kafkatool.protocol.errors import ErrorCode
+from kafkatool.protocol.framing import encode_request, parse_response
+
+API_VERSIONS, METADATA = 18, 3
+DEFAULT_TIMEOUT = 10.0
+#: an unreachable broker is given up on sooner than a slow answer
+CONNECT_TIMEOUT = 5.0
+CLIENT_ID = "kafkatool-reassign"
+_SIZE = struct.Struct(">i")
+#: versions this client fills correctly (request fields it sets exist in all of them)
+CLIENT_MAX = {
+    METADATA: 12,
+    32: 4,  # DescribeConfigs
+    44: 1,  # IncrementalAlterConfigs
+    45: 0,  # AlterPartitionReassignments
+    46: 0,  # ListPartitionReassignments
+    34: 2,  # AlterReplicaLogDirs
+    35: 4,  # DescribeLogDirs
+}
+
+
+class KafkaAdminError(Exception):
+    """A failed admin operation; ``code`` is Kafka's error code when the broker sent one."""
+
+    def __init__(self, message: str, code: int | None = None):
+        super().__init__(message)
+        self.code = code
+
+
+def error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"error code {code}"
+
+
+def describe_error(code: int, message: str | None = None) -> str:
+    text = error_name(code)
+    return f"{text}: {message}" if message else text
+
+
+def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
+    out = []
+    for item in bootstrap.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        host, sep, port = item.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise KafkaAdminError(f"--bootstrap-server: {item!r} is not host:port")
+        out.append((host.strip("[]"), int(port)))
+    if not out:
+        raise KafkaAdminError("--bootstrap-server: no host:port given")
+    return out
+
+
+class Connection:
+    """One socket to one broker, with the API versions it advertised."""
+
+    def __init__(self, host: str, port: int, *, timeout: float, client_id: str = CLIENT_ID):
+        self.address = f"{host}:{port}"
+        self.timeout = timeout
+        self.client_id = client_id
+        self._correlation = 0
+        connect_timeout = min(timeout, CONNECT_TIMEOUT)
+        try:
+            self.sock = socket.create_connection((host, port), timeout=connect_timeout)
+        except TimeoutError:
+            raise KafkaAdminError(f"{self.address}: no connection within {connect_timeout:g}s") from None
+        except OSError as exc:
+            raise KafkaAdminError(f"{self.address}: cannot connect: {exc.strerror or exc}") from None
+        self.sock.settimeout(timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.versions: dict[int, tuple[int, int]] = {}
+        try:
+            self._negotiate()
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    # -- framing ----------------------------------------------------------------------------------
+
+    def _recv_exact(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            try:
+                chunk = self.sock.recv(n - len(buf))
+            except TimeoutError:
+                raise KafkaAdminError(f"{self.address}: no response within {self.timeout:g}s") from None
+            except OSError as exc:
+                raise KafkaAdminError(f"{self.address}: connection lost: {exc.strerror or exc}") from None
+            if not chunk:
+                raise KafkaAdminError(f"{self.address}: the broker closed the connection")
+            buf += chunk
+        return bytes(buf)
+
+    def _roundtrip(self, api_key: int, version: int, body: Message) -> Message:
+        self._correlation += 1
+        corr = self._correlation
+        frame = encode_request(api_key, version, corr, self.client_id, body)
+        try:
+            self.sock.sendall(frame)
+        except OSError as exc:
+            raise KafkaAdminError(f"{self.address}: cannot send: {exc.strerror or exc}") from None
+        (size,) = _SIZE.unpack(self._recv_exact(4))
+        if size < 4:
+            raise KafkaAdminError(f"{self.address}: response frame of {size} bytes")
+        payload = self._recv_exact(size)
+        name = API_BY_KEY[api_key].name
+        try:
+            try:
+                got, resp = parse_response(payload, api_key, version)
+            except SchemaDecodeError:
+                if api_key != API_VERSIONS or version == 0:
+                    raise
+                # an UNSUPPORTED_VERSION answer is a v0 body whatever we asked (KIP-511), as Java reads it
+                got, resp = parse_response(payload, api_key, 0)
+        except SchemaDecodeError as exc:
+            raise KafkaAdminError(f"{self.address}: undecodable {name} v{version} response: {exc}") from None
+        if got != corr:
+            raise KafkaAdminError(
+                f"{self.address}: {name} response has correlation id {got}, expected {corr}"
+            )
+        return resp
+
+    # -- versions ---------------------------------------------------------------------------------
+
+    def _negotiate(self) -> None:
+        """ApiVersions at our newest version; on UNSUPPORTED_VERSION retry at the broker's max (or v0)."""
+        info = API_BY_KEY[API_VERSIONS]
+        version = info.max_version  # the newest we know (v4, as Java 3.9+); KIP-511 downgrades
+        for _ in range(3):
+            req = info.request(client_software_name="kafkatool", client_software_version="1.0")
+            resp = self._roundtrip(API_VERSIONS, version, req)
+            if resp.error_code == ErrorCode.UNSUPPORTED_VERSION:
+                entry = next((k for k in resp.api_keys or [] if k.api_key == API_VERSIONS), None)
+                version = min(version - 1, entry.max_version) if entry is not None else 0
+                if version < 0:
+                    break
+                continue
+            if resp.error_code:
+                raise KafkaAdminError(
+                    f"{self.address}: ApiVersions failed: {describe_error(resp.error_code)}"
+                )
+            self.versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+            return
+        raise KafkaAdminError(f"{self.address}: no ApiVersions version in common with the broker")
+
+    def version_for(self, api_key: int) -> int:
+        """The highest version of ``api_key`` both sides serve."""
+        info = API_BY_KEY[api_key]
+        ours = (info.min_version, min(info.max_version, CLIENT_MAX.get(api_key, info.max_version)))
+        theirs = self.versions.get(api_key)
+        if theirs is None:
+            raise KafkaAdminError(
+                f"{self.address}: the broker does not support {info.name} (API key {api_key})",
+                ErrorCode.UNSUPPORTED_VERSION,
+            )
+        lo, hi = max(ours[0], theirs[0]), min(ours[1], theirs[1])
+        if lo > hi:
+            raise KafkaAdminError(
+                f"{self.address}: no common {info.name} version (broker {theirs[0]}-{theirs[1]}, "
+                f"client {ours[0]}-{ours[1]})",
+                ErrorCode.UNSUPPORTED_VERSION,
+            )
+        return hi
+
+    def request(self, api_key: int, body: Message, version: int | None = None) -> Message:
+        return self._roundtrip(api_key, self.version_for(api_key) if version is None else version, body)
+
+
+@dataclass
+class PartitionInfo:
+    leader: int
+    replicas: list[int]
+    isr: list[int]
+    offline: list[int]
+    error: int = 0
+
+
+@dataclass
+class ClusterMetadata:
+    cluster_id: str | None
+    controller_id: int
+    brokers: dict[int, tuple[str, int, str | None]]  # id -> (host, port, rack)
+    topics: dict[str, dict[int, PartitionInfo]] = field(default_factory=dict)
+    topic_errors: dict[str, int] = field(default_factory=dict)
+
+    def assignment(self) -> dict[tuple[str, int], list[int]]:
+        return {(t, p): list(i.replicas) for t, parts in self.topics.items() for p, i in parts.items()}
+
+
+class KafkaAdmin:
+    """Bootstrap + one connection per node id; use as a context manager."""
+
+    def __init__(self, bootstrap: str, *, timeout: float = DEFAULT_TIMEOUT, client_id: str = CLIENT_ID):
+        self.servers = parse_bootstrap(bootstrap)
+        self.timeout = timeout
+        self.client_id = client_id
+        self._bootstrap: Connection | None = None
+        self._nodes: dict[int, Connection] = {}
+        self._meta: ClusterMetadata | None = None
+
+    def __enter__(self) -> KafkaAdmin:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for c in {id(c): c for c in [self._bootstrap, *self._nodes.values()] if c is not None}.values():
+            c.close()
+        self._nodes.clear()
+        self._bootstrap = None
+
+    def _any(self) -> Connection:
+        if self._bootstrap is not None:
+            return self._bootstrap
+        errors = []
+        for host, port in self.servers:
+            try:
+                self._bootstrap = Connection(host, port, timeout=self.timeout, client_id=self.client_id)
+                return self._bootstrap
+            except KafkaAdminError as exc:
+                errors.append(str(exc))
+        raise KafkaAdminError("no bootstrap server reachable: " + "; ".join(errors))
+
+    def node(self, node_id: int) -> Connection:
+        conn = self._nodes.get(node_id)
+        if conn is not None:
+            return conn
+        meta = self.metadata_cached()
+        if node_id not in meta.brokers:
+            raise KafkaAdminError(f"broker {node_id} is not in the cluster metadata")
+        host, port, _rack = meta.brokers[node_id]
+        boot = self._any()
+        if boot.address == f"{host}:{port}":
+            conn = boot
+        else:
+            conn = Connection(host, port, timeout=self.timeout, client_id=self.client_id)
+        self._nodes[node_id] = conn
+        return conn
+
+    def controller(self) -> Connection:
+        """The node Java's admin sends controller requests to (Metadata's controller_id)."""
+        meta = self.metadata_cached()
+        if meta.controller_id < 0:
+            raise KafkaAdminError(
+                "the cluster reports no controller (controller_id -1)", ErrorCode.NOT_CONTROLLER
+            )
+        return self.node(meta.controller_id)
+
+    def request(self, api_key: int, body: Message, node_id: int | None = None) -> Message:
+        conn = self._any() if node_id is None else self.node(node_id)
+        return conn.request(api_key, body)
+
+    # -- Metadata ---------------------------------------------------------------------------------
+
+    def metadata_cached(self) -> ClusterMetadata:
+        return self._meta if self._meta is not None else self.metadata()
+
+    def metadata(self, topics: list[str] | None = None) -> ClusterMetadata:
+        """Brokers, controller and (all or the named) topics; never auto-creates."""
+        conn = self._any()
+        version = conn.version_for(METADATA)
+        info = API_BY_KEY[METADATA]
+        from kafkatool.protocol.generated.metadata_request import MetadataRequestTopic
+
+        if topics is None:
+            wanted = [] if version == 0 else None
+        else:
+            wanted = [MetadataRequestTopic(name=t) for t in topics]
+        req = info.request(topics=wanted, allow_auto_topic_creation=False)
+        resp = conn.request(METADATA, req, version)
+        meta = ClusterMetadata(
+            cluster_id=resp.cluster_id,
+            controller_id=resp.controller_id if version >= 1 else -1,
+            brokers={b.node_id: (b.host, b.port, b.rack) for b in resp.brokers},
+        )
+        if version == 0 and meta.brokers:
+            meta.controller_id = min(meta.brokers)  # v0 has no controller id: any broker forwards
+        for t in resp.topics:
+            if t.error_code:
+                meta.topic_errors[t.name] = t.error_code
+                continue
+            meta.topics[t.name] = {
+                p.partition_index: PartitionInfo(
+                    p.leader_id,
+                    list(p.replica_nodes),
+                    list(p.isr_nodes),
+                    list(p.offline_replicas or []),
+                    p.error_code,
+                )
+                for p in t.partitions
+            }
+        if topics is None:
+            self._meta = meta
+        elif self._meta is None:
+            self._meta = meta
+        return meta

@@ -1,0 +1,417 @@
+"""Broker settings with Kafka's ``server.properties`` names and defaults.
+
+The broker-level ``log.*`` names map onto the topic-level names of
+:class:`kafkatool.log.config.LogConfig` (``log.segment.bytes`` ->
+``segment.bytes``) the way Kafka's ``LogConfig.TopicConfigSynonyms`` does, so
+a topic created without overrides inherits the broker's values and
+DescribeConfigs can say where each value came from.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kafkatool.formats import properties as props
+from kafkatool.log.config import LONG_MAX, LogConfig
+
+DEFAULT_DATA_DIR = "./kafkatool-data"
+DEFAULT_LISTENER = "PLAINTEXT://127.0.0.1:9092"
+
+# config types as DescribeConfigs v3+ reports them
+BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST, CLASS, PASSWORD = 1, 2, 3, 4, 5, 6, 7, 8, 9
+
+# source codes (DescribeConfigs v1+)
+SOURCE_TOPIC = 1
+SOURCE_DYNAMIC_BROKER = 2
+SOURCE_DYNAMIC_DEFAULT_BROKER = 3
+SOURCE_STATIC_BROKER = 4
+SOURCE_DEFAULT = 5
+
+
+class ConfigError(ValueError):
+    """A setting with a value Kafka would reject (INVALID_CONFIG on the wire)."""
+
+
+@dataclass(frozen=True)
+class ConfigDef:
+    name: str
+    type: int
+    default: str | None
+    doc: str = ""
+    read_only: bool = True
+
+
+def _d(name: str, type_: int, default, doc: str = "", read_only: bool = True) -> ConfigDef:
+    if default is None:
+        value = None
+    elif isinstance(default, bool):
+        value = "true" if default else "false"
+    else:
+        value = str(default)
+    return ConfigDef(name, type_, value, doc, read_only)
+
+
+#: broker settings served (name -> definition), Kafka's defaults
+BROKER_CONFIGS: dict[str, ConfigDef] = {
+    c.name: c
+    for c in (
+        _d("broker.id", INT, -1, "The broker id (node.id in KRaft mode)."),
+        _d("node.id", INT, -1, "The node id."),
+        _d("listeners", LIST, DEFAULT_LISTENER, "Listener URIs the broker binds."),
+        _d("advertised.listeners", LIST, None, "Listener URIs given to clients (default: listeners)."),
+        _d("log.dirs", STRING, None, "Log directories (comma-separated)."),
+        _d("log.dir", STRING, "/tmp/kafka-logs", "The log directory when log.dirs is not set."),
+        _d("num.partitions", INT, 1, "Default partitions of auto-created topics."),
+        _d("default.replication.factor", INT, 1, "Default replication factor of auto-created topics."),
+        _d(
+            "auto.create.topics.enable",
+            BOOLEAN,
+            True,
+            "Create topics on Metadata requests for unknown names.",
+        ),
+        _d("delete.topic.enable", BOOLEAN, True, "Allow DeleteTopics."),
+        _d("message.max.bytes", INT, 1048588, "Largest record batch size allowed (max.message.bytes)."),
+        _d("socket.request.max.bytes", INT, 104857600, "Largest request frame accepted."),
+        _d("socket.send.buffer.bytes", INT, 102400),
+        _d("socket.receive.buffer.bytes", INT, 102400),
+        _d("connections.max.idle.ms", LONG, 600000, "Close connections idle for longer than this."),
+        _d("log.segment.bytes", INT, 1073741824, "Segment size (segment.bytes)."),
+        _d("log.roll.ms", LONG, None, "Roll time in ms (segment.ms); log.roll.hours when unset."),
+        _d("log.roll.hours", INT, 168),
+        _d("log.roll.jitter.ms", LONG, None),
+        _d("log.roll.jitter.hours", INT, 0),
+        _d("log.retention.ms", LONG, None, "Retention time (retention.ms); minutes/hours when unset."),
+        _d("log.retention.minutes", INT, None),
+        _d("log.retention.hours", INT, 168),
+        _d("log.retention.bytes", LONG, -1, "Retention size per partition (retention.bytes)."),
+        _d("log.retention.check.interval.ms", LONG, 300000, "How often retention runs."),
+        _d("log.cleanup.policy", LIST, "delete", "delete and/or compact (cleanup.policy)."),
+        _d("log.cleaner.enable", BOOLEAN, True, "Run the log cleaner for compacted topics."),
+        _d("log.cleaner.threads", INT, 1),
+        _d("log.cleaner.backoff.ms", LONG, 15000, "Sleep between cleaner passes with nothing to clean."),
+        _d("log.cleaner.dedupe.buffer.size", LONG, 134217728),
+        _d("log.cleaner.io.buffer.size", INT, 524288),
+        _d("log.cleaner.io.buffer.load.factor", DOUBLE, 0.9),
+        _d("log.cleaner.io.max.bytes.per.second", DOUBLE, "1.7976931348623157E308"),
+        _d("log.cleaner.delete.retention.ms", LONG, 86400000, "(delete.retention.ms)"),
+        _d("log.cleaner.min.cleanable.ratio", DOUBLE, 0.5, "(min.cleanable.dirty.ratio)"),
+        _d("log.cleaner.min.compaction.lag.ms", LONG, 0, "(min.compaction.lag.ms)"),
+        _d("log.cleaner.max.compaction.lag.ms", LONG, LONG_MAX, "(max.compaction.lag.ms)"),
+        _d("log.index.interval.bytes", INT, 4096, "(index.interval.bytes)"),
+        _d("log.index.size.max.bytes", INT, 10485760, "(segment.index.bytes)"),
+        _d("log.preallocate", BOOLEAN, False, "(preallocate)"),
+        _d("log.segment.delete.delay.ms", LONG, 60000, "(file.delete.delay.ms)"),
+        _d("log.message.timestamp.type", STRING, "CreateTime", "(message.timestamp.type)"),
+        _d("log.flush.interval.messages", LONG, LONG_MAX, "(flush.messages)"),
+        _d("log.flush.interval.ms", LONG, None, "(flush.ms); log.flush.scheduler.interval.ms when unset"),
+        _d("log.flush.scheduler.interval.ms", LONG, LONG_MAX),
+        _d("log.flush.offset.checkpoint.interval.ms", INT, 60000),
+        _d("log.flush.start.offset.checkpoint.interval.ms", INT, 60000),
+        _d("replica.high.watermark.checkpoint.interval.ms", LONG, 5000),
+        _d("compression.type", STRING, "producer", "(compression.type)"),
+        _d("min.insync.replicas", INT, 1),
+        _d("unclean.leader.election.enable", BOOLEAN, False),
+        _d("offsets.topic.num.partitions", INT, 50),
+        _d("offsets.topic.replication.factor", SHORT, 3),
+        _d("transaction.state.log.num.partitions", INT, 50),
+        _d("group.initial.rebalance.delay.ms", INT, 3000),
+        _d("group.min.session.timeout.ms", INT, 6000),
+        _d("group.max.session.timeout.ms", INT, 1800000),
+        _d("group.max.size", INT, 2147483647),
+        _d(
+            "offsets.retention.minutes",
+            INT,
+            10080,
+            "Committed offsets expire this long after the group empties.",
+        ),
+        _d("offsets.retention.check.interval.ms", LONG, 600000),
+        _d("offset.metadata.max.bytes", INT, 4096),
+        _d("offsets.topic.segment.bytes", INT, 104857600),
+        _d("producer.id.expiration.ms", INT, 86400000),
+        _d("transaction.max.timeout.ms", INT, 900000),
+        _d("num.network.threads", INT, 3),
+        _d("num.io.threads", INT, 8),
+        _d("num.recovery.threads.per.data.dir", INT, 2),
+        _d("cluster.id", STRING, None, "Cluster id for a new data dir (default: random)."),
+        _d("rack", STRING, None),
+        _d("broker.rack", STRING, None),
+        # dynamic per-broker settings (IncrementalAlterConfigs on the broker resource), as
+        # kafka-reassign-partitions sets them (a single node never replicates: no effect)
+        _d("leader.replication.throttled.rate", LONG, LONG_MAX, "Leader throttle (B/s).", False),
+        _d("follower.replication.throttled.rate", LONG, LONG_MAX, "Follower throttle (B/s).", False),
+        _d("replica.alter.log.dirs.io.max.bytes.per.second", LONG, LONG_MAX, "Dir move throttle.", False),
+    )
+}
+#: broker configs IncrementalAlterConfigs may set per broker (kept in BrokerConfig.dynamic)
+DYNAMIC_PER_BROKER = frozenset(n for n, d in BROKER_CONFIGS.items() if not d.read_only)
+
+#: topic config -> (broker synonym, type) (Kafka's LogConfig synonyms)
+TOPIC_CONFIGS: dict[str, tuple[str | None, int]] = {
+    "cleanup.policy": ("log.cleanup.policy", LIST),
+    "compression.type": ("compression.type", STRING),
+    "delete.retention.ms": ("log.cleaner.delete.retention.ms", LONG),
+    "file.delete.delay.ms": ("log.segment.delete.delay.ms", LONG),
+    "flush.messages": ("log.flush.interval.messages", LONG),
+    "flush.ms": ("log.flush.interval.ms", LONG),
+    "follower.replication.throttled.replicas": (None, LIST),
+    "index.interval.bytes": ("log.index.interval.bytes", INT),
+    "leader.replication.throttled.replicas": (None, LIST),
+    "local.retention.bytes": (None, LONG),
+    "local.retention.ms": (None, LONG),
+    "max.compaction.lag.ms": ("log.cleaner.max.compaction.lag.ms", LONG),
+    "max.message.bytes": ("message.max.bytes", INT),
+    "message.timestamp.type": ("log.message.timestamp.type", STRING),
+    "min.cleanable.dirty.ratio": ("log.cleaner.min.cleanable.ratio", DOUBLE),
+    "min.compaction.lag.ms": ("log.cleaner.min.compaction.lag.ms", LONG),
+    "min.insync.replicas": ("min.insync.replicas", INT),
+    "preallocate": ("log.preallocate", BOOLEAN),
+    "remote.storage.enable": (None, BOOLEAN),
+    "retention.bytes": ("log.retention.bytes", LONG),
+    "retention.ms": ("log.retention.ms", LONG),
+    "segment.bytes": ("log.segment.bytes", INT),
+    "segment.index.bytes": ("log.index.size.max.bytes", INT),
+    "segment.jitter.ms": ("log.roll.jitter.ms", LONG),
+    "segment.ms": ("log.roll.ms", LONG),
+    "unclean.leader.election.enable": ("unclean.leader.election.enable", BOOLEAN),
+}
+_TOPIC_ONLY_DEFAULTS = {
+    "follower.replication.throttled.replicas": "",
+    "leader.replication.throttled.replicas": "",
+    "local.retention.bytes": "-2",
+    "local.retention.ms": "-2",
+    "remote.storage.enable": "false",
+}
+# settings the broker keeps outside LogConfig
+_NOT_IN_LOG_CONFIG = {
+    "compression.type",
+    "min.insync.replicas",
+    "unclean.leader.election.enable",
+    "follower.replication.throttled.replicas",
+    "leader.replication.throttled.replicas",
+    "local.retention.bytes",
+    "local.retention.ms",
+    "remote.storage.enable",
+}
+COMPRESSION_TYPES = ("producer", "uncompressed", "none", "gzip", "snappy", "lz4", "zstd")
+
+
+def _parse_int(name: str, value: str, lo: int | None = None) -> int:
+    try:
+        v = int(str(value).strip())
+    except ValueError:
+        raise ConfigError(f"invalid value {value!r} for {name}: not a number") from None
+    if lo is not None and v < lo:
+        raise ConfigError(f"invalid value {value!r} for {name}: must be at least {lo}")
+    return v
+
+
+def validate_topic_config(name: str, value: str | None) -> None:
+    """Raise ConfigError for an unknown topic config or a value Kafka would reject."""
+    if name not in TOPIC_CONFIGS:
+        raise ConfigError(f"unknown topic config {name!r}")
+    if value is None:
+        return
+    kind = TOPIC_CONFIGS[name][1]
+    if kind in (INT, LONG, SHORT):
+        lo = {
+            "segment.bytes": 14,
+            "max.message.bytes": 0,
+            "segment.index.bytes": 4,
+            "index.interval.bytes": 0,
+            "min.insync.replicas": 1,
+            "segment.ms": 1,
+            "flush.messages": 1,
+            "flush.ms": 0,
+            "delete.retention.ms": 0,
+            "file.delete.delay.ms": 0,
+            "min.compaction.lag.ms": 0,
+            "max.compaction.lag.ms": 1,
+            "segment.jitter.ms": 0,
+        }.get(name)
+        if name in ("retention.ms", "retention.bytes", "local.retention.ms", "local.retention.bytes"):
+            lo = -2 if name.startswith("local") else -1
+        _parse_int(name, value, lo)
+    elif kind == DOUBLE:
+        try:
+            v = float(value)
+        except ValueError:
+            raise ConfigError(f"invalid value {value!r} for {name}") from None
+        if name == "min.cleanable.dirty.ratio" and not 0 <= v <= 1:
+            raise ConfigError(f"invalid value {value!r} for {name}: must be between 0 and 1")
+    elif kind == BOOLEAN:
+        if str(value).strip().lower() not in ("true", "false"):
+            raise ConfigError(f"invalid value {value!r} for {name}: expected true or false")
+    elif name == "cleanup.policy":
+        parts = [p.strip() for p in value.split(",") if p.strip()]
+        if not parts or any(p not in ("delete", "compact") for p in parts):
+            raise ConfigError(f"invalid value {value!r} for cleanup.policy: expected delete and/or compact")
+    elif name == "compression.type":
+        if value.strip().lower() not in COMPRESSION_TYPES:
+            raise ConfigError(f"invalid value {value!r} for compression.type")
+    elif name == "message.timestamp.type":
+        if value not in ("CreateTime", "LogAppendTime"):
+            raise ConfigError(f"invalid value {value!r} for message.timestamp.type")
+
+
+@dataclass(frozen=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+
+
+def parse_listeners(value: str) -> list[Listener]:
+    out = []
+    for item in value.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        if "://" not in item:
+            raise ConfigError(f"listener {item!r} is not NAME://host:port")
+        name, rest = item.split("://", 1)
+        host, sep, port = rest.rpartition(":")
+        if not sep:
+            raise ConfigError(f"listener {item!r} has no port")
+        host = host.strip("[]")
+        if name.upper() not in ("PLAINTEXT",):
+            raise ConfigError(f"listener {item!r}: only PLAINTEXT listeners are served")
+        out.append(Listener(name.upper(), host, _parse_int("listeners", port, 0)))
+    if not out:
+        raise ConfigError("no listeners configured")
+    return out
+
+
+@dataclass
+class BrokerConfig:
+    """Static broker settings: explicit values (server.properties + overrides) over Kafka's defaults."""
+
+    explicit: dict[str, str] = field(default_factory=dict)
+    #: dynamic broker settings (AlterConfigs on the broker resource)
+    dynamic: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def load(
+        cls, config_file: str | os.PathLike | None = None, overrides: list[str] | None = None
+    ) -> BrokerConfig:
+        explicit: dict[str, str] = {}
+        if config_file is not None:
+            text = Path(config_file).read_text(encoding="latin-1")
+            explicit.update(props.parse_properties_text(text))
+        for item in overrides or []:
+            key, sep, value = item.partition("=")
+            if not sep or not key.strip():
+                raise ConfigError(f"--override {item!r} is not key=value")
+            explicit[key.strip()] = value.strip()
+        cfg = cls(explicit)
+        cfg.validate()
+        return cfg
+
+    # ------------------------------------------------------------------ raw values
+    def get(self, name: str) -> str | None:
+        if name in self.dynamic:
+            return self.dynamic[name]
+        if name in self.explicit:
+            return self.explicit[name]
+        d = BROKER_CONFIGS.get(name)
+        return d.default if d is not None else None
+
+    def source(self, name: str) -> int:
+        if name in self.dynamic:
+            return SOURCE_DYNAMIC_BROKER if name in DYNAMIC_PER_BROKER else SOURCE_DYNAMIC_DEFAULT_BROKER
+        if name in self.explicit:
+            return SOURCE_STATIC_BROKER
+        return SOURCE_DEFAULT
+
+    def int(self, name: str) -> int:
+        return _parse_int(name, self.get(name))
+
+    def bool(self, name: str) -> bool:
+        return str(self.get(name)).strip().lower() == "true"
+
+    # ------------------------------------------------------------------ derived
+    def validate(self) -> None:
+        self.listeners  # noqa: B018 (parses)
+        self.advertised_listeners  # noqa: B018
+        for name in ("num.partitions", "message.max.bytes", "socket.request.max.bytes", "log.segment.bytes"):
+            _parse_int(name, self.get(name), 1)
+        self.log_config()
+
+    @property
+    def node_id(self) -> int:
+        explicit = self.explicit_node_id
+        return 1 if explicit is None else explicit
+
+    @property
+    def explicit_node_id(self) -> int | None:
+        for name in ("node.id", "broker.id"):
+            if name in self.explicit:
+                return self.int(name)
+        return None
+
+    @property
+    def listeners(self) -> list[Listener]:
+        return parse_listeners(self.get("listeners") or DEFAULT_LISTENER)
+
+    @property
+    def advertised_listeners(self) -> list[Listener]:
+        adv = self.get("advertised.listeners")
+        if not adv:
+            return self.listeners
+        return parse_listeners(adv)
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        raw = self.explicit.get("log.dirs") or self.explicit.get("log.dir") or DEFAULT_DATA_DIR
+        return [Path(p.strip()) for p in raw.split(",") if p.strip()]
+
+    def broker_value_for_topic(self, topic_name: str) -> tuple[str | None, int]:
+        """(value, source) a topic inherits for ``topic_name`` from the broker."""
+        synonym = TOPIC_CONFIGS[topic_name][0]
+        if synonym is None:
+            return _TOPIC_ONLY_DEFAULTS.get(topic_name), SOURCE_DEFAULT
+        # time settings with fallbacks (log.roll.hours, log.retention.minutes/hours, ...)
+        if synonym == "log.roll.ms":
+            return self._time("log.roll.ms", [("log.roll.hours", 3600000)])
+        if synonym == "log.roll.jitter.ms":
+            return self._time("log.roll.jitter.ms", [("log.roll.jitter.hours", 3600000)])
+        if synonym == "log.retention.ms":
+            return self._time(
+                "log.retention.ms", [("log.retention.minutes", 60000), ("log.retention.hours", 3600000)]
+            )
+        if synonym == "log.flush.interval.ms":
+            v = self.get("log.flush.interval.ms")
+            if v is None:
+                return self.get("log.flush.scheduler.interval.ms"), self.source(
+                    "log.flush.scheduler.interval.ms"
+                )
+            return v, self.source("log.flush.interval.ms")
+        return self.get(synonym), self.source(synonym)
+
+    def _time(self, name: str, fallbacks: list[tuple[str, int]]) -> tuple[str | None, int]:
+        if self.get(name) is not None and (name in self.explicit or name in self.dynamic):
+            return self.get(name), self.source(name)
+        for fb, mult in fallbacks:
+            if fb in self.explicit or fb in self.dynamic:
+                return str(_parse_int(fb, self.get(fb)) * mult), self.source(fb)
+        fb, mult = fallbacks[-1]
+        return str(_parse_int(fb, self.get(fb)) * mult), SOURCE_DEFAULT
+
+    def topic_defaults(self) -> dict[str, str]:
+        """Every topic config with the value a topic without overrides has."""
+        out = {}
+        for name in TOPIC_CONFIGS:
+            value, _ = self.broker_value_for_topic(name)
+            out[name] = "" if value is None else value
+        return out
+
+    def log_config(self, overrides: dict[str, str] | None = None) -> LogConfig:
+        values = self.topic_defaults()
+        values.update(overrides or {})
+        log_values = {k: v for k, v in values.items() if k not in _NOT_IN_LOG_CONFIG and v != ""}
+        try:
+            cfg = LogConfig().with_overrides(log_values)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        return cfg

@@ -1,0 +1,1 @@
+"""The classic group coordinator: membership, rebalances, committed offsets, ``__consumer_offsets``."""

@@ -1,0 +1,208 @@
+"""``__consumer_offsets`` records exactly as Kafka's group coordinator writes them.
+
+* offset commit: key OffsetCommitKey v1 ``{group, topic, partition}``, value
+  OffsetCommitValue v3 (v1 when the commit carried an explicit expire
+  timestamp); a null value deletes the offset;
+* group metadata: key GroupMetadataKey (record type 2), value
+  GroupMetadataValue v3; a null value deletes the group.
+
+Each write is one uncompressed v2 batch with CreateTime = now, appended through
+the partition's :class:`~kafkatool.log.log.Log` like any produce, so
+``kafkatool dump-log --offsets-decoder`` (and Kafka's ``kafka-dump-log``)
+read it, and the log cleaner compacts it.  :class:`PartitionLoader` replays a
+partition at start-up: last value per key wins, tombstones delete, and
+transactional offset commits count only once their COMMIT marker is read.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+from kafkatool.broker.group.offsets import OffsetAndMetadata, OffsetStore
+from kafkatool.formats import records as R
+from kafkatool.formats.errors import FormatError
+from kafkatool.formats.generated import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+)
+from kafkatool.formats.generated.group_metadata_value import MemberMetadata
+from kafkatool.formats.schema import SchemaDecodeError
+
+__all__ = [
+    "GROUP_METADATA_KEY_VERSION",
+    "GROUP_METADATA_VALUE_VERSION",
+    "OFFSETS_TOPIC",
+    "MemberMetadata",
+    "PartitionLoader",
+    "build_batch",
+    "group_metadata_key",
+    "group_metadata_value",
+    "offset_commit_key",
+    "offset_commit_value",
+]
+
+OFFSETS_TOPIC = "__consumer_offsets"
+CONSUMER_PROTOCOL_TYPE = "consumer"
+OFFSET_COMMIT_KEY_VERSION = 1
+GROUP_METADATA_KEY_VERSION = 2
+GROUP_METADATA_VALUE_VERSION = 3
+_I16 = struct.Struct(">h")
+
+
+def offset_commit_key(group: str, topic: str, partition: int) -> bytes:
+    msg = OffsetCommitKey(group=group, topic=topic, partition=partition)
+    return _I16.pack(OFFSET_COMMIT_KEY_VERSION) + msg.encode(OFFSET_COMMIT_KEY_VERSION)
+
+
+def offset_commit_value(om: OffsetAndMetadata) -> bytes:
+    # Kafka: v1 only to keep an explicit expire timestamp (which has no field in v3)
+    version = 1 if om.expire_timestamp is not None else 3
+    msg = OffsetCommitValue(
+        offset=om.offset,
+        leader_epoch=om.leader_epoch,
+        metadata=om.metadata,
+        commit_timestamp=om.commit_timestamp,
+        expire_timestamp=om.expire_timestamp if om.expire_timestamp is not None else -1,
+    )
+    return _I16.pack(version) + msg.encode(version)
+
+
+def group_metadata_key(group: str) -> bytes:
+    return _I16.pack(GROUP_METADATA_KEY_VERSION) + GroupMetadataKey(group=group).encode(
+        GROUP_METADATA_KEY_VERSION
+    )
+
+
+def group_metadata_value(
+    *,
+    protocol_type: str | None,
+    generation: int,
+    protocol: str | None,
+    leader: str | None,
+    current_state_timestamp: int,
+    members: list[MemberMetadata],
+) -> bytes:
+    msg = GroupMetadataValue(
+        protocol_type=protocol_type or "",
+        generation=generation,
+        protocol=protocol,
+        leader=leader,
+        current_state_timestamp=current_state_timestamp,
+        members=members,
+    )
+    return _I16.pack(GROUP_METADATA_VALUE_VERSION) + msg.encode(GROUP_METADATA_VALUE_VERSION)
+
+
+def build_batch(records: list[tuple[bytes, bytes | None]], now_ms: int) -> bytes:
+    """One uncompressed v2 batch, CreateTime ``now_ms`` on every record (offsets assigned by the log)."""
+    return R.build_record_batch([R.SimpleRecord(value, key, (), now_ms) for key, value in records])
+
+
+def _version_and_body(data, what: str) -> tuple[int, memoryview]:
+    buf = memoryview(data)
+    if len(buf) < 2:
+        raise FormatError(f"__consumer_offsets {what} shorter than its version", 0, kind="truncated")
+    return _I16.unpack_from(buf, 0)[0], buf
+
+
+def _decode(cls, buf: memoryview, version: int):
+    lo, hi = cls.VALID_VERSIONS
+    msg, _ = cls.decode_from(buf, 2, len(buf), max(lo, min(version, hi)))
+    return msg
+
+
+@dataclass
+class LoadedGroup:
+    group_id: str
+    #: the last GroupMetadataValue, or None (never written, or deleted by a tombstone)
+    metadata: GroupMetadataValue | None = None
+    #: the offset of that record (0 when none)
+    metadata_offset: int = -1
+    offsets: OffsetStore = field(default_factory=OffsetStore)
+
+
+class PartitionLoader:
+    """Replays one ``__consumer_offsets`` partition batch by batch (Kafka's ``doLoadGroupsAndOffsets``)."""
+
+    def __init__(self):
+        self.groups: dict[str, LoadedGroup] = {}
+        #: producer id -> [(group, (topic, partition), offset or None)] of open transactions
+        self._pending: dict[int, list[tuple[str, tuple[str, int], OffsetAndMetadata | None]]] = {}
+        self.records = 0
+        self.skipped: list[str] = []
+
+    def _group(self, group_id: str) -> LoadedGroup:
+        g = self.groups.get(group_id)
+        if g is None:
+            g = self.groups[group_id] = LoadedGroup(group_id)
+        return g
+
+    def feed(self, batch) -> None:
+        if batch.magic < 2:
+            txn, control, pid = False, False, -1
+        else:
+            txn, control, pid = batch.is_transactional, batch.is_control, batch.producer_id
+        for rec in batch.records():
+            self.records += 1
+            if control:
+                ctl = R.parse_control_record(rec)
+                if ctl.type in (R.COMMIT, R.ABORT):
+                    for group_id, tp, om in self._pending.pop(pid, []):
+                        if ctl.type == R.COMMIT:
+                            store = self._group(group_id).offsets
+                            if om is None:
+                                store.remove(tp)
+                            else:
+                                store.put(tp, om)
+                continue
+            try:
+                self._apply(rec, txn, pid)
+            except (FormatError, SchemaDecodeError) as exc:
+                # Kafka fails the load on an undecodable record; a forensics-minded broker keeps
+                # going and says where
+                self.skipped.append(f"offset {rec.offset}: {exc}")
+
+    def _apply(self, rec, txn: bool, pid: int) -> None:
+        if rec.key is None:
+            raise FormatError("record without a key", rec.position)
+        record_type, kbuf = _version_and_body(rec.key, "key")
+        if record_type in (0, 1):
+            key = _decode(OffsetCommitKey, kbuf, record_type)
+            tp = (key.topic, key.partition)
+            om = None
+            if rec.value is not None:
+                version, vbuf = _version_and_body(rec.value, "value")
+                v = _decode(OffsetCommitValue, vbuf, version)
+                om = OffsetAndMetadata(
+                    v.offset,
+                    v.leader_epoch if version >= 3 else -1,
+                    v.metadata or "",
+                    v.commit_timestamp,
+                    v.expire_timestamp if version == 1 and v.expire_timestamp != -1 else None,
+                )
+            if txn:
+                self._pending.setdefault(pid, []).append((key.group, tp, om))
+                return
+            store = self._group(key.group).offsets
+            if om is None:
+                store.remove(tp)
+            else:
+                store.put(tp, om)
+        elif record_type == GROUP_METADATA_KEY_VERSION:
+            key = _decode(GroupMetadataKey, kbuf, record_type)
+            g = self._group(key.group)
+            if rec.value is None:
+                g.metadata = None
+                g.metadata_offset = rec.offset
+            else:
+                version, vbuf = _version_and_body(rec.value, "value")
+                g.metadata = _decode(GroupMetadataValue, vbuf, version)
+                g.metadata_offset = rec.offset
+        # other record types (KIP-848 consumer groups, share groups) are not ours: skipped as Kafka does
+
+    def result(self) -> dict[str, LoadedGroup]:
+        """Groups with metadata or offsets (a group deleted by tombstones and without offsets is gone)."""
+        return {gid: g for gid, g in self.groups.items() if g.metadata is not None or len(g.offsets)}

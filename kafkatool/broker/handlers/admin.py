@@ -1,0 +1,446 @@
+"""Admin APIs: CreateTopics (19), DeleteTopics (20), CreatePartitions (37), DescribeConfigs (32),
+AlterConfigs (33), IncrementalAlterConfigs (44), DescribeCluster (60)."""
+
+from __future__ import annotations
+
+import logging
+
+from kafkatool.broker import config as C
+from kafkatool.broker.handlers.metadata import AUTHORIZED_OPS_OMITTED, from_wire_uuid, wire_uuid
+from kafkatool.broker.metadata import topic_name_error
+from kafkatool.formats.schema import ZERO_UUID
+from kafkatool.protocol.errors import ErrorCode
+from kafkatool.protocol.generated import (
+    AlterConfigsResponse,
+    CreatePartitionsResponse,
+    CreateTopicsResponse,
+    DeleteTopicsResponse,
+    DescribeClusterResponse,
+    DescribeConfigsResponse,
+    IncrementalAlterConfigsResponse,
+)
+from kafkatool.protocol.generated.alter_configs_response import AlterConfigsResourceResponse
+from kafkatool.protocol.generated.create_partitions_response import CreatePartitionsTopicResult
+from kafkatool.protocol.generated.create_topics_response import CreatableTopicConfigs, CreatableTopicResult
+from kafkatool.protocol.generated.delete_topics_response import DeletableTopicResult
+from kafkatool.protocol.generated.describe_cluster_response import DescribeClusterBroker
+from kafkatool.protocol.generated.describe_configs_response import (
+    DescribeConfigsResourceResult,
+    DescribeConfigsResult,
+    DescribeConfigsSynonym,
+)
+from kafkatool.protocol.generated.incremental_alter_configs_response import (
+    AlterConfigsResourceResponse as IncAlterConfigsResourceResponse,
+)
+
+log = logging.getLogger("kafkatool.broker")
+
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+READ_ONLY_MSG = "the broker serves this log dir read-only"
+
+
+def _topic_configs_view(broker, t) -> list[tuple[str, str | None, int, int]]:
+    """(name, value, source, type) of every topic config."""
+    out = []
+    for name, (_syn, kind) in sorted(C.TOPIC_CONFIGS.items()):
+        if name in t.configs:
+            out.append((name, t.configs[name], C.SOURCE_TOPIC, kind))
+        else:
+            value, source = broker.config.broker_value_for_topic(name)
+            out.append((name, value, source, kind))
+    return out
+
+
+# ---------------------------------------------------------------- CreateTopics
+def _create_one(broker, ct, version: int, validate_only: bool) -> CreatableTopicResult:
+    r = CreatableTopicResult(
+        name=ct.name,
+        topic_id=ZERO_UUID,
+        error_code=0,
+        error_message=None,
+        topic_config_error_code=0,
+        num_partitions=-1,
+        replication_factor=-1,
+        configs=None,
+    )
+    err = topic_name_error(ct.name)
+    if err is not None:
+        r.error_code, r.error_message = ErrorCode.INVALID_TOPIC_EXCEPTION, err
+        return r
+    if broker.topic(ct.name) is not None:
+        r.error_code, r.error_message = ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{ct.name}' already exists."
+        return r
+    if broker.read_only:
+        r.error_code, r.error_message = ErrorCode.POLICY_VIOLATION, READ_ONLY_MSG
+        return r
+    if ct.assignments:
+        parts = len(ct.assignments)
+        for a in ct.assignments:
+            if list(a.broker_ids) != [broker.node_id]:
+                r.error_code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
+                r.error_message = (
+                    f"replica assignment {list(a.broker_ids)} names brokers other than {broker.node_id}"
+                )
+                return r
+        if sorted(a.partition_index for a in ct.assignments) != list(range(parts)):
+            r.error_code, r.error_message = ErrorCode.INVALID_REPLICA_ASSIGNMENT, "partitions must be 0..n-1"
+            return r
+    else:
+        parts = broker.config.int("num.partitions") if ct.num_partitions == -1 else ct.num_partitions
+    if parts <= 0:
+        r.error_code, r.error_message = (
+            ErrorCode.INVALID_PARTITIONS,
+            "Number of partitions must be larger than 0.",
+        )
+        return r
+    rf = 1 if ct.replication_factor == -1 else ct.replication_factor
+    if not ct.assignments and rf <= 0:
+        r.error_code, r.error_message = (
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            "Replication factor must be larger than 0.",
+        )
+        return r
+    if rf > 1:
+        r.error_code = ErrorCode.INVALID_REPLICATION_FACTOR
+        r.error_message = f"Replication factor: {rf} larger than available brokers: 1."
+        return r
+    configs = {}
+    for c in ct.configs:
+        try:
+            C.validate_topic_config(c.name, c.value)
+        except C.ConfigError as exc:
+            r.error_code, r.error_message = ErrorCode.INVALID_CONFIG, str(exc)
+            return r
+        if c.value is not None:
+            configs[c.name] = c.value
+    try:
+        broker.config.log_config(configs)
+    except C.ConfigError as exc:
+        r.error_code, r.error_message = ErrorCode.INVALID_CONFIG, str(exc)
+        return r
+    r.num_partitions = parts
+    r.replication_factor = 1
+    if validate_only:
+        return r
+    t = broker.create_topic(ct.name, parts, configs)
+    r.topic_id = wire_uuid(t.topic_id)
+    if version >= 5:
+        r.configs = [
+            CreatableTopicConfigs(name=n, value=v, read_only=False, config_source=src, is_sensitive=False)
+            for n, v, src, _k in _topic_configs_view(broker, t)
+        ]
+    return r
+
+
+def handle_create_topics(ctx, req):
+    broker = ctx.broker
+    v = ctx.version
+    validate_only = v >= 1 and req.validate_only
+    results = []
+    names = [ct.name for ct in req.topics]
+    for ct in req.topics:
+        if names.count(ct.name) > 1:
+            results.append(
+                CreatableTopicResult(
+                    name=ct.name,
+                    error_code=ErrorCode.INVALID_REQUEST,
+                    error_message="duplicate topic in the request",
+                    num_partitions=-1,
+                    replication_factor=-1,
+                )
+            )
+            continue
+        results.append(_create_one(broker, ct, v, validate_only))
+    return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+
+# ---------------------------------------------------------------- DeleteTopics
+def handle_delete_topics(ctx, req):
+    broker = ctx.broker
+    v = ctx.version
+    if v >= 6:
+        wanted = [(s.name, s.topic_id) for s in req.topics]
+    else:
+        wanted = [(n, None) for n in req.topic_names]
+    out = []
+    for name, tid in wanted:
+        r = DeletableTopicResult(name=name, topic_id=ZERO_UUID, error_code=0, error_message=None)
+        out.append(r)
+        if name is None and tid is not None and tid != ZERO_UUID:
+            t = broker.metadata.topic_by_id(from_wire_uuid(tid))
+            if t is None:
+                r.error_code = ErrorCode.UNKNOWN_TOPIC_ID
+                continue
+        else:
+            t = broker.topic(name or "")
+            if t is None:
+                r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+        r.name = t.name
+        r.topic_id = wire_uuid(t.topic_id)
+        if broker.read_only:
+            r.error_code, r.error_message = ErrorCode.POLICY_VIOLATION, READ_ONLY_MSG
+            continue
+        if not broker.config.bool("delete.topic.enable"):
+            r.error_code, r.error_message = ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false"
+            continue
+        broker.delete_topic(t.name)
+    return DeleteTopicsResponse(throttle_time_ms=0, responses=out)
+
+
+# ---------------------------------------------------------------- CreatePartitions
+def handle_create_partitions(ctx, req):
+    broker = ctx.broker
+    out = []
+    for rt in req.topics:
+        r = CreatePartitionsTopicResult(name=rt.name, error_code=0, error_message=None)
+        out.append(r)
+        t = broker.topic(rt.name)
+        if t is None:
+            r.error_code, r.error_message = (
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                f"The topic '{rt.name}' does not exist.",
+            )
+            continue
+        if rt.count <= t.partitions:
+            r.error_code = ErrorCode.INVALID_PARTITIONS
+            r.error_message = f"Topic currently has {t.partitions} partitions, which is higher than or equal to the requested {rt.count}."
+            continue
+        if rt.assignments is not None:
+            if len(rt.assignments) != rt.count - t.partitions or any(
+                list(a.broker_ids) != [broker.node_id] for a in rt.assignments
+            ):
+                r.error_code, r.error_message = (
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    "invalid replica assignment",
+                )
+                continue
+        if broker.read_only:
+            r.error_code, r.error_message = ErrorCode.POLICY_VIOLATION, READ_ONLY_MSG
+            continue
+        if not req.validate_only:
+            broker.add_partitions(rt.name, rt.count)
+    return CreatePartitionsResponse(throttle_time_ms=0, results=out)
+
+
+# ---------------------------------------------------------------- DescribeConfigs
+def _entry(
+    name, value, source, kind, version, include_synonyms, include_doc, doc="", read_only=False, synonyms=()
+):
+    return DescribeConfigsResourceResult(
+        name=name,
+        value=value,
+        read_only=read_only,
+        is_default=source == C.SOURCE_DEFAULT,
+        config_source=source,
+        is_sensitive=kind == C.PASSWORD,
+        synonyms=list(synonyms) if include_synonyms else [],
+        config_type=kind,
+        documentation=doc if include_doc else None,
+    )
+
+
+def _describe_topic(broker, t, keys, version, include_synonyms, include_doc):
+    out = []
+    for name, value, source, kind in _topic_configs_view(broker, t):
+        if keys is not None and name not in keys:
+            continue
+        syns = []
+        if include_synonyms:
+            if source == C.SOURCE_TOPIC:
+                syns.append(DescribeConfigsSynonym(name=name, value=value, source=C.SOURCE_TOPIC))
+            synonym = C.TOPIC_CONFIGS[name][0]
+            if synonym is not None:
+                bval, bsrc = broker.config.broker_value_for_topic(name)
+                syns.append(DescribeConfigsSynonym(name=synonym, value=bval, source=bsrc))
+        out.append(_entry(name, value, source, kind, version, include_synonyms, include_doc, synonyms=syns))
+    return out
+
+
+def _describe_broker(broker, keys, version, include_synonyms, include_doc):
+    out = []
+    for name, d in sorted(C.BROKER_CONFIGS.items()):
+        if keys is not None and name not in keys:
+            continue
+        value = broker.config.get(name)
+        source = broker.config.source(name)
+        syns = [DescribeConfigsSynonym(name=name, value=value, source=source)] if include_synonyms else []
+        out.append(
+            _entry(
+                name,
+                value,
+                source,
+                d.type,
+                version,
+                include_synonyms,
+                include_doc,
+                d.doc,
+                read_only=d.read_only,
+                synonyms=syns,
+            )
+        )
+    return out
+
+
+def handle_describe_configs(ctx, req):
+    broker = ctx.broker
+    v = ctx.version
+    include_synonyms = v >= 1 and req.include_synonyms
+    include_doc = v >= 3 and req.include_documentation
+    results = []
+    for res in req.resources:
+        r = DescribeConfigsResult(
+            error_code=0,
+            error_message=None,
+            resource_type=res.resource_type,
+            resource_name=res.resource_name,
+            configs=[],
+        )
+        results.append(r)
+        keys = set(res.configuration_keys) if res.configuration_keys is not None else None
+        if res.resource_type == TOPIC:
+            t = broker.topic(res.resource_name)
+            if t is None:
+                r.error_code, r.error_message = (
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    f"Topic {res.resource_name} does not exist",
+                )
+                continue
+            r.configs = _describe_topic(broker, t, keys, v, include_synonyms, include_doc)
+        elif res.resource_type == BROKER:
+            if res.resource_name not in ("", str(broker.node_id)):
+                r.error_code, r.error_message = (
+                    ErrorCode.INVALID_REQUEST,
+                    f"unknown broker {res.resource_name!r}",
+                )
+                continue
+            r.configs = _describe_broker(broker, keys, v, include_synonyms, include_doc)
+        elif res.resource_type == BROKER_LOGGER:
+            r.configs = []
+        else:
+            r.error_code, r.error_message = (
+                ErrorCode.INVALID_REQUEST,
+                f"unsupported resource type {res.resource_type}",
+            )
+    return DescribeConfigsResponse(throttle_time_ms=0, results=results)
+
+
+# ---------------------------------------------------------------- AlterConfigs / IncrementalAlterConfigs
+def _apply_topic(broker, name: str, new: dict[str, str], validate_only: bool) -> tuple[int, str | None]:
+    t = broker.topic(name)
+    if t is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist"
+    try:
+        for k, val in new.items():
+            C.validate_topic_config(k, val)
+        broker.config.log_config(new)
+    except C.ConfigError as exc:
+        return ErrorCode.INVALID_CONFIG, str(exc)
+    if broker.read_only:
+        return ErrorCode.POLICY_VIOLATION, READ_ONLY_MSG
+    if not validate_only:
+        broker.alter_topic_configs(name, new)
+        log.info("topic configs altered topic=%s configs=%s", name, new)
+    return 0, None
+
+
+def handle_alter_configs(ctx, req):
+    broker = ctx.broker
+    out = []
+    for res in req.resources:
+        r = AlterConfigsResourceResponse(
+            error_code=0, error_message=None, resource_type=res.resource_type, resource_name=res.resource_name
+        )
+        out.append(r)
+        if res.resource_type == TOPIC:
+            new = {c.name: c.value for c in res.configs if c.value is not None}
+            r.error_code, r.error_message = _apply_topic(broker, res.resource_name, new, req.validate_only)
+        else:
+            r.error_code, r.error_message = (
+                ErrorCode.INVALID_REQUEST,
+                "only topic configs can be altered (broker configs are static)",
+            )
+    return AlterConfigsResponse(throttle_time_ms=0, responses=out)
+
+
+def handle_incremental_alter_configs(ctx, req):
+    broker = ctx.broker
+    out = []
+    for res in req.resources:
+        r = IncAlterConfigsResourceResponse(
+            error_code=0, error_message=None, resource_type=res.resource_type, resource_name=res.resource_name
+        )
+        out.append(r)
+        if res.resource_type == BROKER:
+            from kafkatool.broker.handlers.reassignments import alter_broker_configs
+
+            r.error_code, r.error_message = alter_broker_configs(broker, res, req.validate_only)
+            continue
+        if res.resource_type != TOPIC:
+            r.error_code, r.error_message = (
+                ErrorCode.INVALID_REQUEST,
+                "only topic configs can be altered (broker configs are static)",
+            )
+            continue
+        t = broker.topic(res.resource_name)
+        if t is None:
+            r.error_code, r.error_message = (
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                f"Topic {res.resource_name} does not exist",
+            )
+            continue
+        new = dict(t.configs)
+        defaults = broker.config.topic_defaults()
+        try:
+            for c in res.configs:
+                if c.name not in C.TOPIC_CONFIGS:
+                    raise C.ConfigError(f"unknown topic config {c.name!r}")
+                if c.config_operation == SET:
+                    new[c.name] = c.value
+                elif c.config_operation == DELETE:
+                    new.pop(c.name, None)
+                elif c.config_operation in (APPEND, SUBTRACT):
+                    if C.TOPIC_CONFIGS[c.name][1] != C.LIST:
+                        raise C.ConfigError(f"{c.name} is not a list config")
+                    cur = new.get(c.name, defaults.get(c.name, ""))
+                    items = [x.strip() for x in cur.split(",") if x.strip()]
+                    vals = [x.strip() for x in (c.value or "").split(",") if x.strip()]
+                    if c.config_operation == APPEND:
+                        items += [x for x in vals if x not in items]
+                    else:
+                        items = [x for x in items if x not in vals]
+                    new[c.name] = ",".join(items)
+                else:
+                    raise C.ConfigError(f"unknown config operation {c.config_operation}")
+        except C.ConfigError as exc:
+            r.error_code, r.error_message = ErrorCode.INVALID_CONFIG, str(exc)
+            continue
+        r.error_code, r.error_message = _apply_topic(broker, res.resource_name, new, req.validate_only)
+    return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=out)
+
+
+# ---------------------------------------------------------------- DescribeCluster
+def handle_describe_cluster(ctx, req):
+    broker = ctx.broker
+    host, port = broker.advertised[0]
+    return DescribeClusterResponse(
+        throttle_time_ms=0,
+        error_code=0,
+        error_message=None,
+        endpoint_type=1,
+        cluster_id=broker.metadata.cluster_id,
+        controller_id=broker.node_id,
+        brokers=[DescribeClusterBroker(broker_id=broker.node_id, host=host, port=port, rack=None)],
+        cluster_authorized_operations=AUTHORIZED_OPS_OMITTED,
+    )
+
+
+def register(router) -> None:
+    router.register(19, 0, 7, handle_create_topics)
+    router.register(20, 0, 6, handle_delete_topics)
+    router.register(37, 0, 3, handle_create_partitions)
+    router.register(32, 0, 4, handle_describe_configs)
+    router.register(33, 0, 2, handle_alter_configs)
+    router.register(44, 0, 1, handle_incremental_alter_configs)
+    router.register(60, 0, 1, handle_describe_cluster)

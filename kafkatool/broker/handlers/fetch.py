@@ -1,0 +1,250 @@
+"""Fetch (1): long polls without busy loops, zero-copy segment slices.
+
+Reads follow Kafka's ``readFromLog``: per partition up to
+``min(partition_max_bytes, bytes left of max_bytes)`` starting with the whole
+batch that contains the fetch offset, and the first batch is returned even
+when larger than the limits (KIP-74).  When fewer than ``min_bytes`` are
+available the request parks on a future that the log's append listener
+resolves, bounded by ``max_wait_ms``.  Fetch sessions (KIP-227) are refused
+the legal way: ``session_id`` 0 in every response, so clients keep sending
+full fetches.
+
+The response is encoded by the generated codec with a unique 16-byte token in
+each ``records`` field; the tokens (and their length prefixes) are then
+replaced by the real length and the segment slices, which go out with
+sendfile.  Fetch v0-3 clients get the batches down-converted to message
+format v0/v1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import struct
+
+from kafkatool.broker.network import FileSlice, Parts
+from kafkatool.formats import records as R
+from kafkatool.formats.schema import uvarint_bytes
+from kafkatool.log.log import (
+    ISOLATION_COMMITTED,
+    ISOLATION_HIGH_WATERMARK,
+    ISOLATION_LOG_END,
+    OffsetOutOfRangeError,
+)
+from kafkatool.protocol.errors import ErrorCode
+from kafkatool.protocol.framing import encode_response
+from kafkatool.protocol.generated import FetchResponse
+from kafkatool.protocol.generated.fetch_response import (
+    AbortedTransaction,
+    FetchableTopicResponse,
+    PartitionData,
+)
+
+API_KEY = 1
+MAX_VERSION = 12
+FLEXIBLE_FROM = 12
+#: below this many bytes in total, slices are read and inlined (cheaper than splicing + sendfile)
+INLINE_MAX = 64 * 1024
+_TOKEN_LEN = 16
+_I32 = struct.Struct(">i")
+
+
+class _Read:
+    __slots__ = ("topics", "bytes", "errors", "tps", "slices")
+
+    def __init__(self):
+        self.topics = []
+        self.bytes = 0
+        self.errors = False
+        self.tps = []
+        self.slices = {}  # id(PartitionData) -> [FileSlice]
+
+
+def _read(broker, req, version: int) -> _Read:
+    out = _Read()
+    if version >= 4 and req.isolation_level == 1:
+        isolation = ISOLATION_COMMITTED
+    else:
+        isolation = ISOLATION_HIGH_WATERMARK
+    if req.replica_id >= 0 and version <= 14:
+        isolation = ISOLATION_LOG_END
+    remaining = req.max_bytes if version >= 3 else 2**31 - 1
+    if remaining <= 0:
+        remaining = 2**31 - 1
+    min_one = True
+    for ft in req.topics:
+        t = broker.topic(ft.topic)
+        parts = []
+        for fp in ft.partitions:
+            idx = fp.partition
+            pd = PartitionData(
+                partition_index=idx,
+                error_code=0,
+                high_watermark=-1,
+                last_stable_offset=-1,
+                log_start_offset=-1,
+                aborted_transactions=None,
+                preferred_read_replica=-1,
+                records=b"",
+            )
+            parts.append(pd)
+            out.tps.append((ft.topic, idx))
+            lg = broker.get_log(ft.topic, idx) if t is not None else None
+            if lg is None:
+                pd.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                out.errors = True
+                continue
+            if version >= 9 and fp.current_leader_epoch >= 0:
+                ours = t.leader_epoch(idx)
+                if fp.current_leader_epoch > ours:
+                    pd.error_code = ErrorCode.UNKNOWN_LEADER_EPOCH
+                elif fp.current_leader_epoch < ours:
+                    pd.error_code = ErrorCode.FENCED_LEADER_EPOCH
+                if pd.error_code:
+                    out.errors = True
+                    continue
+            limit = min(fp.partition_max_bytes, remaining)
+            try:
+                info = lg.read(fp.fetch_offset, max(limit, 0), isolation=isolation, min_one_message=min_one)
+            except OffsetOutOfRangeError:
+                pd.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+                pd.high_watermark = lg.high_watermark
+                pd.last_stable_offset = lg.last_stable_offset
+                pd.log_start_offset = lg.log_start_offset
+                out.errors = True
+                continue
+            pd.high_watermark = info.high_watermark
+            pd.last_stable_offset = info.last_stable_offset
+            pd.log_start_offset = info.log_start_offset
+            if isolation == ISOLATION_COMMITTED:
+                pd.aborted_transactions = [
+                    AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
+                    for a in (info.aborted_transactions or [])
+                ]
+            size = 0
+            slices = []
+            for s in info.slices:
+                if s.size > 0:
+                    slices.append(FileSlice(s.segment.fileno(), s.position, s.size))
+                    size += s.size
+            if size:
+                out.slices[id(pd)] = slices
+                out.bytes += size
+                remaining -= size
+                min_one = False
+        out.topics.append(FetchableTopicResponse(topic=ft.topic, partitions=parts))
+    return out
+
+
+def _down_convert(data: bytes, magic: int) -> bytes:
+    """Magic-2 batches as an uncompressed v0/v1 message set with the same offsets (a partial
+    trailing batch is dropped: a legacy client cannot use one)."""
+    out = bytearray()
+    for b in R.iter_batches(data):
+        if b.magic < 2:
+            out += b.raw()
+            continue
+        if b.is_control:
+            continue
+        for r in b.records():
+            out += R.encode_legacy_message(
+                magic,
+                r.key,
+                r.value,
+                offset=r.offset,
+                timestamp=r.timestamp if magic == 1 else R.NO_TIMESTAMP,
+                attributes=R.TIMESTAMP_TYPE_MASK
+                if (magic == 1 and b.timestamp_type == R.LOG_APPEND_TIME)
+                else 0,
+            )
+    return bytes(out)
+
+
+def _encode(header, read: _Read):
+    version = header.api_version
+    resp = FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=read.topics)
+    if not read.slices:
+        return encode_response(API_KEY, version, header.correlation_id, resp)
+    by_pd = {}
+    for t in read.topics:
+        for pd in t.partitions:
+            sl = read.slices.get(id(pd))
+            if sl is not None:
+                by_pd[id(pd)] = (pd, sl)
+    if version < 4 or read.bytes <= INLINE_MAX:
+        for pd, sl in by_pd.values():
+            data = b"".join(s.read_bytes() for s in sl)
+            pd.records = _down_convert(data, 0 if version < 2 else 1) if version < 4 else data
+        return encode_response(API_KEY, version, header.correlation_id, resp)
+    # splice: tokens in the encoded response are replaced by length + file slices
+    tokens = []
+    nonce = os.urandom(12)
+    for n, (pd, sl) in enumerate(by_pd.values()):
+        token = nonce + n.to_bytes(4, "big")
+        pd.records = token
+        tokens.append((token, sl))
+    body = encode_response(API_KEY, version, header.correlation_id, resp)
+    flexible = version >= FLEXIBLE_FROM
+    old_prefix = len(uvarint_bytes(_TOKEN_LEN + 1)) if flexible else 4
+    parts = Parts()
+    pos = 4
+    total = len(body) - 4
+    for token, sl in tokens:
+        i = body.find(token, pos)
+        if i < 0:
+            raise AssertionError("fetch response token not found")
+        size = sum(s.size for s in sl)
+        prefix = uvarint_bytes(size + 1) if flexible else _I32.pack(size)
+        parts.append(body[pos : i - old_prefix])
+        parts.append(prefix)
+        parts.extend(s.own() for s in sl)
+        pos = i + _TOKEN_LEN
+        total += len(prefix) + size - old_prefix - _TOKEN_LEN
+    parts.append(body[pos:])
+    parts.insert(0, _I32.pack(total))
+    return parts
+
+
+def handle_fetch(ctx, req):
+    broker = ctx.broker
+    header = ctx.header
+    version = header.api_version
+    if version >= 7 and req.session_id != 0:
+        # we never hand out sessions, so any id is unknown
+        resp = FetchResponse(
+            throttle_time_ms=0, error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[]
+        )
+        return encode_response(API_KEY, version, header.correlation_id, resp)
+    read = _read(broker, req, version)
+    if (
+        read.errors
+        or read.bytes >= req.min_bytes
+        or req.max_wait_ms <= 0
+        or read.bytes > 0
+        and req.min_bytes <= 1
+    ):
+        return _encode(header, read)
+    return _long_poll(broker, req, header, read.tps)
+
+
+async def _long_poll(broker, req, header, tps):
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + req.max_wait_ms / 1000.0
+    version = header.api_version
+    while True:
+        fut = broker.waiter(tps)
+        try:
+            read = _read(broker, req, version)
+            left = deadline - loop.time()
+            if read.errors or read.bytes >= req.min_bytes or left <= 0:
+                return _encode(header, read)
+            try:
+                await asyncio.wait_for(fut, left)
+            except TimeoutError:
+                pass
+        finally:
+            broker.drop_waiter(fut, tps)
+
+
+def register(router) -> None:
+    router.register(API_KEY, 0, MAX_VERSION, handle_fetch)

@@ -1,0 +1,488 @@
+"""The group coordinator's APIs: FindCoordinator (10), JoinGroup (11), Heartbeat (12),
+LeaveGroup (13), SyncGroup (14), OffsetCommit (8), OffsetFetch (9), DescribeGroups (15),
+ListGroups (16), DeleteGroups (42), OffsetDelete (47).
+
+Each handler turns a request of any served version into a call on
+:class:`~kafkatool.broker.group.coordinator.GroupCoordinator` and builds the
+response for that version (what Kafka's ``KafkaApis`` does around the
+coordinator).  Parked JoinGroup/SyncGroup requests return awaitables; the
+futures are shielded so a closed connection does not cancel a rebalance.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from kafkatool.broker.group.coordinator import GroupCoordinator, JoinResult, SyncResult
+from kafkatool.broker.group.offsets import NO_LEADER_EPOCH, NO_OFFSET, OffsetAndMetadata
+from kafkatool.protocol.errors import ErrorCode
+from kafkatool.protocol.generated import (
+    DeleteGroupsResponse,
+    DescribeGroupsResponse,
+    FindCoordinatorResponse,
+    HeartbeatResponse,
+    JoinGroupResponse,
+    LeaveGroupResponse,
+    ListGroupsResponse,
+    OffsetCommitResponse,
+    OffsetDeleteResponse,
+    OffsetFetchResponse,
+    SyncGroupResponse,
+)
+from kafkatool.protocol.generated.delete_groups_response import DeletableGroupResult
+from kafkatool.protocol.generated.describe_groups_response import DescribedGroup, DescribedGroupMember
+from kafkatool.protocol.generated.find_coordinator_response import Coordinator
+from kafkatool.protocol.generated.join_group_response import JoinGroupResponseMember
+from kafkatool.protocol.generated.leave_group_response import MemberResponse
+from kafkatool.protocol.generated.list_groups_response import ListedGroup
+from kafkatool.protocol.generated.offset_commit_response import (
+    OffsetCommitResponsePartition,
+    OffsetCommitResponseTopic,
+)
+from kafkatool.protocol.generated.offset_delete_response import (
+    OffsetDeleteResponsePartition,
+    OffsetDeleteResponseTopic,
+)
+from kafkatool.protocol.generated.offset_fetch_response import (
+    OffsetFetchResponseGroup,
+    OffsetFetchResponsePartition,
+    OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic,
+    OffsetFetchResponseTopics,
+)
+
+#: served versions (Kafka 3.0's ranges; protocol.md S3)
+VERSIONS = {
+    "find_coordinator": (10, 0, 4),
+    "join_group": (11, 0, 7),
+    "heartbeat": (12, 0, 4),
+    "leave_group": (13, 0, 4),
+    "sync_group": (14, 0, 5),
+    "offset_commit": (8, 0, 8),
+    "offset_fetch": (9, 0, 8),
+    "describe_groups": (15, 0, 5),
+    "list_groups": (16, 0, 4),
+    "delete_groups": (42, 0, 2),
+    "offset_delete": (47, 0, 0),
+}
+KEY_TYPE_GROUP = 0
+KEY_TYPE_TRANSACTION = 1
+AUTHORIZED_OPS_OMITTED = -(2**31)
+#: READ, DELETE, DESCRIBE: what a group allows without an authorizer (AclOperation codes 3, 6, 8)
+GROUP_AUTHORIZED_OPS = (1 << 3) | (1 << 6) | (1 << 8)
+DEFAULT_TIMESTAMP = -1
+DEFAULT_RETENTION_TIME = -1
+
+
+def coordinator(broker) -> GroupCoordinator:
+    gc = getattr(broker, "group_coordinator", None)
+    if gc is None:
+        gc = broker.group_coordinator = GroupCoordinator(broker)
+    return gc
+
+
+def _client_host(ctx) -> str:
+    # Kafka prints InetAddress.toString(): "/127.0.0.1"
+    peer = getattr(ctx.connection, "peer", "") or ""
+    host = peer.rsplit(":", 1)[0] if ":" in peer else peer
+    return "/" + host.strip("[]")
+
+
+def _client_id(ctx) -> str:
+    return ctx.header.client_id or ""
+
+
+async def _wait(fut: asyncio.Future):
+    # shield: the connection closing must not cancel the group's future
+    return await asyncio.shield(fut)
+
+
+# ---------------------------------------------------------------------------- FindCoordinator
+
+
+def handle_find_coordinator(ctx, req):
+    broker = ctx.broker
+    gc = coordinator(broker)
+    v = ctx.version
+    key_type = req.key_type if v >= 1 else KEY_TYPE_GROUP
+    keys = list(req.coordinator_keys) if v >= 4 else [req.key]
+    host, port = broker.advertised[0]
+    answers = []
+    for key in keys:
+        if key_type == KEY_TYPE_GROUP:
+            err = gc.ensure_offsets_topic()
+            if err is None and not gc.started:
+                gc.start()
+        elif key_type == KEY_TYPE_TRANSACTION:
+            err = None  # the transaction coordinator is this broker too
+        else:
+            err = ErrorCode.INVALID_REQUEST
+        answers.append((key, err))
+    if v >= 4:
+        return FindCoordinatorResponse(
+            throttle_time_ms=0,
+            coordinators=[
+                Coordinator(
+                    key=k, node_id=broker.node_id, host=host, port=port, error_code=0, error_message=None
+                )
+                if err is None
+                else Coordinator(
+                    key=k, node_id=-1, host="", port=-1, error_code=err, error_message=_message(err)
+                )
+                for k, err in answers
+            ],
+        )
+    _, err = answers[0]
+    if err is None:
+        return FindCoordinatorResponse(
+            throttle_time_ms=0, error_code=0, error_message=None, node_id=broker.node_id, host=host, port=port
+        )
+    return FindCoordinatorResponse(
+        throttle_time_ms=0, error_code=err, error_message=_message(err), node_id=-1, host="", port=-1
+    )
+
+
+def _message(code: int) -> str:
+    return ErrorCode(code).name.replace("_", " ").capitalize()
+
+
+# ---------------------------------------------------------------------------- JoinGroup
+
+
+def _join_response(v: int, r: JoinResult) -> JoinGroupResponse:
+    kw = dict(
+        throttle_time_ms=0,
+        error_code=r.error,
+        generation_id=r.generation_id,
+        protocol_name=r.protocol_name if (r.protocol_name is not None or v >= 7) else "",
+        leader=r.leader,
+        member_id=r.member_id,
+        members=[
+            JoinGroupResponseMember(member_id=mid, group_instance_id=iid if v >= 5 else None, metadata=meta)
+            for mid, iid, meta in r.members
+        ],
+    )
+    if v >= 7:
+        kw["protocol_type"] = r.protocol_type
+    if v >= 9:
+        kw["skip_assignment"] = r.skip_assignment
+    return JoinGroupResponse(**kw)
+
+
+def handle_join_group(ctx, req):
+    v = ctx.version
+    gc = coordinator(ctx.broker)
+    result = gc.handle_join_group(
+        group_id=req.group_id,
+        member_id=req.member_id or "",
+        group_instance_id=req.group_instance_id if v >= 5 else None,
+        require_known_member_id=v >= 4,
+        supports_skip_assignment=v >= 9,
+        client_id=_client_id(ctx),
+        client_host=_client_host(ctx),
+        rebalance_timeout_ms=req.rebalance_timeout_ms if v >= 1 else req.session_timeout_ms,
+        session_timeout_ms=req.session_timeout_ms,
+        protocol_type=req.protocol_type,
+        protocols=[(p.name, bytes(p.metadata)) for p in req.protocols],
+    )
+    if isinstance(result, asyncio.Future):
+        return _parked_join(v, result)
+    return _join_response(v, result)
+
+
+async def _parked_join(v: int, fut: asyncio.Future):
+    return _join_response(v, await _wait(fut))
+
+
+# ---------------------------------------------------------------------------- SyncGroup
+
+
+def _sync_response(v: int, r: SyncResult) -> SyncGroupResponse:
+    kw = dict(throttle_time_ms=0, error_code=r.error, assignment=r.assignment if r.error == 0 else b"")
+    if v >= 5:
+        kw["protocol_type"] = r.protocol_type if r.error == 0 else None
+        kw["protocol_name"] = r.protocol_name if r.error == 0 else None
+    return SyncGroupResponse(**kw)
+
+
+def handle_sync_group(ctx, req):
+    v = ctx.version
+    gc = coordinator(ctx.broker)
+    result = gc.handle_sync_group(
+        group_id=req.group_id,
+        generation_id=req.generation_id,
+        member_id=req.member_id,
+        group_instance_id=req.group_instance_id if v >= 3 else None,
+        protocol_type=req.protocol_type if v >= 5 else None,
+        protocol_name=req.protocol_name if v >= 5 else None,
+        assignments={a.member_id: bytes(a.assignment) for a in req.assignments or []},
+    )
+    if isinstance(result, asyncio.Future):
+        return _parked_sync(v, result)
+    return _sync_response(v, result)
+
+
+async def _parked_sync(v: int, fut: asyncio.Future):
+    return _sync_response(v, await _wait(fut))
+
+
+# ---------------------------------------------------------------------------- Heartbeat / LeaveGroup
+
+
+def handle_heartbeat(ctx, req):
+    v = ctx.version
+    err = coordinator(ctx.broker).handle_heartbeat(
+        group_id=req.group_id,
+        member_id=req.member_id,
+        group_instance_id=req.group_instance_id if v >= 3 else None,
+        generation_id=req.generation_id,
+    )
+    return HeartbeatResponse(throttle_time_ms=0, error_code=err)
+
+
+def handle_leave_group(ctx, req):
+    v = ctx.version
+    if v >= 3:
+        leaving = [(m.member_id or "", m.group_instance_id) for m in req.members or []]
+    else:
+        leaving = [(req.member_id or "", None)]
+    top, errors = coordinator(ctx.broker).handle_leave_group(req.group_id, leaving)
+    if v >= 3:
+        members = (
+            [
+                MemberResponse(member_id=mid, group_instance_id=iid, error_code=e)
+                for (mid, iid), e in zip(leaving, errors, strict=True)
+            ]
+            if top == 0
+            else []
+        )
+        return LeaveGroupResponse(throttle_time_ms=0, error_code=top, members=members)
+    # v0-2 carry one member: its error is the response's
+    err = top if top != 0 else next((e for e in errors if e != 0), 0)
+    return LeaveGroupResponse(throttle_time_ms=0, error_code=err)
+
+
+# ---------------------------------------------------------------------------- OffsetCommit / OffsetFetch
+
+
+def handle_offset_commit(ctx, req):
+    v = ctx.version
+    broker = ctx.broker
+    now = int(time.time() * 1000)
+    retention = req.retention_time_ms if 2 <= v <= 4 else DEFAULT_RETENTION_TIME
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+    unknown: dict[tuple[str, int], int] = {}
+    order: list[tuple[str, int]] = []
+    for t in req.topics or []:
+        meta_topic = broker.topic(t.name)
+        for p in t.partitions or []:
+            tp = (t.name, p.partition_index)
+            order.append(tp)
+            if meta_topic is None or not (0 <= p.partition_index < meta_topic.partitions):
+                unknown[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            ts = p.commit_timestamp if v == 1 else DEFAULT_TIMESTAMP
+            offsets[tp] = OffsetAndMetadata(
+                offset=p.committed_offset,
+                leader_epoch=p.committed_leader_epoch if v >= 6 else NO_LEADER_EPOCH,
+                metadata=p.committed_metadata if p.committed_metadata is not None else "",
+                commit_timestamp=now if ts == DEFAULT_TIMESTAMP else ts,
+                expire_timestamp=None if retention == DEFAULT_RETENTION_TIME else now + retention,
+            )
+    errors = dict(unknown)
+    if offsets:
+        errors.update(
+            coordinator(broker).handle_offset_commit(
+                group_id=req.group_id,
+                member_id=req.member_id or "" if v >= 1 else "",
+                group_instance_id=req.group_instance_id if v >= 7 else None,
+                generation_id=req.generation_id_or_member_epoch if v >= 1 else -1,
+                offsets=offsets,
+            )
+        )
+    topics: dict[str, list] = {}
+    for tp in order:
+        topics.setdefault(tp[0], []).append(
+            OffsetCommitResponsePartition(partition_index=tp[1], error_code=errors[tp])
+        )
+    return OffsetCommitResponse(
+        throttle_time_ms=0,
+        topics=[OffsetCommitResponseTopic(name=n, partitions=ps) for n, ps in topics.items()],
+    )
+
+
+def _fetch_one(gc: GroupCoordinator, group_id: str, topics, require_stable: bool):
+    """(error, {topic: [(partition, om|None, error)]}) in request order (or sorted for 'all')."""
+    if topics is None:
+        wanted = None
+    else:
+        wanted = [(t.name, p) for t in topics for p in (t.partition_indexes or [])]
+    err, rows = gc.handle_offset_fetch(group_id, wanted, require_stable)
+    if wanted is None:
+        rows.sort(key=lambda r: r[0])
+    by_topic: dict[str, list] = {}
+    for (topic, part), om, e in rows:
+        by_topic.setdefault(topic, []).append((part, om, e))
+    return err, wanted, by_topic
+
+
+def handle_offset_fetch(ctx, req):
+    v = ctx.version
+    gc = coordinator(ctx.broker)
+    require_stable = bool(req.require_stable) if v >= 7 else False
+    if v >= 8:
+        groups = []
+        for g in req.groups or []:
+            err, _, by_topic = _fetch_one(gc, g.group_id, g.topics, require_stable)
+            groups.append(
+                OffsetFetchResponseGroup(
+                    group_id=g.group_id,
+                    error_code=err,
+                    topics=[
+                        OffsetFetchResponseTopics(
+                            name=name,
+                            partitions=[
+                                OffsetFetchResponsePartitions(
+                                    partition_index=p,
+                                    committed_offset=om.offset if om else NO_OFFSET,
+                                    committed_leader_epoch=om.leader_epoch if om else NO_LEADER_EPOCH,
+                                    metadata=om.metadata if om else "",
+                                    error_code=e,
+                                )
+                                for p, om, e in parts
+                            ],
+                        )
+                        for name, parts in by_topic.items()
+                    ]
+                    if err == 0
+                    else [],
+                )
+            )
+        return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
+    topics = req.topics if v >= 2 else (req.topics or [])
+    err, wanted, by_topic = _fetch_one(gc, req.group_id, topics, require_stable)
+    if err != 0:
+        if v < 2:
+            # no top-level error before v2: every requested partition carries it
+            by_topic = {}
+            for topic, part in wanted or []:
+                by_topic.setdefault(topic, []).append((part, None, err))
+        else:
+            by_topic = {}
+
+    def part(p, om, e):
+        return OffsetFetchResponsePartition(
+            partition_index=p,
+            committed_offset=om.offset if om else NO_OFFSET,
+            committed_leader_epoch=(om.leader_epoch if om else NO_LEADER_EPOCH)
+            if v >= 5
+            else NO_LEADER_EPOCH,
+            metadata=om.metadata if om else "",
+            error_code=e,
+        )
+
+    kw = dict(
+        throttle_time_ms=0,
+        topics=[
+            OffsetFetchResponseTopic(name=name, partitions=[part(*r) for r in parts])
+            for name, parts in by_topic.items()
+        ],
+    )
+    if v >= 2:
+        kw["error_code"] = err
+    return OffsetFetchResponse(**kw)
+
+
+# ---------------------------------------------------------------------------- admin
+
+
+def handle_describe_groups(ctx, req):
+    v = ctx.version
+    gc = coordinator(ctx.broker)
+    include_ops = v >= 3 and bool(req.include_authorized_operations)
+    out = []
+    for gid in req.groups or []:
+        err, s = gc.handle_describe_group(gid)
+        out.append(
+            DescribedGroup(
+                error_code=err,
+                group_id=gid,
+                group_state=s.state,
+                protocol_type=s.protocol_type,
+                protocol_data=s.protocol,
+                members=[
+                    DescribedGroupMember(
+                        member_id=mid,
+                        group_instance_id=iid if v >= 4 else None,
+                        client_id=cid,
+                        client_host=host,
+                        member_metadata=meta,
+                        member_assignment=assignment,
+                    )
+                    for mid, iid, cid, host, meta, assignment in s.members
+                ],
+                authorized_operations=GROUP_AUTHORIZED_OPS if include_ops else AUTHORIZED_OPS_OMITTED,
+            )
+        )
+    return DescribeGroupsResponse(throttle_time_ms=0, groups=out)
+
+
+def handle_list_groups(ctx, req):
+    v = ctx.version
+    states = list(req.states_filter or []) if v >= 4 else None
+    err, groups = coordinator(ctx.broker).handle_list_groups(states)
+    return ListGroupsResponse(
+        throttle_time_ms=0,
+        error_code=err,
+        groups=[
+            ListedGroup(group_id=gid, protocol_type=ptype, group_state=state if v >= 4 else "")
+            for gid, ptype, state in groups
+        ],
+    )
+
+
+def handle_delete_groups(ctx, req):
+    names = list(req.groups_names or [])
+    results = coordinator(ctx.broker).handle_delete_groups(names)
+    return DeleteGroupsResponse(
+        throttle_time_ms=0,
+        results=[DeletableGroupResult(group_id=g, error_code=results[g]) for g in dict.fromkeys(names)],
+    )
+
+
+def handle_offset_delete(ctx, req):
+    wanted = [(t.name, p.partition_index) for t in req.topics or [] for p in t.partitions or []]
+    err, result = coordinator(ctx.broker).handle_offset_delete(req.group_id, wanted)
+    topics: dict[str, list] = {}
+    if err == 0:
+        for tp in wanted:
+            topics.setdefault(tp[0], []).append(
+                OffsetDeleteResponsePartition(partition_index=tp[1], error_code=result.get(tp, 0))
+            )
+    return OffsetDeleteResponse(
+        error_code=err,
+        throttle_time_ms=0,
+        topics=[OffsetDeleteResponseTopic(name=n, partitions=ps) for n, ps in topics.items()],
+    )
+
+
+_HANDLERS = {
+    "find_coordinator": handle_find_coordinator,
+    "join_group": handle_join_group,
+    "heartbeat": handle_heartbeat,
+    "leave_group": handle_leave_group,
+    "sync_group": handle_sync_group,
+    "offset_commit": handle_offset_commit,
+    "offset_fetch": handle_offset_fetch,
+    "describe_groups": handle_describe_groups,
+    "list_groups": handle_list_groups,
+    "delete_groups": handle_delete_groups,
+    "offset_delete": handle_offset_delete,
+}
+
+
+def register(router) -> None:
+    coordinator(router.broker)
+    for name, (key, lo, hi) in VERSIONS.items():
+        router.register(key, lo, hi, _HANDLERS[name])

@@ -1,0 +1,359 @@
+"""DescribeLogDirs (35) and AlterReplicaLogDirs (34): moving a partition between this broker's
+log dirs the way Kafka does, through a ``topic-partition.<uuid>-future`` dir.
+
+AlterReplicaLogDirs answers at once and starts a move in the background: the
+files of the partition are copied into the future dir in the destination while
+the partition keeps serving (sealed segments whole, the active segment's log up
+to its current size), at most ``replica.alter.log.dirs.io.max.bytes.per.second``
+(a dynamic broker config, read at every chunk).  Then, in one step of the event
+loop (no request runs in between), the log is closed cleanly, whatever changed
+since is copied (the tail appended to the active segment, rewritten indexes and
+checkpoints, segments the cleaner replaced), the future dir takes the partition's
+name, the old dir becomes ``...-delete`` and is removed, and the log is reopened
+from its new home.  Until then DescribeLogDirs shows the future replica
+(``is_future_key``) in its destination dir.
+
+A crash mid-copy leaves a ``-future`` dir that the next start ignores; a crash
+between the two renames leaves the partition in both dirs, which the log
+manager refuses to load (naming both) rather than losing either.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kafkatool.log import fileops
+from kafkatool.log.log import FUTURE_DIR_SUFFIX, Log
+from kafkatool.protocol.errors import ErrorCode
+from kafkatool.protocol.generated import AlterReplicaLogDirsResponse, DescribeLogDirsResponse
+from kafkatool.protocol.generated.alter_replica_log_dirs_response import (
+    AlterReplicaLogDirPartitionResult,
+    AlterReplicaLogDirTopicResult,
+)
+from kafkatool.protocol.generated.describe_log_dirs_response import (
+    DescribeLogDirsPartition,
+    DescribeLogDirsResult,
+    DescribeLogDirsTopic,
+)
+
+log = logging.getLogger("kafkatool.broker")
+
+ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS = 34, 35
+THROTTLE_CONFIG = "replica.alter.log.dirs.io.max.bytes.per.second"
+CHUNK = 1 << 20
+UNLIMITED = (1 << 63) - 1
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass
+class LogDirMove:
+    tp: TopicPartition
+    dest_dir: Path
+    future: Path
+    #: file name -> (inode, size) copied into the future dir
+    copied: dict[str, tuple[int, int]] = field(default_factory=dict)
+    bytes_copied: int = 0
+    task: asyncio.Task | None = None
+
+
+def moves(broker) -> dict[TopicPartition, LogDirMove]:
+    table = getattr(broker, "log_dir_moves", None)
+    if table is None:
+        table = broker.log_dir_moves = {}
+    return table
+
+
+def _rate(broker) -> int | None:
+    try:
+        rate = int(broker.config.get(THROTTLE_CONFIG) or UNLIMITED)
+    except ValueError:
+        return None
+    return None if rate >= UNLIMITED or rate < 0 else rate
+
+
+def _same_dir(a: Path, b: Path) -> bool:
+    return os.path.normpath(os.path.abspath(a)) == os.path.normpath(os.path.abspath(b))
+
+
+def _find_dir(broker, path: str) -> Path | None:
+    for d in broker.manager.dirs:
+        if _same_dir(d, Path(path)):
+            return d
+    return None
+
+
+# ---------------------------------------------------------------- copying
+
+
+def _copy_sync(src: Path, dst: Path, start: int, end: int | None) -> int:
+    """Copy bytes [start, end) of src into dst at the same position (dst cut to ``start`` first)."""
+    copied = 0
+    with open(src, "rb") as fin, open(dst, "r+b" if start else "wb") as fout:
+        fout.truncate(start)
+        fin.seek(start)
+        fout.seek(start)
+        left = None if end is None else end - start
+        while left is None or left > 0:
+            chunk = fin.read(CHUNK if left is None else min(CHUNK, left))
+            if not chunk:
+                break
+            fout.write(chunk)
+            copied += len(chunk)
+            if left is not None:
+                left -= len(chunk)
+        fout.flush()
+        os.fsync(fout.fileno())
+    return copied
+
+
+async def _copy_throttled(broker, mv: LogDirMove, src: Path, dst: Path, end: int) -> None:
+    with open(src, "rb") as fin, open(dst, "wb") as fout:
+        left = end
+        while left > 0:
+            rate = _rate(broker)
+            step = CHUNK if rate is None else max(1, min(CHUNK, rate // 10 or 1))
+            chunk = fin.read(min(step, left))
+            if not chunk:
+                break
+            fout.write(chunk)
+            left -= len(chunk)
+            mv.bytes_copied += len(chunk)
+            await asyncio.sleep(0 if rate is None else len(chunk) / rate)
+        fout.flush()
+        os.fsync(fout.fileno())
+
+
+async def _precopy(broker, mv: LogDirMove) -> None:
+    """Copy what will not change (sealed segments, the active log's current bytes) while serving."""
+    lg = broker.get_log(*mv.tp)
+    if lg is None:
+        raise FileNotFoundError(f"partition {mv.tp[0]}-{mv.tp[1]} is gone")
+    active = lg.active_segment
+    active_prefix = active.log_path.name.rsplit(".", 1)[0] + "."
+    for name in sorted(os.listdir(lg.dir)):
+        src = lg.dir / name
+        is_active_log = src == active.log_path
+        if name.startswith(active_prefix) and not is_active_log:
+            continue  # the active segment's indexes are rewritten at close
+        if not name.endswith((".log", ".index", ".timeindex", ".txnindex")):
+            continue  # checkpoints and snapshots: small, copied at the switch
+        try:
+            st = os.stat(src)
+        except FileNotFoundError:
+            continue  # deleted by retention meanwhile
+        size = active.size if is_active_log else st.st_size
+        await _copy_throttled(broker, mv, src, mv.future / name, size)
+        mv.copied[name] = (st.st_ino, size)
+        if broker.get_log(*mv.tp) is not lg:
+            raise FileNotFoundError(f"partition {mv.tp[0]}-{mv.tp[1]} was deleted or moved meanwhile")
+
+
+def _switch(broker, mv: LogDirMove) -> Log:
+    """Close, copy the rest, rename, reopen: synchronous, so nothing runs in between."""
+    manager = broker.manager
+    tp = mv.tp
+    lg = broker.get_log(*tp)
+    old_dir = lg.dir
+    lg.close()
+    try:
+        names = [n for n in sorted(os.listdir(old_dir)) if (old_dir / n).is_file()]
+        for name in names:
+            src, dst = old_dir / name, mv.future / name
+            st = os.stat(src)
+            prev = mv.copied.get(name)
+            if prev == (st.st_ino, st.st_size):
+                continue
+            if prev is not None and name.endswith(".log") and prev[0] == st.st_ino and st.st_size >= prev[1]:
+                mv.bytes_copied += _copy_sync(src, dst, prev[1], None)  # appended since
+            else:
+                mv.bytes_copied += _copy_sync(src, dst, 0, None)
+        for name in os.listdir(mv.future):
+            if name not in names:
+                os.unlink(mv.future / name)  # deleted by retention or replaced by the cleaner
+        fileops.fsync_dir(mv.future)
+        final = mv.dest_dir / old_dir.name
+        fileops.rename(mv.future, final)
+    except BaseException:
+        _reinstall(broker, tp, old_dir, lg)
+        raise
+    doomed = old_dir.with_name(f"{old_dir.name}.{uuid.uuid4().hex}-delete")
+    fileops.rename(old_dir, doomed)
+    new = Log(
+        final,
+        manager.config_for(tp[0]),
+        log_start_offset=lg.log_start_offset,
+        recovery_point=lg.log_end_offset,
+        had_clean_shutdown=True,
+        writable=manager.writable,
+        clock=manager.clock,
+    )
+    manager.logs[tp] = new
+    manager._log_dir_of[tp] = mv.dest_dir
+    broker._attach(new)
+    shutil.rmtree(doomed, ignore_errors=True)
+    broker.wake(tp)
+    return new
+
+
+def _reinstall(broker, tp: TopicPartition, path: Path, old: Log) -> None:
+    """The switch failed after the log was closed: open it again where it was."""
+    manager = broker.manager
+    lg = Log(
+        path,
+        manager.config_for(tp[0]),
+        log_start_offset=old.log_start_offset,
+        recovery_point=old.log_end_offset,
+        had_clean_shutdown=True,
+        writable=manager.writable,
+        clock=manager.clock,
+    )
+    manager.logs[tp] = lg
+    broker._attach(lg)
+
+
+async def _run(broker, mv: LogDirMove) -> None:
+    table = moves(broker)
+    try:
+        await _precopy(broker, mv)
+        new = _switch(broker, mv)
+        log.info(
+            "log dir move done topic=%s partition=%d dir=%s bytes=%d leo=%d",
+            mv.tp[0],
+            mv.tp[1],
+            mv.dest_dir,
+            mv.bytes_copied,
+            new.log_end_offset,
+        )
+    except asyncio.CancelledError:
+        shutil.rmtree(mv.future, ignore_errors=True)
+        raise
+    except Exception:
+        log.exception("log dir move failed topic=%s partition=%d dir=%s", mv.tp[0], mv.tp[1], mv.dest_dir)
+        shutil.rmtree(mv.future, ignore_errors=True)
+    finally:
+        if table.get(mv.tp) is mv:
+            del table[mv.tp]
+
+
+def _cancel(broker, tp: TopicPartition) -> None:
+    mv = moves(broker).pop(tp, None)
+    if mv is not None and mv.task is not None:
+        mv.task.cancel()
+    stale = broker.manager.future_logs.pop(tp, None)  # a future dir left by an earlier run
+    if stale is not None:
+        stale.close()
+        shutil.rmtree(stale.dir, ignore_errors=True)
+
+
+def start_move(broker, tp: TopicPartition, path: str) -> int:
+    """Error code of one partition of AlterReplicaLogDirs."""
+    dest = _find_dir(broker, path)
+    if dest is None:
+        return ErrorCode.LOG_DIR_NOT_FOUND
+    t = broker.topic(tp[0])
+    lg = broker.get_log(*tp)
+    if t is None or not 0 <= tp[1] < t.partitions or lg is None:
+        return ErrorCode.REPLICA_NOT_AVAILABLE
+    if broker.read_only:
+        return ErrorCode.KAFKA_STORAGE_ERROR
+    current = moves(broker).get(tp)
+    if _same_dir(broker.manager.log_dir_of(*tp), dest):
+        _cancel(broker, tp)  # pinning a replica to where it is cancels a move elsewhere
+        return ErrorCode.NONE
+    if current is not None and _same_dir(current.dest_dir, dest):
+        return ErrorCode.NONE
+    _cancel(broker, tp)
+    future = dest / f"{tp[0]}-{tp[1]}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}"
+    fileops.mkdir(future)
+    mv = LogDirMove(tp, dest, future)
+    moves(broker)[tp] = mv
+    mv.task = asyncio.ensure_future(_run(broker, mv))
+    log.info("log dir move started topic=%s partition=%d dir=%s", tp[0], tp[1], dest)
+    return ErrorCode.NONE
+
+
+# ---------------------------------------------------------------- handlers
+
+
+def handle_alter_replica_log_dirs(ctx, req):
+    broker = ctx.broker
+    results: dict[str, list] = {}
+    for d in req.dirs:
+        for t in d.topics:
+            for p in t.partitions:
+                code = start_move(broker, (t.name, p), d.path)
+                results.setdefault(t.name, []).append(
+                    AlterReplicaLogDirPartitionResult(partition_index=p, error_code=int(code))
+                )
+    return AlterReplicaLogDirsResponse(
+        throttle_time_ms=0,
+        results=[AlterReplicaLogDirTopicResult(topic_name=n, partitions=ps) for n, ps in results.items()],
+    )
+
+
+def _future_lag(lg: Log, mv: LogDirMove) -> int:
+    """Offsets the future replica is behind: from the first segment not copied whole yet."""
+    for seg in lg.segments:
+        if seg.log_path.name not in mv.copied:
+            return lg.log_end_offset - seg.base_offset
+    return 0
+
+
+def handle_describe_log_dirs(ctx, req):
+    """Every log dir with the (requested) partitions it holds, and the future replicas of moves."""
+    broker = ctx.broker
+    manager = broker.manager
+    wanted = None
+    if req.topics is not None:
+        wanted = {(t.topic, p) for t in req.topics for p in t.partitions}
+    by_dir: dict[Path, dict[str, list]] = {d: {} for d in manager.dirs}
+    for tp, lg in sorted(manager.logs.items()):
+        if wanted is not None and tp not in wanted:
+            continue
+        by_dir.setdefault(manager.log_dir_of(*tp), {}).setdefault(tp[0], []).append(
+            DescribeLogDirsPartition(
+                partition_index=tp[1], partition_size=lg.size, offset_lag=0, is_future_key=False
+            )
+        )
+    for tp, mv in sorted(moves(broker).items()):
+        lg = broker.get_log(*tp)
+        if lg is None or (wanted is not None and tp not in wanted):
+            continue
+        by_dir.setdefault(mv.dest_dir, {}).setdefault(tp[0], []).append(
+            DescribeLogDirsPartition(
+                partition_index=tp[1],
+                partition_size=mv.bytes_copied,
+                offset_lag=_future_lag(lg, mv),
+                is_future_key=True,
+            )
+        )
+    results = []
+    for d, topics in by_dir.items():
+        total = usable = -1
+        try:
+            usage = shutil.disk_usage(d)
+            total, usable = usage.total, usage.free
+        except OSError:
+            pass
+        results.append(
+            DescribeLogDirsResult(
+                error_code=0,
+                log_dir=str(d),
+                topics=[DescribeLogDirsTopic(name=n, partitions=ps) for n, ps in sorted(topics.items())],
+                total_bytes=total,
+                usable_bytes=usable,
+            )
+        )
+    return DescribeLogDirsResponse(throttle_time_ms=0, error_code=0, results=results)
+
+
+def register(router) -> None:
+    router.register(ALTER_REPLICA_LOG_DIRS, 0, 2, handle_alter_replica_log_dirs)
+    router.register(DESCRIBE_LOG_DIRS, 0, 4, handle_describe_log_dirs)

@@ -1,0 +1,252 @@
+"""ListOffsets (2), OffsetForLeaderEpoch (23) and DeleteRecords (21)."""
+
+from __future__ import annotations
+
+import logging
+
+from kafkatool.log.log import OffsetOutOfRangeError
+from kafkatool.protocol.errors import ErrorCode
+from kafkatool.protocol.generated import (
+    DeleteRecordsResponse,
+    ListOffsetsResponse,
+    OffsetForLeaderEpochResponse,
+)
+from kafkatool.protocol.generated.delete_records_response import (
+    DeleteRecordsPartitionResult,
+    DeleteRecordsTopicResult,
+)
+from kafkatool.protocol.generated.list_offsets_response import (
+    ListOffsetsPartitionResponse,
+    ListOffsetsTopicResponse,
+)
+from kafkatool.protocol.generated.offset_for_leader_epoch_response import (
+    EpochEndOffset,
+    OffsetForLeaderTopicResult,
+)
+
+log = logging.getLogger("kafkatool.broker")
+
+LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+
+
+def epoch_for_offset(lg, offset: int) -> int:
+    epoch = -1
+    for e, start in lg.leader_epoch_cache.entries:
+        if start <= offset:
+            epoch = e
+        else:
+            break
+    return epoch
+
+
+def check_leader_epoch(t, partition: int, requested: int) -> int:
+    if requested < 0:
+        return 0
+    ours = t.leader_epoch(partition)
+    if requested > ours:
+        return ErrorCode.UNKNOWN_LEADER_EPOCH
+    if requested < ours:
+        return ErrorCode.FENCED_LEADER_EPOCH
+    return 0
+
+
+def offset_for_timestamp(lg, target: int, upper: int) -> tuple[int, int] | None:
+    """(timestamp, offset) of the first record with timestamp >= target below ``upper``."""
+    for seg in lg.segments:
+        if seg.base_offset >= upper:
+            break
+        if seg.max_timestamp_so_far < target:
+            continue
+        entry = seg.time_index.lookup(target)
+        start = max(entry.offset, lg.log_start_offset, seg.base_offset)
+        found = seg.translate_offset(start)
+        if found is None:
+            continue
+        for b in seg.batches(found.position):
+            if b.last_offset < lg.log_start_offset:
+                continue
+            if b.base_offset >= upper if b.magic >= 2 else b.last_offset >= upper:
+                return None
+            if b.max_timestamp < target:
+                continue
+            for r in b.records():
+                if r.timestamp >= target and r.offset >= lg.log_start_offset and r.offset < upper:
+                    return r.timestamp, r.offset
+    return None
+
+
+def max_timestamp_offset(lg, upper: int) -> tuple[int, int] | None:
+    best = None
+    for seg in lg.segments:
+        if seg.base_offset >= upper:
+            break
+        for b in seg.batches():
+            if b.last_offset < lg.log_start_offset or b.is_control:
+                continue
+            if b.last_offset >= upper:
+                break
+            if best is None or b.max_timestamp > best[0].max_timestamp:
+                best = (b,)
+    if best is None:
+        return None
+    b = best[0]
+    for r in b.records():
+        if r.timestamp == b.max_timestamp:
+            return r.timestamp, r.offset
+    return b.max_timestamp, b.last_offset
+
+
+def handle_list_offsets(ctx, req):
+    broker = ctx.broker
+    v = ctx.version
+    topics = []
+    seen = set()
+    for rt in req.topics:
+        t = broker.topic(rt.name)
+        parts = []
+        for rp in rt.partitions:
+            pr = ListOffsetsPartitionResponse(
+                partition_index=rp.partition_index,
+                error_code=0,
+                old_style_offsets=[],
+                timestamp=-1,
+                offset=-1,
+                leader_epoch=-1,
+            )
+            parts.append(pr)
+            key = (rt.name, rp.partition_index)
+            if key in seen:
+                pr.error_code = ErrorCode.INVALID_REQUEST
+                continue
+            seen.add(key)
+            lg = broker.get_log(rt.name, rp.partition_index) if t is not None else None
+            if lg is None:
+                pr.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if v >= 4:
+                pr.error_code = check_leader_epoch(t, rp.partition_index, rp.current_leader_epoch)
+                if pr.error_code:
+                    continue
+            committed = v >= 2 and req.isolation_level == 1
+            upper = lg.last_stable_offset if committed else lg.high_watermark
+            ts = rp.timestamp
+            if req.replica_id >= 0:
+                upper = lg.log_end_offset
+            if ts == EARLIEST or ts == -4:
+                offset, stamp = lg.log_start_offset, -1
+            elif ts == LATEST or ts == -5:
+                offset, stamp = upper, -1
+            elif ts == MAX_TIMESTAMP:
+                found = max_timestamp_offset(lg, upper)
+                stamp, offset = found if found is not None else (-1, -1)
+            elif ts >= 0:
+                found = offset_for_timestamp(lg, ts, upper)
+                stamp, offset = found if found is not None else (-1, -1)
+            else:
+                pr.error_code = ErrorCode.INVALID_REQUEST
+                continue
+            if v == 0:
+                pr.old_style_offsets = [offset] if offset >= 0 else []
+                continue
+            pr.offset = offset
+            pr.timestamp = stamp
+            if offset >= 0 and v >= 4:
+                if ts in (LATEST, -5):
+                    latest = lg.leader_epoch_cache.latest_epoch
+                    pr.leader_epoch = latest if latest is not None else -1
+                else:
+                    pr.leader_epoch = epoch_for_offset(lg, offset)
+        topics.append(ListOffsetsTopicResponse(name=rt.name, partitions=parts))
+    return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
+
+
+def handle_offset_for_leader_epoch(ctx, req):
+    broker = ctx.broker
+    v = ctx.version
+    out = []
+    for rt in req.topics:
+        t = broker.topic(rt.topic)
+        parts = []
+        for rp in rt.partitions:
+            r = EpochEndOffset(error_code=0, partition=rp.partition, leader_epoch=-1, end_offset=-1)
+            parts.append(r)
+            lg = broker.get_log(rt.topic, rp.partition) if t is not None else None
+            if lg is None:
+                r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if v >= 2:
+                r.error_code = check_leader_epoch(t, rp.partition, rp.current_leader_epoch)
+                if r.error_code:
+                    continue
+            if not lg.leader_epoch_cache.entries and 0 <= rp.leader_epoch <= t.leader_epoch(rp.partition):
+                # no leader-epoch-checkpoint (a copied dir without it): on a single node there is
+                # no divergent history, so the whole log is the current epoch; -1/-1 would make
+                # consumers assume truncation and reset their offsets
+                r.leader_epoch, r.end_offset = t.leader_epoch(rp.partition), lg.log_end_offset
+                continue
+            epoch, end = lg.leader_epoch_cache.end_offset_for(rp.leader_epoch, lg.log_end_offset)
+            r.leader_epoch, r.end_offset = epoch, end
+        out.append(OffsetForLeaderTopicResult(topic=rt.topic, partitions=parts))
+    return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=out)
+
+
+def delete_segments_below_start(lg) -> None:
+    """Kafka's deleteLogStartOffsetBreachedSegments: segments wholly below the log start offset."""
+    segs = lg.segments
+    doomed = []
+    for seg, nxt in zip(segs, segs[1:], strict=False):
+        if nxt.base_offset <= lg.log_start_offset:
+            doomed.append(seg)
+        else:
+            break
+    if doomed:
+        lg.delete_segments(doomed)
+
+
+def handle_delete_records(ctx, req):
+    broker = ctx.broker
+    out = []
+    changed = False
+    for rt in req.topics:
+        t = broker.topic(rt.name)
+        parts = []
+        for rp in rt.partitions:
+            r = DeleteRecordsPartitionResult(
+                partition_index=rp.partition_index, low_watermark=-1, error_code=0
+            )
+            parts.append(r)
+            lg = broker.get_log(rt.name, rp.partition_index) if t is not None else None
+            if lg is None:
+                r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if broker.read_only:
+                r.error_code = ErrorCode.POLICY_VIOLATION
+                continue
+            offset = lg.high_watermark if rp.offset == -1 else rp.offset
+            if offset < 0:
+                r.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+                continue
+            try:
+                if lg.increment_log_start_offset(offset):
+                    changed = True
+                    delete_segments_below_start(lg)
+                    log.info(
+                        "records deleted topic=%s partition=%d log_start_offset=%d",
+                        rt.name,
+                        rp.partition_index,
+                        lg.log_start_offset,
+                    )
+            except OffsetOutOfRangeError:
+                r.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+                continue
+            r.low_watermark = lg.log_start_offset
+        out.append(DeleteRecordsTopicResult(name=rt.name, partitions=parts))
+    if changed:
+        broker.manager.checkpoint_log_start_offsets()
+    return DeleteRecordsResponse(throttle_time_ms=0, topics=out)
+
+
+def register(router) -> None:
+    router.register(2, 0, 7, handle_list_offsets)
+    router.register(23, 0, 4, handle_offset_for_leader_epoch)
+    router.register(21, 0, 2, handle_delete_records)

@@ -1,0 +1,320 @@
+"""Produce (0) and InitProducerId (22).
+
+The hot path never decodes records: the batch header is read in place, the
+CRC is checked once (by the log, while it assigns offsets), and the bytes go
+to the segment as they came.  Records are decoded only when the topic forces
+a different compression codec or is compacted (every record needs a key).
+Idempotent producers are checked against the last five batches of each
+producer id per partition, as Kafka's ProducerStateManager does for clients.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from kafkatool.broker.server import ProducerBatches
+from kafkatool.formats import compression
+from kafkatool.formats import records as R
+from kafkatool.formats.errors import CorruptRecordError, FormatError
+from kafkatool.log.log import RecordTooLargeError
+from kafkatool.protocol.errors import ErrorCode
+from kafkatool.protocol.generated import InitProducerIdResponse, ProduceResponse
+from kafkatool.protocol.generated.produce_response import (
+    BatchIndexAndErrorMessage,
+    PartitionProduceResponse,
+    TopicProduceResponse,
+)
+
+log = logging.getLogger("kafkatool.broker")
+
+INT32_MAX = 0x7FFFFFFF
+_CODECS = {
+    "gzip": compression.GZIP,
+    "snappy": compression.SNAPPY,
+    "lz4": compression.LZ4,
+    "zstd": compression.ZSTD,
+}
+
+
+class ProduceError(Exception):
+    def __init__(self, code: int, message: str | None = None, record_errors=None):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.record_errors = record_errors or []
+
+
+class Duplicate(Exception):
+    def __init__(self, first_offset: int, timestamp: int):
+        self.first_offset = first_offset
+        self.timestamp = timestamp
+
+
+def _check_sequence(state: ProducerBatches | None, batch) -> None:
+    """Kafka's ProducerAppendInfo.checkProducerEpoch/checkSequence for a client (leader) append."""
+    epoch = batch.producer_epoch
+    first_seq = batch.base_sequence
+    if state is None:
+        return  # unknown or expired producer: any sequence is accepted
+    if epoch < state.epoch:
+        raise ProduceError(
+            ErrorCode.INVALID_PRODUCER_EPOCH,
+            f"producer epoch {epoch} is older than the current {state.epoch}",
+        )
+    last_seq = batch.last_sequence
+    if epoch == state.epoch:
+        for b in state.batches:
+            if b[0] == first_seq and b[1] == last_seq:
+                raise Duplicate(b[2], b[4])
+    if epoch > state.epoch or not state.batches:
+        if first_seq != 0 and epoch > state.epoch:
+            raise ProduceError(
+                ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                f"new epoch {epoch} must start at sequence 0, got {first_seq}",
+            )
+        return
+    expected = 0 if state.last_seq == INT32_MAX else state.last_seq + 1
+    if first_seq != expected:
+        raise ProduceError(
+            ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+            f"out of order sequence: expected {expected}, got {first_seq} (producer {batch.producer_id})",
+        )
+
+
+def _validate(broker, ctx, topic, records, cfg, topic_cfg):
+    """Header-level validation of one partition's records; returns the parsed batches."""
+    if records is None or len(records) == 0:
+        raise ProduceError(ErrorCode.INVALID_RECORD, "no records")
+    v = ctx.version
+    try:
+        batches = list(R.iter_batches(records))
+    except FormatError as exc:
+        raise ProduceError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
+    if not batches or batches[-1].end != len(records):
+        raise ProduceError(ErrorCode.CORRUPT_MESSAGE, "records end inside a batch")
+    if v >= 3 and (len(batches) != 1 or batches[0].magic != 2):
+        raise ProduceError(ErrorCode.INVALID_RECORD, "Produce v3+ needs exactly one magic-2 record batch")
+    max_bytes = cfg.max_message_bytes
+    for b in batches:
+        if b.size > max_bytes:
+            raise ProduceError(
+                ErrorCode.MESSAGE_TOO_LARGE, f"batch of {b.size} bytes exceeds max.message.bytes {max_bytes}"
+            )
+        if b.magic < 2:
+            continue
+        codec = b.codec
+        if codec > compression.ZSTD:
+            raise ProduceError(ErrorCode.CORRUPT_MESSAGE, f"unknown compression codec {codec}")
+        if codec == compression.ZSTD and v < 7:
+            raise ProduceError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs Produce v7+")
+        if b.is_control:
+            raise ProduceError(ErrorCode.INVALID_RECORD, "clients may not send control batches")
+        if b.records_count != b.last_offset_delta + 1:
+            raise ProduceError(
+                ErrorCode.INVALID_RECORD,
+                f"record count {b.records_count} does not match the last offset delta {b.last_offset_delta}",
+            )
+        if b.is_transactional:
+            raise ProduceError(
+                ErrorCode.INVALID_TXN_STATE, "transactions are not supported by this broker yet"
+            )
+        if b.producer_id >= 0 and b.base_sequence < 0:
+            raise ProduceError(ErrorCode.INVALID_RECORD, "idempotent batch without a sequence number")
+    return batches
+
+
+def _key_check(batches) -> None:
+    errors = []
+    idx = 0
+    for b in batches:
+        for r in b.records():
+            if r.key is None:
+                errors.append(
+                    BatchIndexAndErrorMessage(
+                        batch_index=idx,
+                        batch_index_error_message="Compacted topic cannot accept message without key",
+                    )
+                )
+            idx += 1
+    if errors:
+        raise ProduceError(
+            ErrorCode.INVALID_RECORD,
+            "compacted topic cannot accept message without key",
+            record_errors=errors,
+        )
+
+
+def _recompress(batches, codec: int) -> bytes:
+    out = bytearray()
+    for b in batches:
+        if b.magic >= 2 and b.codec == codec:
+            out += b.raw()
+            continue
+        recs = list(b.records())
+        if b.magic < 2:
+            out += R.build_record_batch(
+                [R.SimpleRecord(r.value, r.key, (), r.timestamp) for r in recs], codec=codec
+            )
+            continue
+        out += R.build_record_batch(
+            recs,
+            codec=codec,
+            producer_id=b.producer_id,
+            producer_epoch=b.producer_epoch,
+            base_sequence=b.base_sequence,
+            is_transactional=b.is_transactional,
+            offset_deltas=[r.offset_delta for r in recs],
+            last_offset_delta=b.last_offset_delta,
+            base_timestamp=b.base_timestamp,
+            max_timestamp=b.max_timestamp,
+        )
+    return bytes(out)
+
+
+def _append_partition(
+    broker, ctx, topic_name: str, index: int, records, acks: int
+) -> PartitionProduceResponse:
+    resp = PartitionProduceResponse(
+        index=index,
+        error_code=0,
+        base_offset=-1,
+        log_append_time_ms=-1,
+        log_start_offset=-1,
+        record_errors=[],
+    )
+    lg = broker.get_log(topic_name, index)
+    t = broker.topic(topic_name)
+    if lg is None or t is None:
+        resp.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return resp
+    try:
+        if broker.read_only:
+            raise ProduceError(ErrorCode.POLICY_VIOLATION, "the broker serves this log dir read-only")
+        topic_cfg = t.configs
+        cfg = lg.config
+        if acks == -1:
+            min_isr = int(
+                topic_cfg.get("min.insync.replicas") or broker.config.get("min.insync.replicas") or 1
+            )
+            if min_isr > 1:
+                raise ProduceError(
+                    ErrorCode.NOT_ENOUGH_REPLICAS, f"min.insync.replicas={min_isr} but the ISR has 1 replica"
+                )
+        batches = _validate(broker, ctx, t, records, cfg, topic_cfg)
+        ctype = (
+            topic_cfg.get("compression.type") or broker.config.get("compression.type") or "producer"
+        ).lower()
+        if cfg.compact:
+            _key_check(batches)
+        b0 = batches[0]
+        tp = (topic_name, index)
+        state = None
+        if b0.magic >= 2 and b0.producer_id >= 0:
+            state = broker.producers.get(tp, {}).get(b0.producer_id)
+            _check_sequence(state, b0)
+        data = records
+        if ctype != "producer":
+            want = _CODECS.get(ctype, compression.NONE)
+            if any(b.magic < 2 or b.codec != want for b in batches):
+                data = _recompress(batches, want)
+        info = lg.append_as_leader(data, t.leader_epoch(index))
+        if b0.magic >= 2 and b0.producer_id >= 0:
+            pmap = broker.producers.setdefault(tp, {})
+            if state is None or b0.producer_epoch != state.epoch:
+                state = pmap[b0.producer_id] = ProducerBatches(b0.producer_epoch)
+            ts = info.log_append_time if info.log_append_time is not None else b0.max_timestamp
+            state.batches.append(
+                (b0.base_sequence, b0.last_sequence, info.first_offset, info.last_offset, ts)
+            )
+        resp.base_offset = info.first_offset
+        resp.log_append_time_ms = info.log_append_time if info.log_append_time is not None else -1
+        resp.log_start_offset = lg.log_start_offset
+    except Duplicate as dup:
+        resp.base_offset = dup.first_offset
+        resp.log_start_offset = lg.log_start_offset
+        if lg.config.message_timestamp_type == "LogAppendTime":
+            resp.log_append_time_ms = dup.timestamp
+    except ProduceError as exc:
+        resp.error_code = exc.code
+        resp.error_message = exc.message
+        resp.record_errors = exc.record_errors
+    except RecordTooLargeError as exc:
+        resp.error_code = ErrorCode.MESSAGE_TOO_LARGE
+        resp.error_message = str(exc)
+    except CorruptRecordError as exc:
+        resp.error_code = ErrorCode.CORRUPT_MESSAGE
+        resp.error_message = str(exc)
+    except FormatError as exc:
+        resp.error_code = ErrorCode.INVALID_RECORD
+        resp.error_message = str(exc)
+    except OSError as exc:
+        log.error("append failed topic=%s partition=%d error=%s", topic_name, index, exc)
+        resp.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+        resp.error_message = str(exc)
+    if resp.error_code:
+        resp.base_offset = -1
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "produce error topic=%s partition=%d code=%d msg=%s",
+                topic_name,
+                index,
+                resp.error_code,
+                resp.error_message,
+            )
+    return resp
+
+
+def handle_produce(ctx, req):
+    broker = ctx.broker
+    acks = req.acks
+    out = []
+    if acks not in (0, 1, -1):
+        for td in req.topic_data:
+            out.append(
+                TopicProduceResponse(
+                    name=td.name,
+                    partition_responses=[
+                        PartitionProduceResponse(
+                            index=p.index, error_code=ErrorCode.INVALID_REQUIRED_ACKS, base_offset=-1
+                        )
+                        for p in td.partition_data
+                    ],
+                )
+            )
+        return ProduceResponse(responses=out, throttle_time_ms=0)
+    for td in req.topic_data:
+        parts = [_append_partition(broker, ctx, td.name, p.index, p.records, acks) for p in td.partition_data]
+        out.append(TopicProduceResponse(name=td.name, partition_responses=parts))
+    if acks == 0:
+        # no response; a failed acks=0 produce closes the connection, as Kafka does
+        if any(p.error_code for t in out for p in t.partition_responses):
+            from kafkatool.broker.network import CloseConnection
+
+            raise CloseConnection("acks=0 produce failed")
+        return None
+    return ProduceResponse(responses=out, throttle_time_ms=0)
+
+
+def handle_init_producer_id(ctx, req):
+    broker = ctx.broker
+    if req.transactional_id is not None:
+        code = (
+            ErrorCode.INVALID_REQUEST
+            if req.transactional_id == ""
+            else ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        )
+        return InitProducerIdResponse(throttle_time_ms=0, error_code=code, producer_id=-1, producer_epoch=-1)
+    if ctx.version >= 3 and req.producer_id >= 0:
+        # KIP-360: an idempotent producer asking for an epoch bump after an error
+        epoch = req.producer_epoch + 1
+        if epoch <= 0x7FFE:
+            return InitProducerIdResponse(
+                throttle_time_ms=0, error_code=0, producer_id=req.producer_id, producer_epoch=epoch
+            )
+    pid = broker.allocate_producer_id()
+    return InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=pid, producer_epoch=0)
+
+
+def register(router) -> None:
+    router.register(0, 0, 9, handle_produce)
+    router.register(22, 0, 4, handle_init_producer_id)

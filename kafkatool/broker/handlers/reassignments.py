@@ -1,0 +1,196 @@
+"""Reassignment APIs: AlterPartitionReassignments (45), ListPartitionReassignments (46), and the
+dynamic broker configs kafka-reassign-partitions sets (IncrementalAlterConfigs on the broker);
+registers the log dir APIs of :mod:`kafkatool.broker.handlers.log_dirs` too.
+
+A single-node cluster answers as Kafka's controller would with one live broker:
+every partition's replica set is ``[node_id]``, so a target equal to it
+completes at once (nothing is ever left in progress, and List returns
+nothing); a target naming any other broker is INVALID_REPLICA_ASSIGNMENT (the
+controller only accepts registered brokers); cancelling (null replicas) finds
+no reassignment: NO_REASSIGNMENT_IN_PROGRESS.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from kafkatool.protocol.errors import ErrorCode
+from kafkatool.protocol.generated import (
+    AlterPartitionReassignmentsResponse,
+    ListPartitionReassignmentsResponse,
+)
+from kafkatool.protocol.generated.alter_partition_reassignments_response import (
+    ReassignablePartitionResponse,
+    ReassignableTopicResponse,
+)
+
+log = logging.getLogger("kafkatool.broker")
+
+ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 45, 46
+
+
+def check_target(broker, topic: str, partition: int, replicas: list[int] | None) -> tuple[int, str | None]:
+    """(error code, message) of one partition of an AlterPartitionReassignments request."""
+    t = broker.topic(topic)
+    if t is None or not 0 <= partition < t.partitions:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition."
+    if replicas is None:
+        return ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, "No partition reassignment is in progress."
+    if not replicas:
+        return (
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            "The manual partition assignment includes an empty replica list.",
+        )
+    seen: set[int] = set()
+    for b in replicas:
+        if b < 0:
+            return (
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment includes an invalid broker id {b}.",
+            )
+        if b in seen:
+            return (
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment includes the broker {b} more than once.",
+            )
+        seen.add(b)
+    for b in replicas:
+        if b != broker.node_id:
+            return (
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment includes broker {b}, but no such broker is registered.",
+            )
+    # the current replica set: the reassignment is complete as soon as it is accepted
+    return ErrorCode.NONE, None
+
+
+#: the dynamic per-broker configs, in the first log dir (Kafka keeps them in ZooKeeper or the
+#: metadata log: they survive restarts, and so does a throttle nobody cleared)
+DYNAMIC_CONFIGS_FILE = "kafkatool-dynamic-broker-configs.json"
+
+
+def _dynamic_path(broker):
+    dirs = broker.config.log_dirs
+    return dirs[0] / DYNAMIC_CONFIGS_FILE if dirs else None
+
+
+def load_dynamic_configs(broker) -> None:
+    """Put the persisted dynamic per-broker configs back into ``broker.config.dynamic``."""
+    from kafkatool.broker import config as C
+
+    path = _dynamic_path(broker)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8")) if path is not None else {}
+    except FileNotFoundError:
+        return
+    except (OSError, ValueError) as exc:
+        log.warning("ignoring unreadable %s: %s", path, exc)
+        return
+    configs = doc.get("configs") if isinstance(doc, dict) else None
+    for name, value in (configs or {}).items():
+        if name in C.DYNAMIC_PER_BROKER and isinstance(value, str):
+            broker.config.dynamic[name] = value
+
+
+def _save_dynamic_configs(broker) -> None:
+    from kafkatool.broker import config as C
+    from kafkatool.log import fileops
+
+    path = _dynamic_path(broker)
+    if path is None or not path.parent.is_dir():
+        return
+    configs = {k: v for k, v in sorted(broker.config.dynamic.items()) if k in C.DYNAMIC_PER_BROKER}
+    doc = {"version": 1, "broker": broker.node_id, "configs": configs}
+    fileops.atomic_write(path, (json.dumps(doc, indent=1) + "\n").encode())
+
+
+def alter_broker_configs(broker, res, validate_only: bool) -> tuple[int, str | None]:
+    """IncrementalAlterConfigs on this broker's resource: the dynamic per-broker settings
+    kafka-reassign-partitions sets (replication and log-dir move throttles), SET or DELETE,
+    persisted in the first log dir; other broker configs are static here."""
+    from kafkatool.broker import config as C
+
+    if res.resource_name != str(broker.node_id):
+        if res.resource_name == "":
+            return (
+                ErrorCode.INVALID_REQUEST,
+                "cluster-wide broker defaults are not served; name broker " + str(broker.node_id),
+            )
+        return (
+            ErrorCode.INVALID_REQUEST,
+            f"unknown broker {res.resource_name!r} (this is broker {broker.node_id})",
+        )
+    changes: dict[str, str | None] = {}
+    for c in res.configs:
+        if c.name not in C.DYNAMIC_PER_BROKER:
+            return ErrorCode.INVALID_CONFIG, f"Cannot update these configs dynamically: {c.name}"
+        if c.config_operation == 0:  # SET
+            try:
+                value = int(c.value or "")
+            except ValueError:
+                value = -1
+            if value < 0:
+                return (
+                    ErrorCode.INVALID_CONFIG,
+                    f"Invalid value {c.value} for configuration {c.name}: a number of bytes/s >= 0",
+                )
+            changes[c.name] = str(value)
+        elif c.config_operation == 1:  # DELETE
+            changes[c.name] = None
+        elif c.config_operation in (2, 3):
+            return ErrorCode.INVALID_CONFIG, f"{c.name} is not a list config: APPEND/SUBTRACT do not apply"
+        else:
+            return ErrorCode.INVALID_REQUEST, f"unknown config operation {c.config_operation}"
+    if not validate_only:
+        for name, value in changes.items():
+            if value is None:
+                broker.config.dynamic.pop(name, None)
+            else:
+                broker.config.dynamic[name] = value
+        if changes:
+            if not broker.read_only:
+                _save_dynamic_configs(broker)
+            log.info("dynamic broker configs altered broker=%d configs=%s", broker.node_id, changes)
+    return ErrorCode.NONE, None
+
+
+def handle_alter_partition_reassignments(ctx, req):
+    broker = ctx.broker
+    responses = []
+    for rt in req.topics:
+        parts = []
+        for rp in rt.partitions:
+            replicas = None if rp.replicas is None else list(rp.replicas)
+            code, message = check_target(broker, rt.name, rp.partition_index, replicas)
+            parts.append(
+                ReassignablePartitionResponse(
+                    partition_index=rp.partition_index, error_code=int(code), error_message=message
+                )
+            )
+            if code == ErrorCode.NONE:
+                log.info(
+                    "reassignment of %s-%d to %s completed at once (current replica set)",
+                    rt.name,
+                    rp.partition_index,
+                    replicas,
+                )
+        responses.append(ReassignableTopicResponse(name=rt.name, partitions=parts))
+    return AlterPartitionReassignmentsResponse(
+        throttle_time_ms=0, error_code=0, error_message=None, responses=responses
+    )
+
+
+def handle_list_partition_reassignments(ctx, req):
+    # Nothing is ever in progress on one node; unknown topics are skipped, as the controller does.
+    return ListPartitionReassignmentsResponse(throttle_time_ms=0, error_code=0, error_message=None, topics=[])
+
+
+def register(router) -> None:
+    if getattr(router, "broker", None) is not None:
+        load_dynamic_configs(router.broker)
+    router.register(ALTER_PARTITION_REASSIGNMENTS, 0, 0, handle_alter_partition_reassignments)
+    router.register(LIST_PARTITION_REASSIGNMENTS, 0, 0, handle_list_partition_reassignments)
+    from kafkatool.broker.handlers import log_dirs
+
+    log_dirs.register(router)

@@ -1,0 +1,190 @@
+"""The embedded cluster metadata of a single-node broker.
+
+What KRaft keeps in ``__cluster_metadata`` is kept here in one small JSON file,
+``kafkatool-cluster.json`` in the first log dir, written atomically: the
+cluster id, and per topic its id, partition count, leader epoch and
+configuration overrides.  Each partition dir also carries Kafka's own
+``partition.metadata`` (the topic id) and every log dir a ``meta.properties``,
+so a Kafka broker could take the dirs over, and a log dir written by Kafka
+(which has no JSON file) is understood from its partition dirs alone.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from kafkatool.formats import properties as props
+from kafkatool.formats.errors import FormatError
+from kafkatool.formats.uuid import Uuid, random_uuid
+from kafkatool.log import fileops
+
+METADATA_FILE = "kafkatool-cluster.json"
+FORMAT_VERSION = 1
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+MAX_TOPIC_NAME = 249
+
+
+def new_cluster_id() -> str:
+    """Kafka's format: a random Uuid, URL-safe base64 without padding (22 chars)."""
+    return base64.urlsafe_b64encode(random_uuid(os.urandom).raw).decode().rstrip("=")
+
+
+def topic_name_error(name: str) -> str | None:
+    """Why ``name`` is not a legal topic name (Kafka's Topic.validate), or None."""
+    if not name:
+        return "the topic name is empty"
+    if name in (".", ".."):
+        return f"the topic name cannot be {name!r}"
+    if len(name) > MAX_TOPIC_NAME:
+        return f"the topic name is longer than {MAX_TOPIC_NAME} characters"
+    if not _LEGAL_TOPIC.match(name):
+        return f"the topic name {name!r} contains characters other than ASCII alphanumerics, '.', '_' and '-'"
+    return None
+
+
+@dataclass
+class TopicMeta:
+    name: str
+    topic_id: Uuid
+    partitions: int
+    configs: dict[str, str] = field(default_factory=dict)
+    #: leader epoch per partition (single node: bumped only when a partition is (re)loaded from a foreign dir)
+    leader_epochs: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def is_internal(self) -> bool:
+        return self.name in INTERNAL_TOPICS
+
+    def leader_epoch(self, partition: int) -> int:
+        return self.leader_epochs.get(partition, 0)
+
+    def to_json(self) -> dict:
+        return {
+            "id": str(self.topic_id),
+            "partitions": self.partitions,
+            "configs": self.configs,
+            "leader_epochs": {str(p): e for p, e in sorted(self.leader_epochs.items())},
+        }
+
+    @classmethod
+    def from_json(cls, name: str, d: dict) -> TopicMeta:
+        return cls(
+            name,
+            Uuid.from_string(d["id"]),
+            int(d["partitions"]),
+            {str(k): str(v) for k, v in d.get("configs", {}).items()},
+            {int(p): int(e) for p, e in d.get("leader_epochs", {}).items()},
+        )
+
+
+class MetadataStore:
+    """Topics of the cluster; ``save()`` persists them (no-op when read-only)."""
+
+    def __init__(
+        self, log_dirs: list[Path], node_id: int, *, writable: bool = True, cluster_id: str | None = None
+    ):
+        self.log_dirs = log_dirs
+        self.path = log_dirs[0] / METADATA_FILE
+        self.node_id = node_id
+        self.writable = writable
+        self.topics: dict[str, TopicMeta] = {}
+        self.cluster_id = cluster_id
+        self.found_file = False
+        #: producer ids below this may have been handed out (allocated in blocks)
+        self.producer_ids_reserved = 0
+        self._load()
+
+    # ------------------------------------------------------------------ load/save
+    def _load(self) -> None:
+        data = None
+        try:
+            data = json.loads(self.path.read_text())
+            self.found_file = True
+        except FileNotFoundError:
+            pass
+        except (ValueError, OSError) as exc:
+            raise OSError(f"{self.path}: unreadable cluster metadata: {exc}") from None
+        if data is not None:
+            self.cluster_id = data.get("cluster_id") or self.cluster_id
+            self.producer_ids_reserved = int(data.get("producer_ids_reserved", 0))
+            for name, t in data.get("topics", {}).items():
+                self.topics[name] = TopicMeta.from_json(name, t)
+        if self.cluster_id is None:
+            self.cluster_id = self._cluster_id_from_meta_properties()
+        if self.cluster_id is None:
+            self.cluster_id = new_cluster_id()
+
+    def _cluster_id_from_meta_properties(self) -> str | None:
+        for d in self.log_dirs:
+            try:
+                meta = props.decode_meta_properties((d / props.META_PROPERTIES_FILE).read_bytes())
+            except (OSError, ValueError, FormatError):
+                continue
+            if meta.cluster_id:
+                return meta.cluster_id
+        return None
+
+    def save(self) -> None:
+        if not self.writable:
+            return
+        data = {
+            "format": FORMAT_VERSION,
+            "cluster_id": self.cluster_id,
+            "node_id": self.node_id,
+            "producer_ids_reserved": self.producer_ids_reserved,
+            "topics": {n: t.to_json() for n, t in sorted(self.topics.items())},
+        }
+        fileops.atomic_write(self.path, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
+
+    def write_meta_properties(self) -> None:
+        """meta.properties in every log dir (KRaft v1 layout), unless one is there already."""
+        if not self.writable:
+            return
+        for d in self.log_dirs:
+            path = d / props.META_PROPERTIES_FILE
+            if path.exists():
+                continue
+            meta = props.MetaProperties(
+                1, node_id=self.node_id, cluster_id=self.cluster_id, directory_id=random_uuid(os.urandom)
+            )
+            fileops.atomic_write(path, props.encode_meta_properties(meta, datetime.now(UTC)))
+
+    # ------------------------------------------------------------------ reconciliation with the log dirs
+    def reconcile(self, partitions_on_disk: dict[str, dict[int, Uuid | None]]) -> list[str]:
+        """Add topics found on disk but not in the file (a Kafka log dir); return notes."""
+        notes = []
+        for name, parts in sorted(partitions_on_disk.items()):
+            ids = {u for u in parts.values() if u is not None}
+            count = max(parts) + 1
+            t = self.topics.get(name)
+            if t is None:
+                topic_id = next(iter(ids)) if len(ids) == 1 else random_uuid(os.urandom)
+                if len(ids) > 1:
+                    notes.append(f"topic {name}: partitions carry different topic ids; assigned {topic_id}")
+                self.topics[name] = TopicMeta(name, topic_id, count)
+                notes.append(
+                    f"topic {name}: found {len(parts)} partition dir(s) on disk, serving {count} partitions"
+                )
+            elif count > t.partitions:
+                notes.append(f"topic {name}: {count} partitions on disk, metadata said {t.partitions}")
+                t.partitions = count
+        return notes
+
+    # ------------------------------------------------------------------ topics
+    def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicMeta:
+        t = TopicMeta(name, random_uuid(os.urandom), partitions, dict(configs))
+        self.topics[name] = t
+        return t
+
+    def topic_by_id(self, topic_id: Uuid) -> TopicMeta | None:
+        for t in self.topics.values():
+            if t.topic_id == topic_id:
+                return t
+        return None

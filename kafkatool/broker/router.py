@@ -1,0 +1,150 @@
+"""Request routing: frame -> header + body -> handler -> encoded response.
+
+Handlers are plain functions ``handler(ctx, request) -> response`` where the
+response is a message object (encoded here with the request's version and
+correlation id), ``None`` (no response: Produce with acks=0), an awaitable
+of either (long polls), or ready :class:`~kafkatool.broker.network.Parts`.
+Each API family registers its handlers with the versions it fully implements;
+ApiVersions advertises exactly this table, so adding group handlers later is
+one ``register`` call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kafkatool.broker.network import CloseConnection, Parts
+from kafkatool.formats.schema import Message, SchemaDecodeError, UnsupportedVersionError, in_range
+from kafkatool.protocol.apis import API_BY_KEY, API_VERSIONS_KEY
+from kafkatool.protocol.framing import (
+    RequestHeader,
+    UnsupportedRequestError,
+    api_versions_unsupported_response,
+    encode_response,
+    parse_request,
+)
+
+log = logging.getLogger("kafkatool.broker.requests")
+
+
+@dataclass
+class Route:
+    api_key: int
+    min_version: int
+    max_version: int
+    handler: Callable
+
+
+@dataclass
+class RequestContext:
+    broker: object
+    connection: object
+    header: RequestHeader
+
+    @property
+    def version(self) -> int:
+        return self.header.api_version
+
+
+class Router:
+    def __init__(self, broker):
+        self.broker = broker
+        self.routes: dict[int, Route] = {}
+
+    def register(self, api_key: int, min_version: int, max_version: int, handler: Callable) -> None:
+        info = API_BY_KEY[api_key]
+        if not (info.min_version <= min_version <= max_version <= info.max_version):
+            raise ValueError(f"{info.name}: versions {min_version}-{max_version} outside the schema's")
+        self.routes[api_key] = Route(api_key, min_version, max_version, handler)
+
+    def advertised(self) -> list[tuple[int, int, int]]:
+        return [
+            (r.api_key, r.min_version, r.max_version)
+            for r in sorted(self.routes.values(), key=lambda r: r.api_key)
+        ]
+
+    def dispatch(self, conn, frame: bytes):
+        """Bytes / future / Parts to queue, or None; raises CloseConnection for bad input."""
+        try:
+            header, body = parse_request(frame)
+        except UnsupportedRequestError as exc:
+            h = exc.header
+            if h.api_key == API_VERSIONS_KEY:
+                route = self.routes[API_VERSIONS_KEY]
+                return api_versions_unsupported_response(
+                    h.correlation_id, route.min_version, route.max_version
+                )
+            raise CloseConnection(
+                f"unsupported request api_key={h.api_key} api_version={h.api_version}"
+            ) from None
+        except SchemaDecodeError as exc:
+            raise CloseConnection(f"malformed request: {exc}") from None
+        conn.client_id = header.client_id
+        route = self.routes.get(header.api_key)
+        if route is None or not (route.min_version <= header.api_version <= route.max_version):
+            if header.api_key == API_VERSIONS_KEY:
+                return api_versions_unsupported_response(
+                    header.correlation_id, 0, self.routes[API_VERSIONS_KEY].max_version
+                )
+            name = API_BY_KEY[header.api_key].name
+            raise CloseConnection(
+                f"{name} v{header.api_version} is not served (client_id={header.client_id})"
+            )
+        ctx = RequestContext(self.broker, conn, header)
+        try:
+            result = route.handler(ctx, body)
+        except CloseConnection:
+            raise
+        except Exception as exc:
+            log.exception(
+                "handler failed api=%s version=%d", API_BY_KEY[header.api_key].name, header.api_version
+            )
+            raise CloseConnection(f"internal error handling the request: {exc}") from None
+        if result is None:
+            return None
+        if inspect.isawaitable(result):
+            return asyncio.ensure_future(self._finish(header, result))
+        return self._encode(header, result)
+
+    async def _finish(self, header: RequestHeader, awaitable):
+        try:
+            result = await awaitable
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception(
+                "handler failed api=%s version=%d", API_BY_KEY[header.api_key].name, header.api_version
+            )
+            raise
+        return None if result is None else self._encode(header, result)
+
+    @staticmethod
+    def _encode(header: RequestHeader, result):
+        if type(result) is Parts or isinstance(result, bytes | bytearray):
+            return result
+        try:
+            return encode_response(header.api_key, header.api_version, header.correlation_id, result)
+        except UnsupportedVersionError:
+            # a handler filled a field this version does not have: drop it, as Java's
+            # ignorable fields are dropped (handlers set fields for the newest version)
+            fit_to_version(result, header.api_version)
+            return encode_response(header.api_key, header.api_version, header.correlation_id, result)
+
+
+def fit_to_version(msg: Message, version: int) -> None:
+    """Reset every field ``version`` does not carry to its default, recursively."""
+    for f in msg._FIELDS:
+        value = getattr(msg, f.attr)
+        present = in_range(version, f.versions) or in_range(version, f.tagged)
+        if not present:
+            setattr(msg, f.attr, f.default_value())
+            continue
+        if f.kind == "array" and f.cls is not None and value:
+            for e in value:
+                fit_to_version(e, version)
+        elif f.kind == "struct" and value is not None:
+            fit_to_version(value, version)

@@ -1,0 +1,394 @@
+"""The single-node broker: storage, cluster metadata, listeners, background work.
+
+Start-up opens every log dir with :class:`~kafkatool.log.manager.LogManager`
+(lock, clean-shutdown marker, checkpoints, Kafka's recovery), reads the
+embedded cluster metadata (or derives it from the partition dirs of a log dir
+written by Kafka), then listens.  Shutdown (SIGTERM/SIGINT) stops accepting,
+closes connections, flushes every log and writes the checkpoints and the
+clean-shutdown marker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kafkatool.broker.config import BrokerConfig
+from kafkatool.broker.metadata import MetadataStore, TopicMeta
+from kafkatool.broker.network import Connection
+from kafkatool.broker.router import Router
+from kafkatool.formats.errors import CorruptRecordError, FormatError
+from kafkatool.formats.uuid import Uuid
+from kafkatool.log import fileops
+from kafkatool.log.log import Log
+from kafkatool.log.manager import LogManager
+
+log = logging.getLogger("kafkatool.broker")
+
+PRODUCER_ID_BLOCK = 1000
+#: batches remembered per producer for duplicate detection (Kafka's NUM_BATCHES_TO_RETAIN)
+BATCHES_TO_RETAIN = 5
+
+
+@dataclass
+class ProducerBatches:
+    """Broker-side idempotence state of one producer on one partition."""
+
+    epoch: int
+    #: (first_seq, last_seq, first_offset, last_offset, timestamp), oldest first
+    batches: deque = field(default_factory=lambda: deque(maxlen=BATCHES_TO_RETAIN))
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1][1] if self.batches else -1
+
+
+@dataclass
+class StartupReport:
+    log_dirs: list[str]
+    partitions: int
+    topics: int
+    had_clean_shutdown: dict[str, bool]
+    recovered_segments: int
+    notes: list[str]
+    seconds: float
+    new_dirs: list[str] = field(default_factory=list)
+
+
+def _cap_to_valid_data(lg: Log) -> list[str]:
+    """Read-only serving: no recovery runs, so bound each segment to its complete entries
+    (a torn or zero-filled tail, or garbage, is never sent to a client)."""
+    notes = []
+    for seg in lg.segments:
+        end = 0
+        try:
+            for entry in seg.headers():
+                end = entry.position + entry.size
+        except CorruptRecordError:
+            pass
+        if end < seg.size:
+            notes.append(f"{seg.log_path}: serving the first {end} of {seg.size} bytes (invalid data after)")
+            seg.size = end
+    return notes
+
+
+def stored_node_id(dirs: list[Path]) -> int | None:
+    """node.id / broker.id from the log dirs' meta.properties (None when there is none)."""
+    from kafkatool.formats import properties as props
+
+    for d in dirs:
+        try:
+            meta = props.decode_meta_properties((d / props.META_PROPERTIES_FILE).read_bytes())
+        except (OSError, ValueError, FormatError):
+            continue
+        if meta.node_id is not None:
+            return meta.node_id
+    return None
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, *, read_only: bool = False):
+        self.config = config
+        self.read_only = read_only
+        self.node_id = config.node_id
+        self.max_request_bytes = config.int("socket.request.max.bytes")
+        self.router = Router(self)
+        self.manager: LogManager | None = None
+        self.metadata: MetadataStore | None = None
+        self.producers: dict[tuple[str, int], dict[int, ProducerBatches]] = {}
+        self._waiters: dict[tuple[str, int], set[asyncio.Future]] = {}
+        self._servers: list[asyncio.AbstractServer] = []
+        self._connections: set[Connection] = set()
+        self._conn_tasks: set[asyncio.Task] = set()
+        self._background: list[asyncio.Task] = []
+        self._stopping: asyncio.Event | None = None
+        self.bound: list[tuple[str, int]] = []
+        self.next_producer_id = 0
+        self.startup: StartupReport | None = None
+        from kafkatool.broker.handlers import register_all
+
+        register_all(self.router)
+
+    # ------------------------------------------------------------------ storage
+    def open_storage(self) -> StartupReport:
+        t0 = time.monotonic()
+        dirs = self.config.log_dirs
+        writable = not self.read_only
+        if self.read_only:
+            missing = [str(d) for d in dirs if not d.is_dir()]
+            if missing:
+                raise OSError(f"log dir {missing[0]} does not exist (--read-only never creates one)")
+        new_dirs = [str(d) for d in dirs if not d.exists() or not any(d.iterdir())]
+        stored = stored_node_id(dirs)
+        if stored is not None:
+            explicit = self.config.explicit_node_id
+            if explicit is None:
+                self.node_id = stored  # serving a copied log dir: keep its broker's id
+            elif explicit != stored:
+                raise OSError(
+                    f"configured node id {explicit} does not match the id {stored} stored in "
+                    f"meta.properties of the log dir (Kafka refuses this too)"
+                )
+        self.metadata = MetadataStore(
+            dirs, self.node_id, writable=writable, cluster_id=self.config.get("cluster.id")
+        )
+        topic_configs = {n: self.config.log_config(t.configs) for n, t in self.metadata.topics.items()}
+        self.manager = LogManager(
+            dirs, self.config.log_config(), topic_configs=topic_configs, writable=writable
+        )
+        on_disk: dict[str, dict[int, Uuid | None]] = {}
+        for (topic, part), lg in self.manager.logs.items():
+            on_disk.setdefault(topic, {})[part] = lg.topic_id
+        notes = self.metadata.reconcile(on_disk)
+        for name, t in self.metadata.topics.items():
+            self.manager.topic_configs[name] = self.config.log_config(t.configs)
+            for p in range(t.partitions):
+                lg = self.manager.get_log(name, p)
+                if lg is None:
+                    if not writable:
+                        notes.append(f"topic {name}: partition {p} has no dir (reported unavailable)")
+                        continue
+                    lg = self.manager.create_log(name, p, topic_id=t.topic_id)
+                elif lg.topic_id is None and writable:
+                    lg.assign_topic_id(t.topic_id)
+                latest = lg.leader_epoch_cache.latest_epoch
+                if latest is not None and latest > t.leader_epoch(p):
+                    t.leader_epochs[p] = latest
+                self._attach(lg)
+        if self.read_only:
+            for lg in self.manager.logs.values():
+                notes.extend(_cap_to_valid_data(lg))
+        max_pid = -1
+        for tp, lg in self.manager.logs.items():
+            for pid, entry in lg.producer_state.producers.items():
+                max_pid = max(max_pid, pid)
+                if entry.last_sequence >= 0:
+                    pb = ProducerBatches(entry.producer_epoch)
+                    first_offset = entry.last_offset - entry.offset_delta
+                    first_seq = entry.last_sequence - entry.offset_delta
+                    if first_seq < 0:
+                        first_seq += 0x80000000
+                    pb.batches.append(
+                        (
+                            first_seq,
+                            entry.last_sequence,
+                            first_offset,
+                            entry.last_offset,
+                            entry.last_timestamp,
+                        )
+                    )
+                    self.producers.setdefault(tp, {})[pid] = pb
+        reserved = self.metadata.producer_ids_reserved
+        self.next_producer_id = max(reserved, max_pid + 1)
+        self.metadata.producer_ids_reserved = self.next_producer_id
+        self.metadata.write_meta_properties()
+        self.metadata.save()
+        recovered = sum(len(lg.load_result.recovered) for lg in self.manager.logs.values())
+        for state in self.manager.dirs.values():
+            notes.extend(state.warnings)
+        self.startup = StartupReport(
+            [str(d) for d in dirs],
+            len(self.manager.logs),
+            len(self.metadata.topics),
+            {str(d): s.had_clean_shutdown for d, s in self.manager.dirs.items()},
+            recovered,
+            notes,
+            time.monotonic() - t0,
+            new_dirs,
+        )
+        return self.startup
+
+    def _attach(self, lg: Log) -> None:
+        # single node: the ISR is this broker, so the high watermark is the log end offset
+        lg.update_high_watermark(lg.log_end_offset)
+        if lg.writable and self._on_append not in lg.listeners:
+            lg.add_append_listener(self._on_append)
+
+    def _on_append(self, lg: Log, log_end_offset: int) -> None:
+        lg.update_high_watermark(log_end_offset)
+        self.wake(lg.topic_partition)
+
+    # ------------------------------------------------------------------ long polls
+    def waiter(self, tps) -> asyncio.Future:
+        fut = asyncio.get_running_loop().create_future()
+        for tp in tps:
+            self._waiters.setdefault(tp, set()).add(fut)
+        return fut
+
+    def drop_waiter(self, fut: asyncio.Future, tps) -> None:
+        for tp in tps:
+            s = self._waiters.get(tp)
+            if s is not None:
+                s.discard(fut)
+                if not s:
+                    del self._waiters[tp]
+
+    def wake(self, tp) -> None:
+        futs = self._waiters.pop(tp, None)
+        if futs:
+            for f in futs:
+                if not f.done():
+                    f.set_result(None)
+
+    # ------------------------------------------------------------------ topics
+    def topic(self, name: str) -> TopicMeta | None:
+        return self.metadata.topics.get(name)
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self.manager.logs.get((topic, partition))
+
+    def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicMeta:
+        t = self.metadata.create_topic(name, partitions, configs)
+        self.manager.topic_configs[name] = self.config.log_config(configs)
+        for p in range(partitions):
+            self._attach(self.manager.create_log(name, p, topic_id=t.topic_id))
+        self.metadata.save()
+        log.info(
+            "topic created topic=%s partitions=%d topic_id=%s configs=%s",
+            name,
+            partitions,
+            t.topic_id,
+            configs,
+        )
+        return t
+
+    def add_partitions(self, name: str, count: int) -> None:
+        t = self.metadata.topics[name]
+        for p in range(t.partitions, count):
+            self._attach(self.manager.create_log(name, p, topic_id=t.topic_id))
+        t.partitions = count
+        self.metadata.save()
+        log.info("partitions added topic=%s partitions=%d", name, count)
+
+    def delete_topic(self, name: str) -> None:
+        t = self.metadata.topics.pop(name)
+        doomed = []
+        for p in range(t.partitions):
+            tp = (name, p)
+            lg = self.manager.logs.pop(tp, None)
+            self.producers.pop(tp, None)
+            if lg is None:
+                continue
+            self.manager._log_dir_of.pop(tp, None)
+            lg.close()
+            target = lg.dir.with_name(f"{lg.dir.name}.{os.urandom(16).hex()}-delete")
+            fileops.rename(lg.dir, target)
+            doomed.append(target)
+            self.wake(tp)
+        self.manager.topic_configs.pop(name, None)
+        self.metadata.save()
+        for d in doomed:
+            shutil.rmtree(d, ignore_errors=True)
+        log.info("topic deleted topic=%s topic_id=%s", name, t.topic_id)
+        if getattr(self, "group_coordinator", None) is not None:
+            self.group_coordinator.handle_deleted_topic(name)
+
+    def alter_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        t = self.metadata.topics[name]
+        cfg = self.config.log_config(configs)
+        t.configs = dict(configs)
+        self.manager.topic_configs[name] = cfg
+        for p in range(t.partitions):
+            lg = self.get_log(name, p)
+            if lg is not None:
+                lg.config = cfg
+        self.metadata.save()
+
+    def allocate_producer_id(self) -> int:
+        pid = self.next_producer_id
+        self.next_producer_id += 1
+        if self.next_producer_id > self.metadata.producer_ids_reserved:
+            self.metadata.producer_ids_reserved = pid + PRODUCER_ID_BLOCK
+            self.metadata.save()
+        return pid
+
+    # ------------------------------------------------------------------ serving
+    @property
+    def advertised(self) -> list[tuple[str, int]]:
+        out = []
+        for i, lst in enumerate(self.config.advertised_listeners):
+            port = lst.port
+            if port == 0 and i < len(self.bound):
+                port = self.bound[i][1]
+            host = lst.host or "127.0.0.1"
+            if host in ("0.0.0.0", "::"):
+                host = "127.0.0.1"
+            out.append((host, port))
+        return out
+
+    async def start(self) -> None:
+        self._stopping = asyncio.Event()
+        for lst in self.config.listeners:
+            server = await asyncio.start_server(
+                self._accept, lst.host or None, lst.port, reuse_address=True, limit=1 << 20
+            )
+            self._servers.append(server)
+            sock = server.sockets[0].getsockname()
+            self.bound.append((sock[0], sock[1]))
+        from kafkatool.broker.background import start_background
+
+        self._background = start_background(self)
+        if getattr(self, "group_coordinator", None) is not None:
+            self.group_coordinator.start()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            import socket
+
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+        conn = Connection(self, reader, writer)
+        self._connections.add(conn)
+        task = asyncio.current_task()
+        self._conn_tasks.add(task)
+        try:
+            await conn.run()
+        finally:
+            self._connections.discard(conn)
+            self._conn_tasks.discard(task)
+
+    async def serve_until_stopped(self) -> None:
+        await self._stopping.wait()
+
+    def request_stop(self) -> None:
+        if self._stopping is not None:
+            self._stopping.set()
+
+    async def stop(self) -> None:
+        for s in self._servers:
+            s.close()
+        for t in self._background:
+            t.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        for conn in list(self._connections):
+            conn.abort()
+        for t in list(self._conn_tasks):
+            t.cancel()
+        await asyncio.gather(*self._conn_tasks, return_exceptions=True)
+        for s in self._servers:
+            try:
+                await asyncio.wait_for(s.wait_closed(), 2)
+            except (TimeoutError, Exception):
+                pass
+        if getattr(self, "group_coordinator", None) is not None:
+            await self.group_coordinator.stop()
+        self.close_storage()
+
+    def close_storage(self) -> None:
+        if self.manager is not None:
+            self.manager.shutdown()
+            self.manager = None
+        if self.metadata is not None:
+            self.metadata.save()
+
+    def log_dirs(self) -> list[Path]:
+        return self.config.log_dirs

@@ -1,0 +1,183 @@
+"""``kafkatool serve``: a single-node Kafka-compatible broker on Kafka's own log layout."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+import typer
+
+from kafkatool.commands.common import CommandError, err_console, handle_errors
+
+HELP = """Run a single-node broker that unmodified Kafka clients produce to and fetch from.
+
+With no arguments: listens on 127.0.0.1:9092, data in ./kafkatool-data, no other
+process needed (cluster metadata lives in the log dir).  --config reads a Kafka
+server.properties (listeners, advertised.listeners, broker.id/node.id, log.dirs,
+num.partitions, auto.create.topics.enable, log.segment.bytes, log.retention.*,
+log.cleanup.policy, log.cleaner.*, message.max.bytes, socket.request.max.bytes,
+...) with Kafka's defaults; --override key=value sets one (repeatable, wins over
+the file).  Topic configs are set through the admin APIs.
+
+Pointed at a log dir written by Apache Kafka, it runs Kafka's start-up recovery
+and serves every partition in it; --read-only serves without ever writing (no
+lock, no recovery writes, produce and admin changes refused) for forensic
+replay of backups.  SIGTERM/SIGINT shut down cleanly (flush, checkpoints,
+clean-shutdown marker).
+
+Exit status: 0 after a clean shutdown, 2 on a configuration or start-up error."""
+
+
+def register(app: typer.Typer) -> None:
+    app.command("serve", help=HELP, short_help="Run a Kafka-compatible broker on a Kafka log dir.")(serve)
+
+
+class _JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        msg = record.getMessage()
+        d = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+        }
+        fields = {}
+        text = []
+        for part in msg.split(" "):
+            k, sep, v = part.partition("=")
+            if sep and k and k.replace("_", "").replace(".", "").isalnum():
+                fields[k] = v
+            else:
+                text.append(part)
+        d["msg"] = " ".join(text)
+        d.update(fields)
+        if record.exc_info:
+            d["exc"] = self.formatException(record.exc_info)
+        return json.dumps(d, ensure_ascii=False)
+
+
+class _TextFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z"
+        line = f"{ts} level={record.levelname.lower()} logger={record.name} {record.getMessage()}"
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return line
+
+
+def _setup_logging(fmt: str, level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_JsonFormatter() if fmt == "json" else _TextFormatter())
+    root = logging.getLogger("kafkatool")
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    root.propagate = False
+
+
+def _banner(broker, report, read_only: bool) -> None:
+    from rich.panel import Panel
+    from rich.table import Table
+
+    from kafkatool import __version__
+
+    t = Table.grid(padding=(0, 2))
+    t.add_column(style="bold cyan")
+    t.add_column()
+    listen = ", ".join(f"{h}:{p}" for h, p in broker.bound)
+    adv = ", ".join(f"{h}:{p}" for h, p in broker.advertised)
+    t.add_row("listening", listen)
+    if adv != listen:
+        t.add_row("advertised", adv)
+    t.add_row("node id", str(broker.node_id))
+    t.add_row("cluster id", broker.metadata.cluster_id)
+    t.add_row("log dirs", ", ".join(report.log_dirs))
+    t.add_row("topics", f"{report.topics} ({report.partitions} partitions)")
+    old = {d: c for d, c in report.had_clean_shutdown.items() if d not in report.new_dirs}
+    if not old:
+        t.add_row("last shutdown", "new log dir")
+    elif all(old.values()):
+        t.add_row("last shutdown", "clean")
+    else:
+        t.add_row("last shutdown", "[yellow]unclean: recovery ran[/yellow]")
+    if report.recovered_segments:
+        t.add_row("recovered", f"{report.recovered_segments} segment(s)")
+    t.add_row("mode", "[bold yellow]read-only[/bold yellow]" if read_only else "read-write")
+    t.add_row("started in", f"{report.seconds:.2f} s")
+    err_console.print(Panel(t, title=f"kafkatool {__version__} broker", expand=False, border_style="cyan"))
+
+
+@handle_errors
+def serve(
+    config: Path | None = typer.Option(None, "--config", "-c", help="A Kafka server.properties file."),
+    override: list[str] = typer.Option(
+        [], "--override", "-o", help="key=value, Kafka's property names (repeatable)."
+    ),
+    read_only: bool = typer.Option(
+        False, "--read-only", help="Serve the log dir without ever writing to it."
+    ),
+    log_format: str = typer.Option(
+        "text", "--log-format", help="text (key=value) or json (one object per line)."
+    ),
+    log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
+    no_banner: bool = typer.Option(False, "--no-banner", help="Do not print the start-up banner."),
+) -> None:
+    import asyncio
+    import signal
+
+    from kafkatool.broker.config import BrokerConfig, ConfigError
+    from kafkatool.broker.server import Broker
+
+    if log_format not in ("text", "json"):
+        raise CommandError(f"--log-format must be text or json, not {log_format!r}")
+    if log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+        raise CommandError(f"--log-level must be debug, info, warning or error, not {log_level!r}")
+    _setup_logging(log_format, log_level)
+    log = logging.getLogger("kafkatool.broker")
+    try:
+        cfg = BrokerConfig.load(config, override)
+    except ConfigError as exc:
+        raise CommandError(f"configuration: {exc}") from None
+    broker = Broker(cfg, read_only=read_only)
+    try:
+        report = broker.open_storage()
+    except OSError as exc:
+        if broker.manager is not None:
+            broker.close_storage()
+        raise CommandError(f"cannot open the log dirs: {exc}") from None
+    for note in report.notes:
+        log.info("startup note=%s", json.dumps(note))
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            await broker.start()
+        except OSError as exc:
+            raise CommandError(f"cannot listen: {exc}") from None
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, broker.request_stop)
+        if not no_banner:
+            _banner(broker, report, read_only)
+        log.info(
+            "broker started listeners=%s cluster_id=%s partitions=%d read_only=%s",
+            ",".join(f"{h}:{p}" for h, p in broker.bound),
+            broker.metadata.cluster_id,
+            report.partitions,
+            str(read_only).lower(),
+        )
+        await broker.serve_until_stopped()
+        log.info("shutting down")
+        await broker.stop()
+        log.info("shutdown complete clean=true")
+
+    try:
+        asyncio.run(main())
+    except BaseException:
+        if broker.manager is not None:
+            try:
+                broker.close_storage()
+            except Exception:
+                log.exception("close failed")
+        raise

@@ -1,0 +1,129 @@
+"""A real ``kafkatool serve`` subprocess per test module (or per test where restarts matter)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.broker.wire import WireClient
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class BrokerProcess:
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        port: int | None = None,
+        extra: list[str] | None = None,
+        read_only: bool = False,
+    ):
+        self.data_dir = Path(data_dir)
+        self.port = port or free_port()
+        self.extra = list(extra or [])
+        self.read_only = read_only
+        self.proc: subprocess.Popen | None = None
+        self.log_path = self.data_dir.parent / f"broker-{self.port}.log"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 20.0) -> BrokerProcess:
+        cmd = [
+            sys.executable,
+            "-m",
+            "kafkatool",
+            "serve",
+            "--no-banner",
+            "-o",
+            f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
+            "-o",
+            f"log.dirs={self.data_dir}",
+        ]
+        for e in self.extra:
+            cmd += ["-o", e]
+        if self.read_only:
+            cmd.append("--read-only")
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            cmd, cwd=REPO, stdout=self._log, stderr=self._log, start_new_session=True
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"broker exited with {self.proc.returncode}: {self.log_text()[-3000:]}")
+            try:
+                with WireClient(self.bootstrap, timeout=2) as c:
+                    c.api_versions()
+                return self
+            except OSError:
+                time.sleep(0.05)
+        self.kill()
+        raise RuntimeError(f"broker did not answer ApiVersions within {timeout}s: {self.log_text()[-3000:]}")
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout: float = 20.0) -> int:
+        """SIGTERM and wait (clean shutdown)."""
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                raise
+        self._log.close()
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        """SIGKILL: a crash."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+        if self.proc is not None:
+            self._log.close()
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    b = BrokerProcess(tmp_path_factory.mktemp("broker") / "data", extra=["num.partitions=1"]).start()
+    yield b
+    b.stop()
+
+
+@pytest.fixture
+def make_broker(tmp_path):
+    started = []
+
+    def make(data_dir=None, **kw) -> BrokerProcess:
+        b = BrokerProcess(data_dir or tmp_path / "data", **kw)
+        started.append(b)
+        return b
+
+    yield make
+    for b in started:
+        b.kill()

@@ -1,0 +1,186 @@
+"""Admin APIs over the wire: topics, partitions, configs (with sources and synonyms), cluster."""
+
+from __future__ import annotations
+
+from kafkatool.protocol import generated as G
+from kafkatool.protocol.errors import ErrorCode
+from kafkatool.protocol.generated.create_partitions_request import CreatePartitionsTopic
+from kafkatool.protocol.generated.create_topics_request import CreatableTopic, CreatableTopicConfig
+from kafkatool.protocol.generated.delete_records_request import DeleteRecordsPartition, DeleteRecordsTopic
+from kafkatool.protocol.generated.delete_topics_request import DeleteTopicState
+from kafkatool.protocol.generated.describe_configs_request import DescribeConfigsResource
+from kafkatool.protocol.generated.incremental_alter_configs_request import (
+    AlterableConfig,
+    AlterConfigsResource,
+)
+from kafkatool.protocol.generated.metadata_request import MetadataRequestTopic
+from tests.broker.test_protocol import batch, fetch, produce
+from tests.broker.wire import WireClient
+
+
+def create(c, name, partitions=1, rf=1, configs=None, validate_only=False, version=7):
+    req = G.CreateTopicsRequest(
+        topics=[
+            CreatableTopic(
+                name=name,
+                num_partitions=partitions,
+                replication_factor=rf,
+                configs=[CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()],
+            )
+        ],
+        timeout_ms=1000,
+        validate_only=validate_only,
+    )
+    return c.request(19, version, req).topics[0]
+
+
+def describe(c, name, keys=None, rtype=2, version=4):
+    req = G.DescribeConfigsRequest(
+        resources=[DescribeConfigsResource(resource_type=rtype, resource_name=name, configuration_keys=keys)],
+        include_synonyms=version >= 1,
+        include_documentation=version >= 3,
+    )
+    res = c.request(32, version, req).results[0]
+    return res, {e.name: e for e in res.configs}
+
+
+def test_create_topics_errors_and_echo(broker):
+    with WireClient(broker.bootstrap) as c:
+        r = create(c, "adm-1", 3, configs={"retention.ms": "1000"})
+        assert r.error_code == 0 and r.num_partitions == 3 and r.replication_factor == 1 and r.topic_id.int
+        assert {e.name: e.value for e in r.configs}["retention.ms"] == "1000"
+        assert create(c, "adm-1").error_code == ErrorCode.TOPIC_ALREADY_EXISTS
+        assert create(c, "adm-2", 0).error_code == ErrorCode.INVALID_PARTITIONS
+        assert create(c, "adm-2", 1, rf=3).error_code == ErrorCode.INVALID_REPLICATION_FACTOR
+        assert create(c, "adm-2", configs={"cleanup.policy": "shred"}).error_code == ErrorCode.INVALID_CONFIG
+        assert create(c, "adm-2", configs={"no.such.config": "1"}).error_code == ErrorCode.INVALID_CONFIG
+        assert create(c, "a" * 250).error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+        assert create(c, "adm-2", validate_only=True).error_code == 0
+        assert create(c, "adm-3", -1, rf=-1).num_partitions == 1  # broker defaults (num.partitions=1)
+        md = c.request(
+            3,
+            12,
+            G.MetadataRequest(topics=[MetadataRequestTopic(name="adm-2")], allow_auto_topic_creation=False),
+        )
+        assert (
+            md.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        )  # validate_only created nothing
+        assert create(c, "adm-0", 2, version=0).error_code == 0
+
+
+def test_describe_configs_sources_types_synonyms(broker):
+    with WireClient(broker.bootstrap) as c:
+        create(c, "adm-cfg", 1, configs={"retention.ms": "5000"})
+        res, cfg = describe(c, "adm-cfg")
+        assert res.error_code == 0
+        r = cfg["retention.ms"]
+        assert (r.value, r.config_source, r.config_type) == ("5000", 1, 5)
+        assert [(s.name, s.value, s.source) for s in r.synonyms] == [
+            ("retention.ms", "5000", 1),
+            ("log.retention.ms", "604800000", 5),
+        ]
+        s = cfg["segment.bytes"]
+        assert (s.value, s.config_source, s.config_type) == ("1073741824", 5, 3)
+        assert cfg["cleanup.policy"].config_type == 7 and cfg["cleanup.policy"].value == "delete"
+        assert len(cfg) == 26
+        _, only = describe(c, "adm-cfg", keys=["max.message.bytes"], version=0)
+        assert list(only) == ["max.message.bytes"] and only["max.message.bytes"].is_default
+        res, _ = describe(c, "nope-cfg")
+        assert res.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        res, b = describe(c, "1", rtype=4)
+        assert res.error_code == 0
+        assert b["num.partitions"].value == "1" and b["num.partitions"].config_source == 4  # from --override
+        assert b["log.segment.bytes"].config_source == 5 and b["log.segment.bytes"].documentation
+
+
+def test_incremental_alter_configs(broker):
+    with WireClient(broker.bootstrap) as c:
+        create(c, "adm-inc", 1, configs={"retention.ms": "5000"})
+
+        def alter(*ops, validate_only=False):
+            req = G.IncrementalAlterConfigsRequest(
+                resources=[
+                    AlterConfigsResource(
+                        resource_type=2,
+                        resource_name="adm-inc",
+                        configs=[AlterableConfig(name=n, config_operation=o, value=v) for n, o, v in ops],
+                    )
+                ],
+                validate_only=validate_only,
+            )
+            return c.request(44, 1, req).responses[0]
+
+        assert alter(("max.message.bytes", 0, "2000")).error_code == 0
+        assert alter(("retention.ms", 1, None)).error_code == 0
+        assert alter(("cleanup.policy", 2, "compact")).error_code == 0
+        _, cfg = describe(c, "adm-inc")
+        assert cfg["max.message.bytes"].value == "2000"
+        assert cfg["retention.ms"].config_source == 5
+        assert cfg["cleanup.policy"].value == "delete,compact"
+        assert alter(("cleanup.policy", 3, "delete")).error_code == 0
+        assert describe(c, "adm-inc")[1]["cleanup.policy"].value == "compact"
+        assert alter(("segment.bytes", 0, "nope")).error_code == ErrorCode.INVALID_CONFIG
+        assert alter(("segment.bytes", 2, "5")).error_code == ErrorCode.INVALID_CONFIG  # not a list
+        # the new max.message.bytes applies to produce at once
+        assert produce(c, "adm-inc", batch(1, size=5000)).error_code == ErrorCode.MESSAGE_TOO_LARGE
+
+
+def test_create_partitions_delete_records_delete_topics(broker):
+    with WireClient(broker.bootstrap) as c:
+        create(c, "adm-p", 1)
+
+        def grow(n, validate_only=False):
+            req = G.CreatePartitionsRequest(
+                topics=[CreatePartitionsTopic(name="adm-p", count=n, assignments=None)],
+                timeout_ms=1000,
+                validate_only=validate_only,
+            )
+            return c.request(37, 3, req).results[0]
+
+        assert grow(1).error_code == ErrorCode.INVALID_PARTITIONS
+        assert grow(3).error_code == 0
+        assert produce(c, "adm-p", batch(2), partition=2).error_code == 0
+        for _ in range(4):
+            produce(c, "adm-p", batch(5), partition=0)
+
+        def delete_records(offset, partition=0):
+            req = G.DeleteRecordsRequest(
+                topics=[
+                    DeleteRecordsTopic(
+                        name="adm-p",
+                        partitions=[DeleteRecordsPartition(partition_index=partition, offset=offset)],
+                    )
+                ],
+                timeout_ms=1000,
+            )
+            return c.request(21, 2, req).topics[0].partitions[0]
+
+        r = delete_records(7)
+        assert (r.error_code, r.low_watermark) == (0, 7)
+        assert delete_records(99).error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+        pd = fetch(c, "adm-p", 0).responses[0].partitions[0]
+        assert pd.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and pd.log_start_offset == 7
+        assert delete_records(-1).low_watermark == 20
+        md = c.request(3, 12, G.MetadataRequest(topics=[MetadataRequestTopic(name="adm-p")])).topics[0]
+        assert len(md.partitions) == 3
+        resp = c.request(
+            20,
+            6,
+            G.DeleteTopicsRequest(
+                topics=[DeleteTopicState(name=None, topic_id=md.topic_id)], timeout_ms=1000
+            ),
+        )
+        assert resp.responses[0].error_code == 0 and resp.responses[0].name == "adm-p"
+        resp = c.request(20, 1, G.DeleteTopicsRequest(topic_names=["adm-p"], timeout_ms=1000))
+        assert resp.responses[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert not list(broker.data_dir.glob("adm-p-*"))
+
+
+def test_describe_cluster(broker):
+    with WireClient(broker.bootstrap) as c:
+        r = c.request(
+            60, 1, G.DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=1)
+        )
+        md = c.request(3, 12, G.MetadataRequest(topics=[]))
+        assert r.error_code == 0 and r.cluster_id == md.cluster_id and r.controller_id == 1
+        assert [(b.broker_id, b.host, b.port) for b in r.brokers] == [(1, "127.0.0.1", broker.port)]

@@ -1,0 +1,467 @@
+"""Protocol semantics over raw sockets with the project's codec: one broker for the module."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+
+from kafkatool.formats import records as R
+from kafkatool.protocol import generated as G
+from kafkatool.protocol.errors import ErrorCode
+from kafkatool.protocol.generated.create_topics_request import CreatableTopic, CreatableTopicConfig
+from kafkatool.protocol.generated.fetch_request import FetchPartition, FetchTopic
+from kafkatool.protocol.generated.list_offsets_request import ListOffsetsPartition, ListOffsetsTopic
+from kafkatool.protocol.generated.metadata_request import MetadataRequestTopic
+from kafkatool.protocol.generated.offset_for_leader_epoch_request import (
+    OffsetForLeaderPartition,
+    OffsetForLeaderTopic,
+)
+from kafkatool.protocol.generated.produce_request import PartitionProduceData, TopicProduceData
+from tests.broker.wire import WireClient
+
+
+def create_topic(c: WireClient, name: str, partitions: int = 1, configs: dict | None = None) -> None:
+    req = G.CreateTopicsRequest(
+        topics=[
+            CreatableTopic(
+                name=name,
+                num_partitions=partitions,
+                replication_factor=1,
+                assignments=[],
+                configs=[CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()],
+            )
+        ],
+        timeout_ms=5000,
+    )
+    resp = c.request(19, 7, req)
+    assert resp.topics[0].error_code == 0, resp
+
+
+def batch(
+    n: int = 3,
+    *,
+    pid: int = -1,
+    epoch: int = -1,
+    seq: int = -1,
+    codec: int = 0,
+    size: int = 10,
+    key=b"k",
+    ts=None,
+) -> bytes:
+    now = int(time.time() * 1000) if ts is None else ts
+    recs = [R.SimpleRecord(b"v%d-" % i + b"x" * size, key, [("h", b"1")], now + i) for i in range(n)]
+    return R.build_record_batch(recs, codec=codec, producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+
+
+def produce(c: WireClient, topic: str, data: bytes, partition: int = 0, acks: int = -1, version: int = 9):
+    req = G.ProduceRequest(
+        transactional_id=None,
+        acks=acks,
+        timeout_ms=5000,
+        topic_data=[
+            TopicProduceData(name=topic, partition_data=[PartitionProduceData(index=partition, records=data)])
+        ],
+    )
+    if acks == 0:
+        c.send(0, version, req)
+        return None
+    resp = c.request(0, version, req)
+    return resp.responses[0].partition_responses[0]
+
+
+def fetch_req(
+    topic: str,
+    offset: int,
+    *,
+    partition: int = 0,
+    max_wait: int = 0,
+    min_bytes: int = 1,
+    max_bytes: int = 50 << 20,
+    partition_max: int = 1 << 20,
+    session_id: int = 0,
+    epoch: int = -1,
+):
+    return G.FetchRequest(
+        replica_id=-1,
+        max_wait_ms=max_wait,
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        isolation_level=0,
+        session_id=session_id,
+        session_epoch=epoch,
+        topics=[
+            FetchTopic(
+                topic=topic,
+                partitions=[
+                    FetchPartition(
+                        partition=partition,
+                        fetch_offset=offset,
+                        partition_max_bytes=partition_max,
+                        current_leader_epoch=-1,
+                        log_start_offset=-1,
+                    )
+                ],
+            )
+        ],
+        forgotten_topics_data=[],
+        rack_id="",
+    )
+
+
+def fetch(c: WireClient, topic: str, offset: int, version: int = 12, **kw):
+    resp = c.request(1, version, fetch_req(topic, offset, **kw))
+    return resp
+
+
+def batches_of(records) -> list:
+    return list(R.iter_batches(bytes(records or b"")))
+
+
+@pytest.fixture(scope="module")
+def c(broker):
+    with WireClient(broker.bootstrap) as client:
+        yield client
+
+
+def test_api_versions_all_versions(broker):
+    for v in range(4):
+        with WireClient(broker.bootstrap) as c:
+            resp = c.api_versions(v)
+            assert resp.error_code == 0
+            keys = {a.api_key: (a.min_version, a.max_version) for a in resp.api_keys}
+            assert keys[18] == (0, 3)
+            assert keys[0] == (0, 9) and keys[1] == (0, 12) and keys[3] == (0, 12)
+            for absent in (68, 69, 71, 72, 75):  # KIP-848, telemetry, DescribeTopicPartitions
+                assert absent not in keys
+
+
+def test_api_versions_unknown_version_gets_v0_error(broker):
+    with WireClient(broker.bootstrap) as c:
+        corr = c.send(18, 4, G.ApiVersionsRequest(client_software_name="x", client_software_version="1"))
+        got, resp = c.recv(18, 0)
+        assert got == corr
+        assert resp.error_code == ErrorCode.UNSUPPORTED_VERSION
+        assert [(a.api_key, a.min_version, a.max_version) for a in resp.api_keys] == [(18, 0, 3)]
+
+
+def test_metadata_auto_create_and_v0_all(c):
+    resp = c.request(
+        3, 12, G.MetadataRequest(topics=[MetadataRequestTopic(name="auto-1")], allow_auto_topic_creation=True)
+    )
+    t = resp.topics[0]
+    assert t.error_code == 0 and t.name == "auto-1" and len(t.partitions) == 1
+    assert t.topic_id.int != 0
+    assert resp.controller_id == 1 and resp.cluster_id and resp.brokers[0].host == "127.0.0.1"
+    assert t.partitions[0].leader_id == 1 and t.partitions[0].leader_epoch == 0
+    resp = c.request(
+        3,
+        12,
+        G.MetadataRequest(topics=[MetadataRequestTopic(name="nope-x")], allow_auto_topic_creation=False),
+    )
+    assert resp.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    resp = c.request(
+        3,
+        12,
+        G.MetadataRequest(topics=[MetadataRequestTopic(name="bad name!")], allow_auto_topic_creation=True),
+    )
+    assert resp.topics[0].error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+    resp = c.request(3, 0, G.MetadataRequest(topics=[]))
+    assert "auto-1" in {t.name for t in resp.topics}
+    resp = c.request(3, 1, G.MetadataRequest(topics=[]))
+    assert resp.topics == []
+
+
+def test_produce_fetch_whole_batch_and_offsets(c):
+    create_topic(c, "pf")
+    r1 = produce(c, "pf", batch(5))
+    r2 = produce(c, "pf", batch(5, codec=1))
+    assert (r1.error_code, r1.base_offset, r2.base_offset) == (0, 0, 5)
+    # a fetch from the middle of the second batch returns that batch whole
+    resp = fetch(c, "pf", 7)
+    pd = resp.responses[0].partitions[0]
+    assert pd.error_code == 0 and pd.high_watermark == 10 and pd.log_start_offset == 0
+    bs = batches_of(pd.records)
+    assert [(b.base_offset, b.last_offset) for b in bs] == [(5, 9)]
+    assert bs[0].partition_leader_epoch == 0
+    assert [r.offset for r in bs[0].records()] == [5, 6, 7, 8, 9]
+    # out of range
+    pd = fetch(c, "pf", 11).responses[0].partitions[0]
+    assert pd.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+    # at the end: empty records, no error
+    pd = fetch(c, "pf", 10).responses[0].partitions[0]
+    assert pd.error_code == 0 and bytes(pd.records) == b""
+
+
+def test_fetch_first_batch_even_if_over_max_bytes(c):
+    create_topic(c, "big1")
+    produce(c, "big1", batch(4, size=20000))
+    produce(c, "big1", batch(4, size=20000))
+    pd = fetch(c, "big1", 0, max_bytes=100, partition_max=100).responses[0].partitions[0]
+    bs = batches_of(pd.records)
+    assert len(bs) == 1 and bs[0].base_offset == 0
+    pd = fetch(c, "big1", 0, partition_max=100_000).responses[0].partitions[0]
+    assert len(bytes(pd.records)) <= 100_000 + 0 and len(batches_of(pd.records)) == 1
+
+
+def test_fetch_large_response_is_spliced_correctly(c):
+    """Over 64 KiB the records go by sendfile: the frame must still decode for v4 and flexible v12."""
+    create_topic(c, "large-f", partitions=2)
+    for p in (0, 1):
+        for _ in range(6):
+            produce(c, "large-f", batch(10, size=3000, codec=0), partition=p)
+    for version in (4, 11, 12):
+        req = fetch_req("large-f", 0)
+        req.topics[0].partitions.append(
+            FetchPartition(
+                partition=1,
+                fetch_offset=0,
+                partition_max_bytes=1 << 20,
+                current_leader_epoch=-1,
+                log_start_offset=-1,
+            )
+        )
+        resp = c.request(1, version, req)
+        for p, pd in enumerate(resp.responses[0].partitions):
+            assert pd.partition_index == p and pd.error_code == 0
+            bs = batches_of(pd.records)
+            assert len(bs) == 6 and all(b.is_valid() for b in bs)
+            assert sum(1 for b in bs for _ in b.records()) == 60
+
+
+def test_fetch_v0_to_v3_down_converts(c):
+    create_topic(c, "legacy-f")
+    produce(c, "legacy-f", batch(3, codec=2))
+    for version, magic in ((0, 0), (2, 1), (3, 1)):
+        pd = fetch(c, "legacy-f", 0, version=version).responses[0].partitions[0]
+        entries = batches_of(pd.records)
+        assert [e.magic for e in entries] == [magic] * 3
+        recs = [r for e in entries for r in e.records()]
+        assert [r.offset for r in recs] == [0, 1, 2]
+        assert recs[0].value.startswith(b"v0-")
+
+
+def test_produce_legacy_message_set_v2(c):
+    create_topic(c, "legacy-p")
+    ms = R.build_legacy_message_set([R.SimpleRecord(b"a", b"k"), R.SimpleRecord(b"b", b"k")], magic=1)
+    r = produce(c, "legacy-p", ms, version=2)
+    assert r.error_code == 0 and r.base_offset == 0
+    pd = fetch(c, "legacy-p", 0).responses[0].partitions[0]
+    (b,) = batches_of(pd.records)
+    assert b.magic == 2 and [r.value for r in b.records()] == [b"a", b"b"]
+
+
+def test_long_poll_waits_for_data_and_keeps_order(broker, c):
+    create_topic(c, "lp")
+    with WireClient(broker.bootstrap) as waiter:
+        t0 = time.monotonic()
+        corr_f = waiter.send(1, 12, fetch_req("lp", 0, max_wait=5000, min_bytes=1))
+        # pipelined behind the parked fetch: must come back after it
+        corr_m = waiter.send(3, 12, G.MetadataRequest(topics=None))
+        time.sleep(0.3)
+        produce(c, "lp", batch(2))
+        got, resp = waiter.recv(1, 12)
+        assert got == corr_f
+        assert time.monotonic() - t0 < 4.0, "the long poll did not wake on the append"
+        assert len(batches_of(resp.responses[0].partitions[0].records)) == 1
+        got, _ = waiter.recv(3, 12)
+        assert got == corr_m
+
+
+def test_long_poll_times_out_on_max_wait(c):
+    create_topic(c, "lp2")
+    t0 = time.monotonic()
+    resp = fetch(c, "lp2", 0, max_wait=400, min_bytes=1)
+    took = time.monotonic() - t0
+    assert 0.35 <= took < 2.0
+    assert bytes(resp.responses[0].partitions[0].records) == b""
+
+
+def test_fetch_sessions_refused_correctly(c):
+    create_topic(c, "sess")
+    resp = fetch(c, "sess", 0, session_id=0, epoch=0)
+    assert resp.session_id == 0 and resp.error_code == 0
+    resp = fetch(c, "sess", 0, session_id=1234, epoch=3)
+    assert resp.error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+
+
+def test_acks_zero_gets_no_response(c):
+    create_topic(c, "acks0")
+    produce(c, "acks0", batch(1), acks=0)
+    resp = c.request(3, 12, G.MetadataRequest(topics=[MetadataRequestTopic(name="acks0")]))
+    assert resp.topics[0].name == "acks0"  # the next response is Metadata's, nothing in between
+    pd = fetch(c, "acks0", 0).responses[0].partitions[0]
+    assert len(batches_of(pd.records)) == 1
+
+
+def test_produce_errors(c):
+    create_topic(c, "perr", configs={"max.message.bytes": "2000"})
+    assert produce(c, "perr", batch(1, size=5000)).error_code == ErrorCode.MESSAGE_TOO_LARGE
+    bad = bytearray(batch(2))
+    bad[-1] ^= 0xFF
+    assert produce(c, "perr", bytes(bad)).error_code == ErrorCode.CORRUPT_MESSAGE
+    assert produce(c, "perr", batch(1) + batch(1)).error_code == ErrorCode.INVALID_RECORD
+    assert produce(c, "nope-topic", batch(1)).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert produce(c, "perr", batch(1), partition=5).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert produce(c, "perr", batch(1), acks=2).error_code == ErrorCode.INVALID_REQUIRED_ACKS
+    assert (
+        produce(c, "perr", batch(1, codec=4), version=6).error_code == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+    )
+    create_topic(c, "compacted", configs={"cleanup.policy": "compact"})
+    r = produce(c, "compacted", batch(2, key=None))
+    assert r.error_code == ErrorCode.INVALID_RECORD and len(r.record_errors) == 2
+    assert produce(c, "compacted", batch(2)).error_code == 0
+
+
+def test_log_append_time(c):
+    create_topic(c, "lat", configs={"message.timestamp.type": "LogAppendTime"})
+    before = int(time.time() * 1000)
+    r = produce(c, "lat", batch(2, ts=1000))
+    assert r.error_code == 0 and r.log_append_time_ms >= before
+    (b,) = batches_of(fetch(c, "lat", 0).responses[0].partitions[0].records)
+    assert b.timestamp_type == R.LOG_APPEND_TIME and b.max_timestamp == r.log_append_time_ms and b.is_valid()
+
+
+def test_idempotent_producer_sequences(c):
+    create_topic(c, "idem")
+    pid_resp = c.request(
+        22,
+        4,
+        G.InitProducerIdRequest(
+            transactional_id=None, transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1
+        ),
+    )
+    assert pid_resp.error_code == 0
+    pid = pid_resp.producer_id
+    assert produce(c, "idem", batch(3, pid=pid, epoch=0, seq=0)).base_offset == 0
+    assert produce(c, "idem", batch(3, pid=pid, epoch=0, seq=3)).base_offset == 3
+    # a retry of an earlier batch: success with its original offset, nothing appended
+    dup = produce(c, "idem", batch(3, pid=pid, epoch=0, seq=0))
+    assert (dup.error_code, dup.base_offset) == (0, 0)
+    assert (
+        produce(c, "idem", batch(1, pid=pid, epoch=0, seq=9)).error_code
+        == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    )
+    assert produce(c, "idem", batch(3, pid=pid, epoch=0, seq=6)).base_offset == 6
+    # a new epoch must start at 0; an older epoch is fenced
+    assert (
+        produce(c, "idem", batch(1, pid=pid, epoch=1, seq=5)).error_code
+        == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    )
+    assert produce(c, "idem", batch(1, pid=pid, epoch=1, seq=0)).base_offset == 9
+    assert (
+        produce(c, "idem", batch(1, pid=pid, epoch=0, seq=9)).error_code == ErrorCode.INVALID_PRODUCER_EPOCH
+    )
+    pd = fetch(c, "idem", 0).responses[0].partitions[0]
+    assert pd.high_watermark == 10
+    other = c.request(
+        22,
+        4,
+        G.InitProducerIdRequest(
+            transactional_id=None, transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1
+        ),
+    )
+    assert other.producer_id != pid
+
+
+def test_list_offsets(c):
+    create_topic(c, "lo")
+    produce(c, "lo", batch(3, ts=1000))
+    produce(c, "lo", batch(3, ts=5000))
+    produce(c, "lo", batch(3, ts=2000))
+
+    def lo(ts, version=7):
+        req = G.ListOffsetsRequest(
+            replica_id=-1,
+            isolation_level=0,
+            topics=[
+                ListOffsetsTopic(
+                    name="lo",
+                    partitions=[
+                        ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=ts)
+                    ],
+                )
+            ],
+        )
+        return c.request(2, version, req).topics[0].partitions[0]
+
+    assert lo(-2).offset == 0
+    assert lo(-1).offset == 9
+    r = lo(-3)
+    assert (r.offset, r.timestamp) == (5, 5002)
+    r = lo(4999)
+    assert (r.offset, r.timestamp) == (3, 5000)
+    r = lo(1001)
+    assert (r.offset, r.timestamp) == (1, 1001)
+    assert lo(99999).offset == -1
+    assert lo(-1, version=0).old_style_offsets == [9]
+    assert lo(-1, version=1).offset == 9
+
+
+def test_offset_for_leader_epoch(c):
+    create_topic(c, "ofle")
+    produce(c, "ofle", batch(4))
+    req = G.OffsetForLeaderEpochRequest(
+        replica_id=-1,
+        topics=[
+            OffsetForLeaderTopic(
+                topic="ofle",
+                partitions=[OffsetForLeaderPartition(partition=0, current_leader_epoch=0, leader_epoch=0)],
+            )
+        ],
+    )
+    r = c.request(23, 4, req).topics[0].partitions[0]
+    assert (r.error_code, r.leader_epoch, r.end_offset) == (0, 0, 4)
+    req.topics[0].partitions[0].current_leader_epoch = 3
+    assert c.request(23, 4, req).topics[0].partitions[0].error_code == ErrorCode.UNKNOWN_LEADER_EPOCH
+
+
+def test_many_pipelined_requests_answer_in_order(broker):
+    with WireClient(broker.bootstrap) as c:
+        corrs = [c.send(3, 12, G.MetadataRequest(topics=None)) for _ in range(300)]
+        for corr in corrs:
+            got, _ = c.recv(3, 12)
+            assert got == corr
+
+
+def test_concurrent_clients(broker):
+    errors = []
+
+    def worker(i):
+        try:
+            with WireClient(broker.bootstrap) as c:
+                for _ in range(20):
+                    produce(c, "conc", batch(2))
+        except Exception as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    with WireClient(broker.bootstrap) as c:
+        create_topic(c, "conc")
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    with WireClient(broker.bootstrap) as c:
+        assert fetch(c, "conc", 0).responses[0].partitions[0].high_watermark == 8 * 20 * 2
+
+
+_ = socket
+
+
+def test_topic_compression_type_recompresses(c):
+    create_topic(c, "ctype", configs={"compression.type": "zstd"})
+    r = produce(c, "ctype", batch(4, pid=77, epoch=0, seq=0, codec=1))
+    assert r.error_code == 0
+    (b,) = batches_of(fetch(c, "ctype", 0).responses[0].partitions[0].records)
+    assert b.codec == 4 and b.is_valid()
+    assert (b.producer_id, b.producer_epoch, b.base_sequence, b.last_offset_delta) == (77, 0, 0, 3)
+    assert [r.value[:3] for r in b.records()] == [b"v0-", b"v1-", b"v2-", b"v3-"]
+    create_topic(c, "ctype-p")  # compression.type=producer keeps the producer's bytes exactly
+    sent = batch(3, codec=2)
+    produce(c, "ctype-p", sent)
+    (b,) = batches_of(fetch(c, "ctype-p", 0).responses[0].partitions[0].records)
+    assert bytes(b.raw())[61:] == sent[61:] and b.codec == 2

@@ -1,0 +1,116 @@
+"""``kafkatool serve`` as a command: server.properties, overrides, errors, JSON logs, signals."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+from kafkatool.protocol import generated as G
+from kafkatool.protocol.generated.metadata_request import MetadataRequestTopic
+from tests.broker.conftest import REPO, free_port
+from tests.broker.wire import WireClient
+
+
+def test_server_properties_file(tmp_path):
+    port = free_port()
+    data = tmp_path / "from-props"
+    props = tmp_path / "server.properties"
+    props.write_text(
+        "# a Kafka server.properties\n"
+        f"listeners=PLAINTEXT://127.0.0.1:{port}\n"
+        f"log.dirs={data}\n"
+        "broker.id=7\n"
+        "num.partitions=3\n"
+        "log.retention.hours=24\n"
+        "auto.create.topics.enable=true\n"
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "kafkatool",
+        "serve",
+        "--no-banner",
+        "--log-format",
+        "json",
+        "--config",
+        str(props),
+    ]
+    log_path = tmp_path / "props.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=log)
+        try:
+            deadline = time.monotonic() + 20
+            while True:
+                try:
+                    with WireClient(f"127.0.0.1:{port}") as c:
+                        c.api_versions()
+                    break
+                except OSError:
+                    assert time.monotonic() < deadline, log_path.read_text()
+                    time.sleep(0.05)
+            with WireClient(f"127.0.0.1:{port}") as c:
+                md = c.request(3, 12, G.MetadataRequest(topics=[MetadataRequestTopic(name="auto-3")]))
+                assert md.controller_id == 7 and md.brokers[0].node_id == 7
+                assert len(md.topics[0].partitions) == 3
+                desc = c.request(
+                    32,
+                    4,
+                    G.DescribeConfigsRequest(
+                        resources=[
+                            G.describe_configs_request.DescribeConfigsResource(
+                                resource_type=2, resource_name="auto-3", configuration_keys=["retention.ms"]
+                            )
+                        ]
+                    ),
+                )
+                entry = desc.results[0].configs[0]
+                assert (entry.value, entry.config_source) == ("86400000", 4)  # log.retention.hours, static
+        finally:
+            proc.terminate()
+            assert proc.wait(20) == 0
+    lines = [json.loads(line) for line in log_path.read_text().splitlines() if line.startswith("{")]
+    assert any(d.get("msg") == "broker started" and d.get("listeners") == f"127.0.0.1:{port}" for d in lines)
+    assert any(d.get("msg") == "shutdown complete" for d in lines)
+    assert (data / ".kafka_cleanshutdown").exists()
+
+
+def run_serve(*args, timeout=20):
+    return subprocess.run(
+        [sys.executable, "-m", "kafkatool", "serve", "--no-banner", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_bad_configuration_is_one_line_exit_2(tmp_path):
+    r = run_serve("-o", "listeners=SSL://127.0.0.1:1")
+    assert r.returncode == 2 and r.stderr.strip().splitlines()[-1].startswith(
+        "kafkatool: error: configuration:"
+    )
+    r = run_serve("-o", "num.partitions=zero")
+    assert r.returncode == 2 and "num.partitions" in r.stderr and "Traceback" not in r.stderr
+    r = run_serve("-o", "novalue")
+    assert r.returncode == 2 and "key=value" in r.stderr
+    r = run_serve("--read-only", "-o", f"log.dirs={tmp_path / 'missing'}")
+    assert r.returncode == 2 and "does not exist" in r.stderr
+
+
+def test_second_broker_on_the_same_dir_is_refused(make_broker, tmp_path):
+    b = make_broker().start()
+    r = run_serve("-o", f"log.dirs={b.data_dir}", "-o", f"listeners=PLAINTEXT://127.0.0.1:{free_port()}")
+    assert r.returncode == 2 and "kafkatool: error:" in r.stderr and "Traceback" not in r.stderr
+    assert b.alive()
+    b.stop()
+
+
+def test_port_in_use_is_one_line(make_broker):
+    b = make_broker().start()
+    r = run_serve(
+        "-o", f"listeners=PLAINTEXT://127.0.0.1:{b.port}", "-o", f"log.dirs={b.data_dir.parent / 'other'}"
+    )
+    assert r.returncode == 2 and "cannot listen" in r.stderr and "Traceback" not in r.stderr
+    b.stop()
