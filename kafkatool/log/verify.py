@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafkatool.formats import checkpoint as C
+from kafkatool.formats import compression
 from kafkatool.formats import index as I
 from kafkatool.formats import properties as P
 from kafkatool.formats import records as R
@@ -188,11 +189,13 @@ def verify_segment(
     with FileRecords(path, max_bytes=max_bytes) as fr:
         report.size = fr.size
         report.valid_end = fr.size
-        _scan_segment(fr, report, deep)
+        codec_ids: set[int] = set()
+        _scan_segment(fr, report, deep, codec_ids)
+        report.codecs = {compression.CODEC_NAMES.get(c, f"unknown({c})") for c in codec_ids}
     return report
 
 
-def _scan_segment(fr: FileRecords, rep: SegmentReport, deep: bool) -> None:
+def _scan_segment(fr: FileRecords, rep: SegmentReport, deep: bool, codec_ids: set[int]) -> None:
     buf = fr.buf
     size = fr.size
     name = rep.file
@@ -209,7 +212,7 @@ def _scan_segment(fr: FileRecords, rep: SegmentReport, deep: bool) -> None:
         rep.running_max_ts,
         rep.first_offsets,
     )
-    codecs, magics, pids, epochs = rep.codecs, rep.magics, rep.producer_ids, rep.leader_epochs
+    magics, pids, epochs = rep.magics, rep.producer_ids, rep.leader_epochs
 
     def damage(at: int, kind: str, message: str, offset: int | None) -> int | None:
         """Record damage at ``at``; return where valid data resumes (None: nothing valid follows)."""
@@ -418,7 +421,7 @@ def _scan_segment(fr: FileRecords, rep: SegmentReport, deep: bool) -> None:
             )
             if rep.min_timestamp is None or low < rep.min_timestamp:
                 rep.min_timestamp = low
-        codecs.add(batch.codec_name)
+        codec_ids.add(batch.attributes & R.CODEC_MASK)
         magics.add(batch.magic)
         if is_v2:
             if batch.producer_id >= 0:
