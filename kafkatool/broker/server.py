@@ -336,6 +336,10 @@ class Broker:
         self._background = start_background(self)
         if getattr(self, "group_coordinator", None) is not None:
             self.group_coordinator.start()
+        if self.metadata is not None and self.topic("__transaction_state") is not None:
+            from kafkatool.broker.txn.coordinator import txn_coordinator
+
+            txn_coordinator(self)  # reload transactions, finish Prepare*, start the timeout checks
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         sock = writer.get_extra_info("socket")
@@ -381,6 +385,8 @@ class Broker:
                 pass
         if getattr(self, "group_coordinator", None) is not None:
             await self.group_coordinator.stop()
+        if getattr(self, "txn_coordinator", None) is not None:
+            await self.txn_coordinator.stop()
         self.close_storage()
 
     def close_storage(self) -> None:

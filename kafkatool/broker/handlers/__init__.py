@@ -12,3 +12,6 @@ def register_all(router) -> None:
     from kafkatool.broker.handlers import reassignments
 
     reassignments.register(router)
+    from kafkatool.broker.handlers import txn
+
+    txn.register(router)  # after produce: takes over InitProducerId (22) for transactional ids

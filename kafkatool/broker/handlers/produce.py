@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 
 from kafkatool.broker.server import ProducerBatches
+from kafkatool.broker.txn import check_transactional_produce
 from kafkatool.formats import compression
 from kafkatool.formats import records as R
 from kafkatool.formats.errors import CorruptRecordError, FormatError
@@ -114,10 +115,6 @@ def _validate(broker, ctx, topic, records, cfg, topic_cfg):
                 ErrorCode.INVALID_RECORD,
                 f"record count {b.records_count} does not match the last offset delta {b.last_offset_delta}",
             )
-        if b.is_transactional:
-            raise ProduceError(
-                ErrorCode.INVALID_TXN_STATE, "transactions are not supported by this broker yet"
-            )
         if b.producer_id >= 0 and b.base_sequence < 0:
             raise ProduceError(ErrorCode.INVALID_RECORD, "idempotent batch without a sequence number")
     return batches
@@ -212,6 +209,9 @@ def _append_partition(
         if b0.magic >= 2 and b0.producer_id >= 0:
             state = broker.producers.get(tp, {}).get(b0.producer_id)
             _check_sequence(state, b0)
+            txn_err = check_transactional_produce(broker, tp, b0)
+            if txn_err is not None:
+                raise ProduceError(*txn_err)
         data = records
         if ctype != "producer":
             want = _CODECS.get(ctype, compression.NONE)

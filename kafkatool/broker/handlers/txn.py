@@ -1,0 +1,287 @@
+"""Transaction APIs: InitProducerId (22), AddPartitionsToTxn (24, client v0-3),
+AddOffsetsToTxn (25), EndTxn (26), TxnOffsetCommit (28), DescribeTransactions (65)
+and ListTransactions (66).
+
+InitProducerId without a transactional id stays the idempotent path of
+``handlers/produce.py``; with one it goes to the transaction coordinator
+(``kafkatool.broker.txn``).  PRODUCER_FENCED (90) only exists for InitProducerId
+v4+ and AddPartitions/AddOffsets/EndTxn/TxnOffsetCommit v2+; older versions get
+INVALID_PRODUCER_EPOCH (47), as KafkaApis maps it.
+"""
+
+from __future__ import annotations
+
+import time
+
+from kafkatool.broker.group.offsets import NO_LEADER_EPOCH, OffsetAndMetadata
+from kafkatool.broker.txn import state_log as S
+from kafkatool.broker.txn.coordinator import TxnError, txn_coordinator
+from kafkatool.broker.txn.offsets import txn_commit_offsets
+from kafkatool.protocol.errors import ErrorCode
+from kafkatool.protocol.generated import (
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnResponse,
+    DescribeTransactionsResponse,
+    EndTxnResponse,
+    InitProducerIdResponse,
+    ListTransactionsResponse,
+    TxnOffsetCommitResponse,
+)
+from kafkatool.protocol.generated.add_partitions_to_txn_response import (
+    AddPartitionsToTxnPartitionResult,
+    AddPartitionsToTxnTopicResult,
+)
+from kafkatool.protocol.generated.describe_transactions_response import TopicData
+from kafkatool.protocol.generated.describe_transactions_response import (
+    TransactionState as DescribedTxn,
+)
+from kafkatool.protocol.generated.list_transactions_response import TransactionState as ListedTxn
+from kafkatool.protocol.generated.txn_offset_commit_response import (
+    TxnOffsetCommitResponsePartition,
+    TxnOffsetCommitResponseTopic,
+)
+
+#: the versions fully implemented (AddPartitionsToTxn v4+ is broker-to-broker; EndTxn v4+ and
+#: InitProducerId v5 belong to transaction.version 2, which this broker does not finalize)
+VERSIONS = {
+    22: (0, 4),
+    24: (0, 3),
+    25: (0, 3),
+    26: (0, 3),
+    28: (0, 3),
+    65: (0, 0),
+    66: (0, 1),
+}
+
+
+def _fenced(code: int, version: int, first_version: int) -> int:
+    if code == ErrorCode.PRODUCER_FENCED and version < first_version:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    return code
+
+
+# ---------------------------------------------------------------------------- InitProducerId
+
+
+def handle_init_producer_id(ctx, req):
+    if req.transactional_id is None:
+        from kafkatool.broker.handlers.produce import handle_init_producer_id as idempotent
+
+        return idempotent(ctx, req)
+    if req.transactional_id == "":
+        return InitProducerIdResponse(
+            throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST, producer_id=-1, producer_epoch=-1
+        )
+    tc = txn_coordinator(ctx.broker)
+    pid, epoch = (req.producer_id, req.producer_epoch) if ctx.version >= 3 else (-1, -1)
+    try:
+        pid, epoch = tc.init_producer_id(req.transactional_id, req.transaction_timeout_ms, pid, epoch)
+    except TxnError as exc:
+        return InitProducerIdResponse(
+            throttle_time_ms=0,
+            error_code=_fenced(exc.code, ctx.version, 4),
+            producer_id=-1,
+            producer_epoch=-1,
+        )
+    return InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=pid, producer_epoch=epoch)
+
+
+# ---------------------------------------------------------------------------- AddPartitionsToTxn
+
+
+def handle_add_partitions_to_txn(ctx, req):
+    broker = ctx.broker
+    v = ctx.version
+    requested: list[tuple[str, int]] = []
+    errors: dict[tuple[str, int], int] = {}
+    for t in req.v3_and_below_topics:
+        meta = broker.topic(t.name)
+        for p in t.partitions:
+            tp = (t.name, p)
+            requested.append(tp)
+            if meta is None or broker.get_log(t.name, p) is None:
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if errors:
+        for tp in requested:
+            errors.setdefault(tp, ErrorCode.OPERATION_NOT_ATTEMPTED)
+    else:
+        code = 0
+        try:
+            txn_coordinator(broker).add_partitions(
+                req.v3_and_below_transactional_id,
+                req.v3_and_below_producer_id,
+                req.v3_and_below_producer_epoch,
+                requested,
+            )
+        except TxnError as exc:
+            code = _fenced(exc.code, v, 2)
+        errors = dict.fromkeys(requested, code)
+    by_topic: dict[str, list[AddPartitionsToTxnPartitionResult]] = {}
+    for (topic, p), code in errors.items():
+        by_topic.setdefault(topic, []).append(
+            AddPartitionsToTxnPartitionResult(partition_index=p, partition_error_code=code)
+        )
+    return AddPartitionsToTxnResponse(
+        throttle_time_ms=0,
+        results_by_topic_v3_and_below=[
+            AddPartitionsToTxnTopicResult(name=name, results_by_partition=parts)
+            for name, parts in by_topic.items()
+        ],
+    )
+
+
+# ---------------------------------------------------------------------------- AddOffsetsToTxn
+
+
+def handle_add_offsets_to_txn(ctx, req):
+    tc = txn_coordinator(ctx.broker)
+    gc = tc.group_coordinator()
+    code = 0
+    err = gc.ensure_offsets_topic()
+    if err is not None:
+        code = err
+    else:
+        try:
+            tc.add_partitions(
+                req.transactional_id,
+                req.producer_id,
+                req.producer_epoch,
+                [tc.offsets_partition(req.group_id)],
+            )
+        except TxnError as exc:
+            code = _fenced(exc.code, ctx.version, 2)
+    return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=code)
+
+
+# ---------------------------------------------------------------------------- EndTxn
+
+
+def handle_end_txn(ctx, req):
+    code = 0
+    try:
+        txn_coordinator(ctx.broker).end_txn(
+            req.transactional_id, req.producer_id, req.producer_epoch, req.committed
+        )
+    except TxnError as exc:
+        code = _fenced(exc.code, ctx.version, 2)
+    return EndTxnResponse(throttle_time_ms=0, error_code=code)
+
+
+# ---------------------------------------------------------------------------- TxnOffsetCommit
+
+
+def handle_txn_offset_commit(ctx, req):
+    v = ctx.version
+    tc = txn_coordinator(ctx.broker)
+    gc = tc.group_coordinator()
+    now = int(time.time() * 1000)
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+    for t in req.topics:
+        for p in t.partitions:
+            offsets[(t.name, p.partition_index)] = OffsetAndMetadata(
+                offset=p.committed_offset,
+                leader_epoch=p.committed_leader_epoch if v >= 2 else NO_LEADER_EPOCH,
+                metadata=p.committed_metadata if p.committed_metadata is not None else "",
+                commit_timestamp=now,
+            )
+    md = tc.by_producer.get(req.producer_id)
+    fenced = None
+    if (
+        md is not None
+        and md.transactional_id == req.transactional_id
+        and req.producer_epoch < md.producer_epoch
+    ):
+        fenced = _fenced(ErrorCode.PRODUCER_FENCED, v, 2)
+    if fenced is not None:
+        results = dict.fromkeys(offsets, fenced)
+    else:
+        results = txn_commit_offsets(
+            gc,
+            group_id=req.group_id,
+            producer_id=req.producer_id,
+            producer_epoch=req.producer_epoch,
+            member_id=req.member_id if v >= 3 else "",
+            instance_id=req.group_instance_id if v >= 3 else None,
+            generation_id=req.generation_id if v >= 3 else -1,
+            offsets=offsets,
+        )
+    by_topic: dict[str, list[TxnOffsetCommitResponsePartition]] = {}
+    for (topic, p), code in results.items():
+        by_topic.setdefault(topic, []).append(
+            TxnOffsetCommitResponsePartition(partition_index=p, error_code=code)
+        )
+    return TxnOffsetCommitResponse(
+        throttle_time_ms=0,
+        topics=[TxnOffsetCommitResponseTopic(name=n, partitions=ps) for n, ps in by_topic.items()],
+    )
+
+
+# ---------------------------------------------------------------------------- Describe / List
+
+
+def handle_describe_transactions(ctx, req):
+    tc = txn_coordinator(ctx.broker)
+    out = []
+    for tid in req.transactional_ids:
+        md = tc.describe(tid)
+        if md is None:
+            out.append(DescribedTxn(error_code=ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, transactional_id=tid))
+            continue
+        by_topic: dict[str, list[int]] = {}
+        for t, p in sorted(md.partitions):
+            by_topic.setdefault(t, []).append(p)
+        out.append(
+            DescribedTxn(
+                error_code=0,
+                transactional_id=tid,
+                transaction_state=md.state_name,
+                transaction_timeout_ms=md.timeout_ms,
+                transaction_start_time_ms=md.start_ms,
+                producer_id=md.producer_id,
+                producer_epoch=md.producer_epoch,
+                topics=[TopicData(topic=t, partitions=ps) for t, ps in by_topic.items()],
+            )
+        )
+    return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=out)
+
+
+def handle_list_transactions(ctx, req):
+    tc = txn_coordinator(ctx.broker)
+    known = set(S.STATE_NAMES.values())
+    states = set(req.state_filters or [])
+    unknown = sorted(s for s in states if s not in known)
+    pids = set(req.producer_id_filters or [])
+    duration = req.duration_filter if ctx.version >= 1 else -1
+    now = int(time.time() * 1000)
+    out = []
+    for md in tc.list():
+        if states and md.state_name not in states:
+            continue
+        if pids and md.producer_id not in pids:
+            continue
+        if duration is not None and duration >= 0 and now - md.start_ms <= duration:
+            continue  # KIP-994: only transactions running longer than the filter (as Kafka computes it)
+        out.append(
+            ListedTxn(
+                transactional_id=md.transactional_id,
+                producer_id=md.producer_id,
+                transaction_state=md.state_name,
+            )
+        )
+    return ListTransactionsResponse(
+        throttle_time_ms=0, error_code=0, unknown_state_filters=unknown, transaction_states=out
+    )
+
+
+def register(router) -> None:
+    handlers = {
+        22: handle_init_producer_id,
+        24: handle_add_partitions_to_txn,
+        25: handle_add_offsets_to_txn,
+        26: handle_end_txn,
+        28: handle_txn_offset_commit,
+        65: handle_describe_transactions,
+        66: handle_list_transactions,
+    }
+    for key, (lo, hi) in VERSIONS.items():
+        router.register(key, lo, hi, handlers[key])

@@ -1,0 +1,134 @@
+"""TxnOffsetCommit on the group coordinator (Kafka's ``GroupCoordinator.handleTxnCommitOffsets``).
+
+The offsets are written to the group's ``__consumer_offsets`` partition in a
+transactional batch of the producer (as ``GroupMetadataManager.storeOffsets``
+does: baseSequence 0) and kept pending in the group's offset store until the
+transaction's marker reaches that partition (``write_markers`` then calls
+``OffsetStore.complete_txn``).  The group loader already honours such batches
+and their markers at start-up.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from kafkatool.broker.group import persistence as P
+from kafkatool.broker.group.coordinator import DEAD, EMPTY, Group, now_ms
+from kafkatool.broker.group.offsets import OffsetAndMetadata
+from kafkatool.formats import records as R
+from kafkatool.log.log import RecordTooLargeError
+from kafkatool.protocol.errors import ErrorCode
+
+log = logging.getLogger("kafkatool.broker.txn")
+
+
+def _validate(group: Group, generation_id: int, member_id: str, instance_id: str | None) -> int | None:
+    """validateOffsetCommit with isTransactional = true."""
+    if group.state is DEAD:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if generation_id >= 0 or member_id != "" or instance_id is not None:
+        err = group.validate_member(member_id, instance_id)
+        if err is not None:
+            return err
+        if generation_id != group.generation:
+            return ErrorCode.ILLEGAL_GENERATION
+    return None
+
+
+def txn_commit_offsets(
+    gc,
+    *,
+    group_id: str,
+    producer_id: int,
+    producer_epoch: int,
+    member_id: str,
+    instance_id: str | None,
+    generation_id: int,
+    offsets: dict[tuple[str, int], OffsetAndMetadata],
+) -> dict[tuple[str, int], int]:
+    err = gc._validate_status(group_id, allow_empty=False)
+    if err is not None:
+        return dict.fromkeys(offsets, err)
+    group = gc.groups.get(group_id)
+    if group is None:
+        group = gc.groups[group_id] = Group(group_id, gc.partition_for(group_id), EMPTY)
+    err = _validate(group, generation_id, member_id, instance_id)
+    if err is not None:
+        return dict.fromkeys(offsets, err)
+    max_meta = gc._cfg("offset.metadata.max.bytes")
+    result: dict[tuple[str, int], int] = {}
+    valid = {}
+    for tp, om in offsets.items():
+        if om.metadata is not None and len(om.metadata.encode()) > max_meta:
+            result[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+        else:
+            valid[tp] = om
+    if not valid:
+        return result
+    broker = gc.broker
+    lg = broker.get_log(P.OFFSETS_TOPIC, group.partition)
+    t = broker.topic(P.OFFSETS_TOPIC)
+    code = ErrorCode.NONE
+    if lg is None or t is None or broker.read_only:
+        code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    else:
+        ts = now_ms()
+        batch = R.build_record_batch(
+            [
+                R.SimpleRecord(P.offset_commit_value(om), P.offset_commit_key(group_id, tp[0], tp[1]), (), ts)
+                for tp, om in valid.items()
+            ],
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=0,
+            is_transactional=True,
+        )
+        try:
+            lg.append_as_leader(batch, t.leader_epoch(group.partition))
+        except RecordTooLargeError:
+            code = ErrorCode.INVALID_COMMIT_OFFSET_SIZE
+        except OSError:
+            log.exception("failed to write transactional offsets of group %s", group_id)
+            code = ErrorCode.NOT_COORDINATOR
+    if code == ErrorCode.NONE:
+        pending = group.offsets.pending_txn.setdefault(producer_id, {})
+        pending.update(valid)
+    for tp in valid:
+        result[tp] = code
+    return result
+
+
+def complete_txn_offsets(
+    gc, lg, partition: int, producer_id: int, first: int, marker: int, commit: bool
+) -> None:
+    """Apply the marker just written at ``marker`` in ``__consumer_offsets-partition`` to the loaded groups.
+
+    The pending offsets are re-read from the log (the transaction's batches from its first
+    offset up to the marker, through the group loader's own replay), so offsets written
+    before a broker restart still become visible at COMMIT.  A partition still loading
+    picks the marker up from the log itself.
+    """
+    if partition in gc.loading:
+        return
+    loaded = {}
+    if commit and first >= 0:
+        loader = P.PartitionLoader()
+        for batch in lg.batches(first):
+            if batch.base_offset > marker:
+                break
+            if batch.magic >= 2 and batch.producer_id == producer_id and batch.is_transactional:
+                loader.feed(batch)  # the marker batch itself applies the pending offsets
+        for msg in loader.skipped:
+            log.warning("%s-%d: skipped an undecodable record at %s", P.OFFSETS_TOPIC, partition, msg)
+        loaded = loader.groups
+    for g in gc.groups.values():
+        if g.partition == partition:
+            g.offsets.complete_txn(producer_id, False)
+    for gid, lgroup in loaded.items():
+        if not lgroup.offsets.offsets:
+            continue
+        group = gc.groups.get(gid)
+        if group is None:
+            group = gc.groups[gid] = Group(gid, partition, EMPTY)
+        for tp, om in lgroup.offsets.offsets.items():
+            group.offsets.put(tp, om)
