@@ -36,6 +36,21 @@ def file_name_for_offset(offset: int, suffix: str) -> str:
     return f"{offset:020d}{suffix}"
 
 
+def all_zero_from(view, start: int) -> bool:
+    """True when ``view`` has bytes from ``start`` on and all of them are zero."""
+    tail = view[start:]
+    if not len(tail):
+        return False
+    # compare in chunks to avoid copying a whole preallocated gigabyte
+    chunk = 1 << 20
+    zeros = bytes(chunk)
+    for i in range(0, len(tail), chunk):
+        part = tail[i : i + chunk]
+        if part != zeros[: len(part)]:
+            return False
+    return True
+
+
 class FileRecords:
     """A read-only view of a ``.log`` file (or any file of concatenated batches)."""
 
@@ -94,17 +109,7 @@ class FileRecords:
 
     def tail_is_zeros(self, start: int) -> bool:
         """True when every byte from ``start`` to the end is zero (a preallocated tail)."""
-        tail = self.buf[start:]
-        if not len(tail):
-            return False
-        # compare in chunks to avoid copying a whole preallocated gigabyte
-        chunk = 1 << 20
-        zeros = bytes(chunk)
-        for i in range(0, len(tail), chunk):
-            part = tail[i : i + chunk]
-            if part != zeros[: len(part)]:
-                return False
-        return True
+        return all_zero_from(self.buf, start)
 
 
 @dataclass

@@ -35,6 +35,7 @@ from kafkatool.log.file_records import (
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
     FileRecords,
+    all_zero_from,
     file_name_for_offset,
 )
 from kafkatool.log.indexes import OffsetIndex, TimeIndex, TransactionIndex
@@ -163,22 +164,9 @@ def scan_for_recovery(
 
 
 def _reason(exc: FormatError, view, pos: int) -> str:
-    if _all_zero(view, pos):
+    if all_zero_from(view, pos):
         return "zero_tail"
     return exc.kind
-
-
-def _all_zero(view, pos: int) -> bool:
-    tail = view[pos:]
-    if not len(tail):
-        return False
-    chunk = 1 << 20
-    zeros = bytes(chunk)
-    for i in range(0, len(tail), chunk):
-        part = tail[i : i + chunk]
-        if part != zeros[: len(part)]:
-            return False
-    return True
 
 
 # ---------------------------------------------------------------- reads

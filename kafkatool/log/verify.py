@@ -946,6 +946,15 @@ def verify_partition(
         yield res
 
 
+def verify_index_file(path: Path, kind: str, seg: SegmentReport | None, *, active: bool) -> list[Finding]:
+    """An ``index``, ``timeindex`` or ``txnindex`` file against its segment's report."""
+    if kind == "index":
+        return verify_offset_index(path, seg, active=active)
+    if kind == "timeindex":
+        return verify_time_index(path, seg, active=active)
+    return verify_txn_index(path, seg)
+
+
 def verify_segment_indexes(
     log: Path, seg: SegmentReport | None, *, active: bool, present: set[str] | None = None
 ) -> Iterator[FileResult]:
@@ -971,13 +980,9 @@ def verify_segment_indexes(
                 )
                 yield FileResult(str(ipath), "index", 0, [missing])
             continue
-        if kind == "index":
-            f = verify_offset_index(ipath, seg, active=active)
-        elif kind == "timeindex":
-            f = verify_time_index(ipath, seg, active=active)
-        else:
-            f = verify_txn_index(ipath, seg)
-        yield FileResult(str(ipath), kind, ipath.stat().st_size, f)
+        yield FileResult(
+            str(ipath), kind, ipath.stat().st_size, verify_index_file(ipath, kind, seg, active=active)
+        )
 
 
 def partition_file_result(p: Path, segment_stems: set[str]) -> FileResult | None:
@@ -1167,13 +1172,7 @@ def verify_path(path: str | os.PathLike, *, deep: bool = True) -> Iterator[FileR
         sibling = p.with_name(p.name.split(".", 1)[0] + LOG_SUFFIX)
         seg = verify_segment(sibling, deep=False) if sibling.exists() else None
         active = seg is not None and sibling == segment_files(p.parent)[-1]
-        if kind == "index":
-            f = verify_offset_index(p, seg, active=active)
-        elif kind == "timeindex":
-            f = verify_time_index(p, seg, active=active)
-        else:
-            f = verify_txn_index(p, seg)
-        yield FileResult(str(p), kind, p.stat().st_size, f)
+        yield FileResult(str(p), kind, p.stat().st_size, verify_index_file(p, kind, seg, active=active))
     elif kind == "snapshot":
         yield FileResult(str(p), kind, p.stat().st_size, verify_snapshot(p))
     elif kind == "checkpoint":
