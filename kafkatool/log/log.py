@@ -40,6 +40,7 @@ from kafkatool.log.file_records import (
     offset_from_file_name,
 )
 from kafkatool.log.leader_epoch import LeaderEpochCache
+from kafkatool.log.leftovers import plan_leftovers
 from kafkatool.log.producer_state import ProducerStateManager
 from kafkatool.log.segment import (
     CLEANED_SUFFIX,
@@ -251,8 +252,7 @@ class Log:
 
     def _load(self, log_start_offset: int, recovery_point: int, had_clean_shutdown: bool) -> None:
         result = self.load_result
-        swap_files = self._remove_temp_files_and_collect_swaps()
-        self._complete_swaps(swap_files)
+        self._finish_interrupted_operations()
         is_deleted_dir = self.dir.name.endswith(DELETE_DIR_SUFFIX)
         while True:
             try:
@@ -290,65 +290,18 @@ class Log:
         self.high_watermark = min(self.high_watermark, next_offset)
         result.truncated = any(s.truncated_bytes for s in result.recovered)
 
-    def _remove_temp_files_and_collect_swaps(self) -> list[Path]:
-        swaps: list[Path] = []
-        cleaned: list[Path] = []
-        min_cleaned = None
-        for name in sorted(os.listdir(self.dir)):
+    def _finish_interrupted_operations(self) -> None:
+        """LogLoader steps 1-2: drop leftovers, then complete the valid swaps."""
+        names = [n for n in sorted(os.listdir(self.dir)) if (self.dir / n).is_file()]
+        plan = plan_leftovers(self.dir, names, self.config)
+        for name, reason in plan.deletes:
+            fileops.delete(self.dir / name)
+            self.load_result.removed_files.append((str(self.dir / name), reason))
+        for name in plan.swaps:
             path = self.dir / name
-            if not path.is_file():
-                continue
-            if name.endswith(DELETED_SUFFIX) and not name.endswith(".checkpoint.deleted"):
-                fileops.delete(path)
-                self.load_result.removed_files.append((str(path), "stray file marked for deletion"))
-            elif name.endswith(CLEANED_SUFFIX):
-                off = offset_from_file_name(name)
-                if off is not None:
-                    min_cleaned = off if min_cleaned is None else min(min_cleaned, off)
-                cleaned.append(path)
-            elif name.endswith(SWAP_SUFFIX):
-                swaps.append(path)
-        valid_swaps = []
-        for path in swaps:
-            off = offset_from_file_name(path.name)
-            if min_cleaned is not None and off is not None and off >= min_cleaned:
-                fileops.delete(path)
-                self.load_result.removed_files.append((str(path), "swap file of an incomplete split"))
-            else:
-                valid_swaps.append(path)
-        for path in cleaned:
-            fileops.delete(path)
-            self.load_result.removed_files.append((str(path), "leftover cleaner output"))
-        return valid_swaps
-
-    def _complete_swaps(self, swap_files: list[Path]) -> None:
-        lo, hi = None, None
-        for path in swap_files:
-            if not path.name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
-                continue
-            base = offset_from_file_name(path.name)
-            seg = Segment(self.dir, base, self.config, writable=False, suffix=SWAP_SUFFIX)
-            try:
-                nxt = seg.read_next_offset()
-            finally:
-                seg.close()
-            lo = base if lo is None else min(lo, base)
-            hi = nxt if hi is None else max(hi, nxt)
-        if lo is not None:
-            for name in sorted(os.listdir(self.dir)):
-                path = self.dir / name
-                if not path.is_file() or name.endswith(SWAP_SUFFIX):
-                    continue
-                off = offset_from_file_name(name)
-                if off is not None and lo <= off < hi:
-                    fileops.delete(path)
-                    self.load_result.removed_files.append((str(path), "replaced by an interrupted swap"))
-        for name in sorted(os.listdir(self.dir)):
-            path = self.dir / name
-            if path.is_file() and name.endswith(SWAP_SUFFIX):
-                target = self.dir / name[: -len(SWAP_SUFFIX)]
-                fileops.replace(path, target)
-                self.load_result.renamed_files.append((str(path), str(target)))
+            target = self.dir / name[: -len(SWAP_SUFFIX)]
+            fileops.replace(path, target)
+            self.load_result.renamed_files.append((str(path), str(target)))
 
     def _load_segment_files(
         self, had_clean_shutdown: bool, recovery_point: int, log_start_offset: int

@@ -57,9 +57,10 @@ from kafkatool.log.file_records import (
     file_name_for_offset,
     offset_from_file_name,
 )
+from kafkatool.log.leftovers import plan_leftovers
 from kafkatool.log.log import Log, parse_topic_partition
 from kafkatool.log.rebuild import KIND_SUFFIX, compare_index
-from kafkatool.log.segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, Segment, scan_for_recovery
+from kafkatool.log.segment import SWAP_SUFFIX, scan_for_recovery
 
 QUARANTINE_DIR = "kafkatool-quarantine"
 _INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
@@ -222,62 +223,11 @@ def plan_partition(
     plan = PartitionPlan(part_dir, recovery_point, log_start_offset)
     names = {n for n in os.listdir(part_dir) if (part_dir / n).is_file()}
 
-    # 1. leftovers of interrupted operations
-    swaps, cleaned, min_cleaned = [], [], None
-    for n in sorted(names):
-        if n.endswith(DELETED_SUFFIX) and not n.endswith(".checkpoint.deleted"):
-            plan.file_actions.append(
-                {"action": "delete", "file": str(part_dir / n), "reason": "marked for deletion"}
-            )
-        elif n.endswith(CLEANED_SUFFIX):
-            off = offset_from_file_name(n)
-            if off is not None:
-                min_cleaned = off if min_cleaned is None else min(min_cleaned, off)
-            cleaned.append(n)
-        elif n.endswith(SWAP_SUFFIX):
-            swaps.append(n)
-    names -= {a["file"].rsplit("/", 1)[-1] for a in plan.file_actions}
-    valid_swaps = []
-    for n in swaps:
-        off = offset_from_file_name(n)
-        if min_cleaned is not None and off is not None and off >= min_cleaned:
-            plan.file_actions.append(
-                {"action": "delete", "file": str(part_dir / n), "reason": "swap file of an incomplete split"}
-            )
-            names.discard(n)
-        else:
-            valid_swaps.append(n)
-    for n in cleaned:
-        plan.file_actions.append(
-            {"action": "delete", "file": str(part_dir / n), "reason": "unfinished cleaner output"}
-        )
+    # 1. leftovers of interrupted operations, exactly as the loader handles them
+    leftovers = plan_leftovers(part_dir, names, config)
+    for n, reason in leftovers.deletes:
+        plan.file_actions.append({"action": "delete", "file": str(part_dir / n), "reason": reason})
         names.discard(n)
-    lo = hi = None
-    for n in valid_swaps:
-        if not n.endswith(LOG_SUFFIX + SWAP_SUFFIX):
-            continue
-        base = offset_from_file_name(n)
-        seg = Segment(part_dir, base, config, writable=False, suffix=SWAP_SUFFIX)
-        try:
-            nxt = seg.read_next_offset()
-        finally:
-            seg.close()
-        lo = base if lo is None else min(lo, base)
-        hi = nxt if hi is None else max(hi, nxt)
-    if lo is not None:
-        for n in sorted(names):
-            if n.endswith(SWAP_SUFFIX):
-                continue
-            off = offset_from_file_name(n)
-            if off is not None and lo <= off < hi:
-                plan.file_actions.append(
-                    {
-                        "action": "delete",
-                        "file": str(part_dir / n),
-                        "reason": "replaced by an interrupted swap",
-                    }
-                )
-                names.discard(n)
     # physical path of each logical file name once swaps are renamed
     physical = {n: part_dir / n for n in names}
     for n in sorted(names):
