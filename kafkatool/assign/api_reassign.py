@@ -48,6 +48,7 @@ from kafkatool.assign.zk_reassign import (
     ListedReassignment,
     PartitionStatus,
     VerifyResult,
+    classify_partitions,
 )
 from kafkatool.protocol.apis import API_BY_KEY
 from kafkatool.protocol.errors import ErrorCode
@@ -412,20 +413,7 @@ def partition_statuses(
     current: Mapping[TopicPartition, list[int]],
     targets: list[PartitionTarget],
 ) -> list[PartitionStatus]:
-    from kafkatool.assign.zk_reassign import COMPLETED, DIFFERENT, IN_PROGRESS, MISSING
-
-    out = []
-    for t in sorted(targets, key=lambda t: t.tp):
-        cur = current.get(t.tp)
-        if t.tp in in_flight:
-            out.append(PartitionStatus(t.tp, IN_PROGRESS, in_flight[t.tp].replicas, list(t.replicas)))
-        elif cur is None:
-            out.append(PartitionStatus(t.tp, MISSING, [], list(t.replicas)))
-        elif cur == list(t.replicas):
-            out.append(PartitionStatus(t.tp, COMPLETED, cur, list(t.replicas)))
-        else:
-            out.append(PartitionStatus(t.tp, DIFFERENT, cur, list(t.replicas)))
-    return out
+    return classify_partitions(targets, current, {tp: f.replicas for tp, f in in_flight.items()})
 
 
 def _current_of(

@@ -406,14 +406,18 @@ class VerifyResult:
         return all(s.status == COMPLETED for s in self.statuses)
 
 
-def partition_statuses(state: ReassignmentState, targets: list[PartitionTarget]) -> list[PartitionStatus]:
-    current = state.current()
+def classify_partitions(
+    targets: list[PartitionTarget],
+    current: Mapping[TopicPartition, list[int]],
+    in_progress: Mapping[TopicPartition, list[int]],
+) -> list[PartitionStatus]:
+    """Each target's status, as Kafka's --verify words it; ``in_progress`` maps the partitions
+    still moving to the replica list to show for them.  Shared by the ZooKeeper and API paths."""
     out = []
     for t in sorted(targets, key=lambda t: t.tp):
         cur = current.get(t.tp)
-        if state.is_active(t.tp) and cur is not None:
-            shown = state.in_flight[t.tp].replicas if t.tp in state.in_flight else cur
-            out.append(PartitionStatus(t.tp, IN_PROGRESS, shown, list(t.replicas)))
+        if t.tp in in_progress:
+            out.append(PartitionStatus(t.tp, IN_PROGRESS, in_progress[t.tp], list(t.replicas)))
         elif cur is None:
             out.append(PartitionStatus(t.tp, MISSING, [], list(t.replicas)))
         elif cur == list(t.replicas):
@@ -421,6 +425,16 @@ def partition_statuses(state: ReassignmentState, targets: list[PartitionTarget])
         else:
             out.append(PartitionStatus(t.tp, DIFFERENT, cur, list(t.replicas)))
     return out
+
+
+def partition_statuses(state: ReassignmentState, targets: list[PartitionTarget]) -> list[PartitionStatus]:
+    current = state.current()
+    moving = {
+        t.tp: state.in_flight[t.tp].replicas if t.tp in state.in_flight else current[t.tp]
+        for t in targets
+        if state.is_active(t.tp) and current.get(t.tp) is not None
+    }
+    return classify_partitions(targets, current, moving)
 
 
 def verify(
