@@ -322,3 +322,43 @@ class KafkaAdmin:
         elif self._meta is None:
             self._meta = meta
         return meta
+
+
+#: DescribeConfigs config_source codes that mean "set for this topic" / "set on a broker"
+CONFIG_SOURCE_TOPIC = 1
+CONFIG_SOURCES_BROKER = (2, 3, 4)
+
+
+def describe_topic_configs(admin: KafkaAdmin, topics: list[str]) -> dict[str, dict[str, tuple[str, int]]]:
+    """``{topic: {config: (value, config_source)}}`` for the values not at Kafka's default.
+
+    A topic the cluster does not know is left out; any other error raises KafkaAdminError.
+    """
+    from kafkatool.protocol.generated.describe_configs_request import DescribeConfigsResource
+
+    if not topics:
+        return {}
+    conn = admin._any()
+    version = conn.version_for(32)
+    req = API_BY_KEY[32].request(
+        resources=[
+            DescribeConfigsResource(resource_type=2, resource_name=t, configuration_keys=None) for t in topics
+        ]
+    )
+    resp = conn.request(32, req, version)
+    out: dict[str, dict[str, tuple[str, int]]] = {}
+    for res in resp.results:
+        if res.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            continue
+        if res.error_code:
+            raise KafkaAdminError(
+                f"DescribeConfigs topic {res.resource_name}: {describe_error(res.error_code, res.error_message)}",
+                res.error_code,
+            )
+        configs = {}
+        for c in res.configs:
+            source = c.config_source if version >= 1 else (CONFIG_SOURCE_TOPIC if not c.is_default else 5)
+            if c.value is not None and (source == CONFIG_SOURCE_TOPIC or source in CONFIG_SOURCES_BROKER):
+                configs[c.name] = (c.value, source)
+        out[res.resource_name] = configs
+    return out

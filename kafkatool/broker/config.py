@@ -1,10 +1,10 @@
 """Broker settings with Kafka's ``server.properties`` names and defaults.
 
-The broker-level ``log.*`` names map onto the topic-level names of
-:class:`kafkatool.log.config.LogConfig` (``log.segment.bytes`` ->
-``segment.bytes``) the way Kafka's ``LogConfig.TopicConfigSynonyms`` does, so
-a topic created without overrides inherits the broker's values and
-DescribeConfigs can say where each value came from.
+The broker-level ``log.*`` names map onto the topic-level names
+(``log.segment.bytes`` -> ``segment.bytes``) through the one map in
+:mod:`kafkatool.log.topic_settings` (Kafka's ServerTopicConfigSynonyms), which
+the offline commands use too: a topic created without overrides inherits the
+broker's values and DescribeConfigs can say where each value came from.
 """
 
 from __future__ import annotations
@@ -14,13 +14,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafkatool.formats import properties as props
+from kafkatool.log import topic_settings as ts
 from kafkatool.log.config import LONG_MAX, LogConfig
+from kafkatool.log.topic_settings import (  # noqa: F401 (re-exported for the handlers)
+    BOOLEAN,
+    CLASS,
+    COMPRESSION_TYPES,
+    DOUBLE,
+    INT,
+    LIST,
+    LONG,
+    PASSWORD,
+    SHORT,
+    STRING,
+)
 
 DEFAULT_DATA_DIR = "./kafkatool-data"
 DEFAULT_LISTENER = "PLAINTEXT://127.0.0.1:9092"
-
-# config types as DescribeConfigs v3+ reports them
-BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST, CLASS, PASSWORD = 1, 2, 3, 4, 5, 6, 7, 8, 9
 
 # source codes (DescribeConfigs v1+)
 SOURCE_TOPIC = 1
@@ -30,7 +40,7 @@ SOURCE_STATIC_BROKER = 4
 SOURCE_DEFAULT = 5
 
 
-class ConfigError(ValueError):
+class ConfigError(ts.SettingsError):
     """A setting with a value Kafka would reject (INVALID_CONFIG on the wire)."""
 
 
@@ -147,54 +157,10 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
 #: broker configs IncrementalAlterConfigs may set per broker (kept in BrokerConfig.dynamic)
 DYNAMIC_PER_BROKER = frozenset(n for n, d in BROKER_CONFIGS.items() if not d.read_only)
 
-#: topic config -> (broker synonym, type) (Kafka's LogConfig synonyms)
+#: topic config -> (primary broker synonym, type): a view of the one map in log/topic_settings
 TOPIC_CONFIGS: dict[str, tuple[str | None, int]] = {
-    "cleanup.policy": ("log.cleanup.policy", LIST),
-    "compression.type": ("compression.type", STRING),
-    "delete.retention.ms": ("log.cleaner.delete.retention.ms", LONG),
-    "file.delete.delay.ms": ("log.segment.delete.delay.ms", LONG),
-    "flush.messages": ("log.flush.interval.messages", LONG),
-    "flush.ms": ("log.flush.interval.ms", LONG),
-    "follower.replication.throttled.replicas": (None, LIST),
-    "index.interval.bytes": ("log.index.interval.bytes", INT),
-    "leader.replication.throttled.replicas": (None, LIST),
-    "local.retention.bytes": (None, LONG),
-    "local.retention.ms": (None, LONG),
-    "max.compaction.lag.ms": ("log.cleaner.max.compaction.lag.ms", LONG),
-    "max.message.bytes": ("message.max.bytes", INT),
-    "message.timestamp.type": ("log.message.timestamp.type", STRING),
-    "min.cleanable.dirty.ratio": ("log.cleaner.min.cleanable.ratio", DOUBLE),
-    "min.compaction.lag.ms": ("log.cleaner.min.compaction.lag.ms", LONG),
-    "min.insync.replicas": ("min.insync.replicas", INT),
-    "preallocate": ("log.preallocate", BOOLEAN),
-    "remote.storage.enable": (None, BOOLEAN),
-    "retention.bytes": ("log.retention.bytes", LONG),
-    "retention.ms": ("log.retention.ms", LONG),
-    "segment.bytes": ("log.segment.bytes", INT),
-    "segment.index.bytes": ("log.index.size.max.bytes", INT),
-    "segment.jitter.ms": ("log.roll.jitter.ms", LONG),
-    "segment.ms": ("log.roll.ms", LONG),
-    "unclean.leader.election.enable": ("unclean.leader.election.enable", BOOLEAN),
+    name: (d.synonyms[0][0] if d.synonyms else None, d.type) for name, d in ts.TOPIC_CONFIGS.items()
 }
-_TOPIC_ONLY_DEFAULTS = {
-    "follower.replication.throttled.replicas": "",
-    "leader.replication.throttled.replicas": "",
-    "local.retention.bytes": "-2",
-    "local.retention.ms": "-2",
-    "remote.storage.enable": "false",
-}
-# settings the broker keeps outside LogConfig
-_NOT_IN_LOG_CONFIG = {
-    "compression.type",
-    "min.insync.replicas",
-    "unclean.leader.election.enable",
-    "follower.replication.throttled.replicas",
-    "leader.replication.throttled.replicas",
-    "local.retention.bytes",
-    "local.retention.ms",
-    "remote.storage.enable",
-}
-COMPRESSION_TYPES = ("producer", "uncompressed", "none", "gzip", "snappy", "lz4", "zstd")
 
 
 def _parse_int(name: str, value: str, lo: int | None = None) -> int:
@@ -209,50 +175,10 @@ def _parse_int(name: str, value: str, lo: int | None = None) -> int:
 
 def validate_topic_config(name: str, value: str | None) -> None:
     """Raise ConfigError for an unknown topic config or a value Kafka would reject."""
-    if name not in TOPIC_CONFIGS:
-        raise ConfigError(f"unknown topic config {name!r}")
-    if value is None:
-        return
-    kind = TOPIC_CONFIGS[name][1]
-    if kind in (INT, LONG, SHORT):
-        lo = {
-            "segment.bytes": 14,
-            "max.message.bytes": 0,
-            "segment.index.bytes": 4,
-            "index.interval.bytes": 0,
-            "min.insync.replicas": 1,
-            "segment.ms": 1,
-            "flush.messages": 1,
-            "flush.ms": 0,
-            "delete.retention.ms": 0,
-            "file.delete.delay.ms": 0,
-            "min.compaction.lag.ms": 0,
-            "max.compaction.lag.ms": 1,
-            "segment.jitter.ms": 0,
-        }.get(name)
-        if name in ("retention.ms", "retention.bytes", "local.retention.ms", "local.retention.bytes"):
-            lo = -2 if name.startswith("local") else -1
-        _parse_int(name, value, lo)
-    elif kind == DOUBLE:
-        try:
-            v = float(value)
-        except ValueError:
-            raise ConfigError(f"invalid value {value!r} for {name}") from None
-        if name == "min.cleanable.dirty.ratio" and not 0 <= v <= 1:
-            raise ConfigError(f"invalid value {value!r} for {name}: must be between 0 and 1")
-    elif kind == BOOLEAN:
-        if str(value).strip().lower() not in ("true", "false"):
-            raise ConfigError(f"invalid value {value!r} for {name}: expected true or false")
-    elif name == "cleanup.policy":
-        parts = [p.strip() for p in value.split(",") if p.strip()]
-        if not parts or any(p not in ("delete", "compact") for p in parts):
-            raise ConfigError(f"invalid value {value!r} for cleanup.policy: expected delete and/or compact")
-    elif name == "compression.type":
-        if value.strip().lower() not in COMPRESSION_TYPES:
-            raise ConfigError(f"invalid value {value!r} for compression.type")
-    elif name == "message.timestamp.type":
-        if value not in ("CreateTime", "LogAppendTime"):
-            raise ConfigError(f"invalid value {value!r} for message.timestamp.type")
+    try:
+        ts.validate_topic_config(name, value)
+    except ts.SettingsError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -366,52 +292,30 @@ class BrokerConfig:
         raw = self.explicit.get("log.dirs") or self.explicit.get("log.dir") or DEFAULT_DATA_DIR
         return [Path(p.strip()) for p in raw.split(",") if p.strip()]
 
+    def _set_values(self) -> dict[str, str]:
+        return {**self.explicit, **self.dynamic}
+
     def broker_value_for_topic(self, topic_name: str) -> tuple[str | None, int]:
         """(value, source) a topic inherits for ``topic_name`` from the broker."""
-        synonym = TOPIC_CONFIGS[topic_name][0]
-        if synonym is None:
-            return _TOPIC_ONLY_DEFAULTS.get(topic_name), SOURCE_DEFAULT
-        # time settings with fallbacks (log.roll.hours, log.retention.minutes/hours, ...)
-        if synonym == "log.roll.ms":
-            return self._time("log.roll.ms", [("log.roll.hours", 3600000)])
-        if synonym == "log.roll.jitter.ms":
-            return self._time("log.roll.jitter.ms", [("log.roll.jitter.hours", 3600000)])
-        if synonym == "log.retention.ms":
-            return self._time(
-                "log.retention.ms", [("log.retention.minutes", 60000), ("log.retention.hours", 3600000)]
-            )
-        if synonym == "log.flush.interval.ms":
-            v = self.get("log.flush.interval.ms")
-            if v is None:
-                return self.get("log.flush.scheduler.interval.ms"), self.source(
-                    "log.flush.scheduler.interval.ms"
-                )
-            return v, self.source("log.flush.interval.ms")
-        return self.get(synonym), self.source(synonym)
-
-    def _time(self, name: str, fallbacks: list[tuple[str, int]]) -> tuple[str | None, int]:
-        if self.get(name) is not None and (name in self.explicit or name in self.dynamic):
-            return self.get(name), self.source(name)
-        for fb, mult in fallbacks:
-            if fb in self.explicit or fb in self.dynamic:
-                return str(_parse_int(fb, self.get(fb)) * mult), self.source(fb)
-        fb, mult = fallbacks[-1]
-        return str(_parse_int(fb, self.get(fb)) * mult), SOURCE_DEFAULT
+        try:
+            value, broker_name = ts.broker_value(topic_name, self._set_values())
+        except ts.SettingsError as exc:
+            raise ConfigError(str(exc)) from None
+        if broker_name is None:
+            return value, SOURCE_DEFAULT
+        return value, self.source(broker_name)
 
     def topic_defaults(self) -> dict[str, str]:
         """Every topic config with the value a topic without overrides has."""
-        out = {}
-        for name in TOPIC_CONFIGS:
-            value, _ = self.broker_value_for_topic(name)
-            out[name] = "" if value is None else value
-        return out
+        try:
+            return ts.topic_defaults(self._set_values())
+        except ts.SettingsError as exc:
+            raise ConfigError(str(exc)) from None
 
     def log_config(self, overrides: dict[str, str] | None = None) -> LogConfig:
         values = self.topic_defaults()
         values.update(overrides or {})
-        log_values = {k: v for k, v in values.items() if k not in _NOT_IN_LOG_CONFIG and v != ""}
         try:
-            cfg = LogConfig().with_overrides(log_values)
-        except ValueError as exc:
+            return ts.log_config_from(values)
+        except ts.SettingsError as exc:
             raise ConfigError(str(exc)) from None
-        return cfg

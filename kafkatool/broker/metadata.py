@@ -22,11 +22,11 @@ from pathlib import Path
 from kafkatool.formats import properties as props
 from kafkatool.formats.errors import FormatError
 from kafkatool.formats.uuid import Uuid, random_uuid
-from kafkatool.log import fileops
+from kafkatool.log import fileops, topic_settings
 
 METADATA_FILE = "kafkatool-cluster.json"
 FORMAT_VERSION = 1
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS = frozenset(topic_settings.INTERNAL_TOPIC_CONFIGS)
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME = 249
 
@@ -158,8 +158,12 @@ class MetadataStore:
 
     # ------------------------------------------------------------------ reconciliation with the log dirs
     def reconcile(self, partitions_on_disk: dict[str, dict[int, Uuid | None]]) -> list[str]:
-        """Add topics found on disk but not in the file (a Kafka log dir); return notes."""
+        """Add topics found on disk but not in the file (a Kafka log dir); return notes.
+
+        Their configs come from where the dir keeps them: a KRaft ``__cluster_metadata``
+        log, and Kafka's definition of the internal topics (compacted)."""
         notes = []
+        kraft = None
         for name, parts in sorted(partitions_on_disk.items()):
             ids = {u for u in parts.values() if u is not None}
             count = max(parts) + 1
@@ -168,9 +172,22 @@ class MetadataStore:
                 topic_id = next(iter(ids)) if len(ids) == 1 else random_uuid(os.urandom)
                 if len(ids) > 1:
                     notes.append(f"topic {name}: partitions carry different topic ids; assigned {topic_id}")
-                self.topics[name] = TopicMeta(name, topic_id, count)
+                if kraft is None:
+                    kraft = [
+                        la
+                        for la in topic_settings.dir_layers(self.log_dirs)
+                        if la.label == topic_settings.SOURCE_KRAFT
+                    ]
+                    notes += [n for la in kraft for n in la.notes]
+                configs, source = {}, None
+                for layer in [*kraft, topic_settings.internal_layer()]:
+                    if layer.holds(name):
+                        configs, source = layer.get(name), layer.label
+                        break
+                self.topics[name] = TopicMeta(name, topic_id, count, configs)
                 notes.append(
                     f"topic {name}: found {len(parts)} partition dir(s) on disk, serving {count} partitions"
+                    + (f"; configs from {source}: {configs}" if source else "")
                 )
             elif count > t.partitions:
                 notes.append(f"topic {name}: {count} partitions on disk, metadata said {t.partitions}")

@@ -17,9 +17,17 @@ from kafkatool.commands.common import (
     handle_errors,
     progress,
 )
-from kafkatool.commands.retention import load_settings, parse_now, resolve_config, targets
+from kafkatool.commands.retention import load_settings, parse_now, targets
+from kafkatool.commands.topic_sources import (
+    SOURCES_HELP,
+    TopicConfigs,
+    bootstrap_option,
+    policy_text,
+    zookeeper_option,
+)
+from kafkatool.log import topic_settings as ts
 
-HELP = """Compact partitions with Kafka's log cleaner, whatever their cleanup.policy.
+HELP = """Compact partitions with Kafka's log cleaner.
 
 PATH is a partition directory (topic-N) or a whole log directory.  The range
 cleaned is Kafka's: from the cleaner-offset-checkpoint (or the log start) to
@@ -38,16 +46,27 @@ log that Kafka's loader (or the next run) brings back whole.  The
 cleaner-offset-checkpoint is updated.  The original segments are kept as hard
 links in <partition>/kafkatool-quarantine/<UTC time>/ unless --no-quarantine.
 
-Settings: --delete-retention-ms, --min-compaction-lag-ms, --segment-bytes >
---topic-config [TOPIC:]key=value > --config server.properties
-(log.cleaner.delete.retention.ms, log.cleaner.min.compaction.lag.ms,
-log.segment.bytes, log.cleaner.dedupe.buffer.size...) > Kafka's defaults.
+Settings: --delete-retention-ms, --min-compaction-lag-ms, --segment-bytes,
+--cleanup-policy > --topic-config [TOPIC:]key=value > the topic's own configs
+(see below) > --config server.properties (log.cleaner.delete.retention.ms,
+log.cleaner.min.compaction.lag.ms, log.segment.bytes,
+log.cleaner.dedupe.buffer.size...) > Kafka's defaults.
+
+{SOURCES}
+
+Never removes what Kafka would keep: a topic whose cleanup.policy is known
+(a source above describes the topic, or server.properties sets the policy) and
+lacks compact is skipped, since compaction would drop records its policy
+keeps; --cleanup-policy compact overrides that, and the output says which
+policy it overrode.  A topic no source describes is compacted as asked (with
+a note).
 With --honor-dirty-ratio a partition is only cleaned when Kafka's cleaner
 would pick it (min.cleanable.dirty.ratio, max.compaction.lag.ms).  High
 watermark: replication-offset-checkpoint, else the log end offset.
 
 Exit status: 0 done or nothing to do; 1 with --dry-run when something would
 be compacted; 2 usage, input or lock error."""
+HELP = HELP.replace("{SOURCES}", SOURCES_HELP)
 
 SETTING_NAMES = [
     "cleanup.policy",
@@ -87,6 +106,15 @@ def compact(
     topic_config: list[str] = typer.Option(
         [], "--topic-config", metavar="[TOPIC:]KEY=VALUE", help="A topic config override (repeatable)."
     ),
+    cleanup_policy: str | None = typer.Option(
+        None,
+        "--cleanup-policy",
+        metavar="POLICY",
+        help="Override every topic's cleanup.policy. Only this makes compact clean a topic whose own "
+        "policy lacks compact.",
+    ),
+    zookeeper: str | None = zookeeper_option(),
+    bootstrap_server: str | None = bootstrap_option(),
     dedupe_buffer_size: int | None = typer.Option(
         None,
         "--dedupe-buffer-size",
@@ -104,7 +132,6 @@ def compact(
     ),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
-    from kafkatool.log import topic_settings as ts
     from kafkatool.log.cleaner import cleanable_offsets
     from kafkatool.log.cleaner import compact as run_compact
     from kafkatool.log.maintenance import LogDirSession, MaintenanceError, Quarantine
@@ -116,6 +143,7 @@ def compact(
         "delete.retention.ms": delete_retention_ms,
         "min.compaction.lag.ms": min_compaction_lag_ms,
         "segment.bytes": segment_bytes,
+        "cleanup.policy": cleanup_policy,
     }
     try:
         if dedupe_buffer_size is not None:
@@ -129,6 +157,20 @@ def compact(
     except (ts.SettingsError, ValueError) as exc:
         raise CommandError(str(exc)) from None
     groups = targets(paths)
+    configs = TopicConfigs(
+        [g.log_dir for g in groups],
+        sorted({tp[0] for g in groups for _, tp in g.partitions}),
+        server_props=props,
+        topic_overrides=overrides,
+        flags=flags,
+        zookeeper=zookeeper,
+        bootstrap=bootstrap_server,
+    )
+    for n in configs.notes:
+        if json_out:
+            emit_json({"type": "warning", "where": "topic configs", "message": n})
+        else:
+            console.print(f"[yellow]warning:[/] {n}")
     total_parts = sum(len(g.partitions) for g in groups)
     totals = {
         "partitions": 0,
@@ -154,18 +196,20 @@ def compact(
                     else:
                         console.print(f"[yellow]warning:[/] {w}")
                 for part_dir, tp in g.partitions:
-                    resolved = resolve_config(tp[0], props, overrides, flags)
+                    resolved = configs.resolve(
+                        g.log_dir, tp[0], in_cleaner_checkpoint=tp in session.cleaner_offsets
+                    )
+                    skipped, policy_notes, overrode = compact_policy_guard(resolved)
                     try:
                         opened = session.open(part_dir, tp, resolved.config)
                     except MaintenanceError as exc:
                         raise CommandError(str(exc)) from None
                     checkpoint = session.cleaner_offsets.get(tp)
-                    skipped = None
                     result = None
                     quarantine = None
                     try:
                         log = opened.log
-                        if honor_dirty_ratio:
+                        if skipped is None and honor_dirty_ratio:
                             rng = cleanable_offsets(log, resolved.config, checkpoint, now_ms)
                             ratio_ok = rng.dirty_ratio > resolved.config.min_cleanable_dirty_ratio
                             lag_due = rng.max_compaction_delay_ms > 0 and rng.cleanable_bytes > 0
@@ -203,13 +247,15 @@ def compact(
                         for k in ("records_read", "records_kept", "bytes_before", "bytes_after"):
                             totals[k] += getattr(result.stats, k)
                     notes = (
-                        opened.notes
+                        policy_notes
+                        + opened.notes
                         + (result.notes if result is not None else [])
                         + ([skipped] if skipped else [])
                     )
                     record = _record(
                         name, part_dir, resolved, opened, checkpoint, result, notes, dry_run, now_ms
                     )
+                    record["overrode"] = overrode
                     if json_out:
                         emit_json(record)
                     else:
@@ -234,6 +280,35 @@ def compact(
     if dry_run and totals["compacted"]:
         raise typer.Exit(EXIT_FINDINGS)
     raise typer.Exit(EXIT_OK)
+
+
+def compact_policy_guard(resolved) -> tuple[str | None, list[str], list[dict]]:
+    """(reason to skip, notes, overrides named): compaction never runs on a topic Kafka would not compact."""
+    policy = policy_text(resolved)
+    source = resolved.source_of("cleanup.policy")
+    below = resolved.below_flag("cleanup.policy")
+    notes: list[str] = []
+    overrode: list[dict] = []
+    if below is not None and below[0] != policy:
+        overrode.append({"config": "cleanup.policy", "from": below[0], "source": below[1], "to": policy})
+        notes.append(
+            f"OVERRIDE: cleanup.policy={below[0]} (from {below[1]}) replaced by {policy} (--cleanup-policy)"
+            + ("; Kafka would not compact this topic" if "compact" not in below[0] else "")
+        )
+    if resolved.config.compact:
+        return None, notes, overrode
+    if source == ts.SOURCE_DEFAULT and not resolved.found_in:
+        notes.append(
+            f"no source holds topic {resolved.topic}'s configuration (Kafka's default is delete): "
+            "compacting as asked"
+        )
+        return None, notes, overrode
+    return (
+        f"skipped: cleanup.policy={policy} (from {source}) has no compact, so Kafka keeps every record "
+        "of this topic; --cleanup-policy compact overrides",
+        notes,
+        overrode,
+    )
 
 
 def _record(name, part_dir, resolved, opened, checkpoint, result, notes, dry_run, now_ms) -> dict:

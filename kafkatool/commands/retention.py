@@ -19,6 +19,14 @@ from kafkatool.commands.common import (
     handle_errors,
     progress,
 )
+from kafkatool.commands.topic_sources import (
+    SOURCES_HELP,
+    TopicConfigs,
+    bootstrap_option,
+    policy_text,
+    zookeeper_option,
+)
+from kafkatool.log import topic_settings as ts
 
 HELP = """Delete whole segments the way a broker's retention does (UnifiedLog.deleteOldSegments).
 
@@ -32,10 +40,19 @@ replication-offset-checkpoint entry the log end offset stands in for it (the
 output says so).  The last segment is never deleted (a broker would roll a
 new one first; the output notes when it would have).
 
-Settings: --retention-ms/--retention-bytes > --topic-config [TOPIC:]key=value
-(topic names) > --config server.properties (broker names: log.retention.ms,
-.minutes, .hours, log.retention.bytes, log.cleanup.policy...) > Kafka's
-defaults.  The output says where each value came from.
+Settings: --retention-ms/--retention-bytes/--cleanup-policy > --topic-config
+[TOPIC:]key=value (topic names) > the topic's own configs (see below) >
+--config server.properties (broker names: log.retention.ms, .minutes, .hours,
+log.retention.bytes, log.cleanup.policy...) > Kafka's defaults.  The output
+says where each value came from.
+
+{SOURCES}
+
+Never deletes what Kafka would keep: a topic whose cleanup.policy does not
+contain delete (compacted topics, __consumer_offsets, __transaction_state)
+loses no data to --retention-ms or --retention-bytes; only --cleanup-policy
+delete (an explicit override of the topic's policy) makes retention apply to
+it, and the output then says which policy, from which source, it overrode.
 
 Deleting follows Kafka: files renamed .deleted, then removed (no
 file.delete.delay.ms offline); producer snapshot likewise; log start offset
@@ -46,6 +63,7 @@ broker or tool, and a partition that needs `kafkatool recover` first.
 
 Exit status: 0 done or nothing to do; 1 with --dry-run when segments would be
 deleted; 2 usage, input or lock error."""
+HELP = HELP.replace("{SOURCES}", SOURCES_HELP)
 
 
 def register(app: typer.Typer) -> None:
@@ -69,7 +87,6 @@ def parse_now(value: str | None) -> int:
 
 
 def load_settings(server_config: Path | None, topic_config: list[str]):
-    from kafkatool.log import topic_settings as ts
 
     try:
         props = ts.load_server_properties(server_config) if server_config is not None else {}
@@ -77,15 +94,6 @@ def load_settings(server_config: Path | None, topic_config: list[str]):
     except ts.SettingsError as exc:
         raise CommandError(str(exc)) from None
     return props, overrides
-
-
-def resolve_config(topic: str, props, overrides, flags):
-    from kafkatool.log import topic_settings as ts
-
-    try:
-        return ts.resolve(topic, server_props=props, topic_overrides=overrides, flags=flags)
-    except (ts.SettingsError, ValueError) as exc:
-        raise CommandError(str(exc)) from None
 
 
 def targets(paths: list[Path]):
@@ -121,9 +129,18 @@ def retention(
         metavar="SERVER.PROPERTIES",
         help="The broker's server.properties (broker defaults).",
     ),
+    cleanup_policy: str | None = typer.Option(
+        None,
+        "--cleanup-policy",
+        metavar="POLICY",
+        help="Override every topic's cleanup.policy (delete, compact or delete,compact). "
+        "Only this makes retention delete data of a topic whose own policy lacks delete.",
+    ),
     topic_config: list[str] = typer.Option(
         [], "--topic-config", metavar="[TOPIC:]KEY=VALUE", help="A topic config override (repeatable)."
     ),
+    zookeeper: str | None = zookeeper_option(),
+    bootstrap_server: str | None = bootstrap_option(),
     now: str | None = typer.Option(
         None, "--now", help="The current time: epoch ms or ISO-8601 (default: the clock)."
     ),
@@ -138,8 +155,23 @@ def retention(
 
     now_ms = parse_now(now)
     props, overrides = load_settings(server_config, topic_config)
-    flags = {"retention.ms": retention_ms, "retention.bytes": retention_bytes}
+    flags = {
+        "retention.ms": retention_ms,
+        "retention.bytes": retention_bytes,
+        "cleanup.policy": cleanup_policy,
+    }
     groups = targets(paths)
+    configs = TopicConfigs(
+        [g.log_dir for g in groups],
+        sorted({tp[0] for g in groups for _, tp in g.partitions}),
+        server_props=props,
+        topic_overrides=overrides,
+        flags=flags,
+        zookeeper=zookeeper,
+        bootstrap=bootstrap_server,
+    )
+    for n in configs.notes:
+        _note(json_out, "topic configs", n)
     total_parts = sum(len(g.partitions) for g in groups)
     summary = {"partitions": 0, "segments": 0, "bytes": 0, "quarantined": []}
     rows = []
@@ -154,7 +186,10 @@ def retention(
                 for w in session.warnings:
                     _note(json_out, str(g.log_dir), w)
                 for part_dir, tp in g.partitions:
-                    resolved = resolve_config(tp[0], props, overrides, flags)
+                    resolved = configs.resolve(
+                        g.log_dir, tp[0], in_cleaner_checkpoint=tp in session.cleaner_offsets
+                    )
+                    policy_notes, overrode = policy_guard(resolved, flags)
                     try:
                         opened = session.open(part_dir, tp, resolved.config)
                     except MaintenanceError as exc:
@@ -179,7 +214,7 @@ def retention(
                     summary["bytes"] += plan.bytes_deleted
                     if result is not None:
                         summary["quarantined"] += result.quarantined
-                    notes = opened.notes + plan.notes
+                    notes = policy_notes + opened.notes + plan.notes
                     if json_out:
                         emit_json(
                             {
@@ -187,6 +222,7 @@ def retention(
                                 "partition": name,
                                 "dir": str(part_dir),
                                 "settings": resolved.describe(SETTING_NAMES),
+                                "overrode": overrode,
                                 "now": now_ms,
                                 "high_watermark": plan.high_watermark,
                                 "high_watermark_source": opened.hw_source,
@@ -227,6 +263,52 @@ def retention(
     if dry_run and summary["segments"]:
         raise typer.Exit(EXIT_FINDINGS)
     raise typer.Exit(EXIT_OK)
+
+
+def policy_guard(resolved, flags: dict) -> tuple[list[str], list[dict]]:
+    """Notes on what the topic's cleanup.policy keeps, and the overrides the operator named."""
+    notes: list[str] = []
+    overrode: list[dict] = []
+    cfg = resolved.config
+    policy = policy_text(resolved)
+    source = resolved.source_of("cleanup.policy")
+    below = resolved.below_flag("cleanup.policy")
+    if below is not None:
+        old_value, old_source = below
+        if old_value != policy:
+            overrode.append(
+                {"config": "cleanup.policy", "from": old_value, "source": old_source, "to": policy}
+            )
+            notes.append(
+                f"OVERRIDE: cleanup.policy={old_value} (from {old_source}) replaced by {policy} "
+                "(--cleanup-policy)"
+                + (
+                    "; Kafka would not delete this topic's data by time or size"
+                    if "delete" not in old_value
+                    else ""
+                )
+            )
+    if not cfg.delete:
+        asked = [
+            f"--{k.replace('.', '-')}"
+            for k in ("retention.ms", "retention.bytes")
+            if flags.get(k) is not None
+        ]
+        notes.append(
+            f"cleanup.policy={policy} (from {source}) has no delete: retention.ms and retention.bytes "
+            "do not apply, as in Kafka"
+            + (
+                f" ({', '.join(asked)} ignored; --cleanup-policy delete overrides the topic's policy)"
+                if asked
+                else ""
+            )
+        )
+    elif not resolved.found_in:
+        notes.append(
+            f"no source holds topic {resolved.topic}'s configuration: Kafka's default cleanup.policy=delete "
+            "assumed (give --zookeeper, --bootstrap-server or --topic-config if the topic has overrides)"
+        )
+    return notes, overrode
 
 
 def _note(json_out: bool, where: str, text: str) -> None:

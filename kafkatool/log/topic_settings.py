@@ -1,54 +1,154 @@
-"""Where a topic's log settings come from when no broker is running.
+"""A topic's effective settings: the ONE map from broker settings to topic settings.
 
-A broker combines its own ``server.properties`` (Kafka's broker names:
-``log.retention.hours``, ``log.cleaner.delete.retention.ms``...) with the
-topic's overrides (topic names: ``retention.ms``...; kept in ZooKeeper or the
-KRaft metadata log).  Offline tools take the same two layers from files and
-options, plus explicit flags on top: flag > topic config > server.properties
-> Kafka's default.  :func:`resolve` records, for every setting, which layer
-gave the value, so commands can say so.
+Kafka combines three layers for a topic: its own overrides (topic names:
+``retention.ms``...; kept in ZooKeeper ``/config/topics/T``, in the KRaft
+``__cluster_metadata`` log, or, for ``kafkatool serve``, in the embedded
+``kafkatool-cluster.json``), the broker's ``server.properties`` (broker names:
+``log.retention.hours``...) and Kafka's defaults.  The broker (``serve``,
+DescribeConfigs) and the offline commands (``retention``, ``compact``) both
+resolve through this module, so they cannot disagree.
 
-Broker synonyms and their order follow Kafka's ServerTopicConfigSynonyms: the
-first synonym that is set wins (``log.retention.ms`` before
-``log.retention.minutes`` before ``log.retention.hours``).
+:data:`TOPIC_CONFIGS` is Kafka's ``ServerTopicConfigSynonyms``: for each topic
+config, its broker synonyms in Kafka's priority order (the first one set wins:
+``log.retention.ms`` before ``log.retention.minutes`` before
+``log.retention.hours``) with the multiplier to the topic's unit, its
+DescribeConfigs type and Kafka's default.
+
+Offline, the topic layer may come from several places at once; each is a
+:class:`ConfigLayer` with a label, and :func:`resolve` records for every
+setting which layer gave the value, so commands can say so.  Order: flag >
+--topic-config > live cluster > ZooKeeper > KRaft metadata log > embedded
+metadata > the internal topics' definition > evidence in the dir (the
+cleaner-offset-checkpoint lists compacted partitions) > server.properties >
+Kafka's default.
 """
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from kafkatool.formats.errors import FormatError
 from kafkatool.formats.properties import decode_properties
 from kafkatool.log.config import LogConfig
 
 HOUR_MS = 3_600_000
 MINUTE_MS = 60_000
 
-# topic config name -> [(broker name, multiplier to the topic's unit)], in Kafka's priority order
-SERVER_SYNONYMS: dict[str, list[tuple[str, int]]] = {
-    "segment.bytes": [("log.segment.bytes", 1)],
-    "segment.ms": [("log.roll.ms", 1), ("log.roll.hours", HOUR_MS)],
-    "segment.jitter.ms": [("log.roll.jitter.ms", 1), ("log.roll.jitter.hours", HOUR_MS)],
-    "segment.index.bytes": [("log.index.size.max.bytes", 1)],
-    "flush.messages": [("log.flush.interval.messages", 1)],
-    "flush.ms": [("log.flush.interval.ms", 1), ("log.flush.scheduler.interval.ms", 1)],
-    "retention.bytes": [("log.retention.bytes", 1)],
-    "retention.ms": [
-        ("log.retention.ms", 1),
-        ("log.retention.minutes", MINUTE_MS),
-        ("log.retention.hours", HOUR_MS),
-    ],
-    "max.message.bytes": [("message.max.bytes", 1)],
-    "index.interval.bytes": [("log.index.interval.bytes", 1)],
-    "delete.retention.ms": [("log.cleaner.delete.retention.ms", 1)],
-    "min.compaction.lag.ms": [("log.cleaner.min.compaction.lag.ms", 1)],
-    "max.compaction.lag.ms": [("log.cleaner.max.compaction.lag.ms", 1)],
-    "file.delete.delay.ms": [("log.segment.delete.delay.ms", 1)],
-    "min.cleanable.dirty.ratio": [("log.cleaner.min.cleanable.ratio", 1)],
-    "cleanup.policy": [("log.cleanup.policy", 1)],
-    "preallocate": [("log.preallocate", 1)],
-    "message.timestamp.type": [("log.message.timestamp.type", 1)],
+# config types as DescribeConfigs v3+ reports them
+BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST, CLASS, PASSWORD = 1, 2, 3, 4, 5, 6, 7, 8, 9
+
+
+@dataclass(frozen=True)
+class TopicConfigDef:
+    name: str
+    type: int
+    #: (broker name, multiplier to the topic's unit), Kafka's priority order
+    synonyms: tuple[tuple[str, int], ...]
+    #: Kafka's default when neither the topic nor the broker sets it
+    default: str
+
+
+def _def(name: str, type_: int, synonyms, default) -> TopicConfigDef:
+    if isinstance(default, bool):
+        default = "true" if default else "false"
+    return TopicConfigDef(name, type_, tuple(synonyms), str(default))
+
+
+_LC = LogConfig()
+
+#: topic config -> definition (Kafka's LogConfig + ServerTopicConfigSynonyms)
+TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
+    d.name: d
+    for d in (
+        _def("cleanup.policy", LIST, [("log.cleanup.policy", 1)], "delete"),
+        _def("compression.type", STRING, [("compression.type", 1)], "producer"),
+        _def("delete.retention.ms", LONG, [("log.cleaner.delete.retention.ms", 1)], _LC.delete_retention_ms),
+        _def("file.delete.delay.ms", LONG, [("log.segment.delete.delay.ms", 1)], _LC.file_delete_delay_ms),
+        _def("flush.messages", LONG, [("log.flush.interval.messages", 1)], _LC.flush_messages),
+        _def(
+            "flush.ms",
+            LONG,
+            [("log.flush.interval.ms", 1), ("log.flush.scheduler.interval.ms", 1)],
+            _LC.flush_ms,
+        ),
+        _def("follower.replication.throttled.replicas", LIST, [], ""),
+        _def("index.interval.bytes", INT, [("log.index.interval.bytes", 1)], _LC.index_interval_bytes),
+        _def("leader.replication.throttled.replicas", LIST, [], ""),
+        _def("local.retention.bytes", LONG, [], -2),
+        _def("local.retention.ms", LONG, [], -2),
+        _def(
+            "max.compaction.lag.ms",
+            LONG,
+            [("log.cleaner.max.compaction.lag.ms", 1)],
+            _LC.max_compaction_lag_ms,
+        ),
+        _def("max.message.bytes", INT, [("message.max.bytes", 1)], _LC.max_message_bytes),
+        _def(
+            "message.timestamp.type",
+            STRING,
+            [("log.message.timestamp.type", 1)],
+            _LC.message_timestamp_type,
+        ),
+        _def(
+            "min.cleanable.dirty.ratio",
+            DOUBLE,
+            [("log.cleaner.min.cleanable.ratio", 1)],
+            _LC.min_cleanable_dirty_ratio,
+        ),
+        _def(
+            "min.compaction.lag.ms",
+            LONG,
+            [("log.cleaner.min.compaction.lag.ms", 1)],
+            _LC.min_compaction_lag_ms,
+        ),
+        _def("min.insync.replicas", INT, [("min.insync.replicas", 1)], 1),
+        _def("preallocate", BOOLEAN, [("log.preallocate", 1)], _LC.preallocate),
+        _def("remote.storage.enable", BOOLEAN, [], False),
+        _def("retention.bytes", LONG, [("log.retention.bytes", 1)], _LC.retention_bytes),
+        _def(
+            "retention.ms",
+            LONG,
+            [
+                ("log.retention.ms", 1),
+                ("log.retention.minutes", MINUTE_MS),
+                ("log.retention.hours", HOUR_MS),
+            ],
+            _LC.retention_ms,
+        ),
+        _def("segment.bytes", INT, [("log.segment.bytes", 1)], _LC.segment_bytes),
+        _def("segment.index.bytes", INT, [("log.index.size.max.bytes", 1)], _LC.segment_index_bytes),
+        _def(
+            "segment.jitter.ms",
+            LONG,
+            [("log.roll.jitter.ms", 1), ("log.roll.jitter.hours", HOUR_MS)],
+            _LC.segment_jitter_ms,
+        ),
+        _def("segment.ms", LONG, [("log.roll.ms", 1), ("log.roll.hours", HOUR_MS)], _LC.segment_ms),
+        _def("unclean.leader.election.enable", BOOLEAN, [("unclean.leader.election.enable", 1)], False),
+    )
+}
+#: topic configs the storage engine uses (the rest are kept and described, not applied by LogConfig)
+LOG_CONFIG_NAMES = frozenset(LogConfig.NAMES)
+
+#: Kafka creates its internal topics with these configs (GroupCoordinator.offsetTopicConfigs,
+#: TransactionStateManager.transactionTopicConfigs; segment.bytes from offsets.topic.segment.bytes /
+#: transaction.state.log.segment.bytes, both 104857600 by default): they are compacted by definition.
+INTERNAL_TOPIC_CONFIGS: dict[str, dict[str, str]] = {
+    "__consumer_offsets": {
+        "cleanup.policy": "compact",
+        "compression.type": "producer",
+        "segment.bytes": "104857600",
+    },
+    "__transaction_state": {
+        "cleanup.policy": "compact",
+        "compression.type": "uncompressed",
+        "segment.bytes": "104857600",
+        "unclean.leader.election.enable": "false",
+    },
 }
 
 # broker-only settings the cleaner needs (name -> Kafka default)
@@ -63,18 +163,253 @@ SOURCE_FLAG = "flag"
 SOURCE_TOPIC = "topic config"
 SOURCE_SERVER = "server.properties"
 SOURCE_DEFAULT = "default"
+SOURCE_EMBEDDED = "topic config in kafkatool-cluster.json"
+SOURCE_KRAFT = "topic config in __cluster_metadata"
+SOURCE_ZOOKEEPER = "topic config in ZooKeeper"
+SOURCE_CLUSTER = "live cluster (DescribeConfigs)"
+SOURCE_INTERNAL = "internal topic (Kafka creates it compacted)"
+SOURCE_CLEANER_CHECKPOINT = "cleaner-offset-checkpoint lists it (compacted by the log cleaner)"
+
+EMBEDDED_METADATA_FILE = "kafkatool-cluster.json"
+CLUSTER_METADATA_DIR = "__cluster_metadata-0"
 
 
 class SettingsError(ValueError):
     """A bad option or properties value (commands turn it into a one-line error, exit 2)."""
 
 
+# ----------------------------------------------------------------------------- values
+def _int(name: str, raw: str, lo: int | None = None) -> int:
+    try:
+        v = int(str(raw).strip())
+    except ValueError:
+        raise SettingsError(f"invalid value {raw!r} for {name}: not a number") from None
+    if lo is not None and v < lo:
+        raise SettingsError(f"invalid value {raw!r} for {name}: must be at least {lo}")
+    return v
+
+
+_MINIMUM = {
+    "segment.bytes": 14,
+    "max.message.bytes": 0,
+    "segment.index.bytes": 4,
+    "index.interval.bytes": 0,
+    "min.insync.replicas": 1,
+    "segment.ms": 1,
+    "flush.messages": 1,
+    "flush.ms": 0,
+    "delete.retention.ms": 0,
+    "file.delete.delay.ms": 0,
+    "min.compaction.lag.ms": 0,
+    "max.compaction.lag.ms": 1,
+    "segment.jitter.ms": 0,
+    "retention.ms": -1,
+    "retention.bytes": -1,
+    "local.retention.ms": -2,
+    "local.retention.bytes": -2,
+}
+COMPRESSION_TYPES = ("producer", "uncompressed", "none", "gzip", "snappy", "lz4", "zstd")
+
+
+def validate_topic_config(name: str, value: str | None) -> None:
+    """Raise SettingsError for an unknown topic config or a value Kafka would reject."""
+    d = TOPIC_CONFIGS.get(name)
+    if d is None:
+        raise SettingsError(f"unknown topic config {name!r}")
+    if value is None:
+        return
+    if d.type in (INT, LONG, SHORT):
+        _int(name, value, _MINIMUM.get(name))
+    elif d.type == DOUBLE:
+        try:
+            v = float(value)
+        except ValueError:
+            raise SettingsError(f"invalid value {value!r} for {name}") from None
+        if name == "min.cleanable.dirty.ratio" and not 0 <= v <= 1:
+            raise SettingsError(f"invalid value {value!r} for {name}: must be between 0 and 1")
+    elif d.type == BOOLEAN:
+        if str(value).strip().lower() not in ("true", "false"):
+            raise SettingsError(f"invalid value {value!r} for {name}: expected true or false")
+    elif name == "cleanup.policy":
+        parts = [p.strip() for p in value.split(",") if p.strip()]
+        if not parts or any(p not in ("delete", "compact") for p in parts):
+            raise SettingsError(f"invalid value {value!r} for cleanup.policy: expected delete and/or compact")
+    elif name == "compression.type":
+        if value.strip().lower() not in COMPRESSION_TYPES:
+            raise SettingsError(f"invalid value {value!r} for compression.type")
+    elif name == "message.timestamp.type":
+        if value not in ("CreateTime", "LogAppendTime"):
+            raise SettingsError(f"invalid value {value!r} for message.timestamp.type")
+
+
+def broker_value(name: str, broker: Mapping[str, str]) -> tuple[str, str | None]:
+    """(value, broker setting that gave it) a topic without an override has for ``name``.
+
+    ``broker`` holds the broker settings that are explicitly set (server.properties,
+    overrides, dynamic configs); the first synonym set wins, else Kafka's default
+    (broker setting None).  A negative retention in minutes or hours means unlimited (-1),
+    as Kafka's ``logRetentionTimeMillis`` says.
+    """
+    d = TOPIC_CONFIGS[name]
+    for broker_name, mult in d.synonyms:
+        raw = broker.get(broker_name)
+        if raw is None:
+            continue
+        if mult != 1 or name == "retention.ms":
+            n = _int(broker_name, raw)
+            if n < 0 and name == "retention.ms":
+                return "-1", broker_name
+            return str(n * mult), broker_name
+        return str(raw).strip(), broker_name
+    return d.default, None
+
+
+def topic_defaults(broker: Mapping[str, str]) -> dict[str, str]:
+    """Every topic config with the value a topic without overrides has on this broker."""
+    return {name: broker_value(name, broker)[0] for name in TOPIC_CONFIGS}
+
+
+def log_config_from(values: Mapping[str, str]) -> LogConfig:
+    """The LogConfig for topic-named values (names LogConfig does not hold are ignored)."""
+    for k, v in values.items():
+        if k in TOPIC_CONFIGS:
+            validate_topic_config(k, v)
+    chosen = {k: v for k, v in values.items() if k in LOG_CONFIG_NAMES and v != ""}
+    try:
+        return LogConfig().with_overrides(chosen)
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from None
+
+
+# ----------------------------------------------------------------------------- layers
+@dataclass
+class ConfigLayer:
+    """Topic configs found in one place: ``topics[name] = {config: value}``; ``None`` = every topic."""
+
+    label: str
+    topics: dict[str | None, dict[str, str]] = field(default_factory=dict)
+    #: what the reader noticed (unreadable records, conflicting values...)
+    notes: list[str] = field(default_factory=list)
+
+    def get(self, topic: str) -> dict[str, str]:
+        out = dict(self.topics.get(None, {}))
+        out.update(self.topics.get(topic, {}))
+        return out
+
+    def holds(self, topic: str) -> bool:
+        return topic in self.topics or None in self.topics
+
+
+def internal_layer() -> ConfigLayer:
+    return ConfigLayer(SOURCE_INTERNAL, {n: dict(c) for n, c in INTERNAL_TOPIC_CONFIGS.items()})
+
+
+def read_embedded(log_dir: Path) -> ConfigLayer | None:
+    """Topic configs of ``kafkatool serve``'s embedded metadata in ``log_dir`` (None: no file)."""
+    path = Path(log_dir) / EMBEDDED_METADATA_FILE
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        return ConfigLayer(
+            SOURCE_EMBEDDED, {}, [f"{path}: unreadable ({exc}); its topic configs are not used"]
+        )
+    topics = {}
+    for name, t in (data.get("topics") or {}).items():
+        if isinstance(t, dict):
+            topics[str(name)] = {str(k): str(v) for k, v in (t.get("configs") or {}).items()}
+    return ConfigLayer(SOURCE_EMBEDDED, topics)
+
+
+def read_kraft(log_dir: Path) -> ConfigLayer | None:
+    """Replay ``__cluster_metadata-0`` in ``log_dir`` (latest snapshot, then the log) for topic configs.
+
+    TopicRecord names a topic id, ConfigRecord (resource type 2, topic) sets or (null value)
+    deletes a config, RemoveTopicRecord drops the topic.  None when the dir has no metadata log.
+    """
+    from kafkatool.formats.internal_topics import cluster_metadata_record_dict
+    from kafkatool.log.file_records import FileRecords
+
+    mdir = Path(log_dir) / CLUSTER_METADATA_DIR
+    if not mdir.is_dir():
+        return None
+    layer = ConfigLayer(SOURCE_KRAFT)
+    configs: dict[str, dict[str, str]] = {}
+    ids: dict[str, str] = {}
+    snapshots = sorted(mdir.glob("*.checkpoint"))
+    start = -1
+    files: list[Path] = []
+    if snapshots:
+        files.append(snapshots[-1])
+        try:
+            start = int(snapshots[-1].name.split("-")[0])
+        except ValueError:
+            start = -1
+    files += sorted(p for p in mdir.glob("*.log"))
+
+    def apply(rec: dict) -> None:
+        kind, data = rec["type"], rec["data"]
+        if kind == "TOPIC_RECORD":
+            ids[data["topicId"]] = data["name"]
+            configs.setdefault(data["name"], {})
+        elif kind == "REMOVE_TOPIC_RECORD":
+            name = ids.pop(data["topicId"], None)
+            if name is not None:
+                configs.pop(name, None)
+        elif kind == "CONFIG_RECORD" and data.get("resourceType") == 2:
+            t = configs.setdefault(data["resourceName"], {})
+            if data.get("value") is None:
+                t.pop(data["name"], None)
+            else:
+                t[data["name"]] = data["value"]
+
+    for path in files:
+        is_snapshot = path.suffix == ".checkpoint"
+        try:
+            with FileRecords(path) as fr:
+                for batch in fr.batches():
+                    if batch.is_control or (not is_snapshot and batch.next_offset <= start):
+                        continue
+                    for r in batch.records():
+                        if not is_snapshot and r.offset < start:
+                            continue
+                        try:
+                            apply(cluster_metadata_record_dict(r.value))
+                        except FormatError:
+                            continue
+        except FormatError as exc:
+            layer.notes.append(f"{path}: metadata log unreadable after byte {exc.position}: {exc}")
+        except OSError as exc:
+            layer.notes.append(f"{path}: {exc.strerror or exc}")
+    layer.topics = configs
+    return layer
+
+
+def dir_layers(log_dirs: list[Path]) -> list[ConfigLayer]:
+    """The topic-config layers a set of log dirs holds: the KRaft metadata log, then embedded metadata."""
+    kraft, embedded = [], []
+    for d in log_dirs:
+        k = read_kraft(d)
+        if k is not None:
+            kraft.append(k)
+        e = read_embedded(d)
+        if e is not None:
+            embedded.append(e)
+    return kraft + embedded
+
+
+# ----------------------------------------------------------------------------- resolution
 @dataclass
 class ResolvedConfig:
     topic: str
     config: LogConfig
     # topic config name -> (value as given, where it came from, e.g. "server.properties (log.retention.hours)")
     sources: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: what lower layers said that a higher one overrode: name -> [(value, source)]
+    shadowed: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    #: the sources that hold this topic (an entry, even with no overrides): empty = nobody describes it
+    found_in: list[str] = field(default_factory=list)
 
     def source_of(self, name: str) -> str:
         return self.sources.get(name, ("", SOURCE_DEFAULT))[1]
@@ -88,6 +423,15 @@ class ResolvedConfig:
                 value = ",".join(value)
             out[name] = {"value": value, "source": self.source_of(name)}
         return out
+
+    def below_flag(self, name: str) -> tuple[str, str] | None:
+        """(value, source) ``name`` would have without the command-line flag (None: not a flag)."""
+        if self.source_of(name) != SOURCE_FLAG:
+            return None
+        lower = self.shadowed.get(name) or []
+        if lower:
+            return lower[0]
+        return TOPIC_CONFIGS[name].default, SOURCE_DEFAULT
 
 
 def load_server_properties(path: str | os.PathLike) -> dict[str, str]:
@@ -110,29 +454,12 @@ def parse_topic_overrides(items: list[str]) -> dict[str | None, dict[str, str]]:
     return out
 
 
-def _convert(name: str, raw: str, multiplier: int = 1) -> str:
-    attr = LogConfig.NAMES[name]
-    current = getattr(LogConfig(), attr)
-    raw = raw.strip()
+def _checked(name: str, raw: str, where: str) -> str:
     try:
-        if isinstance(current, bool):
-            if raw.lower() not in ("true", "false"):
-                raise ValueError
-        elif isinstance(current, tuple):
-            parts = [p.strip() for p in raw.split(",") if p.strip()]
-            if not parts or any(p not in ("delete", "compact") for p in parts):
-                raise ValueError
-        elif isinstance(current, float):
-            float(raw)
-        elif isinstance(current, int):
-            n = int(raw)
-            # Kafka: a negative retention in any unit means "unlimited" (-1)
-            return str(n * multiplier if n >= 0 or multiplier == 1 else -1)
-        elif name == "message.timestamp.type" and raw not in ("CreateTime", "LogAppendTime"):
-            raise ValueError
-    except ValueError:
-        raise SettingsError(f"invalid value {raw!r} for {name}") from None
-    return raw
+        validate_topic_config(name, raw)
+    except SettingsError as exc:
+        raise SettingsError(f"{exc} ({where})") from None
+    return str(raw).strip()
 
 
 def resolve(
@@ -140,36 +467,49 @@ def resolve(
     *,
     server_props: dict[str, str] | None = None,
     topic_overrides: dict[str | None, dict[str, str]] | None = None,
+    layers: list[ConfigLayer] | None = None,
     flags: dict[str, object] | None = None,
 ) -> ResolvedConfig:
-    """The topic's LogConfig: flag > topic config > server.properties > Kafka's default."""
+    """The topic's LogConfig: flag > --topic-config > ``layers`` in order > internal-topic
+    definition > server.properties > Kafka's default."""
     server_props = server_props or {}
-    topic_overrides = topic_overrides or {}
+    stack: list[ConfigLayer] = []
+    if topic_overrides:
+        stack.append(ConfigLayer(SOURCE_TOPIC, dict(topic_overrides)))
+    stack += layers or []
+    if topic in INTERNAL_TOPIC_CONFIGS:
+        stack.append(internal_layer())
+    # lowest first, so that a higher layer overwrites and the lower value is kept as shadowed
     chosen: dict[str, str] = {}
     sources: dict[str, tuple[str, str]] = {}
-    for name, synonyms in SERVER_SYNONYMS.items():
-        for broker_name, mult in synonyms:
-            if broker_name in server_props:
-                chosen[name] = _convert(name, server_props[broker_name], mult)
-                sources[name] = (server_props[broker_name], f"{SOURCE_SERVER} ({broker_name})")
-                break
-    for scope in (None, topic):
-        for name, raw in topic_overrides.get(scope, {}).items():
-            chosen[name] = _convert(name, raw)
-            sources[name] = (raw, SOURCE_TOPIC)
+    shadowed: dict[str, list[tuple[str, str]]] = {}
+
+    def put(name: str, value: str, source: str) -> None:
+        if name in sources:
+            shadowed.setdefault(name, []).insert(0, sources[name])
+        chosen[name] = value
+        sources[name] = (value, source)
+
+    for name in LOG_CONFIG_NAMES:
+        value, broker_name = broker_value(name, server_props)
+        if broker_name is not None:
+            _checked(name, value, f"{SOURCE_SERVER} {broker_name}")
+            put(name, value, f"{SOURCE_SERVER} ({broker_name})")
+    for layer in reversed(stack):
+        for name, raw in layer.get(topic).items():
+            if name not in LOG_CONFIG_NAMES:
+                continue
+            put(name, _checked(name, raw, layer.label), layer.label)
     for name, value in (flags or {}).items():
         if value is None:
             continue
-        chosen[name] = _convert(name, str(value))
-        sources[name] = (str(value), SOURCE_FLAG)
+        put(name, _checked(name, str(value), f"--{name.replace('.', '-')}"), SOURCE_FLAG)
+    found_in = [layer.label for layer in stack if layer.holds(topic)]
+    config = log_config_from(chosen)
     if "producer.id.expiration.ms" in server_props:
-        chosen_pid = int(server_props["producer.id.expiration.ms"])
-    else:
-        chosen_pid = None
-    config = LogConfig().with_overrides(chosen)
-    if chosen_pid is not None:
-        config = replace(config, producer_id_expiration_ms=chosen_pid)
-    return ResolvedConfig(topic, config, sources)
+        pid_ms = _int("producer.id.expiration.ms", server_props["producer.id.expiration.ms"])
+        config = replace(config, producer_id_expiration_ms=pid_ms)
+    return ResolvedConfig(topic, config, sources, shadowed, found_in)
 
 
 def broker_setting(server_props: dict[str, str] | None, name: str) -> tuple[float, str]:

@@ -1,0 +1,153 @@
+"""Where the offline commands find a topic's configuration: every place Kafka keeps it.
+
+The options (``--zookeeper``, ``--bootstrap-server``) and the glue that turns
+each place into a :class:`~kafkatool.log.topic_settings.ConfigLayer`; the
+resolution order and the one broker -> topic map are in
+:mod:`kafkatool.log.topic_settings`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from kafkatool.commands.common import CommandError
+from kafkatool.log import topic_settings as ts
+
+SOURCES_HELP = """Topic configs are read from every place Kafka keeps them: the log dir's
+embedded metadata (kafkatool-cluster.json, written by kafkatool serve), a KRaft
+__cluster_metadata log in the log dir, ZooKeeper /config/topics/TOPIC
+(--zookeeper) and a live cluster (--bootstrap-server, DescribeConfigs);
+__consumer_offsets and __transaction_state are compacted by definition, and a
+partition listed in the dir's cleaner-offset-checkpoint is treated as
+compacted when no source says otherwise.  The output names the source of each
+value."""
+
+ZOOKEEPER_HELP = "ZooKeeper host:port[/chroot]: read topic configs from /config/topics/TOPIC."
+BOOTSTRAP_HELP = "host:port of a live cluster: read topic configs with DescribeConfigs."
+
+
+def zookeeper_option():
+    return typer.Option(
+        None, "--zookeeper", "-z", metavar="HOST:PORT[/CHROOT]", help=ZOOKEEPER_HELP, show_default=False
+    )
+
+
+def bootstrap_option():
+    return typer.Option(
+        None, "--bootstrap-server", metavar="HOST:PORT", help=BOOTSTRAP_HELP, show_default=False
+    )
+
+
+def zookeeper_layer(zookeeper: str, topics: list[str]) -> ts.ConfigLayer:
+    from kafkatool.commands.zk import connect
+    from kafkatool.zk.client import ZkError
+
+    layer = ts.ConfigLayer(ts.SOURCE_ZOOKEEPER)
+    try:
+        with connect(zookeeper, 10.0, writable=False) as zk:
+            for t in topics:
+                entity = zk.entity_config("topics", t)
+                if entity is None:
+                    continue
+                if entity.error:
+                    layer.notes.append(f"{entity.path}: {entity.error}")
+                    continue
+                layer.topics[t] = dict(entity.config.config) if entity.config else {}
+    except ZkError as exc:
+        raise CommandError(f"--zookeeper {zookeeper}: {exc}") from None
+    return layer
+
+
+def cluster_layers(bootstrap: str, topics: list[str]) -> list[ts.ConfigLayer]:
+    from kafkatool.assign.kafka_client import (
+        CONFIG_SOURCE_TOPIC,
+        KafkaAdmin,
+        KafkaAdminError,
+        describe_topic_configs,
+    )
+
+    topic_layer = ts.ConfigLayer(f"{ts.SOURCE_CLUSTER}: topic config")
+    broker_layer = ts.ConfigLayer(f"{ts.SOURCE_CLUSTER}: broker config")
+    try:
+        with KafkaAdmin(bootstrap, timeout=10.0) as admin:
+            found = describe_topic_configs(admin, topics)
+    except KafkaAdminError as exc:
+        raise CommandError(f"--bootstrap-server {bootstrap}: {exc}") from None
+    for t, configs in found.items():
+        topic_layer.topics[t] = {k: v for k, (v, src) in configs.items() if src == CONFIG_SOURCE_TOPIC}
+        broker_layer.topics[t] = {k: v for k, (v, src) in configs.items() if src != CONFIG_SOURCE_TOPIC}
+    for t in topics:
+        if t not in found:
+            topic_layer.notes.append(f"the cluster at {bootstrap} has no topic {t}")
+    return [topic_layer, broker_layer]
+
+
+def gather_layers(
+    log_dirs: list[Path], topics: list[str], *, zookeeper: str | None, bootstrap: str | None
+) -> list[ts.ConfigLayer]:
+    """Every source of topic configs the options and the log dirs name, highest priority first."""
+    layers: list[ts.ConfigLayer] = []
+    if bootstrap:
+        layers += cluster_layers(bootstrap, topics)
+    if zookeeper:
+        layers.append(zookeeper_layer(zookeeper, topics))
+    layers += ts.dir_layers(log_dirs)
+    return layers
+
+
+def cleaner_checkpoint_layer(topics: list[str]) -> ts.ConfigLayer:
+    """Evidence in the dir: the log cleaner only keeps offsets for compacted partitions."""
+    return ts.ConfigLayer(ts.SOURCE_CLEANER_CHECKPOINT, {t: {"cleanup.policy": "compact"} for t in topics})
+
+
+class TopicConfigs:
+    """Resolves partitions' settings for one command run (sources are read once)."""
+
+    def __init__(
+        self,
+        log_dirs: list[Path],
+        topics: list[str],
+        *,
+        server_props: dict[str, str],
+        topic_overrides: dict[str | None, dict[str, str]],
+        flags: dict[str, object],
+        zookeeper: str | None = None,
+        bootstrap: str | None = None,
+    ):
+        self.server_props = server_props
+        self.topic_overrides = topic_overrides
+        self.flags = flags
+        self.external = gather_layers([], topics, zookeeper=zookeeper, bootstrap=bootstrap)
+        self._dirs: dict[Path, list[ts.ConfigLayer]] = {}
+        self.notes: list[str] = [n for layer in self.external for n in layer.notes]
+        for d in log_dirs:
+            self._dir_layers(d)
+
+    def _dir_layers(self, log_dir: Path) -> list[ts.ConfigLayer]:
+        key = Path(log_dir)
+        if key not in self._dirs:
+            layers = ts.dir_layers([key])
+            self._dirs[key] = layers
+            self.notes += [n for layer in layers for n in layer.notes]
+        return self._dirs[key]
+
+    def resolve(self, log_dir: Path, topic: str, *, in_cleaner_checkpoint: bool = False) -> ts.ResolvedConfig:
+        layers = self.external + self._dir_layers(log_dir)
+        if in_cleaner_checkpoint:
+            layers = [*layers, cleaner_checkpoint_layer([topic])]
+        try:
+            return ts.resolve(
+                topic,
+                server_props=self.server_props,
+                topic_overrides=self.topic_overrides,
+                layers=layers,
+                flags=self.flags,
+            )
+        except (ts.SettingsError, ValueError) as exc:
+            raise CommandError(f"topic {topic}: {exc}") from None
+
+
+def policy_text(resolved: ts.ResolvedConfig) -> str:
+    return ",".join(resolved.config.cleanup_policy)

@@ -1,0 +1,316 @@
+"""Issue 12, "never destroy what Kafka would keep": every command sees a topic's settings as Kafka does.
+
+Cases from the issue, reproduced through a real ``kafkatool serve`` and real clients:
+a topic created with cleanup.policy=compact, retention.bytes=1000000 and
+segment.bytes=1048576; ``__consumer_offsets``.  The class: every place Kafka keeps
+topic configs (embedded metadata, KRaft __cluster_metadata, ZooKeeper, a live
+cluster) is read, internal topics are compacted by definition, and retention only
+deletes data of a topic without delete in its policy when the operator overrides it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from kafkatool.broker.config import BrokerConfig
+from kafkatool.formats.properties import encode_properties
+from kafkatool.log import topic_settings as ts
+from tests.segments import make_partition
+
+REPO = Path(__file__).resolve().parents[2]
+NOW_FAR = "2100-01-01T00:00:00Z"
+
+
+def kafkatool(*args) -> tuple[int, list[dict], str]:
+    p = subprocess.run(
+        [sys.executable, "-m", "kafkatool", *map(str, args)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    lines = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
+    return p.returncode, lines, p.stderr + p.stdout
+
+
+def partition_records(lines, name):
+    return [x for x in lines if x.get("type") == "partition" and x["partition"] == name]
+
+
+@pytest.fixture(scope="module")
+def served_dir(tmp_path_factory):
+    """Topics created through a real serve with the issue's configs, data produced, clean stop."""
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from tests.broker.conftest import BrokerProcess
+
+    data = tmp_path_factory.mktemp("issue12") / "data"
+    b = BrokerProcess(data, extra=["log.segment.bytes=200000", "offsets.topic.num.partitions=2"]).start()
+    try:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        futures = admin.create_topics(
+            [
+                NewTopic("cmp", 1, 1, config={"cleanup.policy": "compact"}),
+                NewTopic("t3", 1, 1, config={"retention.bytes": "1000000"}),
+                NewTopic("seg", 1, 1, config={"segment.bytes": "1048576"}),
+            ]
+        )
+        for f in futures.values():
+            f.result(20)
+        p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 5, "batch.size": 50000})
+        failed = []
+        for i in range(2500):
+            for t in ("cmp", "t3", "seg"):
+                p.produce(
+                    t,
+                    key=b"k%d" % (i % 40),
+                    value=b"x" * 1000,
+                    on_delivery=lambda err, _m: failed.append(err) if err else None,
+                )
+        assert p.flush(30) == 0 and not failed, failed[:3]
+        c = Consumer(
+            {
+                "bootstrap.servers": b.bootstrap,
+                "group.id": "g-issue12",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
+        c.subscribe(["cmp"])
+        got = 0
+        for _ in range(60):
+            m = c.poll(0.5)
+            if m is not None and not m.error():
+                got += 1
+                if got >= 10:
+                    break
+        c.commit(asynchronous=False)
+        c.close()
+        assert got >= 10
+    finally:
+        assert b.stop() == 0
+    return data
+
+
+def test_issue12_retention_keeps_compacted_topic(served_dir):
+    """Case: retention --retention-ms 1000 on cmp-0 planned to delete every closed segment."""
+    assert len(list((served_dir / "cmp-0").glob("*.log"))) > 3
+    code, lines, out = kafkatool(
+        "retention", "--dry-run", "--retention-ms", "1000", served_dir / "cmp-0", "--json"
+    )
+    assert code == 0, out
+    (part,) = partition_records(lines, "cmp-0")
+    assert part["settings"]["cleanup.policy"] == {"value": "compact", "source": ts.SOURCE_EMBEDDED}
+    assert not [x for x in lines if x.get("type") == "segment"]
+    assert any("has no delete" in n and "--retention-ms ignored" in n for n in part["notes"])
+    # the human view says the same
+    code, _, text = kafkatool("retention", "--dry-run", "--retention-ms", "1000", served_dir / "cmp-0")
+    assert "cleanup.policy=compact (topic config in kafkatool-cluster.json)" in text
+    assert "would delete 0 segment(s)" in text
+
+
+def test_issue12_retention_keeps_consumer_offsets(served_dir):
+    code, lines, out = kafkatool("retention", "--dry-run", "--retention-ms", "1000", served_dir, "--json")
+    assert code == 1, out  # t3 and seg have segments past 1000 ms
+    offsets = [
+        x for x in lines if x.get("type") == "partition" and x["partition"].startswith("__consumer_offsets")
+    ]
+    assert len(offsets) == 2
+    for part in offsets:
+        assert part["settings"]["cleanup.policy"]["value"] == "compact"
+    deleted = {x["partition"] for x in lines if x.get("type") == "segment"}
+    assert deleted and not any(p.startswith(("__consumer_offsets", "cmp")) for p in deleted)
+
+
+def test_issue12_retention_bytes_from_the_topic(served_dir):
+    """Case: retention.bytes=1000000 was reported as -1 (default)."""
+    code, lines, out = kafkatool("retention", "--dry-run", served_dir / "t3-0", "--json")
+    (part,) = partition_records(lines, "t3-0")
+    assert part["settings"]["retention.bytes"] == {"value": 1000000, "source": ts.SOURCE_EMBEDDED}
+    segs = [x for x in lines if x.get("type") == "segment"]
+    assert code == 1 and segs and all(s["reason"] == "retention.bytes" for s in segs), out
+    assert part["bytes_before"] - sum(s["bytes"] for s in segs) <= 1000000 + 200000
+
+
+def test_issue12_compact_segment_bytes_from_the_topic(served_dir):
+    """Case: compact showed segment.bytes default for a topic created with 1048576; and compact
+    never cleans a topic whose own policy is delete (Kafka keeps every record of it)."""
+    code, lines, out = kafkatool("compact", "--dry-run", served_dir / "seg-0", "--json")
+    (part,) = partition_records(lines, "seg-0")
+    assert part["settings"]["segment.bytes"] == {"value": 1048576, "source": ts.SOURCE_EMBEDDED}
+    assert part["action"] == "nothing_to_do" and code == 0
+    assert any(n.startswith("skipped: cleanup.policy=delete") for n in part["notes"])
+    code, lines, out = kafkatool(
+        "compact", "--dry-run", "--cleanup-policy", "compact", served_dir / "seg-0", "--json"
+    )
+    (part,) = partition_records(lines, "seg-0")
+    assert code == 1 and part["action"] == "would_compact", out
+    assert part["overrode"] == [
+        {"config": "cleanup.policy", "from": "delete", "source": "default", "to": "compact"}
+    ]
+
+
+def test_retention_override_is_explicit_and_reported(served_dir, tmp_path):
+    work = tmp_path / "data"
+    shutil.copytree(served_dir, work)
+    before = sorted(p.name for p in (work / "cmp-0").glob("*.log"))
+    code, lines, out = kafkatool(
+        "retention", "--retention-ms", "1000", "--cleanup-policy", "delete", work / "cmp-0", "--json"
+    )
+    assert code == 0, out
+    (part,) = partition_records(lines, "cmp-0")
+    assert part["overrode"] == [
+        {"config": "cleanup.policy", "from": "compact", "source": ts.SOURCE_EMBEDDED, "to": "delete"}
+    ]
+    assert any(n.startswith("OVERRIDE: cleanup.policy=compact") for n in part["notes"])
+    after = sorted(p.name for p in (work / "cmp-0").glob("*.log"))
+    assert len(after) == 1 < len(before)
+
+
+def test_live_cluster_source(served_dir, tmp_path, make_broker):
+    """--bootstrap-server: DescribeConfigs of the running cluster names the policy when the dir does not."""
+    work = tmp_path / "offline"
+    shutil.copytree(served_dir / "cmp-0", work / "cmp-0")
+    b = make_broker(tmp_path / "live").start()
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.create_topics(
+        [NewTopic("cmp", 1, 1, config={"cleanup.policy": "compact,delete", "retention.ms": "5000"})]
+    )["cmp"].result(20)
+    code, lines, out = kafkatool(
+        "retention",
+        "--dry-run",
+        "--bootstrap-server",
+        b.bootstrap,
+        work / "cmp-0",
+        "--json",
+        "--now",
+        NOW_FAR,
+    )
+    (part,) = partition_records(lines, "cmp-0")
+    label = f"{ts.SOURCE_CLUSTER}: topic config"
+    assert part["settings"]["cleanup.policy"] == {"value": "compact,delete", "source": label}
+    assert part["settings"]["retention.ms"] == {"value": 5000, "source": label}
+    assert code == 1 and [x for x in lines if x.get("type") == "segment"], out
+
+
+# ------------------------------------------------------------------------- a Kafka-written KRaft dir
+def _metadata_value(record, api_key: int, version: int = 0) -> bytes:
+    return bytes([1, api_key, version]) + record.encode(version)
+
+
+def write_kraft_dir(log_dir: Path, topic: str, configs: dict[str, str | None]) -> None:
+    """A log dir as a KRaft broker leaves it: meta.properties, __cluster_metadata-0, topic-0."""
+    from kafkatool.formats import records as R
+    from kafkatool.formats.generated.config_record import ConfigRecord
+    from kafkatool.formats.generated.topic_record import TopicRecord
+    from tests.segments import write_segment
+
+    topic_id = uuid.uuid4()
+    values = [_metadata_value(TopicRecord(name=topic, topic_id=topic_id), 2)]
+    for k, v in configs.items():
+        values.append(_metadata_value(ConfigRecord(resource_type=2, resource_name=topic, name=k, value=v), 4))
+    batch = R.build_record_batch([R.SimpleRecord(v, None, (), 1_700_000_000_000) for v in values])
+    write_segment(log_dir / "__cluster_metadata-0", [batch])
+    (log_dir / "meta.properties").write_bytes(
+        encode_properties(
+            {"version": "1", "node.id": "1", "cluster.id": "AAAAAAAAAAAAAAAAAAAAAA"},
+            "Tue Nov 24 00:00:00 UTC 2026",
+        )
+    )
+    make_partition(log_dir, f"{topic}-0", segments=4, batches_per_segment=10)
+
+
+def test_kraft_metadata_log_source(tmp_path):
+    d = tmp_path / "kraft"
+    write_kraft_dir(
+        d, "events", {"cleanup.policy": "compact", "segment.bytes": "99999", "retention.ms": None}
+    )
+    layer = ts.read_kraft(d)
+    assert layer.topics == {"events": {"cleanup.policy": "compact", "segment.bytes": "99999"}}
+    code, lines, out = kafkatool(
+        "retention", "--dry-run", "--retention-ms", "1", d, "--json", "--now", NOW_FAR
+    )
+    (part,) = partition_records(lines, "events-0")
+    assert part["settings"]["cleanup.policy"] == {"value": "compact", "source": ts.SOURCE_KRAFT}
+    assert code == 0 and not [x for x in lines if x.get("type") == "segment"], out
+
+
+def test_serve_describes_kafka_dir_policies(tmp_path, make_broker):
+    """serve on a Kafka-written dir answers DescribeConfigs with the policy the dir holds."""
+    from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
+
+    d = tmp_path / "kraft"
+    write_kraft_dir(d, "events", {"cleanup.policy": "compact"})
+    make_partition(d, "__consumer_offsets-0", segments=1, batches_per_segment=1)
+    b = make_broker(d, read_only=True).start()
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    for topic in ("events", "__consumer_offsets"):
+        res = ConfigResource("topic", topic)
+        entries = admin.describe_configs([res])[res].result(20)
+        assert entries["cleanup.policy"].value == "compact"
+        assert entries["cleanup.policy"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    assert "configs from topic config in __cluster_metadata" in b.log_text()
+
+
+def test_internal_topics_and_cleaner_checkpoint_without_metadata(tmp_path):
+    """A ZooKeeper-mode Kafka dir (no metadata in it): internal topics are compacted by definition,
+    a partition in cleaner-offset-checkpoint is treated as compacted."""
+    from kafkatool.formats.checkpoint import encode_offset_checkpoint
+
+    d = tmp_path / "zkmode"
+    make_partition(d, "__transaction_state-3", segments=3, batches_per_segment=5)
+    make_partition(d, "legacy-0", segments=3, batches_per_segment=5)
+    make_partition(d, "plain-0", segments=3, batches_per_segment=5)
+    (d / "cleaner-offset-checkpoint").write_bytes(encode_offset_checkpoint({("legacy", 0): 10}))
+    code, lines, out = kafkatool(
+        "retention", "--dry-run", "--retention-ms", "1", d, "--json", "--now", NOW_FAR
+    )
+    got = {x["partition"]: x for x in lines if x.get("type") == "partition"}
+    assert got["__transaction_state-3"]["settings"]["cleanup.policy"] == {
+        "value": "compact",
+        "source": ts.SOURCE_INTERNAL,
+    }
+    assert got["legacy-0"]["settings"]["cleanup.policy"] == {
+        "value": "compact",
+        "source": ts.SOURCE_CLEANER_CHECKPOINT,
+    }
+    assert got["plain-0"]["settings"]["cleanup.policy"]["source"] == "default"
+    assert any("no source holds topic plain" in n for n in got["plain-0"]["notes"])
+    deleted = {x["partition"] for x in lines if x.get("type") == "segment"}
+    assert deleted == {"plain-0"} and code == 1, out
+
+
+# ------------------------------------------------------------------------- one mapping
+@pytest.mark.parametrize(
+    "props",
+    [
+        {},
+        {"log.retention.hours": "1", "log.segment.bytes": "4096", "log.cleanup.policy": "compact"},
+        {"log.retention.minutes": "5", "log.retention.hours": "1", "log.roll.hours": "2"},
+        {"log.retention.ms": "-5", "log.flush.scheduler.interval.ms": "77", "log.preallocate": "true"},
+        {"log.retention.hours": "-1", "log.cleaner.min.cleanable.ratio": "0.25"},
+    ],
+)
+def test_broker_and_offline_commands_share_one_mapping(props):
+    """The broker (serve, DescribeConfigs) and the offline commands resolve a topic identically."""
+    broker = BrokerConfig(dict(props))
+    offline = ts.resolve("t", server_props=props)
+    assert broker.log_config() == offline.config
+    overrides = {"retention.ms": "1234", "cleanup.policy": "compact,delete"}
+    assert (
+        broker.log_config(overrides)
+        == ts.resolve("t", server_props=props, layers=[ts.ConfigLayer("x", {"t": overrides})]).config
+    )
+    for name in ts.TOPIC_CONFIGS:
+        value, source = broker.broker_value_for_topic(name)
+        assert value == ts.broker_value(name, props)[0]

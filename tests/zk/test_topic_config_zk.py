@@ -1,0 +1,59 @@
+"""Issue 12: offline commands read a topic's configs from ZooKeeper /config/topics/T (real ZooKeeper)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from kafkatool.log import topic_settings as ts
+from tests.segments import make_partition
+from tests.zk.kafka_layout import default_spec, seed_cluster
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_retention_reads_zookeeper_topic_config(zk_chroot, tmp_path):
+    hosts, chroot = zk_chroot.split("/", 1)
+    spec = default_spec()
+    spec.topics["orders"].config["cleanup.policy"] = "compact"
+    cluster = seed_cluster(hosts, "/" + chroot, spec)
+    try:
+        d = tmp_path / "logs"
+        make_partition(d, "orders-0", segments=3, batches_per_segment=5)
+        make_partition(d, "events-0", segments=3, batches_per_segment=5)
+        p = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "kafkatool",
+                "retention",
+                "--dry-run",
+                "--retention-ms",
+                "1",
+                "--now",
+                "2100-01-01T00:00:00Z",
+                "--zookeeper",
+                zk_chroot,
+                str(d),
+                "--json",
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        cluster.close()
+    lines = [json.loads(x) for x in p.stdout.splitlines()]
+    parts = {x["partition"]: x for x in lines if x["type"] == "partition"}
+    assert parts["orders-0"]["settings"]["cleanup.policy"] == {
+        "value": "compact",
+        "source": ts.SOURCE_ZOOKEEPER,
+    }
+    # events has a /config/topics node without overrides: described, so no "no source" note
+    assert parts["events-0"]["settings"]["cleanup.policy"] == {"value": "delete", "source": "default"}
+    assert not any("no source holds" in n for n in parts["events-0"]["notes"])
+    deleted = {x["partition"] for x in lines if x["type"] == "segment"}
+    assert deleted == {"events-0"} and p.returncode == 1, p.stderr
