@@ -154,6 +154,42 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _d("replica.alter.log.dirs.io.max.bytes.per.second", LONG, LONG_MAX, "Dir move throttle.", False),
     )
 }
+#: Kafka broker settings this broker recognises but does not implement: name -> what to do instead.
+#: A setting becomes supported by adding it to BROKER_CONFIGS (which wins over this table).
+UNSUPPORTED_CONFIGS: dict[str, str] = {
+    "zookeeper.connect": "ZooKeeper cluster mode is not supported: this broker is a single node whose "
+    "cluster metadata lives in the log dir",
+    "port": "removed in Kafka 3.0; use listeners=PLAINTEXT://host:port",
+    "host.name": "removed in Kafka 3.0; use listeners=PLAINTEXT://host:port",
+    "advertised.port": "removed in Kafka 3.0; use advertised.listeners",
+    "advertised.host.name": "removed in Kafka 3.0; use advertised.listeners",
+    "process.roles": "KRaft quorums are not supported: a single node keeps its metadata in the log dir",
+    "controller.quorum.voters": "KRaft quorums are not supported: a single node keeps its metadata in the log dir",
+    "controller.quorum.bootstrap.servers": "KRaft quorums are not supported",
+    "controller.listener.names": "KRaft quorums are not supported",
+}
+
+
+def unknown_configs(names) -> list[tuple[str, str]]:
+    """(name, one-line explanation) for every setting that is not in BROKER_CONFIGS, the way Kafka
+    logs "The configuration 'x' was supplied but isn't a known config." (with a suggestion for a
+    misspelt name)."""
+    import difflib
+
+    out = []
+    for name in names:
+        if name in BROKER_CONFIGS:
+            continue
+        reason = UNSUPPORTED_CONFIGS.get(name)
+        if reason is not None:
+            out.append((name, f"the configuration '{name}' is not supported: {reason}"))
+            continue
+        close = difflib.get_close_matches(name, list(BROKER_CONFIGS), n=1, cutoff=0.8)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        out.append((name, f"the configuration '{name}' was supplied but isn't a known config{hint}"))
+    return out
+
+
 #: broker configs IncrementalAlterConfigs may set per broker (kept in BrokerConfig.dynamic)
 DYNAMIC_PER_BROKER = frozenset(n for n, d in BROKER_CONFIGS.items() if not d.read_only)
 
@@ -233,6 +269,10 @@ class BrokerConfig:
         cfg = cls(explicit)
         cfg.validate()
         return cfg
+
+    def unknown(self) -> list[tuple[str, str]]:
+        """Settings given (file or overrides) that this broker does not know or implement."""
+        return unknown_configs(self.explicit)
 
     # ------------------------------------------------------------------ raw values
     def get(self, name: str) -> str | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import time
 from pathlib import Path
@@ -20,19 +21,54 @@ server.properties (listeners, advertised.listeners, broker.id/node.id, log.dirs,
 num.partitions, auto.create.topics.enable, log.segment.bytes, log.retention.*,
 log.cleanup.policy, log.cleaner.*, message.max.bytes, socket.request.max.bytes,
 ...) with Kafka's defaults; --override key=value sets one (repeatable, wins over
-the file).  Topic configs are set through the admin APIs.
+the file).  Topic configs are set through the admin APIs.  A property that is
+not supported (misspelt, removed from Kafka like port, or a feature this
+broker lacks like zookeeper.connect) gives a warning at start-up, as Kafka
+logs unknown configs; --strict makes it an error (exit 2).
 
 Pointed at a log dir written by Apache Kafka, it runs Kafka's start-up recovery
 and serves every partition in it; --read-only serves without ever writing (no
 lock, no recovery writes, produce and admin changes refused) for forensic
-replay of backups.  SIGTERM/SIGINT shut down cleanly (flush, checkpoints,
+replay of backups.  Under --read-only, consumer groups work in memory (joins,
+assignments and offset commits are accepted and served back until shutdown,
+never written); produce is refused with POLICY_VIOLATION and an error message
+that says read-only, and a producer's auto-creation of an unknown topic fails
+at once (TOPIC_AUTHORIZATION_FAILED); each refusal is logged.  SIGTERM/SIGINT shut down cleanly (flush, checkpoints,
 clean-shutdown marker).
 
-Exit status: 0 after a clean shutdown, 2 on a configuration or start-up error."""
+Exit status: 0 after a clean shutdown, 2 on a configuration or start-up error.
+
+Supported properties: {SUPPORTED}."""
+
+
+def _help() -> str:
+    from kafkatool.broker.config import BROKER_CONFIGS
+
+    return HELP.replace("{SUPPORTED}", ", ".join(sorted(BROKER_CONFIGS)))
 
 
 def register(app: typer.Typer) -> None:
-    app.command("serve", help=HELP, short_help="Run a Kafka-compatible broker on a Kafka log dir.")(serve)
+    app.command("serve", help=_help(), short_help="Run a Kafka-compatible broker on a Kafka log dir.")(serve)
+
+
+_INT = re.compile(r"-?(0|[1-9][0-9]*)")
+_FLOAT = re.compile(r"-?(0|[1-9][0-9]*)\.[0-9]+([eE][-+]?[0-9]+)?")
+
+
+def json_value(v: str):
+    """A key=value log field as JSON: numbers and booleans typed, JSON-quoted strings decoded."""
+    if v in ("true", "false"):
+        return v == "true"
+    if _INT.fullmatch(v):
+        return int(v)
+    if _FLOAT.fullmatch(v):
+        return float(v)
+    if len(v) >= 2 and v[0] == v[-1] == '"':
+        try:
+            return json.loads(v)
+        except ValueError:
+            return v
+    return v
 
 
 class _JsonFormatter(logging.Formatter):
@@ -49,7 +85,7 @@ class _JsonFormatter(logging.Formatter):
         for part in msg.split(" "):
             k, sep, v = part.partition("=")
             if sep and k and k.replace("_", "").replace(".", "").isalnum():
-                fields[k] = v
+                fields[k] = json_value(v)
             else:
                 text.append(part)
         d["msg"] = " ".join(text)
@@ -123,6 +159,9 @@ def serve(
     ),
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
     no_banner: bool = typer.Option(False, "--no-banner", help="Do not print the start-up banner."),
+    strict: bool = typer.Option(
+        False, "--strict", help="Refuse to start (exit 2) when a property is unknown or not supported."
+    ),
 ) -> None:
     import asyncio
     import signal
@@ -140,6 +179,11 @@ def serve(
         cfg = BrokerConfig.load(config, override)
     except ConfigError as exc:
         raise CommandError(f"configuration: {exc}") from None
+    unknown = cfg.unknown()
+    if unknown and strict:
+        raise CommandError("configuration (--strict): " + "; ".join(msg for _n, msg in unknown))
+    for name, msg in unknown:
+        log.warning("ignoring config name=%s detail=%s", name, json.dumps(msg))
     broker = Broker(cfg, read_only=read_only)
     try:
         report = broker.open_storage()

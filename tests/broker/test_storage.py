@@ -209,6 +209,15 @@ def test_read_only_never_writes(make_broker, tmp_path):
                 topics=[MetadataRequestTopic(name="new-topic")], allow_auto_topic_creation=True
             ),
         )
+        # issue 12: a producer's auto-creation is refused with a final error (it used to wait forever)
+        assert md.topics[0].error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        md = c.request(
+            3,
+            12,
+            G.MetadataRequest(
+                topics=[MetadataRequestTopic(name="new-topic")], allow_auto_topic_creation=False
+            ),
+        )
         assert md.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert b.stop() == 0
     assert _digest(root) == before

@@ -465,6 +465,12 @@ class GroupCoordinator:
             self._tasks.append(loop.create_task(self._load_all(parts)))
         if not self.broker.read_only:
             self._tasks.append(loop.create_task(self._expiry_loop()))
+        else:
+            log.info(
+                "read-only: the group coordinator keeps groups and committed offsets in memory only; "
+                "commits are accepted, served back until shutdown and never written to %s",
+                P.OFFSETS_TOPIC,
+            )
 
     async def stop(self) -> None:
         for t in self._tasks:
@@ -494,7 +500,7 @@ class GroupCoordinator:
         if self.broker.topic(P.OFFSETS_TOPIC) is not None:
             return None
         if self.broker.read_only:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+            return None  # groups live in memory only (see _append)
         n = self.num_partitions
         self.broker.create_topic(
             P.OFFSETS_TOPIC,
@@ -797,8 +803,12 @@ class GroupCoordinator:
     # ------------------------------------------------------------------ persistence
     def _append(self, group: Group, records: list[tuple[bytes, bytes | None]]) -> None:
         """Append to the group's partition; raises on failure."""
+        if self.broker.read_only:
+            # serve --read-only: the coordinator works in memory (groups, assignments and commits
+            # are kept until the broker stops) and never writes __consumer_offsets
+            return
         lg = self.broker.get_log(P.OFFSETS_TOPIC, group.partition)
-        if lg is None or self.broker.read_only:
+        if lg is None:
             raise LookupError(f"{P.OFFSETS_TOPIC}-{group.partition} is not available")
         t = self.broker.topic(P.OFFSETS_TOPIC)
         lg.append_as_leader(P.build_batch(records, now_ms()), t.leader_epoch(group.partition))

@@ -8,6 +8,7 @@ import logging
 from kafkatool.broker import config as C
 from kafkatool.broker.handlers.metadata import AUTHORIZED_OPS_OMITTED, from_wire_uuid, wire_uuid
 from kafkatool.broker.metadata import topic_name_error
+from kafkatool.broker.read_only import READ_ONLY_MSG
 from kafkatool.formats.schema import ZERO_UUID
 from kafkatool.protocol.errors import ErrorCode
 from kafkatool.protocol.generated import (
@@ -37,7 +38,6 @@ log = logging.getLogger("kafkatool.broker")
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-READ_ONLY_MSG = "the broker serves this log dir read-only"
 
 
 def _topic_configs_view(broker, t) -> list[tuple[str, str | None, int, int]]:

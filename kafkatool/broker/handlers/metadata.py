@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from kafkatool.broker import read_only
 from kafkatool.broker.metadata import topic_name_error
 from kafkatool.formats.schema import ZERO_UUID
 from kafkatool.formats.uuid import Uuid
@@ -99,6 +100,10 @@ def handle_metadata(ctx, req):
                     t = broker.create_topic(name, broker.config.int("num.partitions"), {})
                     topics_out.append(topic_entry(broker, t))
                     continue
+                elif allow_auto and broker.config.bool("auto.create.topics.enable"):
+                    # read-only: a producer would wait for the topic forever; this code is final for clients
+                    read_only.log_refusal("auto-creation of", name, ctx.header.client_id)
+                    code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 else:
                     code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 topics_out.append(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 
+from kafkatool.broker import read_only
 from kafkatool.broker.server import ProducerBatches
 from kafkatool.broker.txn import check_transactional_produce
 from kafkatool.formats import compression
@@ -186,7 +187,8 @@ def _append_partition(
         return resp
     try:
         if broker.read_only:
-            raise ProduceError(ErrorCode.POLICY_VIOLATION, "the broker serves this log dir read-only")
+            read_only.log_refusal("produce to", topic_name, ctx.header.client_id)
+            raise ProduceError(ErrorCode.POLICY_VIOLATION, read_only.READ_ONLY_MSG)
         topic_cfg = t.configs
         cfg = lg.config
         if acks == -1:

@@ -1,0 +1,253 @@
+"""Issue 12, "serve says what it does": unknown properties, --strict, --read-only groups and
+refusals, typed JSON logs.  Real ``kafkatool serve`` subprocesses and real clients."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kafkatool.broker.config import BROKER_CONFIGS, unknown_configs
+from kafkatool.commands.serve import json_value
+from kafkatool.protocol.errors import ErrorCode
+from tests.broker.conftest import REPO, BrokerProcess, free_port
+from tests.broker.test_protocol import batch, produce
+from tests.broker.wire import WireClient
+
+KCAT = shutil.which("kcat")
+
+
+def _digest(root: Path) -> dict:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+# ----------------------------------------------------------------------------- unknown properties
+def test_issue12_unknown_properties_warn_at_startup(tmp_path):
+    """Cases: port, a misspelt key, zookeeper.connect were silently ignored."""
+    props = tmp_path / "server.properties"
+    props.write_text("port=9092\nlog.retention.hour=1\n")
+    port = free_port()
+    log_path = tmp_path / "serve.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "kafkatool", "serve", "--no-banner", "--config", str(props)]
+            + ["-o", f"listeners=PLAINTEXT://127.0.0.1:{port}", "-o", f"log.dirs={tmp_path / 'data'}"]
+            + ["-o", "zookeeper.connect=127.0.0.1:2181/x", "-o", "num.partitions=2"],
+            cwd=REPO,
+            stdout=log,
+            stderr=log,
+        )
+        try:
+            deadline = time.monotonic() + 20
+            while "broker started" not in log_path.read_text():
+                assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text()
+                time.sleep(0.05)
+        finally:
+            proc.terminate()
+            assert proc.wait(20) == 0
+    text = log_path.read_text()
+    warnings = [line for line in text.splitlines() if "level=warning" in line and "ignoring config" in line]
+    assert {re.search(r"name=(\S+)", w).group(1) for w in warnings} == {
+        "port",
+        "log.retention.hour",
+        "zookeeper.connect",
+    }
+    assert any("did you mean 'log.retention.hours'" in w for w in warnings)
+    assert any("use listeners=PLAINTEXT://host:port" in w for w in warnings)
+    assert not any("num.partitions" in w for w in warnings)
+
+
+def test_strict_refuses_unknown_properties(tmp_path):
+    p = subprocess.run(
+        [sys.executable, "-m", "kafkatool", "serve", "--strict", "-o", "log.segmnt.bytes=1000"]
+        + ["-o", f"log.dirs={tmp_path / 'd'}", "-o", f"listeners=PLAINTEXT://127.0.0.1:{free_port()}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert p.returncode == 2
+    assert p.stderr.count("\n") == 1 and "log.segmnt.bytes" in p.stderr and "log.segment.bytes" in p.stderr
+    assert "Traceback" not in p.stderr
+    assert not (tmp_path / "d").exists()
+
+
+def test_unknown_configs_is_one_table():
+    """The class: every name outside BROKER_CONFIGS is reported; every name in it is not."""
+    assert unknown_configs(list(BROKER_CONFIGS)) == []
+    names = ["zookeeper.connect", "port", "advertised.host.name", "num.partitons", "whatever.x"]
+    got = dict(unknown_configs(names))
+    assert set(got) == set(names)
+    assert "did you mean 'num.partitions'" in got["num.partitons"]
+
+
+def test_serve_help_lists_supported_properties():
+    p = subprocess.run(
+        [sys.executable, "-m", "kafkatool", "serve", "--help"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    flat = " ".join(p.stdout.split())
+    for name in BROKER_CONFIGS:
+        assert name in flat, name
+    assert "--strict" in flat
+
+
+# ----------------------------------------------------------------------------- JSON logs
+def test_json_log_values_are_typed(tmp_path):
+    port = free_port()
+    log_path = tmp_path / "json.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "kafkatool", "serve", "--no-banner", "--log-format", "json"]
+            + ["-o", f"listeners=PLAINTEXT://127.0.0.1:{port}", "-o", f"log.dirs={tmp_path / 'd'}"],
+            cwd=REPO,
+            stdout=log,
+            stderr=log,
+        )
+        deadline = time.monotonic() + 20
+        while "broker started" not in log_path.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        proc.terminate()
+        assert proc.wait(20) == 0
+    lines = [json.loads(x) for x in log_path.read_text().splitlines() if x.startswith("{")]
+    started = next(x for x in lines if x["msg"] == "broker started")
+    assert started["partitions"] == 0 and started["read_only"] is False
+    done = next(x for x in lines if x["msg"] == "shutdown complete")
+    assert done["clean"] is True
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("0", 0),
+        ("-12", -12),
+        ("1.5", 1.5),
+        ("true", True),
+        ("false", False),
+        ('"a b"', "a b"),
+        ("007", "007"),
+        ("1.2.3", "1.2.3"),
+        ("abc", "abc"),
+    ],
+)
+def test_json_value(text, value):
+    assert json_value(text) == value and type(json_value(text)) is type(value)
+
+
+# ----------------------------------------------------------------------------- --read-only
+@pytest.fixture(scope="module")
+def read_only_broker(tmp_path_factory):
+    """A log dir with data (written by a real serve), then served --read-only."""
+    from confluent_kafka import Producer
+
+    data = tmp_path_factory.mktemp("ro") / "data"
+    w = BrokerProcess(data, extra=["num.partitions=2"]).start()
+    p = Producer({"bootstrap.servers": w.bootstrap, "linger.ms": 5})
+    for i in range(400):
+        p.produce("events", key=str(i).encode(), value=f"v{i}".encode(), partition=i % 2)
+    assert p.flush(20) == 0
+    assert w.stop() == 0
+    before = _digest(data)
+    b = BrokerProcess(data, read_only=True).start()
+    yield b
+    b.stop()
+    assert _digest(data) == before, "a read-only broker wrote to its log dir"
+
+
+def test_issue12_read_only_confluent_group_consumer(read_only_broker):
+    """Case: group consumers rebalanced forever with error 15 storing the assignment."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer(
+        {
+            "bootstrap.servers": read_only_broker.bootstrap,
+            "group.id": "ro-ck",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        c.subscribe(["events"])
+        got = 0
+        deadline = time.monotonic() + 30
+        while got < 400 and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and not m.error():
+                got += 1
+        assert got == 400
+        c.commit(asynchronous=False)
+        committed = c.committed([TopicPartition("events", 0), TopicPartition("events", 1)], timeout=10)
+        assert sorted(tp.offset for tp in committed) == [200, 200]
+    finally:
+        c.close()
+    assert "groups and committed offsets in memory only" in read_only_broker.log_text()
+
+
+@pytest.mark.skipif(KCAT is None, reason="kcat not installed")
+def test_issue12_read_only_kcat_group_consumer(read_only_broker):
+    p = subprocess.run(
+        [KCAT, "-b", read_only_broker.bootstrap, "-G", "ro-kcat", "events", "-o", "beginning", "-e", "-q"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p.returncode == 0, p.stderr
+    assert len(p.stdout.splitlines()) == 400
+
+
+def test_issue12_read_only_produce_refused_with_message(read_only_broker):
+    """Case: produce gave only "Policy violation"; the response's message and the log say read-only."""
+    from confluent_kafka import KafkaError, Producer
+
+    with WireClient(read_only_broker.bootstrap, client_id="ro-wire") as c:
+        r = produce(c, "events", batch(1))
+        assert r.error_code == ErrorCode.POLICY_VIOLATION
+        assert "read-only" in r.error_message
+    errors = []
+    p = Producer({"bootstrap.servers": read_only_broker.bootstrap, "client.id": "ro-ck-producer"})
+    t0 = time.monotonic()
+    p.produce("events", value=b"x", on_delivery=lambda err, _m: errors.append(err))
+    p.flush(20)
+    assert errors and errors[0].code() == KafkaError.POLICY_VIOLATION and time.monotonic() - t0 < 10
+    log = read_only_broker.log_text()
+    assert "read-only: refused produce to topic=events client_id=ro-wire" in log
+    assert "client_id=ro-ck-producer" in log
+
+
+def test_issue12_read_only_unknown_topic_fails_at_once(read_only_broker):
+    """Case: producing to an unknown topic hung (message.timeout.ms / max.block.ms)."""
+    from confluent_kafka import KafkaError, Producer
+
+    errors = []
+    p = Producer({"bootstrap.servers": read_only_broker.bootstrap})
+    t0 = time.monotonic()
+    p.produce("no-such-topic", value=b"x", on_delivery=lambda err, _m: errors.append(err))
+    p.flush(25)
+    assert errors and errors[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert time.monotonic() - t0 < 10
+    assert "refused auto-creation of topic=no-such-topic" in read_only_broker.log_text()
+    if KCAT is not None:
+        t0 = time.monotonic()
+        k = subprocess.run(
+            [KCAT, "-P", "-b", read_only_broker.bootstrap, "-t", "no-such-topic-2"],
+            input="x\n",
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert k.returncode != 0 and time.monotonic() - t0 < 10
