@@ -13,6 +13,7 @@ import importlib
 import typer
 
 from kafkatool import __version__
+from kafkatool.commands.common import name_metavars
 
 # Order here is the order of ``kafkatool --help``.
 COMMAND_MODULES = [
@@ -58,6 +59,8 @@ def _root(
 
 for _name in COMMAND_MODULES:
     importlib.import_module(f"kafkatool.commands.{_name}").register(app)
+
+name_metavars(app)
 
 
 def main() -> None:

@@ -94,3 +94,86 @@ def progress(total: int | None, description: str, *, enabled: bool = True) -> It
     ) as bar:
         task = bar.add_task(description, total=total)
         yield lambda n=1: bar.advance(task, n)
+
+
+# ----------------------------------------------------------------------------- help: names, not types
+#: value names for option names that recur across commands (the rest: by type, see _metavar)
+_METAVARS = {
+    "zookeeper": "HOST:PORT[/CHROOT]",
+    "bootstrap_server": "HOST:PORT[,HOST:PORT]",
+    "override": "KEY=VALUE",
+    "timeout": "SECONDS",
+    "stale_after": "SECONDS",
+    "now": "TIME",
+    "log_format": "text|json",
+    "log_level": "LEVEL",
+    "output": "FILE",
+    "config": "FILE",
+    "types": "TYPE",
+    "fail_on": "SEVERITY",
+}
+
+
+def _metavar(name: str, annotation) -> str:
+    import typing
+    from pathlib import Path
+
+    if name in _METAVARS:
+        return _METAVARS[name]
+    args = typing.get_args(annotation)
+    base = next((a for a in args if a is not type(None)), annotation) if args else annotation
+    if typing.get_origin(base) is list:
+        (base,) = typing.get_args(base) or (str,)
+    if name.endswith("_ms"):
+        return "MS"
+    if name.endswith(("_bytes", "_size")):
+        return "BYTES"
+    if base is Path:
+        return "PATH"
+    if base is int:
+        return "N"
+    if base is float:
+        return "NUMBER"
+    return name.upper().replace("_", "-")
+
+
+def name_metavars(app: typer.Typer) -> None:
+    """Give every option and argument of every command a value name (``--timeout SECONDS``,
+    ``FILE``) where it has none, so that help and usage never show Python types
+    (``<list[str]>``, ``<float range>``); typer shows the type next to an argument's name
+    even when it has one, so argument rows show the name alone."""
+    import inspect
+    import typing
+
+    from typer.core import TyperArgument
+    from typer.models import ArgumentInfo, OptionInfo
+
+    def fix(callback) -> None:
+        if callback is None:
+            return
+        hints = typing.get_type_hints(callback)
+        for pname, param in inspect.signature(callback).parameters.items():
+            info = param.default
+            ann = hints.get(pname)
+            if isinstance(info, OptionInfo):
+                if info.metavar is None and ann is not bool and not getattr(info, "is_flag", None):
+                    info.metavar = _metavar(pname, ann)
+            elif isinstance(info, ArgumentInfo) and info.metavar is None:
+                info.metavar = pname.upper().replace("_", "-")
+
+    def walk(t: typer.Typer) -> None:
+        fix(t.registered_callback.callback if t.registered_callback else None)
+        for c in t.registered_commands:
+            fix(c.callback)
+        for g in t.registered_groups:
+            walk(g.typer_instance)
+
+    walk(app)
+    if not getattr(TyperArgument, "_kafkatool_names_only", False):
+        original = TyperArgument.display_type_rich
+
+        def display_type_rich(self, ctx):
+            return None if self.metavar is not None else original(self, ctx)
+
+        TyperArgument.display_type_rich = display_type_rich
+        TyperArgument._kafkatool_names_only = True
