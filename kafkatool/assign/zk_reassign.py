@@ -7,8 +7,11 @@ concurrent writer makes it fail cleanly instead of being overwritten:
 - execute: throttle configs (+ their ``config_change_`` notifications), the
   ``/admin/reassign_partitions`` znode, and a record of the throttles set;
 - verify: once nothing is reassigning, the throttle keys deleted (+ notifications);
-- cancel: topic znodes reverted, znode entries dropped, ``/controller`` deleted
-  so that the next controller loads the reverted state.
+- cancel: topic znodes reverted, znode entries dropped.  A running ZK-mode
+  controller keeps in-flight reassignments in memory and takes no cancel
+  through ZooKeeper, so with a controller registered this refuses unless the
+  caller forces a controller election (``/controller`` deleted: every
+  partition leadership that controller manages moves).
 
 In-flight reassignments are the entries of ``/admin/reassign_partitions`` and
 the partitions whose topic znode (v2+) lists adding or removing replicas.
@@ -274,6 +277,8 @@ class ExecuteResult:
     submitted: dict[TopicPartition, list[int]]
     throttles: ThrottleSettings
     throttles_only: bool = False  # --additional while a znode was in flight: only throttles changed
+    #: the broker registered in /controller (None: no controller, nothing moves until one is elected)
+    controller: int | None = None
 
 
 def execute(
@@ -294,6 +299,7 @@ def execute(
     state = read_state(zk)
     current_all = state.current()
     check_targets(targets, brokers, current_all, state.undecodable)
+    controller = registered_controller(zk)
     proposed = {t.tp: list(t.replicas) for t in targets}
     current = {tp: current_all[tp] for tp in proposed}
     throttles_only = False
@@ -343,7 +349,15 @@ def execute(
             raise AssignError(
                 CANNOT_EXECUTE_BECAUSE_OF_EXISTING.format(what=f"{zk.display(exc.path)} appeared")
             ) from None
-    return ExecuteResult(current, {} if throttles_only else proposed, settings, throttles_only)
+    return ExecuteResult(current, {} if throttles_only else proposed, settings, throttles_only, controller)
+
+
+def registered_controller(zk: KafkaZk) -> int | None:
+    """The broker id in /controller, or None when no controller is registered (or it is unreadable)."""
+    node = zk.controller()
+    if node is None or node.value is None:
+        return None
+    return node.value.broker_id
 
 
 def _merge_record(record: dict, settings: ThrottleSettings, rate: int | None) -> dict:
@@ -498,6 +512,7 @@ def cancel(
     *,
     preserve_throttles: bool = False,
     dry_run: bool = False,
+    force_controller_election: bool = False,
 ) -> CancelResult:
     """Revert the file's in-flight partitions to their original replicas.
 
@@ -507,7 +522,12 @@ def cancel(
     with its adding/removing entries dropped, the partitions leave
     ``/admin/reassign_partitions`` (deleted when empty), and ``/controller`` is
     deleted so that the next controller loads the reverted state instead of
-    resuming the moves.
+    resuming the moves.  Deleting ``/controller`` forces an election, which moves
+    every partition leadership in a real cluster: it is only done with
+    ``force_controller_election``; without it, a registered controller makes
+    this raise AssignError (use the admin API: ``--bootstrap-server``).  With no
+    controller registered nothing needs deleting: the next one loads the
+    reverted state.
     """
     state = read_state(zk)
     _check_readable(state, targets)
@@ -550,6 +570,16 @@ def cancel(
             ops.append(("delete", paths.REASSIGN_PARTITIONS, state.znode_version))
     if ops:
         controller = zk.get_or_none(paths.CONTROLLER)
+        if controller is not None and not force_controller_election:
+            who = registered_controller(zk)
+            raise AssignError(
+                f"a controller (broker {who if who is not None else '?'}) is registered: ZooKeeper-mode "
+                "controllers keep in-flight reassignments in memory and take no cancel through ZooKeeper, "
+                "so reverting the znodes alone would not stop the moves. Cancel with --bootstrap-server "
+                "(Kafka 2.4+), or pass --force-controller-election to revert the znodes AND delete "
+                "/controller, which forces a controller election and moves partition leadership "
+                "across the whole cluster"
+            )
         if controller is not None:
             ops.append(("delete", paths.CONTROLLER, controller.stat.version))
             result.controller_moved = True

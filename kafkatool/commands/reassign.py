@@ -11,6 +11,7 @@ import functools
 import json
 import os
 import secrets
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -672,6 +673,17 @@ def _execute(
                 dry_run=dry_run,
             )
     pins = getattr(result, "log_dirs", {})
+    no_controller = bootstrap_server is None and getattr(result, "controller", 0) is None
+    if no_controller:
+        warning = (
+            "no controller is registered (/controller is absent): the reassignment "
+            + ("would be" if dry_run else "is")
+            + " written to /admin/reassign_partitions but nothing moves until a controller is elected"
+        )
+        if as_json:
+            emit_json({"type": "warning", "message": warning})
+        else:
+            sys.stderr.write(f"kafkatool: WARNING: {warning}\n")
     if as_json:
         obj = {
             "type": "execute",
@@ -681,6 +693,8 @@ def _execute(
             "throttles_only": result.throttles_only,
             "throttles": result.throttles.to_dict(),
         }
+        if bootstrap_server is None:
+            obj["controller"] = getattr(result, "controller", None)
         if bootstrap_server is not None:
             obj["log_dirs"] = [
                 {"topic": t, "partition": p, "broker": b, "log_dir": d}
@@ -840,12 +854,20 @@ def cancel(
     zookeeper: str | None = _zk_option(),
     bootstrap_server: str | None = _bootstrap_option(),
     preserve_throttles: bool = typer.Option(False, "--preserve-throttles", help="Do not clear throttles."),
+    force_controller_election: bool = typer.Option(
+        False,
+        "--force-controller-election",
+        help="With --zookeeper and a registered controller: also DELETE /controller, forcing a controller "
+        "election that moves partition leadership across the whole cluster. Never the default.",
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be reverted; write nothing."),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Cancel the in-flight partitions of a reassignment.
 
-    With --bootstrap-server: sends a null target for each (AlterPartitionReassignments): the controller reverts them to their original replicas and deletes the adding ones. With --zookeeper: reverts their topic znodes to the original replicas, drops them from /admin/reassign_partitions and deletes /controller so that the next controller loads the reverted state (ZK-mode controllers take no cancel through ZooKeeper), all in one multi-op; then clears the throttles. Replicas already created on the adding brokers are listed: ZK-mode brokers do not delete them.
+    With --bootstrap-server (the way to cancel on a running cluster): sends a null target for each (AlterPartitionReassignments): the controller reverts them to their original replicas and deletes the adding ones. With --zookeeper: reverts their topic znodes to the original replicas and drops them from /admin/reassign_partitions in one multi-op, then clears the throttles. A running ZK-mode controller keeps in-flight reassignments in memory and takes no cancel through ZooKeeper, so when a controller is registered --zookeeper refuses (exit 2) unless --force-controller-election is given.
+
+    WARNING: --force-controller-election also deletes /controller in the same multi-op so that a new controller loads the reverted state. That election moves every partition leadership the old controller managed, in the whole cluster, not only the cancelled partitions. Use it only when the admin API is not available. With no controller registered nothing is deleted: the next controller loads the reverted state. Replicas already created on the adding brokers are listed: ZK-mode brokers do not delete them.
     """
     _cancel(**locals())
 
@@ -853,7 +875,13 @@ def cancel(
 @handle_errors
 @_library_errors
 def _cancel(
-    reassignment_json_file, zookeeper, bootstrap_server, preserve_throttles, dry_run, as_json
+    reassignment_json_file,
+    zookeeper,
+    bootstrap_server,
+    preserve_throttles,
+    force_controller_election,
+    dry_run,
+    as_json,
 ) -> None:
     from kafkatool.assign import formats
 
@@ -869,7 +897,13 @@ def _cancel(
         from kafkatool.assign import zk_reassign
 
         with _connect(zookeeper) as zk:
-            result = zk_reassign.cancel(zk, targets, preserve_throttles=preserve_throttles, dry_run=dry_run)
+            result = zk_reassign.cancel(
+                zk,
+                targets,
+                preserve_throttles=preserve_throttles,
+                dry_run=dry_run,
+                force_controller_election=force_controller_election,
+            )
     cleared = result.cleared
     if as_json:
         emit_json(

@@ -203,7 +203,24 @@ def test_cancel_reverts_and_moves_the_controller(zk_chroot, tmp_path):
         r = run("list", "--zookeeper", cluster.connect, "--json")
         [o] = [json.loads(line) for line in r.stdout.splitlines()]
         assert (o["replicas"], o["adding"], o["removing"], o["source"]) == ([2, 3, 1], [3], [1], "topic")
+        # issue 12: deleting /controller (an election moving every leadership) is never the default
+        topic_before = get(cluster, "/brokers/topics/events")
         r = run("cancel", "--reassignment-json-file", f, "--zookeeper", cluster.connect)
+        assert (
+            r.exit_code == 2
+            and "--force-controller-election" in r.stderr
+            and "--bootstrap-server" in r.stderr
+        )
+        assert cluster.admin.exists("/controller") is not None
+        assert get(cluster, "/brokers/topics/events") == topic_before
+        r = run(
+            "cancel",
+            "--reassignment-json-file",
+            f,
+            "--zookeeper",
+            cluster.connect,
+            "--force-controller-election",
+        )
         assert r.exit_code == 0, r.stderr
         assert "Successfully cancelled partition reassignment for: events-0" in r.stdout
         assert "events-0: replicas may remain on broker(s) 3" in r.stdout
@@ -219,6 +236,42 @@ def test_cancel_reverts_and_moves_the_controller(zk_chroot, tmp_path):
         assert r.stdout.strip() == "No partition reassignments found."
         r = run("cancel", "--reassignment-json-file", f, "--zookeeper", cluster.connect)
         assert "None of the specified partition reassignments are active." in r.stdout
+    finally:
+        cluster.close()
+
+
+def test_issue12_cancel_without_controller_deletes_nothing(zk_chroot, tmp_path):
+    """No controller registered (cluster down): the znodes are reverted, nothing else is touched,
+    and no election option is needed (the next controller loads the reverted state)."""
+    hosts, chroot = zk_chroot.split("/", 1)
+    cluster = seed_cluster(hosts, "/" + chroot, default_spec(reassigning=True))
+    try:
+        cluster.admin.delete("/controller")
+        f = write(tmp_path, "move.json", [{"topic": "events", "partition": 0, "replicas": [2, 3]}])
+        r = run("cancel", "--reassignment-json-file", f, "--zookeeper", cluster.connect, "--json")
+        assert r.exit_code == 0, r.stderr
+        out = json.loads(r.stdout)
+        assert out["controller_moved"] is False and out["cancelled"][0]["replicas"] == [2, 1]
+    finally:
+        cluster.close()
+
+
+def test_issue12_execute_warns_without_controller(zk_chroot, tmp_path):
+    hosts, chroot = zk_chroot.split("/", 1)
+    cluster = seed_cluster(hosts, "/" + chroot, default_spec())
+    try:
+        cluster.admin.delete("/controller")
+        f = write(tmp_path, "move.json", [{"topic": "events", "partition": 0, "replicas": [2, 3]}])
+        r = run("execute", "--reassignment-json-file", f, "--zookeeper", cluster.connect)
+        assert r.exit_code == 0, r.stderr
+        assert "WARNING: no controller is registered" in r.stderr
+        assert "nothing moves until a controller is elected" in r.stderr
+        cluster.admin.delete("/admin/reassign_partitions")
+        r = run(
+            "execute", "--reassignment-json-file", f, "--zookeeper", cluster.connect, "--json", "--dry-run"
+        )
+        lines = [json.loads(x) for x in r.stdout.splitlines()]
+        assert lines[0]["type"] == "warning" and lines[-1]["controller"] is None
     finally:
         cluster.close()
 
