@@ -18,3 +18,6 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 
 python3 -m pip install -q --disable-pip-version-check -e '.[dev]'
+
+# man pages where man(1) finds them (`man kafkatool`)
+./scripts/install-man.sh
