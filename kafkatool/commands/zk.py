@@ -1140,10 +1140,20 @@ def restore_cmd(
     """Recreate a dumped subtree under --zookeeper's chroot.
 
     The whole file is validated before anything is written; writes go in ZooKeeper multi
-    transactions (all-or-nothing when they fit in one). Ephemeral znodes (broker
-    registrations, /controller) are skipped: only a live broker may own them.
+    transactions (all-or-nothing when they fit in one). Each written znode gets its dumped
+    data version back (the same data is set again until the version matches), so the
+    controller's conditional writes and `zk check` see the tree as it was. Not restorable,
+    and said so: ephemeral znodes (broker registrations, /controller: brokers recreate them
+    when they start), zxids and times, child and ACL versions, ACLs.
     """
-    from kafkatool.zk.dump import DumpFormatError, apply_restore, parse_dump, plan_batches, plan_restore
+    from kafkatool.zk.dump import (
+        NOT_RESTORED,
+        DumpFormatError,
+        apply_restore,
+        parse_dump,
+        plan_batches,
+        plan_restore,
+    )
 
     try:
         with open(file, encoding="utf-8") as f:
@@ -1188,7 +1198,9 @@ def restore_cmd(
                 emit_json({"type": "planned", "action": "update", "path": n.path})
         for n in plan.skipped_ephemeral:
             emit_json({"type": "skipped", "reason": "ephemeral", "path": n.path})
-        emit_json(summary)
+        for path, (now, dumped) in sorted(plan.version_differs.items()):
+            emit_json({"type": "version_differs", "path": path, "version": now, "dumped_version": dumped})
+        emit_json({**summary, "not_restored": NOT_RESTORED})
         return
     if dry_run:
         for n in plan.creates:
@@ -1203,6 +1215,16 @@ def restore_cmd(
         f"in {len(batches)} transaction(s); {len(plan.unchanged)} unchanged, "
         f"{len(plan.skipped_ephemeral)} ephemeral skipped"
     )
+    if plan.version_bumps:
+        console.print(
+            f"{'would restore' if dry_run else 'restored'} the data version of {len(plan.version_bumps)} znode(s) "
+            f"({sum(plan.version_bumps.values())} extra set(s) of the same data)"
+        )
+    for path, (now, dumped) in sorted(plan.version_differs.items()):
+        console.print(
+            f"[yellow]note:[/] {_esc(path)} is at version {now}, the dump had {dumped} (left as it is)"
+        )
+    console.print("not restored: " + "; ".join(NOT_RESTORED))
     if len(batches) > 1 and not dry_run:
         console.print(
             "[yellow]note: the restore needed several transactions, so it was not atomic as a whole[/]"

@@ -116,7 +116,20 @@ def run_checks(snap: Snapshot, *, now_ms: int | None = None, stale_after_s: floa
     controller_epoch = None
     if snap.controller_epoch is not None and not undecodable(snap.controller_epoch):
         controller_epoch = snap.controller_epoch.value
-    if snap.controller is None:
+    # No broker registered and no controller: the cluster is stopped (or a restored tree whose
+    # brokers have not started). Said once, instead of a dead leader per partition.
+    stopped = not live and snap.controller is None
+    if stopped:
+        f.append(
+            Finding(
+                "cluster_stopped",
+                paths.BROKER_IDS,
+                "no broker is registered and no /controller: the cluster is stopped (or restored and not "
+                "started yet); leaders and the controller are checked once brokers register",
+                WARNING,
+            )
+        )
+    elif snap.controller is None:
         f.append(
             Finding(
                 "no_controller",
@@ -250,7 +263,7 @@ def run_checks(snap: Snapshot, *, now_ms: int | None = None, stale_after_s: floa
                             f"{topic}-{pid}: leader {s.leader} is not in ISR {s.isr}",
                         )
                     )
-                if s.leader not in live:
+                if s.leader not in live and not stopped:
                     f.append(
                         Finding(
                             "leader_not_live",

@@ -10,6 +10,12 @@ Paths are relative to the chroot the dump was taken from, so a dump restores
 into any chroot.  ``data`` is UTF-8 text when the bytes decode, else base64 with
 ``"encoding": "base64"``.  Ephemeral nodes (broker registrations, /controller)
 are recorded but never restored: only a live broker session may own them.
+
+A restore recreates each znode's data version (``stat.version``, which Kafka's
+controller writes conditionally and ``zk check`` compares with leader epochs) by
+setting the same data again until the version matches the dump.  What ZooKeeper
+assigns itself cannot be restored and is listed by :data:`NOT_RESTORED`: zxids,
+times, child and ACL versions, session owners; ACLs are not dumped.
 """
 
 from __future__ import annotations
@@ -81,11 +87,23 @@ def make_dump(zk: KafkaZk, root: str = "/", *, kafka_only: bool = True) -> dict:
     }
 
 
+#: what a restore cannot give back (said by ``zk restore``)
+NOT_RESTORED = [
+    "ephemeral znodes (broker registrations, /controller): only a live broker session may own them; "
+    "brokers recreate them when they start",
+    "czxid, mzxid, pzxid, ctime, mtime: ZooKeeper assigns them at write time",
+    "cversion and aversion (child and ACL versions): ZooKeeper counts them itself",
+    "ACLs: the dump does not record them; restored znodes get the connection's default ACL",
+]
+
+
 @dataclass
 class DumpNode:
     path: str
     data: bytes
     ephemeral: bool
+    #: the data version in the dump (None: the dump has no stat)
+    version: int | None = None
 
 
 def parse_dump(doc: object) -> list[DumpNode]:
@@ -128,7 +146,17 @@ def parse_dump(doc: object) -> list[DumpNode]:
         ephemeral = n.get("ephemeral", False)
         if not isinstance(ephemeral, bool):
             raise DumpFormatError(f"{where} ({path}): 'ephemeral' is not a boolean")
-        out.append(DumpNode(path, payload, ephemeral))
+        stat = n.get("stat")
+        version = None
+        if stat is not None:
+            if not isinstance(stat, dict):
+                raise DumpFormatError(f"{where} ({path}): 'stat' is not an object")
+            version = stat.get("version")
+            if version is not None and (
+                not isinstance(version, int) or isinstance(version, bool) or version < 0
+            ):
+                raise DumpFormatError(f"{where} ({path}): stat.version {version!r} is not a version")
+        out.append(DumpNode(path, payload, ephemeral, version))
     # Parents must be present (or be the root) so that the tree can be rebuilt in order.
     for n in out:
         p = paths.parent(n.path)
@@ -145,6 +173,10 @@ class RestorePlan:
     conflicts: list[DumpNode] = field(default_factory=list)  # exist with other data, no --force
     skipped_ephemeral: list[DumpNode] = field(default_factory=list)
     ephemeral_parents: list[DumpNode] = field(default_factory=list)  # children of ephemerals: impossible
+    #: path -> extra sets of the same data that bring the written znode to the dumped version
+    version_bumps: dict[str, int] = field(default_factory=dict)
+    #: znodes left alone (unchanged) whose version differs from the dump: path -> (now, dumped)
+    version_differs: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def summary(self) -> dict:
         return {
@@ -153,6 +185,9 @@ class RestorePlan:
             "unchanged": len(self.unchanged),
             "conflicts": len(self.conflicts),
             "skipped_ephemeral": len(self.skipped_ephemeral),
+            "versions_restored": len(self.version_bumps),
+            "version_sets": sum(self.version_bumps.values()),
+            "versions_differ": len(self.version_differs),
         }
 
 
@@ -171,12 +206,22 @@ def plan_restore(zk: KafkaZk, nodes: list[DumpNode], *, force: bool) -> RestoreP
         existing = zk.get_or_none(n.path)
         if existing is None:
             plan.creates.append(n)
+            after = 0
         elif existing.data == n.data:
             plan.unchanged.append(n)
+            if n.version is not None and n.version != existing.stat.version:
+                plan.version_differs[n.path] = (existing.stat.version, n.version)
+            continue
         elif force:
             plan.updates.append(n)
+            after = existing.stat.version + 1
         else:
             plan.conflicts.append(n)
+            continue
+        if n.version is not None and n.version > after:
+            plan.version_bumps[n.path] = n.version - after
+        elif n.version is not None and n.version < after:
+            plan.version_differs[n.path] = (after, n.version)
     return plan
 
 
@@ -184,6 +229,10 @@ def plan_batches(plan: RestorePlan) -> list[list[tuple]]:
     """The plan's writes as ZooKeeper multi batches (each within jute.maxbuffer)."""
     ops: list[tuple] = [("create", n.path, n.data) for n in plan.creates]
     ops += [("set", n.path, n.data) for n in plan.updates]
+    # the data version: each set of the same bytes bumps it by one, as the original writes did
+    data_of = {n.path: n.data for n in plan.creates + plan.updates}
+    for path, count in plan.version_bumps.items():
+        ops += [("set", path, data_of[path])] * count
     batches: list[list[tuple]] = []
     size = 0
     for op in ops:
@@ -212,6 +261,7 @@ def apply_restore(zk: KafkaZk, plan: RestorePlan) -> int:
 
 __all__ = [
     "DumpFormatError",
+    "NOT_RESTORED",
     "DumpNode",
     "RestorePlan",
     "ZNodeStat",
