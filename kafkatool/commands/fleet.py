@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import signal
+import sys
+import threading
+import time
 from pathlib import Path
 
 import typer
@@ -62,8 +67,17 @@ Parquet tables segments/ (one row per segment), findings/, partitions/
 divergences/, plus
 partition_sizes.jsonl and summary.json.
 
+Progress: on a terminal, a live line on stderr (the scan's stage, segments
+verified of the total, bytes, Spark's active stages and their tasks); with
+--json, progress events {"type": "progress", "stage", "segments_done",
+"segments_total", "bytes_done", "bytes_total", "spark_stages": [{"id",
+"name", "tasks", "done", "active"}], "elapsed_s"} as JSON lines on stderr
+(stdout keeps the report).  Ctrl-C (SIGINT) cancels the Spark jobs and stops
+with one line (exit 130); a second Ctrl-C stops at once.
+
 Read-only.  Exit status: 0 clean, 1 corruption (an error finding) or a
-divergence found (--fail-on warning: warnings too), 2 usage or input error."""
+divergence found (--fail-on warning: warnings too), 2 usage or input error,
+130 interrupted."""
 
 
 def register(app: typer.Typer) -> None:
@@ -147,14 +161,44 @@ def scan(
         spark = job.make_spark(master, conf=extra)
     except Exception as exc:  # a missing java, a bad master URL: pyspark's own exception types
         raise CommandError(f"cannot start Spark ({master or job.LOCAL_DEFAULT}): {_last_line(exc)}") from None
+    interrupted = threading.Event()
+
+    def on_sigint(signum, frame) -> None:
+        # Ctrl-C: cancel the Spark jobs from another thread (the main thread is inside a py4j
+        # call); the running stage then fails and the scan stops with one line. A second
+        # Ctrl-C interrupts at once.
+        if interrupted.is_set():
+            raise KeyboardInterrupt
+        interrupted.set()
+        threading.Thread(target=_cancel_jobs, args=(spark,), daemon=True).start()
+
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, on_sigint) if in_main else None
+    reporter = _progress_reporter(json_out)
     try:
-        res = job.run_scan(spark, inv, deep=not quick, output=str(output) if output is not None else None)
+        res = job.run_scan(
+            spark,
+            inv,
+            deep=not quick,
+            output=str(output) if output is not None else None,
+            progress=reporter,
+            should_stop=interrupted.is_set,
+        )
+    except job.ScanInterrupted:
+        raise CommandError(
+            "interrupted: the Spark jobs were cancelled; no report" + (" and no output" if output else ""),
+            code=EXIT_INTERRUPTED,
+        ) from None
     except Exception as exc:
         if type(exc).__module__.startswith(("py4j", "pyspark")):
             # a task failed on an executor (e.g. a path it cannot read): the root cause, in one line
             raise CommandError(f"the Spark job failed: {_last_line(exc)}") from None
         raise
     finally:
+        if reporter is not None:
+            reporter.close()
+        if in_main:
+            signal.signal(signal.SIGINT, previous)
         if owned:
             spark.stop()
     if json_out:
@@ -163,6 +207,85 @@ def scan(
     else:
         _render(res, output)
     raise typer.Exit(EXIT_FINDINGS if job.failed(res, fail_on) else EXIT_OK)
+
+
+EXIT_INTERRUPTED = 130
+
+
+def _cancel_jobs(spark) -> None:
+    try:
+        spark.sparkContext.cancelAllJobs()
+    except Exception:
+        pass  # the context is already stopping
+
+
+class _JsonProgress:
+    """Progress events as JSON lines on stderr (stdout keeps the report): at every stage change
+    and at most once a second otherwise."""
+
+    def __init__(self):
+        self.last = None
+        self.last_t = 0.0
+
+    def __call__(self, ev: dict) -> None:
+        key = (ev["stage"], ev["segments_done"], tuple((s["id"], s["done"]) for s in ev["spark_stages"]))
+        now = time.monotonic()
+        changed_stage = self.last is None or ev["stage"] != self.last[0]
+        if key == self.last or (not changed_stage and now - self.last_t < 1.0):
+            return
+        self.last, self.last_t = key, now
+        sys.stderr.write(json.dumps(ev) + "\n")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        pass
+
+
+class _TerminalProgress:
+    """A live line on a terminal's stderr: scan stage, segments done/total, bytes, Spark stages."""
+
+    def __init__(self):
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.bar = Progress(
+            TextColumn("[bold cyan]{task.fields[stage]:<9}[/]"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total} segments"),
+            TextColumn("{task.fields[bytes]}"),
+            TextColumn("[dim]{task.fields[spark]}[/]"),
+            TimeElapsedColumn(),
+            console=err_console,
+            transient=True,
+        )
+        self.task = self.bar.add_task("scan", total=None, stage="start", bytes="", spark="")
+        self.bar.start()
+
+    def __call__(self, ev: dict) -> None:
+        spark = ", ".join(f"spark stage {s['id']} {s['done']}/{s['tasks']} tasks" for s in ev["spark_stages"])
+        self.bar.update(
+            self.task,
+            total=ev["segments_total"] or None,
+            completed=ev["segments_done"],
+            stage=ev["stage"],
+            bytes=f"{_mb(ev['bytes_done'])} of {_mb(ev['bytes_total'])}" if ev["bytes_total"] else "",
+            spark=spark,
+        )
+
+    def close(self) -> None:
+        self.bar.stop()
+
+
+def _progress_reporter(json_out: bool):
+    if json_out:
+        return _JsonProgress()
+    if sys.stderr.isatty():
+        return _TerminalProgress()
+    return None
+
+
+def _broker(b) -> str:
+    """A broker id for the human view ("broker None" means nothing to an operator)."""
+    return "unknown" if b is None else str(b)
 
 
 def _last_line(exc: Exception) -> str:
@@ -188,7 +311,7 @@ def _render(res, output: Path | None) -> None:
         t.add_column(col, justify="right" if col not in ("host", "rack") else "left")
     for b in res.brokers:
         t.add_row(
-            str(b["broker"]),
+            _broker(b["broker"]),
             b["host"] or "",
             b["rack"] or "",
             str(b["partitions"]),
@@ -208,11 +331,11 @@ def _render(res, output: Path | None) -> None:
             lag = "" if len(set(leos.values())) <= 1 else " [yellow](differ)[/]"
             t.add_row(
                 f"{p['topic']}-{p['partition']}",
-                ",".join(str(b) for b in p["replicas"])
+                ",".join(_broker(b) for b in p["replicas"])
                 + (f" (+orphans {p['orphans']})" if p["orphans"] else ""),
                 _mb(p["size"]),
                 f"{p['records']:,}",
-                " ".join(f"{b}:{o}" for b, o in leos.items()) + lag,
+                " ".join(f"{_broker(b)}:{o}" for b, o in leos.items()) + lag,
             )
         console.print(t)
     if res.corrupt_segments:
@@ -221,7 +344,7 @@ def _render(res, output: Path | None) -> None:
             t.add_column(col, overflow="fold")
         for c in res.corrupt_segments:
             t.add_row(
-                str(c["broker"]),
+                _broker(c["broker"]),
                 c["file"],
                 str(c["bytes"]),
                 str(c["valid_end"]),
@@ -235,7 +358,7 @@ def _render(res, output: Path | None) -> None:
         for d in res.divergences:
             t.add_row(
                 f"{d['topic']}-{d['partition']}",
-                " vs ".join(str(b) for b in d["brokers"]),
+                " vs ".join(_broker(b) for b in d["brokers"]),
                 str(d["offset"]),
                 " vs ".join(str(e) for e in d["epochs"]),
                 " vs ".join("-" if c is None else f"{c:#010x}" for c in d["crcs"]),
@@ -247,7 +370,7 @@ def _render(res, output: Path | None) -> None:
             t.add_column(col, overflow="fold")
         for g in res.gaps:
             t.add_row(
-                str(g["broker"]),
+                _broker(g["broker"]),
                 f"{g['topic']}-{g['partition']}",
                 f"{g['from_offset']}..{g['to_offset']} ({g['missing']})",
                 g["file"],
@@ -269,7 +392,9 @@ def _render(res, output: Path | None) -> None:
         span = f" (to byte {f['end']})" if f["end"] is not None and f["position"] is not None else ""
         off = f" offset {f['offset']}" if f["offset"] is not None else ""
         console.print(
-            f"[{_STYLE[f['severity']]}]{f['severity']:7}[/] broker {f['broker']} {where}{span}{off}: "
+            f"[{_STYLE[f['severity']]}]{f['severity']:7}[/] "
+            + (f"broker {f['broker']} " if f["broker"] is not None else f"log dir {f.get('log_dir') or '?'} ")
+            + f"{where}{span}{off}: "
             f"[bold]{f['kind']}[/] {f['message']}"
         )
     bad = s["errors"] or s["divergent_partitions"]

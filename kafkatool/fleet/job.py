@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from collections import Counter, defaultdict
@@ -283,6 +284,85 @@ def _replica_id(row) -> tuple:
     return (row["broker"] if row["broker"] is not None else -1, row["log_dir"])
 
 
+class ScanInterrupted(Exception):
+    """The scan was asked to stop (``should_stop``); its Spark jobs were cancelled."""
+
+
+class ProgressMonitor:
+    """Reports a running scan: the scan's stage, segments and bytes verified (accumulators the
+    tasks add to as they finish) and Spark's active stages with their task counts (the status
+    tracker), polled on a thread every ``interval`` seconds.  ``report`` gets one dict per
+    poll: ``{"type": "progress", "stage", "segments_done", "segments_total", "bytes_done",
+    "bytes_total", "spark_stages": [{"id", "name", "tasks", "done", "active"}], "elapsed_s"}``."""
+
+    def __init__(self, sc, report, *, interval: float = 0.5):
+        import threading
+
+        self.sc = sc
+        self.report = report
+        self.interval = interval
+        self.stage = "start"
+        self.segments_total = 0
+        self.bytes_total = 0
+        self.segments = sc.accumulator(0)
+        self.bytes = sc.accumulator(0)
+        self._t0 = time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="kafkatool-scan-progress", daemon=True)
+        self._lock = threading.Lock()
+
+    def start(self) -> ProgressMonitor:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(5)
+        self.emit()
+
+    def set_stage(self, stage: str) -> None:
+        self.stage = stage
+        self.emit()
+
+    def event(self) -> dict:
+        stages = []
+        try:
+            tracker = self.sc.statusTracker()
+            for sid in sorted(tracker.getActiveStageIds()):
+                info = tracker.getStageInfo(sid)
+                if info is not None:
+                    stages.append(
+                        {
+                            "id": sid,
+                            "name": re.sub(r"\S*/", "", info.name),  # "count at job.py:461"
+                            "tasks": info.numTasks,
+                            "done": info.numCompletedTasks,
+                            "active": info.numActiveTasks,
+                        }
+                    )
+        except Exception:  # the context is stopping: report what the scan itself knows
+            stages = []
+        return {
+            "type": "progress",
+            "stage": self.stage,
+            "segments_done": min(self.segments.value, self.segments_total),
+            "segments_total": self.segments_total,
+            "bytes_done": min(self.bytes.value, self.bytes_total),
+            "bytes_total": self.bytes_total,
+            "spark_stages": stages,
+            "elapsed_s": round(time.monotonic() - self._t0, 1),
+        }
+
+    def emit(self) -> None:
+        with self._lock:
+            self.report(self.event())
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.emit()
+
+
 def run_scan(
     spark,
     inventory: Inventory,
@@ -291,7 +371,28 @@ def run_scan(
     output: str | os.PathLike | None = None,
     window: int = S.DEFAULT_WINDOW,
     segments_per_task: int = 64,
+    progress=None,
+    should_stop=None,
 ) -> ScanResult:
+    """The whole scan.  ``progress``: a callable that receives progress events (see
+    :class:`ProgressMonitor`); ``should_stop``: a callable checked between stages (raise
+    :class:`ScanInterrupted` when it says so; cancelling the Spark jobs is the caller's part,
+    which makes the running stage fail)."""
+    monitor = ProgressMonitor(spark.sparkContext, progress).start() if progress is not None else None
+    try:
+        return _run_scan(
+            spark, inventory, deep, output, window, segments_per_task, monitor, should_stop or (lambda: False)
+        )
+    except Exception:
+        if should_stop is not None and should_stop():
+            raise ScanInterrupted("the scan was interrupted") from None
+        raise
+    finally:
+        if monitor is not None:
+            monitor.stop()
+
+
+def _run_scan(spark, inventory, deep, output, window, segments_per_task, monitor, should_stop) -> ScanResult:
     from pyspark import StorageLevel
 
     sc = spark.sparkContext
@@ -309,21 +410,54 @@ def run_scan(
     timings: dict[str, float] = {}
     clock = time.perf_counter()
 
+    order = ["list", "scan", "summarize", "compare", "collect"] + (["write"] if output is not None else [])
+
     def lap(stage: str) -> None:
         nonlocal clock
         now = time.perf_counter()
         timings[stage] = round(now - clock, 3)
         clock = now
+        if should_stop():
+            raise ScanInterrupted(f"the scan was interrupted after its {stage} stage")
+        if monitor is not None:
+            i = order.index(stage) + 1
+            monitor.set_stage(order[i] if i < len(order) else "done")
 
-    dirs = listing.map(lambda d: (d.log_dir, d.broker, d.meta_broker, d.findings, len(d.segments))).collect()
-    lap("list")
+    if monitor is not None:
+        monitor.set_stage("list")
+    dirs = listing.map(
+        lambda d: (
+            d.log_dir,
+            d.broker,
+            d.meta_broker,
+            d.findings,
+            len(d.segments),
+            sum(t.size for t in d.segments),
+        )
+    ).collect()
     n_segments = sum(d[4] for d in dirs)
+    if monitor is not None:
+        monitor.segments_total = n_segments
+        monitor.bytes_total = sum(d[5] for d in dirs)
+    dirs = [d[:5] for d in dirs]
+    lap("list")
 
     # ---- 2. verify every segment, spread evenly
     n_tasks = max(sc.defaultParallelism * 2, -(-int(n_segments) // segments_per_task), 1)
     n_tasks = min(n_tasks, max(int(n_segments), 1))
     tasks = listing.flatMap(lambda d: d.segments).repartition(n_tasks)
-    scanned = tasks.map(lambda t: S.scan_segment(t, deep=deep, window=window))
+    if monitor is not None:
+        seg_acc, byte_acc = monitor.segments, monitor.bytes
+
+        def scan_one(t):
+            out = S.scan_segment(t, deep=deep, window=window)
+            seg_acc.add(1)
+            byte_acc.add(t.size)
+            return out
+
+        scanned = tasks.map(scan_one)
+    else:
+        scanned = tasks.map(lambda t: S.scan_segment(t, deep=deep, window=window))
     scanned.persist(StorageLevel.MEMORY_AND_DISK)
     scanned.count()
     lap("scan")
@@ -627,9 +761,9 @@ def _assemble(inventory, dirs, replicas, stats: _RowStats, divergent) -> ScanRes
         if not r["orphaned"]:
             p["size"] = max(p["size"], r["bytes"])
             p["records"] = max(p["records"], r["records"])
-            p["log_end_offsets"][str(r["broker"])] = (
-                None if r["last_offset"] is None else r["last_offset"] + 1
-            )
+            # keyed by broker id; a copy whose broker is unknown (no meta.properties) by its log dir
+            key = str(r["broker"]) if r["broker"] is not None else r["log_dir"]
+            p["log_end_offsets"][key] = None if r["last_offset"] is None else r["last_offset"] + 1
     res.partitions = [parts[k] for k in sorted(parts)]
     brokers: dict = {}
     for r in res.replicas:
