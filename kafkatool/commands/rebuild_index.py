@@ -50,17 +50,29 @@ def rebuild_index(
     path: Path = typer.Argument(..., metavar="PATH", help="A partition dir or a log dir."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Report differences; change nothing."),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
-    index_interval_bytes: int = typer.Option(
-        4096, "--index-interval-bytes", metavar="N", min=0, help="The topic's index.interval.bytes."
+    index_interval_bytes: int | None = typer.Option(
+        None,
+        "--index-interval-bytes",
+        metavar="N",
+        min=0,
+        help="index.interval.bytes for every topic (default: each topic's own, from the log dir's "
+        "metadata or Kafka's 4096).",
     ),
 ) -> None:
+    from kafkatool.commands.topic_sources import TopicConfigs
     from kafkatool.log import lock
-    from kafkatool.log.config import LogConfig
+    from kafkatool.log.log import parse_topic_partition
     from kafkatool.log.rebuild import rebuild_partition
     from kafkatool.log.recovery import resolve_targets
 
-    config = LogConfig(index_interval_bytes=index_interval_bytes)
     log_dir, parts = resolve_targets(path)
+    configs = TopicConfigs(
+        [log_dir],
+        [],
+        server_props={},
+        topic_overrides={},
+        flags={"index.interval.bytes": index_interval_bytes},
+    )
     warnings = []
     if lock.is_locked(log_dir):
         if not dry_run:
@@ -82,6 +94,8 @@ def rebuild_index(
         with progress(len(parts), "rebuilding indexes", enabled=not json_out) as advance:
             for part in parts:
                 totals["partitions"] += 1
+                tp = parse_topic_partition(part.name)
+                config = configs.resolve(log_dir, tp[0] if tp else part.name).config
                 for seg in rebuild_partition(part, config, apply=not dry_run):
                     totals["segments"] += 1
                     totals["indexes"] += len(seg.diffs)

@@ -68,19 +68,35 @@ def recover(
     all_segments: bool = typer.Option(
         False, "--all", help="Recover every segment, not only those from the checkpointed recovery point."
     ),
-    index_interval_bytes: int = typer.Option(
-        4096, "--index-interval-bytes", metavar="N", min=0, help="The topic's index.interval.bytes."
+    index_interval_bytes: int | None = typer.Option(
+        None,
+        "--index-interval-bytes",
+        metavar="N",
+        min=0,
+        help="index.interval.bytes for every topic (default: each topic's own, from the log dir's "
+        "metadata or Kafka's 4096).",
     ),
-    segment_index_bytes: int = typer.Option(
-        10485760, "--segment-index-bytes", metavar="N", min=12, help="The topic's segment.index.bytes."
+    segment_index_bytes: int | None = typer.Option(
+        None,
+        "--segment-index-bytes",
+        metavar="N",
+        min=12,
+        help="segment.index.bytes for every topic (default: each topic's own, or Kafka's 10485760).",
     ),
 ) -> None:
+    from kafkatool.commands.topic_sources import TopicConfigs
     from kafkatool.log import lock
     from kafkatool.log import recovery as RC
-    from kafkatool.log.config import LogConfig
+    from kafkatool.log.log import parse_topic_partition
 
-    config = LogConfig(index_interval_bytes=index_interval_bytes, segment_index_bytes=segment_index_bytes)
     log_dir, parts = RC.resolve_targets(path)
+    configs = TopicConfigs(
+        [log_dir],
+        [],
+        server_props={},
+        topic_overrides={},
+        flags={"index.interval.bytes": index_interval_bytes, "segment.index.bytes": segment_index_bytes},
+    )
     warnings: list[str] = []
     locked_elsewhere = lock.is_locked(log_dir)
     if locked_elsewhere and not dry_run:
@@ -108,6 +124,8 @@ def recover(
             warnings.extend(w)
             if all_segments:
                 rp = 0
+            tp_name = parse_topic_partition(part.name)
+            config = configs.resolve(log_dir, tp_name[0] if tp_name else part.name).config
             plan = RC.plan_partition(part, config, recovery_point=rp, log_start_offset=lso)
             totals["partitions"] += 1
             applied = None
@@ -116,8 +134,6 @@ def recover(
                 if not dry_run:
                     applied = RC.apply_plan(plan, config, salvage=salvage, stamp=stamp)
                     warnings.extend(applied.warnings)
-                    from kafkatool.log.log import parse_topic_partition
-
                     tp = parse_topic_partition(part.name)
                     if tp is not None and applied.log_end_offset is not None:
                         new_ends[tp] = applied.log_end_offset
