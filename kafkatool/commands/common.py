@@ -8,6 +8,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import typer
 from rich.console import Console
@@ -94,6 +95,21 @@ def progress(total: int | None, description: str, *, enabled: bool = True) -> It
     ) as bar:
         task = bar.add_task(description, total=total)
         yield lambda n=1: bar.advance(task, n)
+
+
+def group_targets(resolve, paths: list[Path]) -> dict[Path, list[Path]]:
+    """PATH... -> {log dir: partition dirs}, each partition once, in the order given."""
+    groups: dict[Path, list[Path]] = {}
+    seen: set[Path] = set()
+    for path in paths:
+        log_dir, parts = resolve(path)
+        bucket = groups.setdefault(log_dir, [])
+        for part in parts:
+            key = part.resolve()
+            if key not in seen:
+                seen.add(key)
+                bucket.append(part)
+    return groups
 
 
 # ----------------------------------------------------------------------------- help: names, not types

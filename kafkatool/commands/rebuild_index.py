@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import typer
@@ -12,13 +13,14 @@ from kafkatool.commands.common import (
     JSON_HELP,
     console,
     emit_json,
+    group_targets,
     handle_errors,
     progress,
 )
 
 HELP = """Rebuild the .index, .timeindex and .txnindex files of every segment from its .log.
 
-PATH is a partition directory (topic-N) or a log directory (every partition
+Each PATH is a partition directory (topic-N) or a log directory (every partition
 in it).  The indexes are rebuilt exactly as Kafka's recovery rebuilds them
 (an offset-index entry for the batch starting more than index.interval.bytes
 after the previous entry, keyed on the batch's last offset; time-index entries
@@ -47,7 +49,7 @@ def register(app: typer.Typer) -> None:
 
 @handle_errors
 def rebuild_index(
-    path: Path = typer.Argument(..., metavar="PATH", help="A partition dir or a log dir."),
+    paths: list[Path] = typer.Argument(..., metavar="PATH...", help="Partition dirs or log dirs."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Report differences; change nothing."),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
     index_interval_bytes: int | None = typer.Option(
@@ -65,19 +67,20 @@ def rebuild_index(
     from kafkatool.log.rebuild import rebuild_partition
     from kafkatool.log.recovery import resolve_targets
 
-    log_dir, parts = resolve_targets(path)
+    groups = group_targets(resolve_targets, paths)
     configs = TopicConfigs(
-        [log_dir],
+        list(groups),
         [],
         server_props={},
         topic_overrides={},
         flags={"index.interval.bytes": index_interval_bytes},
     )
     warnings = []
-    if lock.is_locked(log_dir):
-        if not dry_run:
-            raise lock.LogDirLockedError(log_dir)
-        warnings.append(f"{log_dir}: in use by a running process; the active segments are still changing")
+    for log_dir in groups:
+        if lock.is_locked(log_dir):
+            if not dry_run:
+                raise lock.LogDirLockedError(log_dir)
+            warnings.append(f"{log_dir}: in use by a running process; the active segments are still changing")
     totals = {
         "partitions": 0,
         "segments": 0,
@@ -87,45 +90,42 @@ def rebuild_index(
         "damaged_segments": 0,
     }
     rows = []
-    ctx = lock.locked(log_dir) if not dry_run else None
-    if ctx is not None:
-        ctx.__enter__()
-    try:
-        with progress(len(parts), "rebuilding indexes", enabled=not json_out) as advance:
-            for part in parts:
-                totals["partitions"] += 1
-                tp = parse_topic_partition(part.name)
-                config = configs.resolve(log_dir, tp[0] if tp else part.name).config
-                for seg in rebuild_partition(part, config, apply=not dry_run):
-                    totals["segments"] += 1
-                    totals["indexes"] += len(seg.diffs)
-                    totals["different"] += len(seg.changed)
-                    totals["replaced"] += len(seg.replaced)
-                    if seg.damaged:
-                        totals["damaged_segments"] += 1
-                    if json_out:
-                        for d in seg.changed:
-                            emit_json(
-                                {
-                                    "type": "index_difference",
-                                    "segment": str(seg.log_path),
-                                    "base_offset": seg.base_offset,
-                                    "replaced": str(d.path) in seg.replaced,
-                                    **d.as_dict(),
-                                }
-                            )
+    n_parts = sum(len(parts) for parts in groups.values())
+    with progress(n_parts, "rebuilding indexes", enabled=not json_out) as advance:
+        for log_dir, parts in groups.items():
+            with lock.locked(log_dir) if not dry_run else contextlib.nullcontext():
+                for part in parts:
+                    totals["partitions"] += 1
+                    tp = parse_topic_partition(part.name)
+                    config = configs.resolve(log_dir, tp[0] if tp else part.name).config
+                    for seg in rebuild_partition(part, config, apply=not dry_run):
+                        totals["segments"] += 1
+                        totals["indexes"] += len(seg.diffs)
+                        totals["different"] += len(seg.changed)
+                        totals["replaced"] += len(seg.replaced)
                         if seg.damaged:
-                            emit_json(_damage(seg))
-                    elif seg.changed or seg.damaged:
-                        rows.append(seg)
-                advance(1)
-    finally:
-        if ctx is not None:
-            ctx.__exit__(None, None, None)
+                            totals["damaged_segments"] += 1
+                        if json_out:
+                            for d in seg.changed:
+                                emit_json(
+                                    {
+                                        "type": "index_difference",
+                                        "segment": str(seg.log_path),
+                                        "base_offset": seg.base_offset,
+                                        "replaced": str(d.path) in seg.replaced,
+                                        **d.as_dict(),
+                                    }
+                                )
+                            if seg.damaged:
+                                emit_json(_damage(seg))
+                        elif seg.changed or seg.damaged:
+                            rows.append(seg)
+                    advance(1)
     findings = totals["different"] > 0 or totals["damaged_segments"] > 0
     summary = {
         "type": "summary",
-        "path": str(path),
+        "path": str(paths[0]),
+        "paths": [str(p) for p in paths],
         "dry_run": dry_run,
         **totals,
         "warnings": warnings,

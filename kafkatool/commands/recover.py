@@ -12,13 +12,14 @@ from kafkatool.commands.common import (
     JSON_HELP,
     console,
     emit_json,
+    group_targets,
     handle_errors,
     progress,
 )
 
 HELP = """Run Kafka's start-up recovery on a partition dir or a whole log dir, on demand.
 
-PATH is a partition directory (topic-N) or a log directory (every partition
+Each PATH is a partition directory (topic-N) or a log directory (every partition
 in it).  Exactly what a broker does after an unclean shutdown: finish or roll
 back interrupted .cleaned/.swap/.deleted operations, delete orphaned index
 files, then from each partition's checkpointed recovery point (or every
@@ -59,7 +60,7 @@ def register(app: typer.Typer) -> None:
 
 @handle_errors
 def recover(
-    path: Path = typer.Argument(..., metavar="PATH", help="A partition dir or a log dir."),
+    paths: list[Path] = typer.Argument(..., metavar="PATH...", help="Partition dirs or log dirs."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Report what would be done; change nothing."),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
     salvage: bool = typer.Option(
@@ -89,20 +90,21 @@ def recover(
     from kafkatool.log import recovery as RC
     from kafkatool.log.log import parse_topic_partition
 
-    log_dir, parts = RC.resolve_targets(path)
+    groups = group_targets(RC.resolve_targets, paths)
     configs = TopicConfigs(
-        [log_dir],
+        list(groups),
         [],
         server_props={},
         topic_overrides={},
         flags={"index.interval.bytes": index_interval_bytes, "segment.index.bytes": segment_index_bytes},
     )
     warnings: list[str] = []
-    locked_elsewhere = lock.is_locked(log_dir)
-    if locked_elsewhere and not dry_run:
-        raise lock.LogDirLockedError(log_dir)
-    if locked_elsewhere:
-        warnings.append(f"{log_dir}: in use by a running process; this plan may already be stale")
+    for log_dir in groups:
+        locked_elsewhere = lock.is_locked(log_dir)
+        if locked_elsewhere and not dry_run:
+            raise lock.LogDirLockedError(log_dir)
+        if locked_elsewhere:
+            warnings.append(f"{log_dir}: in use by a running process; this plan may already be stale")
     totals = {
         "partitions": 0,
         "with_findings": 0,
@@ -115,40 +117,43 @@ def recover(
         "salvaged_batches": 0,
     }
     stamp = RC.utc_stamp()
-    new_ends: dict = {}
     rows = []
-    ctx = lock.locked(log_dir) if not dry_run else _nullcontext()
-    with ctx, progress(len(parts), "recovering", enabled=not json_out) as advance:
-        for part in parts:
-            rp, lso, w = RC.partition_offsets(part)
-            warnings.extend(w)
-            if all_segments:
-                rp = 0
-            tp_name = parse_topic_partition(part.name)
-            config = configs.resolve(log_dir, tp_name[0] if tp_name else part.name).config
-            plan = RC.plan_partition(part, config, recovery_point=rp, log_start_offset=lso)
-            totals["partitions"] += 1
-            applied = None
-            if plan.findings:
-                totals["with_findings"] += 1
-                if not dry_run:
-                    applied = RC.apply_plan(plan, config, salvage=salvage, stamp=stamp)
-                    warnings.extend(applied.warnings)
-                    tp = parse_topic_partition(part.name)
-                    if tp is not None and applied.log_end_offset is not None:
-                        new_ends[tp] = applied.log_end_offset
-            _account(totals, plan, applied)
-            if json_out:
-                _emit(plan, applied, dry_run)
-            elif plan.findings or applied:
-                rows.append((plan, applied))
-            advance(1)
-        if not dry_run and new_ends:
-            RC.lower_recovery_points(log_dir, new_ends)
+    n_parts = sum(len(parts) for parts in groups.values())
+    with progress(n_parts, "recovering", enabled=not json_out) as advance:
+        for log_dir, parts in groups.items():
+            new_ends: dict = {}
+            ctx = lock.locked(log_dir) if not dry_run else _nullcontext()
+            with ctx:
+                for part in parts:
+                    rp, lso, w = RC.partition_offsets(part)
+                    warnings.extend(w)
+                    if all_segments:
+                        rp = 0
+                    tp_name = parse_topic_partition(part.name)
+                    config = configs.resolve(log_dir, tp_name[0] if tp_name else part.name).config
+                    plan = RC.plan_partition(part, config, recovery_point=rp, log_start_offset=lso)
+                    totals["partitions"] += 1
+                    applied = None
+                    if plan.findings:
+                        totals["with_findings"] += 1
+                        if not dry_run:
+                            applied = RC.apply_plan(plan, config, salvage=salvage, stamp=stamp)
+                            warnings.extend(applied.warnings)
+                            if tp_name is not None and applied.log_end_offset is not None:
+                                new_ends[tp_name] = applied.log_end_offset
+                    _account(totals, plan, applied)
+                    if json_out:
+                        _emit(plan, applied, dry_run)
+                    elif plan.findings or applied:
+                        rows.append((plan, applied))
+                    advance(1)
+                if not dry_run and new_ends:
+                    RC.lower_recovery_points(log_dir, new_ends)
     findings = totals["with_findings"] > 0
     summary = {
         "type": "summary",
-        "path": str(path),
+        "path": str(paths[0]),
+        "paths": [str(p) for p in paths],
         "dry_run": dry_run,
         "salvage": salvage,
         **totals,
