@@ -157,11 +157,16 @@ class MetadataStore:
             fileops.atomic_write(path, props.encode_meta_properties(meta, datetime.now(UTC)))
 
     # ------------------------------------------------------------------ reconciliation with the log dirs
-    def reconcile(self, partitions_on_disk: dict[str, dict[int, Uuid | None]]) -> list[str]:
+    def reconcile(
+        self, partitions_on_disk: dict[str, dict[int, Uuid | None]], *, compacted: set[str] | None = None
+    ) -> list[str]:
         """Add topics found on disk but not in the file (a Kafka log dir); return notes.
 
         Their configs come from where the dir keeps them: a KRaft ``__cluster_metadata``
-        log, and Kafka's definition of the internal topics (compacted)."""
+        log, Kafka's definition of the internal topics (compacted), and for a ZooKeeper-mode
+        dir (configs in ZooKeeper) the cleaner-offset-checkpoint: ``compacted`` names the
+        topics it lists, served as cleanup.policy=compact so that retention never deletes
+        what Kafka's cleaner keeps."""
         notes = []
         kraft = None
         for name, parts in sorted(partitions_on_disk.items()):
@@ -180,7 +185,11 @@ class MetadataStore:
                     ]
                     notes += [n for la in kraft for n in la.notes]
                 configs, source = {}, None
-                for layer in [*kraft, topic_settings.internal_layer()]:
+                evidence = topic_settings.ConfigLayer(
+                    topic_settings.SOURCE_CLEANER_CHECKPOINT,
+                    {t: {"cleanup.policy": "compact"} for t in compacted or ()},
+                )
+                for layer in [*kraft, topic_settings.internal_layer(), evidence]:
                     if layer.holds(name):
                         configs, source = layer.get(name), layer.label
                         break

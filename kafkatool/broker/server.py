@@ -145,11 +145,16 @@ class Broker:
         on_disk: dict[str, dict[int, Uuid | None]] = {}
         for (topic, part), lg in self.manager.logs.items():
             on_disk.setdefault(topic, {})[part] = lg.topic_id
-        notes = self.metadata.reconcile(on_disk)
+        compacted = {tp[0] for st in self.manager.dirs.values() for tp in st.cleaner_offsets}
+        notes = self.metadata.reconcile(on_disk, compacted=compacted)
         for name, t in self.metadata.topics.items():
-            self.manager.topic_configs[name] = self.config.log_config(t.configs)
+            cfg = self.config.log_config(t.configs)
+            self.manager.topic_configs[name] = cfg
             for p in range(t.partitions):
                 lg = self.manager.get_log(name, p)
+                if lg is not None:
+                    # a topic found on disk was loaded before its configs were known (reconcile)
+                    lg.config = cfg
                 if lg is None:
                     if not writable:
                         notes.append(f"topic {name}: partition {p} has no dir (reported unavailable)")

@@ -69,6 +69,8 @@ class LogDirState:
     recovery_points: dict[TopicPartition, int] = field(default_factory=dict)
     log_start_offsets: dict[TopicPartition, int] = field(default_factory=dict)
     high_watermarks: dict[TopicPartition, int] = field(default_factory=dict)
+    #: cleaner-offset-checkpoint as found at start-up (the cleaner only records compacted logs)
+    cleaner_offsets: dict[TopicPartition, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     fully_loaded: bool = False
@@ -120,6 +122,7 @@ class LogManager:
             (ck.RECOVERY_POINT_CHECKPOINT, "recovery_points"),
             (ck.LOG_START_OFFSET_CHECKPOINT, "log_start_offsets"),
             (ck.REPLICATION_OFFSET_CHECKPOINT, "high_watermarks"),
+            (ck.CLEANER_OFFSET_CHECKPOINT, "cleaner_offsets"),
         ):
             entries, warning = read_offset_checkpoint(log_dir / name)
             setattr(state, attr, entries)

@@ -14,6 +14,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -352,3 +353,29 @@ def test_rebuild_index_and_recover_use_the_topics_index_settings(tmp_path):
     assert code in (0, 1), out
     code, lines, out = kafkatool("rebuild-index", "--dry-run", data / "dense-0", "--json")
     assert lines[-1]["different"] == 0, out
+
+
+def test_serve_keeps_compacted_topics_of_a_zookeeper_mode_dir(tmp_path, make_broker):
+    """A ZooKeeper-mode Kafka dir holds no topic configs (they are in ZooKeeper): serve takes the
+    cleaner-offset-checkpoint as the sign of a compacted topic, so its own retention (here 1 s)
+    deletes old segments of a plain topic but none of the compacted one."""
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    from kafkatool.formats.checkpoint import encode_offset_checkpoint
+
+    d = tmp_path / "zkmode"
+    make_partition(d, "legacy-0", segments=4, batches_per_segment=5)
+    make_partition(d, "plain-0", segments=4, batches_per_segment=5)
+    (d / "cleaner-offset-checkpoint").write_bytes(encode_offset_checkpoint({("legacy", 0): 5}))
+    before = sorted(p.name for p in (d / "legacy-0").glob("*.log"))
+    extra = ["log.retention.ms=1000", "log.retention.check.interval.ms=200", "log.cleaner.enable=false"]
+    b = make_broker(d, extra=extra).start()
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    res = ConfigResource("topic", "legacy")
+    assert admin.describe_configs([res])[res].result(20)["cleanup.policy"].value == "compact"
+    deadline = time.monotonic() + 20
+    while len(list((d / "plain-0").glob("*.log"))) > 1 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert len(list((d / "plain-0").glob("*.log"))) == 1, "the plain topic's retention did not run"
+    assert sorted(p.name for p in (d / "legacy-0").glob("*.log")) == before
+    assert "configs from cleaner-offset-checkpoint lists it" in b.log_text()
