@@ -69,9 +69,11 @@ def summarize_replica(
     epoch_checkpoint: list[tuple[int, int]] | None = None,
     epoch_checkpoint_file: str | None = None,
     cleaner_offset: int | None = None,
+    compacted: bool = False,
 ) -> ReplicaSummary:
     """``segments``: the per-segment rows of one partition copy (any order)."""
     s = ReplicaSummary(topic, partition, broker, log_dir, cleaner_offset=cleaner_offset)
+    compacted_topic = compacted or cleaner_offset is not None
     segs = sorted(segments, key=_seg_order)
     prev = None
     last_nonempty = None
@@ -150,7 +152,7 @@ def summarize_replica(
             and first > last_nonempty["last_offset"] + 1
         ):
             lo, hi = last_nonempty["last_offset"] + 1, first - 1
-            compacted = cleaner_offset is not None
+            compacted = compacted_topic
             gap = {
                 "topic": topic,
                 "partition": partition,

@@ -484,6 +484,7 @@ def _run_scan(spark, inventory, deep, output, window, segments_per_task, monitor
             epoch_checkpoint=info.epoch_checkpoint if info else None,
             epoch_checkpoint_file=info.epoch_checkpoint_file if info else None,
             cleaner_offset=info.cleaner_offset if info else None,
+            compacted=info.compacted if info else False,
         )
         findings = (list(info.findings) if info else []) + s.findings
         assign = b_assign.value

@@ -16,6 +16,7 @@ from kafkatool.formats import checkpoint as C
 from kafkatool.formats import properties as P
 from kafkatool.formats import records as R
 from kafkatool.formats.errors import FormatError
+from kafkatool.log import topic_settings as ts
 from kafkatool.log import verify as V
 from kafkatool.log.file_records import (
     INDEX_SUFFIX,
@@ -77,6 +78,9 @@ class PartitionInfo:
     epoch_checkpoint: list[tuple[int, int]] | None = None  # entries, if readable
     epoch_checkpoint_file: str | None = None
     cleaner_offset: int | None = None  # from the log dir's cleaner-offset-checkpoint (compacted topics)
+    #: the topic is compacted: listed by the cleaner-offset-checkpoint, or its cleanup.policy (from the
+    #: log dir's metadata: embedded or KRaft; the internal topics by definition) contains compact
+    compacted: bool = False
 
 
 @dataclass
@@ -139,6 +143,7 @@ def list_log_dir(log_dir: str, broker_override: int | None = None) -> LogDirList
                 cleaner = C.decode_offset_checkpoint(p.read_bytes())
     partitions: list[PartitionInfo] = []
     segments: list[SegmentTask] = []
+    layers = ts.dir_layers([root])
     for p in sorted(root.iterdir()):
         res = V.log_dir_entry_result(p)
         if res is not None:
@@ -151,9 +156,17 @@ def list_log_dir(log_dir: str, broker_override: int | None = None) -> LogDirList
         rep = Replica(broker, str(root), m.group("topic"), int(m.group("partition")))
         info, segs = list_partition(p, rep)
         info.cleaner_offset = cleaner.get((rep.topic, rep.partition))
+        info.compacted = info.cleaner_offset is not None or _policy_compacts(rep.topic, layers)
         partitions.append(info)
         segments += segs
     return LogDirListing(str(root), broker, meta_broker, findings, partitions, segments)
+
+
+def _policy_compacts(topic: str, layers) -> bool:
+    try:
+        return ts.resolve(topic, layers=layers).config.compact
+    except ts.SettingsError:
+        return False  # a bad value in the dir's metadata: the cleaner checkpoint alone decides
 
 
 def list_partition(pdir: Path, rep: Replica) -> tuple[PartitionInfo, list[SegmentTask]]:

@@ -119,3 +119,37 @@ def test_ctrl_c_stops_spark_with_one_line(fleet, tmp_path):
     assert lines == ["kafkatool: error: interrupted: the Spark jobs were cancelled; no report"], lines
     assert "Traceback" not in text and "py4j" not in text.lower()
     assert proc.stdout.read() == b""
+
+
+def test_offset_gaps_of_compacted_topics_from_their_policy(spark, tmp_path):
+    """A compacted topic's gaps are the cleaner's work: known from the dir's metadata (internal
+    topics by definition, embedded/KRaft configs), not only from cleaner-offset-checkpoint."""
+    import json as _json
+
+    from tests.segments import make_partition
+
+    d = tmp_path / "logdir"
+    for name in ("__consumer_offsets-0", "cmp-0", "plain-0"):
+        pdir = make_partition(d, name, segments=3, batches_per_segment=4)
+        for suffix in ("log", "index", "timeindex"):
+            sorted(pdir.glob(f"*.{suffix}"))[1].unlink()  # the cleaner emptied the middle segment
+    (d / "kafkatool-cluster.json").write_text(
+        _json.dumps(
+            {
+                "topics": {
+                    "cmp": {
+                        "id": "AAAAAAAAAAAAAAAAAAAAAA",
+                        "partitions": 1,
+                        "configs": {"cleanup.policy": "compact"},
+                    }
+                }
+            }
+        )
+    )
+    r = CliRunner().invoke(app, ["fleet", "scan", str(d), "--json"])
+    gaps = {
+        o["topic"]: o["severity"]
+        for o in map(json.loads, r.stdout.splitlines())
+        if o["type"] == "finding" and o["kind"] == "offset_gap"
+    }
+    assert gaps == {"__consumer_offsets": "info", "cmp": "info", "plain": "warning"}, r.stdout
