@@ -241,6 +241,19 @@ def test_issue12_read_only_unknown_topic_fails_at_once(read_only_broker):
     assert errors and errors[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     assert time.monotonic() - t0 < 10
     assert "refused auto-creation of topic=no-such-topic" in read_only_broker.log_text()
+    # an internal topic is not the producer's to create: plainly unknown, no refusal logged
+    from kafkatool.protocol import generated as G
+    from kafkatool.protocol.generated.metadata_request import MetadataRequestTopic
+
+    with WireClient(read_only_broker.bootstrap) as c:
+        md = c.request(
+            3,
+            12,
+            G.MetadataRequest(
+                topics=[MetadataRequestTopic(name="__transaction_state")], allow_auto_topic_creation=True
+            ),
+        )
+        assert md.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     if KCAT is not None:
         t0 = time.monotonic()
         k = subprocess.run(

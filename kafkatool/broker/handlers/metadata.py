@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from kafkatool.broker import read_only
-from kafkatool.broker.metadata import topic_name_error
+from kafkatool.broker.metadata import INTERNAL_TOPICS, topic_name_error
 from kafkatool.formats.schema import ZERO_UUID
 from kafkatool.formats.uuid import Uuid
 from kafkatool.protocol.errors import ErrorCode
@@ -100,7 +100,11 @@ def handle_metadata(ctx, req):
                     t = broker.create_topic(name, broker.config.int("num.partitions"), {})
                     topics_out.append(topic_entry(broker, t))
                     continue
-                elif allow_auto and broker.config.bool("auto.create.topics.enable"):
+                elif (
+                    allow_auto
+                    and broker.config.bool("auto.create.topics.enable")
+                    and name not in INTERNAL_TOPICS
+                ):
                     # read-only: a producer would wait for the topic forever; this code is final for clients
                     read_only.log_refusal("auto-creation of", name, ctx.header.client_id)
                     code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
