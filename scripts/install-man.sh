@@ -9,7 +9,13 @@ cd "$(dirname "$0")/.."
 
 MANDIR="${MANDIR:-/usr/local/share/man}"
 SUDO=""
-if [ ! -w "$(dirname "$MANDIR")" ] && [ ! -w "$MANDIR" ] && [ "$(id -u)" -ne 0 ]; then
+probe="$MANDIR"
+while [ ! -e "$probe" ]; do probe="$(dirname "$probe")"; done
+if [ ! -w "$probe" ] && [ "$(id -u)" -ne 0 ]; then
+  if ! command -v sudo >/dev/null 2>&1; then
+    echo "install-man.sh: $MANDIR is not writable and sudo is not available" >&2
+    exit 1
+  fi
   SUDO="sudo"
 fi
 $SUDO install -d "$MANDIR/man1"
