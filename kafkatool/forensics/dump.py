@@ -10,6 +10,7 @@ trailing bytes) are events too, of type ``problem``.
 from __future__ import annotations
 
 import base64
+import errno
 import json
 import os
 import re
@@ -22,7 +23,13 @@ from kafkatool.formats import index as I
 from kafkatool.formats import records as R
 from kafkatool.formats import snapshot as S
 from kafkatool.formats.errors import FormatError
-from kafkatool.log.file_records import FileRecords, offset_from_file_name
+from kafkatool.log.file_records import (
+    FileRecords,
+    NotRegularFileError,
+    non_regular_reason,
+    offset_from_file_name,
+    read_regular,
+)
 
 INT32_MAX = 2**31 - 1
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
@@ -86,6 +93,9 @@ def dump_file(path: str | os.PathLike, opts: DumpOptions) -> Iterator[dict]:
         raise FileNotFoundError(2, "No such file or directory", str(p))
     if p.is_dir():
         raise FormatError(f"{p} is a directory: name the files to dump (e.g. {p}/*.log)")
+    odd = non_regular_reason(p)
+    if odd is not None:
+        raise NotRegularFileError(errno.EINVAL, f"{odd}, not a regular file: refused", str(p))
     name = p.name
     yield {"type": "file", "file": str(p)}
     if name in TEXT_CHECKPOINTS:
@@ -333,7 +343,7 @@ def dump_index(path: Path, opts: DumpOptions) -> Iterator[dict]:
     base = offset_from_file_name(path)
     if base is None:
         raise FormatError(f"{path}: index file name does not start with a base offset")
-    data = path.read_bytes()
+    data = read_regular(path)
     n = len(data) // I.OFFSET_ENTRY_SIZE
     file = str(path)
     if n == 0:
@@ -400,7 +410,7 @@ def dump_time_index(path: Path, opts: DumpOptions) -> Iterator[dict]:
     base = offset_from_file_name(path)
     if base is None:
         raise FormatError(f"{path}: time index file name does not start with a base offset")
-    data = path.read_bytes()
+    data = read_regular(path)
     file = str(path)
     raw = I.decode_time_entries(data)
     if opts.index_sanity_check:
@@ -430,7 +440,7 @@ def dump_time_index(path: Path, opts: DumpOptions) -> Iterator[dict]:
     log = _sibling(path, ".log")
     idx = _sibling(path, ".index")
     fr = FileRecords(log) if log.exists() else None
-    offset_entries = I.scan_offset_index(idx.read_bytes(), base).entries if idx.exists() else []
+    offset_entries = I.scan_offset_index(read_regular(idx), base).entries if idx.exists() else []
     mismatch, out_of_order, not_found = [], [], []
     prev_ts = R.NO_TIMESTAMP
     try:
@@ -478,7 +488,7 @@ def dump_time_index(path: Path, opts: DumpOptions) -> Iterator[dict]:
 
 def dump_txn_index(path: Path) -> Iterator[dict]:
     try:
-        entries = I.decode_txn_entries(path.read_bytes())
+        entries = I.decode_txn_entries(read_regular(path))
     except FormatError as exc:
         raise exc.shifted(0).__class__(f"{path}: {exc.message}", exc.position) from None
     for e in entries:
@@ -494,7 +504,7 @@ def dump_txn_index(path: Path) -> Iterator[dict]:
 
 
 def dump_snapshot(path: Path) -> Iterator[dict]:
-    snap = S.read_snapshot(path.read_bytes())
+    snap = S.read_snapshot(read_regular(path))
     if snap.error is not None:
         # Kafka prints the CorruptSnapshotException message and no entries.
         yield {
@@ -527,7 +537,7 @@ def dump_snapshot(path: Path) -> Iterator[dict]:
 
 
 def _dump_text_checkpoint(path: Path) -> Iterator[dict]:
-    data = path.read_bytes()
+    data = read_regular(path)
     try:
         if path.name == "leader-epoch-checkpoint":
             for epoch, start in C.decode_leader_epoch_checkpoint(data):

@@ -12,6 +12,7 @@ range ``[position, end)`` in its file.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from array import array
@@ -34,7 +35,10 @@ from kafkatool.log.file_records import (
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
     FileRecords,
+    NotRegularFileError,
+    non_regular_reason,
     offset_from_file_name,
+    read_regular,
 )
 
 ERROR = "error"
@@ -297,12 +301,24 @@ def _scan_segment(fr: FileRecords, rep: SegmentReport, deep: bool, codec_ids: se
             continue
         is_v2 = batch.magic == 2
         if is_v2:
-            valid_crc = batch.compute_crc() == batch.crc
             first = batch.base_offset
+            last = batch.last_offset
+            try:
+                # the recovery scan's own test (size, CRC, offset range, count): what
+                # recovery would cut, verify reports as damage, by construction
+                batch.ensure_valid()
+            except FormatError as exc:
+                if exc.kind != "crc_mismatch":
+                    resume = damage(pos, exc.kind, exc.message, last)
+                    if resume is None:
+                        return
+                    pos = resume
+                    continue
+            valid_crc = batch.compute_crc() == batch.crc
         else:
             valid_crc = batch.is_valid()
             first = batch.offset if batch.codec == 0 else None
-        last = batch.last_offset
+            last = batch.last_offset
         if not valid_crc:
             resume = damage(
                 pos,
@@ -319,22 +335,6 @@ def _scan_segment(fr: FileRecords, rep: SegmentReport, deep: bool, codec_ids: se
             rep.batches_after_damage += 1
         # --- header invariants
         if is_v2:
-            if (
-                batch.records_count < 0
-                or batch.last_offset_delta < 0
-                or batch.records_count > batch.last_offset_delta + 1
-            ):
-                add(
-                    Finding(
-                        name,
-                        pos,
-                        batch.end,
-                        last,
-                        "bad_count",
-                        f"batch at offset {first} has {batch.records_count} records but lastOffsetDelta "
-                        f"{batch.last_offset_delta}",
-                    )
-                )
             if batch.attributes & 0xFF80:
                 add(
                     Finding(
@@ -456,7 +456,7 @@ def _check_records(batch, rep: SegmentReport, first: int | None) -> int | None:
     try:
         recs = list(batch.records())
     except FormatError as exc:
-        kind = exc.kind if exc.kind in ("compression",) else "record_corrupt"
+        kind = exc.kind if exc.kind in ("compression", "bad_count") else "record_corrupt"
         rep.findings.append(
             Finding(
                 name,
@@ -554,8 +554,7 @@ def _check_records(batch, rep: SegmentReport, first: int | None) -> int | None:
 
 
 def _read_bytes(path: Path) -> bytes:
-    with open(path, "rb") as f:
-        return f.read()
+    return read_regular(path)
 
 
 def _open_index(
@@ -687,7 +686,9 @@ def _index_structure(
                 ERROR,
             )
         )
-    if scan.partial_bytes and not scan.tail_zero:
+    if scan.partial_bytes:
+        # Kafka's sanityCheck looks at the length alone: zero or not, the file is
+        # corrupt and the loader rebuilds it (as recover and rebuild-index do)
         out.append(
             Finding(
                 name,
@@ -695,7 +696,10 @@ def _index_structure(
                 size,
                 None,
                 "index_partial_entry",
-                f"{scan.partial_bytes} bytes at the end do not make a whole {esize}-byte entry",
+                f"{size} bytes is not a multiple of the {esize}-byte entry size: the last "
+                f"{scan.partial_bytes} bytes are no whole entry (Kafka's sanity check fails and it "
+                "rebuilds the index at start-up; recover and rebuild-index rebuild it)",
+                WARNING,
             )
         )
 
@@ -992,6 +996,18 @@ def partition_file_result(p: Path, segment_stems: set[str]) -> FileResult | None
     n = p.name
     if p.is_dir():
         return None
+    odd = non_regular_reason(p)
+    if odd is not None:
+        special = Finding(
+            str(p),
+            None,
+            None,
+            offset_from_file_name(p),
+            "not_regular_file",
+            f"{odd}, not a regular file: not read (Kafka's loader ignores it)",
+            WARNING,
+        )
+        return FileResult(str(p), "special", 0, [special])
     if (
         n.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX))
         and n.split(".", 1)[0] not in segment_stems
@@ -1158,8 +1174,12 @@ def classify(path: Path) -> str:
 def verify_path(path: str | os.PathLike, *, deep: bool = True) -> Iterator[FileResult]:
     """A log dir, a partition dir or one file, whatever ``path`` is."""
     p = Path(path)
-    if not p.exists():
+    if not p.exists() and not p.is_symlink():
         raise FileNotFoundError(2, "No such file or directory", str(p))
+    if not p.is_dir():
+        odd = non_regular_reason(p)
+        if odd is not None:
+            raise NotRegularFileError(errno.EINVAL, f"{odd}, not a regular file: refused", str(p))
     kind = classify(p)
     if kind == "logdir":
         yield from verify_log_dir(p, deep=deep)

@@ -277,9 +277,28 @@ def decode_records_v2(
             position=position_base + start,
         )
     if pos != end:
+        more = _whole_records(data, pos, end)
+        held = f"; they hold {more} more whole records" if more else ""
         raise CorruptRecordError(
-            f"{end - pos} bytes left in the batch after its {count} records", position_base + pos
+            f"batch declares {count} records but {end - pos} bytes are left after them{held}",
+            position_base + pos,
+            kind="bad_count",
         )
+
+
+def _whole_records(data, pos: int, end: int) -> int:
+    """How many length-prefixed records follow at ``pos`` (to name a count mismatch)."""
+    n = 0
+    try:
+        while pos < end:
+            length, pos = _read_zz32(data, pos, end)
+            if length <= 0 or pos + length > end:
+                break
+            pos += length
+            n += 1
+    except FormatError:
+        pass
+    return n
 
 
 # ---------------------------------------------------------------- batches
@@ -400,15 +419,33 @@ class RecordBatch:
         return crc32c(memoryview(self.buf)[self.position + 21 : self.end])
 
     def is_valid(self) -> bool:
-        return (
-            self.batch_length + LOG_OVERHEAD >= RECORD_BATCH_OVERHEAD
-            and self.end <= len(self.buf)
-            and self.compute_crc() == self.crc
-        )
+        try:
+            self.ensure_valid()
+        except FormatError:
+            return False
+        return True
 
     def ensure_valid(self) -> None:
-        """Kafka's ensureValid: size and CRC, no per-record parsing."""
+        """Kafka's ensureValid (size and CRC, no per-record parsing), then the header's
+        offset range and count (LogValidator's checks): a CRC-valid batch whose
+        lastOffsetDelta or record count is impossible is as invalid as a corrupt one,
+        for the recovery scan, verify and the produce path alike."""
         _ensure_valid(self, self.size, RECORD_BATCH_OVERHEAD, "record batch")
+        delta, count = self.last_offset_delta, self.records_count
+        if delta < 0:
+            raise CorruptRecordError(
+                f"record batch at offset {self.base_offset} has lastOffsetDelta {delta}: "
+                "its offset range is empty",
+                self.position + 23,
+                kind="bad_offset_range",
+            )
+        if count < 0 or count > delta + 1:
+            raise CorruptRecordError(
+                f"record batch at offset {self.base_offset} declares {count} records but its "
+                f"lastOffsetDelta {delta} leaves room for at most {delta + 1}",
+                self.position + 57,
+                kind="bad_count",
+            )
 
     def record_data(self, *, max_size: int | None = None) -> bytes | memoryview:
         """The (decompressed) record area."""
@@ -427,10 +464,10 @@ class RecordBatch:
     def records(self, *, max_size: int | None = None) -> Iterator[Record]:
         if self.records_count < 0:
             raise CorruptRecordError(f"negative record count {self.records_count}", self.position + 57)
-        if self.records_count == 0:
-            return iter(())
         if self.end > len(self.buf):
             raise TruncatedError("record batch runs past the end of the data", self.position)
+        if self.records_count == 0 and self.end == self.position + RECORD_BATCH_OVERHEAD:
+            return iter(())  # an empty batch (the cleaner keeps them for producer state)
         data = self.record_data(max_size=max_size)
         compressed = self.codec != compression.NONE
         return decode_records_v2(

@@ -7,8 +7,10 @@ The file is memory-mapped read-only; batches are parsed lazily from the map
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,12 +53,66 @@ def all_zero_from(view, start: int) -> bool:
     return True
 
 
+class NotRegularFileError(OSError):
+    """A path named like a Kafka file that is a FIFO, socket, device or dangling link:
+    reading it could block forever, and Kafka's loader ignores it."""
+
+
+def _file_kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    return "not a regular file"
+
+
+def non_regular_reason(path: str | os.PathLike) -> str | None:
+    """Why ``path`` is not a regular file (None if it is): the one test every reader and
+    every directory walk uses before opening a file."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "a symbolic link loop"
+        if exc.errno == errno.ENOENT and os.path.islink(path):
+            return "a dangling symbolic link"
+        raise
+    return None if stat.S_ISREG(st.st_mode) else _file_kind(st.st_mode)
+
+
+def open_regular(path: str | os.PathLike, flags: int = os.O_RDONLY) -> int:
+    """``os.open`` for a file that must be a regular file; never blocks on a FIFO."""
+    fd = os.open(path, flags | os.O_NONBLOCK)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotRegularFileError(
+                errno.EINVAL, f"{_file_kind(mode)}, not a regular file: refused", str(path)
+            )
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_regular(path: str | os.PathLike) -> bytes:
+    """The whole content of a regular file (refusing FIFOs and other special files)."""
+    fd = open_regular(path)
+    with os.fdopen(fd, "rb") as f:
+        return f.read()
+
+
 class FileRecords:
     """A read-only view of a ``.log`` file (or any file of concatenated batches)."""
 
     def __init__(self, path: str | os.PathLike, *, max_bytes: int | None = None):
         self.path = Path(path)
-        self._fd = os.open(self.path, os.O_RDONLY)
+        self._fd = open_regular(self.path)
         try:
             self.file_size = os.fstat(self._fd).st_size
             size = self.file_size if max_bytes is None else min(self.file_size, max_bytes)
