@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from fleet.fleetgen import build_fleet  # noqa: E402
 
 from kafkatool.fleet import inventory, job  # noqa: E402
-from kafkatool.log import verify as V  # noqa: E402
+from kafkatool.forensics import verify as V  # noqa: E402
 
 
 def serial(fleet, deep: bool) -> tuple[float, int, int, int]:

@@ -22,10 +22,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from kafkatool.forensics import dump as D  # noqa: E402
+from kafkatool.forensics import verify as V  # noqa: E402
 from kafkatool.formats import records as R  # noqa: E402
 from kafkatool.formats.crc import crc32c  # noqa: E402
-from kafkatool.log import dump as D  # noqa: E402
-from kafkatool.log import verify as V  # noqa: E402
 
 
 def build_segment(path: Path, mb: int, batch_kb: int, record_bytes: int) -> tuple[int, int]:

@@ -16,7 +16,7 @@ from kafkatool.commands.common import (
     error_line,
     handle_errors,
 )
-from kafkatool.log import dump as D
+from kafkatool.forensics import dump as D
 
 HELP = """Print the contents of Kafka log files, as kafka-dump-log.sh does.
 

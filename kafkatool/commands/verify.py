@@ -17,7 +17,7 @@ from kafkatool.commands.common import (
     handle_errors,
     progress,
 )
-from kafkatool.log import verify as V
+from kafkatool.forensics import verify as V
 
 HELP = """Check Kafka log data for corruption and inconsistency.
 

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kafkatool.log import verify as V
+from kafkatool.forensics import verify as V
 
 # A replica is named by (broker, log dir): a broker id alone is not unique when
 # several log dirs are scanned without an inventory.

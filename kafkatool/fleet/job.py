@@ -36,7 +36,7 @@ from pathlib import Path
 from kafkatool.fleet import aggregate as A
 from kafkatool.fleet import scan as S
 from kafkatool.fleet.inventory import Inventory
-from kafkatool.log import verify as V
+from kafkatool.forensics import verify as V
 
 LOCAL_DEFAULT = "local[*]"
 

@@ -1,6 +1,6 @@
 """The executor side of the fleet scan: list a log dir, verify one segment.
 
-Pure Python on top of :mod:`kafkatool.log.verify` (no pyspark here), so each
+Pure Python on top of :mod:`kafkatool.forensics.verify` (no pyspark here), so each
 step is testable without Spark and runs the very checks ``kafkatool verify``
 runs.  Work items and results are plain tuples/dicts that pickle small.
 """
@@ -12,12 +12,12 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kafkatool.forensics import verify as V
 from kafkatool.formats import checkpoint as C
 from kafkatool.formats import properties as P
 from kafkatool.formats import records as R
 from kafkatool.formats.errors import FormatError
 from kafkatool.log import topic_settings as ts
-from kafkatool.log import verify as V
 from kafkatool.log.file_records import (
     INDEX_SUFFIX,
     LOG_SUFFIX,

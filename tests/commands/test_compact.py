@@ -13,11 +13,11 @@ import pytest
 from typer.testing import CliRunner
 
 from kafkatool.cli import app
+from kafkatool.forensics.verify import verify_path
 from kafkatool.formats import checkpoint as ck
 from kafkatool.log.config import LogConfig
 from kafkatool.log.log import Log
 from kafkatool.log.recovery import QUARANTINE_DIR
-from kafkatool.log.verify import verify_path
 from tests.log.maint_util import (
     DAY,
     NOW,

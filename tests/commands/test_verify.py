@@ -12,10 +12,10 @@ from segments import make_batches, make_partition, write_segment
 from typer.testing import CliRunner
 
 from kafkatool.cli import app
+from kafkatool.forensics import verify as V
 from kafkatool.formats import checkpoint as C
 from kafkatool.formats import records as R
 from kafkatool.formats import snapshot as S
-from kafkatool.log import verify as V
 
 runner = CliRunner()
 

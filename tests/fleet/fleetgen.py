@@ -15,12 +15,12 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kafkatool.forensics.verify import segment_files
 from kafkatool.formats import compression
 from kafkatool.formats import properties as P
 from kafkatool.formats import records as R
 from kafkatool.log.config import LogConfig
 from kafkatool.log.log import Log
-from kafkatool.log.verify import segment_files
 
 CODECS = [compression.NONE, compression.GZIP, compression.SNAPPY, compression.LZ4, compression.ZSTD]
 BASE_TS = 1_700_000_000_000

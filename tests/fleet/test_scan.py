@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 from kafkatool.assign.formats import parse_sizes
-from kafkatool.log import verify as V
+from kafkatool.forensics import verify as V
 
 # findings only the fleet scan can make (it sees the assignment and consecutive segments)
 FLEET_ONLY = {

@@ -126,7 +126,7 @@ def test_compare_replicas():
 def test_list_and_scan_segment_match_verify(tmp_path):
     from fleet.fleetgen import build_fleet
 
-    from kafkatool.log import verify as V
+    from kafkatool.forensics import verify as V
 
     f = build_fleet(tmp_path / "f", topics=[("t", 1, 1)], batches=8, damage=False)
     log_dir = (
@@ -163,7 +163,7 @@ def test_zip_imports_in_a_fresh_interpreter(tmp_path):
     assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
     code = (
         "import sys; sys.path.insert(0, sys.argv[1]); "
-        "import kafkatool.fleet.job, kafkatool.fleet.scan, kafkatool.log.verify; "
+        "import kafkatool.fleet.job, kafkatool.fleet.scan, kafkatool.forensics.verify; "
         "import kafkatool; print(kafkatool.__file__)"
     )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
