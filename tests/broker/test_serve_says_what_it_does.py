@@ -196,6 +196,7 @@ def test_issue12_read_only_confluent_group_consumer(read_only_broker):
     finally:
         c.close()
     assert "groups and committed offsets in memory only" in read_only_broker.log_text()
+    assert "read-only: nothing is written to the log dirs" in read_only_broker.log_text()
 
 
 @pytest.mark.skipif(KCAT is None, reason="kcat not installed")
