@@ -126,6 +126,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _d("offsets.topic.num.partitions", INT, 50),
         _d("offsets.topic.replication.factor", SHORT, 3),
         _d("transaction.state.log.num.partitions", INT, 50),
+        _d("transaction.state.log.segment.bytes", INT, 104857600),
+        _d("transaction.state.log.replication.factor", SHORT, 3, "(a single node: one replica)"),
+        _d("transaction.state.log.min.isr", INT, 2, "(a single node: the ISR is this broker)"),
         _d("group.initial.rebalance.delay.ms", INT, 3000),
         _d("group.min.session.timeout.ms", INT, 6000),
         _d("group.max.session.timeout.ms", INT, 1800000),
@@ -167,6 +170,10 @@ UNSUPPORTED_CONFIGS: dict[str, str] = {
     "controller.quorum.voters": "KRaft quorums are not supported: a single node keeps its metadata in the log dir",
     "controller.quorum.bootstrap.servers": "KRaft quorums are not supported",
     "controller.listener.names": "KRaft quorums are not supported",
+    "zookeeper.connection.timeout.ms": "ZooKeeper cluster mode is not supported",
+    "zookeeper.session.timeout.ms": "ZooKeeper cluster mode is not supported",
+    "inter.broker.listener.name": "a single node has no inter-broker traffic",
+    "listener.security.protocol.map": "only PLAINTEXT listeners are served",
 }
 
 

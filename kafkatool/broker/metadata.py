@@ -97,6 +97,8 @@ class MetadataStore:
         self.topics: dict[str, TopicMeta] = {}
         self.cluster_id = cluster_id
         self.found_file = False
+        #: dynamic broker configs found in a KRaft __cluster_metadata log of the dirs (reconcile)
+        self.dir_broker_configs: dict[str, str] = {}
         #: producer ids below this may have been handed out (allocated in blocks)
         self.producer_ids_reserved = 0
         self._load()
@@ -168,7 +170,12 @@ class MetadataStore:
         topics it lists, served as cleanup.policy=compact so that retention never deletes
         what Kafka's cleaner keeps."""
         notes = []
-        kraft = None
+        kraft = [
+            la for la in topic_settings.dir_layers(self.log_dirs) if la.label == topic_settings.SOURCE_KRAFT
+        ]
+        notes += [n for la in kraft for n in la.notes]
+        #: dynamic broker configs the dir's KRaft log holds (cluster default, then this node)
+        self.dir_broker_configs = {k: v for la in reversed(kraft) for k, v in la.broker.items()}
         for name, parts in sorted(partitions_on_disk.items()):
             ids = {u for u in parts.values() if u is not None}
             count = max(parts) + 1
@@ -177,13 +184,6 @@ class MetadataStore:
                 topic_id = next(iter(ids)) if len(ids) == 1 else random_uuid(os.urandom)
                 if len(ids) > 1:
                     notes.append(f"topic {name}: partitions carry different topic ids; assigned {topic_id}")
-                if kraft is None:
-                    kraft = [
-                        la
-                        for la in topic_settings.dir_layers(self.log_dirs)
-                        if la.label == topic_settings.SOURCE_KRAFT
-                    ]
-                    notes += [n for la in kraft for n in la.notes]
                 configs, source = {}, None
                 evidence = topic_settings.ConfigLayer(
                     topic_settings.SOURCE_CLEANER_CHECKPOINT,

@@ -19,7 +19,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kafkatool.broker.config import BrokerConfig
+from kafkatool.broker.config import BROKER_CONFIGS, BrokerConfig
 from kafkatool.broker.metadata import MetadataStore, TopicMeta
 from kafkatool.broker.network import Connection
 from kafkatool.broker.router import Router
@@ -147,6 +147,11 @@ class Broker:
             on_disk.setdefault(topic, {})[part] = lg.topic_id
         compacted = {tp[0] for st in self.manager.dirs.values() for tp in st.cleaner_offsets}
         notes = self.metadata.reconcile(on_disk, compacted=compacted)
+        for k, v in self.metadata.dir_broker_configs.items():
+            # the cluster's dynamic broker configs (kafka-configs --entity-default / --entity-name)
+            if k in BROKER_CONFIGS and k not in self.config.dynamic:
+                self.config.dynamic[k] = v
+                notes.append(f"dynamic broker config from __cluster_metadata: {k}={v}")
         for name, t in self.metadata.topics.items():
             cfg = self.config.log_config(t.configs)
             self.manager.topic_configs[name] = cfg

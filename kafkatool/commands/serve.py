@@ -140,7 +140,12 @@ def _banner(broker, report, read_only: bool) -> None:
         t.add_row("last shutdown", "[yellow]unclean: recovery ran[/yellow]")
     if report.recovered_segments:
         t.add_row("recovered", f"{report.recovered_segments} segment(s)")
-    t.add_row("mode", "[bold yellow]read-only[/bold yellow]" if read_only else "read-write")
+    t.add_row(
+        "mode",
+        "[bold yellow]read-only[/bold yellow] (groups in memory; produce refused)"
+        if read_only
+        else "read-write",
+    )
     t.add_row("started in", f"{report.seconds:.2f} s")
     err_console.print(Panel(t, title=f"kafkatool {__version__} broker", expand=False, border_style="cyan"))
 
@@ -211,6 +216,11 @@ def serve(
             report.partitions,
             str(read_only).lower(),
         )
+        if read_only:
+            log.info(
+                "read-only: nothing is written to the log dirs; consumer groups and committed offsets "
+                "live in memory only; produce, topic creation and config changes are refused"
+            )
         await broker.serve_until_stopped()
         log.info("shutting down")
         await broker.stop()

@@ -17,8 +17,10 @@ from kafkatool.log import topic_settings as ts
 
 SOURCES_HELP = """Topic configs are read from every place Kafka keeps them: the log dir's
 embedded metadata (kafkatool-cluster.json, written by kafkatool serve), a KRaft
-__cluster_metadata log in the log dir, ZooKeeper /config/topics/TOPIC
-(--zookeeper) and a live cluster (--bootstrap-server, DescribeConfigs);
+__cluster_metadata log in the log dir (topic configs, and dynamic broker
+configs that override server.properties), ZooKeeper /config/topics/TOPIC and
+/config/brokers/<default> and /config/brokers/ID (--zookeeper) and a live
+cluster (--bootstrap-server, DescribeConfigs);
 __consumer_offsets and __transaction_state are compacted by definition, and a
 partition listed in the dir's cleaner-offset-checkpoint is treated as
 compacted when no source says otherwise.  The output names the source of each
@@ -40,7 +42,7 @@ def bootstrap_option():
     )
 
 
-def zookeeper_layer(zookeeper: str, topics: list[str]) -> ts.ConfigLayer:
+def zookeeper_layer(zookeeper: str, topics: list[str], broker_id: int | None = None) -> ts.ConfigLayer:
     from kafkatool.commands.zk import connect
     from kafkatool.zk.client import ZkError
 
@@ -55,6 +57,13 @@ def zookeeper_layer(zookeeper: str, topics: list[str]) -> ts.ConfigLayer:
                     layer.notes.append(f"{entity.path}: {entity.error}")
                     continue
                 layer.topics[t] = dict(entity.config.config) if entity.config else {}
+            # dynamic broker configs: the cluster default, then this dir's broker (Kafka's order)
+            for name in ("<default>", None if broker_id is None else str(broker_id)):
+                if name is None:
+                    continue
+                entity = zk.entity_config("brokers", name)
+                if entity is not None and entity.config is not None and not entity.error:
+                    layer.broker.update(entity.config.config)
     except ZkError as exc:
         raise CommandError(f"--zookeeper {zookeeper}: {exc}") from None
     return layer
@@ -85,14 +94,19 @@ def cluster_layers(bootstrap: str, topics: list[str]) -> list[ts.ConfigLayer]:
 
 
 def gather_layers(
-    log_dirs: list[Path], topics: list[str], *, zookeeper: str | None, bootstrap: str | None
+    log_dirs: list[Path],
+    topics: list[str],
+    *,
+    zookeeper: str | None,
+    bootstrap: str | None,
+    broker_id: int | None = None,
 ) -> list[ts.ConfigLayer]:
     """Every source of topic configs the options and the log dirs name, highest priority first."""
     layers: list[ts.ConfigLayer] = []
     if bootstrap:
         layers += cluster_layers(bootstrap, topics)
     if zookeeper:
-        layers.append(zookeeper_layer(zookeeper, topics))
+        layers.append(zookeeper_layer(zookeeper, topics, broker_id))
     layers += ts.dir_layers(log_dirs)
     return layers
 
@@ -119,7 +133,10 @@ class TopicConfigs:
         self.server_props = server_props
         self.topic_overrides = topic_overrides
         self.flags = flags
-        self.external = gather_layers([], topics, zookeeper=zookeeper, bootstrap=bootstrap)
+        broker_id = next((b for b in map(ts.node_id_of, log_dirs) if b is not None), None)
+        self.external = gather_layers(
+            [], topics, zookeeper=zookeeper, bootstrap=bootstrap, broker_id=broker_id
+        )
         self._dirs: dict[Path, list[ts.ConfigLayer]] = {}
         self.notes: list[str] = [n for layer in self.external for n in layer.notes]
         for d in log_dirs:

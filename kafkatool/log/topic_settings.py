@@ -290,6 +290,9 @@ class ConfigLayer:
     topics: dict[str | None, dict[str, str]] = field(default_factory=dict)
     #: what the reader noticed (unreadable records, conflicting values...)
     notes: list[str] = field(default_factory=list)
+    #: dynamic broker settings kept here (per-broker over cluster default, as Kafka merges them):
+    #: they override server.properties name by name
+    broker: dict[str, str] = field(default_factory=dict)
 
     def get(self, topic: str) -> dict[str, str]:
         out = dict(self.topics.get(None, {}))
@@ -337,6 +340,9 @@ def read_kraft(log_dir: Path) -> ConfigLayer | None:
     layer = ConfigLayer(SOURCE_KRAFT)
     configs: dict[str, dict[str, str]] = {}
     ids: dict[str, str] = {}
+    node_id = node_id_of(Path(log_dir))
+    #: resource name ("" = cluster default, else a node id) -> dynamic broker configs
+    brokers: dict[str, dict[str, str]] = {}
     snapshots = sorted(mdir.glob("*.checkpoint"))
     start = -1
     files: list[Path] = []
@@ -357,8 +363,9 @@ def read_kraft(log_dir: Path) -> ConfigLayer | None:
             name = ids.pop(data["topicId"], None)
             if name is not None:
                 configs.pop(name, None)
-        elif kind == "CONFIG_RECORD" and data.get("resourceType") == 2:
-            t = configs.setdefault(data["resourceName"], {})
+        elif kind == "CONFIG_RECORD" and data.get("resourceType") in (2, 4):
+            target = configs if data["resourceType"] == 2 else brokers
+            t = target.setdefault(data["resourceName"], {})
             if data.get("value") is None:
                 t.pop(data["name"], None)
             else:
@@ -383,7 +390,18 @@ def read_kraft(log_dir: Path) -> ConfigLayer | None:
         except OSError as exc:
             layer.notes.append(f"{path}: {exc.strerror or exc}")
     layer.topics = configs
+    layer.broker = {**brokers.get("", {}), **(brokers.get(str(node_id), {}) if node_id is not None else {})}
     return layer
+
+
+def node_id_of(log_dir: Path) -> int | None:
+    """broker.id / node.id from the log dir's meta.properties (None when unreadable)."""
+    from kafkatool.formats.properties import META_PROPERTIES_FILE, decode_meta_properties
+
+    try:
+        return decode_meta_properties((log_dir / META_PROPERTIES_FILE).read_bytes()).node_id
+    except (OSError, ValueError, FormatError):
+        return None
 
 
 def dir_layers(log_dirs: list[Path]) -> list[ConfigLayer]:
@@ -490,11 +508,19 @@ def resolve(
         chosen[name] = value
         sources[name] = (value, source)
 
+    # broker settings: dynamic ones (from the layers) override server.properties name by name,
+    # then Kafka's synonym order applies to the merged set (DynamicBrokerConfig, KafkaConfig)
+    broker_src = {k: f"{SOURCE_SERVER} ({k})" for k in server_props}
+    merged = dict(server_props)
+    for layer in reversed(stack):
+        for k, v in layer.broker.items():
+            merged[k] = v
+            broker_src[k] = f"{layer.label}: dynamic broker config ({k})"
     for name in LOG_CONFIG_NAMES:
-        value, broker_name = broker_value(name, server_props)
+        value, broker_name = broker_value(name, merged)
         if broker_name is not None:
-            _checked(name, value, f"{SOURCE_SERVER} {broker_name}")
-            put(name, value, f"{SOURCE_SERVER} ({broker_name})")
+            _checked(name, value, broker_src[broker_name])
+            put(name, value, broker_src[broker_name])
     for layer in reversed(stack):
         for name, raw in layer.get(topic).items():
             if name not in LOG_CONFIG_NAMES:
@@ -506,8 +532,8 @@ def resolve(
         put(name, _checked(name, str(value), f"--{name.replace('.', '-')}"), SOURCE_FLAG)
     found_in = [layer.label for layer in stack if layer.holds(topic)]
     config = log_config_from(chosen)
-    if "producer.id.expiration.ms" in server_props:
-        pid_ms = _int("producer.id.expiration.ms", server_props["producer.id.expiration.ms"])
+    if "producer.id.expiration.ms" in merged:
+        pid_ms = _int("producer.id.expiration.ms", merged["producer.id.expiration.ms"])
         config = replace(config, producer_id_expiration_ms=pid_ms)
     return ResolvedConfig(topic, config, sources, shadowed, found_in)
 

@@ -209,7 +209,7 @@ def _metadata_value(record, api_key: int, version: int = 0) -> bytes:
     return bytes([1, api_key, version]) + record.encode(version)
 
 
-def write_kraft_dir(log_dir: Path, topic: str, configs: dict[str, str | None]) -> None:
+def write_kraft_dir(log_dir: Path, topic: str, configs: dict[str, str | None], extra=()) -> None:
     """A log dir as a KRaft broker leaves it: meta.properties, __cluster_metadata-0, topic-0."""
     from kafkatool.formats import records as R
     from kafkatool.formats.generated.config_record import ConfigRecord
@@ -220,6 +220,7 @@ def write_kraft_dir(log_dir: Path, topic: str, configs: dict[str, str | None]) -
     values = [_metadata_value(TopicRecord(name=topic, topic_id=topic_id), 2)]
     for k, v in configs.items():
         values.append(_metadata_value(ConfigRecord(resource_type=2, resource_name=topic, name=k, value=v), 4))
+    values += list(extra)
     batch = R.build_record_batch([R.SimpleRecord(v, None, (), 1_700_000_000_000) for v in values])
     write_segment(log_dir / "__cluster_metadata-0", [batch])
     (log_dir / "meta.properties").write_bytes(
@@ -229,6 +230,47 @@ def write_kraft_dir(log_dir: Path, topic: str, configs: dict[str, str | None]) -
         )
     )
     make_partition(log_dir, f"{topic}-0", segments=4, batches_per_segment=10)
+
+
+def test_kraft_dynamic_broker_configs(tmp_path):
+    """A cluster-wide dynamic config in the KRaft log (kafka-configs --entity-default) applies to
+    every topic without an override, over server.properties."""
+    from kafkatool.formats.generated.config_record import ConfigRecord
+
+    d = tmp_path / "kraft"
+    extra = _metadata_value(
+        ConfigRecord(resource_type=4, resource_name="", name="log.cleanup.policy", value="compact"), 4
+    )
+    write_kraft_dir(d, "events", {}, extra=[extra])
+    props = tmp_path / "server.properties"
+    props.write_text("log.cleanup.policy=delete\n")
+    code, lines, out = kafkatool(
+        "retention", "--dry-run", "--retention-ms", "1", "--config", props, d, "--json", "--now", NOW_FAR
+    )
+    (part,) = partition_records(lines, "events-0")
+    assert part["settings"]["cleanup.policy"] == {
+        "value": "compact",
+        "source": f"{ts.SOURCE_KRAFT}: dynamic broker config (log.cleanup.policy)",
+    }
+    assert code == 0 and not [x for x in lines if x.get("type") == "segment"], out
+
+
+def test_serve_applies_kraft_dynamic_broker_configs(tmp_path, make_broker):
+    from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
+
+    from kafkatool.formats.generated.config_record import ConfigRecord
+
+    d = tmp_path / "kraft"
+    extra = _metadata_value(
+        ConfigRecord(resource_type=4, resource_name="", name="log.cleanup.policy", value="compact"), 4
+    )
+    write_kraft_dir(d, "events", {}, extra=[extra])
+    b = make_broker(d, read_only=True).start()
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    res = ConfigResource("topic", "events")
+    entry = admin.describe_configs([res])[res].result(20)["cleanup.policy"]
+    assert entry.value == "compact"
+    assert entry.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
 
 
 def test_kraft_metadata_log_source(tmp_path):

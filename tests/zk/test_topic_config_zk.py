@@ -57,3 +57,48 @@ def test_retention_reads_zookeeper_topic_config(zk_chroot, tmp_path):
     assert not any("no source holds" in n for n in parts["events-0"]["notes"])
     deleted = {x["partition"] for x in lines if x["type"] == "segment"}
     assert deleted == {"events-0"} and p.returncode == 1, p.stderr
+
+
+def test_dynamic_broker_configs_override_server_properties(zk_chroot, tmp_path):
+    """/config/brokers/<default> (kafka-configs --entity-default) beats server.properties: with a
+    static log.retention.hours=1 and a dynamic cluster-wide log.retention.ms of ~14 years, Kafka
+    keeps the data, so retention must too."""
+    hosts, chroot = zk_chroot.split("/", 1)
+    spec = default_spec()
+    spec.broker_configs["<default>"]["log.retention.ms"] = str(5000 * 86400 * 1000)
+    cluster = seed_cluster(hosts, "/" + chroot, spec)
+    try:
+        d = tmp_path / "logs"
+        make_partition(d, "events-0", segments=3, batches_per_segment=5)
+        props = tmp_path / "server.properties"
+        props.write_text("log.retention.hours=1\n")
+        p = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "kafkatool",
+                "retention",
+                "--dry-run",
+                "--config",
+                str(props),
+                "--now",
+                "2030-01-01T00:00:00Z",
+                "--zookeeper",
+                zk_chroot,
+                str(d),
+                "--json",
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        cluster.close()
+    lines = [json.loads(x) for x in p.stdout.splitlines()]
+    (part,) = [x for x in lines if x["type"] == "partition"]
+    assert part["settings"]["retention.ms"] == {
+        "value": 432000000000,
+        "source": f"{ts.SOURCE_ZOOKEEPER}: dynamic broker config (log.retention.ms)",
+    }
+    assert not [x for x in lines if x["type"] == "segment"] and p.returncode == 0, p.stderr
