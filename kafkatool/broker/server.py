@@ -366,6 +366,10 @@ class Broker:
         self._conn_tasks.add(task)
         try:
             await conn.run()
+        except asyncio.CancelledError:
+            # only stop() cancels a connection task: end it normally, or asyncio's
+            # stream callback logs one traceback per open connection at shutdown
+            pass
         finally:
             self._connections.discard(conn)
             self._conn_tasks.discard(task)
@@ -383,6 +387,8 @@ class Broker:
         for t in self._background:
             t.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
+        if self._connections:
+            log.info("closing client connections count=%d", len(self._connections))
         for conn in list(self._connections):
             conn.abort()
         for t in list(self._conn_tasks):
