@@ -506,12 +506,13 @@ class Log:
 
     # ------------------------------------------------------------------ append
     def append_as_leader(
-        self, records, leader_epoch: int, *, timestamp_type: str | None = None
+        self, records, leader_epoch: int, *, timestamp_type: str | None = None, validated: bool = False
     ) -> AppendInfo:
         """Assign offsets from the log end offset by rewriting the batch headers in place
         (``baseOffset``, ``partitionLeaderEpoch``; for LogAppendTime also the timestamp and
         CRC) and append.  Legacy (magic 0/1) input is up-converted to v2 as a 3.x broker
-        does.  Batches must already have passed the broker's validation."""
+        does.  ``validated``: the caller (the produce path) has already run ensure_valid on
+        these very bytes, in Kafka's order; otherwise it runs here."""
         self._require_writable()
         buf = records if isinstance(records, bytearray) else bytearray(records)
         batches = list(R.iter_batches(buf))
@@ -532,7 +533,8 @@ class Log:
         set_base_offset = R.set_base_offset
         set_epoch = R.set_partition_leader_epoch
         for b in batches:
-            b.ensure_valid()
+            if not validated:
+                b.ensure_valid()
             if b.size > max_bytes:
                 raise RecordTooLargeError(
                     f"batch of {b.size} bytes exceeds max.message.bytes {max_bytes}", b.position

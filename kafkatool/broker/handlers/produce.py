@@ -98,10 +98,16 @@ def _validate(broker, ctx, topic, records, cfg, topic_cfg):
         raise ProduceError(ErrorCode.INVALID_RECORD, "Produce v3+ needs exactly one magic-2 record batch")
     max_bytes = cfg.max_message_bytes
     for b in batches:
+        # UnifiedLog.analyzeAndValidateRecords: size, then ensureValid (CRC), batch by batch,
+        # before anything looks at producer state (a corrupt duplicate is CORRUPT_MESSAGE)
         if b.size > max_bytes:
             raise ProduceError(
                 ErrorCode.MESSAGE_TOO_LARGE, f"batch of {b.size} bytes exceeds max.message.bytes {max_bytes}"
             )
+        try:
+            b.ensure_valid()
+        except CorruptRecordError as exc:
+            raise ProduceError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
         if b.magic < 2:
             continue
         codec = b.codec
@@ -205,6 +211,12 @@ def _append_partition(
         ).lower()
         if cfg.compact:
             _key_check(batches)
+        if len(records) > cfg.segment_bytes:
+            # UnifiedLog.append, after LogValidator and before producer state
+            raise ProduceError(
+                ErrorCode.RECORD_LIST_TOO_LARGE,
+                f"{len(records)} bytes of records are larger than segment.bytes {cfg.segment_bytes}",
+            )
         b0 = batches[0]
         tp = (topic_name, index)
         state = None
@@ -219,7 +231,7 @@ def _append_partition(
             want = _CODECS.get(ctype, compression.NONE)
             if any(b.magic < 2 or b.codec != want for b in batches):
                 data = _recompress(batches, want)
-        info = lg.append_as_leader(data, t.leader_epoch(index))
+        info = lg.append_as_leader(data, t.leader_epoch(index), validated=data is records)
         if b0.magic >= 2 and b0.producer_id >= 0:
             pmap = broker.producers.setdefault(tp, {})
             if state is None or b0.producer_epoch != state.epoch:
