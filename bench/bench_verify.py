@@ -57,7 +57,9 @@ def main() -> None:
     ap.add_argument("--mb", type=int, default=256)
     ap.add_argument("--batch-kb", type=int, default=16)
     ap.add_argument("--record-bytes", type=int, default=1000)
-    ap.add_argument("--dump-mb", type=int, default=32, help="size of the segment used for the dump-log figure")
+    ap.add_argument(
+        "--dump-mb", type=int, default=32, help="size of the segment used for the dump-log figure"
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         seg = Path(tmp) / "t-0" / f"{0:020d}.log"
@@ -71,12 +73,18 @@ def main() -> None:
         full_t = best_of(lambda: V.verify_segment(seg, deep=True), repeat=1)
         rep = V.verify_segment(seg, deep=False)
         assert rep.batches == batches and not rep.findings
-        print(f"segment: {mbytes:.0f} MB, {batches} batches of ~{args.batch_kb} KiB, {records} records of "
-              f"{args.record_bytes} B")
+        print(
+            f"segment: {mbytes:.0f} MB, {batches} batches of ~{args.batch_kb} KiB, {records} records of "
+            f"{args.record_bytes} B"
+        )
         print(f"raw CRC-32C over the file      : {mbytes / crc_t:8.0f} MB/s")
-        print(f"verify --quick (headers + CRCs): {mbytes / quick_t:8.0f} MB/s = {crc_t / quick_t:.2f} of CRC speed")
-        print(f"verify (every record decoded)  : {mbytes / full_t:8.0f} MB/s = {crc_t / full_t:.3f} of CRC speed, "
-              f"{records / full_t:,.0f} records/s")
+        print(
+            f"verify --quick (headers + CRCs): {mbytes / quick_t:8.0f} MB/s = {crc_t / quick_t:.2f} of CRC speed"
+        )
+        print(
+            f"verify (every record decoded)  : {mbytes / full_t:8.0f} MB/s = {crc_t / full_t:.3f} of CRC speed, "
+            f"{records / full_t:,.0f} records/s"
+        )
         small = Path(tmp) / "d-0" / f"{0:020d}.log"
         small.parent.mkdir()
         _, small_records = build_segment(small, args.dump_mb, args.batch_kb, args.record_bytes)
@@ -90,8 +98,10 @@ def main() -> None:
                         null.write(line)
 
         dump_t = best_of(dump, repeat=1)
-        print(f"dump-log --deep-iteration      : {small_records / dump_t:8,.0f} records/s "
-              f"({args.dump_mb} MB segment, text lines to /dev/null)")
+        print(
+            f"dump-log --deep-iteration      : {small_records / dump_t:8,.0f} records/s "
+            f"({args.dump_mb} MB segment, text lines to /dev/null)"
+        )
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import importlib
 import typer
 
 from kafkatool import __version__
-from kafkatool.commands.common import name_metavars
+from kafkatool.commands.common import EXIT_CONTRACT, apply_exit_contract, name_metavars
 
 # Order here is the order of ``kafkatool --help``.
 COMMAND_MODULES = [
@@ -31,8 +31,7 @@ COMMAND_MODULES = [
 
 app = typer.Typer(
     name="kafkatool",
-    help="Operator CLI and on-disk forensics toolkit for Apache Kafka.\n\n"
-    "Exit codes: 0 ok, 1 findings, 2 usage or input error.",
+    help="Operator CLI and on-disk forensics toolkit for Apache Kafka.\n\n" + EXIT_CONTRACT,
     no_args_is_help=True,
     add_completion=False,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -61,6 +60,7 @@ for _name in COMMAND_MODULES:
     importlib.import_module(f"kafkatool.commands.{_name}").register(app)
 
 name_metavars(app)
+apply_exit_contract(app)
 
 
 def main() -> None:

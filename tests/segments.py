@@ -10,7 +10,9 @@ from kafkatool.formats import index as I
 from kafkatool.formats import records as R
 
 
-def write_segment(pdir: Path, batches: list[bytes], *, interval: int = 4096, base_offset: int | None = None) -> Path:
+def write_segment(
+    pdir: Path, batches: list[bytes], *, interval: int = 4096, base_offset: int | None = None
+) -> Path:
     pdir.mkdir(parents=True, exist_ok=True)
     first = R.read_batch(batches[0])
     base = first.base_offset if base_offset is None else base_offset
@@ -41,22 +43,46 @@ def write_segment(pdir: Path, batches: list[bytes], *, interval: int = 4096, bas
     return pdir / f"{stem}.log"
 
 
-def make_batches(n: int, *, start: int = 0, per_batch: int = 5, codec_cycle=(0,), value_size: int = 300,
-                 ts0: int = 1_700_000_000_000) -> list[bytes]:
+def make_batches(
+    n: int,
+    *,
+    start: int = 0,
+    per_batch: int = 5,
+    codec_cycle=(0,),
+    value_size: int = 300,
+    ts0: int = 1_700_000_000_000,
+) -> list[bytes]:
     out = []
     offset = start
     for i in range(n):
-        recs = [R.SimpleRecord(bytes([65 + j % 26]) * value_size, b"k%d" % (offset + j), [("h", b"v")], ts0 + offset + j)
-                for j in range(per_batch)]
-        out.append(R.build_record_batch(recs, base_offset=offset, codec=codec_cycle[i % len(codec_cycle)],
-                                        partition_leader_epoch=0, producer_id=7, producer_epoch=0,
-                                        base_sequence=offset))
+        recs = [
+            R.SimpleRecord(
+                bytes([65 + j % 26]) * value_size, b"k%d" % (offset + j), [("h", b"v")], ts0 + offset + j
+            )
+            for j in range(per_batch)
+        ]
+        out.append(
+            R.build_record_batch(
+                recs,
+                base_offset=offset,
+                codec=codec_cycle[i % len(codec_cycle)],
+                partition_leader_epoch=0,
+                producer_id=7,
+                producer_epoch=0,
+                base_sequence=offset,
+            )
+        )
         offset += per_batch
     return out
 
 
-def make_partition(root: Path, name: str = "topic-0", segments: int = 2, batches_per_segment: int = 30,
-                   codec_cycle=(0, 1, 2, 3, 4)) -> Path:
+def make_partition(
+    root: Path,
+    name: str = "topic-0",
+    segments: int = 2,
+    batches_per_segment: int = 30,
+    codec_cycle=(0, 1, 2, 3, 4),
+) -> Path:
     pdir = root / name
     offset = 0
     for _ in range(segments):

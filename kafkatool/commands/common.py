@@ -18,6 +18,33 @@ from kafkatool.formats.errors import FormatError
 EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+#: The lowest finding severity that makes a check exit 1, the same for every command.
+DEFAULT_FAIL_ON = "warning"
+
+#: The one exit-code contract, appended to every command's help (and so to the man pages).
+EXIT_CONTRACT = """Exit status, the same for every kafkatool command:
+
+\b
+  0    success: a check found nothing at or above --fail-on (default:
+       warning); a change was made, or there was nothing to do
+  1    findings: a check found problems at or above --fail-on; a --dry-run
+       found something it would change; or a change was made but problems
+       it does not fix remain in the data
+  2    could not run: a usage error, input that is not Kafka data or not a
+       regular file, a log dir a running broker holds, an unreachable
+       cluster or ZooKeeper
+  130  interrupted (Ctrl-C)"""
+
+
+def modify_exit(*, dry_run: bool, would_change: bool, remaining: bool) -> int:
+    """The contract for commands that modify data: what a --dry-run would change is a
+    finding; a real run that did its work succeeds unless problems remain."""
+    if remaining or (dry_run and would_change):
+        return EXIT_FINDINGS
+    return EXIT_OK
+
 
 JSON_HELP = "Print one JSON object per line instead of the human view."
 
@@ -193,3 +220,22 @@ def name_metavars(app: typer.Typer) -> None:
 
         TyperArgument.display_type_rich = display_type_rich
         TyperArgument._kafkatool_names_only = True
+
+
+def apply_exit_contract(app: typer.Typer) -> None:
+    """Append :data:`EXIT_CONTRACT` to the help of every command and group."""
+
+    def add(info) -> None:
+        text = (
+            info.help or (info.callback.__doc__ if getattr(info, "callback", None) else "") or ""
+        ).rstrip()
+        if EXIT_CONTRACT not in text:
+            info.help = f"{text}\n\n{EXIT_CONTRACT}" if text else EXIT_CONTRACT
+
+    def walk(t: typer.Typer) -> None:
+        for c in t.registered_commands:
+            add(c)
+        for g in t.registered_groups:
+            walk(g.typer_instance)
+
+    walk(app)

@@ -64,8 +64,7 @@ With --honor-dirty-ratio a partition is only cleaned when Kafka's cleaner
 would pick it (min.cleanable.dirty.ratio, max.compaction.lag.ms).  High
 watermark: replication-offset-checkpoint, else the log end offset.
 
-Exit status: 0 done or nothing to do; 1 with --dry-run when something would
-be compacted; 2 usage, input or lock error."""
+Findings: with --dry-run, a partition that would be compacted."""
 HELP = HELP.replace("{SOURCES}", SOURCES_HELP)
 
 SETTING_NAMES = [

@@ -33,8 +33,9 @@ With --json every batch, record and index entry is one JSON object per line
 values are rendered by --decoder (base64 by default under --json, utf8
 otherwise); null stays null.
 
-Exit status: 0 ok, 1 problems found in the data (invalid bytes, index
-mismatches, undecodable records), 2 usage or input error."""
+Findings: invalid bytes, index mismatches, undecodable records; a named file
+that is not a Kafka file is an input error (Kafka's "Ignoring unknown file"
+line is still printed)."""
 
 _DECODER_CLASSES = {
     "kafka.serializer.StringDecoder": "utf8",
@@ -208,6 +209,8 @@ def dump_log(
         bad = ev["type"] in ("problem", "invalid_bytes") or (ev["type"] == "batch" and not ev["isvalid"])
         if bad and status["code"] == EXIT_OK:
             status["code"] = EXIT_FINDINGS
+        if ev["type"] == "ignored":
+            status["code"] = EXIT_USAGE  # not Kafka data: an input error, as everywhere
         if json_out:
             emit_json(ev)
             continue

@@ -13,7 +13,9 @@ import typer
 from rich.table import Table
 
 from kafkatool.commands.common import (
+    DEFAULT_FAIL_ON,
     EXIT_FINDINGS,
+    EXIT_INTERRUPTED,
     EXIT_OK,
     JSON_HELP,
     CommandError,
@@ -75,9 +77,8 @@ verified of the total, bytes, Spark's active stages and their tasks); with
 (stdout keeps the report).  Ctrl-C (SIGINT) cancels the Spark jobs and stops
 with one line (exit 130); a second Ctrl-C stops at once.
 
-Read-only.  Exit status: 0 clean, 1 corruption (an error finding) or a
-divergence found (--fail-on warning: warnings too), 2 usage or input error,
-130 interrupted."""
+Read-only.  Findings: corruption and replica divergence, at or above --fail-on.
+A path that is not a log dir is an input error, found before Spark starts."""
 
 
 def register(app: typer.Typer) -> None:
@@ -127,7 +128,10 @@ def scan(
         False, "--quick", help="Check batch headers and CRCs only; skip record decoding (as verify --quick)."
     ),
     fail_on: str = typer.Option(
-        "error", "--fail-on", metavar="SEVERITY", help="Lowest finding severity that makes the exit status 1."
+        DEFAULT_FAIL_ON,
+        "--fail-on",
+        metavar="SEVERITY",
+        help="Lowest finding severity that makes the exit status 1.",
     ),
     conf: list[str] = typer.Option(
         None, "--conf", metavar="KEY=VALUE", help="Extra Spark settings (repeatable)."
@@ -144,9 +148,13 @@ def scan(
     if log_dirs:
         inv.log_dirs += I.from_paths([str(p) for p in log_dirs]).log_dirs
     if master is None or master.startswith("local"):
+        from kafkatool.log.manager import resolve_path
+
         for spec in inv.log_dirs:
-            if not Path(spec.path).is_dir():
-                raise FileNotFoundError(2, "No such log directory", spec.path)
+            # the one rule for what a path names, before Spark spends its start-up on it
+            log_dir, _ = resolve_path(spec.path)
+            if log_dir != Path(spec.path).resolve():
+                raise CommandError(f"{spec.path}: a partition dir, not a log dir (scan {log_dir})")
     extra = {}
     for item in conf or []:
         key, sep, value = item.partition("=")
@@ -207,9 +215,6 @@ def scan(
     else:
         _render(res, output)
     raise typer.Exit(EXIT_FINDINGS if job.failed(res, fail_on) else EXIT_OK)
-
-
-EXIT_INTERRUPTED = 130
 
 
 def _cancel_jobs(spark) -> None:

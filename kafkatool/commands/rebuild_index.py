@@ -8,13 +8,12 @@ from pathlib import Path
 import typer
 
 from kafkatool.commands.common import (
-    EXIT_FINDINGS,
-    EXIT_OK,
     JSON_HELP,
     console,
     emit_json,
     group_targets,
     handle_errors,
+    modify_exit,
     progress,
 )
 
@@ -37,8 +36,8 @@ chunks, so their indexes legitimately differ from a rebuild.
 
 Refuses to modify a log dir whose .lock is held by a running process.
 
-Exit status: 0 every index matches, 1 differences or damage found (and, without
---dry-run, indexes replaced), 2 usage or input error."""
+Findings: with --dry-run, an index that differs from its rebuild; in any run,
+a damaged segment (rebuild-index does not repair the log: see recover)."""
 
 
 def register(app: typer.Typer) -> None:
@@ -122,6 +121,7 @@ def rebuild_index(
                             rows.append(seg)
                     advance(1)
     findings = totals["different"] > 0 or totals["damaged_segments"] > 0
+    remaining = totals["damaged_segments"] > 0  # rebuild-index does not repair the log
     summary = {
         "type": "summary",
         "path": str(paths[0]),
@@ -137,7 +137,7 @@ def rebuild_index(
         emit_json(summary)
     else:
         _render(rows, summary, dry_run, warnings)
-    raise typer.Exit(EXIT_FINDINGS if findings else EXIT_OK)
+    raise typer.Exit(modify_exit(dry_run=dry_run, would_change=findings, remaining=remaining))
 
 
 def _damage(seg) -> dict:

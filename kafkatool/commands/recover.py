@@ -7,13 +7,12 @@ from pathlib import Path
 import typer
 
 from kafkatool.commands.common import (
-    EXIT_FINDINGS,
-    EXIT_OK,
     JSON_HELP,
     console,
     emit_json,
     group_targets,
     handle_errors,
+    modify_exit,
     progress,
 )
 
@@ -48,8 +47,8 @@ show up as index rebuilds although nothing is wrong with them.
 Refuses to modify a log dir whose .lock is held by a running process (a
 broker); --dry-run only reports, and works on a live dir.
 
-Exit status: 0 nothing to do, 1 something was (or would be) cut or changed,
-2 usage or input error."""
+Findings: with --dry-run, anything recovery would cut or change; in a real
+run, damage recovery leaves in place (below the recovery point without --all)."""
 
 
 def register(app: typer.Typer) -> None:
@@ -115,6 +114,7 @@ def recover(
         "index_rebuilds": 0,
         "quarantined": 0,
         "salvaged_batches": 0,
+        "damage_below_recovery_point": 0,
     }
     stamp = RC.utc_stamp()
     rows = []
@@ -133,6 +133,18 @@ def recover(
                     config = configs.resolve(log_dir, tp_name[0] if tp_name else part.name).config
                     plan = RC.plan_partition(part, config, recovery_point=rp, log_start_offset=lso)
                     totals["partitions"] += 1
+                    if rp > 0 and not (plan.cuts or plan.dropped):
+                        # Kafka's start-up recovery never looks below the recovery point;
+                        # an operator who asks must still hear of damage there.
+                        below = RC.plan_partition(part, config, recovery_point=0, log_start_offset=lso)
+                        if below.cuts or below.dropped:
+                            totals["damage_below_recovery_point"] += 1
+                            first = below.cuts[0].segment if below.cuts else below.dropped[0].path
+                            warnings.append(
+                                f"{part}: damage below the recovery point {rp} (first in {Path(first).name}, "
+                                f"{below.cut_bytes} bytes recovery from offset 0 would cut), which Kafka's "
+                                "start-up recovery does not look at; run `kafkatool recover --all` to cut it"
+                            )
                     applied = None
                     if plan.findings:
                         totals["with_findings"] += 1
@@ -150,6 +162,7 @@ def recover(
                 if not dry_run and new_ends:
                     RC.lower_recovery_points(log_dir, new_ends)
     findings = totals["with_findings"] > 0
+    remaining = totals["damage_below_recovery_point"] > 0
     summary = {
         "type": "summary",
         "path": str(paths[0]),
@@ -158,7 +171,7 @@ def recover(
         "salvage": salvage,
         **totals,
         "warnings": warnings,
-        "clean": not findings,
+        "clean": not findings and not remaining,
     }
     if json_out:
         for w in warnings:
@@ -166,7 +179,7 @@ def recover(
         emit_json(summary)
     else:
         _render(rows, summary, dry_run, warnings)
-    raise typer.Exit(EXIT_FINDINGS if findings else EXIT_OK)
+    raise typer.Exit(modify_exit(dry_run=dry_run, would_change=findings, remaining=remaining))
 
 
 class _nullcontext:

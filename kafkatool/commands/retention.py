@@ -61,8 +61,7 @@ kept as hard links in <partition>/kafkatool-quarantine/<UTC time>/ unless
 --no-quarantine.  Refuses (exit 2) a log dir whose .lock is held by a running
 broker or tool, and a partition that needs `kafkatool recover` first.
 
-Exit status: 0 done or nothing to do; 1 with --dry-run when segments would be
-deleted; 2 usage, input or lock error."""
+Findings: with --dry-run, segments that would be deleted."""
 HELP = HELP.replace("{SOURCES}", SOURCES_HELP)
 
 

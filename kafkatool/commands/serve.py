@@ -36,7 +36,7 @@ that says read-only, and a producer's auto-creation of an unknown topic fails
 at once (TOPIC_AUTHORIZATION_FAILED); each refusal is logged.  SIGTERM/SIGINT shut down cleanly (flush, checkpoints,
 clean-shutdown marker).
 
-Exit status: 0 after a clean shutdown, 2 on a configuration or start-up error.
+A configuration or start-up error exits 2; a clean shutdown exits 0.
 
 Supported properties: {SUPPORTED}."""
 

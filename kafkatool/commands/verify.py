@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from kafkatool.commands.common import (
+    DEFAULT_FAIL_ON,
     EXIT_FINDINGS,
     EXIT_OK,
     JSON_HELP,
@@ -38,7 +39,8 @@ Findings have a severity: error (data Kafka rejects or loses), warning (a
 state Kafka repairs at start-up, or suspicious metadata), info (noted only).
 Read-only: never modifies anything, safe on a running broker's log dir.
 
-Exit status: 0 clean, 1 findings (at or above --fail-on), 2 usage or input error."""
+A path that is neither Kafka files, a partition dir nor a log dir is an input
+error."""
 
 
 def register(app: typer.Typer) -> None:
@@ -57,7 +59,7 @@ def verify(
         help="Check batch headers and CRCs only (what Kafka's recovery checks); skip record decoding.",
     ),
     fail_on: str = typer.Option(
-        "warning",
+        DEFAULT_FAIL_ON,
         "--fail-on",
         metavar="SEVERITY",
         help="Lowest severity that makes the exit status 1: error or warning.",

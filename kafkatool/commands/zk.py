@@ -32,7 +32,7 @@ from kafkatool.commands.common import (
 zk_app = typer.Typer(
     name="zk",
     help="Browse and check Kafka's ZooKeeper data (ZK-mode clusters): decoded views, invariants, dump/restore.\n\n"
-    "Read-only except `restore`. Exit codes: 0 ok, 1 findings, 2 error.",
+    "Read-only except `restore`.",
     no_args_is_help=True,
 )
 

@@ -40,6 +40,7 @@ from kafkatool.log.file_records import (
     offset_from_file_name,
     read_regular,
 )
+from kafkatool.log.manager import resolve_path
 
 ERROR = "error"
 WARNING = "warning"
@@ -1111,20 +1112,6 @@ def epochs_vs_log(path: Path, epoch_starts: list[tuple[int, int]]) -> list[Findi
     return out
 
 
-def is_partition_dir(path: Path) -> bool:
-    return path.is_dir() and bool(PARTITION_DIR_RE.match(path.name)) and not SPECIAL_DIR_RE.match(path.name)
-
-
-def is_log_dir(path: Path) -> bool:
-    if not path.is_dir():
-        return False
-    if (path / META_PROPERTIES).exists() or any((path / c).exists() for c in OFFSET_CHECKPOINTS):
-        return True
-    return any(is_partition_dir(p) for p in path.iterdir()) and not any(
-        p.name.endswith(LOG_SUFFIX) for p in path.iterdir()
-    )
-
-
 def verify_log_dir(log_dir: str | os.PathLike, *, deep: bool = True) -> Iterator[FileResult]:
     root = Path(log_dir)
     for name in (META_PROPERTIES,):
@@ -1146,13 +1133,12 @@ def verify_log_dir(log_dir: str | os.PathLike, *, deep: bool = True) -> Iterator
 def classify(path: Path) -> str:
     """What kind of thing a command-line path is: logdir, partition, or a file kind."""
     if path.is_dir():
-        if (
-            any(p.name.endswith(LOG_SUFFIX) for p in path.iterdir())
-            or is_partition_dir(path)
-            and not is_log_dir(path)
-        ):
+        # LogManager's rule, plus one leniency of a read-only tool: a folder of
+        # segments (a backup, a copied partition) is read whatever its name
+        if any(p.name.endswith(LOG_SUFFIX) for p in path.iterdir()):
             return "partition"
-        return "logdir"
+        log_dir, parts = resolve_path(path)  # NotKafkaDataError for anything else
+        return "logdir" if log_dir == path.resolve() else "partition"
     n = path.name
     if n.endswith(LOG_SUFFIX):
         return "log"

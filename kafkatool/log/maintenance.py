@@ -30,8 +30,13 @@ from pathlib import Path
 from kafkatool.formats import checkpoint as ck
 from kafkatool.log import fileops, lock
 from kafkatool.log.config import LogConfig
-from kafkatool.log.log import Log, parse_topic_partition
-from kafkatool.log.manager import partition_dirs, read_offset_checkpoint
+from kafkatool.log.log import Log
+from kafkatool.log.manager import (  # noqa: F401 (find_targets, LogDirTargets: re-exported)
+    LogDirTargets,
+    find_targets,
+    partition_dirs,
+    read_offset_checkpoint,
+)
 from kafkatool.log.producer_state import ProducerStateManager
 from kafkatool.log.recovery import QUARANTINE_DIR, plan_partition, utc_stamp
 from kafkatool.log.segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX
@@ -44,51 +49,6 @@ HW_FROM_LOG_END = "log end offset (no replication-offset-checkpoint entry)"
 
 class MaintenanceError(Exception):
     """A partition or dir the tool must not touch (reported as one line, exit 2)."""
-
-
-@dataclass
-class LogDirTargets:
-    log_dir: Path
-    partitions: list[tuple[Path, TopicPartition]] = field(default_factory=list)
-
-
-def _looks_like_log_dir(path: Path) -> bool:
-    names = set(os.listdir(path))
-    if names & {
-        ck.RECOVERY_POINT_CHECKPOINT,
-        ck.LOG_START_OFFSET_CHECKPOINT,
-        "meta.properties",
-        lock.LOCK_FILE,
-    }:
-        return True
-    return any((path / n).is_dir() and parse_topic_partition(n) for n in names)
-
-
-def find_targets(paths: list[Path]) -> list[LogDirTargets]:
-    """Partition dirs (``topic-N``) and whole log dirs, grouped by log dir, in argument order."""
-    by_dir: dict[Path, LogDirTargets] = {}
-    for p in paths:
-        p = Path(p)
-        if not p.exists():
-            raise FileNotFoundError(2, "No such file or directory", str(p))
-        if not p.is_dir():
-            raise MaintenanceError(f"{p}: not a directory (give a partition dir topic-N or a log dir)")
-        tp = parse_topic_partition(p.name)
-        is_partition = tp is not None and any(n.endswith(".log") for n in os.listdir(p))
-        if is_partition or (tp is not None and not _looks_like_log_dir(p)):
-            log_dir = p.resolve().parent
-            t = by_dir.setdefault(log_dir, LogDirTargets(log_dir))
-            if all(q != p.resolve() for q, _ in t.partitions):
-                t.partitions.append((p.resolve(), tp))
-        elif _looks_like_log_dir(p) or not os.listdir(p):
-            log_dir = p.resolve()
-            t = by_dir.setdefault(log_dir, LogDirTargets(log_dir))
-            for part, tp2 in partition_dirs(log_dir):
-                if all(q != part for q, _ in t.partitions):
-                    t.partitions.append((part, tp2))
-        else:
-            raise MaintenanceError(f"{p}: neither a partition dir (topic-N) nor a Kafka log dir")
-    return list(by_dir.values())
 
 
 def leftover_files(part_dir: Path) -> list[str]:

@@ -62,6 +62,77 @@ def partition_dirs(log_dir: Path) -> list[tuple[Path, TopicPartition]]:
     return out
 
 
+class NotKafkaDataError(FormatError):
+    """A path that names neither Kafka files, a partition dir nor a log dir: an input
+    error (exit 2) for every command."""
+
+    kind = "not_kafka_data"
+
+
+@dataclass
+class LogDirTargets:
+    log_dir: Path
+    partitions: list[tuple[Path, TopicPartition]] = field(default_factory=list)
+
+
+_LOG_DIR_MARKERS = {
+    ck.RECOVERY_POINT_CHECKPOINT,
+    ck.LOG_START_OFFSET_CHECKPOINT,
+    "meta.properties",
+    lock.LOCK_FILE,
+    ".kafka_cleanshutdown",
+}
+
+
+def looks_like_log_dir(path: Path) -> bool:
+    """A log dir: Kafka's marker files, or partition dirs (``topic-N``) inside."""
+    names = set(os.listdir(path))
+    if names & _LOG_DIR_MARKERS:
+        return True
+    return any((path / n).is_dir() and parse_topic_partition(n) for n in names)
+
+
+def is_partition_path(path: Path) -> bool:
+    """A partition dir: ``topic-N`` holding segments, or ``topic-N`` not inside-out a log dir."""
+    tp = parse_topic_partition(path.name)
+    if tp is None:
+        return False
+    names = os.listdir(path)
+    if any(n.endswith(".log") or n.endswith(".log.swap") for n in names):
+        return True
+    return not looks_like_log_dir(path)
+
+
+def resolve_path(path: str | os.PathLike) -> tuple[Path, list[tuple[Path, TopicPartition]]]:
+    """What a directory PATH names, by the one rule every command uses: (its log dir, the
+    partition dirs to work on).  An empty dir is an empty log dir; anything else that is
+    neither a partition dir nor a log dir is not Kafka data."""
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(2, "No such file or directory", str(p))
+    if not p.is_dir():
+        raise NotKafkaDataError(f"{p}: not a directory (give a partition dir topic-N or a log dir)")
+    if is_partition_path(p):
+        tp = parse_topic_partition(p.name)
+        assert tp is not None
+        return p.resolve().parent, [(p.resolve(), tp)]
+    if looks_like_log_dir(p) or not os.listdir(p):
+        return p.resolve(), [(q.resolve(), tp) for q, tp in partition_dirs(p)]
+    raise NotKafkaDataError(f"{p}: neither a partition dir (topic-N) nor a Kafka log dir")
+
+
+def find_targets(paths: list[Path]) -> list[LogDirTargets]:
+    """PATH... -> partition dirs grouped by log dir, each once, in argument order."""
+    by_dir: dict[Path, LogDirTargets] = {}
+    for path in paths:
+        log_dir, parts = resolve_path(path)
+        t = by_dir.setdefault(log_dir, LogDirTargets(log_dir))
+        for part, tp in parts:
+            if all(q != part for q, _ in t.partitions):
+                t.partitions.append((part, tp))
+    return list(by_dir.values())
+
+
 @dataclass
 class LogDirState:
     path: Path

@@ -532,17 +532,8 @@ def lower_recovery_points(log_dir: Path, new_ends: dict[tuple[str, int], int]) -
 
 
 def resolve_targets(path: str | os.PathLike) -> tuple[Path, list[Path]]:
-    """(log dir, partition dirs) for a partition dir or a whole log dir."""
-    from kafkatool.log.manager import partition_dirs
+    """(log dir, partition dirs) for a partition dir or a whole log dir, by LogManager's rule."""
+    from kafkatool.log.manager import resolve_path
 
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(2, "No such file or directory", str(path))
-    if not path.is_dir():
-        raise NotADirectoryError(20, "not a partition dir or log dir", str(path))
-    names = os.listdir(path)
-    has_segments = any(n.endswith(LOG_SUFFIX) or n.endswith(LOG_SUFFIX + SWAP_SUFFIX) for n in names)
-    log_dir_markers = {"meta.properties", RECOVERY_POINT_CHECKPOINT, ".lock", ".kafka_cleanshutdown"}
-    if has_segments or (parse_topic_partition(path.name) is not None and not log_dir_markers & set(names)):
-        return path.resolve().parent, [path]
-    return path.resolve(), [p for p, _ in partition_dirs(path)]
+    log_dir, parts = resolve_path(path)
+    return log_dir, [p for p, _ in parts]

@@ -230,7 +230,8 @@ def test_damaged_logs(seg):
 def test_unknown_and_missing_files(tmp_path):
     (tmp_path / "x.txt").write_text("hello")
     res = run(tmp_path / "x.txt")
-    assert res.exit_code == 0 and f"Ignoring unknown file {tmp_path / 'x.txt'}" in res.stderr
+    # Kafka's line, and the contract's input error: the file is not Kafka data
+    assert res.exit_code == 2 and f"Ignoring unknown file {tmp_path / 'x.txt'}" in res.stderr
     out = subprocess.run(
         [sys.executable, "-m", "kafkatool", "dump-log", str(tmp_path / "none.log")],
         capture_output=True,

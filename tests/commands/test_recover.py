@@ -84,11 +84,14 @@ def test_recover_quarantines_salvages_and_is_then_clean(tmp_path):
     data = bytearray(victim.read_bytes())
     data[800] ^= 1
     victim.write_bytes(data)
-    # the checkpointed recovery point is past the damage: Kafka would not look, neither do we
+    # the checkpointed recovery point is past the damage: Kafka would not look, so nothing is
+    # cut without --all, but the operator hears of it (issue 12: not "nothing to do", exit 0)
     res = run(tmp_path, "--json", "--index-interval-bytes", 500)
-    assert res.exit_code == 0, res.output
-    res = run(tmp_path, "--all", "--salvage", "--json", "--index-interval-bytes", 500)
     assert res.exit_code == 1, res.output
+    assert "below the recovery point" in res.stdout and "recover --all" in res.stdout
+    assert not [x for x in lines(res) if x["type"] == "cut"]
+    res = run(tmp_path, "--all", "--salvage", "--json", "--index-interval-bytes", 500)
+    assert res.exit_code == 0, res.output  # a repair that succeeded
     out = lines(res)
     (cut,) = [x for x in out if x["type"] == "cut"]
     q = [x["file"] for x in out if x["type"] == "quarantined"]

@@ -312,7 +312,10 @@ def test_random_damage_never_crashes(tmp_path_factory, data):
 
 def test_leader_epochs_against_checkpoint(tmp_path):
     pdir = tmp_path / "t-0"
-    b = [R.build_record_batch([b"x"], base_offset=o, partition_leader_epoch=e) for o, e in ((5, 0), (6, 0), (7, 2))]
+    b = [
+        R.build_record_batch([b"x"], base_offset=o, partition_leader_epoch=e)
+        for o, e in ((5, 0), (6, 0), (7, 2))
+    ]
     write_segment(pdir, b, base_offset=0)
     # epoch 0's first batches compacted away (log starts it at 5, checkpoint at 0): fine
     (pdir / "leader-epoch-checkpoint").write_bytes(C.encode_leader_epoch_checkpoint([(0, 0), (2, 7)]))

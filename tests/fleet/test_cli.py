@@ -76,8 +76,10 @@ def test_human_view_and_inventory_override(spark, tmp_path):
     text = r.stdout
     assert "offset_gap" in text and "broker_id_overridden" in text
     assert "fleet scan:" in text and "1 offset gaps" in text
-    # the gap is a warning, not corruption: the default --fail-on error passes
-    r2 = runner.invoke(app, ["fleet", "scan", "-i", str(tmp_path / "fleet.json"), "--json"])
+    # the gap is a warning, not corruption: --fail-on error passes (the default, warning, as verify's, fails)
+    r2 = runner.invoke(
+        app, ["fleet", "scan", "-i", str(tmp_path / "fleet.json"), "--json", "--fail-on", "error"]
+    )
     assert r2.exit_code == EXIT_OK, r2.output
     gap = next(o for o in _lines(r2.stdout) if o.get("kind") == "offset_gap")
     assert gap["file"] == str(logs[2]) and gap["severity"] == "warning"
