@@ -29,7 +29,7 @@ def log_refusal(kind: str, topic: str, client_id: str | None) -> None:
         _seen.clear()
     _seen.add(key)
     log.warning(
-        "read-only: refused %s topic=%s client_id=%s (the log dir is served read-only)",
+        "read-only: refused %s topic=%s client_id=%s",
         kind,
         topic,
         client_id or "-",

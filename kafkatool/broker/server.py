@@ -11,6 +11,7 @@ clean-shutdown marker.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import shutil
@@ -264,7 +265,7 @@ class Broker:
             name,
             partitions,
             t.topic_id,
-            configs,
+            json.dumps(configs, sort_keys=True),
         )
         return t
 

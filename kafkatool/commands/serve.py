@@ -71,6 +71,37 @@ def json_value(v: str):
     return v
 
 
+_KEY = re.compile(r"(?:^|(?<=\s))([A-Za-z_][A-Za-z0-9_.]*)=")
+_DECODER = json.JSONDecoder()
+
+
+def split_fields(msg: str) -> tuple[str, dict]:
+    """``"text k=v k2=v2"`` -> ("text", {k: v, k2: v2}).  A value runs to the next `` key=``
+    (so error messages keep their spaces); a value that starts as JSON (``{``, ``[``, ``"``) is
+    decoded; numbers and booleans are typed (json_value)."""
+    m = _KEY.search(msg)
+    if m is None:
+        return msg, {}
+    text = msg[: m.start()].strip()
+    fields: dict = {}
+    while m is not None:
+        key, start = m.group(1), m.end()
+        if start < len(msg) and msg[start] in '{["':
+            try:
+                value, end = _DECODER.raw_decode(msg, start)
+            except ValueError:
+                value, end = None, -1
+            if end >= 0 and (end == len(msg) or msg[end] == " "):
+                fields[key] = value
+                m = _KEY.search(msg, end)
+                continue
+        nxt = _KEY.search(msg, start)
+        raw = msg[start : nxt.start() if nxt else len(msg)].rstrip()
+        fields[key] = json_value(raw)
+        m = nxt
+    return text, fields
+
+
 class _JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         msg = record.getMessage()
@@ -80,15 +111,8 @@ class _JsonFormatter(logging.Formatter):
             "level": record.levelname.lower(),
             "logger": record.name,
         }
-        fields = {}
-        text = []
-        for part in msg.split(" "):
-            k, sep, v = part.partition("=")
-            if sep and k and k.replace("_", "").replace(".", "").isalnum():
-                fields[k] = json_value(v)
-            else:
-                text.append(part)
-        d["msg"] = " ".join(text)
+        text, fields = split_fields(msg)
+        d["msg"] = text
         d.update(fields)
         if record.exc_info:
             d["exc"] = self.formatException(record.exc_info)

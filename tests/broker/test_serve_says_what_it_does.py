@@ -122,6 +122,12 @@ def test_json_log_values_are_typed(tmp_path):
         while "broker started" not in log_path.read_text():
             assert proc.poll() is None and time.monotonic() < deadline
             time.sleep(0.05)
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
+        admin.create_topics([NewTopic("typed", 2, 1, config={"cleanup.policy": "compact"})])["typed"].result(
+            20
+        )
         proc.terminate()
         assert proc.wait(20) == 0
     lines = [json.loads(x) for x in log_path.read_text().splitlines() if x.startswith("{")]
@@ -129,6 +135,19 @@ def test_json_log_values_are_typed(tmp_path):
     assert started["partitions"] == 0 and started["read_only"] is False
     done = next(x for x in lines if x["msg"] == "shutdown complete")
     assert done["clean"] is True
+    created = next(x for x in lines if x["msg"] == "topic created")
+    assert created["partitions"] == 2 and created["configs"] == {"cleanup.policy": "compact"}
+
+
+def test_split_fields_keeps_values_whole():
+    from kafkatool.commands.serve import split_fields
+
+    assert split_fields("append failed topic=t partition=0 error=disk full: no space left") == (
+        "append failed",
+        {"topic": "t", "partition": 0, "error": "disk full: no space left"},
+    )
+    assert split_fields('startup note="a b=c"') == ("startup", {"note": "a b=c"})
+    assert split_fields("shutting down") == ("shutting down", {})
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@ AlterConfigs (33), IncrementalAlterConfigs (44), DescribeCluster (60)."""
 
 from __future__ import annotations
 
+import json
 import logging
 
 from kafkatool.broker import config as C
@@ -341,7 +342,7 @@ def _apply_topic(broker, name: str, new: dict[str, str], validate_only: bool) ->
         return ErrorCode.POLICY_VIOLATION, READ_ONLY_MSG
     if not validate_only:
         broker.alter_topic_configs(name, new)
-        log.info("topic configs altered topic=%s configs=%s", name, new)
+        log.info("topic configs altered topic=%s configs=%s", name, json.dumps(new, sort_keys=True))
     return 0, None
 
 

@@ -151,7 +151,11 @@ def alter_broker_configs(broker, res, validate_only: bool) -> tuple[int, str | N
         if changes:
             if not broker.read_only:
                 _save_dynamic_configs(broker)
-            log.info("dynamic broker configs altered broker=%d configs=%s", broker.node_id, changes)
+            log.info(
+                "dynamic broker configs altered broker=%d configs=%s",
+                broker.node_id,
+                json.dumps(changes, sort_keys=True),
+            )
     return ErrorCode.NONE, None
 
 
