@@ -269,7 +269,14 @@ def dump_log(path: Path, opts: DumpOptions) -> Iterator[dict]:
                 if selected and not opts.filtering_records:
                     yield batch_event(batch, file)
                 if deep and selected:
-                    yield from _dump_records(batch, opts, file, nonconsecutive, last_offset)
+                    # with --key, a batch's header line (position, CRC) comes before its first
+                    # matching record, so every printed record keeps its batch's facts
+                    header_sent = not opts.filtering_records
+                    for ev in _dump_records(batch, opts, file, nonconsecutive, last_offset):
+                        if not header_sent:
+                            yield batch_event(batch, file)
+                            header_sent = True
+                        yield ev
                     last_offset = _last_record_offset(batch, last_offset)
                 valid_bytes += batch.size
         except FormatError as exc:
@@ -318,13 +325,23 @@ def _dump_records(batch, opts, file, nonconsecutive, last_offset) -> Iterator[di
                 continue
             yield _record_event(batch, rec, opts, file)
     except FormatError as exc:
+        first = batch.base_offset if batch.magic >= 2 else batch.last_offset
+        # inside a compressed batch a position is one in the decompressed records, never a
+        # file position: say which it is
+        where = (
+            exc.message
+            if exc.position is None
+            else f"{exc.message} (at byte {exc.position} of the decompressed records)"
+            if batch.codec
+            else f"{exc.message} (at file byte {exc.position})"
+        )
         yield {
             "type": "problem",
             "kind": exc.kind,
             "file": file,
             "position": batch.position,
-            "message": f"{file}: records of the batch at byte {batch.position} (offset {batch.last_offset}) "
-            f"cannot be decoded: {exc}",
+            "message": f"{file}: records of the batch at byte {batch.position} (base offset {first}) "
+            f"cannot be decoded: {where}",
         }
 
 

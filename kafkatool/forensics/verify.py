@@ -242,6 +242,15 @@ def _scan_segment(fr: FileRecords, rep: SegmentReport, deep: bool, codec_ids: se
             return None
         nxt = fr.find_next_valid_batch(at + 1)
         end = nxt.position if nxt is not None else size
+        if nxt is not None and kind in ("garbage_tail", "truncated_tail"):
+            # not a tail at all: a size field points past the end of the file, and valid
+            # batches follow; name it for what it is
+            peek = R.peek_entry(buf, at)
+            claims = f" claims {peek[1] + R.LOG_OVERHEAD} bytes" if peek is not None else ""
+            kind, message = (
+                "bad_length",
+                f"the entry at byte {at}{claims}, past the end of the file ({size} bytes)",
+            )
         if nxt is None and kind in ("bad_length", "bad_magic"):
             # nothing valid follows an impossible header: the rest of the file is garbage
             kind, message = (
@@ -1118,16 +1127,53 @@ def verify_log_dir(log_dir: str | os.PathLike, *, deep: bool = True) -> Iterator
         p = root / name
         if p.exists():
             yield FileResult(str(p), "properties", p.stat().st_size, verify_properties(p))
-    for name in OFFSET_CHECKPOINTS:
-        p = root / name
-        if p.exists():
-            yield FileResult(str(p), "checkpoint", p.stat().st_size, verify_checkpoint(p))
+    checkpoints = [
+        FileResult(str(root / n), "checkpoint", (root / n).stat().st_size, verify_checkpoint(root / n))
+        for n in OFFSET_CHECKPOINTS
+        if (root / n).exists()
+    ]
+    log_ends: dict[tuple[str, int], int] = {}
     for p in sorted(root.iterdir()):
         res = log_dir_entry_result(p)
         if res is not None:
             yield res
         elif p.is_dir() and p.name not in IGNORED_DIRS and PARTITION_DIR_RE.match(p.name):
-            yield from verify_partition(p, deep=deep)
+            m = PARTITION_DIR_RE.match(p.name)
+            tp = (m.group("topic"), int(m.group("partition")))
+            for fr in verify_partition(p, deep=deep):
+                seg = fr.segment
+                if fr.kind == "log" and seg is not None:
+                    end = seg.last_offset + 1 if seg.last_offset is not None else seg.base_offset
+                    if end is not None:
+                        log_ends[tp] = max(log_ends.get(tp, 0), end)
+                yield fr
+    # checkpoints last: their offsets are checked against the partitions' log ends
+    for res in checkpoints:
+        if not res.findings:
+            res.findings = checkpoint_vs_log_ends(Path(res.file), log_ends)
+        yield res
+
+
+def checkpoint_vs_log_ends(path: Path, log_ends: dict[tuple[str, int], int]) -> list[Finding]:
+    """Entries of an offset checkpoint beyond their partition's log end (after a cut by
+    recovery, say): Kafka clamps them to the log end at start-up, so a warning."""
+    out = []
+    for tp, offset in sorted(C.decode_offset_checkpoint(_read_bytes(path)).items()):
+        end = log_ends.get(tp)
+        if end is not None and offset > end:
+            out.append(
+                Finding(
+                    str(path),
+                    None,
+                    None,
+                    offset,
+                    "checkpoint_past_log_end",
+                    f"{tp[0]}-{tp[1]}: {offset} is beyond the partition's log end offset {end} "
+                    "(Kafka lowers it to the log end at start-up)",
+                    WARNING,
+                )
+            )
+    return out
 
 
 def classify(path: Path) -> str:

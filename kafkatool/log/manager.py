@@ -112,12 +112,13 @@ def resolve_path(path: str | os.PathLike) -> tuple[Path, list[tuple[Path, TopicP
         raise FileNotFoundError(2, "No such file or directory", str(p))
     if not p.is_dir():
         raise NotKafkaDataError(f"{p}: not a directory (give a partition dir topic-N or a log dir)")
-    if is_partition_path(p):
-        tp = parse_topic_partition(p.name)
+    real = p.resolve()  # `.` and `..` name a dir too
+    if is_partition_path(real):
+        tp = parse_topic_partition(real.name)
         assert tp is not None
-        return p.resolve().parent, [(p.resolve(), tp)]
-    if looks_like_log_dir(p) or not os.listdir(p):
-        return p.resolve(), [(q.resolve(), tp) for q, tp in partition_dirs(p)]
+        return real.parent, [(real, tp)]
+    if looks_like_log_dir(real) or not os.listdir(real):
+        return real, [(q.resolve(), tp) for q, tp in partition_dirs(real)]
     raise NotKafkaDataError(f"{p}: neither a partition dir (topic-N) nor a Kafka log dir")
 
 

@@ -40,6 +40,7 @@ from kafkatool.formats import records as R
 from kafkatool.formats.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
     decode_offset_checkpoint,
     encode_offset_checkpoint,
 )
@@ -510,22 +511,27 @@ def partition_offsets(part_dir: Path) -> tuple[int, int, list[str]]:
 
 
 def lower_recovery_points(log_dir: Path, new_ends: dict[tuple[str, int], int]) -> bool:
-    """Clamp checkpointed recovery points to the new log ends (atomically rewritten)."""
-    path = log_dir / RECOVERY_POINT_CHECKPOINT
-    if not path.exists():
-        return False
-    try:
-        entries = decode_offset_checkpoint(path.read_bytes())
-    except FormatError:
-        return False
-    changed = False
-    for tp, end in new_ends.items():
-        if tp in entries and entries[tp] > end:
-            entries[tp] = end
-            changed = True
-    if changed:
-        fileops.atomic_write(path, encode_offset_checkpoint(entries))
-    return changed
+    """Clamp the checkpointed recovery points and high watermarks to the new log ends
+    (atomically rewritten), as the broker's start-up would: a checkpoint never points
+    past the log it describes."""
+    changed_any = False
+    for name in (RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT):
+        path = log_dir / name
+        if not path.exists():
+            continue
+        try:
+            entries = decode_offset_checkpoint(path.read_bytes())
+        except FormatError:
+            continue
+        changed = False
+        for tp, end in new_ends.items():
+            if tp in entries and entries[tp] > end:
+                entries[tp] = end
+                changed = True
+        if changed:
+            fileops.atomic_write(path, encode_offset_checkpoint(entries))
+            changed_any = True
+    return changed_any
 
 
 # ---------------------------------------------------------------------------- what a PATH names

@@ -152,3 +152,78 @@ def test_a_symlink_loop_is_reported(part):
     (f,) = [f for f in findings(res) if f["kind"] == "not_regular_file"]
     assert "loop" in f["message"]
     shutil.rmtree(pdir)
+
+
+# ---------------------------------------------------------------- issue 12: exact reports
+
+
+def _log_dir(tmp_path, **kw):
+    pdir = make_partition(tmp_path / "ld", "t-0", segments=2, batches_per_segment=10, codec_cycle=(0,), **kw)
+    return pdir.parent, pdir, sorted(pdir.glob("*.log"))
+
+
+def test_a_length_field_mid_file_is_bad_length_not_a_garbage_tail(tmp_path):
+    _, pdir, segs = _log_dir(tmp_path)
+    buf = bytearray(segs[0].read_bytes())
+    p2 = second_batch(segs[0])
+    p3 = p2 + 12 + struct.unpack_from(">i", buf, p2 + 8)[0]
+    struct.pack_into(">i", buf, p3 + 8, 0x7FFFFFFF)
+    segs[0].write_bytes(buf)
+    res = invoke("verify", "--json", pdir)
+    (f,) = [f for f in findings(res) if f["file"] == str(segs[0])]
+    assert f["kind"] == "bad_length" and f["position"] == p3
+    assert "end of the file are not" not in f["message"] and "resumes at byte" in f["message"]
+
+
+def test_checkpoints_past_the_log_end_are_flagged_and_recover_lowers_them(tmp_path):
+    log_dir, pdir, segs = _log_dir(tmp_path)
+    (log_dir / "replication-offset-checkpoint").write_text("0\n1\nt 0 150\n")
+    res = invoke("verify", "--json", log_dir)
+    assert res.exit_code == 1
+    (f,) = [f for f in findings(res) if f["kind"] == "checkpoint_past_log_end"]
+    assert f["offset"] == 150 and "log end offset 100" in f["message"]
+    # recover --all cutting the log lowers the high watermark with the recovery point
+    (log_dir / "replication-offset-checkpoint").write_text("0\n1\nt 0 100\n")
+    pos = second_batch(segs[0])
+    patch_header(segs[0], pos, LAST_OFFSET_DELTA, -1)
+    assert invoke("recover", "--all", log_dir).exit_code == 0
+    assert (log_dir / "replication-offset-checkpoint").read_text() == "0\n1\nt 0 5\n"
+    assert invoke("verify", log_dir).exit_code == 0
+
+
+def test_a_deleted_index_is_recreated_below_the_recovery_point(tmp_path):
+    log_dir, pdir, segs = _log_dir(tmp_path)
+    (log_dir / "recovery-point-offset-checkpoint").write_text("0\n1\nt 0 100\n")
+    segs[1].with_suffix(".index").unlink()
+    assert invoke("verify", pdir).exit_code == 1  # index_missing
+    assert invoke("recover", "--dry-run", pdir).exit_code == 1
+    assert invoke("rebuild-index", "--dry-run", pdir).exit_code == 1
+    assert invoke("recover", pdir).exit_code == 0
+    assert segs[1].with_suffix(".index").exists()
+    assert invoke("verify", pdir).exit_code == 0
+
+
+def test_dump_with_key_keeps_the_batch_header_lines(tmp_path):
+    _, pdir, segs = _log_dir(tmp_path)
+    res = invoke("dump-log", "--key", "k13", segs[0])
+    out = res.stdout.splitlines()
+    i = next(n for n, x in enumerate(out) if x.startswith("| offset: 13 "))
+    assert out[i - 1].startswith("baseOffset: 10 lastOffset: 14 ") and " position: " in out[i - 1]
+    assert " crc: " in out[i - 1]
+    assert sum(1 for x in out if x.startswith("baseOffset:")) == 1
+
+
+def test_a_decode_error_in_a_compressed_batch_names_base_offset_and_no_file_position_past_the_end(tmp_path):
+    pdir = make_partition(tmp_path / "z", "t-0", segments=1, batches_per_segment=4, codec_cycle=(1,))
+    seg = sorted(pdir.glob("*.log"))[0]
+    buf = bytearray(seg.read_bytes())
+    p2 = second_batch(seg)
+    end = p2 + 12 + struct.unpack_from(">i", buf, p2 + 8)[0]
+    buf[end - 10] ^= 0xFF  # the gzip trailer of the second batch
+    seg.write_bytes(buf)
+    res = invoke("dump-log", "--deep-iteration", "--print-data-log", "--json", seg)
+    problems = [json.loads(x) for x in res.stdout.splitlines() if '"problem"' in x]
+    assert problems, res.stdout[-2000:]
+    for p in problems:
+        assert p["position"] is None or p["position"] < len(buf)
+        assert "last offset" not in p["message"]
