@@ -98,10 +98,7 @@ class CleanerState:
             if not lg.config.compact:
                 continue
             rng = cleanable_offsets(lg, lg.config, self.offsets.get(tp), now)
-            if rng.first_dirty >= rng.first_uncleanable:
-                continue
-            due = rng.dirty_ratio >= lg.config.min_cleanable_dirty_ratio or rng.max_compaction_delay_ms > 0
-            if due and (best is None or rng.dirty_ratio > best[2].dirty_ratio):
+            if rng.not_due_reason(lg.config) is None and (best is None or rng.dirty_ratio > best[2].dirty_ratio):
                 best = (tp, lg, rng)
         if best is None:
             return False

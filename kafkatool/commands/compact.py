@@ -17,12 +17,14 @@ from kafkatool.commands.common import (
     handle_errors,
     progress,
 )
-from kafkatool.commands.retention import load_settings, parse_now, targets
 from kafkatool.commands.topic_sources import (
     SOURCES_HELP,
     TopicConfigs,
     bootstrap_option,
+    load_settings,
+    parse_now,
     policy_text,
+    targets,
     zookeeper_option,
 )
 from kafkatool.log import topic_settings as ts
@@ -210,14 +212,7 @@ def compact(
                         log = opened.log
                         if skipped is None and honor_dirty_ratio:
                             rng = cleanable_offsets(log, resolved.config, checkpoint, now_ms)
-                            ratio_ok = rng.dirty_ratio > resolved.config.min_cleanable_dirty_ratio
-                            lag_due = rng.max_compaction_delay_ms > 0 and rng.cleanable_bytes > 0
-                            if not (ratio_ok or lag_due):
-                                skipped = (
-                                    f"dirty ratio {rng.dirty_ratio:.3f} <= min.cleanable.dirty.ratio "
-                                    f"{resolved.config.min_cleanable_dirty_ratio} and no segment is past "
-                                    "max.compaction.lag.ms"
-                                )
+                            skipped = rng.not_due_reason(resolved.config)
                         if skipped is None:
                             if not dry_run and not no_quarantine:
                                 quarantine = Quarantine(part_dir, "kafkatool compact")

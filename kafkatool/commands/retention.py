@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -23,10 +22,12 @@ from kafkatool.commands.topic_sources import (
     SOURCES_HELP,
     TopicConfigs,
     bootstrap_option,
+    load_settings,
+    parse_now,
     policy_text,
+    targets,
     zookeeper_option,
 )
-from kafkatool.log import topic_settings as ts
 
 HELP = """Delete whole segments the way a broker's retention does (UnifiedLog.deleteOldSegments).
 
@@ -67,41 +68,6 @@ HELP = HELP.replace("{SOURCES}", SOURCES_HELP)
 
 def register(app: typer.Typer) -> None:
     app.command("retention", help=HELP, short_help="Delete segments past retention (offline).")(retention)
-
-
-def parse_now(value: str | None) -> int:
-    """Epoch milliseconds, or an ISO-8601 time (UTC when no zone is given)."""
-    if value is None:
-        return int(time.time() * 1000)
-    v = value.strip()
-    if v.lstrip("-").isdigit():
-        return int(v)
-    try:
-        dt = datetime.fromisoformat(v.replace("Z", "+00:00"))
-    except ValueError:
-        raise CommandError(f"--now {value!r}: expected epoch milliseconds or an ISO-8601 time") from None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
-    return int(dt.timestamp() * 1000)
-
-
-def load_settings(server_config: Path | None, topic_config: list[str]):
-
-    try:
-        props = ts.load_server_properties(server_config) if server_config is not None else {}
-        overrides = ts.parse_topic_overrides(topic_config or [])
-    except ts.SettingsError as exc:
-        raise CommandError(str(exc)) from None
-    return props, overrides
-
-
-def targets(paths: list[Path]):
-    from kafkatool.log.maintenance import MaintenanceError, find_targets
-
-    try:
-        return find_targets(paths)
-    except MaintenanceError as exc:
-        raise CommandError(str(exc)) from None
 
 
 def fmt_ts(ms: int) -> str:

@@ -8,6 +8,8 @@ resolution order and the one broker -> topic map are in
 
 from __future__ import annotations
 
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import typer
@@ -168,3 +170,39 @@ class TopicConfigs:
 
 def policy_text(resolved: ts.ResolvedConfig) -> str:
     return ",".join(resolved.config.cleanup_policy)
+
+
+# ------------------------------------------------------- shared by the offline commands
+
+
+def parse_now(value: str | None) -> int:
+    """Epoch milliseconds, or an ISO-8601 time (UTC when no zone is given)."""
+    if value is None:
+        return int(time.time() * 1000)
+    v = value.strip()
+    if v.lstrip("-").isdigit():
+        return int(v)
+    try:
+        dt = datetime.fromisoformat(v.replace("Z", "+00:00"))
+    except ValueError:
+        raise CommandError(f"--now {value!r}: expected epoch milliseconds or an ISO-8601 time") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return int(dt.timestamp() * 1000)
+
+
+def load_settings(server_config: Path | None, topic_config: list[str]):
+    """server.properties and --topic-config overrides, as the offline commands take them."""
+    try:
+        props = ts.load_server_properties(server_config) if server_config is not None else {}
+        overrides = ts.parse_topic_overrides(topic_config or [])
+    except ts.SettingsError as exc:
+        raise CommandError(str(exc)) from None
+    return props, overrides
+
+
+def targets(paths: list[Path]):
+    """PATH... -> partition dirs by log dir (LogManager's one rule; not Kafka data: exit 2)."""
+    from kafkatool.log.manager import find_targets
+
+    return find_targets(paths)

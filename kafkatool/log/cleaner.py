@@ -88,6 +88,22 @@ class CleanableRange:
         total = self.clean_bytes + self.cleanable_bytes
         return self.cleanable_bytes / total if total else 0.0
 
+    def not_due_reason(self, config: LogConfig) -> str | None:
+        """The one cleanable-partition rule (LogCleanerManager.grabFilthiestCompactedLog):
+        due when the dirty ratio exceeds min.cleanable.dirty.ratio, or when a segment is
+        past max.compaction.lag.ms and there are cleanable bytes. None when due; else why
+        not. The broker's cleaner and ``kafkatool compact`` both ask this."""
+        if self.first_dirty >= self.first_uncleanable or self.cleanable_bytes <= 0:
+            return "no cleanable bytes (the dirty range is empty)"
+        if self.dirty_ratio > config.min_cleanable_dirty_ratio:
+            return None
+        if self.max_compaction_delay_ms > 0:
+            return None
+        return (
+            f"dirty ratio {self.dirty_ratio:.3f} <= min.cleanable.dirty.ratio "
+            f"{config.min_cleanable_dirty_ratio} and no segment is past max.compaction.lag.ms"
+        )
+
     def as_dict(self) -> dict:
         return {
             "first_dirty_offset": self.first_dirty,

@@ -533,3 +533,29 @@ def test_legacy_tombstones_follow_the_segment_mtime_horizon(tmp_path):
         (4, b"d", b"1"),
     ]
     log.close()
+
+
+def test_one_cleanable_rule_kafkas_boundaries():
+    """LogCleanerManager.grabFilthiestCompactedLog: ratio strictly above the minimum, or a
+    segment past max.compaction.lag.ms with cleanable bytes. The broker's cleaner and
+    `kafkatool compact` both decide through CleanableRange.not_due_reason."""
+    import inspect
+
+    from kafkatool.broker import maintenance as broker_maintenance
+    from kafkatool.commands import compact as compact_cmd
+    from kafkatool.log.cleaner import CleanableRange
+    from kafkatool.log.config import LogConfig
+
+    cfg = LogConfig(min_cleanable_dirty_ratio=0.5)
+
+    def rng(clean, dirty, delay=0, first_dirty=0, first_uncleanable=10):
+        return CleanableRange(first_dirty, first_uncleanable, None, None, "hw", clean, dirty, delay)
+
+    assert rng(50, 50).not_due_reason(cfg) is not None  # 0.5 is not > 0.5
+    assert rng(49, 51).not_due_reason(cfg) is None
+    assert rng(99, 1, delay=5).not_due_reason(cfg) is None  # past max.compaction.lag.ms
+    assert rng(100, 0, delay=5).not_due_reason(cfg) is not None  # ... but nothing to clean
+    assert rng(0, 10, first_dirty=10, first_uncleanable=10).not_due_reason(cfg) is not None
+    for mod in (broker_maintenance, compact_cmd):
+        assert "not_due_reason(" in inspect.getsource(mod)
+        assert "min_cleanable_dirty_ratio" not in inspect.getsource(mod)
