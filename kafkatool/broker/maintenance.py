@@ -98,7 +98,9 @@ class CleanerState:
             if not lg.config.compact:
                 continue
             rng = cleanable_offsets(lg, lg.config, self.offsets.get(tp), now)
-            if rng.not_due_reason(lg.config) is None and (best is None or rng.dirty_ratio > best[2].dirty_ratio):
+            if rng.not_due_reason(lg.config) is None and (
+                best is None or rng.dirty_ratio > best[2].dirty_ratio
+            ):
                 best = (tp, lg, rng)
         if best is None:
             return False
