@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kafkatool.assign.errors import AssignError
@@ -62,14 +62,3 @@ def check_racks(brokers: Iterable[Broker], *, rack_aware: bool = True) -> bool:
         f"{'s' if len(missing) > 1 else ''} {','.join(map(str, sorted(missing)))}); "
         "give every broker a rack or use --disable-rack-aware"
     )
-
-
-def strip_racks(brokers: Iterable[Broker]) -> list[Broker]:
-    return [Broker(b.id) for b in brokers]
-
-
-def sorted_assignment(
-    assignment: Mapping[TopicPartition, list[int]],
-) -> list[tuple[TopicPartition, list[int]]]:
-    """Kafka's order: topic (string compare), then partition."""
-    return sorted(assignment.items(), key=lambda kv: kv[0])

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from kafkatool.formats import compression
 from kafkatool.formats.crc import crc32, crc32c
 from kafkatool.formats.errors import CorruptRecordError, FormatError, TruncatedError
+from kafkatool.formats.varint import read_zz32 as _read_zz32
+from kafkatool.formats.varint import read_zz64 as _read_zz64
 from kafkatool.formats.varint import write_uvarint, zigzag32, zigzag64
 
 # ---------------------------------------------------------------- constants
@@ -139,43 +141,6 @@ def parse_control_record(record: Record) -> ControlRecord:
             raise CorruptRecordError("transaction marker value shorter than 6 bytes", record.position)
         _, marker.coordinator_epoch = _END_TXN_VALUE.unpack_from(value)
     return marker
-
-
-def _read_uvarint(buf, pos: int, end: int, limit: int) -> tuple[int, int]:
-    # Kept local (and duplicated from varint.py) because this runs per field of
-    # every record in deep iteration: one less call level is measurable.
-    b = buf[pos] if pos < end else -1
-    if b < 0:
-        raise TruncatedError("varint runs past the end of the record data", pos)
-    if b < 0x80:
-        return b, pos + 1
-    result = b & 0x7F
-    shift = 7
-    start = pos
-    pos += 1
-    while True:
-        if pos >= end:
-            raise TruncatedError("varint runs past the end of the record data", start)
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
-        if pos - start >= limit:
-            raise CorruptRecordError(f"varint longer than {limit} bytes", start)
-
-
-def _read_zz32(buf, pos, end):
-    raw, pos = _read_uvarint(buf, pos, end, 5)
-    raw &= 0xFFFFFFFF
-    return (raw >> 1) ^ -(raw & 1), pos
-
-
-def _read_zz64(buf, pos, end):
-    raw, pos = _read_uvarint(buf, pos, end, 10)
-    raw &= 0xFFFFFFFFFFFFFFFF
-    return (raw >> 1) ^ -(raw & 1), pos
 
 
 def decode_records_v2(

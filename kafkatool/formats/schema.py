@@ -22,7 +22,8 @@ import base64
 import struct
 import uuid as _uuid
 
-from kafkatool.formats.errors import FormatError
+from kafkatool.formats.errors import CorruptRecordError, FormatError, TruncatedError
+from kafkatool.formats.varint import append_uvarint, read_uvarint, write_uvarint
 
 __all__ = [
     "MISSING",
@@ -90,49 +91,23 @@ def _too_long(pos: int, n: int, left: int, what: str) -> None:
 
 def r_uvarint(buf, pos: int, end: int) -> tuple[int, int]:
     """Unsigned varint of at most 5 bytes (Java ``readUnsignedVarint``)."""
-    if pos >= end:
-        raise SchemaDecodeError("buffer ends inside an unsigned varint", pos, kind="truncated")
-    b = buf[pos]
-    if b < 0x80:
-        return b, pos + 1
-    start = pos
-    result = b & 0x7F
-    shift = 7
-    pos += 1
-    while True:
-        if pos >= end:
-            raise SchemaDecodeError("buffer ends inside an unsigned varint", start, kind="truncated")
+    if pos < end:
         b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
         if b < 0x80:
-            if result > 0xFFFFFFFF:
-                raise SchemaDecodeError("unsigned varint does not fit 32 bits", start)
-            return result, pos
-        shift += 7
-        if shift > 28:
-            raise SchemaDecodeError("unsigned varint longer than 5 bytes", start)
+            return b, pos + 1
+    try:
+        value, after = read_uvarint(buf, pos, end, 5)
+    except TruncatedError:
+        raise SchemaDecodeError("buffer ends inside an unsigned varint", pos, kind="truncated") from None
+    except CorruptRecordError:
+        raise SchemaDecodeError("unsigned varint longer than 5 bytes", pos) from None
+    if value > 0xFFFFFFFF:
+        raise SchemaDecodeError("unsigned varint does not fit 32 bits", pos)
+    return value, after
 
 
-def uvarint_bytes(value: int) -> bytes:
-    if value < 0x80:
-        return bytes((value,))
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def w_uvarint(out: bytearray, value: int) -> None:
-    if value < 0x80:
-        out.append(value)
-        return
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
+uvarint_bytes = write_uvarint
+w_uvarint = append_uvarint
 
 
 # --------------------------------------------------------------------------- strings
@@ -666,13 +641,6 @@ def struct_to_json(obj: Message, version: int) -> dict:
 def kafka_uuid_str(u: _uuid.UUID) -> str:
     """Kafka's ``Uuid.toString()``: URL-safe base64 of the 16 bytes, no padding."""
     return base64.urlsafe_b64encode(u.bytes).decode("ascii").rstrip("=")
-
-
-def parse_kafka_uuid(s: str) -> _uuid.UUID:
-    raw = base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
-    if len(raw) != 16:
-        raise ValueError(f"not a Kafka uuid: {s!r}")
-    return _UUID(bytes=raw)
 
 
 def java_double_str(x: float) -> str:

@@ -54,6 +54,7 @@ from kafkatool.formats import compression
 from kafkatool.formats import index as fx
 from kafkatool.formats import records as R
 from kafkatool.formats.errors import CorruptRecordError
+from kafkatool.formats.varint import read_uvarint
 from kafkatool.log import fileops
 from kafkatool.log.config import LogConfig
 from kafkatool.log.file_records import TXN_INDEX_SUFFIX, file_name_for_offset
@@ -348,19 +349,8 @@ class _Sink:
 # ---------------------------------------------------------------- a key-only record scan
 
 
-def _uvarint(data: bytes, pos: int, end: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    start = pos
-    while True:
-        if pos >= end or pos - start >= 10:
-            raise CorruptRecordError("invalid varint in a record", start)
-        b = data[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
+def _read_uvarint10(data, pos: int, end: int) -> tuple[int, int]:
+    return read_uvarint(data, pos, end, 10)
 
 
 def scan_keys(batch: R.RecordBatch) -> list[tuple[int, bytes | None, bool]]:
@@ -387,7 +377,7 @@ def scan_keys(batch: R.RecordBatch) -> list[tuple[int, bytes | None, bool]]:
                 length = (b & 0x7F) | (data[pos + 1] << 7)
                 pos += 2
             else:
-                length, pos = _uvarint(data, pos, end)
+                length, pos = _read_uvarint10(data, pos, end)
             length = (length >> 1) ^ -(length & 1)
             rec_end = pos + length
             if length <= 0 or rec_end > end:
@@ -401,14 +391,14 @@ def scan_keys(batch: R.RecordBatch) -> list[tuple[int, bytes | None, bool]]:
                 delta = b
                 p += 1
             else:
-                delta, p = _uvarint(data, p, rec_end)
+                delta, p = _read_uvarint10(data, p, rec_end)
             delta = (delta >> 1) ^ -(delta & 1)
             b = data[p]
             if b < 0x80:
                 klen = b
                 p += 1
             else:
-                klen, p = _uvarint(data, p, rec_end)
+                klen, p = _read_uvarint10(data, p, rec_end)
             klen = (klen >> 1) ^ -(klen & 1)
             if klen < 0:
                 key = None

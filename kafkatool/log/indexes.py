@@ -116,9 +116,6 @@ class _MappedIndex:
     def _entry(self, i: int) -> tuple:
         return self._struct.unpack_from(self._mm, i * self.entry_size)
 
-    def raw_bytes(self) -> bytes:
-        return bytes(self._mm[: self._length]) if self._mm is not None else b""
-
     def flush(self) -> None:
         if self._mm is not None and self.writable:
             self._mm.flush()

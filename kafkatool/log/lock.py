@@ -101,9 +101,3 @@ def locked(log_dir: str | os.PathLike) -> Iterator[Path]:
         yield Path(log_dir)
     finally:
         release(log_dir)
-
-
-def ensure_unlocked(log_dir: str | os.PathLike) -> None:
-    """Raise LogDirLockedError when another process holds the dir (for read-mostly tools)."""
-    if is_locked(log_dir):
-        raise LogDirLockedError(log_dir)

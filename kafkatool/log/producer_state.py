@@ -244,10 +244,3 @@ class ProducerStateManager:
 
     def first_unstable_offset(self) -> int | None:
         return self._ongoing[0][0] if self._ongoing else None
-
-    def apply_batches(self, batches) -> None:
-        """Replay batches (rebuilding state): completions close their transactions, no txn index."""
-        for batch in batches:
-            completed = self.update(batch)
-            if completed is not None:
-                self.complete_txn(completed)

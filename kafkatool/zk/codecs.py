@@ -558,10 +558,6 @@ def decode_log_dir_event(data: bytes | None) -> LogDirEvent:
     return LogDirEvent(_int(obj, "version", what, 1), _int(obj, "broker", what), _int(obj, "event", what, 1))
 
 
-def encode_log_dir_event(broker_id: int) -> bytes:
-    return _dumps({"version": 1, "broker": broker_id, "event": 1})
-
-
 @dataclass
 class EntityConfig:
     version: int

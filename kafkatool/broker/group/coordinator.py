@@ -602,9 +602,6 @@ class GroupCoordinator:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return None
 
-    def is_loading(self) -> bool:
-        return bool(self.loading)
-
     # ------------------------------------------------------------------ timers
     def _loop(self) -> asyncio.AbstractEventLoop:
         return asyncio.get_running_loop()
