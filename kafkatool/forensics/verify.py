@@ -12,6 +12,7 @@ range ``[position, end)`` in its file.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import os
 import re
@@ -587,6 +588,19 @@ def _open_index(
     data = _read_bytes(path)
     out: list[Finding] = []
     scan = scanner(data, base)
+    if scan.count and not any(data):
+        # The scanner keeps an all-zero slot 0 (DumpLogSegments prints it), but Kafka never
+        # indexes byte 0 of a segment: an all-zero first slot is the start of a
+        # preallocated, unwritten index (an empty active segment on a live or crashed
+        # broker), one rule for both, and the same zero tail Kafka rebuilds at start-up.
+        scan = dataclasses.replace(
+            scan,
+            stop_slot=0,
+            reason=I.STOP_ZERO_TAIL,
+            tail_zero=True,
+            keys=scan.keys[:0],
+            values=scan.values[:0],
+        )
     _index_structure(name, data, scan, out, active, entry_size)
     return name, scan, out
 
