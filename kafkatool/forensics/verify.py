@@ -908,6 +908,7 @@ def verify_partition(
     pdir = Path(partition_dir)
     logs = segment_files(pdir)
     prev: SegmentReport | None = None
+    damaged_before: str | None = None
     epoch_starts: list[tuple[int, int]] = []
     for n, log in enumerate(logs):
         active = n == len(logs) - 1
@@ -943,7 +944,11 @@ def verify_partition(
                     f"last offset {prev.last_offset}",
                 )
             )
-        if prev is not None and prev.valid_end < prev.size and seg.batches:
+        if prev is not None and prev.valid_end < prev.size:
+            damaged_before = Path(prev.file).name
+        if damaged_before is not None and seg.batches:
+            # Kafka's recovery deletes EVERY segment after the first truncated one, not only
+            # the next (LogLoader.recoverLog): name each, as recover --all drops each
             seg.findings.append(
                 Finding(
                     str(log),
@@ -951,8 +956,8 @@ def verify_partition(
                     seg.size,
                     seg.first_offset,
                     "after_damaged_segment",
-                    "this segment follows a damaged one: Kafka's recovery deletes every segment "
-                    "after a truncated one",
+                    f"this segment follows the damaged {damaged_before}: Kafka's recovery deletes "
+                    "every segment after a truncated one",
                     WARNING,
                 )
             )

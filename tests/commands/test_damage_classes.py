@@ -227,3 +227,18 @@ def test_a_decode_error_in_a_compressed_batch_names_base_offset_and_no_file_posi
     for p in problems:
         assert p["position"] is None or p["position"] < len(buf)
         assert "last offset" not in p["message"]
+
+
+def test_verify_and_recover_agree_on_every_segment_after_the_damage(tmp_path):
+    pdir = make_partition(tmp_path / "many", "t-0", segments=6, batches_per_segment=5, codec_cycle=(0,))
+    segs = sorted(pdir.glob("*.log"))
+    pos = second_batch(segs[0])
+    buf = bytearray(segs[0].read_bytes())
+    buf[pos + 100] ^= 0xFF
+    segs[0].write_bytes(buf)
+    res = invoke("verify", "--json", pdir)
+    flagged = {f["file"] for f in findings(res) if f["kind"] == "after_damaged_segment"}
+    assert flagged == {str(s) for s in segs[1:]}
+    plan = invoke("recover", "--dry-run", "--all", "--json", pdir)
+    dropped = {json.loads(x)["segment"] for x in plan.stdout.splitlines() if '"type": "drop_segment"' in x}
+    assert dropped == flagged
