@@ -37,6 +37,7 @@ from kafkatool.log.file_records import (
     SNAPSHOT_SUFFIX,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
+    FileRecords,
     offset_from_file_name,
 )
 from kafkatool.log.leader_epoch import LeaderEpochCache
@@ -49,6 +50,7 @@ from kafkatool.log.segment import (
     Segment,
     SegmentScan,
     SegmentSlice,
+    scan_for_recovery,
     segment_file_paths,
 )
 
@@ -173,7 +175,7 @@ class Log:
             if writable:
                 self._load(log_start_offset, recovery_point, had_clean_shutdown)
             else:
-                self._load_read_only(log_start_offset)
+                self._load_read_only(log_start_offset, recovery_point, had_clean_shutdown)
         except BaseException:
             self._close_segments(trim=False)
             raise
@@ -237,18 +239,46 @@ class Log:
         pre = self.config.preallocate if preallocate is None else preallocate
         return Segment(self.dir, base, self.config, create=True, preallocate=pre, now_ms=self.clock())
 
-    def _load_read_only(self, log_start_offset: int) -> None:
+    def _load_read_only(self, log_start_offset: int, recovery_point: int, had_clean_shutdown: bool) -> None:
         for name in sorted(os.listdir(self.dir)):
             if name.endswith(LOG_SUFFIX) and (self.dir / name).is_file():
                 base = offset_from_file_name(name)
                 if base is not None:
                     self._add_segment(Segment(self.dir, base, self.config, writable=False))
+        valid_end = None if had_clean_shutdown else self._read_only_valid_end(recovery_point)
         if self._bases:
-            self._log_end_offset = self.active_segment.read_next_offset()
+            self._log_end_offset = (
+                valid_end if valid_end is not None else self.active_segment.read_next_offset()
+            )
             self.log_start_offset = max(log_start_offset, self._bases[0])
         else:
             self._log_end_offset = log_start_offset
         self.high_watermark = self.recovery_point = min(self.recovery_point, self._log_end_offset)
+
+    def _read_only_valid_end(self, recovery_point: int) -> int | None:
+        """Where the data a writable load would keep ends, without changing a byte: the
+        recovery scan (size, CRC, offsets) over the segments start-up recovery would
+        scan; the segments past the first damage are left out of this read-only view,
+        as recovery would delete them. None when nothing would be cut."""
+        start = self.floor_segment(recovery_point)
+        for base in list(self._bases):
+            if start is not None and base < start.base_offset:
+                continue
+            seg = self._segments[base]
+            try:
+                with FileRecords(seg.log_path) as fr:
+                    scan = scan_for_recovery(fr.buf, base, self.config.index_interval_bytes)
+            except (FormatError, OSError):
+                return None  # an offset overflow (Kafka splits) or an unreadable file: no cut here
+            if scan.valid_bytes < scan.file_size:
+                for later in [b for b in self._bases if b > base]:
+                    self._remove_segment(later).close(trim=False)
+                # every read of this segment (fetch slices, batches) stops where recovery cuts
+                seg.size = 0 if scan.invalid_offset else scan.valid_bytes
+                if scan.invalid_offset:
+                    return base
+                return scan.next_offset if scan.next_offset is not None else base
+        return None
 
     def _load(self, log_start_offset: int, recovery_point: int, had_clean_shutdown: bool) -> None:
         result = self.load_result

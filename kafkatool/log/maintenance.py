@@ -158,7 +158,17 @@ class LogDirSession:
                     f"leftovers of an interrupted operation ({', '.join(leftovers)}); a real run lets "
                     "Kafka's loader finish or roll them back first"
                 )
-            log = Log(part_dir, config, log_start_offset=lso, writable=False, clock=lambda: self.now_ms)
+            # the same recovery point and shutdown state as a real run: a dry run sees the
+            # data a real run would keep
+            log = Log(
+                part_dir,
+                config,
+                log_start_offset=lso,
+                recovery_point=rp,
+                had_clean_shutdown=self.clean_shutdown,
+                writable=False,
+                clock=lambda: self.now_ms,
+            )
             _replay_producer_state(log, self.now_ms)
         hw = self.high_watermarks.get(tp)
         if hw is not None:
