@@ -1,0 +1,176 @@
+"""The machine's own limits, and our broker against them, in one run (issue 16, first part).
+
+Two ceilings are measured on this machine, now, with the same loopback and the same
+filesystem the broker uses:
+
+* ingest: a sender writes 1 MB chunks over loopback TCP to a receiver that
+  ``recv_into``s them and ``os.write``s them to a file in the log dir's filesystem
+  (what a produce path at best does: socket -> page cache);
+* egress: ``os.sendfile`` of a page-cached file over loopback to a receiver that
+  discards (what a fetch path at best does: page cache -> socket).
+
+Then ``kafkatool serve`` takes raw produce requests (1 MB and 16 KiB batches, acks=1)
+and serves a raw fetch loop from the start of the partitions, with the load generators
+of ``bench_broker.py``; the table shows each figure, its ceiling and the ratio, with the
+issue's targets (produce 1 MB >= 70%, 16 KiB >= 40% of ingest; fetch >= 80% of egress).
+
+    python bench/bench_limits.py            # about a minute
+    python bench/bench_limits.py --quick    # a smoke run, a few seconds per figure
+
+Opt-in, never part of the test suite; every loop is bounded in time; only 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import bench_broker as BB  # noqa: E402
+
+CHUNK = 1 << 20
+
+
+def _pair() -> tuple[socket.socket, socket.socket]:
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    client = socket.create_connection(srv.getsockname())
+    conn, _ = srv.accept()
+    srv.close()
+    return client, conn
+
+
+def ingest_ceiling(directory: Path, seconds: float) -> float:
+    """MB/s: loopback TCP in 1 MB chunks -> recv_into -> os.write into a file in ``directory``."""
+    client, conn = _pair()
+    path = directory / "ingest-probe.bin"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    received = [0]
+    stop = threading.Event()
+
+    def receiver() -> None:
+        buf = bytearray(CHUNK)
+        view = memoryview(buf)
+        written_since_trunc = 0
+        while True:
+            n = conn.recv_into(view)
+            if n == 0:
+                return
+            os.write(fd, view[:n])
+            received[0] += n
+            written_since_trunc += n
+            if written_since_trunc > (1 << 30):  # keep the file (and the disk) bounded
+                os.ftruncate(fd, 0)
+                os.lseek(fd, 0, os.SEEK_SET)
+                written_since_trunc = 0
+
+    th = threading.Thread(target=receiver, daemon=True)
+    th.start()
+    payload = os.urandom(CHUNK)
+    t0 = time.perf_counter()
+    deadline = t0 + seconds
+    while time.perf_counter() < deadline and not stop.is_set():
+        client.sendall(payload)
+    client.shutdown(socket.SHUT_WR)
+    th.join(30)
+    dt = time.perf_counter() - t0
+    client.close()
+    conn.close()
+    os.close(fd)
+    path.unlink(missing_ok=True)
+    return received[0] / dt / 1e6
+
+
+def egress_ceiling(directory: Path, seconds: float, size: int = 256 << 20) -> float:
+    """MB/s: os.sendfile of a page-cached file over loopback to a receiver that discards."""
+    path = directory / "egress-probe.bin"
+    with open(path, "wb") as f:
+        block = os.urandom(CHUNK)
+        for _ in range(size // CHUNK):
+            f.write(block)
+    with open(path, "rb") as f:  # into the page cache
+        while f.read(8 << 20):
+            pass
+    client, conn = _pair()
+    received = [0]
+
+    def receiver() -> None:
+        buf = bytearray(4 << 20)
+        while True:
+            n = client.recv_into(buf)
+            if n == 0:
+                return
+            received[0] += n
+
+    th = threading.Thread(target=receiver, daemon=True)
+    th.start()
+    fd = os.open(path, os.O_RDONLY)
+    t0 = time.perf_counter()
+    deadline = t0 + seconds
+    sent = 0
+    while time.perf_counter() < deadline:
+        offset = 0
+        while offset < size and time.perf_counter() < deadline:
+            n = os.sendfile(conn.fileno(), fd, offset, size - offset)
+            offset += n
+            sent += n
+    conn.shutdown(socket.SHUT_WR)
+    th.join(30)
+    dt = time.perf_counter() - t0
+    os.close(fd)
+    client.close()
+    conn.close()
+    path.unlink(missing_ok=True)
+    return received[0] / dt / 1e6
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=5.0, help="duration of each probe and load")
+    ap.add_argument("--quick", action="store_true", help="smoke run: 1.5 s per figure")
+    ap.add_argument("--dir", type=Path, default=None, help="where the log dir goes (default: a temp dir)")
+    args = ap.parse_args()
+    seconds = 1.5 if args.quick else args.seconds
+    work = Path(tempfile.mkdtemp(prefix="kafkatool-limits-", dir=args.dir))
+    try:
+        ingest = ingest_ceiling(work, seconds)
+        egress = egress_ceiling(work, seconds, size=(64 << 20) if args.quick else (256 << 20))
+        t = BB.start_ours(work)
+        try:
+            BB.create_topic(t.port, "limits", BB.PARTITIONS)
+            big = BB.produce_raw(t, "limits", 1000, 1 << 20, 1, seconds)
+            small = BB.produce_raw(t, "limits", 1000, 16 << 10, 1, seconds)
+            fetch = BB.consume_raw(t, "limits", seconds_cap=max(10.0, seconds * 4))
+        finally:
+            t.stop()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    rows = [
+        ("ingest ceiling (loopback -> recv_into -> os.write)", ingest, None, None, None),
+        ("egress ceiling (sendfile page cache -> loopback)", egress, None, None, None),
+        ("produce, 1 MB batches, acks=1", big.mb_s, ingest, 0.70, big.errors),
+        ("produce, 16 KiB batches, acks=1", small.mb_s, ingest, 0.40, small.errors),
+        ("fetch from the start (raw loop)", fetch.mb_s, egress, 0.80, fetch.errors),
+    ]
+    print(f"{'figure':52} {'MB/s':>9} {'limit':>9} {'ratio':>7} {'target':>7}  errors")
+    for name, value, limit, target, errors in rows:
+        if limit is None:
+            print(f"{name:52} {value:9.1f}")
+            continue
+        r = value / limit if limit else 0.0
+        mark = "ok" if r >= target else "below"
+        print(f"{name:52} {value:9.1f} {limit:9.1f} {r:7.2f} {target:7.2f}  {errors} {mark}")
+
+
+if __name__ == "__main__":
+    main()
