@@ -107,6 +107,16 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _d("ssl.cipher.suites", LIST, "", "IANA cipher suite names (TLS 1.2); empty: OpenSSL's defaults."),
         _d("ssl.principal.mapping.rules", STRING, "DEFAULT", "RULE:pattern/replacement/[LU],... on the DN."),
         _d("ssl.endpoint.identification.algorithm", STRING, "https"),
+        # SASL (broker/security/sasl.py); also per listener: listener.name.<name>.*
+        _d("sasl.enabled.mechanisms", LIST, "GSSAPI", "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 are served."),
+        _d("sasl.mechanism.inter.broker.protocol", STRING, "GSSAPI"),
+        _d("connections.max.reauth.ms", LONG, 0, "SASL session lifetime (KIP-368); 0: no re-authentication."),
+        _d(
+            "connection.failed.authentication.delay.ms",
+            INT,
+            100,
+            "Delay before a failed authentication is answered.",
+        ),
         _d("log.dirs", STRING, None, "Log directories (comma-separated)."),
         _d("log.dir", STRING, "/tmp/kafka-logs", "The log directory when log.dirs is not set."),
         _d("num.partitions", INT, 1, "Default partitions of auto-created topics."),
@@ -398,11 +408,6 @@ class BrokerConfig:
         self.listeners  # noqa: B018 (parses)
         self.advertised_listeners  # noqa: B018
         self.inter_broker_listener  # noqa: B018
-        for lst in self.listeners:
-            if lst.sasl:
-                raise ConfigError(
-                    f"listener {lst.name}: {lst.security_protocol} listeners are not served yet"
-                )
         for name in ("num.partitions", "message.max.bytes", "socket.request.max.bytes", "log.segment.bytes"):
             _parse_int(name, self.get(name), 1)
         self.log_config()

@@ -101,6 +101,8 @@ class MetadataStore:
         self.dir_broker_configs: dict[str, str] = {}
         #: producer ids below this may have been handed out (allocated in blocks)
         self.producer_ids_reserved = 0
+        #: SCRAM credentials: user -> mechanism -> Kafka's credential text (scram.ScramCredential.to_text)
+        self.user_scram: dict[str, dict[str, str]] = {}
         self._load()
 
     # ------------------------------------------------------------------ load/save
@@ -116,6 +118,10 @@ class MetadataStore:
         if data is not None:
             self.cluster_id = data.get("cluster_id") or self.cluster_id
             self.producer_ids_reserved = int(data.get("producer_ids_reserved", 0))
+            self.user_scram = {
+                str(u): {str(m): str(c) for m, c in creds.items()}
+                for u, creds in data.get("user_scram_credentials", {}).items()
+            }
             for name, t in data.get("topics", {}).items():
                 self.topics[name] = TopicMeta.from_json(name, t)
         if self.cluster_id is None:
@@ -143,6 +149,8 @@ class MetadataStore:
             "producer_ids_reserved": self.producer_ids_reserved,
             "topics": {n: t.to_json() for n, t in sorted(self.topics.items())},
         }
+        if self.user_scram:
+            data["user_scram_credentials"] = self.user_scram
         fileops.atomic_write(self.path, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
 
     def write_meta_properties(self) -> None:

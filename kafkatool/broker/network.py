@@ -72,6 +72,10 @@ class FileSlice:
             self.fd = -1
 
 
+class FinalResponse(bytes):
+    """The last bytes a connection sends (an authentication failure's answer): written, then closed."""
+
+
 class Parts(list):
     """A response made of bytes and :class:`FileSlice` pieces (size prefix included)."""
 
@@ -109,6 +113,8 @@ class Connection:
         self.principal = principal
         #: segment bytes cannot be spliced into a TLS stream: buffered writes instead of sendfile
         self.tls = writer.get_extra_info("ssl_object") is not None
+        #: the SASL state (security/sasl.SaslSession) on SASL listeners, else None
+        self.sasl = None
         self.reader = reader
         self.writer = writer
         self.transport = writer.transport
@@ -240,6 +246,11 @@ class Connection:
                             item.close()
                     else:
                         writer.write(item)
+                        if type(item) is FinalResponse:
+                            await writer.drain()
+                            self._closed = True
+                            self.transport.close()
+                            return
                 queue.popleft()
                 if not self._room.is_set() and len(queue) < MAX_QUEUED_RESPONSES // 2:
                     self._room.set()

@@ -17,7 +17,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kafkatool.broker.network import CloseConnection, Parts
+from kafkatool.broker.network import CloseConnection, FinalResponse, Parts
 from kafkatool.formats.schema import Message, SchemaDecodeError, UnsupportedVersionError, in_range
 from kafkatool.protocol.apis import API_BY_KEY, API_VERSIONS_KEY
 from kafkatool.protocol.framing import (
@@ -69,6 +69,14 @@ class Router:
 
     def dispatch(self, conn, frame: bytes):
         """Bytes / future / Parts to queue, or None; raises CloseConnection for bad input."""
+        sasl = getattr(conn, "sasl", None)
+        if sasl is not None and sasl.state == "failed":
+            return None  # closing after an authentication failure: nothing more is read
+        if sasl is not None and sasl.raw_expected:
+            try:
+                return sasl.raw_token(frame)
+            except CloseConnection as exc:
+                return self._refuse(conn, None, exc)
         try:
             header, body = parse_request(frame)
         except UnsupportedRequestError as exc:
@@ -94,6 +102,14 @@ class Router:
             raise CloseConnection(
                 f"{name} v{header.api_version} is not served (client_id={header.client_id})"
             )
+        if sasl is not None:
+            # the one security hook: authentication state decides before any handler runs
+            try:
+                answer = sasl.intercept(header, body)
+            except CloseConnection as exc:
+                return self._refuse(conn, header, exc)
+            if answer is not None:
+                return self._encode(header, answer)
         ctx = RequestContext(self.broker, conn, header)
         try:
             result = route.handler(ctx, body)
@@ -109,6 +125,20 @@ class Router:
         if inspect.isawaitable(result):
             return asyncio.ensure_future(self._finish(header, result))
         return self._encode(header, result)
+
+    def _refuse(self, conn, header: RequestHeader | None, exc: CloseConnection):
+        """Authentication failed: Kafka's one log line, the error answer after the failure delay, close."""
+        response = getattr(exc, "response", None)
+        if not hasattr(exc, "delay"):
+            raise exc
+        log.info("Failed authentication with /%s (%s)", conn.peer.rsplit(":", 1)[0], exc)
+        data = None if response is None or header is None else self._encode(header, response)
+
+        async def answer_then_close():
+            await asyncio.sleep(exc.delay)
+            return FinalResponse(data or b"")
+
+        return asyncio.ensure_future(answer_then_close())
 
     async def _finish(self, header: RequestHeader, awaitable):
         try:

@@ -116,6 +116,10 @@ class Broker:
         from kafkatool.broker.handlers import register_all
 
         register_all(self.router)
+        from kafkatool.broker.security import sasl, users
+
+        sasl.register(self.router)
+        users.register(self.router)
 
     # ------------------------------------------------------------------ storage
     def open_storage(self) -> StartupReport:
@@ -360,8 +364,13 @@ class Broker:
                 )
             else:
                 mapper = None
+            sasl_settings = None
+            if lst.sasl:
+                from kafkatool.broker.security.sasl import ListenerSasl
+
+                sasl_settings = ListenerSasl(self.config, lst, self.scram_credential)
             server = await asyncio.start_server(
-                functools.partial(self._accept, lst, ctx, mapper),
+                functools.partial(self._accept, lst, ctx, mapper, sasl_settings),
                 lst.host or None,
                 lst.port,
                 reuse_address=True,
@@ -380,8 +389,16 @@ class Broker:
 
             txn_coordinator(self)  # reload transactions, finish Prepare*, start the timeout checks
 
+    def scram_credential(self, user: str, mechanism: str):
+        """The stored SCRAM credential of ``user`` for ``mechanism`` (None: no such user/mechanism)."""
+        from kafkatool.broker.security.scram import ScramCredential
+
+        store = self.metadata
+        text = store.user_scram.get(user, {}).get(mechanism) if store is not None else None
+        return None if text is None else ScramCredential.from_text(text)
+
     async def _accept(
-        self, lst, ssl_ctx, mapper, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self, lst, ssl_ctx, mapper, sasl_settings, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
         sock = writer.get_extra_info("socket")
         if sock is not None:
@@ -400,6 +417,10 @@ class Broker:
                 if principal is None:
                     return
             conn = Connection(self, reader, writer, lst, principal)
+            if sasl_settings is not None:
+                from kafkatool.broker.security.sasl import SaslSession
+
+                conn.sasl = SaslSession(sasl_settings, conn)
             self._connections.add(conn)
             try:
                 await conn.run()

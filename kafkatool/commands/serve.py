@@ -37,7 +37,8 @@ at once (TOPIC_AUTHORIZATION_FAILED); each refusal is logged.  SIGTERM/SIGINT sh
 clean-shutdown marker).
 
 Listeners follow Kafka's rules: listeners=NAME://host:port,... with
-listener.security.protocol.map (PLAINTEXT, SSL), advertised.listeners by name
+listener.security.protocol.map (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL),
+advertised.listeners by name
 (Metadata answers with the listener the client came in on), and
 inter.broker.listener.name / security.inter.broker.protocol.  SSL listeners
 take Kafka's ssl.* settings (ssl.keystore.type PEM or PKCS12, inline
@@ -47,8 +48,14 @@ ssl.principal.mapping.rules, ssl.enabled.protocols, ssl.cipher.suites with
 IANA names), each also as listener.name.<name>.ssl.*; JKS stores are refused
 (convert to PKCS12).  A failed TLS handshake is logged once as "Failed
 authentication with /ip".  Fetch responses use sendfile on plaintext and
-buffered writes under TLS.  Not yet served: SASL listeners, ACLs, connection
-limits and request quotas.
+buffered writes under TLS.  SASL listeners serve sasl.enabled.mechanisms PLAIN
+(users from listener.name.<name>.plain.sasl.jaas.config, PlainLoginModule
+user_<name>="password"), SCRAM-SHA-256 and SCRAM-SHA-512 (credentials stored as
+Kafka stores them, in the cluster metadata, managed with
+AlterUserScramCredentials), SaslHandshake v0-1, SaslAuthenticate v0-2,
+connections.max.reauth.ms (KIP-368) and connection.failed.authentication.delay.ms.
+Not yet served: ACLs (authorizer.class.name), connection limits
+(max.connections*) and request quotas.
 
 A configuration or start-up error exits 2; a clean shutdown exits 0.
 
