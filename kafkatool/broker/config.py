@@ -31,6 +31,9 @@ from kafkatool.log.topic_settings import (  # noqa: F401 (re-exported for the ha
 
 DEFAULT_DATA_DIR = "./kafkatool-data"
 DEFAULT_LISTENER = "PLAINTEXT://127.0.0.1:9092"
+#: Kafka's default listener.security.protocol.map
+DEFAULT_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 # source codes (DescribeConfigs v1+)
 SOURCE_TOPIC = 1
@@ -71,6 +74,39 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _d("node.id", INT, -1, "The node id."),
         _d("listeners", LIST, DEFAULT_LISTENER, "Listener URIs the broker binds."),
         _d("advertised.listeners", LIST, None, "Listener URIs given to clients (default: listeners)."),
+        _d(
+            "listener.security.protocol.map",
+            LIST,
+            DEFAULT_PROTOCOL_MAP,
+            "Listener name -> security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL).",
+        ),
+        _d("inter.broker.listener.name", STRING, None, "Listener brokers use between themselves."),
+        _d("security.inter.broker.protocol", STRING, "PLAINTEXT", "Protocol brokers use between themselves."),
+        _d("max.connections", INT, 2147483647, "Most connections the broker accepts in total."),
+        _d("max.connections.per.ip", INT, 2147483647, "Most connections from one address."),
+        _d(
+            "max.connections.per.ip.overrides",
+            STRING,
+            "",
+            "host:count,... exceptions to max.connections.per.ip.",
+        ),
+        # TLS (broker/security/tls.py); each may be prefixed listener.name.<name>.
+        _d("ssl.keystore.type", STRING, "JKS", "PEM or PKCS12 (JKS: convert with keytool)."),
+        _d("ssl.keystore.location", STRING, None),
+        _d("ssl.keystore.password", PASSWORD, None),
+        _d("ssl.key.password", PASSWORD, None),
+        _d("ssl.keystore.certificate.chain", PASSWORD, None, "PEM certificate chain (keystore.type=PEM)."),
+        _d("ssl.keystore.key", PASSWORD, None, "PEM private key (keystore.type=PEM)."),
+        _d("ssl.truststore.type", STRING, "JKS", "PEM or PKCS12."),
+        _d("ssl.truststore.location", STRING, None),
+        _d("ssl.truststore.password", PASSWORD, None),
+        _d("ssl.truststore.certificates", PASSWORD, None, "PEM trusted certificates (truststore.type=PEM)."),
+        _d("ssl.client.auth", STRING, "none", "none, requested or required."),
+        _d("ssl.enabled.protocols", LIST, "TLSv1.2,TLSv1.3"),
+        _d("ssl.protocol", STRING, "TLSv1.3"),
+        _d("ssl.cipher.suites", LIST, "", "IANA cipher suite names (TLS 1.2); empty: OpenSSL's defaults."),
+        _d("ssl.principal.mapping.rules", STRING, "DEFAULT", "RULE:pattern/replacement/[LU],... on the DN."),
+        _d("ssl.endpoint.identification.algorithm", STRING, "https"),
         _d("log.dirs", STRING, None, "Log directories (comma-separated)."),
         _d("log.dir", STRING, "/tmp/kafka-logs", "The log directory when log.dirs is not set."),
         _d("num.partitions", INT, 1, "Default partitions of auto-created topics."),
@@ -172,9 +208,19 @@ UNSUPPORTED_CONFIGS: dict[str, str] = {
     "controller.listener.names": "KRaft quorums are not supported",
     "zookeeper.connection.timeout.ms": "ZooKeeper cluster mode is not supported",
     "zookeeper.session.timeout.ms": "ZooKeeper cluster mode is not supported",
-    "inter.broker.listener.name": "a single node has no inter-broker traffic",
-    "listener.security.protocol.map": "only PLAINTEXT listeners are served",
 }
+
+
+def _listener_prefixed_known(name: str) -> bool:
+    """``listener.name.<listener>.<setting>`` for a setting a listener may override."""
+    if not name.startswith("listener.name."):
+        return False
+    parts = name.split(".", 3)
+    return len(parts) == 4 and (parts[3] in BROKER_CONFIGS or parts[3].startswith(LISTENER_PREFIXED))
+
+
+#: setting families a listener prefix may carry beyond BROKER_CONFIGS (SASL's per-mechanism names)
+LISTENER_PREFIXED = ("ssl.", "sasl.", "connections.max.", "max.connections", "plain.", "scram-sha-")
 
 
 def unknown_configs(names) -> list[tuple[str, str]]:
@@ -185,7 +231,7 @@ def unknown_configs(names) -> list[tuple[str, str]]:
 
     out = []
     for name in names:
-        if name in BROKER_CONFIGS:
+        if name in BROKER_CONFIGS or _listener_prefixed_known(name):
             continue
         reason = UNSUPPORTED_CONFIGS.get(name)
         if reason is not None:
@@ -229,26 +275,70 @@ class Listener:
     name: str
     host: str
     port: int
+    #: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (listener.security.protocol.map)
+    security_protocol: str = "PLAINTEXT"
+
+    @property
+    def tls(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def sasl(self) -> bool:
+        return self.security_protocol.startswith("SASL_")
 
 
-def parse_listeners(value: str) -> list[Listener]:
-    out = []
+def parse_protocol_map(value: str | None) -> dict[str, str]:
+    """listener.security.protocol.map as Kafka parses it (names are case-insensitive, upper-cased)."""
+    out: dict[str, str] = {}
+    for item in (value or "").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name, sep, proto = item.partition(":")
+        name, proto = name.strip().upper(), proto.strip().upper()
+        if not sep or not name:
+            raise ConfigError(f"listener.security.protocol.map entry {item!r} is not NAME:PROTOCOL")
+        if proto not in SECURITY_PROTOCOLS:
+            raise ConfigError(
+                f"listener.security.protocol.map: {proto!r} is not a security protocol "
+                f"(one of {', '.join(SECURITY_PROTOCOLS)})"
+            )
+        if name in out:
+            raise ConfigError(f"listener.security.protocol.map names {name} twice")
+        out[name] = proto
+    return out
+
+
+def parse_listeners(
+    value: str, protocol_map: dict[str, str] | None = None, what: str = "listeners"
+) -> list[Listener]:
+    pmap = parse_protocol_map(DEFAULT_PROTOCOL_MAP) if protocol_map is None else protocol_map
+    out: list[Listener] = []
     for item in value.split(","):
         item = item.strip()
         if not item:
             continue
         if "://" not in item:
-            raise ConfigError(f"listener {item!r} is not NAME://host:port")
+            raise ConfigError(f"{what}: {item!r} is not NAME://host:port")
         name, rest = item.split("://", 1)
         host, sep, port = rest.rpartition(":")
         if not sep:
-            raise ConfigError(f"listener {item!r} has no port")
+            raise ConfigError(f"{what}: {item!r} has no port")
         host = host.strip("[]")
-        if name.upper() not in ("PLAINTEXT",):
-            raise ConfigError(f"listener {item!r}: only PLAINTEXT listeners are served")
-        out.append(Listener(name.upper(), host, _parse_int("listeners", port, 0)))
+        name = name.strip().upper()
+        proto = pmap.get(name)
+        if proto is None:
+            raise ConfigError(
+                f"{what}: listener {name} has no security protocol in listener.security.protocol.map"
+            )
+        lst = Listener(name, host, _parse_int(what, port, 0), proto)
+        if any(o.name == name for o in out):
+            raise ConfigError(f"{what}: each listener must have a different name, {name} is given twice")
+        if what == "listeners" and lst.port and any(o.port == lst.port and o.host == lst.host for o in out):
+            raise ConfigError(f"{what}: each listener must have a different port, {lst.port} is given twice")
+        out.append(lst)
     if not out:
-        raise ConfigError("no listeners configured")
+        raise ConfigError(f"no {what} configured")
     return out
 
 
@@ -307,6 +397,12 @@ class BrokerConfig:
     def validate(self) -> None:
         self.listeners  # noqa: B018 (parses)
         self.advertised_listeners  # noqa: B018
+        self.inter_broker_listener  # noqa: B018
+        for lst in self.listeners:
+            if lst.sasl:
+                raise ConfigError(
+                    f"listener {lst.name}: {lst.security_protocol} listeners are not served yet"
+                )
         for name in ("num.partitions", "message.max.bytes", "socket.request.max.bytes", "log.segment.bytes"):
             _parse_int(name, self.get(name), 1)
         self.log_config()
@@ -324,15 +420,68 @@ class BrokerConfig:
         return None
 
     @property
+    def protocol_map(self) -> dict[str, str]:
+        return parse_protocol_map(self.get("listener.security.protocol.map"))
+
+    @property
     def listeners(self) -> list[Listener]:
-        return parse_listeners(self.get("listeners") or DEFAULT_LISTENER)
+        return parse_listeners(self.get("listeners") or DEFAULT_LISTENER, self.protocol_map)
 
     @property
     def advertised_listeners(self) -> list[Listener]:
+        """advertised.listeners by name, in the order of ``listeners`` (Kafka falls back to
+        ``listeners`` for the whole list when unset)."""
         adv = self.get("advertised.listeners")
         if not adv:
             return self.listeners
-        return parse_listeners(adv)
+        out = parse_listeners(adv, self.protocol_map, "advertised.listeners")
+        bound = {lst.name for lst in self.listeners}
+        for lst in out:
+            if lst.name not in bound:
+                raise ConfigError(f"advertised.listeners: {lst.name} is not one of the listeners")
+        return out
+
+    @property
+    def inter_broker_listener(self) -> Listener:
+        """The listener brokers talk to each other on (inter.broker.listener.name, else the first
+        advertised listener with security.inter.broker.protocol), Kafka's rules."""
+        name = self.explicit.get("inter.broker.listener.name") or self.dynamic.get(
+            "inter.broker.listener.name"
+        )
+        if name and "security.inter.broker.protocol" in self.explicit:
+            raise ConfigError(
+                "Only one of inter.broker.listener.name and security.inter.broker.protocol should be set."
+            )
+        adv = self.advertised_listeners
+        if name:
+            name = name.strip().upper()
+            for lst in adv:
+                if lst.name == name:
+                    return lst
+            raise ConfigError(
+                f"inter.broker.listener.name must be a listener name defined in advertised.listeners: {name}"
+            )
+        proto = (self.get("security.inter.broker.protocol") or "PLAINTEXT").strip().upper()
+        if proto not in SECURITY_PROTOCOLS:
+            raise ConfigError(f"security.inter.broker.protocol: {proto!r} is not a security protocol")
+        for lst in adv:
+            if lst.name == proto:
+                return lst
+        if len(adv) == 1 and "security.inter.broker.protocol" not in self.explicit:
+            return adv[0]
+        raise ConfigError(
+            f"security.inter.broker.protocol {proto}: no listener named {proto} in advertised.listeners "
+            "(set inter.broker.listener.name)"
+        )
+
+    def listener_setting(self, listener: Listener | str, name: str) -> str | None:
+        """A setting as a listener sees it: ``listener.name.<name>.<setting>`` over the plain name."""
+        lname = listener if isinstance(listener, str) else listener.name
+        key = f"listener.name.{lname.lower()}.{name}"
+        for layer in (self.dynamic, self.explicit):
+            if key in layer:
+                return layer[key]
+        return self.get(name)
 
     @property
     def log_dirs(self) -> list[Path]:

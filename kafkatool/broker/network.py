@@ -7,7 +7,9 @@ waits) or never (acks=0).  Answers are queued in request order and a writer
 task sends them in that order, so a parked fetch holds back the responses
 behind it exactly as Kafka's one-request-in-flight channel does, while the
 reader keeps pipelining.  Segment bytes of fetch responses go out with
-``loop.sendfile`` (``os.sendfile`` underneath) when they are large.
+``loop.sendfile`` (``os.sendfile`` underneath) when they are large, except on
+TLS connections, where the bytes must be encrypted in user space and are written
+from a buffer.
 """
 
 from __future__ import annotations
@@ -92,8 +94,21 @@ def _discard(item) -> None:
 
 
 class Connection:
-    def __init__(self, server, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+    def __init__(
+        self,
+        server,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        listener=None,
+        principal: str = "User:ANONYMOUS",
+    ):
         self.server = server
+        #: the config.Listener this connection came in on (None: the first one)
+        self.listener = listener
+        #: Kafka principal ("User:name"): from the TLS certificate or SASL, else ANONYMOUS
+        self.principal = principal
+        #: segment bytes cannot be spliced into a TLS stream: buffered writes instead of sendfile
+        self.tls = writer.get_extra_info("ssl_object") is not None
         self.reader = reader
         self.writer = writer
         self.transport = writer.transport
@@ -239,7 +254,7 @@ class Connection:
         loop = asyncio.get_running_loop()
         for p in parts:
             if type(p) is FileSlice:
-                if p.size < SENDFILE_MIN_BYTES:
+                if p.size < SENDFILE_MIN_BYTES or self.tls:
                     self.writer.write(p.read_bytes())
                 else:
                     sent = await loop.sendfile(self.transport, p, p.position, p.size)

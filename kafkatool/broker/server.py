@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import shutil
+import ssl
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -322,22 +323,49 @@ class Broker:
     # ------------------------------------------------------------------ serving
     @property
     def advertised(self) -> list[tuple[str, int]]:
-        out = []
-        for i, lst in enumerate(self.config.advertised_listeners):
-            port = lst.port
-            if port == 0 and i < len(self.bound):
-                port = self.bound[i][1]
-            host = lst.host or "127.0.0.1"
-            if host in ("0.0.0.0", "::"):
-                host = "127.0.0.1"
-            out.append((host, port))
-        return out
+        return [self._endpoint(lst) for lst in self.config.advertised_listeners]
+
+    def _endpoint(self, lst) -> tuple[str, int]:
+        port = lst.port
+        if port == 0:
+            for bound_lst, addr in zip(self.config.listeners, self.bound, strict=False):
+                if bound_lst.name == lst.name:
+                    port = addr[1]
+        host = lst.host or "127.0.0.1"
+        if host in ("0.0.0.0", "::"):
+            host = "127.0.0.1"
+        return host, port
+
+    def advertised_for(self, conn) -> tuple[str, int]:
+        """The endpoint a client connected on ``conn`` is told about: the advertised listener with
+        the same name as the one it came in on (Kafka answers per listener)."""
+        name = getattr(getattr(conn, "listener", None), "name", None)
+        for lst in self.config.advertised_listeners:
+            if lst.name == name:
+                return self._endpoint(lst)
+        return self.advertised[0]
 
     async def start(self) -> None:
+        import functools
+
+        from kafkatool.broker.security import tls
+
         self._stopping = asyncio.Event()
         for lst in self.config.listeners:
+            ctx = None
+            if lst.tls:
+                ctx = tls.server_context(functools.partial(self.config.listener_setting, lst))
+                mapper = tls.SslPrincipalMapper(
+                    self.config.listener_setting(lst, "ssl.principal.mapping.rules")
+                )
+            else:
+                mapper = None
             server = await asyncio.start_server(
-                self._accept, lst.host or None, lst.port, reuse_address=True, limit=1 << 20
+                functools.partial(self._accept, lst, ctx, mapper),
+                lst.host or None,
+                lst.port,
+                reuse_address=True,
+                limit=1 << 20,
             )
             self._servers.append(server)
             sock = server.sockets[0].getsockname()
@@ -352,7 +380,9 @@ class Broker:
 
             txn_coordinator(self)  # reload transactions, finish Prepare*, start the timeout checks
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _accept(
+        self, lst, ssl_ctx, mapper, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         sock = writer.get_extra_info("socket")
         if sock is not None:
             import socket
@@ -361,19 +391,45 @@ class Broker:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError:
                 pass
-        conn = Connection(self, reader, writer)
-        self._connections.add(conn)
         task = asyncio.current_task()
         self._conn_tasks.add(task)
         try:
-            await conn.run()
+            principal = "User:ANONYMOUS"
+            if ssl_ctx is not None:
+                principal = await self._tls_handshake(lst, ssl_ctx, mapper, writer)
+                if principal is None:
+                    return
+            conn = Connection(self, reader, writer, lst, principal)
+            self._connections.add(conn)
+            try:
+                await conn.run()
+            finally:
+                self._connections.discard(conn)
         except asyncio.CancelledError:
             # only stop() cancels a connection task: end it normally, or asyncio's
             # stream callback logs one traceback per open connection at shutdown
             pass
         finally:
-            self._connections.discard(conn)
             self._conn_tasks.discard(task)
+
+    async def _tls_handshake(self, lst, ssl_ctx, mapper, writer: asyncio.StreamWriter) -> str | None:
+        """TLS on an accepted socket; the principal, or None after one log line (Kafka's
+        "Failed authentication with /ip (SSL handshake failed)") when it fails."""
+        from kafkatool.broker.security import tls
+
+        peer = writer.get_extra_info("peername")
+        host = peer[0] if isinstance(peer, tuple) else str(peer)
+        reason = None
+        try:
+            await writer.start_tls(ssl_ctx, ssl_handshake_timeout=10.0)
+            return tls.principal_of(writer.get_extra_info("ssl_object"), mapper)
+        except PermissionError as exc:  # no principal mapping rule matched
+            reason = str(exc)
+        except (ssl.SSLError, ConnectionError, OSError, TimeoutError) as exc:
+            reason = f"SSL handshake failed: {getattr(exc, 'reason', None) or exc or type(exc).__name__}"
+        log.info("Failed authentication with /%s listener=%s (%s)", host, lst.name, reason)
+        writer.transport.abort()
+        return None
 
     async def serve_until_stopped(self) -> None:
         await self._stopping.wait()

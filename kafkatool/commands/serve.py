@@ -36,6 +36,20 @@ that says read-only, and a producer's auto-creation of an unknown topic fails
 at once (TOPIC_AUTHORIZATION_FAILED); each refusal is logged.  SIGTERM/SIGINT shut down cleanly (flush, checkpoints,
 clean-shutdown marker).
 
+Listeners follow Kafka's rules: listeners=NAME://host:port,... with
+listener.security.protocol.map (PLAINTEXT, SSL), advertised.listeners by name
+(Metadata answers with the listener the client came in on), and
+inter.broker.listener.name / security.inter.broker.protocol.  SSL listeners
+take Kafka's ssl.* settings (ssl.keystore.type PEM or PKCS12, inline
+ssl.keystore.certificate.chain/ssl.keystore.key or ssl.keystore.location,
+ssl.truststore.*, ssl.client.auth none/requested/required,
+ssl.principal.mapping.rules, ssl.enabled.protocols, ssl.cipher.suites with
+IANA names), each also as listener.name.<name>.ssl.*; JKS stores are refused
+(convert to PKCS12).  A failed TLS handshake is logged once as "Failed
+authentication with /ip".  Fetch responses use sendfile on plaintext and
+buffered writes under TLS.  Not yet served: SASL listeners, ACLs, connection
+limits and request quotas.
+
 A configuration or start-up error exits 2; a clean shutdown exits 0.
 
 Supported properties: {SUPPORTED}."""
@@ -229,6 +243,8 @@ def serve(
             await broker.start()
         except OSError as exc:
             raise CommandError(f"cannot listen: {exc}") from None
+        except ConfigError as exc:
+            raise CommandError(f"configuration: {exc}") from None
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, broker.request_stop)
         if not no_banner:

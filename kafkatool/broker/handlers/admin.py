@@ -424,7 +424,7 @@ def handle_incremental_alter_configs(ctx, req):
 # ---------------------------------------------------------------- DescribeCluster
 def handle_describe_cluster(ctx, req):
     broker = ctx.broker
-    host, port = broker.advertised[0]
+    host, port = broker.advertised_for(ctx.connection)
     return DescribeClusterResponse(
         throttle_time_ms=0,
         error_code=0,

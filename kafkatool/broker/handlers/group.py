@@ -107,7 +107,7 @@ def handle_find_coordinator(ctx, req):
     v = ctx.version
     key_type = req.key_type if v >= 1 else KEY_TYPE_GROUP
     keys = list(req.coordinator_keys) if v >= 4 else [req.key]
-    host, port = broker.advertised[0]
+    host, port = broker.advertised_for(ctx.connection)
     answers = []
     for key in keys:
         if key_type == KEY_TYPE_GROUP:

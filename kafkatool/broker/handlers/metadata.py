@@ -31,8 +31,8 @@ def from_wire_uuid(u) -> Uuid:
     return Uuid(u.bytes)
 
 
-def brokers(broker) -> list[MetadataResponseBroker]:
-    host, port = broker.advertised[0]
+def brokers(broker, conn=None) -> list[MetadataResponseBroker]:
+    host, port = broker.advertised_for(conn)
     return [MetadataResponseBroker(node_id=broker.node_id, host=host, port=port, rack=None)]
 
 
@@ -123,7 +123,7 @@ def handle_metadata(ctx, req):
             topics_out.append(topic_entry(broker, t))
     return MetadataResponse(
         throttle_time_ms=0,
-        brokers=brokers(broker),
+        brokers=brokers(broker, ctx.connection),
         cluster_id=broker.metadata.cluster_id,
         controller_id=broker.node_id,
         topics=topics_out,
@@ -133,7 +133,7 @@ def handle_metadata(ctx, req):
 
 def handle_find_coordinator(ctx, req):
     broker = ctx.broker
-    host, port = broker.advertised[0]
+    host, port = broker.advertised_for(ctx.connection)
     v = ctx.version
     if v >= 4:
         return FindCoordinatorResponse(

@@ -1,0 +1,1 @@
+"""Broker security: TLS listeners (tls.py); the principal each connection carries."""
