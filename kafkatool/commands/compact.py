@@ -19,12 +19,11 @@ from kafkatool.commands.common import (
 )
 from kafkatool.commands.topic_sources import (
     SOURCES_HELP,
-    TopicConfigs,
     bootstrap_option,
     load_settings,
     parse_now,
     policy_text,
-    targets,
+    targets_and_configs,
     zookeeper_option,
 )
 from kafkatool.log import topic_settings as ts
@@ -157,16 +156,7 @@ def compact(
         offset_map = OffsetMap.for_broker(int(memory), int(threads), load_factor)
     except (ts.SettingsError, ValueError) as exc:
         raise CommandError(str(exc)) from None
-    groups = targets(paths)
-    configs = TopicConfigs(
-        [g.log_dir for g in groups],
-        sorted({tp[0] for g in groups for _, tp in g.partitions}),
-        server_props=props,
-        topic_overrides=overrides,
-        flags=flags,
-        zookeeper=zookeeper,
-        bootstrap=bootstrap_server,
-    )
+    groups, configs = targets_and_configs(paths, props, overrides, flags, zookeeper, bootstrap_server)
     for n in configs.notes:
         if json_out:
             emit_json({"type": "warning", "where": "topic configs", "message": n})

@@ -16,6 +16,7 @@ from kafkatool.commands.common import (
     modify_exit,
     progress,
 )
+from kafkatool.commands.topic_sources import index_interval_option
 
 HELP = """Rebuild the .index, .timeindex and .txnindex files of every segment from its .log.
 
@@ -51,14 +52,7 @@ def rebuild_index(
     paths: list[Path] = typer.Argument(..., metavar="PATH...", help="Partition dirs or log dirs."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Report differences; change nothing."),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
-    index_interval_bytes: int | None = typer.Option(
-        None,
-        "--index-interval-bytes",
-        metavar="N",
-        min=0,
-        help="index.interval.bytes for every topic (default: each topic's own, from the log dir's "
-        "metadata or Kafka's 4096).",
-    ),
+    index_interval_bytes: int | None = index_interval_option(),
 ) -> None:
     from kafkatool.commands.topic_sources import TopicConfigs
     from kafkatool.log import lock

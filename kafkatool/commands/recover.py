@@ -15,6 +15,7 @@ from kafkatool.commands.common import (
     modify_exit,
     progress,
 )
+from kafkatool.commands.topic_sources import index_interval_option
 
 HELP = """Run Kafka's start-up recovery on a partition dir or a whole log dir, on demand.
 
@@ -68,14 +69,7 @@ def recover(
     all_segments: bool = typer.Option(
         False, "--all", help="Recover every segment, not only those from the checkpointed recovery point."
     ),
-    index_interval_bytes: int | None = typer.Option(
-        None,
-        "--index-interval-bytes",
-        metavar="N",
-        min=0,
-        help="index.interval.bytes for every topic (default: each topic's own, from the log dir's "
-        "metadata or Kafka's 4096).",
-    ),
+    index_interval_bytes: int | None = index_interval_option(),
     segment_index_bytes: int | None = typer.Option(
         None,
         "--segment-index-bytes",

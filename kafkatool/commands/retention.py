@@ -20,12 +20,11 @@ from kafkatool.commands.common import (
 )
 from kafkatool.commands.topic_sources import (
     SOURCES_HELP,
-    TopicConfigs,
     bootstrap_option,
     load_settings,
     parse_now,
     policy_text,
-    targets,
+    targets_and_configs,
     zookeeper_option,
 )
 
@@ -125,16 +124,7 @@ def retention(
         "retention.bytes": retention_bytes,
         "cleanup.policy": cleanup_policy,
     }
-    groups = targets(paths)
-    configs = TopicConfigs(
-        [g.log_dir for g in groups],
-        sorted({tp[0] for g in groups for _, tp in g.partitions}),
-        server_props=props,
-        topic_overrides=overrides,
-        flags=flags,
-        zookeeper=zookeeper,
-        bootstrap=bootstrap_server,
-    )
+    groups, configs = targets_and_configs(paths, props, overrides, flags, zookeeper, bootstrap_server)
     for n in configs.notes:
         _note(json_out, "topic configs", n)
     total_parts = sum(len(g.partitions) for g in groups)

@@ -206,3 +206,30 @@ def targets(paths: list[Path]):
     from kafkatool.log.manager import find_targets
 
     return find_targets(paths)
+
+
+def targets_and_configs(paths: list[Path], props, overrides, flags, zookeeper, bootstrap):
+    """PATH... grouped by log dir, and every named topic's effective configuration."""
+    groups = targets(paths)
+    configs = TopicConfigs(
+        [g.log_dir for g in groups],
+        sorted({tp[0] for g in groups for _, tp in g.partitions}),
+        server_props=props,
+        topic_overrides=overrides,
+        flags=flags,
+        zookeeper=zookeeper,
+        bootstrap=bootstrap,
+    )
+    return groups, configs
+
+
+def index_interval_option():
+    """--index-interval-bytes, as recover and rebuild-index take it."""
+    return typer.Option(
+        None,
+        "--index-interval-bytes",
+        metavar="N",
+        min=0,
+        help="index.interval.bytes for every topic (default: each topic's own, from the log dir's "
+        "metadata or Kafka's 4096).",
+    )

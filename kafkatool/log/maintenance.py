@@ -143,32 +143,23 @@ class LogDirSession:
             if leftovers:
                 notes.append(f"finished or rolled back an interrupted operation ({', '.join(leftovers)})")
             self._begin_changes()
-            log = Log(
-                part_dir,
-                config,
-                log_start_offset=lso,
-                recovery_point=rp,
-                had_clean_shutdown=self.clean_shutdown,
-                writable=True,
-                clock=lambda: self.now_ms,
+        elif leftovers:
+            notes.append(
+                f"leftovers of an interrupted operation ({', '.join(leftovers)}); a real run lets "
+                "Kafka's loader finish or roll them back first"
             )
-        else:
-            if leftovers:
-                notes.append(
-                    f"leftovers of an interrupted operation ({', '.join(leftovers)}); a real run lets "
-                    "Kafka's loader finish or roll them back first"
-                )
-            # the same recovery point and shutdown state as a real run: a dry run sees the
-            # data a real run would keep
-            log = Log(
-                part_dir,
-                config,
-                log_start_offset=lso,
-                recovery_point=rp,
-                had_clean_shutdown=self.clean_shutdown,
-                writable=False,
-                clock=lambda: self.now_ms,
-            )
+        # a dry run opens read-only with the same recovery point and shutdown state as a real
+        # run: it sees exactly the data a real run would keep
+        log = Log(
+            part_dir,
+            config,
+            log_start_offset=lso,
+            recovery_point=rp,
+            had_clean_shutdown=self.clean_shutdown,
+            writable=self.modify,
+            clock=lambda: self.now_ms,
+        )
+        if not self.modify:
             _replay_producer_state(log, self.now_ms)
         hw = self.high_watermarks.get(tp)
         if hw is not None:
