@@ -82,7 +82,12 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ),
         _d("inter.broker.listener.name", STRING, None, "Listener brokers use between themselves."),
         _d("security.inter.broker.protocol", STRING, "PLAINTEXT", "Protocol brokers use between themselves."),
-        _d("max.connections", INT, 2147483647, "Most connections the broker accepts in total."),
+        _d(
+            "max.connections",
+            INT,
+            2147483647,
+            "Most connections at once (broker-wide; per listener as listener.name.<name>.max.connections).",
+        ),
         _d("max.connections.per.ip", INT, 2147483647, "Most connections from one address."),
         _d(
             "max.connections.per.ip.overrides",

@@ -389,6 +389,64 @@ class Broker:
 
             txn_coordinator(self)  # reload transactions, finish Prepare*, start the timeout checks
 
+    # ------------------------------------------------------------------ connection limits
+    def _limits(self):
+        if getattr(self, "_conn_limits", None) is None:
+            import socket
+
+            overrides = {}
+            for item in (self.config.get("max.connections.per.ip.overrides") or "").split(","):
+                host, sep, count = item.strip().rpartition(":")
+                if not sep:
+                    continue
+                try:
+                    overrides[socket.gethostbyname(host.strip())] = int(count)
+                except (OSError, ValueError):
+                    log.warning("max.connections.per.ip.overrides: cannot use %r", item.strip())
+            self._conn_limits = (self.config.int("max.connections.per.ip"), overrides)
+            self._per_ip: dict[str, int] = {}
+            self._per_listener: dict[str, int] = {}
+            self._total_open = 0
+            self._slot_freed = asyncio.Condition()
+        return self._conn_limits
+
+    async def _admit(self, lst, ip: str, writer) -> bool:
+        """Kafka's ConnectionQuotas: max.connections.per.ip (+ overrides) refuses at once with one
+        log line; max.connections (broker-wide and per listener) makes the acceptor wait for a slot."""
+        per_ip, overrides = self._limits()
+        limit = overrides.get(ip, per_ip)
+        if self._per_ip.get(ip, 0) >= limit:
+            log.info(
+                "Rejected connection from /%s, address already has the configured maximum of %d connections.",
+                ip,
+                limit,
+            )
+            writer.transport.abort()
+            return False
+        total = self.config.int("max.connections")
+        mine = int(self.config.listener_setting(lst, "max.connections") or total)
+        async with self._slot_freed:
+            await self._slot_freed.wait_for(
+                lambda: self._total_open < total and self._per_listener.get(lst.name, 0) < mine
+            )
+            self._total_open += 1
+            self._per_listener[lst.name] = self._per_listener.get(lst.name, 0) + 1
+            self._per_ip[ip] = self._per_ip.get(ip, 0) + 1
+        return True
+
+    def _release(self, lst, ip: str) -> None:
+        self._total_open -= 1
+        self._per_listener[lst.name] -= 1
+        self._per_ip[ip] -= 1
+        if not self._per_ip[ip]:
+            del self._per_ip[ip]
+
+        async def notify():
+            async with self._slot_freed:
+                self._slot_freed.notify_all()
+
+        asyncio.ensure_future(notify())
+
     def scram_credential(self, user: str, mechanism: str):
         """The stored SCRAM credential of ``user`` for ``mechanism`` (None: no such user/mechanism)."""
         from kafkatool.broker.security.scram import ScramCredential
@@ -410,6 +468,11 @@ class Broker:
                 pass
         task = asyncio.current_task()
         self._conn_tasks.add(task)
+        peer = writer.get_extra_info("peername")
+        ip = peer[0] if isinstance(peer, tuple) else str(peer)
+        if not await self._admit(lst, ip, writer):
+            self._conn_tasks.discard(task)
+            return
         try:
             principal = "User:ANONYMOUS"
             if ssl_ctx is not None:
@@ -432,6 +495,7 @@ class Broker:
             pass
         finally:
             self._conn_tasks.discard(task)
+            self._release(lst, ip)
 
     async def _tls_handshake(self, lst, ssl_ctx, mapper, writer: asyncio.StreamWriter) -> str | None:
         """TLS on an accepted socket; the principal, or None after one log line (Kafka's

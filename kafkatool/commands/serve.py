@@ -54,8 +54,11 @@ user_<name>="password"), SCRAM-SHA-256 and SCRAM-SHA-512 (credentials stored as
 Kafka stores them, in the cluster metadata, managed with
 AlterUserScramCredentials), SaslHandshake v0-1, SaslAuthenticate v0-2,
 connections.max.reauth.ms (KIP-368) and connection.failed.authentication.delay.ms.
-Not yet served: ACLs (authorizer.class.name), connection limits
-(max.connections*) and request quotas.
+Connection limits as Kafka's: max.connections.per.ip (and
+max.connections.per.ip.overrides) refuses at once, max.connections (also per
+listener) makes new connections wait for a slot; connections.max.idle.ms and
+socket.request.max.bytes apply.  Not yet served: ACLs (authorizer.class.name)
+and request quotas (client quotas, connection.creation.rate) - left for later.
 
 A configuration or start-up error exits 2; a clean shutdown exits 0.
 
