@@ -72,6 +72,16 @@ def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
     return out
 
 
+#: TLS/SASL for every connection this process opens (Kafka's client properties, set once from
+#: a command's --command-config: broker/security/client.ClientSecurity); None: PLAINTEXT
+_client_security = None
+
+
+def use_client_security(security) -> None:
+    global _client_security
+    _client_security = security
+
+
 class Connection:
     """One socket to one broker, with the API versions it advertised."""
 
@@ -90,8 +100,19 @@ class Connection:
         self.sock.settimeout(timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.versions: dict[int, tuple[int, int]] = {}
+        security = _client_security
         try:
+            if security is not None:
+                self.sock = security.wrap(self.sock, host)
             self._negotiate()
+            if security is not None:
+                security.authenticate(self._roundtrip)
+        except KafkaAdminError:
+            self.close()
+            raise
+        except Exception as exc:  # TLS handshake or SASL failure, as the security layer words it
+            self.close()
+            raise KafkaAdminError(f"{self.address}: {exc}") from None
         except BaseException:
             self.close()
             raise

@@ -239,3 +239,44 @@ def apply_exit_contract(app: typer.Typer) -> None:
             walk(g.typer_instance)
 
     walk(app)
+
+
+# ----------------------------------------------------------------------------- --command-config
+COMMAND_CONFIG_HELP = (
+    "Kafka client properties for --bootstrap-server connections, as Kafka's tools take them: "
+    "security.protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL), sasl.mechanism (PLAIN, "
+    "SCRAM-SHA-256, SCRAM-SHA-512), sasl.jaas.config or sasl.username/sasl.password, ssl.truststore.*, "
+    "ssl.keystore.* (PEM or PKCS12), ssl.endpoint.identification.algorithm."
+)
+
+
+def _load_command_config(value):
+    from kafkatool.assign import kafka_client
+
+    if value is None:  # click calls back for an absent option too: PLAINTEXT
+        kafka_client.use_client_security(None)
+        return None
+    import typer
+
+    from kafkatool.broker.config import ConfigError
+    from kafkatool.broker.security.client import ClientSecurity
+
+    try:
+        kafka_client.use_client_security(ClientSecurity.from_file(value))
+    except ConfigError as exc:
+        raise typer.BadParameter(f"{value}: {exc}") from None
+    return value
+
+
+def command_config_option():
+    """The one declaration of --command-config: every command with --bootstrap-server takes it."""
+    import typer
+
+    return typer.Option(
+        None,
+        "--command-config",
+        metavar="FILE",
+        help=COMMAND_CONFIG_HELP,
+        callback=_load_command_config,
+        show_default=False,
+    )

@@ -12,6 +12,7 @@ from kafkatool.commands.common import (
     EXIT_OK,
     JSON_HELP,
     CommandError,
+    command_config_option,
     console,
     emit_json,
     handle_errors,
@@ -115,6 +116,7 @@ def compact(
     ),
     zookeeper: str | None = zookeeper_option(),
     bootstrap_server: str | None = bootstrap_option(),
+    command_config: str | None = command_config_option(),
     dedupe_buffer_size: int | None = typer.Option(
         None,
         "--dedupe-buffer-size",

@@ -23,6 +23,7 @@ from kafkatool.commands.common import (
     EXIT_OK,
     JSON_HELP,
     CommandError,
+    command_config_option,
     console,
     emit_json,
     handle_errors,
@@ -224,6 +225,7 @@ def generate(
     bootstrap_server: str | None = _bootstrap_option(
         " Source of the current assignment and racks (Metadata)."
     ),
+    command_config: str | None = command_config_option(),
     current_file: Path | None = typer.Option(
         None,
         "--current",
@@ -259,6 +261,7 @@ def generate(
 
     Prints Kafka's two blocks (current, proposed) and what the plan moves: replicas, bytes, preferred leaders, and the balance per broker and rack before and after. --strategy minimal and size propose only the partitions that change.
     """
+    del command_config  # applied by the option itself (one place: commands/common.py)
     _generate(**locals())
 
 
@@ -588,6 +591,7 @@ def execute(
     ),
     zookeeper: str | None = _zk_option(),
     bootstrap_server: str | None = _bootstrap_option(),
+    command_config: str | None = command_config_option(),
     additional: bool = typer.Option(
         False,
         "--additional",
@@ -624,6 +628,7 @@ def execute(
 
     With --bootstrap-server: the throttles are SET with IncrementalAlterConfigs (topic *.throttled.replicas lists, broker rates), then AlterPartitionReassignments goes to the controller, and log_dirs pins start with AlterReplicaLogDirs, as Kafka's tool does. With --zookeeper: creates /admin/reassign_partitions in one atomic ZooKeeper multi-op with the throttle configs and their change notifications. Either way the throttles set are recorded so that verify/cancel clear them, and the current assignment is printed to keep for rollback.
     """
+    del command_config  # applied by the option itself (one place: commands/common.py)
     _execute(**locals())
 
 
@@ -746,6 +751,7 @@ def verify(
     ),
     zookeeper: str | None = _zk_option(),
     bootstrap_server: str | None = _bootstrap_option(),
+    command_config: str | None = command_config_option(),
     preserve_throttles: bool = typer.Option(False, "--preserve-throttles", help="Do not clear throttles."),
     dry_run: bool = typer.Option(
         False, "--dry-run", help="Report which throttles would be cleared; write nothing."
@@ -756,6 +762,7 @@ def verify(
 
     Prints the status of each partition of the file. Exits 1 while moves are in progress or a replica set differs (Kafka's tool exits 0). Once nothing reassigns anywhere in the cluster, clears the throttles: the keys Kafka's tool clears plus those execute recorded.
     """
+    del command_config  # applied by the option itself (one place: commands/common.py)
     _verify(**locals())
 
 
@@ -853,6 +860,7 @@ def cancel(
     ),
     zookeeper: str | None = _zk_option(),
     bootstrap_server: str | None = _bootstrap_option(),
+    command_config: str | None = command_config_option(),
     preserve_throttles: bool = typer.Option(False, "--preserve-throttles", help="Do not clear throttles."),
     force_controller_election: bool = typer.Option(
         False,
@@ -869,6 +877,7 @@ def cancel(
 
     WARNING: --force-controller-election also deletes /controller in the same multi-op so that a new controller loads the reverted state. That election moves every partition leadership the old controller managed, in the whole cluster, not only the cancelled partitions. Use it only when the admin API is not available. With no controller registered nothing is deleted: the next controller loads the reverted state. Replicas already created on the adding brokers are listed: ZK-mode brokers do not delete them.
     """
+    del command_config  # applied by the option itself (one place: commands/common.py)
     _cancel(**locals())
 
 
@@ -968,12 +977,14 @@ def _cancel(
 def list_(
     zookeeper: str | None = _zk_option(),
     bootstrap_server: str | None = _bootstrap_option(),
+    command_config: str | None = command_config_option(),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """List the reassignments in flight.
 
     With --bootstrap-server: ListPartitionReassignments of the whole cluster. With --zookeeper: partitions whose topic znode lists adding/removing replicas, and the entries of /admin/reassign_partitions the controller has not started yet.
     """
+    del command_config  # applied by the option itself (one place: commands/common.py)
     _list(**locals())
 
 

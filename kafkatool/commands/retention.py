@@ -13,6 +13,7 @@ from kafkatool.commands.common import (
     EXIT_OK,
     JSON_HELP,
     CommandError,
+    command_config_option,
     console,
     emit_json,
     handle_errors,
@@ -105,6 +106,7 @@ def retention(
     ),
     zookeeper: str | None = zookeeper_option(),
     bootstrap_server: str | None = bootstrap_option(),
+    command_config: str | None = command_config_option(),
     now: str | None = typer.Option(
         None, "--now", help="The current time: epoch ms or ISO-8601 (default: the clock)."
     ),

@@ -1,0 +1,116 @@
+"""Client-side security from Kafka's client properties (a ``--command-config`` file).
+
+``security.protocol`` PLAINTEXT/SSL/SASL_PLAINTEXT/SASL_SSL; ``ssl.truststore.*`` /
+``ssl.keystore.*`` (PEM or PKCS12, as the broker reads them) and
+``ssl.endpoint.identification.algorithm``; ``sasl.mechanism`` PLAIN, SCRAM-SHA-256 or
+SCRAM-SHA-512 with the credentials of ``sasl.jaas.config`` (PlainLoginModule /
+ScramLoginModule ``username``/``password``) or ``sasl.username``/``sasl.password``.
+The wire client (assign/kafka_client.py) calls :meth:`wrap` on each new socket and
+:meth:`authenticate` after ApiVersions, as Kafka's clients do.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import os
+import socket
+
+from kafkatool.broker.config import SECURITY_PROTOCOLS, ConfigError
+from kafkatool.broker.security import scram, tls
+from kafkatool.broker.security.sasl import SUPPORTED, parse_jaas
+
+
+class AuthenticationError(Exception):
+    pass
+
+
+class ClientSecurity:
+    def __init__(self, props: dict[str, str]):
+        self.props = props
+        self.protocol = (props.get("security.protocol") or "PLAINTEXT").strip().upper()
+        if self.protocol not in SECURITY_PROTOCOLS:
+            raise ConfigError(f"security.protocol {self.protocol!r}: one of {', '.join(SECURITY_PROTOCOLS)}")
+        self.ssl_context = tls.client_context(props.get) if self.protocol in ("SSL", "SASL_SSL") else None
+        self.mechanism = None
+        if self.protocol.startswith("SASL_"):
+            self.mechanism = (props.get("sasl.mechanism") or "GSSAPI").strip().upper()
+            if self.mechanism not in SUPPORTED:
+                raise ConfigError(f"sasl.mechanism {self.mechanism}: one of {', '.join(SUPPORTED)}")
+            user, password = props.get("sasl.username"), props.get("sasl.password")
+            jaas = props.get("sasl.jaas.config")
+            if jaas:
+                _cls, opts = parse_jaas(jaas, "sasl.jaas.config")
+                user, password = opts.get("username", user), opts.get("password", password)
+            if not user or password is None:
+                raise ConfigError(
+                    "SASL needs sasl.jaas.config (username=, password=) or sasl.username/sasl.password"
+                )
+            self.username, self.password = user, password
+
+    @classmethod
+    def from_file(cls, path) -> ClientSecurity:
+        from kafkatool.formats import properties as props
+
+        try:
+            text = open(path, encoding="latin-1").read()
+        except OSError as exc:
+            raise ConfigError(f"{path}: {exc.strerror}") from None
+        return cls(props.parse_properties_text(text))
+
+    def wrap(self, sock: socket.socket, host: str) -> socket.socket:
+        if self.ssl_context is None:
+            return sock
+        try:
+            return self.ssl_context.wrap_socket(sock, server_hostname=host)
+        except OSError as exc:
+            raise AuthenticationError(
+                f"SSL handshake failed: {getattr(exc, 'reason', None) or exc}"
+            ) from None
+
+    def authenticate(self, roundtrip) -> None:
+        """SaslHandshake v1 + SaslAuthenticate; ``roundtrip(api_key, version, body)`` -> response."""
+        if self.mechanism is None:
+            return
+        from kafkatool.protocol.generated.sasl_authenticate_request import SaslAuthenticateRequest
+        from kafkatool.protocol.generated.sasl_handshake_request import SaslHandshakeRequest
+
+        r = roundtrip(17, 1, SaslHandshakeRequest(mechanism=self.mechanism))
+        if r.error_code:
+            raise AuthenticationError(
+                f"SASL mechanism {self.mechanism} not enabled (broker offers {', '.join(r.mechanisms or [])})"
+            )
+
+        def step(token: bytes) -> bytes:
+            resp = roundtrip(36, 1, SaslAuthenticateRequest(auth_bytes=token))
+            if resp.error_code:
+                raise AuthenticationError(
+                    resp.error_message or f"SASL authentication failed ({resp.error_code})"
+                )
+            return bytes(resp.auth_bytes)
+
+        if self.mechanism == "PLAIN":
+            step(b"\0" + self.username.encode() + b"\0" + self.password.encode())
+            return
+        algo = scram.MECHANISMS[self.mechanism][0]
+        name = self.username.replace("=", "=3D").replace(",", "=2C")
+        cnonce = base64.b64encode(os.urandom(18)).decode().replace(",", "A")
+        first_bare = f"n={name},r={cnonce}"
+        server_first = step(f"n,,{first_bare}".encode()).decode()
+        attrs = dict(p.split("=", 1) for p in server_first.split(","))
+        if not attrs.get("r", "").startswith(cnonce):
+            raise AuthenticationError("SCRAM: the server nonce does not extend ours")
+        salt, iterations = base64.b64decode(attrs["s"]), int(attrs["i"])
+        salted = scram.salted_password(self.mechanism, self.password, salt, iterations)
+        client_key = hmac.new(salted, b"Client Key", algo).digest()
+        stored_key = hashlib.new(algo, client_key).digest()
+        without_proof = f"c=biws,r={attrs['r']}"
+        auth_message = f"{first_bare},{server_first},{without_proof}".encode()
+        signature = hmac.new(stored_key, auth_message, algo).digest()
+        proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+        final = step(f"{without_proof},p={base64.b64encode(proof).decode()}".encode()).decode()
+        server_key = hmac.new(salted, b"Server Key", algo).digest()
+        expected = base64.b64encode(hmac.new(server_key, auth_message, algo).digest()).decode()
+        if final != f"v={expected}":
+            raise AuthenticationError("SCRAM: the broker's signature does not verify")
