@@ -21,10 +21,6 @@ import asyncio
 import logging
 import time
 
-from kafkatool.formats import checkpoint as ck
-from kafkatool.formats.errors import FormatError
-from kafkatool.log import fileops
-
 log = logging.getLogger("kafkatool.broker.maintenance")
 
 
@@ -66,25 +62,13 @@ def run_retention(broker, now_ms: int | None = None) -> int:
 
 
 class CleanerState:
+    """The broker's cleaner; its offsets are the log manager's cleaner-offset-checkpoint."""
+
     def __init__(self, broker):
         self.broker = broker
-        self.offsets: dict[tuple[str, int], int] = {}
-        for d in broker.manager.dirs:
-            try:
-                self.offsets.update(
-                    ck.decode_offset_checkpoint((d / ck.CLEANER_OFFSET_CHECKPOINT).read_bytes())
-                )
-            except (OSError, FormatError):
-                pass
 
     def save(self) -> None:
-        mgr = self.broker.manager
-        per_dir: dict = {d: {} for d in mgr.dirs}
-        for tp, off in self.offsets.items():
-            if tp in mgr.logs:
-                per_dir[mgr.log_dir_of(*tp)][tp] = off
-        for d, entries in per_dir.items():
-            fileops.atomic_write(d / ck.CLEANER_OFFSET_CHECKPOINT, ck.encode_offset_checkpoint(entries))
+        self.broker.manager.checkpoint_cleaner_offsets()
 
     def run_once(self, now_ms: int | None = None) -> bool:
         """Clean the filthiest compacted log that needs it; True when one was cleaned."""
@@ -93,11 +77,12 @@ class CleanerState:
 
         now = _now_ms() if now_ms is None else now_ms
         cfg = self.broker.config
+        mgr = self.broker.manager
         best = None
-        for tp, lg in list(self.broker.manager.logs.items()):
+        for tp, lg in list(mgr.logs.items()):
             if not lg.config.compact:
                 continue
-            rng = cleanable_offsets(lg, lg.config, self.offsets.get(tp), now)
+            rng = cleanable_offsets(lg, lg.config, mgr.cleaner_offset(tp), now)
             if rng.not_due_reason(lg.config) is None and (
                 best is None or rng.dirty_ratio > best[2].dirty_ratio
             ):
@@ -112,10 +97,10 @@ class CleanerState:
         )
         t0 = time.monotonic()
         result = compact(
-            lg, lg.config, checkpoint=self.offsets.get(tp), now_ms=now, offset_map=omap, write=True
+            lg, lg.config, checkpoint=mgr.cleaner_offset(tp), now_ms=now, offset_map=omap, write=True
         )
         if result.checkpoint_after is not None:
-            self.offsets[tp] = result.checkpoint_after
+            mgr.set_cleaner_offset(tp, result.checkpoint_after)
         self.save()
         self.broker.wake(tp)
         log.info(

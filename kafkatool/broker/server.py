@@ -13,8 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
-import shutil
 import ssl
 import time
 from collections import deque
@@ -27,7 +25,6 @@ from kafkatool.broker.network import Connection
 from kafkatool.broker.router import Router
 from kafkatool.formats.errors import CorruptRecordError, FormatError
 from kafkatool.formats.uuid import Uuid
-from kafkatool.log import fileops
 from kafkatool.log.log import Log
 from kafkatool.log.manager import LogManager
 
@@ -287,20 +284,15 @@ class Broker:
         doomed = []
         for p in range(t.partitions):
             tp = (name, p)
-            lg = self.manager.logs.pop(tp, None)
             self.producers.pop(tp, None)
-            if lg is None:
+            target = self.manager.delete_log(name, p)
+            if target is None:
                 continue
-            self.manager._log_dir_of.pop(tp, None)
-            lg.close()
-            target = lg.dir.with_name(f"{lg.dir.name}.{os.urandom(16).hex()}-delete")
-            fileops.rename(lg.dir, target)
             doomed.append(target)
             self.wake(tp)
         self.manager.topic_configs.pop(name, None)
         self.metadata.save()
-        for d in doomed:
-            shutil.rmtree(d, ignore_errors=True)
+        self.manager.remove_deleted(doomed)
         log.info("topic deleted topic=%s topic_id=%s", name, t.topic_id)
         if getattr(self, "group_coordinator", None) is not None:
             self.group_coordinator.handle_deleted_topic(name)

@@ -136,7 +136,8 @@ def compact(
 ) -> None:
     from kafkatool.log.cleaner import cleanable_offsets
     from kafkatool.log.cleaner import compact as run_compact
-    from kafkatool.log.maintenance import LogDirSession, MaintenanceError, Quarantine
+    from kafkatool.log.maintenance import MaintenanceError, Quarantine, open_for_maintenance
+    from kafkatool.log.manager import LogManager
     from kafkatool.log.offset_map import OffsetMap
 
     now_ms = parse_now(now)
@@ -177,27 +178,28 @@ def compact(
     rows = []
     with progress(total_parts, "compacting", enabled=not json_out and total_parts > 1) as advance:
         for g in groups:
-            session = LogDirSession(g.log_dir, modify=not dry_run, now_ms=now_ms)
-            if dry_run and session.locked_by_other and not json_out:
+            manager = LogManager([g.log_dir], writable=not dry_run, load=False, clock=lambda: now_ms)
+            state = manager.state_of(g.log_dir)
+            if dry_run and state.locked_by_other and not json_out:
                 console.print(
                     f"[yellow]note:[/] {g.log_dir} is locked by a running process; a real run would refuse"
                 )
-            with session:
-                for w in session.warnings:
+            with manager:
+                for w in state.warnings:
                     if json_out:
                         emit_json({"type": "warning", "where": str(g.log_dir), "message": w})
                     else:
                         console.print(f"[yellow]warning:[/] {w}")
                 for part_dir, tp in g.partitions:
                     resolved = configs.resolve(
-                        g.log_dir, tp[0], in_cleaner_checkpoint=tp in session.cleaner_offsets
+                        g.log_dir, tp[0], in_cleaner_checkpoint=tp in state.cleaner_offsets
                     )
                     skipped, policy_notes, overrode = compact_policy_guard(resolved)
                     try:
-                        opened = session.open(part_dir, tp, resolved.config)
+                        opened = open_for_maintenance(manager, part_dir, tp, resolved.config, now_ms)
                     except MaintenanceError as exc:
                         raise CommandError(str(exc)) from None
-                    checkpoint = session.cleaner_offsets.get(tp)
+                    checkpoint = state.cleaner_offsets.get(tp)
                     result = None
                     quarantine = None
                     try:
@@ -219,11 +221,11 @@ def compact(
                             )
                             if not dry_run and result.checkpoint_after is not None:
                                 if result.changes or result.checkpoint_after != checkpoint:
-                                    session.set_cleaner_offset(tp, result.checkpoint_after)
+                                    manager.set_cleaner_offset(tp, result.checkpoint_after)
                     except BaseException:
-                        session.abandon(opened)
+                        manager.abandon_log(tp)
                         raise
-                    session.close(opened)
+                    manager.close_log(tp)
                     if quarantine is not None:
                         quarantined += [str(p) for p in quarantine.files]
                     name = f"{tp[0]}-{tp[1]}"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 
 import typer
@@ -55,8 +54,8 @@ def rebuild_index(
     index_interval_bytes: int | None = index_interval_option(),
 ) -> None:
     from kafkatool.commands.topic_sources import TopicConfigs
-    from kafkatool.log import lock
     from kafkatool.log.log import parse_topic_partition
+    from kafkatool.log.manager import LogManager
     from kafkatool.log.rebuild import rebuild_partition
     from kafkatool.log.recovery import resolve_targets
 
@@ -69,10 +68,10 @@ def rebuild_index(
         flags={"index.interval.bytes": index_interval_bytes},
     )
     warnings = []
+    # the dirs' one owner: a real run takes every lock up front (refused while a broker holds one)
+    manager = LogManager(list(groups), writable=not dry_run, load=False)
     for log_dir in groups:
-        if lock.is_locked(log_dir):
-            if not dry_run:
-                raise lock.LogDirLockedError(log_dir)
+        if manager.state_of(log_dir).locked_by_other:
             warnings.append(f"{log_dir}: in use by a running process; the active segments are still changing")
     totals = {
         "partitions": 0,
@@ -84,36 +83,35 @@ def rebuild_index(
     }
     rows = []
     n_parts = sum(len(parts) for parts in groups.values())
-    with progress(n_parts, "rebuilding indexes", enabled=not json_out) as advance:
+    with manager, progress(n_parts, "rebuilding indexes", enabled=not json_out) as advance:
         for log_dir, parts in groups.items():
-            with lock.locked(log_dir) if not dry_run else contextlib.nullcontext():
-                for part in parts:
-                    totals["partitions"] += 1
-                    tp = parse_topic_partition(part.name)
-                    config = configs.resolve(log_dir, tp[0] if tp else part.name).config
-                    for seg in rebuild_partition(part, config, apply=not dry_run):
-                        totals["segments"] += 1
-                        totals["indexes"] += len(seg.diffs)
-                        totals["different"] += len(seg.changed)
-                        totals["replaced"] += len(seg.replaced)
+            for part in parts:
+                totals["partitions"] += 1
+                tp = parse_topic_partition(part.name)
+                config = configs.resolve(log_dir, tp[0] if tp else part.name).config
+                for seg in rebuild_partition(part, config, apply=not dry_run):
+                    totals["segments"] += 1
+                    totals["indexes"] += len(seg.diffs)
+                    totals["different"] += len(seg.changed)
+                    totals["replaced"] += len(seg.replaced)
+                    if seg.damaged:
+                        totals["damaged_segments"] += 1
+                    if json_out:
+                        for d in seg.changed:
+                            emit_json(
+                                {
+                                    "type": "index_difference",
+                                    "segment": str(seg.log_path),
+                                    "base_offset": seg.base_offset,
+                                    "replaced": str(d.path) in seg.replaced,
+                                    **d.as_dict(),
+                                }
+                            )
                         if seg.damaged:
-                            totals["damaged_segments"] += 1
-                        if json_out:
-                            for d in seg.changed:
-                                emit_json(
-                                    {
-                                        "type": "index_difference",
-                                        "segment": str(seg.log_path),
-                                        "base_offset": seg.base_offset,
-                                        "replaced": str(d.path) in seg.replaced,
-                                        **d.as_dict(),
-                                    }
-                                )
-                            if seg.damaged:
-                                emit_json(_damage(seg))
-                        elif seg.changed or seg.damaged:
-                            rows.append(seg)
-                    advance(1)
+                            emit_json(_damage(seg))
+                    elif seg.changed or seg.damaged:
+                        rows.append(seg)
+                advance(1)
     findings = totals["different"] > 0 or totals["damaged_segments"] > 0
     remaining = totals["damaged_segments"] > 0  # rebuild-index does not repair the log
     summary = {

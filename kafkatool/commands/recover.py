@@ -79,9 +79,9 @@ def recover(
     ),
 ) -> None:
     from kafkatool.commands.topic_sources import TopicConfigs
-    from kafkatool.log import lock
     from kafkatool.log import recovery as RC
     from kafkatool.log.log import parse_topic_partition
+    from kafkatool.log.manager import LogManager
 
     groups = group_targets(RC.resolve_targets, paths)
     configs = TopicConfigs(
@@ -92,12 +92,6 @@ def recover(
         flags={"index.interval.bytes": index_interval_bytes, "segment.index.bytes": segment_index_bytes},
     )
     warnings: list[str] = []
-    for log_dir in groups:
-        locked_elsewhere = lock.is_locked(log_dir)
-        if locked_elsewhere and not dry_run:
-            raise lock.LogDirLockedError(log_dir)
-        if locked_elsewhere:
-            warnings.append(f"{log_dir}: in use by a running process; this plan may already be stale")
     totals = {
         "partitions": 0,
         "with_findings": 0,
@@ -113,48 +107,54 @@ def recover(
     stamp = RC.utc_stamp()
     rows = []
     n_parts = sum(len(parts) for parts in groups.values())
-    with progress(n_parts, "recovering", enabled=not json_out) as advance:
+    # the dirs' one owner: every lock taken up front (a real run is refused while a broker
+    # holds any of them), the checkpoints read and rewritten
+    manager = LogManager(list(groups), writable=not dry_run, load=False)
+    with manager, progress(n_parts, "recovering", enabled=not json_out) as advance:
         for log_dir, parts in groups.items():
             new_ends: dict = {}
-            ctx = lock.locked(log_dir) if not dry_run else _nullcontext()
-            with ctx:
-                for part in parts:
-                    rp, lso, w = RC.partition_offsets(part)
-                    warnings.extend(w)
-                    if all_segments:
-                        rp = 0
-                    tp_name = parse_topic_partition(part.name)
-                    config = configs.resolve(log_dir, tp_name[0] if tp_name else part.name).config
-                    plan = RC.plan_partition(part, config, recovery_point=rp, log_start_offset=lso)
-                    totals["partitions"] += 1
-                    if rp > 0 and not (plan.cuts or plan.dropped):
-                        # Kafka's start-up recovery never looks below the recovery point;
-                        # an operator who asks must still hear of damage there.
-                        below = RC.plan_partition(part, config, recovery_point=0, log_start_offset=lso)
-                        if below.cuts or below.dropped:
-                            totals["damage_below_recovery_point"] += 1
-                            first = below.cuts[0].segment if below.cuts else below.dropped[0].path
-                            warnings.append(
-                                f"{part}: damage below the recovery point {rp} (first in {Path(first).name}, "
-                                f"{below.cut_bytes} bytes recovery from offset 0 would cut), which Kafka's "
-                                "start-up recovery does not look at; run `kafkatool recover --all` to cut it"
-                            )
-                    applied = None
-                    if plan.findings:
-                        totals["with_findings"] += 1
-                        if not dry_run:
-                            applied = RC.apply_plan(plan, config, salvage=salvage, stamp=stamp)
-                            warnings.extend(applied.warnings)
-                            if tp_name is not None and applied.log_end_offset is not None:
-                                new_ends[tp_name] = applied.log_end_offset
-                    _account(totals, plan, applied)
-                    if json_out:
-                        _emit(plan, applied, dry_run)
-                    elif plan.findings or applied:
-                        rows.append((plan, applied))
-                    advance(1)
-                if not dry_run and new_ends:
-                    RC.lower_recovery_points(log_dir, new_ends)
+            state = manager.state_of(log_dir)
+            if state.locked_by_other:
+                warnings.append(f"{log_dir}: in use by a running process; this plan may already be stale")
+            warnings.extend(state.warnings)
+            for part in parts:
+                tp_name = parse_topic_partition(part.name)
+                rp = state.recovery_points.get(tp_name, 0) if tp_name else 0
+                lso = state.log_start_offsets.get(tp_name, 0) if tp_name else 0
+                if all_segments:
+                    rp = 0
+                config = configs.resolve(log_dir, tp_name[0] if tp_name else part.name).config
+                plan = RC.plan_partition(part, config, recovery_point=rp, log_start_offset=lso)
+                totals["partitions"] += 1
+                if rp > 0 and not (plan.cuts or plan.dropped):
+                    # Kafka's start-up recovery never looks below the recovery point;
+                    # an operator who asks must still hear of damage there.
+                    below = RC.plan_partition(part, config, recovery_point=0, log_start_offset=lso)
+                    if below.cuts or below.dropped:
+                        totals["damage_below_recovery_point"] += 1
+                        first = below.cuts[0].segment if below.cuts else below.dropped[0].path
+                        warnings.append(
+                            f"{part}: damage below the recovery point {rp} (first in {Path(first).name}, "
+                            f"{below.cut_bytes} bytes recovery from offset 0 would cut), which Kafka's "
+                            "start-up recovery does not look at; run `kafkatool recover --all` to cut it"
+                        )
+                applied = None
+                if plan.findings:
+                    totals["with_findings"] += 1
+                    if not dry_run:
+                        manager.begin_changes(log_dir)
+                        applied = RC.apply_plan(plan, config, salvage=salvage, stamp=stamp)
+                        warnings.extend(applied.warnings)
+                        if tp_name is not None and applied.log_end_offset is not None:
+                            new_ends[tp_name] = applied.log_end_offset
+                _account(totals, plan, applied)
+                if json_out:
+                    _emit(plan, applied, dry_run)
+                elif plan.findings or applied:
+                    rows.append((plan, applied))
+                advance(1)
+            if not dry_run and new_ends:
+                manager.lower_to_log_ends(log_dir, new_ends)
     findings = totals["with_findings"] > 0
     remaining = totals["damage_below_recovery_point"] > 0
     summary = {
@@ -174,14 +174,6 @@ def recover(
     else:
         _render(rows, summary, dry_run, warnings)
     raise typer.Exit(modify_exit(dry_run=dry_run, would_change=findings, remaining=remaining))
-
-
-class _nullcontext:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 def _account(totals: dict, plan, applied) -> None:

@@ -116,7 +116,8 @@ def retention(
     ),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
-    from kafkatool.log.maintenance import LogDirSession, MaintenanceError, Quarantine
+    from kafkatool.log.maintenance import MaintenanceError, Quarantine, open_for_maintenance
+    from kafkatool.log.manager import LogManager
     from kafkatool.log.retention import apply_retention, plan_retention
 
     now_ms = parse_now(now)
@@ -134,21 +135,22 @@ def retention(
     rows = []
     with progress(total_parts, "retention", enabled=not json_out and total_parts > 1) as advance:
         for g in groups:
-            session = LogDirSession(g.log_dir, modify=not dry_run, now_ms=now_ms)
-            if dry_run and session.locked_by_other and not json_out:
+            manager = LogManager([g.log_dir], writable=not dry_run, load=False, clock=lambda: now_ms)
+            state = manager.state_of(g.log_dir)
+            if dry_run and state.locked_by_other and not json_out:
                 console.print(
                     f"[yellow]note:[/] {g.log_dir} is locked by a running process; a real run would refuse"
                 )
-            with session:
-                for w in session.warnings:
+            with manager:
+                for w in state.warnings:
                     _note(json_out, str(g.log_dir), w)
                 for part_dir, tp in g.partitions:
                     resolved = configs.resolve(
-                        g.log_dir, tp[0], in_cleaner_checkpoint=tp in session.cleaner_offsets
+                        g.log_dir, tp[0], in_cleaner_checkpoint=tp in state.cleaner_offsets
                     )
                     policy_notes, overrode = policy_guard(resolved, flags)
                     try:
-                        opened = session.open(part_dir, tp, resolved.config)
+                        opened = open_for_maintenance(manager, part_dir, tp, resolved.config, now_ms)
                     except MaintenanceError as exc:
                         raise CommandError(str(exc)) from None
                     try:
@@ -162,9 +164,9 @@ def retention(
                             )
                             result = apply_retention(log, plan, quarantine=quarantine)
                     except BaseException:
-                        session.abandon(opened)
+                        manager.abandon_log(tp)
                         raise
-                    session.close(opened)
+                    manager.close_log(tp)
                     name = f"{tp[0]}-{tp[1]}"
                     summary["partitions"] += 1
                     summary["segments"] += len(plan.deletions)

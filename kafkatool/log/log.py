@@ -927,6 +927,11 @@ class Log:
             self.producer_state.take_snapshot()
         self._close_segments(trim=self.writable)
 
+    def release(self) -> None:
+        """Let go of the files after a failure: no flush, no producer snapshot, no trim (the
+        next start-up treats the partition as not shut down cleanly)."""
+        self._close_segments(trim=False)
+
     def _close_segments(self, trim: bool) -> None:
         for seg in self._segments.values():
             try:

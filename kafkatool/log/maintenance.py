@@ -2,17 +2,14 @@
 
 What a broker does around its log maintenance, done by hand for one run:
 
-* ``.lock``: a modifying run takes the log dir's lock (refused, with a clear
-  message, while a broker or another tool holds it); a ``--dry-run`` only
-  reads and never takes it.
-* ``.kafka_cleanshutdown``: deleted before the first change and written back
-  at the end when it was there, as LogManager does around start-up and
-  shutdown; a run that dies half-way therefore leaves a dir the next broker
-  start recovers (every interrupted ``.cleaned``/``.swap``/``.deleted`` step is
-  finished or rolled back by the loader either way).
-* Checkpoints: read at the start (recovery points, log start offsets, high
-  watermarks, cleaner offsets) and rewritten atomically at the end, changing
-  only the entries of the partitions this run touched.
+* The dir is held by a tool-mode :class:`~kafkatool.log.manager.LogManager`
+  (``writable=not dry_run, load=False``), the one owner of ``.lock``, the
+  checkpoints and the clean-shutdown marker: a modifying run takes the lock
+  (refused, with a clear message, while a broker or another tool holds it), a
+  ``--dry-run`` only reads; the marker is deleted before the first change and
+  written back when the run succeeds, so a run that dies half-way leaves a dir
+  the next broker start recovers; checkpoints change only in the entries of the
+  partitions this run touched.
 * A partition that was not shut down cleanly and whose start-up recovery
   would cut data is refused: ``kafkatool recover`` keeps what recovery cuts,
   opening the log here would silently drop it.
@@ -27,15 +24,14 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kafkatool.formats import checkpoint as ck
-from kafkatool.log import fileops, lock
+from kafkatool.log import fileops
 from kafkatool.log.config import LogConfig
 from kafkatool.log.log import Log
 from kafkatool.log.manager import (  # noqa: F401 (find_targets, LogDirTargets: re-exported)
     LogDirTargets,
+    LogManager,
     find_targets,
     partition_dirs,
-    read_offset_checkpoint,
 )
 from kafkatool.log.producer_state import ProducerStateManager
 from kafkatool.log.recovery import QUARANTINE_DIR, plan_partition, utc_stamp
@@ -69,152 +65,46 @@ class OpenedLog:
     notes: list[str] = field(default_factory=list)
 
 
-class LogDirSession:
-    """One log dir for one run: lock, clean-shutdown marker, checkpoints (see the module doc)."""
+def open_for_maintenance(
+    manager: LogManager, part_dir: Path, tp: TopicPartition, config: LogConfig, now_ms: int
+) -> OpenedLog:
+    """One partition of a dir a tool-mode :class:`LogManager` holds, for retention or compaction.
 
-    def __init__(self, log_dir: Path, *, modify: bool, now_ms: int):
-        self.log_dir = Path(log_dir)
-        self.modify = modify
-        self.now_ms = now_ms
-        self.warnings: list[str] = []
-        self.recovery_points = self._read(ck.RECOVERY_POINT_CHECKPOINT)
-        self.log_start_offsets = self._read(ck.LOG_START_OFFSET_CHECKPOINT)
-        self.high_watermarks = self._read(ck.REPLICATION_OFFSET_CHECKPOINT)
-        self.cleaner_offsets = self._read(ck.CLEANER_OFFSET_CHECKPOINT)
-        self.marker = self.log_dir / ck.CLEAN_SHUTDOWN_FILE
-        self.clean_shutdown = self.marker.exists()
-        self._marker_bytes = self.marker.read_bytes() if self.clean_shutdown else b""
-        self.locked_by_other = lock.is_locked(self.log_dir)
-        self._held = False
-        self._marker_removed = False
-        self._changed: dict[str, dict[TopicPartition, int | None]] = {}
-
-    def _read(self, name: str) -> dict[TopicPartition, int]:
-        entries, warning = read_offset_checkpoint(self.log_dir / name)
-        if warning:
-            self.warnings.append(warning + " (treated as empty, as Kafka does)")
-        return entries
-
-    # ------------------------------------------------------------ lifecycle
-    def __enter__(self) -> LogDirSession:
-        if self.modify:
-            lock.acquire(self.log_dir)
-            self._held = True
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        try:
-            if self.modify:
-                # entries only exist for partitions closed after a complete run, so they are
-                # right even when a later partition failed; the marker only comes back on success
-                try:
-                    self._write_checkpoints()
-                except Exception:
-                    if exc_type is None:
-                        raise
-                if exc_type is None and self._marker_removed:
-                    fileops.atomic_write(self.marker, self._marker_bytes or ck.encode_clean_shutdown(-1))
-        finally:
-            if self._held:
-                lock.release(self.log_dir)
-                self._held = False
-
-    def _begin_changes(self) -> None:
-        """Called before the first change to the dir: a crash from here on is an unclean shutdown."""
-        if self.clean_shutdown and not self._marker_removed:
-            fileops.delete(self.marker)
-            fileops.fsync_dir(self.log_dir)
-            self._marker_removed = True
-
-    # ------------------------------------------------------------ partitions
-    def open(self, part_dir: Path, tp: TopicPartition, config: LogConfig) -> OpenedLog:
-        rp = self.recovery_points.get(tp, 0)
-        lso = self.log_start_offsets.get(tp, 0)
-        notes: list[str] = []
-        leftovers = leftover_files(part_dir)
-        if self.modify:
-            if not self.clean_shutdown:
-                plan = plan_partition(part_dir, config, recovery_point=rp, log_start_offset=lso)
-                if any(c.bytes for c in plan.cuts) or plan.dropped:
-                    raise MaintenanceError(
-                        f"{part_dir}: the log dir was not shut down cleanly and start-up recovery would cut "
-                        f"{plan.cut_bytes} bytes from this partition; run `kafkatool recover` first"
-                    )
-            if leftovers:
-                notes.append(f"finished or rolled back an interrupted operation ({', '.join(leftovers)})")
-            self._begin_changes()
-        elif leftovers:
-            notes.append(
-                f"leftovers of an interrupted operation ({', '.join(leftovers)}); a real run lets "
-                "Kafka's loader finish or roll them back first"
-            )
-        # a dry run opens read-only with the same recovery point and shutdown state as a real
-        # run: it sees exactly the data a real run would keep
-        log = Log(
-            part_dir,
-            config,
-            log_start_offset=lso,
-            recovery_point=rp,
-            had_clean_shutdown=self.clean_shutdown,
-            writable=self.modify,
-            clock=lambda: self.now_ms,
+    A modifying run refuses a partition whose start-up recovery would cut data (the dir
+    was not shut down cleanly: ``kafkatool recover`` keeps what recovery cuts, opening
+    the log here would silently drop it) and deletes the clean-shutdown marker before
+    its first change; a dry run opens read-only with the same recovery point and
+    shutdown state, so it sees exactly the data a real run would keep."""
+    state = manager.state_of(part_dir.parent)
+    rp = state.recovery_points.get(tp, 0)
+    lso = state.log_start_offsets.get(tp, 0)
+    notes: list[str] = []
+    leftovers = leftover_files(part_dir)
+    if manager.writable:
+        if not state.had_clean_shutdown:
+            plan = plan_partition(part_dir, config, recovery_point=rp, log_start_offset=lso)
+            if any(c.bytes for c in plan.cuts) or plan.dropped:
+                raise MaintenanceError(
+                    f"{part_dir}: the log dir was not shut down cleanly and start-up recovery would cut "
+                    f"{plan.cut_bytes} bytes from this partition; run `kafkatool recover` first"
+                )
+        if leftovers:
+            notes.append(f"finished or rolled back an interrupted operation ({', '.join(leftovers)})")
+        manager.begin_changes(part_dir.parent)
+    elif leftovers:
+        notes.append(
+            f"leftovers of an interrupted operation ({', '.join(leftovers)}); a real run lets "
+            "Kafka's loader finish or roll them back first"
         )
-        if not self.modify:
-            _replay_producer_state(log, self.now_ms)
-        hw = self.high_watermarks.get(tp)
-        if hw is not None:
-            log.update_high_watermark(hw)
-            source = HW_FROM_CHECKPOINT
-        else:
-            log.update_high_watermark(log.log_end_offset)
-            source = HW_FROM_LOG_END
-        return OpenedLog(log, tp, source, notes)
-
-    def close(self, opened: OpenedLog) -> None:
-        log = opened.log
-        if self.modify:
-            log.close()
-            tp = opened.topic_partition
-            self._set(ck.RECOVERY_POINT_CHECKPOINT, tp, log.recovery_point)
-            first = log.segments[0].base_offset if log.segments else log.log_start_offset
-            self._set(
-                ck.LOG_START_OFFSET_CHECKPOINT,
-                tp,
-                log.log_start_offset if log.log_start_offset > first else None,
-            )
-        else:
-            log.close()
-
-    def abandon(self, opened: OpenedLog) -> None:
-        """After a failure: release the files without flushing, snapshotting or recording
-        checkpoints (the next start-up treats the partition as not shut down cleanly)."""
-        opened.log._close_segments(trim=False)
-
-    def set_cleaner_offset(self, tp: TopicPartition, offset: int) -> None:
-        self._set(ck.CLEANER_OFFSET_CHECKPOINT, tp, offset)
-
-    def _set(self, name: str, tp: TopicPartition, value: int | None) -> None:
-        self._changed.setdefault(name, {})[tp] = value
-
-    def _write_checkpoints(self) -> None:
-        current = {
-            ck.RECOVERY_POINT_CHECKPOINT: self.recovery_points,
-            ck.LOG_START_OFFSET_CHECKPOINT: self.log_start_offsets,
-            ck.CLEANER_OFFSET_CHECKPOINT: self.cleaner_offsets,
-        }
-        for name, changes in self._changed.items():
-            entries = dict(current[name])
-            for tp, value in changes.items():
-                if value is None:
-                    entries.pop(tp, None)
-                else:
-                    entries[tp] = value
-            path = self.log_dir / name
-            if entries == current[name] and (path.exists() or not entries):
-                continue
-            fileops.atomic_write(path, ck.encode_offset_checkpoint(dict(sorted(entries.items()))))
-            current[name].clear()
-            current[name].update(entries)
+    log = manager.open_log(part_dir, tp, config)
+    if not manager.writable:
+        _replay_producer_state(log, now_ms)
+    if tp in state.high_watermarks:
+        source = HW_FROM_CHECKPOINT
+    else:
+        log.update_high_watermark(log.log_end_offset)
+        source = HW_FROM_LOG_END
+    return OpenedLog(log, tp, source, notes)
 
 
 def _replay_producer_state(log: Log, now_ms: int) -> None:

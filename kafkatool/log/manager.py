@@ -1,19 +1,32 @@
-"""All log dirs of a broker: Kafka's LogManager (lock files, checkpoints, clean-shutdown marker).
+"""Log dirs and their one owner: Kafka's LogManager.
 
-Start-up, per dir: take ``.lock`` (a second process cannot open the dir for
-writing), note whether ``.kafka_cleanshutdown`` exists and delete it *before*
-loading (a crash while loading counts as unclean), read the recovery-point,
-log-start-offset and replication-offset checkpoints, then open every
-partition dir (recovering as needed).  Shutdown: flush and close every log,
-write the checkpoints and the marker, release the locks.
+:class:`LogManager` is the only code that takes a log dir's ``.lock``, reads and
+writes its offset checkpoints (recovery points, log start offsets, high
+watermarks, cleaner offsets) and clean-shutdown marker, deletes a partition and
+moves one between log dirs; :func:`resolve_path` is the one rule for what a PATH
+names.  The broker and every tool open dirs through it, in one of its modes:
 
-``writable=False`` opens everything read-only and takes no lock.
+* **read-only** (``writable=False``): no lock, nothing written; forensic reads
+  and dry runs, safe on a live broker's dir.
+* **broker** (``writable=True, load=True``): take ``.lock``, note whether
+  ``.kafka_cleanshutdown`` exists and delete it *before* loading (a crash while
+  loading counts as unclean), read the checkpoints, open every partition dir
+  (recovering as needed).  Shutdown: flush and close every log, write every
+  checkpoint and the marker, release the locks.
+* **tool** (``writable=True, load=False``): take ``.lock`` (refused while a broker
+  or another tool holds it) and open only the partitions a run works on
+  (:meth:`LogManager.open_log`).  The marker is deleted before the first change
+  (:meth:`LogManager.begin_changes`) and written back only when the run
+  succeeds; checkpoints change only in the entries of the partitions the run
+  touched, and a file is rewritten only when an entry changed.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -138,17 +151,52 @@ def find_targets(paths: list[Path]) -> list[LogDirTargets]:
 class LogDirState:
     path: Path
     had_clean_shutdown: bool
-    recovery_points: dict[TopicPartition, int] = field(default_factory=dict)
-    log_start_offsets: dict[TopicPartition, int] = field(default_factory=dict)
-    high_watermarks: dict[TopicPartition, int] = field(default_factory=dict)
-    #: cleaner-offset-checkpoint as found at start-up (the cleaner only records compacted logs)
-    cleaner_offsets: dict[TopicPartition, int] = field(default_factory=dict)
+    #: each offset checkpoint as this manager knows it (read at open, then kept current)
+    checkpoints: dict[str, dict[TopicPartition, int]] = field(default_factory=dict)
+    #: each offset checkpoint as last read from or written to disk
+    on_disk: dict[str, dict[TopicPartition, int]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     fully_loaded: bool = False
+    #: (tool mode) the marker's bytes when the run deleted it, to put back on success
+    marker_removed: bytes | None = None
+    #: (read-only mode) another process holds the dir's lock
+    locked_by_other: bool = False
+
+    @property
+    def recovery_points(self) -> dict[TopicPartition, int]:
+        return self.checkpoints[ck.RECOVERY_POINT_CHECKPOINT]
+
+    @property
+    def log_start_offsets(self) -> dict[TopicPartition, int]:
+        return self.checkpoints[ck.LOG_START_OFFSET_CHECKPOINT]
+
+    @property
+    def high_watermarks(self) -> dict[TopicPartition, int]:
+        return self.checkpoints[ck.REPLICATION_OFFSET_CHECKPOINT]
+
+    @property
+    def cleaner_offsets(self) -> dict[TopicPartition, int]:
+        return self.checkpoints[ck.CLEANER_OFFSET_CHECKPOINT]
+
+
+OFFSET_CHECKPOINTS = (
+    ck.RECOVERY_POINT_CHECKPOINT,
+    ck.LOG_START_OFFSET_CHECKPOINT,
+    ck.REPLICATION_OFFSET_CHECKPOINT,
+    ck.CLEANER_OFFSET_CHECKPOINT,
+)
+
+
+def _log_start_entry(log: Log) -> int | None:
+    """log-start-offset-checkpoint lists only logs whose start is above their first segment's base."""
+    first = log.segments[0].base_offset if log.segments else log.log_start_offset
+    return log.log_start_offset if log.log_start_offset > first else None
 
 
 class LogManager:
+    """The one owner of a broker's (or a tool's) log dirs; see the module doc for the modes."""
+
     def __init__(
         self,
         log_dirs: list[str | os.PathLike],
@@ -156,12 +204,14 @@ class LogManager:
         *,
         topic_configs: dict[str, LogConfig] | None = None,
         writable: bool = True,
+        load: bool = True,
         clock: Callable[[], int] | None = None,
         broker_epoch: int = -1,
     ):
         self.config = config or LogConfig()
         self.topic_configs = dict(topic_configs or {})
         self.writable = writable
+        self.load = load
         self.clock = clock or (lambda: int(time.time() * 1000))
         self.broker_epoch = broker_epoch
         self.dirs: dict[Path, LogDirState] = {}
@@ -180,26 +230,31 @@ class LogManager:
     def config_for(self, topic: str) -> LogConfig:
         return self.topic_configs.get(topic, self.config)
 
+    @property
+    def warnings(self) -> list[str]:
+        return [w for st in self.dirs.values() for w in st.warnings]
+
     def _open_dir(self, log_dir: Path) -> None:
         if self.writable:
-            log_dir.mkdir(parents=True, exist_ok=True)
+            if self.load:
+                log_dir.mkdir(parents=True, exist_ok=True)
             lock.acquire(log_dir)
         marker = log_dir / ck.CLEAN_SHUTDOWN_FILE
         state = LogDirState(log_dir, marker.exists())
         self.dirs[log_dir] = state
-        if self.writable and state.had_clean_shutdown:
+        if not self.writable:
+            state.locked_by_other = lock.is_locked(log_dir)
+        if self.writable and self.load and state.had_clean_shutdown:
             fileops.delete(marker)
             fileops.fsync_dir(log_dir)
-        for name, attr in (
-            (ck.RECOVERY_POINT_CHECKPOINT, "recovery_points"),
-            (ck.LOG_START_OFFSET_CHECKPOINT, "log_start_offsets"),
-            (ck.REPLICATION_OFFSET_CHECKPOINT, "high_watermarks"),
-            (ck.CLEANER_OFFSET_CHECKPOINT, "cleaner_offsets"),
-        ):
+        for name in OFFSET_CHECKPOINTS:
             entries, warning = read_offset_checkpoint(log_dir / name)
-            setattr(state, attr, entries)
+            state.checkpoints[name] = entries
+            state.on_disk[name] = dict(entries)
             if warning:
-                state.warnings.append(warning)
+                state.warnings.append(warning + " (treated as empty, as Kafka does)")
+        if not self.load:
+            return
         for name in sorted(os.listdir(log_dir)):
             path = log_dir / name
             if path.is_dir() and name not in IGNORED_DIRS and parse_topic_partition(name) is None:
@@ -208,10 +263,12 @@ class LogManager:
             self._load_log(state, path, tp)
         state.fully_loaded = True
 
-    def _load_log(self, state: LogDirState, path: Path, tp: TopicPartition) -> Log:
+    def _load_log(
+        self, state: LogDirState, path: Path, tp: TopicPartition, config: LogConfig | None = None
+    ) -> Log:
         log = Log(
             path,
-            self.config_for(tp[0]),
+            config or self.config_for(tp[0]),
             log_start_offset=state.log_start_offsets.get(tp, 0),
             recovery_point=state.recovery_points.get(tp, 0),
             had_clean_shutdown=state.had_clean_shutdown,
@@ -228,6 +285,7 @@ class LogManager:
             self.stray_logs[tp] = log  # KRaft: not in the metadata; kept, never served
             return log
         if tp in self.logs:
+            log.release()
             raise FormatError(
                 f"duplicate log directories for {tp[0]}-{tp[1]}: {self._log_dir_of[tp]} and {state.path}"
             )
@@ -269,61 +327,274 @@ class LogManager:
     def log_dir_of(self, topic: str, partition: int) -> Path:
         return self._log_dir_of[(topic, partition)]
 
+    def state_of(self, log_dir: str | os.PathLike) -> LogDirState:
+        return self.dirs[Path(log_dir)]
+
+    # ------------------------------------------------------------------ tool mode
+    def open_log(self, part_dir: Path, tp: TopicPartition, config: LogConfig | None = None) -> Log:
+        """Open one partition of a dir opened with ``load=False`` (with the dir's checkpoints
+        and shutdown state, exactly as the broker's start-up would)."""
+        state = self.dirs[Path(part_dir).parent]
+        return self._load_log(state, Path(part_dir), tp, config)
+
+    def begin_changes(self, log_dir: str | os.PathLike) -> None:
+        """Before a tool's first change to a dir: delete the clean-shutdown marker, so a crash
+        from here on counts as an unclean shutdown (it comes back when the run succeeds)."""
+        state = self.dirs[Path(log_dir)]
+        if not self.writable:
+            raise OSError("log manager opened read-only")
+        if state.had_clean_shutdown and state.marker_removed is None:
+            marker = state.path / ck.CLEAN_SHUTDOWN_FILE
+            data = marker.read_bytes() if marker.exists() else b""
+            fileops.delete(marker)
+            fileops.fsync_dir(state.path)
+            state.marker_removed = data or ck.encode_clean_shutdown(-1)
+
+    def close_log(self, tp: TopicPartition) -> None:
+        """A tool is done with a partition: clean close, its checkpoint entries recorded
+        (written when the manager closes)."""
+        log = self.logs.pop(tp)
+        d = self._log_dir_of.pop(tp)
+        log.close()
+        if self.writable:
+            self._record(self.dirs[d], tp, log)
+
+    def abandon_log(self, tp: TopicPartition) -> None:
+        """After a failure: release the files without flushing, snapshotting or recording
+        checkpoints (the next start-up treats the partition as not shut down cleanly)."""
+        log = self.logs.pop(tp)
+        self._log_dir_of.pop(tp)
+        log.release()
+
+    def set_cleaner_offset(self, tp: TopicPartition, offset: int, log_dir: Path | None = None) -> None:
+        d = log_dir if log_dir is not None else self._log_dir_of[tp]
+        self.dirs[Path(d)].cleaner_offsets[tp] = offset
+
+    def cleaner_offset(self, tp: TopicPartition) -> int | None:
+        d = self._log_dir_of.get(tp)
+        if d is not None:
+            return self.dirs[d].cleaner_offsets.get(tp)
+        for st in self.dirs.values():
+            if tp in st.cleaner_offsets:
+                return st.cleaner_offsets[tp]
+        return None
+
+    def lower_to_log_ends(self, log_dir: str | os.PathLike, new_ends: dict[TopicPartition, int]) -> bool:
+        """After ``recover`` cut logs: no recovery point or high watermark may point past the
+        log it describes (the broker's start-up clamps them the same way).  True when a
+        checkpoint changed."""
+        state = self.dirs[Path(log_dir)]
+        changed = False
+        for name in (ck.RECOVERY_POINT_CHECKPOINT, ck.REPLICATION_OFFSET_CHECKPOINT):
+            entries = state.checkpoints[name]
+            for tp, end in new_ends.items():
+                if tp in entries and entries[tp] > end:
+                    entries[tp] = end
+            changed |= self._write(state, name)
+        return changed
+
     # ------------------------------------------------------------------ checkpoints
-    def _per_dir(self, value: Callable[[Log], int | None]) -> dict[Path, dict[TopicPartition, int]]:
-        out: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self.dirs}
-        for tp, log in sorted(self.logs.items()):
-            v = value(log)
-            if v is not None:
-                out[self._log_dir_of[tp]][tp] = v
-        return out
+    def _record(self, state: LogDirState, tp: TopicPartition, log: Log, *, hw: bool = False) -> None:
+        """Fold a log's current offsets into its dir's checkpoints (in memory)."""
+        state.recovery_points[tp] = log.recovery_point
+        start = _log_start_entry(log)
+        if start is None:
+            state.log_start_offsets.pop(tp, None)
+        else:
+            state.log_start_offsets[tp] = start
+        if hw:
+            state.high_watermarks[tp] = log.high_watermark
+
+    def _write(self, state: LogDirState, name: str) -> bool:
+        """The one writer of offset checkpoint files: atomically, and only when an entry changed
+        (a broker also writes a missing recovery-point, log-start-offset or replication-offset
+        checkpoint, as Kafka does at every checkpoint; the cleaner's appears with its first entry)."""
+        entries = state.checkpoints[name]
+        path = state.path / name
+        always = state.fully_loaded and name != ck.CLEANER_OFFSET_CHECKPOINT
+        if entries == state.on_disk[name] and (path.exists() or not (entries or always)):
+            return False
+        fileops.atomic_write(path, ck.encode_offset_checkpoint(dict(sorted(entries.items()))))
+        state.on_disk[name] = dict(entries)
+        return True
+
+    def _refresh(self, name: str) -> None:
+        for tp, log in self.logs.items():
+            state = self.dirs[self._log_dir_of[tp]]
+            if name == ck.RECOVERY_POINT_CHECKPOINT:
+                state.recovery_points[tp] = log.recovery_point
+            elif name == ck.LOG_START_OFFSET_CHECKPOINT:
+                start = _log_start_entry(log)
+                if start is None:
+                    state.log_start_offsets.pop(tp, None)
+                else:
+                    state.log_start_offsets[tp] = start
+            elif name == ck.REPLICATION_OFFSET_CHECKPOINT:
+                state.high_watermarks[tp] = log.high_watermark
+        for state in self.dirs.values():
+            if state.fully_loaded:
+                # a broker's checkpoints list exactly the partitions it holds
+                held = {tp for tp, d in self._log_dir_of.items() if d == state.path and tp in self.logs}
+                for tp in [tp for tp in state.checkpoints[name] if tp not in held]:
+                    del state.checkpoints[name][tp]
+            self._write(state, name)
 
     def checkpoint_recovery_points(self) -> None:
-        for d, entries in self._per_dir(lambda log: log.recovery_point).items():
-            fileops.atomic_write(d / ck.RECOVERY_POINT_CHECKPOINT, ck.encode_offset_checkpoint(entries))
+        self._refresh(ck.RECOVERY_POINT_CHECKPOINT)
 
     def checkpoint_log_start_offsets(self) -> None:
-        # only logs whose start is above their first segment's base are listed
-        def start(log: Log) -> int | None:
-            first = log.segments[0].base_offset if log.segments else log.log_start_offset
-            return log.log_start_offset if log.log_start_offset > first else None
-
-        for d, entries in self._per_dir(start).items():
-            fileops.atomic_write(d / ck.LOG_START_OFFSET_CHECKPOINT, ck.encode_offset_checkpoint(entries))
+        self._refresh(ck.LOG_START_OFFSET_CHECKPOINT)
 
     def checkpoint_high_watermarks(self) -> None:
-        for d, entries in self._per_dir(lambda log: log.high_watermark).items():
-            fileops.atomic_write(d / ck.REPLICATION_OFFSET_CHECKPOINT, ck.encode_offset_checkpoint(entries))
+        self._refresh(ck.REPLICATION_OFFSET_CHECKPOINT)
+
+    def checkpoint_cleaner_offsets(self) -> None:
+        """cleaner-offset-checkpoint: the offsets set with :meth:`set_cleaner_offset`."""
+        self._refresh(ck.CLEANER_OFFSET_CHECKPOINT)
+
+    def _write_all(self) -> None:
+        for name in OFFSET_CHECKPOINTS:
+            if self.load:
+                self._refresh(name)
+            else:
+                for state in self.dirs.values():
+                    self._write(state, name)
+
+    # ------------------------------------------------------------------ delete and move
+    def delete_log(self, topic: str, partition: int) -> Path | None:
+        """Kafka's asyncDelete: close the log, rename its dir to ``<dir>.<uuid>-delete`` (which
+        no start-up loads), forget its checkpoint entries; returns the renamed dir, for
+        :meth:`remove_deleted` once the deletion is recorded elsewhere."""
+        tp = (topic, partition)
+        log = self.logs.pop(tp, None)
+        if log is None:
+            return None
+        d = self._log_dir_of.pop(tp)
+        log.close()
+        target = log.dir.with_name(f"{log.dir.name}.{os.urandom(16).hex()}{DELETE_DIR_SUFFIX}")
+        fileops.rename(log.dir, target)
+        state = self.dirs[d]
+        for name in OFFSET_CHECKPOINTS:
+            state.checkpoints[name].pop(tp, None)
+        for name in OFFSET_CHECKPOINTS:
+            self._write(state, name)
+        return target
+
+    @staticmethod
+    def remove_deleted(paths: list[Path]) -> None:
+        for path in paths:
+            shutil.rmtree(path, ignore_errors=True)
+
+    def new_future_dir(self, tp: TopicPartition, dest_dir: Path) -> Path:
+        """The ``topic-partition.<uuid>-future`` dir a move to ``dest_dir`` copies into."""
+        future = Path(dest_dir) / f"{tp[0]}-{tp[1]}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}"
+        fileops.mkdir(future)
+        return future
+
+    def drop_future(self, tp: TopicPartition, future: Path | None = None) -> None:
+        """Abandon a move: the future dir (of this run, or a stale one found at start-up) goes."""
+        stale = self.future_logs.pop(tp, None)
+        if stale is not None:
+            stale.close()
+            shutil.rmtree(stale.dir, ignore_errors=True)
+        if future is not None:
+            shutil.rmtree(future, ignore_errors=True)
+
+    def replace_with_future(
+        self, tp: TopicPartition, future: Path, dest_dir: Path, copy_rest: Callable[[Path, Path], None]
+    ) -> Log:
+        """Finish a move (Kafka's replaceCurrentWithFutureLog): close the log, let ``copy_rest``
+        bring the future dir up to date, rename it to the partition's name in ``dest_dir``,
+        rename the old dir to ``-delete`` and remove it, reopen the log in its new home and
+        move its checkpoint entries with it.  If anything fails before the rename the log is
+        reopened where it was."""
+        lg = self.logs[tp]
+        old_dir, old_home = lg.dir, self._log_dir_of[tp]
+        dest_dir = Path(dest_dir)
+        lg.close()
+        try:
+            copy_rest(old_dir, future)
+            fileops.fsync_dir(future)
+            final = dest_dir / old_dir.name
+            fileops.rename(future, final)
+        except BaseException:
+            self._reopen(tp, old_dir, old_home, lg)
+            raise
+        doomed = old_dir.with_name(f"{old_dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        fileops.rename(old_dir, doomed)
+        new = self._reopen(tp, final, dest_dir, lg)
+        src, dst = self.dirs[old_home], self.dirs[dest_dir]
+        for name in OFFSET_CHECKPOINTS:
+            v = src.checkpoints[name].pop(tp, None)
+            if v is not None:
+                dst.checkpoints[name][tp] = v
+        self._record(dst, tp, new, hw=True)
+        for name in OFFSET_CHECKPOINTS:
+            self._write(src, name)
+            self._write(dst, name)
+        shutil.rmtree(doomed, ignore_errors=True)
+        return new
+
+    def _reopen(self, tp: TopicPartition, path: Path, home: Path, old: Log) -> Log:
+        lg = Log(
+            path,
+            self.config_for(tp[0]),
+            log_start_offset=old.log_start_offset,
+            recovery_point=old.log_end_offset,
+            had_clean_shutdown=True,
+            writable=self.writable,
+            clock=self.clock,
+        )
+        lg.update_high_watermark(old.high_watermark)
+        self.logs[tp] = lg
+        self._log_dir_of[tp] = home
+        return lg
 
     # ------------------------------------------------------------------ shutdown
-    def shutdown(self) -> None:
-        """Clean shutdown: close logs, write checkpoints and the clean-shutdown marker."""
+    def shutdown(self, *, success: bool = True) -> None:
+        """Broker mode: close every log, write every checkpoint and the clean-shutdown marker.
+        Tool mode: close what is still open, write the checkpoint entries the run changed
+        and, when it succeeded, put back the marker it removed."""
         if self._closed:
             return
         self._closed = True
         try:
-            for log in [*self.logs.values(), *self.future_logs.values(), *self.stray_logs.values()]:
-                log.close()
+            if self.load or success:
+                for tp in list(self.logs):
+                    if self.load:
+                        self.logs[tp].close()
+                    else:
+                        self.close_log(tp)
+                for log in [*self.future_logs.values(), *self.stray_logs.values()]:
+                    log.close()
+            else:
+                for log in [*self.logs.values(), *self.future_logs.values(), *self.stray_logs.values()]:
+                    log.release()
             if self.writable:
-                self.checkpoint_recovery_points()
-                self.checkpoint_log_start_offsets()
-                self.checkpoint_high_watermarks()
+                try:
+                    self._write_all()
+                except Exception:
+                    if success:
+                        raise
                 for d, state in self.dirs.items():
-                    if state.fully_loaded:
+                    if self.load and state.fully_loaded:
                         fileops.atomic_write(
                             d / ck.CLEAN_SHUTDOWN_FILE, ck.encode_clean_shutdown(self.broker_epoch)
                         )
+                    elif not self.load and success and state.marker_removed is not None:
+                        fileops.atomic_write(d / ck.CLEAN_SHUTDOWN_FILE, state.marker_removed)
         finally:
             for d in self.dirs:
                 if self.writable:
                     lock.release(d)
 
-    close = shutdown
+    def close(self) -> None:
+        self.shutdown()
 
     def _abort(self) -> None:
         for log in [*self.logs.values(), *self.future_logs.values(), *self.stray_logs.values()]:
             try:
-                log._close_segments(trim=False)
+                log.release()
             except OSError:
                 pass
         if self.writable:
@@ -334,5 +605,5 @@ class LogManager:
     def __enter__(self) -> LogManager:
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.shutdown()
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.shutdown(success=exc_type is None)

@@ -37,13 +37,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafkatool.formats import records as R
-from kafkatool.formats.checkpoint import (
-    LOG_START_OFFSET_CHECKPOINT,
-    RECOVERY_POINT_CHECKPOINT,
-    REPLICATION_OFFSET_CHECKPOINT,
-    decode_offset_checkpoint,
-    encode_offset_checkpoint,
-)
 from kafkatool.formats.errors import FormatError
 from kafkatool.formats.index import IndexOffsetOverflowError
 from kafkatool.log import fileops
@@ -59,7 +52,7 @@ from kafkatool.log.file_records import (
     offset_from_file_name,
 )
 from kafkatool.log.leftovers import plan_leftovers
-from kafkatool.log.log import Log, parse_topic_partition
+from kafkatool.log.log import Log
 from kafkatool.log.rebuild import KIND_SUFFIX, compare_index
 from kafkatool.log.segment import SWAP_SUFFIX, scan_for_recovery
 
@@ -487,51 +480,6 @@ def apply_plan(
 
 
 # ---------------------------------------------------------------------------- checkpoints of the log dir
-
-
-def checkpoint_offsets(log_dir: Path, name: str) -> tuple[dict, str | None]:
-    try:
-        return decode_offset_checkpoint((log_dir / name).read_bytes()), None
-    except FileNotFoundError:
-        return {}, None
-    except FormatError as exc:
-        return {}, f"{log_dir / name}: {exc} (Kafka treats every offset as 0)"
-
-
-def partition_offsets(part_dir: Path) -> tuple[int, int, list[str]]:
-    """(recovery point, log start offset, warnings) for a partition from its log dir's checkpoints."""
-    tp = parse_topic_partition(part_dir.name)
-    warnings = []
-    rps, w1 = checkpoint_offsets(part_dir.parent, RECOVERY_POINT_CHECKPOINT)
-    lsos, w2 = checkpoint_offsets(part_dir.parent, LOG_START_OFFSET_CHECKPOINT)
-    warnings += [w for w in (w1, w2) if w]
-    if tp is None:
-        return 0, 0, warnings
-    return rps.get(tp, 0), lsos.get(tp, 0), warnings
-
-
-def lower_recovery_points(log_dir: Path, new_ends: dict[tuple[str, int], int]) -> bool:
-    """Clamp the checkpointed recovery points and high watermarks to the new log ends
-    (atomically rewritten), as the broker's start-up would: a checkpoint never points
-    past the log it describes."""
-    changed_any = False
-    for name in (RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT):
-        path = log_dir / name
-        if not path.exists():
-            continue
-        try:
-            entries = decode_offset_checkpoint(path.read_bytes())
-        except FormatError:
-            continue
-        changed = False
-        for tp, end in new_ends.items():
-            if tp in entries and entries[tp] > end:
-                entries[tp] = end
-                changed = True
-        if changed:
-            fileops.atomic_write(path, encode_offset_checkpoint(entries))
-            changed_any = True
-    return changed_any
 
 
 # ---------------------------------------------------------------------------- what a PATH names

@@ -24,12 +24,10 @@ import asyncio
 import logging
 import os
 import shutil
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kafkatool.log import fileops
-from kafkatool.log.log import FUTURE_DIR_SUFFIX, Log
+from kafkatool.log.log import Log
 from kafkatool.protocol.errors import ErrorCode
 from kafkatool.protocol.generated import AlterReplicaLogDirsResponse, DescribeLogDirsResponse
 from kafkatool.protocol.generated.alter_replica_log_dirs_response import (
@@ -156,16 +154,13 @@ async def _precopy(broker, mv: LogDirMove) -> None:
 
 
 def _switch(broker, mv: LogDirMove) -> Log:
-    """Close, copy the rest, rename, reopen: synchronous, so nothing runs in between."""
-    manager = broker.manager
-    tp = mv.tp
-    lg = broker.get_log(*tp)
-    old_dir = lg.dir
-    lg.close()
-    try:
+    """Close, copy the rest, rename, reopen (the log manager's replace_with_future):
+    synchronous, so nothing runs in between."""
+
+    def copy_rest(old_dir: Path, future: Path) -> None:
         names = [n for n in sorted(os.listdir(old_dir)) if (old_dir / n).is_file()]
         for name in names:
-            src, dst = old_dir / name, mv.future / name
+            src, dst = old_dir / name, future / name
             st = os.stat(src)
             prev = mv.copied.get(name)
             if prev == (st.st_ino, st.st_size):
@@ -174,48 +169,20 @@ def _switch(broker, mv: LogDirMove) -> Log:
                 mv.bytes_copied += _copy_sync(src, dst, prev[1], None)  # appended since
             else:
                 mv.bytes_copied += _copy_sync(src, dst, 0, None)
-        for name in os.listdir(mv.future):
+        for name in os.listdir(future):
             if name not in names:
-                os.unlink(mv.future / name)  # deleted by retention or replaced by the cleaner
-        fileops.fsync_dir(mv.future)
-        final = mv.dest_dir / old_dir.name
-        fileops.rename(mv.future, final)
+                os.unlink(future / name)  # deleted by retention or replaced by the cleaner
+
+    try:
+        new = broker.manager.replace_with_future(mv.tp, mv.future, mv.dest_dir, copy_rest)
     except BaseException:
-        _reinstall(broker, tp, old_dir, lg)
+        lg = broker.get_log(*mv.tp)
+        if lg is not None:
+            broker._attach(lg)  # reopened where it was
         raise
-    doomed = old_dir.with_name(f"{old_dir.name}.{uuid.uuid4().hex}-delete")
-    fileops.rename(old_dir, doomed)
-    new = Log(
-        final,
-        manager.config_for(tp[0]),
-        log_start_offset=lg.log_start_offset,
-        recovery_point=lg.log_end_offset,
-        had_clean_shutdown=True,
-        writable=manager.writable,
-        clock=manager.clock,
-    )
-    manager.logs[tp] = new
-    manager._log_dir_of[tp] = mv.dest_dir
     broker._attach(new)
-    shutil.rmtree(doomed, ignore_errors=True)
-    broker.wake(tp)
+    broker.wake(mv.tp)
     return new
-
-
-def _reinstall(broker, tp: TopicPartition, path: Path, old: Log) -> None:
-    """The switch failed after the log was closed: open it again where it was."""
-    manager = broker.manager
-    lg = Log(
-        path,
-        manager.config_for(tp[0]),
-        log_start_offset=old.log_start_offset,
-        recovery_point=old.log_end_offset,
-        had_clean_shutdown=True,
-        writable=manager.writable,
-        clock=manager.clock,
-    )
-    manager.logs[tp] = lg
-    broker._attach(lg)
 
 
 async def _run(broker, mv: LogDirMove) -> None:
@@ -232,11 +199,11 @@ async def _run(broker, mv: LogDirMove) -> None:
             new.log_end_offset,
         )
     except asyncio.CancelledError:
-        shutil.rmtree(mv.future, ignore_errors=True)
+        broker.manager.drop_future(mv.tp, mv.future)
         raise
     except Exception:
         log.exception("log dir move failed topic=%s partition=%d dir=%s", mv.tp[0], mv.tp[1], mv.dest_dir)
-        shutil.rmtree(mv.future, ignore_errors=True)
+        broker.manager.drop_future(mv.tp, mv.future)
     finally:
         if table.get(mv.tp) is mv:
             del table[mv.tp]
@@ -246,10 +213,7 @@ def _cancel(broker, tp: TopicPartition) -> None:
     mv = moves(broker).pop(tp, None)
     if mv is not None and mv.task is not None:
         mv.task.cancel()
-    stale = broker.manager.future_logs.pop(tp, None)  # a future dir left by an earlier run
-    if stale is not None:
-        stale.close()
-        shutil.rmtree(stale.dir, ignore_errors=True)
+    broker.manager.drop_future(tp)  # a future dir left by an earlier run
 
 
 def start_move(broker, tp: TopicPartition, path: str) -> int:
@@ -270,9 +234,7 @@ def start_move(broker, tp: TopicPartition, path: str) -> int:
     if current is not None and _same_dir(current.dest_dir, dest):
         return ErrorCode.NONE
     _cancel(broker, tp)
-    future = dest / f"{tp[0]}-{tp[1]}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}"
-    fileops.mkdir(future)
-    mv = LogDirMove(tp, dest, future)
+    mv = LogDirMove(tp, dest, broker.manager.new_future_dir(tp, dest))
     moves(broker)[tp] = mv
     mv.task = asyncio.ensure_future(_run(broker, mv))
     log.info("log dir move started topic=%s partition=%d dir=%s", tp[0], tp[1], dest)
