@@ -162,3 +162,45 @@ def validate_placement_args(brokers: Sequence[Broker], n_partitions: int, replic
     dups = sorted({i for i in ids if ids.count(i) > 1})
     if dups:
         raise AssignError(f"broker list contains duplicate entries: {','.join(map(str, dups))}")
+
+
+def add_partitions_start_index(broker_ids: Sequence[int], partition0_replicas: Sequence[int]) -> int:
+    """ZooKeeper-mode add-partitions (AdminZkClient.createPartitions): the first new
+    partition's leader is the first broker, in the sorted id list, whose id is at least
+    partition 0's first replica (0 when none is)."""
+    return next((i for i, b in enumerate(broker_ids) if b >= partition0_replicas[0]), 0)
+
+
+def reassign_as_kafka(
+    current: dict[tuple[str, int], list[int]],
+    brokers: Sequence[Broker],
+    *,
+    seed: int | None,
+    start_index: int | None = None,
+) -> dict[tuple[str, int], list[int]]:
+    """kafka-reassign-partitions.sh --generate: every topic placed afresh with Kafka's
+    algorithm over ``brokers``, topic by topic in name order, one java.util.Random(seed)
+    drawing each topic's start index and shift (or a fixed ``start_index``)."""
+    by_topic: dict[str, dict[int, list[int]]] = {}
+    for (t, p), r in current.items():
+        by_topic.setdefault(t, {})[p] = r
+    rng = JavaRandom(seed) if start_index is None else None
+    proposed = {}
+    for topic in sorted(by_topic):
+        parts = by_topic[topic]
+        rfs = sorted({len(r) for r in parts.values()})
+        if len(rfs) > 1:
+            raise AssignError(
+                f"topic {topic} has partitions with different replication factors ({','.join(map(str, rfs))}); "
+                "Kafka's placement takes one (use --strategy minimal)"
+            )
+        ids = sorted(parts)
+        if ids != list(range(len(ids))):
+            raise AssignError(f"topic {topic}: partition ids are not 0..{len(ids) - 1}")
+        try:
+            placed = assign_replicas(brokers, len(ids), rfs[0], start_index=start_index, rng=rng)
+        except AssignError as exc:
+            raise AssignError(f"topic {topic}: {exc}") from None
+        for p, r in placed.items():
+            proposed[(topic, p)] = r
+    return proposed

@@ -340,7 +340,12 @@ def _generate(
 
     used_seed = None
     if strategy == "kafka":
-        proposed, used_seed = _kafka_generate(current, brokers, seed=seed, start_index=start_index)
+        from kafkatool.assign.kafka_placement import reassign_as_kafka
+
+        if start_index is None and seed is None:
+            seed = secrets.randbits(63)
+        proposed = reassign_as_kafka(current, brokers, seed=seed, start_index=start_index)
+        used_seed = seed if start_index is None else None
         shown_current = current
     else:
         if strategy == "minimal":
@@ -382,39 +387,6 @@ def _generate(
         console.print(
             f"Note: {rep['partitions_without_size']} partition(s) had no size and count as 0 bytes."
         )
-
-
-def _kafka_generate(current, brokers, *, seed, start_index):
-    from kafkatool.assign.errors import AssignError
-    from kafkatool.assign.kafka_placement import JavaRandom, assign_replicas
-
-    by_topic: dict[str, dict[int, list[int]]] = {}
-    for (t, p), r in current.items():
-        by_topic.setdefault(t, {})[p] = r
-    used_seed = None
-    rng = None
-    if start_index is None:
-        used_seed = seed if seed is not None else secrets.randbits(63)
-        rng = JavaRandom(used_seed)
-    proposed = {}
-    for topic in sorted(by_topic):
-        parts = by_topic[topic]
-        rfs = sorted({len(r) for r in parts.values()})
-        if len(rfs) > 1:
-            raise AssignError(
-                f"topic {topic} has partitions with different replication factors ({','.join(map(str, rfs))}); "
-                "Kafka's placement takes one (use --strategy minimal)"
-            )
-        ids = sorted(parts)
-        if ids != list(range(len(ids))):
-            raise AssignError(f"topic {topic}: partition ids are not 0..{len(ids) - 1}")
-        try:
-            placed = assign_replicas(brokers, len(ids), rfs[0], start_index=start_index, rng=rng)
-        except AssignError as exc:
-            raise AssignError(f"topic {topic}: {exc}") from None
-        for p, r in placed.items():
-            proposed[(topic, p)] = r
-    return proposed, used_seed
 
 
 # ---------------------------------------------------------------- place
@@ -488,6 +460,7 @@ def _place(
 ) -> None:
     from kafkatool.assign.kafka_placement import (
         JavaRandom,
+        add_partitions_start_index,
         assign_replicas,
         draw_start_and_shift,
         validate_placement_args,
@@ -531,8 +504,7 @@ def _place(
             if first_partition is None:
                 first_partition = len(existing)
             if start_index is None and seed is None:
-                ids = [b.id for b in blist]
-                start_index = next((i for i, b in enumerate(ids) if b >= p0[0]), 0)
+                start_index = add_partitions_start_index([b.id for b in blist], p0)
     if replication_factor is None:
         raise CommandError("--replication-factor is required (except with --topic)")
     first_partition = first_partition or 0
