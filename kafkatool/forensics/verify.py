@@ -29,6 +29,8 @@ from kafkatool.formats import properties as P
 from kafkatool.formats import records as R
 from kafkatool.formats import snapshot as S
 from kafkatool.formats.errors import FormatError
+from kafkatool.formats.index import IndexOffsetOverflowError
+from kafkatool.log.config import LogConfig
 from kafkatool.log.file_records import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -42,6 +44,7 @@ from kafkatool.log.file_records import (
     read_regular,
 )
 from kafkatool.log.manager import resolve_path
+from kafkatool.log.segment import scan_for_recovery
 
 ERROR = "error"
 WARNING = "warning"
@@ -65,6 +68,9 @@ SPECIAL_DIR_RE = re.compile(
 IGNORED_DIRS = {"__cluster_metadata-0", "remote-log-index-cache"}
 INTERRUPTED_SUFFIXES = (".deleted", ".cleaned", ".swap")
 INT32_MAX = 2**31 - 1
+#: index.interval.bytes for the recovery scan (Kafka's default; it only decides where the
+#: scan checks that index offsets grow)
+DEFAULT_INDEX_INTERVAL = LogConfig().index_interval_bytes
 
 
 @dataclass
@@ -219,6 +225,7 @@ def _scan_segment(fr: FileRecords, rep: SegmentReport, deep: bool, codec_ids: se
         rep.first_offsets,
     )
     magics, pids, epochs = rep.magics, rep.producer_ids, rep.leader_epochs
+    walked = 0  # end of the last batch taken
 
     def damage(at: int, kind: str, message: str, offset: int | None) -> int | None:
         """Record damage at ``at``; return where valid data resumes (None: nothing valid follows)."""
@@ -266,82 +273,17 @@ def _scan_segment(fr: FileRecords, rep: SegmentReport, deep: bool, codec_ids: se
         add(Finding(name, at, end, offset, kind, message + beyond, ERROR))
         return end if nxt is not None else None
 
-    while pos < size:
-        try:
-            batch = R.read_batch(buf, pos)
-        except FormatError as exc:
-            resume = damage(pos, exc.kind, exc.message, None)
-            if resume is None:
-                return
-            pos = resume
-            continue
-        if batch is None:
-            # fewer than 17 bytes left, or an entry running past the end of the file
-            if fr.tail_is_zeros(pos):
-                damage(pos, "zero_tail", "", None)
-                return
-            peek = R.peek_entry(buf, pos)
-            if peek is not None:
-                p_off, p_size, p_magic = peek
-                plausible = (
-                    p_magic in (0, 1, 2)
-                    and p_off >= 0
-                    and p_size < (1 << 30)
-                    and (prev_last is None or p_off > prev_last)
-                )
-                claimed = f" claims {p_size + R.LOG_OVERHEAD} bytes, only {size - pos} remain"
-            else:
-                plausible, claimed = True, f" ({size - pos} bytes, less than an entry header)"
-            if plausible:
-                resume = damage(
-                    pos,
-                    "truncated_tail",
-                    f"partial entry at the end of the file{claimed} (an interrupted write)",
-                    peek[0] if peek else None,
-                )
-            else:
-                resume = damage(
-                    pos,
-                    "garbage_tail",
-                    f"{size - pos} bytes at the end of the file are not a Kafka entry (its size field{claimed})",
-                    None,
-                )
-            if resume is None:
-                return
-            pos = resume
-            continue
+    def take(batch) -> None:
+        """A batch whose framing and CRC are valid: header invariants, deep checks, statistics."""
+        nonlocal prev_last, running_max, last_epoch, walked
+        pos = batch.position
+        walked = batch.end
         is_v2 = batch.magic == 2
         if is_v2:
             first = batch.base_offset
-            last = batch.last_offset
-            try:
-                # the recovery scan's own test (size, CRC, offset range, count): what
-                # recovery would cut, verify reports as damage, by construction
-                batch.ensure_valid()
-            except FormatError as exc:
-                if exc.kind != "crc_mismatch":
-                    resume = damage(pos, exc.kind, exc.message, last)
-                    if resume is None:
-                        return
-                    pos = resume
-                    continue
-            valid_crc = batch.compute_crc() == batch.crc
         else:
-            valid_crc = batch.is_valid()
             first = batch.offset if batch.codec == 0 else None
-            last = batch.last_offset
-        if not valid_crc:
-            resume = damage(
-                pos,
-                "crc_mismatch",
-                f"{'record batch' if is_v2 else 'message'} at offset {last} fails its CRC "
-                f"(stored {batch.crc}, computed {batch.compute_crc()})",
-                last,
-            )
-            if resume is None:
-                return
-            pos = resume
-            continue
+        last = batch.last_offset
         if damaged:
             rep.batches_after_damage += 1
         # --- header invariants
@@ -448,6 +390,115 @@ def _scan_segment(fr: FileRecords, rep: SegmentReport, deep: bool, codec_ids: se
         last_offsets.append(last)
         running_ts.append(running_max)
         first_offsets.append(first if first is not None else last)
+
+    # Where valid data ends is the recovery scan's answer (Kafka's LogSegment.recover):
+    # every batch it accepts goes through take(); verify adds its findings on top and
+    # walks on past the first damage to report what lies beyond.
+    scan = None
+    if base is not None or size == 0:
+        try:
+            scan = scan_for_recovery(buf, base or 0, DEFAULT_INDEX_INTERVAL, on_batch=take)
+        except IndexOffsetOverflowError:
+            scan = None  # Kafka splits such a segment and cuts nothing: verify walks the rest itself
+    if scan is not None:
+        pos = scan.valid_bytes
+        recovery_stop = pos if pos < size else None
+        if scan.invalid_offset:
+            # Kafka's recovery empties the whole segment (InvalidOffsetException)
+            damage(0, "invalid_offset", f"{scan.stop_message}: Kafka's recovery empties this segment", None)
+            rep.damaged[-1] = (0, size, None, None)
+            recovery_stop = None
+    else:
+        pos = walked
+        recovery_stop = None
+
+    while pos < size:
+        try:
+            batch = R.read_batch(buf, pos)
+        except FormatError as exc:
+            resume = damage(pos, exc.kind, exc.message, None)
+            if resume is None:
+                return
+            pos = resume
+            continue
+        if batch is None:
+            # fewer than 17 bytes left, or an entry running past the end of the file
+            if fr.tail_is_zeros(pos):
+                damage(pos, "zero_tail", "", None)
+                return
+            peek = R.peek_entry(buf, pos)
+            if peek is not None:
+                p_off, p_size, p_magic = peek
+                plausible = (
+                    p_magic in (0, 1, 2)
+                    and p_off >= 0
+                    and p_size < (1 << 30)
+                    and (prev_last is None or p_off > prev_last)
+                )
+                claimed = f" claims {p_size + R.LOG_OVERHEAD} bytes, only {size - pos} remain"
+            else:
+                plausible, claimed = True, f" ({size - pos} bytes, less than an entry header)"
+            if plausible:
+                resume = damage(
+                    pos,
+                    "truncated_tail",
+                    f"partial entry at the end of the file{claimed} (an interrupted write)",
+                    peek[0] if peek else None,
+                )
+            else:
+                resume = damage(
+                    pos,
+                    "garbage_tail",
+                    f"{size - pos} bytes at the end of the file are not a Kafka entry (its size field{claimed})",
+                    None,
+                )
+            if resume is None:
+                return
+            pos = resume
+            continue
+        is_v2 = batch.magic == 2
+        if is_v2:
+            last = batch.last_offset
+            try:
+                # the recovery scan's own test (size, CRC, offset range, count): what
+                # recovery would cut, verify reports as damage, by construction
+                batch.ensure_valid()
+            except FormatError as exc:
+                if exc.kind != "crc_mismatch":
+                    resume = damage(pos, exc.kind, exc.message, last)
+                    if resume is None:
+                        return
+                    pos = resume
+                    continue
+            valid_crc = batch.compute_crc() == batch.crc
+        else:
+            valid_crc = batch.is_valid()
+            last = batch.last_offset
+        if not valid_crc:
+            resume = damage(
+                pos,
+                "crc_mismatch",
+                f"{'record batch' if is_v2 else 'message'} at offset {last} fails its CRC "
+                f"(stored {batch.crc}, computed {batch.compute_crc()})",
+                last,
+            )
+            if resume is None:
+                return
+            pos = resume
+            continue
+        if pos == recovery_stop and not damaged:
+            # recovery stops here although the batch looks valid to verify's own checks:
+            # the recovery scan's answer wins (verify and recover agree by construction)
+            resume = damage(
+                pos, scan.stop_reason or "invalid_batch", scan.stop_message or "recovery stops here", last
+            )
+            if resume is None:
+                return
+            pos = resume
+            continue
+        if damaged:
+            rep.batches_after_damage += 1
+        take(batch)
         pos = batch.end
 
 

@@ -690,13 +690,24 @@ def read_batch(buf, position: int = 0) -> Batch | None:
     peek = peek_entry(buf, position)
     if peek is None:
         return None
-    offset, size, magic = peek
+    _offset, size, magic = peek
+    if not check_entry_header(size, magic, position, len(buf)):
+        return None
+    if magic >= 2:
+        return RecordBatch(buf, position)
+    return LegacyBatch(buf, position)
+
+
+def check_entry_header(size: int, magic: int, position: int, data_end: int) -> bool:
+    """The one rule for an entry's size and magic (Kafka's FileLogInputStream): raises
+    CorruptRecordError for an impossible size or magic; False when the entry runs past
+    ``data_end`` (the end of the log, not an error)."""
     if size < MIN_ENTRY_SIZE:
         raise CorruptRecordError(
             f"entry size {size} is smaller than the minimum {MIN_ENTRY_SIZE}", position, kind="bad_length"
         )
-    if position + LOG_OVERHEAD + size > len(buf):
-        return None
+    if position + LOG_OVERHEAD + size > data_end:
+        return False
     if magic >= 2:
         if magic > 2:
             raise CorruptRecordError(f"unknown magic {magic}", position + 16, kind="bad_magic")
@@ -706,7 +717,7 @@ def read_batch(buf, position: int = 0) -> Batch | None:
                 position,
                 kind="bad_length",
             )
-        return RecordBatch(buf, position)
+        return True
     if magic < 0:
         raise CorruptRecordError(f"unknown magic {magic}", position + 16, kind="bad_magic")
     if magic == 1 and size < LEGACY_OVERHEAD_V1:
@@ -715,7 +726,29 @@ def read_batch(buf, position: int = 0) -> Batch | None:
             position,
             kind="bad_length",
         )
-    return LegacyBatch(buf, position)
+    return True
+
+
+#: bytes of an entry's header that give its last offset (a v2 batch's lastOffsetDelta ends at 27)
+SPAN_PEEK = 27
+_SPAN = struct.Struct(">qiibIhi")  # baseOffset, length, epoch/crc, magic, crc/attrs, attrs, lastOffsetDelta
+
+
+def peek_entry_span(head, position: int, data_end: int) -> tuple[int, int] | None:
+    """(last offset, size with LOG_OVERHEAD) of the entry at ``position`` whose first
+    :data:`SPAN_PEEK` bytes (fewer at the end of the data) are ``head``, by the same rule
+    as :func:`read_batch`; None where the data ends."""
+    peek = peek_entry(head, 0)
+    if peek is None:
+        return None
+    base, size, magic = peek
+    if not check_entry_header(size, magic, position, data_end):
+        return None
+    if magic >= 2:
+        if len(head) < SPAN_PEEK:
+            return None
+        return base + _SPAN.unpack_from(head)[6], size + LOG_OVERHEAD
+    return base, size + LOG_OVERHEAD
 
 
 def iter_batches(buf, start: int = 0, end: int | None = None) -> Iterator[Batch]:

@@ -18,7 +18,6 @@ what the rebuilt indexes hold.
 from __future__ import annotations
 
 import os
-import struct
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -43,9 +42,6 @@ from kafkatool.log.indexes import OffsetIndex, TimeIndex, TransactionIndex
 DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
-
-_PEEK = struct.Struct(">qiibIhi")  # baseOffset, length, epoch, magic, crc, attributes, lastOffsetDelta
-_PEEK_SIZE = _PEEK.size  # 27
 
 
 def _now_ms() -> int:
@@ -307,25 +303,14 @@ class Segment:
     def _peek(self, position: int) -> OffsetPosition | None:
         if position + R.HEADER_PEEK > self.size:
             return None
-        head = os.pread(self._fd, _PEEK_SIZE, position)
-        if len(head) < R.HEADER_PEEK:
+        head = os.pread(self._fd, R.SPAN_PEEK, position)
+        try:
+            span = R.peek_entry_span(head, position, self.size)
+        except CorruptRecordError as exc:
+            raise CorruptRecordError(f"{exc.message} in {self.log_path}", position, kind=exc.kind) from None
+        if span is None:
             return None
-        base, length = struct.unpack_from(">qi", head)
-        magic = head[16]
-        if length < R.MIN_ENTRY_SIZE:
-            raise CorruptRecordError(
-                f"entry size {length} is smaller than the minimum {R.MIN_ENTRY_SIZE} in {self.log_path}",
-                position,
-            )
-        if position + R.LOG_OVERHEAD + length > self.size:
-            return None
-        if magic >= 2:
-            if len(head) < _PEEK_SIZE:
-                return None
-            last = base + _PEEK.unpack(head)[6]
-        else:
-            last = base
-        return OffsetPosition(last, position, length + R.LOG_OVERHEAD)
+        return OffsetPosition(span[0], position, span[1])
 
     def headers(self, start_position: int = 0) -> Iterator[OffsetPosition]:
         """(last offset, position, size) of each entry from ``start_position``."""
