@@ -135,6 +135,107 @@ def _group_metadata_json(value: GroupMetadataValue, version: int) -> dict:
     return data
 
 
+# ----------------------------------------------------------------------------- the one codec
+# What the group and transaction coordinators write and read, and what dump-log decodes: one
+# encoder and one reader per record, with one version rule (Kafka's GroupMetadataManager /
+# TransactionLog): a key's int16 is its record type (offsets) or version (transactions);
+# offsets values of an unknown newer version are read with the newest layout (_clamp), a
+# transaction log value of an unknown version is an error.
+
+OFFSET_COMMIT_KEY_VERSION = 1
+GROUP_METADATA_KEY_VERSION = 2
+GROUP_METADATA_VALUE_VERSION = 3
+TXN_LOG_KEY_VERSION = 0
+TXN_LOG_VALUE_VERSION = 0
+
+
+def _with_version(version: int, msg: Message) -> bytes:
+    return _I16.pack(version) + msg.encode(version)
+
+
+def offset_commit_key(group: str, topic: str, partition: int) -> bytes:
+    """OffsetCommitKey, record type 1 (Kafka writes 1; 0 is read as the same layout)."""
+    key = OffsetCommitKey(group=group, topic=topic, partition=partition)
+    return _with_version(OFFSET_COMMIT_KEY_VERSION, key)
+
+
+def offset_commit_value(
+    offset: int, leader_epoch: int, metadata: str, commit_timestamp: int, expire_timestamp: int | None
+) -> bytes:
+    """OffsetCommitValue as Kafka writes it: v1 only to keep an explicit expire timestamp
+    (v3 has no field for it), v3 otherwise (with the leader epoch)."""
+    version = 1 if expire_timestamp is not None else 3
+    value = OffsetCommitValue(
+        offset=offset,
+        leader_epoch=leader_epoch,
+        metadata=metadata,
+        commit_timestamp=commit_timestamp,
+        expire_timestamp=expire_timestamp if expire_timestamp is not None else -1,
+    )
+    return _with_version(version, value)
+
+
+def group_metadata_key(group: str) -> bytes:
+    return _with_version(GROUP_METADATA_KEY_VERSION, GroupMetadataKey(group=group))
+
+
+def group_metadata_value(value: GroupMetadataValue) -> bytes:
+    return _with_version(GROUP_METADATA_VALUE_VERSION, value)
+
+
+def read_offsets_key(key) -> tuple[int, Message | None]:
+    """(record type, OffsetCommitKey or GroupMetadataKey); the message is None for a record
+    type this codec does not know (Kafka skips those)."""
+    if key is None:
+        raise FormatError(
+            "Failed to decode message using offset topic decoder (message had a missing key)", 0
+        )
+    kbuf = _view(key)
+    record_type = _read_version(kbuf, "key")
+    if record_type in (0, 1):
+        return record_type, _read_message(OffsetCommitKey, kbuf, record_type, "key")
+    if record_type == GROUP_METADATA_KEY_VERSION:
+        return record_type, _read_message(GroupMetadataKey, kbuf, record_type, "key")
+    return record_type, None
+
+
+def read_offsets_value(record_type: int, value) -> tuple[int, Message]:
+    """(value version, OffsetCommitValue or GroupMetadataValue) of a non-null value."""
+    cls = GroupMetadataValue if record_type == GROUP_METADATA_KEY_VERSION else OffsetCommitValue
+    vbuf = _view(value)
+    version = _read_version(vbuf, "value")
+    return version, _read_message(cls, vbuf, version, "value")
+
+
+def transaction_log_key(transactional_id: str) -> bytes:
+    return _with_version(TXN_LOG_KEY_VERSION, TransactionLogKey(transactional_id=transactional_id))
+
+
+def transaction_log_value(value: TransactionLogValue) -> bytes:
+    return _with_version(TXN_LOG_VALUE_VERSION, value)
+
+
+def read_transaction_log_key(key) -> tuple[int, str | None]:
+    """(key version, transactional id); the id is None for a key version other than 0 (not a
+    transaction log key: Kafka's UnknownKey, skipped)."""
+    if key is None:
+        raise FormatError("transaction log record has no key", 0)
+    kbuf = _view(key)
+    key_version = _read_version(kbuf, "key")
+    if key_version != TXN_LOG_KEY_VERSION:
+        return key_version, None
+    return key_version, _read_message(TransactionLogKey, kbuf, key_version, "key").transactional_id
+
+
+def read_transaction_log_value(value) -> tuple[int, TransactionLogValue]:
+    vbuf = _view(value)
+    version = _read_version(vbuf, "value")
+    lo, hi = TransactionLogValue.VALID_VERSIONS
+    if not lo <= version <= hi:
+        raise FormatError(f"Unknown version {version} from the transaction log message value", 0)
+    return version, _read_message(TransactionLogValue, vbuf, version, "value")
+
+
 def offsets_record_dict(key, value) -> dict:
     """Structured form of a ``__consumer_offsets`` record.
 
@@ -143,33 +244,21 @@ def offsets_record_dict(key, value) -> dict:
     record type this decoder does not know (Kafka skips those); ``value`` is
     None for a tombstone.
     """
-    if key is None:
-        raise FormatError(
-            "Failed to decode message using offset topic decoder (message had a missing key)", 0
-        )
-    kbuf = _view(key)
-    record_type = _read_version(kbuf, "key")
-    if record_type in (0, 1):
-        key_cls, value_cls = OffsetCommitKey, OffsetCommitValue
-    elif record_type == 2:
-        key_cls, value_cls = GroupMetadataKey, GroupMetadataValue
-    else:
+    record_type, key_msg = read_offsets_key(key)
+    if key_msg is None:
         return {"type": record_type, "key": None, "value": None}
-    key_msg = _read_message(key_cls, kbuf, record_type, "key")
     out = {
         "type": record_type,
-        "key": {"type": str(record_type), "data": key_msg.to_json(_clamp(key_cls, record_type))},
+        "key": {"type": str(record_type), "data": key_msg.to_json(_clamp(type(key_msg), record_type))},
         "value": None,
     }
     if value is None:
         return out
-    vbuf = _view(value)
-    version = _read_version(vbuf, "value")
-    value_msg = _read_message(value_cls, vbuf, version, "value")
-    if value_cls is GroupMetadataValue:
+    version, value_msg = read_offsets_value(record_type, value)
+    if isinstance(value_msg, GroupMetadataValue):
         data = _group_metadata_json(value_msg, version)
     else:
-        data = value_msg.to_json(_clamp(value_cls, version))
+        data = value_msg.to_json(_clamp(type(value_msg), version))
     out["value"] = {"version": str(version), "data": data}
     return out
 
@@ -249,22 +338,13 @@ def transaction_log_record_dict(key, value) -> dict:
     ``value`` None is a tombstone; ``transactional_id`` None means a key version
     other than 0 (not a transaction log key).
     """
-    if key is None:
-        raise FormatError("transaction log record has no key", 0)
-    kbuf = _view(key)
-    key_version = _read_version(kbuf, "key")
-    if key_version != 0:
+    key_version, tid = read_transaction_log_key(key)
+    if tid is None:
         return {"key_version": key_version, "transactional_id": None, "value": None}
-    key_msg = _read_message(TransactionLogKey, kbuf, 0, "key")
-    out = {"key_version": 0, "transactional_id": key_msg.transactional_id, "value": None}
+    out = {"key_version": key_version, "transactional_id": tid, "value": None}
     if value is None:
         return out
-    vbuf = _view(value)
-    version = _read_version(vbuf, "value")
-    lo, hi = TransactionLogValue.VALID_VERSIONS
-    if not lo <= version <= hi:
-        raise FormatError(f"Unknown version {version} from the transaction log message value", 0)
-    msg = _read_message(TransactionLogValue, vbuf, version, "value")
+    version, msg = read_transaction_log_value(value)
     state = TRANSACTION_STATES.get(msg.transaction_status)
     if state is None:
         raise FormatError(f"Unknown transaction state {msg.transaction_status}", 2)

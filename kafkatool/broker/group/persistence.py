@@ -1,4 +1,6 @@
-"""``__consumer_offsets`` records exactly as Kafka's group coordinator writes them.
+"""``__consumer_offsets`` as the group coordinator writes and replays it.
+
+The records' bytes come from the one codec, :mod:`kafkatool.formats.internal_topics`:
 
 * offset commit: key OffsetCommitKey v1 ``{group, topic, partition}``, value
   OffsetCommitValue v3 (v1 when the commit carried an explicit expire
@@ -16,18 +18,13 @@ transactional offset commits count only once their COMMIT marker is read.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
 
 from kafkatool.broker.group.offsets import OffsetAndMetadata, OffsetStore
+from kafkatool.formats import internal_topics as IT
 from kafkatool.formats import records as R
 from kafkatool.formats.errors import FormatError
-from kafkatool.formats.generated import (
-    GroupMetadataKey,
-    GroupMetadataValue,
-    OffsetCommitKey,
-    OffsetCommitValue,
-)
+from kafkatool.formats.generated import GroupMetadataValue
 from kafkatool.formats.generated.group_metadata_value import MemberMetadata
 from kafkatool.formats.schema import SchemaDecodeError
 
@@ -46,33 +43,15 @@ __all__ = [
 
 OFFSETS_TOPIC = "__consumer_offsets"
 CONSUMER_PROTOCOL_TYPE = "consumer"
-OFFSET_COMMIT_KEY_VERSION = 1
-GROUP_METADATA_KEY_VERSION = 2
-GROUP_METADATA_VALUE_VERSION = 3
-_I16 = struct.Struct(">h")
-
-
-def offset_commit_key(group: str, topic: str, partition: int) -> bytes:
-    msg = OffsetCommitKey(group=group, topic=topic, partition=partition)
-    return _I16.pack(OFFSET_COMMIT_KEY_VERSION) + msg.encode(OFFSET_COMMIT_KEY_VERSION)
+GROUP_METADATA_KEY_VERSION = IT.GROUP_METADATA_KEY_VERSION
+GROUP_METADATA_VALUE_VERSION = IT.GROUP_METADATA_VALUE_VERSION
+offset_commit_key = IT.offset_commit_key
+group_metadata_key = IT.group_metadata_key
 
 
 def offset_commit_value(om: OffsetAndMetadata) -> bytes:
-    # Kafka: v1 only to keep an explicit expire timestamp (which has no field in v3)
-    version = 1 if om.expire_timestamp is not None else 3
-    msg = OffsetCommitValue(
-        offset=om.offset,
-        leader_epoch=om.leader_epoch,
-        metadata=om.metadata,
-        commit_timestamp=om.commit_timestamp,
-        expire_timestamp=om.expire_timestamp if om.expire_timestamp is not None else -1,
-    )
-    return _I16.pack(version) + msg.encode(version)
-
-
-def group_metadata_key(group: str) -> bytes:
-    return _I16.pack(GROUP_METADATA_KEY_VERSION) + GroupMetadataKey(group=group).encode(
-        GROUP_METADATA_KEY_VERSION
+    return IT.offset_commit_value(
+        om.offset, om.leader_epoch, om.metadata, om.commit_timestamp, om.expire_timestamp
     )
 
 
@@ -85,33 +64,21 @@ def group_metadata_value(
     current_state_timestamp: int,
     members: list[MemberMetadata],
 ) -> bytes:
-    msg = GroupMetadataValue(
-        protocol_type=protocol_type or "",
-        generation=generation,
-        protocol=protocol,
-        leader=leader,
-        current_state_timestamp=current_state_timestamp,
-        members=members,
+    return IT.group_metadata_value(
+        GroupMetadataValue(
+            protocol_type=protocol_type or "",
+            generation=generation,
+            protocol=protocol,
+            leader=leader,
+            current_state_timestamp=current_state_timestamp,
+            members=members,
+        )
     )
-    return _I16.pack(GROUP_METADATA_VALUE_VERSION) + msg.encode(GROUP_METADATA_VALUE_VERSION)
 
 
 def build_batch(records: list[tuple[bytes, bytes | None]], now_ms: int) -> bytes:
     """One uncompressed v2 batch, CreateTime ``now_ms`` on every record (offsets assigned by the log)."""
     return R.build_record_batch([R.SimpleRecord(value, key, (), now_ms) for key, value in records])
-
-
-def _version_and_body(data, what: str) -> tuple[int, memoryview]:
-    buf = memoryview(data)
-    if len(buf) < 2:
-        raise FormatError(f"__consumer_offsets {what} shorter than its version", 0, kind="truncated")
-    return _I16.unpack_from(buf, 0)[0], buf
-
-
-def _decode(cls, buf: memoryview, version: int):
-    lo, hi = cls.VALID_VERSIONS
-    msg, _ = cls.decode_from(buf, 2, len(buf), max(lo, min(version, hi)))
-    return msg
 
 
 @dataclass
@@ -168,14 +135,12 @@ class PartitionLoader:
     def _apply(self, rec, txn: bool, pid: int) -> None:
         if rec.key is None:
             raise FormatError("record without a key", rec.position)
-        record_type, kbuf = _version_and_body(rec.key, "key")
+        record_type, key = IT.read_offsets_key(rec.key)
         if record_type in (0, 1):
-            key = _decode(OffsetCommitKey, kbuf, record_type)
             tp = (key.topic, key.partition)
             om = None
             if rec.value is not None:
-                version, vbuf = _version_and_body(rec.value, "value")
-                v = _decode(OffsetCommitValue, vbuf, version)
+                version, v = IT.read_offsets_value(record_type, rec.value)
                 om = OffsetAndMetadata(
                     v.offset,
                     v.leader_epoch if version >= 3 else -1,
@@ -192,15 +157,9 @@ class PartitionLoader:
             else:
                 store.put(tp, om)
         elif record_type == GROUP_METADATA_KEY_VERSION:
-            key = _decode(GroupMetadataKey, kbuf, record_type)
             g = self._group(key.group)
-            if rec.value is None:
-                g.metadata = None
-                g.metadata_offset = rec.offset
-            else:
-                version, vbuf = _version_and_body(rec.value, "value")
-                g.metadata = _decode(GroupMetadataValue, vbuf, version)
-                g.metadata_offset = rec.offset
+            g.metadata = None if rec.value is None else IT.read_offsets_value(record_type, rec.value)[1]
+            g.metadata_offset = rec.offset
         # other record types (KIP-848 consumer groups, share groups) are not ours: skipped as Kafka does
 
     def result(self) -> dict[str, LoadedGroup]:

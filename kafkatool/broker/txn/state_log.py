@@ -1,5 +1,6 @@
-"""``__transaction_state`` records exactly as Kafka's transaction coordinator writes them.
+"""``__transaction_state`` as the transaction coordinator writes and replays it.
 
+The records' bytes come from the one codec, :mod:`kafkatool.formats.internal_topics`.
 Key: int16 version 0 + TransactionLogKey v0 ``{transactionalId}``.  Value: int16
 version 0 + TransactionLogValue v0 ``{producerId, producerEpoch,
 transactionTimeoutMs, transactionStatus, transactionPartitions (null when
@@ -11,19 +12,16 @@ tombstone.  Each write is one uncompressed v2 batch, CreateTime = now, so
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
+from kafkatool.formats import internal_topics as IT
 from kafkatool.formats import records as R
 from kafkatool.formats.errors import FormatError
-from kafkatool.formats.generated import TransactionLogKey, TransactionLogValue
+from kafkatool.formats.generated import TransactionLogValue
 from kafkatool.formats.generated.transaction_log_value import PartitionsSchema
 from kafkatool.formats.schema import SchemaDecodeError
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
-KEY_VERSION = 0
-VALUE_VERSION = 0
-_I16 = struct.Struct(">h")
 
 # TransactionState ids (TransactionLogValue.TransactionStatus)
 EMPTY = 0
@@ -35,16 +33,7 @@ COMPLETE_ABORT = 5
 DEAD = 6
 PREPARE_EPOCH_FENCE = 7
 
-STATE_NAMES = {
-    EMPTY: "Empty",
-    ONGOING: "Ongoing",
-    PREPARE_COMMIT: "PrepareCommit",
-    PREPARE_ABORT: "PrepareAbort",
-    COMPLETE_COMMIT: "CompleteCommit",
-    COMPLETE_ABORT: "CompleteAbort",
-    DEAD: "Dead",
-    PREPARE_EPOCH_FENCE: "PrepareEpochFence",
-}
+STATE_NAMES = IT.TRANSACTION_STATES
 
 
 @dataclass
@@ -60,10 +49,6 @@ class TxnRecord:
     start_ms: int
 
 
-def key_bytes(transactional_id: str) -> bytes:
-    return _I16.pack(KEY_VERSION) + TransactionLogKey(transactional_id=transactional_id).encode(KEY_VERSION)
-
-
 def value_bytes(rec: TxnRecord) -> bytes:
     if rec.state == EMPTY:
         parts = None  # Kafka writes null partitions for Empty
@@ -72,45 +57,35 @@ def value_bytes(rec: TxnRecord) -> bytes:
         for t, p in rec.partitions:
             by_topic.setdefault(t, []).append(p)
         parts = [PartitionsSchema(topic=t, partition_ids=sorted(ps)) for t, ps in by_topic.items()]
-    msg = TransactionLogValue(
-        producer_id=rec.producer_id,
-        producer_epoch=rec.producer_epoch,
-        transaction_timeout_ms=rec.timeout_ms,
-        transaction_status=rec.state,
-        transaction_partitions=parts,
-        transaction_last_update_timestamp_ms=rec.last_update_ms,
-        transaction_start_timestamp_ms=rec.start_ms,
+    return IT.transaction_log_value(
+        TransactionLogValue(
+            producer_id=rec.producer_id,
+            producer_epoch=rec.producer_epoch,
+            transaction_timeout_ms=rec.timeout_ms,
+            transaction_status=rec.state,
+            transaction_partitions=parts,
+            transaction_last_update_timestamp_ms=rec.last_update_ms,
+            transaction_start_timestamp_ms=rec.start_ms,
+        )
     )
-    return _I16.pack(VALUE_VERSION) + msg.encode(VALUE_VERSION)
 
 
 def build_batch(transactional_id: str, rec: TxnRecord | None, now_ms: int) -> bytes:
     value = None if rec is None else value_bytes(rec)
-    return R.build_record_batch([R.SimpleRecord(value, key_bytes(transactional_id), (), now_ms)])
+    key = IT.transaction_log_key(transactional_id)
+    return R.build_record_batch([R.SimpleRecord(value, key, (), now_ms)])
 
 
 def decode(key, value) -> tuple[str, TxnRecord | None] | None:
     """(transactional id, record or None for a tombstone); None for a key that is not ours."""
-    if key is None:
-        raise FormatError("transaction log record without a key", 0)
-    kbuf = memoryview(key)
-    if len(kbuf) < 2:
-        raise FormatError("transaction log key shorter than its version", 0, kind="truncated")
-    if _I16.unpack_from(kbuf, 0)[0] != KEY_VERSION:
+    _, tid = IT.read_transaction_log_key(key)
+    if tid is None:
         return None
-    k, _ = TransactionLogKey.decode_from(kbuf, 2, len(kbuf), KEY_VERSION)
     if value is None:
-        return k.transactional_id, None
-    vbuf = memoryview(value)
-    if len(vbuf) < 2:
-        raise FormatError("transaction log value shorter than its version", 0, kind="truncated")
-    version = _I16.unpack_from(vbuf, 0)[0]
-    lo, hi = TransactionLogValue.VALID_VERSIONS
-    if not lo <= version <= hi:
-        raise FormatError(f"unknown transaction log value version {version}", 0)
-    v, _ = TransactionLogValue.decode_from(vbuf, 2, len(vbuf), version)
+        return tid, None
+    _, v = IT.read_transaction_log_value(value)
     parts = [(e.topic, p) for e in (v.transaction_partitions or []) for p in e.partition_ids]
-    return k.transactional_id, TxnRecord(
+    return tid, TxnRecord(
         v.producer_id,
         v.producer_epoch,
         v.transaction_timeout_ms,
