@@ -675,7 +675,12 @@ def heartbeat(
         target_epoch = group_epoch
     else:
         target_epoch = group.assignment_epoch
-        target = group.target.get(updated.member_id, {})
+        # ConsumerGroup.targetAssignment(memberId, instanceId): a static member replacing a
+        # departed one is reconciled towards that member's target
+        if updated.member_id in group.target or replaced_id is None:
+            target = group.target.get(updated.member_id, {})
+        else:
+            target = group.target.get(replaced_id, {})
 
     # 3. reconcile the member towards its target
     before = updated
