@@ -194,17 +194,10 @@ class ProducerStateManager:
                     e.coordinator_epoch,
                     e.current_txn_first_offset,
                 )
-                if entry.last_sequence >= 0:
-                    first_seq = entry.last_sequence - entry.offset_delta
-                    if first_seq < 0:
-                        first_seq += INT32_MAX + 1
+                if e.has_batch_metadata:
                     entry.batches.append(
                         BatchMetadata(
-                            first_seq,
-                            entry.last_sequence,
-                            entry.last_offset - entry.offset_delta,
-                            entry.last_offset,
-                            entry.last_timestamp,
+                            e.first_sequence, e.last_sequence, e.first_offset, e.last_offset, e.timestamp
                         )
                     )
                 if not self.is_expired(entry, now_ms):

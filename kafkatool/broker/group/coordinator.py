@@ -87,6 +87,11 @@ _VALID_PREVIOUS = {
 }
 
 
+#: Kafka's Group.GroupType names (ListGroups v5, ConsumerGroupDescribe)
+CLASSIC_GROUP_TYPE = "classic"
+CONSUMER_GROUP_TYPE = "consumer"
+
+
 def now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -1380,7 +1385,8 @@ class GroupCoordinator:
             return ErrorCode.NONE, GroupSummary(group_id, DEAD.value, "", "", [])
         return ErrorCode.NONE, group.summary()
 
-    def handle_list_groups(self, states: list[str] | None) -> tuple[int, list[tuple[str, str, str]]]:
+    def handle_list_groups(self, states: list[str] | None) -> tuple[int, list[tuple[str, str, str, str]]]:
+        """(error, [(group id, protocol type, state, group type)])."""
         if not self.started and self.broker.metadata is not None:
             self.start()
         wanted = {s.lower() for s in states} if states else None
@@ -1390,7 +1396,7 @@ class GroupCoordinator:
                 continue
             if wanted is not None and g.state.value.lower() not in wanted:
                 continue
-            out.append((g.group_id, g.protocol_type or "", g.state.value))
+            out.append((g.group_id, g.protocol_type or "", g.state.value, CLASSIC_GROUP_TYPE))
         return (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.loading else ErrorCode.NONE), out
 
     def handle_delete_groups(self, group_ids: list[str]) -> dict[str, int]:

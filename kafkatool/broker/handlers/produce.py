@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 
 from kafkatool.broker import read_only
+from kafkatool.broker.handlers.metadata import current_leader
 from kafkatool.broker.txn import check_transactional_produce
 from kafkatool.formats import compression
 from kafkatool.formats import records as R
@@ -24,12 +25,17 @@ from kafkatool.protocol.errors import ErrorCode
 from kafkatool.protocol.generated import InitProducerIdResponse, ProduceResponse
 from kafkatool.protocol.generated.produce_response import (
     BatchIndexAndErrorMessage,
+    LeaderIdAndEpoch,
+    NodeEndpoint,
     PartitionProduceResponse,
     TopicProduceResponse,
 )
 
 log = logging.getLogger("kafkatool.broker")
 
+#: v10 adds the KIP-951 leader hints, v11 TRANSACTION_ABORTABLE (never sent by this broker's produce)
+MAX_VERSION = 11
+LEADER_HINTS_FROM = 10
 _CODECS = {
     "gzip": compression.GZIP,
     "snappy": compression.SNAPPY,
@@ -253,6 +259,8 @@ def handle_produce(ctx, req):
     for td in req.topic_data:
         parts = [_append_partition(broker, ctx, td.name, p.index, p.records, acks) for p in td.partition_data]
         out.append(TopicProduceResponse(name=td.name, partition_responses=parts))
+    if ctx.version >= LEADER_HINTS_FROM and acks != 0:
+        _leader_hints(broker, ctx.connection, out)
     if acks == 0:
         # no response; a failed acks=0 produce closes the connection, as Kafka does
         if any(p.error_code for t in out for p in t.partition_responses):
@@ -260,7 +268,28 @@ def handle_produce(ctx, req):
 
             raise CloseConnection("acks=0 produce failed")
         return None
-    return ProduceResponse(responses=out, throttle_time_ms=0)
+    resp = ProduceResponse(responses=out, throttle_time_ms=0)
+    if ctx.version >= LEADER_HINTS_FROM:
+        leaders = {p.current_leader.leader_id for t in out for p in t.partition_responses}
+        leaders.discard(-1)
+        if leaders:
+            host, port = broker.advertised_for(ctx.connection)
+            resp.node_endpoints = [
+                NodeEndpoint(node_id=n, host=host, port=port, rack=None) for n in sorted(leaders)
+            ]
+    return resp
+
+
+def _leader_hints(broker, conn, out) -> None:
+    """KIP-951 (Produce v10+): a NOT_LEADER_OR_FOLLOWER partition names the current leader."""
+    for td in out:
+        for p in td.partition_responses:
+            if p.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                t = broker.topic(td.name)
+                if t is not None:
+                    leader, epoch = current_leader(broker, t, p.index)
+                    if leader >= 0:
+                        p.current_leader = LeaderIdAndEpoch(leader_id=leader, leader_epoch=epoch)
 
 
 def handle_init_producer_id(ctx, req):
@@ -284,5 +313,5 @@ def handle_init_producer_id(ctx, req):
 
 
 def register(router) -> None:
-    router.register(0, 0, 9, handle_produce)
+    router.register(0, 0, MAX_VERSION, handle_produce)
     router.register(22, 0, 4, handle_init_producer_id)
