@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kafkatool.errors import KafkatoolError
 from kafkatool.formats import compression
 from kafkatool.formats import index as fx
 from kafkatool.formats import properties as props
@@ -70,7 +71,7 @@ ORIGIN_CLIENT = "client"
 ORIGIN_COORDINATOR = "coordinator"
 
 
-class OffsetOutOfRangeError(Exception):
+class OffsetOutOfRangeError(KafkatoolError):
     def __init__(self, offset: int, log_start: int, log_end: int):
         super().__init__(f"offset {offset} is out of range [{log_start}, {log_end}]")
         self.offset = offset

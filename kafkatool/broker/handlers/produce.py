@@ -16,6 +16,7 @@ import logging
 from kafkatool.broker import read_only
 from kafkatool.broker.handlers.metadata import current_leader
 from kafkatool.broker.txn import check_transactional_produce
+from kafkatool.errors import KafkatoolError
 from kafkatool.formats import compression
 from kafkatool.formats import records as R
 from kafkatool.formats.errors import CorruptRecordError, FormatError
@@ -44,7 +45,7 @@ _CODECS = {
 }
 
 
-class ProduceError(Exception):
+class ProduceError(KafkatoolError):
     def __init__(self, code: int, message: str | None = None, record_errors=None):
         super().__init__(message)
         self.code = code

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from kafkatool.broker.group.hashing import partition_for
 from kafkatool.broker.txn import state_log as S
+from kafkatool.errors import KafkatoolError
 from kafkatool.formats import records as R
 from kafkatool.log.log import ORIGIN_COORDINATOR
 from kafkatool.protocol.errors import ErrorCode
@@ -80,7 +81,7 @@ class TxnMetadata:
         return S.STATE_NAMES.get(self.state, str(self.state))
 
 
-class TxnError(Exception):
+class TxnError(KafkatoolError):
     def __init__(self, code: int, message: str | None = None):
         super().__init__(message or ErrorCode(code).name)
         self.code = code
