@@ -19,6 +19,8 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from kafkatool.errors import KafkatoolError
+
 log = logging.getLogger("kafkatool.broker.background")
 
 
@@ -26,7 +28,7 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class WorkersStopped(Exception):
+class WorkersStopped(KafkatoolError):
     """The broker is shutting down: a background job gives up."""
 
 

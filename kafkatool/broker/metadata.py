@@ -95,6 +95,7 @@ class MetadataStore:
         self.node_id = node_id
         self.writable = writable
         self.topics: dict[str, TopicMeta] = {}
+        self._by_id: dict[Uuid, TopicMeta] = {}
         self.cluster_id = cluster_id
         self.found_file = False
         #: dynamic broker configs found in a KRaft __cluster_metadata log of the dirs (reconcile)
@@ -218,7 +219,10 @@ class MetadataStore:
         return t
 
     def topic_by_id(self, topic_id: Uuid) -> TopicMeta | None:
-        for t in self.topics.values():
-            if t.topic_id == topic_id:
-                return t
-        return None
+        """The topic with this id (Fetch v13+ asks for every topic by id: an index, checked
+        against ``topics`` on every hit and rebuilt on a miss, so no writer has to keep it)."""
+        t = self._by_id.get(topic_id)
+        if t is not None and t.topic_id == topic_id and self.topics.get(t.name) is t:
+            return t
+        self._by_id = {t.topic_id: t for t in self.topics.values()}
+        return self._by_id.get(topic_id)

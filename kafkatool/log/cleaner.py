@@ -907,7 +907,12 @@ def clean_round_files(
 
     try:
         cleaner = Cleaner(
-            log, config, OffsetMap(map_bytes, load_factor), now_ms=now_ms, swap=keep, last_records=last_records
+            log,
+            config,
+            OffsetMap(map_bytes, load_factor),
+            now_ms=now_ms,
+            swap=keep,
+            last_records=last_records,
         )
         rnd = cleaner.clean(first_dirty, first_uncleanable, write=True)
     except BaseException:

@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kafkatool.errors import KafkatoolError
 from kafkatool.formats import compression
 from kafkatool.formats import index as fx
 from kafkatool.formats import properties as props
@@ -82,7 +83,11 @@ ISOLATION_HIGH_WATERMARK = "high_watermark"
 ISOLATION_COMMITTED = "committed"
 
 
-class OffsetOutOfRangeError(Exception):
+ORIGIN_CLIENT = "client"
+ORIGIN_COORDINATOR = "coordinator"
+
+
+class OffsetOutOfRangeError(KafkatoolError):
     def __init__(self, offset: int, log_start: int, log_end: int):
         super().__init__(f"offset {offset} is out of range [{log_start}, {log_end}]")
         self.offset = offset
@@ -126,6 +131,9 @@ class AppendInfo:
     batches: int
     bytes: int
     log_start_offset: int = 0
+    #: a client's retry of a batch already in the log: nothing was appended, the offsets
+    #: are the original's (Kafka's duplicate LogAppendInfo)
+    duplicate: bool = False
 
 
 @dataclass
@@ -618,13 +626,25 @@ class Log:
     # ------------------------------------------------------------------ append
     @_locked
     def append_as_leader(
-        self, records, leader_epoch: int, *, timestamp_type: str | None = None, validated: bool = False
+        self,
+        records,
+        leader_epoch: int,
+        *,
+        timestamp_type: str | None = None,
+        validated: bool = False,
+        origin: str = ORIGIN_CLIENT,
     ) -> AppendInfo:
         """Assign offsets from the log end offset by rewriting the batch headers in place
         (``baseOffset``, ``partitionLeaderEpoch``; for LogAppendTime also the timestamp and
         CRC) and append.  Legacy (magic 0/1) input is up-converted to v2 as a 3.x broker
         does.  ``validated``: the caller (the produce path) has already run ensure_valid on
-        these very bytes, in Kafka's order; otherwise it runs here."""
+        these very bytes, in Kafka's order; otherwise it runs here.
+
+        ``origin`` is Kafka's AppendOrigin: a CLIENT append is checked against producer
+        state first (UnifiedLog.analyzeAndValidateProducerState): a retried batch returns
+        the original's offsets with ``duplicate`` set and appends nothing; an old epoch or a
+        sequence gap raises ProducerStateError.  COORDINATOR appends (the group and
+        transaction coordinators' own records and markers) are not checked."""
         self._require_writable()
         buf = records if isinstance(records, bytearray) else bytearray(records)
         batches = list(R.iter_batches(buf))
@@ -636,6 +656,24 @@ class Log:
                 batches = list(R.iter_batches(buf))
                 break
         ts_type = timestamp_type or self.config.message_timestamp_type
+        if origin == ORIGIN_CLIENT:
+            for b in batches:
+                if not validated:
+                    b.ensure_valid()
+                dup = self.producer_state.check_client_append(b)
+                if dup is not None:
+                    return AppendInfo(
+                        dup.first_offset,
+                        dup.last_offset,
+                        dup.timestamp,
+                        dup.last_offset,
+                        dup.timestamp if ts_type == "LogAppendTime" else None,
+                        0,
+                        0,
+                        self.log_start_offset,
+                        duplicate=True,
+                    )
+            validated = True
         now = self.clock()
         offset = self._log_end_offset
         first = offset

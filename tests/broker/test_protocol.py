@@ -11,6 +11,7 @@ import pytest
 from kafkatool.formats import records as R
 from kafkatool.protocol import generated as G
 from kafkatool.protocol.errors import ErrorCode
+from kafkatool.protocol.framing import encode_request
 from kafkatool.protocol.generated.create_topics_request import CreatableTopic, CreatableTopicConfig
 from kafkatool.protocol.generated.fetch_request import FetchPartition, FetchTopic
 from kafkatool.protocol.generated.list_offsets_request import ListOffsetsPartition, ListOffsetsTopic
@@ -127,24 +128,32 @@ def c(broker):
 
 
 def test_api_versions_all_versions(broker):
-    for v in range(4):
+    for v in range(5):
         with WireClient(broker.bootstrap) as c:
             resp = c.api_versions(v)
             assert resp.error_code == 0
             keys = {a.api_key: (a.min_version, a.max_version) for a in resp.api_keys}
-            assert keys[18] == (0, 3)
-            assert keys[0] == (0, 9) and keys[1] == (0, 12) and keys[3] == (0, 12)
-            for absent in (68, 69, 71, 72, 75):  # KIP-848, telemetry, DescribeTopicPartitions
+            # Kafka 3.9's maxima for the core APIs (issue 17)
+            assert keys[18] == (0, 4)
+            assert keys[0] == (0, 11) and keys[1] == (0, 17) and keys[3] == (0, 12) and keys[2] == (0, 9)
+            for absent in (71, 72):  # telemetry is never advertised
                 assert absent not in keys
 
 
 def test_api_versions_unknown_version_gets_v0_error(broker):
     with WireClient(broker.bootstrap) as c:
-        corr = c.send(18, 4, G.ApiVersionsRequest(client_software_name="x", client_software_version="1"))
+        # v5 is newer than any schema we have: a v4 frame with the version field set to 5
+        frame = bytearray(
+            encode_request(
+                18, 4, 77, "x", G.ApiVersionsRequest(client_software_name="x", client_software_version="1")
+            )
+        )
+        frame[6:8] = (5).to_bytes(2, "big")
+        c.send_raw(bytes(frame))
         got, resp = c.recv(18, 0)
-        assert got == corr
+        assert got == 77
         assert resp.error_code == ErrorCode.UNSUPPORTED_VERSION
-        assert [(a.api_key, a.min_version, a.max_version) for a in resp.api_keys] == [(18, 0, 3)]
+        assert [(a.api_key, a.min_version, a.max_version) for a in resp.api_keys] == [(18, 0, 4)]
 
 
 def test_metadata_auto_create_and_v0_all(c):

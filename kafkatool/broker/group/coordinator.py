@@ -40,7 +40,7 @@ from kafkatool.broker.group.hashing import partition_for
 from kafkatool.broker.group.offsets import MAX_METADATA_BYTES, OffsetAndMetadata, OffsetStore
 from kafkatool.formats.generated import ConsumerProtocolSubscription
 from kafkatool.formats.schema import SchemaDecodeError
-from kafkatool.log.log import RecordTooLargeError
+from kafkatool.log.log import ORIGIN_COORDINATOR, RecordTooLargeError
 from kafkatool.protocol.errors import ErrorCode
 
 log = logging.getLogger("kafkatool.broker.group")
@@ -85,6 +85,11 @@ _VALID_PREVIOUS = {
     PREPARING: {STABLE, COMPLETING, EMPTY},
     EMPTY: {PREPARING},
 }
+
+
+#: Kafka's Group.GroupType names (ListGroups v5, ConsumerGroupDescribe)
+CLASSIC_GROUP_TYPE = "classic"
+CONSUMER_GROUP_TYPE = "consumer"
 
 
 def now_ms() -> int:
@@ -808,7 +813,9 @@ class GroupCoordinator:
         if lg is None:
             raise LookupError(f"{P.OFFSETS_TOPIC}-{group.partition} is not available")
         t = self.broker.topic(P.OFFSETS_TOPIC)
-        lg.append_as_leader(P.build_batch(records, now_ms()), t.leader_epoch(group.partition))
+        lg.append_as_leader(
+            P.build_batch(records, now_ms()), t.leader_epoch(group.partition), origin=ORIGIN_COORDINATOR
+        )
 
     def _group_record(self, group: Group, assignment: dict[str, bytes]) -> tuple[bytes, bytes]:
         members = [
@@ -1378,7 +1385,8 @@ class GroupCoordinator:
             return ErrorCode.NONE, GroupSummary(group_id, DEAD.value, "", "", [])
         return ErrorCode.NONE, group.summary()
 
-    def handle_list_groups(self, states: list[str] | None) -> tuple[int, list[tuple[str, str, str]]]:
+    def handle_list_groups(self, states: list[str] | None) -> tuple[int, list[tuple[str, str, str, str]]]:
+        """(error, [(group id, protocol type, state, group type)])."""
         if not self.started and self.broker.metadata is not None:
             self.start()
         wanted = {s.lower() for s in states} if states else None
@@ -1388,7 +1396,7 @@ class GroupCoordinator:
                 continue
             if wanted is not None and g.state.value.lower() not in wanted:
                 continue
-            out.append((g.group_id, g.protocol_type or "", g.state.value))
+            out.append((g.group_id, g.protocol_type or "", g.state.value, CLASSIC_GROUP_TYPE))
         return (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.loading else ErrorCode.NONE), out
 
     def handle_delete_groups(self, group_ids: list[str]) -> dict[str, int]:
@@ -1505,3 +1513,11 @@ class GroupCoordinator:
                 total += len(expired)
                 self._cleanup_group(group, expired)
         return total
+
+
+def group_coordinator(broker) -> GroupCoordinator:
+    """The broker's group coordinator (made on first use)."""
+    gc = getattr(broker, "group_coordinator", None)
+    if gc is None:
+        gc = broker.group_coordinator = GroupCoordinator(broker)
+    return gc

@@ -9,7 +9,7 @@ from kafkatool.protocol.generated import ApiVersionsResponse
 from kafkatool.protocol.generated.api_versions_response import ApiVersion
 
 API_KEY = 18
-MIN_VERSION, MAX_VERSION = 0, 3
+MIN_VERSION, MAX_VERSION = 0, 4
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 

@@ -13,7 +13,10 @@ The response is encoded by the generated codec with a unique 16-byte token in
 each ``records`` field; the tokens (and their length prefixes) are then
 replaced by the real length and the segment slices, which go out with
 sendfile.  Fetch v0-3 clients get the batches down-converted to message
-format v0/v1.
+format v0/v1.  From v13 topics are named by id (an unknown id is UNKNOWN_TOPIC_ID
+for each of its partitions); from v16 a NOT_LEADER_OR_FOLLOWER or
+FENCED_LEADER_EPOCH partition carries the current leader and the response the
+leader's endpoint (KIP-951), as Kafka's ``KafkaApis.handleFetchRequest`` does.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import asyncio
 import os
 import struct
 
+from kafkatool.broker.handlers.metadata import current_leader, from_wire_uuid
 from kafkatool.broker.network import FileSlice, Parts
 from kafkatool.formats import records as R
 from kafkatool.formats.schema import uvarint_bytes
@@ -37,12 +41,18 @@ from kafkatool.protocol.generated import FetchResponse
 from kafkatool.protocol.generated.fetch_response import (
     AbortedTransaction,
     FetchableTopicResponse,
+    LeaderIdAndEpoch,
+    NodeEndpoint,
     PartitionData,
 )
 
 API_KEY = 1
-MAX_VERSION = 12
+MAX_VERSION = 17
 FLEXIBLE_FROM = 12
+TOPIC_IDS_FROM = 13
+REPLICA_STATE_FROM = 15
+LEADER_HINTS_FROM = 16
+_HINTED = frozenset((ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH))
 #: below this many bytes in total, slices are read and inlined (cheaper than splicing + sendfile)
 INLINE_MAX = 64 * 1024
 _TOKEN_LEN = 16
@@ -50,7 +60,7 @@ _I32 = struct.Struct(">i")
 
 
 class _Read:
-    __slots__ = ("topics", "bytes", "errors", "tps", "slices")
+    __slots__ = ("topics", "bytes", "errors", "tps", "slices", "leaders")
 
     def __init__(self):
         self.topics = []
@@ -58,6 +68,13 @@ class _Read:
         self.errors = False
         self.tps = []
         self.slices = {}  # id(PartitionData) -> [FileSlice]
+        self.leaders = set()  # node ids named in current_leader hints (v16+)
+
+
+def _replica_id(req, version: int) -> int:
+    if version >= REPLICA_STATE_FROM:
+        return req.replica_state.replica_id if req.replica_state is not None else -1
+    return req.replica_id
 
 
 def _read(broker, req, version: int) -> _Read:
@@ -66,14 +83,20 @@ def _read(broker, req, version: int) -> _Read:
         isolation = ISOLATION_COMMITTED
     else:
         isolation = ISOLATION_HIGH_WATERMARK
-    if req.replica_id >= 0 and version <= 14:
+    if _replica_id(req, version) >= 0:
         isolation = ISOLATION_LOG_END
     remaining = req.max_bytes if version >= 3 else 2**31 - 1
     if remaining <= 0:
         remaining = 2**31 - 1
     min_one = True
+    by_id = version >= TOPIC_IDS_FROM
     for ft in req.topics:
-        t = broker.topic(ft.topic)
+        if by_id:
+            t = broker.metadata.topic_by_id(from_wire_uuid(ft.topic_id))
+            name = t.name if t is not None else None
+        else:
+            name = ft.topic
+            t = broker.topic(name)
         parts = []
         for fp in ft.partitions:
             idx = fp.partition
@@ -88,8 +111,12 @@ def _read(broker, req, version: int) -> _Read:
                 records=b"",
             )
             parts.append(pd)
-            out.tps.append((ft.topic, idx))
-            lg = broker.get_log(ft.topic, idx) if t is not None else None
+            if t is None and by_id:
+                pd.error_code = ErrorCode.UNKNOWN_TOPIC_ID
+                out.errors = True
+                continue
+            out.tps.append((name, idx))
+            lg = broker.get_log(name, idx) if t is not None else None
             if lg is None:
                 pd.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 out.errors = True
@@ -102,6 +129,8 @@ def _read(broker, req, version: int) -> _Read:
                     pd.error_code = ErrorCode.FENCED_LEADER_EPOCH
                 if pd.error_code:
                     out.errors = True
+                    if version >= LEADER_HINTS_FROM:
+                        _hint(broker, out, pd, t, idx)
                     continue
             limit = min(fp.partition_max_bytes, remaining)
             try:
@@ -132,8 +161,27 @@ def _read(broker, req, version: int) -> _Read:
                 out.bytes += size
                 remaining -= size
                 min_one = False
-        out.topics.append(FetchableTopicResponse(topic=ft.topic, partitions=parts))
+        if by_id:
+            out.topics.append(FetchableTopicResponse(topic_id=ft.topic_id, partitions=parts))
+        else:
+            out.topics.append(FetchableTopicResponse(topic=ft.topic, partitions=parts))
     return out
+
+
+def _hint(broker, out: _Read, pd, t, idx: int) -> None:
+    if pd.error_code not in _HINTED:
+        return
+    leader, epoch = current_leader(broker, t, idx)
+    if leader >= 0:
+        pd.current_leader = LeaderIdAndEpoch(leader_id=leader, leader_epoch=epoch)
+        out.leaders.add(leader)
+
+
+def _node_endpoints(broker, conn, read: _Read) -> list:
+    if not read.leaders:
+        return []
+    host, port = broker.advertised_for(conn)
+    return [NodeEndpoint(node_id=n, host=host, port=port, rack=None) for n in sorted(read.leaders)]
 
 
 def _down_convert(data: bytes, magic: int) -> bytes:
@@ -160,9 +208,11 @@ def _down_convert(data: bytes, magic: int) -> bytes:
     return bytes(out)
 
 
-def _encode(header, read: _Read):
+def _encode(header, read: _Read, broker=None, conn=None):
     version = header.api_version
     resp = FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=read.topics)
+    if read.leaders:
+        resp.node_endpoints = _node_endpoints(broker, conn, read)
     if not read.slices:
         return encode_response(API_KEY, version, header.correlation_id, resp)
     by_pd = {}
@@ -223,11 +273,11 @@ def handle_fetch(ctx, req):
         or read.bytes > 0
         and req.min_bytes <= 1
     ):
-        return _encode(header, read)
-    return _long_poll(broker, req, header, read.tps)
+        return _encode(header, read, broker, ctx.connection)
+    return _long_poll(broker, req, header, read.tps, ctx.connection)
 
 
-async def _long_poll(broker, req, header, tps):
+async def _long_poll(broker, req, header, tps, conn):
     loop = asyncio.get_running_loop()
     deadline = loop.time() + req.max_wait_ms / 1000.0
     version = header.api_version
@@ -237,7 +287,7 @@ async def _long_poll(broker, req, header, tps):
             read = _read(broker, req, version)
             left = deadline - loop.time()
             if read.errors or read.bytes >= req.min_bytes or left <= 0:
-                return _encode(header, read)
+                return _encode(header, read, broker, conn)
             try:
                 await asyncio.wait_for(fut, left)
             except TimeoutError:

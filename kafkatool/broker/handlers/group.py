@@ -15,6 +15,7 @@ import asyncio
 import time
 
 from kafkatool.broker.group.coordinator import GroupCoordinator, JoinResult, SyncResult
+from kafkatool.broker.group.coordinator import group_coordinator as coordinator
 from kafkatool.broker.group.offsets import NO_LEADER_EPOCH, NO_OFFSET, OffsetAndMetadata
 from kafkatool.protocol.errors import ErrorCode
 from kafkatool.protocol.generated import (
@@ -54,15 +55,18 @@ from kafkatool.protocol.generated.offset_fetch_response import (
 
 #: served versions (Kafka 3.0's ranges; protocol.md S3)
 VERSIONS = {
-    "find_coordinator": (10, 0, 4),
-    "join_group": (11, 0, 7),
+    # FindCoordinator v6 allows share-group keys (KIP-932): refused as an unknown key type
+    "find_coordinator": (10, 0, 6),
+    # JoinGroup v8 adds a reason (logged only, as Kafka does), v9 skip_assignment for static leaders
+    "join_group": (11, 0, 9),
     "heartbeat": (12, 0, 4),
-    "leave_group": (13, 0, 4),
+    # LeaveGroup v5 adds a reason per member
+    "leave_group": (13, 0, 5),
     "sync_group": (14, 0, 5),
     "offset_commit": (8, 0, 8),
     "offset_fetch": (9, 0, 8),
     "describe_groups": (15, 0, 5),
-    "list_groups": (16, 0, 4),
+    "list_groups": (16, 0, 5),
     "delete_groups": (42, 0, 2),
     "offset_delete": (47, 0, 0),
 }
@@ -73,13 +77,6 @@ AUTHORIZED_OPS_OMITTED = -(2**31)
 GROUP_AUTHORIZED_OPS = (1 << 3) | (1 << 6) | (1 << 8)
 DEFAULT_TIMESTAMP = -1
 DEFAULT_RETENTION_TIME = -1
-
-
-def coordinator(broker) -> GroupCoordinator:
-    gc = getattr(broker, "group_coordinator", None)
-    if gc is None:
-        gc = broker.group_coordinator = GroupCoordinator(broker)
-    return gc
 
 
 def _client_host(ctx) -> str:
@@ -431,13 +428,21 @@ def handle_describe_groups(ctx, req):
 def handle_list_groups(ctx, req):
     v = ctx.version
     states = list(req.states_filter or []) if v >= 4 else None
+    # v5 (KIP-848): the type filter is case-insensitive, as Kafka's Group.GroupType.parse
+    types = {t.lower() for t in req.types_filter or []} if v >= 5 else set()
     err, groups = coordinator(ctx.broker).handle_list_groups(states)
     return ListGroupsResponse(
         throttle_time_ms=0,
         error_code=err,
         groups=[
-            ListedGroup(group_id=gid, protocol_type=ptype, group_state=state if v >= 4 else "")
-            for gid, ptype, state in groups
+            ListedGroup(
+                group_id=gid,
+                protocol_type=ptype,
+                group_state=state if v >= 4 else "",
+                group_type=gtype if v >= 5 else "",
+            )
+            for gid, ptype, state, gtype in groups
+            if not types or gtype in types
         ],
     )
 

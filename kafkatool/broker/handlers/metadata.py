@@ -9,7 +9,16 @@ from kafkatool.broker.metadata import INTERNAL_TOPICS, topic_name_error
 from kafkatool.formats.schema import ZERO_UUID
 from kafkatool.formats.uuid import Uuid
 from kafkatool.protocol.errors import ErrorCode
-from kafkatool.protocol.generated import FindCoordinatorResponse, MetadataResponse
+from kafkatool.protocol.generated import (
+    DescribeTopicPartitionsResponse,
+    FindCoordinatorResponse,
+    MetadataResponse,
+)
+from kafkatool.protocol.generated.describe_topic_partitions_response import (
+    Cursor,
+    DescribeTopicPartitionsResponsePartition,
+    DescribeTopicPartitionsResponseTopic,
+)
 from kafkatool.protocol.generated.find_coordinator_response import Coordinator
 from kafkatool.protocol.generated.metadata_response import (
     MetadataResponseBroker,
@@ -34,6 +43,13 @@ def from_wire_uuid(u) -> Uuid:
 def brokers(broker, conn=None) -> list[MetadataResponseBroker]:
     host, port = broker.advertised_for(conn)
     return [MetadataResponseBroker(node_id=broker.node_id, host=host, port=port, rack=None)]
+
+
+def current_leader(broker, t, partition: int) -> tuple[int, int]:
+    """(leader id, leader epoch) of a partition as Metadata reports it: the KIP-951 hint that
+    Produce v10+ and Fetch v16+ put beside NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH."""
+    lg = broker.get_log(t.name, partition)
+    return (broker.node_id if lg is not None else -1), t.leader_epoch(partition)
 
 
 def topic_entry(broker, t) -> MetadataResponseTopic:
@@ -131,6 +147,96 @@ def handle_metadata(ctx, req):
     )
 
 
+#: Kafka's max.request.partition.size.limit default: the most partitions one answer holds
+DESCRIBE_PARTITIONS_LIMIT = 2000
+
+
+def handle_describe_topic_partitions(ctx, req):
+    """DescribeTopicPartitions (75, KIP-966): topics sorted by name, paginated by partitions.
+
+    Kafka's DescribeTopicPartitionsRequestHandler: no names means every topic from the
+    cursor's on; listed names must include the cursor's topic; an answer holds at most
+    min(ResponsePartitionLimit, 2000) partitions and names where the next one starts."""
+    broker = ctx.broker
+    cursor = req.cursor
+    if cursor is not None and cursor.partition_index < 0:
+        return _describe_partitions_refused(req, "the cursor's partition index is negative")
+    if req.topics:
+        names = sorted({t.name for t in req.topics})
+        if cursor is not None and cursor.topic_name not in names:
+            return _describe_partitions_refused(req, "the topic list must contain the cursor topic")
+    else:
+        names = sorted(broker.metadata.topics)
+    if cursor is not None:
+        names = [n for n in names if n >= cursor.topic_name]
+    remaining = max(0, min(req.response_partition_limit, DESCRIBE_PARTITIONS_LIMIT))
+    node = broker.node_id
+    topics, next_cursor = [], None
+    for name in names:
+        if remaining <= 0:
+            next_cursor = Cursor(topic_name=name, partition_index=0)
+            break
+        t = broker.topic(name)
+        if t is None:
+            topics.append(
+                DescribeTopicPartitionsResponseTopic(
+                    error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    name=name,
+                    topic_id=ZERO_UUID,
+                    is_internal=False,
+                    partitions=[],
+                )
+            )
+            continue
+        start = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
+        end = min(t.partitions, start + remaining)
+        parts = []
+        for p in range(start, end):
+            lg = broker.get_log(name, p)
+            parts.append(
+                DescribeTopicPartitionsResponsePartition(
+                    error_code=0 if lg is not None else ErrorCode.LEADER_NOT_AVAILABLE,
+                    partition_index=p,
+                    leader_id=node if lg is not None else -1,
+                    leader_epoch=t.leader_epoch(p),
+                    replica_nodes=[node],
+                    isr_nodes=[node] if lg is not None else [],
+                    eligible_leader_replicas=[],
+                    last_known_elr=[],
+                    offline_replicas=[] if lg is not None else [node],
+                )
+            )
+        remaining -= max(0, end - start)
+        topics.append(
+            DescribeTopicPartitionsResponseTopic(
+                error_code=0,
+                name=name,
+                topic_id=wire_uuid(t.topic_id),
+                is_internal=t.is_internal,
+                partitions=parts,
+                topic_authorized_operations=AUTHORIZED_OPS_OMITTED,
+            )
+        )
+        if end < t.partitions:
+            next_cursor = Cursor(topic_name=name, partition_index=end)
+            break
+    return DescribeTopicPartitionsResponse(throttle_time_ms=0, topics=topics, next_cursor=next_cursor)
+
+
+def _describe_partitions_refused(req, why: str):
+    log.info("DescribeTopicPartitions refused: %s", why)
+    return DescribeTopicPartitionsResponse(
+        throttle_time_ms=0,
+        topics=[
+            DescribeTopicPartitionsResponseTopic(
+                error_code=ErrorCode.INVALID_REQUEST, name=t.name, topic_id=ZERO_UUID, partitions=[]
+            )
+            for t in req.topics
+        ],
+        next_cursor=None,
+    )
+
+
 def handle_find_coordinator(ctx, req):
     broker = ctx.broker
     host, port = broker.advertised_for(ctx.connection)
@@ -153,3 +259,4 @@ def handle_find_coordinator(ctx, req):
 def register(router) -> None:
     router.register(3, 0, 12, handle_metadata)
     router.register(10, 0, 4, handle_find_coordinator)
+    router.register(75, 0, 0, handle_describe_topic_partitions)

@@ -27,6 +27,9 @@ from kafkatool.protocol.generated.offset_for_leader_epoch_response import (
 log = logging.getLogger("kafkatool.broker")
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+#: KIP-405/KIP-1005 (v8/v9): without tiered storage the local log start is the log start, and
+#: there is no tiered offset (Kafka answers -1 with no error)
+EARLIEST_LOCAL, LATEST_TIERED = -4, -5
 
 
 def epoch_for_offset(lg, offset: int) -> int:
@@ -132,10 +135,12 @@ def handle_list_offsets(ctx, req):
             ts = rp.timestamp
             if req.replica_id >= 0:
                 upper = lg.log_end_offset
-            if ts == EARLIEST or ts == -4:
+            if ts == EARLIEST or ts == EARLIEST_LOCAL:
                 offset, stamp = lg.log_start_offset, -1
-            elif ts == LATEST or ts == -5:
+            elif ts == LATEST:
                 offset, stamp = upper, -1
+            elif ts == LATEST_TIERED:
+                offset, stamp = -1, -1
             elif ts == MAX_TIMESTAMP:
                 found = max_timestamp_offset(lg, upper)
                 stamp, offset = found if found is not None else (-1, -1)
@@ -151,7 +156,7 @@ def handle_list_offsets(ctx, req):
             pr.offset = offset
             pr.timestamp = stamp
             if offset >= 0 and v >= 4:
-                if ts in (LATEST, -5):
+                if ts == LATEST:
                     latest = lg.leader_epoch_cache.latest_epoch
                     pr.leader_epoch = latest if latest is not None else -1
                 else:
@@ -247,6 +252,8 @@ def handle_delete_records(ctx, req):
 
 
 def register(router) -> None:
-    router.register(2, 0, 7, handle_list_offsets)
+    # Kafka 3.9's maxima (the release this snapshot's stable versions match; Python clients infer
+    # the broker release from them): v10 (4.0, KIP-1075 remote-lookup timeout) is not advertised
+    router.register(2, 0, 9, handle_list_offsets)
     router.register(23, 0, 4, handle_offset_for_leader_epoch)
     router.register(21, 0, 2, handle_delete_records)

@@ -347,8 +347,11 @@ def test_admin_apis(tmp_path):
         env.commit("simple", {tp: (5, ""), ("u", 0): (1, "")})
         gen, leader, follower = await stable_pair(env, "busy")
         err, groups = env.gc.handle_list_groups(None)
-        assert err == 0 and sorted(groups) == [("busy", "consumer", "Stable"), ("simple", "", "Empty")]
-        assert env.gc.handle_list_groups(["stable"])[1] == [("busy", "consumer", "Stable")]
+        assert err == 0 and sorted(groups) == [
+            ("busy", "consumer", "Stable", "classic"),
+            ("simple", "", "Empty", "classic"),
+        ]
+        assert env.gc.handle_list_groups(["stable"])[1] == [("busy", "consumer", "Stable", "classic")]
         err, s = env.gc.handle_describe_group("busy")
         assert s.state == "Stable" and s.protocol == "range" and len(s.members) == 2
         assert {m[5] for m in s.members} == {b"A2", b"B2"}
