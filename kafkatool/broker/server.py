@@ -93,6 +93,10 @@ class Broker:
         self.bound: list[tuple[str, int]] = []
         self.next_producer_id = 0
         self.startup: StartupReport | None = None
+        from kafkatool.broker.background import Workers
+
+        #: background threads and the cleaner's worker process (never the event loop)
+        self.workers = Workers(config.int("log.cleaner.threads"))
         from kafkatool.broker.handlers import register_all
 
         register_all(self.router)
@@ -189,6 +193,11 @@ class Broker:
         lg.update_high_watermark(lg.log_end_offset)
         if lg.writable and self._on_append not in lg.listeners:
             lg.add_append_listener(self._on_append)
+        if lg.writable:
+            # segments leave the map at once but close file.delete.delay.ms later (in-flight
+            # fetches keep their file); a roll's fsync runs on the scheduler thread
+            lg.defer_deletes = True
+            lg.flush_scheduler = self.workers.flush_scheduler(lg)
 
     def _on_append(self, lg: Log, log_end_offset: int) -> None:
         lg.update_high_watermark(log_end_offset)
@@ -506,6 +515,8 @@ class Broker:
         self.close_storage()
 
     def close_storage(self) -> None:
+        # background jobs finish (or give up) before the logs they work on close
+        self.workers.shutdown()
         if self.manager is not None:
             self.manager.shutdown()
             self.manager = None
