@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from kafkatool.errors import KafkatoolError
 
-class AssignError(ValueError):
+
+class AssignError(KafkatoolError, ValueError):
     """Input a planner or a reassignment cannot work with (bad brokers, racks, replicas...)."""

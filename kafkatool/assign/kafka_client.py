@@ -14,6 +14,7 @@ import socket
 import struct
 from dataclasses import dataclass, field
 
+from kafkatool.errors import KafkatoolError
 from kafkatool.formats.schema import Message, SchemaDecodeError
 from kafkatool.protocol.apis import API_BY_KEY
 from kafkatool.protocol.errors import ErrorCode
@@ -37,7 +38,7 @@ CLIENT_MAX = {
 }
 
 
-class KafkaAdminError(Exception):
+class KafkaAdminError(KafkatoolError):
     """A failed admin operation; ``code`` is Kafka's error code when the broker sent one."""
 
     def __init__(self, message: str, code: int | None = None):

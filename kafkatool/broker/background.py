@@ -1,10 +1,25 @@
-"""Background work on Kafka's schedule: checkpoints, time-based flushes, retention, compaction."""
+"""Background work on Kafka's schedule: checkpoints, time-based flushes, retention, compaction.
+
+Where it runs (:class:`Workers`; DESIGN.md "Background work off the event loop"): the
+event loop only schedules.  I/O-bound work (retention deletes, fsyncs after a roll and
+on ``flush.ms``, closing segments whose ``file.delete.delay.ms`` passed) runs on one
+scheduler thread, as Kafka's ``kafka-scheduler`` does; the cleaner has its own thread
+(Kafka's ``kafka-log-cleaner-thread-0``) that picks a log and swaps the result in, while
+the CPU-bound part of a cleaning round (key scans, re-encoding) runs in a worker process
+on the same files, so it never holds the interpreter lock the event loop needs.  The
+log's own lock (``Log.lock``) orders these threads against the event loop's appends.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import multiprocessing
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
+
+from kafkatool.errors import KafkatoolError
 
 log = logging.getLogger("kafkatool.broker.background")
 
@@ -13,11 +28,76 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-async def _every(seconds: float, fn, name: str) -> None:
+class WorkersStopped(KafkatoolError):
+    """The broker is shutting down: a background job gives up."""
+
+
+class Workers:
+    """The broker's background threads and its cleaner worker process (see the module doc)."""
+
+    def __init__(self, cleaner_processes: int = 1):
+        self.scheduler = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafka-scheduler")
+        self.cleaner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafka-log-cleaner-thread")
+        self.cleaner_processes = max(1, cleaner_processes)
+        self._pool = None
+        self._pool_lock = threading.Lock()
+        self._stopping = threading.Event()
+
+    def submit(self, fn, *args, name: str = "background job") -> None:
+        """Run ``fn(*args)`` on the scheduler thread; failures are logged, never raised."""
+
+        def run() -> None:
+            try:
+                fn(*args)
+            except Exception:
+                log.exception("background task failed task=%s", name)
+
+        if not self._stopping.is_set():
+            self.scheduler.submit(run)
+
+    def flush_scheduler(self, lg):
+        """What a Log calls after a roll: its fsync up to the new segment, on the scheduler."""
+        return lambda offset: self.submit(lg.flush, offset, name="flush-log")
+
+    def run_in_process(self, fn, /, **kwargs):
+        """Run ``fn(**kwargs)`` in the worker process and wait (from a worker thread, never
+        the event loop); raises WorkersStopped when the broker stops meanwhile."""
+        with self._pool_lock:
+            if self._stopping.is_set():
+                raise WorkersStopped()
+            if self._pool is None:
+                # spawn, not fork: this process has threads, a forked child could inherit held locks
+                self._pool = multiprocessing.get_context("spawn").Pool(self.cleaner_processes)
+            pending = self._pool.apply_async(fn, kwds=kwargs)
+        while True:
+            try:
+                return pending.get(0.2)
+            except multiprocessing.TimeoutError:
+                if self._stopping.is_set():
+                    raise WorkersStopped() from None
+
+    def shutdown(self) -> None:
+        """Stop: kill the worker process (a round in progress leaves ``.cleaned`` files the
+        next start-up's loader deletes), let the threads finish their current job."""
+        self._stopping.set()
+        with self._pool_lock:
+            if self._pool is not None:
+                self._pool.terminate()
+                self._pool.join()
+                self._pool = None
+        self.cleaner.shutdown(wait=True, cancel_futures=True)
+        self.scheduler.shutdown(wait=True, cancel_futures=True)
+
+
+async def _every(seconds: float, fn, name: str, executor=None) -> None:
+    loop = asyncio.get_running_loop()
     while True:
         await asyncio.sleep(seconds)
         try:
-            fn()
+            if executor is None:
+                fn()
+            else:
+                await loop.run_in_executor(executor, fn)
         except Exception:
             log.exception("background task failed task=%s", name)
 
@@ -49,6 +129,16 @@ def _flush_due(broker) -> None:
         if now - last.get(tp, 0) >= lg.config.flush_ms and lg.log_end_offset > lg.recovery_point:
             lg.flush()
             last[tp] = now
+
+
+def _close_retired(broker) -> None:
+    """Close and delete the segments whose ``file.delete.delay.ms`` passed (scheduler thread)."""
+    if broker.manager is None:
+        return
+    now = _now_ms()
+    for lg in list(broker.manager.logs.values()):
+        if lg.has_retired:
+            lg.close_retired(now)
 
 
 def _close_idle(broker) -> None:
@@ -94,9 +184,19 @@ def start_background(broker) -> list[asyncio.Task]:
             )
         ),
     ]
+    workers = broker.workers
     sched = cfg.int("log.flush.scheduler.interval.ms")
     if sched < 2**62:
-        tasks.append(asyncio.create_task(_every(sched / 1000, lambda: _flush_due(broker), "flush")))
+        tasks.append(
+            asyncio.create_task(
+                _every(sched / 1000, lambda: _flush_due(broker), "flush", executor=workers.scheduler)
+            )
+        )
+    tasks.append(
+        asyncio.create_task(
+            _every(1.0, lambda: _close_retired(broker), "delete-retired-segments", executor=workers.scheduler)
+        )
+    )
     from kafkatool.broker import maintenance
 
     tasks.extend(maintenance.start(broker))

@@ -11,8 +11,12 @@
   :func:`kafkatool.log.cleaner.compact`; the cleaner offsets persist in each
   log dir's ``cleaner-offset-checkpoint``.
 
-Both run on the event loop between requests (the log is not thread-safe), one
-log per cleaner pass, so a large compaction delays requests while it runs.
+Neither runs on the event loop (broker/background.py ``Workers``): a retention pass
+runs on the scheduler thread, the event loop then writes the log-start checkpoint and
+wakes long polls; a cleaner pass picks the filthiest log on the cleaner thread, runs
+one round (Kafka's doClean) in the worker process, which writes ``.cleaned`` segments
+from the inactive segments, and swaps them in under the log's lock; the event loop
+then writes the cleaner checkpoint.  One log per cleaner pass.
 """
 
 from __future__ import annotations
@@ -28,14 +32,17 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def run_retention(broker, now_ms: int | None = None) -> int:
-    """One retention pass over every log; returns the number of segments deleted."""
+def retention_pass(logs, now_ms: int | None = None) -> list[tuple]:
+    """Retention over ``logs`` ((topic, partition), Log) on a worker thread (each change
+    under the log's lock); returns (tp, segments, bytes, reason, log start offset) per log
+    that changed, for the event loop to checkpoint, wake and report."""
     from kafkatool.log.retention import apply_retention, plan_retention
 
     now = _now_ms() if now_ms is None else now_ms
-    deleted = 0
-    changed = False
-    for (topic, part), lg in list(broker.manager.logs.items()):
+    done = []
+    for tp, lg in logs:
+        if lg.closed:
+            continue
         cfg = lg.config
         plan = plan_retention(lg, cfg, now_ms=now)
         if any("would roll a new segment" in n for n in plan.notes) and lg.active_segment.size > 0:
@@ -44,21 +51,35 @@ def run_retention(broker, now_ms: int | None = None) -> int:
         if not plan.deletions:
             continue
         res = apply_retention(lg, plan, quarantine=None)
-        deleted += len(res.deleted)
-        changed = True
+        done.append(
+            (tp, len(res.deleted), plan.bytes_deleted, plan.deletions[-1].reason, lg.log_start_offset)
+        )
+    return done
+
+
+def finish_retention(broker, done: list[tuple]) -> int:
+    """The event loop's part of a retention pass; returns the number of segments deleted."""
+    deleted = 0
+    for (topic, part), segments, bytes_deleted, reason, log_start in done:
+        deleted += segments
         broker.wake((topic, part))
         log.info(
             "retention deleted topic=%s partition=%d segments=%d bytes=%d reason=%s log_start_offset=%d",
             topic,
             part,
-            len(res.deleted),
-            plan.bytes_deleted,
-            plan.deletions[-1].reason,
-            lg.log_start_offset,
+            segments,
+            bytes_deleted,
+            reason,
+            log_start,
         )
-    if changed:
+    if done and broker.manager is not None:
         broker.manager.checkpoint_log_start_offsets()
     return deleted
+
+
+def run_retention(broker, now_ms: int | None = None) -> int:
+    """One retention pass over every log, in the calling thread; returns the number of segments deleted."""
+    return finish_retention(broker, retention_pass(list(broker.manager.logs.items()), now_ms))
 
 
 class CleanerState:
@@ -70,70 +91,126 @@ class CleanerState:
     def save(self) -> None:
         self.broker.manager.checkpoint_cleaner_offsets()
 
-    def run_once(self, now_ms: int | None = None) -> bool:
-        """Clean the filthiest compacted log that needs it; True when one was cleaned."""
-        from kafkatool.log.cleaner import cleanable_offsets, compact
-        from kafkatool.log.offset_map import OffsetMap
+    def clean_filthiest(self, logs, checkpoints: dict, now_ms: int | None = None):
+        """The cleaner thread's part: pick the filthiest due log of ``logs`` ((tp, Log)), run
+        one round in the worker process, swap the ``.cleaned`` segments in under the log's
+        lock.  Returns None when no log was due, else (tp, dirty ratio, new checkpoint or
+        None when a swap was voided, seconds)."""
+        from kafkatool.log.cleaner import (
+            clean_round_files,
+            cleanable_offsets,
+            inactive_segments_below,
+            install_cleaned,
+        )
+        from kafkatool.log.offset_map import BYTES_PER_ENTRY
 
         now = _now_ms() if now_ms is None else now_ms
         cfg = self.broker.config
-        mgr = self.broker.manager
         best = None
-        for tp, lg in list(mgr.logs.items()):
-            if not lg.config.compact:
+        for tp, lg in logs:
+            if not lg.config.compact or lg.closed:
                 continue
-            rng = cleanable_offsets(lg, lg.config, mgr.cleaner_offset(tp), now)
+            with lg.lock:
+                rng = cleanable_offsets(lg, lg.config, checkpoints.get(tp), now)
             if rng.not_due_reason(lg.config) is None and (
                 best is None or rng.dirty_ratio > best[2].dirty_ratio
             ):
                 best = (tp, lg, rng)
         if best is None:
-            return False
+            return None
         tp, lg, rng = best
-        omap = OffsetMap.for_broker(
-            cfg.int("log.cleaner.dedupe.buffer.size"),
-            cfg.int("log.cleaner.threads"),
-            float(cfg.get("log.cleaner.io.buffer.load.factor")),
-        )
         t0 = time.monotonic()
-        result = compact(
-            lg, lg.config, checkpoint=mgr.cleaner_offset(tp), now_ms=now, offset_map=omap, write=True
+        with lg.lock:
+            before = inactive_segments_below(lg, rng.first_uncleanable)
+            last_records = {
+                pid: (e.last_offset, e.producer_epoch) for pid, e in lg.producer_state.producers.items()
+            }
+            log_start = lg.log_start_offset
+        map_bytes = cfg.int("log.cleaner.dedupe.buffer.size") // max(cfg.int("log.cleaner.threads"), 1)
+        rnd, groups = self.broker.workers.run_in_process(
+            clean_round_files,
+            dir=str(lg.dir),
+            config=lg.config,
+            log_start_offset=log_start,
+            first_dirty=rng.first_dirty,
+            first_uncleanable=rng.first_uncleanable,
+            last_records=last_records,
+            now_ms=now,
+            map_bytes=max(map_bytes, BYTES_PER_ENTRY),
+            load_factor=float(cfg.get("log.cleaner.io.buffer.load.factor")),
         )
-        if result.checkpoint_after is not None:
-            mgr.set_cleaner_offset(tp, result.checkpoint_after)
-        self.save()
+        installed = all([install_cleaned(lg, g, before) for g in groups])
+        return tp, rng.dirty_ratio, (rnd.end_offset if installed else None), time.monotonic() - t0
+
+    def finish(self, cleaned) -> None:
+        """The event loop's part: the cleaner checkpoint, long polls, one log line."""
+        tp, dirty_ratio, checkpoint, seconds = cleaned
+        mgr = self.broker.manager
+        if mgr is None:
+            return
+        if checkpoint is not None:
+            mgr.set_cleaner_offset(tp, checkpoint)
+            self.save()
         self.broker.wake(tp)
         log.info(
-            "log cleaned topic=%s partition=%d dirty_ratio=%.3f rounds=%d checkpoint=%s seconds=%.3f",
+            "log cleaned topic=%s partition=%d dirty_ratio=%.3f checkpoint=%s seconds=%.3f%s",
             tp[0],
             tp[1],
-            rng.dirty_ratio,
-            len(result.rounds),
-            result.checkpoint_after,
-            time.monotonic() - t0,
+            dirty_ratio,
+            checkpoint,
+            seconds,
+            "" if checkpoint is not None else " (voided: the log changed meanwhile)",
         )
+
+    def run_once(self, now_ms: int | None = None) -> bool:
+        """One cleaner pass in the calling thread; True when a log was cleaned."""
+        mgr = self.broker.manager
+        logs = list(mgr.logs.items())
+        cleaned = self.clean_filthiest(logs, {tp: mgr.cleaner_offset(tp) for tp, _ in logs}, now_ms)
+        if cleaned is None:
+            return False
+        self.finish(cleaned)
         return True
 
 
 async def _retention_loop(broker, interval: float) -> None:
+    from kafkatool.broker.background import WorkersStopped
+
+    loop = asyncio.get_running_loop()
     while True:
         await asyncio.sleep(interval)
         try:
-            run_retention(broker)
+            logs = list(broker.manager.logs.items())
+            done = await loop.run_in_executor(broker.workers.scheduler, retention_pass, logs)
+            finish_retention(broker, done)
+        except WorkersStopped:
+            return
         except Exception:
             log.exception("retention pass failed")
 
 
 async def _cleaner_loop(broker, backoff: float) -> None:
+    from kafkatool.broker.background import WorkersStopped
+
     state = CleanerState(broker)
     broker.cleaner = state
+    loop = asyncio.get_running_loop()
     while True:
+        cleaned = None
         try:
-            cleaned = state.run_once()
+            mgr = broker.manager
+            logs = [(tp, lg) for tp, lg in mgr.logs.items() if lg.config.compact]
+            checkpoints = {tp: mgr.cleaner_offset(tp) for tp, _ in logs}
+            cleaned = await loop.run_in_executor(
+                broker.workers.cleaner, state.clean_filthiest, logs, checkpoints
+            )
+            if cleaned is not None:
+                state.finish(cleaned)
+        except WorkersStopped:
+            return
         except Exception:
             log.exception("cleaner pass failed")
-            cleaned = False
-        await asyncio.sleep(0 if cleaned else backoff)
+        await asyncio.sleep(0 if cleaned is not None else backoff)
 
 
 def start(broker) -> list[asyncio.Task]:

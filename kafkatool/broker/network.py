@@ -20,6 +20,8 @@ import os
 import time
 from collections import deque
 
+from kafkatool.errors import KafkatoolError
+
 log = logging.getLogger("kafkatool.broker.network")
 
 #: stop reading a connection while this many responses wait to be written
@@ -29,7 +31,7 @@ SENDFILE_MIN_BYTES = 64 * 1024
 _WRITE_HIGH_WATER = 4 * 1024 * 1024
 
 
-class CloseConnection(Exception):
+class CloseConnection(KafkatoolError):
     """Raised by the router: log the reason and close this connection (Kafka's behaviour for bad input)."""
 
 

@@ -15,7 +15,6 @@ import json
 import logging
 import ssl
 import time
-from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,21 +30,6 @@ from kafkatool.log.manager import LogManager
 log = logging.getLogger("kafkatool.broker")
 
 PRODUCER_ID_BLOCK = 1000
-#: batches remembered per producer for duplicate detection (Kafka's NUM_BATCHES_TO_RETAIN)
-BATCHES_TO_RETAIN = 5
-
-
-@dataclass
-class ProducerBatches:
-    """Broker-side idempotence state of one producer on one partition."""
-
-    epoch: int
-    #: (first_seq, last_seq, first_offset, last_offset, timestamp), oldest first
-    batches: deque = field(default_factory=lambda: deque(maxlen=BATCHES_TO_RETAIN))
-
-    @property
-    def last_seq(self) -> int:
-        return self.batches[-1][1] if self.batches else -1
 
 
 @dataclass
@@ -100,7 +84,6 @@ class Broker:
         self.router = Router(self)
         self.manager: LogManager | None = None
         self.metadata: MetadataStore | None = None
-        self.producers: dict[tuple[str, int], dict[int, ProducerBatches]] = {}
         self._waiters: dict[tuple[str, int], set[asyncio.Future]] = {}
         self._servers: list[asyncio.AbstractServer] = []
         self._connections: set[Connection] = set()
@@ -110,6 +93,10 @@ class Broker:
         self.bound: list[tuple[str, int]] = []
         self.next_producer_id = 0
         self.startup: StartupReport | None = None
+        from kafkatool.broker.background import Workers
+
+        #: background threads and the cleaner's worker process (never the event loop)
+        self.workers = Workers(config.int("log.cleaner.threads"))
         from kafkatool.broker.handlers import register_all
 
         register_all(self.router)
@@ -178,25 +165,9 @@ class Broker:
             for lg in self.manager.logs.values():
                 notes.extend(_cap_to_valid_data(lg))
         max_pid = -1
-        for tp, lg in self.manager.logs.items():
-            for pid, entry in lg.producer_state.producers.items():
-                max_pid = max(max_pid, pid)
-                if entry.last_sequence >= 0:
-                    pb = ProducerBatches(entry.producer_epoch)
-                    first_offset = entry.last_offset - entry.offset_delta
-                    first_seq = entry.last_sequence - entry.offset_delta
-                    if first_seq < 0:
-                        first_seq += 0x80000000
-                    pb.batches.append(
-                        (
-                            first_seq,
-                            entry.last_sequence,
-                            first_offset,
-                            entry.last_offset,
-                            entry.last_timestamp,
-                        )
-                    )
-                    self.producers.setdefault(tp, {})[pid] = pb
+        for lg in self.manager.logs.values():
+            if lg.producer_state.producers:
+                max_pid = max(max_pid, max(lg.producer_state.producers))
         reserved = self.metadata.producer_ids_reserved
         self.next_producer_id = max(reserved, max_pid + 1)
         self.metadata.producer_ids_reserved = self.next_producer_id
@@ -222,6 +193,11 @@ class Broker:
         lg.update_high_watermark(lg.log_end_offset)
         if lg.writable and self._on_append not in lg.listeners:
             lg.add_append_listener(self._on_append)
+        if lg.writable:
+            # segments leave the map at once but close file.delete.delay.ms later (in-flight
+            # fetches keep their file); a roll's fsync runs on the scheduler thread
+            lg.defer_deletes = True
+            lg.flush_scheduler = self.workers.flush_scheduler(lg)
 
     def _on_append(self, lg: Log, log_end_offset: int) -> None:
         lg.update_high_watermark(log_end_offset)
@@ -284,7 +260,6 @@ class Broker:
         doomed = []
         for p in range(t.partitions):
             tp = (name, p)
-            self.producers.pop(tp, None)
             target = self.manager.delete_log(name, p)
             if target is None:
                 continue
@@ -540,6 +515,8 @@ class Broker:
         self.close_storage()
 
     def close_storage(self) -> None:
+        # background jobs finish (or give up) before the logs they work on close
+        self.workers.shutdown()
         if self.manager is not None:
             self.manager.shutdown()
             self.manager = None

@@ -13,7 +13,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from kafkatool.formats.errors import FormatError
+from kafkatool.errors import KafkatoolError
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -53,7 +53,7 @@ console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isat
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
-class CommandError(Exception):
+class CommandError(KafkatoolError):
     """A problem with the command's input: reported as one line, exit 2."""
 
     def __init__(self, message: str, code: int = EXIT_USAGE):
@@ -85,9 +85,6 @@ def handle_errors(func: Callable) -> Callable:
         except CommandError as exc:
             error_line(str(exc))
             raise typer.Exit(exc.code) from None
-        except FormatError as exc:
-            error_line(str(exc))
-            raise typer.Exit(EXIT_USAGE) from None
         except BrokenPipeError:
             # The reader went away (| head): stop quietly, as cat does.
             with contextlib.suppress(OSError):
@@ -96,6 +93,11 @@ def handle_errors(func: Callable) -> Callable:
         except OSError as exc:
             where = f"{exc.filename}: " if exc.filename else ""
             error_line(f"{where}{exc.strerror or exc}")
+            raise typer.Exit(EXIT_USAGE) from None
+        except KafkatoolError as exc:
+            # the project's one error tree: bad bytes (with their position), settings,
+            # ZooKeeper, assignment ... all one line and the contract's "could not run"
+            error_line(str(exc))
             raise typer.Exit(EXIT_USAGE) from None
         except KeyboardInterrupt:
             error_line("interrupted")

@@ -33,6 +33,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kafkatool.errors import KafkatoolError
 from kafkatool.fleet import aggregate as A
 from kafkatool.fleet import scan as S
 from kafkatool.fleet.inventory import Inventory
@@ -284,7 +285,7 @@ def _replica_id(row) -> tuple:
     return (row["broker"] if row["broker"] is not None else -1, row["log_dir"])
 
 
-class ScanInterrupted(Exception):
+class ScanInterrupted(KafkatoolError):
     """The scan was asked to stop (``should_stop``); its Spark jobs were cancelled."""
 
 

@@ -6,8 +6,10 @@ where that buffer sits in a file add their base (see ``FormatError.shifted``).
 
 from __future__ import annotations
 
+from kafkatool.errors import KafkatoolError
 
-class FormatError(Exception):
+
+class FormatError(KafkatoolError):
     """Bytes that do not decode as the format they claim to be."""
 
     kind = "corrupt"

@@ -22,6 +22,7 @@ import base64
 import struct
 import uuid as _uuid
 
+from kafkatool.errors import KafkatoolError
 from kafkatool.formats.errors import CorruptRecordError, FormatError, TruncatedError
 from kafkatool.formats.varint import append_uvarint, read_uvarint, write_uvarint
 
@@ -43,7 +44,7 @@ class SchemaDecodeError(FormatError):
     kind = "protocol"
 
 
-class SchemaEncodeError(ValueError):
+class SchemaEncodeError(KafkatoolError, ValueError):
     """A message object that cannot be written (a null in a non-nullable field, a value out of range)."""
 
 

@@ -431,11 +431,25 @@ def _light_records(batch) -> list[tuple[int, bytes | None, bool]]:
 class Cleaner:
     """One cleaning round over one log (Kafka's Cleaner.doClean)."""
 
-    def __init__(self, log: Log, config: LogConfig, offset_map: OffsetMap, *, now_ms: int):
+    def __init__(
+        self,
+        log: Log,
+        config: LogConfig,
+        offset_map: OffsetMap,
+        *,
+        now_ms: int,
+        swap=None,
+        last_records: dict[int, tuple[int, int]] | None = None,
+    ):
         self.log = log
         self.config = config
         self.map = offset_map
         self.now = now_ms
+        #: callable(cleaned segment, source segments) instead of swapping into ``log``
+        #: (a worker process leaves the swap to the live log's owner: install_cleaned)
+        self.swap = swap
+        #: producer id -> (last offset, epoch) of the live log (a worker's view has none)
+        self.last_records = last_records
 
     # --- the offset map
     def build_offset_map(self, start: int, end: int, stats: CleanStats) -> bool:
@@ -498,9 +512,11 @@ class Cleaner:
             segments, config.segment_bytes, config.segment_index_bytes, first_uncleanable
         )
         txn = _TxnMetadata()
-        last_records = {
-            pid: (e.last_offset, e.producer_epoch) for pid, e in log.producer_state.producers.items()
-        }
+        last_records = self.last_records
+        if last_records is None:
+            last_records = {
+                pid: (e.last_offset, e.producer_epoch) for pid, e in log.producer_state.producers.items()
+            }
         for group in groups:
             gr = self._clean_group(
                 group, txn, last_records, legacy_horizon, first_uncleanable, stats, write, quarantine
@@ -554,11 +570,14 @@ class Cleaner:
                     txn_path = seg.log_path.with_suffix(TXN_INDEX_SUFFIX)
                     if txn_path.exists() and txn_path.stat().st_size:
                         quarantine.keep(txn_path, {"kind": "aborted transactions of the segment"})
-            old_bases = [s.base_offset for s in group]
-            log.replace_segments([sink.segment], group)
-            for base in old_bases:
-                if base != group[0].base_offset:
-                    log.producer_state.delete_snapshot(base)
+            if self.swap is not None:
+                self.swap(sink.segment, group)
+            else:
+                old_bases = [s.base_offset for s in group]
+                log.replace_segments([sink.segment], group)
+                for base in old_bases:
+                    if base != group[0].base_offset:
+                        log.producer_state.delete_snapshot(base)
         return GroupResult(
             group[0].base_offset,
             [s.base_offset for s in group],
@@ -841,3 +860,108 @@ def compact(
             break
         first_dirty = rnd.end_offset
     return result
+
+
+# ---------------------------------------------------------------- a round in a worker process
+
+
+@dataclass
+class CleanedGroup:
+    """A ``.cleaned`` segment a worker left, and the segments (base offset, size) it replaces."""
+
+    base_offset: int
+    sources: list[tuple[int, int]]
+
+
+def clean_round_files(
+    dir: str,
+    config: LogConfig,
+    *,
+    log_start_offset: int,
+    first_dirty: int,
+    first_uncleanable: int,
+    last_records: dict[int, tuple[int, int]],
+    now_ms: int,
+    map_bytes: int,
+    load_factor: float,
+) -> tuple[RoundResult, list[CleanedGroup]]:
+    """One cleaning round (Kafka's doClean) for a worker process: the partition's segments
+    below ``first_uncleanable`` (inactive, so no writer touches them) are opened read-only
+    and each group is written into a flushed ``.cleaned`` segment; nothing of the live log
+    changes here.  The process owning the live :class:`Log` swaps them in with
+    :func:`install_cleaned`, under the log's lock.  The CPU work (key scans, re-encoding)
+    thus never competes for the broker's interpreter lock."""
+    log = Log(
+        dir,
+        config,
+        writable=False,
+        had_clean_shutdown=True,
+        log_start_offset=log_start_offset,
+        segments_below=first_uncleanable,
+    )
+    groups: list[CleanedGroup] = []
+
+    def keep(cleaned: Segment, sources: list[Segment]) -> None:
+        groups.append(CleanedGroup(cleaned.base_offset, [(s.base_offset, s.size) for s in sources]))
+        cleaned.close()
+
+    try:
+        cleaner = Cleaner(
+            log,
+            config,
+            OffsetMap(map_bytes, load_factor),
+            now_ms=now_ms,
+            swap=keep,
+            last_records=last_records,
+        )
+        rnd = cleaner.clean(first_dirty, first_uncleanable, write=True)
+    except BaseException:
+        for g in groups:
+            for p in segment_file_paths(Path(dir), g.base_offset, CLEANED_SUFFIX):
+                fileops.delete(p)
+        raise
+    finally:
+        log.release()
+    return rnd, groups
+
+
+def inactive_segments_below(log: Log, offset: int) -> dict[int, tuple[Segment, int]]:
+    """base offset -> (segment, size) of the log's segments below ``offset``, taken when a
+    worker's round starts; :func:`install_cleaned` swaps only over exactly these."""
+    with log.lock:
+        return {s.base_offset: (s, s.size) for s in log.segments if s.base_offset < offset}
+
+
+def install_cleaned(log: Log, group: CleanedGroup, before: dict[int, tuple[Segment, int]]) -> bool:
+    """Swap a worker's ``.cleaned`` segment into the live log (``Log.replace_segments``) under
+    the log's lock, if the segments it replaces are still the very segments ``before`` held,
+    unchanged in size and inactive (a truncation, retention, DeleteRecords or a topic delete
+    meanwhile voids it: the ``.cleaned`` files are deleted and False returned)."""
+    with log.lock:
+        sources = []
+        ok = not log.closed
+        if ok:
+            active = log.active_segment.base_offset
+            for base, _ in group.sources:
+                seg = log.floor_segment(base)
+                known = before.get(base)
+                if (
+                    seg is None
+                    or known is None
+                    or seg is not known[0]
+                    or seg.size != known[1]
+                    or base >= active
+                ):
+                    ok = False
+                    break
+                sources.append(seg)
+        if not ok:
+            for p in segment_file_paths(log.dir, group.base_offset, CLEANED_SUFFIX):
+                fileops.delete(p)
+            return False
+        cleaned = Segment(log.dir, group.base_offset, log.config, suffix=CLEANED_SUFFIX, now_ms=log.clock())
+        log.replace_segments([cleaned], sources)
+        for base, _ in group.sources:
+            if base != group.base_offset:
+                log.producer_state.delete_snapshot(base)
+    return True

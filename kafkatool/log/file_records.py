@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from kafkatool.errors import KafkatoolError
 from kafkatool.formats import records as R
 from kafkatool.formats.errors import FormatError
 
@@ -53,7 +54,7 @@ def all_zero_from(view, start: int) -> bool:
     return True
 
 
-class NotRegularFileError(OSError):
+class NotRegularFileError(KafkatoolError, OSError):
     """A path named like a Kafka file that is a FIFO, socket, device or dangling link:
     reading it could block forever, and Kafka's loader ignores it."""
 

@@ -44,6 +44,18 @@ def fsync_dir(path: str | os.PathLike) -> None:
         os.close(fd)
 
 
+def fsync_file(path: str | os.PathLike) -> None:
+    """fsync a file written earlier without sync (a missing file is nothing to do)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def tmp_path(path: str | os.PathLike) -> Path:
     p = Path(path)
     return p.with_name(p.name + ".tmp")

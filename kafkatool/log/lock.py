@@ -20,12 +20,14 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from kafkatool.errors import KafkatoolError
+
 LOCK_FILE = ".lock"
 
 _held: dict[Path, int] = {}
 
 
-class LogDirLockedError(OSError):
+class LogDirLockedError(KafkatoolError, OSError):
     """The log dir's ``.lock`` is held by another process (a running broker, or another tool)."""
 
     def __init__(self, log_dir: str | os.PathLike):

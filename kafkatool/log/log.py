@@ -9,19 +9,36 @@ and recovery (notes/storage.md section 6).
 
 No asyncio here: a broker registers append listeners (plain callables, called
 after each append with the new log end offset) to wake its long polls.
+
+Threads (Kafka's UnifiedLog lock discipline: one writer plus background workers).
+``Log.lock`` (re-entrant) is held by every change of the segment map, the log end
+offset, the log start offset and the recovery point: appends, roll, truncation,
+``delete_segments``, ``replace_segments``, ``increment_log_start_offset``, the
+recovery-point step of ``flush`` and ``close``.  So a cleaner swap or a retention
+delete on a background thread and an append on the event loop never interleave,
+and offsets are assigned by one holder at a time.  Reads take no lock, as Kafka's
+do: the map changes keep ``_bases`` a subset of ``_segments`` at every step (a base
+is added to the dict before the list and removed from the list before the dict),
+and with ``defer_deletes`` set (a broker) a segment leaving the map is renamed
+``.deleted`` but stays open until ``file.delete.delay.ms`` passed
+(``close_retired``), so a fetch slice taken before the change still reads (or
+sendfiles) the same file by the same descriptor.  fsyncs run outside the lock.
 """
 
 from __future__ import annotations
 
 import bisect
+import functools
 import os
 import random
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kafkatool.errors import KafkatoolError
 from kafkatool.formats import compression
 from kafkatool.formats import index as fx
 from kafkatool.formats import properties as props
@@ -66,7 +83,11 @@ ISOLATION_HIGH_WATERMARK = "high_watermark"
 ISOLATION_COMMITTED = "committed"
 
 
-class OffsetOutOfRangeError(Exception):
+ORIGIN_CLIENT = "client"
+ORIGIN_COORDINATOR = "coordinator"
+
+
+class OffsetOutOfRangeError(KafkatoolError):
     def __init__(self, offset: int, log_start: int, log_end: int):
         super().__init__(f"offset {offset} is out of range [{log_start}, {log_end}]")
         self.offset = offset
@@ -74,6 +95,17 @@ class OffsetOutOfRangeError(Exception):
 
 class RecordTooLargeError(FormatError):
     kind = "record_too_large"
+
+
+def _locked(method):
+    """Run the method holding the log's lock (Kafka's ``lock synchronized``)."""
+
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        with self.lock:
+            return method(self, *args, **kwargs)
+
+    return run
 
 
 def parse_topic_partition(dir_name: str) -> tuple[str, int] | None:
@@ -99,6 +131,9 @@ class AppendInfo:
     batches: int
     bytes: int
     log_start_offset: int = 0
+    #: a client's retry of a batch already in the log: nothing was appended, the offsets
+    #: are the original's (Kafka's duplicate LogAppendInfo)
+    duplicate: bool = False
 
 
 @dataclass
@@ -149,6 +184,7 @@ class Log:
         clock: Callable[[], int] | None = None,
         topic_id: Uuid | None = None,
         flush_on_roll: bool = True,
+        segments_below: int | None = None,
     ):
         self.dir = Path(dir)
         self.config = config or LogConfig()
@@ -163,6 +199,17 @@ class Log:
         self.recovery_point = recovery_point
         self.log_start_offset = log_start_offset
         self._jitter = self._new_jitter()
+        #: Kafka's Log lock: see the module docstring for what it guards
+        self.lock = threading.RLock()
+        #: False: segments leaving the map are closed (and deleted) at once (tools); True
+        #: (a broker): renamed ``.deleted`` and closed/deleted ``file.delete.delay.ms`` later
+        self.defer_deletes = False
+        #: (due ms, segment, delete files) of segments left the map but still open
+        self._retired: list[tuple[int, Segment, bool]] = []
+        #: a broker sets this to fsync rolled segments on a background thread (Kafka's
+        #: scheduled "flush-log" after a roll); None: a roll flushes inline
+        self.flush_scheduler: Callable[[int], None] | None = None
+        self.closed = False
         if writable:
             self.dir.mkdir(parents=True, exist_ok=True)
         self.leader_epoch_cache = LeaderEpochCache(self.dir / LEADER_EPOCH_CHECKPOINT, writable=writable)
@@ -175,7 +222,7 @@ class Log:
             if writable:
                 self._load(log_start_offset, recovery_point, had_clean_shutdown)
             else:
-                self._load_read_only(log_start_offset, recovery_point, had_clean_shutdown)
+                self._load_read_only(log_start_offset, recovery_point, had_clean_shutdown, segments_below)
         except BaseException:
             self._close_segments(trim=False)
             raise
@@ -210,14 +257,47 @@ class Log:
         return out
 
     def _add_segment(self, seg: Segment) -> None:
-        if seg.base_offset not in self._segments:
-            bisect.insort(self._bases, seg.base_offset)
+        # dict first, list second: a lock-free reader never meets a base without its segment
+        known = seg.base_offset in self._segments
         self._segments[seg.base_offset] = seg
+        if not known:
+            bisect.insort(self._bases, seg.base_offset)
 
     def _remove_segment(self, base: int) -> Segment:
-        seg = self._segments.pop(base)
         self._bases.remove(base)
-        return seg
+        return self._segments.pop(base)
+
+    def _retire(self, seg: Segment, *, delete_files: bool) -> None:
+        """A segment that left the map: closed (and its files deleted) now, or, with
+        ``defer_deletes``, kept open for in-flight reads until ``file.delete.delay.ms``
+        passed (Kafka's asynchronous segment deletion)."""
+        if not self.defer_deletes:
+            if delete_files:
+                seg.delete_files()
+            else:
+                seg.close()
+            return
+        self._retired.append((self.clock() + self.config.file_delete_delay_ms, seg, delete_files))
+
+    @property
+    def has_retired(self) -> bool:
+        return bool(self._retired)
+
+    def close_retired(self, now_ms: int | None = None) -> int:
+        """Close (and delete) the retired segments whose delay passed (all when ``now_ms`` is
+        None); returns how many.  Safe from any thread."""
+        with self.lock:
+            now = now_ms
+            due = [r for r in self._retired if now is None or r[0] <= now]
+            if not due:
+                return 0
+            self._retired = [r for r in self._retired if not (now is None or r[0] <= now)]
+        for _, seg, delete_files in due:
+            if delete_files:
+                seg.delete_files()
+            else:
+                seg.close()
+        return len(due)
 
     @property
     def log_end_offset(self) -> int:
@@ -239,11 +319,19 @@ class Log:
         pre = self.config.preallocate if preallocate is None else preallocate
         return Segment(self.dir, base, self.config, create=True, preallocate=pre, now_ms=self.clock())
 
-    def _load_read_only(self, log_start_offset: int, recovery_point: int, had_clean_shutdown: bool) -> None:
+    def _load_read_only(
+        self,
+        log_start_offset: int,
+        recovery_point: int,
+        had_clean_shutdown: bool,
+        segments_below: int | None = None,
+    ) -> None:
+        """``segments_below``: open only the segments with a lower base offset (a cleaner
+        worker's view of a live log's inactive segments)."""
         for name in sorted(os.listdir(self.dir)):
             if name.endswith(LOG_SUFFIX) and (self.dir / name).is_file():
                 base = offset_from_file_name(name)
-                if base is not None:
+                if base is not None and (segments_below is None or base < segments_below):
                     self._add_segment(Segment(self.dir, base, self.config, writable=False))
         valid_end = None if had_clean_shutdown else self._read_only_valid_end(recovery_point)
         if self._bases:
@@ -466,6 +554,7 @@ class Log:
             self.producer_state, self.log_start_offset, last_offset, had_clean_shutdown
         )
 
+    @_locked
     def split_overflowed_segment(self, seg: Segment) -> list[Segment]:
         """Kafka's splitOverflowedSegment (KAFKA-6264): a segment holding offsets more than
         Int32.MAX above its base is copied into ``.cleaned`` segments that each fit, in
@@ -535,14 +624,27 @@ class Log:
         self.topic_id = topic_id
 
     # ------------------------------------------------------------------ append
+    @_locked
     def append_as_leader(
-        self, records, leader_epoch: int, *, timestamp_type: str | None = None, validated: bool = False
+        self,
+        records,
+        leader_epoch: int,
+        *,
+        timestamp_type: str | None = None,
+        validated: bool = False,
+        origin: str = ORIGIN_CLIENT,
     ) -> AppendInfo:
         """Assign offsets from the log end offset by rewriting the batch headers in place
         (``baseOffset``, ``partitionLeaderEpoch``; for LogAppendTime also the timestamp and
         CRC) and append.  Legacy (magic 0/1) input is up-converted to v2 as a 3.x broker
         does.  ``validated``: the caller (the produce path) has already run ensure_valid on
-        these very bytes, in Kafka's order; otherwise it runs here."""
+        these very bytes, in Kafka's order; otherwise it runs here.
+
+        ``origin`` is Kafka's AppendOrigin: a CLIENT append is checked against producer
+        state first (UnifiedLog.analyzeAndValidateProducerState): a retried batch returns
+        the original's offsets with ``duplicate`` set and appends nothing; an old epoch or a
+        sequence gap raises ProducerStateError.  COORDINATOR appends (the group and
+        transaction coordinators' own records and markers) are not checked."""
         self._require_writable()
         buf = records if isinstance(records, bytearray) else bytearray(records)
         batches = list(R.iter_batches(buf))
@@ -554,6 +656,24 @@ class Log:
                 batches = list(R.iter_batches(buf))
                 break
         ts_type = timestamp_type or self.config.message_timestamp_type
+        if origin == ORIGIN_CLIENT:
+            for b in batches:
+                if not validated:
+                    b.ensure_valid()
+                dup = self.producer_state.check_client_append(b)
+                if dup is not None:
+                    return AppendInfo(
+                        dup.first_offset,
+                        dup.last_offset,
+                        dup.timestamp,
+                        dup.last_offset,
+                        dup.timestamp if ts_type == "LogAppendTime" else None,
+                        0,
+                        0,
+                        self.log_start_offset,
+                        duplicate=True,
+                    )
+            validated = True
         now = self.clock()
         offset = self._log_end_offset
         first = offset
@@ -594,6 +714,7 @@ class Log:
         self._append(data, batches, info, now)
         return info
 
+    @_locked
     def append_as_follower(self, records) -> AppendInfo:
         """Append batches with their offsets as given (replication); must not go backwards."""
         self._require_writable()
@@ -702,6 +823,7 @@ class Log:
             return self.roll(info.first_offset)
         return seg
 
+    @_locked
     def roll(self, expected_next_offset: int | None = None) -> Segment:
         """Start a new active segment at max(expected, log end offset)."""
         self._require_writable()
@@ -724,8 +846,12 @@ class Log:
         self._add_segment(seg)
         self._jitter = self._new_jitter()
         self.producer_state.map_end_offset = new_offset
-        self.producer_state.take_snapshot(sync=self.flush_on_roll)
-        if self.flush_on_roll:
+        scheduled = self.flush_on_roll and self.flush_scheduler is not None
+        self.producer_state.take_snapshot(sync=self.flush_on_roll and not scheduled)
+        if scheduled:
+            # Kafka's roll schedules "flush-log" instead of fsyncing in the append path
+            self.flush_scheduler(new_offset)
+        elif self.flush_on_roll:
             self.flush(new_offset)
         return seg
 
@@ -734,13 +860,22 @@ class Log:
         """fsync every segment below ``offset`` (default: the log end offset) and advance
         the recovery point to it."""
         self._require_writable()
-        offset = self._log_end_offset if offset is None else offset
-        if offset <= self.recovery_point:
-            return
-        for seg in self.segments_in_range(self.recovery_point, offset):
+        with self.lock:
+            offset = self._log_end_offset if offset is None else offset
+            if offset <= self.recovery_point:
+                return
+            segments = self.segments_in_range(self.recovery_point, offset)
+            snapshot = self.dir / f"{offset:020d}{SNAPSHOT_SUFFIX}"
+        # the fsyncs run outside the lock (Kafka's LocalLog.flush); appends go on meanwhile
+        for seg in segments:
             seg.flush()
+        if self.flush_scheduler is not None:
+            # a scheduled flush after a roll also makes the roll's producer snapshot durable
+            fileops.fsync_file(snapshot)
         fileops.fsync_dir(self.dir)
-        self.recovery_point = offset
+        with self.lock:
+            if offset > self.recovery_point:
+                self.recovery_point = offset
 
     # ------------------------------------------------------------------ reads
     def read(
@@ -825,6 +960,7 @@ class Log:
         self.high_watermark = max(self.log_start_offset, min(offset, self._log_end_offset))
         return self.high_watermark
 
+    @_locked
     def increment_log_start_offset(self, new_start: int) -> bool:
         """Raise the log start offset (DeleteRecords, retention); never above the high watermark."""
         if new_start > self.high_watermark:
@@ -837,6 +973,7 @@ class Log:
         return True
 
     # ------------------------------------------------------------------ truncation and deletion
+    @_locked
     def truncate_to(self, target: int) -> bool:
         """Follower truncation: remove every offset >= ``target``."""
         self._require_writable()
@@ -860,6 +997,7 @@ class Log:
         self._replay_producer_state(self.producer_state, self.log_start_offset, target, False)
         return True
 
+    @_locked
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         self._require_writable()
         for seg in list(self.segments):
@@ -869,6 +1007,7 @@ class Log:
         self.producer_state.truncate_fully_and_start_at(new_offset)
         self._log_end_offset = self.log_start_offset = self.recovery_point = self.high_watermark = new_offset
 
+    @_locked
     def delete_segments(self, segments: list[Segment], *, async_delete: bool = False) -> None:
         """Kafka's deletion dance: rename the files ``.deleted`` and drop them from the map;
         the log start offset moves to the next remaining segment.  With ``async_delete``
@@ -879,19 +1018,27 @@ class Log:
             if len(self._bases) == 1 and seg is self.active_segment:
                 self.roll()
             self._remove_segment(seg.base_offset)
-            seg.close()
+            if not self.defer_deletes:
+                seg.close()
             seg.change_file_suffixes("", DELETED_SUFFIX)
             snap = self.dir / f"{seg.base_offset:020d}{SNAPSHOT_SUFFIX}"
+            snap_deleted = snap.with_name(snap.name + DELETED_SUFFIX)
             if snap.exists():
-                fileops.replace(snap, snap.with_name(snap.name + DELETED_SUFFIX), sync=False)
-            if not async_delete:
-                for path in seg.files() + [snap.with_name(snap.name + DELETED_SUFFIX)]:
+                fileops.replace(snap, snap_deleted, sync=False)
+            if self.defer_deletes:
+                # still open for in-flight fetches; closed and deleted after the delay
+                self._retire(seg, delete_files=not async_delete)
+                if not async_delete:
+                    fileops.delete(snap_deleted)
+            elif not async_delete:
+                for path in seg.files() + [snap_deleted]:
                     fileops.delete(path)
         if self._bases and self._bases[0] > self.log_start_offset:
             self.log_start_offset = self._bases[0]
             self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         fileops.fsync_dir(self.dir)
 
+    @_locked
     def replace_segments(self, new_segments: list[Segment], old_segments: list[Segment]) -> None:
         """Kafka's replaceSegments (cleaner, split): ``.cleaned`` -> ``.swap`` (descending),
         old segments renamed ``.deleted`` and removed, ``.swap`` suffix dropped.  A crash at
@@ -905,11 +1052,18 @@ class Log:
         new_bases = {s.base_offset for s in new_sorted}
         for seg in old_segments:
             if seg.base_offset in self._segments and self._segments[seg.base_offset] is seg:
-                self._remove_segment(seg.base_offset)
-            seg.close()
+                if seg.base_offset not in new_bases:
+                    # a base the new segments take over stays mapped until the swap below,
+                    # so a lock-free reader never finds a hole
+                    self._remove_segment(seg.base_offset)
+            if not self.defer_deletes:
+                seg.close()
             seg.change_file_suffixes("", DELETED_SUFFIX)
-            for path in seg.files():
-                fileops.delete(path)
+            if not self.defer_deletes:
+                for path in seg.files():
+                    fileops.delete(path)
+            else:
+                self._retire(seg, delete_files=True)
         for seg in new_sorted:
             seg.change_file_suffixes(SWAP_SUFFIX, "")
             self._add_segment(seg)
@@ -921,16 +1075,22 @@ class Log:
     # ------------------------------------------------------------------ close
     def close(self) -> None:
         """Clean close: flush, snapshot producer state at the log end, trim the active segment."""
-        if self.writable and self._bases:
-            self.flush()
-            self.producer_state.map_end_offset = self._log_end_offset
-            self.producer_state.take_snapshot()
-        self._close_segments(trim=self.writable)
+        with self.lock:
+            if self.writable and self._bases:
+                self.flush()
+                self.producer_state.map_end_offset = self._log_end_offset
+                self.producer_state.take_snapshot()
+            self._close_segments(trim=self.writable)
+            self.closed = True
+        self.close_retired()
 
     def release(self) -> None:
         """Let go of the files after a failure: no flush, no producer snapshot, no trim (the
         next start-up treats the partition as not shut down cleanly)."""
-        self._close_segments(trim=False)
+        with self.lock:
+            self._close_segments(trim=False)
+            self.closed = True
+        self.close_retired()
 
     def _close_segments(self, trim: bool) -> None:
         for seg in self._segments.values():

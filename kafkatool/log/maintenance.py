@@ -24,6 +24,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kafkatool.errors import KafkatoolError
 from kafkatool.log import fileops
 from kafkatool.log.config import LogConfig
 from kafkatool.log.log import Log
@@ -43,7 +44,7 @@ HW_FROM_CHECKPOINT = "replication-offset-checkpoint"
 HW_FROM_LOG_END = "log end offset (no replication-offset-checkpoint entry)"
 
 
-class MaintenanceError(Exception):
+class MaintenanceError(KafkatoolError):
     """A partition or dir the tool must not touch (reported as one line, exit 2)."""
 
 

@@ -1,26 +1,49 @@
 """Producer state of one partition (idempotence and transactions): Kafka's ProducerStateManager.
 
-Only what the log needs: each producer's epoch, last batch (sequence range
-and offsets), coordinator epoch, last timestamp and open transaction; the set
-of open transactions (for the last stable offset); snapshots
-(``<offset>.snapshot``) and rebuilding from the log.  Appends are applied with
-Kafka's REPLICATION-origin semantics (no sequence validation): this is what
-log loading, recovery and followers use.  Sequence checks for client produce
-belong to the broker.
+Each producer's epoch, its last five batches (sequence range and offsets, for
+duplicate detection), coordinator epoch, last timestamp and open transaction;
+the set of open transactions (for the last stable offset); snapshots
+(``<offset>.snapshot``, which keep the last batch only, as Kafka's do) and
+rebuilding from the log.  :meth:`ProducerStateManager.update` applies a batch
+with Kafka's REPLICATION-origin semantics (no validation: loading, recovery,
+followers); :meth:`ProducerStateManager.check_client_append` is the CLIENT-origin
+check a leader runs first (Kafka's ProducerAppendInfo.checkProducerEpoch /
+checkSequence and ProducerStateEntry.findDuplicateBatch).
 """
 
 from __future__ import annotations
 
 import os
 from bisect import insort
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafkatool.formats import records as R
 from kafkatool.formats import snapshot as snap
+from kafkatool.formats.errors import FormatError
 from kafkatool.formats.index import AbortedTxn
 from kafkatool.log import fileops
 from kafkatool.log.file_records import SNAPSHOT_SUFFIX, file_name_for_offset, offset_from_file_name
+
+#: batches remembered per producer for duplicate detection (Kafka's NUM_BATCHES_TO_RETAIN)
+BATCHES_TO_RETAIN = 5
+INT32_MAX = 0x7FFFFFFF
+NO_PRODUCER_EPOCH = -1
+
+
+class ProducerStateError(FormatError):
+    """A client append that producer state rejects; ``kind`` names Kafka's error
+    (``out_of_order_sequence``, ``invalid_producer_epoch``)."""
+
+
+@dataclass(frozen=True)
+class BatchMetadata:
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    timestamp: int
 
 
 @dataclass
@@ -33,6 +56,16 @@ class ProducerEntry:
     last_timestamp: int = -1
     coordinator_epoch: int = -1
     current_txn_first_offset: int = -1
+    #: the last BATCHES_TO_RETAIN batches of the current epoch, oldest first
+    batches: deque = field(default_factory=lambda: deque(maxlen=BATCHES_TO_RETAIN), repr=False)
+
+    def find_duplicate(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
+        if epoch != self.producer_epoch:
+            return None
+        for b in self.batches:
+            if b.first_seq == first_seq and b.last_seq == last_seq:
+                return b
+        return None
 
     def to_snapshot(self) -> snap.ProducerSnapshotEntry:
         return snap.ProducerSnapshotEntry(
@@ -53,6 +86,7 @@ class ProducerEntry:
             self.last_sequence = -1
             self.last_offset = -1
             self.offset_delta = 0
+            self.batches.clear()
 
 
 @dataclass(frozen=True)
@@ -160,6 +194,12 @@ class ProducerStateManager:
                     e.coordinator_epoch,
                     e.current_txn_first_offset,
                 )
+                if e.has_batch_metadata:
+                    entry.batches.append(
+                        BatchMetadata(
+                            e.first_sequence, e.last_sequence, e.first_offset, e.last_offset, e.timestamp
+                        )
+                    )
                 if not self.is_expired(entry, now_ms):
                     self.producers[entry.producer_id] = entry
                     if entry.current_txn_first_offset >= 0:
@@ -214,11 +254,66 @@ class ProducerStateManager:
                 entry.last_offset = batch.last_offset
                 entry.offset_delta = batch.last_offset - batch.base_offset
                 entry.last_timestamp = batch.max_timestamp
+                if batch.base_sequence >= 0:
+                    entry.batches.append(
+                        BatchMetadata(
+                            batch.base_sequence,
+                            batch.last_sequence,
+                            batch.base_offset,
+                            batch.last_offset,
+                            batch.max_timestamp,
+                        )
+                    )
                 if batch.is_transactional and entry.current_txn_first_offset < 0:
                     entry.current_txn_first_offset = batch.base_offset
                     insort(self._ongoing, (batch.base_offset, pid))
         self.map_end_offset = batch.last_offset + 1
         return completed
+
+    def check_client_append(self, batch: R.Batch) -> BatchMetadata | None:
+        """Kafka's CLIENT-origin checks of a leader append, before anything is written: a
+        duplicate of one of the producer's last five batches returns that batch (the append
+        must not happen; the client gets the original offsets); an older epoch raises
+        invalid_producer_epoch; a sequence that does not follow raises
+        out_of_order_sequence.  An unknown producer (or one whose state retention removed)
+        may start at any sequence."""
+        if batch.magic < 2 or batch.producer_id < 0 or batch.is_control:
+            return None
+        entry = self.producers.get(batch.producer_id)
+        if entry is None:
+            return None
+        epoch = batch.producer_epoch
+        first_seq = batch.base_sequence
+        dup = entry.find_duplicate(epoch, first_seq, batch.last_sequence)
+        if dup is not None:
+            return dup
+        if epoch < entry.producer_epoch:
+            raise ProducerStateError(
+                f"epoch of producer {batch.producer_id} is {epoch}, which is smaller than the last seen "
+                f"epoch {entry.producer_epoch}",
+                batch.position,
+                kind="invalid_producer_epoch",
+            )
+        if epoch != entry.producer_epoch:
+            if first_seq != 0 and entry.producer_epoch != NO_PRODUCER_EPOCH:
+                raise ProducerStateError(
+                    f"invalid sequence number for new epoch of producer {batch.producer_id}: {epoch} "
+                    f"(request epoch), {first_seq} (seq. number), {entry.producer_epoch} (current producer epoch)",
+                    batch.position,
+                    kind="out_of_order_sequence",
+                )
+            return None
+        last = entry.last_sequence
+        if entry.producer_epoch != NO_PRODUCER_EPOCH and not (
+            first_seq == last + 1 or (first_seq == 0 and last == INT32_MAX)
+        ):
+            raise ProducerStateError(
+                f"out of order sequence number for producer {batch.producer_id} at offset "
+                f"{batch.base_offset}: {first_seq} (incoming seq. number), {last} (current end sequence number)",
+                batch.position,
+                kind="out_of_order_sequence",
+            )
+        return None
 
     def last_stable_offset(self, completed: CompletedTxn) -> int:
         """First offset of the earliest other open transaction, else the marker offset + 1."""

@@ -503,8 +503,8 @@ class Segment:
             os.ftruncate(self._fd, self.size)
 
     def flush(self) -> None:
-        if not self.writable:
-            return
+        if not self.writable or self._fd < 0:
+            return  # read-only, or closed meanwhile (a flush on a background thread)
         os.fsync(self._fd)
         self.offset_index.flush()
         self.time_index.flush()

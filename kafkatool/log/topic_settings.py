@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from kafkatool.errors import KafkatoolError
 from kafkatool.formats.errors import FormatError
 from kafkatool.formats.properties import decode_properties
 from kafkatool.log.config import LogConfig
@@ -174,7 +175,7 @@ EMBEDDED_METADATA_FILE = "kafkatool-cluster.json"
 CLUSTER_METADATA_DIR = "__cluster_metadata-0"
 
 
-class SettingsError(ValueError):
+class SettingsError(KafkatoolError, ValueError):
     """A bad option or properties value (commands turn it into a one-line error, exit 2)."""
 
 

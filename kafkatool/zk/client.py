@@ -18,10 +18,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafkatool.errors import KafkatoolError
 from kafkatool.zk import codecs, paths
 
 
-class ZkError(Exception):
+class ZkError(KafkatoolError):
     """A ZooKeeper operation that failed; commands report it as one line (exit 2)."""
 
 

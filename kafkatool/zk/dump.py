@@ -25,6 +25,7 @@ import binascii
 import time
 from dataclasses import dataclass, field
 
+from kafkatool.errors import KafkatoolError
 from kafkatool.zk import paths
 from kafkatool.zk.client import KafkaZk, ZNode, ZNodeStat
 
@@ -35,7 +36,7 @@ MAX_TX_BYTES = 900_000
 MAX_TX_OPS = 1000
 
 
-class DumpFormatError(ValueError):
+class DumpFormatError(KafkatoolError, ValueError):
     """A dump file that is not valid; nothing has been written."""
 
 

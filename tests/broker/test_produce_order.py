@@ -58,3 +58,19 @@ def test_max_message_bytes_comes_before_the_crc(broker):
         create_topic(c, "order-size", configs={"max.message.bytes": "100"})
         resp = produce(c, "order-size", _corrupt(batch(5, size=200)))
         assert resp.error_code == ErrorCode.MESSAGE_TOO_LARGE, resp
+
+
+def test_producer_state_errors_come_from_the_log(broker):
+    """Sequences and epochs are the log's producer state (no broker-side copy): a gap is
+    OUT_OF_ORDER_SEQUENCE_NUMBER, an epoch older than one the log has seen is
+    INVALID_PRODUCER_EPOCH, and neither appends anything."""
+    with WireClient(broker.bootstrap) as c:
+        create_topic(c, "order-seq")
+        pid, epoch = _pid(c)
+        assert produce(c, "order-seq", batch(1, pid=pid, epoch=epoch, seq=0)).base_offset == 0
+        gap = produce(c, "order-seq", batch(1, pid=pid, epoch=epoch, seq=7))
+        assert gap.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, gap
+        assert produce(c, "order-seq", batch(1, pid=pid, epoch=epoch + 1, seq=0)).base_offset == 1
+        old = produce(c, "order-seq", batch(1, pid=pid, epoch=epoch, seq=1))
+        assert old.error_code == ErrorCode.INVALID_PRODUCER_EPOCH, old
+        assert produce(c, "order-seq", batch(1, pid=pid, epoch=epoch + 1, seq=1)).base_offset == 2

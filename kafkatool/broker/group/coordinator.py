@@ -41,7 +41,7 @@ from kafkatool.broker.group.hashing import partition_for
 from kafkatool.broker.group.offsets import MAX_METADATA_BYTES, OffsetAndMetadata, OffsetStore
 from kafkatool.formats.generated import ConsumerProtocolSubscription
 from kafkatool.formats.schema import SchemaDecodeError
-from kafkatool.log.log import RecordTooLargeError
+from kafkatool.log.log import ORIGIN_COORDINATOR, RecordTooLargeError
 from kafkatool.protocol.errors import ErrorCode
 
 log = logging.getLogger("kafkatool.broker.group")
@@ -823,7 +823,9 @@ class GroupCoordinator:
         if lg is None:
             raise LookupError(f"{P.OFFSETS_TOPIC}-{group.partition} is not available")
         t = self.broker.topic(P.OFFSETS_TOPIC)
-        lg.append_as_leader(P.build_batch(records, now_ms()), t.leader_epoch(group.partition))
+        lg.append_as_leader(
+            P.build_batch(records, now_ms()), t.leader_epoch(group.partition), origin=ORIGIN_COORDINATOR
+        )
 
     def _group_record(self, group: Group, assignment: dict[str, bytes]) -> tuple[bytes, bytes]:
         members = [
@@ -1557,3 +1559,11 @@ class GroupCoordinator:
                 total += len(expired)
                 self._cleanup_group(group, expired)
         return total
+
+
+def group_coordinator(broker) -> GroupCoordinator:
+    """The broker's group coordinator (made on first use)."""
+    gc = getattr(broker, "group_coordinator", None)
+    if gc is None:
+        gc = broker.group_coordinator = GroupCoordinator(broker)
+    return gc

@@ -15,6 +15,7 @@ import asyncio
 import time
 
 from kafkatool.broker.group.coordinator import GroupCoordinator, JoinResult, SyncResult
+from kafkatool.broker.group.coordinator import group_coordinator as coordinator
 from kafkatool.broker.group.offsets import NO_LEADER_EPOCH, NO_OFFSET, OffsetAndMetadata
 from kafkatool.protocol.errors import ErrorCode
 from kafkatool.protocol.generated import (
@@ -93,13 +94,6 @@ AUTHORIZED_OPS_OMITTED = -(2**31)
 GROUP_AUTHORIZED_OPS = (1 << 3) | (1 << 6) | (1 << 8)
 DEFAULT_TIMESTAMP = -1
 DEFAULT_RETENTION_TIME = -1
-
-
-def coordinator(broker) -> GroupCoordinator:
-    gc = getattr(broker, "group_coordinator", None)
-    if gc is None:
-        gc = broker.group_coordinator = GroupCoordinator(broker)
-    return gc
 
 
 def _client_host(ctx) -> str:

@@ -4,8 +4,9 @@ The hot path never decodes records: the batch header is read in place, the
 CRC is checked once (by the log, while it assigns offsets), and the bytes go
 to the segment as they came.  Records are decoded only when the topic forces
 a different compression codec or is compacted (every record needs a key).
-Idempotent producers are checked against the last five batches of each
-producer id per partition, as Kafka's ProducerStateManager does for clients.
+Idempotent producers are checked by the log itself (Log.append_as_leader with
+Kafka's CLIENT origin): a retry of one of a producer's last five batches gets
+the original offsets, an old epoch or a sequence gap an error.
 """
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ import logging
 
 from kafkatool.broker import read_only
 from kafkatool.broker.handlers.metadata import current_leader
-from kafkatool.broker.server import ProducerBatches
 from kafkatool.broker.txn import check_transactional_produce
+from kafkatool.errors import KafkatoolError
 from kafkatool.formats import compression
 from kafkatool.formats import records as R
 from kafkatool.formats.errors import CorruptRecordError, FormatError
 from kafkatool.log.log import RecordTooLargeError
+from kafkatool.log.producer_state import ProducerStateError
 from kafkatool.protocol.errors import ErrorCode
 from kafkatool.protocol.generated import InitProducerIdResponse, ProduceResponse
 from kafkatool.protocol.generated.produce_response import (
@@ -32,7 +34,6 @@ from kafkatool.protocol.generated.produce_response import (
 
 log = logging.getLogger("kafkatool.broker")
 
-INT32_MAX = 0x7FFFFFFF
 #: v10 adds the KIP-951 leader hints, v11 TRANSACTION_ABORTABLE (never sent by this broker's produce)
 MAX_VERSION = 11
 LEADER_HINTS_FROM = 10
@@ -44,49 +45,12 @@ _CODECS = {
 }
 
 
-class ProduceError(Exception):
+class ProduceError(KafkatoolError):
     def __init__(self, code: int, message: str | None = None, record_errors=None):
         super().__init__(message)
         self.code = code
         self.message = message
         self.record_errors = record_errors or []
-
-
-class Duplicate(Exception):
-    def __init__(self, first_offset: int, timestamp: int):
-        self.first_offset = first_offset
-        self.timestamp = timestamp
-
-
-def _check_sequence(state: ProducerBatches | None, batch) -> None:
-    """Kafka's ProducerAppendInfo.checkProducerEpoch/checkSequence for a client (leader) append."""
-    epoch = batch.producer_epoch
-    first_seq = batch.base_sequence
-    if state is None:
-        return  # unknown or expired producer: any sequence is accepted
-    if epoch < state.epoch:
-        raise ProduceError(
-            ErrorCode.INVALID_PRODUCER_EPOCH,
-            f"producer epoch {epoch} is older than the current {state.epoch}",
-        )
-    last_seq = batch.last_sequence
-    if epoch == state.epoch:
-        for b in state.batches:
-            if b[0] == first_seq and b[1] == last_seq:
-                raise Duplicate(b[2], b[4])
-    if epoch > state.epoch or not state.batches:
-        if first_seq != 0 and epoch > state.epoch:
-            raise ProduceError(
-                ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
-                f"new epoch {epoch} must start at sequence 0, got {first_seq}",
-            )
-        return
-    expected = 0 if state.last_seq == INT32_MAX else state.last_seq + 1
-    if first_seq != expected:
-        raise ProduceError(
-            ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
-            f"out of order sequence: expected {expected}, got {first_seq} (producer {batch.producer_id})",
-        )
 
 
 def _validate(broker, ctx, topic, records, cfg, topic_cfg):
@@ -224,12 +188,8 @@ def _append_partition(
                 f"{len(records)} bytes of records are larger than segment.bytes {cfg.segment_bytes}",
             )
         b0 = batches[0]
-        tp = (topic_name, index)
-        state = None
         if b0.magic >= 2 and b0.producer_id >= 0:
-            state = broker.producers.get(tp, {}).get(b0.producer_id)
-            _check_sequence(state, b0)
-            txn_err = check_transactional_produce(broker, tp, b0)
+            txn_err = check_transactional_produce(broker, (topic_name, index), b0)
             if txn_err is not None:
                 raise ProduceError(*txn_err)
         data = records
@@ -237,23 +197,18 @@ def _append_partition(
             want = _CODECS.get(ctype, compression.NONE)
             if any(b.magic < 2 or b.codec != want for b in batches):
                 data = _recompress(batches, want)
+        # producer state (duplicates, epochs, sequences) is the log's: UnifiedLog.append
         info = lg.append_as_leader(data, t.leader_epoch(index), validated=data is records)
-        if b0.magic >= 2 and b0.producer_id >= 0:
-            pmap = broker.producers.setdefault(tp, {})
-            if state is None or b0.producer_epoch != state.epoch:
-                state = pmap[b0.producer_id] = ProducerBatches(b0.producer_epoch)
-            ts = info.log_append_time if info.log_append_time is not None else b0.max_timestamp
-            state.batches.append(
-                (b0.base_sequence, b0.last_sequence, info.first_offset, info.last_offset, ts)
-            )
         resp.base_offset = info.first_offset
         resp.log_append_time_ms = info.log_append_time if info.log_append_time is not None else -1
         resp.log_start_offset = lg.log_start_offset
-    except Duplicate as dup:
-        resp.base_offset = dup.first_offset
-        resp.log_start_offset = lg.log_start_offset
-        if lg.config.message_timestamp_type == "LogAppendTime":
-            resp.log_append_time_ms = dup.timestamp
+    except ProducerStateError as exc:
+        resp.error_code = (
+            ErrorCode.INVALID_PRODUCER_EPOCH
+            if exc.kind == "invalid_producer_epoch"
+            else ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+        )
+        resp.error_message = exc.message
     except ProduceError as exc:
         resp.error_code = exc.code
         resp.error_message = exc.message

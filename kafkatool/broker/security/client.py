@@ -20,9 +20,10 @@ import socket
 from kafkatool.broker.config import SECURITY_PROTOCOLS, ConfigError
 from kafkatool.broker.security import scram, tls
 from kafkatool.broker.security.sasl import SUPPORTED, parse_jaas
+from kafkatool.errors import KafkatoolError
 
 
-class AuthenticationError(Exception):
+class AuthenticationError(KafkatoolError):
     pass
 
 

@@ -15,6 +15,8 @@ import os
 import re
 from dataclasses import dataclass
 
+from kafkatool.errors import KafkatoolError
+
 #: mechanism -> (hashlib name, min iterations); Kafka's ScramMechanism
 MECHANISMS = {"SCRAM-SHA-256": ("sha256", 4096), "SCRAM-SHA-512": ("sha512", 4096)}
 MAX_ITERATIONS = 16384  # AlterUserScramCredentials refuses more (Kafka's ControllerApis check)
@@ -23,7 +25,7 @@ MECHANISM_CODES = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
 CODE_OF = {v: k for k, v in MECHANISM_CODES.items()}
 
 
-class ScramError(Exception):
+class ScramError(KafkatoolError):
     """An authentication failure; ``client_message`` is what Kafka tells the client."""
 
     def __init__(self, detail: str, client_message: str | None = None):

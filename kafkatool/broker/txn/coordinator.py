@@ -25,7 +25,9 @@ from dataclasses import dataclass, field
 
 from kafkatool.broker.group.hashing import partition_for
 from kafkatool.broker.txn import state_log as S
+from kafkatool.errors import KafkatoolError
 from kafkatool.formats import records as R
+from kafkatool.log.log import ORIGIN_COORDINATOR
 from kafkatool.protocol.errors import ErrorCode
 
 log = logging.getLogger("kafkatool.broker.txn")
@@ -79,7 +81,7 @@ class TxnMetadata:
         return S.STATE_NAMES.get(self.state, str(self.state))
 
 
-class TxnError(Exception):
+class TxnError(KafkatoolError):
     def __init__(self, code: int, message: str | None = None):
         super().__init__(message or ErrorCode(code).name)
         self.code = code
@@ -210,7 +212,11 @@ class TransactionCoordinator:
             if lg is None or t is None:
                 continue
             try:
-                lg.append_as_leader(S.build_batch(md.transactional_id, None, now), t.leader_epoch(p))
+                lg.append_as_leader(
+                    S.build_batch(md.transactional_id, None, now),
+                    t.leader_epoch(p),
+                    origin=ORIGIN_COORDINATOR,
+                )
             except OSError as exc:
                 log.error("failed to expire %s: %s", md.transactional_id, exc)
                 continue
@@ -258,7 +264,11 @@ class TransactionCoordinator:
             )
         t = self.broker.topic(S.TRANSACTION_STATE_TOPIC)
         try:
-            lg.append_as_leader(S.build_batch(md.transactional_id, md.record(), now_ms()), t.leader_epoch(p))
+            lg.append_as_leader(
+                S.build_batch(md.transactional_id, md.record(), now_ms()),
+                t.leader_epoch(p),
+                origin=ORIGIN_COORDINATOR,
+            )
         except OSError as exc:
             log.error("failed to write the state of %s: %s", md.transactional_id, exc)
             raise TxnError(ErrorCode.NOT_COORDINATOR, str(exc)) from None
@@ -378,9 +388,9 @@ class TransactionCoordinator:
         return (OFFSETS_TOPIC, gc.partition_for(group_id))
 
     def group_coordinator(self):
-        from kafkatool.broker.handlers.group import coordinator
+        from kafkatool.broker.group.coordinator import group_coordinator
 
-        return coordinator(self.broker)
+        return group_coordinator(self.broker)
 
     # ------------------------------------------------------------------ EndTxn
     def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> None:
@@ -448,11 +458,10 @@ class TransactionCoordinator:
             entry = lg.producer_state.producers.get(producer_id)
             first = entry.current_txn_first_offset if entry is not None else -1
             try:
-                info = lg.append_as_leader(batch, t.leader_epoch(p))
+                info = lg.append_as_leader(batch, t.leader_epoch(p), origin=ORIGIN_COORDINATOR)
             except OSError as exc:
                 log.error("failed to write the marker to %s-%d: %s", topic, p, exc)
                 raise TxnError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from None
-            self._note_epoch((topic, p), producer_id, producer_epoch)
             if topic == OFFSETS_TOPIC:
                 offsets_partitions[p] = (lg, first, info.first_offset)
         gc = getattr(broker, "group_coordinator", None)
@@ -461,17 +470,6 @@ class TransactionCoordinator:
 
             for p, (lg, first, marker) in offsets_partitions.items():
                 complete_txn_offsets(gc, lg, p, producer_id, first, marker, commit)
-
-    def _note_epoch(self, tp, producer_id: int, epoch: int) -> None:
-        """A marker with a bumped epoch fences older epochs for the produce path too."""
-        pmap = self.broker.producers.get(tp)
-        if pmap is None:
-            return
-        state = pmap.get(producer_id)
-        if state is not None and state.epoch < epoch:
-            from kafkatool.broker.server import ProducerBatches
-
-            pmap[producer_id] = ProducerBatches(epoch)
 
     # ------------------------------------------------------------------ timeouts
     def abort_timed_out(self, now: int | None = None) -> int:

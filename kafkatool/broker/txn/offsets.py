@@ -16,7 +16,7 @@ from kafkatool.broker.group import persistence as P
 from kafkatool.broker.group.coordinator import DEAD, EMPTY, Group, now_ms
 from kafkatool.broker.group.offsets import OffsetAndMetadata
 from kafkatool.formats import records as R
-from kafkatool.log.log import RecordTooLargeError
+from kafkatool.log.log import ORIGIN_COORDINATOR, RecordTooLargeError
 from kafkatool.protocol.errors import ErrorCode
 
 log = logging.getLogger("kafkatool.broker.txn")
@@ -84,7 +84,7 @@ def txn_commit_offsets(
             is_transactional=True,
         )
         try:
-            lg.append_as_leader(batch, t.leader_epoch(group.partition))
+            lg.append_as_leader(batch, t.leader_epoch(group.partition), origin=ORIGIN_COORDINATOR)
         except RecordTooLargeError:
             code = ErrorCode.INVALID_COMMIT_OFFSET_SIZE
         except OSError:

@@ -1,0 +1,174 @@
+"""Background work (compaction, retention) runs off the event loop and loses nothing
+(issue 16).  No timing thresholds: the assertions are on completeness and ordering."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from datetime import datetime
+
+from kafkatool.formats import records as R
+from kafkatool.protocol import generated as G
+from kafkatool.protocol.generated.incremental_alter_configs_request import (
+    AlterableConfig,
+    AlterConfigsResource,
+)
+from tests.broker.test_protocol import batches_of, create_topic, fetch, produce
+from tests.broker.test_storage import all_records
+from tests.broker.wire import WireClient
+
+KEYS = [b"k%02d" % i for i in range(20)]
+
+
+def keyed(round_: int, pad: int = 200) -> bytes:
+    now = int(time.time() * 1000)
+    return R.build_record_batch([R.SimpleRecord(b"r%05d-" % round_ + b"p" * pad, k, (), now) for k in KEYS])
+
+
+def plain(round_: int) -> bytes:
+    return R.build_record_batch([R.SimpleRecord(b"plain-%05d" % round_, None, (), int(time.time() * 1000))])
+
+
+def cleaned_lines(text: str) -> list[str]:
+    return [ln for ln in text.splitlines() if "log cleaned" in ln and "voided" not in ln]
+
+
+def test_compaction_concurrent_with_appends_and_fetches_loses_nothing(make_broker):
+    b = make_broker(
+        extra=[
+            "log.cleaner.backoff.ms=50",
+            "log.retention.check.interval.ms=200",
+            "log.roll.jitter.ms=0",
+        ]
+    ).start()
+    errors: list[str] = []
+    stop = threading.Event()
+    fetched = [0]
+
+    def fetcher() -> None:
+        # fetches of the compacted partition from its start while the cleaner swaps segments
+        # in: every batch a fetch returns must be whole (CRC) and in offset order
+        try:
+            with WireClient(b.bootstrap) as fc:
+                while not stop.is_set():
+                    pd = fetch(fc, "cmp", 0).responses[0].partitions[0]
+                    if pd.error_code != 0:
+                        errors.append(f"fetch error {pd.error_code}")
+                        return
+                    last = -1
+                    for bt in batches_of(pd.records):
+                        bt.ensure_valid()
+                        if bt.base_offset <= last:
+                            errors.append(f"offsets out of order at {bt.base_offset}")
+                        last = bt.last_offset
+                    fetched[0] += 1
+        except Exception as exc:  # reported below, with the broker's log
+            errors.append(repr(exc))
+
+    with WireClient(b.bootstrap) as c:
+        create_topic(
+            c,
+            "cmp",
+            configs={
+                "cleanup.policy": "compact",
+                "segment.bytes": "20000",
+                "min.cleanable.dirty.ratio": "0.01",
+            },
+        )
+        create_topic(c, "plain", configs={"segment.bytes": "20000", "retention.bytes": "-1"})
+        th = threading.Thread(target=fetcher, daemon=True)
+        th.start()
+        rounds = 0
+        deadline = time.monotonic() + 60
+        try:
+            while time.monotonic() < deadline:
+                assert produce(c, "cmp", keyed(rounds)).error_code == 0
+                assert produce(c, "plain", plain(rounds)).error_code == 0
+                rounds += 1
+                if rounds >= 300 and len(cleaned_lines(b.log_text())) >= 3 and fetched[0] >= 3:
+                    break
+        finally:
+            stop.set()
+            th.join(30)
+        assert not errors, (errors, b.log_text()[-3000:])
+        assert len(cleaned_lines(b.log_text())) >= 3, b.log_text()[-3000:]
+        # nothing lost: the latest value of every key, every record of the other partition
+        latest = {}
+        offsets = []
+        for r in all_records(c, "cmp"):
+            latest[r.key] = r.value
+            offsets.append(r.offset)
+        last_round = rounds - 1
+        assert latest == {k: b"r%05d-" % last_round + b"p" * 200 for k in KEYS}
+        assert offsets == sorted(set(offsets)) and offsets[-1] == rounds * len(KEYS) - 1
+        assert len(offsets) < rounds * len(KEYS)  # compaction did remove records
+        got = [(r.offset, r.value) for r in all_records(c, "plain")]
+        assert got == [(i, b"plain-%05d" % i) for i in range(rounds)]
+    text = b.log_text()
+    assert "Traceback" not in text and "cleaner pass failed" not in text, text[-3000:]
+    b.stop()
+    # after a clean restart the compacted log still holds the latest value of every key
+    b.start()
+    with WireClient(b.bootstrap) as c:
+        latest = {r.key: r.value for r in all_records(c, "cmp")}
+        assert latest == {k: b"r%05d-" % last_round + b"p" * 200 for k in KEYS}
+    b.stop()
+
+
+def _log_time(line: str) -> float:
+    stamp = re.match(r"(\S+)Z ", line).group(1)
+    return datetime.fromisoformat(stamp + "+00:00").timestamp()
+
+
+def test_requests_are_answered_while_a_long_compaction_runs(make_broker):
+    """A Metadata request sent after a cleaning round began is answered before the round
+    ends (the round runs in the cleaner's worker process, not on the event loop)."""
+    b = make_broker(extra=["log.cleaner.backoff.ms=50", "log.roll.jitter.ms=0"]).start()
+    part_dir = b.data_dir / "big-0"
+    with WireClient(b.bootstrap) as c:
+        # not due while it fills (an uncleaned log's dirty ratio is 1.0, never above 1.0)
+        create_topic(
+            c,
+            "big",
+            configs={
+                "cleanup.policy": "compact",
+                "segment.bytes": "1000000",
+                "min.cleanable.dirty.ratio": "1.0",
+            },
+        )
+        now = int(time.time() * 1000)
+        n = 0
+        for _ in range(150):
+            recs = [R.SimpleRecord(b"v", b"key-%07d" % (n + i), (), now) for i in range(2000)]
+            assert produce(c, "big", R.build_record_batch(recs)).error_code == 0
+            n += 2000
+        req = G.IncrementalAlterConfigsRequest(
+            resources=[
+                AlterConfigsResource(
+                    resource_type=2,
+                    resource_name="big",
+                    configs=[
+                        AlterableConfig(name="min.cleanable.dirty.ratio", config_operation=0, value="0.01")
+                    ],
+                )
+            ],
+            validate_only=False,
+        )
+        assert c.request(44, 1, req).responses[0].error_code == 0
+        # the round has begun once its worker writes a .cleaned segment
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not any(
+            p.name.endswith(".cleaned") for p in part_dir.iterdir()
+        ):
+            assert not cleaned_lines(b.log_text()), "the round ended before a .cleaned file was seen"
+            time.sleep(0.005)
+        answered = []
+        while time.monotonic() < deadline and not cleaned_lines(b.log_text()):
+            resp = c.request(3, 9, G.MetadataRequest(topics=None, allow_auto_topic_creation=False))
+            assert any(t.name == "big" for t in resp.topics)
+            answered.append(time.time())
+        lines = cleaned_lines(b.log_text())
+        assert lines, b.log_text()[-3000:]
+        assert answered and answered[0] < _log_time(lines[0]), (answered[:3], lines[0])
+    b.stop()
