@@ -43,6 +43,7 @@ from dataclasses import dataclass, field, replace
 
 from kafkatool.broker.group.assignors import ASSIGNORS, Assignment, MemberSpec, assign
 from kafkatool.broker.group.offsets import OffsetStore
+from kafkatool.errors import KafkatoolError
 from kafkatool.formats import internal_topics as IT
 from kafkatool.formats.generated import (
     ConsumerGroupCurrentMemberAssignmentKey,
@@ -83,7 +84,9 @@ EMPTY, ASSIGNING, RECONCILING, STABLE_GROUP, DEAD = "Empty", "Assigning", "Recon
 Record = tuple[int, object, object]  # (record type, key message, value message or None)
 
 
-class ConsumerGroupError(Exception):
+class ConsumerGroupError(KafkatoolError):
+    """A heartbeat or group operation refused with a Kafka error code (the response's)."""
+
     def __init__(self, code: int, message: str):
         super().__init__(message)
         self.code = code
