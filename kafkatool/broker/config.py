@@ -209,6 +209,12 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _d("offsets.topic.segment.bytes", INT, 104857600),
         _d("producer.id.expiration.ms", INT, 86400000),
         _d("transaction.max.timeout.ms", INT, 900000),
+        _d(
+            "transaction.partition.verification.enable",
+            BOOLEAN,
+            True,
+            "KIP-890: refuse a transactional produce to a partition not added to the transaction.",
+        ),
         _d("num.network.threads", INT, 3),
         _d("num.io.threads", INT, 8),
         _d("num.recovery.threads.per.data.dir", INT, 2),

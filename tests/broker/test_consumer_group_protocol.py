@@ -351,3 +351,72 @@ def test_restart_reloads_consumer_group(tmp_path):
             assert tid == topic_id(c, "kip848-restart")
     finally:
         b.stop()
+
+
+def test_transactional_offsets_and_offset_delete_on_consumer_group(c):
+    from kafkatool.protocol.generated.offset_delete_request import (
+        OffsetDeleteRequestPartition,
+        OffsetDeleteRequestTopic,
+    )
+    from kafkatool.protocol.generated.txn_offset_commit_request import (
+        TxnOffsetCommitRequestPartition,
+        TxnOffsetCommitRequestTopic,
+    )
+    from tests.broker.test_txn_protocol import end_txn, init_pid
+
+    create_topic(c, "kip848-x", 1)
+    create_topic(c, "kip848-y", 1)
+    g = gname("txn")
+    r = hb(c, g, topics=["kip848-x"])
+    m, epoch = r.member_id, r.member_epoch
+    init = init_pid(c, "t848", version=5)
+    pid, pepoch = init.producer_id, init.producer_epoch
+    add = G.AddOffsetsToTxnRequest(
+        transactional_id="t848", producer_id=pid, producer_epoch=pepoch, group_id=g
+    )
+    assert c.request(25, 4, add).error_code == 0
+
+    def txn_commit(member_epoch, offset):
+        req = G.TxnOffsetCommitRequest(
+            transactional_id="t848",
+            group_id=g,
+            producer_id=pid,
+            producer_epoch=pepoch,
+            generation_id=member_epoch,
+            member_id=m,
+            topics=[
+                TxnOffsetCommitRequestTopic(
+                    name="kip848-x",
+                    partitions=[TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=offset)],
+                )
+            ],
+        )
+        return c.request(28, 4, req).topics[0].partitions[0].error_code
+
+    assert txn_commit(epoch + 3, 9) == E.ILLEGAL_GENERATION
+    assert txn_commit(epoch, 9) == 0
+    assert _fetch(c, g, m, epoch, "kip848-x") == (0, -1)  # not visible before COMMIT
+    assert end_txn(c, "t848", pid, pepoch, True, version=4) == 0
+    deadline = time.monotonic() + 5
+    while _fetch(c, g, m, epoch, "kip848-x") != (0, 9) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _fetch(c, g, m, epoch, "kip848-x") == (0, 9)
+    # the group stays one consumer group (no classic twin was made for the transaction)
+    listed = [x for x in c.request(16, 5, G.ListGroupsRequest()).groups if x.group_id == g]
+    assert [(x.group_type, x.group_state) for x in listed] == [("consumer", "Stable")]
+    # OffsetDelete: a subscribed topic's offsets stay while the group has members
+    assert _commit(c, g, m, epoch, "kip848-y", 4) == 0
+    req = G.OffsetDeleteRequest(
+        group_id=g,
+        topics=[
+            OffsetDeleteRequestTopic(name=t, partitions=[OffsetDeleteRequestPartition(partition_index=0)])
+            for t in ("kip848-x", "kip848-y")
+        ],
+    )
+    resp = c.request(47, 0, req)
+    assert resp.error_code == 0
+    assert {t.name: t.partitions[0].error_code for t in resp.topics} == {
+        "kip848-x": E.GROUP_SUBSCRIBED_TO_TOPIC,
+        "kip848-y": 0,
+    }
+    assert _fetch(c, g, m, epoch, "kip848-y") == (0, -1)

@@ -1467,6 +1467,9 @@ class GroupCoordinator:
         err = self._validate_status(group_id, allow_empty=True)
         if err is not None:
             return err, {}
+        cg = self.consumer.groups.get(group_id)
+        if cg is not None:
+            return self._consumer_offset_delete(cg, partitions)
         group = self.groups.get(group_id)
         if group is None or group.state is DEAD:
             return ErrorCode.GROUP_ID_NOT_FOUND, {}
@@ -1486,6 +1489,32 @@ class GroupCoordinator:
             code = self._cleanup_group(group, eligible)
             for tp in eligible:
                 result[tp] = code
+        return ErrorCode.NONE, result
+
+    def _consumer_offset_delete(self, cg, partitions: list[tuple[str, int]]) -> tuple[int, dict]:
+        """OffsetDelete on a consumer group: the offsets of topics its members subscribe to stay
+        (GROUP_SUBSCRIBED_TO_TOPIC) while it has members; the others are deleted."""
+        result: dict[tuple[str, int], int] = {}
+        subscribed = set(cg.subscription_metadata) if cg.members else set()
+        records = []
+        for tp in partitions:
+            if tp[0] in subscribed:
+                result[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+                continue
+            result[tp] = ErrorCode.NONE
+            if cg.offsets.get(tp) is not None:
+                records.append((P.offset_commit_key(cg.group_id, tp[0], tp[1]), None))
+        if records:
+            try:
+                self._append(cg, records)
+            except (LookupError, OSError, RecordTooLargeError) as exc:
+                log.warning("failed to write tombstones for group %s: %s", cg.group_id, exc)
+                return ErrorCode.NONE, dict.fromkeys(
+                    [tp for tp in partitions if result[tp] == ErrorCode.NONE],
+                    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                ) | {tp: e for tp, e in result.items() if e}
+            for key_tp in [tp for tp in partitions if result[tp] == ErrorCode.NONE]:
+                cg.offsets.remove(key_tp)
         return ErrorCode.NONE, result
 
     def _cleanup_group(self, group: Group, partitions: list[tuple[str, int]]) -> int:
