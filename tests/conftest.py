@@ -13,3 +13,14 @@ def client_batches_dir() -> Path:
     if not CLIENT_BATCHES.is_dir():
         pytest.skip(f"client batch captures not found at {CLIENT_BATCHES}")
     return CLIENT_BATCHES
+
+
+def pytest_collection_modifyitems(config, items):
+    """Soak, fault and bench-sized tests (``@pytest.mark.slow``) run only when asked for with
+    ``-m slow`` (or any -m expression naming slow): the default suite stays fast."""
+    if "slow" in (config.option.markexpr or ""):
+        return
+    skip = pytest.mark.skip(reason="opt-in: pytest -m slow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)

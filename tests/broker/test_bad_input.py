@@ -69,7 +69,8 @@ def test_unknown_api_key_and_version(fb):
         )
         assert c.closed_by_peer()
     with WireClient(fb.bootstrap) as c:  # a served API at a version above the advertised range
-        c.send(0, 11, G.ProduceRequest(acks=1, timeout_ms=100, topic_data=[]))
+        produce_max = next(k.max_version for k in c.api_versions().api_keys if k.api_key == 0)
+        c.send_raw(frame(struct.pack(">hhi", 0, produce_max + 1, 1) + b"\x00\x01x\x00" + b"\x00" * 20))
         assert c.closed_by_peer()
     with WireClient(fb.bootstrap) as c:  # ApiVersions at an unknown version: answered, v0 body, error 35
         c.send_raw(frame(struct.pack(">hhi", 18, 77, 42) + b"\x00\x01x\x00" + b"\x02a\x02b\x00"))

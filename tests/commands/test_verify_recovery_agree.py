@@ -10,8 +10,8 @@ import struct
 import pytest
 from segments import make_partition
 
-from kafkatool.formats import records as R
 from kafkatool.forensics.verify import DEFAULT_INDEX_INTERVAL, verify_segment
+from kafkatool.formats import records as R
 from kafkatool.log.file_records import FileRecords
 from kafkatool.log.segment import scan_for_recovery
 
