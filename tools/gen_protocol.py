@@ -11,7 +11,8 @@ schema sets are read:
 * top-level ``*Request.json`` / ``*Response.json`` / ``*Header.json``
   -> ``kafkatool/protocol/generated/``;
 * top-level ``type: data`` files (consumer protocol, KRaft control records),
-  ``coordinator/*.json`` (``__consumer_offsets``, ``__transaction_state``) and
+  ``coordinator/*.json`` (``__consumer_offsets``, ``__transaction_state``; plus the KIP-848
+  consumer-group records in ``tools/kafka-schemas/coordinator``) and
   ``metadata/*.json`` (KRaft ``__cluster_metadata``)
   -> ``kafkatool/formats/generated/`` (formats/ may not import protocol/).
 
@@ -33,6 +34,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_SCHEMAS = REPO.parent / "shared" / "kafka-protocol"
+#: schemas from the same Kafka commit that the shared snapshot lacks (tools/kafka-schemas/README.md)
+EXTRA_SCHEMAS = REPO / "tools" / "kafka-schemas"
 MAX_VERSION = 32767
 
 FIXED = {
@@ -878,6 +881,8 @@ def generate(schema_dir: Path) -> dict[str, str]:
     for sub in ("coordinator", "metadata"):
         for path in sorted((schema_dir / sub).glob("*.json")):
             formats.append(load_schema(path, schema_dir))
+    for path in sorted((EXTRA_SCHEMAS / "coordinator").glob("*.json")):
+        formats.append(load_schema(path, EXTRA_SCHEMAS))
     for s in protocol:
         files[f"kafkatool/protocol/generated/{s.module}.py"] = gen_module(s)
     for s in formats:

@@ -185,6 +185,20 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _d("group.max.session.timeout.ms", INT, 1800000),
         _d("group.max.size", INT, 2147483647),
         _d(
+            "group.consumer.session.timeout.ms",
+            INT,
+            45000,
+            "KIP-848 consumer groups: a member without a heartbeat for this long is removed.",
+        ),
+        _d("group.consumer.heartbeat.interval.ms", INT, 5000, "KIP-848: the interval told to members."),
+        _d(
+            "group.consumer.assignors",
+            LIST,
+            "uniform,range",
+            "KIP-848 server-side assignors; the first is the default.",
+        ),
+        _d("group.consumer.max.size", INT, 2147483647),
+        _d(
             "offsets.retention.minutes",
             INT,
             10080,
@@ -195,6 +209,12 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _d("offsets.topic.segment.bytes", INT, 104857600),
         _d("producer.id.expiration.ms", INT, 86400000),
         _d("transaction.max.timeout.ms", INT, 900000),
+        _d(
+            "transaction.partition.verification.enable",
+            BOOLEAN,
+            True,
+            "KIP-890: refuse a transactional produce to a partition not added to the transaction.",
+        ),
         _d("num.network.threads", INT, 3),
         _d("num.io.threads", INT, 8),
         _d("num.recovery.threads.per.data.dir", INT, 2),

@@ -29,6 +29,18 @@ import struct
 from kafkatool.formats.errors import FormatError
 from kafkatool.formats.generated import (
     METADATA_RECORDS,
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupPartitionMetadataKey,
+    ConsumerGroupPartitionMetadataValue,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue,
     ConsumerProtocolAssignment,
     ConsumerProtocolSubscription,
     GroupMetadataKey,
@@ -148,6 +160,36 @@ GROUP_METADATA_VALUE_VERSION = 3
 TXN_LOG_KEY_VERSION = 0
 TXN_LOG_VALUE_VERSION = 0
 
+#: KIP-848 consumer-group records (GroupCoordinatorRecordHelpers): record type (= the key's
+#: version) -> (key class, value class); every value is written as v0
+CONSUMER_GROUP_METADATA = 3
+CONSUMER_GROUP_PARTITION_METADATA = 4
+CONSUMER_GROUP_MEMBER_METADATA = 5
+CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA = 6
+CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER = 7
+CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT = 8
+CONSUMER_GROUP_RECORDS: dict[int, tuple[type[Message], type[Message]]] = {
+    CONSUMER_GROUP_METADATA: (ConsumerGroupMetadataKey, ConsumerGroupMetadataValue),
+    CONSUMER_GROUP_PARTITION_METADATA: (
+        ConsumerGroupPartitionMetadataKey,
+        ConsumerGroupPartitionMetadataValue,
+    ),
+    CONSUMER_GROUP_MEMBER_METADATA: (ConsumerGroupMemberMetadataKey, ConsumerGroupMemberMetadataValue),
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA: (
+        ConsumerGroupTargetAssignmentMetadataKey,
+        ConsumerGroupTargetAssignmentMetadataValue,
+    ),
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER: (
+        ConsumerGroupTargetAssignmentMemberKey,
+        ConsumerGroupTargetAssignmentMemberValue,
+    ),
+    CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT: (
+        ConsumerGroupCurrentMemberAssignmentKey,
+        ConsumerGroupCurrentMemberAssignmentValue,
+    ),
+}
+CONSUMER_GROUP_VALUE_VERSION = 0
+
 
 def _with_version(version: int, msg: Message) -> bytes:
     return _I16.pack(version) + msg.encode(version)
@@ -183,6 +225,16 @@ def group_metadata_value(value: GroupMetadataValue) -> bytes:
     return _with_version(GROUP_METADATA_VALUE_VERSION, value)
 
 
+def consumer_group_record(
+    record_type: int, key: Message, value: Message | None
+) -> tuple[bytes, bytes | None]:
+    """(key bytes, value bytes or None for a tombstone) of a KIP-848 consumer-group record."""
+    return (
+        _with_version(record_type, key),
+        None if value is None else _with_version(CONSUMER_GROUP_VALUE_VERSION, value),
+    )
+
+
 def read_offsets_key(key) -> tuple[int, Message | None]:
     """(record type, OffsetCommitKey or GroupMetadataKey); the message is None for a record
     type this codec does not know (Kafka skips those)."""
@@ -196,12 +248,21 @@ def read_offsets_key(key) -> tuple[int, Message | None]:
         return record_type, _read_message(OffsetCommitKey, kbuf, record_type, "key")
     if record_type == GROUP_METADATA_KEY_VERSION:
         return record_type, _read_message(GroupMetadataKey, kbuf, record_type, "key")
+    classes = CONSUMER_GROUP_RECORDS.get(record_type)
+    if classes is not None:
+        return record_type, _read_message(classes[0], kbuf, record_type, "key")
     return record_type, None
 
 
 def read_offsets_value(record_type: int, value) -> tuple[int, Message]:
-    """(value version, OffsetCommitValue or GroupMetadataValue) of a non-null value."""
-    cls = GroupMetadataValue if record_type == GROUP_METADATA_KEY_VERSION else OffsetCommitValue
+    """(value version, OffsetCommitValue, GroupMetadataValue or a consumer-group value) of a
+    non-null value."""
+    if record_type in CONSUMER_GROUP_RECORDS:
+        cls = CONSUMER_GROUP_RECORDS[record_type][1]
+    elif record_type == GROUP_METADATA_KEY_VERSION:
+        cls = GroupMetadataValue
+    else:
+        cls = OffsetCommitValue
     vbuf = _view(value)
     version = _read_version(vbuf, "value")
     return version, _read_message(cls, vbuf, version, "value")

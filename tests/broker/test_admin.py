@@ -184,3 +184,32 @@ def test_describe_cluster(broker):
         md = c.request(3, 12, G.MetadataRequest(topics=[]))
         assert r.error_code == 0 and r.cluster_id == md.cluster_id and r.controller_id == 1
         assert [(b.broker_id, b.host, b.port) for b in r.brokers] == [(1, "127.0.0.1", broker.port)]
+
+
+def test_excessively_large_partition_requests_are_refused(broker):
+    """Kafka's MAX_PARTITIONS_PER_BATCH (10,000): a CreateTopics asking for more in total fails
+    for every topic with POLICY_VIOLATION, and so does a CreatePartitions adding more; nothing
+    is created (found by the wire fuzz: a flipped bit asked for 2^30 partitions)."""
+    with WireClient(broker.bootstrap) as c:
+        r = create(c, "huge", 10_001)
+        assert r.error_code == ErrorCode.POLICY_VIOLATION
+        assert r.error_message == "Excessively large number of partitions per request."
+        req = G.CreateTopicsRequest(
+            topics=[
+                CreatableTopic(name=n, num_partitions=p, replication_factor=1)
+                for n, p in (("h1", 6000), ("h2", 5000))
+            ],
+            timeout_ms=1000,
+            validate_only=False,
+        )
+        assert [t.error_code for t in c.request(19, 7, req).topics] == [ErrorCode.POLICY_VIOLATION] * 2
+        assert create(c, "fine", 3).error_code == 0
+        cp = G.CreatePartitionsRequest(
+            topics=[CreatePartitionsTopic(name="fine", count=1 << 30, assignments=None)],
+            timeout_ms=1000,
+            validate_only=False,
+        )
+        assert c.request(37, 3, cp).results[0].error_code == ErrorCode.POLICY_VIOLATION
+        md = c.request(3, 12, G.MetadataRequest(topics=None, allow_auto_topic_creation=False))
+        names = {t.name: len(t.partitions) for t in md.topics}
+        assert "huge" not in names and "h1" not in names and names["fine"] == 3

@@ -217,3 +217,22 @@ def test_list_groups_v5_type_filter(c):  # noqa: F811
     assert ("simple-lg5", "classic") in {(g.group_id, g.group_type) for g in groups}
     consumer = c.request(16, 5, G.ListGroupsRequest(types_filter=["consumer"])).groups
     assert "simple-lg5" not in {g.group_id for g in consumer}
+
+
+def test_api_versions_features(broker):
+    """group.version 1 is finalized (KIP-848 served); v3 answers leave out min-version-0
+    supported features (KAFKA-17011)."""
+    with WireClient(broker.bootstrap) as c4:
+        r = c4.api_versions(4)
+        assert [(f.name, f.min_version, f.max_version) for f in r.supported_features] == [
+            ("group.version", 0, 1)
+        ]
+        assert [(f.name, f.min_version_level, f.max_version_level) for f in r.finalized_features] == [
+            ("group.version", 1, 1)
+        ]
+        assert r.finalized_features_epoch == 0
+        keys = {a.api_key: (a.min_version, a.max_version) for a in r.api_keys}
+        assert keys[68] == (0, 1) and keys[69] == (0, 0)
+    with WireClient(broker.bootstrap) as c3:
+        r = c3.api_versions(3)
+        assert r.supported_features == [] and r.finalized_features[0].name == "group.version"

@@ -210,10 +210,11 @@ def test_group_metadata_undecodable_subscription_is_left_as_bytes():
 
 
 def test_unknown_record_type_is_skipped_like_kafka():
-    key, value = decode_offsets_record(bytes.fromhex("0005") + b"\x00\x00", b"\x00\x00", offset=42)
-    assert key == "Unknown record type 5 at offset 42, skipping."
+    # types 3-8 are the KIP-848 consumer-group records (decoded since issue 17); 200 is unknown
+    key, value = decode_offsets_record(bytes.fromhex("00c8") + b"\x00\x00", b"\x00\x00", offset=42)
+    assert key == "Unknown record type 200 at offset 42, skipping."
     assert value is None
-    assert offsets_record_dict(bytes.fromhex("0005"), None) == {"type": 5, "key": None, "value": None}
+    assert offsets_record_dict(bytes.fromhex("00c8"), None) == {"type": 200, "key": None, "value": None}
 
 
 def test_offsets_structured_dict():

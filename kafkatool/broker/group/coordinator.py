@@ -36,6 +36,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from kafkatool.broker.group import persistence as P
+from kafkatool.broker.group.consumer import ConsumerGroupError, ConsumerGroups
 from kafkatool.broker.group.hashing import partition_for
 from kafkatool.broker.group.offsets import MAX_METADATA_BYTES, OffsetAndMetadata, OffsetStore
 from kafkatool.formats.generated import ConsumerProtocolSubscription
@@ -432,6 +433,8 @@ class GroupCoordinator:
         self.started = False
         self._tasks: list[asyncio.Task] = []
         self._num_partitions: int | None = None
+        #: KIP-848 consumer groups (the same group-id namespace as ``groups``)
+        self.consumer = ConsumerGroups(self)
 
     # ------------------------------------------------------------------ configuration
     def _cfg(self, name: str) -> int:
@@ -482,6 +485,7 @@ class GroupCoordinator:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
+        self.consumer.cancel_all()
         for g in self.groups.values():
             self._cancel_timers(g)
             # Kafka's onGroupUnloaded: parked requests learn the coordinator is gone
@@ -558,6 +562,12 @@ class GroupCoordinator:
         )
 
     def _install_loaded_group(self, gid: str, partition: int, loaded: P.LoadedGroup) -> None:
+        if loaded.consumer_records:
+            if (
+                self.consumer.install_loaded(gid, partition, loaded.consumer_records, loaded.offsets)
+                is not None
+            ):
+                return
         group = Group(gid, partition)
         group.offsets = loaded.offsets
         value = loaded.metadata
@@ -880,11 +890,18 @@ class GroupCoordinator:
         ):
             return JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, member_id)
         is_unknown = member_id == ""
+        try:
+            # a non-empty consumer group refuses classic members; an empty one is deleted
+            consumer_offsets = self.consumer.convert_empty_to_classic(group_id)
+        except ConsumerGroupError as exc:
+            return JoinResult(exc.code, member_id)
         group = self.groups.get(group_id)
         if group is None:
             if not is_unknown:
                 return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
             group = self.groups[group_id] = Group(group_id, self.partition_for(group_id))
+            if consumer_offsets is not None:
+                group.offsets = consumer_offsets
         if not self._accept_joining_member(group, member_id):
             group.remove(member_id)
             return JoinResult(ErrorCode.GROUP_MAX_SIZE_REACHED, "")
@@ -1287,14 +1304,24 @@ class GroupCoordinator:
         group_instance_id: str | None,
         generation_id: int,
         offsets: dict[tuple[str, int], OffsetAndMetadata],
+        api_version: int = 8,
     ) -> dict[tuple[str, int], int]:
         err = self._validate_status(group_id, allow_empty=True)
         if err is not None:
             return dict.fromkeys(offsets, err)
+        cg = self.consumer.groups.get(group_id)
+        if cg is not None:
+            # ConsumerGroup.validateOffsetCommit: member epochs (OffsetCommit v9+)
+            err = cg.validate_offset_commit(member_id, generation_id, api_version)
+            if err is not None:
+                return dict.fromkeys(offsets, err)
+            return self._store_offsets(cg, offsets)
         group = self.groups.get(group_id)
         if group is None:
             if generation_id >= 0:
-                return dict.fromkeys(offsets, ErrorCode.ILLEGAL_GENERATION)
+                # v9+ (KIP-848): an unknown group is GROUP_ID_NOT_FOUND
+                code = ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 9 else ErrorCode.ILLEGAL_GENERATION
+                return dict.fromkeys(offsets, code)
             log.info("creating simple consumer group %s via manual offset commit", group_id)
             group = self.groups[group_id] = Group(group_id, self.partition_for(group_id))
         err = self._validate_offset_commit(group, generation_id, member_id, group_instance_id)
@@ -1358,12 +1385,23 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------------ OffsetFetch
     def handle_offset_fetch(
-        self, group_id: str, partitions: list[tuple[str, int]] | None, require_stable: bool
+        self,
+        group_id: str,
+        partitions: list[tuple[str, int]] | None,
+        require_stable: bool,
+        member_id: str | None = None,
+        member_epoch: int = -1,
     ) -> tuple[int, list[tuple[tuple[str, int], OffsetAndMetadata | None, int]]]:
         err = self._validate_status(group_id, allow_empty=True)
         if err is not None:
             return err, []
-        group = self.groups.get(group_id)
+        group = self.consumer.groups.get(group_id)
+        if group is not None:
+            err = group.validate_offset_fetch(member_id, member_epoch)
+            if err is not None:
+                return err, []
+        else:
+            group = self.groups.get(group_id)
         if group is None or group.state is DEAD:
             return ErrorCode.NONE, [(tp, None, ErrorCode.NONE) for tp in partitions or []]
         tps = partitions if partitions is not None else list(group.offsets.offsets)
@@ -1397,6 +1435,10 @@ class GroupCoordinator:
             if wanted is not None and g.state.value.lower() not in wanted:
                 continue
             out.append((g.group_id, g.protocol_type or "", g.state.value, CLASSIC_GROUP_TYPE))
+        for cg in self.consumer.groups.values():
+            if wanted is not None and cg.state.lower() not in wanted:
+                continue
+            out.append((cg.group_id, cg.protocol_type, cg.state, CONSUMER_GROUP_TYPE))
         return (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.loading else ErrorCode.NONE), out
 
     def handle_delete_groups(self, group_ids: list[str]) -> dict[str, int]:
@@ -1405,6 +1447,10 @@ class GroupCoordinator:
             err = self._validate_status(gid, allow_empty=True)
             if err is not None:
                 out[gid] = err
+                continue
+            cg = self.consumer.groups.get(gid)
+            if cg is not None:
+                out[gid] = self.consumer.delete(cg)
                 continue
             group = self.groups.get(gid)
             if group is None or group.state is DEAD:
@@ -1421,6 +1467,9 @@ class GroupCoordinator:
         err = self._validate_status(group_id, allow_empty=True)
         if err is not None:
             return err, {}
+        cg = self.consumer.groups.get(group_id)
+        if cg is not None:
+            return self._consumer_offset_delete(cg, partitions)
         group = self.groups.get(group_id)
         if group is None or group.state is DEAD:
             return ErrorCode.GROUP_ID_NOT_FOUND, {}
@@ -1440,6 +1489,32 @@ class GroupCoordinator:
             code = self._cleanup_group(group, eligible)
             for tp in eligible:
                 result[tp] = code
+        return ErrorCode.NONE, result
+
+    def _consumer_offset_delete(self, cg, partitions: list[tuple[str, int]]) -> tuple[int, dict]:
+        """OffsetDelete on a consumer group: the offsets of topics its members subscribe to stay
+        (GROUP_SUBSCRIBED_TO_TOPIC) while it has members; the others are deleted."""
+        result: dict[tuple[str, int], int] = {}
+        subscribed = set(cg.subscription_metadata) if cg.members else set()
+        records = []
+        for tp in partitions:
+            if tp[0] in subscribed:
+                result[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+                continue
+            result[tp] = ErrorCode.NONE
+            if cg.offsets.get(tp) is not None:
+                records.append((P.offset_commit_key(cg.group_id, tp[0], tp[1]), None))
+        if records:
+            try:
+                self._append(cg, records)
+            except (LookupError, OSError, RecordTooLargeError) as exc:
+                log.warning("failed to write tombstones for group %s: %s", cg.group_id, exc)
+                return ErrorCode.NONE, dict.fromkeys(
+                    [tp for tp in partitions if result[tp] == ErrorCode.NONE],
+                    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                ) | {tp: e for tp, e in result.items() if e}
+            for key_tp in [tp for tp in partitions if result[tp] == ErrorCode.NONE]:
+                cg.offsets.remove(key_tp)
         return ErrorCode.NONE, result
 
     def _cleanup_group(self, group: Group, partitions: list[tuple[str, int]]) -> int:

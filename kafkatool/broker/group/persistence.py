@@ -89,6 +89,8 @@ class LoadedGroup:
     #: the offset of that record (0 when none)
     metadata_offset: int = -1
     offsets: OffsetStore = field(default_factory=OffsetStore)
+    #: KIP-848 consumer-group records in log order: (record type, key, value or None)
+    consumer_records: list = field(default_factory=list)
 
 
 class PartitionLoader:
@@ -160,8 +162,15 @@ class PartitionLoader:
             g = self._group(key.group)
             g.metadata = None if rec.value is None else IT.read_offsets_value(record_type, rec.value)[1]
             g.metadata_offset = rec.offset
-        # other record types (KIP-848 consumer groups, share groups) are not ours: skipped as Kafka does
+        elif record_type in IT.CONSUMER_GROUP_RECORDS:
+            value = None if rec.value is None else IT.read_offsets_value(record_type, rec.value)[1]
+            self._group(key.group_id).consumer_records.append((record_type, key, value))
+        # other record types (share groups) are not ours: skipped as Kafka does
 
     def result(self) -> dict[str, LoadedGroup]:
         """Groups with metadata or offsets (a group deleted by tombstones and without offsets is gone)."""
-        return {gid: g for gid, g in self.groups.items() if g.metadata is not None or len(g.offsets)}
+        return {
+            gid: g
+            for gid, g in self.groups.items()
+            if g.metadata is not None or len(g.offsets) or g.consumer_records
+        }

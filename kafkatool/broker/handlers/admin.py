@@ -134,12 +134,44 @@ def _create_one(broker, ct, version: int, validate_only: bool) -> CreatableTopic
     return r
 
 
+#: Kafka's ReplicationControlManager.MAX_PARTITIONS_PER_BATCH: one request may not create more
+#: partitions than this (a CreateTopics or CreatePartitions asking for millions would stall the
+#: broker creating directories)
+MAX_PARTITIONS_PER_BATCH = 10_000
+EXCESSIVE_PARTITIONS = "Excessively large number of partitions per request."
+
+
+def _requested_partitions(broker, topics) -> int:
+    total = 0
+    for ct in topics:
+        if ct.assignments:
+            total += len(ct.assignments)
+        elif ct.num_partitions == -1:
+            total += broker.config.int("num.partitions")
+        elif ct.num_partitions > 0:
+            total += ct.num_partitions
+    return total
+
+
 def handle_create_topics(ctx, req):
     broker = ctx.broker
     v = ctx.version
     validate_only = v >= 1 and req.validate_only
     results = []
     names = [ct.name for ct in req.topics]
+    if _requested_partitions(broker, req.topics) > MAX_PARTITIONS_PER_BATCH:
+        # every topic of the request fails, as Kafka's validateTotalNumberOfPartitions does
+        for ct in req.topics:
+            results.append(
+                CreatableTopicResult(
+                    name=ct.name,
+                    error_code=ErrorCode.POLICY_VIOLATION,
+                    error_message=EXCESSIVE_PARTITIONS,
+                    num_partitions=-1,
+                    replication_factor=-1,
+                )
+            )
+        return CreateTopicsResponse(throttle_time_ms=0, topics=results)
     for ct in req.topics:
         if names.count(ct.name) > 1:
             results.append(
@@ -207,6 +239,9 @@ def handle_create_partitions(ctx, req):
         if rt.count <= t.partitions:
             r.error_code = ErrorCode.INVALID_PARTITIONS
             r.error_message = f"Topic currently has {t.partitions} partitions, which is higher than or equal to the requested {rt.count}."
+            continue
+        if rt.count - t.partitions > MAX_PARTITIONS_PER_BATCH:
+            r.error_code, r.error_message = ErrorCode.POLICY_VIOLATION, EXCESSIVE_PARTITIONS
             continue
         if rt.assignments is not None:
             if len(rt.assignments) != rt.count - t.partitions or any(

@@ -19,6 +19,8 @@ from kafkatool.broker.group.coordinator import group_coordinator as coordinator
 from kafkatool.broker.group.offsets import NO_LEADER_EPOCH, NO_OFFSET, OffsetAndMetadata
 from kafkatool.protocol.errors import ErrorCode
 from kafkatool.protocol.generated import (
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatResponse,
     DeleteGroupsResponse,
     DescribeGroupsResponse,
     FindCoordinatorResponse,
@@ -30,6 +32,16 @@ from kafkatool.protocol.generated import (
     OffsetDeleteResponse,
     OffsetFetchResponse,
     SyncGroupResponse,
+)
+from kafkatool.protocol.generated.consumer_group_describe_response import Assignment as CgAssignment
+from kafkatool.protocol.generated.consumer_group_describe_response import DescribedGroup as CgDescribedGroup
+from kafkatool.protocol.generated.consumer_group_describe_response import Member as CgMember
+from kafkatool.protocol.generated.consumer_group_describe_response import (
+    TopicPartitions as CgTopicPartitions,
+)
+from kafkatool.protocol.generated.consumer_group_heartbeat_response import Assignment as HeartbeatAssignment
+from kafkatool.protocol.generated.consumer_group_heartbeat_response import (
+    TopicPartitions as HeartbeatTopicPartitions,
 )
 from kafkatool.protocol.generated.delete_groups_response import DeletableGroupResult
 from kafkatool.protocol.generated.describe_groups_response import DescribedGroup, DescribedGroupMember
@@ -63,12 +75,17 @@ VERSIONS = {
     # LeaveGroup v5 adds a reason per member
     "leave_group": (13, 0, 5),
     "sync_group": (14, 0, 5),
-    "offset_commit": (8, 0, 8),
-    "offset_fetch": (9, 0, 8),
+    # v9 (KIP-848): member epochs for consumer groups
+    "offset_commit": (8, 0, 9),
+    "offset_fetch": (9, 0, 9),
     "describe_groups": (15, 0, 5),
     "list_groups": (16, 0, 5),
     "delete_groups": (42, 0, 2),
     "offset_delete": (47, 0, 0),
+    # KIP-848; ConsumerGroupHeartbeat v1 adds SubscribedTopicRegex (stable in Kafka 4.0 with this
+    # layout; the schema snapshot predates that and still marks it unstable)
+    "consumer_group_heartbeat": (68, 0, 1),
+    "consumer_group_describe": (69, 0, 0),
 }
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
@@ -296,6 +313,7 @@ def handle_offset_commit(ctx, req):
                 group_instance_id=req.group_instance_id if v >= 7 else None,
                 generation_id=req.generation_id_or_member_epoch if v >= 1 else -1,
                 offsets=offsets,
+                api_version=v,
             )
         )
     topics: dict[str, list] = {}
@@ -309,13 +327,15 @@ def handle_offset_commit(ctx, req):
     )
 
 
-def _fetch_one(gc: GroupCoordinator, group_id: str, topics, require_stable: bool):
+def _fetch_one(
+    gc: GroupCoordinator, group_id: str, topics, require_stable: bool, member_id=None, member_epoch=-1
+):
     """(error, {topic: [(partition, om|None, error)]}) in request order (or sorted for 'all')."""
     if topics is None:
         wanted = None
     else:
         wanted = [(t.name, p) for t in topics for p in (t.partition_indexes or [])]
-    err, rows = gc.handle_offset_fetch(group_id, wanted, require_stable)
+    err, rows = gc.handle_offset_fetch(group_id, wanted, require_stable, member_id, member_epoch)
     if wanted is None:
         rows.sort(key=lambda r: r[0])
     by_topic: dict[str, list] = {}
@@ -331,7 +351,12 @@ def handle_offset_fetch(ctx, req):
     if v >= 8:
         groups = []
         for g in req.groups or []:
-            err, _, by_topic = _fetch_one(gc, g.group_id, g.topics, require_stable)
+            if v >= 9:
+                err, _, by_topic = _fetch_one(
+                    gc, g.group_id, g.topics, require_stable, g.member_id, g.member_epoch
+                )
+            else:
+                err, _, by_topic = _fetch_one(gc, g.group_id, g.topics, require_stable)
             groups.append(
                 OffsetFetchResponseGroup(
                     group_id=g.group_id,
@@ -472,7 +497,104 @@ def handle_offset_delete(ctx, req):
     )
 
 
+# ---------------------------------------------------------------------------- KIP-848
+
+
+def handle_consumer_group_heartbeat(ctx, req):
+    gc = coordinator(ctx.broker)
+    err = gc._validate_status(req.group_id or None, allow_empty=False) if req.group_id else None
+    if err is not None:
+        return ConsumerGroupHeartbeatResponse(throttle_time_ms=0, error_code=err, error_message=None)
+    if not gc.started:
+        gc.start()
+    r = gc.consumer.handle_heartbeat(req, ctx.version, _client_id(ctx), _client_host(ctx))
+    if r["error_code"]:
+        return ConsumerGroupHeartbeatResponse(
+            throttle_time_ms=0,
+            error_code=r["error_code"],
+            error_message=r.get("error_message"),
+            member_id=None,
+        )
+    a = r.get("assignment")
+    return ConsumerGroupHeartbeatResponse(
+        throttle_time_ms=0,
+        error_code=0,
+        error_message=None,
+        member_id=r["member_id"],
+        member_epoch=r["member_epoch"],
+        heartbeat_interval_ms=r.get("heartbeat_interval_ms", 0),
+        assignment=None
+        if a is None
+        else HeartbeatAssignment(
+            topic_partitions=[
+                HeartbeatTopicPartitions(topic_id=t, partitions=sorted(ps)) for t, ps in sorted(a.items())
+            ]
+        ),
+    )
+
+
+def handle_consumer_group_describe(ctx, req):
+    gc = coordinator(ctx.broker)
+    include_ops = bool(req.include_authorized_operations)
+    out = []
+    for gid in req.group_ids or []:
+        err = gc._validate_status(gid, allow_empty=True)
+        if err is not None:
+            out.append(CgDescribedGroup(group_id=gid, error_code=err, error_message=None))
+            continue
+        d = gc.consumer.describe(gid)
+        if d["error_code"]:
+            out.append(
+                CgDescribedGroup(
+                    group_id=gid,
+                    error_code=d["error_code"],
+                    error_message=f"Group {gid} not found."
+                    if gid not in gc.groups
+                    else f"Group {gid} is not a consumer group.",
+                )
+            )
+            continue
+
+        def assignment(parts):
+            return CgAssignment(
+                topic_partitions=[
+                    CgTopicPartitions(topic_id=t, topic_name=n, partitions=ps) for t, n, ps in parts
+                ]
+            )
+
+        out.append(
+            CgDescribedGroup(
+                error_code=0,
+                error_message=None,
+                group_id=gid,
+                group_state=d["group_state"],
+                group_epoch=d["group_epoch"],
+                assignment_epoch=d["assignment_epoch"],
+                assignor_name=d["assignor_name"],
+                members=[
+                    CgMember(
+                        member_id=m["member_id"],
+                        instance_id=m["instance_id"],
+                        rack_id=m["rack_id"],
+                        member_epoch=m["member_epoch"],
+                        client_id=m["client_id"],
+                        client_host=m["client_host"],
+                        subscribed_topic_names=m["subscribed_topic_names"],
+                        subscribed_topic_regex=m["subscribed_topic_regex"],
+                        assignment=assignment(m["assignment"]),
+                        target_assignment=assignment(m["target_assignment"]),
+                    )
+                    for m in d["members"]
+                ],
+                authorized_operations=GROUP_AUTHORIZED_OPS if include_ops else AUTHORIZED_OPS_OMITTED,
+            )
+        )
+    return ConsumerGroupDescribeResponse(throttle_time_ms=0, groups=out)
+
+
 _HANDLERS = {
+    "consumer_group_heartbeat": handle_consumer_group_heartbeat,
+    "consumer_group_describe": handle_consumer_group_describe,
     "find_coordinator": handle_find_coordinator,
     "join_group": handle_join_group,
     "heartbeat": handle_heartbeat,

@@ -14,6 +14,10 @@ def check_transactional_produce(broker, tp: tuple[str, int], batch):
     if batch.is_transactional:
         from kafkatool.broker.txn.coordinator import txn_coordinator
 
+        if not broker.config.bool("transaction.partition.verification.enable"):
+            # KIP-890's verification off: the log's producer state (epochs, sequences) decides
+            return None
+
         return txn_coordinator(broker).check_transactional_produce(
             tp, batch.producer_id, batch.producer_epoch
         )

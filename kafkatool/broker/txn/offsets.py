@@ -49,10 +49,18 @@ def txn_commit_offsets(
     err = gc._validate_status(group_id, allow_empty=False)
     if err is not None:
         return dict.fromkeys(offsets, err)
-    group = gc.groups.get(group_id)
-    if group is None:
-        group = gc.groups[group_id] = Group(group_id, gc.partition_for(group_id), EMPTY)
-    err = _validate(group, generation_id, member_id, instance_id)
+    group = gc.consumer.groups.get(group_id)
+    if group is not None:
+        # ConsumerGroup.validateOffsetCommit(isTransactional=true): any member epoch check fails
+        # as ILLEGAL_GENERATION, the code TxnOffsetCommit clients know
+        err = group.validate_offset_commit(member_id, generation_id, 9)
+        if err == ErrorCode.STALE_MEMBER_EPOCH:
+            err = ErrorCode.ILLEGAL_GENERATION
+    else:
+        group = gc.groups.get(group_id)
+        if group is None:
+            group = gc.groups[group_id] = Group(group_id, gc.partition_for(group_id), EMPTY)
+        err = _validate(group, generation_id, member_id, instance_id)
     if err is not None:
         return dict.fromkeys(offsets, err)
     max_meta = gc._cfg("offset.metadata.max.bytes")
@@ -121,13 +129,13 @@ def complete_txn_offsets(
         for msg in loader.skipped:
             log.warning("%s-%d: skipped an undecodable record at %s", P.OFFSETS_TOPIC, partition, msg)
         loaded = loader.groups
-    for g in gc.groups.values():
+    for g in [*gc.groups.values(), *gc.consumer.groups.values()]:
         if g.partition == partition:
             g.offsets.complete_txn(producer_id, False)
     for gid, lgroup in loaded.items():
         if not lgroup.offsets.offsets:
             continue
-        group = gc.groups.get(gid)
+        group = gc.consumer.groups.get(gid) or gc.groups.get(gid)
         if group is None:
             group = gc.groups[gid] = Group(gid, partition, EMPTY)
         for tp, om in lgroup.offsets.offsets.items():

@@ -7,6 +7,34 @@ from kafkatool.formats.generated.begin_transaction_record import BeginTransactio
 from kafkatool.formats.generated.broker_registration_change_record import BrokerRegistrationChangeRecord
 from kafkatool.formats.generated.client_quota_record import ClientQuotaRecord
 from kafkatool.formats.generated.config_record import ConfigRecord
+from kafkatool.formats.generated.consumer_group_current_member_assignment_key import (
+    ConsumerGroupCurrentMemberAssignmentKey,
+)
+from kafkatool.formats.generated.consumer_group_current_member_assignment_value import (
+    ConsumerGroupCurrentMemberAssignmentValue,
+)
+from kafkatool.formats.generated.consumer_group_member_metadata_key import ConsumerGroupMemberMetadataKey
+from kafkatool.formats.generated.consumer_group_member_metadata_value import ConsumerGroupMemberMetadataValue
+from kafkatool.formats.generated.consumer_group_metadata_key import ConsumerGroupMetadataKey
+from kafkatool.formats.generated.consumer_group_metadata_value import ConsumerGroupMetadataValue
+from kafkatool.formats.generated.consumer_group_partition_metadata_key import (
+    ConsumerGroupPartitionMetadataKey,
+)
+from kafkatool.formats.generated.consumer_group_partition_metadata_value import (
+    ConsumerGroupPartitionMetadataValue,
+)
+from kafkatool.formats.generated.consumer_group_target_assignment_member_key import (
+    ConsumerGroupTargetAssignmentMemberKey,
+)
+from kafkatool.formats.generated.consumer_group_target_assignment_member_value import (
+    ConsumerGroupTargetAssignmentMemberValue,
+)
+from kafkatool.formats.generated.consumer_group_target_assignment_metadata_key import (
+    ConsumerGroupTargetAssignmentMetadataKey,
+)
+from kafkatool.formats.generated.consumer_group_target_assignment_metadata_value import (
+    ConsumerGroupTargetAssignmentMetadataValue,
+)
 from kafkatool.formats.generated.consumer_protocol_assignment import ConsumerProtocolAssignment
 from kafkatool.formats.generated.consumer_protocol_subscription import ConsumerProtocolSubscription
 from kafkatool.formats.generated.default_principal_data import DefaultPrincipalData
@@ -78,6 +106,18 @@ __all__ = [
     "BrokerRegistrationChangeRecord",
     "ClientQuotaRecord",
     "ConfigRecord",
+    "ConsumerGroupCurrentMemberAssignmentKey",
+    "ConsumerGroupCurrentMemberAssignmentValue",
+    "ConsumerGroupMemberMetadataKey",
+    "ConsumerGroupMemberMetadataValue",
+    "ConsumerGroupMetadataKey",
+    "ConsumerGroupMetadataValue",
+    "ConsumerGroupPartitionMetadataKey",
+    "ConsumerGroupPartitionMetadataValue",
+    "ConsumerGroupTargetAssignmentMemberKey",
+    "ConsumerGroupTargetAssignmentMemberValue",
+    "ConsumerGroupTargetAssignmentMetadataKey",
+    "ConsumerGroupTargetAssignmentMetadataValue",
     "ConsumerProtocolAssignment",
     "ConsumerProtocolSubscription",
     "DefaultPrincipalData",
