@@ -27,6 +27,7 @@ COMMAND_MODULES = [
     "zk",
     "reassign",
     "fleet",
+    "users",
 ]
 
 app = typer.Typer(

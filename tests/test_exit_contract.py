@@ -139,6 +139,7 @@ ONLINE = {
     "zk ls": ["zk", "ls", "/", *UNREACHABLE_ZK],
     "zk check": ["zk", "check", *UNREACHABLE_ZK],
     "reassign list": ["reassign", "list", "--bootstrap-server", "127.0.0.1:1"],
+    "users describe": ["users", "describe", "--bootstrap-server", "127.0.0.1:1"],
 }
 
 

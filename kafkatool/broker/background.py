@@ -13,8 +13,11 @@ log's own lock (``Log.lock``) orders these threads against the event loop's appe
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import logging
 import multiprocessing
+import os
+import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -26,6 +29,21 @@ log = logging.getLogger("kafkatool.broker.background")
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Worker-process initializer: the kernel kills this process when the broker dies
+    (``kill -9`` included), so no orphan goes on writing ``.cleaned`` files into a log dir a
+    restarted broker now owns, nor prints a broken-pipe traceback into its log."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the parent's shutdown still terminates us
+        pass
+    if os.getppid() != parent_pid:  # the broker died before the line above took effect
+        os._exit(1)
 
 
 class WorkersStopped(KafkatoolError):
@@ -67,7 +85,9 @@ class Workers:
                 raise WorkersStopped()
             if self._pool is None:
                 # spawn, not fork: this process has threads, a forked child could inherit held locks
-                self._pool = multiprocessing.get_context("spawn").Pool(self.cleaner_processes)
+                self._pool = multiprocessing.get_context("spawn").Pool(
+                    self.cleaner_processes, initializer=die_with_parent, initargs=(os.getpid(),)
+                )
             pending = self._pool.apply_async(fn, kwds=kwargs)
         while True:
             try:
@@ -76,9 +96,15 @@ class Workers:
                 if self._stopping.is_set():
                     raise WorkersStopped() from None
 
+    def wait_stopped(self) -> None:
+        """Return once a stop in progress has killed the worker process (its files are then
+        safe to remove)."""
+        with self._pool_lock:
+            pass
+
     def shutdown(self) -> None:
-        """Stop: kill the worker process (a round in progress leaves ``.cleaned`` files the
-        next start-up's loader deletes), let the threads finish their current job."""
+        """Stop: kill the worker process (the cleaner thread then removes the ``.cleaned`` files
+        of the round it ran), let the threads finish their current job."""
         self._stopping.set()
         with self._pool_lock:
             if self._pool is not None:

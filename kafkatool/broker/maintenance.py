@@ -96,9 +96,11 @@ class CleanerState:
         one round in the worker process, swap the ``.cleaned`` segments in under the log's
         lock.  Returns None when no log was due, else (tp, dirty ratio, new checkpoint or
         None when a swap was voided, seconds)."""
+        from kafkatool.broker.background import WorkersStopped
         from kafkatool.log.cleaner import (
             clean_round_files,
             cleanable_offsets,
+            discard_cleaned_files,
             inactive_segments_below,
             install_cleaned,
         )
@@ -127,18 +129,27 @@ class CleanerState:
             }
             log_start = lg.log_start_offset
         map_bytes = cfg.int("log.cleaner.dedupe.buffer.size") // max(cfg.int("log.cleaner.threads"), 1)
-        rnd, groups = self.broker.workers.run_in_process(
-            clean_round_files,
-            dir=str(lg.dir),
-            config=lg.config,
-            log_start_offset=log_start,
-            first_dirty=rng.first_dirty,
-            first_uncleanable=rng.first_uncleanable,
-            last_records=last_records,
-            now_ms=now,
-            map_bytes=max(map_bytes, BYTES_PER_ENTRY),
-            load_factor=float(cfg.get("log.cleaner.io.buffer.load.factor")),
-        )
+        run = self.broker.workers.run_in_process
+        try:
+            rnd, groups = run(
+                clean_round_files,
+                dir=str(lg.dir),
+                config=lg.config,
+                log_start_offset=log_start,
+                first_dirty=rng.first_dirty,
+                first_uncleanable=rng.first_uncleanable,
+                last_records=last_records,
+                now_ms=now,
+                map_bytes=max(map_bytes, BYTES_PER_ENTRY),
+                load_factor=float(cfg.get("log.cleaner.io.buffer.load.factor")),
+            )
+        except WorkersStopped:
+            # the broker stops mid-round and kills the worker process, which cannot remove
+            # what it wrote; Kafka deletes an aborted round's .cleaned files
+            # (LogCleaningAbortedException), so a clean shutdown leaves none
+            self.broker.workers.wait_stopped()
+            discard_cleaned_files(lg.dir)
+            raise
         installed = all([install_cleaned(lg, g, before) for g in groups])
         return tp, rng.dirty_ratio, (rnd.end_offset if installed else None), time.monotonic() - t0
 

@@ -925,6 +925,17 @@ def clean_round_files(
     return rnd, groups
 
 
+def discard_cleaned_files(dir: str | os.PathLike) -> list[Path]:
+    """Remove the ``.cleaned`` files of an aborted cleaning round in a partition dir (only the
+    cleaner writes them, and a live log never holds one outside a swap)."""
+    gone = []
+    for name in sorted(os.listdir(dir)):
+        if name.endswith(CLEANED_SUFFIX):
+            fileops.delete(Path(dir) / name)
+            gone.append(Path(dir) / name)
+    return gone
+
+
 def inactive_segments_below(log: Log, offset: int) -> dict[int, tuple[Segment, int]]:
     """base offset -> (segment, size) of the log's segments below ``offset``, taken when a
     worker's round starts; :func:`install_cleaned` swaps only over exactly these."""

@@ -11,7 +11,11 @@ password): the broker keeps StoredKey/ServerKey from it, as Kafka does.
 
 from __future__ import annotations
 
+import os
+import re
+
 from kafkatool.broker.security import scram
+from kafkatool.errors import KafkatoolError
 
 DESCRIBE = 50
 ALTER = 51
@@ -151,3 +155,119 @@ def handle_alter(ctx, req):
 def register(router) -> None:
     router.register(DESCRIBE, 0, 0, handle_describe)
     router.register(ALTER, 0, 0, handle_alter)
+
+
+# ---------------------------------------------------------------- the `kafkatool users` side
+
+_SCRAM_ENTRY = re.compile(r"\s*(SCRAM-SHA-(?:256|512))\s*=\s*\[([^\]]*)\]\s*")
+
+
+class UsersError(KafkatoolError):
+    """A credential change or lookup that cannot be made (one line, exit 2)."""
+
+
+def parse_add_config(text: str) -> list[tuple[str, str, int]]:
+    """kafka-configs.sh's ``--add-config 'SCRAM-SHA-256=[iterations=8192,password=s],SCRAM-SHA-512=[password=s]'``
+    -> [(mechanism, password, iterations)]; iterations default to 4096 as Kafka's tool does."""
+    out = []
+    pos = 0
+    text = text.strip()
+    while pos < len(text):
+        m = _SCRAM_ENTRY.match(text, pos)
+        if m is None:
+            raise UsersError(
+                f"--add-config: expected SCRAM-SHA-256=[...] or SCRAM-SHA-512=[...] at {text[pos:]!r}"
+            )
+        fields = {}
+        for item in filter(None, (x.strip() for x in m.group(2).split(","))):
+            k, sep, v = item.partition("=")
+            if not sep:
+                raise UsersError(f"--add-config: {item!r} is not key=value")
+            fields[k.strip()] = v
+        if "password" not in fields:
+            raise UsersError(f"--add-config: {m.group(1)} needs password=...")
+        try:
+            iterations = int(fields.get("iterations", scram.MECHANISMS[m.group(1)][1]))
+        except ValueError:
+            raise UsersError(
+                f"--add-config: iterations must be a number, not {fields['iterations']!r}"
+            ) from None
+        out.append((m.group(1), fields["password"], iterations))
+        pos = m.end()
+        if pos < len(text):
+            if text[pos] != ",":
+                raise UsersError(f"--add-config: expected ',' at {text[pos:]!r}")
+            pos += 1
+    return out
+
+
+def parse_delete_config(text: str) -> list[str]:
+    mechs = [x.strip() for x in text.split(",") if x.strip()]
+    for m in mechs:
+        if m not in scram.CODE_OF:
+            raise UsersError(
+                f"--delete-config: unknown SCRAM mechanism {m!r} (SCRAM-SHA-256 or SCRAM-SHA-512)"
+            )
+    return mechs
+
+
+def _salted(mech: str, password: str, iterations: int) -> tuple[bytes, bytes]:
+    salt = os.urandom(32)
+    return salt, scram.salted_password(mech, password, salt, iterations)
+
+
+def describe_live(admin, users: list[str] | None) -> list[tuple[str, int, str | None, list[tuple[int, int]]]]:
+    """DescribeUserScramCredentials through a cluster (the same tuples as :func:`describe`)."""
+    from kafkatool.protocol.generated import DescribeUserScramCredentialsRequest
+    from kafkatool.protocol.generated.describe_user_scram_credentials_request import UserName
+
+    req = DescribeUserScramCredentialsRequest(
+        users=None if users is None else [UserName(name=u) for u in users]
+    )
+    resp = admin.request(DESCRIBE, req)
+    if resp.error_code:
+        raise UsersError(f"DescribeUserScramCredentials: error {resp.error_code}: {resp.error_message}")
+    return [
+        (r.user, r.error_code, r.error_message, [(c.mechanism, c.iterations) for c in r.credential_infos])
+        for r in resp.results
+    ]
+
+
+def alter_live(
+    admin, user: str, add: list[tuple[str, str, int]], delete: list[str]
+) -> list[tuple[str, int, str | None]]:
+    """AlterUserScramCredentials through a cluster: the password is salted here, as Kafka's
+    admin client does; only the salted password travels."""
+    from kafkatool.protocol.generated import AlterUserScramCredentialsRequest
+    from kafkatool.protocol.generated.alter_user_scram_credentials_request import (
+        ScramCredentialDeletion,
+        ScramCredentialUpsertion,
+    )
+
+    ups = []
+    for mech, password, iterations in add:
+        salt, salted = _salted(mech, password, iterations)
+        ups.append(
+            ScramCredentialUpsertion(
+                name=user,
+                mechanism=scram.CODE_OF[mech],
+                iterations=iterations,
+                salt=salt,
+                salted_password=salted,
+            )
+        )
+    dels = [ScramCredentialDeletion(name=user, mechanism=scram.CODE_OF[m]) for m in delete]
+    resp = admin.request(ALTER, AlterUserScramCredentialsRequest(deletions=dels, upsertions=ups))
+    return [(r.user, r.error_code, r.error_message) for r in resp.results]
+
+
+def alter_offline(
+    store, user: str, add: list[tuple[str, str, int]], delete: list[str]
+) -> list[tuple[str, int, str | None]]:
+    """The same change on the embedded metadata of a stopped broker's log dir (the store is
+    saved when ``store.writable``), by the broker's own rules (:func:`alter`)."""
+    ups = []
+    for mech, password, iterations in add:
+        salt, salted = _salted(mech, password, iterations)
+        ups.append((user, scram.CODE_OF[mech], iterations, salt, salted))
+    return alter(store, [(user, scram.CODE_OF[m]) for m in delete], ups)
