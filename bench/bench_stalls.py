@@ -10,7 +10,8 @@ One ``kafkatool serve``; the run:
 3. background window: ``cmp`` is made due (min.cleanable.dirty.ratio 0.01) and ``ret``
    gets retention.ms=1, so the cleaner compacts the whole partition while retention
    deletes every segment of the other one; the same probes run until both finished
-   (the broker's "log cleaned" and "retention deleted" lines) or ``--max-seconds``.
+   (the broker's "log cleaned" and "retention deleted" lines, and the ``.deleted``
+   files gone after ``file.delete.delay.ms`` = 1 s) or ``--max-seconds``.
 
 The table prints p50/p99/p99.9/max produce latency and fetch delay for both windows
 against the issue's targets (p99 <= 5 ms, p99.9 <= 20 ms, fetch delay <= 20 ms), and the
@@ -79,6 +80,9 @@ def start_serve(workdir: Path) -> tuple[subprocess.Popen, int, Path]:
             "log.cleaner.backoff.ms=200",
             "-o",
             "log.roll.jitter.ms=0",
+            "-o",
+            # the unlinks of retention's .deleted files fall inside the measured window
+            "log.segment.delete.delay.ms=1000",
         ],
         cwd=BB.REPO,
         stdout=open(log_path, "wb"),
@@ -280,7 +284,12 @@ def main() -> None:
                 alter(c, "ret", "retention.ms", "1")
             while time.monotonic() - t0 < args.max_seconds:
                 text = log_path.read_text(errors="replace")
-                if "log cleaned topic=cmp" in text and "retention deleted topic=ret" in text:
+                ret_dir = work / "data" / "ret-0"
+                if (
+                    "log cleaned topic=cmp" in text
+                    and "retention deleted topic=ret" in text
+                    and not any(p.name.endswith(".deleted") for p in ret_dir.iterdir())
+                ):
                     return
                 time.sleep(0.2)
 

@@ -209,6 +209,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _d("offsets.topic.segment.bytes", INT, 104857600),
         _d("producer.id.expiration.ms", INT, 86400000),
         _d("transaction.max.timeout.ms", INT, 900000),
+        _d("log.message.format.version", STRING, "3.0-IV1", "Deprecated; ignored for message format v2."),
         _d(
             "transaction.partition.verification.enable",
             BOOLEAN,

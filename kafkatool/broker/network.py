@@ -6,7 +6,17 @@ the router, which answers at once (bytes), later (a future: long-poll fetch,
 waits) or never (acks=0).  Answers are queued in request order and a writer
 task sends them in that order, so a parked fetch holds back the responses
 behind it exactly as Kafka's one-request-in-flight channel does, while the
-reader keeps pipelining.  Segment bytes of fetch responses go out with
+reader keeps pipelining.
+
+Reading (:class:`FrameProtocol`, a buffered protocol the connection's transport is
+switched to): the kernel copies request bytes with ``recv_into`` straight into their
+final buffer; a frame too large for the connection's receive area gets a buffer of
+its own, sized from its length prefix, and is received in place, so a produce
+request's records go from the socket to the segment's ``pwrite`` with no copy in
+between (the log writes offsets into that very buffer).  Smaller frames are cut out
+of the receive area (one copy, many frames per ``recv_into``).
+
+Segment bytes of fetch responses go out with
 ``loop.sendfile`` (``os.sendfile`` underneath) when they are large, except on
 TLS connections, where the bytes must be encrypted in user space and are written
 from a buffer.
@@ -26,6 +36,12 @@ log = logging.getLogger("kafkatool.broker.network")
 
 #: stop reading a connection while this many responses wait to be written
 MAX_QUEUED_RESPONSES = 256
+#: the per-connection receive area (headers and small frames, many per recv_into)
+RECEIVE_AREA = 64 * 1024
+#: a frame at least this large that does not fit the receive area is received in place
+OWN_BUFFER_MIN = 16 * 1024
+#: stop reading the socket while this many received frames wait for the router
+MAX_QUEUED_FRAMES = 64
 #: slices smaller than this are read and written; larger ones are sendfile'd
 SENDFILE_MIN_BYTES = 64 * 1024
 _WRITE_HIGH_WATER = 4 * 1024 * 1024
@@ -33,6 +49,180 @@ _WRITE_HIGH_WATER = 4 * 1024 * 1024
 
 class CloseConnection(KafkatoolError):
     """Raised by the router: log the reason and close this connection (Kafka's behaviour for bad input)."""
+
+
+class FrameProtocol(asyncio.BufferedProtocol):
+    """Size-prefixed frames received with ``recv_into`` (see the module docstring), as
+    writable ``bytearray``s in arrival order; also the transport's write flow control."""
+
+    def __init__(self, transport, max_frame: int):
+        self.transport = transport
+        self.max_frame = max_frame
+        self._area = bytearray(RECEIVE_AREA)
+        self._start = 0  # first byte not yet cut into a frame
+        self._end = 0  # end of the received bytes
+        self._own: bytearray | None = None  # a large frame being received in place
+        self._own_got = 0
+        self.frames: deque = deque()
+        self._eof = False
+        self._error: BaseException | None = None
+        self._waiter: asyncio.Future | None = None
+        self._reading = True
+        self._write_paused = False
+        self._drain_waiters: list[asyncio.Future] = []
+
+    # --- the transport's side
+    def get_buffer(self, sizehint: int):
+        if self._own is not None:
+            return memoryview(self._own)[self._own_got :]
+        if self._end == len(self._area):
+            self._compact()
+        return memoryview(self._area)[self._end :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._own is not None:
+            self._own_got += nbytes
+            if self._own_got == len(self._own):
+                self._push(self._own)
+                self._own = None
+            return
+        self._end += nbytes
+        self._cut_frames()
+
+    def _compact(self) -> None:
+        left = self._end - self._start
+        if self._start:
+            self._area[:left] = self._area[self._start : self._end]
+        self._start, self._end = 0, left
+
+    def _cut_frames(self) -> None:
+        area = self._area
+        while True:
+            avail = self._end - self._start
+            if avail < 4:
+                break
+            size = int.from_bytes(area[self._start : self._start + 4], "big", signed=True)
+            if size < 0 or size > self.max_frame:
+                self._push(
+                    CloseConnection(
+                        f"frame size {size} outside [0, {self.max_frame}] (socket.request.max.bytes)"
+                    )
+                )
+                self.transport.pause_reading()
+                self._reading = False
+                self._start = self._end = 0
+                return
+            if avail - 4 >= size:
+                begin = self._start + 4
+                self._push(area[begin : begin + size])  # a bytearray: one copy, writable
+                self._start = begin + size
+                continue
+            if size >= OWN_BUFFER_MIN or 4 + size > len(area):
+                # received in place from here on: the rest of the frame lands in its own buffer
+                own = bytearray(size)
+                got = avail - 4
+                own[:got] = area[self._start + 4 : self._end]
+                self._start = self._end = 0
+                if got == size:
+                    self._push(own)
+                else:
+                    self._own, self._own_got = own, got
+                return
+            break
+        if self._start == self._end:
+            self._start = self._end = 0
+        elif self._end == len(area):
+            self._compact()
+
+    def _push(self, item) -> None:
+        self.frames.append(item)
+        if self._reading and len(self.frames) >= MAX_QUEUED_FRAMES:
+            self.transport.pause_reading()
+            self._reading = False
+        self._wake()
+
+    def _wake(self) -> None:
+        w = self._waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    def eof_received(self) -> bool:
+        self._eof = True
+        self._wake()
+        return True  # keep the transport: queued responses still go out (half-close)
+
+    def connection_lost(self, exc) -> None:
+        self._eof = True
+        if exc is not None and self._error is None:
+            self._error = exc
+        self._wake()
+        for w in self._drain_waiters:
+            if not w.done():
+                w.set_exception(exc or ConnectionResetError("connection lost"))
+        self._drain_waiters.clear()
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        for w in self._drain_waiters:
+            if not w.done():
+                w.set_result(None)
+        self._drain_waiters.clear()
+
+    # --- the connection's side
+    async def read_frame(self) -> bytearray:
+        """The next frame; IncompleteReadError at end of stream (with a partial frame's
+        bytes, if any), CloseConnection for an impossible length prefix."""
+        while not self.frames:
+            if self._error is not None:
+                raise self._error
+            if self._eof:
+                partial = bytes(self._area[self._start : self._end])
+                if self._own is not None:
+                    partial += bytes(self._own[: self._own_got])
+                raise asyncio.IncompleteReadError(partial, None)
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        item = self.frames.popleft()
+        if not self._reading and len(self.frames) <= MAX_QUEUED_FRAMES // 4 and self._error is None:
+            if not isinstance(item, CloseConnection):
+                self._reading = True
+                self.transport.resume_reading()
+        if isinstance(item, CloseConnection):
+            raise item
+        return item
+
+    async def drain(self) -> None:
+        if self.transport.is_closing():
+            await asyncio.sleep(0)  # as StreamWriter.drain: let connection_lost run
+            if self._error is not None:
+                raise self._error
+            return
+        if not self._write_paused:
+            return
+        w = asyncio.get_running_loop().create_future()
+        self._drain_waiters.append(w)
+        await w
+
+    def take_over(self, reader: asyncio.StreamReader) -> None:
+        """Become the transport's protocol; bytes the stream reader already holds come first."""
+        pending = bytes(reader._buffer)
+        reader._buffer.clear()
+        self.transport.set_protocol(self)
+        view = memoryview(pending)
+        while view:
+            buf = self.get_buffer(len(view))
+            n = min(len(buf), len(view))
+            buf[:n] = view[:n]
+            self.buffer_updated(n)
+            view = view[n:]
+        if reader.at_eof() or reader._eof:
+            self._eof = True
 
 
 class FileSlice:
@@ -130,13 +320,13 @@ class Connection:
         self._writer_task: asyncio.Task | None = None
         self.client_id: str | None = None
         self.last_active = time.monotonic()
+        #: the transport's protocol from now on: frames in, write flow control
+        self.frames = FrameProtocol(self.transport, server.max_request_bytes)
+        self.frames.take_over(reader)
 
     def _frame_buffered(self) -> bool:
-        """A complete frame is already in the reader's buffer (so reading it will not wait)."""
-        buf = getattr(self.reader, "_buffer", None)
-        if buf is None or len(buf) < 4:
-            return False
-        return len(buf) >= 4 + int.from_bytes(buf[:4], "big", signed=True)
+        """A complete frame is already received (so reading it will not wait)."""
+        return bool(self.frames.frames)
 
     def _flush(self, pending: list) -> None:
         self.writer.write(pending[0] if len(pending) == 1 else b"".join(pending))
@@ -144,8 +334,7 @@ class Connection:
 
     async def run(self) -> None:
         router = self.server.router
-        max_frame = self.server.max_request_bytes
-        reader = self.reader
+        frames = self.frames
         self._writer_task = asyncio.create_task(self._write_loop())
         # responses ready while more pipelined requests are already buffered are written
         # together, one send for many small responses
@@ -155,14 +344,8 @@ class Connection:
                 if pending and (len(pending) >= 64 or not self._frame_buffered()):
                     self._flush(pending)
                     if self.transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
-                        await self.writer.drain()
-                head = await reader.readexactly(4)
-                size = int.from_bytes(head, "big", signed=True)
-                if size < 0 or size > max_frame:
-                    raise CloseConnection(
-                        f"frame size {size} outside [0, {max_frame}] (socket.request.max.bytes)"
-                    )
-                frame = await reader.readexactly(size)
+                        await frames.drain()
+                frame = await frames.read_frame()
                 self.last_active = time.monotonic()
                 result = router.dispatch(self, frame)
                 if result is None:
@@ -249,7 +432,7 @@ class Connection:
                     else:
                         writer.write(item)
                         if type(item) is FinalResponse:
-                            await writer.drain()
+                            await self.frames.drain()
                             self._closed = True
                             self.transport.close()
                             return
@@ -257,7 +440,7 @@ class Connection:
                 if not self._room.is_set() and len(queue) < MAX_QUEUED_RESPONSES // 2:
                     self._room.set()
                 if self.transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
-                    await writer.drain()
+                    await self.frames.drain()
         except (ConnectionError, OSError, RuntimeError):
             self.transport.abort()
         finally:

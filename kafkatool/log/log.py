@@ -646,7 +646,10 @@ class Log:
         sequence gap raises ProducerStateError.  COORDINATOR appends (the group and
         transaction coordinators' own records and markers) are not checked."""
         self._require_writable()
-        buf = records if isinstance(records, bytearray) else bytearray(records)
+        if isinstance(records, bytearray) or (isinstance(records, memoryview) and not records.readonly):
+            buf = records  # the request's own buffer: offsets are written into it, no copy
+        else:
+            buf = bytearray(records)
         batches = list(R.iter_batches(buf))
         if not batches:
             raise CorruptRecordError("no complete batch in the records to append", 0)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -88,6 +89,9 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
             _LC.max_compaction_lag_ms,
         ),
         _def("max.message.bytes", INT, [("message.max.bytes", 1)], _LC.max_message_bytes),
+        # deprecated since Kafka 3.0 and ignored for message format v2 (IBP >= 3.0); 3.x still
+        # accepts it (librdkafka's test 0092 sets it), 4.0 removed it
+        _def("message.format.version", STRING, [("log.message.format.version", 1)], "3.0-IV1"),
         _def(
             "message.timestamp.type",
             STRING,
@@ -235,6 +239,10 @@ def validate_topic_config(name: str, value: str | None) -> None:
         parts = [p.strip() for p in value.split(",") if p.strip()]
         if not parts or any(p not in ("delete", "compact") for p in parts):
             raise SettingsError(f"invalid value {value!r} for cleanup.policy: expected delete and/or compact")
+    elif name == "message.format.version":
+        # MetadataVersion.fromVersionString: "0.10.0", "2.8", "3.0-IV1", ...
+        if not re.fullmatch(r"\d+\.\d+(\.\d+)?(-IV\d+)?", value.strip()):
+            raise SettingsError(f"invalid value {value!r} for message.format.version")
     elif name == "compression.type":
         if value.strip().lower() not in COMPRESSION_TYPES:
             raise SettingsError(f"invalid value {value!r} for compression.type")

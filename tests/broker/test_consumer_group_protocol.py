@@ -193,6 +193,14 @@ def test_regex_subscription_picks_up_new_topic(c):
     assert sorted(len(v) for v in parts(r2).values()) == [1, 2]
     d = describe(c, g)
     assert d.members[0].subscribed_topic_regex == "rx848-.*" and d.members[0].subscribed_topic_names == []
+    # RE2 (Kafka's engine family): linear time even for a pattern that backtracks exponentially
+    # in a backtracking engine, and no lookarounds
+    create_topic(c, "a" * 200, 1)
+    t0 = time.monotonic()
+    slow = hb(c, gname("redos"), regex="(a+)+b", topics=None)
+    assert slow.error_code == 0 and parts(slow) == {} and time.monotonic() - t0 < 2
+    bad = hb(c, gname("look"), regex="(?=rx848).*", topics=None)
+    assert bad.error_code == E.INVALID_REQUEST and "invalid perl operator" in bad.error_message
     # v0 has no regex field: a v0 join needs topic names
     assert hb(c, gname("v0"), topics=None, version=0).error_code == E.INVALID_REQUEST
 

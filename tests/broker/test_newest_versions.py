@@ -236,3 +236,37 @@ def test_api_versions_features(broker):
     with WireClient(broker.bootstrap) as c3:
         r = c3.api_versions(3)
         assert r.supported_features == [] and r.finalized_features[0].name == "group.version"
+
+
+def test_alter_configs_accepts_deprecated_message_format_version(c):  # noqa: F811
+    """librdkafka's test 0092: Kafka 3.x accepts message.format.version (deprecated, ignored for
+    message format v2) in AlterConfigs; a value that is no Kafka version is INVALID_CONFIG."""
+    from kafkatool.protocol.generated.alter_configs_request import AlterableConfig, AlterConfigsResource
+    from kafkatool.protocol.generated.describe_configs_request import DescribeConfigsResource
+
+    create_topic(c, "mfv", 1)
+
+    def alter(value):
+        req = G.AlterConfigsRequest(
+            resources=[
+                AlterConfigsResource(
+                    resource_type=2,
+                    resource_name="mfv",
+                    configs=[AlterableConfig(name="message.format.version", value=value)],
+                )
+            ],
+            validate_only=False,
+        )
+        return c.request(33, 2, req).responses[0].error_code
+
+    assert alter("0.10.0") == 0
+    assert alter("not-a-version") == ErrorCode.INVALID_CONFIG
+    req = G.DescribeConfigsRequest(
+        resources=[
+            DescribeConfigsResource(
+                resource_type=2, resource_name="mfv", configuration_keys=["message.format.version"]
+            )
+        ]
+    )
+    (entry,) = c.request(32, 4, req).results[0].configs
+    assert (entry.name, entry.value) == ("message.format.version", "0.10.0")

@@ -1587,6 +1587,33 @@ class GroupCoordinator:
                     log.info("group %s: %d offsets expired", group.group_id, len(expired))
                 total += len(expired)
                 self._cleanup_group(group, expired)
+        for cg in list(self.consumer.groups.values()):
+            if cg.partition in self.loading:
+                continue
+            # ConsumerGroup.offsetExpirationCondition: from the commit timestamp; the topics its
+            # members subscribe to never expire (OffsetMetadataManager.cleanupExpiredOffsets)
+            expired = cg.offsets.expired(
+                now,
+                retention,
+                protocol_type="consumer",
+                is_empty=False,
+                is_stable=True,
+                state_timestamp=None,
+                subscribed_topics=set(cg.subscription_metadata) if cg.members else set(),
+            )
+            if expired:
+                try:
+                    self._append(cg, [(P.offset_commit_key(cg.group_id, t, p), None) for t, p in expired])
+                except (LookupError, OSError, RecordTooLargeError) as exc:
+                    log.warning("failed to expire offsets of group %s: %s", cg.group_id, exc)
+                    continue
+                for tp in expired:
+                    cg.offsets.remove(tp)
+                log.info("group %s: %d offsets expired", cg.group_id, len(expired))
+                total += len(expired)
+            if not cg.members and not len(cg.offsets):
+                # GroupMetadataManager.maybeDeleteGroup: an empty consumer group without offsets goes
+                self.consumer.delete(cg)
         return total
 
 

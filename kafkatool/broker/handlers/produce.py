@@ -34,7 +34,7 @@ from kafkatool.protocol.generated.produce_response import (
 
 log = logging.getLogger("kafkatool.broker")
 
-#: v10 adds the KIP-951 leader hints, v11 TRANSACTION_ABORTABLE (never sent by this broker's produce)
+#: v10 adds the KIP-951 leader hints, v11 TRANSACTION_ABORTABLE (a failed KIP-890 verification)
 MAX_VERSION = 11
 LEADER_HINTS_FROM = 10
 _CODECS = {
@@ -191,7 +191,12 @@ def _append_partition(
         if b0.magic >= 2 and b0.producer_id >= 0:
             txn_err = check_transactional_produce(broker, (topic_name, index), b0)
             if txn_err is not None:
-                raise ProduceError(*txn_err)
+                code, message = txn_err
+                if code == ErrorCode.INVALID_TXN_STATE and b0.is_transactional and ctx.version >= 11:
+                    # KIP-890: a failed verification is TRANSACTION_ABORTABLE for clients that know
+                    # it (Produce v11+); AddPartitionsToTxnManager keeps INVALID_TXN_STATE for older
+                    code = ErrorCode.TRANSACTION_ABORTABLE
+                raise ProduceError(code, message)
         data = records
         if ctype != "producer":
             want = _CODECS.get(ctype, compression.NONE)

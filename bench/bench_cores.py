@@ -1,0 +1,125 @@
+"""Every core (issue 16): the broker pinned to 1 core, then to 2 cores, same load, one run.
+
+``kafkatool serve`` is started under ``taskset -c 0`` and then under ``taskset -c 0,1``
+(a fresh log dir each time); the load generators are not pinned (they run on whatever
+core is free, the same way in both runs).  Figures: produce with 16 KiB batches (acks=1,
+``bench_broker``'s raw producer) and a many-partition fetch (16 partitions read from the
+start with ``bench_limits``' lean fetch loop).  The issue's target is >= 1.6x from 1 to 2
+cores; the table prints the ratio.  What limits it is written in DESIGN.md ("Every core").
+
+    python bench/bench_cores.py            # 5 s per figure
+    python bench/bench_cores.py --quick    # 1.5 s per figure
+
+Opt-in, never part of the test suite; needs ``taskset`` and at least 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import bench_broker as BB  # noqa: E402
+import bench_limits as BL  # noqa: E402
+
+from kafkatool.protocol import generated as G  # noqa: E402
+from kafkatool.protocol.framing import encode_request  # noqa: E402
+from kafkatool.protocol.generated.produce_request import PartitionProduceData, TopicProduceData  # noqa: E402
+
+PARTITIONS = 16
+
+
+def start_pinned(workdir: Path, cpus: str) -> BB.Target:
+    port = BB.free_port()
+    log = open(workdir / f"serve-{cpus}.log", "wb")
+    proc = subprocess.Popen(
+        [
+            "taskset",
+            "-c",
+            cpus,
+            sys.executable,
+            "-m",
+            "kafkatool",
+            "serve",
+            "--no-banner",
+            "--log-level",
+            "warning",
+            "-o",
+            f"listeners=PLAINTEXT://127.0.0.1:{port}",
+            "-o",
+            f"log.dirs={workdir / ('data-' + cpus)}",
+        ],
+        cwd=BB.REPO,
+        stdout=log,
+        stderr=log,
+    )
+    BB.wait_port(port, proc)
+    return BB.Target(f"kafkatool@{cpus}", proc, port, workdir)
+
+
+def fill(port: int, topic: str, partitions: int, mb_each: int) -> None:
+    """``mb_each`` MB of 1 MB batches into every partition (acks=1)."""
+    data, _ = BB.make_batch(1000, 1 << 20)
+    with BB.Conn(port) as c:
+        for p in range(partitions):
+            body = G.ProduceRequest(
+                transactional_id=None,
+                acks=1,
+                timeout_ms=30000,
+                topic_data=[
+                    TopicProduceData(name=topic, partition_data=[PartitionProduceData(index=p, records=data)])
+                ],
+            )
+            frame = encode_request(0, 7, 1, "bench", body)
+            for _ in range(mb_each):
+                c.sock.sendall(frame)
+                c.recv_frame()
+
+
+def run(workdir: Path, cpus: str, seconds: float) -> tuple[float, float, float]:
+    t = start_pinned(workdir, cpus)
+    try:
+        BB.create_topic(t.port, "cores", BB.PARTITIONS)
+        produce = BB.produce_raw(t, "cores", 1000, 16 << 10, 1, seconds)
+        BB.create_topic(t.port, "many", PARTITIONS)
+        fill(t.port, "many", PARTITIONS, 32)
+        fetch, errors = BL.fetch_lean(t.port, "many", PARTITIONS, seconds_cap=max(10.0, seconds * 4))
+        return produce.mb_s, fetch, produce.cpu_per_gb
+    finally:
+        t.stop()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--dir", type=Path, default=None)
+    args = ap.parse_args()
+    if shutil.which("taskset") is None or (os.cpu_count() or 1) < 2:
+        sys.exit("needs taskset and at least 2 cores")
+    seconds = 1.5 if args.quick else args.seconds
+    work = Path(tempfile.mkdtemp(prefix="kafkatool-cores-", dir=args.dir))
+    try:
+        one = run(work, "0", seconds)
+        two = run(work, "0,1", seconds)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"{'figure (MB/s)':44} {'1 core':>9} {'2 cores':>9} {'ratio':>7} {'target':>7}")
+    for name, a, b in [
+        ("produce, 16 KiB batches, acks=1", one[0], two[0]),
+        (f"fetch, {PARTITIONS} partitions from the start", one[1], two[1]),
+    ]:
+        r = b / a if a else 0.0
+        print(f"{name:44} {a:9.1f} {b:9.1f} {r:7.2f} {1.6:7.2f}  {'ok' if r >= 1.6 else 'below'}")
+    print(f"broker CPU-seconds per GB produced: 1 core {one[2]:.2f}, 2 cores {two[2]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

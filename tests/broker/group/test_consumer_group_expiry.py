@@ -1,0 +1,52 @@
+"""Offset retention of KIP-848 consumer groups on a real Broker (no sockets): offsets of topics
+the members subscribe to stay, others expire retention after their commit; an empty consumer
+group without offsets is deleted with tombstones for all its records."""
+
+from __future__ import annotations
+
+from kafkatool.broker.group.hashing import partition_for
+from kafkatool.broker.group.offsets import OffsetAndMetadata
+from kafkatool.protocol import generated as G
+from tests.broker.group.test_coordinator import NUM_PARTITIONS, _records, run
+
+
+def test_consumer_group_offsets_expire_and_empty_group_goes(tmp_path):
+    async def body(env):
+        gc = env.gc
+        env.broker.create_topic("sub", 1, {})
+        env.broker.create_topic("other", 1, {})
+        assert gc._validate_status("cg", allow_empty=False) is None  # as the handler does first
+        req = G.ConsumerGroupHeartbeatRequest(
+            group_id="cg",
+            member_id="",
+            member_epoch=0,
+            rebalance_timeout_ms=5000,
+            subscribed_topic_names=["sub"],
+            topic_partitions=[],
+        )
+        r = gc.consumer.handle_heartbeat(req, 1, "client", "/127.0.0.1")
+        assert r["error_code"] == 0
+        member, epoch = r["member_id"], r["member_epoch"]
+        oms = {tp: OffsetAndMetadata(3, -1, "", 1000) for tp in (("sub", 0), ("other", 0))}
+        assert gc.handle_offset_commit(
+            group_id="cg",
+            member_id=member,
+            group_instance_id=None,
+            generation_id=epoch,
+            offsets=oms,
+            api_version=9,
+        ) == {("sub", 0): 0, ("other", 0): 0}
+        retention = gc.retention_ms
+        assert gc.expire_offsets(now=1000 + retention - 1) == 0
+        assert gc.expire_offsets(now=1000 + retention) == 1
+        cg = gc.consumer.groups["cg"]
+        assert list(cg.offsets.offsets) == [("sub", 0)]
+        leave = G.ConsumerGroupHeartbeatRequest(group_id="cg", member_id=member, member_epoch=-1)
+        assert gc.consumer.handle_heartbeat(leave, 1, "client", "/127.0.0.1")["error_code"] == 0
+        # empty: nothing is subscribed any more, so the last offset expires and the group goes
+        assert gc.expire_offsets(now=1000 + retention) == 1
+        assert "cg" not in gc.consumer.groups
+        recs = _records(env.broker, partition_for("cg", NUM_PARTITIONS))
+        assert recs[-1]["type"] == 3 and recs[-1]["value"] is None  # ConsumerGroupMetadata tombstone
+
+    run(tmp_path, body, "offsets.retention.minutes=1")
