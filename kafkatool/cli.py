@@ -28,6 +28,7 @@ COMMAND_MODULES = [
     "reassign",
     "fleet",
     "users",
+    "groups",
 ]
 
 app = typer.Typer(

@@ -127,6 +127,19 @@ OFFLINE = {
     "compact": lambda d: [
         (["compact", "--dry-run", d["other"]], EXIT_USAGE),
     ],
+    "groups list": lambda d: [
+        (["groups", "list", "--log-dir", d["clean"]], EXIT_OK),
+        (["groups", "list", "--log-dir", d["other"]], EXIT_USAGE),
+    ],
+    "groups describe": lambda d: [
+        (["groups", "describe", "--all-groups", "--log-dir", d["clean"]], EXIT_OK),
+        (["groups", "describe", "--group", "nobody", "--log-dir", d["clean"]], EXIT_FINDINGS),
+        (["groups", "describe", "--all-groups", "--log-dir", d["other"]], EXIT_USAGE),
+    ],
+    "groups export": lambda d: [
+        (["groups", "export", "--all-groups", "--log-dir", d["damaged"]], EXIT_OK),
+        (["groups", "export", "--all-groups", "--log-dir", d["other"]], EXIT_USAGE),
+    ],
     "fleet scan": lambda d: [
         (["fleet", "scan", d["other"]], EXIT_USAGE),
         (["fleet", "scan", d["pdir"]], EXIT_USAGE),

@@ -175,7 +175,7 @@ def policy_text(resolved: ts.ResolvedConfig) -> str:
 # ------------------------------------------------------- shared by the offline commands
 
 
-def parse_now(value: str | None) -> int:
+def parse_now(value: str | None, *, flag: str = "--now") -> int:
     """Epoch milliseconds, or an ISO-8601 time (UTC when no zone is given)."""
     if value is None:
         return int(time.time() * 1000)
@@ -185,7 +185,7 @@ def parse_now(value: str | None) -> int:
     try:
         dt = datetime.fromisoformat(v.replace("Z", "+00:00"))
     except ValueError:
-        raise CommandError(f"--now {value!r}: expected epoch milliseconds or an ISO-8601 time") from None
+        raise CommandError(f"{flag} {value!r}: expected epoch milliseconds or an ISO-8601 time") from None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
     return int(dt.timestamp() * 1000)

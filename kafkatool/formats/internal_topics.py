@@ -119,17 +119,26 @@ def _read_message(cls: type[Message], buf: memoryview, version: int, what: str) 
 # ----------------------------------------------------------------------------- __consumer_offsets
 
 
-def _decode_embedded(cls: type[Message], raw):
-    """ConsumerProtocol payload -> JSON dict, or None if it does not parse (Kafka keeps the bytes)."""
+def read_consumer_protocol(cls: type[Message], raw) -> tuple[int, Message] | None:
+    """A ConsumerProtocolSubscription or ConsumerProtocolAssignment blob (a classic group
+    member's metadata or assignment: int16 version, then the message) -> (version, message),
+    or None if it does not parse (Kafka keeps the bytes).  Versions above the newest known
+    are read as the newest, as Kafka's ConsumerProtocol does."""
     buf = _view(raw)
     if len(buf) < 2:
         return None
-    version = _I16.unpack_from(buf, 0)[0]
+    version = _clamp(cls, _I16.unpack_from(buf, 0)[0])
     try:
-        msg, _ = cls.decode_from(buf, 2, len(buf), _clamp(cls, version))
-    except SchemaDecodeError:
+        msg, _ = cls.decode_from(buf, 2, len(buf), version)
+    except (SchemaDecodeError, ValueError, IndexError):
         return None
-    return msg.to_json(_clamp(cls, version))
+    return version, msg
+
+
+def _decode_embedded(cls: type[Message], raw):
+    """ConsumerProtocol payload -> JSON dict, or None if it does not parse."""
+    decoded = read_consumer_protocol(cls, raw)
+    return None if decoded is None else decoded[1].to_json(decoded[0])
 
 
 def _group_metadata_json(value: GroupMetadataValue, version: int) -> dict:

@@ -339,6 +339,14 @@ class Log:
                 valid_end if valid_end is not None else self.active_segment.read_next_offset()
             )
             self.log_start_offset = max(log_start_offset, self._bases[0])
+            if not had_clean_shutdown:
+                # a live or crashed broker's active segment: its newest records may be past the
+                # time index's last entry (written every index.interval.bytes and at close);
+                # the tail after the last offset-index entry says (ListOffsets by time, --at)
+                try:
+                    self.active_segment.recompute_max_timestamp()
+                except (FormatError, OSError):
+                    pass  # damage past the valid end: the index's entry stands, verify says more
         else:
             self._log_end_offset = log_start_offset
         self.high_watermark = self.recovery_point = min(self.recovery_point, self._log_end_offset)

@@ -470,10 +470,12 @@ class Segment:
         self.max_timestamp_so_far = last.timestamp
         self.offset_of_max_timestamp_so_far = last.offset if last.timestamp >= 0 else -1
         if self.max_timestamp_so_far < 0 or self.time_index.entries == 0:
-            self._recompute_max_timestamp()
+            self.recompute_max_timestamp()
         return removed
 
-    def _recompute_max_timestamp(self) -> None:
+    def recompute_max_timestamp(self) -> None:
+        """The max timestamp from the time index's last entry and the batches after the last
+        offset-index entry (the part no index entry covers yet)."""
         start = self.offset_index.lookup(2**63 - 1).position if self.offset_index.entries else 0
         for batch in self.batches(start):
             if batch.max_timestamp > self.max_timestamp_so_far:

@@ -36,11 +36,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from kafkatool.broker.group import persistence as P
-from kafkatool.broker.group.consumer import ConsumerGroupError, ConsumerGroups
+from kafkatool.broker.group.consumer import ConsumerGroup, ConsumerGroupError, ConsumerGroups
 from kafkatool.broker.group.hashing import partition_for
 from kafkatool.broker.group.offsets import MAX_METADATA_BYTES, OffsetAndMetadata, OffsetStore
+from kafkatool.formats import internal_topics as IT
 from kafkatool.formats.generated import ConsumerProtocolSubscription
-from kafkatool.formats.schema import SchemaDecodeError
 from kafkatool.log.log import ORIGIN_COORDINATOR, RecordTooLargeError
 from kafkatool.protocol.errors import ErrorCode
 
@@ -372,16 +372,10 @@ class Group:
             return None
         topics: set[str] = set()
         for m in self.members.values():
-            raw = m.metadata(self.protocol_name)
-            try:
-                version = int.from_bytes(raw[:2], "big", signed=True)
-                lo, hi = ConsumerProtocolSubscription.VALID_VERSIONS
-                sub, _ = ConsumerProtocolSubscription.decode_from(
-                    memoryview(raw), 2, len(raw), max(lo, min(version, hi))
-                )
-            except (SchemaDecodeError, ValueError, IndexError):
+            decoded = IT.read_consumer_protocol(ConsumerProtocolSubscription, m.metadata(self.protocol_name))
+            if decoded is None:
                 return None
-            topics.update(sub.topics or [])
+            topics.update(decoded[1].topics or [])
         return topics
 
     def init_next_generation(self) -> None:
@@ -568,37 +562,7 @@ class GroupCoordinator:
                 is not None
             ):
                 return
-        group = Group(gid, partition)
-        group.offsets = loaded.offsets
-        value = loaded.metadata
-        if value is not None:
-            group.protocol_type = value.protocol_type or None
-            group.generation = value.generation
-            group.protocol_name = value.protocol
-            group.leader_id = value.leader
-            ts = value.current_state_timestamp
-            group.state_timestamp = ts if ts is not None and ts >= 0 else None
-            for mm in value.members or []:
-                m = Member(
-                    mm.member_id,
-                    mm.group_instance_id,
-                    mm.client_id,
-                    mm.client_host,
-                    mm.rebalance_timeout if mm.rebalance_timeout is not None else mm.session_timeout,
-                    mm.session_timeout,
-                    group.protocol_type or "",
-                    [(group.protocol_name or "", bytes(mm.subscription or b""))],
-                )
-                m.assignment = bytes(mm.assignment or b"")
-                group.members[m.member_id] = m
-                group.supported_protocols.update(m.protocol_names)
-                if m.group_instance_id is not None:
-                    group.static_members[m.group_instance_id] = m.member_id
-            if group.members:
-                group.state = STABLE
-            group.subscribed_topics = group.compute_subscribed_topics()
-        else:
-            group.state_timestamp = None
+        group = group_from_loaded(gid, partition, loaded)
         self.groups[gid] = group
         for m in group.members.values():
             self._schedule_heartbeat(group, m)
@@ -1572,15 +1536,7 @@ class GroupCoordinator:
         for group in list(self.groups.values()):
             if group.partition in self.loading or group.state is DEAD:
                 continue
-            expired = group.offsets.expired(
-                now,
-                retention,
-                protocol_type=group.protocol_type,
-                is_empty=group.state is EMPTY,
-                is_stable=group.state is STABLE,
-                state_timestamp=group.state_timestamp,
-                subscribed_topics=group.subscribed_topics,
-            )
+            expired = expiring_offsets(group, now, retention)
             idle = group.state is EMPTY and not len(group.offsets) and not group.pending_members
             if expired or idle:
                 if expired:
@@ -1590,17 +1546,7 @@ class GroupCoordinator:
         for cg in list(self.consumer.groups.values()):
             if cg.partition in self.loading:
                 continue
-            # ConsumerGroup.offsetExpirationCondition: from the commit timestamp; the topics its
-            # members subscribe to never expire (OffsetMetadataManager.cleanupExpiredOffsets)
-            expired = cg.offsets.expired(
-                now,
-                retention,
-                protocol_type="consumer",
-                is_empty=False,
-                is_stable=True,
-                state_timestamp=None,
-                subscribed_topics=set(cg.subscription_metadata) if cg.members else set(),
-            )
+            expired = expiring_offsets(cg, now, retention)
             if expired:
                 try:
                     self._append(cg, [(P.offset_commit_key(cg.group_id, t, p), None) for t, p in expired])
@@ -1623,3 +1569,67 @@ def group_coordinator(broker) -> GroupCoordinator:
     if gc is None:
         gc = broker.group_coordinator = GroupCoordinator(broker)
     return gc
+
+
+def expiring_offsets(group, now: int, retention_ms: int) -> list[tuple[str, int]]:
+    """The partitions whose committed offsets expire at ``now``: the coordinator's periodic
+    expiration and the offline reader (``kafkatool groups --log-dir --at``) share this rule."""
+    if isinstance(group, ConsumerGroup):
+        # ConsumerGroup.offsetExpirationCondition: from the commit timestamp; the topics its
+        # members subscribe to never expire (OffsetMetadataManager.cleanupExpiredOffsets)
+        return group.offsets.expired(
+            now,
+            retention_ms,
+            protocol_type="consumer",
+            is_empty=False,
+            is_stable=True,
+            state_timestamp=None,
+            subscribed_topics=set(group.subscription_metadata) if group.members else set(),
+        )
+    # GroupMetadata.removeExpiredOffsets for classic groups
+    return group.offsets.expired(
+        now,
+        retention_ms,
+        protocol_type=group.protocol_type,
+        is_empty=group.state is EMPTY,
+        is_stable=group.state is STABLE,
+        state_timestamp=group.state_timestamp,
+        subscribed_topics=group.subscribed_topics,
+    )
+
+
+def group_from_loaded(gid: str, partition: int, loaded: P.LoadedGroup) -> Group:
+    """A classic group as the coordinator rebuilds it from ``__consumer_offsets`` (its last
+    GroupMetadataValue and offsets): at start-up, and offline (``kafkatool groups --log-dir``)."""
+    group = Group(gid, partition)
+    group.offsets = loaded.offsets
+    value = loaded.metadata
+    if value is not None:
+        group.protocol_type = value.protocol_type or None
+        group.generation = value.generation
+        group.protocol_name = value.protocol
+        group.leader_id = value.leader
+        ts = value.current_state_timestamp
+        group.state_timestamp = ts if ts is not None and ts >= 0 else None
+        for mm in value.members or []:
+            m = Member(
+                mm.member_id,
+                mm.group_instance_id,
+                mm.client_id,
+                mm.client_host,
+                mm.rebalance_timeout if mm.rebalance_timeout is not None else mm.session_timeout,
+                mm.session_timeout,
+                group.protocol_type or "",
+                [(group.protocol_name or "", bytes(mm.subscription or b""))],
+            )
+            m.assignment = bytes(mm.assignment or b"")
+            group.members[m.member_id] = m
+            group.supported_protocols.update(m.protocol_names)
+            if m.group_instance_id is not None:
+                group.static_members[m.group_instance_id] = m.member_id
+        if group.members:
+            group.state = STABLE
+        group.subscribed_topics = group.compute_subscribed_topics()
+    else:
+        group.state_timestamp = None
+    return group
