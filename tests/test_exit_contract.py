@@ -153,6 +153,28 @@ ONLINE = {
     "zk check": ["zk", "check", *UNREACHABLE_ZK],
     "reassign list": ["reassign", "list", "--bootstrap-server", "127.0.0.1:1"],
     "users describe": ["users", "describe", "--bootstrap-server", "127.0.0.1:1"],
+    "groups delete": ["groups", "delete", "--all-groups", "--bootstrap-server", "127.0.0.1:1"],
+    "groups delete-offsets": [
+        "groups",
+        "delete-offsets",
+        "--group",
+        "g",
+        "--topic",
+        "t",
+        "--bootstrap-server",
+        "127.0.0.1:1",
+    ],
+    "groups reset-offsets": [
+        "groups",
+        "reset-offsets",
+        "--group",
+        "g",
+        "--all-topics",
+        "--to-earliest",
+        "--bootstrap-server",
+        "127.0.0.1:1",
+    ],  # fmt: skip
+    "groups list (cluster)": ["groups", "list", "--bootstrap-server", "127.0.0.1:1"],
 }
 
 

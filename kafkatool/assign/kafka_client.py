@@ -35,6 +35,16 @@ CLIENT_MAX = {
     46: 0,  # ListPartitionReassignments
     34: 2,  # AlterReplicaLogDirs
     35: 4,  # DescribeLogDirs
+    # consumer groups (broker/group/live.py)
+    8: 8,  # OffsetCommit
+    9: 7,  # OffsetFetch (v8+ batches groups)
+    10: 4,  # FindCoordinator
+    2: 7,  # ListOffsets
+    15: 5,  # DescribeGroups
+    16: 5,  # ListGroups
+    42: 2,  # DeleteGroups
+    47: 0,  # OffsetDelete
+    69: 0,  # ConsumerGroupDescribe
 }
 
 

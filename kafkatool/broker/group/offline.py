@@ -17,62 +17,18 @@ by record timestamps, as ListOffsets by timestamp finds it).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafkatool.broker.group import persistence as P
 from kafkatool.broker.group.consumer import ConsumerGroup
 from kafkatool.broker.group.coordinator import Group, expiring_offsets, group_from_loaded
+from kafkatool.broker.group.views import Committed, GroupView, MemberRow, build_rows
 from kafkatool.formats import internal_topics as IT
 from kafkatool.formats.generated import ConsumerProtocolAssignment
 from kafkatool.log.manager import LogManager
 
 #: offsets.retention.minutes' default (7 days), in milliseconds
 DEFAULT_RETENTION_MS = 10080 * 60 * 1000
-
-
-@dataclass
-class MemberRow:
-    member_id: str
-    instance_id: str | None
-    client_id: str
-    host: str
-    partitions: list[tuple[str, int]]
-
-
-@dataclass
-class OffsetRow:
-    topic: str
-    partition: int
-    current_offset: int
-    #: the partition's log end as of the instant; None when the partition is not in the dirs
-    log_end_offset: int | None
-    member: MemberRow | None = None
-    metadata: str = ""
-    commit_timestamp: int = -1
-
-    @property
-    def lag(self) -> int | None:
-        if self.log_end_offset is None:
-            return None
-        return max(self.log_end_offset - self.current_offset, 0)
-
-
-@dataclass
-class GroupView:
-    group_id: str
-    #: "classic" or "consumer" (KIP-848), as ListGroups v5 names them
-    group_type: str
-    state: str
-    protocol_type: str
-    #: the classic group's chosen protocol (the assignor), or the consumer group's server assignor
-    assignor: str
-    members: list[MemberRow] = field(default_factory=list)
-    rows: list[OffsetRow] = field(default_factory=list)
-    #: offsets the coordinator would have expired by the instant (not in ``rows``)
-    expired: int = 0
-    #: the __consumer_offsets partition that holds the group
-    partition: int = -1
 
 
 def _classic(group: Group) -> tuple[str, list[MemberRow]]:
@@ -99,15 +55,19 @@ def _consumer(group: ConsumerGroup, names: dict) -> tuple[str, list[MemberRow]]:
     return group.state, members
 
 
-def _log_end(mgr: LogManager, tp: tuple[str, int], at_ms: int | None) -> int | None:
-    lg = mgr.get_log(*tp)
-    if lg is None:
-        return None
-    if at_ms is not None:
-        found = lg.offset_for_timestamp(at_ms + 1)
-        if found is not None:
-            return found[1]
-    return lg.log_end_offset
+def _log_ends(mgr: LogManager, at_ms: int | None):
+    def answer(tps: list[tuple[str, int]]) -> dict[tuple[str, int], int | None]:
+        out: dict[tuple[str, int], int | None] = {}
+        for tp in tps:
+            lg = mgr.get_log(*tp)
+            if lg is None:
+                out[tp] = None
+                continue
+            found = lg.offset_for_timestamp(at_ms + 1) if at_ms is not None else None
+            out[tp] = found[1] if found is not None else lg.log_end_offset
+        return out
+
+    return answer
 
 
 def read_groups(
@@ -146,9 +106,9 @@ def read_groups(
                     group.offsets.remove(tp)
                 if isinstance(group, ConsumerGroup):
                     state, members = _consumer(group, topic_ids)
-                    og = GroupView(gid, "consumer", state, "consumer", "", members, partition=partition)
-                    assignors = {m.server_assignor for m in group.members.values() if m.server_assignor}
-                    og.assignor = ",".join(sorted(assignors))
+                    # the default of group.consumer.assignors is uniform first
+                    assignor = group.preferred_assignor("uniform")
+                    og = GroupView(gid, "consumer", state, "consumer", assignor, members, partition=partition)
                 else:
                     state, members = _classic(group)
                     og = GroupView(
@@ -163,30 +123,10 @@ def read_groups(
                 if state == "Dead" and not len(group.offsets):
                     continue  # deleted (tombstoned) or never more than a name
                 og.expired = len(expired)
-                owner = {tp: m for m in members for tp in m.partitions}
-                for tp, om in sorted(group.offsets.offsets.items()):
-                    og.rows.append(
-                        OffsetRow(
-                            tp[0],
-                            tp[1],
-                            om.offset,
-                            _log_end(mgr, tp, at_ms),
-                            owner.get(tp),
-                            om.metadata,
-                            om.commit_timestamp,
-                        )
-                    )
+                committed = {
+                    tp: Committed(om.offset, om.metadata, om.commit_timestamp)
+                    for tp, om in group.offsets.offsets.items()
+                }
+                og.rows = build_rows(members, committed, _log_ends(mgr, at_ms))
                 out[gid] = og
     return out
-
-
-def reset_csv(groups: list[GroupView], *, with_group: bool) -> str:
-    """kafka-consumer-groups.sh --reset-offsets --export's CSV: ``topic,partition,offset`` for
-    one group, ``group,topic,partition,offset`` for several (ResetOffsetsCommand's
-    exportOffsetsToCsv), which ``--from-file`` reads back."""
-    lines = []
-    for og in groups:
-        for r in og.rows:
-            row = f"{r.topic},{r.partition},{r.current_offset}"
-            lines.append(f"{og.group_id},{row}" if with_group else row)
-    return "".join(line + "\n" for line in lines)
