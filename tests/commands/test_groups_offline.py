@@ -4,6 +4,7 @@ instant, against what a real client committed to a real `kafkatool serve`."""
 from __future__ import annotations
 
 import json
+import shutil
 import time
 
 import pytest
@@ -58,7 +59,13 @@ def history(tmp_path_factory):
     b = BrokerProcess(
         data,
         port=port,
-        extra=["num.partitions=1", "offsets.topic.num.partitions=4", "group.initial.rebalance.delay.ms=0"],
+        # small __consumer_offsets segments: the compaction test below has inactive segments to clean
+        extra=[
+            "num.partitions=1",
+            "offsets.topic.num.partitions=4",
+            "offsets.topic.segment.bytes=600",
+            "group.initial.rebalance.delay.ms=0",
+        ],
     ).start()
     t: dict[str, int] = {}
     live = None
@@ -213,3 +220,31 @@ def test_bad_input_is_one_line(history, tmp_path):
     assert res.exit_code == 2 and "not a directory" in res.output
     res = run("groups", "describe", "--log-dir", data)
     assert res.exit_code == 2 and "--all-groups" in res.output
+
+
+def test_a_compacted_offsets_topic_gives_the_same_answers(history, tmp_path):
+    """The cleaner keeps the last value per key and the tombstones: what the groups are now
+    does not change (the past does: --at before compaction is no longer answerable)."""
+    data, _, b = history
+    for off in range(1, 21):  # superseded commits: segments of 600 bytes roll, the cleaner has work
+        _commit(b.bootstrap, "churn", "orders", 0, off)
+    copy = tmp_path / "copy"
+    shutil.copytree(data, copy, ignore=shutil.ignore_patterns(".lock"))
+
+    def now(d):
+        res = run("groups", "describe", "--log-dir", d, "--all-groups", "--json")
+        assert res.exit_code == 0, res.output
+        return sorted(
+            (r["group"], r["topic"], r["partition"], r["current_offset"])
+            for r in rows(res)
+            if r["type"] == "offset"
+        )
+
+    before = now(copy)
+    res = run("compact", "--json", copy)
+    assert res.exit_code == 0, res.output
+    assert rows(res)[-1]["compacted"] > 0, res.output  # the cleaner had superseded commits to drop
+    assert now(copy) == before
+    assert ("billing", "orders", 0, 60) in before and ("churn", "orders", 0, 20) in before
+    listed = run("groups", "list", "--log-dir", copy, "--json")
+    assert {r["group"] for r in rows(listed)} == {"billing", "churn", "live"}  # audit's tombstones kept
