@@ -29,6 +29,7 @@ COMMAND_MODULES = [
     "fleet",
     "users",
     "groups",
+    "leader_election",
 ]
 
 app = typer.Typer(

@@ -175,6 +175,24 @@ ONLINE = {
         "127.0.0.1:1",
     ],  # fmt: skip
     "groups list (cluster)": ["groups", "list", "--bootstrap-server", "127.0.0.1:1"],
+    "leader-election": [
+        "leader-election",
+        "--election-type",
+        "preferred",
+        "--all-topic-partitions",
+        "--bootstrap-server",
+        "127.0.0.1:1",
+    ],  # fmt: skip
+    "leader-election (zk)": [
+        "leader-election",
+        "--election-type",
+        "preferred",
+        "--all-topic-partitions",
+        "-z",
+        "127.0.0.1:1",
+        "--timeout",
+        "0.3",
+    ],  # fmt: skip
 }
 
 

@@ -1,13 +1,15 @@
 """Reassignment APIs: AlterPartitionReassignments (45), ListPartitionReassignments (46), and the
 dynamic broker configs kafka-reassign-partitions sets (IncrementalAlterConfigs on the broker);
-registers the log dir APIs of :mod:`kafkatool.broker.handlers.log_dirs` too.
+ElectLeaders (43); registers the log dir APIs of :mod:`kafkatool.broker.handlers.log_dirs` too.
 
 A single-node cluster answers as Kafka's controller would with one live broker:
 every partition's replica set is ``[node_id]``, so a target equal to it
 completes at once (nothing is ever left in progress, and List returns
 nothing); a target naming any other broker is INVALID_REPLICA_ASSIGNMENT (the
 controller only accepts registered brokers); cancelling (null replicas) finds
-no reassignment: NO_REASSIGNMENT_IN_PROGRESS.
+no reassignment: NO_REASSIGNMENT_IN_PROGRESS.  ElectLeaders finds every partition led by its
+preferred (only) replica: ELECTION_NOT_NEEDED, as KafkaController.processReplicaLeaderElection
+answers for a partition whose leader is already the one the election would choose.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from kafkatool.protocol.generated.alter_partition_reassignments_response import 
 
 log = logging.getLogger("kafkatool.broker")
 
-ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 45, 46
+ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS, ELECT_LEADERS = 45, 46, 43
 
 
 def check_target(broker, topic: str, partition: int, replicas: list[int] | None) -> tuple[int, str | None]:
@@ -190,11 +192,51 @@ def handle_list_partition_reassignments(ctx, req):
     return ListPartitionReassignmentsResponse(throttle_time_ms=0, error_code=0, error_message=None, topics=[])
 
 
+def handle_elect_leaders(ctx, req):
+    """ElectLeaders on one node (KafkaApis.handleElectLeaders, KafkaController's election)."""
+    from kafkatool.protocol.generated.elect_leaders_response import (
+        ElectLeadersResponse,
+        PartitionResult,
+        ReplicaElectionResult,
+    )
+
+    broker = ctx.broker
+    if req.topic_partitions is None:  # every partition the cluster has
+        wanted = [(name, list(range(t.partitions))) for name, t in sorted(broker.metadata.topics.items())]
+    else:
+        wanted = [(tp.topic, list(tp.partitions)) for tp in req.topic_partitions]
+    results = []
+    for topic, parts in wanted:
+        t = broker.topic(topic)
+        out = []
+        for p in parts:
+            if t is None or not 0 <= p < t.partitions:
+                out.append(
+                    PartitionResult(
+                        partition_id=p,
+                        error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                        error_message="The partition does not exist.",
+                    )
+                )
+            else:
+                # preferred: the leader is the first replica; unclean: the partition has a leader
+                out.append(
+                    PartitionResult(
+                        partition_id=p,
+                        error_code=int(ErrorCode.ELECTION_NOT_NEEDED),
+                        error_message="Leader election not needed for topic partition.",
+                    )
+                )
+        results.append(ReplicaElectionResult(topic=topic, partition_result=out))
+    return ElectLeadersResponse(throttle_time_ms=0, error_code=0, replica_election_results=results)
+
+
 def register(router) -> None:
     if getattr(router, "broker", None) is not None:
         load_dynamic_configs(router.broker)
     router.register(ALTER_PARTITION_REASSIGNMENTS, 0, 0, handle_alter_partition_reassignments)
     router.register(LIST_PARTITION_REASSIGNMENTS, 0, 0, handle_list_partition_reassignments)
+    router.register(ELECT_LEADERS, 0, 2, handle_elect_leaders)
     from kafkatool.broker.handlers import log_dirs
 
     log_dirs.register(router)
