@@ -30,6 +30,7 @@ COMMAND_MODULES = [
     "users",
     "groups",
     "leader_election",
+    "health",
 ]
 
 app = typer.Typer(

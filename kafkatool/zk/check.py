@@ -35,6 +35,105 @@ class Finding:
 
 
 @dataclass
+class PartitionView:
+    topic: str
+    partition: int
+    replicas: list[int]
+    isr: list[int]
+    leader: int
+    #: replicas being added by a reassignment (not expected in the ISR yet)
+    adding: list[int] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+# ---- rules shared with `kafkatool health` (source-neutral: a snapshot or a live cluster)
+
+
+def partition_findings(
+    p: PartitionView, live: set[int] | None, *, min_isr: int | None = None
+) -> list[tuple[str, str, str]]:
+    """(kind, severity, message) of one partition's state.  ``live`` None skips the liveness
+    rules (a stopped cluster: said once, not per partition); ``min_isr`` None skips min ISR."""
+    out = []
+    if p.leader < 0:
+        out.append(("offline_partition", ERROR, f"{p.name} has no leader (ISR {p.isr})"))
+    elif live is not None and p.leader not in live:
+        out.append(("leader_not_live", ERROR, f"{p.name}: leader {p.leader} is not a registered broker"))
+    expected = [r for r in p.replicas if r not in p.adding]
+    missing = [r for r in expected if r not in p.isr]
+    if p.leader >= 0 and missing:
+        out.append(
+            (
+                "under_replicated",
+                WARNING,
+                f"{p.name}: replicas {missing} out of ISR {p.isr} (replicas {p.replicas})",
+            )
+        )
+    if live is not None:
+        gone = [r for r in p.replicas if r not in live]
+        if gone:
+            out.append(
+                (
+                    "replica_on_missing_broker",
+                    ERROR,
+                    f"{p.name}: replicas {gone} are on brokers that are not live (replicas {p.replicas})",
+                )
+            )
+    if min_isr is not None and p.leader >= 0 and len(p.replicas) >= min_isr:
+        if len(p.isr) < min_isr:
+            out.append(
+                (
+                    "under_min_isr",
+                    ERROR,
+                    f"{p.name}: ISR {p.isr} is below min.insync.replicas={min_isr}: acks=all produce fails",
+                )
+            )
+        elif len(p.isr) == min_isr and len(p.replicas) > min_isr:
+            out.append(
+                (
+                    "at_min_isr",
+                    WARNING,
+                    f"{p.name}: ISR {p.isr} is at min.insync.replicas={min_isr}: one more loss stops acks=all",
+                )
+            )
+    return out
+
+
+def throttle_findings(
+    topic_configs: dict[str, dict[str, str]],
+    broker_configs: dict[str, dict[str, str]],
+    moving_topics: set[str],
+) -> list[tuple[str, str, str]]:
+    """(kind = "leftover_throttle", subject, message): replication throttles nobody cleared
+    (kafka-reassign-partitions --verify clears them once the reassignment is done)."""
+    out = []
+    for topic, cfg in sorted(topic_configs.items()):
+        keys = [k for k in paths.TOPIC_THROTTLE_KEYS if cfg.get(k)]
+        if keys and topic not in moving_topics:
+            out.append(
+                (
+                    "leftover_throttle",
+                    f"topic {topic}",
+                    f"topic {topic} has {', '.join(keys)} but no reassignment is moving it",
+                )
+            )
+    for broker, cfg in sorted(broker_configs.items()):
+        keys = [k for k in paths.BROKER_THROTTLE_KEYS if cfg.get(k)]
+        if keys and not moving_topics:
+            out.append(
+                (
+                    "leftover_throttle",
+                    f"broker {broker}",
+                    f"broker {broker} has {', '.join(keys)} but no reassignment is active",
+                )
+            )
+    return out
+
+
+@dataclass
 class Snapshot:
     cluster_id: Typed | None
     controller: Typed | None
@@ -244,9 +343,15 @@ def run_checks(snap: Snapshot, *, now_ms: int | None = None, stale_after_s: floa
                         f"{topic}-{pid}: ISR {s.isr} has {extra_isr} not in replicas {replicas}",
                     )
                 )
-            if s.leader < 0:
-                f.append(Finding("offline_partition", spath, f"{topic}-{pid} has no leader (ISR {s.isr})"))
-            else:
+            for kind, severity, message in partition_findings(
+                PartitionView(
+                    topic, pid, list(replicas), list(s.isr), s.leader, list(a.adding_replicas.get(pid, ()))
+                ),
+                None if stopped else live,
+            ):
+                if kind in ("offline_partition", "leader_not_live", "under_replicated"):
+                    f.append(Finding(kind, spath, message, severity))
+            if s.leader >= 0:
                 if s.leader not in replicas:
                     f.append(
                         Finding(
@@ -261,26 +366,6 @@ def run_checks(snap: Snapshot, *, now_ms: int | None = None, stale_after_s: floa
                             "leader_not_in_isr",
                             spath,
                             f"{topic}-{pid}: leader {s.leader} is not in ISR {s.isr}",
-                        )
-                    )
-                if s.leader not in live and not stopped:
-                    f.append(
-                        Finding(
-                            "leader_not_live",
-                            spath,
-                            f"{topic}-{pid}: leader {s.leader} is not a registered broker",
-                        )
-                    )
-                adding = set(a.adding_replicas.get(pid, ()))
-                expected = [r for r in replicas if r not in adding]
-                missing = [r for r in expected if r not in s.isr]
-                if missing:
-                    f.append(
-                        Finding(
-                            "under_replicated",
-                            spath,
-                            f"{topic}-{pid}: replicas {missing} out of ISR {s.isr} (replicas {replicas})",
-                            WARNING,
                         )
                     )
             if controller_epoch is not None and s.controller_epoch > controller_epoch:
@@ -360,34 +445,20 @@ def run_checks(snap: Snapshot, *, now_ms: int | None = None, stale_after_s: floa
         if now_ms - stat.mtime_ms > stale_ms:
             f.append(Finding("stuck_notification", p, f"{p} not consumed for {_age(stat, now_ms)}"))
 
-    # ---- throttles
-    moving = reassigning_topics(snap)
+    # ---- throttles (the rule `kafkatool health` runs too)
+    topic_configs, broker_configs = {}, {}
     for e in snap.topic_configs:
         if e.error:
             f.append(Finding("undecodable_payload", e.path, e.error))
-            continue
-        keys = [k for k in paths.TOPIC_THROTTLE_KEYS if e.config and e.config.config.get(k)]
-        if keys and e.name not in moving:
-            f.append(
-                Finding(
-                    "leftover_throttle",
-                    e.path,
-                    f"topic {e.name} has {', '.join(keys)} but no reassignment is moving it",
-                    WARNING,
-                )
-            )
+        elif e.config:
+            topic_configs[e.name] = e.config.config
     for e in snap.broker_configs:
         if e.error:
             f.append(Finding("undecodable_payload", e.path, e.error))
-            continue
-        keys = [k for k in paths.BROKER_THROTTLE_KEYS if e.config and e.config.config.get(k)]
-        if keys and not moving:
-            f.append(
-                Finding(
-                    "leftover_throttle",
-                    e.path,
-                    f"broker {e.name} has {', '.join(keys)} but no reassignment is active",
-                    WARNING,
-                )
-            )
+        elif e.config:
+            broker_configs[e.name] = e.config.config
+    for kind, subject, message in throttle_findings(topic_configs, broker_configs, reassigning_topics(snap)):
+        kind_of, name = subject.split(" ", 1)
+        path = paths.config_entity("topics" if kind_of == "topic" else "brokers", name)
+        f.append(Finding(kind, path, message, WARNING))
     return f

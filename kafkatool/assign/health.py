@@ -1,0 +1,373 @@
+"""Cluster health (``kafkatool health``): the problems an operator looks for every morning, each
+found by one rule over a :class:`ClusterView` that is loaded from a live cluster (the admin API)
+or from ZooKeeper, each naming the partition, broker, topic or group and the command that fixes it.
+
+The partition rules (offline, under-replicated, under/at min ISR, replicas or leaders on brokers
+that are not live) and the leftover-throttle rule are ``kafkatool zk check``'s own
+(:func:`kafkatool.zk.check.partition_findings`, :func:`~kafkatool.zk.check.throttle_findings`),
+source-neutral functions it runs over its ZooKeeper snapshot.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from kafkatool.zk.check import ERROR, WARNING, PartitionView, partition_findings, throttle_findings
+
+#: leader.imbalance.per.broker.percentage's default: the controller rebalances past it
+DEFAULT_IMBALANCE_PERCENT = 10
+
+
+@dataclass
+class Finding:
+    kind: str
+    severity: str
+    #: what it is about: "topic-partition", "broker N", "topic T", "group G", "cluster"
+    subject: str
+    message: str
+    #: the command that fixes it (empty when an operator has to look first)
+    fix: str = ""
+
+    def to_json(self) -> dict:
+        return {
+            "type": "finding",
+            "kind": self.kind,
+            "severity": self.severity,
+            "subject": self.subject,
+            "message": self.message,
+            "fix": self.fix or None,
+        }
+
+
+@dataclass
+class ClusterView:
+    #: brokers that are live (registered in ZooKeeper, or in the cluster's metadata)
+    brokers: set[int]
+    controller: int | None
+    partitions: list[PartitionView]
+    #: per-topic config overrides, and dynamic broker configs ("<default>" or the id as text)
+    topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: the brokers' min.insync.replicas and default.replication.factor (None: not known)
+    min_isr_default: int = 1
+    default_replication_factor: int | None = None
+    #: partitions a reassignment is moving
+    reassigning: set[tuple[str, int]] = field(default_factory=set)
+    #: (topic, partition) -> size in bytes of the leader's (or largest) replica; None: not known
+    sizes: dict[tuple[str, int], int] | None = None
+    #: group -> total lag; None: not known
+    group_lag: dict[str, int] | None = None
+    #: brokers the cluster lists that could not be reached
+    unreachable: dict[int, str] = field(default_factory=dict)
+    #: where the view came from, for the messages
+    source: str = ""
+
+
+# ----------------------------------------------------------------------------- health
+
+
+@dataclass
+class Thresholds:
+    imbalance_percent: float = DEFAULT_IMBALANCE_PERCENT
+    min_replication_factor: int | None = None
+    #: a partition this many times its topic's median size (and at least skew_min_bytes) is skewed
+    skew_ratio: float = 2.0
+    skew_min_bytes: int = 64 * 1024 * 1024
+    max_lag: int = 10_000
+
+
+def check(view: ClusterView, t: Thresholds) -> list[Finding]:
+    f: list[Finding] = []
+    if view.controller is None or view.controller < 0:
+        f.append(Finding("controller_missing", ERROR, "cluster", "no broker is acting as controller", ""))
+    for b, why in sorted(view.unreachable.items()):
+        f.append(
+            Finding(
+                "broker_unreachable",
+                ERROR,
+                f"broker {b}",
+                f"broker {b} is registered but cannot be reached: {why}",
+                "",
+            )
+        )
+    live = view.brokers
+    rfs: dict[str, set[int]] = {}
+    for p in view.partitions:
+        rfs.setdefault(p.topic, set()).add(len(p.replicas))
+        min_isr = int(view.topic_configs.get(p.topic, {}).get("min.insync.replicas", view.min_isr_default))
+        for kind, sev, msg in partition_findings(p, live, min_isr=min_isr):
+            fix = {
+                "offline_partition": f"kafkatool leader-election --election-type unclean --topic {p.topic} --partition {p.partition} (loses data; first bring back a broker of ISR {p.isr})",
+                "leader_not_live": "",
+                "under_replicated": f"kafkatool reassign ... (move {p.name} off the lagging broker) once the broker is checked",
+                "replica_on_missing_broker": f"kafkatool reassign ... (move {p.name} onto live brokers)",
+                "under_min_isr": "",
+                "at_min_isr": "",
+            }[kind]
+            f.append(Finding(kind, sev, p.name, msg, fix))
+    # preferred leaders: per broker, the share of the partitions it should lead that it does not
+    should: dict[int, int] = {}
+    not_led: dict[int, int] = {}
+    for p in view.partitions:
+        if not p.replicas or p.leader < 0:
+            continue
+        pref = p.replicas[0]
+        should[pref] = should.get(pref, 0) + 1
+        if p.leader != pref:
+            not_led[pref] = not_led.get(pref, 0) + 1
+    for b in sorted(should):
+        ratio = 100.0 * not_led.get(b, 0) / should[b]
+        if ratio > t.imbalance_percent:
+            f.append(
+                Finding(
+                    "leader_imbalance",
+                    WARNING,
+                    f"broker {b}",
+                    f"broker {b} leads {should[b] - not_led.get(b, 0)} of the {should[b]} partitions it is the "
+                    f"preferred leader of ({ratio:.0f}% not led; leader.imbalance.per.broker.percentage "
+                    f"{t.imbalance_percent:g}%)",
+                    "kafkatool leader-election --election-type preferred --all-topic-partitions",
+                )
+            )
+    for topic, sizes in sorted(rfs.items()):
+        rf = max(sizes)
+        if len(sizes) > 1:
+            f.append(
+                Finding(
+                    "replication_factor_mixed",
+                    WARNING,
+                    f"topic {topic}",
+                    f"topic {topic}'s partitions have replication factors {sorted(sizes)}",
+                    "kafkatool reassign ...",
+                )
+            )
+        if t.min_replication_factor is not None and rf < t.min_replication_factor:
+            f.append(
+                Finding(
+                    "replication_factor_below_minimum",
+                    WARNING,
+                    f"topic {topic}",
+                    f"topic {topic} has replication factor {rf}, below the stated minimum {t.min_replication_factor}",
+                    "kafkatool reassign ... (add replicas)",
+                )
+            )
+        elif (
+            t.min_replication_factor is None
+            and view.default_replication_factor is not None
+            and rf != view.default_replication_factor
+            and not topic.startswith("__")
+        ):
+            f.append(
+                Finding(
+                    "replication_factor_not_default",
+                    WARNING,
+                    f"topic {topic}",
+                    f"topic {topic} has replication factor {rf}; the cluster's default.replication.factor is "
+                    f"{view.default_replication_factor}",
+                    "kafkatool reassign ... (or state the intended minimum with --min-replication-factor)",
+                )
+            )
+    if view.sizes:
+        by_topic: dict[str, list[tuple[int, int]]] = {}
+        for (topic, part), size in view.sizes.items():
+            by_topic.setdefault(topic, []).append((part, size))
+        for topic, parts in sorted(by_topic.items()):
+            if len(parts) < 2:
+                continue
+            median = statistics.median(s for _, s in parts)
+            for part, size in sorted(parts):
+                if size >= t.skew_min_bytes and size > t.skew_ratio * max(median, 1):
+                    f.append(
+                        Finding(
+                            "partition_skew",
+                            WARNING,
+                            f"{topic}-{part}",
+                            f"{topic}-{part} holds {size} bytes, {size / max(median, 1):.1f}x its topic's median "
+                            f"of {int(median)} (keys hash unevenly, or a producer pins one partition)",
+                            "",
+                        )
+                    )
+    for group, lag in sorted((view.group_lag or {}).items()):
+        if lag > t.max_lag:
+            f.append(
+                Finding(
+                    "consumer_lag",
+                    WARNING,
+                    f"group {group}",
+                    f"group {group} is {lag} records behind (threshold {t.max_lag})",
+                    f"kafkatool groups describe --group {group} (and reset-offsets if it should skip)",
+                )
+            )
+    for topic, part in sorted(view.reassigning):
+        f.append(
+            Finding(
+                "reassignment_in_progress",
+                WARNING,
+                f"{topic}-{part}",
+                f"{topic}-{part} is being reassigned",
+                "kafkatool reassign verify",
+            )
+        )
+    moving = {t_ for t_, _ in view.reassigning}
+    for kind, subject, msg in throttle_findings(view.topic_configs, view.broker_configs, moving):
+        f.append(
+            Finding(
+                kind,
+                WARNING,
+                subject,
+                msg,
+                "kafkatool reassign verify (clears throttles), or kafkatool configs alter --delete-config",
+            )
+        )
+    return f
+
+
+# ----------------------------------------------------------------------------- loaders
+
+
+def _configs(admin, resource_type: int, names: Iterable[str]) -> dict[str, dict[str, tuple[str, int]]]:
+    """DescribeConfigs: {name: {key: (value, source)}} for the values not at their default."""
+    from kafkatool.assign.kafka_client import KafkaAdminError, describe_error
+    from kafkatool.protocol.apis import API_BY_KEY
+    from kafkatool.protocol.generated.describe_configs_request import DescribeConfigsResource
+
+    names = list(names)
+    if not names:
+        return {}
+    req = API_BY_KEY[32].request(
+        resources=[
+            DescribeConfigsResource(resource_type=resource_type, resource_name=n, configuration_keys=None)
+            for n in names
+        ]
+    )
+    resp = admin.request(32, req)
+    out = {}
+    for r in resp.results:
+        if r.error_code:
+            raise KafkaAdminError(
+                f"DescribeConfigs {r.resource_name}: {describe_error(r.error_code, r.error_message)}",
+                r.error_code,
+            )
+        out[r.resource_name] = {c.name: (c.value, c.config_source) for c in r.configs if c.value is not None}
+    return out
+
+
+def load_from_api(admin, *, with_lag: bool = True, with_sizes: bool = True) -> ClusterView:
+    """Metadata, configs, reassignments, log dir sizes and group lag of a live cluster."""
+    from kafkatool.assign.kafka_client import KafkaAdminError, describe_topic_configs
+    from kafkatool.protocol.apis import API_BY_KEY
+
+    meta = admin.metadata()
+    view = ClusterView(
+        brokers=set(meta.brokers),
+        controller=meta.controller_id,
+        partitions=[],
+        source="the cluster's metadata",
+    )
+    for topic, parts in sorted(meta.topics.items()):
+        for pid, info in sorted(parts.items()):
+            view.partitions.append(
+                PartitionView(topic, pid, list(info.replicas), list(info.isr), info.leader)
+            )
+    for b in sorted(meta.brokers):
+        try:
+            admin.node(b)
+        except KafkaAdminError as exc:
+            view.unreachable[b] = str(exc)
+    reachable = [b for b in sorted(meta.brokers) if b not in view.unreachable]
+    tc = describe_topic_configs(admin, sorted(meta.topics))
+    view.topic_configs = {t: {k: v for k, (v, src) in cfg.items() if src == 1} for t, cfg in tc.items()}
+    if reachable:
+        bc = _configs(admin, 4, [str(b) for b in reachable])
+        for b, cfg in bc.items():
+            # dynamic per-broker (DYNAMIC_BROKER_CONFIG, 2) and cluster-default (DYNAMIC_DEFAULT_BROKER_CONFIG, 3)
+            view.broker_configs[b] = {k: v for k, (v, src) in cfg.items() if src in (2, 3)}
+        first = bc[str(reachable[0])]
+        if "min.insync.replicas" in first:
+            view.min_isr_default = int(first["min.insync.replicas"][0])
+        if "default.replication.factor" in first:
+            view.default_replication_factor = int(first["default.replication.factor"][0])
+        else:
+            view.default_replication_factor = 1
+    try:
+        resp = admin.controller().request(46, API_BY_KEY[46].request(timeout_ms=30000, topics=None))
+        for t in resp.topics or []:
+            for p in t.partitions:
+                view.reassigning.add((t.name, p.partition_index))
+    except KafkaAdminError:
+        pass  # a cluster without ListPartitionReassignments (Kafka < 2.4): ZooKeeper says
+    if with_sizes and reachable:
+        view.sizes = _sizes(admin, reachable, {(p.topic, p.partition): p.leader for p in view.partitions})
+    if with_lag:
+        from kafkatool.broker.group import live
+
+        view.group_lag = {}
+        for gid in sorted(live.list_groups(admin)):
+            g = live.describe(admin, gid)
+            view.group_lag[gid] = sum(r.lag for r in g.rows if r.lag is not None)
+    return view
+
+
+def _sizes(admin, brokers: list[int], leaders: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+    """DescribeLogDirs on every broker: the leader's replica size (the largest where leaderless)."""
+    from kafkatool.assign.kafka_client import KafkaAdminError
+    from kafkatool.protocol.apis import API_BY_KEY
+
+    by_broker: dict[tuple[str, int], dict[int, int]] = {}
+    for b in brokers:
+        try:
+            resp = admin.request(35, API_BY_KEY[35].request(topics=None), b)
+        except KafkaAdminError:
+            continue
+        for d in resp.results:
+            if d.error_code:
+                continue
+            for t in d.topics:
+                for p in t.partitions:
+                    by_broker.setdefault((t.name, p.partition_index), {})[b] = p.partition_size
+    out = {}
+    for tp, sizes in by_broker.items():
+        leader = leaders.get(tp, -1)
+        out[tp] = sizes.get(leader, max(sizes.values()))
+    return out
+
+
+def load_from_zk(snap) -> ClusterView:
+    """The same view from a ZooKeeper snapshot (``zk.check.load_snapshot``)."""
+    view = ClusterView(brokers=set(snap.brokers), controller=None, partitions=[], source="ZooKeeper")
+    if snap.controller is not None and snap.controller.value is not None:
+        view.controller = snap.controller.value.broker_id
+    for topic, ts in sorted(snap.topics.items()):
+        if ts.assignment is None or ts.assignment.value is None:
+            continue
+        a = ts.assignment.value
+        for pid, replicas in sorted(a.partitions.items()):
+            st = ts.states.get(pid)
+            if st is None or st.value is None:
+                continue
+            view.partitions.append(
+                PartitionView(
+                    topic,
+                    pid,
+                    list(replicas),
+                    list(st.value.isr),
+                    st.value.leader,
+                    list(a.adding_replicas.get(pid, ())),
+                )
+            )
+            if a.adding_replicas.get(pid) or a.removing_replicas.get(pid):
+                view.reassigning.add((topic, pid))
+    if snap.reassign is not None and snap.reassign.value is not None:
+        view.reassigning |= {(p.topic, p.partition) for p in snap.reassign.value.partitions}
+    for e in snap.topic_configs:
+        if e.config is not None:
+            view.topic_configs[e.name] = dict(e.config.config)
+    for e in snap.broker_configs:
+        if e.config is not None:
+            view.broker_configs[e.name] = dict(e.config.config)
+    default = view.broker_configs.get("<default>", {})
+    if "min.insync.replicas" in default:
+        view.min_isr_default = int(default["min.insync.replicas"])
+    return view

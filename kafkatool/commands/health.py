@@ -1,0 +1,164 @@
+"""``kafkatool health``: one command that checks a cluster (through the admin API, ZooKeeper, or
+both) like Yelp's kafka-check and the scripts operators keep for the morning round; each finding
+names the partition, broker, topic or group and the command that fixes it."""
+
+from __future__ import annotations
+
+import typer
+
+from kafkatool.commands.common import (
+    DEFAULT_FAIL_ON,
+    EXIT_FINDINGS,
+    EXIT_OK,
+    JSON_HELP,
+    CommandError,
+    command_config_option,
+    console,
+    emit_json,
+    handle_errors,
+)
+
+HELP = (
+    "Check a cluster: offline, under-replicated, under/at min ISR partitions, replicas on brokers that are "
+    "not live, leaders off their preferred replica, unreachable brokers, a missing controller, replication "
+    "factors, partition size skew, consumer lag, reassignments in progress and throttles left behind; "
+    "through --bootstrap-server, --zookeeper, or both."
+)
+
+#: kinds the health rules report themselves (zk check's findings of these kinds are not repeated)
+_OWN = {
+    "offline_partition",
+    "leader_not_live",
+    "under_replicated",
+    "leftover_throttle",
+    "no_controller",
+}
+
+
+@handle_errors
+def health(
+    bootstrap_server: str | None = typer.Option(
+        None,
+        "--bootstrap-server",
+        metavar="HOST:PORT",
+        help="The cluster to ask (metadata, configs, log dirs, groups).",
+    ),
+    command_config: str | None = command_config_option(),
+    zookeeper: str | None = typer.Option(
+        None,
+        "--zookeeper",
+        "-z",
+        metavar="HOST:PORT[/CHROOT]",
+        help="Read the cluster's ZooKeeper too (or only): registrations, partition states, configs, and "
+        "zk check's invariants.",
+    ),  # fmt: skip
+    timeout: float = typer.Option(10.0, "--timeout", metavar="SECONDS", help="ZooKeeper connection timeout."),
+    min_replication_factor: int | None = typer.Option(
+        None,
+        "--min-replication-factor",
+        metavar="N",
+        help="Report topics below this replication factor (default: report topics that differ from the "
+        "cluster's default.replication.factor).",
+    ),  # fmt: skip
+    max_lag: int = typer.Option(
+        10_000, "--max-lag", metavar="RECORDS", help="Report consumer groups behind by more."
+    ),
+    imbalance_percent: float = typer.Option(
+        10.0,
+        "--imbalance-percent",
+        metavar="PCT",
+        help="Report a broker not leading more than this share of the partitions it is the preferred leader of "
+        "(Kafka's leader.imbalance.per.broker.percentage).",
+    ),  # fmt: skip
+    skew_ratio: float = typer.Option(
+        2.0, "--skew-ratio", metavar="X", help="Report partitions this many times their topic's median size."
+    ),
+    skew_min_bytes: int = typer.Option(
+        64 * 1024 * 1024, "--skew-min-bytes", metavar="BYTES", help="...and at least this large."
+    ),
+    no_lag: bool = typer.Option(
+        False, "--no-lag", help="Skip consumer groups (each group costs a few requests)."
+    ),
+    fail_on: str = typer.Option(
+        DEFAULT_FAIL_ON,
+        "--fail-on",
+        metavar="SEVERITY",
+        help="Exit 1 when a finding is at or above: error or warning.",
+    ),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Check a cluster and exit 1 with one finding per problem (none on a healthy cluster)."""
+    from kafkatool.assign import health as H
+
+    if fail_on not in ("error", "warning"):
+        raise CommandError("--fail-on: must be 'error' or 'warning'")
+    if bootstrap_server is None and zookeeper is None:
+        raise CommandError("give --bootstrap-server, --zookeeper, or both")
+    thresholds = H.Thresholds(
+        imbalance_percent=imbalance_percent,
+        min_replication_factor=min_replication_factor,
+        skew_ratio=skew_ratio,
+        skew_min_bytes=skew_min_bytes,
+        max_lag=max_lag,
+    )
+    snap = None
+    if zookeeper is not None:
+        from kafkatool.commands.zk import connect
+        from kafkatool.zk.check import load_snapshot
+
+        with connect(zookeeper, timeout, writable=False) as zk:
+            snap = load_snapshot(zk)
+    if bootstrap_server is not None:
+        from kafkatool.assign.kafka_client import KafkaAdmin
+
+        with KafkaAdmin(bootstrap_server, client_id="kafkatool-health") as admin:
+            view = H.load_from_api(admin, with_lag=not no_lag)
+        if snap is not None:
+            # registered in ZooKeeper but absent from the cluster's view: registered, not serving
+            for b in sorted(set(snap.brokers) - view.brokers):
+                view.unreachable.setdefault(b, "registered in ZooKeeper but not in the cluster's metadata")
+    else:
+        view = H.load_from_zk(snap)
+    findings = H.check(view, thresholds)
+    if snap is not None:
+        from kafkatool.zk.check import run_checks
+
+        for z in run_checks(snap):
+            if z.kind not in _OWN:
+                findings.append(H.Finding(z.kind, z.severity, z.path, z.message, "kafkatool zk check"))
+    failing = {"error"} if fail_on == "error" else {"error", "warning"}
+    bad = [f for f in findings if f.severity in failing]
+    topics = {p.topic for p in view.partitions}
+    summary = {
+        "type": "summary",
+        "source": view.source + (" and ZooKeeper" if snap is not None and bootstrap_server else ""),
+        "brokers": len(view.brokers),
+        "topics": len(topics),
+        "partitions": len(view.partitions),
+        "groups": None if view.group_lag is None else len(view.group_lag),
+        "findings": len(findings),
+        "errors": sum(f.severity == "error" for f in findings),
+        "warnings": sum(f.severity == "warning" for f in findings),
+    }
+    if json_out:
+        for f in findings:
+            emit_json(f.to_json())
+        emit_json(summary)
+    else:
+        for f in findings:
+            console.print(f"{f.severity.upper():7} {f.kind:32} {f.subject}: {f.message}")
+            if f.fix:
+                console.print(f"{'':7} {'':32} fix: {f.fix}")
+        checked = (
+            f"{summary['brokers']} brokers, {summary['topics']} topics, {summary['partitions']} partitions"
+            + (f", {summary['groups']} consumer groups" if summary["groups"] is not None else "")
+        )
+        if findings:
+            console.print(f"{summary['errors']} errors, {summary['warnings']} warnings in {checked}")
+        else:
+            console.print(f"healthy: {checked} checked, nothing found")
+    raise typer.Exit(EXIT_FINDINGS if bad else EXIT_OK)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("health", help=HELP)(health)
