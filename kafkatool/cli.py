@@ -13,7 +13,7 @@ import importlib
 import typer
 
 from kafkatool import __version__
-from kafkatool.commands.common import EXIT_CONTRACT, apply_exit_contract, name_metavars
+from kafkatool.commands.common import EXIT_CONTRACT, add_zk_tls_option, apply_exit_contract, name_metavars
 
 # Order here is the order of ``kafkatool --help``.
 COMMAND_MODULES = [
@@ -63,6 +63,7 @@ def _root(
 for _name in COMMAND_MODULES:
     importlib.import_module(f"kafkatool.commands.{_name}").register(app)
 
+add_zk_tls_option(app)
 name_metavars(app)
 apply_exit_contract(app)
 

@@ -282,3 +282,74 @@ def command_config_option():
         callback=_load_command_config,
         show_default=False,
     )
+
+
+# ----------------------------------------------------------------------------- --zk-tls-config-file
+ZK_TLS_CONFIG_HELP = (
+    "ZooKeeper client TLS properties with Kafka's names, as Kafka's ZooKeeper tools take them: "
+    "zookeeper.ssl.client.enable, zookeeper.ssl.keystore.location/password/type (PEM or PKCS12), "
+    "zookeeper.ssl.truststore.*, zookeeper.ssl.endpoint.identification.algorithm, zookeeper.set.acl "
+    "(other names are ignored). SASL comes from the JAAS Client section named by "
+    "-Djava.security.auth.login.config in KAFKA_OPTS, as for Kafka's scripts."
+)
+
+
+def _load_zk_tls(value):
+    from kafkatool.broker.security import zk as zk_security
+
+    if value is None:
+        zk_security.use_zk_security(None)
+        return None
+    try:
+        zk_security.use_zk_security(zk_security.ZkSecurity.from_file(value))
+    except zk_security.ZkSecurityError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    return value
+
+
+def _with_zk_tls(func: Callable) -> Callable:
+    """``func`` with one more option, --zk-tls-config-file, consumed by its callback."""
+    import inspect
+
+    sig = inspect.signature(func)
+    option = typer.Option(
+        None,
+        "--zk-tls-config-file",
+        metavar="FILE",
+        help=ZK_TLS_CONFIG_HELP,
+        callback=_load_zk_tls,
+        show_default=False,
+    )
+    param = inspect.Parameter(
+        "zk_tls_config_file", inspect.Parameter.KEYWORD_ONLY, default=option, annotation=str | None
+    )
+
+    @functools.wraps(func)
+    def wrapper(*args, zk_tls_config_file=None, **kwargs):
+        return func(*args, **kwargs)
+
+    wrapper.__signature__ = sig.replace(parameters=[*sig.parameters.values(), param])
+    return wrapper
+
+
+def add_zk_tls_option(app: typer.Typer) -> None:
+    """Every command that takes --zookeeper also takes --zk-tls-config-file (one declaration)."""
+    import inspect
+
+    from typer.models import OptionInfo
+
+    def takes_zookeeper(callback) -> bool:
+        for p in inspect.signature(callback).parameters.values():
+            info = p.default
+            if isinstance(info, OptionInfo) and "--zookeeper" in (info.param_decls or ()):
+                return True
+        return False
+
+    def walk(t: typer.Typer) -> None:
+        for c in t.registered_commands:
+            if c.callback is not None and takes_zookeeper(c.callback):
+                c.callback = _with_zk_tls(c.callback)
+        for g in t.registered_groups:
+            walk(g.typer_instance)
+
+    walk(app)

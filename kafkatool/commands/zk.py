@@ -98,8 +98,11 @@ def connect(
 
     if not zookeeper:
         raise CommandError("--zookeeper host:port[/chroot] is required (or set KAFKATOOL_ZOOKEEPER)")
+    from kafkatool.broker.security import zk as zk_security
+
     silence_kazoo_logging()
-    zk = KafkaZk(zookeeper, timeout=timeout, read_only=not writable)
+    security = zk_security.current()  # --zk-tls-config-file, and KAFKA_OPTS's JAAS Client section
+    zk = KafkaZk(zookeeper, timeout=timeout, read_only=not writable, security=security)
     zk.start()
     try:
         if kafka and not zk.is_kafka_root():
@@ -111,7 +114,9 @@ def connect(
                 root = roots[0]
                 _note(f"no Kafka cluster at /; using the one at {root.chroot} (cluster id {root.cluster_id})")
                 zk.close()
-                zk = KafkaZk(root.connect_string(zk.hosts), timeout=timeout, read_only=not writable)
+                zk = KafkaZk(
+                    root.connect_string(zk.hosts), timeout=timeout, read_only=not writable, security=security
+                )
                 zk.start()
             elif roots:
                 listed = ", ".join(f"{zk.display(r.chroot)} (cluster {r.cluster_id})" for r in roots)

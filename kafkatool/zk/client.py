@@ -173,14 +173,18 @@ class KafkaZk:
     Use as a context manager or call ``start()``/``close()``.
     """
 
-    def __init__(self, connect: str, *, timeout: float = 5.0, read_only: bool = False):
+    def __init__(self, connect: str, *, timeout: float = 5.0, read_only: bool = False, security=None):
         self.connect = connect
         self.hosts, self.chroot = paths.split_connect(connect)
         if not self.hosts:
             raise ZkError(f"{connect!r}: no ZooKeeper host in connect string")
         self.timeout = timeout
         self.read_only = read_only
+        #: TLS/SASL and secure ACLs (broker/security/zk.ZkSecurity: ``kazoo_options()``,
+        #: ``acls_for(path)``); None: plaintext, open ACLs
+        self.security = security
         self._client = None
+        self._tmp: str | None = None
 
     # ------------------------------------------------------------ lifecycle
 
@@ -189,14 +193,24 @@ class KafkaZk:
         from kazoo.handlers.threading import KazooTimeoutError
         from kazoo.retry import KazooRetry
 
+        extra: dict = {}
+        if self.security is not None:
+            extra, self._tmp = self.security.kazoo_options()
+            acl = self.security.acls_for("/")
+            if acl is not None:
+                extra["default_acl"] = acl
+        secured = " over TLS" if extra.get("use_ssl") else ""
+        secured += " with SASL" if extra.get("sasl_options") else ""
         try:
             client = KazooClient(
                 hosts=self.hosts + self.chroot,
                 timeout=max(self.timeout, 4.0),
                 connection_retry=KazooRetry(max_tries=-1, delay=0.1, max_delay=1.0),
                 command_retry=KazooRetry(max_tries=3, delay=0.1, max_delay=1.0, deadline=self.timeout),
+                **extra,
             )
         except (ValueError, TypeError) as exc:
+            self._drop_tmp()
             raise ZkError(f"{self.connect!r}: bad connect string ({exc})") from None
         try:
             client.start(timeout=self.timeout)
@@ -204,16 +218,28 @@ class KafkaZk:
             with contextlib.suppress(Exception):
                 client.stop()
                 client.close()
+            self._drop_tmp()
+            hint = "" if not secured else " (a TLS or SASL failure looks like this too: check the settings)"
             raise ZkConnectionError(
-                f"{self.hosts}: no ZooKeeper answered within {self.timeout:g} s"
+                f"{self.hosts}: no ZooKeeper answered{secured} within {self.timeout:g} s{hint}"
             ) from None
-        except Exception as exc:  # kazoo raises a variety of socket/handler errors here
+        except Exception as exc:  # kazoo raises a variety of socket/handler/auth errors here
             with contextlib.suppress(Exception):
                 client.stop()
                 client.close()
-            raise ZkConnectionError(f"{self.hosts}: cannot connect ({exc})") from None
+            self._drop_tmp()
+            raise ZkConnectionError(
+                f"{self.hosts}: cannot connect{secured} ({type(exc).__name__}: {exc})"
+            ) from None
         self._client = client
         return self
+
+    def _drop_tmp(self) -> None:
+        if self._tmp is not None:
+            import shutil
+
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
 
     def close(self) -> None:
         if self._client is not None:
@@ -221,6 +247,7 @@ class KafkaZk:
                 self._client.stop()
                 self._client.close()
             self._client = None
+        self._drop_tmp()
 
     def __enter__(self) -> KafkaZk:
         return self.start()
@@ -375,11 +402,18 @@ class KafkaZk:
         sequence: bool = False,
         makepath: bool = False,
     ) -> str:
-        """Create a znode (open ACL, as Kafka without zookeeper.set.acl); returns the created path."""
+        """Create a znode (open ACL, as Kafka without zookeeper.set.acl; Kafka's secure ACLs with
+        it); returns the created path."""
         self._writable()
+        acl = self.security.acls_for(paths.normalize(path)) if self.security is not None else None
         with self._mapped(path):
             return self.kazoo.create(
-                paths.normalize(path), data, ephemeral=ephemeral, sequence=sequence, makepath=makepath
+                paths.normalize(path),
+                data,
+                acl=acl,
+                ephemeral=ephemeral,
+                sequence=sequence,
+                makepath=makepath,
             )
 
     def ensure_path(self, path: str) -> None:

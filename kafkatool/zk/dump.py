@@ -251,7 +251,7 @@ def apply_restore(zk: KafkaZk, plan: RestorePlan) -> int:
     batches = plan_batches(plan)
     if zk.chroot and batches:
         # kazoo resolves paths under the chroot; the chroot node itself must exist first.
-        with KafkaZk(zk.hosts, timeout=zk.timeout) as root:
+        with KafkaZk(zk.hosts, timeout=zk.timeout, security=zk.security) as root:
             root.ensure_path(zk.chroot)
     done = 0
     for batch in batches:

@@ -27,6 +27,12 @@ from tests.zk.kafka_layout import SeededCluster, default_spec, seed_cluster
 
 ZK_JAR = "/usr/share/java/zookeeper.jar"
 ZK_CONF_DIR = "/etc/zookeeper/conf"
+#: Debian's zookeeper.jar manifest names netty-handler and -transport but not what they need
+#: (codec, resolver, unix-common): a Netty (TLS) server port fails with ClassNotFoundException
+NETTY_JARS = ":".join(
+    f"/usr/share/java/{j}.jar"
+    for j in ("netty-codec", "netty-resolver", "netty-transport-native-unix-common")
+)
 
 
 def _free_port() -> int:
@@ -48,8 +54,12 @@ def _four_letter(port: int, word: bytes) -> bytes:
 
 
 @contextlib.contextmanager
-def run_zookeeper(base: Path) -> Iterator[str]:
-    """Start a standalone ZooKeeper with its data in ``base``; yields "127.0.0.1:PORT"."""
+def run_zookeeper(
+    base: Path, *, extra_cfg: tuple[str, ...] = (), jvm_flags: tuple[str, ...] = ()
+) -> Iterator[str]:
+    """Start a standalone ZooKeeper with its data in ``base``; yields "127.0.0.1:PORT" (the plain
+    client port).  ``extra_cfg``: more zoo.cfg lines (a secureClientPort, auth providers);
+    ``jvm_flags``: e.g. the server's JAAS file."""
     java = shutil.which("java")
     if java is None or not os.path.exists(ZK_JAR):
         pytest.fail("the zk tests need java and Debian's zookeeper package (run scripts/setup.sh)")
@@ -70,6 +80,7 @@ def run_zookeeper(base: Path) -> Iterator[str]:
                 "maxClientCnxns=0",
                 "minSessionTimeout=1000",
                 "maxSessionTimeout=20000",
+                *extra_cfg,
                 "",
             ]
         )
@@ -84,8 +95,10 @@ def run_zookeeper(base: Path) -> Iterator[str]:
             "-XX:+UseSerialGC",
             "-XX:TieredStopAtLevel=1",
             "-Dzookeeper.root.logger=WARN,CONSOLE",
+            *jvm_flags,
             "-cp",
-            f"{ZK_CONF_DIR}:{ZK_JAR}",
+            f"{ZK_CONF_DIR}:{ZK_JAR}"
+            + (f":{NETTY_JARS}" if any("Netty" in line for line in extra_cfg) else ""),
             "org.apache.zookeeper.server.quorum.QuorumPeerMain",
             str(cfg),
         ],

@@ -128,6 +128,35 @@ def _load_pkcs12(data: bytes, password: str | None, what: str):
         raise ConfigError(f"{what}: cannot read the PKCS12 store (wrong password?): {exc}") from None
 
 
+def pkcs12_keystore_pem(location: str, password: str | None, what: str) -> tuple[bytes, str]:
+    """A PKCS12 keystore's key and chain as PEM, the key encrypted with a one-off password
+    (returned with it): for the APIs that load keys from files only (ssl, kazoo)."""
+    store = _load_pkcs12(_read(location, what), password, what)
+    if store.key is None or store.cert is None:
+        raise ConfigError(f"{what} {location}: the PKCS12 store holds no private key entry")
+    from cryptography.hazmat.primitives import serialization as ser
+
+    secret = os.urandom(24).hex()
+    pem = store.key.private_bytes(
+        ser.Encoding.PEM, ser.PrivateFormat.PKCS8, ser.BestAvailableEncryption(secret.encode())
+    )
+    pem += store.cert.certificate.public_bytes(ser.Encoding.PEM)
+    for extra in store.additional_certs:
+        pem += extra.certificate.public_bytes(ser.Encoding.PEM)
+    return pem, secret
+
+
+def pkcs12_truststore_pem(location: str, password: str | None, what: str) -> bytes:
+    """The certificates of a PKCS12 truststore as PEM."""
+    store = _load_pkcs12(_read(location, what), password, what)
+    from cryptography.hazmat.primitives import serialization as ser
+
+    certs = ([store.cert] if store.cert is not None else []) + list(store.additional_certs)
+    if not certs:
+        raise ConfigError(f"{what} {location}: no certificates in the store")
+    return b"".join(c.certificate.public_bytes(ser.Encoding.PEM) for c in certs)
+
+
 def _load_keystore(ctx: ssl.SSLContext, get: Getter) -> None:
     kind = (get("ssl.keystore.type") or "JKS").strip().upper()
     location = get("ssl.keystore.location")
@@ -152,24 +181,8 @@ def _load_keystore(ctx: ssl.SSLContext, get: Getter) -> None:
     if kind == "PKCS12":
         if not location:
             raise ConfigError("ssl.keystore.type=PKCS12 needs ssl.keystore.location")
-        store = _load_pkcs12(
-            _read(location, "ssl.keystore.location"), get("ssl.keystore.password"), "ssl.keystore.location"
-        )
-        if store.key is None or store.cert is None:
-            raise ConfigError(
-                f"ssl.keystore.location {location}: the PKCS12 store holds no private key entry"
-            )
-        from cryptography.hazmat.primitives import serialization as ser
-
-        # ssl loads keys from files only: an encrypted PEM copy with a one-off password,
-        # removed as soon as it is loaded
-        secret = os.urandom(24).hex()
-        pem = store.key.private_bytes(
-            ser.Encoding.PEM, ser.PrivateFormat.PKCS8, ser.BestAvailableEncryption(secret.encode())
-        )
-        pem += store.cert.certificate.public_bytes(ser.Encoding.PEM)
-        for extra in store.additional_certs:
-            pem += extra.certificate.public_bytes(ser.Encoding.PEM)
+        # ssl loads keys from files only: an encrypted PEM copy, removed as soon as it is loaded
+        pem, secret = pkcs12_keystore_pem(location, get("ssl.keystore.password"), "ssl.keystore.location")
         _load_pem_pair(ctx, pem, secret)
         return
     if kind == "JKS":
@@ -229,19 +242,8 @@ def _load_truststore(ctx: ssl.SSLContext, get: Getter) -> bool:
         if kind == "PKCS12":
             if not location:
                 return False
-            store = _load_pkcs12(
-                _read(location, "ssl.truststore.location"),
-                get("ssl.truststore.password"),
-                "ssl.truststore.location",
-            )
-            from cryptography.hazmat.primitives import serialization as ser
-
-            certs = ([store.cert] if store.cert is not None else []) + list(store.additional_certs)
-            if not certs:
-                raise ConfigError(f"ssl.truststore.location {location}: no certificates in the store")
-            ctx.load_verify_locations(
-                cadata="".join(c.certificate.public_bytes(ser.Encoding.PEM).decode() for c in certs)
-            )
+            pem = pkcs12_truststore_pem(location, get("ssl.truststore.password"), "ssl.truststore.location")
+            ctx.load_verify_locations(cadata=pem.decode("ascii"))
             return True
         if kind == "JKS":
             if location:
