@@ -38,6 +38,26 @@ EXIT_CONTRACT = """Exit status, the same for every kafkatool command:
   130  interrupted (Ctrl-C)"""
 
 
+def fail_on_option():
+    """The one declaration of --fail-on (verify, fleet scan, health)."""
+    return typer.Option(
+        DEFAULT_FAIL_ON,
+        "--fail-on",
+        metavar="SEVERITY",
+        help="Lowest finding severity that makes the exit status 1: error or warning.",
+    )
+
+
+def failing(fail_on: str) -> frozenset[str]:
+    """--fail-on's value checked and turned into the severities that fail (exit 2 if bad)."""
+    from kafkatool.forensics.verify import failing_severities
+
+    try:
+        return failing_severities(fail_on)
+    except ValueError:
+        raise typer.BadParameter("must be 'error' or 'warning'", param_hint="--fail-on") from None
+
+
 def modify_exit(*, dry_run: bool, would_change: bool, remaining: bool) -> int:
     """The contract for commands that modify data: what a --dry-run would change is a
     finding; a real run that did its work succeeds unless problems remain."""

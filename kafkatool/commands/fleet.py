@@ -13,7 +13,6 @@ import typer
 from rich.table import Table
 
 from kafkatool.commands.common import (
-    DEFAULT_FAIL_ON,
     EXIT_FINDINGS,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -22,6 +21,8 @@ from kafkatool.commands.common import (
     console,
     emit_json,
     err_console,
+    fail_on_option,
+    failing,
     handle_errors,
 )
 
@@ -127,12 +128,7 @@ def scan(
     quick: bool = typer.Option(
         False, "--quick", help="Check batch headers and CRCs only; skip record decoding (as verify --quick)."
     ),
-    fail_on: str = typer.Option(
-        DEFAULT_FAIL_ON,
-        "--fail-on",
-        metavar="SEVERITY",
-        help="Lowest finding severity that makes the exit status 1.",
-    ),
+    fail_on: str = fail_on_option(),
     conf: list[str] = typer.Option(
         None, "--conf", metavar="KEY=VALUE", help="Extra Spark settings (repeatable)."
     ),
@@ -140,8 +136,7 @@ def scan(
     from kafkatool.fleet import inventory as I
     from kafkatool.fleet import job
 
-    if fail_on not in ("error", "warning"):
-        raise typer.BadParameter("must be 'error' or 'warning'", param_hint="--fail-on")
+    failing(fail_on)  # checked before Spark starts
     if inventory is None and not log_dirs:
         raise CommandError("give --inventory FLEET.json or one or more LOGDIR")
     inv = I.load_inventory(inventory) if inventory is not None else I.Inventory([])

@@ -7,7 +7,6 @@ from __future__ import annotations
 import typer
 
 from kafkatool.commands.common import (
-    DEFAULT_FAIL_ON,
     EXIT_FINDINGS,
     EXIT_OK,
     JSON_HELP,
@@ -15,6 +14,8 @@ from kafkatool.commands.common import (
     command_config_option,
     console,
     emit_json,
+    fail_on_option,
+    failing,
     handle_errors,
 )
 
@@ -79,19 +80,13 @@ def health(
     no_lag: bool = typer.Option(
         False, "--no-lag", help="Skip consumer groups (each group costs a few requests)."
     ),
-    fail_on: str = typer.Option(
-        DEFAULT_FAIL_ON,
-        "--fail-on",
-        metavar="SEVERITY",
-        help="Exit 1 when a finding is at or above: error or warning.",
-    ),
+    fail_on: str = fail_on_option(),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Check a cluster and exit 1 with one finding per problem (none on a healthy cluster)."""
     from kafkatool.assign import health as H
 
-    if fail_on not in ("error", "warning"):
-        raise CommandError("--fail-on: must be 'error' or 'warning'")
+    severities = failing(fail_on)
     if bootstrap_server is None and zookeeper is None:
         raise CommandError("give --bootstrap-server, --zookeeper, or both")
     thresholds = H.Thresholds(
@@ -126,8 +121,7 @@ def health(
         for z in run_checks(snap):
             if z.kind not in _OWN:
                 findings.append(H.Finding(z.kind, z.severity, z.path, z.message, "kafkatool zk check"))
-    failing = {"error"} if fail_on == "error" else {"error", "warning"}
-    bad = [f for f in findings if f.severity in failing]
+    bad = [f for f in findings if f.severity in severities]
     topics = {p.topic for p in view.partitions}
     summary = {
         "type": "summary",

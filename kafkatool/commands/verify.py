@@ -9,12 +9,13 @@ import typer
 from rich.table import Table
 
 from kafkatool.commands.common import (
-    DEFAULT_FAIL_ON,
     EXIT_FINDINGS,
     EXIT_OK,
     JSON_HELP,
     console,
     emit_json,
+    fail_on_option,
+    failing,
     handle_errors,
     progress,
 )
@@ -58,19 +59,12 @@ def verify(
         "--quick",
         help="Check batch headers and CRCs only (what Kafka's recovery checks); skip record decoding.",
     ),
-    fail_on: str = typer.Option(
-        DEFAULT_FAIL_ON,
-        "--fail-on",
-        metavar="SEVERITY",
-        help="Lowest severity that makes the exit status 1: error or warning.",
-    ),
+    fail_on: str = fail_on_option(),
     show_all: bool = typer.Option(
         False, "--all", help="List every file in the human view, not only those with findings."
     ),
 ) -> None:
-    if fail_on not in ("error", "warning"):
-        raise typer.BadParameter("must be 'error' or 'warning'", param_hint="--fail-on")
-    failing = {"error"} if fail_on == "error" else {"error", "warning"}
+    failing_set = failing(fail_on)
     for p in paths:
         if not p.exists():
             raise FileNotFoundError(2, "No such file or directory", str(p))
@@ -96,7 +90,7 @@ def verify(
                         emit_json(f.to_json())
                 if not json_out and (res.findings or show_all):
                     rows.append(res)
-    failed = any(severities[s] for s in failing)
+    failed = any(severities[s] for s in failing_set)
     summary = {
         "type": "summary",
         "paths": [str(p) for p in paths],

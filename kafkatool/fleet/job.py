@@ -889,7 +889,7 @@ def json_lines(res: ScanResult) -> list[dict]:
 
 
 def failed(res: ScanResult, fail_on: str = "error") -> bool:
-    severities = {"error"} if fail_on == "error" else {"error", "warning"}
+    severities = V.failing_severities(fail_on)
     return bool(res.divergences) or any(f["severity"] in severities for f in res.findings)
 
 

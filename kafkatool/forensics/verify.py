@@ -49,6 +49,16 @@ from kafkatool.log.segment import scan_for_recovery
 ERROR = "error"
 WARNING = "warning"
 INFO = "info"
+#: --fail-on's values, lowest last
+FAIL_ON_VALUES = (ERROR, WARNING)
+
+
+def failing_severities(fail_on: str) -> frozenset[str]:
+    """The finding severities that make a check exit 1 under ``--fail-on`` (every command's one rule)."""
+    if fail_on not in FAIL_ON_VALUES:
+        raise ValueError(f"--fail-on {fail_on!r}: must be 'error' or 'warning'")
+    return frozenset({ERROR}) if fail_on == ERROR else frozenset({ERROR, WARNING})
+
 
 OFFSET_CHECKPOINTS = (
     "recovery-point-offset-checkpoint",
