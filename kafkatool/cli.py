@@ -31,6 +31,7 @@ COMMAND_MODULES = [
     "groups",
     "leader_election",
     "health",
+    "acls",
 ]
 
 app = typer.Typer(

@@ -184,6 +184,7 @@ ONLINE = {
         "127.0.0.1:1",
     ],  # fmt: skip
     "health": ["health", "--bootstrap-server", "127.0.0.1:1"],
+    "acls": ["acls", "--list", "--bootstrap-server", "127.0.0.1:1"],
     "health (zk)": ["health", "-z", "127.0.0.1:1", "--timeout", "0.3"],
     "leader-election (zk)": [
         "leader-election",

@@ -45,6 +45,10 @@ CLIENT_MAX = {
     42: 2,  # DeleteGroups
     47: 0,  # OffsetDelete
     69: 0,  # ConsumerGroupDescribe
+    # ACLs (broker/security/acl_admin.py)
+    29: 3,  # DescribeAcls
+    30: 3,  # CreateAcls
+    31: 3,  # DeleteAcls
 }
 
 

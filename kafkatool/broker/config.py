@@ -115,6 +115,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         # SASL (broker/security/sasl.py); also per listener: listener.name.<name>.*
         _d("sasl.enabled.mechanisms", LIST, "GSSAPI", "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 are served."),
         _d("sasl.mechanism.inter.broker.protocol", STRING, "GSSAPI"),
+        _d("authorizer.class.name", STRING, "", "kafka.security.authorizer.AclAuthorizer enables ACLs."),
+        _d("super.users", STRING, None, "Principals allowed everything: User:a;User:b."),
+        _d("allow.everyone.if.no.acl.found", BOOLEAN, False, "Allow a resource no ACL names."),
         _d("connections.max.reauth.ms", LONG, 0, "SASL session lifetime (KIP-368); 0: no re-authentication."),
         _d(
             "connection.failed.authentication.delay.ms",

@@ -104,6 +104,8 @@ class MetadataStore:
         self.producer_ids_reserved = 0
         #: SCRAM credentials: user -> mechanism -> Kafka's credential text (scram.ScramCredential.to_text)
         self.user_scram: dict[str, dict[str, str]] = {}
+        #: ACL bindings (security/acl.AclBinding), sorted
+        self.acls: list = []
         self._load()
 
     # ------------------------------------------------------------------ load/save
@@ -125,6 +127,10 @@ class MetadataStore:
             }
             for name, t in data.get("topics", {}).items():
                 self.topics[name] = TopicMeta.from_json(name, t)
+            if data.get("acls"):
+                from kafkatool.broker.security.acl import AclBinding
+
+                self.acls = sorted(AclBinding.from_json(a) for a in data["acls"])
         if self.cluster_id is None:
             self.cluster_id = self._cluster_id_from_meta_properties()
         if self.cluster_id is None:
@@ -152,6 +158,8 @@ class MetadataStore:
         }
         if self.user_scram:
             data["user_scram_credentials"] = self.user_scram
+        if self.acls:
+            data["acls"] = [a.to_json() for a in self.acls]
         fileops.atomic_write(self.path, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
 
     def write_meta_properties(self) -> None:

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kafkatool.broker.config import BROKER_CONFIGS, BrokerConfig
+from kafkatool.broker.config import BROKER_CONFIGS, BrokerConfig, ConfigError
 from kafkatool.broker.metadata import MetadataStore, TopicMeta
 from kafkatool.broker.network import Connection
 from kafkatool.broker.router import Router
@@ -100,10 +100,36 @@ class Broker:
         from kafkatool.broker.handlers import register_all
 
         register_all(self.router)
-        from kafkatool.broker.security import sasl, users
+        from kafkatool.broker.security import acl_api, sasl, users
 
         sasl.register(self.router)
         users.register(self.router)
+        acl_api.register(self.router)
+        #: the ACL authorizer (authorizer.class.name), set once the metadata store is open
+        self.authorizer = None
+
+    def _install_authorizer(self) -> None:
+        """ACLs (authorizer.class.name): every handler is wrapped with its rule once."""
+        from kafkatool.broker.security import acl, acl_rules
+
+        try:
+            on = acl.enabled(self.config)
+        except acl.AclError as exc:
+            raise ConfigError(str(exc)) from None
+        if not on or self.authorizer is not None:
+            return
+        self.authorizer = acl.Authorizer(
+            self.metadata,
+            super_users=self.config.get("super.users"),
+            allow_if_no_acl=self.config.bool("allow.everyone.if.no.acl.found"),
+        )
+        acl_rules.install(self.router)
+        log.info(
+            "ACL authorizer enabled: %d ACLs, super.users=%s, allow.everyone.if.no.acl.found=%s",
+            len(self.metadata.acls),
+            self.config.get("super.users") or "",
+            self.config.bool("allow.everyone.if.no.acl.found"),
+        )
 
     # ------------------------------------------------------------------ storage
     def open_storage(self) -> StartupReport:
@@ -128,6 +154,7 @@ class Broker:
         self.metadata = MetadataStore(
             dirs, self.node_id, writable=writable, cluster_id=self.config.get("cluster.id")
         )
+        self._install_authorizer()
         topic_configs = {n: self.config.log_config(t.configs) for n, t in self.metadata.topics.items()}
         self.manager = LogManager(
             dirs, self.config.log_config(), topic_configs=topic_configs, writable=writable

@@ -77,7 +77,8 @@ def _replica_id(req, version: int) -> int:
     return req.replica_id
 
 
-def _read(broker, req, version: int) -> _Read:
+def _read(broker, req, version: int, denied: set[str] | frozenset = frozenset()) -> _Read:
+    """``denied``: topics the authorizer refused (TOPIC_AUTHORIZATION_FAILED, nothing read)."""
     out = _Read()
     if version >= 4 and req.isolation_level == 1:
         isolation = ISOLATION_COMMITTED
@@ -113,6 +114,10 @@ def _read(broker, req, version: int) -> _Read:
             parts.append(pd)
             if t is None and by_id:
                 pd.error_code = ErrorCode.UNKNOWN_TOPIC_ID
+                out.errors = True
+                continue
+            if name in denied:
+                pd.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 out.errors = True
                 continue
             out.tps.append((name, idx))
@@ -265,7 +270,13 @@ def handle_fetch(ctx, req):
             throttle_time_ms=0, error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[]
         )
         return encode_response(API_KEY, version, header.correlation_id, resp)
-    read = _read(broker, req, version)
+    if getattr(ctx, "acl_denied_all", False):  # a follower fetch without CLUSTER_ACTION
+        resp = FetchResponse(
+            throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, session_id=0, responses=[]
+        )
+        return encode_response(API_KEY, version, header.correlation_id, resp)
+    denied = getattr(ctx, "acl_denied", frozenset())
+    read = _read(broker, req, version, denied)
     if (
         read.errors
         or read.bytes >= req.min_bytes
@@ -274,17 +285,17 @@ def handle_fetch(ctx, req):
         and req.min_bytes <= 1
     ):
         return _encode(header, read, broker, ctx.connection)
-    return _long_poll(broker, req, header, read.tps, ctx.connection)
+    return _long_poll(broker, req, header, read.tps, ctx.connection, denied)
 
 
-async def _long_poll(broker, req, header, tps, conn):
+async def _long_poll(broker, req, header, tps, conn, denied=frozenset()):
     loop = asyncio.get_running_loop()
     deadline = loop.time() + req.max_wait_ms / 1000.0
     version = header.api_version
     while True:
         fut = broker.waiter(tps)
         try:
-            read = _read(broker, req, version)
+            read = _read(broker, req, version, denied)
             left = deadline - loop.time()
             if read.errors or read.bytes >= req.min_bytes or left <= 0:
                 return _encode(header, read, broker, conn)

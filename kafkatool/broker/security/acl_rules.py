@@ -1,0 +1,790 @@
+"""Which ACL each request needs, as Kafka's KafkaApis asks its authorizer, applied around the
+handlers (``install``): the handlers themselves stay unaware of ACLs.
+
+Three shapes of rule:
+- one resource decides the whole request (a group, a transactional id, the cluster): a denied
+  request gets the API's error answer, the handler never runs;
+- requests naming many topics or partitions: the denied ones are taken out of the request,
+  the handler runs on the rest, and the denied ones come back in the response with
+  TOPIC_AUTHORIZATION_FAILED (KafkaApis splits them the same way);
+- Metadata lists only the topics the principal may DESCRIBE; a named topic it may not
+  describe answers TOPIC_AUTHORIZATION_FAILED; auto-creation needs CREATE.
+Fetch marks its denied partitions on the request context (``ctx.acl_denied``): its response
+is spliced from file slices, so the handler fills the error in place.
+An API not listed here is refused to everyone but the super users (CLUSTER_AUTHORIZATION_FAILED
+closes nothing: the API's answer is built by the generic error filler below).
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import logging
+
+from kafkatool.broker.security import acl as A
+from kafkatool.protocol.errors import ErrorCode as E
+
+log = logging.getLogger("kafkatool.broker.security")
+
+
+def _who(ctx) -> tuple[str, str]:
+    conn = ctx.connection
+    host = getattr(conn, "peer", "") or ""
+    host = host.rsplit(":", 1)[0].strip("[]")
+    return getattr(conn, "principal", "User:ANONYMOUS"), host
+
+
+def allowed(ctx, op: int, rtype: int, name: str) -> bool:
+    principal, host = _who(ctx)
+    ok = ctx.broker.authorizer.authorize(principal, host, op, rtype, name)
+    if not ok:
+        log.info(
+            "Principal = %s is Denied Operation = %s from host = %s on resource = %s:LITERAL:%s",
+            principal, A.OPERATIONS[op], host, A.RESOURCE_TYPES[rtype], name,
+        )  # fmt: skip
+    return ok
+
+
+def _then(result, after):
+    """Apply ``after`` to a handler's result, awaited when it is awaitable."""
+    if inspect.isawaitable(result):
+
+        async def finish():
+            return after(await result)
+
+        return finish()
+    return after(result)
+
+
+def fill_errors(msg, code: int) -> None:
+    """Set every error_code in a response to ``code`` (and drop error messages), recursively."""
+    for f in msg._FIELDS:
+        v = getattr(msg, f.attr)
+        if f.attr.endswith("error_code"):
+            setattr(msg, f.attr, int(code))
+        elif f.attr.endswith("error_message"):
+            setattr(msg, f.attr, None)
+        elif f.kind == "array" and f.cls is not None and v:
+            for e in v:
+                fill_errors(e, code)
+        elif f.kind == "struct" and v is not None:
+            fill_errors(v, code)
+
+
+# ----------------------------------------------------------------------------- topic splitting
+
+
+def _split(ctx, items, name_of, op: int):
+    """(kept, denied) items of a topic list by ``op`` on each topic."""
+    kept, denied = [], []
+    cache: dict[str, bool] = {}
+    for it in items:
+        name = name_of(it)
+        if name not in cache:
+            cache[name] = allowed(ctx, op, A.TOPIC, name)
+        (kept if cache[name] else denied).append(it)
+    return kept, denied
+
+
+def _topics_rule(req_attr, req_name, op, add_denied):
+    """Rule for requests whose ``req_attr`` lists topics: deny per topic, merge back."""
+
+    def rule(ctx, req, handler):
+        items = getattr(req, req_attr) or []
+        kept, denied = _split(ctx, items, lambda t: getattr(t, req_name), op)
+        if not denied:
+            return handler(ctx, req)
+        setattr(req, req_attr, kept)
+        return _then(handler(ctx, req), lambda resp: add_denied(resp, denied, ctx) or resp)
+
+    return rule
+
+
+def _partitions_response(resp_list_attr, topic_cls, part_cls, name_attr, parts_attr, pidx_attr, req_parts):
+    """Builder of denied entries for topic -> partitions responses."""
+
+    def add(resp, denied, ctx):
+        lst = getattr(resp, resp_list_attr)
+        for t in denied:
+            parts = []
+            for p in req_parts(t):
+                part = part_cls()
+                setattr(part, pidx_attr, p)
+                fill_errors(part, E.TOPIC_AUTHORIZATION_FAILED)
+                parts.append(part)
+            entry = topic_cls()
+            setattr(entry, name_attr, _name(t))
+            setattr(entry, parts_attr, parts)
+            lst.append(entry)
+
+    return add
+
+
+def _name(t) -> str:
+    for attr in ("name", "topic"):
+        v = getattr(t, attr, None)
+        if v:
+            return v
+    return ""
+
+
+# ----------------------------------------------------------------------------- the rules
+
+
+def _produce(ctx, req, handler):
+    from kafkatool.protocol.generated.produce_response import PartitionProduceResponse, TopicProduceResponse
+
+    if req.transactional_id is not None and not allowed(
+        ctx, A.WRITE, A.TRANSACTIONAL_ID, req.transactional_id
+    ):
+        resp_topics = []
+        for t in req.topic_data:
+            parts = [
+                PartitionProduceResponse(
+                    index=p.index, error_code=int(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), base_offset=-1
+                )
+                for p in t.partition_data
+            ]
+            resp_topics.append(TopicProduceResponse(name=t.name, partition_responses=parts))
+        from kafkatool.protocol.generated import ProduceResponse
+
+        return ProduceResponse(responses=resp_topics, throttle_time_ms=0)
+    add = _partitions_response(
+        "responses", TopicProduceResponse, PartitionProduceResponse, "name", "partition_responses", "index",
+        lambda t: [p.index for p in t.partition_data],
+    )  # fmt: skip
+    kept, denied = _split(ctx, req.topic_data, lambda t: t.name, A.WRITE)
+    if not denied:
+        return handler(ctx, req)
+    if not kept:
+        from kafkatool.protocol.generated import ProduceResponse
+
+        resp = ProduceResponse(responses=[], throttle_time_ms=0)
+        add(resp, denied, ctx)
+        return resp if req.acks != 0 else None
+    req.topic_data = kept
+    return _then(handler(ctx, req), lambda resp: resp if resp is None else (add(resp, denied, ctx) or resp))
+
+
+def _fetch(ctx, req, handler):
+    replica = (
+        req.replica_state.replica_id if getattr(req, "replica_state", None) is not None else req.replica_id
+    )
+    if replica is not None and replica >= 0:
+        if not allowed(ctx, A.CLUSTER_ACTION, A.CLUSTER, A.CLUSTER_NAME):
+            ctx.acl_denied_all = True
+        return handler(ctx, req)
+    denied = set()
+    for t in req.topics:
+        name = t.topic
+        if not name and t.topic_id is not None:
+            from kafkatool.broker.handlers.metadata import from_wire_uuid
+
+            meta = ctx.broker.metadata.topic_by_id(from_wire_uuid(t.topic_id))
+            name = meta.name if meta is not None else ""
+        if name and name not in denied and not allowed(ctx, A.READ, A.TOPIC, name):
+            denied.add(name)
+    if denied:
+        ctx.acl_denied = denied
+    return handler(ctx, req)
+
+
+def _metadata(ctx, req, handler):
+    named = req.topics is not None and len(req.topics) > 0
+    if named:
+        names = [t.name for t in req.topics if t.name]
+        denied = {n for n in names if not allowed(ctx, A.DESCRIBE, A.TOPIC, n)}
+        # auto-creation of a topic that does not exist needs CREATE on the cluster or the topic
+        if req.allow_auto_topic_creation:
+            for n in names:
+                if n not in denied and ctx.broker.topic(n) is None:
+                    if not (
+                        allowed(ctx, A.CREATE, A.CLUSTER, A.CLUSTER_NAME)
+                        or allowed(ctx, A.CREATE, A.TOPIC, n)
+                    ):
+                        denied.add(n)
+        req.topics = [t for t in req.topics if t.name not in denied]
+
+        def add(resp):
+            from kafkatool.protocol.generated.metadata_response import MetadataResponseTopic
+
+            for n in sorted(denied):
+                resp.topics.append(
+                    MetadataResponseTopic(
+                        error_code=int(E.TOPIC_AUTHORIZATION_FAILED), name=n, is_internal=False, partitions=[]
+                    )
+                )
+            return resp
+
+        if denied and not req.topics:
+            # every named topic denied: answer brokers and controller only
+            req.topics = []
+            return _then(handler(ctx, _metadata_brokers_only(req)), add)
+        return _then(handler(ctx, req), add) if denied else handler(ctx, req)
+
+    def keep(resp):
+        resp.topics = [t for t in resp.topics if allowed(ctx, A.DESCRIBE, A.TOPIC, t.name)]
+        return resp
+
+    return _then(handler(ctx, req), keep)
+
+
+def _metadata_brokers_only(req):
+    """A Metadata request for no topic at all (an empty list; null means all)."""
+    r = copy.copy(req)
+    r.topics = []
+    return r
+
+
+def _group_whole(op: int, group_of=lambda req: req.group_id):
+    def rule(ctx, req, handler):
+        g = group_of(req)
+        if g is not None and not allowed(ctx, op, A.GROUP, g):
+            return _error_response(ctx, req, handler, E.GROUP_AUTHORIZATION_FAILED)
+        return handler(ctx, req)
+
+    return rule
+
+
+def _cluster_whole(op: int):
+    def rule(ctx, req, handler):
+        if not allowed(ctx, op, A.CLUSTER, A.CLUSTER_NAME):
+            return _error_response(ctx, req, handler, E.CLUSTER_AUTHORIZATION_FAILED)
+        return handler(ctx, req)
+
+    return rule
+
+
+def _txn_whole(op: int):
+    def rule(ctx, req, handler):
+        tid = getattr(req, "transactional_id", None)
+        if tid is not None and not allowed(ctx, op, A.TRANSACTIONAL_ID, tid):
+            return _error_response(ctx, req, handler, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        return handler(ctx, req)
+
+    return rule
+
+
+def _error_response(ctx, req, handler, code: int):
+    """The API's answer with ``code`` everywhere (Kafka's AbstractRequest.getErrorResponse): the
+    response mirrors the request, one result per requested item (topic, partition, group,
+    transaction, ACL creation or filter ...), every error field set."""
+    from kafkatool.protocol.apis import API_BY_KEY
+
+    resp = _mirror(req, API_BY_KEY[ctx.header.api_key].response)
+    fill_errors(resp, code)
+    return resp
+
+
+_PARTITION_KEYS = ("partition_index", "partition_id", "partition", "index")
+
+
+def _mirror(src, cls):
+    out = cls()
+    arrays = [f for f in src._FIELDS if f.kind == "array"]
+    for f in cls._FIELDS:
+        if f.kind == "array" and f.cls is not None:
+            same = next((a for a in arrays if a.attr == f.attr), None)
+            structs = [a for a in arrays if a.cls is not None]
+            ints = [a for a in arrays if a.cls is None]
+            if same is not None and same.cls is not None:
+                items = [_mirror(x, f.cls) for x in getattr(src, same.attr) or []]
+            elif (
+                same is None
+                and len(structs) == 1
+                and len([g for g in cls._FIELDS if g.kind == "array" and g.cls is not None]) == 1
+            ):
+                items = [_mirror(x, f.cls) for x in getattr(src, structs[0].attr) or []]
+            elif ints and any(k in {g.attr for g in f.cls._FIELDS} for k in _PARTITION_KEYS):
+                key = next(k for k in _PARTITION_KEYS if k in {g.attr for g in f.cls._FIELDS})
+                items = []
+                for p in getattr(src, ints[0].attr) or []:
+                    e = f.cls()
+                    setattr(e, key, p)
+                    items.append(e)
+            else:
+                items = []
+            setattr(out, f.attr, items)
+        elif (
+            f.kind != "array"
+            and f.kind != "struct"
+            and hasattr(src, f.attr)
+            and not f.attr.endswith("error_code")
+        ):
+            setattr(out, f.attr, getattr(src, f.attr))
+    return out
+
+
+def _offset_commit(ctx, req, handler):
+    if not allowed(ctx, A.READ, A.GROUP, req.group_id):
+        from kafkatool.protocol.generated.offset_commit_response import (
+            OffsetCommitResponse,
+            OffsetCommitResponsePartition,
+            OffsetCommitResponseTopic,
+        )
+
+        return OffsetCommitResponse(
+            throttle_time_ms=0,
+            topics=[
+                OffsetCommitResponseTopic(
+                    name=t.name,
+                    partitions=[
+                        OffsetCommitResponsePartition(
+                            partition_index=p.partition_index, error_code=int(E.GROUP_AUTHORIZATION_FAILED)
+                        )
+                        for p in t.partitions
+                    ],
+                )
+                for t in req.topics
+            ],
+        )
+    from kafkatool.protocol.generated.offset_commit_response import (
+        OffsetCommitResponsePartition,
+        OffsetCommitResponseTopic,
+    )
+
+    add = _partitions_response(
+        "topics", OffsetCommitResponseTopic, OffsetCommitResponsePartition, "name", "partitions", "partition_index",
+        lambda t: [p.partition_index for p in t.partitions],
+    )  # fmt: skip
+    return _topics_rule("topics", "name", A.READ, add)(ctx, req, handler)
+
+
+def _offset_fetch(ctx, req, handler):
+    groups = [g.group_id for g in req.groups] if getattr(req, "groups", None) else [req.group_id]
+    if any(not allowed(ctx, A.DESCRIBE, A.GROUP, g) for g in groups):
+        from kafkatool.protocol.generated.offset_fetch_response import (
+            OffsetFetchResponse,
+            OffsetFetchResponseGroup,
+        )
+
+        return OffsetFetchResponse(
+            throttle_time_ms=0,
+            topics=[],
+            error_code=int(E.GROUP_AUTHORIZATION_FAILED),
+            groups=[
+                OffsetFetchResponseGroup(group_id=g, topics=[], error_code=int(E.GROUP_AUTHORIZATION_FAILED))
+                for g in groups
+            ],
+        )
+
+    def drop(resp):
+        # committed offsets of topics the principal may not describe are left out (KafkaApis)
+        if resp.topics:
+            resp.topics = [t for t in resp.topics if allowed(ctx, A.DESCRIBE, A.TOPIC, t.name)]
+        for g in resp.groups or []:
+            g.topics = [t for t in g.topics if allowed(ctx, A.DESCRIBE, A.TOPIC, t.name)]
+        return resp
+
+    return _then(handler(ctx, req), drop)
+
+
+def _find_coordinator(ctx, req, handler):
+    keys = list(req.coordinator_keys or []) or [req.key]
+    rtype, op = (A.TRANSACTIONAL_ID, A.DESCRIBE) if req.key_type == 1 else (A.GROUP, A.DESCRIBE)
+    code = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if req.key_type == 1 else E.GROUP_AUTHORIZATION_FAILED
+    if all(allowed(ctx, op, rtype, k) for k in keys):
+        return handler(ctx, req)
+    denied = {k for k in keys if not allowed(ctx, op, rtype, k)}
+
+    def mark(resp):
+        if resp.coordinators:
+            for c in resp.coordinators:
+                if c.key in denied:
+                    c.error_code, c.error_message, c.node_id, c.host, c.port = int(code), None, -1, "", -1
+        else:
+            resp.error_code, resp.error_message, resp.node_id, resp.host, resp.port = (
+                int(code),
+                None,
+                -1,
+                "",
+                -1,
+            )
+        return resp
+
+    return _then(handler(ctx, req), mark)
+
+
+def _describe_groups(ctx, req, handler):
+    denied = [g for g in req.groups if not allowed(ctx, A.DESCRIBE, A.GROUP, g)]
+    if not denied:
+        return handler(ctx, req)
+    from kafkatool.protocol.generated.describe_groups_response import DescribedGroup
+
+    req.groups = [g for g in req.groups if g not in denied]
+
+    def add(resp):
+        for g in denied:
+            resp.groups.append(
+                DescribedGroup(
+                    error_code=int(E.GROUP_AUTHORIZATION_FAILED),
+                    group_id=g,
+                    group_state="",
+                    protocol_type="",
+                    protocol_data="",
+                    members=[],
+                )
+            )
+        return resp
+
+    return _then(handler(ctx, req), add)
+
+
+def _list_groups(ctx, req, handler):
+    if allowed(ctx, A.DESCRIBE, A.CLUSTER, A.CLUSTER_NAME):
+        return handler(ctx, req)
+
+    def keep(resp):
+        resp.groups = [g for g in resp.groups if allowed(ctx, A.DESCRIBE, A.GROUP, g.group_id)]
+        return resp
+
+    return _then(handler(ctx, req), keep)
+
+
+def _create_topics(ctx, req, handler):
+    if allowed(ctx, A.CREATE, A.CLUSTER, A.CLUSTER_NAME):
+        return handler(ctx, req)
+    from kafkatool.protocol.generated.create_topics_response import CreatableTopicResult
+
+    def add(resp, denied, _ctx):
+        for t in denied:
+            resp.topics.append(
+                CreatableTopicResult(
+                    name=t.name,
+                    error_code=int(E.TOPIC_AUTHORIZATION_FAILED),
+                    error_message="Authorization failed.",
+                    num_partitions=-1,
+                    replication_factor=-1,
+                    configs=None,
+                )
+            )
+
+    return _topics_rule("topics", "name", A.CREATE, add)(ctx, req, handler)
+
+
+def _delete_topics(ctx, req, handler):
+    from kafkatool.protocol.generated.delete_topics_response import DeletableTopicResult
+
+    if req.topics:  # v6: names or ids
+
+        def name_of(t):
+            if t.name:
+                return t.name
+            m = ctx.broker.metadata.topic_by_id(t.topic_id) if t.topic_id is not None else None
+            return m.name if m is not None else ""
+
+        def add(resp, denied, _ctx):
+            for t in denied:
+                resp.responses.append(
+                    DeletableTopicResult(
+                        name=t.name,
+                        topic_id=t.topic_id,
+                        error_code=int(E.TOPIC_AUTHORIZATION_FAILED),
+                        error_message=None,
+                    )
+                )
+
+        kept, denied = _split(ctx, req.topics, name_of, A.DELETE)
+        if not denied:
+            return handler(ctx, req)
+        req.topics = kept
+        return _then(handler(ctx, req), lambda resp: add(resp, denied, ctx) or resp)
+    names = list(req.topic_names or [])
+    denied = [n for n in names if not allowed(ctx, A.DELETE, A.TOPIC, n)]
+    if not denied:
+        return handler(ctx, req)
+    req.topic_names = [n for n in names if n not in denied]
+
+    def add_names(resp):
+        for n in denied:
+            resp.responses.append(
+                DeletableTopicResult(name=n, error_code=int(E.TOPIC_AUTHORIZATION_FAILED), error_message=None)
+            )
+        return resp
+
+    return _then(handler(ctx, req), add_names)
+
+
+def _configs_rule(op: int, resp_list: str, result_cls_path: tuple[str, str]):
+    """DescribeConfigs / AlterConfigs / IncrementalAlterConfigs: per resource (topic or broker)."""
+
+    def rule(ctx, req, handler):
+        import importlib
+
+        denied = []
+        kept = []
+        for r in req.resources:
+            if r.resource_type == 2:
+                ok = allowed(ctx, op, A.TOPIC, r.resource_name)
+                code = E.TOPIC_AUTHORIZATION_FAILED
+            elif r.resource_type in (4, 8):  # BROKER, BROKER_LOGGER
+                ok = allowed(ctx, op, A.CLUSTER, A.CLUSTER_NAME)
+                code = E.CLUSTER_AUTHORIZATION_FAILED
+            else:
+                ok, code = True, 0
+            (kept if ok else denied).append((r, code))
+        if not denied:
+            return handler(ctx, req)
+        req.resources = [r for r, _ in kept]
+        cls = getattr(importlib.import_module(result_cls_path[0]), result_cls_path[1])
+
+        def add(resp):
+            lst = getattr(resp, resp_list)
+            for r, code in denied:
+                entry = cls(
+                    error_code=int(code),
+                    error_message=None,
+                    resource_type=r.resource_type,
+                    resource_name=r.resource_name,
+                )
+                if hasattr(entry, "configs"):
+                    entry.configs = []
+                lst.append(entry)
+            return resp
+
+        return _then(handler(ctx, req), add)
+
+    return rule
+
+
+def _create_partitions(ctx, req, handler):
+    from kafkatool.protocol.generated.create_partitions_response import CreatePartitionsTopicResult
+
+    def add(resp, denied, _ctx):
+        for t in denied:
+            resp.results.append(
+                CreatePartitionsTopicResult(
+                    name=t.name, error_code=int(E.TOPIC_AUTHORIZATION_FAILED), error_message=None
+                )
+            )
+
+    return _topics_rule("topics", "name", A.ALTER, add)(ctx, req, handler)
+
+
+def _init_producer_id(ctx, req, handler):
+    if req.transactional_id is not None:
+        return _txn_whole(A.WRITE)(ctx, req, handler)
+    principal, host = _who(ctx)
+    auth = ctx.broker.authorizer
+    if auth.authorize(principal, host, A.IDEMPOTENT_WRITE, A.CLUSTER, A.CLUSTER_NAME) or auth.any_allowed(
+        principal, host, A.WRITE, A.TOPIC
+    ):
+        return handler(ctx, req)
+    return _error_response(ctx, req, handler, E.CLUSTER_AUTHORIZATION_FAILED)
+
+
+def _all_topics(op: int, topics_of, code=E.TOPIC_AUTHORIZATION_FAILED):
+    """Strict form for the less common multi-topic APIs: every named topic must be allowed,
+    else the whole request answers ``code`` (Kafka fails only the denied partitions)."""
+
+    def rule(ctx, req, handler):
+        names = {n for n in topics_of(ctx, req) if n}
+        if all(allowed(ctx, op, A.TOPIC, n) for n in names):
+            return handler(ctx, req)
+        return _error_response(ctx, req, handler, code)
+
+    return rule
+
+
+def _and(*rules):
+    def rule(ctx, req, handler):
+        def chain(i, c, r):
+            if i == len(rules):
+                return handler(c, r)
+            return rules[i](c, r, lambda c2, r2: chain(i + 1, c2, r2))
+
+        return chain(0, ctx, req)
+
+    return rule
+
+
+def _add_partitions_to_txn(ctx, req, handler):
+    if req.transactions:
+        tids = [t.transactional_id for t in req.transactions]
+        topics = [tp.name for t in req.transactions for tp in t.topics]
+        ok_txn = all(allowed(ctx, A.WRITE, A.TRANSACTIONAL_ID, t) for t in tids)
+        if not allowed(ctx, A.CLUSTER_ACTION, A.CLUSTER, A.CLUSTER_NAME) and not ok_txn:
+            return _error_response(ctx, req, handler, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    else:
+        if not allowed(ctx, A.WRITE, A.TRANSACTIONAL_ID, req.v3_and_below_transactional_id):
+            return _error_response(ctx, req, handler, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        topics = [t.name for t in req.v3_and_below_topics]
+    if all(allowed(ctx, A.WRITE, A.TOPIC, n) for n in set(topics)):
+        return handler(ctx, req)
+    return _error_response(ctx, req, handler, E.TOPIC_AUTHORIZATION_FAILED)
+
+
+def _txn_offset_commit(ctx, req, handler):
+    if not allowed(ctx, A.WRITE, A.TRANSACTIONAL_ID, req.transactional_id):
+        return _error_response(ctx, req, handler, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not allowed(ctx, A.READ, A.GROUP, req.group_id):
+        return _error_response(ctx, req, handler, E.GROUP_AUTHORIZATION_FAILED)
+    return _all_topics(A.READ, lambda c, r: [t.name for t in r.topics])(ctx, req, handler)
+
+
+def _add_offsets_to_txn(ctx, req, handler):
+    if not allowed(ctx, A.WRITE, A.TRANSACTIONAL_ID, req.transactional_id):
+        return _error_response(ctx, req, handler, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    return _group_whole(A.READ)(ctx, req, handler)
+
+
+def _delete_groups(ctx, req, handler):
+    denied = [g for g in req.groups_names if not allowed(ctx, A.DELETE, A.GROUP, g)]
+    if not denied:
+        return handler(ctx, req)
+    from kafkatool.protocol.generated.delete_groups_response import DeletableGroupResult
+
+    req.groups_names = [g for g in req.groups_names if g not in denied]
+
+    def add(resp):
+        resp.results.extend(
+            DeletableGroupResult(group_id=g, error_code=int(E.GROUP_AUTHORIZATION_FAILED)) for g in denied
+        )
+        return resp
+
+    return _then(handler(ctx, req), add)
+
+
+def _topics_of_list(attr="topics", name="name"):
+    return lambda ctx, req: [getattr(t, name) for t in getattr(req, attr) or []]
+
+
+def _describe_topic_partitions(ctx, req, handler):
+    names = [t.name for t in req.topics or []]
+    req.topics = [t for t in req.topics or [] if allowed(ctx, A.DESCRIBE, A.TOPIC, t.name)]
+
+    def keep(resp):
+        resp.topics = [t for t in resp.topics if allowed(ctx, A.DESCRIBE, A.TOPIC, t.name)]
+        return resp
+
+    if names and not req.topics:
+        return _error_response(ctx, req, handler, E.TOPIC_AUTHORIZATION_FAILED)
+    return _then(handler(ctx, req), keep)
+
+
+def _list_transactions(ctx, req, handler):
+    def keep(resp):
+        resp.transaction_states = [
+            s
+            for s in resp.transaction_states
+            if allowed(ctx, A.DESCRIBE, A.TRANSACTIONAL_ID, s.transactional_id)
+        ]
+        return resp
+
+    return _then(handler(ctx, req), keep)
+
+
+def _describe_transactions(ctx, req, handler):
+    if all(allowed(ctx, A.DESCRIBE, A.TRANSACTIONAL_ID, t) for t in req.transactional_ids):
+        return handler(ctx, req)
+    return _error_response(ctx, req, handler, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+
+
+def _consumer_group_heartbeat(ctx, req, handler):
+    if not allowed(ctx, A.READ, A.GROUP, req.group_id):
+        return _error_response(ctx, req, handler, E.GROUP_AUTHORIZATION_FAILED)
+    return handler(ctx, req)
+
+
+def _consumer_group_describe(ctx, req, handler):
+    if all(allowed(ctx, A.DESCRIBE, A.GROUP, g) for g in req.group_ids):
+        return handler(ctx, req)
+    return _error_response(ctx, req, handler, E.GROUP_AUTHORIZATION_FAILED)
+
+
+def _offset_delete(ctx, req, handler):
+    if not allowed(ctx, A.DELETE, A.GROUP, req.group_id):
+        return _error_response(ctx, req, handler, E.GROUP_AUTHORIZATION_FAILED)
+    return _all_topics(A.READ, _topics_of_list())(ctx, req, handler)
+
+
+RULES = {
+    0: _produce,
+    1: _fetch,
+    3: _metadata,
+    8: _offset_commit,
+    9: _offset_fetch,
+    10: _find_coordinator,
+    11: _group_whole(A.READ),
+    12: _group_whole(A.READ),
+    13: _group_whole(A.READ),
+    14: _group_whole(A.READ),
+    15: _describe_groups,
+    16: _list_groups,
+    19: _create_topics,
+    20: _delete_topics,
+    21: _all_topics(A.DELETE, _topics_of_list()),
+    22: _init_producer_id,
+    23: _all_topics(A.DESCRIBE, _topics_of_list("topics", "topic")),
+    24: _add_partitions_to_txn,
+    25: _add_offsets_to_txn,
+    26: _txn_whole(A.WRITE),
+    28: _txn_offset_commit,
+    29: _cluster_whole(A.DESCRIBE),
+    30: _cluster_whole(A.ALTER),
+    31: _cluster_whole(A.ALTER),
+    32: _configs_rule(
+        A.DESCRIBE_CONFIGS,
+        "results",
+        ("kafkatool.protocol.generated.describe_configs_response", "DescribeConfigsResult"),
+    ),
+    33: _configs_rule(
+        A.ALTER_CONFIGS,
+        "responses",
+        ("kafkatool.protocol.generated.alter_configs_response", "AlterConfigsResourceResponse"),
+    ),
+    34: _cluster_whole(A.ALTER),
+    35: _cluster_whole(A.DESCRIBE),
+    37: _create_partitions,
+    42: _delete_groups,
+    43: _cluster_whole(A.ALTER),
+    44: _configs_rule(
+        A.ALTER_CONFIGS,
+        "responses",
+        ("kafkatool.protocol.generated.incremental_alter_configs_response", "AlterConfigsResourceResponse"),
+    ),
+    45: _cluster_whole(A.ALTER),
+    46: _cluster_whole(A.DESCRIBE),
+    47: _offset_delete,
+    50: _cluster_whole(A.DESCRIBE),
+    51: _cluster_whole(A.ALTER),
+    60: lambda ctx, req, handler: handler(ctx, req),  # DescribeCluster: brokers only, as Metadata
+    61: _all_topics(A.READ, _topics_of_list()),
+    65: _describe_transactions,
+    66: _list_transactions,
+    68: _consumer_group_heartbeat,
+    69: _consumer_group_describe,
+    75: _describe_topic_partitions,
+}
+#: no ACL: the connection's own business (version negotiation, authentication)
+UNCHECKED = {17, 18, 36}
+
+
+def _list_offsets(ctx, req, handler):
+    from kafkatool.protocol.generated.list_offsets_response import (
+        ListOffsetsPartitionResponse,
+        ListOffsetsTopicResponse,
+    )
+
+    add = _partitions_response(
+        "topics", ListOffsetsTopicResponse, ListOffsetsPartitionResponse, "name", "partitions", "partition_index",
+        lambda t: [p.partition_index for p in t.partitions],
+    )  # fmt: skip
+    return _topics_rule("topics", "name", A.DESCRIBE, add)(ctx, req, handler)
+
+
+RULES[2] = _list_offsets
+
+
+def install(router) -> None:
+    """Wrap every registered handler with its rule (the broker has an authorizer)."""
+    for key, route in router.routes.items():
+        if key in UNCHECKED:
+            continue
+        rule = RULES.get(key, _cluster_whole(A.ALTER))
+        original = route.handler
+
+        def wrapped(ctx, req, _rule=rule, _original=original):
+            return _rule(ctx, req, _original)
+
+        route.handler = wrapped
