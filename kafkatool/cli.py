@@ -32,6 +32,7 @@ COMMAND_MODULES = [
     "leader_election",
     "health",
     "acls",
+    "topics",
 ]
 
 app = typer.Typer(

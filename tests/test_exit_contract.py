@@ -136,6 +136,10 @@ OFFLINE = {
         (["groups", "describe", "--group", "nobody", "--log-dir", d["clean"]], EXIT_FINDINGS),
         (["groups", "describe", "--all-groups", "--log-dir", d["other"]], EXIT_USAGE),
     ],
+    "topics describe": lambda d: [
+        (["topics", "describe", "--log-dir", d["clean"]], EXIT_OK),
+        (["topics", "describe", "--log-dir", d["other"]], EXIT_USAGE),
+    ],
     "groups export": lambda d: [
         (["groups", "export", "--all-groups", "--log-dir", d["damaged"]], EXIT_OK),
         (["groups", "export", "--all-groups", "--log-dir", d["other"]], EXIT_USAGE),
@@ -185,6 +189,19 @@ ONLINE = {
     ],  # fmt: skip
     "health": ["health", "--bootstrap-server", "127.0.0.1:1"],
     "acls": ["acls", "--list", "--bootstrap-server", "127.0.0.1:1"],
+    "topics list": ["topics", "list", "--bootstrap-server", "127.0.0.1:1"],
+    "topics create": ["topics", "create", "--topic", "t", "--bootstrap-server", "127.0.0.1:1"],
+    "topics delete": ["topics", "delete", "--topic", "t", "--bootstrap-server", "127.0.0.1:1"],
+    "topics alter": [
+        "topics",
+        "alter",
+        "--topic",
+        "t",
+        "--partitions",
+        "2",
+        "--bootstrap-server",
+        "127.0.0.1:1",
+    ],
     "health (zk)": ["health", "-z", "127.0.0.1:1", "--timeout", "0.3"],
     "leader-election (zk)": [
         "leader-election",

@@ -11,7 +11,6 @@ source-neutral functions it runs over its ZooKeeper snapshot.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from kafkatool.zk.check import ERROR, WARNING, PartitionView, partition_findings, throttle_findings
@@ -227,36 +226,9 @@ def check(view: ClusterView, t: Thresholds) -> list[Finding]:
 # ----------------------------------------------------------------------------- loaders
 
 
-def _configs(admin, resource_type: int, names: Iterable[str]) -> dict[str, dict[str, tuple[str, int]]]:
-    """DescribeConfigs: {name: {key: (value, source)}} for the values not at their default."""
-    from kafkatool.assign.kafka_client import KafkaAdminError, describe_error
-    from kafkatool.protocol.apis import API_BY_KEY
-    from kafkatool.protocol.generated.describe_configs_request import DescribeConfigsResource
-
-    names = list(names)
-    if not names:
-        return {}
-    req = API_BY_KEY[32].request(
-        resources=[
-            DescribeConfigsResource(resource_type=resource_type, resource_name=n, configuration_keys=None)
-            for n in names
-        ]
-    )
-    resp = admin.request(32, req)
-    out = {}
-    for r in resp.results:
-        if r.error_code:
-            raise KafkaAdminError(
-                f"DescribeConfigs {r.resource_name}: {describe_error(r.error_code, r.error_message)}",
-                r.error_code,
-            )
-        out[r.resource_name] = {c.name: (c.value, c.config_source) for c in r.configs if c.value is not None}
-    return out
-
-
 def load_from_api(admin, *, with_lag: bool = True, with_sizes: bool = True) -> ClusterView:
     """Metadata, configs, reassignments, log dir sizes and group lag of a live cluster."""
-    from kafkatool.assign.kafka_client import KafkaAdminError, describe_topic_configs
+    from kafkatool.assign.kafka_client import KafkaAdminError, describe_configs, describe_topic_configs
     from kafkatool.protocol.apis import API_BY_KEY
 
     meta = admin.metadata()
@@ -280,7 +252,7 @@ def load_from_api(admin, *, with_lag: bool = True, with_sizes: bool = True) -> C
     tc = describe_topic_configs(admin, sorted(meta.topics))
     view.topic_configs = {t: {k: v for k, (v, src) in cfg.items() if src == 1} for t, cfg in tc.items()}
     if reachable:
-        bc = _configs(admin, 4, [str(b) for b in reachable])
+        bc = describe_configs(admin, 4, [str(b) for b in reachable])
         for b, cfg in bc.items():
             # dynamic per-broker (DYNAMIC_BROKER_CONFIG, 2) and cluster-default (DYNAMIC_DEFAULT_BROKER_CONFIG, 3)
             view.broker_configs[b] = {k: v for k, (v, src) in cfg.items() if src in (2, 3)}

@@ -245,6 +245,8 @@ class ClusterMetadata:
     brokers: dict[int, tuple[str, int, str | None]]  # id -> (host, port, rack)
     topics: dict[str, dict[int, PartitionInfo]] = field(default_factory=dict)
     topic_errors: dict[str, int] = field(default_factory=dict)
+    #: topic -> (topic id as text or None, is_internal) where the Metadata version carries them
+    topic_info: dict[str, tuple[str | None, bool]] = field(default_factory=dict)
 
     def assignment(self) -> dict[tuple[str, int], list[int]]:
         return {(t, p): list(i.replicas) for t, parts in self.topics.items() for p, i in parts.items()}
@@ -343,6 +345,17 @@ class KafkaAdmin:
             if t.error_code:
                 meta.topic_errors[t.name] = t.error_code
                 continue
+            tid = getattr(t, "topic_id", None)
+            if tid is not None and version >= 10 and any(tid.bytes):
+                from kafkatool.formats.uuid import Uuid
+
+                tid = str(Uuid(tid.bytes))  # Kafka's base64 form
+            else:
+                tid = None
+            meta.topic_info[t.name] = (
+                tid,
+                bool(getattr(t, "is_internal", False)) if version >= 1 else t.name.startswith("__"),
+            )
             meta.topics[t.name] = {
                 p.partition_index: PartitionInfo(
                     p.leader_id,
@@ -397,4 +410,39 @@ def describe_topic_configs(admin: KafkaAdmin, topics: list[str]) -> dict[str, di
             if c.value is not None and (source == CONFIG_SOURCE_TOPIC or source in CONFIG_SOURCES_BROKER):
                 configs[c.name] = (c.value, source)
         out[res.resource_name] = configs
+    return out
+
+
+def describe_configs(admin: KafkaAdmin, resource_type: int, names) -> dict[str, dict[str, tuple[str, int]]]:
+    """DescribeConfigs of resources of one type (2 topic, 4 broker): {name: {key: (value, source)}}
+    with every value the broker reports (defaults included); an error raises KafkaAdminError."""
+    from kafkatool.protocol.generated.describe_configs_request import DescribeConfigsResource
+
+    names = list(names)
+    if not names:
+        return {}
+    req = API_BY_KEY[32].request(
+        resources=[
+            DescribeConfigsResource(resource_type=resource_type, resource_name=n, configuration_keys=None)
+            for n in names
+        ]
+    )
+    conn = admin._any()
+    version = conn.version_for(32)
+    resp = conn.request(32, req, version)
+    out = {}
+    for r in resp.results:
+        if r.error_code:
+            raise KafkaAdminError(
+                f"DescribeConfigs {r.resource_name}: {describe_error(r.error_code, r.error_message)}",
+                r.error_code,
+            )
+        out[r.resource_name] = {
+            c.name: (
+                c.value,
+                c.config_source if version >= 1 else (CONFIG_SOURCE_TOPIC if not c.is_default else 5),
+            )
+            for c in r.configs
+            if c.value is not None
+        }
     return out

@@ -1,0 +1,339 @@
+"""``kafkatool topics``: kafka-topics.sh (list, describe, create, delete, alter --partitions) through
+a cluster, and ``describe --log-dir`` on a log dir or a backup of one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from kafkatool.commands.common import (
+    EXIT_FINDINGS,
+    EXIT_OK,
+    JSON_HELP,
+    CommandError,
+    command_config_option,
+    console,
+    emit_json,
+    error_line,
+    handle_errors,
+)
+
+HELP = (
+    "Topics like kafka-topics.sh: list, describe (with its partition filters), create, delete, alter "
+    "--partitions through --bootstrap-server; describe offline on a log dir or a backup (--log-dir): "
+    "partitions, sizes, offsets, segment counts and the configs the dir holds."
+)
+TOPIC_HELP = "The topic, or a regular expression matched against whole names (list, describe, delete, alter)."
+
+
+def _admin(bootstrap_server: str):
+    from kafkatool.assign.kafka_client import KafkaAdmin
+
+    return KafkaAdmin(bootstrap_server, client_id="kafkatool-topics")
+
+
+def _bootstrap(required: bool = True):
+    return typer.Option(
+        ... if required else None, "--bootstrap-server", metavar="HOST:PORT", help="The cluster to ask."
+    )
+
+
+@handle_errors
+def list_topics(
+    topic: str | None = typer.Option(None, "--topic", metavar="TOPIC", help=TOPIC_HELP),
+    exclude_internal: bool = typer.Option(False, "--exclude-internal", help="Leave out internal topics."),
+    bootstrap_server: str | None = _bootstrap(False),
+    command_config: str | None = command_config_option(),
+    log_dir: list[Path] = typer.Option(
+        None, "--log-dir", metavar="DIR", help="A log dir or a backup instead of a cluster."
+    ),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Topic names, one a line (kafka-topics.sh --list)."""
+    rows = _describe(bootstrap_server, log_dir, topic, exclude_internal)
+    for r in rows:
+        if json_out:
+            emit_json({"type": "topic", "topic": r.name, "internal": r.internal})
+        else:
+            console.print(r.name)
+    raise typer.Exit(EXIT_OK)
+
+
+def _describe(bootstrap_server, log_dir, topic, exclude_internal):
+    from kafkatool.assign import topics as T
+
+    if bool(bootstrap_server) == bool(log_dir):
+        raise CommandError("give exactly one of --bootstrap-server and --log-dir")
+    if log_dir:
+        from kafkatool.commands.topic_sources import targets
+
+        dirs = sorted({t.log_dir for t in targets(list(log_dir))})
+        return T.describe_offline(dirs, topic, exclude_internal)
+    with _admin(bootstrap_server) as admin:
+        return T.describe_live(admin, topic, exclude_internal)
+
+
+def _ids(xs) -> str:
+    return ",".join(map(str, xs))
+
+
+@handle_errors
+def describe(
+    topic: str | None = typer.Option(None, "--topic", metavar="TOPIC", help=TOPIC_HELP),
+    exclude_internal: bool = typer.Option(False, "--exclude-internal", help="Leave out internal topics."),
+    under_replicated: bool = typer.Option(
+        False,
+        "--under-replicated-partitions",
+        help="Only partitions whose ISR is smaller than their replicas.",
+    ),
+    under_min_isr: bool = typer.Option(
+        False, "--under-min-isr-partitions", help="Only partitions whose ISR is below min.insync.replicas."
+    ),
+    at_min_isr: bool = typer.Option(
+        False, "--at-min-isr-partitions", help="Only partitions whose ISR is at min.insync.replicas."
+    ),
+    unavailable: bool = typer.Option(
+        False, "--unavailable-partitions", help="Only partitions without a leader."
+    ),
+    with_overrides: bool = typer.Option(
+        False, "--topics-with-overrides", help="Only topics with config overrides (no partitions)."
+    ),
+    bootstrap_server: str | None = _bootstrap(False),
+    command_config: str | None = command_config_option(),
+    log_dir: list[Path] = typer.Option(
+        None,
+        "--log-dir",
+        metavar="DIR",
+        help="A log dir or a backup instead of a cluster: adds sizes, offsets, segments.",
+    ),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Topics and partitions in kafka-topics.sh --describe's lines (TopicCommand.describeTopic)."""
+    rows = _describe(bootstrap_server, log_dir, topic, exclude_internal)
+    filtered = under_replicated or under_min_isr or at_min_isr or unavailable
+
+    def wanted(t, p) -> bool:
+        if under_replicated and len(p.isr) < len(p.replicas):
+            return True
+        if under_min_isr and len(p.isr) < t.min_isr:
+            return True
+        if at_min_isr and len(p.isr) == t.min_isr:
+            return True
+        return unavailable and p.leader < 0
+
+    for t in rows:
+        if with_overrides and not t.configs:
+            continue
+        cfg = ",".join(f"{k}={v}" for k, v in sorted(t.configs.items()))
+        if json_out:
+            emit_json(
+                {
+                    "type": "topic",
+                    "topic": t.name,
+                    "topic_id": t.topic_id,
+                    "partition_count": len(t.partitions),
+                    "replication_factor": t.replication_factor,
+                    "configs": t.configs,
+                    "config_source": t.config_source or None,
+                }  # fmt: skip
+            )
+        elif not filtered:
+            # Kafka's tab-separated lines, tabs kept (rich would expand them)
+            typer.echo(
+                f"Topic: {t.name}\tTopicId: {t.topic_id or ''}\tPartitionCount: {len(t.partitions)}\t"
+                f"ReplicationFactor: {t.replication_factor}\tConfigs: {cfg}"
+            )
+        if with_overrides:
+            continue
+        for p in t.partitions:
+            if filtered and not wanted(t, p):
+                continue
+            if json_out:
+                row = {"type": "partition", "topic": t.name, "partition": p.partition, "leader": p.leader,
+                       "replicas": p.replicas, "isr": p.isr, "offline": p.offline}  # fmt: skip
+                if p.size is not None:
+                    row.update(
+                        size=p.size,
+                        log_start_offset=p.log_start_offset,
+                        log_end_offset=p.log_end_offset,
+                        segments=p.segments,
+                    )
+                emit_json(row)
+                continue
+            line = (
+                f"\tTopic: {t.name}\tPartition: {p.partition}\tLeader: {p.leader if p.leader >= 0 else 'none'}\t"
+                f"Replicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}"
+            )
+            if p.offline:
+                line += f"\tOffline: {_ids(p.offline)}"
+            if p.size is not None:
+                line += (
+                    f"\tSize: {p.size}\tLogStartOffset: {p.log_start_offset}\tLogEndOffset: {p.log_end_offset}"
+                    f"\tSegments: {p.segments}"
+                )
+            typer.echo(line)
+    if topic and not rows:
+        error_line(f"Topic '{topic}' does not exist as expected")
+        raise typer.Exit(EXIT_FINDINGS)
+    raise typer.Exit(EXIT_OK)
+
+
+def _configs(config: list[str] | None) -> dict[str, str]:
+    out = {}
+    for c in config or []:
+        k, sep, v = c.partition("=")
+        if not sep or not k.strip():
+            raise CommandError(f"--config {c!r}: expected key=value")
+        out[k.strip()] = v.strip()
+    return out
+
+
+@handle_errors
+def create(
+    topic: str = typer.Option(..., "--topic", metavar="TOPIC", help="The topic to create."),
+    partitions: int | None = typer.Option(
+        None, "--partitions", metavar="N", help="Partitions (default: the broker's num.partitions)."
+    ),
+    replication_factor: int | None = typer.Option(
+        None, "--replication-factor", metavar="N", help="Replicas (default: default.replication.factor)."
+    ),
+    replica_assignment: str | None = typer.Option(
+        None,
+        "--replica-assignment",
+        metavar="B1:B2,B3:B4",
+        help="Broker ids per partition instead of --partitions/--replication-factor.",
+    ),
+    config: list[str] = typer.Option(
+        None, "--config", metavar="KEY=VALUE", help="A topic config (repeatable)."
+    ),
+    if_not_exists: bool = typer.Option(False, "--if-not-exists", help="No error when the topic exists."),
+    bootstrap_server: str = _bootstrap(),
+    command_config: str | None = command_config_option(),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Create a topic (CreateTopics at the controller): "Created topic T."."""
+    from kafkatool.assign import topics as T
+    from kafkatool.protocol.errors import ErrorCode
+
+    assignment = None
+    if replica_assignment:
+        if partitions is not None or replication_factor is not None:
+            raise CommandError("--replica-assignment goes without --partitions and --replication-factor")
+        assignment = dict(enumerate(T.parse_replica_assignment(replica_assignment)))
+    with _admin(bootstrap_server) as admin:
+        code, message = T.create(admin, topic, partitions, replication_factor, assignment, _configs(config))
+    exists = code == ErrorCode.TOPIC_ALREADY_EXISTS
+    ok = code == 0 or (exists and if_not_exists)
+    if json_out:
+        emit_json(
+            {
+                "type": "topic",
+                "topic": topic,
+                "created": code == 0,
+                "error_code": code,
+                "error": T.error_text(code, message) or None,
+            }
+        )
+    elif code == 0:
+        console.print(f"Created topic {topic}.")
+    elif not ok:
+        error_line(f"Error while executing topic command : {T.error_text(code, message)}")
+    raise typer.Exit(EXIT_OK if ok else EXIT_FINDINGS)
+
+
+@handle_errors
+def delete(
+    topic: str = typer.Option(..., "--topic", metavar="TOPIC", help=TOPIC_HELP),
+    if_exists: bool = typer.Option(False, "--if-exists", help="No error when no topic matches."),
+    bootstrap_server: str = _bootstrap(),
+    command_config: str | None = command_config_option(),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Delete the matching topics (DeleteTopics at the controller)."""
+    from kafkatool.assign import topics as T
+
+    with _admin(bootstrap_server) as admin:
+        meta = admin.metadata()
+        names = T.select(meta.topics, topic, False, lambda n: False)
+        internal = [n for n in names if meta.topic_info.get(n, (None, n.startswith("__")))[1]]
+        if internal:
+            raise CommandError(
+                f"Topic {internal[0]} is a kafka internal topic and is not allowed to be marked for deletion."
+            )
+        if not names:
+            if if_exists:
+                raise typer.Exit(EXIT_OK)
+            error_line(f"Error while executing topic command : Topic '{topic}' does not exist as expected")
+            raise typer.Exit(EXIT_FINDINGS)
+        results = T.delete(admin, names)
+    failed = {n: r for n, r in results.items() if r[0]}
+    for n, (code, msg) in sorted(results.items()):
+        if json_out:
+            emit_json(
+                {
+                    "type": "topic",
+                    "topic": n,
+                    "deleted": not code,
+                    "error_code": code,
+                    "error": T.error_text(code, msg) or None,
+                }
+            )
+        elif code:
+            error_line(f"Error while executing topic command : {n}: {T.error_text(code, msg)}")
+    raise typer.Exit(EXIT_FINDINGS if failed else EXIT_OK)
+
+
+@handle_errors
+def alter(
+    topic: str = typer.Option(..., "--topic", metavar="TOPIC", help=TOPIC_HELP),
+    partitions: int = typer.Option(
+        ..., "--partitions", metavar="N", help="The new partition count (only grows)."
+    ),
+    replica_assignment: str | None = typer.Option(
+        None, "--replica-assignment", metavar="B1:B2,...", help="Brokers of the new partitions."
+    ),
+    if_exists: bool = typer.Option(False, "--if-exists", help="No error when no topic matches."),
+    bootstrap_server: str = _bootstrap(),
+    command_config: str | None = command_config_option(),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Add partitions (CreatePartitions); Kafka never removes partitions."""
+    from kafkatool.assign import topics as T
+
+    assignment = T.parse_replica_assignment(replica_assignment) if replica_assignment else None
+    failed = 0
+    with _admin(bootstrap_server) as admin:
+        meta = admin.metadata()
+        names = T.select(meta.topics, topic, False, lambda n: False)
+        if not names and not if_exists:
+            error_line(f"Error while executing topic command : Topic '{topic}' does not exist as expected")
+            raise typer.Exit(EXIT_FINDINGS)
+        for n in names:
+            code, msg = T.add_partitions(admin, n, partitions, assignment)
+            failed += bool(code)
+            if json_out:
+                emit_json(
+                    {
+                        "type": "topic",
+                        "topic": n,
+                        "partitions": partitions,
+                        "error_code": code,
+                        "error": T.error_text(code, msg) or None,
+                    }
+                )
+            elif code:
+                error_line(f"Error while executing topic command : {T.error_text(code, msg)}")
+            else:
+                console.print("Adding partitions succeeded!")
+    raise typer.Exit(EXIT_FINDINGS if failed else EXIT_OK)
+
+
+def register(app: typer.Typer) -> None:
+    sub = typer.Typer(name="topics", help=HELP, no_args_is_help=True)
+    sub.command("list")(list_topics)
+    sub.command("describe")(describe)
+    sub.command("create")(create)
+    sub.command("delete")(delete)
+    sub.command("alter")(alter)
+    app.add_typer(sub, name="topics")
