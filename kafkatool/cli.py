@@ -33,6 +33,7 @@ COMMAND_MODULES = [
     "health",
     "acls",
     "topics",
+    "configs",
 ]
 
 app = typer.Typer(

@@ -1,0 +1,265 @@
+"""``kafkatool configs``: kafka-configs.sh's --describe and --alter for topics, brokers, users and
+clients through a cluster or ZooKeeper, and ``diff --desired FILE`` (with ``--apply``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from kafkatool.commands.common import (
+    EXIT_FINDINGS,
+    EXIT_OK,
+    JSON_HELP,
+    CommandError,
+    command_config_option,
+    console,
+    emit_json,
+    handle_errors,
+    modify_exit,
+)
+
+HELP = (
+    "Configs like kafka-configs.sh: describe and alter topics, brokers (dynamic configs), users and clients "
+    "through --bootstrap-server or --zookeeper; diff a desired state (YAML or JSON) against a cluster and "
+    "--apply it."
+)
+ENTITY_HELP = "topics, brokers, broker-loggers, users or clients."
+_SINGULAR = {
+    "topics": "topic",
+    "brokers": "broker",
+    "broker-loggers": "broker-logger",
+    "users": "user",
+    "clients": "client",
+}
+
+
+def _entity(entity_type: str, entity_name: str | None, entity_default: bool) -> str | None:
+    from kafkatool.assign.configs import ENTITY_TYPES
+
+    if entity_type not in ENTITY_TYPES:
+        raise CommandError(f"--entity-type {entity_type!r}: one of {', '.join(ENTITY_TYPES)}")
+    if entity_default and entity_name is not None:
+        raise CommandError("give --entity-name or --entity-default, not both")
+    if entity_default and entity_type == "topics":
+        raise CommandError("--entity-default is for brokers, users and clients")
+    if not entity_default and entity_name is None:
+        raise CommandError("give --entity-name NAME (or --entity-default)")
+    return None if entity_default else entity_name
+
+
+def _sources(bootstrap_server: str | None, zookeeper: str | None) -> None:
+    if (bootstrap_server is None) == (zookeeper is None):
+        raise CommandError("give exactly one of --bootstrap-server and --zookeeper")
+
+
+def _label(entity_type: str, name: str | None) -> str:
+    if name is None:
+        return f"the default {_SINGULAR[entity_type]}"
+    return f"{_SINGULAR[entity_type]} {name}"
+
+
+@handle_errors
+def describe(
+    entity_type: str = typer.Option(..., "--entity-type", metavar="TYPE", help=ENTITY_HELP),
+    entity_name: str | None = typer.Option(
+        None, "--entity-name", metavar="NAME", help="The topic, broker id, user or client id."
+    ),
+    entity_default: bool = typer.Option(
+        False, "--entity-default", help="The cluster-wide default (brokers, users, clients)."
+    ),
+    all_configs: bool = typer.Option(
+        False, "--all", help="Every config, not only the dynamic ones (through --bootstrap-server)."
+    ),
+    bootstrap_server: str | None = typer.Option(
+        None, "--bootstrap-server", metavar="HOST:PORT", help="The cluster to ask (DescribeConfigs)."
+    ),
+    command_config: str | None = command_config_option(),
+    zookeeper: str | None = typer.Option(
+        None, "--zookeeper", "-z", metavar="HOST:PORT[/CHROOT]", help="Read /config/<type>/<name> instead."
+    ),
+    timeout: float = typer.Option(10.0, "--timeout", metavar="SECONDS", help="ZooKeeper connection timeout."),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """An entity's configs in kafka-configs.sh --describe's lines."""
+    from kafkatool.assign import configs as C
+
+    name = _entity(entity_type, entity_name, entity_default)
+    _sources(bootstrap_server, zookeeper)
+    if zookeeper is not None:
+        if all_configs:
+            raise CommandError("--all needs --bootstrap-server (ZooKeeper holds only the dynamic configs)")
+        from kafkatool.commands.zk import connect
+
+        with connect(zookeeper, timeout, writable=False) as zk:
+            entries = C.describe_zk(zk, entity_type, name)
+    else:
+        from kafkatool.assign.kafka_client import KafkaAdmin
+
+        with KafkaAdmin(bootstrap_server, client_id="kafkatool-configs") as admin:
+            entries = C.describe_live(admin, entity_type, name, all_configs=all_configs)
+    if json_out:
+        for e in entries:
+            emit_json(
+                {
+                    "type": "config",
+                    "entity_type": entity_type,
+                    "entity": name,
+                    "name": e.name,
+                    "value": None if e.sensitive else e.value,
+                    "source": e.source,
+                    "sensitive": e.sensitive,
+                    "synonyms": [{"name": n, "value": v, "source": s} for n, v, s in e.synonyms],
+                }  # fmt: skip
+            )
+        raise typer.Exit(EXIT_OK)
+    what = "All" if all_configs else "Dynamic"
+    console.print(f"{what} configs for {_label(entity_type, name)} are:")
+    for e in entries:
+        value = "null" if e.sensitive else e.value
+        syn = ", ".join(f"{s}:{n}={'null' if e.sensitive else v}" for n, v, s in e.synonyms)
+        console.print(f"  {e.name}={value} sensitive={'true' if e.sensitive else 'false'} synonyms={{{syn}}}")
+    raise typer.Exit(EXIT_OK)
+
+
+@handle_errors
+def alter(
+    entity_type: str = typer.Option(..., "--entity-type", metavar="TYPE", help=ENTITY_HELP),
+    entity_name: str | None = typer.Option(
+        None, "--entity-name", metavar="NAME", help="The topic, broker id, user or client id."
+    ),
+    entity_default: bool = typer.Option(
+        False, "--entity-default", help="The cluster-wide default (brokers, users, clients)."
+    ),
+    add_config: str | None = typer.Option(
+        None,
+        "--add-config",
+        metavar="K=V,K2=[A,B]",
+        help="Configs to set (kafka-configs.sh's syntax; [..] groups a list).",
+    ),
+    delete_config: str | None = typer.Option(
+        None, "--delete-config", metavar="K,K2", help="Configs to remove."
+    ),
+    bootstrap_server: str | None = typer.Option(
+        None, "--bootstrap-server", metavar="HOST:PORT", help="The cluster (IncrementalAlterConfigs)."
+    ),
+    command_config: str | None = command_config_option(),
+    zookeeper: str | None = typer.Option(
+        None,
+        "--zookeeper",
+        "-z",
+        metavar="HOST:PORT[/CHROOT]",
+        help="Write /config/<type>/<name> and its change notification instead.",
+    ),
+    timeout: float = typer.Option(10.0, "--timeout", metavar="SECONDS", help="ZooKeeper connection timeout."),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Set and delete an entity's dynamic configs (kafka-configs.sh --alter)."""
+    from kafkatool.assign import configs as C
+
+    name = _entity(entity_type, entity_name, entity_default)
+    _sources(bootstrap_server, zookeeper)
+    sets = C.parse_add_config(add_config) if add_config else {}
+    deletes = C.parse_delete_config(delete_config) if delete_config else []
+    if not sets and not deletes:
+        raise CommandError("give --add-config and/or --delete-config")
+    if zookeeper is not None:
+        from kafkatool.commands.zk import connect
+
+        with connect(zookeeper, timeout) as zk:
+            C.alter_zk(zk, entity_type, name, sets, deletes)
+    else:
+        from kafkatool.assign.kafka_client import KafkaAdmin
+
+        if entity_type == "topics":
+            C.validate_topic_keys(sets)
+        with KafkaAdmin(bootstrap_server, client_id="kafkatool-configs") as admin:
+            C.alter_live(admin, entity_type, name, sets, deletes)
+    if json_out:
+        emit_json(
+            {"type": "config", "entity_type": entity_type, "entity": name, "set": sets, "deleted": deletes}
+        )
+    elif name is None:
+        console.print(f"Completed updating default config for {entity_type} in the cluster.")
+    else:
+        console.print(f"Completed updating config for {_SINGULAR[entity_type]} {name}.")
+    raise typer.Exit(EXIT_OK)
+
+
+@handle_errors
+def diff(
+    desired: Path = typer.Option(
+        ...,
+        "--desired",
+        metavar="FILE",
+        help="YAML or JSON: {topics: {NAME: {partitions, replication_factor, config: {k: v}}}}.",
+    ),
+    apply_: bool = typer.Option(False, "--apply", help="Make the cluster so (without it: a dry run)."),
+    bootstrap_server: str = typer.Option(..., "--bootstrap-server", metavar="HOST:PORT", help="The cluster."),
+    command_config: str | None = command_config_option(),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """The per-key difference between a desired state and the cluster (a value equal to the
+    default a topic inherits is no drift); --apply creates topics, adds partitions, sets and
+    deletes configs. Replication-factor changes and fewer partitions are reported, never applied
+    (use kafkatool reassign). Exit 1 on drift in a dry run, or when something could not be applied."""
+    from kafkatool.assign import configs as C
+    from kafkatool.assign.kafka_client import KafkaAdmin
+
+    try:
+        text = desired.read_text()
+    except OSError as exc:
+        raise CommandError(f"{desired}: {exc.strerror or exc}") from None
+    want = C.load_desired(text, str(desired))
+    with KafkaAdmin(bootstrap_server, client_id="kafkatool-configs") as admin:
+        drift = C.diff(admin, want)
+        results = C.apply(admin, want, drift) if apply_ else []
+    errors = {id(d): e for d, e in results if e}
+    unapplied = [d for d in drift if not d.action]
+    for d in drift:
+        if json_out:
+            emit_json(
+                {
+                    "type": "drift",
+                    "topic": d.topic,
+                    "kind": d.kind,
+                    "key": d.key,
+                    "desired": d.desired,
+                    "actual": d.actual,
+                    "action": d.action or None,
+                    "applied": apply_ and bool(d.action) and id(d) not in errors,
+                    "error": errors.get(id(d)),
+                }  # fmt: skip
+            )
+            continue
+        what = d.key or d.kind
+        state = (
+            "not applied (kafkatool reassign)" if not d.action else
+            (f"FAILED: {errors[id(d)]}" if id(d) in errors else ("applied" if apply_ else f"would {d.action.replace('_', ' ')}"))
+        )  # fmt: skip
+        console.print(
+            f"{d.topic}: {what}: {d.actual if d.actual is not None else '(none)'} -> {d.desired if d.desired is not None else '(remove)'}  [{state}]"
+        )
+    if json_out:
+        emit_json(
+            {
+                "type": "summary",
+                "drift": len(drift),
+                "applied": apply_,
+                "failed": len(errors),
+                "not_applicable": len(unapplied),
+            }
+        )
+    elif not drift:
+        console.print(f"no drift: {len(want)} topics as desired")
+    if errors or (apply_ and unapplied):
+        raise typer.Exit(EXIT_FINDINGS)
+    raise typer.Exit(modify_exit(dry_run=not apply_, would_change=bool(drift), remaining=False))
+
+
+def register(app: typer.Typer) -> None:
+    sub = typer.Typer(name="configs", help=HELP, no_args_is_help=True)
+    sub.command("describe")(describe)
+    sub.command("alter")(alter)
+    sub.command("diff")(diff)
+    app.add_typer(sub, name="configs")

@@ -1,0 +1,60 @@
+"""kafkatool configs --zookeeper (issue 15): /config/<type>/<name> as AdminZkClient writes it,
+with the change notification brokers watch, on a real ZooKeeper seeded as Kafka writes it."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from kafkatool.cli import app
+
+
+def run(*args):
+    return CliRunner().invoke(app, ["configs", *map(str, args)])
+
+
+def test_alter_and_describe_through_zookeeper(kafka_cluster):
+    z = ["--zookeeper", kafka_cluster.connect]
+    res = run("describe", "--entity-type", "topics", "--entity-name", "orders", *z)
+    assert res.exit_code == 0, res.output
+    assert "  retention.ms=86400000 sensitive=false" in res.stdout
+    before = set(kafka_cluster.admin.get_children("/config/changes"))
+    res = run(
+        "alter",
+        "--entity-type",
+        "topics",
+        "--entity-name",
+        "orders",
+        "--add-config",
+        "retention.ms=1000",
+        "--delete-config",
+        "min.insync.replicas",
+        *z,
+    )
+    assert res.exit_code == 0 and "Completed updating config for topic orders." in res.stdout, res.output
+    node = json.loads(kafka_cluster.admin.get("/config/topics/orders")[0])
+    assert node == {"version": 1, "config": {"retention.ms": "1000"}}
+    (change,) = set(kafka_cluster.admin.get_children("/config/changes")) - before
+    assert json.loads(kafka_cluster.admin.get(f"/config/changes/{change}")[0]) == {
+        "version": 2,
+        "entity_path": "topics/orders",
+    }
+    res = run(
+        "alter",
+        "--entity-type",
+        "clients",
+        "--entity-default",
+        "--add-config",
+        "producer_byte_rate=1048576",
+        *z,
+    )
+    assert (
+        res.exit_code == 0 and "Completed updating default config for clients in the cluster." in res.stdout
+    )
+    got = json.loads(kafka_cluster.admin.get("/config/clients/<default>")[0])["config"]
+    assert got["producer_byte_rate"] == "1048576" and got["consumer_byte_rate"] == "2097152"  # the rest kept
+    missing = run(
+        "alter", "--entity-type", "topics", "--entity-name", "nope", "--add-config", "retention.ms=1", *z
+    )
+    assert missing.exit_code == 2 and "Topic nope does not exist" in missing.output
