@@ -133,6 +133,9 @@ class SegmentReport:
     running_max_ts: array = field(default_factory=lambda: array("q"), repr=False)
     first_offsets: array = field(default_factory=lambda: array("q"), repr=False)
     control_last_offsets: set[int] = field(default_factory=set, repr=False)
+    #: batches whose offset range runs past their last record: (position, end, last record
+    #: offset, last offset); only the log cleaner leaves such a gap (verify_partition decides)
+    offset_gaps: list[tuple[int, int, int, int]] = field(default_factory=list, repr=False)
     epoch_starts: list[tuple[int, int]] = field(default_factory=list, repr=False)  # (epoch, first offset)
     # [start, end) byte ranges and (last good offset, first offset after) of each damaged stretch
     damaged: list[tuple[int, int, int | None, int | None]] = field(default_factory=list, repr=False)
@@ -571,6 +574,8 @@ def _check_records(batch, rep: SegmentReport, first: int | None) -> int | None:
                 )
                 break
             prev = r.offset
+        if not batch.is_control and recs[-1].offset < last:
+            rep.offset_gaps.append((pos, batch.end, recs[-1].offset, last))
         if batch.is_control:
             try:
                 R.parse_control_record(recs[0])
@@ -1025,6 +1030,8 @@ def verify_partition(
         for epoch, start in seg.epoch_starts:
             if not epoch_starts or epoch_starts[-1][0] != epoch:
                 epoch_starts.append((epoch, start))
+        if seg.offset_gaps:
+            seg.findings += _offset_gap_findings(pdir, str(log), seg.offset_gaps)
         yield fr
         yield from verify_segment_indexes(log, seg, active=active)
         # release the layout arrays once the indexes are checked
@@ -1038,6 +1045,46 @@ def verify_partition(
         if p.name == LEADER_EPOCH_CHECKPOINT and not res.findings:
             res.findings = epochs_vs_log(p, epoch_starts)
         yield res
+
+
+def _cleaned_up_to(pdir: Path) -> int:
+    """The partition's cleaner-offset-checkpoint entry in its log dir (-1: none)."""
+    from kafkatool.log.log import parse_topic_partition
+
+    tp = parse_topic_partition(pdir.name)
+    path = pdir.parent / "cleaner-offset-checkpoint"
+    if tp is None or not path.is_file():
+        return -1
+    try:
+        entries = C.decode_offset_checkpoint(_read_bytes(path))
+    except (FormatError, OSError):
+        return -1
+    return entries.get(tp, -1)
+
+
+def _offset_gap_findings(pdir: Path, name: str, gaps) -> list[Finding]:
+    """A batch whose lastOffsetDelta runs past its last record: the log cleaner keeps a cleaned
+    batch's offset range (MemoryRecords.filterTo), so the gap is normal up to the partition's
+    cleaner-offset-checkpoint; anywhere else producers and the broker write contiguous offsets,
+    and a gap means a header rewritten with a valid CRC (the next offsets would be skipped)."""
+    cleaned = _cleaned_up_to(pdir)
+    out = []
+    for pos, end, last_record, last in gaps:
+        if last < cleaned:
+            continue
+        out.append(
+            Finding(
+                name,
+                pos,
+                end,
+                last,
+                "offset_gap",
+                f"batch ends at offset {last} but its last record is at {last_record}: {last - last_record} "
+                "offsets skipped outside the range the log cleaner has processed",
+                WARNING,
+            )
+        )
+    return out
 
 
 def verify_index_file(path: Path, kind: str, seg: SegmentReport | None, *, active: bool) -> list[Finding]:

@@ -328,3 +328,23 @@ def test_leader_epochs_against_checkpoint(tmp_path):
     (pdir / "leader-epoch-checkpoint").write_bytes(C.encode_leader_epoch_checkpoint([(0, 0)]))
     _, fs, _ = findings(pdir)
     assert [(f["kind"], f["offset"]) for f in fs] == [("leader_epoch_missing", 7)]
+
+
+def test_an_offset_gap_is_a_warning_outside_the_cleaned_range(tmp_path):
+    """A batch whose lastOffsetDelta runs past its last record: normal where the log cleaner
+    has been (it keeps a cleaned batch's range), a rewritten header anywhere else."""
+    from kafkatool.formats import records as R
+
+    pdir = tmp_path / "data" / "t-0"
+    pdir.mkdir(parents=True)
+    data = R.build_record_batch([b"a", b"b"], base_offset=0) + R.build_record_batch(
+        [b"c", b"d"], base_offset=2, offset_deltas=[0, 1], last_offset_delta=1_000
+    )
+    (pdir / "00000000000000000000.log").write_bytes(data)
+    res = runner.invoke(app, ["verify", "--json", str(pdir.parent)])
+    gaps = [f for f in map(json.loads, res.stdout.splitlines()) if f.get("kind") == "offset_gap"]
+    assert res.exit_code == 1 and len(gaps) == 1, res.output
+    assert gaps[0]["severity"] == "warning" and "999 offsets skipped" in gaps[0]["message"]
+    (pdir.parent / "cleaner-offset-checkpoint").write_text("0\n1\nt 0 1003\n")
+    res = runner.invoke(app, ["verify", "--json", str(pdir.parent)])
+    assert not [f for f in map(json.loads, res.stdout.splitlines()) if f.get("kind") == "offset_gap"]
