@@ -196,8 +196,31 @@ async def _retention_loop(broker, interval: float) -> None:
             finish_retention(broker, done)
         except WorkersStopped:
             return
-        except Exception:
-            log.exception("retention pass failed")
+        except Exception as exc:
+            _background_failure("retention pass", exc)
+
+
+def _out_of_descriptors(exc: BaseException | None) -> OSError | None:
+    """The EMFILE/ENFILE behind an exception (a worker pool wraps it), or None."""
+    import errno
+
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None
+
+
+def _background_failure(what: str, exc: BaseException) -> None:
+    """A failed background pass: one line when the process is out of descriptors (the pass
+    runs again later), the traceback otherwise."""
+    emfile = _out_of_descriptors(exc)
+    if emfile is not None:
+        log.warning("%s skipped: out of file descriptors (%s); it runs again later", what, emfile.strerror)
+    else:
+        log.error("%s failed", what, exc_info=exc)
 
 
 async def _cleaner_loop(broker, backoff: float) -> None:
@@ -219,8 +242,8 @@ async def _cleaner_loop(broker, backoff: float) -> None:
                 state.finish(cleaned)
         except WorkersStopped:
             return
-        except Exception:
-            log.exception("cleaner pass failed")
+        except Exception as exc:
+            _background_failure("cleaner pass", exc)
         await asyncio.sleep(0 if cleaned is not None else backoff)
 
 

@@ -157,7 +157,11 @@ class Broker:
         self._install_authorizer()
         topic_configs = {n: self.config.log_config(t.configs) for n, t in self.metadata.topics.items()}
         self.manager = LogManager(
-            dirs, self.config.log_config(), topic_configs=topic_configs, writable=writable
+            dirs,
+            self.config.log_config(),
+            topic_configs=topic_configs,
+            writable=writable,
+            recovery_threads=self.config.int("num.recovery.threads.per.data.dir"),
         )
         on_disk: dict[str, dict[int, Uuid | None]] = {}
         for (topic, part), lg in self.manager.logs.items():
@@ -349,6 +353,7 @@ class Broker:
         from kafkatool.broker.security import tls
 
         self._stopping = asyncio.Event()
+        asyncio.get_running_loop().set_exception_handler(self._loop_exception)
         for lst in self.config.listeners:
             ctx = None
             if lst.tls:
@@ -509,6 +514,30 @@ class Broker:
         log.info("Failed authentication with /%s listener=%s (%s)", host, lst.name, reason)
         writer.transport.abort()
         return None
+
+    _EMFILE_EVERY_S = 10.0
+
+    def _loop_exception(self, loop, context: dict) -> None:
+        """Out of descriptors (EMFILE/ENFILE) while accepting: one log line per 10 s, not a
+        traceback per attempt (asyncio pauses the listener a moment and retries by itself);
+        anything else goes to asyncio's own handler."""
+        import errno
+
+        exc = context.get("exception")
+        if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):
+            now = time.monotonic()
+            self._emfile_count = getattr(self, "_emfile_count", 0) + 1
+            if now - getattr(self, "_emfile_logged", -1e9) >= self._EMFILE_EVERY_S:
+                log.warning(
+                    "out of file descriptors (%s) accepting connections: new connections wait; raise "
+                    "the open-files limit (ulimit -n, see the README) events=%d",
+                    errno.errorcode.get(exc.errno, exc.errno),
+                    self._emfile_count,
+                )
+                self._emfile_logged = now
+                self._emfile_count = 0
+            return
+        loop.default_exception_handler(context)
 
     async def serve_until_stopped(self) -> None:
         await self._stopping.wait()

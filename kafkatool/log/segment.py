@@ -235,15 +235,36 @@ class Segment:
                 self._path(TIME_INDEX_SUFFIX), base_offset, self.config.max_time_index_size, writable=writable
             )
             self.txn_index = TransactionIndex(self._path(TXN_INDEX_SUFFIX), base_offset, writable=writable)
+            if create and writable:
+                # a new segment is the active one: its index files exist from the start
+                self.offset_index.resize(0)
+                self.time_index.resize(0)
         except BaseException:
+            for index in (getattr(self, "offset_index", None), getattr(self, "time_index", None)):
+                if index is not None:
+                    index.release()
             os.close(self._fd)
             raise
         self.created_ms = now_ms if now_ms is not None else _now_ms()
         self.bytes_since_last_index_entry = 0
         self._rolling_based_timestamp: int | None = None
-        last = self.time_index.last_entry
-        self.max_timestamp_so_far = last.timestamp
-        self.offset_of_max_timestamp_so_far = last.offset if last.timestamp >= 0 else -1
+        # Kafka's maxTimestampAndOffsetSoFar: read from the time index on first use, so that
+        # loading a partition opens none of its segments' indexes
+        self._max_ts: tuple[int, int] | None = None
+
+    @property
+    def max_timestamp_so_far(self) -> int:
+        return self._max_timestamp_and_offset()[0]
+
+    @property
+    def offset_of_max_timestamp_so_far(self) -> int:
+        return self._max_timestamp_and_offset()[1]
+
+    def _max_timestamp_and_offset(self) -> tuple[int, int]:
+        if self._max_ts is None:
+            last = self.time_index.last_entry
+            self._max_ts = (last.timestamp, last.offset if last.timestamp >= 0 else -1)
+        return self._max_ts
 
     def _path(self, kind: str) -> Path:
         return self.dir / (file_name_for_offset(self.base_offset, kind) + self.suffix)
@@ -285,8 +306,7 @@ class Segment:
             written += os.pwrite(self._fd, memoryview(data)[written:], position + written)
         self.size += n
         if largest_timestamp > self.max_timestamp_so_far:
-            self.max_timestamp_so_far = largest_timestamp
-            self.offset_of_max_timestamp_so_far = offset_of_max_timestamp
+            self._max_ts = (largest_timestamp, offset_of_max_timestamp)
         if self.bytes_since_last_index_entry > self.config.index_interval_bytes:
             self.offset_index.append(largest_offset, position)
             self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
@@ -441,8 +461,7 @@ class Segment:
         self.size = scan.valid_bytes
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
-        self.max_timestamp_so_far = scan.max_timestamp
-        self.offset_of_max_timestamp_so_far = scan.offset_of_max_timestamp
+        self._max_ts = (scan.max_timestamp, scan.offset_of_max_timestamp)
         self.bytes_since_last_index_entry = 0
         self._rolling_based_timestamp = None
 
@@ -467,8 +486,7 @@ class Segment:
             self._rolling_based_timestamp = None
         self.bytes_since_last_index_entry = 0
         last = self.time_index.last_entry
-        self.max_timestamp_so_far = last.timestamp
-        self.offset_of_max_timestamp_so_far = last.offset if last.timestamp >= 0 else -1
+        self._max_ts = (last.timestamp, last.offset if last.timestamp >= 0 else -1)
         if self.max_timestamp_so_far < 0 or self.time_index.entries == 0:
             self.recompute_max_timestamp()
         return removed
@@ -479,8 +497,7 @@ class Segment:
         start = self.offset_index.lookup(2**63 - 1).position if self.offset_index.entries else 0
         for batch in self.batches(start):
             if batch.max_timestamp > self.max_timestamp_so_far:
-                self.max_timestamp_so_far = batch.max_timestamp
-                self.offset_of_max_timestamp_so_far = batch.last_offset
+                self._max_ts = (batch.max_timestamp, batch.last_offset)
 
     # --- lifecycle
     def on_become_inactive(self) -> None:
@@ -493,12 +510,18 @@ class Segment:
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
         self._trim_log()
+        # reads of an inactive segment's indexes open, read and close (bounded descriptors)
+        self.offset_index.release()
+        self.time_index.release()
 
     def resize_indexes(self) -> None:
         """Grow the indexes to their preallocated size (the segment is active again)."""
         if self.writable:
             self.offset_index.grow_to_max()
             self.time_index.grow_to_max()
+            # the descriptors come back with the first index entry (an idle partition holds one)
+            self.offset_index.release()
+            self.time_index.release()
 
     def _trim_log(self) -> None:
         if os.fstat(self._fd).st_size != self.size:
