@@ -29,7 +29,7 @@ from confluent_kafka.admin import (  # noqa: E402
 )
 
 runner = CliRunner()
-USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
+USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret", "carol": "carol-secret"}
 E = ck.KafkaError
 
 
@@ -79,6 +79,9 @@ def tls_secured(tmp_path_factory):
             _allow(G, "app-", "User:alice", AclOperation.READ, P),
             _allow(X, "tx-alice-", "User:alice", AclOperation.WRITE, P),
             _allow(T, "ledger", "User:bob", AclOperation.WRITE),
+            # carol's WRITE on ledger is taken back by a DENY prefix that dominates it
+            _allow(T, "ledger", "User:carol", AclOperation.WRITE),
+            _allow(T, "led", "User:carol", AclOperation.WRITE, P, AclPermissionType.DENY),
         ]
         for f in admin.create_acls(acls).values():
             f.result(15)
@@ -155,7 +158,7 @@ def test_admin_apis_denied_and_allowed(tls_secured, tmp_path):
     acl = _allow(ResourceType.TOPIC, "ledger", "User:bob", AclOperation.READ)
     assert _code(bob.create_acls([acl])[acl]) == E.CLUSTER_AUTHORIZATION_FAILED
     admin = AdminClient(_conf(b, "admin"))
-    assert len(admin.describe_acls(flt).result(15)) == 6
+    assert len(admin.describe_acls(flt).result(15)) == 8
 
 
 def _poll_until(c, want, seconds=30):
@@ -232,3 +235,21 @@ def test_allow_everyone_if_no_acl_found(tmp_path):
         assert "open" not in admin.list_topics(timeout=10).topics  # no DESCRIBE for ANONYMOUS now
     finally:
         b.stop()
+
+
+def test_idempotent_producer_needs_write_on_some_topic(tls_secured):
+    """InitProducerId without a transactional id: IDEMPOTENT_WRITE on the cluster, or WRITE on some
+    topic by AclAuthorizer.authorizeByResourceType (a DENY prefix dominating the ALLOW cancels it)."""
+    b = tls_secured
+    p = ck.Producer(_conf(b, "bob", **{"enable.idempotence": True, "message.timeout.ms": 8000}))
+    out = []
+    p.produce("ledger", b"once", on_delivery=lambda err, msg: out.append(err))
+    p.flush(15)
+    assert out == [None]
+    # carol: librdkafka raises the fatal error InitProducerId answered
+    p = ck.Producer(_conf(b, "carol", **{"enable.idempotence": True, "message.timeout.ms": 8000}))
+    p.produce("ledger", b"never")
+    with pytest.raises(ck.KafkaException) as exc:
+        p.flush(15)
+    err = exc.value.args[0]
+    assert err.fatal() and err.code() == E.CLUSTER_AUTHORIZATION_FAILED, err
