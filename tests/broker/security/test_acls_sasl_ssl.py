@@ -253,3 +253,53 @@ def test_idempotent_producer_needs_write_on_some_topic(tls_secured):
         p.flush(15)
     err = exc.value.args[0]
     assert err.fatal() and err.code() == E.CLUSTER_AUTHORIZATION_FAILED, err
+
+
+def test_offset_fetch_per_group_and_per_topic(tls_secured):
+    """OffsetFetch as KafkaApis answers it: DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED, per
+    group from v8), and a named partition of a topic the principal may not DESCRIBE gets
+    TOPIC_AUTHORIZATION_FAILED (Kafka's UNAUTHORIZED_PARTITION) while the others are answered."""
+    from kafkatool.protocol.apis import API_BY_KEY
+    from kafkatool.protocol.generated.offset_fetch_request import (
+        OffsetFetchRequestGroup,
+        OffsetFetchRequestTopic,
+        OffsetFetchRequestTopics,
+    )
+    from tests.broker.wire import WireClient
+
+    b = tls_secured
+    admin = AdminClient(_conf(b, "admin"))
+    G, T = ResourceType.GROUP, ResourceType.TOPIC
+    acls = [
+        _allow(G, "anon-g", "User:ANONYMOUS", AclOperation.DESCRIBE),
+        _allow(T, "ledger", "User:ANONYMOUS", AclOperation.DESCRIBE),
+    ]
+    for f in admin.create_acls(acls).values():
+        f.result(15)
+    req = API_BY_KEY[9].request
+    try:
+        with WireClient(b.bootstrap) as c:  # the PLAINTEXT listener: User:ANONYMOUS
+            named = [OffsetFetchRequestTopic(name="ledger", partition_indexes=[0]), OffsetFetchRequestTopic(name="hidden", partition_indexes=[0, 1])]  # fmt: skip
+            r = c.request(9, 7, req(group_id="anon-g", topics=named))
+            assert r.error_code == 0
+            got = {
+                (t.name, p.partition_index): (p.error_code, p.committed_offset)
+                for t in r.topics
+                for p in t.partitions
+            }
+            assert got == {("ledger", 0): (0, -1), ("hidden", 0): (29, -1), ("hidden", 1): (29, -1)}, got
+            r = c.request(9, 7, req(group_id="other-g", topics=named))
+            assert (r.error_code, r.topics) == (30, [])
+            r = c.request(9, 1, req(group_id="other-g", topics=named))  # before v2: every partition
+            assert {p.error_code for t in r.topics for p in t.partitions} == {30} and len(r.topics) == 2
+            topics = [OffsetFetchRequestTopics(name="hidden", partition_indexes=[0])]
+            r = c.request(9, 8, req(groups=[OffsetFetchRequestGroup(group_id=g, topics=topics) for g in ("anon-g", "other-g")]))  # fmt: skip
+            by_group = {g.group_id: g for g in r.groups}
+            assert by_group["other-g"].error_code == 30 and by_group["other-g"].topics == []
+            assert by_group["anon-g"].error_code == 0
+            assert [(t.name, [p.error_code for p in t.partitions]) for t in by_group["anon-g"].topics] == [
+                ("hidden", [29])
+            ]
+    finally:  # the module's other tests count the ACLs
+        flt = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, "User:ANONYMOUS", None, AclOperation.ANY, AclPermissionType.ANY)  # fmt: skip
+        admin.delete_acls([flt])[flt].result(15)
