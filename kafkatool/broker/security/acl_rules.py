@@ -633,6 +633,48 @@ def _init_producer_id(ctx, req, handler):
     return _error_response(ctx, req, handler, E.CLUSTER_AUTHORIZATION_FAILED)
 
 
+def _offset_for_leader_epoch(ctx, req, handler):
+    """KafkaApis: CLUSTER_ACTION (a follower) serves every partition; otherwise DESCRIBE per topic
+    (KIP-320: consumers check truncation with it), a denied topic's partitions answering
+    TOPIC_AUTHORIZATION_FAILED while the others are served."""
+    from kafkatool.protocol.generated.offset_for_leader_epoch_response import (
+        EpochEndOffset,
+        OffsetForLeaderTopicResult,
+    )
+
+    principal, host = _who(ctx)
+    if ctx.broker.authorizer.authorize(principal, host, A.CLUSTER_ACTION, A.CLUSTER, A.CLUSTER_NAME):
+        return handler(ctx, req)  # Kafka asks with logIfDenied=false: no denial line here
+    add = _partitions_response(
+        "topics", OffsetForLeaderTopicResult, EpochEndOffset, "topic", "partitions", "partition",
+        lambda t: [p.partition for p in t.partitions],
+    )  # fmt: skip
+    return _topics_rule("topics", "topic", A.DESCRIBE, add)(ctx, req, handler)
+
+
+def _delete_records(ctx, req, handler):
+    """KafkaApis: DELETE per topic; a denied topic's partitions answer TOPIC_AUTHORIZATION_FAILED
+    with low watermark -1 (DeleteRecordsResponse.INVALID_LOW_WATERMARK), the others are served."""
+    from kafkatool.protocol.generated.delete_records_response import (
+        DeleteRecordsPartitionResult,
+        DeleteRecordsTopicResult,
+    )
+
+    base = _partitions_response(
+        "topics", DeleteRecordsTopicResult, DeleteRecordsPartitionResult, "name", "partitions", "partition_index",
+        lambda t: [p.partition_index for p in t.partitions],
+    )  # fmt: skip
+
+    def add(resp, denied, ctx):
+        before = len(resp.topics)
+        base(resp, denied, ctx)
+        for t in resp.topics[before:]:
+            for p in t.partitions:
+                p.low_watermark = -1
+
+    return _topics_rule("topics", "name", A.DELETE, add)(ctx, req, handler)
+
+
 def _all_topics(op: int, topics_of, code=E.TOPIC_AUTHORIZATION_FAILED):
     """Strict form for the less common multi-topic APIs: every named topic must be allowed,
     else the whole request answers ``code`` (Kafka fails only the denied partitions)."""
@@ -773,9 +815,9 @@ RULES = {
     16: _list_groups,
     19: _create_topics,
     20: _delete_topics,
-    21: _all_topics(A.DELETE, _topics_of_list()),
+    21: _delete_records,
     22: _init_producer_id,
-    23: _all_topics(A.DESCRIBE, _topics_of_list("topics", "topic")),
+    23: _offset_for_leader_epoch,
     24: _add_partitions_to_txn,
     25: _add_offsets_to_txn,
     26: _txn_whole(A.WRITE),

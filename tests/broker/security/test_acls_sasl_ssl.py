@@ -303,3 +303,58 @@ def test_offset_fetch_per_group_and_per_topic(tls_secured):
     finally:  # the module's other tests count the ACLs
         flt = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, "User:ANONYMOUS", None, AclOperation.ANY, AclPermissionType.ANY)  # fmt: skip
         admin.delete_acls([flt])[flt].result(15)
+
+
+def test_offset_for_leader_epoch_per_topic(tls_secured):
+    """KIP-320's truncation check by a consumer: DESCRIBE per topic, denied partitions answered
+    TOPIC_AUTHORIZATION_FAILED beside the served ones (a follower would need CLUSTER_ACTION)."""
+    from kafkatool.protocol.apis import API_BY_KEY
+    from kafkatool.protocol.generated.offset_for_leader_epoch_request import (
+        OffsetForLeaderPartition,
+        OffsetForLeaderTopic,
+    )
+    from tests.broker.wire import WireClient
+
+    b = tls_secured
+    admin = AdminClient(_conf(b, "admin"))
+    acl = _allow(ResourceType.TOPIC, "ledger", "User:ANONYMOUS", AclOperation.DESCRIBE)
+    admin.create_acls([acl])[acl].result(15)
+    try:
+        with WireClient(b.bootstrap) as c:
+            topics = [
+                OffsetForLeaderTopic(
+                    topic=n, partitions=[OffsetForLeaderPartition(partition=0, leader_epoch=0)]
+                )
+                for n in ("ledger", "hidden")
+            ]
+            r = c.request(23, 4, API_BY_KEY[23].request(replica_id=-1, topics=topics))
+            got = {t.topic: [(p.partition, p.error_code) for p in t.partitions] for t in r.topics}
+            assert got == {"ledger": [(0, 0)], "hidden": [(0, 29)]}, got
+    finally:
+        flt = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, "User:ANONYMOUS", None, AclOperation.ANY, AclPermissionType.ANY)  # fmt: skip
+        admin.delete_acls([flt])[flt].result(15)
+
+
+def test_delete_records_per_topic(tls_secured):
+    """DeleteRecords: DELETE per topic; a denied topic's partitions get TOPIC_AUTHORIZATION_FAILED
+    and low watermark -1 beside the served ones."""
+    from kafkatool.protocol.apis import API_BY_KEY
+    from kafkatool.protocol.generated.delete_records_request import DeleteRecordsPartition, DeleteRecordsTopic
+    from tests.broker.wire import WireClient
+
+    b = tls_secured
+    admin = AdminClient(_conf(b, "admin"))
+    acl = _allow(ResourceType.TOPIC, "ledger", "User:ANONYMOUS", AclOperation.DELETE)
+    admin.create_acls([acl])[acl].result(15)
+    try:
+        with WireClient(b.bootstrap) as c:
+            topics = [
+                DeleteRecordsTopic(name=n, partitions=[DeleteRecordsPartition(partition_index=0, offset=0)])
+                for n in ("ledger", "hidden")
+            ]
+            r = c.request(21, 2, API_BY_KEY[21].request(topics=topics, timeout_ms=5000))
+            got = {t.name: [(p.error_code, p.low_watermark) for p in t.partitions] for t in r.topics}
+            assert got == {"ledger": [(0, 0)], "hidden": [(29, -1)]}, got
+    finally:
+        flt = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, "User:ANONYMOUS", None, AclOperation.ANY, AclPermissionType.ANY)  # fmt: skip
+        admin.delete_acls([flt])[flt].result(15)
