@@ -330,6 +330,13 @@ def test_offset_for_leader_epoch_per_topic(tls_secured):
             r = c.request(23, 4, API_BY_KEY[23].request(replica_id=-1, topics=topics))
             got = {t.topic: [(p.partition, p.error_code) for p in t.partitions] for t in r.topics}
             assert got == {"ledger": [(0, 0)], "hidden": [(0, 29)]}, got
+        # CLUSTER_ACTION (what a follower holds) serves every partition, no topic ACL needed
+        ca = _allow(ResourceType.BROKER, "kafka-cluster", "User:ANONYMOUS", AclOperation.CLUSTER_ACTION)
+        admin.create_acls([ca])[ca].result(15)
+        with WireClient(b.bootstrap) as c:
+            r = c.request(23, 4, API_BY_KEY[23].request(replica_id=-1, topics=topics))
+            got = {t.topic: [(p.partition, p.error_code) for p in t.partitions] for t in r.topics}
+            assert got == {"ledger": [(0, 0)], "hidden": [(0, 3)]}, got  # hidden: UNKNOWN_TOPIC_OR_PARTITION
     finally:
         flt = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, "User:ANONYMOUS", None, AclOperation.ANY, AclPermissionType.ANY)  # fmt: skip
         admin.delete_acls([flt])[flt].result(15)
