@@ -208,27 +208,41 @@ class Authorizer:
         return any(entry(b, ALLOW, allowed) for b in on_resource)
 
     def any_allowed(self, principal: str, host: str, operation: int, resource_type: int) -> bool:
-        """authorizeByResourceType, simplified: some ALLOW entry of the principal (or User:*)
-        for the operation on a resource of the type, not denied for every name (a DENY on the
-        literal wildcard); Kafka's InitProducerId without a transactional id asks it of WRITE on
-        topics."""
+        """AclAuthorizer.authorizeByResourceType: may the principal do ``operation`` on SOME
+        resource of the type (KafkaApis asks it of WRITE on topics for an InitProducerId without a
+        transactional id)?  Only the operation itself or ALL counts (no implied operations).
+        Denied by a DENY on the literal ``*``; otherwise allowed everywhere when
+        ``allow.everyone.if.no.acl.found`` is set; otherwise by an ALLOW, PREFIXED whose prefix no
+        DENY prefix dominates, or LITERAL (``*``, or a name neither denied literally nor under a
+        DENY prefix)."""
         if principal in self.super_users:
             return True
-        of_type = [b for b in self.acls if b.resource_type == resource_type]
-        if not of_type:
-            return self.allow_if_no_acl
 
-        def mine(b: AclBinding, perm: int) -> bool:
-            return (
-                b.permission == perm
+        def names(perm: int, pattern: int) -> set[str]:
+            return {
+                b.name
+                for b in self.acls
+                if b.resource_type == resource_type
+                and b.pattern_type == pattern
+                and b.permission == perm
                 and b.principal in (principal, WILDCARD_PRINCIPAL)
                 and b.host in (host, WILDCARD)
                 and b.operation in (ALL, operation)
-            )
+            }
 
-        if any(mine(b, DENY) and b.pattern_type == LITERAL and b.name == WILDCARD for b in of_type):
+        deny_literals = names(DENY, LITERAL)
+        if WILDCARD in deny_literals:
             return False
-        return any(mine(b, ALLOW) for b in of_type)
+        if self.allow_if_no_acl:
+            return True
+        deny_prefixes = names(DENY, PREFIXED)
+
+        def dominated(name: str) -> bool:  # some DENY prefix is a prefix of ``name``
+            return any(name.startswith(p) for p in deny_prefixes)
+
+        return any(not dominated(p) for p in names(ALLOW, PREFIXED)) or any(
+            n == WILDCARD or (n not in deny_literals and not dominated(n)) for n in names(ALLOW, LITERAL)
+        )
 
     # ------------------------------------------------------------------ changes
     def create(self, bindings: list[AclBinding]) -> list[AclError | None]:

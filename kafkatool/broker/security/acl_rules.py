@@ -351,32 +351,92 @@ def _offset_commit(ctx, req, handler):
 
 
 def _offset_fetch(ctx, req, handler):
-    groups = [g.group_id for g in req.groups] if getattr(req, "groups", None) else [req.group_id]
-    if any(not allowed(ctx, A.DESCRIBE, A.GROUP, g) for g in groups):
-        from kafkatool.protocol.generated.offset_fetch_response import (
-            OffsetFetchResponse,
-            OffsetFetchResponseGroup,
-        )
+    """KafkaApis: DESCRIBE on each group (per group from v8; GROUP_AUTHORIZATION_FAILED); named
+    partitions of topics the principal may not DESCRIBE answer TOPIC_AUTHORIZATION_FAILED
+    (OffsetFetchResponse.UNAUTHORIZED_PARTITION); for "all partitions" they are left out."""
+    from kafkatool.protocol.generated import offset_fetch_response as R
 
-        return OffsetFetchResponse(
-            throttle_time_ms=0,
-            topics=[],
-            error_code=int(E.GROUP_AUTHORIZATION_FAILED),
-            groups=[
-                OffsetFetchResponseGroup(group_id=g, topics=[], error_code=int(E.GROUP_AUTHORIZATION_FAILED))
-                for g in groups
-            ],
-        )
+    def split(topics):
+        """Drop requested topics the principal may not describe: (kept, {name: partitions})."""
+        if topics is None:
+            return None, {}
+        denied, kept = {}, []
+        for t in topics:
+            if allowed(ctx, A.DESCRIBE, A.TOPIC, t.name):
+                kept.append(t)
+            else:
+                denied.setdefault(t.name, []).extend(t.partition_indexes or [])
+        return kept, denied
 
-    def drop(resp):
-        # committed offsets of topics the principal may not describe are left out (KafkaApis)
-        if resp.topics:
-            resp.topics = [t for t in resp.topics if allowed(ctx, A.DESCRIBE, A.TOPIC, t.name)]
-        for g in resp.groups or []:
-            g.topics = [t for t in g.topics if allowed(ctx, A.DESCRIBE, A.TOPIC, t.name)]
+    def unauthorized(denied, topic_cls, part_cls):
+        return [
+            topic_cls(
+                name=n,
+                partitions=[
+                    part_cls(
+                        partition_index=p,
+                        committed_offset=-1,
+                        committed_leader_epoch=-1,
+                        metadata="",
+                        error_code=int(E.TOPIC_AUTHORIZATION_FAILED),
+                    )
+                    for p in ps
+                ],
+            )
+            for n, ps in denied.items()
+        ]
+
+    def visible(topics):
+        return [t for t in topics if allowed(ctx, A.DESCRIBE, A.TOPIC, t.name)]
+
+    if getattr(req, "groups", None):  # v8+: a batch of groups, each decided alone
+        denied_groups = [g.group_id for g in req.groups if not allowed(ctx, A.DESCRIBE, A.GROUP, g.group_id)]
+        denied_topics = {}
+        for g in req.groups:
+            g.topics, denied_topics[g.group_id] = split(g.topics)
+        req.groups = [g for g in req.groups if g.group_id not in denied_groups]
+
+        def finish(resp):
+            for g in resp.groups:
+                g.topics = visible(g.topics)
+                if g.error_code == 0:
+                    g.topics += unauthorized(
+                        denied_topics.get(g.group_id, {}),
+                        R.OffsetFetchResponseTopics,
+                        R.OffsetFetchResponsePartitions,
+                    )
+            resp.groups += [
+                R.OffsetFetchResponseGroup(
+                    group_id=g, topics=[], error_code=int(E.GROUP_AUTHORIZATION_FAILED)
+                )
+                for g in denied_groups
+            ]
+            return resp
+
+        if not req.groups:
+            return finish(R.OffsetFetchResponse(throttle_time_ms=0, groups=[]))
+        return _then(handler(ctx, req), finish)
+
+    if not allowed(ctx, A.DESCRIBE, A.GROUP, req.group_id):
+        # OffsetFetchRequest.getErrorResponse: the top-level error from v2, every partition before
+        code = int(E.GROUP_AUTHORIZATION_FAILED)
+        if ctx.version >= 2:
+            return R.OffsetFetchResponse(throttle_time_ms=0, error_code=code, topics=[])
+        named = {t.name: list(t.partition_indexes or []) for t in req.topics or []}
+        topics = unauthorized(named, R.OffsetFetchResponseTopic, R.OffsetFetchResponsePartition)
+        for t in topics:
+            for p in t.partitions:
+                p.error_code = code
+        return R.OffsetFetchResponse(throttle_time_ms=0, topics=topics)
+    req.topics, denied = split(req.topics)
+
+    def finish_one(resp):
+        resp.topics = visible(resp.topics)
+        if not getattr(resp, "error_code", 0):
+            resp.topics += unauthorized(denied, R.OffsetFetchResponseTopic, R.OffsetFetchResponsePartition)
         return resp
 
-    return _then(handler(ctx, req), drop)
+    return _then(handler(ctx, req), finish_one)
 
 
 def _find_coordinator(ctx, req, handler):
@@ -573,6 +633,48 @@ def _init_producer_id(ctx, req, handler):
     return _error_response(ctx, req, handler, E.CLUSTER_AUTHORIZATION_FAILED)
 
 
+def _offset_for_leader_epoch(ctx, req, handler):
+    """KafkaApis: CLUSTER_ACTION (a follower) serves every partition; otherwise DESCRIBE per topic
+    (KIP-320: consumers check truncation with it), a denied topic's partitions answering
+    TOPIC_AUTHORIZATION_FAILED while the others are served."""
+    from kafkatool.protocol.generated.offset_for_leader_epoch_response import (
+        EpochEndOffset,
+        OffsetForLeaderTopicResult,
+    )
+
+    principal, host = _who(ctx)
+    if ctx.broker.authorizer.authorize(principal, host, A.CLUSTER_ACTION, A.CLUSTER, A.CLUSTER_NAME):
+        return handler(ctx, req)  # Kafka asks with logIfDenied=false: no denial line here
+    add = _partitions_response(
+        "topics", OffsetForLeaderTopicResult, EpochEndOffset, "topic", "partitions", "partition",
+        lambda t: [p.partition for p in t.partitions],
+    )  # fmt: skip
+    return _topics_rule("topics", "topic", A.DESCRIBE, add)(ctx, req, handler)
+
+
+def _delete_records(ctx, req, handler):
+    """KafkaApis: DELETE per topic; a denied topic's partitions answer TOPIC_AUTHORIZATION_FAILED
+    with low watermark -1 (DeleteRecordsResponse.INVALID_LOW_WATERMARK), the others are served."""
+    from kafkatool.protocol.generated.delete_records_response import (
+        DeleteRecordsPartitionResult,
+        DeleteRecordsTopicResult,
+    )
+
+    base = _partitions_response(
+        "topics", DeleteRecordsTopicResult, DeleteRecordsPartitionResult, "name", "partitions", "partition_index",
+        lambda t: [p.partition_index for p in t.partitions],
+    )  # fmt: skip
+
+    def add(resp, denied, ctx):
+        before = len(resp.topics)
+        base(resp, denied, ctx)
+        for t in resp.topics[before:]:
+            for p in t.partitions:
+                p.low_watermark = -1
+
+    return _topics_rule("topics", "name", A.DELETE, add)(ctx, req, handler)
+
+
 def _all_topics(op: int, topics_of, code=E.TOPIC_AUTHORIZATION_FAILED):
     """Strict form for the less common multi-topic APIs: every named topic must be allowed,
     else the whole request answers ``code`` (Kafka fails only the denied partitions)."""
@@ -713,9 +815,9 @@ RULES = {
     16: _list_groups,
     19: _create_topics,
     20: _delete_topics,
-    21: _all_topics(A.DELETE, _topics_of_list()),
+    21: _delete_records,
     22: _init_producer_id,
-    23: _all_topics(A.DESCRIBE, _topics_of_list("topics", "topic")),
+    23: _offset_for_leader_epoch,
     24: _add_partitions_to_txn,
     25: _add_offsets_to_txn,
     26: _txn_whole(A.WRITE),
