@@ -210,6 +210,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _d("offsets.retention.check.interval.ms", LONG, 600000),
         _d("offset.metadata.max.bytes", INT, 4096),
         _d("offsets.topic.segment.bytes", INT, 104857600),
+        _d("offsets.commit.timeout.ms", INT, 5000, "Cluster mode: how long a commit waits for the ISR."),
         _d("producer.id.expiration.ms", INT, 86400000),
         _d("transaction.max.timeout.ms", INT, 900000),
         _d("log.message.format.version", STRING, "3.0-IV1", "Deprecated; ignored for message format v2."),
@@ -223,6 +224,31 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _d("num.io.threads", INT, 8),
         _d("num.recovery.threads.per.data.dir", INT, 2),
         _d("cluster.id", STRING, None, "Cluster id for a new data dir (default: random)."),
+        # ZooKeeper cluster mode (broker/cluster): Kafka 3.x names and defaults
+        _d(
+            "zookeeper.connect",
+            STRING,
+            None,
+            "host:port[,host:port][/chroot]: join a ZooKeeper-mode cluster.",
+        ),
+        _d("zookeeper.session.timeout.ms", INT, 18000),
+        _d("zookeeper.connection.timeout.ms", INT, None, "Default: zookeeper.session.timeout.ms."),
+        _d("zookeeper.set.acl", BOOLEAN, False),
+        _d("controller.socket.timeout.ms", INT, 30000),
+        _d("replica.lag.time.max.ms", LONG, 30000),
+        _d("replica.fetch.wait.max.ms", INT, 500),
+        _d("replica.fetch.min.bytes", INT, 1),
+        _d("replica.fetch.max.bytes", INT, 1048576),
+        _d("replica.fetch.response.max.bytes", INT, 10485760),
+        _d("replica.fetch.backoff.ms", INT, 1000),
+        _d("replica.socket.timeout.ms", INT, 30000),
+        _d("num.replica.fetchers", INT, 1),
+        _d("controlled.shutdown.enable", BOOLEAN, True),
+        _d("controlled.shutdown.max.retries", INT, 3),
+        _d("controlled.shutdown.retry.backoff.ms", LONG, 5000),
+        _d("auto.leader.rebalance.enable", BOOLEAN, True),
+        _d("leader.imbalance.check.interval.seconds", LONG, 300),
+        _d("leader.imbalance.per.broker.percentage", INT, 10),
         _d("rack", STRING, None),
         _d("broker.rack", STRING, None),
         # dynamic per-broker settings (IncrementalAlterConfigs on the broker resource), as
@@ -235,8 +261,6 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
 #: Kafka broker settings this broker recognises but does not implement: name -> what to do instead.
 #: A setting becomes supported by adding it to BROKER_CONFIGS (which wins over this table).
 UNSUPPORTED_CONFIGS: dict[str, str] = {
-    "zookeeper.connect": "ZooKeeper cluster mode is not supported: this broker is a single node whose "
-    "cluster metadata lives in the log dir",
     "port": "removed in Kafka 3.0; use listeners=PLAINTEXT://host:port",
     "host.name": "removed in Kafka 3.0; use listeners=PLAINTEXT://host:port",
     "advertised.port": "removed in Kafka 3.0; use advertised.listeners",
@@ -245,8 +269,6 @@ UNSUPPORTED_CONFIGS: dict[str, str] = {
     "controller.quorum.voters": "KRaft quorums are not supported: a single node keeps its metadata in the log dir",
     "controller.quorum.bootstrap.servers": "KRaft quorums are not supported",
     "controller.listener.names": "KRaft quorums are not supported",
-    "zookeeper.connection.timeout.ms": "ZooKeeper cluster mode is not supported",
-    "zookeeper.session.timeout.ms": "ZooKeeper cluster mode is not supported",
 }
 
 
@@ -257,6 +279,28 @@ def _listener_prefixed_known(name: str) -> bool:
     parts = name.split(".", 3)
     return len(parts) == 4 and (parts[3] in BROKER_CONFIGS or parts[3].startswith(LISTENER_PREFIXED))
 
+
+#: the broker's own ZooKeeper TLS/SASL settings (read by broker/security/zk.ZkSecurity)
+ZOOKEEPER_CLIENT_CONFIGS = frozenset(
+    (
+        "zookeeper.clientCnxnSocket",
+        "zookeeper.ssl.cipher.suites",
+        "zookeeper.ssl.client.enable",
+        "zookeeper.ssl.crl.enable",
+        "zookeeper.ssl.enabled.protocols",
+        "zookeeper.ssl.endpoint.identification.algorithm",
+        "zookeeper.ssl.keystore.location",
+        "zookeeper.ssl.keystore.password",
+        "zookeeper.ssl.keystore.type",
+        "zookeeper.ssl.ocsp.enable",
+        "zookeeper.ssl.protocol",
+        "zookeeper.ssl.truststore.location",
+        "zookeeper.ssl.truststore.password",
+        "zookeeper.ssl.truststore.type",
+        "zookeeper.sasl.client",
+        "zookeeper.sasl.clientconfig",
+    )
+)
 
 #: setting families a listener prefix may carry beyond BROKER_CONFIGS (SASL's per-mechanism names)
 LISTENER_PREFIXED = ("ssl.", "sasl.", "connections.max.", "max.connections", "plain.", "scram-sha-")
@@ -270,7 +314,7 @@ def unknown_configs(names) -> list[tuple[str, str]]:
 
     out = []
     for name in names:
-        if name in BROKER_CONFIGS or _listener_prefixed_known(name):
+        if name in BROKER_CONFIGS or _listener_prefixed_known(name) or name in ZOOKEEPER_CLIENT_CONFIGS:
             continue
         reason = UNSUPPORTED_CONFIGS.get(name)
         if reason is not None:

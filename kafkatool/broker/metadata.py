@@ -106,6 +106,9 @@ class MetadataStore:
         self.user_scram: dict[str, dict[str, str]] = {}
         #: ACL bindings (security/acl.AclBinding), sorted
         self.acls: list = []
+        #: ZooKeeper cluster mode: topics live in ZooKeeper and reach this store through the
+        #: controller's UpdateMetadata; the file keeps only what is the broker's own
+        self.persist_topics = True
         self._load()
 
     # ------------------------------------------------------------------ load/save
@@ -154,7 +157,7 @@ class MetadataStore:
             "cluster_id": self.cluster_id,
             "node_id": self.node_id,
             "producer_ids_reserved": self.producer_ids_reserved,
-            "topics": {n: t.to_json() for n, t in sorted(self.topics.items())},
+            "topics": {n: t.to_json() for n, t in sorted(self.topics.items())} if self.persist_topics else {},
         }
         if self.user_scram:
             data["user_scram_credentials"] = self.user_scram

@@ -107,6 +107,13 @@ class Broker:
         acl_api.register(self.router)
         #: the ACL authorizer (authorizer.class.name), set once the metadata store is open
         self.authorizer = None
+        #: ZooKeeper cluster mode (zookeeper.connect): membership, controller, replication
+        self.cluster = None
+        self.replicas = None
+        if config.get("zookeeper.connect") and not read_only:
+            from kafkatool.broker.cluster import handlers as cluster_handlers
+
+            cluster_handlers.register(self.router)
 
     def _install_authorizer(self) -> None:
         """ACLs (authorizer.class.name): every handler is wrapped with its rule once."""
@@ -155,6 +162,15 @@ class Broker:
             dirs, self.node_id, writable=writable, cluster_id=self.config.get("cluster.id")
         )
         self._install_authorizer()
+        if self.config.get("zookeeper.connect") and writable:
+            from kafkatool.broker.cluster.membership import Cluster
+
+            # topics are ZooKeeper's: the controller's LeaderAndIsr/UpdateMetadata bring them
+            self.metadata.topics.clear()
+            self.metadata.persist_topics = False
+            self.cluster = Cluster(self)
+            self.replicas = self.cluster.replicas
+            self.cluster.connect()
         topic_configs = {n: self.config.log_config(t.configs) for n, t in self.metadata.topics.items()}
         self.manager = LogManager(
             dirs,
@@ -167,7 +183,7 @@ class Broker:
         for (topic, part), lg in self.manager.logs.items():
             on_disk.setdefault(topic, {})[part] = lg.topic_id
         compacted = {tp[0] for st in self.manager.dirs.values() for tp in st.cleaner_offsets}
-        notes = self.metadata.reconcile(on_disk, compacted=compacted)
+        notes = [] if self.cluster is not None else self.metadata.reconcile(on_disk, compacted=compacted)
         for k, v in self.metadata.dir_broker_configs.items():
             # the cluster's dynamic broker configs (kafka-configs --entity-default / --entity-name)
             if k in BROKER_CONFIGS and k not in self.config.dynamic:
@@ -220,8 +236,9 @@ class Broker:
         return self.startup
 
     def _attach(self, lg: Log) -> None:
-        # single node: the ISR is this broker, so the high watermark is the log end offset
-        lg.update_high_watermark(lg.log_end_offset)
+        if self.cluster is None:
+            # single node: the ISR is this broker, so the high watermark is the log end offset
+            lg.update_high_watermark(lg.log_end_offset)
         if lg.writable and self._on_append not in lg.listeners:
             lg.add_append_listener(self._on_append)
         if lg.writable:
@@ -231,8 +248,30 @@ class Broker:
             lg.flush_scheduler = self.workers.flush_scheduler(lg)
 
     def _on_append(self, lg: Log, log_end_offset: int) -> None:
-        lg.update_high_watermark(log_end_offset)
+        if self.replicas is not None:
+            # a leader's high watermark waits for the ISR (followers set theirs from the leader)
+            self.replicas.on_leader_append(lg)
+        else:
+            lg.update_high_watermark(log_end_offset)
         self.wake(lg.topic_partition)
+
+    def on_leadership_change(self, leaders: list[tuple[str, int]], followers: list[tuple[str, int]]) -> None:
+        """Cluster mode: the coordinators follow the leadership of their internal topics
+        (RequestHandlerHelper.onLeadershipChange)."""
+        from kafkatool.broker.group.coordinator import group_coordinator
+        from kafkatool.broker.group.persistence import OFFSETS_TOPIC
+
+        led = [p for t, p in leaders if t == OFFSETS_TOPIC]
+        lost = [p for t, p in followers if t == OFFSETS_TOPIC]
+        if led or lost:
+            group_coordinator(self).on_leadership_change(led, lost)
+
+    def leader_error(self, topic: str, partition: int) -> int | None:
+        """None when this broker may serve the partition as its leader; else the error code
+        (NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION). A single node leads everything it has."""
+        if self.replicas is None:
+            return None
+        return self.replicas.leader_error(topic, partition)
 
     # ------------------------------------------------------------------ long polls
     def waiter(self, tps) -> asyncio.Future:
@@ -263,7 +302,19 @@ class Broker:
     def get_log(self, topic: str, partition: int) -> Log | None:
         return self.manager.logs.get((topic, partition))
 
-    def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicMeta:
+    def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        configs: dict[str, str],
+        *,
+        replication_factor: int | None = None,
+        assignment: dict[int, list[int]] | None = None,
+    ) -> TopicMeta:
+        if self.cluster is not None:
+            # ZooKeeper mode: written to ZooKeeper; the controller places and elects
+            rf = replication_factor or self.config.int("default.replication.factor")
+            return self.cluster.create_topic(name, partitions, rf, configs, assignment)
         t = self.metadata.create_topic(name, partitions, configs)
         self.manager.topic_configs[name] = self.config.log_config(configs)
         for p in range(partitions):
@@ -279,6 +330,9 @@ class Broker:
         return t
 
     def add_partitions(self, name: str, count: int) -> None:
+        if self.cluster is not None:
+            self.cluster.add_partitions(name, count)
+            return
         t = self.metadata.topics[name]
         for p in range(t.partitions, count):
             self._attach(self.manager.create_log(name, p, topic_id=t.topic_id))
@@ -287,6 +341,9 @@ class Broker:
         log.info("partitions added topic=%s partitions=%d", name, count)
 
     def delete_topic(self, name: str) -> None:
+        if self.cluster is not None:
+            self.cluster.delete_topic(name)  # /admin/delete_topics: the controller deletes
+            return
         t = self.metadata.topics.pop(name)
         doomed = []
         for p in range(t.partitions):
@@ -380,6 +437,8 @@ class Broker:
             self.bound.append((sock[0], sock[1]))
         from kafkatool.broker.background import start_background
 
+        if self.cluster is not None:
+            self.cluster.start()
         self._background = start_background(self)
         if getattr(self, "group_coordinator", None) is not None:
             self.group_coordinator.start()
@@ -547,6 +606,9 @@ class Broker:
             self._stopping.set()
 
     async def stop(self) -> None:
+        if self.cluster is not None:
+            # controlled shutdown first: leadership moves while clients can still be answered
+            await self.cluster.shutdown()
         for s in self._servers:
             s.close()
         for t in self._background:

@@ -173,8 +173,19 @@ class KafkaZk:
     Use as a context manager or call ``start()``/``close()``.
     """
 
-    def __init__(self, connect: str, *, timeout: float = 5.0, read_only: bool = False, security=None):
+    def __init__(
+        self,
+        connect: str,
+        *,
+        timeout: float = 5.0,
+        read_only: bool = False,
+        security=None,
+        session_timeout: float | None = None,
+    ):
         self.connect = connect
+        #: the session timeout asked of ZooKeeper (a broker's zookeeper.session.timeout.ms);
+        #: None: the connection timeout, at least 4 s (tools)
+        self.session_timeout = session_timeout
         self.hosts, self.chroot = paths.split_connect(connect)
         if not self.hosts:
             raise ZkError(f"{connect!r}: no ZooKeeper host in connect string")
@@ -204,7 +215,7 @@ class KafkaZk:
         try:
             client = KazooClient(
                 hosts=self.hosts + self.chroot,
-                timeout=max(self.timeout, 4.0),
+                timeout=self.session_timeout or max(self.timeout, 4.0),
                 connection_retry=KazooRetry(max_tries=-1, delay=0.1, max_delay=1.0),
                 command_retry=KazooRetry(max_tries=3, delay=0.1, max_delay=1.0, deadline=self.timeout),
                 **extra,

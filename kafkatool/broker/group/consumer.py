@@ -904,6 +904,13 @@ class ConsumerGroups:
         self._cancel(self._session, (gid, member_id))
         self._cancel(self._rebalance, (gid, member_id))
 
+    def unload_partition(self, partition: int) -> None:
+        """The coordinator lost this ``__consumer_offsets`` partition: forget its groups."""
+        for gid in [g for g, cg in self.groups.items() if cg.partition == partition]:
+            for member_id in list(self.groups[gid].members):
+                self._cancel_timers(gid, member_id)
+            del self.groups[gid]
+
     def cancel_all(self) -> None:
         for table in (self._session, self._rebalance):
             for h in table.values():

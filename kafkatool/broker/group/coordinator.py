@@ -39,6 +39,7 @@ from kafkatool.broker.group import persistence as P
 from kafkatool.broker.group.consumer import ConsumerGroup, ConsumerGroupError, ConsumerGroups
 from kafkatool.broker.group.hashing import partition_for
 from kafkatool.broker.group.offsets import MAX_METADATA_BYTES, OffsetAndMetadata, OffsetStore
+from kafkatool.errors import KafkatoolError
 from kafkatool.formats import internal_topics as IT
 from kafkatool.formats.generated import ConsumerProtocolSubscription
 from kafkatool.log.log import ORIGIN_COORDINATOR, RecordTooLargeError
@@ -461,7 +462,7 @@ class GroupCoordinator:
         self.started = True
         loop = asyncio.get_running_loop()
         t = self.broker.topic(P.OFFSETS_TOPIC)
-        if t is not None:
+        if t is not None and self.broker.replicas is None:
             parts = [p for p in range(t.partitions) if self.broker.get_log(P.OFFSETS_TOPIC, p) is not None]
             self.loading.update(parts)
             self._tasks.append(loop.create_task(self._load_all(parts)))
@@ -505,17 +506,52 @@ class GroupCoordinator:
         if self.broker.read_only:
             return None  # groups live in memory only (see _append)
         n = self.num_partitions
-        self.broker.create_topic(
-            P.OFFSETS_TOPIC,
-            n,
-            {
-                "cleanup.policy": "compact",
-                "compression.type": "producer",
-                "segment.bytes": str(self._cfg("offsets.topic.segment.bytes")),
-            },
-        )
+        configs = {
+            "cleanup.policy": "compact",
+            "compression.type": "producer",
+            "segment.bytes": str(self._cfg("offsets.topic.segment.bytes")),
+        }
+        if self.broker.replicas is not None:
+            # cluster mode: written to ZooKeeper (replication factor capped by the live brokers at
+            # first creation); the coordinator answers COORDINATOR_NOT_AVAILABLE until leaders exist
+            live = len(self.broker.replicas.live_brokers)
+            rf = max(1, min(self._cfg("offsets.topic.replication.factor"), live))
+            try:
+                self.broker.create_topic(P.OFFSETS_TOPIC, n, configs, replication_factor=rf)
+                log.info("created %s with %d partitions, replication factor %d", P.OFFSETS_TOPIC, n, rf)
+            except KafkatoolError as exc:  # another broker created it a moment ago
+                log.debug("creating %s: %s", P.OFFSETS_TOPIC, exc)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        self.broker.create_topic(P.OFFSETS_TOPIC, n, configs)
         log.info("created %s with %d partitions", P.OFFSETS_TOPIC, n)
         return None
+
+    # ------------------------------------------------------------------ cluster mode
+    def on_leadership_change(self, leaders: list[int], followers: list[int]) -> None:
+        """GroupCoordinator.onElection / onResignation for ``__consumer_offsets`` partitions:
+        load the groups of a partition this broker now leads (COORDINATOR_LOAD_IN_PROGRESS
+        meanwhile), forget those of a partition it no longer leads (NOT_COORDINATOR)."""
+        if not self.started:
+            self.start()
+        for p in followers:
+            self._unload_partition(p)
+        todo = [p for p in leaders if p not in self.loading]
+        if todo:
+            self.loading.update(todo)
+            self._tasks.append(asyncio.get_running_loop().create_task(self._load_all(todo)))
+
+    def _unload_partition(self, partition: int) -> None:
+        gone = [g for g in self.groups.values() if g.partition == partition]
+        for g in gone:
+            self._cancel_timers(g)
+            for m in g.members.values():
+                g.invoke_join(m, JoinResult(ErrorCode.NOT_COORDINATOR, m.member_id))
+                g.invoke_sync(m, SyncResult(ErrorCode.NOT_COORDINATOR))
+            del self.groups[g.group_id]
+        self.consumer.unload_partition(partition)
+        self.loading.discard(partition)
+        if gone:
+            log.info("unloaded %s-%d: %d groups", P.OFFSETS_TOPIC, partition, len(gone))
 
     async def _load_all(self, partitions: list[int]) -> None:
         for p in partitions:
@@ -533,8 +569,10 @@ class GroupCoordinator:
         t0 = time.monotonic()
         loader = P.PartitionLoader()
         n = 0
+        # a new leader reads to its log end (its high watermark may still lag: Kafka does the same)
+        upper = lg.log_end_offset if self.broker.replicas is not None else lg.high_watermark
         for batch in lg.batches():
-            if batch.base_offset >= lg.high_watermark:
+            if batch.base_offset >= upper:
                 break
             loader.feed(batch)
             n += 1
@@ -577,7 +615,10 @@ class GroupCoordinator:
             err = self.ensure_offsets_topic()
             if err is not None:
                 return err
-        if self.partition_for(group_id) in self.loading:
+        p = self.partition_for(group_id)
+        if self.broker.replicas is not None and not self.broker.replicas.is_leader(P.OFFSETS_TOPIC, p):
+            return ErrorCode.NOT_COORDINATOR
+        if p in self.loading:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return None
 

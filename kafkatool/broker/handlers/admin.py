@@ -34,6 +34,7 @@ from kafkatool.protocol.generated.describe_configs_response import (
 from kafkatool.protocol.generated.incremental_alter_configs_response import (
     AlterConfigsResourceResponse as IncAlterConfigsResourceResponse,
 )
+from kafkatool.zk.client import ZkNodeExistsError
 
 log = logging.getLogger("kafkatool.broker")
 
@@ -75,9 +76,22 @@ def _create_one(broker, ct, version: int, validate_only: bool) -> CreatableTopic
     if broker.read_only:
         r.error_code, r.error_message = ErrorCode.POLICY_VIOLATION, READ_ONLY_MSG
         return r
+    cluster = broker.cluster
+    live = set(broker.replicas.live_brokers) if cluster is not None else {broker.node_id}
+    assignment = None
     if ct.assignments:
         parts = len(ct.assignments)
+        assignment = {a.partition_index: list(a.broker_ids) for a in ct.assignments}
         for a in ct.assignments:
+            if cluster is not None:
+                ids = list(a.broker_ids)
+                if not ids or len(set(ids)) != len(ids) or any(b not in live for b in ids):
+                    r.error_code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
+                    r.error_message = (
+                        f"replica assignment {ids} is empty, repeats or names a broker not alive"
+                    )
+                    return r
+                continue
             if list(a.broker_ids) != [broker.node_id]:
                 r.error_code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
                 r.error_message = (
@@ -95,16 +109,21 @@ def _create_one(broker, ct, version: int, validate_only: bool) -> CreatableTopic
             "Number of partitions must be larger than 0.",
         )
         return r
-    rf = 1 if ct.replication_factor == -1 else ct.replication_factor
+    if ct.replication_factor == -1:
+        rf = broker.config.int("default.replication.factor") if cluster is not None else 1
+    else:
+        rf = ct.replication_factor
+    if assignment is not None:
+        rf = len(next(iter(assignment.values())))
     if not ct.assignments and rf <= 0:
         r.error_code, r.error_message = (
             ErrorCode.INVALID_REPLICATION_FACTOR,
             "Replication factor must be larger than 0.",
         )
         return r
-    if rf > 1:
+    if rf > len(live):
         r.error_code = ErrorCode.INVALID_REPLICATION_FACTOR
-        r.error_message = f"Replication factor: {rf} larger than available brokers: 1."
+        r.error_message = f"Replication factor: {rf} larger than available brokers: {len(live)}."
         return r
     configs = {}
     for c in ct.configs:
@@ -121,10 +140,14 @@ def _create_one(broker, ct, version: int, validate_only: bool) -> CreatableTopic
         r.error_code, r.error_message = ErrorCode.INVALID_CONFIG, str(exc)
         return r
     r.num_partitions = parts
-    r.replication_factor = 1
+    r.replication_factor = rf
     if validate_only:
         return r
-    t = broker.create_topic(ct.name, parts, configs)
+    try:
+        t = broker.create_topic(ct.name, parts, configs, replication_factor=rf, assignment=assignment)
+    except ZkNodeExistsError:
+        r.error_code, r.error_message = ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{ct.name}' already exists."
+        return r
     r.topic_id = wire_uuid(t.topic_id)
     if version >= 5:
         r.configs = [
@@ -153,10 +176,51 @@ def _requested_partitions(broker, topics) -> int:
     return total
 
 
+def _not_controller(names: list[str]) -> CreateTopicsResponse:
+    return CreateTopicsResponse(
+        throttle_time_ms=0,
+        topics=[
+            CreatableTopicResult(
+                name=n, error_code=ErrorCode.NOT_CONTROLLER, num_partitions=-1, replication_factor=-1
+            )
+            for n in names
+        ],
+    )
+
+
+async def _await_leaders(broker, resp: CreateTopicsResponse, timeout_ms: int) -> CreateTopicsResponse:
+    """DelayedCreatePartitions: answer once this broker's metadata cache shows a leader for
+    every partition created (REQUEST_TIMED_OUT at the timeout; the topics exist anyway)."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(timeout_ms, 0) / 1000.0
+    made = [r for r in resp.topics if r.error_code == 0]
+    rm = broker.replicas
+
+    def ready(r) -> bool:
+        return all(
+            (v := rm.cache.get((r.name, p))) is not None and v.leader in rm.live_brokers
+            for p in range(r.num_partitions)
+        )
+
+    while made:
+        made = [r for r in made if not ready(r)]
+        left = deadline - loop.time()
+        if not made or left <= 0:
+            break
+        await broker.cluster.wait_metadata(min(left, 0.5))
+    for r in made:
+        r.error_code, r.error_message = ErrorCode.REQUEST_TIMED_OUT, "leaders were not elected in time"
+    return resp
+
+
 def handle_create_topics(ctx, req):
     broker = ctx.broker
     v = ctx.version
     validate_only = v >= 1 and req.validate_only
+    if broker.cluster is not None and not broker.cluster.is_controller():
+        return _not_controller([ct.name for ct in req.topics])
     results = []
     names = [ct.name for ct in req.topics]
     if _requested_partitions(broker, req.topics) > MAX_PARTITIONS_PER_BATCH:
@@ -185,7 +249,10 @@ def handle_create_topics(ctx, req):
             )
             continue
         results.append(_create_one(broker, ct, v, validate_only))
-    return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+    resp = CreateTopicsResponse(throttle_time_ms=0, topics=results)
+    if broker.cluster is not None and not validate_only and req.timeout_ms > 0:
+        return _await_leaders(broker, resp, req.timeout_ms)
+    return resp
 
 
 # ---------------------------------------------------------------- DeleteTopics

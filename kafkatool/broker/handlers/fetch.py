@@ -25,7 +25,7 @@ import asyncio
 import os
 import struct
 
-from kafkatool.broker.handlers.metadata import current_leader, from_wire_uuid
+from kafkatool.broker.handlers.metadata import current_leader, from_wire_uuid, node_endpoint
 from kafkatool.broker.network import FileSlice, Parts
 from kafkatool.formats import records as R
 from kafkatool.formats.schema import uvarint_bytes
@@ -84,7 +84,8 @@ def _read(broker, req, version: int, denied: set[str] | frozenset = frozenset())
         isolation = ISOLATION_COMMITTED
     else:
         isolation = ISOLATION_HIGH_WATERMARK
-    if _replica_id(req, version) >= 0:
+    replica_id = _replica_id(req, version)
+    if replica_id >= 0:
         isolation = ISOLATION_LOG_END
     remaining = req.max_bytes if version >= 3 else 2**31 - 1
     if remaining <= 0:
@@ -126,6 +127,13 @@ def _read(broker, req, version: int, denied: set[str] | frozenset = frozenset())
                 pd.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 out.errors = True
                 continue
+            not_leader = broker.leader_error(name, idx)
+            if not_leader is not None:
+                pd.error_code = not_leader
+                out.errors = True
+                if version >= LEADER_HINTS_FROM:
+                    _hint(broker, out, pd, t, idx)
+                continue
             if version >= 9 and fp.current_leader_epoch >= 0:
                 ours = t.leader_epoch(idx)
                 if fp.current_leader_epoch > ours:
@@ -150,6 +158,11 @@ def _read(broker, req, version: int, denied: set[str] | frozenset = frozenset())
             pd.high_watermark = info.high_watermark
             pd.last_stable_offset = info.last_stable_offset
             pd.log_start_offset = info.log_start_offset
+            if replica_id >= 0 and broker.replicas is not None:
+                # Partition.updateFollowerFetchState: the follower's log end offset is its fetch offset
+                broker.replicas.record_follower_fetch(
+                    name, idx, replica_id, fp.fetch_offset, fp.log_start_offset
+                )
             if isolation == ISOLATION_COMMITTED:
                 pd.aborted_transactions = [
                     AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
@@ -183,10 +196,11 @@ def _hint(broker, out: _Read, pd, t, idx: int) -> None:
 
 
 def _node_endpoints(broker, conn, read: _Read) -> list:
-    if not read.leaders:
-        return []
-    host, port = broker.advertised_for(conn)
-    return [NodeEndpoint(node_id=n, host=host, port=port, rack=None) for n in sorted(read.leaders)]
+    out = []
+    for n in sorted(read.leaders):
+        host, port = node_endpoint(broker, n, conn)
+        out.append(NodeEndpoint(node_id=n, host=host, port=port, rack=None))
+    return out
 
 
 def _down_convert(data: bytes, magic: int) -> bytes:

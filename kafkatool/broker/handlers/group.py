@@ -17,6 +17,8 @@ import time
 from kafkatool.broker.group.coordinator import GroupCoordinator, JoinResult, SyncResult
 from kafkatool.broker.group.coordinator import group_coordinator as coordinator
 from kafkatool.broker.group.offsets import NO_LEADER_EPOCH, NO_OFFSET, OffsetAndMetadata
+from kafkatool.broker.group.persistence import OFFSETS_TOPIC
+from kafkatool.broker.handlers.metadata import node_endpoint
 from kafkatool.protocol.errors import ErrorCode
 from kafkatool.protocol.generated import (
     ConsumerGroupDescribeResponse,
@@ -121,36 +123,43 @@ def handle_find_coordinator(ctx, req):
     v = ctx.version
     key_type = req.key_type if v >= 1 else KEY_TYPE_GROUP
     keys = list(req.coordinator_keys) if v >= 4 else [req.key]
-    host, port = broker.advertised_for(ctx.connection)
     answers = []
     for key in keys:
+        node = broker.node_id
         if key_type == KEY_TYPE_GROUP:
             err = gc.ensure_offsets_topic()
             if err is None and not gc.started:
                 gc.start()
+            if err is None and broker.replicas is not None:
+                # cluster mode: the leader of the group's __consumer_offsets partition
+                node, _ = broker.replicas.leader_of(OFFSETS_TOPIC, gc.partition_for(key))
+                if node < 0:
+                    err = ErrorCode.COORDINATOR_NOT_AVAILABLE
         elif key_type == KEY_TYPE_TRANSACTION:
             err = None  # the transaction coordinator is this broker too
         else:
             err = ErrorCode.INVALID_REQUEST
-        answers.append((key, err))
+        answers.append((key, err, node))
     if v >= 4:
-        return FindCoordinatorResponse(
-            throttle_time_ms=0,
-            coordinators=[
-                Coordinator(
-                    key=k, node_id=broker.node_id, host=host, port=port, error_code=0, error_message=None
+        out = []
+        for k, err, node in answers:
+            if err is None:
+                host, port = node_endpoint(broker, node, ctx.connection)
+                out.append(
+                    Coordinator(key=k, node_id=node, host=host, port=port, error_code=0, error_message=None)
                 )
-                if err is None
-                else Coordinator(
-                    key=k, node_id=-1, host="", port=-1, error_code=err, error_message=_message(err)
+            else:
+                out.append(
+                    Coordinator(
+                        key=k, node_id=-1, host="", port=-1, error_code=err, error_message=_message(err)
+                    )
                 )
-                for k, err in answers
-            ],
-        )
-    _, err = answers[0]
+        return FindCoordinatorResponse(throttle_time_ms=0, coordinators=out)
+    _, err, node = answers[0]
     if err is None:
+        host, port = node_endpoint(broker, node, ctx.connection)
         return FindCoordinatorResponse(
-            throttle_time_ms=0, error_code=0, error_message=None, node_id=broker.node_id, host=host, port=port
+            throttle_time_ms=0, error_code=0, error_message=None, node_id=node, host=host, port=port
         )
     return FindCoordinatorResponse(
         throttle_time_ms=0, error_code=err, error_message=_message(err), node_id=-1, host="", port=-1
@@ -607,6 +616,35 @@ _HANDLERS = {
     "delete_groups": handle_delete_groups,
     "offset_delete": handle_offset_delete,
 }
+
+
+def _replicated(handler):
+    """Cluster mode: a write to ``__consumer_offsets`` is answered once the partition's ISR has
+    it (Kafka appends group records with acks=-1), so a coordinator that dies right after the
+    answer loses nothing."""
+
+    def run(ctx, req):
+        result = handler(ctx, req)
+        broker = ctx.broker
+        if broker.replicas is None or req.group_id is None:
+            return result
+        tp = (OFFSETS_TOPIC, coordinator(broker).partition_for(req.group_id))
+
+        async def after():
+            resp = (
+                await result if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future) else result
+            )
+            timeout = broker.config.int("offsets.commit.timeout.ms")
+            await broker.replicas.await_log_end(tp, timeout)
+            return resp
+
+        return after()
+
+    return run
+
+
+_HANDLERS["offset_commit"] = _replicated(handle_offset_commit)
+_HANDLERS["sync_group"] = _replicated(handle_sync_group)
 
 
 def register(router) -> None:

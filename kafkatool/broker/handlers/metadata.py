@@ -6,6 +6,7 @@ import logging
 
 from kafkatool.broker import read_only
 from kafkatool.broker.metadata import INTERNAL_TOPICS, topic_name_error
+from kafkatool.errors import KafkatoolError
 from kafkatool.formats.schema import ZERO_UUID
 from kafkatool.formats.uuid import Uuid
 from kafkatool.protocol.errors import ErrorCode
@@ -40,20 +41,85 @@ def from_wire_uuid(u) -> Uuid:
     return Uuid(u.bytes)
 
 
+def _listener_name(broker, conn) -> str | None:
+    lst = getattr(conn, "listener", None)
+    return getattr(lst, "name", None) or broker.config.advertised_listeners[0].name
+
+
 def brokers(broker, conn=None) -> list[MetadataResponseBroker]:
+    rm = broker.replicas
+    if rm is not None:
+        # cluster mode: the live brokers that have the listener this client came in on
+        name = _listener_name(broker, conn)
+        out = []
+        for b in sorted(rm.live_brokers.values(), key=lambda b: b.broker_id):
+            ep = b.endpoints.get(name)
+            if ep is not None:
+                out.append(MetadataResponseBroker(node_id=b.broker_id, host=ep[0], port=ep[1], rack=b.rack))
+        return out
     host, port = broker.advertised_for(conn)
     return [MetadataResponseBroker(node_id=broker.node_id, host=host, port=port, rack=None)]
+
+
+def node_endpoint(broker, node_id: int, conn=None) -> tuple[str, int]:
+    """The (host, port) a client on ``conn`` reaches broker ``node_id`` at."""
+    if broker.replicas is not None and node_id != broker.node_id:
+        ep = broker.replicas.endpoint(node_id, _listener_name(broker, conn))
+        if ep is not None:
+            return ep
+    return broker.advertised_for(conn)
+
+
+def controller_id(broker) -> int:
+    return broker.replicas.controller_id if broker.replicas is not None else broker.node_id
 
 
 def current_leader(broker, t, partition: int) -> tuple[int, int]:
     """(leader id, leader epoch) of a partition as Metadata reports it: the KIP-951 hint that
     Produce v10+ and Fetch v16+ put beside NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH."""
+    if broker.replicas is not None:
+        return broker.replicas.leader_of(t.name, partition)
     lg = broker.get_log(t.name, partition)
     return (broker.node_id if lg is not None else -1), t.leader_epoch(partition)
 
 
+def _cluster_partition(broker, t, p: int) -> MetadataResponsePartition:
+    """ZkMetadataCache.getPartitionMetadata: from the controller's UpdateMetadata only."""
+    rm = broker.replicas
+    v = rm.cache.get((t.name, p))
+    if v is None:
+        return MetadataResponsePartition(
+            error_code=ErrorCode.LEADER_NOT_AVAILABLE,
+            partition_index=p,
+            leader_id=-1,
+            leader_epoch=-1,
+            replica_nodes=[],
+            isr_nodes=[],
+            offline_replicas=[],
+        )
+    alive = v.leader in rm.live_brokers
+    return MetadataResponsePartition(
+        error_code=0 if alive else ErrorCode.LEADER_NOT_AVAILABLE,
+        partition_index=p,
+        leader_id=v.leader if alive else -1,
+        leader_epoch=v.leader_epoch,
+        replica_nodes=list(v.replicas),
+        isr_nodes=list(v.isr),
+        offline_replicas=[r for r in v.replicas if r not in rm.live_brokers],
+    )
+
+
 def topic_entry(broker, t) -> MetadataResponseTopic:
     node = broker.node_id
+    if broker.replicas is not None:
+        return MetadataResponseTopic(
+            error_code=0,
+            name=t.name,
+            topic_id=wire_uuid(t.topic_id),
+            is_internal=t.is_internal,
+            partitions=[_cluster_partition(broker, t, p) for p in range(t.partitions)],
+            topic_authorized_operations=AUTHORIZED_OPS_OMITTED,
+        )
     parts = []
     for p in range(t.partitions):
         lg = broker.get_log(t.name, p)
@@ -113,9 +179,16 @@ def handle_metadata(ctx, req):
                 if err is not None:
                     code = ErrorCode.INVALID_TOPIC_EXCEPTION
                 elif allow_auto and broker.config.bool("auto.create.topics.enable") and not broker.read_only:
-                    t = broker.create_topic(name, broker.config.int("num.partitions"), {})
-                    topics_out.append(topic_entry(broker, t))
-                    continue
+                    try:
+                        t = broker.create_topic(name, broker.config.int("num.partitions"), {})
+                    except KafkatoolError as exc:  # another broker created it a moment ago
+                        log.info("auto-creation of %s: %s", name, exc)
+                    if broker.replicas is not None:
+                        # AutoTopicCreationManager.createTopicsInZk: written; leaders come later
+                        code = ErrorCode.LEADER_NOT_AVAILABLE
+                    else:
+                        topics_out.append(topic_entry(broker, t))
+                        continue
                 elif (
                     allow_auto
                     and broker.config.bool("auto.create.topics.enable")
@@ -141,7 +214,7 @@ def handle_metadata(ctx, req):
         throttle_time_ms=0,
         brokers=brokers(broker, ctx.connection),
         cluster_id=broker.metadata.cluster_id,
-        controller_id=broker.node_id,
+        controller_id=controller_id(broker),
         topics=topics_out,
         cluster_authorized_operations=AUTHORIZED_OPS_OMITTED,
     )

@@ -126,6 +126,10 @@ def handle_list_offsets(ctx, req):
             if lg is None:
                 pr.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
+            not_leader = broker.leader_error(rt.name, rp.partition_index)
+            if not_leader is not None:
+                pr.error_code = not_leader
+                continue
             if v >= 4:
                 pr.error_code = check_leader_epoch(t, rp.partition_index, rp.current_leader_epoch)
                 if pr.error_code:
@@ -179,6 +183,10 @@ def handle_offset_for_leader_epoch(ctx, req):
             if lg is None:
                 r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
+            not_leader = broker.leader_error(rt.topic, rp.partition)
+            if not_leader is not None:
+                r.error_code = not_leader
+                continue
             if v >= 2:
                 r.error_code = check_leader_epoch(t, rp.partition, rp.current_leader_epoch)
                 if r.error_code:
@@ -223,6 +231,10 @@ def handle_delete_records(ctx, req):
             lg = broker.get_log(rt.name, rp.partition_index) if t is not None else None
             if lg is None:
                 r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            not_leader = broker.leader_error(rt.name, rp.partition_index)
+            if not_leader is not None:
+                r.error_code = not_leader
                 continue
             if broker.read_only:
                 r.error_code = ErrorCode.POLICY_VIOLATION

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 
 from kafkatool.broker import read_only
-from kafkatool.broker.handlers.metadata import current_leader
+from kafkatool.broker.handlers.metadata import current_leader, node_endpoint
 from kafkatool.broker.txn import check_transactional_produce
 from kafkatool.errors import KafkatoolError
 from kafkatool.formats import compression
@@ -146,7 +146,7 @@ def _recompress(batches, codec: int) -> bytes:
 
 
 def _append_partition(
-    broker, ctx, topic_name: str, index: int, records, acks: int
+    broker, ctx, topic_name: str, index: int, records, acks: int, waits: list | None = None
 ) -> PartitionProduceResponse:
     resp = PartitionProduceResponse(
         index=index,
@@ -158,8 +158,9 @@ def _append_partition(
     )
     lg = broker.get_log(topic_name, index)
     t = broker.topic(topic_name)
-    if lg is None or t is None:
-        resp.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    not_leader = broker.leader_error(topic_name, index) if lg is not None and t is not None else None
+    if lg is None or t is None or not_leader is not None:
+        resp.error_code = not_leader or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return resp
     try:
         if broker.read_only:
@@ -167,7 +168,15 @@ def _append_partition(
             raise ProduceError(ErrorCode.POLICY_VIOLATION, read_only.READ_ONLY_MSG)
         topic_cfg = t.configs
         cfg = lg.config
-        if acks == -1:
+        if acks == -1 and broker.replicas is not None:
+            ok, isr_size, need = broker.replicas.enough_replicas(topic_name, index)
+            if not ok:
+                raise ProduceError(
+                    ErrorCode.NOT_ENOUGH_REPLICAS,
+                    f"The size of the current ISR {isr_size} is insufficient to satisfy the min.isr "
+                    f"requirement of {need} for partition {topic_name}-{index}",
+                )
+        elif acks == -1:
             min_isr = int(
                 topic_cfg.get("min.insync.replicas") or broker.config.get("min.insync.replicas") or 1
             )
@@ -207,6 +216,9 @@ def _append_partition(
         resp.base_offset = info.first_offset
         resp.log_append_time_ms = info.log_append_time if info.log_append_time is not None else -1
         resp.log_start_offset = lg.log_start_offset
+        if waits is not None and acks == -1:
+            # DelayedProduce: answered once the ISR has it (broker/cluster/replica.await_replication)
+            waits.append((resp, topic_name, index, info.last_offset + 1))
     except ProducerStateError as exc:
         resp.error_code = (
             ErrorCode.INVALID_PRODUCER_EPOCH
@@ -262,9 +274,24 @@ def handle_produce(ctx, req):
                 )
             )
         return ProduceResponse(responses=out, throttle_time_ms=0)
+    waits = [] if broker.replicas is not None and acks == -1 else None
     for td in req.topic_data:
-        parts = [_append_partition(broker, ctx, td.name, p.index, p.records, acks) for p in td.partition_data]
+        parts = [
+            _append_partition(broker, ctx, td.name, p.index, p.records, acks, waits)
+            for p in td.partition_data
+        ]
         out.append(TopicProduceResponse(name=td.name, partition_responses=parts))
+    if waits:
+
+        async def replicated():
+            await broker.replicas.await_replication(waits, req.timeout_ms)
+            return _produce_response(broker, ctx, out)
+
+        return replicated()
+    return _produce_response(broker, ctx, out, acks)
+
+
+def _produce_response(broker, ctx, out, acks: int = -1):
     if ctx.version >= LEADER_HINTS_FROM and acks != 0:
         _leader_hints(broker, ctx.connection, out)
     if acks == 0:
@@ -279,9 +306,10 @@ def handle_produce(ctx, req):
         leaders = {p.current_leader.leader_id for t in out for p in t.partition_responses}
         leaders.discard(-1)
         if leaders:
-            host, port = broker.advertised_for(ctx.connection)
             resp.node_endpoints = [
-                NodeEndpoint(node_id=n, host=host, port=port, rack=None) for n in sorted(leaders)
+                NodeEndpoint(node_id=n, host=host, port=port, rack=None)
+                for n in sorted(leaders)
+                for host, port in [node_endpoint(broker, n, ctx.connection)]
             ]
     return resp
 

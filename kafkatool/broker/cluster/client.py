@@ -1,0 +1,75 @@
+"""The inter-broker client on the event loop: one connection to one broker, one request in flight.
+
+Replica fetchers, the AlterPartition and ControlledShutdown senders use it.  Versions are
+fixed (both ends are this broker; Kafka pins them by inter.broker.protocol.version the same
+way), so no ApiVersions round trip is needed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+
+from kafkatool.errors import KafkatoolError
+from kafkatool.formats.schema import Message, SchemaDecodeError
+from kafkatool.protocol.framing import encode_request, parse_response
+
+_SIZE = struct.Struct(">i")
+
+
+class BrokerLinkError(KafkatoolError):
+    """The peer is unreachable, closed the connection or answered nonsense."""
+
+
+class BrokerLink:
+    def __init__(self, host: str, port: int, *, client_id: str, timeout: float = 30.0):
+        self.host, self.port = host, port
+        self.client_id = client_id
+        self.timeout = timeout
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._correlation = 0
+        self._lock = asyncio.Lock()
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    async def _connect(self) -> None:
+        try:
+            self._reader, self._writer = await asyncio.wait_for(
+                asyncio.open_connection(self.host, self.port, limit=1 << 22), min(self.timeout, 5.0)
+            )
+        except (OSError, TimeoutError) as exc:
+            raise BrokerLinkError(f"{self.address}: cannot connect ({exc or type(exc).__name__})") from None
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.transport.abort()
+        self._reader = self._writer = None
+
+    async def request(
+        self, api_key: int, version: int, body: Message, *, timeout: float | None = None
+    ) -> Message:
+        async with self._lock:
+            if self._writer is None:
+                await self._connect()
+            self._correlation += 1
+            corr = self._correlation
+            reader, writer = self._reader, self._writer  # close() may run meanwhile
+            try:
+                writer.write(encode_request(api_key, version, corr, self.client_id, body))
+                (size,) = _SIZE.unpack(await asyncio.wait_for(reader.readexactly(4), timeout or self.timeout))
+                payload = await asyncio.wait_for(reader.readexactly(size), timeout or self.timeout)
+            except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
+                self.close()
+                raise BrokerLinkError(f"{self.address}: {type(exc).__name__} {exc}".rstrip()) from None
+            try:
+                got, resp = parse_response(payload, api_key, version)
+            except SchemaDecodeError as exc:
+                self.close()
+                raise BrokerLinkError(f"{self.address}: undecodable response: {exc}") from None
+            if got != corr:
+                self.close()
+                raise BrokerLinkError(f"{self.address}: correlation id {got}, expected {corr}")
+            return resp

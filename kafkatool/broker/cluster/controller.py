@@ -1,0 +1,983 @@
+"""The ZooKeeper-mode controller (Kafka's KafkaController, one active per cluster).
+
+Every broker runs one :class:`Controller`; the one that wins ``/controller`` (with
+``/controller_epoch`` bumped in the same multi) is active.  The active controller keeps a
+context loaded from ZooKeeper, reacts to watch events on its single event thread (Kafka's
+ControllerEventManager), writes partition state znodes fenced by the epoch znode's
+zkVersion, and sends LeaderAndIsr, UpdateMetadata and StopReplica to the brokers, one
+sender thread per broker with one request in flight (ControllerChannelManager).
+
+Facts: ../shared/notes/replication.md sections 1-3 and 7, each with the Kafka class named.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import contextlib
+import json
+import logging
+import queue
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+
+from kafkatool.formats.uuid import Uuid
+from kafkatool.protocol.errors import ErrorCode
+from kafkatool.protocol.generated import (
+    LeaderAndIsrRequest,
+    StopReplicaRequest,
+    UpdateMetadataRequest,
+)
+from kafkatool.protocol.generated.leader_and_isr_request import (
+    LeaderAndIsrPartitionState,
+    LeaderAndIsrTopicState,
+)
+from kafkatool.protocol.generated.stop_replica_request import StopReplicaPartitionState, StopReplicaTopicState
+from kafkatool.protocol.generated.update_metadata_request import (
+    UpdateMetadataBroker,
+    UpdateMetadataEndpoint,
+    UpdateMetadataPartitionState,
+    UpdateMetadataTopicState,
+)
+from kafkatool.zk import codecs, paths
+from kafkatool.zk.client import KafkaZk, ZkBadVersionError, ZkError, ZkNodeExistsError, ZkNoNodeError
+
+log = logging.getLogger("kafkatool.controller")
+
+#: versions a 3.x ZK controller sends at IBP 2.8 (LeaderAndIsr 5 adds topic ids; we send names)
+LEADER_AND_ISR_VERSION = 4
+UPDATE_METADATA_VERSION = 6
+STOP_REPLICA_VERSION = 3
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+#: LeaderDuringDelete: UpdateMetadata tells brokers to drop the partition
+LEADER_DURING_DELETE = -2
+NO_LEADER = -1
+
+TP = tuple[str, int]
+
+
+class ControllerMovedError(Exception):
+    """A fenced write failed: another controller has a newer epoch."""
+
+
+@dataclass
+class PartitionStateZ:
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    controller_epoch: int
+    zk_version: int
+
+
+def _wire_uuid(text: str | None):
+    if not text:
+        return uuid.UUID(int=0)
+    return uuid.UUID(bytes=Uuid.from_string(text).raw)
+
+
+class _Sender(threading.Thread):
+    """One queue and one thread per broker; a failed send is retried on a new connection
+    until it succeeds or the broker is removed (ControllerChannelManager.RequestSendThread)."""
+
+    def __init__(self, controller: Controller, broker_id: int, host: str, port: int):
+        super().__init__(name=f"controller-sender-{broker_id}", daemon=True)
+        self.controller = controller
+        self.broker_id = broker_id
+        self.host, self.port = host, port
+        self.q: queue.Queue = queue.Queue()
+        self.stopped = threading.Event()
+        self._conn = None
+
+    def send(self, api_key: int, version: int, body, done: cf.Future | None = None) -> None:
+        self.q.put((api_key, version, body, done))
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.q.put(None)
+
+    def run(self) -> None:
+        from kafkatool.assign.kafka_client import Connection, KafkaAdminError
+
+        while not self.stopped.is_set():
+            item = self.q.get()
+            if item is None:
+                break
+            api_key, version, body, done = item
+            while not self.stopped.is_set():
+                try:
+                    if self._conn is None:
+                        self._conn = Connection(
+                            self.host,
+                            self.port,
+                            timeout=self.controller.socket_timeout,
+                            client_id=f"controller-{self.controller.broker_id}",
+                        )
+                    resp = self._conn.request(api_key, body, version=version)
+                except KafkaAdminError as exc:
+                    if self._conn is not None:
+                        self._conn.close()
+                        self._conn = None
+                    log.debug("controller -> broker %d: %s; retrying", self.broker_id, exc)
+                    self.stopped.wait(0.1)
+                    continue
+                if done is not None and not done.done():
+                    done.set_result(resp)
+                break
+            else:
+                if done is not None and not done.done():
+                    done.set_exception(ConnectionError(f"broker {self.broker_id} removed"))
+        if self._conn is not None:
+            self._conn.close()
+
+
+class Controller:
+    """One broker's controller: an election participant, and the cluster's brain when active."""
+
+    def __init__(self, broker_id: int, zk: KafkaZk, config, *, inter_broker_listener: str):
+        self.broker_id = broker_id
+        self.zk = zk
+        self.config = config
+        self.listener = inter_broker_listener
+        self.socket_timeout = config.int("controller.socket.timeout.ms") / 1000.0
+        self.events: queue.Queue = queue.Queue()
+        self.thread = threading.Thread(target=self._run, name="controller-event-thread", daemon=True)
+        self.active = False
+        self.epoch = 0
+        self.epoch_zk_version = -1
+        # context (valid while active)
+        self.live: dict[int, tuple[int, codecs.BrokerRegistration]] = {}
+        self.shutting_down: set[int] = set()
+        self.assignments: dict[str, dict[int, list[int]]] = {}
+        self.topic_ids: dict[str, str] = {}
+        self.states: dict[TP, PartitionStateZ] = {}
+        self.senders: dict[int, _Sender] = {}
+        self.deleting: set[str] = set()
+        self._watched_topics: set[str] = set()
+        self._stopping = False
+        #: after a clean election, seconds from watch to controller (for logs/tests)
+        self.last_failover_s: float | None = None
+
+    # ------------------------------------------------------------------ life cycle
+    def start(self) -> None:
+        from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+
+        k = self.zk.kazoo
+        self.thread.start()
+        DataWatch(k, paths.CONTROLLER, lambda data, stat, event=None: self._put(("controller_change",)))
+        ChildrenWatch(k, paths.BROKER_IDS, lambda kids: self._put(("brokers",)))
+        ChildrenWatch(k, paths.BROKER_TOPICS, lambda kids: self._put(("topics",)))
+        ChildrenWatch(k, paths.DELETE_TOPICS, lambda kids: self._put(("delete_topics",)))
+        ChildrenWatch(k, paths.ISR_CHANGE_NOTIFICATION, lambda kids: self._put(("isr_change",)))
+        DataWatch(
+            k, paths.PREFERRED_REPLICA_ELECTION, lambda data, stat, event=None: self._put(("preferred",))
+        )
+
+    def stop(self) -> None:
+        self._stopping = True
+        self.events.put(("stop",))
+        self.thread.join(timeout=10)
+
+    def _put(self, event: tuple) -> bool:
+        if not self._stopping:
+            self.events.put(event)
+        return not self._stopping
+
+    def submit(self, name: str, *args) -> cf.Future:
+        """Run ``name`` on the event thread; the future carries its result (the request
+        handlers on the event loop await it)."""
+        fut: cf.Future = cf.Future()
+        self.events.put(("call", name, args, fut))
+        return fut
+
+    def session_renewed(self) -> None:
+        """After a ZooKeeper session expiry the broker re-registered: resign and re-elect."""
+        self._put(("reelect",))
+
+    # ------------------------------------------------------------------ event thread
+    def _run(self) -> None:
+        while True:
+            ev = self.events.get()
+            kind = ev[0]
+            if kind == "stop":
+                self._resign(delete_znode=self.active)
+                return
+            try:
+                if kind == "call":
+                    _, name, args, fut = ev
+                    try:
+                        fut.set_result(getattr(self, name)(*args))
+                    except Exception as exc:
+                        fut.set_exception(exc)
+                    continue
+                if kind in ("controller_change", "reelect"):
+                    self._maybe_elect(force_resign=kind == "reelect")
+                    continue
+                if not self.active:
+                    continue
+                getattr(self, f"_on_{kind}")()
+            except ControllerMovedError:
+                log.info("controller %d: a newer controller took over; resigning", self.broker_id)
+                self._resign()
+            except ZkError as exc:
+                log.warning("controller %d: ZooKeeper error handling %s: %s", self.broker_id, kind, exc)
+                if self.active and "connection" in str(exc).lower():
+                    self._resign()
+            except Exception:
+                log.exception("controller %d: failed handling %s", self.broker_id, kind)
+
+    # ------------------------------------------------------------------ election
+    def _maybe_elect(self, force_resign: bool = False) -> None:
+        cur = self.zk.get_or_none(paths.CONTROLLER)
+        owner = None
+        if cur is not None:
+            with contextlib.suppress(Exception):
+                owner = codecs.decode_controller(cur.data).broker_id
+        if force_resign and self.active:
+            self._resign()
+        if owner is not None:
+            if owner != self.broker_id and self.active:
+                self._resign()
+            if owner == self.broker_id and not self.active:
+                # our ephemeral from a previous session of this process: delete, re-elect
+                with contextlib.suppress(ZkError):
+                    self.zk.delete(paths.CONTROLLER, version=cur.stat.version)
+                self._maybe_elect()
+            return
+        self._elect()
+
+    def _elect(self) -> None:
+        from kazoo import exceptions as ke
+
+        k = self.zk.kazoo
+        t0 = time.monotonic()
+        try:
+            node = self.zk.get_or_none(paths.CONTROLLER_EPOCH)
+            if node is None:
+                with contextlib.suppress(ZkNodeExistsError):
+                    self.zk.create(paths.CONTROLLER_EPOCH, codecs.encode_controller_epoch(0))
+                node = self.zk.get(paths.CONTROLLER_EPOCH)
+            epoch = codecs.decode_controller_epoch(node.data)
+            tx = k.transaction()
+            tx.create(
+                paths.CONTROLLER,
+                codecs.encode_controller(self.broker_id, int(time.time() * 1000)),
+                ephemeral=True,
+            )
+            tx.set_data(
+                paths.CONTROLLER_EPOCH, codecs.encode_controller_epoch(epoch + 1), version=node.stat.version
+            )
+            results = tx.commit()
+        except ke.KazooException as exc:
+            log.info("controller %d: election attempt failed (%s)", self.broker_id, type(exc).__name__)
+            return
+        if any(isinstance(r, Exception) for r in results):
+            return  # someone else won (NODEEXISTS / BADVERSION): their watch event follows
+        self.epoch = epoch + 1
+        self.epoch_zk_version = results[1].version
+        self.active = True
+        log.info("controller %d: elected, controller epoch %d", self.broker_id, self.epoch)
+        try:
+            self._on_failover()
+        except ControllerMovedError:
+            self._resign()
+            return
+        self.last_failover_s = time.monotonic() - t0
+
+    def _resign(self, delete_znode: bool = False) -> None:
+        if not self.active:
+            return
+        self.active = False
+        for s in self.senders.values():
+            s.stop()
+        self.senders.clear()
+        self.live.clear()
+        self.states.clear()
+        self.assignments.clear()
+        self.shutting_down.clear()
+        if delete_znode:
+            with contextlib.suppress(Exception):
+                cur = self.zk.get_or_none(paths.CONTROLLER)
+                if cur is not None and codecs.decode_controller(cur.data).broker_id == self.broker_id:
+                    self.zk.delete(paths.CONTROLLER, version=cur.stat.version)
+        log.info("controller %d: resigned", self.broker_id)
+
+    # ------------------------------------------------------------------ fenced writes
+    def _fenced(self, ops: list[tuple]) -> list:
+        """One multi: check(/controller_epoch, our zkVersion) + ``ops``
+        (KafkaZkClient.wrapRequestWithControllerEpochCheck)."""
+        from kazoo import exceptions as ke
+
+        tx = self.zk.kazoo.transaction()
+        tx.check(paths.CONTROLLER_EPOCH, self.epoch_zk_version)
+        for op in ops:
+            if op[0] == "create":
+                tx.create(op[1], op[2])
+            elif op[0] == "set":
+                tx.set_data(op[1], op[2], version=op[3])
+            elif op[0] == "delete":
+                tx.delete(op[1], version=op[2] if len(op) > 2 else -1)
+        try:
+            results = tx.commit()
+        except ke.KazooException as exc:
+            raise ZkError(f"controller write failed: {type(exc).__name__}") from None
+        if isinstance(results[0], Exception) and not isinstance(results[0], ke.RolledBackError):
+            raise ControllerMovedError()
+        for op, r in zip(ops, results[1:], strict=False):
+            if isinstance(r, ke.BadVersionError):
+                raise ZkBadVersionError(op[1])
+            if isinstance(r, ke.NodeExistsError):
+                raise ZkNodeExistsError(op[1])
+            if isinstance(r, ke.NoNodeError):
+                raise ZkNoNodeError(op[1])
+            if isinstance(r, Exception) and not isinstance(r, ke.RolledBackError):
+                raise ZkError(f"{op[1]}: {type(r).__name__}")
+        return results[1:]
+
+    def _write_state(self, tp: TP, leader: int, leader_epoch: int, isr: list[int]) -> PartitionStateZ:
+        data = codecs.encode_partition_state(leader, leader_epoch, self.epoch, isr)
+        path = paths.partition_state(*tp)
+        cur = self.states.get(tp)
+        if cur is None:
+            self.zk.ensure_path(paths.partition(*tp))
+            res = self._fenced([("create", path, data)])
+            del res
+            version = 0
+        else:
+            res = self._fenced([("set", path, data, cur.zk_version)])
+            version = res[0].version
+        st = PartitionStateZ(leader, leader_epoch, list(isr), self.epoch, version)
+        self.states[tp] = st
+        return st
+
+    # ------------------------------------------------------------------ context
+    def online(self, broker_id: int) -> bool:
+        return broker_id in self.live and broker_id not in self.shutting_down
+
+    def _load_brokers(self) -> dict[int, tuple[int, codecs.BrokerRegistration]]:
+        out = {}
+        for bid in self.zk.broker_ids():
+            node = self.zk.get_or_none(paths.broker(bid))
+            if node is None:
+                continue
+            try:
+                out[bid] = (node.stat.czxid, codecs.decode_broker(node.data, bid))
+            except codecs.ZkPayloadError as exc:
+                log.warning("controller: %s", exc)
+        return out
+
+    def _load_topic(self, topic: str) -> None:
+        typed = self.zk.topic_assignment(topic)
+        if typed is None or typed.value is None:
+            return
+        a = typed.value
+        if a.topic_id is None:
+            # IBP >= 2.8: the controller gives a topic without an id one
+            a.topic_id = str(Uuid(uuid.uuid4().bytes))
+            with contextlib.suppress(ZkError):
+                self._fenced(
+                    [
+                        (
+                            "set",
+                            paths.topic(topic),
+                            codecs.encode_topic(
+                                a.partitions,
+                                adding=a.adding_replicas,
+                                removing=a.removing_replicas,
+                                topic_id=a.topic_id,
+                            ),
+                            typed.stat.version,
+                        )
+                    ]
+                )
+        self.assignments[topic] = dict(a.partitions)
+        self.topic_ids[topic] = a.topic_id
+        ts = self.zk.topic_state(topic)
+        for p, st in ts.states.items():
+            if st.value is not None and p in a.partitions:
+                v = st.value
+                self.states[(topic, p)] = PartitionStateZ(
+                    v.leader, v.leader_epoch, list(v.isr), v.controller_epoch, st.stat.version
+                )
+        self._watch_topic(topic)
+
+    def _watch_topic(self, topic: str) -> None:
+        from kazoo.recipe.watchers import DataWatch
+
+        if topic in self._watched_topics:
+            return
+        self._watched_topics.add(topic)
+
+        def changed(data, stat, event=None, topic=topic):
+            if stat is None:
+                self._watched_topics.discard(topic)
+                return False
+            self._put(("call", "_on_partition_modification", (topic,), cf.Future()))
+            return not self._stopping
+
+        DataWatch(self.zk.kazoo, paths.topic(topic), changed)
+
+    def _on_failover(self) -> None:
+        self.live = self._load_brokers()
+        self.assignments.clear()
+        self.states.clear()
+        self.topic_ids.clear()
+        for topic in self.zk.topics():
+            self._load_topic(topic)
+        for bid in self.live:
+            self._add_sender(bid)
+        # stale ISR notifications are consumed by the failover itself
+        for child in self.zk.children_or_empty(paths.ISR_CHANGE_NOTIFICATION):
+            with contextlib.suppress(ZkError):
+                self.zk.delete(paths.join(paths.ISR_CHANGE_NOTIFICATION, child))
+        batch = _Batch(self)
+        batch.metadata_to(list(self.live), [])  # brokers and controller id before any LeaderAndIsr
+        for tp, st in self.states.items():
+            replicas = self.assignments[tp[0]][tp[1]]
+            batch.leader_and_isr([r for r in replicas if self.online(r)], tp, st, replicas)
+        batch.send()
+        self._elect_partitions(self._partitions_needing_leader())
+        self._on_delete_topics()
+        self._on_preferred()
+        log.info(
+            "controller %d: failover done: %d brokers, %d topics, %d partitions",
+            self.broker_id,
+            len(self.live),
+            len(self.assignments),
+            len(self.states),
+        )
+
+    def _add_sender(self, bid: int) -> None:
+        if bid in self.senders:
+            return
+        reg = self.live[bid][1]
+        ep = next((e for e in reg.endpoints if e.listener == self.listener), None) or (
+            reg.endpoints[0] if reg.endpoints else None
+        )
+        if ep is None:
+            log.warning("controller: broker %d registered no endpoint", bid)
+            return
+        s = _Sender(self, bid, ep.host or "127.0.0.1", ep.port)
+        self.senders[bid] = s
+        s.start()
+
+    def _remove_sender(self, bid: int) -> None:
+        s = self.senders.pop(bid, None)
+        if s is not None:
+            s.stop()
+
+    # ------------------------------------------------------------------ elections
+    def _partitions_needing_leader(self) -> list[TP]:
+        out = []
+        for topic, parts in self.assignments.items():
+            if topic in self.deleting:
+                continue
+            for p in parts:
+                st = self.states.get((topic, p))
+                if st is None or not self.online(st.leader):
+                    out.append((topic, p))
+        return out
+
+    def _unclean_allowed(self, topic: str) -> bool:
+        cfg = self.zk.entity_config("topics", topic)
+        value = None
+        if cfg is not None and cfg.config is not None:
+            value = cfg.config.config.get("unclean.leader.election.enable")
+        if value is None:
+            return self.config.bool("unclean.leader.election.enable")
+        return str(value).strip().lower() == "true"
+
+    def _elect_partitions(self, tps: list[TP], *, dead: frozenset[int] = frozenset()) -> None:
+        """New -> Online and Offline -> Online (PartitionStateMachine, OfflinePartitionLeaderElection)."""
+        batch = _Batch(self)
+        for tp in tps:
+            replicas = self.assignments.get(tp[0], {}).get(tp[1])
+            if not replicas:
+                continue
+            st = self.states.get(tp)
+            if st is None:
+                live = [r for r in replicas if self.online(r)]
+                if not live:
+                    continue  # stays New until a replica's broker starts
+                new = self._write_state(tp, live[0], 0, live)
+                batch.leader_and_isr(live, tp, new, replicas, is_new=True)
+                continue
+            if self.online(st.leader):
+                continue
+            isr_live = [r for r in st.isr if self.online(r)]
+            leader = next((r for r in replicas if r in isr_live), None)
+            isr = isr_live
+            if leader is None and self._unclean_allowed(tp[0]):
+                leader = next((r for r in replicas if self.online(r)), None)
+                isr = [leader] if leader is not None else []
+                if leader is not None:
+                    log.warning("controller: unclean election of %s-%d: leader %d", tp[0], tp[1], leader)
+            if leader is None:
+                # no eligible leader: leader -1; the ISR keeps its last member ("last replica standing")
+                remaining = [r for r in st.isr if r not in dead and self.online(r)]
+                isr = (
+                    remaining
+                    or [r for r in st.isr if r == (st.leader if st.leader >= 0 else r)][:1]
+                    or st.isr[:1]
+                )
+                if st.leader == NO_LEADER and isr == st.isr:
+                    continue
+                new = self._write_state(tp, NO_LEADER, st.leader_epoch + 1, isr)
+            else:
+                new = self._write_state(tp, leader, st.leader_epoch + 1, isr)
+            batch.leader_and_isr([r for r in replicas if self.online(r)], tp, new, replicas)
+        batch.send()
+
+    # ------------------------------------------------------------------ watch events
+    def _on_brokers(self) -> None:
+        current = self._load_brokers()
+        old = self.live
+        dead = {b for b in old if b not in current or current[b][0] != old[b][0]}
+        new = {b for b in current if b not in old or current[b][0] != old[b][0]}
+        if not dead and not new:
+            return
+        log.info(
+            "controller %d: brokers changed: new %s, failed %s, live %s",
+            self.broker_id,
+            sorted(new),
+            sorted(dead),
+            sorted(current),
+        )
+        if dead:
+            for b in dead:
+                self.live.pop(b, None)
+                self.shutting_down.discard(b)
+                self._remove_sender(b)
+            self._on_brokers_failed(frozenset(dead))
+        if new:
+            for b in new:
+                self.live[b] = current[b]
+                self._add_sender(b)
+            self._on_brokers_started(sorted(new))
+
+    def _on_brokers_failed(self, dead: frozenset[int]) -> None:
+        """onReplicasBecomeOffline: elect where the leader died; drop the dead from ISRs."""
+        leaderless = []
+        batch = _Batch(self)
+        for tp, st in list(self.states.items()):
+            if tp[0] in self.deleting:
+                continue
+            replicas = self.assignments.get(tp[0], {}).get(tp[1], [])
+            if st.leader in dead or (st.leader == NO_LEADER and any(r in dead for r in st.isr)):
+                leaderless.append(tp)
+            elif any(r in dead for r in st.isr):
+                isr = [r for r in st.isr if r not in dead]
+                new = self._write_state(tp, st.leader, st.leader_epoch + 1, isr)
+                batch.leader_and_isr([r for r in replicas if self.online(r)], tp, new, replicas)
+        batch.send()
+        self._elect_partitions(leaderless, dead=dead)
+        # brokers learn who is gone even when no partition changed
+        _Batch(self).metadata_to(list(self.live), []).send()
+
+    def _on_brokers_started(self, new: list[int]) -> None:
+        batch = _Batch(self)
+        others = [b for b in self.live if b not in new]
+        batch.metadata_to(others, [])
+        batch.metadata_to(new, [tp for tp, st in self.states.items() if tp[0] not in self.deleting])
+        for tp, st in self.states.items():
+            replicas = self.assignments.get(tp[0], {}).get(tp[1], [])
+            here = [b for b in new if b in replicas]
+            if here and tp[0] not in self.deleting:
+                batch.leader_and_isr(here, tp, st, replicas)
+        batch.send()
+        self._elect_partitions(self._partitions_needing_leader())
+
+    def _on_topics(self) -> None:
+        names = set(self.zk.topics())
+        for gone in [t for t in self.assignments if t not in names]:
+            self._forget_topic(gone)
+        added = sorted(names - set(self.assignments))
+        for t in added:
+            self._load_topic(t)
+        if added:
+            log.info("controller %d: new topics %s", self.broker_id, added)
+            self._elect_partitions([(t, p) for t in added for p in self.assignments.get(t, {})])
+
+    def _on_partition_modification(self, topic: str) -> None:
+        if not self.active or topic not in self.assignments:
+            return
+        typed = self.zk.topic_assignment(topic)
+        if typed is None or typed.value is None:
+            return
+        added = [p for p in typed.value.partitions if p not in self.assignments[topic]]
+        self.assignments[topic] = dict(typed.value.partitions)
+        if added:
+            log.info("controller %d: %s gained partitions %s", self.broker_id, topic, added)
+            self._elect_partitions([(topic, p) for p in added])
+
+    def _forget_topic(self, topic: str) -> None:
+        parts = self.assignments.pop(topic, {})
+        for p in parts:
+            self.states.pop((topic, p), None)
+        self.topic_ids.pop(topic, None)
+        self.deleting.discard(topic)
+
+    def _on_isr_change(self) -> None:
+        """Older brokers' ISR notifications: re-read the states and tell every broker."""
+        kids = self.zk.children_or_empty(paths.ISR_CHANGE_NOTIFICATION)
+        if not kids:
+            return
+        tps = set()
+        for child in kids:
+            path = paths.join(paths.ISR_CHANGE_NOTIFICATION, child)
+            node = self.zk.get_or_none(path)
+            if node is not None:
+                with contextlib.suppress(Exception):
+                    tps.update(
+                        (tp.topic, tp.partition)
+                        for tp in codecs.decode_partition_list(node.data, path).partitions
+                    )
+            with contextlib.suppress(ZkError):
+                self.zk.delete(path)
+        for t in {t for t, _ in tps}:
+            self._load_topic(t)
+        _Batch(self).metadata_to(list(self.live), sorted(tps)).send()
+
+    def _on_delete_topics(self) -> None:
+        """TopicDeletionManager: UpdateMetadata with leader -2, StopReplica(delete) to every
+        live replica, then the znodes go (epoch-checked)."""
+        kids = self.zk.children_or_empty(paths.DELETE_TOPICS)
+        for topic in kids:
+            marker = paths.delete_topic(topic)
+            if not self.config.bool("delete.topic.enable"):
+                with contextlib.suppress(ZkError):
+                    self._fenced([("delete", marker)])
+                continue
+            if topic not in self.assignments:
+                with contextlib.suppress(ZkError):
+                    self._fenced([("delete", marker)])
+                continue
+            self.deleting.add(topic)
+            parts = self.assignments[topic]
+            batch = _Batch(self)
+            batch.metadata_to(list(self.live), [(topic, p) for p in parts], deleting=True)
+            waits = []
+            for bid in self.live:
+                mine = [p for p, r in parts.items() if bid in r]
+                if mine:
+                    waits.append(batch.stop_replica(bid, topic, mine, delete=True))
+            batch.send()
+            cf.wait(waits, timeout=30)
+            with contextlib.suppress(ZkError):
+                self.zk.delete(paths.topic(topic), recursive=True)
+            with contextlib.suppress(ZkError):
+                self.zk.delete(paths.config_entity("topics", topic))
+            with contextlib.suppress(ZkError):
+                self._fenced([("delete", marker)])
+            self._forget_topic(topic)
+            log.info("controller %d: deleted topic %s", self.broker_id, topic)
+
+    def _on_preferred(self) -> None:
+        node = self.zk.get_or_none(paths.PREFERRED_REPLICA_ELECTION)
+        if node is None:
+            return
+        try:
+            tps = [
+                (tp.topic, tp.partition)
+                for tp in codecs.decode_partition_list(node.data, "election").partitions
+            ]
+        except Exception:
+            tps = []
+        self.elect_preferred(tps or list(self.states))
+        with contextlib.suppress(ZkError):
+            self._fenced([("delete", paths.PREFERRED_REPLICA_ELECTION)])
+
+    # ------------------------------------------------------------------ requests from brokers
+    def elect_preferred(self, tps: list[TP]) -> dict[TP, int]:
+        """PreferredReplicaPartitionLeaderElection: the assignment head leads if online and in the ISR."""
+        out = {}
+        batch = _Batch(self)
+        for tp in tps:
+            st = self.states.get(tp)
+            replicas = self.assignments.get(tp[0], {}).get(tp[1])
+            if st is None or not replicas:
+                out[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            head = replicas[0]
+            if st.leader == head:
+                out[tp] = ErrorCode.ELECTION_NOT_NEEDED
+                continue
+            if not (self.online(head) and head in st.isr):
+                out[tp] = ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+                continue
+            new = self._write_state(tp, head, st.leader_epoch + 1, st.isr)
+            batch.leader_and_isr([r for r in replicas if self.online(r)], tp, new, replicas)
+            out[tp] = ErrorCode.NONE
+        batch.send()
+        return out
+
+    def alter_partition(self, broker_id: int, broker_epoch: int, items: list[tuple]) -> tuple[int, list]:
+        """AlterPartition (KafkaController.tryProcessAlterPartition): items are
+        (topic, partition, leader_epoch, new_isr, partition_epoch); answers per item
+        (topic, partition, error, PartitionStateZ | None)."""
+        if not self.active:
+            return ErrorCode.NOT_CONTROLLER, []
+        known = self.live.get(broker_id)
+        if known is None or (broker_epoch >= 0 and broker_epoch != known[0]):
+            return ErrorCode.STALE_BROKER_EPOCH, []
+        out = []
+        changed = []
+        for topic, p, leader_epoch, new_isr, partition_epoch in items:
+            tp = (topic, p)
+            st = self.states.get(tp)
+            if st is None or topic in self.deleting:
+                out.append((topic, p, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None))
+                continue
+            if leader_epoch > st.leader_epoch or partition_epoch > st.zk_version:
+                out.append((topic, p, ErrorCode.NOT_CONTROLLER, None))
+                continue
+            if leader_epoch < st.leader_epoch or st.leader != broker_id:
+                out.append((topic, p, ErrorCode.FENCED_LEADER_EPOCH, None))
+                continue
+            if sorted(new_isr) == sorted(st.isr) and partition_epoch == st.zk_version:
+                out.append((topic, p, ErrorCode.NONE, st))
+                continue
+            if partition_epoch < st.zk_version:
+                out.append((topic, p, ErrorCode.INVALID_UPDATE_VERSION, None))
+                continue
+            if any(not self.online(r) for r in new_isr) or broker_id not in new_isr:
+                out.append((topic, p, ErrorCode.INELIGIBLE_REPLICA, None))
+                continue
+            try:
+                new = self._write_state(tp, st.leader, st.leader_epoch, list(new_isr))
+            except ZkBadVersionError:
+                out.append((topic, p, ErrorCode.INVALID_UPDATE_VERSION, None))
+                continue
+            changed.append(tp)
+            out.append((topic, p, ErrorCode.NONE, new))
+            log.info(
+                "controller %d: ISR of %s-%d is now %s (partition epoch %d)",
+                self.broker_id,
+                topic,
+                p,
+                new.isr,
+                new.zk_version,
+            )
+        if changed:
+            _Batch(self).metadata_to(list(self.live), changed).send()
+        return ErrorCode.NONE, out
+
+    def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[int, list[TP]]:
+        """KafkaController.doControlledShutdown: move leadership away, leave the ISRs; answer the
+        partitions the broker still leads."""
+        if not self.active:
+            return ErrorCode.STALE_CONTROLLER_EPOCH, []
+        known = self.live.get(broker_id)
+        if known is None:
+            return ErrorCode.BROKER_NOT_AVAILABLE, []
+        if broker_epoch >= 0 and broker_epoch < known[0]:
+            return ErrorCode.STALE_BROKER_EPOCH, []
+        self.shutting_down.add(broker_id)
+        batch = _Batch(self)
+        for tp, st in list(self.states.items()):
+            replicas = self.assignments.get(tp[0], {}).get(tp[1], [])
+            if broker_id not in replicas or len(replicas) <= 1 or tp[0] in self.deleting:
+                continue
+            recipients = [r for r in replicas if r in self.live]
+            if st.leader == broker_id:
+                leader = next((r for r in replicas if r in st.isr and self.online(r)), None)
+                if leader is None:
+                    continue
+                isr = [r for r in st.isr if r != broker_id]
+                new = self._write_state(tp, leader, st.leader_epoch + 1, isr)
+                batch.leader_and_isr(recipients, tp, new, replicas)
+            elif broker_id in st.isr and len(st.isr) > 1:
+                isr = [r for r in st.isr if r != broker_id]
+                new = self._write_state(tp, st.leader, st.leader_epoch + 1, isr)
+                batch.leader_and_isr([r for r in recipients if r != broker_id], tp, new, replicas)
+                batch.stop_replica(broker_id, tp[0], [tp[1]], delete=False)
+        batch.send()
+        remaining = [
+            tp
+            for tp, st in self.states.items()
+            if st.leader == broker_id and len(self.assignments.get(tp[0], {}).get(tp[1], [])) > 1
+        ]
+        log.info(
+            "controller %d: controlled shutdown of broker %d: %d partitions still led",
+            self.broker_id,
+            broker_id,
+            len(remaining),
+        )
+        return ErrorCode.NONE, remaining
+
+    def describe(self) -> dict:
+        return {
+            "active": self.active,
+            "epoch": self.epoch,
+            "live": sorted(self.live),
+            "partitions": {
+                f"{t}-{p}": [s.leader, s.leader_epoch, s.isr] for (t, p), s in self.states.items()
+            },
+        }
+
+
+class _Batch:
+    """ControllerBrokerRequestBatch: per broker LeaderAndIsr, then UpdateMetadata, then StopReplica;
+    every LeaderAndIsr partition is also in the UpdateMetadata to all live brokers."""
+
+    def __init__(self, c: Controller):
+        self.c = c
+        self.lair: dict[int, dict[TP, tuple]] = {}
+        self.um: dict[int, dict[TP, bool]] = {}
+        self.um_brokers: set[int] = set()
+        self.stops: list[tuple[int, str, list[int], bool, cf.Future]] = []
+
+    def leader_and_isr(
+        self, brokers: list[int], tp: TP, st: PartitionStateZ, replicas: list[int], *, is_new: bool = False
+    ):
+        for b in brokers:
+            if b in self.c.live:
+                self.lair.setdefault(b, {})[tp] = (st, list(replicas), is_new)
+        self.metadata_to(list(self.c.live), [tp])
+        return self
+
+    def metadata_to(self, brokers: list[int], tps: list[TP], *, deleting: bool = False):
+        for b in brokers:
+            self.um_brokers.add(b)
+            d = self.um.setdefault(b, {})
+            for tp in tps:
+                d[tp] = deleting
+        return self
+
+    def stop_replica(self, broker_id: int, topic: str, partitions: list[int], *, delete: bool) -> cf.Future:
+        fut: cf.Future = cf.Future()
+        self.stops.append((broker_id, topic, partitions, delete, fut))
+        return fut
+
+    def _brokers(self) -> list[UpdateMetadataBroker]:
+        out = []
+        for bid, (_, reg) in sorted(self.c.live.items()):
+            out.append(
+                UpdateMetadataBroker(
+                    id_=bid,
+                    endpoints=[
+                        UpdateMetadataEndpoint(
+                            port=e.port,
+                            host=e.host or "",
+                            listener=e.listener,
+                            security_protocol=SECURITY_PROTOCOL_IDS.get(e.security_protocol, 0),
+                        )
+                        for e in reg.endpoints
+                    ],
+                    rack=reg.rack,
+                )
+            )
+        return out
+
+    def send(self) -> None:
+        c = self.c
+        for bid, parts in self.lair.items():
+            sender = c.senders.get(bid)
+            if sender is None:
+                continue
+            topics: dict[str, list] = {}
+            for (t, p), (st, replicas, is_new) in parts.items():
+                topics.setdefault(t, []).append(
+                    LeaderAndIsrPartitionState(
+                        topic_name=t,
+                        partition_index=p,
+                        controller_epoch=st.controller_epoch,
+                        leader=st.leader,
+                        leader_epoch=st.leader_epoch,
+                        isr=list(st.isr),
+                        partition_epoch=st.zk_version,
+                        replicas=replicas,
+                        adding_replicas=[],
+                        removing_replicas=[],
+                        is_new=is_new,
+                    )
+                )
+            leaders = {st.leader for (st, _, _) in parts.values() if st.leader >= 0}
+            live_leaders = []
+            for lid in sorted(leaders):
+                reg = c.live.get(lid)
+                if reg is None:
+                    continue
+                ep = next((e for e in reg[1].endpoints if e.listener == c.listener), None)
+                if ep is not None:
+                    from kafkatool.protocol.generated.leader_and_isr_request import LeaderAndIsrLiveLeader
+
+                    live_leaders.append(
+                        LeaderAndIsrLiveLeader(broker_id=lid, host_name=ep.host or "", port=ep.port)
+                    )
+            req = LeaderAndIsrRequest(
+                controller_id=c.broker_id,
+                controller_epoch=c.epoch,
+                broker_epoch=c.live[bid][0],
+                topic_states=[
+                    LeaderAndIsrTopicState(
+                        topic_name=t, topic_id=_wire_uuid(c.topic_ids.get(t)), partition_states=ps
+                    )
+                    for t, ps in topics.items()
+                ],
+                live_leaders=live_leaders,
+            )
+            sender.send(4, LEADER_AND_ISR_VERSION, req)
+        brokers = self._brokers()
+        for bid in self.um_brokers:
+            sender = c.senders.get(bid)
+            if sender is None:
+                continue
+            topics = {}
+            for (t, p), deleting in self.um.get(bid, {}).items():
+                st = c.states.get((t, p))
+                replicas = c.assignments.get(t, {}).get(p, [])
+                if st is None and not deleting:
+                    continue
+                topics.setdefault(t, []).append(
+                    UpdateMetadataPartitionState(
+                        topic_name=t,
+                        partition_index=p,
+                        controller_epoch=st.controller_epoch if st else c.epoch,
+                        leader=LEADER_DURING_DELETE if deleting else st.leader,
+                        leader_epoch=st.leader_epoch if st else 0,
+                        isr=list(st.isr) if st else [],
+                        zk_version=st.zk_version if st else 0,
+                        replicas=list(replicas),
+                        offline_replicas=[r for r in replicas if r not in c.live],
+                    )
+                )
+            req = UpdateMetadataRequest(
+                controller_id=c.broker_id,
+                controller_epoch=c.epoch,
+                broker_epoch=c.live[bid][0],
+                topic_states=[
+                    UpdateMetadataTopicState(
+                        topic_name=t, topic_id=_wire_uuid(c.topic_ids.get(t)), partition_states=ps
+                    )
+                    for t, ps in topics.items()
+                ],
+                live_brokers=brokers,
+            )
+            sender.send(6, UPDATE_METADATA_VERSION, req)
+        for bid, topic, partitions, delete, fut in self.stops:
+            sender = c.senders.get(bid)
+            if sender is None:
+                fut.set_result(None)
+                continue
+            req = StopReplicaRequest(
+                controller_id=c.broker_id,
+                controller_epoch=c.epoch,
+                broker_epoch=c.live[bid][0] if bid in c.live else -1,
+                topic_states=[
+                    StopReplicaTopicState(
+                        topic_name=topic,
+                        partition_states=[
+                            StopReplicaPartitionState(
+                                partition_index=p, leader_epoch=-2 if delete else -1, delete_partition=delete
+                            )
+                            for p in partitions
+                        ],
+                    )
+                ],
+            )
+            sender.send(5, STOP_REPLICA_VERSION, req, fut)
+
+
+def dumps(obj) -> str:
+    return json.dumps(obj, sort_keys=True)

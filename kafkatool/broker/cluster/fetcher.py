@@ -1,0 +1,325 @@
+"""Replica fetchers: followers copy their leaders' logs byte for byte (ReplicaFetcherThread).
+
+One task per source broker (``num.replica.fetchers`` = 1, Kafka's default) on the event
+loop.  A partition joining a fetcher first truncates: OffsetForLeaderEpoch with its
+latest local epoch, the KIP-101/KIP-279 rules of AbstractFetcherThread, repeated while
+the answer names an epoch this log ends elsewhere.  Then Fetch v12 with ``replica_id``
+from the log end offset; the leader's batches are appended with the leader's offsets
+and epochs (``Log.append_as_follower``); the follower's high watermark is
+min(leader's, log end offset) and its log start offset follows the leader's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from kafkatool.broker.cluster.client import BrokerLink, BrokerLinkError
+from kafkatool.formats import records as R
+from kafkatool.formats.errors import FormatError
+from kafkatool.protocol.errors import ErrorCode
+from kafkatool.protocol.generated import FetchRequest, OffsetForLeaderEpochRequest
+from kafkatool.protocol.generated.fetch_request import FetchPartition, FetchTopic
+from kafkatool.protocol.generated.offset_for_leader_epoch_request import (
+    OffsetForLeaderPartition,
+    OffsetForLeaderTopic,
+)
+
+log = logging.getLogger("kafkatool.replication")
+
+FETCH_VERSION = 12
+OFFSET_FOR_LEADER_EPOCH_VERSION = 3
+#: KIP-279: a follower repeats OffsetForLeaderEpoch at most this many times per truncation
+MAX_TRUNCATION_ROUNDS = 32
+
+
+class FetcherManager:
+    def __init__(self, rm):
+        self.rm = rm
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+
+    def add(self, part) -> None:
+        self.remove(part.tp)
+        f = self.fetchers.get(part.leader)
+        if f is None:
+            f = self.fetchers[part.leader] = ReplicaFetcher(self.rm, part.leader)
+        f.add(part)
+
+    def remove(self, tp) -> None:
+        for lid, f in list(self.fetchers.items()):
+            if f.remove(tp) and not f.partitions:
+                f.stop()
+                del self.fetchers[lid]
+
+    async def stop(self) -> None:
+        for f in self.fetchers.values():
+            f.stop()
+        await asyncio.gather(*(f.task for f in self.fetchers.values() if f.task), return_exceptions=True)
+        self.fetchers.clear()
+
+
+class ReplicaFetcher:
+    def __init__(self, rm, leader_id: int):
+        self.rm = rm
+        self.leader_id = leader_id
+        cfg = rm.config
+        self.max_wait = cfg.int("replica.fetch.wait.max.ms")
+        self.min_bytes = cfg.int("replica.fetch.min.bytes")
+        self.max_bytes = cfg.int("replica.fetch.response.max.bytes")
+        self.partition_max = cfg.int("replica.fetch.max.bytes")
+        self.backoff = cfg.int("replica.fetch.backoff.ms") / 1000.0
+        self.timeout = cfg.int("replica.socket.timeout.ms") / 1000.0
+        #: tp -> Partition; tps in ``truncating`` still need the epoch check
+        self.partitions: dict = {}
+        self.truncating: set = set()
+        self.link: BrokerLink | None = None
+        self.task: asyncio.Task | None = asyncio.get_running_loop().create_task(self._run())
+        self._changed = asyncio.Event()
+
+    def add(self, part) -> None:
+        self.partitions[part.tp] = part
+        self.truncating.add(part.tp)
+        self._changed.set()
+
+    def remove(self, tp) -> bool:
+        self.truncating.discard(tp)
+        return self.partitions.pop(tp, None) is not None
+
+    def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+        if self.link is not None:
+            self.link.close()
+
+    def _connect(self) -> BrokerLink | None:
+        ep = self.rm.endpoint(self.leader_id, None)
+        if ep is None:
+            return None
+        if self.link is None or (self.link.host, self.link.port) != ep:
+            if self.link is not None:
+                self.link.close()
+            self.link = BrokerLink(
+                *ep,
+                client_id=f"broker-{self.rm.node_id}-fetcher-0",
+                timeout=self.timeout + self.max_wait / 1000.0,
+            )
+        return self.link
+
+    async def _run(self) -> None:
+        while True:
+            if not self.partitions:
+                self._changed.clear()
+                await self._changed.wait()
+                continue
+            link = self._connect()
+            if link is None:
+                await asyncio.sleep(self.backoff)
+                continue
+            try:
+                if self.truncating:
+                    await self._truncate(link)
+                await self._fetch_once(link)
+            except BrokerLinkError as exc:
+                log.info("fetcher from broker %d: %s; retrying in %.1fs", self.leader_id, exc, self.backoff)
+                link.close()
+                self.link = None
+                await asyncio.sleep(self.backoff)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("fetcher from broker %d failed", self.leader_id)
+                await asyncio.sleep(self.backoff)
+
+    # ------------------------------------------------------------------ truncation
+    async def _truncate(self, link: BrokerLink) -> None:
+        for _ in range(MAX_TRUNCATION_ROUNDS):
+            todo = {tp: self.partitions[tp] for tp in list(self.truncating) if tp in self.partitions}
+            if not todo:
+                self.truncating.clear()
+                return
+            ask = {}
+            for tp, part in todo.items():
+                lg = part.log
+                latest = lg.leader_epoch_cache.latest_epoch
+                if latest is None:
+                    # no epochs: truncate to the high watermark (pre-KIP-101 rule)
+                    self._truncate_to(part, lg.high_watermark, "no leader epochs")
+                    self.truncating.discard(tp)
+                    continue
+                ask[tp] = latest
+            if not ask:
+                return
+            topics: dict[str, list] = {}
+            for (t, p), epoch in ask.items():
+                topics.setdefault(t, []).append(
+                    OffsetForLeaderPartition(
+                        partition=p,
+                        current_leader_epoch=self.partitions[(t, p)].leader_epoch,
+                        leader_epoch=epoch,
+                    )
+                )
+            req = OffsetForLeaderEpochRequest(
+                replica_id=self.rm.node_id,
+                topics=[OffsetForLeaderTopic(topic=t, partitions=ps) for t, ps in topics.items()],
+            )
+            resp = await link.request(23, OFFSET_FOR_LEADER_EPOCH_VERSION, req)
+            again = False
+            for rt in resp.topics:
+                for rp in rt.partitions:
+                    tp = (rt.topic, rp.partition)
+                    part = self.partitions.get(tp)
+                    if part is None or tp not in ask:
+                        continue
+                    if rp.error_code:
+                        log.info(
+                            "%s-%d: OffsetForLeaderEpoch answered %s",
+                            tp[0],
+                            tp[1],
+                            ErrorCode(rp.error_code).name,
+                        )
+                        continue
+                    done = self._apply_epoch_end(part, rp.leader_epoch, rp.end_offset)
+                    if done:
+                        self.truncating.discard(tp)
+                    else:
+                        again = True
+            if not again:
+                if self.truncating:
+                    await asyncio.sleep(self.backoff)  # an error answer: try again later
+                return
+
+    def _apply_epoch_end(self, part, leader_epoch: int, end_offset: int) -> bool:
+        """AbstractFetcherThread.getOffsetTruncationState; True when truncation is complete."""
+        lg = part.log
+        leo = lg.log_end_offset
+        if end_offset < 0:
+            self._truncate_to(part, lg.high_watermark, "leader has no offset for our epoch")
+            return True
+        if leader_epoch < 0:
+            self._truncate_to(part, min(end_offset, leo), "leader answered no epoch")
+            return True
+        local_epoch, local_end = lg.leader_epoch_cache.end_offset_for(leader_epoch, leo)
+        if local_epoch < 0:
+            self._truncate_to(part, min(end_offset, leo), "no local epoch at or below the leader's")
+            return True
+        if local_epoch != leader_epoch:
+            self._truncate_to(part, min(local_end, leo), f"epoch {local_epoch} ends at {local_end}")
+            return False
+        self._truncate_to(part, min(local_end, end_offset, leo), f"epoch {leader_epoch} ends at {end_offset}")
+        return True
+
+    def _truncate_to(self, part, offset: int, why: str) -> None:
+        lg = part.log
+        if offset < lg.log_end_offset:
+            log.info(
+                "%s-%d: truncating from %d to %d (%s)", part.tp[0], part.tp[1], lg.log_end_offset, offset, why
+            )
+            lg.truncate_to(offset)
+
+    # ------------------------------------------------------------------ fetch
+    async def _fetch_once(self, link: BrokerLink) -> None:
+        ready = {tp: p for tp, p in self.partitions.items() if tp not in self.truncating}
+        if not ready:
+            await asyncio.sleep(self.backoff)
+            return
+        topics: dict[str, list] = {}
+        for (t, p), part in ready.items():
+            lg = part.log
+            topics.setdefault(t, []).append(
+                FetchPartition(
+                    partition=p,
+                    current_leader_epoch=part.leader_epoch,
+                    fetch_offset=lg.log_end_offset,
+                    last_fetched_epoch=-1,
+                    log_start_offset=lg.log_start_offset,
+                    partition_max_bytes=self.partition_max,
+                )
+            )
+        req = FetchRequest(
+            replica_id=self.rm.node_id,
+            max_wait_ms=self.max_wait,
+            min_bytes=self.min_bytes,
+            max_bytes=self.max_bytes,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=[FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
+            forgotten_topics_data=[],
+            rack_id="",
+        )
+        resp = await link.request(1, FETCH_VERSION, req)
+        if resp.error_code:
+            log.info("fetch from broker %d: %s", self.leader_id, ErrorCode(resp.error_code).name)
+            await asyncio.sleep(self.backoff)
+            return
+        backoff = False
+        for rt in resp.responses:
+            for pd in rt.partitions:
+                tp = (rt.topic, pd.partition_index)
+                part = self.partitions.get(tp)
+                if part is None or tp in self.truncating or tp not in ready:
+                    continue
+                if pd.error_code:
+                    backoff |= self._fetch_error(part, pd)
+                    continue
+                self._process(part, pd)
+        if backoff:
+            await asyncio.sleep(self.backoff)
+
+    def _process(self, part, pd) -> None:
+        """ReplicaFetcherThread.processPartitionData."""
+        lg = part.log
+        data = pd.records
+        if data:
+            view = memoryview(data)
+            leo = lg.log_end_offset
+            # skip whole batches we already hold (a response may start inside what we have)
+            start = 0
+            try:
+                for b in R.iter_batches(view):
+                    if b.last_offset >= leo:
+                        break
+                    start = b.end
+            except FormatError as exc:
+                log.warning("%s-%d: undecodable fetch data: %s", part.tp[0], part.tp[1], exc)
+                return
+            if start < len(view):
+                try:
+                    if lg.log_end_offset == 0 and lg.size == 0:
+                        first = next(iter(R.iter_batches(view[start:])), None)
+                        if first is not None and first.base_offset > 0:
+                            lg.truncate_fully_and_start_at(first.base_offset)
+                    lg.append_as_follower(view[start:])
+                except FormatError as exc:
+                    log.warning("%s-%d: follower append failed: %s", part.tp[0], part.tp[1], exc)
+                    self.truncating.add(part.tp)
+                    return
+        lg.update_high_watermark(min(pd.high_watermark, lg.log_end_offset))
+        if pd.log_start_offset > lg.log_start_offset and pd.log_start_offset <= lg.high_watermark:
+            try:
+                lg.increment_log_start_offset(pd.log_start_offset)
+            except Exception as exc:  # noqa: BLE001 (a follower keeps fetching whatever this says)
+                log.info("%s-%d: log start offset not moved: %s", part.tp[0], part.tp[1], exc)
+        self.rm.broker.wake(part.tp)
+
+    def _fetch_error(self, part, pd) -> bool:
+        code = pd.error_code
+        lg = part.log
+        if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            leo = lg.log_end_offset
+            if pd.log_start_offset >= 0 and leo < pd.log_start_offset:
+                log.info(
+                    "%s-%d: behind the leader's log start %d: starting there",
+                    part.tp[0],
+                    part.tp[1],
+                    pd.log_start_offset,
+                )
+                lg.truncate_fully_and_start_at(pd.log_start_offset)
+            else:
+                self.truncating.add(part.tp)
+            return False
+        if code == ErrorCode.FENCED_LEADER_EPOCH:
+            # our epoch is old: wait for the next LeaderAndIsr
+            self.remove(part.tp)
+            return False
+        return True

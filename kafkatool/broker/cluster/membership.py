@@ -1,0 +1,309 @@
+"""A broker in a ZooKeeper-mode cluster: the session, the cluster id, the registration, and
+the admin writes every broker makes (KafkaServer.startup, KafkaZkClient, AdminZkClient).
+
+Start-up order is Kafka's: ZooKeeper session -> ``/cluster/id`` (a log dir whose
+meta.properties names another cluster is refused) -> persistent paths -> listeners ->
+``/brokers/ids/N`` (ephemeral; its czxid is the broker epoch) -> the controller
+election.  A session that expires re-registers (a new broker epoch) and re-elects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import threading
+import time
+
+from kafkatool.broker.cluster.controller import Controller
+from kafkatool.broker.cluster.replica import ReplicaManager
+from kafkatool.errors import KafkatoolError
+from kafkatool.zk import codecs, paths
+from kafkatool.zk.client import KafkaZk, ZkError, ZkNodeExistsError, ZkNoNodeError
+
+log = logging.getLogger("kafkatool.cluster")
+
+#: features a 3.x ZK-mode broker registers (v5 JSON); none are finalized in ZK mode
+BROKER_FEATURES: dict[str, dict[str, int]] = {}
+
+
+class ClusterError(KafkatoolError):
+    """The broker cannot join the cluster (one line for the operator)."""
+
+
+class Cluster:
+    def __init__(self, broker):
+        self.broker = broker
+        self.config = broker.config
+        self.node_id = broker.node_id
+        connect = self.config.get("zookeeper.connect")
+        session_ms = self.config.int("zookeeper.session.timeout.ms")
+        conn_ms = self.config.get("zookeeper.connection.timeout.ms")
+        self.session_timeout = session_ms / 1000.0
+        self.connection_timeout = int(conn_ms) / 1000.0 if conn_ms else self.session_timeout
+        self.zk = KafkaZk(
+            connect,
+            timeout=self.connection_timeout,
+            security=_zk_security(self.config),
+            session_timeout=self.session_timeout,
+        )
+        self.replicas = ReplicaManager(broker)
+        self.controller: Controller | None = None
+        self.broker_epoch = -1
+        self._registration: bytes | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._metadata_changed: asyncio.Event | None = None
+        self._lost = False
+        self._stopping = False
+
+    # ------------------------------------------------------------------ start-up
+    def connect(self) -> None:
+        """The session, /cluster/id and the persistent paths (before the log dirs are trusted)."""
+        try:
+            if self.zk.chroot not in ("", "/"):
+                # Kafka creates a missing chroot (KafkaZkClient.createChrootIfNecessary)
+                with KafkaZk(
+                    self.zk.hosts, timeout=self.connection_timeout, security=self.zk.security
+                ) as root:
+                    root.ensure_path(self.zk.chroot)
+            self.zk.start()
+        except ZkError as exc:
+            raise ClusterError(f"zookeeper.connect {self.config.get('zookeeper.connect')}: {exc}") from None
+        stored = self.broker.metadata.cluster_id
+        existing = self.zk.cluster_id()
+        if existing is not None and existing.value is not None:
+            cid = existing.value.id
+        else:
+            cid = stored
+            try:
+                self.zk.create(paths.CLUSTER_ID, codecs.encode_cluster_id(cid), makepath=True)
+                log.info("cluster id %s written to %s", cid, paths.CLUSTER_ID)
+            except ZkNodeExistsError:
+                cid = self.zk.cluster_id().value.id
+        meta_cid = self.broker.metadata._cluster_id_from_meta_properties()
+        if meta_cid is not None and meta_cid != cid:
+            raise ClusterError(
+                f"The Cluster ID {cid} doesn't match stored clusterId Some({meta_cid}) in meta.properties. "
+                "The broker is trying to join the wrong cluster. Configured zookeeper.connect may be wrong."
+            )
+        self.broker.metadata.cluster_id = cid
+        for p in (*paths.PERSISTENT_PATHS, *(f"{paths.CONFIG}/{t}" for t in paths.CONFIG_ENTITY_TYPES)):
+            with contextlib.suppress(ZkNodeExistsError):
+                self.zk.ensure_path(p)
+
+    def start(self) -> None:
+        """After the listeners are bound: register, start replication and the controller."""
+        self._loop = asyncio.get_running_loop()
+        self._metadata_changed = asyncio.Event()
+        self.replicas.start()
+        self._register()
+        self.zk.kazoo.add_listener(self._session_state)
+        self.controller = Controller(
+            self.node_id, self.zk, self.config, inter_broker_listener=self.config.inter_broker_listener.name
+        )
+        self.controller.start()
+
+    def _endpoints(self) -> tuple[list[str], dict[str, str]]:
+        out, proto = [], {}
+        for lst in self.config.advertised_listeners:
+            host, port = self.broker._endpoint(lst)
+            out.append(f"{lst.name}://{host}:{port}")
+            proto[lst.name] = lst.security_protocol
+        return out, proto
+
+    def _register(self) -> None:
+        """KafkaZkClient.registerBroker: create the ephemeral and set its data in one multi."""
+        from kazoo import exceptions as ke
+
+        endpoints, proto = self._endpoints()
+        rack = self.config.get("broker.rack") or self.config.get("rack")
+        data = codecs.encode_broker(
+            endpoints,
+            version=5,
+            timestamp_ms=int(time.time() * 1000),
+            rack=rack,
+            protocol_map=proto,
+            features=BROKER_FEATURES,
+        )
+        path = paths.broker(self.node_id)
+        deadline = time.monotonic() + self.session_timeout * 1.5 + 5
+        waited = False
+        while True:
+            k = self.zk.kazoo
+            tx = k.transaction()
+            tx.create(path, b"", ephemeral=True)
+            tx.set_data(path, data, version=0)
+            try:
+                results = tx.commit()
+            except ke.KazooException as exc:
+                raise ClusterError(f"cannot register {path}: {type(exc).__name__}") from None
+            if not isinstance(results[0], Exception):
+                break
+            stat = k.exists(path)
+            if stat is not None and stat.ephemeralOwner == k.client_id[0]:
+                break  # ours already (a retried create after a connection loss)
+            if stat is None:
+                continue
+            if time.monotonic() > deadline:
+                raise ClusterError(
+                    f"broker id {self.node_id} is already registered at {path} by another session "
+                    f"(0x{stat.ephemeralOwner:x}): is another broker running with broker.id={self.node_id}?"
+                )
+            if not waited:
+                log.info(
+                    "%s is held by an earlier session (0x%x); waiting up to %.0f s for it to expire",
+                    path,
+                    stat.ephemeralOwner,
+                    self.session_timeout * 1.5,
+                )
+                waited = True
+            time.sleep(0.5)
+        stat = self.zk.kazoo.exists(path)
+        self.broker_epoch = stat.czxid
+        self.replicas.broker_epoch = stat.czxid
+        log.info("registered %s: endpoints %s, broker epoch %d", path, endpoints, stat.czxid)
+
+    def _session_state(self, state) -> None:
+        from kazoo.client import KazooState
+
+        if self._stopping:
+            return
+        if state == KazooState.LOST:
+            self._lost = True
+            log.warning("ZooKeeper session expired: re-registering when reconnected")
+        elif state == KazooState.CONNECTED and self._lost and not self._stopping:
+            self._lost = False
+            threading.Thread(target=self._reregister, name="zk-reregister", daemon=True).start()
+
+    def _reregister(self) -> None:
+        try:
+            self._register()
+        except Exception as exc:  # noqa: BLE001 (one line; the next state change retries)
+            log.error("re-registration failed: %s", exc)
+            return
+        if self.controller is not None:
+            self.controller.session_renewed()
+
+    # ------------------------------------------------------------------ shutdown
+    async def shutdown(self) -> None:
+        self._stopping = True
+        if self.config.bool("controlled.shutdown.enable") and self.broker_epoch >= 0:
+            try:
+                await asyncio.wait_for(self.replicas.controlled_shutdown(), 60)
+            except TimeoutError:
+                log.warning("controlled shutdown timed out")
+        await self.replicas.stop()
+        if self.controller is not None:
+            await asyncio.to_thread(self.controller.stop)
+        await asyncio.to_thread(self.zk.close)
+
+    # ------------------------------------------------------------------ what handlers ask
+    def is_controller(self) -> bool:
+        return self.controller is not None and self.controller.active
+
+    def metadata_updated(self) -> None:
+        if self._metadata_changed is not None:
+            self._metadata_changed.set()
+            self._metadata_changed = asyncio.Event()
+
+    async def wait_metadata(self, timeout: float) -> None:
+        ev = self._metadata_changed
+        if ev is None:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(ev.wait(), timeout)
+
+    def topic_configs(self, topic: str) -> dict[str, str]:
+        try:
+            ent = self.zk.entity_config("topics", topic)
+        except ZkError as exc:
+            log.warning("cannot read the configs of %s: %s", topic, exc)
+            return {}
+        if ent is None or ent.config is None:
+            return {}
+        return dict(ent.config.config)
+
+    def live_brokers(self) -> list:
+        from kafkatool.assign.model import Broker as PlacementBroker
+
+        return [
+            PlacementBroker(b.broker_id, b.rack)
+            for b in sorted(self.replicas.live_brokers.values(), key=lambda b: b.broker_id)
+        ]
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        configs: dict[str, str],
+        assignment: dict[int, list[int]] | None = None,
+    ):
+        """AdminZkClient.createTopicWithAssignment: /config/topics/T, then /brokers/topics/T (v3
+        with a topic id); the controller's TopicChange watch does the rest."""
+        from kafkatool.assign import kafka_placement
+        from kafkatool.broker.metadata import TopicMeta
+        from kafkatool.formats.uuid import random_uuid
+
+        if assignment is None:
+            brokers = self.live_brokers()
+            assignment = kafka_placement.assign_replicas(
+                brokers,
+                partitions,
+                replication_factor,
+                rng=kafka_placement.JavaRandom(int.from_bytes(os.urandom(6), "big")),
+            )
+        topic_id = random_uuid(os.urandom)
+        self.zk.create(
+            paths.config_entity("topics", name), codecs.encode_entity_config(configs), makepath=True
+        ) if (self.zk.exists(paths.config_entity("topics", name)) is None) else self.zk.set(
+            paths.config_entity("topics", name), codecs.encode_entity_config(configs)
+        )
+        self.zk.create(paths.topic(name), codecs.encode_topic(assignment, topic_id=str(topic_id)))
+        log.info(
+            "topic created in ZooKeeper topic=%s partitions=%d replication_factor=%d topic_id=%s",
+            name,
+            partitions,
+            replication_factor,
+            topic_id,
+        )
+        return TopicMeta(name, topic_id, partitions, dict(configs))
+
+    def delete_topic(self, name: str) -> None:
+        with contextlib.suppress(ZkNodeExistsError):
+            self.zk.create(paths.delete_topic(name), b"", makepath=True)
+
+    def add_partitions(self, name: str, count: int) -> None:
+        from kafkatool.assign import kafka_placement
+
+        typed = self.zk.topic_assignment(name)
+        if typed is None or typed.value is None:
+            raise ZkNoNodeError(paths.topic(name))
+        a = typed.value
+        existing = a.partitions
+        rf = len(existing[0]) if existing else 1
+        brokers = self.live_brokers()
+        start = kafka_placement.add_partitions_start_index([b.id for b in brokers], existing.get(0, []))
+        new = kafka_placement.assign_replicas(
+            brokers, count - len(existing), rf, start_index=start, first_partition=len(existing)
+        )
+        merged = {**existing, **new}
+        self.zk.set(
+            paths.topic(name),
+            codecs.encode_topic(
+                merged, adding=a.adding_replicas, removing=a.removing_replicas, topic_id=a.topic_id
+            ),
+            version=typed.stat.version,
+        )
+
+
+def _zk_security(config):
+    """serve's own ZooKeeper TLS/SASL: Kafka's zookeeper.ssl.* / zookeeper.set.acl settings and
+    the JAAS Client section named by KAFKA_OPTS, as the tools read them (broker/security/zk)."""
+    from kafkatool.broker.security.zk import ZkSecurity, ZkSecurityError
+
+    try:
+        return ZkSecurity.from_settings(dict(config.explicit), source="server.properties")
+    except ZkSecurityError as exc:
+        raise ClusterError(str(exc)) from None

@@ -1,0 +1,677 @@
+"""The broker side of ZooKeeper-mode replication (Kafka's ReplicaManager, Partition, ZkMetadataCache).
+
+Everything here runs on the event loop.  The metadata cache is fed only by the
+controller's UpdateMetadata; LeaderAndIsr makes this broker leader or follower of its
+replicas; the leader tracks each follower's log end offset and caught-up time from its
+fetches, moves the high watermark (the minimum log end offset of the maximal ISR) and
+asks the controller for ISR changes with AlterPartition; followers fetch through
+:mod:`kafkatool.broker.cluster.fetcher`.  The log is the one engine's ``Log``: a leader
+appends with ``append_as_leader``, a follower with ``append_as_follower``; leadership
+changes write the leader-epoch cache as Kafka's ``makeLeader`` does.
+
+Facts: ../shared/notes/replication.md sections 2, 4, 5, 6 and 8.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+
+from kafkatool.protocol.errors import ErrorCode
+from kafkatool.protocol.generated import (
+    AlterPartitionRequest,
+    ControlledShutdownRequest,
+    LeaderAndIsrResponse,
+    StopReplicaResponse,
+    UpdateMetadataResponse,
+)
+from kafkatool.protocol.generated.alter_partition_request import PartitionData as AlterPartitionData
+from kafkatool.protocol.generated.alter_partition_request import TopicData as AlterTopicData
+from kafkatool.protocol.generated.leader_and_isr_response import LeaderAndIsrPartitionError
+from kafkatool.protocol.generated.stop_replica_response import StopReplicaPartitionError
+
+log = logging.getLogger("kafkatool.replication")
+
+TP = tuple[str, int]
+SECURITY_PROTOCOL_NAMES = {0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "SASL_SSL"}
+ALTER_PARTITION_VERSION = 1
+CONTROLLED_SHUTDOWN_VERSION = 3
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class LiveBroker:
+    broker_id: int
+    rack: str | None
+    #: listener name -> (host, port, security protocol)
+    endpoints: dict[str, tuple[str, int, str]]
+
+
+@dataclass
+class PartitionView:
+    """One partition as the metadata cache knows it (UpdateMetadataPartitionState)."""
+
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    replicas: list[int]
+    offline: list[int]
+    zk_version: int
+    controller_epoch: int
+
+
+@dataclass
+class FollowerState:
+    leo: int = -1
+    log_start: int = -1
+    last_caught_up_ms: int = 0
+    last_fetch_leader_leo: int = -1
+    last_fetch_ms: int = 0
+
+
+@dataclass
+class Partition:
+    """A replica this broker hosts (Kafka's cluster.Partition)."""
+
+    tp: TP
+    log: object
+    replicas: list[int] = field(default_factory=list)
+    leader: int = -1
+    leader_epoch: int = -1
+    partition_epoch: int = -1
+    controller_epoch: int = -1
+    isr: list[int] = field(default_factory=list)
+    #: an AlterPartition in flight: the ISR asked for (None: nothing pending)
+    pending_isr: list[int] | None = None
+    epoch_start_offset: int = 0
+    followers: dict[int, FollowerState] = field(default_factory=dict)
+
+    @property
+    def maximal_isr(self) -> set[int]:
+        # a pending expansion already counts the new member; a pending shrink keeps the old ISR
+        return set(self.isr) | set(self.pending_isr or ())
+
+
+class ReplicaManager:
+    def __init__(self, broker):
+        self.broker = broker
+        self.node_id = broker.node_id
+        self.config = broker.config
+        #: the czxid of our /brokers/ids/N (KIP-380 broker epoch)
+        self.broker_epoch = -1
+        self.controller_epoch = -1
+        self.controller_id = -1
+        self.live_brokers: dict[int, LiveBroker] = {}
+        self.cache: dict[TP, PartitionView] = {}
+        self.local: dict[TP, Partition] = {}
+        self.lag_ms = self.config.int("replica.lag.time.max.ms")
+        self._alter_queue: dict[TP, tuple] = {}
+        self._alter_wakeup: asyncio.Event | None = None
+        self._tasks: list[asyncio.Task] = []
+        self.fetchers = None  # FetcherManager, made in start()
+        self._inter_broker = self.config.inter_broker_listener.name
+        self.shutting_down = False
+
+    # ------------------------------------------------------------------ life cycle
+    def start(self) -> None:
+        from kafkatool.broker.cluster.fetcher import FetcherManager
+
+        self.fetchers = FetcherManager(self)
+        self._alter_wakeup = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self._isr_expiration_loop()))
+        self._tasks.append(loop.create_task(self._alter_partition_loop()))
+
+    async def stop(self) -> None:
+        if self.fetchers is not None:
+            await self.fetchers.stop()
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    # ------------------------------------------------------------------ questions the handlers ask
+    def is_leader(self, topic: str, partition: int) -> bool:
+        p = self.local.get((topic, partition))
+        return p is not None and p.leader == self.node_id
+
+    def leader_error(self, topic: str, partition: int) -> int | None:
+        """None when this broker leads the partition; else Kafka's answer
+        (ReplicaManager.getPartitionOrError)."""
+        p = self.local.get((topic, partition))
+        if p is not None and p.leader == self.node_id:
+            return None
+        if (topic, partition) in self.cache or p is not None:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+    def leader_of(self, topic: str, partition: int) -> tuple[int, int]:
+        v = self.cache.get((topic, partition))
+        if v is None or v.leader not in self.live_brokers:
+            return -1, v.leader_epoch if v is not None else -1
+        return v.leader, v.leader_epoch
+
+    def endpoint(self, broker_id: int, listener: str | None) -> tuple[str, int] | None:
+        b = self.live_brokers.get(broker_id)
+        if b is None:
+            return None
+        ep = b.endpoints.get(listener or self._inter_broker)
+        return None if ep is None else (ep[0], ep[1])
+
+    def min_isr(self, topic: str) -> int:
+        t = self.broker.topic(topic)
+        raw = (t.configs.get("min.insync.replicas") if t is not None else None) or self.config.get(
+            "min.insync.replicas"
+        )
+        return int(raw or 1)
+
+    def enough_replicas(self, topic: str, partition: int) -> tuple[bool, int, int]:
+        """Partition.appendRecordsToLeader's check for acks=all: (ok, ISR size, min ISR)."""
+        p = self.local[(topic, partition)]
+        need = min(self.min_isr(topic), max(1, len(p.replicas)))
+        return len(p.isr) >= need, len(p.isr), need
+
+    # ------------------------------------------------------------------ control requests
+    def _stale(self, controller_epoch: int, broker_epoch: int) -> int | None:
+        if broker_epoch != -1 and broker_epoch < self.broker_epoch:
+            return ErrorCode.STALE_BROKER_EPOCH
+        if controller_epoch < self.controller_epoch:
+            return ErrorCode.STALE_CONTROLLER_EPOCH
+        self.controller_epoch = controller_epoch
+        return None
+
+    def handle_leader_and_isr(self, req) -> LeaderAndIsrResponse:
+        err = self._stale(req.controller_epoch, req.broker_epoch)
+        if err is not None:
+            log.info("LeaderAndIsr from controller %d refused: %s", req.controller_id, ErrorCode(err).name)
+            return LeaderAndIsrResponse(error_code=err, partition_errors=[])
+        errors = []
+        leaders, followers = [], []
+        for ts in req.topic_states:
+            for ps in ts.partition_states:
+                tp = (ts.topic_name, ps.partition_index)
+                code = self._apply_partition_state(tp, ts.topic_id, ps, leaders, followers)
+                errors.append(
+                    LeaderAndIsrPartitionError(topic_name=tp[0], partition_index=tp[1], error_code=code)
+                )
+        for part, grew in followers:
+            if grew:
+                self.fetchers.add(part)
+        for part in leaders:
+            self.fetchers.remove(part.tp)
+            self.maybe_increment_hw(part)
+        self._notify_coordinators(leaders, [p for p, _ in followers])
+        return LeaderAndIsrResponse(error_code=0, partition_errors=errors)
+
+    def _ensure_topic(self, topic: str, topic_id, partition: int):
+        """The broker's TopicMeta for a topic the controller told us about (configs from
+        /config/topics/T, the one place ZooKeeper mode keeps them)."""
+        from kafkatool.broker.metadata import TopicMeta
+        from kafkatool.formats.uuid import Uuid
+
+        broker = self.broker
+        t = broker.metadata.topics.get(topic)
+        tid = Uuid(topic_id.bytes) if topic_id is not None and topic_id.int != 0 else None
+        if t is None:
+            configs = broker.cluster.topic_configs(topic)
+            if tid is None:
+                lg = broker.get_log(topic, partition)
+                tid = lg.topic_id if lg is not None and lg.topic_id is not None else None
+            if tid is None:
+                import os
+
+                from kafkatool.formats.uuid import random_uuid
+
+                tid = random_uuid(os.urandom)
+            t = TopicMeta(topic, tid, partition + 1, configs)
+            broker.metadata.topics[topic] = t
+            broker.manager.topic_configs[topic] = broker.config.log_config(configs)
+        elif tid is not None and t.topic_id != tid:
+            t.topic_id = tid
+        if partition + 1 > t.partitions:
+            t.partitions = partition + 1
+        return t
+
+    def _apply_partition_state(self, tp: TP, topic_id, ps, leaders: list, followers: list) -> int:
+        broker = self.broker
+        if self.node_id not in ps.replicas:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        part = self.local.get(tp)
+        if part is not None and ps.leader_epoch <= part.leader_epoch:
+            # a re-sent state: the leader epoch did not grow (Kafka ignores it and says so)
+            if ps.partition_epoch > part.partition_epoch and part.leader == ps.leader == self.node_id:
+                part.isr, part.partition_epoch, part.pending_isr = list(ps.isr), ps.partition_epoch, None
+            return ErrorCode.STALE_CONTROLLER_EPOCH
+        t = self._ensure_topic(tp[0], topic_id, tp[1])
+        lg = broker.get_log(*tp)
+        if lg is None:
+            lg = broker.manager.create_log(tp[0], tp[1], topic_id=t.topic_id)
+        elif lg.topic_id is None:
+            lg.assign_topic_id(t.topic_id)
+        lg.config = broker.manager.topic_configs.get(tp[0], lg.config)
+        broker._attach(lg)
+        if part is None:
+            part = self.local[tp] = Partition(tp, lg)
+        part.log = lg
+        grew = ps.leader_epoch > part.leader_epoch
+        part.replicas = list(ps.replicas)
+        part.controller_epoch = ps.controller_epoch
+        part.partition_epoch = ps.partition_epoch
+        part.pending_isr = None
+        t.leader_epochs[tp[1]] = ps.leader_epoch
+        if ps.leader == self.node_id:
+            part.isr = list(ps.isr)
+            if grew:
+                latest = lg.leader_epoch_cache.latest_epoch
+                if latest is None or ps.leader_epoch > latest:
+                    lg.leader_epoch_cache.assign(ps.leader_epoch, lg.log_end_offset)
+                part.epoch_start_offset = lg.log_end_offset
+                now = now_ms()
+                part.followers = {
+                    r: FollowerState(last_caught_up_ms=now if r in ps.isr else 0)
+                    for r in ps.replicas
+                    if r != self.node_id
+                }
+            part.leader, part.leader_epoch = self.node_id, ps.leader_epoch
+            leaders.append(part)
+            log.info(
+                "%s-%d: leader at epoch %d from offset %d, ISR %s",
+                tp[0],
+                tp[1],
+                ps.leader_epoch,
+                part.epoch_start_offset,
+                part.isr,
+            )
+        else:
+            part.isr = []
+            part.followers = {}
+            part.leader, part.leader_epoch = ps.leader, ps.leader_epoch
+            followers.append((part, grew))
+            broker.wake(tp)  # parked acks=all produces and fetches see they are not leader any more
+            log.info("%s-%d: follower of %d at epoch %d", tp[0], tp[1], ps.leader, ps.leader_epoch)
+        return ErrorCode.NONE
+
+    def handle_update_metadata(self, req) -> UpdateMetadataResponse:
+        err = self._stale(req.controller_epoch, req.broker_epoch)
+        if err is not None:
+            return UpdateMetadataResponse(error_code=err)
+        self.controller_id = req.controller_id
+        self.live_brokers = {
+            b.id_: LiveBroker(
+                b.id_,
+                b.rack,
+                {
+                    e.listener: (
+                        e.host,
+                        e.port,
+                        SECURITY_PROTOCOL_NAMES.get(e.security_protocol, "PLAINTEXT"),
+                    )
+                    for e in b.endpoints
+                },
+            )
+            for b in req.live_brokers
+        }
+        from kafkatool.broker.cluster.controller import LEADER_DURING_DELETE
+
+        touched = set()
+        for ts in req.topic_states:
+            for ps in ts.partition_states:
+                tp = (ts.topic_name, ps.partition_index)
+                if ps.leader == LEADER_DURING_DELETE:
+                    self.cache.pop(tp, None)
+                    touched.add(ts.topic_name)
+                    continue
+                self.cache[tp] = PartitionView(
+                    ps.leader,
+                    ps.leader_epoch,
+                    list(ps.isr),
+                    list(ps.replicas),
+                    list(ps.offline_replicas),
+                    ps.zk_version,
+                    ps.controller_epoch,
+                )
+                t = self._ensure_topic(ts.topic_name, ts.topic_id, ps.partition_index)
+                t.leader_epochs[ps.partition_index] = max(
+                    t.leader_epochs.get(ps.partition_index, 0), ps.leader_epoch
+                )
+        for topic in touched:
+            if not any(tp[0] == topic for tp in self.cache) and not any(tp[0] == topic for tp in self.local):
+                self.broker.metadata.topics.pop(topic, None)
+        self.broker.cluster.metadata_updated()
+        return UpdateMetadataResponse(error_code=0)
+
+    def handle_stop_replica(self, req) -> StopReplicaResponse:
+        err = self._stale(req.controller_epoch, req.broker_epoch)
+        if err is not None:
+            return StopReplicaResponse(error_code=err, partition_errors=[])
+        errors = []
+        doomed = []
+        resigned = []
+        for ts in req.topic_states:
+            for ps in ts.partition_states:
+                tp = (ts.topic_name, ps.partition_index)
+                part = self.local.get(tp)
+                if part is not None and ps.leader_epoch >= 0 and ps.leader_epoch < part.leader_epoch:
+                    errors.append(
+                        StopReplicaPartitionError(
+                            topic_name=tp[0], partition_index=tp[1], error_code=ErrorCode.FENCED_LEADER_EPOCH
+                        )
+                    )
+                    continue
+                self.fetchers.remove(tp)
+                if part is not None and part.leader == self.node_id:
+                    resigned.append(part)
+                if ps.delete_partition:
+                    self.local.pop(tp, None)
+                    self.cache.pop(tp, None)
+                    target = self.broker.manager.delete_log(*tp)
+                    if target is not None:
+                        doomed.append(target)
+                elif part is not None:
+                    part.leader = -1
+                self.broker.wake(tp)
+                errors.append(
+                    StopReplicaPartitionError(topic_name=tp[0], partition_index=tp[1], error_code=0)
+                )
+        if doomed:
+            self.broker.manager.remove_deleted(doomed)
+        for ts in req.topic_states:
+            if not any(tp[0] == ts.topic_name for tp in self.local) and not any(
+                tp[0] == ts.topic_name for tp in self.cache
+            ):
+                self.broker.metadata.topics.pop(ts.topic_name, None)
+                self.broker.manager.topic_configs.pop(ts.topic_name, None)
+        self._notify_coordinators([], resigned)
+        return StopReplicaResponse(error_code=0, partition_errors=errors)
+
+    def _notify_coordinators(self, leaders: list[Partition], followers: list[Partition]) -> None:
+        """RequestHandlerHelper.onLeadershipChange: the group and transaction coordinators load
+        the partitions of their internal topic this broker now leads and unload the others."""
+        hook = getattr(self.broker, "on_leadership_change", None)
+        if hook is not None:
+            hook([p.tp for p in leaders], [p.tp for p in followers])
+
+    # ------------------------------------------------------------------ leader side
+    def record_follower_fetch(
+        self, topic: str, partition: int, replica_id: int, fetch_offset: int, log_start: int
+    ) -> None:
+        """Replica.updateFetchStateOrThrow, then maybeExpandIsr and the HW rule."""
+        part = self.local.get((topic, partition))
+        if part is None or part.leader != self.node_id:
+            return
+        fs = part.followers.get(replica_id)
+        if fs is None:
+            if replica_id not in part.replicas:
+                return
+            fs = part.followers[replica_id] = FollowerState()
+        now = now_ms()
+        leo = part.log.log_end_offset
+        if fetch_offset >= leo:
+            fs.last_caught_up_ms = max(fs.last_caught_up_ms, now)
+        elif fetch_offset >= fs.last_fetch_leader_leo >= 0:
+            fs.last_caught_up_ms = max(fs.last_caught_up_ms, fs.last_fetch_ms)
+        fs.leo, fs.log_start = fetch_offset, log_start
+        fs.last_fetch_leader_leo, fs.last_fetch_ms = leo, now
+        self._maybe_expand_isr(part, replica_id, fs)
+        self.maybe_increment_hw(part)
+
+    def _caught_up(self, part: Partition, fs: FollowerState, now: int) -> bool:
+        return fs.leo == part.log.log_end_offset or now - fs.last_caught_up_ms <= self.lag_ms
+
+    def _maybe_expand_isr(self, part: Partition, rid: int, fs: FollowerState) -> None:
+        if rid in part.isr or part.pending_isr is not None or rid not in self.live_brokers:
+            return
+        lg = part.log
+        if fs.leo >= lg.high_watermark and fs.leo >= part.epoch_start_offset:
+            new = sorted(set(part.isr) | {rid}, key=part.replicas.index)
+            self._submit_isr(part, new)
+            log.info("%s-%d: expanding the ISR %s -> %s", part.tp[0], part.tp[1], part.isr, new)
+
+    def maybe_increment_hw(self, part: Partition) -> bool:
+        """Partition.maybeIncrementLeaderHW (3.7+: frozen while the ISR is below min ISR)."""
+        if part.leader != self.node_id:
+            return False
+        lg = part.log
+        if len(part.isr) < min(self.min_isr(part.tp[0]), max(1, len(part.replicas))):
+            return False
+        new = lg.log_end_offset
+        now = now_ms()
+        maximal = part.maximal_isr
+        for rid, fs in part.followers.items():
+            if rid in maximal or (rid in self.live_brokers and self._caught_up(part, fs, now)):
+                new = min(new, max(fs.leo, 0))
+        if new > lg.high_watermark:
+            lg.update_high_watermark(new)
+            self.broker.wake(part.tp)
+            return True
+        return False
+
+    def on_leader_append(self, lg) -> None:
+        part = self.local.get(lg.topic_partition)
+        if part is not None and part.leader == self.node_id:
+            self.maybe_increment_hw(part)
+
+    async def _isr_expiration_loop(self) -> None:
+        interval = max(self.lag_ms / 2000.0, 0.05)
+        while True:
+            await asyncio.sleep(interval)
+            now = now_ms()
+            for part in list(self.local.values()):
+                if part.leader != self.node_id or part.pending_isr is not None:
+                    continue
+                out = [
+                    r
+                    for r in part.isr
+                    if r != self.node_id
+                    and not self._caught_up(part, part.followers.get(r) or FollowerState(), now)
+                ]
+                if out:
+                    new = [r for r in part.isr if r not in out]
+                    log.info(
+                        "%s-%d: shrinking the ISR %s -> %s (out of sync: %s)",
+                        part.tp[0],
+                        part.tp[1],
+                        part.isr,
+                        new,
+                        out,
+                    )
+                    self._submit_isr(part, new)
+
+    # ------------------------------------------------------------------ AlterPartition
+    def _submit_isr(self, part: Partition, new_isr: list[int]) -> None:
+        part.pending_isr = list(new_isr)
+        self._alter_queue[part.tp] = (part.leader_epoch, list(new_isr), part.partition_epoch)
+        if self._alter_wakeup is not None:
+            self._alter_wakeup.set()
+
+    async def _alter_partition_loop(self) -> None:
+        """DefaultAlterPartitionManager: one request in flight carrying every queued change,
+        retried until the controller answers."""
+        from kafkatool.broker.cluster.client import BrokerLink, BrokerLinkError
+
+        link: BrokerLink | None = None
+        link_to = None
+        while True:
+            await self._alter_wakeup.wait()
+            self._alter_wakeup.clear()
+            if not self._alter_queue:
+                continue
+            items = dict(self._alter_queue)
+            ep = self.endpoint(self.controller_id, None)
+            if ep is None:
+                await asyncio.sleep(0.2)
+                self._alter_wakeup.set()
+                continue
+            if link is None or link_to != (self.controller_id, ep):
+                if link is not None:
+                    link.close()
+                link = BrokerLink(*ep, client_id=f"broker-{self.node_id}-alter-partition", timeout=10.0)
+                link_to = (self.controller_id, ep)
+            topics: dict[str, list] = {}
+            for (t, p), (epoch, isr, pepoch) in items.items():
+                topics.setdefault(t, []).append(
+                    AlterPartitionData(
+                        partition_index=p, leader_epoch=epoch, new_isr=isr, partition_epoch=pepoch
+                    )
+                )
+            req = AlterPartitionRequest(
+                broker_id=self.node_id,
+                broker_epoch=self.broker_epoch,
+                topics=[AlterTopicData(topic_name=t, partitions=ps) for t, ps in topics.items()],
+            )
+            try:
+                resp = await link.request(56, ALTER_PARTITION_VERSION, req)
+            except BrokerLinkError as exc:
+                log.info("AlterPartition to controller %d failed: %s; retrying", self.controller_id, exc)
+                link.close()
+                link = None
+                await asyncio.sleep(0.5)
+                self._alter_wakeup.set()
+                continue
+            if resp.error_code:
+                await asyncio.sleep(0.05 if resp.error_code != ErrorCode.NOT_CONTROLLER else 0.5)
+                self._alter_wakeup.set()
+                continue
+            for td in resp.topics:
+                for pd in td.partitions:
+                    tp = (td.topic_name, pd.partition_index)
+                    sent = items.get(tp)
+                    if self._alter_queue.get(tp) == sent:
+                        del self._alter_queue[tp]
+                    self._alter_done(tp, sent, pd)
+
+    def _alter_done(self, tp: TP, sent, pd) -> None:
+        part = self.local.get(tp)
+        if part is None or sent is None or part.leader != self.node_id or part.leader_epoch != sent[0]:
+            return  # local state changed meanwhile: ignore (Partition.handleAlterPartitionUpdate)
+        if pd.error_code == ErrorCode.NONE:
+            if pd.leader_epoch == part.leader_epoch and pd.partition_epoch >= part.partition_epoch:
+                part.isr = list(pd.isr)
+                part.partition_epoch = pd.partition_epoch
+                part.pending_isr = None
+                log.info(
+                    "%s-%d: ISR is now %s (partition epoch %d)", tp[0], tp[1], part.isr, part.partition_epoch
+                )
+                self.maybe_increment_hw(part)
+        elif pd.error_code in (ErrorCode.INELIGIBLE_REPLICA, ErrorCode.OPERATION_NOT_ATTEMPTED):
+            part.pending_isr = None
+        else:
+            log.info(
+                "%s-%d: AlterPartition answered %s; waiting for the next LeaderAndIsr",
+                tp[0],
+                tp[1],
+                ErrorCode(pd.error_code).name,
+            )
+
+    # ------------------------------------------------------------------ acks=all
+    async def await_replication(self, waits: list[tuple], timeout_ms: int) -> None:
+        """DelayedProduce: each (response, topic, partition, required offset) completes when the
+        high watermark reaches it (NONE, or NOT_ENOUGH_REPLICAS_AFTER_APPEND if the maximal ISR
+        fell below min ISR), on leadership loss (NOT_LEADER_OR_FOLLOWER), or at the timeout
+        (REQUEST_TIMED_OUT)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout_ms, 0) / 1000.0
+        pending = list(waits)
+        while pending:
+            tps = [(t, p) for _, t, p, _ in pending]
+            fut = self.broker.waiter(tps)
+            try:
+                still = []
+                for item in pending:
+                    resp, t, p, required = item
+                    part = self.local.get((t, p))
+                    if part is None or part.leader != self.node_id:
+                        resp.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                        resp.base_offset = -1
+                    elif part.log.high_watermark >= required:
+                        need = min(self.min_isr(t), max(1, len(part.replicas)))
+                        if len(part.maximal_isr) < need:
+                            resp.error_code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                    else:
+                        still.append(item)
+                pending = still
+                if not pending:
+                    return
+                left = deadline - loop.time()
+                if left <= 0:
+                    for resp, _t, _p, _r in pending:
+                        resp.error_code = ErrorCode.REQUEST_TIMED_OUT
+                        resp.base_offset = -1
+                    return
+                try:
+                    await asyncio.wait_for(fut, left)
+                except TimeoutError:
+                    pass
+            finally:
+                self.broker.drop_waiter(fut, tps)
+
+    async def await_log_end(self, tp: TP, timeout_ms: int) -> bool:
+        """Wait until the high watermark reaches the log end offset as it is now (what this
+        broker just appended as leader); False on timeout or lost leadership."""
+        part = self.local.get(tp)
+        if part is None or part.leader != self.node_id:
+            return False
+        target = part.log.log_end_offset
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout_ms, 0) / 1000.0
+        while True:
+            part = self.local.get(tp)
+            if part is None or part.leader != self.node_id:
+                return False
+            if part.log.high_watermark >= target:
+                return True
+            left = deadline - loop.time()
+            if left <= 0:
+                return False
+            fut = self.broker.waiter([tp])
+            try:
+                await asyncio.wait_for(fut, left)
+            except TimeoutError:
+                pass
+            finally:
+                self.broker.drop_waiter(fut, [tp])
+
+    # ------------------------------------------------------------------ controlled shutdown
+    async def controlled_shutdown(self) -> bool:
+        """KafkaServer.controlledShutdown: ask the controller to move leadership away, up to
+        controlled.shutdown.max.retries times."""
+        from kafkatool.broker.cluster.client import BrokerLink, BrokerLinkError
+
+        self.shutting_down = True
+        tries = self.config.int("controlled.shutdown.max.retries")
+        backoff = self.config.int("controlled.shutdown.retry.backoff.ms") / 1000.0
+        for attempt in range(max(tries, 1)):
+            ep = self.endpoint(self.controller_id, None)
+            if ep is None:
+                log.info("controlled shutdown: no controller known")
+                return False
+            link = BrokerLink(*ep, client_id=f"broker-{self.node_id}-shutdown", timeout=30.0)
+            try:
+                resp = await link.request(
+                    7,
+                    CONTROLLED_SHUTDOWN_VERSION,
+                    ControlledShutdownRequest(broker_id=self.node_id, broker_epoch=self.broker_epoch),
+                )
+            except BrokerLinkError as exc:
+                log.info("controlled shutdown attempt %d failed: %s", attempt + 1, exc)
+                resp = None
+            finally:
+                link.close()
+            if resp is not None and resp.error_code == 0 and not resp.remaining_partitions:
+                log.info("controlled shutdown succeeded")
+                return True
+            if resp is not None:
+                log.info(
+                    "controlled shutdown attempt %d: %s, %d partitions still led",
+                    attempt + 1,
+                    ErrorCode(resp.error_code).name,
+                    len(resp.remaining_partitions),
+                )
+                if resp.error_code == 0:
+                    return True  # what remains has no other replica to move to
+            await asyncio.sleep(min(backoff, 1.0))
+        return False

@@ -1,0 +1,183 @@
+"""Replication and failover of three ``kafkatool serve`` brokers through a real ZooKeeper.
+
+A topic with replication factor 3 and min.insync.replicas=2; an idempotent producer with
+acks=all writes while the leader is killed with SIGKILL: a new leader is elected from the
+ISR, producing resumes, and every acknowledged record is read back exactly once, in order.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from tests.broker.wire import WireClient
+from tests.cluster.conftest import wait_for
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+
+def create_topic(cluster, name: str, partitions: int, rf: int, **configs) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    fs = admin.create_topics(
+        [NewTopic(name, partitions, rf, config={k.replace("_", "."): str(v) for k, v in configs.items()})],
+        request_timeout=30,
+    )
+    fs[name].result(timeout=40)
+
+
+def partition_state(cluster, topic: str, p: int) -> dict:
+    k = cluster.kazoo()
+    try:
+        return json.loads(k.get(f"/brokers/topics/{topic}/partitions/{p}/state")[0])
+    finally:
+        k.stop()
+        k.close()
+
+
+def read_all(bootstrap: str, topic: str, partition: int = 0, timeout: float = 60) -> list[tuple[int, bytes]]:
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "unused",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    try:
+        lo, hi = c.get_watermark_offsets(TopicPartition(topic, partition), timeout=20)
+        c.assign([TopicPartition(topic, partition, lo)])
+        out = []
+        deadline = time.monotonic() + timeout
+        while (not out or out[-1][0] < hi - 1) and time.monotonic() < deadline and hi > lo:
+            m = c.poll(0.5)
+            if m is None or m.error():
+                continue
+            out.append((m.offset(), m.value()))
+        return out
+    finally:
+        c.close()
+
+
+class Writer(threading.Thread):
+    """An idempotent acks=all producer writing 0, 1, 2, ... and remembering what was acknowledged."""
+
+    def __init__(self, bootstrap: str, topic: str):
+        super().__init__(daemon=True)
+        self.p = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 5,
+                "message.timeout.ms": 120000,
+            }
+        )
+        self.topic = topic
+        self.acked: list[int] = []
+        self.failed: list[str] = []
+        self.stop_ev = threading.Event()
+        self.sent = 0
+
+    def _cb(self, err, msg):
+        if err is None:
+            self.acked.append(int(msg.value()))
+        else:
+            self.failed.append(str(err))
+
+    def run(self):
+        deadline = time.monotonic() + 120
+        while not self.stop_ev.is_set() and time.monotonic() < deadline:
+            try:
+                self.p.produce(self.topic, str(self.sent).encode(), partition=0, on_delivery=self._cb)
+                self.sent += 1
+            except BufferError:
+                self.p.poll(0.05)
+                continue
+            self.p.poll(0)
+            time.sleep(0.001)
+        self.p.flush(120)
+
+
+def test_rf3_topic_survives_the_leader_being_killed(cluster):
+    create_topic(cluster, "replicated", 1, 3, min_insync_replicas=2)
+    st = wait_for(
+        lambda: (s := partition_state(cluster, "replicated", 0)) and len(s["isr"]) == 3 and s, 20, "ISR of 3"
+    )
+    w = Writer(cluster.bootstrap, "replicated")
+    w.start()
+    wait_for(lambda: len(w.acked) >= 500, 30, "500 acknowledged records")
+    leader = st["leader"]
+    victim = cluster.brokers[leader]
+    t0 = time.monotonic()
+    victim.kill()
+    new = wait_for(
+        lambda: (s := partition_state(cluster, "replicated", 0))["leader"] not in (leader, -1) and s,
+        30,
+        "a new leader",
+    )
+    elected_s = time.monotonic() - t0
+    print(
+        f"leader {leader} killed; broker {new['leader']} leads at epoch {new['leader_epoch']} after {elected_s:.1f}s"
+    )
+    assert leader not in new["isr"] and new["leader_epoch"] == st["leader_epoch"] + 1
+    n_before = len(w.acked)
+    wait_for(lambda: len(w.acked) >= n_before + 500, 60, "producing to resume")
+    w.stop_ev.set()
+    w.join(150)
+    assert not w.failed, w.failed[:5]
+    # the acknowledged records, exactly once and in order
+    got = [int(v) for _, v in read_all(cluster.bootstrap, "replicated")]
+    assert got == sorted(set(got)), "duplicated or reordered records"
+    missing = set(w.acked) - set(got)
+    assert not missing, f"{len(missing)} acknowledged records lost, e.g. {sorted(missing)[:5]}"
+    # the killed broker comes back, catches up and rejoins the ISR
+    victim.start(timeout=60)
+    wait_for(lambda: len(partition_state(cluster, "replicated", 0)["isr"]) == 3, 60, "the ISR to heal")
+    # the followers hold exactly the leader's records (same offsets, same bytes)
+    leader_now = partition_state(cluster, "replicated", 0)["leader"]
+    logs = {}
+    for bid, b in cluster.brokers.items():
+        path = b.data_dir / "replicated-0"
+        logs[bid] = b"".join(p.read_bytes() for p in sorted(path.glob("*.log")))
+    ref = logs[leader_now]
+    for bid, data in logs.items():
+        n = min(len(data), len(ref))
+        assert data[:n] == ref[:n], f"broker {bid} diverges from leader {leader_now}"
+
+
+def test_two_brokers_down_refuses_acks_all(cluster):
+    from kafkatool.formats import records as R
+    from kafkatool.protocol.generated import ProduceRequest
+    from kafkatool.protocol.generated.produce_request import PartitionProduceData, TopicProduceData
+
+    create_topic(cluster, "minisr", 1, 3, min_insync_replicas=2)
+    wait_for(lambda: len(partition_state(cluster, "minisr", 0)["isr"]) == 3, 20, "ISR of 3")
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True})
+    for i in range(100):
+        p.produce("minisr", str(i).encode(), partition=0)
+    assert p.flush(30) == 0
+    st = partition_state(cluster, "minisr", 0)
+    down = [b for b in st["isr"] if b != st["leader"]]
+    for b in down:
+        cluster.brokers[b].kill()
+    wait_for(lambda: len(partition_state(cluster, "minisr", 0)["isr"]) == 1, 30, "the ISR to shrink to one")
+    survivor = cluster.brokers[st["leader"]]
+    batch = R.build_record_batch([R.SimpleRecord(b"x", None, (), 0)])
+    req = ProduceRequest(
+        transactional_id=None,
+        acks=-1,
+        timeout_ms=5000,
+        topic_data=[
+            TopicProduceData(name="minisr", partition_data=[PartitionProduceData(index=0, records=batch)])
+        ],
+    )
+    with WireClient(survivor.bootstrap) as c:
+        resp = c.request(0, 9, req)
+    assert resp.responses[0].partition_responses[0].error_code == 19  # NOT_ENOUGH_REPLICAS
+    got = [int(v) for _, v in read_all(survivor.bootstrap, "minisr")]
+    assert got == list(range(100))
