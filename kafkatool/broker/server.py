@@ -260,11 +260,18 @@ class Broker:
         (RequestHandlerHelper.onLeadershipChange)."""
         from kafkatool.broker.group.coordinator import group_coordinator
         from kafkatool.broker.group.persistence import OFFSETS_TOPIC
+        from kafkatool.broker.txn.state_log import TRANSACTION_STATE_TOPIC
 
         led = [p for t, p in leaders if t == OFFSETS_TOPIC]
         lost = [p for t, p in followers if t == OFFSETS_TOPIC]
         if led or lost:
             group_coordinator(self).on_leadership_change(led, lost)
+        led = [p for t, p in leaders if t == TRANSACTION_STATE_TOPIC]
+        lost = [p for t, p in followers if t == TRANSACTION_STATE_TOPIC]
+        if led or lost:
+            from kafkatool.broker.txn.coordinator import txn_coordinator
+
+            txn_coordinator(self).on_leadership_change(led, lost)
 
     def leader_error(self, topic: str, partition: int) -> int | None:
         """None when this broker may serve the partition as its leader; else the error code
@@ -372,6 +379,9 @@ class Broker:
         self.metadata.save()
 
     def allocate_producer_id(self) -> int:
+        if self.cluster is not None:
+            # ZooKeeper mode: blocks of /latest_producer_id_block keep ids unique in the cluster
+            return self.cluster.allocate_producer_id()
         pid = self.next_producer_id
         self.next_producer_id += 1
         if self.next_producer_id > self.metadata.producer_ids_reserved:

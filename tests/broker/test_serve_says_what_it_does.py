@@ -34,7 +34,7 @@ def _digest(root: Path) -> dict:
 
 # ----------------------------------------------------------------------------- unknown properties
 def test_issue12_unknown_properties_warn_at_startup(tmp_path):
-    """Cases: port, a misspelt key, zookeeper.connect were silently ignored."""
+    """Cases: port, a misspelt key, a KRaft quorum setting were silently ignored."""
     props = tmp_path / "server.properties"
     props.write_text("port=9092\nlog.retention.hour=1\n")
     port = free_port()
@@ -43,7 +43,7 @@ def test_issue12_unknown_properties_warn_at_startup(tmp_path):
         proc = subprocess.Popen(
             [sys.executable, "-m", "kafkatool", "serve", "--no-banner", "--config", str(props)]
             + ["-o", f"listeners=PLAINTEXT://127.0.0.1:{port}", "-o", f"log.dirs={tmp_path / 'data'}"]
-            + ["-o", "zookeeper.connect=127.0.0.1:2181/x", "-o", "num.partitions=2"],
+            + ["-o", "controller.quorum.voters=1@127.0.0.1:9093", "-o", "num.partitions=2"],
             cwd=REPO,
             stdout=log,
             stderr=log,
@@ -61,7 +61,7 @@ def test_issue12_unknown_properties_warn_at_startup(tmp_path):
     assert {re.search(r"name=(\S+)", w).group(1) for w in warnings} == {
         "port",
         "log.retention.hour",
-        "zookeeper.connect",
+        "controller.quorum.voters",
     }
     assert any("did you mean 'log.retention.hours'" in w for w in warnings)
     assert any("use listeners=PLAINTEXT://host:port" in w for w in warnings)
@@ -86,7 +86,7 @@ def test_strict_refuses_unknown_properties(tmp_path):
 def test_unknown_configs_is_one_table():
     """The class: every name outside BROKER_CONFIGS is reported; every name in it is not."""
     assert unknown_configs(list(BROKER_CONFIGS)) == []
-    names = ["zookeeper.connect", "port", "advertised.host.name", "num.partitons", "whatever.x"]
+    names = ["process.roles", "port", "advertised.host.name", "num.partitons", "whatever.x"]
     got = dict(unknown_configs(names))
     assert set(got) == set(names)
     assert "did you mean 'num.partitions'" in got["num.partitons"]
@@ -334,7 +334,7 @@ log.retention.check.interval.ms=300000
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        (KAFKA_ZK_PROPERTIES, {"zookeeper.connect", "zookeeper.connection.timeout.ms"}),
+        (KAFKA_ZK_PROPERTIES, set()),
         (
             KAFKA_KRAFT_PROPERTIES,
             {

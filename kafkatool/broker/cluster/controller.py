@@ -711,6 +711,33 @@ class Controller:
         batch.send()
         return out
 
+    def elect_unclean(self, tps: list[TP]) -> dict[TP, int]:
+        """An admin UNCLEAN election: only partitions without a live leader, from any live replica."""
+        out = {}
+        batch = _Batch(self)
+        for tp in tps:
+            st = self.states.get(tp)
+            replicas = self.assignments.get(tp[0], {}).get(tp[1])
+            if st is None or not replicas:
+                out[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if self.online(st.leader):
+                out[tp] = ErrorCode.ELECTION_NOT_NEEDED
+                continue
+            leader = next((r for r in replicas if r in st.isr and self.online(r)), None)
+            isr = [r for r in st.isr if self.online(r)]
+            if leader is None:
+                leader = next((r for r in replicas if self.online(r)), None)
+                isr = [leader]
+            if leader is None:
+                out[tp] = ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+                continue
+            new = self._write_state(tp, leader, st.leader_epoch + 1, isr)
+            batch.leader_and_isr([r for r in replicas if self.online(r)], tp, new, replicas)
+            out[tp] = ErrorCode.NONE
+        batch.send()
+        return out
+
     def alter_partition(self, broker_id: int, broker_epoch: int, items: list[tuple]) -> tuple[int, list]:
         """AlterPartition (KafkaController.tryProcessAlterPartition): items are
         (topic, partition, leader_epoch, new_isr, partition_epoch); answers per item

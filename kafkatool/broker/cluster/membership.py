@@ -24,6 +24,8 @@ from kafkatool.zk.client import KafkaZk, ZkError, ZkNodeExistsError, ZkNoNodeErr
 
 log = logging.getLogger("kafkatool.cluster")
 
+#: ZkProducerIdManager.PidBlockSize
+PRODUCER_ID_BLOCK_SIZE = 1000
 #: features a 3.x ZK-mode broker registers (v5 JSON); none are finalized in ZK mode
 BROKER_FEATURES: dict[str, dict[str, int]] = {}
 
@@ -56,6 +58,8 @@ class Cluster:
         self._metadata_changed: asyncio.Event | None = None
         self._lost = False
         self._stopping = False
+        self._pid_next: int | None = None
+        self._pid_end = -1
 
     # ------------------------------------------------------------------ start-up
     def connect(self) -> None:
@@ -269,6 +273,35 @@ class Cluster:
             topic_id,
         )
         return TopicMeta(name, topic_id, partitions, dict(configs))
+
+    def allocate_producer_id(self) -> int:
+        """The next id of this broker's block; a new block of 1000 from
+        /latest_producer_id_block (ZkProducerIdManager: a conditional update, retried)."""
+        if self._pid_next is None or self._pid_next > self._pid_end:
+            self._pid_next, self._pid_end = self._new_producer_id_block()
+        pid = self._pid_next
+        self._pid_next += 1
+        return pid
+
+    def _new_producer_id_block(self) -> tuple[int, int]:
+        from kafkatool.zk.client import ZkBadVersionError
+
+        for _ in range(50):
+            node = self.zk.get_or_none(paths.LATEST_PRODUCER_ID_BLOCK)
+            block = codecs.decode_producer_id_block(node.data) if node is not None else None
+            start = block.block_end + 1 if block is not None else 0
+            end = start + PRODUCER_ID_BLOCK_SIZE - 1
+            data = codecs.encode_producer_id_block(self.node_id, start, end)
+            try:
+                if node is None:
+                    self.zk.create(paths.LATEST_PRODUCER_ID_BLOCK, data)
+                else:
+                    self.zk.set(paths.LATEST_PRODUCER_ID_BLOCK, data, version=node.stat.version)
+            except (ZkBadVersionError, ZkNodeExistsError):
+                continue
+            log.info("producer id block [%d, %d] taken", start, end)
+            return start, end
+        raise ClusterError("could not take a producer id block: /latest_producer_id_block kept changing")
 
     def delete_topic(self, name: str) -> None:
         with contextlib.suppress(ZkNodeExistsError):

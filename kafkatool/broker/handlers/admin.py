@@ -263,6 +263,16 @@ def handle_delete_topics(ctx, req):
         wanted = [(s.name, s.topic_id) for s in req.topics]
     else:
         wanted = [(n, None) for n in req.topic_names]
+    if broker.cluster is not None and not broker.cluster.is_controller():
+        return DeleteTopicsResponse(
+            throttle_time_ms=0,
+            responses=[
+                DeletableTopicResult(
+                    name=n, topic_id=tid or ZERO_UUID, error_code=ErrorCode.NOT_CONTROLLER, error_message=None
+                )
+                for n, tid in wanted
+            ],
+        )
     out = []
     for name, tid in wanted:
         r = DeletableTopicResult(name=name, topic_id=ZERO_UUID, error_code=0, error_message=None)
@@ -286,12 +296,45 @@ def handle_delete_topics(ctx, req):
             r.error_code, r.error_message = ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false"
             continue
         broker.delete_topic(t.name)
-    return DeleteTopicsResponse(throttle_time_ms=0, responses=out)
+    resp = DeleteTopicsResponse(throttle_time_ms=0, responses=out)
+    if broker.cluster is not None and req.timeout_ms > 0:
+        return _await_deleted(broker, resp, req.timeout_ms)
+    return resp
+
+
+async def _await_deleted(broker, resp: DeleteTopicsResponse, timeout_ms: int) -> DeleteTopicsResponse:
+    """DelayedDeleteTopics: answer once this broker's metadata cache no longer has the topics."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_ms / 1000.0
+    pending = [r for r in resp.responses if r.error_code == 0]
+    while pending:
+        pending = [r for r in pending if any(tp[0] == r.name for tp in broker.replicas.cache)]
+        left = deadline - loop.time()
+        if not pending or left <= 0:
+            break
+        await broker.cluster.wait_metadata(min(left, 0.5))
+    for r in pending:
+        r.error_code, r.error_message = ErrorCode.REQUEST_TIMED_OUT, "the deletion is still in progress"
+    return resp
 
 
 # ---------------------------------------------------------------- CreatePartitions
 def handle_create_partitions(ctx, req):
     broker = ctx.broker
+    cluster = broker.cluster
+    if cluster is not None and not cluster.is_controller():
+        return CreatePartitionsResponse(
+            throttle_time_ms=0,
+            results=[
+                CreatePartitionsTopicResult(
+                    name=rt.name, error_code=ErrorCode.NOT_CONTROLLER, error_message=None
+                )
+                for rt in req.topics
+            ],
+        )
+    live = set(broker.replicas.live_brokers) if cluster is not None else {broker.node_id}
     out = []
     for rt in req.topics:
         r = CreatePartitionsTopicResult(name=rt.name, error_code=0, error_message=None)
@@ -312,7 +355,8 @@ def handle_create_partitions(ctx, req):
             continue
         if rt.assignments is not None:
             if len(rt.assignments) != rt.count - t.partitions or any(
-                list(a.broker_ids) != [broker.node_id] for a in rt.assignments
+                (list(a.broker_ids) != [broker.node_id] if cluster is None else not set(a.broker_ids) <= live)
+                for a in rt.assignments
             ):
                 r.error_code, r.error_message = (
                     ErrorCode.INVALID_REPLICA_ASSIGNMENT,

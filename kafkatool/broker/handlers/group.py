@@ -137,6 +137,18 @@ def handle_find_coordinator(ctx, req):
                     err = ErrorCode.COORDINATOR_NOT_AVAILABLE
         elif key_type == KEY_TYPE_TRANSACTION:
             err = None  # the transaction coordinator is this broker too
+            if broker.replicas is not None:
+                from kafkatool.broker.txn.coordinator import TxnError, txn_coordinator
+                from kafkatool.broker.txn.state_log import TRANSACTION_STATE_TOPIC
+
+                tc = txn_coordinator(broker)
+                try:
+                    tc.ensure_topic()
+                    node, _ = broker.replicas.leader_of(TRANSACTION_STATE_TOPIC, tc.partition_for(key))
+                    if node < 0:
+                        err = ErrorCode.COORDINATOR_NOT_AVAILABLE
+                except TxnError as exc:
+                    err = exc.code
         else:
             err = ErrorCode.INVALID_REQUEST
         answers.append((key, err, node))

@@ -205,6 +205,8 @@ def handle_elect_leaders(ctx, req):
         wanted = [(name, list(range(t.partitions))) for name, t in sorted(broker.metadata.topics.items())]
     else:
         wanted = [(tp.topic, list(tp.partitions)) for tp in req.topic_partitions]
+    if broker.cluster is not None:
+        return _elect_in_cluster(broker, req, wanted)
     results = []
     for topic, parts in wanted:
         t = broker.topic(topic)
@@ -229,6 +231,55 @@ def handle_elect_leaders(ctx, req):
                 )
         results.append(ReplicaElectionResult(topic=topic, partition_result=out))
     return ElectLeadersResponse(throttle_time_ms=0, error_code=0, replica_election_results=results)
+
+
+_ELECTION_MESSAGES = {
+    ErrorCode.ELECTION_NOT_NEEDED: "Leader election not needed for topic partition.",
+    ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE: "Failed to elect leader: the preferred replica is not in the ISR or not alive.",
+    ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE: "Failed to elect leader: no replica is alive.",
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "The partition does not exist.",
+    ErrorCode.NOT_CONTROLLER: "This is not the correct controller for this cluster.",
+}
+
+
+def _elect_in_cluster(broker, req, wanted):
+    """Cluster mode: the active controller runs the preferred or unclean election
+    (KafkaController.electLeaders); other brokers answer NOT_CONTROLLER per partition."""
+    import asyncio
+
+    from kafkatool.protocol.generated.elect_leaders_response import (
+        ElectLeadersResponse,
+        PartitionResult,
+        ReplicaElectionResult,
+    )
+
+    tps = [(topic, p) for topic, parts in wanted for p in parts]
+    unclean = getattr(req, "election_type", 0) == 1
+
+    def answer(codes):
+        results = []
+        for topic, parts in wanted:
+            out = []
+            for p in parts:
+                code = int(codes.get((topic, p), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                out.append(
+                    PartitionResult(
+                        partition_id=p,
+                        error_code=code,
+                        error_message=_ELECTION_MESSAGES.get(code) if code else None,
+                    )
+                )
+            results.append(ReplicaElectionResult(topic=topic, partition_result=out))
+        return ElectLeadersResponse(throttle_time_ms=0, error_code=0, replica_election_results=results)
+
+    if not broker.cluster.is_controller():
+        return answer(dict.fromkeys(tps, ErrorCode.NOT_CONTROLLER))
+
+    async def run():
+        fut = broker.cluster.controller.submit("elect_unclean" if unclean else "elect_preferred", tps)
+        return answer(await asyncio.wrap_future(fut))
+
+    return run()
 
 
 def register(router) -> None:

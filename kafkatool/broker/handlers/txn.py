@@ -110,7 +110,8 @@ def handle_add_partitions_to_txn(ctx, req):
         for p in t.partitions:
             tp = (t.name, p)
             requested.append(tp)
-            if meta is None or broker.get_log(t.name, p) is None:
+            exists = 0 <= p < meta.partitions if broker.replicas is not None and meta else None
+            if meta is None or not (exists if exists is not None else broker.get_log(t.name, p) is not None):
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     if errors:
         for tp in requested:
@@ -320,14 +321,53 @@ def handle_describe_producers(ctx, req):
     return DescribeProducersResponse(throttle_time_ms=0, topics=topics)
 
 
+def _replicated(handler, partition_of):
+    """Cluster mode: a coordinator's write to its internal topic is answered once the ISR has
+    it (Kafka appends them with acks=-1)."""
+    import asyncio
+
+    def run(ctx, req):
+        result = handler(ctx, req)
+        broker = ctx.broker
+        tp = partition_of(broker, req) if broker.replicas is not None else None
+        if tp is None:
+            return result
+
+        async def after():
+            resp = await result if asyncio.iscoroutine(result) else result
+            await broker.replicas.await_log_end(tp, broker.config.int("offsets.commit.timeout.ms"))
+            return resp
+
+        return after()
+
+    return run
+
+
+def _txn_partition(broker, req):
+    from kafkatool.broker.txn.state_log import TRANSACTION_STATE_TOPIC
+
+    tid = getattr(req, "transactional_id", None) or getattr(req, "v3_and_below_transactional_id", None)
+    if not tid:
+        return None
+    return (TRANSACTION_STATE_TOPIC, txn_coordinator(broker).partition_for(tid))
+
+
+def _group_partition(broker, req):
+    from kafkatool.broker.group.persistence import OFFSETS_TOPIC
+
+    if not req.group_id:
+        return None
+    return (OFFSETS_TOPIC, txn_coordinator(broker).group_coordinator().partition_for(req.group_id))
+
+
 def register(router) -> None:
     handlers = {
         61: handle_describe_producers,
-        22: handle_init_producer_id,
-        24: handle_add_partitions_to_txn,
-        25: handle_add_offsets_to_txn,
-        26: handle_end_txn,
-        28: handle_txn_offset_commit,
+        22: _replicated(handle_init_producer_id, _txn_partition),
+        24: _replicated(handle_add_partitions_to_txn, _txn_partition),
+        25: _replicated(handle_add_offsets_to_txn, _txn_partition),
+        26: _replicated(handle_end_txn, _txn_partition),
+        28: _replicated(handle_txn_offset_commit, _group_partition),
         65: handle_describe_transactions,
         66: handle_list_transactions,
     }

@@ -14,8 +14,10 @@ def check_transactional_produce(broker, tp: tuple[str, int], batch):
     if batch.is_transactional:
         from kafkatool.broker.txn.coordinator import txn_coordinator
 
-        if not broker.config.bool("transaction.partition.verification.enable"):
-            # KIP-890's verification off: the log's producer state (epochs, sequences) decides
+        if not broker.config.bool("transaction.partition.verification.enable") or broker.replicas is not None:
+            # KIP-890's verification off, or cluster mode (the coordinator is usually another
+            # broker; verification would need AddPartitionsToTxn v4 between brokers): the log's
+            # producer state (epochs, sequences) decides, as in Kafka before 3.6
             return None
 
         return txn_coordinator(broker).check_transactional_produce(

@@ -94,6 +94,23 @@ class TransactionCoordinator:
         self.by_producer: dict[int, TxnMetadata] = {}
         self.loaded = False
         self._tasks: list[asyncio.Task] = []
+        #: cluster mode: transactional ids whose markers are being written (async)
+        self._completing: set[str] = set()
+
+    @property
+    def clustered(self) -> bool:
+        return self.broker.replicas is not None
+
+    def _owns(self, transactional_id: str) -> None:
+        """Cluster mode: only the leader of the id's ``__transaction_state`` partition serves it."""
+        if not self.clustered:
+            return
+        if self.broker.topic(S.TRANSACTION_STATE_TOPIC) is None:
+            raise TxnError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if not self.broker.replicas.is_leader(
+            S.TRANSACTION_STATE_TOPIC, self.partition_for(transactional_id)
+        ):
+            raise TxnError(ErrorCode.NOT_COORDINATOR)
 
     # ------------------------------------------------------------------ configuration
     def cfg(self, name: str) -> int:
@@ -119,16 +136,32 @@ class TransactionCoordinator:
             return
         self.loaded = True
         t = self.broker.topic(S.TRANSACTION_STATE_TOPIC)
-        if t is None:
-            return
+        if t is None or self.clustered:
+            return  # cluster mode: partitions load when this broker becomes their leader
+        self._load_partitions(list(range(t.partitions)))
+
+    def on_leadership_change(self, leaders: list[int], followers: list[int]) -> None:
+        """TransactionCoordinator.onElection / onResignation for ``__transaction_state``."""
+        lost = set(followers)
+        for md in list(self.txns.values()):
+            if self.partition_for(md.transactional_id) in lost:
+                del self.txns[md.transactional_id]
+                if self.by_producer.get(md.producer_id) is md:
+                    del self.by_producer[md.producer_id]
+        if leaders:
+            self._load_partitions(leaders)
+
+    def _load_partitions(self, partitions: list[int]) -> None:
         t0 = time.monotonic()
         loader = S.StateLoader()
-        for p in range(t.partitions):
+        for p in partitions:
             lg = self.broker.get_log(S.TRANSACTION_STATE_TOPIC, p)
             if lg is None:
                 continue
+            # a new cluster leader reads to its log end (its high watermark may lag)
+            upper = lg.log_end_offset if self.clustered else lg.high_watermark
             for batch in lg.batches():
-                if batch.base_offset >= lg.high_watermark:
+                if batch.base_offset >= upper:
                     break
                 loader.feed(batch)
         for msg in loader.skipped:
@@ -158,7 +191,7 @@ class TransactionCoordinator:
         if self.broker.read_only:
             return
         # Kafka's coordinator resends the markers of transactions loaded in Prepare*
-        for md in list(self.txns.values()):
+        for md in [self.txns[tid] for tid in loader.txns if tid in self.txns]:
             try:
                 if md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
                     self._complete(md, md.state == S.PREPARE_COMMIT)
@@ -241,17 +274,32 @@ class TransactionCoordinator:
         if self.broker.read_only:
             raise TxnError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "read-only broker")
         n = self.num_partitions
-        self.broker.create_topic(
-            S.TRANSACTION_STATE_TOPIC,
-            n,
-            {
-                "cleanup.policy": "compact",
-                "compression.type": "uncompressed",
-                "segment.bytes": str(self.cfg("transaction.state.log.segment.bytes")),
-                "unclean.leader.election.enable": "false",
-                "min.insync.replicas": "1",
-            },
-        )
+        configs = {
+            "cleanup.policy": "compact",
+            "compression.type": "uncompressed",
+            "segment.bytes": str(self.cfg("transaction.state.log.segment.bytes")),
+            "unclean.leader.election.enable": "false",
+            "min.insync.replicas": "1",
+        }
+        if self.clustered:
+            # replication factor capped by the live brokers at first creation; the leaders come
+            # from the controller, so the client is told to come back
+            live = len(self.broker.replicas.live_brokers)
+            rf = max(1, min(self.broker.config.int("transaction.state.log.replication.factor"), live))
+            configs["min.insync.replicas"] = str(
+                min(self.broker.config.int("transaction.state.log.min.isr"), rf)
+            )
+            try:
+                self.broker.create_topic(S.TRANSACTION_STATE_TOPIC, n, configs, replication_factor=rf)
+                log.info(
+                    "created %s with %d partitions, replication factor %d", S.TRANSACTION_STATE_TOPIC, n, rf
+                )
+            except KafkatoolError as exc:
+                log.debug("creating %s: %s", S.TRANSACTION_STATE_TOPIC, exc)
+            raise TxnError(
+                ErrorCode.COORDINATOR_NOT_AVAILABLE, "the transaction state topic is being created"
+            )
+        self.broker.create_topic(S.TRANSACTION_STATE_TOPIC, n, configs)
         log.info("created %s with %d partitions", S.TRANSACTION_STATE_TOPIC, n)
 
     def _persist(self, md: TxnMetadata) -> None:
@@ -296,6 +344,7 @@ class TransactionCoordinator:
     ) -> tuple[int, int]:
         """(producer id, epoch), or raises TxnError (PRODUCER_FENCED is mapped by the caller)."""
         self.load()
+        self._owns(transactional_id)
         if timeout_ms <= 0 or timeout_ms > self.cfg("transaction.max.timeout.ms"):
             raise TxnError(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
         if self.broker.read_only:
@@ -363,6 +412,7 @@ class TransactionCoordinator:
     # ------------------------------------------------------------------ AddPartitions / AddOffsets
     def _check_producer(self, transactional_id: str, producer_id: int, producer_epoch: int) -> TxnMetadata:
         self.load()
+        self._owns(transactional_id)
         md = self.txns.get(transactional_id)
         if md is None or md.producer_id != producer_id:
             raise TxnError(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
@@ -420,6 +470,13 @@ class TransactionCoordinator:
 
     def _complete(self, md: TxnMetadata, commit: bool) -> None:
         """WriteTxnMarkers to every partition, then persist Complete*."""
+        if self.clustered:
+            if md.transactional_id not in self._completing:
+                self._completing.add(md.transactional_id)
+                task = asyncio.get_running_loop().create_task(self._complete_in_cluster(md, commit))
+                self._tasks.append(task)
+                task.add_done_callback(lambda t: t in self._tasks and self._tasks.remove(t))
+            return
         self.write_markers(
             md.producer_id, md.producer_epoch, commit, sorted(md.partitions), self.coordinator_epoch(md)
         )
@@ -431,6 +488,46 @@ class TransactionCoordinator:
             md.producer_id,
             md.producer_epoch,
         )
+
+    async def _complete_in_cluster(self, md: TxnMetadata, commit: bool) -> None:
+        """TransactionMarkerChannelManager: the markers go to each partition's leader
+        (WriteTxnMarkers; a direct append where this broker leads), retried until every leader
+        has them in its ISR; then Complete* is written.  EndTxn was answered after Prepare*."""
+        from kafkatool.broker.cluster import txn_markers
+
+        tid = md.transactional_id
+        done: set = set()
+        try:
+            for attempt in range(600):
+                if self.txns.get(tid) is not md or md.state not in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+                    return  # unloaded (leadership moved) or finished meanwhile
+                done = await txn_markers.send_markers(
+                    self,
+                    md.producer_id,
+                    md.producer_epoch,
+                    commit,
+                    sorted(md.partitions),
+                    self.coordinator_epoch(md),
+                    done,
+                )
+                if done:
+                    break
+                await asyncio.sleep(min(0.1 * (attempt + 1), 1.0))
+            else:
+                log.warning("markers of %s not written after 600 attempts; retried by the timeout task", tid)
+                return
+            self._transit(md, state=S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT, partitions=set())
+            log.info(
+                "transaction %s %s producer_id=%d epoch=%d",
+                tid,
+                "committed" if commit else "aborted",
+                md.producer_id,
+                md.producer_epoch,
+            )
+        except TxnError as exc:
+            log.warning("could not complete the transaction of %s: %s", tid, exc)
+        finally:
+            self._completing.discard(tid)
 
     def write_markers(
         self,
