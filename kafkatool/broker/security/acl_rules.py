@@ -747,10 +747,6 @@ def _delete_groups(ctx, req, handler):
     return _then(handler(ctx, req), add)
 
 
-def _topics_of_list(attr="topics", name="name"):
-    return lambda ctx, req: [getattr(t, name) for t in getattr(req, attr) or []]
-
-
 def _describe_topic_partitions(ctx, req, handler):
     names = [t.name for t in req.topics or []]
     req.topics = [t for t in req.topics or [] if allowed(ctx, A.DESCRIBE, A.TOPIC, t.name)]
@@ -795,9 +791,83 @@ def _consumer_group_describe(ctx, req, handler):
 
 
 def _offset_delete(ctx, req, handler):
+    """KafkaApis.handleOffsetDeleteRequest: DELETE on the group, else GROUP_AUTHORIZATION_FAILED at
+    the top level and no topics (OffsetDeleteRequest.getErrorResponse); then READ per topic, a
+    denied topic's partitions answering TOPIC_AUTHORIZATION_FAILED beside the coordinator's answer
+    for the others.  A top-level error of the coordinator (an unknown group, say) is the whole
+    answer, as OffsetDeleteResponse.Builder.merge keeps it alone."""
+    from kafkatool.protocol.generated import offset_delete_response as R
+
     if not allowed(ctx, A.DELETE, A.GROUP, req.group_id):
-        return _error_response(ctx, req, handler, E.GROUP_AUTHORIZATION_FAILED)
-    return _all_topics(A.READ, _topics_of_list())(ctx, req, handler)
+        return R.OffsetDeleteResponse(
+            error_code=int(E.GROUP_AUTHORIZATION_FAILED), throttle_time_ms=0, topics=[]
+        )
+    kept, denied = _split(ctx, req.topics or [], lambda t: t.name, A.READ)
+    if not denied:
+        return handler(ctx, req)
+    req.topics = kept
+
+    def merge(resp):
+        if resp.error_code == 0:
+            unauthorized = [
+                R.OffsetDeleteResponseTopic(
+                    name=t.name,
+                    partitions=[
+                        R.OffsetDeleteResponsePartition(
+                            partition_index=p.partition_index, error_code=int(E.TOPIC_AUTHORIZATION_FAILED)
+                        )
+                        for p in t.partitions or []
+                    ],
+                )
+                for t in denied
+            ]
+            resp.topics = unauthorized + list(resp.topics or [])
+        return resp
+
+    return _then(handler(ctx, req), merge)
+
+
+#: Errors.TOPIC_AUTHORIZATION_FAILED's message, which ApiError carries where a response has one
+TOPIC_AUTHORIZATION_FAILED_MESSAGE = "Topic authorization failed."
+
+
+def _describe_producers(ctx, req, handler):
+    """KafkaApis.handleDescribeProducersRequest: a valid topic name without READ answers
+    TOPIC_AUTHORIZATION_FAILED on each of its partitions (whether the topic exists is not told);
+    the other topics are served; the answer keeps the request's topic order."""
+    from kafkatool.broker.metadata import topic_name_error
+    from kafkatool.protocol.generated import describe_producers_response as R
+
+    topics = list(req.topics or [])
+    # an invalid name is refused for what it is before any ACL is asked (Kafka's checkValidTopic)
+    checked = [t for t in topics if topic_name_error(t.name or "") is None]
+    _, denied = _split(ctx, checked, lambda t: t.name, A.READ)
+    if not denied:
+        return handler(ctx, req)
+    denied_ids = {id(t) for t in denied}
+    req.topics = [t for t in topics if id(t) not in denied_ids]
+
+    def merge(resp):
+        served = list(resp.topics or [])
+        out = []
+        for t in topics:
+            if id(t) in denied_ids:
+                parts = [
+                    R.PartitionResponse(
+                        partition_index=p,
+                        error_code=int(E.TOPIC_AUTHORIZATION_FAILED),
+                        error_message=TOPIC_AUTHORIZATION_FAILED_MESSAGE,
+                        active_producers=[],
+                    )
+                    for p in t.partition_indexes or []
+                ]
+                out.append(R.TopicResponse(name=t.name, partitions=parts))
+            elif served:
+                out.append(served.pop(0))
+        resp.topics = out + served
+        return resp
+
+    return _then(handler(ctx, req), merge)
 
 
 RULES = {
@@ -851,7 +921,7 @@ RULES = {
     50: _cluster_whole(A.DESCRIBE),
     51: _cluster_whole(A.ALTER),
     60: lambda ctx, req, handler: handler(ctx, req),  # DescribeCluster: brokers only, as Metadata
-    61: _all_topics(A.READ, _topics_of_list()),
+    61: _describe_producers,
     65: _describe_transactions,
     66: _list_transactions,
     68: _consumer_group_heartbeat,
