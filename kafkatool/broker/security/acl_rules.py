@@ -131,23 +131,32 @@ def _name(t) -> str:
 # ----------------------------------------------------------------------------- the rules
 
 
+def _acks0_failed(failed: dict[tuple[str, int], int]):
+    """A failed acks=0 produce has no answer: Kafka closes the connection (the client learns
+    something went wrong and refreshes its metadata); ProduceRequest.getErrorResponse is null."""
+    from kafkatool.broker.network import CloseConnection
+
+    summary = ", ".join(f"{t}-{p}: {E(code).name}" for (t, p), code in failed.items())
+    return CloseConnection(f"error during produce request with acks=0 ({summary})")
+
+
 def _produce(ctx, req, handler):
+    from kafkatool.protocol.generated import ProduceResponse
     from kafkatool.protocol.generated.produce_response import PartitionProduceResponse, TopicProduceResponse
 
     if req.transactional_id is not None and not allowed(
         ctx, A.WRITE, A.TRANSACTIONAL_ID, req.transactional_id
     ):
+        code = int(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        if req.acks == 0:
+            raise _acks0_failed({(t.name, p.index): code for t in req.topic_data for p in t.partition_data})
         resp_topics = []
         for t in req.topic_data:
             parts = [
-                PartitionProduceResponse(
-                    index=p.index, error_code=int(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), base_offset=-1
-                )
+                PartitionProduceResponse(index=p.index, error_code=code, base_offset=-1)
                 for p in t.partition_data
             ]
             resp_topics.append(TopicProduceResponse(name=t.name, partition_responses=parts))
-        from kafkatool.protocol.generated import ProduceResponse
-
         return ProduceResponse(responses=resp_topics, throttle_time_ms=0)
     add = _partitions_response(
         "responses", TopicProduceResponse, PartitionProduceResponse, "name", "partition_responses", "index",
@@ -156,14 +165,27 @@ def _produce(ctx, req, handler):
     kept, denied = _split(ctx, req.topic_data, lambda t: t.name, A.WRITE)
     if not denied:
         return handler(ctx, req)
-    if not kept:
-        from kafkatool.protocol.generated import ProduceResponse
+    if req.acks == 0:
+        # the allowed partitions are appended first (Kafka answers for all of them at once); a
+        # failure among them closes the connection in the handler already
+        failed = {
+            (t.name, p.index): int(E.TOPIC_AUTHORIZATION_FAILED) for t in denied for p in t.partition_data
+        }
 
+        if not kept:
+            raise _acks0_failed(failed)
+
+        def close(_):
+            raise _acks0_failed(failed)
+
+        req.topic_data = kept
+        return _then(handler(ctx, req), close)
+    if not kept:
         resp = ProduceResponse(responses=[], throttle_time_ms=0)
         add(resp, denied, ctx)
-        return resp if req.acks != 0 else None
+        return resp
     req.topic_data = kept
-    return _then(handler(ctx, req), lambda resp: resp if resp is None else (add(resp, denied, ctx) or resp))
+    return _then(handler(ctx, req), lambda resp: add(resp, denied, ctx) or resp)
 
 
 def _fetch(ctx, req, handler):

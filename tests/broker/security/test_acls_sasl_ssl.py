@@ -452,3 +452,55 @@ def test_offset_delete_per_topic(tls_secured):
         assert [(tp.topic, tp.partition) for tp in left if tp.offset >= 0] == []
     finally:
         _drop_anonymous_acls(admin)
+
+
+def test_denied_acks0_produce_closes_the_connection(tls_secured):
+    """A Produce with acks=0 has no answer, so a denied one closes the connection as Kafka closes it
+    for any failed acks=0 produce: a topic without WRITE, a transactional id without WRITE, or one
+    denied topic beside an allowed one (whose records are appended first)."""
+    from kafkatool.formats import records as R
+    from kafkatool.protocol.apis import API_BY_KEY
+    from kafkatool.protocol.generated.produce_request import PartitionProduceData, TopicProduceData
+    from tests.broker.wire import WireClient
+
+    b = tls_secured
+    admin = AdminClient(_conf(b, "admin"))
+
+    def produce0(topics, transactional_id=None):
+        batch = R.build_record_batch(
+            [R.SimpleRecord(b"v", b"k", [], int(time.time() * 1000))],
+            producer_id=7 if transactional_id else -1,
+            producer_epoch=0 if transactional_id else -1,
+            base_sequence=0 if transactional_id else -1,
+            is_transactional=transactional_id is not None,
+        )
+        data = [TopicProduceData(name=t, partition_data=[PartitionProduceData(index=0, records=batch)]) for t in topics]  # fmt: skip
+        req = API_BY_KEY[0].request(
+            transactional_id=transactional_id, acks=0, timeout_ms=5000, topic_data=data
+        )
+        c = WireClient(b.bootstrap)
+        c.send(0, 9, req)
+        return c
+
+    def end_offset():
+        cons = ck.Consumer(_conf(b, "admin", **{"group.id": "acks0-check"}))
+        try:
+            return cons.get_watermark_offsets(ck.TopicPartition("ledger", 0), timeout=10)[1]
+        finally:
+            cons.close()
+
+    try:
+        for topics, tid in ((["ledger"], None), (["ledger"], "tx-anon")):
+            with produce0(topics, tid) as c:
+                assert c.closed_by_peer(5), (topics, tid)
+        acl = _allow(ResourceType.TOPIC, "ledger", "User:ANONYMOUS", AclOperation.WRITE)
+        admin.create_acls([acl])[acl].result(15)
+        before = end_offset()
+        with produce0(["ledger"]) as c:  # allowed: no answer, the connection stays
+            assert not c.closed_by_peer(1)
+            assert c.api_versions().error_code == 0
+        with produce0(["ledger", "hidden"]) as c:
+            assert c.closed_by_peer(5)
+        assert end_offset() == before + 2
+    finally:
+        _drop_anonymous_acls(admin)
