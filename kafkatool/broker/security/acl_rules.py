@@ -27,11 +27,7 @@ from kafkatool.protocol.errors import ErrorCode as E
 log = logging.getLogger("kafkatool.broker.security")
 
 
-def _who(ctx) -> tuple[str, str]:
-    conn = ctx.connection
-    host = getattr(conn, "peer", "") or ""
-    host = host.rsplit(":", 1)[0].strip("[]")
-    return getattr(conn, "principal", "User:ANONYMOUS"), host
+_who = A.requester
 
 
 def allowed(ctx, op: int, rtype: int, name: str) -> bool:
