@@ -10,6 +10,7 @@ from kafkatool.broker import config as C
 from kafkatool.broker.handlers.metadata import AUTHORIZED_OPS_OMITTED, from_wire_uuid, wire_uuid
 from kafkatool.broker.metadata import topic_name_error
 from kafkatool.broker.read_only import READ_ONLY_MSG
+from kafkatool.broker.security import acl
 from kafkatool.formats.schema import ZERO_UUID
 from kafkatool.protocol.errors import ErrorCode
 from kafkatool.protocol.generated import (
@@ -579,7 +580,9 @@ def handle_describe_cluster(ctx, req):
         cluster_id=broker.metadata.cluster_id,
         controller_id=broker.node_id,
         brokers=[DescribeClusterBroker(broker_id=broker.node_id, host=host, port=port, rack=None)],
-        cluster_authorized_operations=AUTHORIZED_OPS_OMITTED,
+        cluster_authorized_operations=acl.authorized_operations(ctx, acl.CLUSTER, acl.CLUSTER_NAME)
+        if req.include_cluster_authorized_operations
+        else AUTHORIZED_OPS_OMITTED,
     )
 
 

@@ -19,6 +19,7 @@ from kafkatool.broker.group.coordinator import group_coordinator as coordinator
 from kafkatool.broker.group.offsets import NO_LEADER_EPOCH, NO_OFFSET, OffsetAndMetadata
 from kafkatool.broker.group.persistence import OFFSETS_TOPIC
 from kafkatool.broker.handlers.metadata import node_endpoint
+from kafkatool.broker.security import acl
 from kafkatool.protocol.errors import ErrorCode
 from kafkatool.protocol.generated import (
     ConsumerGroupDescribeResponse,
@@ -92,8 +93,6 @@ VERSIONS = {
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
 AUTHORIZED_OPS_OMITTED = -(2**31)
-#: READ, DELETE, DESCRIBE: what a group allows without an authorizer (AclOperation codes 3, 6, 8)
-GROUP_AUTHORIZED_OPS = (1 << 3) | (1 << 6) | (1 << 8)
 DEFAULT_TIMESTAMP = -1
 DEFAULT_RETENTION_TIME = -1
 
@@ -465,7 +464,9 @@ def handle_describe_groups(ctx, req):
                     )
                     for mid, iid, cid, host, meta, assignment in s.members
                 ],
-                authorized_operations=GROUP_AUTHORIZED_OPS if include_ops else AUTHORIZED_OPS_OMITTED,
+                authorized_operations=acl.authorized_operations(ctx, acl.GROUP, gid)
+                if include_ops and err == 0
+                else AUTHORIZED_OPS_OMITTED,
             )
         )
     return DescribeGroupsResponse(throttle_time_ms=0, groups=out)
@@ -607,7 +608,9 @@ def handle_consumer_group_describe(ctx, req):
                     )
                     for m in d["members"]
                 ],
-                authorized_operations=GROUP_AUTHORIZED_OPS if include_ops else AUTHORIZED_OPS_OMITTED,
+                authorized_operations=acl.authorized_operations(ctx, acl.GROUP, gid)
+                if include_ops
+                else AUTHORIZED_OPS_OMITTED,
             )
         )
     return ConsumerGroupDescribeResponse(throttle_time_ms=0, groups=out)

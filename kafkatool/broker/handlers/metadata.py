@@ -6,6 +6,7 @@ import logging
 
 from kafkatool.broker import read_only
 from kafkatool.broker.metadata import INTERNAL_TOPICS, topic_name_error
+from kafkatool.broker.security import acl
 from kafkatool.errors import KafkatoolError
 from kafkatool.formats.schema import ZERO_UUID
 from kafkatool.formats.uuid import Uuid
@@ -210,13 +211,19 @@ def handle_metadata(ctx, req):
                 )
                 continue
             topics_out.append(topic_entry(broker, t))
+    if v >= 8 and req.include_topic_authorized_operations:  # not an unknown id's nor a refused one's
+        for t in topics_out:
+            if t.name is not None and t.error_code != ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+                t.topic_authorized_operations = acl.authorized_operations(ctx, acl.TOPIC, t.name)
     return MetadataResponse(
         throttle_time_ms=0,
         brokers=brokers(broker, ctx.connection),
         cluster_id=broker.metadata.cluster_id,
         controller_id=controller_id(broker),
         topics=topics_out,
-        cluster_authorized_operations=AUTHORIZED_OPS_OMITTED,
+        cluster_authorized_operations=acl.authorized_operations(ctx, acl.CLUSTER, acl.CLUSTER_NAME)
+        if 8 <= v <= 10 and req.include_cluster_authorized_operations
+        else AUTHORIZED_OPS_OMITTED,
     )
 
 
@@ -287,7 +294,7 @@ def handle_describe_topic_partitions(ctx, req):
                 topic_id=wire_uuid(t.topic_id),
                 is_internal=t.is_internal,
                 partitions=parts,
-                topic_authorized_operations=AUTHORIZED_OPS_OMITTED,
+                topic_authorized_operations=acl.authorized_operations(ctx, acl.TOPIC, name),
             )
         )
         if end < t.partitions:

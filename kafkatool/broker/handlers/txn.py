@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 
 from kafkatool.broker.group.offsets import NO_LEADER_EPOCH, OffsetAndMetadata
+from kafkatool.broker.metadata import topic_name_error
 from kafkatool.broker.txn import state_log as S
 from kafkatool.broker.txn.coordinator import TxnError, txn_coordinator
 from kafkatool.broker.txn.offsets import txn_commit_offsets
@@ -294,7 +295,18 @@ def handle_describe_producers(ctx, req):
     topics = []
     for rt in req.topics:
         parts = []
+        invalid = topic_name_error(rt.name or "")
         for p in rt.partition_indexes:
+            if invalid is not None:  # Kafka's checkValidTopic, before the topic is looked up
+                parts.append(
+                    ProducersPartition(
+                        partition_index=p,
+                        error_code=ErrorCode.INVALID_TOPIC_EXCEPTION,
+                        error_message=f"Invalid topic: {invalid}",
+                        active_producers=[],
+                    )
+                )
+                continue
             lg = broker.get_log(rt.name, p) if broker.topic(rt.name) is not None else None
             if lg is None:
                 parts.append(

@@ -286,6 +286,35 @@ class Authorizer:
         return [b for b in self.acls if f.matches(b)]
 
 
+def requester(ctx) -> tuple[str, str]:
+    """(principal, host) of a request as ACLs match them: the connection's principal and the
+    peer's address without its port."""
+    conn = ctx.connection
+    host = getattr(conn, "peer", "") or ""
+    host = host.rsplit(":", 1)[0].strip("[]")
+    return getattr(conn, "principal", "User:ANONYMOUS"), host
+
+
+def authorized_operations(ctx, resource_type: int, name: str) -> int:
+    """The authorized-operations bitfield of a resource for the requester (AuthHelper
+    .authorizedOperations): bit N set for each operation code N of the type's supported operations
+    (AclEntry.supportedOperations) that the authorizer allows on the resource, implied operations
+    included; every supported operation without an authorizer.  Metadata (v8-v10) and
+    DescribeCluster tell the cluster's operations only to who may DESCRIBE the cluster (0 to
+    others); the topics and groups asked about have passed their API's DESCRIBE check already."""
+    ops = SUPPORTED_OPERATIONS[resource_type]
+    auth = getattr(ctx.broker, "authorizer", None)
+    if auth is not None:
+        principal, host = requester(ctx)
+        if resource_type == CLUSTER and not auth.authorize(principal, host, DESCRIBE, CLUSTER, name):
+            return 0
+        ops = {op for op in ops if auth.authorize(principal, host, op, resource_type, name)}
+    bits = 0
+    for op in ops:
+        bits |= 1 << op
+    return bits
+
+
 def binding_json(b: AclBinding) -> dict:
     return asdict(b)
 

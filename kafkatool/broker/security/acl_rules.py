@@ -27,11 +27,7 @@ from kafkatool.protocol.errors import ErrorCode as E
 log = logging.getLogger("kafkatool.broker.security")
 
 
-def _who(ctx) -> tuple[str, str]:
-    conn = ctx.connection
-    host = getattr(conn, "peer", "") or ""
-    host = host.rsplit(":", 1)[0].strip("[]")
-    return getattr(conn, "principal", "User:ANONYMOUS"), host
+_who = A.requester
 
 
 def allowed(ctx, op: int, rtype: int, name: str) -> bool:
@@ -131,23 +127,32 @@ def _name(t) -> str:
 # ----------------------------------------------------------------------------- the rules
 
 
+def _acks0_failed(failed: dict[tuple[str, int], int]):
+    """A failed acks=0 produce has no answer: Kafka closes the connection (the client learns
+    something went wrong and refreshes its metadata); ProduceRequest.getErrorResponse is null."""
+    from kafkatool.broker.network import CloseConnection
+
+    summary = ", ".join(f"{t}-{p}: {E(code).name}" for (t, p), code in failed.items())
+    return CloseConnection(f"error during produce request with acks=0 ({summary})")
+
+
 def _produce(ctx, req, handler):
+    from kafkatool.protocol.generated import ProduceResponse
     from kafkatool.protocol.generated.produce_response import PartitionProduceResponse, TopicProduceResponse
 
     if req.transactional_id is not None and not allowed(
         ctx, A.WRITE, A.TRANSACTIONAL_ID, req.transactional_id
     ):
+        code = int(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        if req.acks == 0:
+            raise _acks0_failed({(t.name, p.index): code for t in req.topic_data for p in t.partition_data})
         resp_topics = []
         for t in req.topic_data:
             parts = [
-                PartitionProduceResponse(
-                    index=p.index, error_code=int(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), base_offset=-1
-                )
+                PartitionProduceResponse(index=p.index, error_code=code, base_offset=-1)
                 for p in t.partition_data
             ]
             resp_topics.append(TopicProduceResponse(name=t.name, partition_responses=parts))
-        from kafkatool.protocol.generated import ProduceResponse
-
         return ProduceResponse(responses=resp_topics, throttle_time_ms=0)
     add = _partitions_response(
         "responses", TopicProduceResponse, PartitionProduceResponse, "name", "partition_responses", "index",
@@ -156,14 +161,27 @@ def _produce(ctx, req, handler):
     kept, denied = _split(ctx, req.topic_data, lambda t: t.name, A.WRITE)
     if not denied:
         return handler(ctx, req)
-    if not kept:
-        from kafkatool.protocol.generated import ProduceResponse
+    if req.acks == 0:
+        # the allowed partitions are appended first (Kafka answers for all of them at once); a
+        # failure among them closes the connection in the handler already
+        failed = {
+            (t.name, p.index): int(E.TOPIC_AUTHORIZATION_FAILED) for t in denied for p in t.partition_data
+        }
 
+        if not kept:
+            raise _acks0_failed(failed)
+
+        def close(_):
+            raise _acks0_failed(failed)
+
+        req.topic_data = kept
+        return _then(handler(ctx, req), close)
+    if not kept:
         resp = ProduceResponse(responses=[], throttle_time_ms=0)
         add(resp, denied, ctx)
-        return resp if req.acks != 0 else None
+        return resp
     req.topic_data = kept
-    return _then(handler(ctx, req), lambda resp: resp if resp is None else (add(resp, denied, ctx) or resp))
+    return _then(handler(ctx, req), lambda resp: add(resp, denied, ctx) or resp)
 
 
 def _fetch(ctx, req, handler):
@@ -747,10 +765,6 @@ def _delete_groups(ctx, req, handler):
     return _then(handler(ctx, req), add)
 
 
-def _topics_of_list(attr="topics", name="name"):
-    return lambda ctx, req: [getattr(t, name) for t in getattr(req, attr) or []]
-
-
 def _describe_topic_partitions(ctx, req, handler):
     names = [t.name for t in req.topics or []]
     req.topics = [t for t in req.topics or [] if allowed(ctx, A.DESCRIBE, A.TOPIC, t.name)]
@@ -795,9 +809,83 @@ def _consumer_group_describe(ctx, req, handler):
 
 
 def _offset_delete(ctx, req, handler):
+    """KafkaApis.handleOffsetDeleteRequest: DELETE on the group, else GROUP_AUTHORIZATION_FAILED at
+    the top level and no topics (OffsetDeleteRequest.getErrorResponse); then READ per topic, a
+    denied topic's partitions answering TOPIC_AUTHORIZATION_FAILED beside the coordinator's answer
+    for the others.  A top-level error of the coordinator (an unknown group, say) is the whole
+    answer, as OffsetDeleteResponse.Builder.merge keeps it alone."""
+    from kafkatool.protocol.generated import offset_delete_response as R
+
     if not allowed(ctx, A.DELETE, A.GROUP, req.group_id):
-        return _error_response(ctx, req, handler, E.GROUP_AUTHORIZATION_FAILED)
-    return _all_topics(A.READ, _topics_of_list())(ctx, req, handler)
+        return R.OffsetDeleteResponse(
+            error_code=int(E.GROUP_AUTHORIZATION_FAILED), throttle_time_ms=0, topics=[]
+        )
+    kept, denied = _split(ctx, req.topics or [], lambda t: t.name, A.READ)
+    if not denied:
+        return handler(ctx, req)
+    req.topics = kept
+
+    def merge(resp):
+        if resp.error_code == 0:
+            unauthorized = [
+                R.OffsetDeleteResponseTopic(
+                    name=t.name,
+                    partitions=[
+                        R.OffsetDeleteResponsePartition(
+                            partition_index=p.partition_index, error_code=int(E.TOPIC_AUTHORIZATION_FAILED)
+                        )
+                        for p in t.partitions or []
+                    ],
+                )
+                for t in denied
+            ]
+            resp.topics = unauthorized + list(resp.topics or [])
+        return resp
+
+    return _then(handler(ctx, req), merge)
+
+
+#: Errors.TOPIC_AUTHORIZATION_FAILED's message, which ApiError carries where a response has one
+TOPIC_AUTHORIZATION_FAILED_MESSAGE = "Topic authorization failed."
+
+
+def _describe_producers(ctx, req, handler):
+    """KafkaApis.handleDescribeProducersRequest: a valid topic name without READ answers
+    TOPIC_AUTHORIZATION_FAILED on each of its partitions (whether the topic exists is not told);
+    the other topics are served; the answer keeps the request's topic order."""
+    from kafkatool.broker.metadata import topic_name_error
+    from kafkatool.protocol.generated import describe_producers_response as R
+
+    topics = list(req.topics or [])
+    # an invalid name is refused for what it is before any ACL is asked (Kafka's checkValidTopic)
+    checked = [t for t in topics if topic_name_error(t.name or "") is None]
+    _, denied = _split(ctx, checked, lambda t: t.name, A.READ)
+    if not denied:
+        return handler(ctx, req)
+    denied_ids = {id(t) for t in denied}
+    req.topics = [t for t in topics if id(t) not in denied_ids]
+
+    def merge(resp):
+        served = list(resp.topics or [])
+        out = []
+        for t in topics:
+            if id(t) in denied_ids:
+                parts = [
+                    R.PartitionResponse(
+                        partition_index=p,
+                        error_code=int(E.TOPIC_AUTHORIZATION_FAILED),
+                        error_message=TOPIC_AUTHORIZATION_FAILED_MESSAGE,
+                        active_producers=[],
+                    )
+                    for p in t.partition_indexes or []
+                ]
+                out.append(R.TopicResponse(name=t.name, partitions=parts))
+            elif served:
+                out.append(served.pop(0))
+        resp.topics = out + served
+        return resp
+
+    return _then(handler(ctx, req), merge)
 
 
 RULES = {
@@ -851,7 +939,7 @@ RULES = {
     50: _cluster_whole(A.DESCRIBE),
     51: _cluster_whole(A.ALTER),
     60: lambda ctx, req, handler: handler(ctx, req),  # DescribeCluster: brokers only, as Metadata
-    61: _all_topics(A.READ, _topics_of_list()),
+    61: _describe_producers,
     65: _describe_transactions,
     66: _list_transactions,
     68: _consumer_group_heartbeat,

@@ -84,3 +84,58 @@ def test_super_users_bypass_both_decisions(tmp_path):
 )
 def test_authorize_action(tmp_path, acls, op, name, expected):
     assert _auth(tmp_path, acls).authorize(ALICE, HOST, op, A.TOPIC, name) is expected
+
+
+def _requester(auth, principal=ALICE):
+    from types import SimpleNamespace
+
+    conn = SimpleNamespace(principal=principal, peer=f"{HOST}:50000")
+    return SimpleNamespace(broker=SimpleNamespace(authorizer=auth), connection=conn)
+
+
+def _bits(*ops) -> int:
+    return sum(1 << op for op in ops)
+
+
+TOPIC_ALL = _bits(*A.SUPPORTED_OPERATIONS[A.TOPIC])
+CLUSTER_ALL = _bits(*A.SUPPORTED_OPERATIONS[A.CLUSTER])
+
+
+@pytest.mark.parametrize(
+    "acls,everyone,rtype,name,expected",
+    [
+        ([_b("t", A.ALL)], False, A.TOPIC, "t", TOPIC_ALL),
+        ([_b("t", A.READ)], False, A.TOPIC, "t", _bits(A.READ, A.DESCRIBE)),  # READ implies DESCRIBE
+        ([_b("t", A.ALTER_CONFIGS)], False, A.TOPIC, "t", _bits(A.ALTER_CONFIGS, A.DESCRIBE_CONFIGS)),
+        ([_b("t", A.ALL), _b("t", A.WRITE, A.DENY)], False, A.TOPIC, "t", TOPIC_ALL & ~_bits(A.WRITE)),
+        ([_b("t", A.ALL)], False, A.TOPIC, "other", 0),
+        ([], True, A.TOPIC, "t", TOPIC_ALL),  # allow.everyone.if.no.acl.found
+        ([_b("g", A.READ, rtype=A.GROUP)], False, A.GROUP, "g", _bits(A.READ, A.DESCRIBE)),
+        (
+            [_b("kafka-cluster", A.ALTER, rtype=A.CLUSTER)],
+            False,
+            A.CLUSTER,
+            "kafka-cluster",
+            _bits(A.ALTER, A.DESCRIBE),
+        ),  # fmt: skip
+        # the cluster's operations only to who may DESCRIBE it
+        (
+            [_b("kafka-cluster", A.IDEMPOTENT_WRITE, rtype=A.CLUSTER)],
+            False,
+            A.CLUSTER,
+            "kafka-cluster",
+            0,
+        ),  # fmt: skip
+    ],
+)
+def test_authorized_operations(tmp_path, acls, everyone, rtype, name, expected):
+    auth = _auth(tmp_path, acls, everyone=everyone)
+    assert A.authorized_operations(_requester(auth), rtype, name) == expected
+
+
+def test_authorized_operations_of_super_users_and_without_an_authorizer(tmp_path):
+    auth = _auth(tmp_path, [_b("*", A.ALL, A.DENY, principal="User:*")], supers="User:ops")
+    assert A.authorized_operations(_requester(auth, "User:ops"), A.TOPIC, "t") == TOPIC_ALL
+    assert A.authorized_operations(_requester(auth), A.TOPIC, "t") == 0
+    assert A.authorized_operations(_requester(None), A.CLUSTER, "kafka-cluster") == CLUSTER_ALL
+    assert A.authorized_operations(_requester(None), A.GROUP, "g") == _bits(A.READ, A.DESCRIBE, A.DELETE)

@@ -15,6 +15,7 @@ from kafkatool.cli import app
 from tests.broker.conftest import BrokerProcess, free_port
 
 ck = pytest.importorskip("confluent_kafka")
+from confluent_kafka import TopicCollection  # noqa: E402
 from confluent_kafka.admin import (  # noqa: E402
     AclBinding,
     AclBindingFilter,
@@ -230,6 +231,111 @@ def test_the_acls_command_live_and_offline(secured, tmp_path):
     finally:
         b2 = BrokerProcess(data, port=plain, extra=_opts(plain, sasl)).start()
         b.proc, b._log = b2.proc, b2._log
+
+
+#: AclEntry.supportedOperations: what a principal allowed everything gets, bit N for operation code N
+TOPIC_OPS = {"READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE", "DESCRIBE_CONFIGS", "ALTER_CONFIGS"}
+CLUSTER_OPS = {
+    "CREATE",
+    "ALTER",
+    "DESCRIBE",
+    "CLUSTER_ACTION",
+    "DESCRIBE_CONFIGS",
+    "ALTER_CONFIGS",
+    "IDEMPOTENT_WRITE",
+}
+GROUP_OPS = {"READ", "DELETE", "DESCRIBE"}
+OMITTED = -(2**31)
+
+
+def _bits(names) -> int:
+    return sum(1 << AclOperation[n].value for n in names)
+
+
+def _ops(described) -> set[str]:
+    return {op.name for op in described.authorized_operations or []}
+
+
+def _describe_all(conf: dict, topic: str, group: str) -> tuple[set, set, set]:
+    """(topic, cluster, group) authorized operations as confluent-kafka's AdminClient reads them."""
+    admin = AdminClient(conf)
+    t = admin.describe_topics(TopicCollection([topic]), include_authorized_operations=True)[topic].result(15)
+    c = admin.describe_cluster(include_authorized_operations=True).result(15)
+    g = admin.describe_consumer_groups([group], include_authorized_operations=True)[group].result(15)
+    return _ops(t), _ops(c), _ops(g)
+
+
+def _commit(conf: dict, group: str, topic: str) -> None:
+    c = ck.Consumer({**conf, "group.id": group, "enable.auto.commit": False})
+    try:
+        c.commit(offsets=[ck.TopicPartition(topic, 0, 0)], asynchronous=False)
+    finally:
+        c.close()
+
+
+def test_authorized_operations_without_an_authorizer(tmp_path):
+    """Asked for, the authorized operations are every operation Kafka supports on the resource
+    type; not asked for (or Metadata v11+ for the cluster), -2147483648."""
+    from kafkatool.protocol.apis import API_BY_KEY
+    from kafkatool.protocol.generated.describe_topic_partitions_request import TopicRequest as DescribeTopic
+    from kafkatool.protocol.generated.metadata_request import MetadataRequestTopic
+    from tests.broker.wire import WireClient
+
+    b = BrokerProcess(tmp_path / "data", extra=["num.partitions=1"]).start()
+    try:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        admin.create_topics([NewTopic("plain", 1, 1)])["plain"].result(15)
+        _commit({"bootstrap.servers": b.bootstrap}, "plain-g", "plain")
+        assert _describe_all({"bootstrap.servers": b.bootstrap}, "plain", "plain-g") == (
+            TOPIC_OPS,
+            CLUSTER_OPS,
+            GROUP_OPS,
+        )
+        md = API_BY_KEY[3].request
+        with WireClient(b.bootstrap) as c:
+            topics = [MetadataRequestTopic(name="plain")]
+            for v, ask_cluster, ask_topic, want in (
+                (8, True, True, (_bits(TOPIC_OPS), _bits(CLUSTER_OPS))),
+                (10, False, False, (OMITTED, OMITTED)),
+                (12, False, True, (_bits(TOPIC_OPS), OMITTED)),  # v11+ carries no cluster operations
+            ):
+                req = md(topics=topics, include_cluster_authorized_operations=ask_cluster, include_topic_authorized_operations=ask_topic)  # fmt: skip
+                r = c.request(3, v, req)
+                assert (r.topics[0].topic_authorized_operations, r.cluster_authorized_operations) == want, v
+            r = c.request(
+                15, 5, API_BY_KEY[15].request(groups=["plain-g"], include_authorized_operations=False)
+            )
+            assert r.groups[0].authorized_operations == OMITTED
+            for ask, want in ((True, _bits(CLUSTER_OPS)), (False, OMITTED)):
+                req = API_BY_KEY[60].request(include_cluster_authorized_operations=ask, endpoint_type=1)
+                assert c.request(60, 1, req).cluster_authorized_operations == want
+            # DescribeTopicPartitions always tells them (Kafka's DescribeTopicPartitionsRequestHandler)
+            r = c.request(75, 0, API_BY_KEY[75].request(topics=[DescribeTopic(name="plain")]))
+            assert r.topics[0].topic_authorized_operations == _bits(TOPIC_OPS)
+    finally:
+        b.stop()
+
+
+def test_authorized_operations_follow_the_acls(secured):
+    """Each operation the principal's ACLs allow on the resource (implied ones included), over the
+    operations the type supports; the cluster's only to who may DESCRIBE it (0 to the others)."""
+    from kafkatool.protocol.apis import API_BY_KEY
+    from tests.broker.wire import WireClient
+
+    _, plain, sasl, _ = secured
+    _commit(_conf(sasl, "alice"), "app-ops", "orders")
+    # alice: READ and WRITE on orders, READ on groups app-*; nothing on the cluster
+    assert _describe_all(_conf(sasl, "alice"), "orders", "app-ops") == (
+        {"READ", "WRITE", "DESCRIBE"},
+        set(),
+        {"READ", "DESCRIBE"},
+    )
+    assert _describe_all(_conf(sasl, "admin"), "orders", "app-ops") == (TOPIC_OPS, CLUSTER_OPS, GROUP_OPS)
+    with WireClient(f"127.0.0.1:{plain}") as c:  # User:ANONYMOUS: no ACL at all
+        r = c.request(3, 10, API_BY_KEY[3].request(topics=[], include_cluster_authorized_operations=True))
+        assert r.cluster_authorized_operations == 0
+        r = c.request(3, 10, API_BY_KEY[3].request(topics=[], include_cluster_authorized_operations=False))
+        assert r.cluster_authorized_operations == OMITTED
 
 
 def test_every_served_api_has_its_acl_rule():

@@ -365,3 +365,142 @@ def test_delete_records_per_topic(tls_secured):
     finally:
         flt = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, "User:ANONYMOUS", None, AclOperation.ANY, AclPermissionType.ANY)  # fmt: skip
         admin.delete_acls([flt])[flt].result(15)
+
+
+def _drop_anonymous_acls(admin) -> None:
+    flt = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, "User:ANONYMOUS", None, AclOperation.ANY, AclPermissionType.ANY)  # fmt: skip
+    admin.delete_acls([flt])[flt].result(15)
+
+
+def test_describe_producers_per_topic(tls_secured):
+    """DescribeProducers: READ per topic; a denied topic's partitions answer TOPIC_AUTHORIZATION_FAILED
+    (with Kafka's message) beside the served ones, in the request's order; an invalid name is
+    INVALID_TOPIC_EXCEPTION whatever the ACLs (Kafka validates the name first)."""
+    from kafkatool.protocol.apis import API_BY_KEY
+    from kafkatool.protocol.generated.describe_producers_request import TopicRequest
+    from tests.broker.wire import WireClient
+
+    b = tls_secured
+    admin = AdminClient(_conf(b, "admin"))
+    acl = _allow(ResourceType.TOPIC, "ledger", "User:ANONYMOUS", AclOperation.READ)
+    admin.create_acls([acl])[acl].result(15)
+    try:
+        with WireClient(b.bootstrap) as c:
+            topics = [
+                TopicRequest(name="hidden", partition_indexes=[0, 1]),
+                TopicRequest(name="ledger", partition_indexes=[0]),
+                TopicRequest(name="bad name!", partition_indexes=[0]),
+            ]
+            r = c.request(61, 0, API_BY_KEY[61].request(topics=topics))
+            got = [(t.name, [(p.partition_index, p.error_code) for p in t.partitions]) for t in r.topics]
+            assert got == [
+                ("hidden", [(0, 29), (1, 29)]),
+                ("ledger", [(0, 0)]),
+                ("bad name!", [(0, 17)]),
+            ], got
+            assert r.topics[0].partitions[0].error_message == "Topic authorization failed."
+    finally:
+        _drop_anonymous_acls(admin)
+
+
+def test_offset_delete_per_topic(tls_secured):
+    """OffsetDelete: DELETE on the group (else GROUP_AUTHORIZATION_FAILED at the top level, no
+    topics), then READ per topic: a denied topic's partitions answer TOPIC_AUTHORIZATION_FAILED
+    while the allowed ones are deleted; the coordinator's top-level error is the whole answer."""
+    from kafkatool.protocol.apis import API_BY_KEY
+    from kafkatool.protocol.generated.offset_delete_request import (
+        OffsetDeleteRequestPartition,
+        OffsetDeleteRequestTopic,
+    )
+    from tests.broker.wire import WireClient
+
+    b = tls_secured
+    admin = AdminClient(_conf(b, "admin"))
+    c = ck.Consumer(_conf(b, "admin", **{"group.id": "anon-od", "enable.auto.commit": False}))
+    c.commit(offsets=[ck.TopicPartition("ledger", 0, 0)], asynchronous=False)
+    c.close()
+    acls = [
+        _allow(
+            ResourceType.GROUP, "anon-", "User:ANONYMOUS", AclOperation.DELETE, ResourcePatternType.PREFIXED
+        ),
+        _allow(ResourceType.TOPIC, "ledger", "User:ANONYMOUS", AclOperation.READ),
+    ]
+    for f in admin.create_acls(acls).values():
+        f.result(15)
+    req = API_BY_KEY[47].request
+
+    def topics(**parts):
+        return [
+            OffsetDeleteRequestTopic(
+                name=n, partitions=[OffsetDeleteRequestPartition(partition_index=p) for p in ps]
+            )
+            for n, ps in parts.items()
+        ]
+
+    try:
+        with WireClient(b.bootstrap) as w:
+            r = w.request(47, 0, req(group_id="anon-od", topics=topics(ledger=[0], hidden=[0, 1])))
+            got = {t.name: [(p.partition_index, p.error_code) for p in t.partitions] for t in r.topics}
+            assert r.error_code == 0 and got == {"ledger": [(0, 0)], "hidden": [(0, 29), (1, 29)]}, (r, got)
+            r = w.request(47, 0, req(group_id="other-od", topics=topics(ledger=[0])))
+            assert (r.error_code, r.topics) == (30, [])
+            r = w.request(47, 0, req(group_id="anon-missing", topics=topics(hidden=[0])))
+            assert (r.error_code, r.topics) == (69, [])  # GROUP_ID_NOT_FOUND
+        # the allowed partition's offset is gone
+        listed = admin.list_consumer_group_offsets([ck.ConsumerGroupTopicPartitions("anon-od")])
+        left = listed["anon-od"].result(15).topic_partitions
+        assert [(tp.topic, tp.partition) for tp in left if tp.offset >= 0] == []
+    finally:
+        _drop_anonymous_acls(admin)
+
+
+def test_denied_acks0_produce_closes_the_connection(tls_secured):
+    """A Produce with acks=0 has no answer, so a denied one closes the connection as Kafka closes it
+    for any failed acks=0 produce: a topic without WRITE, a transactional id without WRITE, or one
+    denied topic beside an allowed one (whose records are appended first)."""
+    from kafkatool.formats import records as R
+    from kafkatool.protocol.apis import API_BY_KEY
+    from kafkatool.protocol.generated.produce_request import PartitionProduceData, TopicProduceData
+    from tests.broker.wire import WireClient
+
+    b = tls_secured
+    admin = AdminClient(_conf(b, "admin"))
+
+    def produce0(topics, transactional_id=None):
+        batch = R.build_record_batch(
+            [R.SimpleRecord(b"v", b"k", [], int(time.time() * 1000))],
+            producer_id=7 if transactional_id else -1,
+            producer_epoch=0 if transactional_id else -1,
+            base_sequence=0 if transactional_id else -1,
+            is_transactional=transactional_id is not None,
+        )
+        data = [TopicProduceData(name=t, partition_data=[PartitionProduceData(index=0, records=batch)]) for t in topics]  # fmt: skip
+        req = API_BY_KEY[0].request(
+            transactional_id=transactional_id, acks=0, timeout_ms=5000, topic_data=data
+        )
+        c = WireClient(b.bootstrap)
+        c.send(0, 9, req)
+        return c
+
+    def end_offset():
+        cons = ck.Consumer(_conf(b, "admin", **{"group.id": "acks0-check"}))
+        try:
+            return cons.get_watermark_offsets(ck.TopicPartition("ledger", 0), timeout=10)[1]
+        finally:
+            cons.close()
+
+    try:
+        for topics, tid in ((["ledger"], None), (["ledger"], "tx-anon")):
+            with produce0(topics, tid) as c:
+                assert c.closed_by_peer(5), (topics, tid)
+        acl = _allow(ResourceType.TOPIC, "ledger", "User:ANONYMOUS", AclOperation.WRITE)
+        admin.create_acls([acl])[acl].result(15)
+        before = end_offset()
+        with produce0(["ledger"]) as c:  # allowed: no answer, the connection stays
+            assert not c.closed_by_peer(1)
+            assert c.api_versions().error_code == 0
+        with produce0(["ledger", "hidden"]) as c:
+            assert c.closed_by_peer(5)
+        assert end_offset() == before + 2
+    finally:
+        _drop_anonymous_acls(admin)
