@@ -53,11 +53,15 @@ def fleet_scan(dirs) -> list[dict]:
 
 def test_a_returning_leader_truncates_what_it_alone_had(cluster):
     create_topic(cluster, "div", 1, 3, min_insync_replicas=1)
-    st = wait_for(lambda: (s := partition_state(cluster, "div", 0)) and len(s["isr"]) == 3 and s, 20, "ISR of 3")
+    st = wait_for(
+        lambda: (s := partition_state(cluster, "div", 0)) and len(s["isr"]) == 3 and s, 20, "ISR of 3"
+    )
     produce(cluster.bootstrap, "div", [b"base-%d" % i for i in range(100)], "all")
     a = cluster.brokers[st["leader"]]
     followers = [cluster.brokers[b] for b in st["isr"] if b != st["leader"]]
-    wait_for(lambda: all(len(log_bytes(f, "div")) == len(log_bytes(a, "div")) for f in followers), 20, "followers")
+    wait_for(
+        lambda: all(len(log_bytes(f, "div")) == len(log_bytes(a, "div")) for f in followers), 20, "followers"
+    )
     for f in followers:
         os.kill(f.proc.pid, signal.SIGSTOP)
     try:
@@ -68,7 +72,9 @@ def test_a_returning_leader_truncates_what_it_alone_had(cluster):
         for f in followers:
             os.kill(f.proc.pid, signal.SIGCONT)
     new = wait_for(
-        lambda: (s := partition_state(cluster, "div", 0))["leader"] not in (st["leader"], -1) and s, 30, "a new leader"
+        lambda: (s := partition_state(cluster, "div", 0))["leader"] not in (st["leader"], -1) and s,
+        30,
+        "a new leader",
     )
     assert new["leader_epoch"] > st["leader_epoch"]
     produce(cluster.bootstrap, "div", [b"after-%d" % i for i in range(50)], "all")

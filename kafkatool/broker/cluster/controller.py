@@ -153,6 +153,11 @@ class Controller:
         self.states: dict[TP, PartitionStateZ] = {}
         self.senders: dict[int, _Sender] = {}
         self.deleting: set[str] = set()
+        #: ongoing reassignments: tp -> (original replicas ORS, target replicas TRS); the
+        #: assignment holds RS = TRS ++ (ORS - TRS) while moving (KIP-455)
+        self.reassigning: dict[TP, tuple[list[int], list[int]]] = {}
+        #: partitions the /admin/reassign_partitions znode asked for (deleted when all are done)
+        self._znode_reassignments: set[TP] = set()
         self._watched_topics: set[str] = set()
         self._stopping = False
         #: after a clean election, seconds from watch to controller (for logs/tests)
@@ -172,6 +177,7 @@ class Controller:
         DataWatch(
             k, paths.PREFERRED_REPLICA_ELECTION, lambda data, stat, event=None: self._put(("preferred",))
         )
+        DataWatch(k, paths.REASSIGN_PARTITIONS, lambda data, stat, event=None: self._put(("reassign_znode",)))
 
     def stop(self) -> None:
         self._stopping = True
@@ -295,6 +301,8 @@ class Controller:
         self.states.clear()
         self.assignments.clear()
         self.shutting_down.clear()
+        self.reassigning.clear()
+        self._znode_reassignments.clear()
         if delete_znode:
             with contextlib.suppress(Exception):
                 cur = self.zk.get_or_none(paths.CONTROLLER)
@@ -392,6 +400,15 @@ class Controller:
                 )
         self.assignments[topic] = dict(a.partitions)
         self.topic_ids[topic] = a.topic_id
+        for p in set(a.adding_replicas) | set(a.removing_replicas):
+            # an ongoing reassignment (the znode is its only durable record):
+            # TRS = RS - RR, ORS = RS - AR
+            rs = a.partitions.get(p, [])
+            adding, removing = a.adding_replicas.get(p, []), a.removing_replicas.get(p, [])
+            self.reassigning[(topic, p)] = (
+                [r for r in rs if r not in adding],
+                [r for r in rs if r not in removing],
+            )
         ts = self.zk.topic_state(topic)
         for p, st in ts.states.items():
             if st.value is not None and p in a.partitions:
@@ -439,6 +456,9 @@ class Controller:
         self._elect_partitions(self._partitions_needing_leader())
         self._on_delete_topics()
         self._on_preferred()
+        self._on_reassign_znode()
+        for tp in list(self.reassigning):
+            self._maybe_complete_reassignment(tp)
         log.info(
             "controller %d: failover done: %d brokers, %d topics, %d partitions",
             self.broker_id,
@@ -614,6 +634,7 @@ class Controller:
         parts = self.assignments.pop(topic, {})
         for p in parts:
             self.states.pop((topic, p), None)
+            self.reassigning.pop((topic, p), None)
         self.topic_ids.pop(topic, None)
         self.deleting.discard(topic)
 
@@ -787,7 +808,168 @@ class Controller:
             )
         if changed:
             _Batch(self).metadata_to(list(self.live), changed).send()
+            for tp in changed:
+                self._maybe_complete_reassignment(tp)
         return ErrorCode.NONE, out
+
+    # ------------------------------------------------------------------ reassignment (KIP-455)
+    def _on_reassign_znode(self) -> None:
+        """/admin/reassign_partitions (kafka-reassign-partitions --zookeeper, kafkatool reassign)."""
+        typed = self.zk.reassign_partitions()
+        if typed is None or typed.value is None:
+            return
+        wanted = {(e.topic, e.partition): list(e.replicas) for e in typed.value.partitions}
+        for tp, target in wanted.items():
+            if tp in self._znode_reassignments:
+                continue
+            code = self.reassign(tp, target)
+            if code == ErrorCode.NONE:
+                self._znode_reassignments.add(tp)
+            else:
+                log.warning(
+                    "controller %d: reassignment of %s-%d to %s refused: %s",
+                    self.broker_id,
+                    tp[0],
+                    tp[1],
+                    target,
+                    ErrorCode(code).name,
+                )
+        self._maybe_delete_reassign_znode()
+
+    def _maybe_delete_reassign_znode(self) -> None:
+        if self._znode_reassignments and not any(tp in self.reassigning for tp in self._znode_reassignments):
+            with contextlib.suppress(ZkError):
+                self._fenced([("delete", paths.REASSIGN_PARTITIONS)])
+            log.info("controller %d: reassignments of %s done", self.broker_id, paths.REASSIGN_PARTITIONS)
+            self._znode_reassignments.clear()
+        elif not self._znode_reassignments and self.zk.exists(paths.REASSIGN_PARTITIONS) is not None:
+            # every entry was refused or already in place
+            with contextlib.suppress(ZkError):
+                self._fenced([("delete", paths.REASSIGN_PARTITIONS)])
+
+    def reassign(self, tp: TP, target: list[int] | None) -> int:
+        """Start, replace or cancel (``target`` None) the reassignment of one partition
+        (KafkaController.onPartitionReassignment, phase A: RS = TRS ++ (ORS - TRS) is written to
+        the topic znode first, the leader epoch is bumped, and the adding replicas start
+        fetching; phase B follows once TRS is in the ISR)."""
+        current = self.assignments.get(tp[0], {}).get(tp[1])
+        st = self.states.get(tp)
+        if current is None or st is None or tp[0] in self.deleting:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        ongoing = self.reassigning.get(tp)
+        origin = list(ongoing[0]) if ongoing is not None else list(current)
+        if target is None:
+            if ongoing is None:
+                return ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
+            target = origin  # cancel: back to the original replicas
+        if not target or len(set(target)) != len(target) or any(b < 0 for b in target):
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT
+        if any(b not in self.live for b in target if b not in current):
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT
+        if ongoing is None and target == current:
+            return ErrorCode.NONE
+        rs = list(target) + [r for r in origin if r not in target]
+        dropped = [r for r in current if r not in rs]  # a replaced reassignment's extra replicas
+        self.reassigning[tp] = (origin, list(target))
+        self._write_assignment(tp[0], {tp[1]: rs})
+        isr = [r for r in st.isr if r in rs] or st.isr
+        new = self._write_state(tp, st.leader, st.leader_epoch + 1, isr)
+        batch = _Batch(self)
+        adding = [r for r in target if r not in origin]
+        online = [r for r in rs if self.online(r)]
+        batch.leader_and_isr([r for r in online if r not in adding], tp, new, rs)
+        batch.leader_and_isr([r for r in online if r in adding], tp, new, rs, is_new=True)
+        for b in dropped:
+            if b in self.live:
+                batch.stop_replica(b, tp[0], [tp[1]], delete=True)
+        batch.send()
+        log.info(
+            "controller %d: reassigning %s-%d from %s to %s (adding %s)",
+            self.broker_id,
+            tp[0],
+            tp[1],
+            origin,
+            target,
+            adding,
+        )
+        self._maybe_complete_reassignment(tp)
+        return ErrorCode.NONE
+
+    def _maybe_complete_reassignment(self, tp: TP) -> None:
+        """Phase B, once every target replica is in the ISR: a Reassign election if the leader
+        is not a target (or is dead), else an epoch bump; the removed replicas leave the ISR and
+        delete their logs; RS = TRS is written last."""
+        ongoing = self.reassigning.get(tp)
+        st = self.states.get(tp)
+        if ongoing is None or st is None:
+            return
+        origin, target = ongoing
+        if not set(target) <= set(st.isr):
+            return
+        leader = st.leader
+        if leader not in target or not self.online(leader):
+            leader = next((r for r in target if r in st.isr and self.online(r)), None)
+            if leader is None:
+                return
+        removing = [r for r in self.assignments[tp[0]][tp[1]] if r not in target]
+        isr = [r for r in st.isr if r in target]
+        new = self._write_state(tp, leader, st.leader_epoch + 1, isr)
+        del self.reassigning[tp]
+        self._write_assignment(tp[0], {tp[1]: list(target)})
+        batch = _Batch(self)
+        batch.leader_and_isr([r for r in target if self.online(r)], tp, new, list(target))
+        for b in removing:
+            if b in self.live:
+                batch.stop_replica(b, tp[0], [tp[1]], delete=True)
+        batch.metadata_to(list(self.live), [tp])
+        batch.send()
+        log.info(
+            "controller %d: reassignment of %s-%d to %s complete (leader %d, epoch %d)",
+            self.broker_id,
+            tp[0],
+            tp[1],
+            target,
+            leader,
+            new.leader_epoch,
+        )
+        self._maybe_delete_reassign_znode()
+
+    def list_reassignments(self, tps: list[TP] | None) -> dict[TP, tuple[list[int], list[int], list[int]]]:
+        """ListPartitionReassignments: tp -> (replicas, adding, removing)."""
+        out = {}
+        for tp, (origin, target) in self.reassigning.items():
+            if tps is not None and tp not in tps:
+                continue
+            rs = self.assignments.get(tp[0], {}).get(tp[1], [])
+            out[tp] = (
+                list(rs),
+                [r for r in target if r not in origin],
+                [r for r in origin if r not in target],
+            )
+        return out
+
+    def alter_reassignments(self, items: list[tuple[TP, list[int] | None]]) -> dict[TP, int]:
+        return {tp: self.reassign(tp, target) for tp, target in items}
+
+    def _write_assignment(self, topic: str, changed: dict[int, list[int]]) -> None:
+        """The topic znode with RS and the adding/removing sets of every partition being
+        reassigned (written first, so a controller failover resumes the move)."""
+        parts = dict(self.assignments[topic])
+        parts.update(changed)
+        adding, removing = {}, {}
+        for p in parts:
+            ongoing = self.reassigning.get((topic, p))
+            if ongoing is None:
+                continue
+            origin, target = ongoing
+            adding[p] = [r for r in target if r not in origin]
+            removing[p] = [r for r in origin if r not in target]
+        node = self.zk.get(paths.topic(topic))
+        data = codecs.encode_topic(
+            parts, adding=adding, removing=removing, topic_id=self.topic_ids.get(topic)
+        )
+        self._fenced([("set", paths.topic(topic), data, node.stat.version)])
+        self.assignments[topic] = parts
 
     def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[int, list[TP]]:
         """KafkaController.doControlledShutdown: move leadership away, leave the ISRs; answer the

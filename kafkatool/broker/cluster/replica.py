@@ -366,8 +366,8 @@ class ReplicaManager:
                 if part is not None and part.leader == self.node_id:
                     resigned.append(part)
                 if ps.delete_partition:
+                    # the replica goes (deletion or reassignment); the cache is UpdateMetadata's
                     self.local.pop(tp, None)
-                    self.cache.pop(tp, None)
                     target = self.broker.manager.delete_log(*tp)
                     if target is not None:
                         doomed.append(target)

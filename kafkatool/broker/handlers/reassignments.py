@@ -161,8 +161,82 @@ def alter_broker_configs(broker, res, validate_only: bool) -> tuple[int, str | N
     return ErrorCode.NONE, None
 
 
+def _cluster_alter_reassignments(broker, req):
+    """Cluster mode: the active controller starts, replaces or cancels each move (KIP-455)."""
+    import asyncio
+
+    if not broker.cluster.is_controller():
+        return AlterPartitionReassignmentsResponse(
+            throttle_time_ms=0,
+            error_code=ErrorCode.NOT_CONTROLLER,
+            error_message="This is not the correct controller for this cluster.",
+            responses=[],
+        )
+    items = [
+        ((rt.name, rp.partition_index), None if rp.replicas is None else list(rp.replicas))
+        for rt in req.topics
+        for rp in rt.partitions
+    ]
+
+    async def run():
+        codes = await asyncio.wrap_future(broker.cluster.controller.submit("alter_reassignments", items))
+        by_topic: dict[str, list] = {}
+        for (topic, p), _target in items:
+            code = int(codes[(topic, p)])
+            by_topic.setdefault(topic, []).append(
+                ReassignablePartitionResponse(
+                    partition_index=p,
+                    error_code=code,
+                    error_message=None if not code else ErrorCode(code).name,
+                )
+            )
+        return AlterPartitionReassignmentsResponse(
+            throttle_time_ms=0,
+            error_code=0,
+            error_message=None,
+            responses=[ReassignableTopicResponse(name=t, partitions=ps) for t, ps in by_topic.items()],
+        )
+
+    return run()
+
+
+def _cluster_list_reassignments(broker, req):
+    import asyncio
+
+    from kafkatool.protocol.generated.list_partition_reassignments_response import (
+        OngoingPartitionReassignment,
+        OngoingTopicReassignment,
+    )
+
+    if not broker.cluster.is_controller():
+        return ListPartitionReassignmentsResponse(
+            throttle_time_ms=0, error_code=ErrorCode.NOT_CONTROLLER, error_message=None, topics=[]
+        )
+    tps = None if req.topics is None else [(t.name, p) for t in req.topics for p in t.partition_indexes]
+
+    async def run():
+        found = await asyncio.wrap_future(broker.cluster.controller.submit("list_reassignments", tps))
+        by_topic: dict[str, list] = {}
+        for (topic, p), (rs, adding, removing) in sorted(found.items()):
+            by_topic.setdefault(topic, []).append(
+                OngoingPartitionReassignment(
+                    partition_index=p, replicas=rs, adding_replicas=adding, removing_replicas=removing
+                )
+            )
+        return ListPartitionReassignmentsResponse(
+            throttle_time_ms=0,
+            error_code=0,
+            error_message=None,
+            topics=[OngoingTopicReassignment(name=t, partitions=ps) for t, ps in by_topic.items()],
+        )
+
+    return run()
+
+
 def handle_alter_partition_reassignments(ctx, req):
     broker = ctx.broker
+    if broker.cluster is not None:
+        return _cluster_alter_reassignments(broker, req)
     responses = []
     for rt in req.topics:
         parts = []
@@ -188,6 +262,8 @@ def handle_alter_partition_reassignments(ctx, req):
 
 
 def handle_list_partition_reassignments(ctx, req):
+    if ctx.broker.cluster is not None:
+        return _cluster_list_reassignments(ctx.broker, req)
     # Nothing is ever in progress on one node; unknown topics are skipped, as the controller does.
     return ListPartitionReassignmentsResponse(throttle_time_ms=0, error_code=0, error_message=None, topics=[])
 
