@@ -367,8 +367,15 @@ class Broker:
         if getattr(self, "group_coordinator", None) is not None:
             self.group_coordinator.handle_deleted_topic(name)
 
-    def alter_topic_configs(self, name: str, configs: dict[str, str]) -> None:
-        t = self.metadata.topics[name]
+    def alter_topic_configs(
+        self, name: str, configs: dict[str, str], *, from_zookeeper: bool = False
+    ) -> None:
+        if self.cluster is not None and not from_zookeeper:
+            # ZooKeeper mode: /config/topics/T and a change notification; every broker applies it
+            self.cluster.write_topic_configs(name, configs)
+        t = self.metadata.topics.get(name)
+        if t is None:
+            return
         cfg = self.config.log_config(configs)
         t.configs = dict(configs)
         self.manager.topic_configs[name] = cfg

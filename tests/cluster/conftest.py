@@ -27,6 +27,7 @@ class Cluster:
                     "zookeeper.session.timeout.ms=6000",
                     "replica.lag.time.max.ms=10000",
                     "controlled.shutdown.retry.backoff.ms=200",
+                    "replica.fetch.max.bytes=65536",
                     *extra,
                 ],
             )

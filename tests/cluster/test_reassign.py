@@ -86,3 +86,58 @@ def test_reassignment_moves_the_data(cluster, tmp_path, via):
     assert [v for _, v in read_all(cluster.bootstrap, "mv")] == values
     r = kafkatool("zk", "check", "--zookeeper", cluster.connect)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("via", ["bootstrap-server", "zookeeper"])
+def test_reassignment_honours_the_replication_throttle(cluster, tmp_path, via):
+    """``reassign execute --throttle``: the configs reach every broker (ZooKeeper config change
+    notifications) and the adding replica copies at about the throttled rate."""
+    from kafka.admin import KafkaAdminClient
+    from kafka.admin import NewTopic as KpNewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap.split(","))
+    try:
+        admin.create_topics(
+            [KpNewTopic(name="slow", num_partitions=-1, replication_factor=-1, replica_assignments={0: [1]})],
+            timeout_ms=30000,
+        )
+    finally:
+        admin.close()
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "batch.size": 20_000})
+    for i in range(60):  # ~600 KB in batches of about 10 KB (one fetch cannot take it all)
+        p.produce("slow", bytes([i % 256]) * 10_000, partition=0)
+    assert p.flush(60) == 0
+    plan = tmp_path / "plan.json"
+    plan.write_text(
+        json.dumps({"version": 1, "partitions": [{"topic": "slow", "partition": 0, "replicas": [2]}]})
+    )
+    where = (
+        ["--bootstrap-server", cluster.bootstrap]
+        if via == "bootstrap-server"
+        else ["--zookeeper", cluster.connect]
+    )
+    import time
+
+    t0 = time.monotonic()
+    r = kafkatool(
+        "reassign", "execute", "--reassignment-json-file", str(plan), "--throttle", "150000", *where
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    wait_for(
+        lambda: assignment(cluster, "slow")["partitions"]["0"] == [2], 90, "the move to finish", step=0.2
+    )
+    took = time.monotonic() - t0
+    print(f"600 KB moved under a 150 KB/s throttle in {took:.1f}s")
+    assert took >= 3.0, f"the throttle was not honoured: {took:.1f}s"  # 600 KB at 150 KB/s: about 4 s
+    assert log_bytes(cluster.brokers[2], "slow")
+    r = kafkatool("reassign", "verify", "--reassignment-json-file", str(plan), *where)
+    assert r.returncode == 0, r.stdout + r.stderr
+    k = cluster.kazoo()
+    try:
+        topic_cfg = json.loads(k.get("/config/topics/slow")[0])["config"]
+        assert not any("throttled" in key for key in topic_cfg), topic_cfg  # verify cleared them
+    finally:
+        k.stop()
+        k.close()

@@ -107,6 +107,10 @@ class Cluster:
             self.node_id, self.zk, self.config, inter_broker_listener=self.config.inter_broker_listener.name
         )
         self.controller.start()
+        self._load_broker_configs()
+        from kazoo.recipe.watchers import ChildrenWatch
+
+        ChildrenWatch(self.zk.kazoo, paths.CONFIG_CHANGES, self._config_changes)
 
     def _endpoints(self) -> tuple[list[str], dict[str, str]]:
         out, proto = [], {}
@@ -302,6 +306,77 @@ class Cluster:
             log.info("producer id block [%d, %d] taken", start, end)
             return start, end
         raise ClusterError("could not take a producer id block: /latest_producer_id_block kept changing")
+
+    # ------------------------------------------------------------------ configs in ZooKeeper
+    def write_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        """AdminZkClient.changeTopicConfig: the whole config, then a change notification."""
+        self.zk.change_entity_config(
+            "topics", name, set_keys=configs, delete_keys=self._stale_keys("topics", name, configs)
+        )
+
+    def _stale_keys(self, entity_type: str, name: str, configs: dict[str, str]) -> list[str]:
+        ent = self.zk.entity_config(entity_type, name)
+        current = ent.config.config if ent is not None and ent.config is not None else {}
+        return [k for k in current if k not in configs]
+
+    def alter_broker_configs(self, name: str, changes: dict[str, str | None]) -> None:
+        """/config/brokers/<id> or /config/brokers/<default>, with a change notification."""
+        entity = name or paths.DEFAULT_ENTITY
+        self.zk.change_entity_config(
+            "brokers",
+            entity,
+            set_keys={k: v for k, v in changes.items() if v is not None},
+            delete_keys=[k for k, v in changes.items() if v is None],
+        )
+
+    def _load_broker_configs(self) -> None:
+        """Dynamic broker configs: the cluster default, then this broker's own (DynamicBrokerConfig)."""
+        from kafkatool.broker import config as C
+
+        merged: dict[str, str] = {}
+        for entity in (paths.DEFAULT_ENTITY, str(self.node_id)):
+            try:
+                ent = self.zk.entity_config("brokers", entity)
+            except ZkError:
+                continue
+            if ent is not None and ent.config is not None:
+                merged.update(ent.config.config)
+        for k in [k for k in self.config.dynamic if k in C.DYNAMIC_PER_BROKER and k not in merged]:
+            del self.config.dynamic[k]
+        for k, v in merged.items():
+            if k in C.DYNAMIC_PER_BROKER:
+                self.config.dynamic[k] = v
+
+    def _config_changes(self, children) -> bool:
+        """ZkConfigManager: every new /config/changes/config_change_N names an entity to reload."""
+        if self._stopping:
+            return False
+        seqs = sorted(c for c in children if c.startswith(paths.CONFIG_CHANGE_PREFIX))
+        last = getattr(self, "_last_config_change", None)
+        if last is None:
+            self._last_config_change = seqs[-1] if seqs else ""
+            return True
+        for child in [c for c in seqs if c > last]:
+            self._last_config_change = child
+            node = self.zk.get_or_none(paths.join(paths.CONFIG_CHANGES, child))
+            if node is None:
+                continue
+            try:
+                entity = codecs.decode_config_change(node.data).entity_path
+            except Exception:  # noqa: BLE001 (a foreign notification: skip it, as Kafka logs and skips)
+                continue
+            kind, _, name = entity.partition("/")
+            if kind == "topics":
+                configs = self.topic_configs(name)
+                self._loop.call_soon_threadsafe(self._apply_topic_configs, name, configs)
+            elif kind == "brokers":
+                self._loop.call_soon_threadsafe(self._load_broker_configs)
+        return True
+
+    def _apply_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        if self.broker.topic(name) is not None:
+            self.broker.alter_topic_configs(name, configs, from_zookeeper=True)
+            log.info("topic configs of %s reloaded from ZooKeeper: %s", name, configs)
 
     def delete_topic(self, name: str) -> None:
         with contextlib.suppress(ZkNodeExistsError):

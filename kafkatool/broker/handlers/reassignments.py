@@ -113,7 +113,12 @@ def alter_broker_configs(broker, res, validate_only: bool) -> tuple[int, str | N
     persisted in the first log dir; other broker configs are static here."""
     from kafkatool.broker import config as C
 
-    if res.resource_name != str(broker.node_id):
+    live = set(broker.replicas.live_brokers) if broker.replicas is not None else set()
+    if broker.cluster is not None and (
+        res.resource_name == "" or res.resource_name.isdigit() and int(res.resource_name) in live
+    ):
+        pass  # cluster mode: any broker's (or the default) dynamic configs live in ZooKeeper
+    elif res.resource_name != str(broker.node_id):
         if res.resource_name == "":
             return (
                 ErrorCode.INVALID_REQUEST,
@@ -144,6 +149,16 @@ def alter_broker_configs(broker, res, validate_only: bool) -> tuple[int, str | N
             return ErrorCode.INVALID_CONFIG, f"{c.name} is not a list config: APPEND/SUBTRACT do not apply"
         else:
             return ErrorCode.INVALID_REQUEST, f"unknown config operation {c.config_operation}"
+    if not validate_only and broker.cluster is not None:
+        broker.cluster.alter_broker_configs(res.resource_name, changes)
+        if res.resource_name in ("", str(broker.node_id)):
+            broker.cluster._load_broker_configs()
+        log.info(
+            "dynamic broker configs altered broker=%s configs=%s",
+            res.resource_name or "<default>",
+            json.dumps(changes, sort_keys=True),
+        )
+        return ErrorCode.NONE, None
     if not validate_only:
         for name, value in changes.items():
             if value is None:
