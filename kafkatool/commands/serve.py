@@ -1,4 +1,5 @@
-"""``kafkatool serve``: a single-node Kafka-compatible broker on Kafka's own log layout."""
+"""``kafkatool serve``: a Kafka-compatible broker on Kafka's own log layout (one node, or a
+ZooKeeper-mode cluster)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import typer
 
 from kafkatool.commands.common import CommandError, err_console, handle_errors
 
-HELP = """Run a single-node broker that unmodified Kafka clients produce to and fetch from.
+HELP = """Run a broker that unmodified Kafka clients produce to and fetch from: a single node, or one
+broker of a ZooKeeper-mode cluster.
 
 With no arguments: listens on 127.0.0.1:9092, data in ./kafkatool-data, no other
 process needed (cluster metadata lives in the log dir).  --config reads a Kafka
@@ -23,8 +25,35 @@ log.cleanup.policy, log.cleaner.*, message.max.bytes, socket.request.max.bytes,
 ...) with Kafka's defaults; --override key=value sets one (repeatable, wins over
 the file).  Topic configs are set through the admin APIs.  A property that is
 not supported (misspelt, removed from Kafka like port, or a feature this
-broker lacks like zookeeper.connect) gives a warning at start-up, as Kafka
-logs unknown configs; --strict makes it an error (exit 2).
+broker lacks like the KRaft quorum settings) gives a warning at start-up, as
+Kafka logs unknown configs; --strict makes it an error (exit 2).
+
+Cluster mode: with zookeeper.connect (host:port[,host:port][/chroot]) and a
+broker.id, several `kafkatool serve` processes form a Kafka 3.x ZooKeeper-mode
+cluster with Kafka's znode layout: /cluster/id (a log dir of another cluster is
+refused), /brokers/ids/N (ephemeral, JSON v5, its czxid the broker epoch), one
+controller elected through /controller and /controller_epoch (zkVersion
+fencing) that places topics with Kafka's rack-aware algorithm, elects leaders
+(first live in-ISR replica; unclean only with unclean.leader.election.enable)
+and sends LeaderAndIsr, UpdateMetadata and StopReplica.  Followers fetch from
+leaders (replica_id; num.replica.fetchers, replica.fetch.*); the high watermark
+is the ISR's minimum log end offset; the ISR shrinks after
+replica.lag.time.max.ms and expands through AlterPartition; acks=all waits for
+the ISR, min.insync.replicas answers NOT_ENOUGH_REPLICAS(_AFTER_APPEND);
+leader epochs and OffsetForLeaderEpoch truncate a returning replica to the
+divergence point.  SIGTERM does a controlled shutdown (controlled.shutdown.*).
+CreateTopics/DeleteTopics/CreatePartitions/ElectLeaders and partition
+reassignment (/admin/reassign_partitions, AlterPartitionReassignments, with
+follower.replication.throttled.* honoured) go through the controller; topic
+and broker configs live in /config with change notifications.  The group and
+transaction coordinators live on the leaders of their __consumer_offsets /
+__transaction_state partitions (replication factor capped by the live brokers
+at first creation) and move with them; transaction markers go to the
+partition leaders with WriteTxnMarkers; producer ids come in blocks from
+/latest_producer_id_block.  zookeeper.session.timeout.ms (18000),
+zookeeper.connection.timeout.ms, and the zookeeper.ssl.* / zookeeper.set.acl
+settings with a JAAS Client section (KAFKA_OPTS) secure the broker's own
+session.  Without zookeeper.connect nothing of this runs.
 
 Pointed at a log dir written by Apache Kafka, it runs Kafka's start-up recovery
 and serves every partition in it; --read-only serves without ever writing (no
@@ -57,8 +86,9 @@ connections.max.reauth.ms (KIP-368) and connection.failed.authentication.delay.m
 Connection limits as Kafka's: max.connections.per.ip (and
 max.connections.per.ip.overrides) refuses at once, max.connections (also per
 listener) makes new connections wait for a slot; connections.max.idle.ms and
-socket.request.max.bytes apply.  Not yet served: ACLs (authorizer.class.name)
-and request quotas (client quotas, connection.creation.rate) - left for later.
+socket.request.max.bytes apply.  ACLs: authorizer.class.name (Kafka's
+AclAuthorizer rules).  Not yet served: request quotas (client quotas,
+connection.creation.rate) - left for later.
 
 A configuration or start-up error exits 2; a clean shutdown exits 0.
 
@@ -238,12 +268,18 @@ def serve(
     for name, msg in unknown:
         log.warning("ignoring config name=%s detail=%s", name, json.dumps(msg))
     broker = Broker(cfg, read_only=read_only)
+    from kafkatool.broker.cluster.membership import ClusterError
+
     try:
         report = broker.open_storage()
     except OSError as exc:
         if broker.manager is not None:
             broker.close_storage()
         raise CommandError(f"cannot open the log dirs: {exc}") from None
+    except ClusterError as exc:
+        if broker.manager is not None:
+            broker.close_storage()
+        raise CommandError(f"cannot join the cluster: {exc}") from None
     for note in report.notes:
         log.info("startup note=%s", json.dumps(note))
 
@@ -255,6 +291,8 @@ def serve(
             raise CommandError(f"cannot listen: {exc}") from None
         except ConfigError as exc:
             raise CommandError(f"configuration: {exc}") from None
+        except ClusterError as exc:
+            raise CommandError(f"cannot join the cluster: {exc}") from None
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, broker.request_stop)
         if not no_banner:

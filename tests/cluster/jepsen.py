@@ -86,7 +86,9 @@ class _Writer(threading.Thread):
             if len(self.p) > 2000:
                 self.p.poll(0.05)
                 continue
-            self.p.produce(self.topic, str(self.next).encode(), partition=self.partition, on_delivery=self._cb)
+            self.p.produce(
+                self.topic, str(self.next).encode(), partition=self.partition, on_delivery=self._cb
+            )
             self.next += 1
             self.p.poll(0)
             time.sleep(0.002)
@@ -168,9 +170,11 @@ def nemesis(cluster, rng: random.Random, until: float, session_s: float, faults=
     return done
 
 
-def run(cluster, *, topic: str, partitions: int, seconds: float, seed: int, session_s: float, faults=FAULTS) -> Report:
-    from tests.cluster.test_replication import create_topic, partition_state, read_all
+def run(
+    cluster, *, topic: str, partitions: int, seconds: float, seed: int, session_s: float, faults=FAULTS
+) -> Report:
     from tests.cluster.conftest import wait_for
+    from tests.cluster.test_replication import create_topic, partition_state, read_all
 
     rng = random.Random(seed)
     create_topic(cluster, topic, partitions, 3, min_insync_replicas=2)
@@ -193,7 +197,11 @@ def run(cluster, *, topic: str, partitions: int, seconds: float, seed: int, sess
     for w in writers:
         w.join(360)
     for p in range(partitions):
-        wait_for(lambda p=p: len(partition_state(cluster, topic, p)["isr"]) == 3, 120, f"ISR of {topic}-{p} to heal")
+        wait_for(
+            lambda p=p: len(partition_state(cluster, topic, p)["isr"]) == 3,
+            120,
+            f"ISR of {topic}-{p} to heal",
+        )
     time.sleep(2.0)
     reader.stop.set()
     reader.join(30)
@@ -202,7 +210,9 @@ def run(cluster, *, topic: str, partitions: int, seconds: float, seed: int, sess
     for w in writers:
         report.producer_errors += w.errors[:5]
         times = [t0, *w.ack_times, until]
-        report.unavailable_s = max(report.unavailable_s, max(b - a for a, b in zip(times, times[1:], strict=False)))
+        report.unavailable_s = max(
+            report.unavailable_s, max(b - a for a, b in zip(times, times[1:], strict=False))
+        )
     for p, w in enumerate(writers):
         got = [int(v) for _, v in read_all(cluster.bootstrap, topic, p, timeout=120)]
         report.final += len(got)

@@ -181,3 +181,39 @@ def test_two_brokers_down_refuses_acks_all(cluster):
     assert resp.responses[0].partition_responses[0].error_code == 19  # NOT_ENOUGH_REPLICAS
     got = [int(v) for _, v in read_all(survivor.bootstrap, "minisr")]
     assert got == list(range(100))
+
+
+def test_refusals_are_one_line(tmp_path, zk_module):
+    """No broker.id, or a log dir of another cluster: exit 2 with one line, no traceback."""
+    import subprocess
+    import sys
+
+    from tests.broker.conftest import REPO, free_port
+
+    def serve(data, *extra):
+        return subprocess.run(
+            [sys.executable, "-m", "kafkatool", "serve", "--no-banner", "-o", f"log.dirs={data}"]
+            + [
+                "-o",
+                f"listeners=PLAINTEXT://127.0.0.1:{free_port()}",
+                "-o",
+                f"zookeeper.connect={zk_module}/r1",
+            ]
+            + [x for e in extra for x in ("-o", e)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    p = serve(tmp_path / "a")
+    assert p.returncode == 2 and "broker.id" in p.stderr and "Traceback" not in p.stderr, p.stderr
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "meta.properties").write_text(
+        "version=0\nbroker.id=7\ncluster.id=SomeOtherClusterId0000\n"
+    )
+    p = serve(tmp_path / "b", "broker.id=7")
+    last = p.stderr.strip().splitlines()[-1]
+    assert p.returncode == 2 and "doesn't match stored clusterId" in last and "Traceback" not in p.stderr, (
+        p.stderr
+    )

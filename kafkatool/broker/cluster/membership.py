@@ -64,6 +64,16 @@ class Cluster:
     # ------------------------------------------------------------------ start-up
     def connect(self) -> None:
         """The session, /cluster/id and the persistent paths (before the log dirs are trusted)."""
+        ibl = self.config.inter_broker_listener
+        if ibl.security_protocol != "PLAINTEXT":
+            raise ClusterError(
+                f"inter-broker listener {ibl.name} is {ibl.security_protocol}: cluster mode talks to other "
+                "brokers over PLAINTEXT only for now (set inter.broker.listener.name to a PLAINTEXT listener)"
+            )
+        if self.node_id < 0 or self.config.explicit_node_id is None:
+            raise ClusterError(
+                "zookeeper.connect needs broker.id (or node.id) set: each broker of a cluster has its own"
+            )
         try:
             if self.zk.chroot not in ("", "/"):
                 # Kafka creates a missing chroot (KafkaZkClient.createChrootIfNecessary)
@@ -74,12 +84,14 @@ class Cluster:
             self.zk.start()
         except ZkError as exc:
             raise ClusterError(f"zookeeper.connect {self.config.get('zookeeper.connect')}: {exc}") from None
-        stored = self.broker.metadata.cluster_id
         existing = self.zk.cluster_id()
         if existing is not None and existing.value is not None:
             cid = existing.value.id
         else:
-            cid = stored
+            # KafkaZkClient.getOrCreateClusterId: a new random id, never the log dir's
+            from kafkatool.broker.metadata import new_cluster_id
+
+            cid = new_cluster_id()
             try:
                 self.zk.create(paths.CLUSTER_ID, codecs.encode_cluster_id(cid), makepath=True)
                 log.info("cluster id %s written to %s", cid, paths.CLUSTER_ID)
