@@ -280,27 +280,12 @@ def _listener_prefixed_known(name: str) -> bool:
     return len(parts) == 4 and (parts[3] in BROKER_CONFIGS or parts[3].startswith(LISTENER_PREFIXED))
 
 
-#: the broker's own ZooKeeper TLS/SASL settings (read by broker/security/zk.ZkSecurity)
-ZOOKEEPER_CLIENT_CONFIGS = frozenset(
-    (
-        "zookeeper.clientCnxnSocket",
-        "zookeeper.ssl.cipher.suites",
-        "zookeeper.ssl.client.enable",
-        "zookeeper.ssl.crl.enable",
-        "zookeeper.ssl.enabled.protocols",
-        "zookeeper.ssl.endpoint.identification.algorithm",
-        "zookeeper.ssl.keystore.location",
-        "zookeeper.ssl.keystore.password",
-        "zookeeper.ssl.keystore.type",
-        "zookeeper.ssl.ocsp.enable",
-        "zookeeper.ssl.protocol",
-        "zookeeper.ssl.truststore.location",
-        "zookeeper.ssl.truststore.password",
-        "zookeeper.ssl.truststore.type",
-        "zookeeper.sasl.client",
-        "zookeeper.sasl.clientconfig",
-    )
-)
+def _zookeeper_client_configs() -> frozenset[str]:
+    """The broker's own ZooKeeper TLS/SASL settings: the names broker/security/zk reads."""
+    from kafkatool.broker.security.zk import SASL_KEYS, TLS_KEYS
+
+    return frozenset(TLS_KEYS) | frozenset(SASL_KEYS)
+
 
 #: setting families a listener prefix may carry beyond BROKER_CONFIGS (SASL's per-mechanism names)
 LISTENER_PREFIXED = ("ssl.", "sasl.", "connections.max.", "max.connections", "plain.", "scram-sha-")
@@ -314,7 +299,7 @@ def unknown_configs(names) -> list[tuple[str, str]]:
 
     out = []
     for name in names:
-        if name in BROKER_CONFIGS or _listener_prefixed_known(name) or name in ZOOKEEPER_CLIENT_CONFIGS:
+        if name in BROKER_CONFIGS or _listener_prefixed_known(name) or name in _zookeeper_client_configs():
             continue
         reason = UNSUPPORTED_CONFIGS.get(name)
         if reason is not None:

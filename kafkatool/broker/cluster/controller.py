@@ -290,10 +290,48 @@ class Controller:
             return
         self.last_failover_s = time.monotonic() - t0
 
+    def _schedule_rebalance(self, delay: float) -> None:
+        timer = threading.Timer(delay, lambda: self._put(("auto_rebalance",)))
+        timer.daemon = True
+        self._rebalance_timer = timer
+        timer.start()
+
+    def _on_auto_rebalance(self) -> None:
+        """checkAndTriggerAutoLeaderRebalance: for each preferred broker (the assignment head),
+        if more than leader.imbalance.per.broker.percentage of its partitions are led by
+        another broker, preferred elections where it is alive and in the ISR."""
+        try:
+            limit = self.config.int("leader.imbalance.per.broker.percentage") / 100.0
+            by_head: dict[int, list[TP]] = {}
+            for topic, parts in self.assignments.items():
+                if topic in self.deleting:
+                    continue
+                for p, replicas in parts.items():
+                    if replicas and (topic, p) not in self.reassigning:
+                        by_head.setdefault(replicas[0], []).append((topic, p))
+            todo = []
+            for head, tps in by_head.items():
+                if not self.online(head):
+                    continue
+                off = [tp for tp in tps if (st := self.states.get(tp)) is not None and st.leader != head]
+                if tps and len(off) / len(tps) > limit:
+                    todo += [tp for tp in off if head in self.states[tp].isr]
+            if todo:
+                done = self.elect_preferred(todo)
+                moved = sorted(tp for tp, code in done.items() if code == ErrorCode.NONE)
+                if moved:
+                    log.info("controller %d: auto leader rebalance moved %d leaders", self.broker_id, len(moved))
+        finally:
+            if self.active:
+                self._schedule_rebalance(float(self.config.int("leader.imbalance.check.interval.seconds")))
+
     def _resign(self, delete_znode: bool = False) -> None:
         if not self.active:
             return
         self.active = False
+        timer = getattr(self, "_rebalance_timer", None)
+        if timer is not None:
+            timer.cancel()
         for s in self.senders.values():
             s.stop()
         self.senders.clear()
@@ -459,6 +497,8 @@ class Controller:
         self._on_reassign_znode()
         for tp in list(self.reassigning):
             self._maybe_complete_reassignment(tp)
+        if self.config.bool("auto.leader.rebalance.enable"):
+            self._schedule_rebalance(5.0)  # Kafka's first check comes 5 s after the failover
         log.info(
             "controller %d: failover done: %d brokers, %d topics, %d partitions",
             self.broker_id,

@@ -227,12 +227,18 @@ class Cluster:
             self._metadata_changed.set()
             self._metadata_changed = asyncio.Event()
 
-    async def wait_metadata(self, timeout: float) -> None:
-        ev = self._metadata_changed
-        if ev is None:
-            return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(ev.wait(), timeout)
+    async def await_metadata(self, done, timeout_ms: int) -> bool:
+        """Wait until ``done()`` holds for this broker's metadata cache (re-checked at every
+        UpdateMetadata): Kafka's DelayedCreatePartitions / DelayedDeleteTopics."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout_ms, 0) / 1000.0
+        while not done():
+            left = deadline - loop.time()
+            if left <= 0 or self._metadata_changed is None:
+                return False
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._metadata_changed.wait(), min(left, 0.5))
+        return True
 
     def topic_configs(self, topic: str) -> dict[str, str]:
         try:

@@ -192,27 +192,19 @@ def _not_controller(names: list[str]) -> CreateTopicsResponse:
 async def _await_leaders(broker, resp: CreateTopicsResponse, timeout_ms: int) -> CreateTopicsResponse:
     """DelayedCreatePartitions: answer once this broker's metadata cache shows a leader for
     every partition created (REQUEST_TIMED_OUT at the timeout; the topics exist anyway)."""
-    import asyncio
-
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + max(timeout_ms, 0) / 1000.0
-    made = [r for r in resp.topics if r.error_code == 0]
     rm = broker.replicas
+    made = [r for r in resp.topics if r.error_code == 0]
 
-    def ready(r) -> bool:
+    def led(r) -> bool:
         return all(
             (v := rm.cache.get((r.name, p))) is not None and v.leader in rm.live_brokers
             for p in range(r.num_partitions)
         )
 
-    while made:
-        made = [r for r in made if not ready(r)]
-        left = deadline - loop.time()
-        if not made or left <= 0:
-            break
-        await broker.cluster.wait_metadata(min(left, 0.5))
+    await broker.cluster.await_metadata(lambda: all(led(r) for r in made), timeout_ms)
     for r in made:
-        r.error_code, r.error_message = ErrorCode.REQUEST_TIMED_OUT, "leaders were not elected in time"
+        if not led(r):
+            r.error_code, r.error_message = ErrorCode.REQUEST_TIMED_OUT, "leaders were not elected in time"
     return resp
 
 
@@ -305,19 +297,15 @@ def handle_delete_topics(ctx, req):
 
 async def _await_deleted(broker, resp: DeleteTopicsResponse, timeout_ms: int) -> DeleteTopicsResponse:
     """DelayedDeleteTopics: answer once this broker's metadata cache no longer has the topics."""
-    import asyncio
+    asked = [r for r in resp.responses if r.error_code == 0]
 
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_ms / 1000.0
-    pending = [r for r in resp.responses if r.error_code == 0]
-    while pending:
-        pending = [r for r in pending if any(tp[0] == r.name for tp in broker.replicas.cache)]
-        left = deadline - loop.time()
-        if not pending or left <= 0:
-            break
-        await broker.cluster.wait_metadata(min(left, 0.5))
-    for r in pending:
-        r.error_code, r.error_message = ErrorCode.REQUEST_TIMED_OUT, "the deletion is still in progress"
+    def gone(r) -> bool:
+        return not any(tp[0] == r.name for tp in broker.replicas.cache)
+
+    await broker.cluster.await_metadata(lambda: all(gone(r) for r in asked), timeout_ms)
+    for r in asked:
+        if not gone(r):
+            r.error_code, r.error_message = ErrorCode.REQUEST_TIMED_OUT, "the deletion is still in progress"
     return resp
 
 
@@ -570,16 +558,20 @@ def handle_incremental_alter_configs(ctx, req):
 
 # ---------------------------------------------------------------- DescribeCluster
 def handle_describe_cluster(ctx, req):
+    from kafkatool.broker.handlers.metadata import brokers, controller_id
+
     broker = ctx.broker
-    host, port = broker.advertised_for(ctx.connection)
     return DescribeClusterResponse(
         throttle_time_ms=0,
         error_code=0,
         error_message=None,
         endpoint_type=1,
         cluster_id=broker.metadata.cluster_id,
-        controller_id=broker.node_id,
-        brokers=[DescribeClusterBroker(broker_id=broker.node_id, host=host, port=port, rack=None)],
+        controller_id=controller_id(broker),
+        brokers=[
+            DescribeClusterBroker(broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+            for b in brokers(broker, ctx.connection)
+        ],
         cluster_authorized_operations=acl.authorized_operations(ctx, acl.CLUSTER, acl.CLUSTER_NAME)
         if req.include_cluster_authorized_operations
         else AUTHORIZED_OPS_OMITTED,
