@@ -320,7 +320,9 @@ class Controller:
                 done = self.elect_preferred(todo)
                 moved = sorted(tp for tp, code in done.items() if code == ErrorCode.NONE)
                 if moved:
-                    log.info("controller %d: auto leader rebalance moved %d leaders", self.broker_id, len(moved))
+                    log.info(
+                        "controller %d: auto leader rebalance moved %d leaders", self.broker_id, len(moved)
+                    )
         finally:
             if self.active:
                 self._schedule_rebalance(float(self.config.int("leader.imbalance.check.interval.seconds")))
@@ -491,6 +493,11 @@ class Controller:
             replicas = self.assignments[tp[0]][tp[1]]
             batch.leader_and_isr([r for r in replicas if self.online(r)], tp, st, replicas)
         batch.send()
+        # ReplicaStateMachine.startup: replicas on brokers that are not live go offline (out of
+        # the ISR, a new leader where they led) -- a controller that died with them never did it
+        offline = {r for st in self.states.values() for r in st.isr if r not in self.live}
+        if offline:
+            self._on_brokers_failed(frozenset(offline))
         self._elect_partitions(self._partitions_needing_leader())
         self._on_delete_topics()
         self._on_preferred()

@@ -261,7 +261,9 @@ class ReplicaFetcher:
                     partition=p,
                     current_leader_epoch=part.leader_epoch,
                     fetch_offset=lg.log_end_offset,
-                    last_fetched_epoch=-1,
+                    last_fetched_epoch=lg.leader_epoch_cache.latest_epoch
+                    if lg.leader_epoch_cache.latest_epoch is not None
+                    else -1,
                     log_start_offset=lg.log_start_offset,
                     partition_max_bytes=self.partition_max,
                 )
@@ -289,6 +291,13 @@ class ReplicaFetcher:
                 tp = (rt.topic, pd.partition_index)
                 part = self.partitions.get(tp)
                 if part is None or tp in self.truncating or tp not in ready:
+                    continue
+                if pd.diverging_epoch is not None and pd.diverging_epoch.epoch >= 0:
+                    # truncate on the fetch response (AbstractFetcherThread.truncateOnFetchResponse)
+                    if not self._apply_epoch_end(
+                        part, pd.diverging_epoch.epoch, pd.diverging_epoch.end_offset
+                    ):
+                        self.truncating.add(tp)
                     continue
                 if pd.error_code:
                     backoff |= self._fetch_error(part, pd)

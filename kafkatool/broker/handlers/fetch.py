@@ -40,6 +40,7 @@ from kafkatool.protocol.framing import encode_response
 from kafkatool.protocol.generated import FetchResponse
 from kafkatool.protocol.generated.fetch_response import (
     AbortedTransaction,
+    EpochEndOffset,
     FetchableTopicResponse,
     LeaderIdAndEpoch,
     NodeEndpoint,
@@ -144,6 +145,21 @@ def _read(broker, req, version: int, denied: set[str] | frozenset = frozenset())
                     out.errors = True
                     if version >= LEADER_HINTS_FROM:
                         _hint(broker, out, pd, t, idx)
+                    continue
+            if version >= 12 and fp.last_fetched_epoch >= 0 and lg.leader_epoch_cache.entries:
+                # Partition.readRecords (KIP-595 style truncation in fetch, IBP 2.7+): a follower
+                # whose last epoch ends earlier here gets the divergence point, not records
+                e, o = lg.leader_epoch_cache.end_offset_for(fp.last_fetched_epoch, lg.log_end_offset)
+                if e < 0 or fp.fetch_offset < lg.log_start_offset:
+                    pd.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+                    out.errors = True
+                    continue
+                if e < fp.last_fetched_epoch or o < fp.fetch_offset:
+                    pd.diverging_epoch = EpochEndOffset(epoch=e, end_offset=o)
+                    pd.high_watermark = lg.high_watermark
+                    pd.log_start_offset = lg.log_start_offset
+                    pd.last_stable_offset = lg.last_stable_offset
+                    out.errors = True
                     continue
             limit = min(fp.partition_max_bytes, remaining)
             try:
