@@ -111,6 +111,8 @@ class ReplicaManager:
         self.local: dict[TP, Partition] = {}
         self.lag_ms = self.config.int("replica.lag.time.max.ms")
         self._alter_queue: dict[TP, tuple] = {}
+        #: acks=all produces and coordinator writes waiting for the high watermark
+        self._purgatory: dict[TP, list[tuple[int, asyncio.Future]]] = {}
         self._alter_wakeup: asyncio.Event | None = None
         self._tasks: list[asyncio.Task] = []
         self.fetchers = None  # FetcherManager, made in start()
@@ -291,7 +293,8 @@ class ReplicaManager:
             part.followers = {}
             part.leader, part.leader_epoch = ps.leader, ps.leader_epoch
             followers.append((part, grew))
-            broker.wake(tp)  # parked acks=all produces and fetches see they are not leader any more
+            broker.wake(tp)  # parked fetches see they are not leader any more
+            self._complete_purgatory(tp, all_of_it=True)  # and parked acks=all produces
             log.info("%s-%d: follower of %d at epoch %d", tp[0], tp[1], ps.leader, ps.leader_epoch)
         return ErrorCode.NONE
 
@@ -374,6 +377,7 @@ class ReplicaManager:
                 elif part is not None:
                     part.leader = -1
                 self.broker.wake(tp)
+                self._complete_purgatory(tp, all_of_it=True)
                 errors.append(
                     StopReplicaPartitionError(topic_name=tp[0], partition_index=tp[1], error_code=0)
                 )
@@ -447,6 +451,7 @@ class ReplicaManager:
         if new > lg.high_watermark:
             lg.update_high_watermark(new)
             self.broker.wake(part.tp)
+            self._complete_purgatory(part.tp)
             return True
         return False
 
@@ -568,46 +573,68 @@ class ReplicaManager:
             )
 
     # ------------------------------------------------------------------ acks=all
+    # ------------------------------------------------------------------ the produce purgatory
+    def _watch_hw(self, tp: TP, offset: int) -> asyncio.Future:
+        """A future completed when ``tp``'s high watermark reaches ``offset`` or this broker stops
+        leading it (DelayedProduce's purgatory key: one sorted list per partition)."""
+        fut = asyncio.get_running_loop().create_future()
+        part = self.local.get(tp)
+        if part is None or part.leader != self.node_id or part.log.high_watermark >= offset:
+            fut.set_result(None)
+            return fut
+        self._purgatory.setdefault(tp, []).append((offset, fut))
+        return fut
+
+    def _complete_purgatory(self, tp: TP, *, all_of_it: bool = False) -> None:
+        waiting = self._purgatory.get(tp)
+        if not waiting:
+            return
+        part = self.local.get(tp)
+        hw = (
+            part.log.high_watermark
+            if part is not None and part.leader == self.node_id and not all_of_it
+            else None
+        )
+        keep = []
+        for offset, fut in waiting:
+            if fut.done():
+                continue
+            if hw is None or hw >= offset:
+                fut.set_result(None)
+            else:
+                keep.append((offset, fut))
+        if keep:
+            self._purgatory[tp] = keep
+        else:
+            del self._purgatory[tp]
+
+    async def _await_hw(self, items: list[tuple[TP, int]], timeout_ms: int) -> None:
+        futs = [self._watch_hw(tp, offset) for tp, offset in items]
+        pending = [f for f in futs if not f.done()]
+        if pending:
+            await asyncio.wait(pending, timeout=max(timeout_ms, 0) / 1000.0)
+        for f in pending:
+            if not f.done():
+                f.cancel()
+
     async def await_replication(self, waits: list[tuple], timeout_ms: int) -> None:
         """DelayedProduce: each (response, topic, partition, required offset) completes when the
         high watermark reaches it (NONE, or NOT_ENOUGH_REPLICAS_AFTER_APPEND if the maximal ISR
         fell below min ISR), on leadership loss (NOT_LEADER_OR_FOLLOWER), or at the timeout
         (REQUEST_TIMED_OUT)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + max(timeout_ms, 0) / 1000.0
-        pending = list(waits)
-        while pending:
-            tps = [(t, p) for _, t, p, _ in pending]
-            fut = self.broker.waiter(tps)
-            try:
-                still = []
-                for item in pending:
-                    resp, t, p, required = item
-                    part = self.local.get((t, p))
-                    if part is None or part.leader != self.node_id:
-                        resp.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-                        resp.base_offset = -1
-                    elif part.log.high_watermark >= required:
-                        need = min(self.min_isr(t), max(1, len(part.replicas)))
-                        if len(part.maximal_isr) < need:
-                            resp.error_code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-                    else:
-                        still.append(item)
-                pending = still
-                if not pending:
-                    return
-                left = deadline - loop.time()
-                if left <= 0:
-                    for resp, _t, _p, _r in pending:
-                        resp.error_code = ErrorCode.REQUEST_TIMED_OUT
-                        resp.base_offset = -1
-                    return
-                try:
-                    await asyncio.wait_for(fut, left)
-                except TimeoutError:
-                    pass
-            finally:
-                self.broker.drop_waiter(fut, tps)
+        await self._await_hw([((t, p), required) for _, t, p, required in waits], timeout_ms)
+        for resp, t, p, required in waits:
+            part = self.local.get((t, p))
+            if part is None or part.leader != self.node_id:
+                resp.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                resp.base_offset = -1
+            elif part.log.high_watermark >= required:
+                need = min(self.min_isr(t), max(1, len(part.replicas)))
+                if len(part.maximal_isr) < need:
+                    resp.error_code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+            else:
+                resp.error_code = ErrorCode.REQUEST_TIMED_OUT
+                resp.base_offset = -1
 
     async def await_log_end(self, tp: TP, timeout_ms: int) -> bool:
         """Wait until the high watermark reaches the log end offset as it is now (what this
@@ -616,24 +643,9 @@ class ReplicaManager:
         if part is None or part.leader != self.node_id:
             return False
         target = part.log.log_end_offset
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + max(timeout_ms, 0) / 1000.0
-        while True:
-            part = self.local.get(tp)
-            if part is None or part.leader != self.node_id:
-                return False
-            if part.log.high_watermark >= target:
-                return True
-            left = deadline - loop.time()
-            if left <= 0:
-                return False
-            fut = self.broker.waiter([tp])
-            try:
-                await asyncio.wait_for(fut, left)
-            except TimeoutError:
-                pass
-            finally:
-                self.broker.drop_waiter(fut, [tp])
+        await self._await_hw([(tp, target)], timeout_ms)
+        part = self.local.get(tp)
+        return part is not None and part.leader == self.node_id and part.log.high_watermark >= target
 
     # ------------------------------------------------------------------ controlled shutdown
     async def controlled_shutdown(self) -> bool:
