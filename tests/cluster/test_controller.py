@@ -113,3 +113,36 @@ def zk_json_or_none(cluster, path: str):
         return zk_json(cluster, path)
     except Exception:  # noqa: BLE001 (no controller at this instant)
         return None
+    # a topic written by another tool (kafka-topics.sh --zookeeper writes only /brokers/topics/T)
+    k = cluster.kazoo()
+    try:
+        k.create("/brokers/topics/from-zk", b'{"version":2,"partitions":{"0":[2,3,1],"1":[3,1,2]}}')
+    finally:
+        k.stop()
+        k.close()
+    for p, head in ((0, 2), (1, 3)):
+        st = wait_for(
+            lambda p=p: zk_json_or_none(cluster, f"/brokers/topics/from-zk/partitions/{p}/state"), 20, "state"
+        )
+        assert st["leader"] == head and sorted(st["isr"]) == [1, 2, 3]
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    md = wait_for(
+        lambda: (m := admin.list_topics(timeout=10)) and "from-zk" in m.topics and m, 20, "metadata"
+    )
+    assert {p.id: p.leader for p in md.topics["from-zk"].partitions.values()} == {0: 2, 1: 3}
+    # controlled shutdown: SIGTERM moves leadership away before the process exits
+    leader = partition_state(cluster, "cf", 0)["leader"]
+    cluster.brokers[leader].stop(timeout=60)
+    assert "controlled shutdown succeeded" in cluster.brokers[leader].log_text()
+    st = partition_state(cluster, "cf", 0)
+    assert st["leader"] not in (leader, -1) and leader not in st["isr"], st
+
+
+def test_fetcher_index_is_kafkas():
+    from kafkatool.broker.cluster.fetcher import fetcher_index
+
+    # Java: Utils.abs(31 * "test".hashCode() + 0) % 3 == 1; one fetcher takes everything
+    assert fetcher_index("test", 0, 3) == 1
+    assert fetcher_index("test", 7, 1) == 0

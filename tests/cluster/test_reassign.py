@@ -88,7 +88,7 @@ def test_reassignment_moves_the_data(cluster, tmp_path, via):
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-@pytest.mark.parametrize("via", ["bootstrap-server", "zookeeper"])
+@pytest.mark.parametrize("via", ["bootstrap-server"])
 def test_reassignment_honours_the_replication_throttle(cluster, tmp_path, via):
     """``reassign execute --throttle``: the configs reach every broker (ZooKeeper config change
     notifications) and the adding replica copies at about the throttled rate."""

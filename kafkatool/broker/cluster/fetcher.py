@@ -34,16 +34,29 @@ OFFSET_FOR_LEADER_EPOCH_VERSION = 3
 MAX_TRUNCATION_ROUNDS = 32
 
 
+def fetcher_index(topic: str, partition: int, n: int) -> int:
+    """AbstractFetcherManager.getFetcherId: ``Utils.abs(31 * topic.hashCode + partition) % n``."""
+    from kafkatool.broker.group.hashing import INT32_MIN, java_string_hash
+
+    h = (31 * java_string_hash(topic) + partition) & 0xFFFFFFFF
+    h = h - 0x100000000 if h & 0x80000000 else h
+    return (0 if h == INT32_MIN else abs(h)) % max(n, 1)
+
+
 class FetcherManager:
+    """num.replica.fetchers fetchers per source broker, each partition on Kafka's choice of one."""
+
     def __init__(self, rm):
         self.rm = rm
-        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self.n = max(1, rm.config.int("num.replica.fetchers"))
+        self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
 
     def add(self, part) -> None:
         self.remove(part.tp)
-        f = self.fetchers.get(part.leader)
+        key = (part.leader, fetcher_index(part.tp[0], part.tp[1], self.n))
+        f = self.fetchers.get(key)
         if f is None:
-            f = self.fetchers[part.leader] = ReplicaFetcher(self.rm, part.leader)
+            f = self.fetchers[key] = ReplicaFetcher(self.rm, part.leader, key[1])
         f.add(part)
 
     def remove(self, tp) -> None:
@@ -60,9 +73,10 @@ class FetcherManager:
 
 
 class ReplicaFetcher:
-    def __init__(self, rm, leader_id: int):
+    def __init__(self, rm, leader_id: int, index: int = 0):
         self.rm = rm
         self.leader_id = leader_id
+        self.index = index
         cfg = rm.config
         self.max_wait = cfg.int("replica.fetch.wait.max.ms")
         self.min_bytes = cfg.int("replica.fetch.min.bytes")
@@ -106,7 +120,7 @@ class ReplicaFetcher:
                 self.link.close()
             self.link = BrokerLink(
                 *ep,
-                client_id=f"broker-{self.rm.node_id}-fetcher-0",
+                client_id=f"broker-{self.rm.node_id}-fetcher-{self.index}",
                 timeout=self.timeout + self.max_wait / 1000.0,
             )
         return self.link
