@@ -100,7 +100,7 @@ def use_client_security(security) -> None:
 class Connection:
     """One socket to one broker, with the API versions it advertised."""
 
-    def __init__(self, host: str, port: int, *, timeout: float, client_id: str = CLIENT_ID):
+    def __init__(self, host: str, port: int, *, timeout: float, client_id: str = CLIENT_ID, security=None):
         self.address = f"{host}:{port}"
         self.timeout = timeout
         self.client_id = client_id
@@ -115,7 +115,7 @@ class Connection:
         self.sock.settimeout(timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.versions: dict[int, tuple[int, int]] = {}
-        security = _client_security
+        security = security if security is not None else _client_security
         try:
             if security is not None:
                 self.sock = security.wrap(self.sock, host)

@@ -1,8 +1,9 @@
 """The inter-broker client on the event loop: one connection to one broker, one request in flight.
 
-Replica fetchers, the AlterPartition and ControlledShutdown senders use it.  Versions are
-fixed (both ends are this broker; Kafka pins them by inter.broker.protocol.version the same
-way), so no ApiVersions round trip is needed.
+Replica fetchers, the AlterPartition, ControlledShutdown and WriteTxnMarkers senders use it.
+Versions are fixed (both ends are this broker; Kafka pins them by inter.broker.protocol.version
+the same way), so no ApiVersions round trip is needed.  The inter-broker listener's TLS and
+SASL (security/client.inter_broker_security) apply when the connection opens.
 """
 
 from __future__ import annotations
@@ -18,14 +19,16 @@ _SIZE = struct.Struct(">i")
 
 
 class BrokerLinkError(KafkatoolError):
-    """The peer is unreachable, closed the connection or answered nonsense."""
+    """The peer is unreachable, closed the connection, refused us or answered nonsense."""
 
 
 class BrokerLink:
-    def __init__(self, host: str, port: int, *, client_id: str, timeout: float = 30.0):
+    def __init__(self, host: str, port: int, *, client_id: str, timeout: float = 30.0, security=None):
         self.host, self.port = host, port
         self.client_id = client_id
         self.timeout = timeout
+        #: security/client.ClientSecurity of the inter-broker listener (None: PLAINTEXT)
+        self.security = security
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._correlation = 0
@@ -36,12 +39,26 @@ class BrokerLink:
         return f"{self.host}:{self.port}"
 
     async def _connect(self) -> None:
+        sec = self.security
+        tls = (
+            {}
+            if sec is None or sec.ssl_context is None
+            else {"ssl": sec.ssl_context, "server_hostname": self.host}
+        )
         try:
             self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port, limit=1 << 22), min(self.timeout, 5.0)
+                asyncio.open_connection(self.host, self.port, limit=1 << 22, **tls), min(self.timeout, 5.0)
             )
         except (OSError, TimeoutError) as exc:
             raise BrokerLinkError(f"{self.address}: cannot connect ({exc or type(exc).__name__})") from None
+        if sec is not None and sec.mechanism is not None:
+            from kafkatool.broker.security.client import AuthenticationError
+
+            try:
+                await sec.authenticate_async(self._roundtrip)
+            except AuthenticationError as exc:
+                self.close()
+                raise BrokerLinkError(f"{self.address}: {exc}") from None
 
     def close(self) -> None:
         if self._writer is not None:
@@ -54,22 +71,29 @@ class BrokerLink:
         async with self._lock:
             if self._writer is None:
                 await self._connect()
-            self._correlation += 1
-            corr = self._correlation
-            reader, writer = self._reader, self._writer  # close() may run meanwhile
-            try:
-                writer.write(encode_request(api_key, version, corr, self.client_id, body))
-                (size,) = _SIZE.unpack(await asyncio.wait_for(reader.readexactly(4), timeout or self.timeout))
-                payload = await asyncio.wait_for(reader.readexactly(size), timeout or self.timeout)
-            except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
-                self.close()
-                raise BrokerLinkError(f"{self.address}: {type(exc).__name__} {exc}".rstrip()) from None
-            try:
-                got, resp = parse_response(payload, api_key, version)
-            except SchemaDecodeError as exc:
-                self.close()
-                raise BrokerLinkError(f"{self.address}: undecodable response: {exc}") from None
-            if got != corr:
-                self.close()
-                raise BrokerLinkError(f"{self.address}: correlation id {got}, expected {corr}")
-            return resp
+            return await self._roundtrip(api_key, version, body, timeout=timeout)
+
+    async def _roundtrip(
+        self, api_key: int, version: int, body: Message, *, timeout: float | None = None
+    ) -> Message:
+        reader, writer = self._reader, self._writer  # close() may run meanwhile
+        if writer is None:
+            raise BrokerLinkError(f"{self.address}: not connected")
+        self._correlation += 1
+        corr = self._correlation
+        try:
+            writer.write(encode_request(api_key, version, corr, self.client_id, body))
+            (size,) = _SIZE.unpack(await asyncio.wait_for(reader.readexactly(4), timeout or self.timeout))
+            payload = await asyncio.wait_for(reader.readexactly(size), timeout or self.timeout)
+        except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
+            self.close()
+            raise BrokerLinkError(f"{self.address}: {type(exc).__name__} {exc}".rstrip()) from None
+        try:
+            got, resp = parse_response(payload, api_key, version)
+        except SchemaDecodeError as exc:
+            self.close()
+            raise BrokerLinkError(f"{self.address}: undecodable response: {exc}") from None
+        if got != corr:
+            self.close()
+            raise BrokerLinkError(f"{self.address}: correlation id {got}, expected {corr}")
+        return resp

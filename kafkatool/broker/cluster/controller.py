@@ -112,6 +112,7 @@ class _Sender(threading.Thread):
                             self.port,
                             timeout=self.controller.socket_timeout,
                             client_id=f"controller-{self.controller.broker_id}",
+                            security=self.controller.security,
                         )
                     resp = self._conn.request(api_key, body, version=version)
                 except KafkaAdminError as exc:
@@ -134,8 +135,10 @@ class _Sender(threading.Thread):
 class Controller:
     """One broker's controller: an election participant, and the cluster's brain when active."""
 
-    def __init__(self, broker_id: int, zk: KafkaZk, config, *, inter_broker_listener: str):
+    def __init__(self, broker_id: int, zk: KafkaZk, config, *, inter_broker_listener: str, security=None):
         self.broker_id = broker_id
+        #: the inter-broker listener's TLS/SASL (security/client.ClientSecurity), None: PLAINTEXT
+        self.security = security
         self.zk = zk
         self.config = config
         self.listener = inter_broker_listener

@@ -118,11 +118,7 @@ class ReplicaFetcher:
         if self.link is None or (self.link.host, self.link.port) != ep:
             if self.link is not None:
                 self.link.close()
-            self.link = BrokerLink(
-                *ep,
-                client_id=f"broker-{self.rm.node_id}-fetcher-{self.index}",
-                timeout=self.timeout + self.max_wait / 1000.0,
-            )
+            self.link = self.rm.link(*ep, f"fetcher-{self.index}", self.timeout + self.max_wait / 1000.0)
         return self.link
 
     async def _run(self) -> None:

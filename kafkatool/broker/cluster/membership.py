@@ -64,12 +64,6 @@ class Cluster:
     # ------------------------------------------------------------------ start-up
     def connect(self) -> None:
         """The session, /cluster/id and the persistent paths (before the log dirs are trusted)."""
-        ibl = self.config.inter_broker_listener
-        if ibl.security_protocol != "PLAINTEXT":
-            raise ClusterError(
-                f"inter-broker listener {ibl.name} is {ibl.security_protocol}: cluster mode talks to other "
-                "brokers over PLAINTEXT only for now (set inter.broker.listener.name to a PLAINTEXT listener)"
-            )
         if self.node_id < 0 or self.config.explicit_node_id is None:
             raise ClusterError(
                 "zookeeper.connect needs broker.id (or node.id) set: each broker of a cluster has its own"
@@ -116,7 +110,11 @@ class Cluster:
         self._register()
         self.zk.kazoo.add_listener(self._session_state)
         self.controller = Controller(
-            self.node_id, self.zk, self.config, inter_broker_listener=self.config.inter_broker_listener.name
+            self.node_id,
+            self.zk,
+            self.config,
+            inter_broker_listener=self.config.inter_broker_listener.name,
+            security=self.replicas.security,
         )
         self.controller.start()
         self._load_broker_configs()

@@ -117,7 +117,19 @@ class ReplicaManager:
         self._tasks: list[asyncio.Task] = []
         self.fetchers = None  # FetcherManager, made in start()
         self._inter_broker = self.config.inter_broker_listener.name
+        from kafkatool.broker.security.client import inter_broker_security
+
+        #: TLS/SASL of the inter-broker listener for every link this broker opens
+        self.security = inter_broker_security(self.config)
         self.shutting_down = False
+
+    def link(self, host: str, port: int, purpose: str, timeout: float):
+        """A connection to another broker on the inter-broker listener (its TLS and SASL)."""
+        from kafkatool.broker.cluster.client import BrokerLink
+
+        return BrokerLink(
+            host, port, client_id=f"broker-{self.node_id}-{purpose}", timeout=timeout, security=self.security
+        )
 
     # ------------------------------------------------------------------ life cycle
     def start(self) -> None:
@@ -514,7 +526,7 @@ class ReplicaManager:
             if link is None or link_to != (self.controller_id, ep):
                 if link is not None:
                     link.close()
-                link = BrokerLink(*ep, client_id=f"broker-{self.node_id}-alter-partition", timeout=10.0)
+                link = self.link(*ep, "alter-partition", 10.0)
                 link_to = (self.controller_id, ep)
             topics: dict[str, list] = {}
             for (t, p), (epoch, isr, pepoch) in items.items():
@@ -651,7 +663,7 @@ class ReplicaManager:
     async def controlled_shutdown(self) -> bool:
         """KafkaServer.controlledShutdown: ask the controller to move leadership away, up to
         controlled.shutdown.max.retries times."""
-        from kafkatool.broker.cluster.client import BrokerLink, BrokerLinkError
+        from kafkatool.broker.cluster.client import BrokerLinkError
 
         self.shutting_down = True
         tries = self.config.int("controlled.shutdown.max.retries")
@@ -661,7 +673,7 @@ class ReplicaManager:
             if ep is None:
                 log.info("controlled shutdown: no controller known")
                 return False
-            link = BrokerLink(*ep, client_id=f"broker-{self.node_id}-shutdown", timeout=30.0)
+            link = self.link(*ep, "shutdown", 30.0)
             try:
                 resp = await link.request(
                     7,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from kafkatool.broker.cluster.client import BrokerLink, BrokerLinkError
+from kafkatool.broker.cluster.client import BrokerLinkError
 from kafkatool.protocol.errors import ErrorCode
 from kafkatool.protocol.generated import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 from kafkatool.protocol.generated.write_txn_markers_request import WritableTxnMarker, WritableTxnMarkerTopic
@@ -78,7 +78,7 @@ async def send_markers(
         links = _links(rm)
         link = links.get(leader)
         if link is None or (link.host, link.port) != ep:
-            link = links[leader] = BrokerLink(*ep, client_id=f"broker-{rm.node_id}-txn-markers", timeout=40.0)
+            link = links[leader] = rm.link(*ep, "txn-markers", 40.0)
         topics: dict[str, list[int]] = {}
         for t, p in tps:
             topics.setdefault(t, []).append(p)

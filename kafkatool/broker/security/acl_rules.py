@@ -945,6 +945,13 @@ RULES = {
     68: _consumer_group_heartbeat,
     69: _consumer_group_describe,
     75: _describe_topic_partitions,
+    # the control plane of a ZooKeeper-mode cluster: brokers and the controller only
+    4: _cluster_whole(A.CLUSTER_ACTION),
+    5: _cluster_whole(A.CLUSTER_ACTION),
+    6: _cluster_whole(A.CLUSTER_ACTION),
+    7: _cluster_whole(A.CLUSTER_ACTION),
+    27: _cluster_whole(A.CLUSTER_ACTION),
+    56: _cluster_whole(A.CLUSTER_ACTION),
 }
 #: no ACL: the connection's own business (version negotiation, authentication)
 UNCHECKED = {17, 18, 36}

@@ -72,19 +72,39 @@ class ClientSecurity:
 
     def authenticate(self, roundtrip) -> None:
         """SaslHandshake v1 + SaslAuthenticate; ``roundtrip(api_key, version, body)`` -> response."""
+        steps = self.sasl_exchange()
+        try:
+            request = next(steps)
+            while True:
+                request = steps.send(roundtrip(*request))
+        except StopIteration:
+            pass
+
+    async def authenticate_async(self, roundtrip) -> None:
+        """The same exchange over an asyncio connection (the cluster mode's inter-broker links)."""
+        steps = self.sasl_exchange()
+        try:
+            request = next(steps)
+            while True:
+                request = steps.send(await roundtrip(*request))
+        except StopIteration:
+            pass
+
+    def sasl_exchange(self):
+        """The client side of SASL as a generator: yields (api_key, version, request) and is sent
+        each response; returns when authenticated, raises AuthenticationError otherwise."""
         if self.mechanism is None:
             return
         from kafkatool.protocol.generated.sasl_authenticate_request import SaslAuthenticateRequest
         from kafkatool.protocol.generated.sasl_handshake_request import SaslHandshakeRequest
 
-        r = roundtrip(17, 1, SaslHandshakeRequest(mechanism=self.mechanism))
+        r = yield (17, 1, SaslHandshakeRequest(mechanism=self.mechanism))
         if r.error_code:
             raise AuthenticationError(
                 f"SASL mechanism {self.mechanism} not enabled (broker offers {', '.join(r.mechanisms or [])})"
             )
 
-        def step(token: bytes) -> bytes:
-            resp = roundtrip(36, 1, SaslAuthenticateRequest(auth_bytes=token))
+        def check(resp) -> bytes:
             if resp.error_code:
                 raise AuthenticationError(
                     resp.error_message or f"SASL authentication failed ({resp.error_code})"
@@ -92,13 +112,25 @@ class ClientSecurity:
             return bytes(resp.auth_bytes)
 
         if self.mechanism == "PLAIN":
-            step(b"\0" + self.username.encode() + b"\0" + self.password.encode())
+            check(
+                (
+                    yield (
+                        36,
+                        1,
+                        SaslAuthenticateRequest(
+                            auth_bytes=b"\0" + self.username.encode() + b"\0" + self.password.encode()
+                        ),
+                    )
+                )
+            )
             return
         algo = scram.MECHANISMS[self.mechanism][0]
         name = self.username.replace("=", "=3D").replace(",", "=2C")
         cnonce = base64.b64encode(os.urandom(18)).decode().replace(",", "A")
         first_bare = f"n={name},r={cnonce}"
-        server_first = step(f"n,,{first_bare}".encode()).decode()
+        server_first = check(
+            (yield (36, 1, SaslAuthenticateRequest(auth_bytes=f"n,,{first_bare}".encode())))
+        ).decode()
         attrs = dict(p.split("=", 1) for p in server_first.split(","))
         if not attrs.get("r", "").startswith(cnonce):
             raise AuthenticationError("SCRAM: the server nonce does not extend ours")
@@ -110,8 +142,47 @@ class ClientSecurity:
         auth_message = f"{first_bare},{server_first},{without_proof}".encode()
         signature = hmac.new(stored_key, auth_message, algo).digest()
         proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
-        final = step(f"{without_proof},p={base64.b64encode(proof).decode()}".encode()).decode()
+        final_msg = f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+        final = check((yield (36, 1, SaslAuthenticateRequest(auth_bytes=final_msg)))).decode()
         server_key = hmac.new(salted, b"Server Key", algo).digest()
         expected = base64.b64encode(hmac.new(server_key, auth_message, algo).digest()).decode()
         if final != f"v={expected}":
             raise AuthenticationError("SCRAM: the broker's signature does not verify")
+
+
+def inter_broker_security(config) -> ClientSecurity | None:
+    """How this broker connects to the others: the inter-broker listener's protocol, its
+    listener.name.<l>.ssl.* (or ssl.*) stores and ssl.endpoint.identification.algorithm, and for
+    SASL sasl.mechanism.inter.broker.protocol with the username/password of that mechanism's
+    listener.name.<l>.<mechanism>.sasl.jaas.config, as Kafka's brokers take them."""
+    lst = config.inter_broker_listener
+    if lst.security_protocol == "PLAINTEXT":
+        return None
+    props = {"security.protocol": lst.security_protocol}
+    for key in (
+        "ssl.truststore.type",
+        "ssl.truststore.location",
+        "ssl.truststore.password",
+        "ssl.truststore.certificates",
+        "ssl.keystore.type",
+        "ssl.keystore.location",
+        "ssl.keystore.password",
+        "ssl.key.password",
+        "ssl.keystore.certificate.chain",
+        "ssl.keystore.key",
+        "ssl.endpoint.identification.algorithm",
+        "ssl.enabled.protocols",
+        "ssl.cipher.suites",
+    ):
+        value = config.listener_setting(lst, key)
+        if value is not None:
+            props[key] = value
+    if lst.sasl:
+        mech = (config.get("sasl.mechanism.inter.broker.protocol") or "GSSAPI").strip().upper()
+        props["sasl.mechanism"] = mech
+        jaas = config.listener_setting(lst, f"{mech.lower()}.sasl.jaas.config") or config.listener_setting(
+            lst, "sasl.jaas.config"
+        )
+        if jaas:
+            props["sasl.jaas.config"] = jaas
+    return ClientSecurity(props)

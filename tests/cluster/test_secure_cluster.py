@@ -1,0 +1,90 @@
+"""A cluster whose brokers talk to each other over SASL_SSL (PLAIN), with ACLs on: the
+controller's requests, the replica fetchers, AlterPartition and the markers all authenticate
+as the broker principal (a super user); clients use a PLAINTEXT listener of their own."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.broker.conftest import free_port
+from tests.broker.security.certs import CA
+from tests.cluster.conftest import Cluster, wait_for
+from tests.cluster.test_divergence import log_bytes, produce
+from tests.cluster.test_replication import create_topic, partition_state, read_all
+
+pytest.importorskip("confluent_kafka")
+
+JAAS = (
+    'org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" '
+    'password="broker-secret" user_broker="broker-secret";'
+)
+
+
+@pytest.fixture
+def secure_cluster(tmp_path, zk_module):
+    ca = CA(tmp_path / "pki")
+    srv = ca.issue("broker")
+    c = Cluster(tmp_path, zk_module, 3, ["num.partitions=1"])
+    for b in c.brokers.values():
+        b.extra += [
+            f"listeners=EXTERNAL://127.0.0.1:{b.port},INTERNAL://127.0.0.1:{free_port()}",
+            "listener.security.protocol.map=EXTERNAL:PLAINTEXT,INTERNAL:SASL_SSL",
+            "inter.broker.listener.name=INTERNAL",
+            "sasl.enabled.mechanisms=PLAIN",
+            "sasl.mechanism.inter.broker.protocol=PLAIN",
+            f"listener.name.internal.plain.sasl.jaas.config={JAAS}",
+            "ssl.keystore.type=PKCS12",
+            f"ssl.keystore.location={srv.p12_path}",
+            f"ssl.keystore.password={srv.p12_password}",
+            "ssl.truststore.type=PEM",
+            f"ssl.truststore.location={ca.path}",
+            "authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
+            "super.users=User:broker",
+            "allow.everyone.if.no.acl.found=true",
+        ]
+    try:
+        yield c.start()
+    finally:
+        c.stop()
+
+
+def test_replication_over_sasl_ssl_between_brokers(secure_cluster):
+    cluster = secure_cluster
+    create_topic(cluster, "secure", 1, 3, min_insync_replicas=2)
+    wait_for(lambda: len(partition_state(cluster, "secure", 0)["isr"]) == 3, 30, "ISR of 3")
+    values = [b"s%d" % i for i in range(300)]
+    produce(cluster.bootstrap, "secure", values, "all")
+    assert [v for _, v in read_all(cluster.bootstrap, "secure")] == values
+    leader = cluster.brokers[partition_state(cluster, "secure", 0)["leader"]]
+    for b in cluster.brokers.values():
+        wait_for(lambda b=b: log_bytes(b, "secure") == log_bytes(leader, "secure"), 20, "identical replicas")
+    # once the cluster resource has an ACL, a peer without CLUSTER_ACTION gets nothing from the
+    # control plane (the EXTERNAL listener's ANONYMOUS principal is no super user)
+    import subprocess
+    import sys
+
+    from kafkatool.protocol.generated import LeaderAndIsrRequest
+    from tests.broker.conftest import REPO
+    from tests.broker.wire import WireClient
+
+    r = subprocess.run(
+        [sys.executable, "-m", "kafkatool", "acls", "--bootstrap-server", cluster.bootstrap, "--add"]
+        + ["--allow-principal", "User:broker", "--operation", "ClusterAction", "--cluster"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+
+    with WireClient(leader.bootstrap) as c:
+        r = c.request(
+            4,
+            4,
+            LeaderAndIsrRequest(
+                controller_id=1, controller_epoch=99, broker_epoch=-1, topic_states=[], live_leaders=[]
+            ),
+        )
+    assert r.error_code == 31  # CLUSTER_AUTHORIZATION_FAILED
+    text = "".join(b.log_text() for b in cluster.brokers.values())
+    assert "Failed authentication" not in text
