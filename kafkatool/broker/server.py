@@ -125,15 +125,22 @@ class Broker:
             raise ConfigError(str(exc)) from None
         if not on or self.authorizer is not None:
             return
+        store = self.metadata
+        if self.cluster is not None:
+            # ZooKeeper mode: the ACLs are the cluster's, in /kafka-acl (every broker reloads them)
+            from kafkatool.broker.cluster.acl_store import ZkAclStore
+
+            store = ZkAclStore(self.cluster.zk)
+            store.watch()
         self.authorizer = acl.Authorizer(
-            self.metadata,
+            store,
             super_users=self.config.get("super.users"),
             allow_if_no_acl=self.config.bool("allow.everyone.if.no.acl.found"),
         )
         acl_rules.install(self.router)
         log.info(
             "ACL authorizer enabled: %d ACLs, super.users=%s, allow.everyone.if.no.acl.found=%s",
-            len(self.metadata.acls),
+            len(self.authorizer.acls),
             self.config.get("super.users") or "",
             self.config.bool("allow.everyone.if.no.acl.found"),
         )
@@ -161,7 +168,6 @@ class Broker:
         self.metadata = MetadataStore(
             dirs, self.node_id, writable=writable, cluster_id=self.config.get("cluster.id")
         )
-        self._install_authorizer()
         if self.config.get("zookeeper.connect") and writable:
             from kafkatool.broker.cluster.membership import Cluster
 
@@ -171,6 +177,7 @@ class Broker:
             self.cluster = Cluster(self)
             self.replicas = self.cluster.replicas
             self.cluster.connect()
+        self._install_authorizer()
         topic_configs = {n: self.config.log_config(t.configs) for n, t in self.metadata.topics.items()}
         self.manager = LogManager(
             dirs,

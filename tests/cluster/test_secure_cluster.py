@@ -4,6 +4,8 @@ as the broker principal (a super user); clients use a PLAINTEXT listener of thei
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.broker.conftest import free_port
@@ -77,14 +79,33 @@ def test_replication_over_sasl_ssl_between_brokers(secure_cluster):
     )
     assert r.returncode == 0, r.stdout + r.stderr
 
-    with WireClient(leader.bootstrap) as c:
-        r = c.request(
-            4,
-            4,
-            LeaderAndIsrRequest(
-                controller_id=1, controller_epoch=99, broker_epoch=-1, topic_states=[], live_leaders=[]
-            ),
-        )
-    assert r.error_code == 31  # CLUSTER_AUTHORIZATION_FAILED
+    # stored as Kafka's AclAuthorizer stores it, and every broker applies it
+    k = cluster.kazoo()
+    try:
+        stored = json.loads(k.get("/kafka-acl/Cluster/kafka-cluster")[0])
+        assert k.get_children("/kafka-acl-changes")
+    finally:
+        k.stop()
+        k.close()
+    assert stored["acls"] == [
+        {"principal": "User:broker", "permissionType": "Allow", "operation": "ClusterAction", "host": "*"}
+    ]
+
+    def refused(b) -> bool:
+        with WireClient(b.bootstrap) as c:
+            r = c.request(
+                4,
+                4,
+                LeaderAndIsrRequest(
+                    controller_id=1, controller_epoch=99, broker_epoch=-1, topic_states=[], live_leaders=[]
+                ),
+            )
+        return r.error_code == 31  # CLUSTER_AUTHORIZATION_FAILED
+
+    for b in cluster.brokers.values():
+        wait_for(lambda b=b: refused(b), 10, "the ACL on every broker")
+    # the cluster still replicates: the brokers are super users on their own listener
+    produce(cluster.bootstrap, "secure", [b"after-acl"], "all")
+    assert [v for _, v in read_all(cluster.bootstrap, "secure")][-1] == b"after-acl"
     text = "".join(b.log_text() for b in cluster.brokers.values())
     assert "Failed authentication" not in text
