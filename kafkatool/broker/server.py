@@ -115,6 +115,14 @@ class Broker:
 
             cluster_handlers.register(self.router)
 
+    @property
+    def scram_store(self):
+        """Where SCRAM credentials live: ZooKeeper's /config/users in cluster mode, else the
+        embedded metadata (both a ``user_scram`` dict and ``save()``)."""
+        if self.cluster is not None:
+            return self.cluster.scram
+        return self.metadata
+
     def _install_authorizer(self) -> None:
         """ACLs (authorizer.class.name): every handler is wrapped with its rule once."""
         from kafkatool.broker.security import acl, acl_rules
@@ -533,7 +541,7 @@ class Broker:
         """The stored SCRAM credential of ``user`` for ``mechanism`` (None: no such user/mechanism)."""
         from kafkatool.broker.security.scram import ScramCredential
 
-        store = self.metadata
+        store = self.scram_store
         text = store.user_scram.get(user, {}).get(mechanism) if store is not None else None
         return None if text is None else ScramCredential.from_text(text)
 

@@ -109,3 +109,52 @@ def test_replication_over_sasl_ssl_between_brokers(secure_cluster):
     assert [v for _, v in read_all(cluster.bootstrap, "secure")][-1] == b"after-acl"
     text = "".join(b.log_text() for b in cluster.brokers.values())
     assert "Failed authentication" not in text
+
+
+def test_scram_credentials_live_in_zookeeper(cluster):
+    """AlterUserScramCredentials on any broker writes /config/users/<user> as Kafka does (with a
+    change notification); every broker then describes, and would authenticate, the user."""
+    import subprocess
+    import sys
+
+    from tests.broker.conftest import REPO
+
+    first = next(iter(cluster.brokers.values()))
+    r = subprocess.run(
+        [sys.executable, "-m", "kafkatool", "users", "alter", "--bootstrap-server", first.bootstrap]
+        + ["--entity-name", "alice", "--add-config", "SCRAM-SHA-512=[iterations=8192,password=alice-secret]"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    k = cluster.kazoo()
+    try:
+        stored = json.loads(k.get("/config/users/alice")[0])["config"]["SCRAM-SHA-512"]
+    finally:
+        k.stop()
+        k.close()
+    assert stored.startswith("salt=") and ",iterations=8192" in stored and "stored_key=" in stored
+
+    def described(b) -> bool:
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "kafkatool",
+                "users",
+                "describe",
+                "--bootstrap-server",
+                b.bootstrap,
+                "--json",
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        return r.returncode == 0 and "alice" in r.stdout and "SCRAM-SHA-512" in r.stdout
+
+    for b in cluster.brokers.values():
+        wait_for(lambda b=b: described(b), 15, "alice on every broker", step=0.5)

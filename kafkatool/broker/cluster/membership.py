@@ -52,6 +52,7 @@ class Cluster:
         )
         self.replicas = ReplicaManager(broker)
         self.controller: Controller | None = None
+        self.scram = None  # ZkScramStore, once connected
         self.broker_epoch = -1
         self._registration: bytes | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -101,6 +102,10 @@ class Cluster:
         for p in (*paths.PERSISTENT_PATHS, *(f"{paths.CONFIG}/{t}" for t in paths.CONFIG_ENTITY_TYPES)):
             with contextlib.suppress(ZkNodeExistsError):
                 self.zk.ensure_path(p)
+        from kafkatool.broker.cluster.scram_store import ZkScramStore
+
+        #: SCRAM credentials: /config/users/<user>, as Kafka keeps them in ZooKeeper mode
+        self.scram = ZkScramStore(self.zk)
 
     def start(self) -> None:
         """After the listeners are bound: register, start replication and the controller."""
@@ -387,6 +392,8 @@ class Cluster:
                 self._loop.call_soon_threadsafe(self._apply_topic_configs, name, configs)
             elif kind == "brokers":
                 self._loop.call_soon_threadsafe(self._load_broker_configs)
+            elif kind == "users" and "/" not in name:
+                self.scram.reload_user(name)
         return True
 
     def _apply_topic_configs(self, name: str, configs: dict[str, str]) -> None:

@@ -131,7 +131,7 @@ def handle_describe(ctx, req):
             error_message=msg,
             credential_infos=[R.CredentialInfo(mechanism=m, iterations=i) for m, i in infos],
         )
-        for u, err, msg, infos in describe(ctx.broker.metadata, names)
+        for u, err, msg, infos in describe(ctx.broker.scram_store, names)
     ]
     return R.DescribeUserScramCredentialsResponse(
         throttle_time_ms=0, error_code=0, error_message=None, results=results
@@ -142,7 +142,7 @@ def handle_alter(ctx, req):
     from kafkatool.protocol.generated import alter_user_scram_credentials_response as R
 
     out = alter(
-        ctx.broker.metadata,
+        ctx.broker.scram_store,
         [(d.name, d.mechanism) for d in req.deletions],
         [(u.name, u.mechanism, u.iterations, u.salt, u.salted_password) for u in req.upsertions],
     )
