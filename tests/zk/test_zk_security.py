@@ -192,3 +192,39 @@ def test_sasl_wrong_password_is_one_line(sasl_zk, tmp_path, monkeypatch):
     monkeypatch.setenv("KAFKA_OPTS", f"-Djava.security.auth.login.config={bad}")
     res = run("zk", "brokers", "-z", sasl_zk["connect"], "--timeout", "3")
     assert res.exit_code == 2 and "Krb5LoginModule is not supported" in res.output
+
+
+def test_serve_joins_a_cluster_over_zookeeper_tls(tls_zk, tmp_path):
+    """serve's own ZooKeeper session takes the same zookeeper.ssl.* settings as the tools."""
+    from tests.broker.conftest import BrokerProcess
+
+    c = tls_zk["client"]
+    connect = tls_zk["secure"].rsplit("/", 1)[0] + "/served"
+    b = BrokerProcess(
+        tmp_path / "data",
+        extra=[
+            "broker.id=1",
+            f"zookeeper.connect={connect}",
+            "zookeeper.ssl.client.enable=true",
+            "zookeeper.clientCnxnSocket=org.apache.zookeeper.ClientCnxnSocketNetty",
+            f"zookeeper.ssl.keystore.location={c.p12_path}",
+            "zookeeper.ssl.keystore.type=PKCS12",
+            f"zookeeper.ssl.keystore.password={c.p12_password}",
+            f"zookeeper.ssl.truststore.location={tls_zk['ca'].path}",
+            "zookeeper.ssl.truststore.type=PEM",
+        ],
+    ).start(timeout=40)
+    try:
+        conf = _tls_file(
+            tmp_path / "zk-tls.properties",
+            keystore=c.p12_path,
+            password=c.p12_password,
+            truststore=tls_zk["ca"].path,
+        )
+        res = run("zk", "brokers", "-z", connect, "--zk-tls-config-file", conf, "--json", "--timeout", "10")
+        assert res.exit_code == 0, res.output
+        rows = [json.loads(x) for x in res.stdout.splitlines() if x.startswith("{")]
+        assert [r["id"] for r in rows] == [1]
+        assert "ignoring config" not in b.log_text()
+    finally:
+        b.stop()
