@@ -31,7 +31,12 @@ class BrokerProcess:
         port: int | None = None,
         extra: list[str] | None = None,
         read_only: bool = False,
+        host: str = "127.0.0.1",
+        prefix: list[str] | None = None,
     ):
+        #: ``host``/``prefix``: a broker in a network namespace (``ip netns exec NS``) at its address
+        self.host = host
+        self.prefix = list(prefix or [])
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
         self.extra = list(extra or [])
@@ -41,7 +46,7 @@ class BrokerProcess:
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def start(self, timeout: float = 20.0) -> BrokerProcess:
         cmd = [
@@ -51,7 +56,7 @@ class BrokerProcess:
             "serve",
             "--no-banner",
             "-o",
-            f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
+            f"listeners=PLAINTEXT://{self.host}:{self.port}",
             "-o",
             f"log.dirs={self.data_dir}",
         ]
@@ -59,6 +64,7 @@ class BrokerProcess:
             cmd += ["-o", e]
         if self.read_only:
             cmd.append("--read-only")
+        cmd = self.prefix + cmd
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             cmd, cwd=REPO, stdout=self._log, stderr=self._log, start_new_session=True

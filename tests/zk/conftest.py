@@ -41,8 +41,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _four_letter(port: int, word: bytes) -> bytes:
-    with socket.create_connection(("127.0.0.1", port), timeout=1.0) as s:
+def _four_letter(port: int, word: bytes, host: str = "127.0.0.1") -> bytes:
+    with socket.create_connection((host, port), timeout=1.0) as s:
         s.sendall(word)
         chunks = []
         while True:
@@ -55,7 +55,11 @@ def _four_letter(port: int, word: bytes) -> bytes:
 
 @contextlib.contextmanager
 def run_zookeeper(
-    base: Path, *, extra_cfg: tuple[str, ...] = (), jvm_flags: tuple[str, ...] = ()
+    base: Path,
+    *,
+    extra_cfg: tuple[str, ...] = (),
+    jvm_flags: tuple[str, ...] = (),
+    address: str = "127.0.0.1",
 ) -> Iterator[str]:
     """Start a standalone ZooKeeper with its data in ``base``; yields "127.0.0.1:PORT" (the plain
     client port).  ``extra_cfg``: more zoo.cfg lines (a secureClientPort, auth providers);
@@ -74,7 +78,7 @@ def run_zookeeper(
                 "syncLimit=5",
                 f"dataDir={base / 'data'}",
                 f"clientPort={port}",
-                "clientPortAddress=127.0.0.1",
+                f"clientPortAddress={address}",
                 "admin.enableServer=false",
                 "4lw.commands.whitelist=ruok,srvr",
                 "maxClientCnxns=0",
@@ -113,14 +117,16 @@ def run_zookeeper(
                 out = (base / "zookeeper.out").read_text(errors="replace")[-2000:]
                 raise RuntimeError(f"ZooKeeper exited with {proc.returncode}: {out}")
             try:
-                if _four_letter(port, b"ruok") == b"imok" and b"Mode:" in _four_letter(port, b"srvr"):
+                if _four_letter(port, b"ruok", address) == b"imok" and b"Mode:" in _four_letter(
+                    port, b"srvr", address
+                ):
                     break
             except OSError:
                 pass
             if time.monotonic() > deadline:
                 raise RuntimeError("ZooKeeper did not answer within 30 s")
             time.sleep(0.1)
-        yield f"127.0.0.1:{port}"
+        yield f"{address}:{port}"
     finally:
         proc.terminate()
         try:
