@@ -739,7 +739,17 @@ def _txn_offset_commit(ctx, req, handler):
         return _error_response(ctx, req, handler, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if not allowed(ctx, A.READ, A.GROUP, req.group_id):
         return _error_response(ctx, req, handler, E.GROUP_AUTHORIZATION_FAILED)
-    return _all_topics(A.READ, lambda c, r: [t.name for t in r.topics])(ctx, req, handler)
+    # KafkaApis.handleTxnOffsetCommitRequest: a topic without READ fails its own partitions only
+    from kafkatool.protocol.generated.txn_offset_commit_response import (
+        TxnOffsetCommitResponsePartition,
+        TxnOffsetCommitResponseTopic,
+    )
+
+    add = _partitions_response(
+        "topics", TxnOffsetCommitResponseTopic, TxnOffsetCommitResponsePartition, "name", "partitions",
+        "partition_index", lambda t: [p.partition_index for p in t.partitions],
+    )  # fmt: skip
+    return _topics_rule("topics", "name", A.READ, add)(ctx, req, handler)
 
 
 def _add_offsets_to_txn(ctx, req, handler):

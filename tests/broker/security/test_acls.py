@@ -346,3 +346,69 @@ def test_every_served_api_has_its_acl_rule():
 
     served = set(Broker(BrokerConfig({}, {})).router.routes)
     assert served - set(RULES) - UNCHECKED == set()
+
+
+def test_txn_offset_commit_fails_only_the_denied_topics(secured):
+    """KafkaApis.handleTxnOffsetCommitRequest: a topic without READ gets TOPIC_AUTHORIZATION_FAILED
+    on its partitions; the others are committed (the request is not failed as a whole)."""
+    from kafkatool.assign.kafka_client import Connection
+    from kafkatool.broker.security.client import ClientSecurity
+    from kafkatool.protocol.generated import TxnOffsetCommitRequest
+    from kafkatool.protocol.generated.txn_offset_commit_request import (
+        TxnOffsetCommitRequestPartition,
+        TxnOffsetCommitRequestTopic,
+    )
+
+    _, _, sasl, _ = secured
+    admin = AdminClient(_conf(sasl, "admin"))
+    acl = AclBinding(
+        ResourceType.TRANSACTIONAL_ID, "tx-a", ResourcePatternType.LITERAL, "User:alice", "*",
+        AclOperation.WRITE, AclPermissionType.ALLOW,
+    )  # fmt: skip
+    for f in admin.create_acls([acl]).values():
+        f.result(15)
+    sec = ClientSecurity(
+        {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "SCRAM-SHA-256",
+            "sasl.username": "alice",
+            "sasl.password": USERS["alice"],
+        }
+    )
+    conn = Connection("127.0.0.1", sasl, timeout=10, security=sec)
+    try:
+        part = TxnOffsetCommitRequestPartition(
+            partition_index=0, committed_offset=1, committed_leader_epoch=-1
+        )
+        resp = conn.request(
+            28,
+            TxnOffsetCommitRequest(
+                transactional_id="tx-a",
+                group_id="app-txn",
+                producer_id=1,
+                producer_epoch=0,
+                topics=[
+                    TxnOffsetCommitRequestTopic(name="orders", partitions=[part]),
+                    TxnOffsetCommitRequestTopic(name="secret", partitions=[part]),
+                ],
+            ),
+            version=3,
+        )
+    finally:
+        conn.close()
+    codes = {t.name: [p.error_code for p in t.partitions] for t in resp.topics}
+    assert codes["secret"] == [29]  # TOPIC_AUTHORIZATION_FAILED
+    assert codes["orders"] != [29] and len(codes["orders"]) == 1
+
+
+def test_every_cluster_api_has_its_acl_rule():
+    """The control-plane APIs a ZooKeeper-mode broker serves need CLUSTER_ACTION."""
+    from kafkatool.broker.config import BrokerConfig
+    from kafkatool.broker.security.acl_rules import RULES, UNCHECKED
+    from kafkatool.broker.server import Broker
+
+    served = set(
+        Broker(BrokerConfig({"zookeeper.connect": "127.0.0.1:1/x", "broker.id": "1"}, {})).router.routes
+    )
+    assert {4, 5, 6, 7, 27, 56} <= served
+    assert served - set(RULES) - UNCHECKED == set()
