@@ -136,12 +136,23 @@ def _acks0_failed(failed: dict[tuple[str, int], int]):
     return CloseConnection(f"error during produce request with acks=0 ({summary})")
 
 
+def _has_transactional_records(req) -> bool:
+    """RequestUtils.hasTransactionalRecords: a magic-2 batch header with the transactional bit
+    (read in place: byte 16 is the magic, 21-22 the attributes)."""
+    for t in req.topic_data:
+        for p in t.partition_data:
+            rec = p.records
+            if rec is not None and len(rec) > 22 and rec[16] == 2 and rec[22] & 0x10:
+                return True
+    return False
+
+
 def _produce(ctx, req, handler):
     from kafkatool.protocol.generated import ProduceResponse
     from kafkatool.protocol.generated.produce_response import PartitionProduceResponse, TopicProduceResponse
 
-    if req.transactional_id is not None and not allowed(
-        ctx, A.WRITE, A.TRANSACTIONAL_ID, req.transactional_id
+    if _has_transactional_records(req) and (
+        req.transactional_id is None or not allowed(ctx, A.WRITE, A.TRANSACTIONAL_ID, req.transactional_id)
     ):
         code = int(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         if req.acks == 0:

@@ -412,3 +412,51 @@ def test_every_cluster_api_has_its_acl_rule():
     )
     assert {4, 5, 6, 7, 27, 56} <= served
     assert served - set(RULES) - UNCHECKED == set()
+
+
+def test_produce_checks_the_transactional_id_only_for_transactional_records(secured):
+    """RequestUtils.hasTransactionalRecords decides: plain records with a foreign transactional id
+    go in; transactional records need WRITE on a transactional id (none given: refused)."""
+    from kafkatool.assign.kafka_client import Connection
+    from kafkatool.broker.security.client import ClientSecurity
+    from kafkatool.formats import records as R
+    from kafkatool.protocol.generated import ProduceRequest
+    from kafkatool.protocol.generated.produce_request import PartitionProduceData, TopicProduceData
+
+    _, _, sasl, _ = secured
+    sec = ClientSecurity(
+        {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "SCRAM-SHA-256",
+            "sasl.username": "alice",
+            "sasl.password": USERS["alice"],
+        }
+    )
+
+    def produce(tid, batch) -> int:
+        conn = Connection("127.0.0.1", sasl, timeout=10, security=sec)
+        try:
+            req = ProduceRequest(
+                transactional_id=tid,
+                acks=1,
+                timeout_ms=5000,
+                topic_data=[
+                    TopicProduceData(
+                        name="orders", partition_data=[PartitionProduceData(index=0, records=batch)]
+                    )
+                ],
+            )
+            return conn.request(0, req, version=9).responses[0].partition_responses[0].error_code
+        finally:
+            conn.close()
+
+    plain = R.build_record_batch([R.SimpleRecord(b"v", None, (), 0)])
+    assert produce("not-hers", plain) == 0
+    txn = R.build_record_batch(
+        [R.SimpleRecord(b"v", None, (), 0)],
+        producer_id=5,
+        producer_epoch=0,
+        base_sequence=0,
+        is_transactional=True,
+    )
+    assert produce(None, txn) == 53  # TRANSACTIONAL_ID_AUTHORIZATION_FAILED
