@@ -787,15 +787,35 @@ def _delete_groups(ctx, req, handler):
 
 
 def _describe_topic_partitions(ctx, req, handler):
-    names = [t.name for t in req.topics or []]
-    req.topics = [t for t in req.topics or [] if allowed(ctx, A.DESCRIBE, A.TOPIC, t.name)]
+    """DescribeTopicPartitionsRequestHandler: a named topic the principal may not DESCRIBE gets
+    its own TOPIC_AUTHORIZATION_FAILED entry; unnamed (all topics) it is left out."""
+    from kafkatool.formats.schema import ZERO_UUID
+    from kafkatool.protocol.generated.describe_topic_partitions_response import (
+        DescribeTopicPartitionsResponseTopic,
+    )
+
+    denied = [t.name for t in req.topics or [] if not allowed(ctx, A.DESCRIBE, A.TOPIC, t.name)]
+    req.topics = [t for t in req.topics or [] if t.name not in denied]
 
     def keep(resp):
-        resp.topics = [t for t in resp.topics if allowed(ctx, A.DESCRIBE, A.TOPIC, t.name)]
+        topics = [t for t in resp.topics if allowed(ctx, A.DESCRIBE, A.TOPIC, t.name)]
+        topics += [
+            DescribeTopicPartitionsResponseTopic(
+                error_code=int(E.TOPIC_AUTHORIZATION_FAILED),
+                name=n,
+                topic_id=ZERO_UUID,
+                is_internal=False,
+                partitions=[],
+            )
+            for n in denied
+        ]
+        resp.topics = sorted(topics, key=lambda t: t.name or "")
         return resp
 
-    if names and not req.topics:
-        return _error_response(ctx, req, handler, E.TOPIC_AUTHORIZATION_FAILED)
+    if denied and not req.topics:
+        from kafkatool.protocol.generated import DescribeTopicPartitionsResponse
+
+        return keep(DescribeTopicPartitionsResponse(throttle_time_ms=0, topics=[], next_cursor=None))
     return _then(handler(ctx, req), keep)
 
 

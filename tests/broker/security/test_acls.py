@@ -460,3 +460,29 @@ def test_produce_checks_the_transactional_id_only_for_transactional_records(secu
         is_transactional=True,
     )
     assert produce(None, txn) == 53  # TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+def test_describe_topic_partitions_names_each_denied_topic(secured):
+    from kafkatool.assign.kafka_client import Connection
+    from kafkatool.broker.security.client import ClientSecurity
+    from kafkatool.protocol.apis import API_BY_KEY
+    from kafkatool.protocol.generated.describe_topic_partitions_request import TopicRequest
+
+    _, _, sasl, _ = secured
+    sec = ClientSecurity(
+        {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "SCRAM-SHA-256",
+            "sasl.username": "alice",
+            "sasl.password": USERS["alice"],
+        }
+    )
+    conn = Connection("127.0.0.1", sasl, timeout=10, security=sec)
+    try:
+        both = API_BY_KEY[75].request(topics=[TopicRequest(name="secret"), TopicRequest(name="orders")])
+        r = conn.request(75, both, version=0)
+        only = conn.request(75, API_BY_KEY[75].request(topics=[TopicRequest(name="secret")]), version=0)
+    finally:
+        conn.close()
+    assert [(t.name, t.error_code) for t in r.topics] == [("orders", 0), ("secret", 29)]
+    assert [(t.name, t.error_code) for t in only.topics] == [("secret", 29)]
