@@ -50,7 +50,11 @@ transaction coordinators live on the leaders of their __consumer_offsets /
 __transaction_state partitions (replication factor capped by the live brokers
 at first creation) and move with them; transaction markers go to the
 partition leaders with WriteTxnMarkers; producer ids come in blocks from
-/latest_producer_id_block.  zookeeper.session.timeout.ms (18000),
+/latest_producer_id_block.  Brokers talk to each other on the inter-broker
+listener with its TLS/SASL (sasl.mechanism.inter.broker.protocol, the
+username/password of listener.name.<l>.<mechanism>.sasl.jaas.config); ACLs live
+in /kafka-acl(-extended) and SCRAM credentials in /config/users, as Kafka keeps
+them; auto.leader.rebalance.enable brings preferred leaders back.  zookeeper.session.timeout.ms (18000),
 zookeeper.connection.timeout.ms, and the zookeeper.ssl.* / zookeeper.set.acl
 settings with a JAAS Client section (KAFKA_OPTS) secure the broker's own
 session.  Without zookeeper.connect nothing of this runs.
