@@ -60,6 +60,34 @@ class Cluster:
         return k
 
 
+def zk_json(cluster, path: str):
+    """The JSON payload of a znode of the cluster's chroot."""
+    import json
+
+    k = cluster.kazoo()
+    try:
+        return json.loads(k.get(path)[0])
+    finally:
+        k.stop()
+        k.close()
+
+
+def kafkatool(*args, timeout=60):
+    """The kafkatool CLI in a subprocess (as an operator runs it)."""
+    import subprocess
+    import sys
+
+    from tests.broker.conftest import REPO
+
+    return subprocess.run(
+        [sys.executable, "-m", "kafkatool", *map(str, args)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 def wait_for(pred, timeout: float, what: str, step: float = 0.1):
     deadline = time.monotonic() + timeout
     last = None

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import time
 
 import pytest
 
 from tests.broker.wire import WireClient
-from tests.cluster.conftest import Cluster, wait_for
+from tests.cluster.conftest import Cluster, wait_for, zk_json
 from tests.cluster.test_replication import create_topic, partition_state
 
 pytest.importorskip("confluent_kafka")
@@ -21,15 +20,6 @@ def rebalancing_cluster(tmp_path, zk_module):
         yield c.start()
     finally:
         c.stop()
-
-
-def zk_json(cluster, path: str):
-    k = cluster.kazoo()
-    try:
-        return json.loads(k.get(path)[0])
-    finally:
-        k.stop()
-        k.close()
 
 
 def test_controller_failover_fencing_and_rebalance(rebalancing_cluster):

@@ -6,32 +6,18 @@ replica copies the log, joins the ISR, the removed replica's log is deleted, and
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
-from tests.broker.conftest import REPO
-from tests.cluster.conftest import wait_for
+from tests.cluster.conftest import kafkatool, wait_for, zk_json
 from tests.cluster.test_divergence import log_bytes, produce
 from tests.cluster.test_replication import partition_state, read_all
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
 
-def kafkatool(*args, timeout=60) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "kafkatool", *args], cwd=REPO, capture_output=True, text=True, timeout=timeout
-    )
-
-
 def assignment(cluster, topic: str) -> dict:
-    k = cluster.kazoo()
-    try:
-        return json.loads(k.get(f"/brokers/topics/{topic}")[0])
-    finally:
-        k.stop()
-        k.close()
+    return zk_json(cluster, f"/brokers/topics/{topic}")
 
 
 @pytest.mark.parametrize("via", ["bootstrap-server", "zookeeper"])

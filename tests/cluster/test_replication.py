@@ -7,14 +7,13 @@ ISR, producing resumes, and every acknowledged record is read back exactly once,
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 
 import pytest
 
 from tests.broker.wire import WireClient
-from tests.cluster.conftest import wait_for
+from tests.cluster.conftest import wait_for, zk_json
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
@@ -31,12 +30,7 @@ def create_topic(cluster, name: str, partitions: int, rf: int, **configs) -> Non
 
 
 def partition_state(cluster, topic: str, p: int) -> dict:
-    k = cluster.kazoo()
-    try:
-        return json.loads(k.get(f"/brokers/topics/{topic}/partitions/{p}/state")[0])
-    finally:
-        k.stop()
-        k.close()
+    return zk_json(cluster, f"/brokers/topics/{topic}/partitions/{p}/state")
 
 
 def read_all(bootstrap: str, topic: str, partition: int = 0, timeout: float = 60) -> list[tuple[int, bytes]]:

@@ -10,7 +10,7 @@ import pytest
 
 from tests.broker.conftest import free_port
 from tests.broker.security.certs import CA
-from tests.cluster.conftest import Cluster, wait_for
+from tests.cluster.conftest import Cluster, kafkatool, wait_for
 from tests.cluster.test_divergence import log_bytes, produce
 from tests.cluster.test_replication import create_topic, partition_state, read_all
 
@@ -62,21 +62,14 @@ def test_replication_over_sasl_ssl_between_brokers(secure_cluster):
         wait_for(lambda b=b: log_bytes(b, "secure") == log_bytes(leader, "secure"), 20, "identical replicas")
     # once the cluster resource has an ACL, a peer without CLUSTER_ACTION gets nothing from the
     # control plane (the EXTERNAL listener's ANONYMOUS principal is no super user)
-    import subprocess
-    import sys
 
     from kafkatool.protocol.generated import LeaderAndIsrRequest
-    from tests.broker.conftest import REPO
     from tests.broker.wire import WireClient
 
-    r = subprocess.run(
-        [sys.executable, "-m", "kafkatool", "acls", "--bootstrap-server", cluster.bootstrap, "--add"]
-        + ["--allow-principal", "User:broker", "--operation", "ClusterAction", "--cluster"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    r = kafkatool(
+        "acls", "--bootstrap-server", cluster.bootstrap, "--add",
+        "--allow-principal", "User:broker", "--operation", "ClusterAction", "--cluster",
+    )  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
 
     # stored as Kafka's AclAuthorizer stores it, and every broker applies it
@@ -114,20 +107,11 @@ def test_replication_over_sasl_ssl_between_brokers(secure_cluster):
 def test_scram_credentials_live_in_zookeeper(cluster):
     """AlterUserScramCredentials on any broker writes /config/users/<user> as Kafka does (with a
     change notification); every broker then describes, and would authenticate, the user."""
-    import subprocess
-    import sys
-
-    from tests.broker.conftest import REPO
-
     first = next(iter(cluster.brokers.values()))
-    r = subprocess.run(
-        [sys.executable, "-m", "kafkatool", "users", "alter", "--bootstrap-server", first.bootstrap]
-        + ["--entity-name", "alice", "--add-config", "SCRAM-SHA-512=[iterations=8192,password=alice-secret]"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    r = kafkatool(
+        "users", "alter", "--bootstrap-server", first.bootstrap,
+        "--entity-name", "alice", "--add-config", "SCRAM-SHA-512=[iterations=8192,password=alice-secret]",
+    )  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     k = cluster.kazoo()
     try:
@@ -138,22 +122,7 @@ def test_scram_credentials_live_in_zookeeper(cluster):
     assert stored.startswith("salt=") and ",iterations=8192" in stored and "stored_key=" in stored
 
     def described(b) -> bool:
-        r = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "kafkatool",
-                "users",
-                "describe",
-                "--bootstrap-server",
-                b.bootstrap,
-                "--json",
-            ],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        r = kafkatool("users", "describe", "--bootstrap-server", b.bootstrap, "--json")
         return r.returncode == 0 and "alice" in r.stdout and "SCRAM-SHA-512" in r.stdout
 
     for b in cluster.brokers.values():

@@ -348,11 +348,24 @@ def test_every_served_api_has_its_acl_rule():
     assert served - set(RULES) - UNCHECKED == set()
 
 
+def _alice():
+    """alice's SASL settings for the project's own wire client."""
+    from kafkatool.broker.security.client import ClientSecurity
+
+    return ClientSecurity(
+        {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "SCRAM-SHA-256",
+            "sasl.username": "alice",
+            "sasl.password": USERS["alice"],
+        }
+    )
+
+
 def test_txn_offset_commit_fails_only_the_denied_topics(secured):
     """KafkaApis.handleTxnOffsetCommitRequest: a topic without READ gets TOPIC_AUTHORIZATION_FAILED
     on its partitions; the others are committed (the request is not failed as a whole)."""
     from kafkatool.assign.kafka_client import Connection
-    from kafkatool.broker.security.client import ClientSecurity
     from kafkatool.protocol.generated import TxnOffsetCommitRequest
     from kafkatool.protocol.generated.txn_offset_commit_request import (
         TxnOffsetCommitRequestPartition,
@@ -367,14 +380,7 @@ def test_txn_offset_commit_fails_only_the_denied_topics(secured):
     )  # fmt: skip
     for f in admin.create_acls([acl]).values():
         f.result(15)
-    sec = ClientSecurity(
-        {
-            "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": "SCRAM-SHA-256",
-            "sasl.username": "alice",
-            "sasl.password": USERS["alice"],
-        }
-    )
+    sec = _alice()
     conn = Connection("127.0.0.1", sasl, timeout=10, security=sec)
     try:
         part = TxnOffsetCommitRequestPartition(
@@ -418,20 +424,12 @@ def test_produce_checks_the_transactional_id_only_for_transactional_records(secu
     """RequestUtils.hasTransactionalRecords decides: plain records with a foreign transactional id
     go in; transactional records need WRITE on a transactional id (none given: refused)."""
     from kafkatool.assign.kafka_client import Connection
-    from kafkatool.broker.security.client import ClientSecurity
     from kafkatool.formats import records as R
     from kafkatool.protocol.generated import ProduceRequest
     from kafkatool.protocol.generated.produce_request import PartitionProduceData, TopicProduceData
 
     _, _, sasl, _ = secured
-    sec = ClientSecurity(
-        {
-            "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": "SCRAM-SHA-256",
-            "sasl.username": "alice",
-            "sasl.password": USERS["alice"],
-        }
-    )
+    sec = _alice()
 
     def produce(tid, batch) -> int:
         conn = Connection("127.0.0.1", sasl, timeout=10, security=sec)
@@ -464,19 +462,11 @@ def test_produce_checks_the_transactional_id_only_for_transactional_records(secu
 
 def test_describe_topic_partitions_names_each_denied_topic(secured):
     from kafkatool.assign.kafka_client import Connection
-    from kafkatool.broker.security.client import ClientSecurity
     from kafkatool.protocol.apis import API_BY_KEY
     from kafkatool.protocol.generated.describe_topic_partitions_request import TopicRequest
 
     _, _, sasl, _ = secured
-    sec = ClientSecurity(
-        {
-            "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": "SCRAM-SHA-256",
-            "sasl.username": "alice",
-            "sasl.password": USERS["alice"],
-        }
-    )
+    sec = _alice()
     conn = Connection("127.0.0.1", sasl, timeout=10, security=sec)
     try:
         both = API_BY_KEY[75].request(topics=[TopicRequest(name="secret"), TopicRequest(name="orders")])
