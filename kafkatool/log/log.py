@@ -991,6 +991,10 @@ class Log:
         if target < 0:
             raise ValueError("cannot truncate to a negative offset")
         if target >= self._log_end_offset:
+            # UnifiedLog.truncateTo: the epoch cache is truncated anyway -- a broker that became
+            # leader wrote (epoch, log end) and appended nothing before losing leadership keeps
+            # an entry no other replica has, and would diverge at the same offset for ever
+            self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
             return False
         if target < self.log_start_offset:
             self.truncate_fully_and_start_at(target)

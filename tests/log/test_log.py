@@ -201,6 +201,18 @@ def test_truncate_to_and_follower_checks(tmp_path):
     log.close()
 
 
+def test_truncate_to_the_log_end_drops_an_epoch_that_started_there(tmp_path):
+    """UnifiedLog.truncateTo: a broker that became leader (epoch 11 at its log end 7) and appended
+    nothing before a new leader took over must lose that entry, or it diverges for ever (found
+    by librdkafka's tests against a restarted cluster)."""
+    log = Log(tmp_path / "t-0", LogConfig())
+    log.append_as_leader(batch(7), leader_epoch=7)
+    log.leader_epoch_cache.assign(11, log.log_end_offset)  # makeLeader
+    assert log.truncate_to(7) is False  # nothing to cut ...
+    assert log.leader_epoch_cache.entries == [(7, 0)]  # ... but the empty epoch goes
+    log.close()
+
+
 def test_partition_metadata_and_listeners(tmp_path):
     tid = Uuid.from_string("AAAAAAAAAAAAAAAAAAAAAQ")
     tid = Uuid(bytes(range(16)))

@@ -226,11 +226,22 @@ class ReplicaFetcher:
 
     def _truncate_to(self, part, offset: int, why: str) -> None:
         lg = part.log
+        cache = lg.leader_epoch_cache
         if offset < lg.log_end_offset:
             log.info(
                 "%s-%d: truncating from %d to %d (%s)", part.tp[0], part.tp[1], lg.log_end_offset, offset, why
             )
-            lg.truncate_to(offset)
+        elif cache.entries and cache.entries[-1][1] >= lg.log_end_offset:
+            log.info(
+                "%s-%d: dropping leader epoch %d, which starts at the log end %d with no records (%s)",
+                part.tp[0],
+                part.tp[1],
+                cache.latest_epoch,
+                lg.log_end_offset,
+                why,
+            )
+        # Log.truncate_to also drops epoch entries at the log end when nothing is cut
+        lg.truncate_to(offset)
 
     # ------------------------------------------------------------------ fetch
     def _throttled(self, tp) -> bool:
@@ -304,10 +315,13 @@ class ReplicaFetcher:
                     continue
                 if pd.diverging_epoch is not None and pd.diverging_epoch.epoch >= 0:
                     # truncate on the fetch response (AbstractFetcherThread.truncateOnFetchResponse)
+                    before = (part.log.log_end_offset, part.log.leader_epoch_cache.latest_epoch)
                     if not self._apply_epoch_end(
                         part, pd.diverging_epoch.epoch, pd.diverging_epoch.end_offset
                     ):
                         self.truncating.add(tp)
+                    if (part.log.log_end_offset, part.log.leader_epoch_cache.latest_epoch) == before:
+                        backoff = True  # no progress: back off, never a hot loop
                     continue
                 if pd.error_code:
                     backoff |= self._fetch_error(part, pd)
