@@ -44,6 +44,7 @@ class Cluster:
     def start(self) -> Cluster:
         for b in self.brokers.values():
             b.start(timeout=40)
+        wait_formed([b.bootstrap for b in self.brokers.values()])
         return self
 
     def stop(self) -> None:
@@ -86,6 +87,22 @@ def kafkatool(*args, timeout=60):
         text=True,
         timeout=timeout,
     )
+
+
+def wait_formed(bootstraps: list[str], timeout: float = 30.0) -> None:
+    """Every broker's Metadata names the controller and all the brokers: the controller's first
+    UpdateMetadata reached each of them (until then a broker answers as Kafka's does, with no
+    brokers and controller -1, which a client only retries slowly)."""
+    from kafkatool.protocol.generated import MetadataRequest
+    from tests.broker.wire import WireClient
+
+    def formed(bs: str) -> bool:
+        with WireClient(bs) as c:
+            r = c.request(3, 12, MetadataRequest(topics=None, allow_auto_topic_creation=False))
+        return r.controller_id >= 0 and len(r.brokers) == len(bootstraps)
+
+    for bs in bootstraps:
+        wait_for(lambda bs=bs: formed(bs), timeout, f"{bs} to know the whole cluster", step=0.1)
 
 
 def wait_for(pred, timeout: float, what: str, step: float = 0.1):

@@ -19,7 +19,7 @@ import uuid
 import pytest
 
 from tests.broker.conftest import BrokerProcess
-from tests.cluster.conftest import wait_for
+from tests.cluster.conftest import wait_for, wait_formed
 from tests.zk.conftest import run_zookeeper
 
 pytest.importorskip("confluent_kafka")
@@ -99,6 +99,7 @@ def netns_cluster(tmp_path):
                     ],
                 )
                 brokers[i].start(timeout=40)
+            wait_formed([b.bootstrap for b in brokers.values()])
             yield net, brokers, f"{zk}/part"
     finally:
         for b in brokers.values():

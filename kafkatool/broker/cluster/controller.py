@@ -99,6 +99,7 @@ class _Sender(threading.Thread):
     def run(self) -> None:
         from kafkatool.assign.kafka_client import Connection, KafkaAdminError
 
+        failures = 0
         while not self.stopped.is_set():
             item = self.q.get()
             if item is None:
@@ -119,9 +120,22 @@ class _Sender(threading.Thread):
                     if self._conn is not None:
                         self._conn.close()
                         self._conn = None
-                    log.debug("controller -> broker %d: %s; retrying", self.broker_id, exc)
+                    failures += 1
+                    if failures == 1 or failures % 100 == 0:
+                        # one line when a broker stops answering, then one every ~10 s
+                        log.info(
+                            "controller -> broker %d: %s; retrying (attempt %d)",
+                            self.broker_id,
+                            exc,
+                            failures,
+                        )
                     self.stopped.wait(0.1)
                     continue
+                if failures:
+                    log.info(
+                        "controller -> broker %d: reachable again after %d attempts", self.broker_id, failures
+                    )
+                    failures = 0
                 if done is not None and not done.done():
                     done.set_result(resp)
                 break
