@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import contextlib
-import json
 import logging
 import queue
 import threading
@@ -405,8 +404,7 @@ class Controller:
         cur = self.states.get(tp)
         if cur is None:
             self.zk.ensure_path(paths.partition(*tp))
-            res = self._fenced([("create", path, data)])
-            del res
+            self._fenced([("create", path, data)])
             version = 0
         else:
             res = self._fenced([("set", path, data, cur.zk_version)])
@@ -599,11 +597,7 @@ class Controller:
             if leader is None:
                 # no eligible leader: leader -1; the ISR keeps its last member ("last replica standing")
                 remaining = [r for r in st.isr if r not in dead and self.online(r)]
-                isr = (
-                    remaining
-                    or [r for r in st.isr if r == (st.leader if st.leader >= 0 else r)][:1]
-                    or st.isr[:1]
-                )
+                isr = remaining or ([st.leader] if st.leader in st.isr else st.isr[:1])
                 if st.leader == NO_LEADER and isr == st.isr:
                     continue
                 new = self._write_state(tp, NO_LEADER, st.leader_epoch + 1, isr)
@@ -1078,16 +1072,6 @@ class Controller:
         )
         return ErrorCode.NONE, remaining
 
-    def describe(self) -> dict:
-        return {
-            "active": self.active,
-            "epoch": self.epoch,
-            "live": sorted(self.live),
-            "partitions": {
-                f"{t}-{p}": [s.leader, s.leader_epoch, s.isr] for (t, p), s in self.states.items()
-            },
-        }
-
 
 class _Batch:
     """ControllerBrokerRequestBatch: per broker LeaderAndIsr, then UpdateMetadata, then StopReplica;
@@ -1250,7 +1234,3 @@ class _Batch:
                 ],
             )
             sender.send(5, STOP_REPLICA_VERSION, req, fut)
-
-
-def dumps(obj) -> str:
-    return json.dumps(obj, sort_keys=True)

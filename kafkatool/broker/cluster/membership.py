@@ -284,11 +284,8 @@ class Cluster:
                 rng=kafka_placement.JavaRandom(int.from_bytes(os.urandom(6), "big")),
             )
         topic_id = random_uuid(os.urandom)
-        self.zk.create(
-            paths.config_entity("topics", name), codecs.encode_entity_config(configs), makepath=True
-        ) if (self.zk.exists(paths.config_entity("topics", name)) is None) else self.zk.set(
-            paths.config_entity("topics", name), codecs.encode_entity_config(configs)
-        )
+        # the whole config first (a stale one of a deleted topic is replaced), then the topic
+        self.write_topic_configs(name, configs, notify=False)
         self.zk.create(paths.topic(name), codecs.encode_topic(assignment, topic_id=str(topic_id)))
         log.info(
             "topic created in ZooKeeper topic=%s partitions=%d replication_factor=%d topic_id=%s",
@@ -329,10 +326,15 @@ class Cluster:
         raise ClusterError("could not take a producer id block: /latest_producer_id_block kept changing")
 
     # ------------------------------------------------------------------ configs in ZooKeeper
-    def write_topic_configs(self, name: str, configs: dict[str, str]) -> None:
-        """AdminZkClient.changeTopicConfig: the whole config, then a change notification."""
+    def write_topic_configs(self, name: str, configs: dict[str, str], *, notify: bool = True) -> None:
+        """AdminZkClient.changeTopicConfig: the whole config, then (unless the topic is being
+        created) a change notification."""
         self.zk.change_entity_config(
-            "topics", name, set_keys=configs, delete_keys=self._stale_keys("topics", name, configs)
+            "topics",
+            name,
+            set_keys=configs,
+            delete_keys=self._stale_keys("topics", name, configs),
+            notify=notify,
         )
 
     def _stale_keys(self, entity_type: str, name: str, configs: dict[str, str]) -> list[str]:

@@ -119,6 +119,8 @@ class ReplicaManager:
         self._inter_broker = self.config.inter_broker_listener.name
         from kafkatool.broker.security.client import inter_broker_security
 
+        #: the transaction coordinator's links to partition leaders (broker id -> BrokerLink)
+        self.marker_links: dict = {}
         #: TLS/SASL of the inter-broker listener for every link this broker opens
         self.security = inter_broker_security(self.config)
         self.shutting_down = False

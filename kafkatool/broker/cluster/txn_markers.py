@@ -29,13 +29,6 @@ WRITE_TXN_MARKERS_VERSION = 1
 MARKER_REPLICATION_TIMEOUT_MS = 30000
 
 
-def _links(rm) -> dict:
-    links = getattr(rm, "_marker_links", None)
-    if links is None:
-        links = rm._marker_links = {}
-    return links
-
-
 async def send_markers(
     tc,
     producer_id: int,
@@ -75,7 +68,7 @@ async def send_markers(
         if ep is None:
             complete = False
             continue
-        links = _links(rm)
+        links = rm.marker_links
         link = links.get(leader)
         if link is None or (link.host, link.port) != ep:
             link = links[leader] = rm.link(*ep, "txn-markers", 40.0)
