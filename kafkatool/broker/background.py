@@ -6,18 +6,20 @@ on ``flush.ms``, closing segments whose ``file.delete.delay.ms`` passed) runs on
 scheduler thread, as Kafka's ``kafka-scheduler`` does; the cleaner has its own thread
 (Kafka's ``kafka-log-cleaner-thread-0``) that picks a log and swaps the result in, while
 the CPU-bound part of a cleaning round (key scans, re-encoding) runs in a worker process
-on the same files, so it never holds the interpreter lock the event loop needs.  The
+(broker/worker_process.py) on the same files, so it never holds the interpreter lock the event loop needs.  The
 log's own lock (``Log.lock``) orders these threads against the event loop's appends.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ctypes
+import contextlib
 import logging
-import multiprocessing
 import os
-import signal
+import pickle
+import select
+import subprocess
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -31,33 +33,22 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent(parent_pid: int) -> None:
-    """Worker-process initializer: the kernel kills this process when the broker dies
-    (``kill -9`` included), so no orphan goes on writing ``.cleaned`` files into a log dir a
-    restarted broker now owns, nor prints a broken-pipe traceback into its log."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):  # not Linux: the parent's shutdown still terminates us
-        pass
-    if os.getppid() != parent_pid:  # the broker died before the line above took effect
-        os._exit(1)
-
-
 class WorkersStopped(KafkatoolError):
     """The broker is shutting down: a background job gives up."""
+
+
+class WorkerFailed(KafkatoolError):
+    """The worker process died under a job (killed, out of memory)."""
 
 
 class Workers:
     """The broker's background threads and its cleaner worker process (see the module doc)."""
 
-    def __init__(self, cleaner_processes: int = 1):
+    def __init__(self):
         self.scheduler = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafka-scheduler")
         self.cleaner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafka-log-cleaner-thread")
-        self.cleaner_processes = max(1, cleaner_processes)
-        self._pool = None
+        self._children: set[subprocess.Popen] = set()
+        self._idle: list[subprocess.Popen] = []
         self._pool_lock = threading.Lock()
         self._stopping = threading.Event()
 
@@ -78,39 +69,79 @@ class Workers:
         return lambda offset: self.submit(lg.flush, offset, name="flush-log")
 
     def run_in_process(self, fn, /, **kwargs):
-        """Run ``fn(**kwargs)`` in the worker process and wait (from a worker thread, never
-        the event loop); raises WorkersStopped when the broker stops meanwhile."""
+        """Run ``fn(**kwargs)`` in a worker process (broker/worker_process.py) and wait (from a
+        worker thread, never the event loop); raises WorkersStopped when the broker stops
+        meanwhile, WorkerFailed when the process dies under the job."""
         with self._pool_lock:
             if self._stopping.is_set():
                 raise WorkersStopped()
-            if self._pool is None:
-                # spawn, not fork: this process has threads, a forked child could inherit held locks
-                self._pool = multiprocessing.get_context("spawn").Pool(
-                    self.cleaner_processes, initializer=die_with_parent, initargs=(os.getpid(),)
-                )
-            pending = self._pool.apply_async(fn, kwds=kwargs)
-        while True:
-            try:
-                return pending.get(0.2)
-            except multiprocessing.TimeoutError:
+            child = self._idle.pop() if self._idle else self._spawn()
+        try:
+            ok, value = self._call(child, fn, kwargs)
+        except BaseException:
+            self._discard(child)
+            raise
+        with self._pool_lock:
+            if self._stopping.is_set():
+                self._discard(child)
+            else:
+                self._idle.append(child)
+        if not ok:
+            raise value
+        return value
+
+    def _spawn(self) -> subprocess.Popen:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "kafkatool.broker.worker_process", str(os.getpid())],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            close_fds=True,
+        )
+        self._children.add(child)
+        return child
+
+    def _call(self, child: subprocess.Popen, fn, kwargs):
+        try:
+            child.stdin.write(pickle.dumps((fn, kwargs)))
+            child.stdin.flush()
+            while not select.select([child.stdout], [], [], 0.2)[0]:
                 if self._stopping.is_set():
-                    raise WorkersStopped() from None
+                    raise WorkersStopped()
+            return pickle.load(child.stdout)
+        except (OSError, EOFError, pickle.UnpicklingError) as exc:
+            if self._stopping.is_set():
+                raise WorkersStopped() from None
+            raise WorkerFailed(f"the worker process (pid {child.pid}) died under the job: {exc}") from None
+
+    def _discard(self, child: subprocess.Popen) -> None:
+        if child.poll() is None:
+            child.kill()
+        child.wait()
+        for f in (child.stdin, child.stdout):
+            with contextlib.suppress(OSError):
+                f.close()
+        with self._pool_lock:
+            self._children.discard(child)
+            if child in self._idle:
+                self._idle.remove(child)
 
     def wait_stopped(self) -> None:
-        """Return once a stop in progress has killed the worker process (its files are then
-        safe to remove)."""
+        """Return once a stop in progress has killed the worker processes (their files are
+        then safe to remove)."""
         with self._pool_lock:
             pass
 
     def shutdown(self) -> None:
-        """Stop: kill the worker process (the cleaner thread then removes the ``.cleaned`` files
-        of the round it ran), let the threads finish their current job."""
+        """Stop: kill the worker processes (the cleaner thread then removes the ``.cleaned``
+        files of the round it ran), let the threads finish their current job."""
         self._stopping.set()
         with self._pool_lock:
-            if self._pool is not None:
-                self._pool.terminate()
-                self._pool.join()
-                self._pool = None
+            for child in list(self._children):
+                if child.poll() is None:
+                    child.kill()
+                child.wait()
+            self._children.clear()
+            self._idle.clear()
         self.cleaner.shutdown(wait=True, cancel_futures=True)
         self.scheduler.shutdown(wait=True, cancel_futures=True)
 

@@ -22,6 +22,7 @@ from kafkatool.broker.config import BROKER_CONFIGS, BrokerConfig, ConfigError
 from kafkatool.broker.metadata import MetadataStore, TopicMeta
 from kafkatool.broker.network import Connection
 from kafkatool.broker.router import Router
+from kafkatool.broker.tasks import stop_tasks
 from kafkatool.formats.errors import CorruptRecordError, FormatError
 from kafkatool.formats.uuid import Uuid
 from kafkatool.log.log import Log
@@ -96,7 +97,7 @@ class Broker:
         from kafkatool.broker.background import Workers
 
         #: background threads and the cleaner's worker process (never the event loop)
-        self.workers = Workers(config.int("log.cleaner.threads"))
+        self.workers = Workers()
         from kafkatool.broker.handlers import register_all
 
         register_all(self.router)
@@ -643,16 +644,12 @@ class Broker:
             await self.cluster.shutdown()
         for s in self._servers:
             s.close()
-        for t in self._background:
-            t.cancel()
-        await asyncio.gather(*self._background, return_exceptions=True)
+        await stop_tasks(self._background, "background")
         if self._connections:
             log.info("closing client connections count=%d", len(self._connections))
         for conn in list(self._connections):
             conn.abort()
-        for t in list(self._conn_tasks):
-            t.cancel()
-        await asyncio.gather(*self._conn_tasks, return_exceptions=True)
+        await stop_tasks(list(self._conn_tasks), "connection")
         for s in self._servers:
             try:
                 await asyncio.wait_for(s.wait_closed(), 2)

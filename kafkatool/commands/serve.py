@@ -251,6 +251,7 @@ def serve(
     ),
 ) -> None:
     import asyncio
+    import faulthandler
     import signal
 
     from kafkatool.broker.config import BrokerConfig, ConfigError
@@ -261,6 +262,8 @@ def serve(
     if log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise CommandError(f"--log-level must be debug, info, warning or error, not {log_level!r}")
     _setup_logging(log_format, log_level)
+    # kill -QUIT prints every thread's stack to stderr, as it does for Kafka's JVM
+    faulthandler.register(signal.SIGQUIT, all_threads=True, chain=False)
     log = logging.getLogger("kafkatool.broker")
     try:
         cfg = BrokerConfig.load(config, override)

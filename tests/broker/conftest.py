@@ -100,8 +100,12 @@ class BrokerProcess:
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGQUIT)  # every thread's stack into the log
+                time.sleep(0.5)
                 self.kill()
-                raise
+                raise AssertionError(
+                    f"broker did not stop within {timeout}s; its last log lines:\n{self.log_text()[-6000:]}"
+                ) from None
         self._log.close()
         return self.proc.returncode
 

@@ -16,6 +16,7 @@ import logging
 import time
 
 from kafkatool.broker.cluster.client import BrokerLink, BrokerLinkError
+from kafkatool.broker.tasks import stop_tasks
 from kafkatool.formats import records as R
 from kafkatool.formats.errors import FormatError
 from kafkatool.protocol.errors import ErrorCode
@@ -68,7 +69,7 @@ class FetcherManager:
     async def stop(self) -> None:
         for f in self.fetchers.values():
             f.stop()
-        await asyncio.gather(*(f.task for f in self.fetchers.values() if f.task), return_exceptions=True)
+        await stop_tasks([f.task for f in self.fetchers.values()], "replica fetcher")
         self.fetchers.clear()
 
 
@@ -93,6 +94,7 @@ class ReplicaFetcher:
         self._allowance = 0.0
         self._refilled = time.monotonic()
         self.in_sync: set = set()
+        self.stopped = False
         self.task: asyncio.Task | None = asyncio.get_running_loop().create_task(self._run())
         self._changed = asyncio.Event()
 
@@ -106,6 +108,7 @@ class ReplicaFetcher:
         return self.partitions.pop(tp, None) is not None
 
     def stop(self) -> None:
+        self.stopped = True  # a cancellation Python 3.11's wait_for swallowed still ends _run
         if self.task is not None:
             self.task.cancel()
         if self.link is not None:
@@ -122,7 +125,7 @@ class ReplicaFetcher:
         return self.link
 
     async def _run(self) -> None:
-        while True:
+        while not self.stopped:
             if not self.partitions:
                 self._changed.clear()
                 await self._changed.wait()

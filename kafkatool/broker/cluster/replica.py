@@ -19,6 +19,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
+from kafkatool.broker.tasks import stop_tasks
 from kafkatool.protocol.errors import ErrorCode
 from kafkatool.protocol.generated import (
     AlterPartitionRequest,
@@ -146,9 +147,7 @@ class ReplicaManager:
     async def stop(self) -> None:
         if self.fetchers is not None:
             await self.fetchers.stop()
-        for t in self._tasks:
-            t.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await stop_tasks(self._tasks, "replica manager")
 
     # ------------------------------------------------------------------ questions the handlers ask
     def is_leader(self, topic: str, partition: int) -> bool:

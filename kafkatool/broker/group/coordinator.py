@@ -39,6 +39,7 @@ from kafkatool.broker.group import persistence as P
 from kafkatool.broker.group.consumer import ConsumerGroup, ConsumerGroupError, ConsumerGroups
 from kafkatool.broker.group.hashing import partition_for
 from kafkatool.broker.group.offsets import MAX_METADATA_BYTES, OffsetAndMetadata, OffsetStore
+from kafkatool.broker.tasks import stop_tasks
 from kafkatool.errors import KafkatoolError
 from kafkatool.formats import internal_topics as IT
 from kafkatool.formats.generated import ConsumerProtocolSubscription
@@ -476,9 +477,7 @@ class GroupCoordinator:
             )
 
     async def stop(self) -> None:
-        for t in self._tasks:
-            t.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await stop_tasks(self._tasks, "group coordinator")
         self._tasks.clear()
         self.consumer.cancel_all()
         for g in self.groups.values():

@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass, field
 
 from kafkatool.broker.group.hashing import partition_for
+from kafkatool.broker.tasks import stop_tasks
 from kafkatool.broker.txn import state_log as S
 from kafkatool.errors import KafkatoolError
 from kafkatool.formats import records as R
@@ -208,9 +209,7 @@ class TransactionCoordinator:
         self._tasks.append(asyncio.get_running_loop().create_task(self._timeout_loop()))
 
     async def stop(self) -> None:
-        for t in self._tasks:
-            t.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await stop_tasks(self._tasks, "transaction coordinator")
         self._tasks.clear()
 
     async def _timeout_loop(self) -> None:
