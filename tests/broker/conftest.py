@@ -49,6 +49,11 @@ class BrokerProcess:
         return f"{self.host}:{self.port}"
 
     def start(self, timeout: float = 20.0) -> BrokerProcess:
+        return self.spawn().await_ready(timeout)
+
+    def spawn(self) -> BrokerProcess:
+        """Start the process; :meth:`await_ready` waits for it (a cluster starts its brokers
+        side by side)."""
         cmd = [
             sys.executable,
             "-m",
@@ -69,6 +74,9 @@ class BrokerProcess:
         self.proc = subprocess.Popen(
             cmd, cwd=REPO, stdout=self._log, stderr=self._log, start_new_session=True
         )
+        return self
+
+    def await_ready(self, timeout: float = 20.0) -> BrokerProcess:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -43,7 +43,9 @@ class Cluster:
 
     def start(self) -> Cluster:
         for b in self.brokers.values():
-            b.start(timeout=40)
+            b.spawn()
+        for b in self.brokers.values():
+            b.await_ready(timeout=40)
         wait_formed([b.bootstrap for b in self.brokers.values()])
         return self
 

@@ -98,7 +98,9 @@ def netns_cluster(tmp_path):
                         "num.partitions=1",
                     ],
                 )
-                brokers[i].start(timeout=40)
+                brokers[i].spawn()
+            for b in brokers.values():
+                b.await_ready(timeout=40)
             wait_formed([b.bootstrap for b in brokers.values()])
             yield net, brokers, f"{zk}/part"
     finally:
