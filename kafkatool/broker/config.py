@@ -242,6 +242,12 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _d("replica.fetch.response.max.bytes", INT, 10485760),
         _d("replica.fetch.backoff.ms", INT, 1000),
         _d("replica.socket.timeout.ms", INT, 30000),
+        _d(
+            "request.timeout.ms",
+            INT,
+            30000,
+            "Cluster mode: how long a broker waits for another's answer (KIP-890 verification).",
+        ),
         _d("num.replica.fetchers", INT, 1),
         _d("controlled.shutdown.enable", BOOLEAN, True),
         _d("controlled.shutdown.max.retries", INT, 3),

@@ -320,6 +320,9 @@ class Connection:
         self._writer_task: asyncio.Task | None = None
         self.client_id: str | None = None
         self.last_active = time.monotonic()
+        #: set once the last produce whose append had to wait (KIP-890 verification) appended:
+        #: the connection's next produce appends after it (handlers/produce.handle_produce)
+        self.produce_appended: asyncio.Future | None = None
         #: the transport's protocol from now on: frames in, write flow control
         self.frames = FrameProtocol(self.transport, server.max_request_bytes)
         self.frames.take_over(reader)

@@ -62,7 +62,9 @@ def describe(c, tid):
     return c.request(65, 0, G.DescribeTransactionsRequest(transactional_ids=[tid])).transaction_states[0]
 
 
-def txn_produce(c, topic, pid, epoch, seq, n=3, partition=0, tid="t", transactional=True):
+def txn_produce(c, topic, pid, epoch, seq, n=3, partition=0, tid=None, transactional=True, version=9):
+    """A Produce of ``n`` records; the transactional id is the tests' ``<topic>-t``."""
+    tid = tid or f"{topic}-t"
     now = int(time.time() * 1000)
     data = R.build_record_batch(
         [R.SimpleRecord(b"v%d" % i, b"k", (), now) for i in range(n)],
@@ -79,7 +81,7 @@ def txn_produce(c, topic, pid, epoch, seq, n=3, partition=0, tid="t", transactio
             TopicProduceData(name=topic, partition_data=[PartitionProduceData(index=partition, records=data)])
         ],
     )
-    return c.request(0, 9, req).responses[0].partition_responses[0]
+    return c.request(0, version, req).responses[0].partition_responses[0]
 
 
 def list_offset(c, topic, isolation, partition=0):

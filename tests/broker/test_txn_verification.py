@@ -4,34 +4,10 @@ transaction API versions (InitProducerId v5, EndTxn v4) drive a whole transactio
 
 from __future__ import annotations
 
-import time
-
-from kafkatool.formats import records as R
-from kafkatool.protocol import generated as G
 from kafkatool.protocol.errors import ErrorCode
-from kafkatool.protocol.generated.produce_request import PartitionProduceData, TopicProduceData
 from tests.broker.test_protocol import create_topic
 from tests.broker.test_txn_protocol import OVERRIDES, add_partitions, end_txn, init_pid, txn_produce
 from tests.broker.wire import WireClient
-
-
-def txn_produce11(c, topic, pid, epoch, seq, partition):
-    data = R.build_record_batch(
-        [R.SimpleRecord(b"v", b"k", (), int(time.time() * 1000))],
-        producer_id=pid,
-        producer_epoch=epoch,
-        base_sequence=seq,
-        is_transactional=True,
-    )
-    req = G.ProduceRequest(
-        transactional_id="ver-t",
-        acks=-1,
-        timeout_ms=5000,
-        topic_data=[
-            TopicProduceData(name=topic, partition_data=[PartitionProduceData(index=partition, records=data)])
-        ],
-    )
-    return c.request(0, 11, req).responses[0].partition_responses[0].error_code
 
 
 def test_verification_off_accepts_unadded_partition_newest_versions(make_broker, tmp_path):
@@ -61,6 +37,7 @@ def test_verification_on_refuses_unadded_partition(make_broker, tmp_path):
         # Produce v9 (the helper's version): INVALID_TXN_STATE
         assert txn_produce(c, "ver", pid, epoch, 0, partition=1).error_code == ErrorCode.INVALID_TXN_STATE
         # Produce v11 knows TRANSACTION_ABORTABLE (KIP-890)
-        assert txn_produce11(c, "ver", pid, epoch, 0, partition=1) == ErrorCode.TRANSACTION_ABORTABLE
+        r = txn_produce(c, "ver", pid, epoch, 0, partition=1, version=11)
+        assert r.error_code == ErrorCode.TRANSACTION_ABORTABLE
         assert end_txn(c, "ver-t", pid, epoch, False, version=4) == 0
     b.stop()

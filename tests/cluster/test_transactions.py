@@ -106,3 +106,90 @@ def test_transactions_across_brokers_and_coordinator_failover(cluster):
     got = read_committed(cluster.bootstrap, "txt", 3, 60)
     want = [f"c{i}".encode() for i in range(30)] + [f"d{i}".encode() for i in range(30)]
     assert sorted(got) == sorted(want)
+
+
+def test_leaders_verify_transactional_writes_with_a_coordinator_on_another_broker(cluster):
+    """KIP-890 in cluster mode: a partition leader that is not the transaction coordinator asks
+    the coordinator's broker (AddPartitionsToTxn v5, VerifyOnly) before it appends a
+    transaction's first batch; a partition never added to the transaction is refused."""
+    from kafkatool.protocol import generated as G
+    from kafkatool.protocol.errors import ErrorCode
+    from tests.broker.test_txn_protocol import add_partitions, end_txn, init_pid, txn_produce
+    from tests.broker.wire import WireClient
+    from tests.cluster.test_replication import partition_state
+
+    create_topic(cluster, "ver", 6, 1)
+    tid = "ver-t"
+
+    def find_coordinator():
+        # the first lookup creates __transaction_state: COORDINATOR_NOT_AVAILABLE until it leads
+        with WireClient(cluster.bootstrap.split(",")[0]) as c:
+            r = c.request(10, 3, G.FindCoordinatorRequest(key=tid, key_type=1))
+        return r.node_id if r.error_code == 0 else None
+
+    coordinator = wait_for(find_coordinator, 30, "the transaction coordinator")
+    led = {}
+    for p in range(6):
+        st = wait_for(lambda p=p: partition_state(cluster, "ver", p), 20, f"ver-{p}'s state")
+        led.setdefault(st["leader"], []).append(p)
+    other = next(b for b in led if b != coordinator)
+    p_added, p_not = led[other][0], (led[other][1] if len(led[other]) > 1 else None)
+    with (
+        WireClient(cluster.brokers[coordinator].bootstrap) as co,
+        WireClient(cluster.brokers[other].bootstrap) as lc,
+    ):
+        r = init_pid(co, tid)
+        assert r.error_code == 0
+        pid, epoch = r.producer_id, r.producer_epoch
+        assert add_partitions(co, tid, pid, epoch, "ver", [p_added]) == {("ver", p_added): 0}
+        # the leader on another broker verifies with the coordinator, then appends
+        assert txn_produce(lc, "ver", pid, epoch, 0, partition=p_added).error_code == 0
+        assert txn_produce(lc, "ver", pid, epoch, 3, partition=p_added).error_code == 0
+        if p_not is not None:
+            assert (
+                txn_produce(lc, "ver", pid, epoch, 0, partition=p_not).error_code
+                == ErrorCode.INVALID_TXN_STATE
+            )
+            r11 = txn_produce(lc, "ver", pid, epoch, 0, partition=p_not, version=11)
+            assert r11.error_code == ErrorCode.TRANSACTION_ABORTABLE
+        # a transactional id the coordinator does not know for this producer
+        bad = txn_produce(lc, "ver", pid, epoch, 0, partition=led[other][-1], tid="nobody")
+        assert bad.error_code == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        assert end_txn(co, tid, pid, epoch, True) == 0
+        # a client may not send the brokers' batched form (KafkaApis: v4+ need CLUSTER_ACTION,
+        # which an unsecured cluster grants everyone): it answers, per transaction
+        from kafkatool.protocol.generated.add_partitions_to_txn_request import (
+            AddPartitionsToTxnTopic,
+            AddPartitionsToTxnTransaction,
+        )
+
+        def verify_after_commit():
+            resp = co.request(
+                24,
+                5,
+                G.AddPartitionsToTxnRequest(
+                    transactions=[
+                        AddPartitionsToTxnTransaction(
+                            transactional_id=tid,
+                            producer_id=pid,
+                            producer_epoch=epoch,
+                            verify_only=True,
+                            topics=[AddPartitionsToTxnTopic(name="ver", partitions=[p_added])],
+                        )
+                    ]
+                ),
+            )
+            assert resp.error_code == 0
+            part = resp.results_by_transaction[0].topic_results[0].results_by_partition[0]
+            # CONCURRENT_TRANSACTIONS while the commit's markers are being written
+            assert part.partition_error_code in (
+                ErrorCode.CONCURRENT_TRANSACTIONS,
+                ErrorCode.TRANSACTION_ABORTABLE,
+            )
+            return part.partition_error_code == ErrorCode.TRANSACTION_ABORTABLE
+
+        # the transaction was committed: the partition is no longer in it
+        wait_for(verify_after_commit, 20, "the commit to complete")
+    # the committed records are there for a read_committed reader
+    got = read_committed(cluster.bootstrap, "ver", 6, 6)
+    assert len(got) == 6

@@ -122,6 +122,8 @@ class ReplicaManager:
 
         #: the transaction coordinator's links to partition leaders (broker id -> BrokerLink)
         self.marker_links: dict = {}
+        #: broker id -> BrokerLink to the transaction coordinators this leader asks (KIP-890)
+        self.verify_links: dict = {}
         #: TLS/SASL of the inter-broker listener for every link this broker opens
         self.security = inter_broker_security(self.config)
         self.shutting_down = False

@@ -11,11 +11,13 @@ the original offsets, an old epoch or a sequence gap an error.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from kafkatool.broker import read_only
 from kafkatool.broker.handlers.metadata import current_leader, node_endpoint
 from kafkatool.broker.txn import check_transactional_produce
+from kafkatool.broker.txn import verification as txn_verification
 from kafkatool.errors import KafkatoolError
 from kafkatool.formats import compression
 from kafkatool.formats import records as R
@@ -146,7 +148,14 @@ def _recompress(batches, codec: int) -> bytes:
 
 
 def _append_partition(
-    broker, ctx, topic_name: str, index: int, records, acks: int, waits: list | None = None
+    broker,
+    ctx,
+    topic_name: str,
+    index: int,
+    records,
+    acks: int,
+    waits: list | None = None,
+    txn_errors: dict | None = None,
 ) -> PartitionProduceResponse:
     resp = PartitionProduceResponse(
         index=index,
@@ -166,6 +175,10 @@ def _append_partition(
         if broker.read_only:
             read_only.log_refusal("produce to", topic_name, ctx.header.client_id)
             raise ProduceError(ErrorCode.POLICY_VIOLATION, read_only.READ_ONLY_MSG)
+        if txn_errors and (topic_name, index) in txn_errors:
+            # KIP-890: the coordinator did not verify the partition (ReplicaManager answers
+            # these before it appends anything)
+            raise ProduceError(*txn_errors[(topic_name, index)])
         topic_cfg = t.configs
         cfg = lg.config
         if acks == -1 and broker.replicas is not None:
@@ -200,12 +213,7 @@ def _append_partition(
         if b0.magic >= 2 and b0.producer_id >= 0:
             txn_err = check_transactional_produce(broker, (topic_name, index), b0)
             if txn_err is not None:
-                code, message = txn_err
-                if code == ErrorCode.INVALID_TXN_STATE and b0.is_transactional and ctx.version >= 11:
-                    # KIP-890: a failed verification is TRANSACTION_ABORTABLE for clients that know
-                    # it (Produce v11+); AddPartitionsToTxnManager keeps INVALID_TXN_STATE for older
-                    code = ErrorCode.TRANSACTION_ABORTABLE
-                raise ProduceError(code, message)
+                raise ProduceError(*txn_err)
         data = records
         if ctype != "producer":
             want = _CODECS.get(ctype, compression.NONE)
@@ -274,10 +282,42 @@ def handle_produce(ctx, req):
                 )
             )
         return ProduceResponse(responses=out, throttle_time_ms=0)
+    todo = txn_verification.pending(broker, req)
+    txn_errors = txn_verification.verify(broker, todo, ctx.version) if todo is not None else None
+    conn = ctx.connection
+    gate = getattr(conn, "produce_appended", None)
+    if gate is not None and gate.done():
+        gate = None
+    if gate is None and not asyncio.iscoroutine(txn_errors):
+        return _append_all(broker, ctx, req, txn_errors)
+    # the append waits (for the transaction coordinator on another broker, or behind an earlier
+    # produce of this connection that waits): later produces of the connection append after
+    # it, in request order, as behind Kafka's one-request-at-a-time channel
+    appended = asyncio.get_running_loop().create_future()
+    if conn is not None:
+        conn.produce_appended = appended
+
+    async def deferred():
+        try:
+            if gate is not None:
+                await asyncio.wait([gate])
+            errors = (await txn_errors) if asyncio.iscoroutine(txn_errors) else txn_errors
+            result = _append_all(broker, ctx, req, errors)
+        finally:
+            if not appended.done():
+                appended.set_result(None)
+        return (await result) if asyncio.iscoroutine(result) else result
+
+    return deferred()
+
+
+def _append_all(broker, ctx, req, txn_errors: dict | None):
+    acks = req.acks
+    out = []
     waits = [] if broker.replicas is not None and acks == -1 else None
     for td in req.topic_data:
         parts = [
-            _append_partition(broker, ctx, td.name, p.index, p.records, acks, waits)
+            _append_partition(broker, ctx, td.name, p.index, p.records, acks, waits, txn_errors)
             for p in td.partition_data
         ]
         out.append(TopicProduceResponse(name=td.name, partition_responses=parts))

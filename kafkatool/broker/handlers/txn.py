@@ -31,6 +31,7 @@ from kafkatool.protocol.generated import (
 )
 from kafkatool.protocol.generated.add_partitions_to_txn_response import (
     AddPartitionsToTxnPartitionResult,
+    AddPartitionsToTxnResult,
     AddPartitionsToTxnTopicResult,
 )
 from kafkatool.protocol.generated.describe_producers_response import (
@@ -52,11 +53,12 @@ from kafkatool.protocol.generated.txn_offset_commit_response import (
 
 #: the versions fully implemented.  InitProducerId v5, AddOffsetsToTxn/EndTxn/TxnOffsetCommit v4
 #: only let the broker answer TRANSACTION_ABORTABLE (KIP-890 part 1), which this broker never
-#: needs to; AddPartitionsToTxn v4+ is the broker-to-broker batched form (not served); EndTxn v5
-#: (the epoch bump per transaction) is unstable in the schemas and so not advertised.
+#: needs to; AddPartitionsToTxn v4+ is the broker-to-broker batched form (KIP-890 verification,
+#: txn/verification.py); EndTxn v5 (the epoch bump per transaction) is unstable in the schemas
+#: and so not advertised.
 VERSIONS = {
     22: (0, 5),
-    24: (0, 3),
+    24: (0, 5),
     25: (0, 4),
     26: (0, 4),
     28: (0, 4),
@@ -101,46 +103,102 @@ def handle_init_producer_id(ctx, req):
 # ---------------------------------------------------------------------------- AddPartitionsToTxn
 
 
-def handle_add_partitions_to_txn(ctx, req):
-    broker = ctx.broker
-    v = ctx.version
-    requested: list[tuple[str, int]] = []
+def _partition_errors(broker, requested) -> dict[tuple[str, int], int]:
+    """UNKNOWN_TOPIC_OR_PARTITION for what the metadata lacks and, when anything failed,
+    OPERATION_NOT_ATTEMPTED for the rest (the whole transaction's request fails)."""
     errors: dict[tuple[str, int], int] = {}
-    for t in req.v3_and_below_topics:
-        meta = broker.topic(t.name)
-        for p in t.partitions:
-            tp = (t.name, p)
-            requested.append(tp)
-            exists = 0 <= p < meta.partitions if broker.replicas is not None and meta else None
-            if meta is None or not (exists if exists is not None else broker.get_log(t.name, p) is not None):
-                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    for t, p in requested:
+        meta = broker.topic(t)
+        exists = 0 <= p < meta.partitions if broker.replicas is not None and meta else None
+        if meta is None or not (exists if exists is not None else broker.get_log(t, p) is not None):
+            errors[(t, p)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     if errors:
         for tp in requested:
             errors.setdefault(tp, ErrorCode.OPERATION_NOT_ATTEMPTED)
-    else:
-        code = 0
-        try:
-            txn_coordinator(broker).add_partitions(
-                req.v3_and_below_transactional_id,
-                req.v3_and_below_producer_id,
-                req.v3_and_below_producer_epoch,
-                requested,
-            )
-        except TxnError as exc:
-            code = _fenced(exc.code, v, 2)
-        errors = dict.fromkeys(requested, code)
+    return errors
+
+
+def _add_or_verify(broker, tid, pid, epoch, requested, *, verify: bool, version: int) -> dict:
+    """One transaction's partitions, added or (v4+ VerifyOnly, KIP-890) checked."""
+    errors = _partition_errors(broker, requested)
+    if errors:
+        return errors
+    tc = txn_coordinator(broker)
+    if verify:
+        return tc.verify_partitions(tid, pid, epoch, requested)
+    code = 0
+    try:
+        tc.add_partitions(tid, pid, epoch, requested)
+    except TxnError as exc:
+        code = _fenced(exc.code, version, 2)
+    return dict.fromkeys(requested, code)
+
+
+def _topic_results(errors: dict) -> list[AddPartitionsToTxnTopicResult]:
     by_topic: dict[str, list[AddPartitionsToTxnPartitionResult]] = {}
     for (topic, p), code in errors.items():
         by_topic.setdefault(topic, []).append(
             AddPartitionsToTxnPartitionResult(partition_index=p, partition_error_code=code)
         )
-    return AddPartitionsToTxnResponse(
-        throttle_time_ms=0,
-        results_by_topic_v3_and_below=[
-            AddPartitionsToTxnTopicResult(name=name, results_by_partition=parts)
-            for name, parts in by_topic.items()
-        ],
-    )
+    return [
+        AddPartitionsToTxnTopicResult(name=name, results_by_partition=parts)
+        for name, parts in by_topic.items()
+    ]
+
+
+def handle_add_partitions_to_txn(ctx, req):
+    """KafkaApis.handleAddPartitionsToTxnRequest: v0-3 from clients (one transaction), v4+ from
+    brokers (a batch of transactions, each added or only verified)."""
+    broker = ctx.broker
+    v = ctx.version
+    if v < 4:
+        requested = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
+        errors = _add_or_verify(
+            broker,
+            req.v3_and_below_transactional_id,
+            req.v3_and_below_producer_id,
+            req.v3_and_below_producer_epoch,
+            requested,
+            verify=False,
+            version=v,
+        )
+        return AddPartitionsToTxnResponse(
+            throttle_time_ms=0, results_by_topic_v3_and_below=_topic_results(errors)
+        )
+    results = []
+    written = set()
+    for txn in req.transactions:
+        requested = [(t.name, p) for t in txn.topics for p in t.partitions]
+        if not txn.transactional_id:
+            errors = dict.fromkeys(requested, ErrorCode.INVALID_REQUEST)
+        else:
+            errors = _add_or_verify(
+                broker,
+                txn.transactional_id,
+                txn.producer_id,
+                txn.producer_epoch,
+                requested,
+                verify=txn.verify_only,
+                version=v,
+            )
+            if not txn.verify_only and broker.replicas is not None:
+                written.add(_txn_partition(broker, txn))
+        results.append(
+            AddPartitionsToTxnResult(
+                transactional_id=txn.transactional_id, topic_results=_topic_results(errors)
+            )
+        )
+    resp = AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=0, results_by_transaction=results)
+    written.discard(None)
+    if not written:
+        return resp
+
+    async def replicated():
+        for tp in sorted(written):
+            await broker.replicas.await_log_end(tp, broker.config.int("offsets.commit.timeout.ms"))
+        return resp
+
+    return replicated()
 
 
 # ---------------------------------------------------------------------------- AddOffsetsToTxn
@@ -358,6 +416,7 @@ def _replicated(handler, partition_of):
 def _txn_partition(broker, req):
     from kafkatool.broker.txn.state_log import TRANSACTION_STATE_TOPIC
 
+    # a request (v0-3: one transaction) or one AddPartitionsToTxnTransaction of a v4+ batch
     tid = getattr(req, "transactional_id", None) or getattr(req, "v3_and_below_transactional_id", None)
     if not tid:
         return None

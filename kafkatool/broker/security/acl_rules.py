@@ -730,16 +730,14 @@ def _and(*rules):
 
 
 def _add_partitions_to_txn(ctx, req, handler):
-    if req.transactions:
-        tids = [t.transactional_id for t in req.transactions]
-        topics = [tp.name for t in req.transactions for tp in t.topics]
-        ok_txn = all(allowed(ctx, A.WRITE, A.TRANSACTIONAL_ID, t) for t in tids)
-        if not allowed(ctx, A.CLUSTER_ACTION, A.CLUSTER, A.CLUSTER_NAME) and not ok_txn:
-            return _error_response(ctx, req, handler, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    else:
-        if not allowed(ctx, A.WRITE, A.TRANSACTIONAL_ID, req.v3_and_below_transactional_id):
-            return _error_response(ctx, req, handler, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-        topics = [t.name for t in req.v3_and_below_topics]
+    if ctx.version >= 4:
+        # KafkaApis.handleAddPartitionsToTxnRequest: v4+ come from brokers only (KIP-890)
+        if not allowed(ctx, A.CLUSTER_ACTION, A.CLUSTER, A.CLUSTER_NAME):
+            return _error_response(ctx, req, handler, E.CLUSTER_AUTHORIZATION_FAILED)
+        return handler(ctx, req)
+    if not allowed(ctx, A.WRITE, A.TRANSACTIONAL_ID, req.v3_and_below_transactional_id):
+        return _error_response(ctx, req, handler, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    topics = [t.name for t in req.v3_and_below_topics]
     if all(allowed(ctx, A.WRITE, A.TOPIC, n) for n in set(topics)):
         return handler(ctx, req)
     return _error_response(ctx, req, handler, E.TOPIC_AUTHORIZATION_FAILED)

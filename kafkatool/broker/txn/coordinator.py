@@ -595,19 +595,20 @@ class TransactionCoordinator:
         return n
 
     # ------------------------------------------------------------------ produce path
-    def check_transactional_produce(self, tp: tuple[str, int], producer_id: int, producer_epoch: int):
-        """None when a transactional batch may be appended, else (error code, message)."""
-        self.load()
-        md = self.by_producer.get(producer_id)
-        if md is None:
-            return ErrorCode.INVALID_TXN_STATE, f"producer {producer_id} has no transaction"
-        if producer_epoch < md.producer_epoch:
-            return ErrorCode.INVALID_PRODUCER_EPOCH, (
-                f"producer epoch {producer_epoch} is older than the current {md.producer_epoch}"
-            )
-        if md.state != S.ONGOING or producer_epoch != md.producer_epoch or tp not in md.partitions:
-            return ErrorCode.INVALID_TXN_STATE, f"{tp[0]}-{tp[1]} is not part of an ongoing transaction"
-        return None
+    def verify_partitions(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions
+    ) -> dict[tuple[str, int], int]:
+        """KIP-890 verification (TransactionCoordinator.handleVerifyPartitionsInTransaction):
+        each partition's error, 0 when it is in the producer's ongoing transaction."""
+        if not transactional_id:
+            return dict.fromkeys(partitions, ErrorCode.INVALID_REQUEST)
+        try:
+            md = self._check_producer(transactional_id, producer_id, producer_epoch)
+        except TxnError as exc:
+            return dict.fromkeys(partitions, exc.code)
+        if md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            return dict.fromkeys(partitions, ErrorCode.CONCURRENT_TRANSACTIONS)
+        return {tp: 0 if tp in md.partitions else ErrorCode.TRANSACTION_ABORTABLE for tp in partitions}
 
     # ------------------------------------------------------------------ describe / list
     def describe(self, transactional_id: str) -> TxnMetadata | None:
