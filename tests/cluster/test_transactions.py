@@ -108,6 +108,30 @@ def test_transactions_across_brokers_and_coordinator_failover(cluster):
     assert sorted(got) == sorted(want)
 
 
+def pipelined_txn_batch(c, tid, topic, partition, pid, epoch, seq, n=3) -> int:
+    """Send (without reading the answer) a Produce v9 of one transactional batch."""
+    from kafkatool.formats import records as R
+    from kafkatool.protocol import generated as G
+    from kafkatool.protocol.generated.produce_request import PartitionProduceData, TopicProduceData
+
+    data = R.build_record_batch(
+        [R.SimpleRecord(b"p%d" % (seq + i), b"k", (), int(time.time() * 1000)) for i in range(n)],
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=seq,
+        is_transactional=True,
+    )
+    req = G.ProduceRequest(
+        transactional_id=tid,
+        acks=-1,
+        timeout_ms=5000,
+        topic_data=[
+            TopicProduceData(name=topic, partition_data=[PartitionProduceData(index=partition, records=data)])
+        ],
+    )
+    return c.send(0, 9, req)
+
+
 def test_leaders_verify_transactional_writes_with_a_coordinator_on_another_broker(cluster):
     """KIP-890 in cluster mode: a partition leader that is not the transaction coordinator asks
     the coordinator's broker (AddPartitionsToTxn v5, VerifyOnly) before it appends a
@@ -118,7 +142,7 @@ def test_leaders_verify_transactional_writes_with_a_coordinator_on_another_broke
     from tests.broker.wire import WireClient
     from tests.cluster.test_replication import partition_state
 
-    create_topic(cluster, "ver", 6, 1)
+    create_topic(cluster, "ver", 9, 1)  # Kafka's placement: three partitions led by each broker
     tid = "ver-t"
 
     def find_coordinator():
@@ -129,11 +153,12 @@ def test_leaders_verify_transactional_writes_with_a_coordinator_on_another_broke
 
     coordinator = wait_for(find_coordinator, 30, "the transaction coordinator")
     led = {}
-    for p in range(6):
+    for p in range(9):
         st = wait_for(lambda p=p: partition_state(cluster, "ver", p), 20, f"ver-{p}'s state")
         led.setdefault(st["leader"], []).append(p)
     other = next(b for b in led if b != coordinator)
-    p_added, p_not = led[other][0], (led[other][1] if len(led[other]) > 1 else None)
+    assert len(led[other]) >= 3, led
+    p_added, p_not, p_piped = led[other][:3]
     with (
         WireClient(cluster.brokers[coordinator].bootstrap) as co,
         WireClient(cluster.brokers[other].bootstrap) as lc,
@@ -145,6 +170,13 @@ def test_leaders_verify_transactional_writes_with_a_coordinator_on_another_broke
         # the leader on another broker verifies with the coordinator, then appends
         assert txn_produce(lc, "ver", pid, epoch, 0, partition=p_added).error_code == 0
         assert txn_produce(lc, "ver", pid, epoch, 3, partition=p_added).error_code == 0
+        # pipelined produces that both wait for the coordinator append in request order
+        assert add_partitions(co, tid, pid, epoch, "ver", [p_piped]) == {("ver", p_piped): 0}
+        piped = [pipelined_txn_batch(lc, tid, "ver", p_piped, pid, epoch, seq) for seq in (0, 3, 6)]
+        got = [lc.recv(0, 9) for _ in piped]
+        assert [corr for corr, _ in got] == piped
+        answers = [r.responses[0].partition_responses[0] for _, r in got]
+        assert [(a.error_code, a.base_offset) for a in answers] == [(0, 0), (0, 3), (0, 6)]
         if p_not is not None:
             assert (
                 txn_produce(lc, "ver", pid, epoch, 0, partition=p_not).error_code
@@ -153,7 +185,7 @@ def test_leaders_verify_transactional_writes_with_a_coordinator_on_another_broke
             r11 = txn_produce(lc, "ver", pid, epoch, 0, partition=p_not, version=11)
             assert r11.error_code == ErrorCode.TRANSACTION_ABORTABLE
         # a transactional id the coordinator does not know for this producer
-        bad = txn_produce(lc, "ver", pid, epoch, 0, partition=led[other][-1], tid="nobody")
+        bad = txn_produce(lc, "ver", pid, epoch, 0, partition=p_not, tid="nobody")
         assert bad.error_code == ErrorCode.INVALID_PRODUCER_ID_MAPPING
         assert end_txn(co, tid, pid, epoch, True) == 0
         # a client may not send the brokers' batched form (KafkaApis: v4+ need CLUSTER_ACTION,
@@ -191,5 +223,5 @@ def test_leaders_verify_transactional_writes_with_a_coordinator_on_another_broke
         # the transaction was committed: the partition is no longer in it
         wait_for(verify_after_commit, 20, "the commit to complete")
     # the committed records are there for a read_committed reader
-    got = read_committed(cluster.bootstrap, "ver", 6, 6)
-    assert len(got) == 6
+    got = read_committed(cluster.bootstrap, "ver", 9, 15)
+    assert len(got) == 15
