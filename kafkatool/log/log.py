@@ -652,7 +652,8 @@ class Log:
         state first (UnifiedLog.analyzeAndValidateProducerState): a retried batch returns
         the original's offsets with ``duplicate`` set and appends nothing; an old epoch or a
         sequence gap raises ProducerStateError.  COORDINATOR appends (the group and
-        transaction coordinators' own records and markers) are not checked."""
+        transaction coordinators' own records and markers) check only a marker's producer
+        and coordinator epochs (ProducerAppendInfo.appendEndTxnMarker)."""
         self._require_writable()
         if isinstance(records, bytearray) or (isinstance(records, memoryview) and not records.readonly):
             buf = records  # the request's own buffer: offsets are written into it, no copy
@@ -685,6 +686,9 @@ class Log:
                         duplicate=True,
                     )
             validated = True
+        elif origin == ORIGIN_COORDINATOR:
+            for b in batches:
+                self.producer_state.check_marker_append(b)
         now = self.clock()
         offset = self._log_end_offset
         first = offset

@@ -33,8 +33,8 @@ NO_PRODUCER_EPOCH = -1
 
 
 class ProducerStateError(FormatError):
-    """A client append that producer state rejects; ``kind`` names Kafka's error
-    (``out_of_order_sequence``, ``invalid_producer_epoch``)."""
+    """An append that producer state rejects; ``kind`` names Kafka's error
+    (``out_of_order_sequence``, ``invalid_producer_epoch``, ``coordinator_fenced``)."""
 
 
 @dataclass(frozen=True)
@@ -314,6 +314,32 @@ class ProducerStateManager:
                 kind="out_of_order_sequence",
             )
         return None
+
+    def check_marker_append(self, batch: R.Batch) -> None:
+        """A transaction marker the coordinator writes (ProducerAppendInfo.appendEndTxnMarker,
+        COORDINATOR origin): an epoch older than the producer's raises invalid_producer_epoch;
+        a coordinator epoch older than the last marker's raises coordinator_fenced (a zombie
+        coordinator after a failover)."""
+        if batch.magic < 2 or batch.producer_id < 0 or not batch.is_control or batch.records_count <= 0:
+            return
+        entry = self.producers.get(batch.producer_id)
+        if entry is None:
+            return
+        if batch.producer_epoch < entry.producer_epoch:
+            raise ProducerStateError(
+                f"epoch of producer {batch.producer_id} is {batch.producer_epoch}, which is smaller than "
+                f"the last seen epoch {entry.producer_epoch}",
+                batch.position,
+                kind="invalid_producer_epoch",
+            )
+        marker = R.parse_control_record(next(iter(batch.records())))
+        if marker.type in (R.ABORT, R.COMMIT) and entry.coordinator_epoch > marker.coordinator_epoch:
+            raise ProducerStateError(
+                f"invalid coordinator epoch for producer {batch.producer_id}: {marker.coordinator_epoch} "
+                f"(zombie), {entry.coordinator_epoch} (current)",
+                batch.position,
+                kind="coordinator_fenced",
+            )
 
     def last_stable_offset(self, completed: CompletedTxn) -> int:
         """First offset of the earliest other open transaction, else the marker offset + 1."""

@@ -135,7 +135,8 @@ def pipelined_txn_batch(c, tid, topic, partition, pid, epoch, seq, n=3) -> int:
 def test_leaders_verify_transactional_writes_with_a_coordinator_on_another_broker(cluster):
     """KIP-890 in cluster mode: a partition leader that is not the transaction coordinator asks
     the coordinator's broker (AddPartitionsToTxn v5, VerifyOnly) before it appends a
-    transaction's first batch; a partition never added to the transaction is refused."""
+    transaction's first batch; a partition never added to the transaction is refused; a
+    marker from a zombie coordinator (older coordinator epoch) is refused."""
     from kafkatool.protocol import generated as G
     from kafkatool.protocol.errors import ErrorCode
     from tests.broker.test_txn_protocol import add_partitions, end_txn, init_pid, txn_produce
@@ -222,6 +223,27 @@ def test_leaders_verify_transactional_writes_with_a_coordinator_on_another_broke
 
         # the transaction was committed: the partition is no longer in it
         wait_for(verify_after_commit, 20, "the commit to complete")
+    # a zombie coordinator's marker (an older coordinator epoch) is refused by the leader
+    from kafkatool.protocol.generated.describe_producers_request import TopicRequest
+    from kafkatool.protocol.generated.write_txn_markers_request import (
+        WritableTxnMarker,
+        WritableTxnMarkerTopic,
+    )
+
+    with WireClient(cluster.brokers[other].bootstrap) as lc:
+        dp = lc.request(
+            61, 0, G.DescribeProducersRequest(topics=[TopicRequest(name="ver", partition_indexes=[p_added])])
+        )
+        state = next(s for s in dp.topics[0].partitions[0].active_producers if s.producer_id == pid)
+        marker = WritableTxnMarker(
+            producer_id=pid,
+            producer_epoch=epoch,
+            transaction_result=False,
+            topics=[WritableTxnMarkerTopic(name="ver", partition_indexes=[p_added])],
+            coordinator_epoch=state.coordinator_epoch - 1,
+        )
+        r = lc.request(27, 1, G.WriteTxnMarkersRequest(markers=[marker]))
+        assert r.markers[0].topics[0].partitions[0].error_code == ErrorCode.TRANSACTION_COORDINATOR_FENCED
     # the committed records are there for a read_committed reader
     got = read_committed(cluster.bootstrap, "ver", 9, 15)
     assert len(got) == 15

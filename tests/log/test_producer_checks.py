@@ -1,7 +1,8 @@
 """Producer state lives in the log (issue 12): Log.append_as_leader with Kafka's CLIENT origin
 checks duplicates, epochs and sequences (UnifiedLog.analyzeAndValidateProducerState,
-ProducerAppendInfo, ProducerStateEntry.findDuplicateBatch); coordinator appends are not
-checked; the state survives a restart through the producer snapshot."""
+ProducerAppendInfo, ProducerStateEntry.findDuplicateBatch); coordinator appends check only a
+marker's producer and coordinator epochs; the state survives a restart through the producer
+snapshot."""
 
 from __future__ import annotations
 
@@ -96,6 +97,38 @@ def test_coordinator_appends_are_not_checked(log):
     with pytest.raises(ProducerStateError) as exc:
         log.append_as_leader(idem(1, epoch=0), 0)
     assert exc.value.kind == "invalid_producer_epoch"
+
+
+def test_a_marker_from_a_fenced_coordinator_or_epoch_is_refused(log):
+    """ProducerAppendInfo.appendEndTxnMarker: the coordinator epoch of a marker may not go
+    back (a zombie coordinator after a failover), nor may the producer epoch."""
+    log.append_as_leader(idem(0, txn=True, epoch=2), 0)
+    commit = R.build_control_batch(
+        R.COMMIT, producer_id=PID, producer_epoch=2, coordinator_epoch=5, timestamp=5
+    )
+    log.append_as_leader(commit, 0, origin=ORIGIN_COORDINATOR)
+    end = log.log_end_offset
+    log.append_as_leader(idem(1, txn=True, epoch=2), 0)
+    zombie = R.build_control_batch(
+        R.ABORT, producer_id=PID, producer_epoch=2, coordinator_epoch=4, timestamp=6
+    )
+    with pytest.raises(ProducerStateError) as exc:
+        log.append_as_leader(zombie, 0, origin=ORIGIN_COORDINATOR)
+    assert exc.value.kind == "coordinator_fenced"
+    old_epoch = R.build_control_batch(
+        R.ABORT, producer_id=PID, producer_epoch=1, coordinator_epoch=5, timestamp=6
+    )
+    with pytest.raises(ProducerStateError) as exc:
+        log.append_as_leader(old_epoch, 0, origin=ORIGIN_COORDINATOR)
+    assert exc.value.kind == "invalid_producer_epoch"
+    assert log.log_end_offset == end + 1  # nothing of either was written
+    # the current coordinator (same or newer epoch) still writes
+    log.append_as_leader(
+        R.build_control_batch(R.ABORT, producer_id=PID, producer_epoch=2, coordinator_epoch=6, timestamp=7),
+        0,
+        origin=ORIGIN_COORDINATOR,
+    )
+    assert log.log_end_offset == end + 2
 
 
 BROKER = Path(__file__).resolve().parents[2] / "kafkatool" / "broker"

@@ -29,6 +29,9 @@ WRITE_TXN_MARKERS_VERSION = 1
 MARKER_REPLICATION_TIMEOUT_MS = 30000
 
 
+_FENCED = (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED)
+
+
 async def send_markers(
     tc,
     producer_id: int,
@@ -38,8 +41,11 @@ async def send_markers(
     coordinator_epoch: int,
     done: set,
 ) -> bool:
-    """Write the markers of ``partitions`` not yet in ``done``; True when every one is written
-    (or its topic is gone: Kafka drops those markers too)."""
+    """Write the markers of ``partitions`` not yet in ``done`` (adding each written one); True
+    when every one is written (or its topic is gone: Kafka drops those markers too).  Raises
+    TxnError when a leader answers that this coordinator or its producer epoch is fenced."""
+    from kafkatool.broker.txn.coordinator import TxnError
+
     broker = tc.broker
     rm = broker.replicas
     by_leader: dict[int, list] = {}
@@ -99,6 +105,13 @@ async def send_markers(
                 for rp in rt.partitions:
                     if rp.error_code == ErrorCode.NONE:
                         done.add((rt.name, rp.partition_index))
+                    elif rp.error_code in _FENCED:
+                        # a newer coordinator or producer epoch wrote there: this coordinator is a
+                        # zombie and stops sending (TransactionMarkerRequestCompletionHandler)
+                        raise TxnError(
+                            rp.error_code,
+                            f"{rt.name}-{rp.partition_index} on broker {leader} refused the marker",
+                        )
                     else:
                         complete = False
                         log.debug(
@@ -133,19 +146,14 @@ def handle_write_txn_markers(ctx, req):
                 parts.append(r)
                 if err is None:
                     ok.append(((mt.name, p), r))
-            if ok:
+            for tp, r in ok:  # each partition on its own, as ReplicaManager appends them
                 try:
                     tc.write_markers(
-                        m.producer_id,
-                        m.producer_epoch,
-                        m.transaction_result,
-                        [tp for tp, _ in ok],
-                        m.coordinator_epoch,
+                        m.producer_id, m.producer_epoch, m.transaction_result, [tp], m.coordinator_epoch
                     )
-                    appended += ok
+                    appended.append((tp, r))
                 except TxnError as exc:
-                    for _, r in ok:
-                        r.error_code = exc.code
+                    r.error_code = exc.code
             topics.append(WritableTxnMarkerTopicResult(name=mt.name, partitions=parts))
         results.append(WritableTxnMarkerResult(producer_id=m.producer_id, topics=topics))
     resp = WriteTxnMarkersResponse(markers=results)

@@ -29,6 +29,7 @@ from kafkatool.broker.txn import state_log as S
 from kafkatool.errors import KafkatoolError
 from kafkatool.formats import records as R
 from kafkatool.log.log import ORIGIN_COORDINATOR
+from kafkatool.log.producer_state import ProducerStateError
 from kafkatool.protocol.errors import ErrorCode
 
 log = logging.getLogger("kafkatool.broker.txn")
@@ -495,21 +496,21 @@ class TransactionCoordinator:
         from kafkatool.broker.cluster import txn_markers
 
         tid = md.transactional_id
-        done: set = set()
+        written: set = set()  # the partitions whose leaders have the marker in their ISR
         try:
             for attempt in range(600):
                 if self.txns.get(tid) is not md or md.state not in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
                     return  # unloaded (leadership moved) or finished meanwhile
-                done = await txn_markers.send_markers(
+                complete = await txn_markers.send_markers(
                     self,
                     md.producer_id,
                     md.producer_epoch,
                     commit,
                     sorted(md.partitions),
                     self.coordinator_epoch(md),
-                    done,
+                    written,
                 )
-                if done:
+                if complete:
                     break
                 await asyncio.sleep(min(0.1 * (attempt + 1), 1.0))
             else:
@@ -555,6 +556,14 @@ class TransactionCoordinator:
             first = entry.current_txn_first_offset if entry is not None else -1
             try:
                 info = lg.append_as_leader(batch, t.leader_epoch(p), origin=ORIGIN_COORDINATOR)
+            except ProducerStateError as exc:
+                log.info("marker refused by %s-%d: %s", topic, p, exc.message)
+                code = (
+                    ErrorCode.TRANSACTION_COORDINATOR_FENCED
+                    if exc.kind == "coordinator_fenced"
+                    else ErrorCode.INVALID_PRODUCER_EPOCH
+                )
+                raise TxnError(code, exc.message) from None
             except OSError as exc:
                 log.error("failed to write the marker to %s-%d: %s", topic, p, exc)
                 raise TxnError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from None
