@@ -136,3 +136,49 @@ def test_fetcher_index_is_kafkas():
     # Java: Utils.abs(31 * "test".hashCode() + 0) % 3 == 1; one fetcher takes everything
     assert fetcher_index("test", 0, 3) == 1
     assert fetcher_index("test", 7, 1) == 0
+
+
+def test_topic_deletion_waits_for_an_offline_replica(cluster):
+    """TopicDeletionManager: every replica is deleted before the topic's znodes go; a replica on
+    an offline broker halts the deletion, which resumes when the broker is back (else the
+    broker would keep the topic's data for ever, and a new topic of the same name would
+    meet it)."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient
+
+    create_topic(cluster, "gone", 2, 3)
+    for p in range(2):
+        wait_for(lambda p=p: len(partition_state(cluster, "gone", p)["isr"]) == 3, 20, "ISR of 3")
+    prod = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(20):
+        prod.produce("gone", b"v%d" % i, partition=i % 2)
+    assert prod.flush(30) == 0
+    k = cluster.kazoo()
+    try:
+        victim = next(b for b in sorted(cluster.brokers) if b != zk_json(cluster, "/controller")["brokerid"])
+        cluster.brokers[victim].kill()
+        wait_for(lambda: str(victim) not in k.get_children("/brokers/ids"), 20, "the broker's session to end")
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.delete_topics(["gone"], request_timeout=15)["gone"].result(30)
+
+        def partition_dirs(b) -> list[str]:
+            return sorted(
+                d.name for d in cluster.brokers[b].data_dir.glob("gone-*") if not d.name.endswith("-delete")
+            )
+
+        live = [b for b in cluster.brokers if b != victim]
+        wait_for(lambda: all(partition_dirs(b) == [] for b in live), 20, "the live replicas to be deleted")
+        time.sleep(2.0)
+        # halted: the offline broker still has its replicas, so the topic is not gone yet
+        assert k.exists("/admin/delete_topics/gone") and k.exists("/brokers/topics/gone")
+        assert partition_dirs(victim) == ["gone-0", "gone-1"]
+        cluster.brokers[victim].start(timeout=60)
+        wait_for(lambda: partition_dirs(victim) == [], 30, "the returning broker to delete its replicas")
+        wait_for(
+            lambda: not k.exists("/brokers/topics/gone") and not k.exists("/admin/delete_topics/gone"),
+            30,
+            "the deletion to complete",
+        )
+    finally:
+        k.stop()
+        k.close()

@@ -168,7 +168,9 @@ class Controller:
         self.topic_ids: dict[str, str] = {}
         self.states: dict[TP, PartitionStateZ] = {}
         self.senders: dict[int, _Sender] = {}
-        self.deleting: set[str] = set()
+        #: topics being deleted -> their (broker, partition) replicas not yet deleted
+        #: (TopicDeletionManager: deletion waits while a replica's broker is offline)
+        self.deleting: dict[str, set[tuple[int, int]]] = {}
         #: ongoing reassignments: tp -> (original replicas ORS, target replicas TRS); the
         #: assignment holds RS = TRS ++ (ORS - TRS) while moving (KIP-455)
         self.reassigning: dict[TP, tuple[list[int], list[int]]] = {}
@@ -494,6 +496,7 @@ class Controller:
         self.assignments.clear()
         self.states.clear()
         self.topic_ids.clear()
+        self.deleting.clear()  # restarted from /admin/delete_topics below
         for topic in self.zk.topics():
             self._load_topic(topic)
         for bid in self.live:
@@ -664,6 +667,9 @@ class Controller:
                 batch.leader_and_isr(here, tp, st, replicas)
         batch.send()
         self._elect_partitions(self._partitions_needing_leader())
+        for topic in list(self.deleting):
+            if any(b in new for b, _ in self.deleting[topic]):
+                self._resume_deletion(topic)  # TopicDeletionManager.resumeDeletionForTopics
 
     def _on_topics(self) -> None:
         names = set(self.zk.topics())
@@ -694,7 +700,7 @@ class Controller:
             self.states.pop((topic, p), None)
             self.reassigning.pop((topic, p), None)
         self.topic_ids.pop(topic, None)
-        self.deleting.discard(topic)
+        self.deleting.pop(topic, None)
 
     def _on_isr_change(self) -> None:
         """Older brokers' ISR notifications: re-read the states and tell every broker."""
@@ -719,7 +725,8 @@ class Controller:
 
     def _on_delete_topics(self) -> None:
         """TopicDeletionManager: UpdateMetadata with leader -2, StopReplica(delete) to every
-        live replica, then the znodes go (epoch-checked)."""
+        replica; the znodes go (epoch-checked) once every replica is deleted.  A replica on an
+        offline broker halts the deletion until that broker is back."""
         kids = self.zk.children_or_empty(paths.DELETE_TOPICS)
         for topic in kids:
             marker = paths.delete_topic(topic)
@@ -731,25 +738,75 @@ class Controller:
                 with contextlib.suppress(ZkError):
                     self._fenced([("delete", marker)])
                 continue
-            self.deleting.add(topic)
+            if topic in self.deleting:
+                continue  # in progress
             parts = self.assignments[topic]
-            batch = _Batch(self)
-            batch.metadata_to(list(self.live), [(topic, p) for p in parts], deleting=True)
-            waits = []
-            for bid in self.live:
-                mine = [p for p, r in parts.items() if bid in r]
-                if mine:
-                    waits.append(batch.stop_replica(bid, topic, mine, delete=True))
-            batch.send()
-            cf.wait(waits, timeout=30)
-            with contextlib.suppress(ZkError):
-                self.zk.delete(paths.topic(topic), recursive=True)
-            with contextlib.suppress(ZkError):
-                self.zk.delete(paths.config_entity("topics", topic))
-            with contextlib.suppress(ZkError):
-                self._fenced([("delete", marker)])
-            self._forget_topic(topic)
-            log.info("controller %d: deleted topic %s", self.broker_id, topic)
+            self.deleting[topic] = {(b, p) for p, replicas in parts.items() for b in replicas}
+            _Batch(self).metadata_to(list(self.live), [(topic, p) for p in parts], deleting=True).send()
+            self._resume_deletion(topic)
+
+    def _resume_deletion(self, topic: str) -> None:
+        """StopReplica(delete) for the topic's replicas not yet deleted on live brokers."""
+        pending = self.deleting.get(topic)
+        if pending is None:
+            return
+        if not pending:
+            self._complete_deletion(topic)
+            return
+        offline = sorted({b for b, _ in pending if not self.online(b)})
+        if offline:
+            log.info(
+                "controller %d: deletion of topic %s waits for brokers %s (offline) to delete their replicas",
+                self.broker_id,
+                topic,
+                offline,
+            )
+        batch = _Batch(self)
+        by_broker: dict[int, list[int]] = {}
+        for b, p in pending:
+            if self.online(b):
+                by_broker.setdefault(b, []).append(p)
+        for b, ps in by_broker.items():
+            fut = batch.stop_replica(b, topic, sorted(ps), delete=True)
+            fut.add_done_callback(
+                lambda f, b=b: self._put(("call", "_replicas_deleted", (topic, b, f), cf.Future()))
+            )
+        batch.send()
+
+    def _replicas_deleted(self, topic: str, broker_id: int, fut: cf.Future) -> None:
+        """A StopReplica(delete) answer: its replicas are deleted (ReplicaDeletionSuccessful), or
+        stay pending (retried when the broker is back, or on the next controller)."""
+        pending = self.deleting.get(topic)
+        if pending is None or not self.active or fut.exception() is not None:
+            return
+        resp = fut.result()
+        if resp.error_code:
+            log.info(
+                "controller %d: broker %d did not delete %s: %s",
+                self.broker_id,
+                broker_id,
+                topic,
+                ErrorCode(resp.error_code).name,
+            )
+            return
+        failed = {
+            pe.partition_index for pe in resp.partition_errors if pe.topic_name == topic and pe.error_code
+        }
+        for b, p in list(pending):
+            if b == broker_id and p not in failed:
+                pending.discard((b, p))
+        if not pending:
+            self._complete_deletion(topic)
+
+    def _complete_deletion(self, topic: str) -> None:
+        with contextlib.suppress(ZkError):
+            self.zk.delete(paths.topic(topic), recursive=True)
+        with contextlib.suppress(ZkError):
+            self.zk.delete(paths.config_entity("topics", topic))
+        with contextlib.suppress(ZkError):
+            self._fenced([("delete", paths.delete_topic(topic))])
+        self._forget_topic(topic)
+        log.info("controller %d: deleted topic %s", self.broker_id, topic)
 
     def _on_preferred(self) -> None:
         node = self.zk.get_or_none(paths.PREFERRED_REPLICA_ELECTION)
