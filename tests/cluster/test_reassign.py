@@ -127,3 +127,81 @@ def test_reassignment_honours_the_replication_throttle(cluster, tmp_path, via):
     finally:
         k.stop()
         k.close()
+
+
+def test_the_leader_side_throttle_alone_slows_a_new_replica(cluster):
+    """leader.replication.throttled.replicas/rate without any follower throttle: the leader
+    sends its out-of-sync follower nothing while its quota is used up (shouldLeaderThrottle),
+    so a replica added by a reassignment copies at about the rate."""
+    import time
+
+    from kafka.admin import KafkaAdminClient
+    from kafka.admin import NewTopic as KpNewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap.split(","))
+    try:
+        admin.create_topics(
+            [
+                KpNewTopic(
+                    name="lslow", num_partitions=-1, replication_factor=-1, replica_assignments={0: [1]}
+                )
+            ],
+            timeout_ms=30000,
+        )
+    finally:
+        admin.close()
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "batch.size": 20_000})
+    for i in range(90):  # ~900 KB: at 150 KB/s after a one-second burst, about 5 s
+        p.produce("lslow", bytes([i % 256]) * 10_000, partition=0)
+    assert p.flush(60) == 0
+    for args in (
+        [
+            "--entity-type",
+            "topics",
+            "--entity-name",
+            "lslow",
+            "--add-config",
+            "leader.replication.throttled.replicas=0:1",
+        ],
+        [
+            "--entity-type",
+            "brokers",
+            "--entity-name",
+            "1",
+            "--add-config",
+            "leader.replication.throttled.rate=150000",
+        ],
+    ):
+        r = kafkatool("configs", "alter", *args, "--zookeeper", cluster.connect)
+        assert r.returncode == 0, r.stdout + r.stderr
+    time.sleep(1.0)  # the config change notifications reach broker 1
+    r = kafkatool(
+        "reassign",
+        "execute",
+        "--reassignment-json-file",
+        _plan(cluster, "lslow", [1, 2]),
+        "--zookeeper",
+        cluster.connect,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    t0 = time.monotonic()  # the copy starts now at the earliest
+    wait_for(lambda: len(_isr(cluster, "lslow")) == 2, 90, "the new replica to join the ISR", step=0.2)
+    took = time.monotonic() - t0
+    print(f"900 KB copied under a 150 KB/s leader-side throttle in {took:.1f}s")
+    assert took >= 3.0, f"the leader throttle was not honoured: {took:.1f}s"  # unthrottled: well under 1 s
+    assert log_bytes(cluster.brokers[2], "lslow") == log_bytes(cluster.brokers[1], "lslow")
+
+
+def _plan(cluster, topic: str, replicas: list[int]) -> str:
+    import tempfile
+
+    f = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False, dir=cluster.base)
+    json.dump({"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": replicas}]}, f)
+    f.close()
+    return f.name
+
+
+def _isr(cluster, topic: str) -> list[int]:
+    return zk_json(cluster, f"/brokers/topics/{topic}/partitions/0/state")["isr"]

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 
 from kafkatool.broker.cluster.client import BrokerLink, BrokerLinkError
 from kafkatool.broker.tasks import stop_tasks
@@ -89,10 +88,7 @@ class ReplicaFetcher:
         self.partitions: dict = {}
         self.truncating: set = set()
         self.link: BrokerLink | None = None
-        #: follower.replication.throttled.rate: a token bucket over the bytes of throttled,
-        #: out-of-sync partitions (ReplicationQuotaManager, follower side)
-        self._allowance = 0.0
-        self._refilled = time.monotonic()
+        #: partitions whose log end reached the leader's high watermark (not throttled)
         self.in_sync: set = set()
         self.stopped = False
         self.task: asyncio.Task | None = asyncio.get_running_loop().create_task(self._run())
@@ -247,33 +243,13 @@ class ReplicaFetcher:
         lg.truncate_to(offset)
 
     # ------------------------------------------------------------------ fetch
-    def _throttled(self, tp) -> bool:
-        """Kafka's shouldFollowerThrottle: a replica in follower.replication.throttled.replicas
-        ("*" or "partition:broker" entries naming this broker) that is not in sync."""
-        if tp in self.in_sync:
-            return False
-        t = self.rm.broker.topic(tp[0])
-        raw = (t.configs.get("follower.replication.throttled.replicas") if t is not None else None) or ""
-        entries = {e.strip() for e in raw.split(",") if e.strip()}
-        return "*" in entries or f"{tp[1]}:{self.rm.node_id}" in entries
-
-    def _throttle_rate(self) -> float | None:
-        from kafkatool.log.config import LONG_MAX
-
-        rate = self.rm.config.int("follower.replication.throttled.rate")
-        return None if rate >= LONG_MAX else float(rate)
-
     async def _fetch_once(self, link: BrokerLink) -> None:
         ready = {tp: p for tp, p in self.partitions.items() if tp not in self.truncating}
-        rate = self._throttle_rate()
-        throttled = {tp for tp in ready if self._throttled(tp)} if rate is not None else set()
-        if throttled:
-            now = time.monotonic()
-            self._allowance = min(rate, self._allowance + (now - self._refilled) * rate)
-            self._refilled = now
-            if self._allowance <= 0:
-                for tp in throttled:
-                    ready.pop(tp, None)
+        quota = self.rm.follower_quota
+        throttled = {tp for tp in ready if tp not in self.in_sync and quota.is_throttled(*tp)}
+        if throttled and quota.exceeded():
+            for tp in throttled:
+                ready.pop(tp, None)
         if not ready:
             await asyncio.sleep(min(self.backoff, 0.1) if throttled else self.backoff)
             return
@@ -330,7 +306,7 @@ class ReplicaFetcher:
                     backoff |= self._fetch_error(part, pd)
                     continue
                 if tp in throttled and pd.records:
-                    self._allowance -= len(pd.records)
+                    quota.record(len(pd.records))
                 self._process(part, pd)
                 if part.log.log_end_offset >= pd.high_watermark:
                     self.in_sync.add(tp)

@@ -19,6 +19,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
+from kafkatool.broker.cluster.quota import ReplicationQuota
 from kafkatool.broker.tasks import stop_tasks
 from kafkatool.protocol.errors import ErrorCode
 from kafkatool.protocol.generated import (
@@ -124,6 +125,9 @@ class ReplicaManager:
         self.marker_links: dict = {}
         #: broker id -> BrokerLink to the transaction coordinators this leader asks (KIP-890)
         self.verify_links: dict = {}
+        #: replication throttles, one per side (broker/cluster/quota.py)
+        self.leader_quota = ReplicationQuota(self, "leader")
+        self.follower_quota = ReplicationQuota(self, "follower")
         #: TLS/SASL of the inter-broker listener for every link this broker opens
         self.security = inter_broker_security(self.config)
         self.shutting_down = False
@@ -155,6 +159,14 @@ class ReplicaManager:
     def is_leader(self, topic: str, partition: int) -> bool:
         p = self.local.get((topic, partition))
         return p is not None and p.leader == self.node_id
+
+    def leader_throttled(self, topic: str, partition: int, replica_id: int) -> bool:
+        """shouldLeaderThrottle's first half: ``replica_id`` fetches a throttled partition of
+        this leader while out of its ISR (the caller asks the quota)."""
+        p = self.local.get((topic, partition))
+        if p is None or replica_id in p.isr:
+            return False
+        return self.leader_quota.is_throttled(topic, partition)
 
     def leader_error(self, topic: str, partition: int) -> int | None:
         """None when this broker leads the partition; else Kafka's answer

@@ -161,6 +161,21 @@ def _read(broker, req, version: int, denied: set[str] | frozenset = frozenset())
                     pd.last_stable_offset = lg.last_stable_offset
                     out.errors = True
                     continue
+            throttled = (
+                replica_id >= 0
+                and broker.replicas is not None
+                and broker.replicas.leader_throttled(name, idx, replica_id)
+            )
+            if throttled and broker.replicas.leader_quota.exceeded():
+                # shouldLeaderThrottle: an out-of-sync follower of a throttled partition gets
+                # no records while the leader's replication quota is used up
+                pd.high_watermark = lg.high_watermark
+                pd.last_stable_offset = lg.last_stable_offset
+                pd.log_start_offset = lg.log_start_offset
+                broker.replicas.record_follower_fetch(
+                    name, idx, replica_id, fp.fetch_offset, fp.log_start_offset
+                )
+                continue
             limit = min(fp.partition_max_bytes, remaining)
             try:
                 info = lg.read(fp.fetch_offset, max(limit, 0), isolation=isolation, min_one_message=min_one)
@@ -195,6 +210,8 @@ def _read(broker, req, version: int, denied: set[str] | frozenset = frozenset())
                 out.bytes += size
                 remaining -= size
                 min_one = False
+                if throttled:
+                    broker.replicas.leader_quota.record(size)
         if by_id:
             out.topics.append(FetchableTopicResponse(topic_id=ft.topic_id, partitions=parts))
         else:
