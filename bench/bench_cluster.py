@@ -63,7 +63,8 @@ def single(workdir: Path, records: int, seconds: float) -> dict:
 def clustered(workdir: Path, records: int, seconds: float, jepsen_s: float) -> dict:
     out: dict = {}
     with run_zookeeper(workdir / "zk") as zk:
-        c = Cluster(workdir, zk, 3, ["num.partitions=1"])
+        # Kafka's own fetch size (the tests' Cluster uses 64 KiB to force several fetch rounds)
+        c = Cluster(workdir, zk, 3, ["num.partitions=1", "replica.fetch.max.bytes=1048576"])
         c.start()
         try:
             create_topic(c, "bench", PARTITIONS, 3, min_insync_replicas=2)
