@@ -9,13 +9,15 @@ SASL (security/client.inter_broker_security) apply when the connection opens.
 from __future__ import annotations
 
 import asyncio
-import struct
 
+from kafkatool.broker.network import CloseConnection, FrameProtocol
 from kafkatool.errors import KafkatoolError
 from kafkatool.formats.schema import Message, SchemaDecodeError
 from kafkatool.protocol.framing import encode_request, parse_response
 
-_SIZE = struct.Struct(">i")
+#: the largest response frame a link accepts (a fetch answers at most
+#: replica.fetch.response.max.bytes of records, 10 MiB by default)
+MAX_RESPONSE_BYTES = 256 << 20
 
 
 class BrokerLinkError(KafkatoolError):
@@ -29,7 +31,7 @@ class BrokerLink:
         self.timeout = timeout
         #: security/client.ClientSecurity of the inter-broker listener (None: PLAINTEXT)
         self.security = security
-        self._reader: asyncio.StreamReader | None = None
+        self._frames: FrameProtocol | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._correlation = 0
         self._lock = asyncio.Lock()
@@ -46,11 +48,15 @@ class BrokerLink:
             else {"ssl": sec.ssl_context, "server_hostname": self.host}
         )
         try:
-            self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port, limit=1 << 22, **tls), min(self.timeout, 5.0)
+            reader, self._writer = await asyncio.wait_for(
+                asyncio.open_connection(self.host, self.port, **tls), min(self.timeout, 5.0)
             )
         except (OSError, TimeoutError) as exc:
             raise BrokerLinkError(f"{self.address}: cannot connect ({exc or type(exc).__name__})") from None
+        # responses arrive as the broker's requests do: recv_into their own buffers, no
+        # StreamReader copies (a fetch response's records go from the socket to os.write)
+        self._frames = FrameProtocol(self._writer.transport, MAX_RESPONSE_BYTES)
+        self._frames.take_over(reader)
         if sec is not None and sec.mechanism is not None:
             from kafkatool.broker.security.client import AuthenticationError
 
@@ -63,7 +69,7 @@ class BrokerLink:
     def close(self) -> None:
         if self._writer is not None:
             self._writer.transport.abort()
-        self._reader = self._writer = None
+        self._frames = self._writer = None
 
     async def request(
         self, api_key: int, version: int, body: Message, *, timeout: float | None = None
@@ -76,16 +82,15 @@ class BrokerLink:
     async def _roundtrip(
         self, api_key: int, version: int, body: Message, *, timeout: float | None = None
     ) -> Message:
-        reader, writer = self._reader, self._writer  # close() may run meanwhile
+        frames, writer = self._frames, self._writer  # close() may run meanwhile
         if writer is None:
             raise BrokerLinkError(f"{self.address}: not connected")
         self._correlation += 1
         corr = self._correlation
         try:
             writer.write(encode_request(api_key, version, corr, self.client_id, body))
-            (size,) = _SIZE.unpack(await asyncio.wait_for(reader.readexactly(4), timeout or self.timeout))
-            payload = await asyncio.wait_for(reader.readexactly(size), timeout or self.timeout)
-        except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
+            payload = await asyncio.wait_for(frames.read_frame(), timeout or self.timeout)
+        except (OSError, TimeoutError, asyncio.IncompleteReadError, CloseConnection) as exc:
             self.close()
             raise BrokerLinkError(f"{self.address}: {type(exc).__name__} {exc}".rstrip()) from None
         try:
