@@ -89,7 +89,10 @@ class BrokerLink:
         corr = self._correlation
         try:
             writer.write(encode_request(api_key, version, corr, self.client_id, body))
-            payload = await asyncio.wait_for(frames.read_frame(), timeout or self.timeout)
+            # asyncio.timeout, not wait_for: no task per request, and a cancellation is never
+            # swallowed (Python 3.11's wait_for loses one that meets a completing read)
+            async with asyncio.timeout(timeout or self.timeout):
+                payload = await frames.read_frame()
         except (OSError, TimeoutError, asyncio.IncompleteReadError, CloseConnection) as exc:
             self.close()
             raise BrokerLinkError(f"{self.address}: {type(exc).__name__} {exc}".rstrip()) from None
