@@ -1,7 +1,14 @@
+import functools
 import os
 from pathlib import Path
 
 import pytest
+import typer.testing
+
+# typer's CliRunner builds the whole click command tree from the functions' signatures on
+# every invoke (about 0.1 s for kafkatool's CLI); the tree does not change between invokes,
+# so it is built once per app (the damage corpus alone invokes the CLI about 2,000 times)
+typer.testing._get_command = functools.lru_cache(maxsize=None)(typer.testing._get_command)
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("KAFKATOOL_SHARED", REPO.parent / "shared"))

@@ -117,7 +117,9 @@ def test_confluent_produce_kafka_python_consume_byte_exact(secured, proto, mech)
         consumer_timeout_ms=15000,
         **kw,
     )
-    got = [(m.key, m.value) for m, _ in zip(kc, range(len(data)), strict=False)]
+    got = [
+        (m.key, m.value) for _, m in zip(range(len(data)), kc, strict=False)
+    ]  # range first: kc is not asked for one more
     kc.close()
     assert got == data
 

@@ -128,7 +128,9 @@ def test_confluent_and_kafka_python_over_ssl_byte_exact(tmp_path, pki):
             consumer_timeout_ms=15000,
             fetch_max_bytes=1 << 20,
         )
-        got2 = [(m.key, m.value) for m, _ in zip(kc, range(len(data)), strict=False)]
+        got2 = [
+            (m.key, m.value) for _, m in zip(range(len(data)), kc, strict=False)
+        ]  # range first: kc is not asked for one more
         kc.close()
         assert got2 == data
     finally:
