@@ -446,7 +446,7 @@ class Broker:
         for lst in self.config.listeners:
             ctx = None
             if lst.tls:
-                ctx = tls.server_context(functools.partial(self.config.listener_setting, lst))
+                ctx = tls.listener_server_context(self.config, lst)
                 mapper = tls.SslPrincipalMapper(
                     self.config.listener_setting(lst, "ssl.principal.mapping.rules")
                 )

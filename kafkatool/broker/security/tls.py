@@ -13,6 +13,8 @@ the client certificate's distinguished name through ``ssl.principal.mapping.rule
 
 from __future__ import annotations
 
+import functools
+import logging
 import os
 import re
 import ssl
@@ -20,6 +22,8 @@ import tempfile
 from collections.abc import Callable
 
 from kafkatool.broker.config import ConfigError
+
+log = logging.getLogger("kafkatool.broker")
 
 ANONYMOUS = "User:ANONYMOUS"
 
@@ -286,14 +290,36 @@ def _ciphers(ctx: ssl.SSLContext, get: Getter) -> None:
         ctx.minimum_version = ssl.TLSVersion.TLSv1_3
 
 
-def server_context(get: Getter) -> ssl.SSLContext:
-    """The SSLContext an SSL/SASL_SSL listener serves with (``get`` resolves listener-prefixed names)."""
+def listener_server_context(config, listener) -> ssl.SSLContext:
+    """The SSLContext of one SSL/SASL_SSL listener of a broker ``config``.
+
+    A SASL_SSL listener asks for client certificates only when ``ssl.client.auth`` is set with
+    its own ``listener.name.<name>.`` prefix; the broker-wide setting is for SSL listeners
+    (Kafka's ChannelBuilders, KIP-684): SASL authenticates those clients."""
+    client_auth = None
+    if listener.security_protocol == "SASL_SSL":
+        client_auth = config.listener_prefixed(listener, "ssl.client.auth") or "none"
+        broker_wide = (config.get("ssl.client.auth") or "none").strip().lower()
+        if client_auth == "none" and broker_wide != "none":
+            log.warning(
+                "ssl.client.auth=%s applies to SSL listeners only: the SASL_SSL listener %s asks for no "
+                "client certificate (set listener.name.%s.ssl.client.auth to ask for one)",
+                broker_wide,
+                listener.name,
+                listener.name.lower(),
+            )
+    return server_context(functools.partial(config.listener_setting, listener), client_auth=client_auth)
+
+
+def server_context(get: Getter, *, client_auth: str | None = None) -> ssl.SSLContext:
+    """The SSLContext an SSL/SASL_SSL listener serves with (``get`` resolves listener-prefixed names;
+    ``client_auth`` replaces ``ssl.client.auth`` when given)."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     _protocols(ctx, get)
     _ciphers(ctx, get)
     _load_keystore(ctx, get)
     trusted = _load_truststore(ctx, get)
-    auth = (get("ssl.client.auth") or "none").strip().lower()
+    auth = (client_auth if client_auth is not None else get("ssl.client.auth") or "none").strip().lower()
     mode = _CLIENT_AUTH.get(auth)
     if mode is None:
         raise ConfigError(f"ssl.client.auth {auth!r}: none, requested or required")

@@ -203,6 +203,71 @@ def test_failures_are_clean_and_logged_once(tmp_path, pki):
         b.stop()
 
 
+def test_sasl_ssl_listener_ignores_the_broker_wide_client_auth(tmp_path, pki):
+    """KIP-684 (Kafka's ChannelBuilders): ``ssl.client.auth`` set broker-wide asks SSL listeners for
+    client certificates, not SASL_SSL ones, whose clients SASL authenticates; a SASL_SSL listener
+    asks only through its own ``listener.name.<name>.ssl.client.auth``."""
+    from confluent_kafka.admin import AdminClient
+
+    jaas = (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        'username="admin" password="admin-secret" user_alice="alice-secret";'
+    )
+    srv = pki["server"]
+
+    def broker(extra):
+        plain, tls_port, sasl_port = free_port(), free_port(), free_port()
+        opts = [
+            f"listeners=PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{tls_port},SASL_SSL://127.0.0.1:{sasl_port}",
+            "ssl.client.auth=required",
+            "ssl.keystore.type=PKCS12",
+            f"ssl.keystore.location={srv.p12_path}",
+            f"ssl.keystore.password={srv.p12_password}",
+            "ssl.truststore.type=PKCS12",
+            f"ssl.truststore.location={pki['trust_p12']}",
+            "ssl.truststore.password=trust-secret",
+            "sasl.enabled.mechanisms=PLAIN",
+            f"listener.name.sasl_ssl.plain.sasl.jaas.config={jaas}",
+            *extra,
+        ]
+        b = BrokerProcess(tmp_path / f"data-{sasl_port}", port=plain, extra=opts)
+        b.start()
+        return b, f"127.0.0.1:{tls_port}", f"127.0.0.1:{sasl_port}"
+
+    def cluster_id(conf):
+        try:
+            return AdminClient(conf).list_topics(timeout=6).cluster_id
+        except Exception:  # noqa: BLE001 - the handshake was refused
+            return None
+
+    def sasl_conf(bootstrap):
+        return {
+            **ck_conf(pki, bootstrap),
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": "alice",
+            "sasl.password": "alice-secret",
+        }
+
+    b, ssl_bootstrap, sasl_bootstrap = broker([])
+    try:
+        assert cluster_id(sasl_conf(sasl_bootstrap))  # no client certificate asked for
+        assert cluster_id(ck_conf(pki, ssl_bootstrap)) is None  # the SSL listener still requires one
+        assert cluster_id(ck_conf(pki, ssl_bootstrap, pki["client"]))
+        assert "applies to SSL listeners only" in b.log_text()
+    finally:
+        b.stop()
+    b, ssl_bootstrap, sasl_bootstrap = broker(["listener.name.sasl_ssl.ssl.client.auth=required"])
+    try:
+        assert cluster_id(sasl_conf(sasl_bootstrap)) is None
+        with_cert = sasl_conf(sasl_bootstrap)
+        with_cert["ssl.certificate.location"] = str(pki["client"].cert_path)
+        with_cert["ssl.key.location"] = str(pki["client"].key_path)
+        assert cluster_id(with_cert)
+    finally:
+        b.stop()
+
+
 def test_principal_from_dn_with_mapping_rules(pki):
     from cryptography import x509
     from cryptography.hazmat.primitives import serialization
