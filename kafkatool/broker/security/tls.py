@@ -13,12 +13,14 @@ the client certificate's distinguished name through ``ssl.principal.mapping.rule
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import os
 import re
 import ssl
 import tempfile
+from asyncio import sslproto
 from collections.abc import Callable
 
 from kafkatool.broker.config import ConfigError
@@ -342,3 +344,59 @@ def client_context(get: Getter) -> ssl.SSLContext:
     ctx.check_hostname = (algo if algo is not None else "https").strip().lower() == "https"
     ctx.verify_mode = ssl.CERT_REQUIRED
     return ctx
+
+
+class _AlertingSSLProtocol(sslproto.SSLProtocol):
+    """asyncio's SSLProtocol that sends the peer what OpenSSL wrote when a handshake fails (the
+    fatal alert) before the transport closes. Kafka's SslTransportLayer.handshakeFailure flushes
+    those bytes "to ensure that the peer is notified of the failure"; asyncio's SSLProtocol
+    (CPython gh-98078) closes without them, and a client sees only "connection closed by peer"
+    where Kafka's tells it why (an unknown CA, no certificate, no common protocol)."""
+
+    def _on_handshake_complete(self, handshake_exc):
+        if handshake_exc is not None:
+            try:
+                self._process_outgoing()
+            except Exception:  # noqa: BLE001 - the close below reports the failure
+                pass
+        super()._on_handshake_complete(handshake_exc)
+
+
+async def accept_tls(writer: asyncio.StreamWriter, ctx: ssl.SSLContext, *, handshake_timeout: float) -> None:
+    """``writer.start_tls(ctx)`` on an accepted connection, server side, with the failed handshake's
+    alert sent (``_AlertingSSLProtocol``): StreamWriter.start_tls and loop.start_tls's steps with
+    that protocol. Falls back to ``start_tls`` where asyncio's internals differ."""
+    loop = asyncio.get_running_loop()
+    transport = writer.transport
+    protocol = getattr(writer, "_protocol", None)
+    if (
+        not hasattr(sslproto.SSLProtocol, "_process_outgoing")
+        or not hasattr(protocol, "_replace_writer")
+        or not getattr(transport, "_start_tls_compatible", False)
+    ):
+        await writer.start_tls(ctx, ssl_handshake_timeout=handshake_timeout)
+        return
+    await writer.drain()
+    waiter = loop.create_future()
+    ssl_protocol = _AlertingSSLProtocol(
+        loop,
+        protocol,
+        ctx,
+        waiter,
+        server_side=True,
+        ssl_handshake_timeout=handshake_timeout,
+        call_connection_made=False,
+    )
+    transport.pause_reading()
+    transport.set_protocol(ssl_protocol)
+    made = loop.call_soon(ssl_protocol.connection_made, transport)
+    resumed = loop.call_soon(transport.resume_reading)
+    try:
+        await waiter
+    except BaseException:
+        transport.close()
+        made.cancel()
+        resumed.cancel()
+        raise
+    writer._transport = ssl_protocol._app_transport
+    protocol._replace_writer(writer)

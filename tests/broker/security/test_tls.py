@@ -203,6 +203,62 @@ def test_failures_are_clean_and_logged_once(tmp_path, pki):
         b.stop()
 
 
+def _tls12_failure(pki, port, cert=None) -> str:
+    """The client's error when the broker rejects its TLS 1.2 handshake (the alert's name)."""
+    ctx = ssl.create_default_context(cafile=str(pki["ca"].path))
+    ctx.maximum_version = ssl.TLSVersion.TLSv1_2  # the client certificate is checked inside the handshake
+    if cert is not None:
+        ctx.load_cert_chain(str(cert.cert_path), str(cert.key_path))
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        try:
+            with ctx.wrap_socket(s, server_hostname="localhost"):
+                return "accepted"
+        except ssl.SSLError as exc:
+            return exc.reason or str(exc)
+        except OSError as exc:  # the connection dropped without an alert
+            return type(exc).__name__
+
+
+def test_a_failed_handshake_tells_the_client_why(tmp_path, pki):
+    """Kafka's SslTransportLayer flushes the TLS alert before it closes a failed handshake: the
+    client learns the reason (no certificate, an unknown CA, an expired certificate), not just a
+    dropped connection."""
+    from confluent_kafka.admin import AdminClient
+
+    b = ssl_broker(tmp_path, pki, client_auth="required")
+    port = int(b.ssl_bootstrap.rsplit(":", 1)[1])
+    try:
+        assert _tls12_failure(pki, port, pki["client"]) == "accepted"
+        assert _tls12_failure(pki, port) == "SSLV3_ALERT_HANDSHAKE_FAILURE"
+        assert _tls12_failure(pki, port, pki["rogue"]) == "TLSV1_ALERT_UNKNOWN_CA"
+        assert _tls12_failure(pki, port, pki["expired"]) == "SSLV3_ALERT_CERTIFICATE_EXPIRED"
+        # TLS 1.3: the client's handshake is over before the broker checks its certificate; the
+        # alert is what its first read returns
+        ctx = ssl.create_default_context(cafile=str(pki["ca"].path))
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            with ctx.wrap_socket(s, server_hostname="localhost") as t:
+                t.sendall(bytes.fromhex("0000000a00120000000000010000"))
+                with pytest.raises(ssl.SSLError) as err:
+                    t.recv(4)
+        assert err.value.reason == "TLSV13_ALERT_CERTIFICATE_REQUIRED"
+        # librdkafka reports the alert's number (its test 0097 looks for it)
+        errors = []
+        a = AdminClient(
+            {
+                **ck_conf(pki, b.ssl_bootstrap, pki["rogue"]),
+                "error_cb": lambda e: errors.append(e.str()),
+                "ssl.endpoint.identification.algorithm": "none",
+            }
+        )
+        deadline = time.monotonic() + 20
+        while not any("alert number" in e for e in errors) and time.monotonic() < deadline:
+            a.poll(0.5)
+        assert any("alert unknown ca: SSL alert number 48" in e for e in errors), errors
+        assert b.alive()
+    finally:
+        b.stop()
+
+
 def test_sasl_ssl_listener_ignores_the_broker_wide_client_auth(tmp_path, pki):
     """KIP-684 (Kafka's ChannelBuilders): ``ssl.client.auth`` set broker-wide asks SSL listeners for
     client certificates, not SASL_SSL ones, whose clients SASL authenticates; a SASL_SSL listener
