@@ -24,6 +24,7 @@ from asyncio import sslproto
 from collections.abc import Callable
 
 from kafkatool.broker.config import ConfigError
+from kafkatool.broker.security import tls_alert
 
 log = logging.getLogger("kafkatool.broker")
 
@@ -328,6 +329,8 @@ def server_context(get: Getter, *, client_auth: str | None = None) -> ssl.SSLCon
     if mode != ssl.CERT_NONE and not trusted:
         ctx.load_default_certs(ssl.Purpose.CLIENT_AUTH)
     ctx.verify_mode = mode
+    if mode != ssl.CERT_NONE and not tls_alert.reject_as_bad_certificate(ctx):
+        log.debug("a rejected client certificate gets OpenSSL's alert (no verify callback here)")
     return ctx
 
 
