@@ -1,12 +1,15 @@
 """librdkafka's own security tests against ``kafkatool serve`` (issue 14): 0097 (SSL certificate
-verification, over SSL and SASL_SSL), 0135 (SASL credentials) and 0142 (KIP-368 re-authentication).
+verification, over SSL and SASL_SSL), 0135 (SASL credentials), 0142 (KIP-368 re-authentication)
+and 0081's subtests that need SASL (authorized operations, ACLs, SCRAM credentials).
 
 librdkafka's test suite expects a trivup cluster; this sets up the same things by hand: a CA and
 a client certificate in every form trivup's SslApp writes (the ``SSL_*`` variables 0097 reads),
 brokers with trivup's TLS settings (``ssl.client.auth=required``, TLS 1.2 and older only), SASL
 PLAIN and SCRAM users (``kafkatool users alter``), one ``test.conf`` per listener/mechanism, then
-``run-test.sh`` one test at a time under ``nice -n 19``. 0142 creates topics with replication
-factor 3, so it runs on three brokers (ZooKeeper mode, Debian's zookeeper package and java).
+``run-test.sh`` one test at a time under ``nice -n 19``. 0142 and 0081 create topics with
+replication factor 3, so they run on three brokers (ZooKeeper mode, Debian's zookeeper package and
+java) with ACLs on (AclAuthorizer, allow.everyone.if.no.acl.found=true as 0081 expects; the
+brokers' PLAINTEXT inter-broker principal User:ANONYMOUS a super user).
 
     python3 tests/compat_security/run_librdkafka_security.py /path/to/librdkafka [--work DIR]
 
@@ -177,7 +180,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("librdkafka", type=Path, help="an SSL-enabled librdkafka tree with its tests built")
     ap.add_argument("--work", type=Path, default=None, help="where certificates, data and logs go")
-    ap.add_argument("--no-cluster", action="store_true", help="skip 0142 (it needs java and zookeeper)")
+    ap.add_argument("--no-single", action="store_true", help="skip 0097 and 0135 (one broker)")
+    ap.add_argument(
+        "--no-cluster", action="store_true", help="skip 0142 and 0081 (three brokers, java, zookeeper)"
+    )
     ap.add_argument("--cpus", default="0,1", help="BROKER_CPU,CLIENT_CPU for taskset, or 'none'")
     args = ap.parse_args()
     broker_cpu, client_cpu = (None, None) if args.cpus == "none" else args.cpus.split(",")
@@ -186,15 +192,22 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     pki = make_pki(work / "pki")
     results = []
+    if not args.no_single:
+        results += one_broker(rdk_tests, work, pki, broker_cpu, client_cpu)
+    if not args.no_cluster:
+        results += three_brokers(rdk_tests, work, pki, broker_cpu, client_cpu)
+    failed = [r for r in results if r["rc"] != 0]
+    print(f"{len(results) - len(failed)} passed, {len(failed)} failed; logs in {work}")
+    return 1 if failed else 0
 
+
+def one_broker(rdk_tests, work, pki, broker_cpu, client_cpu) -> list[dict]:
+    """0097 over SSL and SASL_SSL, 0135 over SASL_SSL with each mechanism."""
+    results = []
     plain, tls, sasl = free_port(), free_port(), free_port()
-    b = BrokerProcess(
-        work / "single" / "data",
-        port=plain,
-        extra=broker_settings(pki, tls, sasl, plain),
-        prefix=pin(broker_cpu),
-    )
-    b.extra = broker_settings(pki, tls, sasl, plain)
+    settings = broker_settings(pki, tls, sasl, plain)
+    b = BrokerProcess(work / "single" / "data", port=plain, extra=settings, prefix=pin(broker_cpu))
+    b.extra = settings
     (work / "single").mkdir(exist_ok=True)
     b.start(timeout=60)
     try:
@@ -212,43 +225,58 @@ def main() -> int:
             )
     finally:
         b.stop()
+    return results
 
-    if not args.no_cluster:
-        from tests.cluster.conftest import Cluster
-        from tests.zk.conftest import run_zookeeper
 
-        with run_zookeeper(work / "zk") as zk:
-            c = Cluster(work / "cluster", zk, 3, [])
-            sasl_bootstrap = []
-            for broker in c.brokers.values():
-                tls, sasl = free_port(), free_port()
-                broker.extra += broker_settings(pki, tls, sasl, broker.port)
-                broker.prefix = pin(broker_cpu)
-                sasl_bootstrap.append(f"127.0.0.1:{sasl}")
-            c.start()
-            try:
-                add_scram_user(next(iter(c.brokers.values())).bootstrap)
-                conf = test_conf(
-                    work / "cluster-sasl_ssl.conf", pki, ",".join(sasl_bootstrap), "SCRAM-SHA-512"
-                )
+def three_brokers(rdk_tests, work, pki, broker_cpu, client_cpu) -> list[dict]:
+    """0142's re-authentication subtests and 0081's SASL subtests, on three brokers with ACLs on."""
+    from tests.cluster.conftest import Cluster
+    from tests.zk.conftest import run_zookeeper
+
+    results = []
+    acls = [
+        "authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
+        "allow.everyone.if.no.acl.found=true",
+        "super.users=User:ANONYMOUS",
+    ]
+    with run_zookeeper(work / "zk") as zk:
+        c = Cluster(work / "cluster", zk, 3, [])
+        sasl_bootstrap = []
+        for broker in c.brokers.values():
+            tls, sasl = free_port(), free_port()
+            broker.extra += broker_settings(pki, tls, sasl, broker.port) + acls
+            broker.prefix = pin(broker_cpu)
+            sasl_bootstrap.append(f"127.0.0.1:{sasl}")
+        c.start()
+        try:
+            add_scram_user(next(iter(c.brokers.values())).bootstrap)
+            conf = test_conf(work / "cluster-sasl_ssl.conf", pki, ",".join(sasl_bootstrap), "SCRAM-SHA-512")
+            runs = [
+                ("0142", sub)
                 for sub in (
                     "do_test_consumer",
                     "do_test_producer",
                     "do_test_txn_producer",
                     "do_test_reauth_failure",
-                ):
-                    results.append(
-                        run_test(
-                            rdk_tests, work, f"0142-{sub}", conf, "0142", pki, client_cpu, sub, timeout=300
-                        )
-                    )
-            finally:
-                with contextlib.suppress(Exception):
-                    c.stop()
-
-    failed = [r for r in results if r["rc"] != 0]
-    print(f"{len(results) - len(failed)} passed, {len(failed)} failed; logs in {work}")
-    return 1 if failed else 0
+                )
+            ] + [
+                ("0081", sub)
+                for sub in (
+                    "do_test_DescribeTopics",
+                    "do_test_DescribeCluster",
+                    "do_test_DescribeConsumerGroups_with_authorized_ops",
+                    "Acls",
+                    "do_test_UserScramCredentials",
+                )
+            ]
+            for test, sub in runs:
+                results.append(
+                    run_test(rdk_tests, work, f"{test}-{sub}", conf, test, pki, client_cpu, sub, timeout=420)
+                )
+        finally:
+            with contextlib.suppress(Exception):
+                c.stop()
+    return results
 
 
 if __name__ == "__main__":
