@@ -374,7 +374,7 @@ async def accept_tls(writer: asyncio.StreamWriter, ctx: ssl.SSLContext, *, hands
     protocol = getattr(writer, "_protocol", None)
     if (
         not hasattr(sslproto.SSLProtocol, "_process_outgoing")
-        or not hasattr(protocol, "_replace_writer")
+        or not (hasattr(protocol, "_replace_transport") or hasattr(protocol, "_replace_writer"))
         or not getattr(transport, "_start_tls_compatible", False)
     ):
         await writer.start_tls(ctx, ssl_handshake_timeout=handshake_timeout)
@@ -402,4 +402,7 @@ async def accept_tls(writer: asyncio.StreamWriter, ctx: ssl.SSLContext, *, hands
         resumed.cancel()
         raise
     writer._transport = ssl_protocol._app_transport
-    protocol._replace_writer(writer)
+    if hasattr(protocol, "_replace_transport"):  # Python 3.13+
+        protocol._replace_transport(writer._transport)
+    else:
+        protocol._replace_writer(writer)
