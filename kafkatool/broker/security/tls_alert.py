@@ -3,10 +3,10 @@
 Kafka's TLS is the JVM's (SslFactory -> SSLEngine): when its trust manager rejects a client's
 certificate, whatever the reason (an unknown CA, expired, not yet valid), the alert does not
 name the reason: ``bad_certificate`` (42) is what librdkafka sees from Kafka (its test 0097),
-``handshake_failure`` (40) since Java 23, ``certificate_unknown`` (46) in older JSSE. OpenSSL
-names the reason instead (``unknown_ca`` 48, ``certificate_expired`` 45 ...), which no Kafka
-sends, and a client that checks the alert, as 0097 does, sees a broker that is not Kafka.
-This answers ``bad_certificate``.
+``handshake_failure`` (40) since Java 23, ``certificate_unknown`` (46) in some JSSE versions
+(OpenJSSE's checkClientCerts). OpenSSL names the reason instead (``unknown_ca`` 48,
+``certificate_expired`` 45 ...), which no Kafka sends, and a client that checks the alert, as
+0097 does, sees a broker that is not Kafka. This answers ``bad_certificate``.
 
 The ``ssl`` module has no verify callback, so this installs one on the listener's ``SSL_CTX``
 through ``ctypes``: it logs OpenSSL's reason and turns the failure into
