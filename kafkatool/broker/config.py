@@ -545,12 +545,17 @@ class BrokerConfig:
 
     def listener_setting(self, listener: Listener | str, name: str) -> str | None:
         """A setting as a listener sees it: ``listener.name.<name>.<setting>`` over the plain name."""
+        prefixed = self.listener_prefixed(listener, name)
+        return prefixed if prefixed is not None else self.get(name)
+
+    def listener_prefixed(self, listener: Listener | str, name: str) -> str | None:
+        """Only ``listener.name.<name>.<setting>``, None when the listener does not set it itself."""
         lname = listener if isinstance(listener, str) else listener.name
         key = f"listener.name.{lname.lower()}.{name}"
         for layer in (self.dynamic, self.explicit):
             if key in layer:
                 return layer[key]
-        return self.get(name)
+        return None
 
     @property
     def log_dirs(self) -> list[Path]:

@@ -447,7 +447,7 @@ class Broker:
         for lst in self.config.listeners:
             ctx = None
             if lst.tls:
-                ctx = tls.server_context(functools.partial(self.config.listener_setting, lst))
+                ctx = tls.listener_server_context(self.config, lst)
                 mapper = tls.SslPrincipalMapper(
                     self.config.listener_setting(lst, "ssl.principal.mapping.rules")
                 )
@@ -597,7 +597,7 @@ class Broker:
         host = peer[0] if isinstance(peer, tuple) else str(peer)
         reason = None
         try:
-            await writer.start_tls(ssl_ctx, ssl_handshake_timeout=10.0)
+            await tls.accept_tls(writer, ssl_ctx, handshake_timeout=10.0)
             return tls.principal_of(writer.get_extra_info("ssl_object"), mapper)
         except PermissionError as exc:  # no principal mapping rule matched
             reason = str(exc)

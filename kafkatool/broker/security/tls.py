@@ -13,13 +13,20 @@ the client certificate's distinguished name through ``ssl.principal.mapping.rule
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import logging
 import os
 import re
 import ssl
 import tempfile
+from asyncio import sslproto
 from collections.abc import Callable
 
 from kafkatool.broker.config import ConfigError
+from kafkatool.broker.security import tls_alert
+
+log = logging.getLogger("kafkatool.broker")
 
 ANONYMOUS = "User:ANONYMOUS"
 
@@ -286,20 +293,44 @@ def _ciphers(ctx: ssl.SSLContext, get: Getter) -> None:
         ctx.minimum_version = ssl.TLSVersion.TLSv1_3
 
 
-def server_context(get: Getter) -> ssl.SSLContext:
-    """The SSLContext an SSL/SASL_SSL listener serves with (``get`` resolves listener-prefixed names)."""
+def listener_server_context(config, listener) -> ssl.SSLContext:
+    """The SSLContext of one SSL/SASL_SSL listener of a broker ``config``.
+
+    A SASL_SSL listener asks for client certificates only when ``ssl.client.auth`` is set with
+    its own ``listener.name.<name>.`` prefix; the broker-wide setting is for SSL listeners
+    (Kafka's ChannelBuilders, KIP-684): SASL authenticates those clients."""
+    client_auth = None
+    if listener.security_protocol == "SASL_SSL":
+        client_auth = config.listener_prefixed(listener, "ssl.client.auth") or "none"
+        broker_wide = (config.get("ssl.client.auth") or "none").strip().lower()
+        if client_auth == "none" and broker_wide != "none":
+            log.warning(
+                "ssl.client.auth=%s applies to SSL listeners only: the SASL_SSL listener %s asks for no "
+                "client certificate (set listener.name.%s.ssl.client.auth to ask for one)",
+                broker_wide,
+                listener.name,
+                listener.name.lower(),
+            )
+    return server_context(functools.partial(config.listener_setting, listener), client_auth=client_auth)
+
+
+def server_context(get: Getter, *, client_auth: str | None = None) -> ssl.SSLContext:
+    """The SSLContext an SSL/SASL_SSL listener serves with (``get`` resolves listener-prefixed names;
+    ``client_auth`` replaces ``ssl.client.auth`` when given)."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     _protocols(ctx, get)
     _ciphers(ctx, get)
     _load_keystore(ctx, get)
     trusted = _load_truststore(ctx, get)
-    auth = (get("ssl.client.auth") or "none").strip().lower()
+    auth = (client_auth if client_auth is not None else get("ssl.client.auth") or "none").strip().lower()
     mode = _CLIENT_AUTH.get(auth)
     if mode is None:
         raise ConfigError(f"ssl.client.auth {auth!r}: none, requested or required")
     if mode != ssl.CERT_NONE and not trusted:
         ctx.load_default_certs(ssl.Purpose.CLIENT_AUTH)
     ctx.verify_mode = mode
+    if mode != ssl.CERT_NONE and not tls_alert.reject_as_bad_certificate(ctx):
+        log.debug("a rejected client certificate gets OpenSSL's alert (no verify callback here)")
     return ctx
 
 
@@ -316,3 +347,62 @@ def client_context(get: Getter) -> ssl.SSLContext:
     ctx.check_hostname = (algo if algo is not None else "https").strip().lower() == "https"
     ctx.verify_mode = ssl.CERT_REQUIRED
     return ctx
+
+
+class _AlertingSSLProtocol(sslproto.SSLProtocol):
+    """asyncio's SSLProtocol that sends the peer what OpenSSL wrote when a handshake fails (the
+    fatal alert) before the transport closes. Kafka's SslTransportLayer.handshakeFailure flushes
+    those bytes "to ensure that the peer is notified of the failure"; asyncio's SSLProtocol
+    (CPython gh-98078) closes without them, and a client sees only "connection closed by peer"
+    where Kafka's tells it why (an unknown CA, no certificate, no common protocol)."""
+
+    def _on_handshake_complete(self, handshake_exc):
+        if handshake_exc is not None:
+            try:
+                self._process_outgoing()
+            except Exception:  # noqa: BLE001 - the close below reports the failure
+                pass
+        super()._on_handshake_complete(handshake_exc)
+
+
+async def accept_tls(writer: asyncio.StreamWriter, ctx: ssl.SSLContext, *, handshake_timeout: float) -> None:
+    """``writer.start_tls(ctx)`` on an accepted connection, server side, with the failed handshake's
+    alert sent (``_AlertingSSLProtocol``): StreamWriter.start_tls and loop.start_tls's steps with
+    that protocol. Falls back to ``start_tls`` where asyncio's internals differ."""
+    loop = asyncio.get_running_loop()
+    transport = writer.transport
+    protocol = getattr(writer, "_protocol", None)
+    if (
+        not hasattr(sslproto.SSLProtocol, "_process_outgoing")
+        or not (hasattr(protocol, "_replace_transport") or hasattr(protocol, "_replace_writer"))
+        or not getattr(transport, "_start_tls_compatible", False)
+    ):
+        await writer.start_tls(ctx, ssl_handshake_timeout=handshake_timeout)
+        return
+    await writer.drain()
+    waiter = loop.create_future()
+    ssl_protocol = _AlertingSSLProtocol(
+        loop,
+        protocol,
+        ctx,
+        waiter,
+        server_side=True,
+        ssl_handshake_timeout=handshake_timeout,
+        call_connection_made=False,
+    )
+    transport.pause_reading()
+    transport.set_protocol(ssl_protocol)
+    made = loop.call_soon(ssl_protocol.connection_made, transport)
+    resumed = loop.call_soon(transport.resume_reading)
+    try:
+        await waiter
+    except BaseException:
+        transport.close()
+        made.cancel()
+        resumed.cancel()
+        raise
+    writer._transport = ssl_protocol._app_transport
+    if hasattr(protocol, "_replace_transport"):  # Python 3.13+
+        protocol._replace_transport(writer._transport)
+    else:
+        protocol._replace_writer(writer)

@@ -205,6 +205,134 @@ def test_failures_are_clean_and_logged_once(tmp_path, pki):
         b.stop()
 
 
+def _tls12_failure(pki, port, cert=None) -> str:
+    """The client's error when the broker rejects its TLS 1.2 handshake (the alert's name)."""
+    ctx = ssl.create_default_context(cafile=str(pki["ca"].path))
+    ctx.maximum_version = ssl.TLSVersion.TLSv1_2  # the client certificate is checked inside the handshake
+    if cert is not None:
+        ctx.load_cert_chain(str(cert.cert_path), str(cert.key_path))
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        try:
+            with ctx.wrap_socket(s, server_hostname="localhost"):
+                return "accepted"
+        except ssl.SSLError as exc:
+            return exc.reason or str(exc)
+        except OSError as exc:  # the connection dropped without an alert
+            return type(exc).__name__
+
+
+def test_a_failed_handshake_tells_the_client_why(tmp_path, pki):
+    """Kafka's SslTransportLayer flushes the TLS alert before it closes a failed handshake: the
+    client learns the reason (no certificate, an unknown CA, an expired certificate), not just a
+    dropped connection."""
+    from confluent_kafka.admin import AdminClient
+
+    b = ssl_broker(tmp_path, pki, client_auth="required")
+    port = int(b.ssl_bootstrap.rsplit(":", 1)[1])
+    try:
+        assert _tls12_failure(pki, port, pki["client"]) == "accepted"
+        # no certificate: OpenSSL's handshake_failure (JSSE before Java 23 sends bad_certificate
+        # here; OpenSSL hard-codes this alert, no callback sees an absent certificate)
+        assert _tls12_failure(pki, port) == "SSLV3_ALERT_HANDSHAKE_FAILURE"
+        # a certificate the broker does not trust is a bad_certificate, whatever OpenSSL's reason,
+        # as Kafka's JSSE answers (librdkafka's 0097 accepts 42 or Java 23's 40, not 48 or 45)
+        assert _tls12_failure(pki, port, pki["rogue"]) == "SSLV3_ALERT_BAD_CERTIFICATE"
+        assert _tls12_failure(pki, port, pki["expired"]) == "SSLV3_ALERT_BAD_CERTIFICATE"
+        # TLS 1.3: the client's handshake is over before the broker checks its certificate; the
+        # alert is what its first read returns
+        ctx = ssl.create_default_context(cafile=str(pki["ca"].path))
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            with ctx.wrap_socket(s, server_hostname="localhost") as t:
+                t.sendall(bytes.fromhex("0000000a00120000000000010000"))
+                with pytest.raises(ssl.SSLError) as err:
+                    t.recv(4)
+        assert err.value.reason == "TLSV13_ALERT_CERTIFICATE_REQUIRED"
+        # librdkafka reports the alert's number (its test 0097 looks for it)
+        errors = []
+        a = AdminClient(
+            {
+                **ck_conf(pki, b.ssl_bootstrap, pki["rogue"]),
+                "error_cb": lambda e: errors.append(e.str()),
+                "ssl.endpoint.identification.algorithm": "none",
+            }
+        )
+        deadline = time.monotonic() + 20
+        while not any("alert number" in e for e in errors) and time.monotonic() < deadline:
+            a.poll(0.5)
+        assert any("alert bad certificate: SSL alert number 42" in e for e in errors), errors
+        assert b.alive()
+        log = b.log_text()  # the broker's log keeps OpenSSL's reason
+        assert "client certificate rejected (depth 1): self-signed certificate in certificate chain" in log
+        assert "client certificate rejected (depth 0): certificate has expired" in log
+    finally:
+        b.stop()
+
+
+def test_sasl_ssl_listener_ignores_the_broker_wide_client_auth(tmp_path, pki):
+    """KIP-684 (Kafka's ChannelBuilders): ``ssl.client.auth`` set broker-wide asks SSL listeners for
+    client certificates, not SASL_SSL ones, whose clients SASL authenticates; a SASL_SSL listener
+    asks only through its own ``listener.name.<name>.ssl.client.auth``."""
+    from confluent_kafka.admin import AdminClient
+
+    jaas = (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        'username="admin" password="admin-secret" user_alice="alice-secret";'
+    )
+    srv = pki["server"]
+
+    def broker(extra):
+        plain, tls_port, sasl_port = free_port(), free_port(), free_port()
+        opts = [
+            f"listeners=PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{tls_port},SASL_SSL://127.0.0.1:{sasl_port}",
+            "ssl.client.auth=required",
+            "ssl.keystore.type=PKCS12",
+            f"ssl.keystore.location={srv.p12_path}",
+            f"ssl.keystore.password={srv.p12_password}",
+            "ssl.truststore.type=PKCS12",
+            f"ssl.truststore.location={pki['trust_p12']}",
+            "ssl.truststore.password=trust-secret",
+            "sasl.enabled.mechanisms=PLAIN",
+            f"listener.name.sasl_ssl.plain.sasl.jaas.config={jaas}",
+            *extra,
+        ]
+        b = BrokerProcess(tmp_path / f"data-{sasl_port}", port=plain, extra=opts)
+        b.start()
+        return b, f"127.0.0.1:{tls_port}", f"127.0.0.1:{sasl_port}"
+
+    def cluster_id(conf):
+        try:
+            return AdminClient(conf).list_topics(timeout=6).cluster_id
+        except Exception:  # noqa: BLE001 - the handshake was refused
+            return None
+
+    def sasl_conf(bootstrap):
+        return {
+            **ck_conf(pki, bootstrap),
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": "alice",
+            "sasl.password": "alice-secret",
+        }
+
+    b, ssl_bootstrap, sasl_bootstrap = broker([])
+    try:
+        assert cluster_id(sasl_conf(sasl_bootstrap))  # no client certificate asked for
+        assert cluster_id(ck_conf(pki, ssl_bootstrap)) is None  # the SSL listener still requires one
+        assert cluster_id(ck_conf(pki, ssl_bootstrap, pki["client"]))
+        assert "applies to SSL listeners only" in b.log_text()
+    finally:
+        b.stop()
+    b, ssl_bootstrap, sasl_bootstrap = broker(["listener.name.sasl_ssl.ssl.client.auth=required"])
+    try:
+        assert cluster_id(sasl_conf(sasl_bootstrap)) is None
+        with_cert = sasl_conf(sasl_bootstrap)
+        with_cert["ssl.certificate.location"] = str(pki["client"].cert_path)
+        with_cert["ssl.key.location"] = str(pki["client"].key_path)
+        assert cluster_id(with_cert)
+    finally:
+        b.stop()
+
+
 def test_principal_from_dn_with_mapping_rules(pki):
     from cryptography import x509
     from cryptography.hazmat.primitives import serialization
