@@ -14,7 +14,7 @@ pytest.importorskip("confluent_kafka")
 
 def test_random_faults_lose_nothing(cluster):
     seed = int(os.environ.get("JEPSEN_SEED", "1"))
-    report = jepsen.run(cluster, topic="jepsen", partitions=3, seconds=45, seed=seed, session_s=6.0)
+    report = jepsen.run(cluster, topic="jepsen", partitions=3, seconds=30, seed=seed, session_s=6.0)
     print(report.summary())
     assert report.faults, "the nemesis did nothing"
     assert report.acked > 1000
