@@ -19,6 +19,22 @@ from kafkatool.broker.background import WorkerFailed, Workers, WorkersStopped
 from tests.broker.conftest import REPO
 
 
+def _long_job(w: Workers):
+    """A 30 s job running in the worker, from a thread; ``box["exc"]`` gets what it raises."""
+    box = {}
+
+    def job():
+        try:
+            w.run_in_process(functools.partial(time.sleep, 30))
+        except Exception as exc:  # noqa: BLE001
+            box["exc"] = exc
+
+    t = threading.Thread(target=job)
+    t.start()
+    time.sleep(0.5)
+    return t, box
+
+
 def test_jobs_answer_and_fail_like_calls():
     w = Workers()
     try:
@@ -36,17 +52,7 @@ def test_a_killed_worker_fails_its_job_and_is_replaced():
     w = Workers()
     try:
         pid = w.run_in_process(os.getpid)
-        box = {}
-
-        def job():
-            try:
-                w.run_in_process(functools.partial(time.sleep, 30))
-            except Exception as exc:  # noqa: BLE001
-                box["exc"] = exc
-
-        t = threading.Thread(target=job)
-        t.start()
-        time.sleep(0.5)
+        t, box = _long_job(w)
         os.kill(pid, 9)
         t.join(10)
         assert isinstance(box.get("exc"), WorkerFailed), box
@@ -58,17 +64,7 @@ def test_a_killed_worker_fails_its_job_and_is_replaced():
 def test_shutdown_interrupts_a_job_and_kills_the_worker():
     w = Workers()
     pid = w.run_in_process(os.getpid)
-    box = {}
-
-    def job():
-        try:
-            w.run_in_process(functools.partial(time.sleep, 30))
-        except Exception as exc:  # noqa: BLE001
-            box["exc"] = exc
-
-    t = threading.Thread(target=job)
-    t.start()
-    time.sleep(0.5)
+    t, box = _long_job(w)
     t0 = time.monotonic()
     w.shutdown()
     t.join(10)

@@ -105,3 +105,35 @@ class BrokerLink:
             self.close()
             raise BrokerLinkError(f"{self.address}: correlation id {got}, expected {corr}")
         return resp
+
+
+class LinkPool:
+    """One BrokerLink per broker for one purpose (transaction markers, KIP-890 verification):
+    made on first use, replaced when the broker's endpoint changes, dropped when a request on it
+    fails (the error is raised; the next request reconnects)."""
+
+    def __init__(self, make):
+        #: ``make(host, port)`` -> a new BrokerLink
+        self._make = make
+        self._links: dict[int, BrokerLink] = {}
+
+    async def request(
+        self, broker_id: int, endpoint: tuple[str, int], api_key: int, version: int, body: Message
+    ):
+        link = self._links.get(broker_id)
+        if link is None or (link.host, link.port) != tuple(endpoint):
+            if link is not None:
+                link.close()
+            link = self._links[broker_id] = self._make(*endpoint)
+        try:
+            return await link.request(api_key, version, body)
+        except BrokerLinkError:
+            link.close()
+            if self._links.get(broker_id) is link:
+                del self._links[broker_id]
+            raise
+
+    def close(self) -> None:
+        for link in self._links.values():
+            link.close()
+        self._links.clear()

@@ -19,6 +19,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
+from kafkatool.broker.cluster.client import LinkPool
 from kafkatool.broker.cluster.quota import ReplicationQuota
 from kafkatool.broker.tasks import stop_tasks
 from kafkatool.protocol.errors import ErrorCode
@@ -122,9 +123,13 @@ class ReplicaManager:
         from kafkatool.broker.security.client import inter_broker_security
 
         #: the transaction coordinator's links to partition leaders (broker id -> BrokerLink)
-        self.marker_links: dict = {}
-        #: broker id -> BrokerLink to the transaction coordinators this leader asks (KIP-890)
-        self.verify_links: dict = {}
+        self.marker_links = LinkPool(lambda host, port: self.link(host, port, "txn-markers", 40.0))
+        #: the transaction coordinators this leader asks (KIP-890 verification)
+        self.verify_links = LinkPool(
+            lambda host, port: self.link(
+                host, port, "txn-verify", self.config.int("request.timeout.ms") / 1000.0
+            )
+        )
         #: replication throttles, one per side (broker/cluster/quota.py)
         self.leader_quota = ReplicationQuota(self, "leader")
         self.follower_quota = ReplicationQuota(self, "follower")
@@ -154,6 +159,8 @@ class ReplicaManager:
         if self.fetchers is not None:
             await self.fetchers.stop()
         await stop_tasks(self._tasks, "replica manager")
+        self.marker_links.close()
+        self.verify_links.close()
 
     # ------------------------------------------------------------------ questions the handlers ask
     def is_leader(self, topic: str, partition: int) -> bool:

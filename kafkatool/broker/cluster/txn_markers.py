@@ -74,10 +74,6 @@ async def send_markers(
         if ep is None:
             complete = False
             continue
-        links = rm.marker_links
-        link = links.get(leader)
-        if link is None or (link.host, link.port) != ep:
-            link = links[leader] = rm.link(*ep, "txn-markers", 40.0)
         topics: dict[str, list[int]] = {}
         for t, p in tps:
             topics.setdefault(t, []).append(p)
@@ -93,11 +89,9 @@ async def send_markers(
             ]
         )
         try:
-            resp = await link.request(27, WRITE_TXN_MARKERS_VERSION, req)
+            resp = await rm.marker_links.request(leader, ep, 27, WRITE_TXN_MARKERS_VERSION, req)
         except BrokerLinkError as exc:
             log.info("WriteTxnMarkers to broker %d: %s", leader, exc)
-            link.close()
-            links.pop(leader, None)
             complete = False
             continue
         for m in resp.markers:

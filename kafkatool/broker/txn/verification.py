@@ -155,18 +155,10 @@ async def _ask(broker, node: int, todo: Pending) -> dict:
             )
         ]
     )
-    links = rm.verify_links
-    link = links.get(node)
-    if link is None or (link.host, link.port) != ep:
-        if link is not None:
-            link.close()
-        link = links[node] = rm.link(*ep, "txn-verify", broker.config.int("request.timeout.ms") / 1000.0)
     try:
-        resp = await link.request(24, VERIFY_VERSION, req)
+        resp = await rm.verify_links.request(node, ep, 24, VERIFY_VERSION, req)
     except BrokerLinkError as exc:
         log.info("transaction verification with broker %d failed: %s", node, exc)
-        link.close()
-        links.pop(node, None)
         return dict.fromkeys(todo.partitions, ErrorCode.NETWORK_EXCEPTION)
     if resp.error_code:
         # a client is never shown CLUSTER_AUTHORIZATION_FAILED for the broker's own request

@@ -18,6 +18,18 @@ from tests.broker.conftest import BrokerProcess, free_port
 from tests.broker.security.certs import CA
 
 
+def _pkcs12_opts(srv, pki) -> list[str]:
+    """The broker's PKCS12 keystore and truststore settings."""
+    return [
+        "ssl.keystore.type=PKCS12",
+        f"ssl.keystore.location={srv.p12_path}",
+        f"ssl.keystore.password={srv.p12_password}",
+        "ssl.truststore.type=PKCS12",
+        f"ssl.truststore.location={pki['trust_p12']}",
+        "ssl.truststore.password=trust-secret",
+    ]
+
+
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
     d = tmp_path_factory.mktemp("pki")
@@ -42,14 +54,7 @@ def ssl_broker(tmp_path, pki, *, keystore="pkcs12", client_auth="requested", ext
         "num.partitions=1",
     ]
     if keystore == "pkcs12":
-        opts += [
-            "ssl.keystore.type=PKCS12",
-            f"ssl.keystore.location={srv.p12_path}",
-            f"ssl.keystore.password={srv.p12_password}",
-            "ssl.truststore.type=PKCS12",
-            f"ssl.truststore.location={pki['trust_p12']}",
-            "ssl.truststore.password=trust-secret",
-        ]
+        opts += _pkcs12_opts(srv, pki)
     else:  # inline PEM values as a properties file joins continuation lines: one line, no newlines
         chain = srv.cert_pem.decode().replace("\n", "")
         key = srv.key_pem.decode().replace("\n", "")
@@ -285,12 +290,7 @@ def test_sasl_ssl_listener_ignores_the_broker_wide_client_auth(tmp_path, pki):
         opts = [
             f"listeners=PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{tls_port},SASL_SSL://127.0.0.1:{sasl_port}",
             "ssl.client.auth=required",
-            "ssl.keystore.type=PKCS12",
-            f"ssl.keystore.location={srv.p12_path}",
-            f"ssl.keystore.password={srv.p12_password}",
-            "ssl.truststore.type=PKCS12",
-            f"ssl.truststore.location={pki['trust_p12']}",
-            "ssl.truststore.password=trust-secret",
+            *_pkcs12_opts(srv, pki),
             "sasl.enabled.mechanisms=PLAIN",
             f"listener.name.sasl_ssl.plain.sasl.jaas.config={jaas}",
             *extra,
