@@ -3,7 +3,7 @@ factor 3 and acks=all against one broker with acks=1, same machine, same loads.
 
 Run standalone (opt-in, not part of pytest)::
 
-    python bench/bench_cluster.py [--records 200000] [--seconds 5] [--jepsen 0]
+    python bench/bench_cluster.py [--records 1000000] [--seconds 5] [--jepsen 0]
 
 Loads (bench_broker's own, so the figures compare with its table):
 
@@ -122,7 +122,7 @@ def clustered(workdir: Path, records: int, seconds: float, jepsen_s: float) -> d
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--records", type=int, default=200_000)
+    ap.add_argument("--records", type=int, default=1_000_000)  # 1 GB: shorter runs vary by +-40%
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument(
         "--jepsen", type=float, default=0.0, help="also run the Jepsen-style checker this long (s)"
