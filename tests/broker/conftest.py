@@ -38,6 +38,8 @@ class BrokerProcess:
         self.host = host
         self.prefix = list(prefix or [])
         self.data_dir = Path(data_dir)
+        #: a port free_port() chose may be taken before the broker binds it: then it picks another
+        self._auto_port = port is None
         self.port = port or free_port()
         self.extra = list(extra or [])
         self.read_only = read_only
@@ -71,6 +73,7 @@ class BrokerProcess:
             cmd.append("--read-only")
         cmd = self.prefix + cmd
         self._log = open(self.log_path, "ab")
+        self._log_start = self._log.tell()  # this run's lines start here
         self.proc = subprocess.Popen(
             cmd, cwd=REPO, stdout=self._log, stderr=self._log, start_new_session=True
         )
@@ -78,8 +81,17 @@ class BrokerProcess:
 
     def await_ready(self, timeout: float = 20.0) -> BrokerProcess:
         deadline = time.monotonic() + timeout
+        rebinds = 0
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
+                this_run = self.log_path.read_bytes()[self._log_start :]
+                if self._auto_port and rebinds < 3 and b"address already in use" in this_run:
+                    # another process took the port between free_port() and the bind
+                    rebinds += 1
+                    self._log.close()
+                    self.port = free_port()
+                    self.spawn()
+                    continue
                 raise RuntimeError(f"broker exited with {self.proc.returncode}: {self.log_text()[-3000:]}")
             try:
                 with WireClient(self.bootstrap, timeout=2) as c:
