@@ -67,7 +67,8 @@ assignments and offset commits are accepted and served back until shutdown,
 never written); produce is refused with POLICY_VIOLATION and an error message
 that says read-only, and a producer's auto-creation of an unknown topic fails
 at once (TOPIC_AUTHORIZATION_FAILED); each refusal is logged.  SIGTERM/SIGINT shut down cleanly (flush, checkpoints,
-clean-shutdown marker).
+clean-shutdown marker); kill -QUIT prints every thread's stack to stderr (the
+log), as a JVM's thread dump does, and the broker goes on.
 
 Listeners follow Kafka's rules: listeners=NAME://host:port,... with
 listener.security.protocol.map (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL),
