@@ -173,9 +173,13 @@ class _FileIndex:
         if not self._pending:
             self._pending_pos = pos
         self._pending += packed
-        self._entries += 1
         if len(self._pending) >= _PENDING_BYTES:
-            self._write_pending()
+            try:
+                self._write_pending()
+            except OSError:
+                del self._pending[-len(packed) :]  # the entry is not taken: the index is as it was
+                raise
+        self._entries += 1
 
     # --- reads
     def _entry(self, i: int) -> tuple:

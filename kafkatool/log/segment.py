@@ -304,13 +304,18 @@ class Segment:
         written = os.pwrite(self._fd, data, position)
         while written < n:
             written += os.pwrite(self._fd, memoryview(data)[written:], position + written)
-        self.size += n
-        if largest_timestamp > self.max_timestamp_so_far:
-            self._max_ts = (largest_timestamp, offset_of_max_timestamp)
+        max_ts = self._max_timestamp_and_offset()
+        if largest_timestamp > max_ts[0]:
+            max_ts = (largest_timestamp, offset_of_max_timestamp)
         if self.bytes_since_last_index_entry > self.config.index_interval_bytes:
+            # the index entries before the size: an I/O error here (a full disk) leaves the
+            # segment as it was, so the caller's log end offset and this size still agree and
+            # the next append overwrites the unused bytes (no offset is ever written twice)
             self.offset_index.append(largest_offset, position)
-            self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
+            self.time_index.maybe_append(max_ts[0], max_ts[1])
             self.bytes_since_last_index_entry = 0
+        self._max_ts = max_ts
+        self.size += n
         self.bytes_since_last_index_entry += n
 
     def can_convert_to_relative_offset(self, offset: int) -> bool:

@@ -297,3 +297,43 @@ def test_offset_for_timestamp(tmp_path):
     assert log.offset_for_timestamp(10_291) == (10_291, 59, 2)
     assert log.offset_for_timestamp(10_292) is None
     log.close()
+
+
+def test_an_index_write_that_fails_leaves_the_log_consistent(tmp_path, monkeypatch):
+    """A full disk can fail the offset index's write after the batch's bytes are written: the
+    append fails as a whole (the caller answers KAFKA_STORAGE_ERROR), the next append gets the
+    same offsets and overwrites the unused bytes, and no offset is ever in the log twice."""
+    import errno
+
+    from tests.log.logtest_util import all_records, batch
+
+    lg = Log(tmp_path / "t-0", LogConfig(index_interval_bytes=1))
+    try:
+        for _ in range(70):  # the index writes its entries in runs of 512 bytes (64 entries)
+            lg.append_as_leader(batch(2), 0)
+        index_type = type(lg.active_segment.offset_index)
+        real = index_type._write_pending
+        failures = []
+
+        def full_disk(index):
+            if not failures and index._pending:
+                failures.append(index.path)
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return real(index)
+
+        monkeypatch.setattr(index_type, "_write_pending", full_disk)
+        errors = 0
+        for _ in range(80):  # one of these meets the failing index write
+            try:
+                lg.append_as_leader(batch(2), 0)
+            except OSError:
+                errors += 1
+        monkeypatch.setattr(index_type, "_write_pending", real)
+        assert failures and errors == 1
+        offsets = [o for o, _ in all_records(lg)]
+        assert offsets == list(range(len(offsets))) and lg.log_end_offset == len(offsets) == 2 * (70 + 79)
+        seg = lg.active_segment
+        assert seg.size == seg.log_path.stat().st_size
+        assert seg.offset_index.lookup(offsets[-1]).offset <= offsets[-1]
+    finally:
+        lg.close()
