@@ -103,13 +103,20 @@ def make_pki(out: Path) -> dict[str, str]:
     }
 
 
+def keystore_settings(pki: dict[str, str]) -> list[str]:
+    """The broker's certificate (make_pki's ``_broker_p12``) for its SSL and SASL_SSL listeners."""
+    return [
+        "ssl.keystore.type=PKCS12",
+        f"ssl.keystore.location={pki['_broker_p12']}",
+        f"ssl.keystore.password={pki['_broker_p12_password']}",
+    ]
+
+
 def broker_settings(pki: dict[str, str], ssl_port: int, sasl_ssl_port: int, plain_port: int) -> list[str]:
     """trivup's broker TLS settings, plus SCRAM and PLAIN on the SASL_SSL listener."""
     return [
         f"listeners=PLAINTEXT://127.0.0.1:{plain_port},SSL://127.0.0.1:{ssl_port},SASL_SSL://127.0.0.1:{sasl_ssl_port}",
-        "ssl.keystore.type=PKCS12",
-        f"ssl.keystore.location={pki['_broker_p12']}",
-        f"ssl.keystore.password={pki['_broker_p12_password']}",
+        *keystore_settings(pki),
         "ssl.truststore.type=PKCS12",
         f"ssl.truststore.location={pki['_truststore']}",
         "ssl.truststore.password=trust-secret",
@@ -122,10 +129,16 @@ def broker_settings(pki: dict[str, str], ssl_port: int, sasl_ssl_port: int, plai
     ]
 
 
-def add_scram_user(bootstrap: str) -> None:
-    cfg = f"SCRAM-SHA-256=[iterations=4096,password={PASSWORD}],SCRAM-SHA-512=[iterations=4096,password={PASSWORD}]"
+def add_scram_user(
+    bootstrap: str,
+    user: str = USER,
+    password: str = PASSWORD,
+    mechanisms: tuple[str, ...] = ("SCRAM-SHA-256", "SCRAM-SHA-512"),
+) -> None:
+    """``kafkatool users alter`` over ``bootstrap`` (a listener that needs no SASL)."""
+    cfg = ",".join(f"{m}=[iterations=4096,password={password}]" for m in mechanisms)
     subprocess.run(
-        [sys.executable, "-m", "kafkatool", "users", "alter", "--user", USER, "--add-config", cfg]
+        [sys.executable, "-m", "kafkatool", "users", "alter", "--user", user, "--add-config", cfg]
         + ["--bootstrap-server", bootstrap],
         cwd=REPO,
         check=True,
