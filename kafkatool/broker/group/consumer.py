@@ -967,7 +967,60 @@ CONSUMER_DEFAULTS = {
     "group.consumer.session.timeout.ms": 45000,
     "group.consumer.heartbeat.interval.ms": 5000,
     "group.consumer.max.size": 2147483647,
+    "group.consumer.min.session.timeout.ms": 45000,
+    "group.consumer.max.session.timeout.ms": 60000,
+    "group.consumer.min.heartbeat.interval.ms": 5000,
+    "group.consumer.max.heartbeat.interval.ms": 15000,
 }
+
+#: GroupConfig (the configs of a GROUP config resource) -> the broker setting a group without an
+#: override uses. Kafka 4.0 also has share.* group configs; this broker has no share groups.
+GROUP_CONFIGS = {
+    "consumer.session.timeout.ms": "group.consumer.session.timeout.ms",
+    "consumer.heartbeat.interval.ms": "group.consumer.heartbeat.interval.ms",
+}
+
+
+def validate_group_configs(props: dict[str, str], broker_cfg) -> None:
+    """GroupConfig.validate: known names, ints of at least 1, each within the broker's
+    group.consumer.min/max bounds, the session timeout above the heartbeat interval (a name not
+    set takes GroupConfig's default, as ConfigDef.parse does). ``broker_cfg(name)`` gives an int
+    broker setting. Raises ConsumerGroupError(INVALID_CONFIG)."""
+    bad = ErrorCode.INVALID_CONFIG
+    values = {}
+    for name, raw in props.items():
+        if name not in GROUP_CONFIGS:
+            raise ConsumerGroupError(bad, f"Unknown group config name: {name}")
+        try:
+            v = int(str(raw).strip())
+        except ValueError:
+            raise ConsumerGroupError(
+                bad, f"Invalid value {raw} for configuration {name}: Not a number of type INT"
+            ) from None
+        if v < 1 or v > 2**31 - 1:
+            raise ConsumerGroupError(
+                bad, f"Invalid value {raw} for configuration {name}: Value must be at least 1"
+            )
+        values[name] = v
+    session = values.get(
+        "consumer.session.timeout.ms", CONSUMER_DEFAULTS["group.consumer.session.timeout.ms"]
+    )
+    heartbeat = values.get(
+        "consumer.heartbeat.interval.ms", CONSUMER_DEFAULTS["group.consumer.heartbeat.interval.ms"]
+    )
+    for value, name, bound, cmp in (
+        (heartbeat, "consumer.heartbeat.interval.ms", "group.consumer.min.heartbeat.interval.ms", "greater"),
+        (heartbeat, "consumer.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms", "less"),
+        (session, "consumer.session.timeout.ms", "group.consumer.min.session.timeout.ms", "greater"),
+        (session, "consumer.session.timeout.ms", "group.consumer.max.session.timeout.ms", "less"),
+    ):
+        limit = broker_cfg(bound)
+        if (cmp == "greater" and value < limit) or (cmp == "less" and value > limit):
+            raise ConsumerGroupError(bad, f"{name} must be {cmp} than or equal to {bound}")
+    if session <= heartbeat:
+        raise ConsumerGroupError(
+            bad, "consumer.session.timeout.ms must be greater than consumer.heartbeat.interval.ms"
+        )
 
 
 class ConsumerGroups:
@@ -993,6 +1046,17 @@ class ConsumerGroups:
         if raw is None or str(raw).strip() == "":
             return CONSUMER_DEFAULTS[name]
         return int(str(raw).strip())
+
+    def group_cfg(self, gid: str, name: str) -> int:
+        """GroupMetadataManager.consumerGroupSessionTimeoutMs / consumerGroupHeartbeatIntervalMs:
+        the group's dynamic config (GroupConfigManager) over the broker setting."""
+        raw = self.gc.broker.metadata.group_configs.get(gid, {}).get(name)
+        if raw is not None:
+            try:
+                return int(raw)
+            except ValueError:
+                pass
+        return self._cfg(GROUP_CONFIGS[name])
 
     @property
     def assignors(self) -> list[str]:
@@ -1060,7 +1124,7 @@ class ConsumerGroups:
     def _schedule_session(self, group: ConsumerGroup, member_id: str) -> None:
         key = (group.group_id, member_id)
         self._cancel(self._session, key)
-        timeout = self._cfg("group.consumer.session.timeout.ms") / 1000.0
+        timeout = self.group_cfg(group.group_id, "consumer.session.timeout.ms") / 1000.0
         self._session[key] = self._loop().call_later(
             timeout, self._fence_timer, group.group_id, member_id, None, "the member session expired"
         )
@@ -1261,7 +1325,7 @@ class ConsumerGroups:
             owned=req.topic_partitions,
             topics_by_name=topics,
             default_assignor=self.assignors[0],
-            heartbeat_interval_ms=self._cfg("group.consumer.heartbeat.interval.ms"),
+            heartbeat_interval_ms=self.group_cfg(gid, "consumer.heartbeat.interval.ms"),
             new_member_id=lambda: str(uuid.uuid4()),
             now_ms=int(time.time() * 1000),
             regex_refresh_pending=gid in self._regex_refresh,
