@@ -41,6 +41,7 @@ SOURCE_DYNAMIC_BROKER = 2
 SOURCE_DYNAMIC_DEFAULT_BROKER = 3
 SOURCE_STATIC_BROKER = 4
 SOURCE_DEFAULT = 5
+SOURCE_GROUP = 8  # ConfigSource.GROUP_CONFIG
 
 
 class ConfigError(ts.SettingsError):
@@ -194,6 +195,30 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "KIP-848 consumer groups: a member without a heartbeat for this long is removed.",
         ),
         _d("group.consumer.heartbeat.interval.ms", INT, 5000, "KIP-848: the interval told to members."),
+        _d(
+            "group.consumer.min.session.timeout.ms",
+            INT,
+            45000,
+            "Lower bound of a group's consumer.session.timeout.ms.",
+        ),
+        _d(
+            "group.consumer.max.session.timeout.ms",
+            INT,
+            60000,
+            "Upper bound of a group's consumer.session.timeout.ms.",
+        ),
+        _d(
+            "group.consumer.min.heartbeat.interval.ms",
+            INT,
+            5000,
+            "Lower bound of a group's consumer.heartbeat.interval.ms.",
+        ),
+        _d(
+            "group.consumer.max.heartbeat.interval.ms",
+            INT,
+            15000,
+            "Upper bound of a group's consumer.heartbeat.interval.ms.",
+        ),
         _d(
             "group.consumer.assignors",
             LIST,

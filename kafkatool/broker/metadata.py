@@ -106,6 +106,8 @@ class MetadataStore:
         self.user_scram: dict[str, dict[str, str]] = {}
         #: ACL bindings (security/acl.AclBinding), sorted
         self.acls: list = []
+        #: dynamic group configs (IncrementalAlterConfigs on GROUP resources): group -> name -> value
+        self.group_configs: dict[str, dict[str, str]] = {}
         #: ZooKeeper cluster mode: topics live in ZooKeeper and reach this store through the
         #: controller's UpdateMetadata; the file keeps only what is the broker's own
         self.persist_topics = True
@@ -127,6 +129,10 @@ class MetadataStore:
             self.user_scram = {
                 str(u): {str(m): str(c) for m, c in creds.items()}
                 for u, creds in data.get("user_scram_credentials", {}).items()
+            }
+            self.group_configs = {
+                str(g): {str(k): str(v) for k, v in cfg.items()}
+                for g, cfg in data.get("group_configs", {}).items()
             }
             for name, t in data.get("topics", {}).items():
                 self.topics[name] = TopicMeta.from_json(name, t)
@@ -163,6 +169,8 @@ class MetadataStore:
             data["user_scram_credentials"] = self.user_scram
         if self.acls:
             data["acls"] = [a.to_json() for a in self.acls]
+        if self.group_configs:
+            data["group_configs"] = self.group_configs
         fileops.atomic_write(self.path, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
 
     def write_meta_properties(self) -> None:

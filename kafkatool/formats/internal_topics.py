@@ -37,6 +37,8 @@ from kafkatool.formats.generated import (
     ConsumerGroupMetadataValue,
     ConsumerGroupPartitionMetadataKey,
     ConsumerGroupPartitionMetadataValue,
+    ConsumerGroupRegularExpressionKey,
+    ConsumerGroupRegularExpressionValue,
     ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataKey,
@@ -177,6 +179,7 @@ CONSUMER_GROUP_MEMBER_METADATA = 5
 CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA = 6
 CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER = 7
 CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT = 8
+CONSUMER_GROUP_REGULAR_EXPRESSION = 16
 CONSUMER_GROUP_RECORDS: dict[int, tuple[type[Message], type[Message]]] = {
     CONSUMER_GROUP_METADATA: (ConsumerGroupMetadataKey, ConsumerGroupMetadataValue),
     CONSUMER_GROUP_PARTITION_METADATA: (
@@ -195,6 +198,10 @@ CONSUMER_GROUP_RECORDS: dict[int, tuple[type[Message], type[Message]]] = {
     CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT: (
         ConsumerGroupCurrentMemberAssignmentKey,
         ConsumerGroupCurrentMemberAssignmentValue,
+    ),
+    CONSUMER_GROUP_REGULAR_EXPRESSION: (
+        ConsumerGroupRegularExpressionKey,
+        ConsumerGroupRegularExpressionValue,
     ),
 }
 CONSUMER_GROUP_VALUE_VERSION = 0

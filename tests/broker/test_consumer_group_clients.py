@@ -185,3 +185,103 @@ def test_restart_reloads_the_group(tmp_path):
             c.close()
     finally:
         b.stop()
+
+
+def test_group_configs_describe_alter_and_apply(kbroker):
+    """Kafka 4.0 group configs (GROUP config resources, KIP-848): DescribeConfigs of any group
+    lists consumer.session.timeout.ms / consumer.heartbeat.interval.ms with the broker's values
+    (DEFAULT_CONFIG) or the group's own (GROUP_CONFIG); IncrementalAlterConfigs validates them as
+    GroupConfig.validate does; the coordinator uses the group's values
+    (GroupMetadataManager.consumerGroupHeartbeatIntervalMs). librdkafka 0081
+    do_test_DescribeConfigs_groups / do_test_IncrementalAlterConfigs."""
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ConfigSource,
+        ResourceType,
+    )
+
+    from kafkatool.protocol import generated as G
+    from tests.broker.wire import WireClient
+
+    admin = AdminClient({"bootstrap.servers": kbroker.bootstrap})
+    g = name("gcfg")
+
+    def describe():
+        res = ConfigResource(ResourceType.GROUP, g)
+        return admin.describe_configs([res])[res].result(timeout=30)
+
+    d = describe()
+    assert set(d) == {"consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"}
+    assert d["consumer.heartbeat.interval.ms"].value == "300"
+    assert d["consumer.heartbeat.interval.ms"].source == ConfigSource.DEFAULT_CONFIG.value
+
+    def alter(*entries):
+        res = ConfigResource(ResourceType.GROUP, g, incremental_configs=list(entries))
+        return admin.incremental_alter_configs([res])[res]
+
+    setting = ConfigEntry(
+        "consumer.heartbeat.interval.ms", "6000", incremental_operation=AlterConfigOpType.SET
+    )
+    alter(setting).result(timeout=30)
+    d = describe()
+    assert d["consumer.heartbeat.interval.ms"].value == "6000"
+    assert d["consumer.heartbeat.interval.ms"].source == ConfigSource.GROUP_CONFIG.value
+    assert d["consumer.session.timeout.ms"].source == ConfigSource.DEFAULT_CONFIG.value
+
+    # below group.consumer.min.heartbeat.interval.ms, an unknown name, a session timeout not
+    # above the heartbeat interval: INVALID_CONFIG, nothing changed
+    for bad in (
+        ConfigEntry("consumer.heartbeat.interval.ms", "10", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("consumer.no.such", "1", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("consumer.session.timeout.ms", "abc", incremental_operation=AlterConfigOpType.SET),
+    ):
+        with pytest.raises(confluent_kafka.KafkaException) as ei:
+            alter(bad).result(timeout=30)
+        assert ei.value.args[0].code() == confluent_kafka.KafkaError.INVALID_CONFIG
+    assert describe()["consumer.heartbeat.interval.ms"].value == "6000"
+
+    # the coordinator tells the group's members the group's interval
+    create_topic(kbroker.bootstrap, g, 1)
+    req = G.ConsumerGroupHeartbeatRequest(
+        group_id=g,
+        member_id="",
+        member_epoch=0,
+        rebalance_timeout_ms=30000,
+        subscribed_topic_names=[g],
+        topic_partitions=[],
+    )
+    with WireClient(kbroker.bootstrap) as c:
+        r = c.request(68, 1, req)
+        assert r.error_code == 0 and r.heartbeat_interval_ms == 6000
+        alter(
+            ConfigEntry(
+                "consumer.heartbeat.interval.ms", None, incremental_operation=AlterConfigOpType.DELETE
+            )
+        ).result(timeout=30)
+        assert describe()["consumer.heartbeat.interval.ms"].source == ConfigSource.DEFAULT_CONFIG.value
+        r2 = c.request(
+            68,
+            1,
+            G.ConsumerGroupHeartbeatRequest(
+                group_id=g, member_id=r.member_id, member_epoch=r.member_epoch, rebalance_timeout_ms=-1
+            ),
+        )
+        assert r2.error_code == 0 and r2.heartbeat_interval_ms == 300
+        # an empty group name is refused (the client library refuses to send one)
+        from kafkatool.protocol.generated.describe_configs_request import DescribeConfigsResource
+
+        d = c.request(
+            32,
+            4,
+            G.DescribeConfigsRequest(
+                resources=[
+                    DescribeConfigsResource(resource_type=32, resource_name="", configuration_keys=None)
+                ],
+                include_synonyms=False,
+                include_documentation=False,
+            ),
+        )
+        assert d.results[0].error_code == confluent_kafka.KafkaError.INVALID_REQUEST

@@ -182,23 +182,68 @@ def test_range_assignor_and_validation(c):
     assert all(tp.topic_id == tid for m in d.members for tp in m.target_assignment.topic_partitions)
 
 
-def test_regex_subscription_picks_up_new_topic(c):
+def _wait_epoch(c, g, epoch, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        d = describe(c, g)
+        if d.group_epoch >= epoch:
+            return d
+        time.sleep(0.05)
+    raise AssertionError(f"group {g} did not reach epoch {epoch}: {describe(c, g)}")
+
+
+def test_regex_subscription_resolved_asynchronously(c):
+    """Kafka 4.0 (GroupMetadataManager.maybeUpdateRegularExpressions /
+    handleRegularExpressionsResult): a new regex is resolved after the heartbeat that brought it
+    is answered, the resolution bumps the group epoch, new topics are picked up by a refresh at
+    most every 10 s, and a member rejoining with a regex no member uses gets its topic names
+    first and the regex's topics later (librdkafka's 0045 do_test_resubscribe_with_regex)."""
     create_topic(c, "rx848-one", 2)
+    create_topic(c, "lit848", 1)
     g = gname("regex")
     r = hb(c, g, regex="rx848-.*", topics=None)
-    assert r.error_code == 0 and sorted(len(v) for v in parts(r).values()) == [2]
+    # not resolved yet: nothing to assign
+    assert r.error_code == 0 and r.member_epoch == 1 and parts(r) == {}
+    _wait_epoch(c, g, 2)
+    r = hb(c, g, r.member_id, r.member_epoch, owned=[])
+    assert r.member_epoch == 2 and sorted(len(v) for v in parts(r).values()) == [2]
+    resolved_at = time.monotonic()
     create_topic(c, "rx848-two", 1)
-    r2 = hb(c, g, r.member_id, r.member_epoch, owned=owned(parts(r)))
-    assert r2.member_epoch == r.member_epoch + 1
-    assert sorted(len(v) for v in parts(r2).values()) == [1, 2]
+    # the new topic waits for the next refresh, 10 s after the last (heartbeats keep the session)
+    mine = parts(r)
+    deadline = resolved_at + 20
+    while time.monotonic() < deadline:
+        r = hb(c, g, r.member_id, r.member_epoch, owned=owned(mine))
+        assert r.error_code == 0
+        if parts(r) is not None:
+            mine = parts(r)
+        if r.member_epoch == 3:
+            break
+        time.sleep(0.25)
+    assert r.member_epoch == 3 and sorted(len(v) for v in mine.values()) == [1, 2]
+    assert time.monotonic() - resolved_at > 9.5
     d = describe(c, g)
     assert d.members[0].subscribed_topic_regex == "rx848-.*" and d.members[0].subscribed_topic_names == []
+    # leave, then rejoin with the regex and a topic name: the name's partitions come first
+    assert hb(c, g, r.member_id, -1).error_code == 0
+    lit = topic_id(c, "lit848")
+    r = hb(c, g, r.member_id, 0, regex="rx848-.*", topics=["lit848"])
+    assert r.error_code == 0 and parts(r) == {lit: [0]}
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        r = hb(c, g, r.member_id, r.member_epoch, owned=owned(parts(r) or {lit: [0]}))
+        if parts(r) and len(parts(r)) == 3:
+            break
+        time.sleep(0.3)
+    assert sorted(len(v) for v in parts(r).values()) == [1, 1, 2]
     # RE2 (Kafka's engine family): linear time even for a pattern that backtracks exponentially
     # in a backtracking engine, and no lookarounds
     create_topic(c, "a" * 200, 1)
     t0 = time.monotonic()
     slow = hb(c, gname("redos"), regex="(a+)+b", topics=None)
-    assert slow.error_code == 0 and parts(slow) == {} and time.monotonic() - t0 < 2
+    assert slow.error_code == 0 and parts(slow) == {}
+    describe(c, gname("after-redos"))  # the broker answers after the resolution ran
+    assert time.monotonic() - t0 < 2
     bad = hb(c, gname("look"), regex="(?=rx848).*", topics=None)
     assert bad.error_code == E.INVALID_REQUEST and "invalid perl operator" in bad.error_message
     # v0 has no regex field: a v0 join needs topic names

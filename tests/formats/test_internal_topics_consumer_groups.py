@@ -1,4 +1,4 @@
-"""The KIP-848 consumer-group records of __consumer_offsets (record types 3-8) through the one
+"""The KIP-848 consumer-group records of __consumer_offsets (record types 3-8 and 16) through the one
 codec: written as Kafka's GroupCoordinatorRecordHelpers writes them, printed as
 kafka-dump-log --offsets-decoder prints them."""
 
@@ -15,6 +15,8 @@ from kafkatool.formats.generated import (
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMetadataKey,
     ConsumerGroupMetadataValue,
+    ConsumerGroupRegularExpressionKey,
+    ConsumerGroupRegularExpressionValue,
 )
 from kafkatool.formats.generated.consumer_group_current_member_assignment_value import TopicPartitions
 
@@ -65,3 +67,22 @@ def test_current_assignment_round_trip():
     # a truncated value names the byte position
     with pytest.raises(FormatError):
         IT.read_offsets_value(rt, value[:9])
+
+
+def test_regular_expression_record_bytes_and_dump():
+    """ConsumerGroupRegularExpression (record type 16, Kafka 4.0): key GroupId +
+    RegularExpression (non-flexible), value v0 Topics/Version/Timestamp (flexible)."""
+    key, value = IT.consumer_group_record(
+        IT.CONSUMER_GROUP_REGULAR_EXPRESSION,
+        ConsumerGroupRegularExpressionKey(group_id="g", regular_expression="t.*"),
+        ConsumerGroupRegularExpressionValue(topics=["ta"], version=5, timestamp=9),
+    )
+    assert key == b"\x00\x10\x00\x01g\x00\x03t.*"
+    assert value == b"\x00\x00" + b"\x02\x03ta" + (5).to_bytes(8, "big") + (9).to_bytes(8, "big") + b"\x00"
+    rt, k = IT.read_offsets_key(key)
+    assert rt == 16 and (k.group_id, k.regular_expression) == ("g", "t.*")
+    assert IT.read_offsets_value(rt, value)[1].topics == ["ta"]
+    assert IT.decode_offsets_record(key, value) == (
+        '{"type":"16","data":{"groupId":"g","regularExpression":"t.*"}}',
+        '{"version":"0","data":{"topics":["ta"],"version":5,"timestamp":9}}',
+    )

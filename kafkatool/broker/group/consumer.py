@@ -25,9 +25,15 @@ Every change is a list of records (``ConsumerGroupMetadata``,
 state by the same :meth:`ConsumerGroup.replay` that loads them at start-up,
 so a restart rebuilds exactly what was served.
 
-Differences from Kafka 4.0, on purpose: regular expressions (RE2, as Kafka's
-RE2/J, full match) are resolved when a member heartbeats (Kafka resolves them
-asynchronously and keeps them in a record type the schema snapshot lacks); a classic group converts to a consumer group only when it is
+Regular expressions (RE2, as Kafka's RE2/J, full match) are resolved as
+Kafka 4.0 resolves them (GroupMetadataManager.maybeUpdateRegularExpressions /
+handleRegularExpressionsResult): asynchronously, after the heartbeat that
+brought a new one is answered, and again when new topics exist (at most every
+10 s); a member gets a regex's topics only once the group holds its
+resolution (``ConsumerGroupRegularExpression``, record type 16), which then
+bumps the group epoch.
+
+Differences from Kafka 4.0, on purpose: a classic group converts to a consumer group only when it is
 empty (Kafka's ``group.consumer.migration.policy=disabled``): a non-empty
 classic group answers GROUP_ID_NOT_FOUND, a non-empty consumer group answers
 classic JoinGroup with INCONSISTENT_GROUP_PROTOCOL.
@@ -36,6 +42,7 @@ classic JoinGroup with INCONSISTENT_GROUP_PROTOCOL.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from dataclasses import dataclass, field, replace
 
@@ -54,6 +61,8 @@ from kafkatool.formats.generated import (
     ConsumerGroupMetadataValue,
     ConsumerGroupPartitionMetadataKey,
     ConsumerGroupPartitionMetadataValue,
+    ConsumerGroupRegularExpressionKey,
+    ConsumerGroupRegularExpressionValue,
     ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataKey,
@@ -82,6 +91,10 @@ LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
 EMPTY, ASSIGNING, RECONCILING, STABLE_GROUP, DEAD = "Empty", "Assigning", "Reconciling", "Stable", "Dead"
 
 Record = tuple[int, object, object]  # (record type, key message, value message or None)
+
+#: GroupMetadataManager.REGEX_BATCH_REFRESH_INTERVAL_MS: a group's regexes are refreshed at most
+#: this often (a new regex waits for it too, unless the group holds no resolution)
+REGEX_BATCH_REFRESH_INTERVAL_MS = 10_000
 
 
 class ConsumerGroupError(KafkatoolError):
@@ -133,6 +146,16 @@ class Member:
             self.rebalance_timeout_ms,
             self.server_assignor,
         )
+
+
+@dataclass(frozen=True)
+class ResolvedRegex:
+    """ResolvedRegularExpression: the topics a regex matched, the metadata version it was
+    resolved against and when."""
+
+    topics: frozenset[str]
+    version: int
+    timestamp: int
 
 
 @dataclass(frozen=True)
@@ -221,6 +244,21 @@ def partition_metadata_record(group_id: str, metadata: dict[str, TopicInfo]) -> 
     )
 
 
+def regex_record(group_id: str, regex: str, resolved: ResolvedRegex) -> Record:
+    return (
+        IT.CONSUMER_GROUP_REGULAR_EXPRESSION,
+        ConsumerGroupRegularExpressionKey(group_id=group_id, regular_expression=regex),
+        ConsumerGroupRegularExpressionValue(
+            topics=sorted(resolved.topics), version=resolved.version, timestamp=resolved.timestamp
+        ),
+    )
+
+
+def regex_tombstone(group_id: str, regex: str) -> Record:
+    key = ConsumerGroupRegularExpressionKey(group_id=group_id, regular_expression=regex)
+    return (IT.CONSUMER_GROUP_REGULAR_EXPRESSION, key, None)
+
+
 def _tombstone(record_type: int, group_id: str, member_id: str | None = None) -> Record:
     key_cls = IT.CONSUMER_GROUP_RECORDS[record_type][0]
     key = key_cls(group_id=group_id) if member_id is None else key_cls(group_id=group_id, member_id=member_id)
@@ -256,6 +294,8 @@ class ConsumerGroup:
         #: (topic id, partition) -> epoch of the member that owns it (assigned or pending revocation)
         self.partition_epochs: dict[tuple[uuid.UUID, int], int] = {}
         self.subscription_metadata: dict[str, TopicInfo] = {}
+        #: regex -> its resolution (ConsumerGroupRegularExpression records)
+        self.resolved_regexes: dict[str, ResolvedRegex] = {}
         self.offsets = OffsetStore()
         #: the group epoch record exists (a tombstone makes the group gone)
         self.exists = False
@@ -273,6 +313,21 @@ class ConsumerGroup:
         if any(not m.is_reconciled_to(self.assignment_epoch) for m in self.members.values()):
             return RECONCILING
         return STABLE_GROUP
+
+    def subscribed_regexes(self) -> dict[str, int]:
+        """ConsumerGroup.subscribedRegularExpressions: regex -> number of members using it."""
+        counts: dict[str, int] = {}
+        for m in self.members.values():
+            if m.subscribed_topic_regex:
+                counts[m.subscribed_topic_regex] = counts.get(m.subscribed_topic_regex, 0) + 1
+        return counts
+
+    def last_regex_refresh_ms(self) -> int:
+        """ConsumerGroup.lastResolvedRegularExpressionRefreshTimeMs (0: none resolved)."""
+        return max((r.timestamp for r in self.resolved_regexes.values()), default=0)
+
+    def last_regex_version(self) -> int:
+        return max((r.version for r in self.resolved_regexes.values()), default=0)
 
     def current_partition_epoch(self, topic_id: uuid.UUID, partition: int) -> int:
         return self.partition_epochs.get((topic_id, partition), -1)
@@ -354,6 +409,13 @@ class ConsumerGroup:
                     server_assignor=value.server_assignor,
                 )
             )
+        elif record_type == IT.CONSUMER_GROUP_REGULAR_EXPRESSION:
+            if value is None:
+                self.resolved_regexes.pop(key.regular_expression, None)
+            else:
+                self.resolved_regexes[key.regular_expression] = ResolvedRegex(
+                    frozenset(value.topics or []), value.version, value.timestamp
+                )
         elif record_type == IT.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA:
             self.assignment_epoch = -1 if value is None else value.assignment_epoch
         elif record_type == IT.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER:
@@ -425,6 +487,8 @@ class ConsumerGroup:
         out.append(_tombstone(IT.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, self.group_id))
         for mid in self.members:
             out.append(_tombstone(IT.CONSUMER_GROUP_MEMBER_METADATA, self.group_id, mid))
+        for regex in sorted(self.resolved_regexes):
+            out.append(regex_tombstone(self.group_id, regex))
         out.append(_tombstone(IT.CONSUMER_GROUP_PARTITION_METADATA, self.group_id))
         out.append(_tombstone(IT.CONSUMER_GROUP_METADATA, self.group_id))
         return out
@@ -509,18 +573,37 @@ class HeartbeatResult:
     records: list[Record]
     #: the member after this heartbeat (None when it left)
     member: Member | None
+    #: the group's regexes to resolve now, after this heartbeat is answered (None: no refresh)
+    refresh_regexes: frozenset[str] | None = None
 
 
-def _resolve_subscription(members, topics_by_name, internal) -> dict[str, TopicInfo]:
+def _resolve_subscription(
+    members, topics_by_name, resolved: dict[str, ResolvedRegex]
+) -> dict[str, TopicInfo]:
     """ConsumerGroup.computeSubscriptionMetadata: every existing topic any member subscribes to
-    by name or whose name its regex fully matches (internal topics never match a regex)."""
+    by name or through a regex the group has resolved (a regex not resolved yet adds nothing)."""
     names: set[str] = set()
     for m in members:
         names.update(m.subscribed_topic_names)
-        if m.subscribed_topic_regex:
-            pattern = compile_regex(m.subscribed_topic_regex)
-            names.update(n for n in topics_by_name if n not in internal and pattern.fullmatch(n))
+        r = resolved.get(m.subscribed_topic_regex) if m.subscribed_topic_regex else None
+        if r is not None:
+            names.update(r.topics)
     return {n: topics_by_name[n] for n in sorted(names) if n in topics_by_name}
+
+
+def resolve_regexes(regexes, topics_by_name, internal) -> dict[str, frozenset[str]]:
+    """GroupMetadataManager.refreshRegularExpressions: the topics whose names each regex fully
+    matches (internal topics never match)."""
+    out = {}
+    for regex in regexes:
+        try:
+            pattern = compile_regex(regex)
+        except re2.error:
+            # validated when a member brought it; a pattern that no longer compiles matches nothing
+            out[regex] = frozenset()
+            continue
+        out[regex] = frozenset(n for n in topics_by_name if n not in internal and pattern.fullmatch(n))
+    return out
 
 
 _REGEX_CACHE: dict[str, object] = {}
@@ -540,12 +623,67 @@ def compile_regex(text: str):
     return p
 
 
-def member_topics(m: Member, metadata: dict[str, TopicInfo]) -> frozenset[uuid.UUID]:
+def member_topics(
+    m: Member, metadata: dict[str, TopicInfo], resolved: dict[str, ResolvedRegex]
+) -> frozenset[uuid.UUID]:
+    """The topics a member is subscribed to (TargetAssignmentBuilder: names plus its regex's
+    resolution)."""
     ids = {metadata[n].topic_id for n in m.subscribed_topic_names if n in metadata}
-    if m.subscribed_topic_regex:
-        pattern = compile_regex(m.subscribed_topic_regex)
-        ids.update(t.topic_id for n, t in metadata.items() if pattern.fullmatch(n))
+    r = resolved.get(m.subscribed_topic_regex) if m.subscribed_topic_regex else None
+    if r is not None:
+        ids.update(metadata[n].topic_id for n in r.topics if n in metadata)
     return frozenset(ids)
+
+
+def _update_regexes(
+    group: ConsumerGroup,
+    old_regex: str | None,
+    new_regex: str | None,
+    records: list,
+    *,
+    now_ms: int,
+    refresh_pending: bool,
+    new_topics_version: int,
+) -> tuple[bool, dict[str, ResolvedRegex], frozenset[str] | None]:
+    """GroupMetadataManager.maybeUpdateRegularExpressions: (bump the group epoch, the group's
+    resolutions after this heartbeat, the regexes to resolve asynchronously or None)."""
+    gid = group.group_id
+    counts = group.subscribed_regexes()
+    resolved = dict(group.resolved_regexes)
+    bump = False
+    require_refresh = False
+    if old_regex != new_regex:
+        if old_regex and counts.get(old_regex, 0) == 1:
+            # the member was the last one using it: the resolution goes
+            records.append(regex_tombstone(gid, old_regex))
+            resolved.pop(old_regex, None)
+        if new_regex:
+            if counts.get(new_regex, 0) == 0:
+                # a regex no member uses is resolved afresh; a resolution left by members that
+                # are gone is not used meanwhile
+                if new_regex in resolved:
+                    records.append(regex_tombstone(gid, new_regex))
+                    del resolved[new_regex]
+                require_refresh = True
+            else:
+                bump = new_regex in resolved
+    # the refresh conditions: regexes are in use, none is being resolved, the last resolution is
+    # older than the batch interval, and a regex is unresolved or new topics exist
+    if not require_refresh and not counts:
+        return bump, resolved, None
+    if refresh_pending or now_ms <= group.last_regex_refresh_ms() + REGEX_BATCH_REFRESH_INTERVAL_MS:
+        return bump, resolved, None
+    after = dict(counts)
+    if old_regex:
+        after[old_regex] = after.get(old_regex, 0) - 1
+    if new_regex:
+        after[new_regex] = after.get(new_regex, 0) + 1
+    in_use = frozenset(r for r, n in after.items() if n > 0)
+    require_refresh |= len(in_use) != len(resolved)
+    require_refresh |= group.last_regex_version() < new_topics_version
+    if require_refresh and in_use:
+        return bump, resolved, in_use
+    return bump, resolved, None
 
 
 def heartbeat(
@@ -563,10 +701,12 @@ def heartbeat(
     server_assignor: str | None,
     owned: list | None,
     topics_by_name: dict[str, TopicInfo],
-    internal_topics: frozenset[str],
     default_assignor: str,
     heartbeat_interval_ms: int,
     new_member_id,
+    now_ms: int = 0,
+    regex_refresh_pending: bool = False,
+    new_topics_version: int = 0,
 ) -> HeartbeatResult:
     """GroupMetadataManager.consumerGroupHeartbeat (a regular heartbeat: epoch >= 0).
 
@@ -658,13 +798,21 @@ def heartbeat(
     bump = False
     if updated.subscription_key() != member.subscription_key():
         records.append(member_metadata_record(gid, updated))
-        bump = (
-            updated.subscribed_topic_names != member.subscribed_topic_names
-            or updated.subscribed_topic_regex != member.subscribed_topic_regex
-        )
+        bump = updated.subscribed_topic_names != member.subscribed_topic_names
+    # (a member replacing a static one starts from that member, and its regex)
+    regex_bump, resolved, refresh = _update_regexes(
+        group,
+        member.subscribed_topic_regex,
+        updated.subscribed_topic_regex,
+        records,
+        now_ms=now_ms,
+        refresh_pending=regex_refresh_pending,
+        new_topics_version=new_topics_version,
+    )
+    bump |= regex_bump
     group_epoch = group.group_epoch
     others = [m for mid, m in group.members.items() if mid not in (updated.member_id, replaced_id)]
-    metadata = _resolve_subscription([*others, updated], topics_by_name, internal_topics)
+    metadata = _resolve_subscription([*others, updated], topics_by_name, resolved)
     if metadata != group.subscription_metadata:
         bump = True
         records.append(partition_metadata_record(gid, metadata))
@@ -678,7 +826,15 @@ def heartbeat(
     # 2. a new target assignment when the group epoch is ahead of the assignment epoch
     if group_epoch > group.assignment_epoch:
         target = _update_target(
-            group, group_epoch, replaced_id, updated, [*others, updated], metadata, default_assignor, records
+            group,
+            group_epoch,
+            replaced_id,
+            updated,
+            [*others, updated],
+            metadata,
+            resolved,
+            default_assignor,
+            records,
         )
         target_epoch = group_epoch
     else:
@@ -707,6 +863,7 @@ def heartbeat(
         assignment=updated.assigned if (full or changed) else None,
         records=records,
         member=updated,
+        refresh_regexes=refresh,
     )
 
 
@@ -732,7 +889,7 @@ def _check_epoch(member: Member, received: int, owned: list | None) -> None:
 
 
 def _update_target(
-    group, group_epoch, replaced_id, updated, members, metadata, default_assignor, records
+    group, group_epoch, replaced_id, updated, members, metadata, resolved, default_assignor, records
 ) -> Assignment:
     """GroupMetadataManager.updateTargetAssignment + TargetAssignmentBuilder: assign, write the
     changed member targets and the assignment epoch."""
@@ -749,7 +906,10 @@ def _update_target(
             return group.target.get(replaced_id, {})
         return group.target.get(m.member_id, {})
 
-    specs = [MemberSpec(m.member_id, m.instance_id, member_topics(m, metadata), current(m)) for m in members]
+    specs = [
+        MemberSpec(m.member_id, m.instance_id, member_topics(m, metadata, resolved), current(m))
+        for m in members
+    ]
     new = assign(name, specs, partitions)
     log.info(
         "[GroupId %s] Computed a new target assignment for epoch %d with '%s' assignor.",
@@ -769,6 +929,11 @@ def leave_records(group: ConsumerGroup, member: Member, metadata_now: dict[str, 
     topics' metadata without it, bump the group epoch."""
     gid = group.group_id
     records = remove_member_records(gid, member.member_id)
+    regex = member.subscribed_topic_regex
+    if regex and regex in group.resolved_regexes and group.subscribed_regexes().get(regex) == 1:
+        # its last user is gone: the resolution goes, as when a member changes its regex (a
+        # member that brings it back has it resolved afresh)
+        records.append(regex_tombstone(gid, regex))
     if metadata_now != group.subscription_metadata:
         records.append(partition_metadata_record(gid, metadata_now))
     records.append(group_epoch_record(gid, group.group_epoch + 1))
@@ -802,7 +967,60 @@ CONSUMER_DEFAULTS = {
     "group.consumer.session.timeout.ms": 45000,
     "group.consumer.heartbeat.interval.ms": 5000,
     "group.consumer.max.size": 2147483647,
+    "group.consumer.min.session.timeout.ms": 45000,
+    "group.consumer.max.session.timeout.ms": 60000,
+    "group.consumer.min.heartbeat.interval.ms": 5000,
+    "group.consumer.max.heartbeat.interval.ms": 15000,
 }
+
+#: GroupConfig (the configs of a GROUP config resource) -> the broker setting a group without an
+#: override uses. Kafka 4.0 also has share.* group configs; this broker has no share groups.
+GROUP_CONFIGS = {
+    "consumer.session.timeout.ms": "group.consumer.session.timeout.ms",
+    "consumer.heartbeat.interval.ms": "group.consumer.heartbeat.interval.ms",
+}
+
+
+def validate_group_configs(props: dict[str, str], broker_cfg) -> None:
+    """GroupConfig.validate: known names, ints of at least 1, each within the broker's
+    group.consumer.min/max bounds, the session timeout above the heartbeat interval (a name not
+    set takes GroupConfig's default, as ConfigDef.parse does). ``broker_cfg(name)`` gives an int
+    broker setting. Raises ConsumerGroupError(INVALID_CONFIG)."""
+    bad = ErrorCode.INVALID_CONFIG
+    values = {}
+    for name, raw in props.items():
+        if name not in GROUP_CONFIGS:
+            raise ConsumerGroupError(bad, f"Unknown group config name: {name}")
+        try:
+            v = int(str(raw).strip())
+        except ValueError:
+            raise ConsumerGroupError(
+                bad, f"Invalid value {raw} for configuration {name}: Not a number of type INT"
+            ) from None
+        if v < 1 or v > 2**31 - 1:
+            raise ConsumerGroupError(
+                bad, f"Invalid value {raw} for configuration {name}: Value must be at least 1"
+            )
+        values[name] = v
+    session = values.get(
+        "consumer.session.timeout.ms", CONSUMER_DEFAULTS["group.consumer.session.timeout.ms"]
+    )
+    heartbeat = values.get(
+        "consumer.heartbeat.interval.ms", CONSUMER_DEFAULTS["group.consumer.heartbeat.interval.ms"]
+    )
+    for value, name, bound, cmp in (
+        (heartbeat, "consumer.heartbeat.interval.ms", "group.consumer.min.heartbeat.interval.ms", "greater"),
+        (heartbeat, "consumer.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms", "less"),
+        (session, "consumer.session.timeout.ms", "group.consumer.min.session.timeout.ms", "greater"),
+        (session, "consumer.session.timeout.ms", "group.consumer.max.session.timeout.ms", "less"),
+    ):
+        limit = broker_cfg(bound)
+        if (cmp == "greater" and value < limit) or (cmp == "less" and value > limit):
+            raise ConsumerGroupError(bad, f"{name} must be {cmp} than or equal to {bound}")
+    if session <= heartbeat:
+        raise ConsumerGroupError(
+            bad, "consumer.session.timeout.ms must be greater than consumer.heartbeat.interval.ms"
+        )
 
 
 class ConsumerGroups:
@@ -815,6 +1033,12 @@ class ConsumerGroups:
         self.groups: dict[str, ConsumerGroup] = {}
         self._session: dict[tuple[str, str], object] = {}
         self._rebalance: dict[tuple[str, str], object] = {}
+        #: group id -> the scheduled resolution of its regexes (Kafka's "<group>-regex" task)
+        self._regex_refresh: dict[str, object] = {}
+        #: the topic names seen last, and the version (a wall-clock ms, so it grows across
+        #: restarts) of the last topic set with a new name: Kafka's lastMetadataImageWithNewTopics
+        self._topic_names: frozenset[str] = frozenset()
+        self._new_topics_version = 0
 
     # ------------------------------------------------------------------ configuration
     def _cfg(self, name: str) -> int:
@@ -822,6 +1046,17 @@ class ConsumerGroups:
         if raw is None or str(raw).strip() == "":
             return CONSUMER_DEFAULTS[name]
         return int(str(raw).strip())
+
+    def group_cfg(self, gid: str, name: str) -> int:
+        """GroupMetadataManager.consumerGroupSessionTimeoutMs / consumerGroupHeartbeatIntervalMs:
+        the group's dynamic config (GroupConfigManager) over the broker setting."""
+        raw = self.gc.broker.metadata.group_configs.get(gid, {}).get(name)
+        if raw is not None:
+            try:
+                return int(raw)
+            except ValueError:
+                pass
+        return self._cfg(GROUP_CONFIGS[name])
 
     @property
     def assignors(self) -> list[str]:
@@ -835,6 +1070,13 @@ class ConsumerGroups:
 
     def internal_topics(self) -> frozenset[str]:
         return frozenset(n for n, t in self.gc.broker.metadata.topics.items() if t.is_internal)
+
+    def _topics_version(self, topics_by_name: dict) -> int:
+        names = frozenset(topics_by_name)
+        if not names <= self._topic_names:
+            self._new_topics_version = max(self._new_topics_version + 1, int(time.time() * 1000))
+        self._topic_names = names
+        return self._new_topics_version
 
     # ------------------------------------------------------------------ writing
     def _write(self, group: ConsumerGroup, records: list[Record], extra: list | None = None) -> None:
@@ -882,7 +1124,7 @@ class ConsumerGroups:
     def _schedule_session(self, group: ConsumerGroup, member_id: str) -> None:
         key = (group.group_id, member_id)
         self._cancel(self._session, key)
-        timeout = self._cfg("group.consumer.session.timeout.ms") / 1000.0
+        timeout = self.group_cfg(group.group_id, "consumer.session.timeout.ms") / 1000.0
         self._session[key] = self._loop().call_later(
             timeout, self._fence_timer, group.group_id, member_id, None, "the member session expired"
         )
@@ -909,10 +1151,11 @@ class ConsumerGroups:
         for gid in [g for g, cg in self.groups.items() if cg.partition == partition]:
             for member_id in list(self.groups[gid].members):
                 self._cancel_timers(gid, member_id)
+            self._cancel(self._regex_refresh, gid)
             del self.groups[gid]
 
     def cancel_all(self) -> None:
-        for table in (self._session, self._rebalance):
+        for table in (self._session, self._rebalance, self._regex_refresh):
             for h in table.values():
                 h.cancel()
             table.clear()
@@ -930,9 +1173,53 @@ class ConsumerGroups:
         except ConsumerGroupError as exc:
             log.warning("[GroupId %s] could not fence member %s: %s", gid, member_id, exc.message)
 
+    def _refresh_regexes(self, gid: str, member_id: str, regexes: frozenset[str]) -> None:
+        """GroupMetadataManager.refreshRegularExpressions + handleRegularExpressionsResult:
+        write each regex still in use with its topics; bump the group epoch when a regex's
+        topics or the subscribed topics' metadata changed."""
+        self._regex_refresh.pop(gid, None)
+        group = self.groups.get(gid)
+        if group is None:
+            return
+        topics = self.topics_by_name()
+        version = self._topics_version(topics)
+        now_ms = int(time.time() * 1000)
+        found = resolve_regexes(regexes, topics, self.internal_topics())
+        in_use = group.subscribed_regexes()
+        resolved = dict(group.resolved_regexes)
+        records: list[Record] = []
+        bump = False
+        for regex in sorted(found):
+            if not in_use.get(regex):
+                continue
+            new = ResolvedRegex(found[regex], version, now_ms)
+            old = resolved.get(regex)
+            if old is None or old.topics != new.topics:
+                bump = True
+            resolved[regex] = new
+            records.append(regex_record(gid, regex, new))
+        metadata = _resolve_subscription(group.members.values(), topics, resolved)
+        if metadata != group.subscription_metadata:
+            bump = True
+            records.append(partition_metadata_record(gid, metadata))
+        if bump:
+            records.append(group_epoch_record(gid, group.group_epoch + 1))
+            log.info("[GroupId %s] Bumped group epoch to %d.", gid, group.group_epoch + 1)
+        log.info(
+            "[GroupId %s] Scanned %d topics to refresh regular expressions %s (member %s).",
+            gid,
+            len(topics),
+            sorted(found),
+            member_id,
+        )
+        try:
+            self._write(group, records)
+        except ConsumerGroupError as exc:
+            log.warning("[GroupId %s] could not update regular expressions: %s", gid, exc.message)
+
     def fence(self, group: ConsumerGroup, m: Member) -> None:
         others = [x for x in group.members.values() if x.member_id != m.member_id]
-        metadata = _resolve_subscription(others, self.topics_by_name(), self.internal_topics())
+        metadata = _resolve_subscription(others, self.topics_by_name(), group.resolved_regexes)
         self._write(group, leave_records(group, m, metadata))
         self._cancel_timers(group.group_id, m.member_id)
 
@@ -1022,6 +1309,7 @@ class ConsumerGroups:
                 ErrorCode.GROUP_MAX_SIZE_REACHED,
                 f"The consumer group has reached its maximum capacity of {len(group.members)} members.",
             )
+        topics = self.topics_by_name()
         result = heartbeat(
             group,
             member_id=req.member_id,
@@ -1035,11 +1323,13 @@ class ConsumerGroups:
             subscribed_topic_regex=req.subscribed_topic_regex if version >= 1 else None,
             server_assignor=req.server_assignor,
             owned=req.topic_partitions,
-            topics_by_name=self.topics_by_name(),
-            internal_topics=self.internal_topics(),
+            topics_by_name=topics,
             default_assignor=self.assignors[0],
-            heartbeat_interval_ms=self._cfg("group.consumer.heartbeat.interval.ms"),
+            heartbeat_interval_ms=self.group_cfg(gid, "consumer.heartbeat.interval.ms"),
             new_member_id=lambda: str(uuid.uuid4()),
+            now_ms=int(time.time() * 1000),
+            regex_refresh_pending=gid in self._regex_refresh,
+            new_topics_version=self._topics_version(topics),
         )
         before = group.members.get(result.member_id)
         self._write(group, result.records, extra)
@@ -1048,6 +1338,11 @@ class ConsumerGroups:
                 self.gc._cancel_timers(self.gc.groups[gid])
                 del self.gc.groups[gid]
             self.groups[gid] = group
+        if result.refresh_regexes:
+            # resolved after this heartbeat is answered, as Kafka's executor task is
+            self._regex_refresh[gid] = self._loop().call_soon(
+                self._refresh_regexes, gid, result.member_id, result.refresh_regexes
+            )
         m = group.members.get(result.member_id)
         if m is not None:
             self._schedule_session(group, m.member_id)

@@ -7,6 +7,7 @@ import json
 import logging
 
 from kafkatool.broker import config as C
+from kafkatool.broker.group.consumer import GROUP_CONFIGS, ConsumerGroupError, validate_group_configs
 from kafkatool.broker.handlers.metadata import AUTHORIZED_OPS_OMITTED, from_wire_uuid, wire_uuid
 from kafkatool.broker.metadata import topic_name_error
 from kafkatool.broker.read_only import READ_ONLY_MSG
@@ -39,7 +40,7 @@ from kafkatool.zk.client import ZkNodeExistsError
 
 log = logging.getLogger("kafkatool.broker")
 
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
@@ -419,6 +420,38 @@ def _describe_broker(broker, keys, version, include_synonyms, include_doc):
     return out
 
 
+def _group_configs_error(broker, name: str) -> tuple[int, str] | None:
+    """Why a GROUP config resource cannot be served (None: it can)."""
+    if not name:
+        return ErrorCode.INVALID_REQUEST, "Group name must not be empty"
+    if broker.cluster is not None:
+        # Kafka keeps group configs in the KRaft metadata log; a ZooKeeper-mode broker has none
+        return ErrorCode.INVALID_REQUEST, "group configs need a KRaft-mode broker (this is ZooKeeper mode)"
+    return None
+
+
+def _describe_group(broker, name, keys, version, include_synonyms, include_doc):
+    """ConfigHelper.describeConfigs for a GROUP resource (Kafka 4.0): every group config, the
+    group's own value (GROUP_CONFIG) or the broker's (DEFAULT_CONFIG); any group name, existing
+    or not."""
+    own = broker.metadata.group_configs.get(name, {})
+    out = []
+    for cname, broker_name in sorted(GROUP_CONFIGS.items()):
+        if keys is not None and cname not in keys:
+            continue
+        if cname in own:
+            value, source = own[cname], C.SOURCE_GROUP
+        else:
+            value, source = broker.config.get(broker_name), C.SOURCE_DEFAULT
+        value = None if value is None else str(value)
+        d = C.BROKER_CONFIGS[broker_name]
+        syns = [DescribeConfigsSynonym(name=cname, value=value, source=source)]
+        out.append(
+            _entry(cname, value, source, d.type, version, include_synonyms, include_doc, d.doc, synonyms=syns)
+        )
+    return out
+
+
 def handle_describe_configs(ctx, req):
     broker = ctx.broker
     v = ctx.version
@@ -454,6 +487,12 @@ def handle_describe_configs(ctx, req):
             r.configs = _describe_broker(broker, keys, v, include_synonyms, include_doc)
         elif res.resource_type == BROKER_LOGGER:
             r.configs = []
+        elif res.resource_type == GROUP:
+            err = _group_configs_error(broker, res.resource_name)
+            if err is not None:
+                r.error_code, r.error_message = err
+                continue
+            r.configs = _describe_group(broker, res.resource_name, keys, v, include_synonyms, include_doc)
         else:
             r.error_code, r.error_message = (
                 ErrorCode.INVALID_REQUEST,
@@ -513,6 +552,9 @@ def handle_incremental_alter_configs(ctx, req):
 
             r.error_code, r.error_message = alter_broker_configs(broker, res, req.validate_only)
             continue
+        if res.resource_type == GROUP:
+            r.error_code, r.error_message = _alter_group(broker, res, req.validate_only)
+            continue
         if res.resource_type != TOPIC:
             r.error_code, r.error_message = (
                 ErrorCode.INVALID_REQUEST,
@@ -554,6 +596,42 @@ def handle_incremental_alter_configs(ctx, req):
             continue
         r.error_code, r.error_message = _apply_topic(broker, res.resource_name, new, req.validate_only)
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=out)
+
+
+def _alter_group(broker, res, validate_only: bool) -> tuple[int, str | None]:
+    """IncrementalAlterConfigs of a GROUP resource (Kafka 4.0): SET and DELETE on the group's
+    configs, the result validated as GroupConfig.validate does, kept in the cluster metadata."""
+    err = _group_configs_error(broker, res.resource_name)
+    if err is not None:
+        return err
+    new = dict(broker.metadata.group_configs.get(res.resource_name, {}))
+    for c in res.configs:
+        if c.config_operation == SET:
+            if c.value is None:
+                return ErrorCode.INVALID_REQUEST, f"Null value not supported for : {c.name}"
+            new[c.name] = c.value
+        elif c.config_operation == DELETE:
+            new.pop(c.name, None)
+        elif c.config_operation in (APPEND, SUBTRACT):
+            return ErrorCode.INVALID_CONFIG, f"Config value append is not allowed for config key: {c.name}"
+        else:
+            return ErrorCode.INVALID_REQUEST, f"unknown config operation {c.config_operation}"
+    try:
+        validate_group_configs(new, lambda n: int(broker.config.get(n)))
+    except ConsumerGroupError as exc:
+        return exc.code, exc.message
+    if broker.read_only:
+        return ErrorCode.POLICY_VIOLATION, READ_ONLY_MSG
+    if not validate_only:
+        if new:
+            broker.metadata.group_configs[res.resource_name] = new
+        else:
+            broker.metadata.group_configs.pop(res.resource_name, None)
+        broker.metadata.save()
+        log.info(
+            "group configs altered group=%s configs=%s", res.resource_name, json.dumps(new, sort_keys=True)
+        )
+    return 0, None
 
 
 # ---------------------------------------------------------------- DescribeCluster

@@ -595,7 +595,8 @@ def _delete_topics(ctx, req, handler):
 
 
 def _configs_rule(op: int, resp_list: str, result_cls_path: tuple[str, str]):
-    """DescribeConfigs / AlterConfigs / IncrementalAlterConfigs: per resource (topic or broker)."""
+    """DescribeConfigs / AlterConfigs / IncrementalAlterConfigs: per resource (topic, broker or
+    group)."""
 
     def rule(ctx, req, handler):
         import importlib
@@ -609,6 +610,9 @@ def _configs_rule(op: int, resp_list: str, result_cls_path: tuple[str, str]):
             elif r.resource_type in (4, 8):  # BROKER, BROKER_LOGGER
                 ok = allowed(ctx, op, A.CLUSTER, A.CLUSTER_NAME)
                 code = E.CLUSTER_AUTHORIZATION_FAILED
+            elif r.resource_type == 32:  # GROUP (Kafka 4.0 group configs)
+                ok = allowed(ctx, op, A.GROUP, r.resource_name)
+                code = E.GROUP_AUTHORIZATION_FAILED
             else:
                 ok, code = True, 0
             (kept if ok else denied).append((r, code))

@@ -23,6 +23,12 @@ from kafkatool.formats.generated.consumer_group_partition_metadata_key import (
 from kafkatool.formats.generated.consumer_group_partition_metadata_value import (
     ConsumerGroupPartitionMetadataValue,
 )
+from kafkatool.formats.generated.consumer_group_regular_expression_key import (
+    ConsumerGroupRegularExpressionKey,
+)
+from kafkatool.formats.generated.consumer_group_regular_expression_value import (
+    ConsumerGroupRegularExpressionValue,
+)
 from kafkatool.formats.generated.consumer_group_target_assignment_member_key import (
     ConsumerGroupTargetAssignmentMemberKey,
 )
@@ -114,6 +120,8 @@ __all__ = [
     "ConsumerGroupMetadataValue",
     "ConsumerGroupPartitionMetadataKey",
     "ConsumerGroupPartitionMetadataValue",
+    "ConsumerGroupRegularExpressionKey",
+    "ConsumerGroupRegularExpressionValue",
     "ConsumerGroupTargetAssignmentMemberKey",
     "ConsumerGroupTargetAssignmentMemberValue",
     "ConsumerGroupTargetAssignmentMetadataKey",
