@@ -94,8 +94,8 @@ class CaptureBroker:
                         return
                     writer.write(reply)
                 await writer.drain()
-        except asyncio.CancelledError:
-            pass
+        except (asyncio.CancelledError, ConnectionResetError, BrokenPipeError):
+            pass  # stopped, or the client hung up (librdkafka may reset a connection it drops)
         except Exception as e:  # surfaced by the tests
             self.errors.append(e)
         finally:
