@@ -617,7 +617,7 @@ def _alter_group(broker, res, validate_only: bool) -> tuple[int, str | None]:
         else:
             return ErrorCode.INVALID_REQUEST, f"unknown config operation {c.config_operation}"
     try:
-        validate_group_configs(new, lambda n: int(broker.config.get(n)))
+        validate_group_configs(new, broker.config.int)
     except ConsumerGroupError as exc:
         return exc.code, exc.message
     if broker.read_only:
