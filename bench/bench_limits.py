@@ -56,29 +56,43 @@ def _pair() -> tuple[socket.socket, socket.socket]:
     return client, conn
 
 
-def ingest_ceiling(directory: Path, seconds: float) -> float:
-    """MB/s: loopback TCP in 1 MB chunks -> recv_into -> os.write into a file in ``directory``."""
+def ingest_ceiling(directory: Path, seconds: float, fresh: bool = False) -> float:
+    """MB/s: loopback TCP in 1 MB chunks -> recv_into -> os.write into a file in ``directory``.
+
+    ``fresh=False`` rewrites one file, truncated every GB: the page cache reuses the pages it
+    just freed.  ``fresh=True`` writes the way a log grows: new 1 GB files, kept until the end,
+    so every write needs a page the file never had.  On a virtual machine whose balloon
+    reports free pages to the host (virtio-balloon free page reporting) a page that was never
+    written, or was freed a few seconds ago, costs the host a fault on first touch; a growing
+    log pays that, and only the fresh figure is the ceiling for it."""
     client, conn = _pair()
-    path = directory / "ingest-probe.bin"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    paths = [directory / "ingest-probe-0.bin"]
+    fd = os.open(paths[0], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fds = [fd]
     received = [0]
     stop = threading.Event()
 
     def receiver() -> None:
+        nonlocal fd
         buf = bytearray(CHUNK)
         view = memoryview(buf)
-        written_since_trunc = 0
+        written = 0
         while True:
             n = conn.recv_into(view)
             if n == 0:
                 return
             os.write(fd, view[:n])
             received[0] += n
-            written_since_trunc += n
-            if written_since_trunc > (1 << 30):  # keep the file (and the disk) bounded
-                os.ftruncate(fd, 0)
-                os.lseek(fd, 0, os.SEEK_SET)
-                written_since_trunc = 0
+            written += n
+            if written > (1 << 30):
+                written = 0
+                if fresh:  # roll, as a log rolls a segment
+                    paths.append(directory / f"ingest-probe-{len(paths)}.bin")
+                    fd = os.open(paths[-1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                    fds.append(fd)
+                else:  # keep the file (and the disk) bounded
+                    os.ftruncate(fd, 0)
+                    os.lseek(fd, 0, os.SEEK_SET)
 
     th = threading.Thread(target=receiver, daemon=True)
     th.start()
@@ -92,8 +106,10 @@ def ingest_ceiling(directory: Path, seconds: float) -> float:
     dt = time.perf_counter() - t0
     client.close()
     conn.close()
-    os.close(fd)
-    path.unlink(missing_ok=True)
+    for f in fds:
+        os.close(f)
+    for path in paths:
+        path.unlink(missing_ok=True)
     return received[0] / dt / 1e6
 
 
