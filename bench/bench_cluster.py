@@ -25,7 +25,6 @@ at 1,000 msg/s).  ``--jepsen SECONDS`` also runs the Jepsen-style checker
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -38,6 +37,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 from bench_broker import Target, latency, produce_librdkafka, start_ours  # noqa: E402
+from table import emit, limit_row, ratio_row  # noqa: E402
 
 from tests.cluster.conftest import Cluster, wait_for  # noqa: E402
 from tests.cluster.test_replication import Writer, create_topic, partition_state  # noqa: E402
@@ -195,7 +195,23 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-cluster-") as d:
         res = run(Path(d), a.records, a.rounds, a.seconds, a.jepsen)
     if a.json:
-        print(json.dumps(res))
+        rounds = res["rounds"]
+        lat = res["latency"]["cluster"]
+        emit(
+            [
+                ratio_row(
+                    "cluster",
+                    "produce RF 3 acks=all vs one broker (median)",
+                    statistics.median(r["cluster"]["mb_s"] for r in rounds),
+                    "MB/s",
+                    statistics.median(r["single"]["mb_s"] for r in rounds),
+                    "one broker",
+                    0.5,
+                ),
+                limit_row("cluster", "RF 3 acks=all p99 @1000 msg/s", lat["p99_ms"], "ms", 5.0),
+                limit_row("cluster", "failover: producing again after", res["resumed_s"], "s"),
+            ]
+        )
         return
     for row in table(res):
         print(row)

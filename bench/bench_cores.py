@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import bench_broker as BB  # noqa: E402
 import bench_limits as BL  # noqa: E402
+from table import emit, ratio_row  # noqa: E402
 
 from kafkatool.protocol import generated as G  # noqa: E402
 from kafkatool.protocol.framing import encode_request  # noqa: E402
@@ -90,7 +91,9 @@ def run(workdir: Path, cpus: str, seconds: float) -> tuple[float, float, float]:
         produce = BB.produce_raw(t, "cores", 1000, 16 << 10, 1, seconds)
         BB.create_topic(t.port, "many", PARTITIONS)
         fill(t.port, "many", PARTITIONS, 32)
-        fetch, errors = BL.fetch_lean(t.port, "many", PARTITIONS, seconds_cap=max(10.0, seconds * 4))
+        fetch, errors = BL.fetch_lean(
+            t.port, "many", PARTITIONS, seconds_cap=max(10.0, seconds * 4), min_seconds=seconds
+        )
         return produce.mb_s, fetch, produce.cpu_per_gb
     finally:
         t.stop()
@@ -101,6 +104,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--dir", type=Path, default=None)
+    ap.add_argument("--json", action="store_true", help="one JSON row per line (bench/table.py)")
     args = ap.parse_args()
     if shutil.which("taskset") is None or (os.cpu_count() or 1) < 2:
         sys.exit("needs taskset and at least 2 cores")
@@ -111,6 +115,24 @@ def main() -> None:
         two = run(work, "0,1", seconds)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    if args.json:
+        emit(
+            [
+                ratio_row(
+                    "cores", "produce 16 KiB batches, 2 cores vs 1", two[0], "MB/s", one[0], "1 core", 1.6
+                ),
+                ratio_row(
+                    "cores",
+                    f"fetch {PARTITIONS} partitions, 2 cores vs 1",
+                    two[1],
+                    "MB/s",
+                    one[1],
+                    "1 core",
+                    1.6,
+                ),
+            ]
+        )
+        return
     print(f"{'figure (MB/s)':44} {'1 core':>9} {'2 cores':>9} {'ratio':>7} {'target':>7}")
     for name, a, b in [
         ("produce, 16 KiB batches, acks=1", one[0], two[0]),

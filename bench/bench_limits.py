@@ -44,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import bench_broker as BB  # noqa: E402
+from table import emit, limit_row, ratio_row  # noqa: E402
 
 from kafkatool.protocol import generated as G  # noqa: E402
 from kafkatool.protocol.framing import encode_request  # noqa: E402
@@ -301,6 +302,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=5.0, help="duration of each probe and load")
     ap.add_argument("--quick", action="store_true", help="smoke run: 1.5 s per figure")
     ap.add_argument("--dir", type=Path, default=None, help="where the log dir goes (default: a temp dir)")
+    ap.add_argument("--json", action="store_true", help="one JSON row per line (bench/table.py)")
     args = ap.parse_args()
     seconds = 1.5 if args.quick else args.seconds
     work = Path(tempfile.mkdtemp(prefix="kafkatool-limits-", dir=args.dir))
@@ -321,6 +323,21 @@ def main() -> None:
             t.stop()
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    if args.json:
+        ceiling = "ingest (new pages)"
+        emit(
+            [
+                limit_row("limits", "ingest ceiling, recycled pages", recycled, "MB/s"),
+                limit_row("limits", "ingest ceiling, new pages (a growing log)", ingest, "MB/s"),
+                limit_row("limits", "egress ceiling (sendfile from page cache)", egress, "MB/s"),
+                ratio_row("limits", "produce, 1 MB batches, acks=1", big.mb_s, "MB/s", ingest, ceiling, 0.70),
+                ratio_row(
+                    "limits", "produce, 16 KiB batches, acks=1", small.mb_s, "MB/s", ingest, ceiling, 0.40
+                ),
+                ratio_row("limits", "fetch from the start (raw loop)", fetch, "MB/s", egress, "egress", 0.80),
+            ]
+        )
+        return
     rows = [
         ("ingest ceiling, recycled pages (file rewritten)", recycled, None, None, None),
         ("ingest ceiling, new pages (a growing log)", ingest, None, None, None),

@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import bench_broker as BB  # noqa: E402
+from table import emit, limit_row  # noqa: E402
 
 from kafkatool.formats import records as R  # noqa: E402
 from kafkatool.protocol import generated as G  # noqa: E402
@@ -251,6 +252,7 @@ def main() -> None:
     ap.add_argument("--max-seconds", type=float, default=600.0, help="cap on the background window")
     ap.add_argument("--quick", action="store_true", help="64 MB each, 3 s idle window")
     ap.add_argument("--dir", type=Path, default=None, help="where the log dir goes (default: a temp dir)")
+    ap.add_argument("--json", action="store_true", help="one JSON row per line (bench/table.py)")
     args = ap.parse_args()
     size = (64 if args.quick else args.size_mb) << 20
     idle = 3.0 if args.quick else args.idle_seconds
@@ -274,7 +276,8 @@ def main() -> None:
         fill(port, "cmp", size, keyed=True)
         fill(port, "ret", size, keyed=False)
         fill_s = time.monotonic() - t0
-        print(f"filled cmp and ret with {size >> 20} MB each in {fill_s:.1f} s", flush=True)
+        if not args.json:
+            print(f"filled cmp and ret with {size >> 20} MB each in {fill_s:.1f} s", flush=True)
 
         base = run_probes(port, lambda t0: time.sleep(idle))
 
@@ -309,6 +312,34 @@ def main() -> None:
                 proc.kill()
         shutil.rmtree(work, ignore_errors=True)
 
+    if args.json:
+        gen = pct(base["produce"][1], 0.99)
+        emit(
+            [
+                limit_row(
+                    "stalls",
+                    "idle: produce acks=all p99 @1000 msg/s",
+                    pct(base["produce"][0], 0.99),
+                    "ms",
+                    1.0,
+                ),
+                limit_row("stalls", "  generator lateness p99 (its own)", gen, "ms"),
+                limit_row(
+                    "stalls", "background: produce p99", pct(busy["produce"][0], 0.99), "ms", TARGET_P99_MS
+                ),
+                limit_row(
+                    "stalls",
+                    "background: produce p99.9",
+                    pct(busy["produce"][0], 0.999),
+                    "ms",
+                    TARGET_P999_MS,
+                ),
+                limit_row(
+                    "stalls", "background: fetch max delay", pct(busy["fetch"][0], 1.0), "ms", TARGET_FETCH_MS
+                ),
+            ]
+        )
+        return
     print("background work:")
     for ln in done:
         print("  " + ln.split(" logger=")[-1])

@@ -1,0 +1,92 @@
+"""Issue 16's benchmarks in one command, one table (opt-in, never part of the test suite).
+
+Runs, one after another and each in its own process (its own brokers, its own temp dirs):
+
+* ``bench_limits``  the machine's ingest and egress ceilings, and serve's produce
+  (1 MB and 16 KiB batches) and raw fetch against them;
+* ``bench_stalls``  acks=all latency at 1,000 msg/s idle (with the generator's own
+  lateness) and while the cleaner compacts and retention deletes 1 GB each;
+* ``bench_scale``   100 / 1,000 / 10,000 partitions: CreateTopics, RSS, Metadata,
+  start-up clean and after kill -9, produce to many partitions;
+* ``bench_cores``   the broker pinned to 1 and to 2 cores;
+* ``bench_cluster`` three brokers, replication factor 3, acks=all, against one broker.
+
+and prints every figure with its limit or baseline (measured in the same run), the ratio,
+the issue's target and whether it is met.  ``--quick`` passes ``--quick`` to each (a smoke
+run of a few minutes); ``--only limits,stalls`` picks benches.  Exit status 0 when every
+bench ran (met or not: the table says), 1 when one failed to run.
+
+    python bench/run_all.py            # the full run, about 15-20 minutes
+    python bench/run_all.py --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from table import Row, render  # noqa: E402
+
+BENCHES = ("limits", "stalls", "scale", "cores", "cluster")
+
+
+def run_one(name: str, quick: bool, timeout: float) -> tuple[list[Row], str | None]:
+    cmd = [sys.executable, str(HERE / f"bench_{name}.py"), "--json"] + (["--quick"] if quick else [])
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=HERE.parent)
+    except subprocess.TimeoutExpired:
+        return [], f"timed out after {timeout:.0f} s"
+    rows = []
+    for line in p.stdout.splitlines():
+        if line.startswith("{"):
+            rows.append(Row.from_json(line))
+    if p.returncode != 0 or not rows:
+        tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
+        return rows, f"exit {p.returncode}: {tail}"
+    return rows, None
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="pass --quick to every bench")
+    ap.add_argument(
+        "--only", default=",".join(BENCHES), help="comma-separated subset of " + ",".join(BENCHES)
+    )
+    ap.add_argument("--timeout", type=float, default=3600.0, help="per bench, seconds")
+    a = ap.parse_args()
+    names = [n.strip() for n in a.only.split(",") if n.strip()]
+    unknown = [n for n in names if n not in BENCHES]
+    if unknown:
+        ap.error(f"unknown bench: {', '.join(unknown)}")
+    rows: list[Row] = []
+    failed = []
+    for name in names:
+        t0 = time.monotonic()
+        print(f"running bench_{name} ...", file=sys.stderr, flush=True)
+        got, err = run_one(name, a.quick, a.timeout)
+        rows += got
+        print(
+            f"  bench_{name}: {len(got)} figures in {time.monotonic() - t0:.0f} s",
+            file=sys.stderr,
+            flush=True,
+        )
+        if err:
+            failed.append(f"bench_{name}: {err}")
+    for line in render(rows):
+        print(line)
+    met = sum(1 for r in rows if r.ok)
+    judged = sum(1 for r in rows if r.ok is not None)
+    print(f"\ntargets met: {met} of {judged}")
+    for f in failed:
+        print(f"did not run: {f}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
