@@ -312,7 +312,13 @@ def produce_raw(
     return Result(total / dt / 1e6, reqs * n / dt, cpu / (total / 1e9) if total else 0.0, sum(errors))
 
 
-def produce_librdkafka(t: Target, topic: str, record_size: int, count: int) -> Result:
+def produce_librdkafka(
+    t: Target, topic: str, record_size: int, count: int, queue_messages: int | None = 1_000_000
+) -> Result:
+    """``queue_messages``: the producer's queue.buffering.max.messages (None: librdkafka's
+    default, 100,000).  A queue as large as the run lets the loop enqueue everything at its
+    own pace and the broker drain it; the default makes the loop wait for acknowledgements
+    (back-pressure) and bounds the client's memory."""
     try:
         from confluent_kafka import Producer
     except ImportError:
@@ -323,9 +329,9 @@ def produce_librdkafka(t: Target, topic: str, record_size: int, count: int) -> R
             "acks": "all",
             "linger.ms": 5,
             "batch.size": 1 << 20,
-            "queue.buffering.max.messages": 1_000_000,
             "enable.idempotence": False,
         }
+        | ({"queue.buffering.max.messages": queue_messages} if queue_messages else {})
     )
     value = os.urandom(record_size)
     failed = [0]
