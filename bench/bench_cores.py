@@ -55,7 +55,7 @@ def start_pinned(workdir: Path, cpus: str) -> BB.Target:
             "-o",
             f"listeners=PLAINTEXT://127.0.0.1:{port}",
             "-o",
-            f"log.dirs={workdir / ('data-' + cpus)}",
+            f"log.dirs={workdir / ('data-' + cpus.replace(',', '-'))}",  # a comma would split log.dirs
         ],
         cwd=BB.REPO,
         stdout=log,
