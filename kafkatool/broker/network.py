@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import socket
 import sys
 import threading
 import time
@@ -363,6 +364,13 @@ class Connection:
         self.principal = principal
         #: segment bytes cannot be spliced into a TLS stream: buffered writes instead of sendfile
         self.tls = writer.get_extra_info("ssl_object") is not None
+        #: the TCP socket, for TCP_CORK around responses sent with sendfile (None on TLS)
+        sock = writer.get_extra_info("socket")
+        self._sock = (
+            sock
+            if not self.tls and sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6)
+            else None
+        )
         #: the SASL state (security/sasl.SaslSession) on SASL listeners, else None
         self.sasl = None
         self.reader = reader
@@ -508,14 +516,46 @@ class Connection:
             self._room.set()
 
     async def _write_parts(self, parts: Parts) -> None:
+        """A response with segment bytes: the pieces between two sendfiles go out as one
+        write (a fetch response's size prefix, headers and length prefixes are pieces of a
+        few bytes; slices too small to sendfile are read and joined to them), and the socket
+        is corked (TCP_CORK) while the response is written, so its headers leave in the
+        packets of its data.  Uncorked, each small piece left in a packet of its own, which
+        on loopback runs the receiver's TCP path in the sender's syscall and wakes the
+        receiver for a few bytes: a leader's profile had a fifth of its time there."""
         loop = asyncio.get_running_loop()
-        for p in parts:
-            if type(p) is FileSlice:
-                if p.size < SENDFILE_MIN_BYTES or self.tls:
-                    self.writer.write(p.read_bytes())
-                else:
+        cork = self._sock is not None and any(
+            type(p) is FileSlice and p.size >= SENDFILE_MIN_BYTES for p in parts
+        )
+        if cork:
+            self._set_cork(1)
+        try:
+            write = self.writer.write
+            pending: list = []
+            size = 0
+            for p in parts:
+                if type(p) is FileSlice and p.size >= SENDFILE_MIN_BYTES and not self.tls:
+                    if pending:
+                        write(pending[0] if len(pending) == 1 else b"".join(pending))
+                        pending, size = [], 0
                     sent = await loop.sendfile(self.transport, p, p.position, p.size)
                     if sent != p.size:
                         raise OSError(f"sendfile sent {sent} of {p.size} bytes")
-            else:
-                self.writer.write(p)
+                    continue
+                piece = p.read_bytes() if type(p) is FileSlice else p
+                pending.append(piece)
+                size += len(piece)
+                if size >= SENDFILE_MIN_BYTES:  # bounded: never one big joined copy
+                    write(pending[0] if len(pending) == 1 else b"".join(pending))
+                    pending, size = [], 0
+            if pending:
+                write(pending[0] if len(pending) == 1 else b"".join(pending))
+        finally:
+            if cork:
+                self._set_cork(0)
+
+    def _set_cork(self, on: int) -> None:
+        try:
+            self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, on)
+        except OSError:
+            pass  # the connection is going away; its writer finds out

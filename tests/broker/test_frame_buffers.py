@@ -78,3 +78,54 @@ def test_frames_received_into_reused_buffers_keep_their_own_bytes():
 
     kept = asyncio.run(run())
     assert [bytes(f) for f in kept] == [bytes([n]) * 50_000 for n in (0, 2, 4)]
+
+
+def test_a_response_with_file_slices_arrives_whole_and_leaves_the_socket_uncorked(tmp_path):
+    """Connection._write_parts: small pieces joined, big slices sent with sendfile, TCP_CORK
+    set while the response is written and cleared after it (a socket left corked would
+    hold every later small response back)."""
+    import os
+    import socket
+
+    from kafkatool.broker.network import SENDFILE_MIN_BYTES, Connection, FileSlice, Parts
+
+    seg = tmp_path / "seg.log"
+    data = os.urandom(3 * SENDFILE_MIN_BYTES)
+    seg.write_bytes(data)
+    big = 2 * SENDFILE_MIN_BYTES
+    expected = b"HEAD" + b"ab" + data[:big] + b"mid" + data[big : big + 100] + b"tail"
+
+    async def run():
+        got = bytearray()
+        done = asyncio.Event()
+
+        async def serve(reader, writer):
+            while len(got) < len(expected):
+                chunk = await reader.read(1 << 16)
+                if not chunk:
+                    break
+                got.extend(chunk)
+            done.set()
+            writer.close()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        conn = Connection.__new__(Connection)
+        conn.writer, conn.transport, conn.tls = writer, writer.transport, False
+        conn._sock = writer.get_extra_info("socket")
+        fd = os.open(seg, os.O_RDONLY)
+        try:
+            parts = Parts([b"HEAD", b"ab", FileSlice(fd, 0, big), b"mid", FileSlice(fd, big, 100), b"tail"])
+            await conn._write_parts(parts)
+            corked = conn._sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CORK)
+            await asyncio.wait_for(done.wait(), 30)
+        finally:
+            os.close(fd)
+            writer.close()
+            server.close()
+        return bytes(got), corked
+
+    got, corked = asyncio.run(run())
+    assert got == expected
+    assert corked == 0
