@@ -641,6 +641,7 @@ class Log:
         timestamp_type: str | None = None,
         validated: bool = False,
         origin: str = ORIGIN_CLIENT,
+        batches: list | None = None,
     ) -> AppendInfo:
         """Assign offsets from the log end offset by rewriting the batch headers in place
         (``baseOffset``, ``partitionLeaderEpoch``; for LogAppendTime also the timestamp and
@@ -651,7 +652,8 @@ class Log:
         ``origin`` is Kafka's AppendOrigin: a CLIENT append is checked against producer
         state first (UnifiedLog.analyzeAndValidateProducerState): a retried batch returns
         the original's offsets with ``duplicate`` set and appends nothing; an old epoch or a
-        sequence gap raises ProducerStateError.  COORDINATOR appends (the group and
+        sequence gap raises ProducerStateError.  ``batches``: the caller's parse of
+        ``records`` (used only when the bytes are appended in place).  COORDINATOR appends (the group and
         transaction coordinators' own records and markers) check only a marker's producer
         and coordinator epochs (ProducerAppendInfo.appendEndTxnMarker)."""
         self._require_writable()
@@ -659,7 +661,9 @@ class Log:
             buf = records  # the request's own buffer: offsets are written into it, no copy
         else:
             buf = bytearray(records)
-        batches = list(R.iter_batches(buf))
+            batches = None  # parsed over other bytes
+        # ``batches``: the caller's parse of these very bytes (the produce path's validation)
+        batches = list(R.iter_batches(buf)) if batches is None else batches
         if not batches:
             raise CorruptRecordError("no complete batch in the records to append", 0)
         for b in batches:

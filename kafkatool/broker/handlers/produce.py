@@ -220,7 +220,10 @@ def _append_partition(
             if any(b.magic < 2 or b.codec != want for b in batches):
                 data = _recompress(batches, want)
         # producer state (duplicates, epochs, sequences) is the log's: UnifiedLog.append
-        info = lg.append_as_leader(data, t.leader_epoch(index), validated=data is records)
+        same = data is records
+        info = lg.append_as_leader(
+            data, t.leader_epoch(index), validated=same, batches=batches if same else None
+        )
         resp.base_offset = info.first_offset
         resp.log_append_time_ms = info.log_append_time if info.log_append_time is not None else -1
         resp.log_start_offset = lg.log_start_offset
