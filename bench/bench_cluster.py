@@ -36,6 +36,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
+import bench_broker  # noqa: E402
 from bench_broker import Target, latency, produce_librdkafka, start_ours  # noqa: E402
 from table import emit, limit_row, ratio_row  # noqa: E402
 
@@ -49,6 +50,12 @@ PARTITIONS = 4  # bench_broker.produce_librdkafka writes round-robin over this m
 #: and the single broker's figure is the client's enqueue rate; on this VM the client's
 #: first touch of 1 GB of memory also costs it up to 50% more CPU in the slower set-up)
 VARIANTS = (("default", None), ("queue1M", 1_000_000))
+
+
+def set_partitions(n: int) -> None:
+    global PARTITIONS
+    PARTITIONS = n
+    bench_broker.PARTITIONS = n  # produce_librdkafka writes round-robin over this many
 
 
 def _delete(bootstrap: str, topic: str) -> None:
@@ -195,10 +202,17 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=5.0, help="each latency run")
     ap.add_argument("--quick", action="store_true", help="200 MB per run, one round")
     ap.add_argument(
+        "--partitions",
+        type=int,
+        default=PARTITIONS,
+        help="of the produce topics (default 4: leaders on every broker; 1: one leader, two followers)",
+    )
+    ap.add_argument(
         "--jepsen", type=float, default=0.0, help="also run the Jepsen-style checker this long (s)"
     )
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
+    set_partitions(a.partitions)
     if a.quick:
         a.records, a.rounds, a.seconds = 200_000, 1, 2.0
     with tempfile.TemporaryDirectory(prefix="bench-cluster-") as d:
