@@ -252,17 +252,28 @@ class Result:
 
 
 def produce_raw(
-    t: Target, topic: str, record_size: int, batch_bytes: int, acks: int, seconds: float
+    t: Target,
+    topic: str,
+    record_size: int,
+    batch_bytes: int,
+    acks: int,
+    seconds: float,
+    per_request: int = 1,
 ) -> Result:
+    """Raw Produce v7 requests of one batch each (``per_request`` > 1: that many partitions'
+    batches in each request, as a client sends every ready batch for the broker at once)."""
     data, n = make_batch(record_size, batch_bytes)
     frames = []
     for p in range(PARTITIONS):
+        parts = [(p + k) % PARTITIONS for k in range(per_request)]
         body = G.ProduceRequest(
             transactional_id=None,
             acks=acks,
             timeout_ms=30000,
             topic_data=[
-                TopicProduceData(name=topic, partition_data=[PartitionProduceData(index=p, records=data)])
+                TopicProduceData(
+                    name=topic, partition_data=[PartitionProduceData(index=i, records=data) for i in parts]
+                )
             ],
         )
         frames.append(encode_request(0, 7, 1, "bench", body))
@@ -288,10 +299,16 @@ def produce_raw(
                 resp = c.recv_frame()
                 inflight -= 1
                 counts[i] += 1
-                # v7: ... error_code i16, base_offset, log_append_time, log_start_offset (i64 each),
-                # throttle_time_ms i32: the one partition's error code is at [-30:-28]
-                if resp[-30:-28] != b"\x00\x00":
-                    errors[i] += 1
+                if per_request == 1:
+                    # v7: ... error_code i16, base_offset, log_append_time, log_start_offset (i64
+                    # each), throttle_time_ms i32: the one partition's error code is at [-30:-28]
+                    if resp[-30:-28] != b"\x00\x00":
+                        errors[i] += 1
+                else:
+                    _, r = parse_response(resp, 0, 7)
+                    errors[i] += sum(
+                        1 for tr in r.responses for pr in tr.partition_responses if pr.error_code
+                    )
             while inflight:
                 c.recv_frame()
                 inflight -= 1
@@ -307,7 +324,7 @@ def produce_raw(
         th.join()
     dt = time.perf_counter() - t0
     cpu = t.cpu_seconds() - cpu0
-    reqs = sum(counts)
+    reqs = sum(counts) * per_request
     total = reqs * len(data)
     return Result(total / dt / 1e6, reqs * n / dt, cpu / (total / 1e9) if total else 0.0, sum(errors))
 
