@@ -13,7 +13,8 @@ filesystem the broker uses:
 * egress: ``os.sendfile`` of a page-cached file over loopback to a receiver that
   discards (what a fetch path at best does: page cache -> socket).
 
-Then ``kafkatool serve`` takes raw produce requests (1 MB and 16 KiB batches, acks=1)
+Then ``kafkatool serve`` takes raw produce requests (1 MB and 16 KiB batches, acks=1; the
+16 KiB ones also with every partition's batch in one request, as a client sends them)
 with the load generator of ``bench_broker.py``, and serves a raw fetch loop from the
 start of the partitions whose client costs no more than the egress probe's receiver
 (``recv_into`` a preallocated buffer, read only the high watermark and batch headers;
@@ -315,6 +316,7 @@ def main() -> None:
             BB.create_topic(t.port, "limits", BB.PARTITIONS)
             big = BB.produce_raw(t, "limits", 1000, 1 << 20, 1, seconds)
             small = BB.produce_raw(t, "limits", 1000, 16 << 10, 1, seconds)
+            small4 = BB.produce_raw(t, "limits", 1000, 16 << 10, 1, seconds, per_request=BB.PARTITIONS)
             fetch, fetch_errors = fetch_lean(
                 t.port, "limits", BB.PARTITIONS, seconds_cap=max(10.0, seconds * 4), min_seconds=seconds
             )
@@ -334,6 +336,15 @@ def main() -> None:
                 ratio_row(
                     "limits", "produce, 16 KiB batches, acks=1", small.mb_s, "MB/s", ingest, ceiling, 0.40
                 ),
+                ratio_row(
+                    "limits",
+                    f"  same, {BB.PARTITIONS} partitions' batches per request",
+                    small4.mb_s,
+                    "MB/s",
+                    ingest,
+                    ceiling,
+                    None,
+                ),
                 ratio_row("limits", "fetch from the start (raw loop)", fetch, "MB/s", egress, "egress", 0.80),
             ]
         )
@@ -344,6 +355,13 @@ def main() -> None:
         ("egress ceiling (sendfile page cache -> loopback)", egress, None, None, None),
         ("produce, 1 MB batches, acks=1", big.mb_s, ingest, 0.70, big.errors),
         ("produce, 16 KiB batches, acks=1", small.mb_s, ingest, 0.40, small.errors),
+        (
+            f"  same, {BB.PARTITIONS} partitions' batches per request",
+            small4.mb_s,
+            ingest,
+            None,
+            small4.errors,
+        ),
         ("fetch from the start (raw loop)", fetch, egress, 0.80, fetch_errors),
         ("  same, bench_broker's decoding client", parsing.mb_s, egress, None, parsing.errors),
     ]
