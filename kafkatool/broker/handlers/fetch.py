@@ -335,6 +335,11 @@ def handle_fetch(ctx, req):
     return _long_poll(broker, req, header, read.tps, ctx.connection, denied)
 
 
+def _expire(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
 async def _long_poll(broker, req, header, tps, conn, denied=frozenset()):
     loop = asyncio.get_running_loop()
     deadline = loop.time() + req.max_wait_ms / 1000.0
@@ -346,10 +351,13 @@ async def _long_poll(broker, req, header, tps, conn, denied=frozenset()):
             left = deadline - loop.time()
             if read.errors or read.bytes >= req.min_bytes or left <= 0:
                 return _encode(header, read, broker, conn)
+            # the waiter is this request's own: the deadline completes it (no wait_for, whose
+            # extra future, task wrapping and callbacks each parked follower fetch paid)
+            timer = loop.call_at(deadline, _expire, fut)
             try:
-                await asyncio.wait_for(fut, left)
-            except TimeoutError:
-                pass
+                await fut
+            finally:
+                timer.cancel()
         finally:
             broker.drop_waiter(fut, tps)
 
