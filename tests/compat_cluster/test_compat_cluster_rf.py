@@ -173,3 +173,42 @@ def test_loaded_as_sitecustomize_it_wraps_both_at_start_up(tmp_path):
         "kafka.KafkaAdminClient.create_topics",
     ]
     assert m1 == m2 == "sitecustomize"
+
+
+def test_the_runner_flags_topics_without_n_replicas():
+    """run_compat_cluster.check_replication on ZooKeeper's view: a harness topic left at one
+    replica, one whose ISR is short, one the wrapper never saw and a missing internal topic fail."""
+    spec = importlib.util.spec_from_file_location(
+        "run_compat_cluster_under_test", HERE / "run_compat_cluster.py"
+    )
+    runner = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(runner)
+
+    def topic(replicas, isr=None):
+        return {
+            "replicas": {"0": replicas},
+            "state": {"0": {"leader": replicas[0], "isr": isr or replicas}},
+            "deleting": False,
+        }
+
+    zk = {
+        "hx-good": topic([1, 2, 3]),
+        "hx-rf1": topic([2]),
+        "hx-short-isr": topic([1, 2, 3], [1, 2]),
+        "hx-unseen": topic([1, 2, 3]),
+        "__consumer_offsets": topic([3, 1, 2]),
+        "other": topic([1]),
+    }
+    created = [{"topic": t, "sent": 3} for t in ("hx-good", "hx-rf1", "hx-short-isr", "hx-delete-topic-x")]
+    problems, stats = runner.check_replication(zk, created, 3, ["__consumer_offsets", "__transaction_state"])
+    assert stats == {"created": 4, "checked": 5, "deleted_by_harness": 1, "partitions": 5}
+    assert [p.split(":")[0] for p in problems] == [
+        "hx-rf1-0",
+        "hx-short-isr-0",
+        "hx-unseen",
+        "__transaction_state",
+    ]
+    assert runner.check_replication({"hx-good": topic([1, 2, 3])}, created[:1], 3, []) == (
+        [],
+        {"created": 1, "checked": 1, "deleted_by_harness": 0, "partitions": 1},
+    )
