@@ -48,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import bench_broker as BB  # noqa: E402
+from table import emit, limit_row, ratio_row  # noqa: E402
 
 from kafkatool.formats import records as R  # noqa: E402
 from kafkatool.protocol import generated as G  # noqa: E402
@@ -356,12 +357,54 @@ def report(rows: list[dict], nofile: int) -> None:
         print(f"produce errors: {errs}")
 
 
+def json_rows(rows: list[dict]) -> list:
+    out = []
+    for r in rows:
+        n = f"{r['partitions']:,} partitions"
+        if "create_max_s" in r:
+            out.append(
+                limit_row(
+                    "scale", f"{n}: CreateTopics(500) slowest", r["create_max_s"], "s", REQUEST_TIMEOUT_S
+                )
+            )
+        if "rss_mb" in r:
+            out.append(limit_row("scale", f"{n}: RSS", r["rss_mb"], "MB", TARGET_RSS_MB))
+        if "metadata_ms" in r:
+            out.append(
+                limit_row("scale", f"{n}: Metadata, all topics", r["metadata_ms"], "ms", TARGET_METADATA_MS)
+            )
+        if "clean_start_s" in r:
+            out.append(
+                limit_row("scale", f"{n}: start-up, clean", r["clean_start_s"], "s", TARGET_CLEAN_START_S)
+            )
+        if "killed_start_s" in r:
+            out.append(
+                limit_row(
+                    "scale", f"{n}: start-up after kill -9", r["killed_start_s"], "s", TARGET_KILLED_START_S
+                )
+            )
+        if r.get("single_msgs_s"):
+            out.append(
+                ratio_row(
+                    "scale",
+                    f"{n}: produce to {min(r['partitions'], 1000):,} partitions vs 1",
+                    r["many_msgs_s"],
+                    "msg/s",
+                    r["single_msgs_s"],
+                    "1 partition",
+                    TARGET_MANY_RATIO,
+                )
+            )
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", type=int, nargs="*", help="partition counts (default 100 1000 10000)")
     ap.add_argument("--quick", action="store_true", help="100 and 1,000 partitions, short produce runs")
     ap.add_argument("--seconds", type=float, default=3.0, help="each produce-rate run")
     ap.add_argument("--keep", action="store_true", help="keep the work dir")
+    ap.add_argument("--json", action="store_true", help="one JSON row per line (bench/table.py)")
     args = ap.parse_args()
     sizes = args.sizes or ([100, 1000] if args.quick else [100, 1000, 10000])
     seconds = 1.0 if args.quick else args.seconds
@@ -370,11 +413,15 @@ def main() -> None:
     rows = []
     try:
         for n in sizes:
-            print(f"{n} partitions ...", flush=True)
+            if not args.json:
+                print(f"{n} partitions ...", flush=True)
             rows.append(run_size(n, workdir, seconds))
             shutil.rmtree(workdir / f"data-{n}", ignore_errors=True)
     finally:
-        report(rows, nofile)
+        if args.json:
+            emit(json_rows(rows))
+        else:
+            report(rows, nofile)
         if args.keep:
             print(f"work dir kept: {workdir}")
         else:
