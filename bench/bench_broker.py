@@ -375,6 +375,31 @@ def produce_librdkafka(
     return Result(total / dt / 1e6, count / dt, cpu / (total / 1e9), failed[0])
 
 
+def fetch_request(topic: str, partition: int, offset: int, max_bytes: int) -> G.FetchRequest:
+    """One partition's Fetch from ``offset``, up to ``max_bytes`` (max_wait 100 ms: Tansu
+    answers max_wait_ms=0 with no partitions at all)."""
+    return G.FetchRequest(
+        replica_id=-1,
+        max_wait_ms=100,
+        min_bytes=1,
+        max_bytes=max_bytes,
+        isolation_level=0,
+        topics=[
+            FetchTopic(
+                topic=topic,
+                partitions=[
+                    FetchPartition(
+                        partition=partition,
+                        fetch_offset=offset,
+                        partition_max_bytes=max_bytes,
+                        log_start_offset=-1,
+                    )
+                ],
+            )
+        ],
+    )
+
+
 def consume_raw(t: Target, topic: str, seconds_cap: float = 30.0) -> Result:
     """Every partition read from offset 0 to its high watermark, one connection per partition
     (Fetch v11, 8 MiB per response), so the client's parsing is spread over threads."""
@@ -385,27 +410,7 @@ def consume_raw(t: Target, topic: str, seconds_cap: float = 30.0) -> Result:
             offset = 0
             t0 = time.perf_counter()
             while time.perf_counter() - t0 < seconds_cap:
-                req = G.FetchRequest(
-                    # max_wait 100: Tansu answers max_wait_ms=0 with no partitions at all
-                    replica_id=-1,
-                    max_wait_ms=100,
-                    min_bytes=1,
-                    max_bytes=8 << 20,
-                    isolation_level=0,
-                    topics=[
-                        FetchTopic(
-                            topic=topic,
-                            partitions=[
-                                FetchPartition(
-                                    partition=p,
-                                    fetch_offset=offset,
-                                    partition_max_bytes=8 << 20,
-                                    log_start_offset=-1,
-                                )
-                            ],
-                        )
-                    ],
-                )
+                req = fetch_request(topic, p, offset, 8 << 20)
                 resp = c.request(1, 11, req)
                 pd = resp.responses[0].partitions[0]
                 if pd.error_code or offset >= pd.high_watermark:

@@ -47,9 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import bench_broker as BB  # noqa: E402
 from table import emit, limit_row, ratio_row  # noqa: E402
 
-from kafkatool.protocol import generated as G  # noqa: E402
 from kafkatool.protocol.framing import encode_request  # noqa: E402
-from kafkatool.protocol.generated.fetch_request import FetchPartition, FetchTopic  # noqa: E402
 
 CHUNK = 1 << 20
 
@@ -197,26 +195,7 @@ def fetch_lean(
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         buf = bytearray(33 << 20)
         view = memoryview(buf)
-        req = G.FetchRequest(
-            replica_id=-1,
-            max_wait_ms=100,
-            min_bytes=1,
-            max_bytes=32 << 20,
-            isolation_level=0,
-            topics=[
-                FetchTopic(
-                    topic=topic,
-                    partitions=[
-                        FetchPartition(
-                            partition=p,
-                            fetch_offset=_SENTINEL,
-                            partition_max_bytes=32 << 20,
-                            log_start_offset=-1,
-                        )
-                    ],
-                )
-            ],
-        )
+        req = BB.fetch_request(topic, p, _SENTINEL, 32 << 20)
         frame = bytearray(encode_request(1, 11, 0, "bench", req))
         at = frame.find(_SENTINEL.to_bytes(8, "big"))
         offset = 0

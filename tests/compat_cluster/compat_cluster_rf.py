@@ -95,31 +95,27 @@ def kafka_python_topics(new_topics, rf: int):
     return out
 
 
+def _wrap(cls, label: str, convert, rf: int) -> None:
+    orig = cls.create_topics
+
+    def create_topics(self, new_topics, *args, **kw):
+        return orig(self, convert(new_topics, rf), *args, **kw)
+
+    create_topics.__wrapped__ = orig
+    cls.create_topics = create_topics
+    WRAPPED.append(f"{label}.create_topics")
+
+
 def wrap_confluent(rf: int) -> None:
     from confluent_kafka.admin import AdminClient
 
-    orig = AdminClient.create_topics
-
-    def create_topics(self, new_topics, *args, **kw):
-        return orig(self, confluent_topics(new_topics, rf), *args, **kw)
-
-    create_topics.__wrapped__ = orig
-    AdminClient.create_topics = create_topics
-    WRAPPED.append("confluent_kafka.admin.AdminClient.create_topics")
+    _wrap(AdminClient, "confluent_kafka.admin.AdminClient", confluent_topics, rf)
 
 
 def wrap_kafka_python(rf: int) -> None:
     import kafka
 
-    cls = kafka.KafkaAdminClient
-    orig = cls.create_topics
-
-    def create_topics(self, new_topics, *args, **kw):
-        return orig(self, kafka_python_topics(new_topics, rf), *args, **kw)
-
-    create_topics.__wrapped__ = orig
-    cls.create_topics = create_topics
-    WRAPPED.append("kafka.KafkaAdminClient.create_topics")
+    _wrap(kafka.KafkaAdminClient, "kafka.KafkaAdminClient", kafka_python_topics, rf)
 
 
 def install(rf: int | None = None) -> int:

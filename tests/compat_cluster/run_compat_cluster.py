@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -45,10 +44,16 @@ REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO))
 
 from tests.cluster.conftest import Cluster  # noqa: E402
+from tests.compat_harness import (  # noqa: E402
+    HARNESS,
+    NICE,
+    harness_python,
+    inject_sitecustomize,
+    run_py,
+    summarize,
+)
 from tests.zk.conftest import run_zookeeper  # noqa: E402
 
-HARNESS = Path(os.environ.get("KAFKATOOL_COMPAT", "/work/shared/compat"))
-NICE = ["nice", "-n", "19"]
 BROKERS = 3
 INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 
@@ -85,17 +90,9 @@ def required_internal_topics(harness_args: list[str]) -> list[str]:
     return need
 
 
-def harness_python() -> str:
-    """The interpreter run.py gives the cells (its .venv when set up, else its own)."""
-    venv = HARNESS / ".venv" / "bin" / "python"
-    return str(venv) if venv.exists() else sys.executable
-
-
 def injection_env(work: Path, rf: int) -> dict[str, str]:
     """The environment that carries the replication factor into the harness's cells."""
-    inject = work / "inject"
-    inject.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(HERE / "compat_cluster_rf.py", inject / "sitecustomize.py")
+    inject = inject_sitecustomize(work, HERE / "compat_cluster_rf.py")
     rf_log = work / "created_topics.jsonl"
     rf_log.unlink(missing_ok=True)
     return {
@@ -273,17 +270,6 @@ def fleet_scan(log_dirs: list[Path], out: Path) -> tuple[bool, str, float]:
     return r.returncode == 0 and not divergences and not bad, "\n".join(lines), secs
 
 
-def summarize(results: dict) -> tuple[dict[str, int], list[str]]:
-    counts = {"ok": 0, "fail": 0, "n/a": 0}
-    failed = []
-    for client, cells in results.items():
-        for scenario, cell in cells.items():
-            counts[cell["status"]] = counts.get(cell["status"], 0) + 1
-            if cell["status"] not in ("ok", "n/a"):
-                failed.append(f"{client}/{scenario}: {cell['detail'][:300]}")
-    return counts, failed
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(
         description=__doc__.splitlines()[0],
@@ -332,18 +318,7 @@ def main() -> int:
             cluster.start()
             bootstrap = ",".join(b.bootstrap for b in cluster.brokers.values())
             print(f"cluster: ZooKeeper {cluster.connect}, brokers {bootstrap}", flush=True)
-            cmd = [
-                *NICE,
-                sys.executable,
-                str(HARNESS / "run.py"),
-                "--bootstrap",
-                bootstrap,
-                "--json",
-                str(out),
-                "--logs",
-                str(work / "logs"),
-                *harness_args,
-            ]
+            cmd = run_py(bootstrap, out, work / "logs", harness_args)
             print("$", " ".join(cmd), flush=True)
             t_matrix = time.monotonic()
             rc = subprocess.run(cmd, env=env, timeout=3 * 3600).returncode

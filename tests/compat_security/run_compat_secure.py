@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -35,29 +34,27 @@ REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO))
 
 from tests.broker.conftest import BrokerProcess, free_port  # noqa: E402
+from tests.compat_harness import (  # noqa: E402
+    HARNESS,
+    NICE,
+    harness_python,
+    inject_sitecustomize,
+    run_py,
+    summarize,
+)
 from tests.compat_security.run_librdkafka_security import (  # noqa: E402
     add_scram_user,
     keystore_settings,
     make_pki,
 )
 
-HARNESS = Path(os.environ.get("KAFKATOOL_COMPAT", "/work/shared/compat"))
 MECHANISM = "SCRAM-SHA-512"
 USER, PASSWORD = "compat", "compat-secret"
-NICE = ["nice", "-n", "19"]
-
-
-def harness_python() -> str:
-    """The interpreter run.py gives the cells (its .venv when set up, else its own)."""
-    venv = HARNESS / ".venv" / "bin" / "python"
-    return str(venv) if venv.exists() else sys.executable
 
 
 def client_security_env(work: Path, ca_file: str) -> dict[str, str]:
     """The environment that carries the SASL_SSL settings into the harness's cells."""
-    inject = work / "inject"
-    inject.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(HERE / "compat_client_security.py", inject / "sitecustomize.py")
+    inject = inject_sitecustomize(work, HERE / "compat_client_security.py")
     kcat_conf = work / "kcat.conf"
     kcat_conf.write_text(
         "security.protocol=SASL_SSL\n"
@@ -101,17 +98,6 @@ def check_injection(env: dict[str, str]) -> None:
         raise SystemExit("c_kcat.py passes -F, which takes precedence over KCAT_CONFIG")
 
 
-def summarize(results: dict) -> tuple[dict[str, int], list[str]]:
-    counts = {"ok": 0, "fail": 0, "n/a": 0}
-    failed = []
-    for client, cells in results.items():
-        for scenario, cell in cells.items():
-            counts[cell["status"]] = counts.get(cell["status"], 0) + 1
-            if cell["status"] != "ok" and cell["status"] != "n/a":
-                failed.append(f"{client}/{scenario}: {cell['detail'][:200]}")
-    return counts, failed
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(
         description=__doc__.splitlines()[0],
@@ -144,18 +130,7 @@ def main() -> int:
             check_injection(env)
         out = work / "matrix.json"
         out.unlink(missing_ok=True)
-        cmd = [
-            *NICE,
-            sys.executable,
-            str(HARNESS / "run.py"),
-            "--bootstrap",
-            f"127.0.0.1:{sasl_ssl}",
-            "--json",
-            str(out),
-            "--logs",
-            str(work / "logs"),
-            *harness_args,
-        ]
+        cmd = run_py(f"127.0.0.1:{sasl_ssl}", out, work / "logs", harness_args)
         print("$", " ".join(cmd), flush=True)
         rc = subprocess.run(cmd, env=env, timeout=3 * 3600).returncode
     finally:
