@@ -83,6 +83,39 @@ def atomic_write(path: str | os.PathLike, data: bytes | bytearray | memoryview, 
     replace(tmp, path, sync=sync)
 
 
+def write_in_place(
+    path: str | os.PathLike, data: bytes | bytearray | memoryview, *, sync: bool = True
+) -> None:
+    """Write ``path`` where it is: truncate (or create), write, fsync; the directory is fsynced
+    only for a new file (an overwrite changes no directory entry).
+
+    For files whose own checksum shows a torn write, which their reader then drops:
+    producer snapshots, as Kafka's ProducerStateManager.writeSnapshot writes them.  A crash
+    may leave the file torn (the loader deletes it and rebuilds from an older snapshot and
+    the log), never a wrong one.
+    """
+    path = Path(path)
+    fault_point("write", path)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+        created = False
+    except FileNotFoundError:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        created = True
+    try:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        if sync:
+            fault_point("fsync", path)
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    if sync and created:
+        fsync_dir(path.parent)
+
+
 def replace(src: str | os.PathLike, dst: str | os.PathLike, *, sync: bool = True) -> None:
     """Atomic rename (overwrites ``dst``), then fsync of the destination directory."""
     fault_point("rename", dst)

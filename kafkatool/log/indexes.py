@@ -174,11 +174,12 @@ class _FileIndex:
         return fx.offset_index_is_full(self.entries, self.max_entries)
 
     def reset(self) -> None:
-        """Drop every entry (recovery rebuilds from the log)."""
+        """Drop every entry (recovery rebuilds from the log): the file is cut to nothing; the
+        first rebuilt entry grows it again (``_append_raw``), recovery trims it to its entries
+        and an active segment's is grown to the maximum once loaded."""
         self.entries = 0
         if self.writable:
             self.resize(0)
-            self.grow_to_max()
 
     def _append_raw(self, packed: bytes) -> None:
         self._hold()

@@ -481,9 +481,18 @@ class Log:
                     self._recover_segment(seg, log_start_offset)
 
     def _recover_segment(self, seg: Segment, log_start_offset: int) -> SegmentScan:
-        """Rebuild producer state up to the segment, then Kafka's LogSegment.recover."""
+        """Rebuild producer state up to the segment, then Kafka's LogSegment.recover.
+
+        Kafka's rebuild deletes the snapshots above the segment's base offset first; here they
+        go once the segment is recovered, except the one its snapshot has just replaced in
+        place (a partition recovered after a crash rewrites the snapshot at its log end offset:
+        a rename over the old file, not an unlink and a new file). The files left are the same;
+        a crash in between leaves a load that is unclean again and recovers the segment again."""
         psm = ProducerStateManager(self.dir, expiration_ms=self.config.producer_id_expiration_ms)
-        self._replay_producer_state(psm, log_start_offset, seg.base_offset, False)
+        snapshots = psm.snapshot_files()
+        above = [off for off in snapshots if off > seg.base_offset]
+        below = {off: path for off, path in snapshots.items() if off <= seg.base_offset}
+        self._replay_producer_state(psm, log_start_offset, seg.base_offset, False, below)
         cache = self.leader_epoch_cache
 
         def on_batch(batch: R.Batch) -> None:
@@ -503,7 +512,10 @@ class Log:
         except fx.IndexOffsetOverflowError as exc:
             exc.segment = seg
             raise
-        psm.take_snapshot()
+        written = psm.take_snapshot()
+        for off in above:
+            if written is None or off != psm.last_snapshot_offset:
+                psm.delete_snapshot(off)
         self.load_result.recovered.append(scan)
         return scan
 

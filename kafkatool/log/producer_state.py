@@ -142,7 +142,8 @@ class ProducerStateManager:
             # Kafka: "if not a new offset, then it is not worth taking another copy"
             return None
         entries = [p.to_snapshot() for _, p in sorted(self.producers.items())]
-        fileops.atomic_write(path, snap.encode_snapshot(entries), sync=sync)
+        # in place, as Kafka writes a snapshot: its CRC tells a torn file, which loading drops
+        fileops.write_in_place(path, snap.encode_snapshot(entries), sync=sync)
         self.last_snapshot_offset = self.map_end_offset
         return path
 
