@@ -174,12 +174,10 @@ class _FileIndex:
         return fx.offset_index_is_full(self.entries, self.max_entries)
 
     def reset(self) -> None:
-        """Drop every entry (recovery rebuilds from the log): the file is cut to nothing; the
-        first rebuilt entry grows it again (``_append_raw``), recovery trims it to its entries
-        and an active segment's is grown to the maximum once loaded."""
+        """Drop every entry (recovery rebuilds from the log), as Kafka's reset does: the count
+        goes to zero and the rebuilt entries overwrite the file from its start; recovery then
+        trims it to them (a file cut to nothing first cost a block release per segment)."""
         self.entries = 0
-        if self.writable:
-            self.resize(0)
 
     def _append_raw(self, packed: bytes) -> None:
         self._hold()

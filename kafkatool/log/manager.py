@@ -278,12 +278,15 @@ class LogManager:
             return
         found, skipped = _scan_log_dir(log_dir)
         state.skipped.extend(skipped)
-        if self.recovery_threads == 1 or len(found) < 2:
+        if self.recovery_threads == 1 or len(found) < 2 or state.had_clean_shutdown:
+            # after a clean shutdown nothing is recovered: loading is interpreter work that the
+            # GIL runs one thread at a time, and a second thread only adds a GIL hand-off at
+            # every system call (measured at 10,000 partitions: 4.3 s on one thread, 7.7 s on two)
             for path, tp in found:
                 self._load_log(state, path, tp)
         else:
             # Kafka's loadLogs: a pool of num.recovery.threads.per.data.dir threads per dir; the
-            # loads overlap their file system calls (fsync, open, truncate release the GIL);
+            # recoveries overlap their waits on the disk (fsync, truncate release the GIL);
             # the partitions are registered in dir order once all loaded
             with ThreadPoolExecutor(self.recovery_threads, thread_name_prefix="log-recovery") as pool:
                 futures = [pool.submit(self._open_partition, state, path, tp) for path, tp in found]
