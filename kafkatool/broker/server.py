@@ -187,7 +187,8 @@ class Broker:
             self.replicas = self.cluster.replicas
             self.cluster.connect()
         self._install_authorizer()
-        topic_configs = {n: self.config.log_config(t.configs) for n, t in self.metadata.topics.items()}
+        log_config = self._log_config_memo()
+        topic_configs = {n: log_config(t.configs) for n, t in self.metadata.topics.items()}
         self.manager = LogManager(
             dirs,
             self.config.log_config(),
@@ -205,8 +206,9 @@ class Broker:
             if k in BROKER_CONFIGS and k not in self.config.dynamic:
                 self.config.dynamic[k] = v
                 notes.append(f"dynamic broker config from __cluster_metadata: {k}={v}")
+        log_config = self._log_config_memo()  # the dynamic broker configs above may have changed
         for name, t in self.metadata.topics.items():
-            cfg = self.config.log_config(t.configs)
+            cfg = log_config(t.configs)
             self.manager.topic_configs[name] = cfg
             for p in range(t.partitions):
                 lg = self.manager.get_log(name, p)
@@ -250,6 +252,20 @@ class Broker:
             new_dirs,
         )
         return self.startup
+
+    def _log_config_memo(self):
+        """``config.log_config`` for start-up's loops: topics with the same overrides (most have
+        none) share one LogConfig (frozen), computed once."""
+        memo: dict[tuple, object] = {}
+
+        def log_config(configs: dict[str, str]):
+            key = tuple(sorted(configs.items()))
+            cfg = memo.get(key)
+            if cfg is None:
+                cfg = memo[key] = self.config.log_config(configs)
+            return cfg
+
+        return log_config
 
     def _attach(self, lg: Log) -> None:
         if self.cluster is None:

@@ -364,12 +364,28 @@ def r_ccount(buf, pos: int, end: int) -> tuple[int, int]:
     return n, pos
 
 
+#: compiled formats of short fixed-width arrays (replica lists: one to a few ids), by (code, n):
+#: a Metadata answer of 10,000 partitions packs and unpacks 30,000 of them
+_ARRAY_STRUCTS: dict[tuple[str, int], struct.Struct] = {}
+_ARRAY_STRUCTS_MAX_N = 32
+
+
+def _array_struct(code: str, n: int) -> struct.Struct:
+    st = _ARRAY_STRUCTS.get((code, n))
+    if st is None:
+        st = struct.Struct(f">{n}{code}")
+        if n <= _ARRAY_STRUCTS_MAX_N:
+            _ARRAY_STRUCTS[(code, n)] = st
+    return st
+
+
 def r_fixed_array(buf, pos: int, end: int, n: int, code: str, size: int) -> tuple[list, int]:
     total = n * size
     if total > end - pos:
         _too_long(pos, n, (end - pos) // size, "array")
-    values = list(struct.unpack_from(f">{n}{code}", buf, pos))
-    return values, pos + total
+    if not n:
+        return [], pos
+    return list(_array_struct(code, n).unpack_from(buf, pos)), pos + total
 
 
 def r_uuid_array(buf, pos: int, end: int, n: int) -> tuple[list, int]:
@@ -398,7 +414,8 @@ def w_ccount(out: bytearray, arr) -> None:
 
 
 def w_fixed_array(out: bytearray, arr, code: str) -> None:
-    out += struct.pack(f">{len(arr)}{code}", *arr)
+    if arr:
+        out += _array_struct(code, len(arr)).pack(*arr)
 
 
 def w_uuid_array(out: bytearray, arr) -> None:

@@ -28,7 +28,7 @@ SNAPSHOT_SUFFIX = ".snapshot"
 
 def offset_from_file_name(path: str | os.PathLike) -> int | None:
     """Kafka parses the offset from the file name up to the first '.'; None if not a number."""
-    name = Path(path).name
+    name = path if isinstance(path, str) and "/" not in path else Path(path).name
     head = name.split(".", 1)[0]
     if not head.isdigit():
         return None
@@ -99,6 +99,21 @@ def open_regular(path: str | os.PathLike, flags: int = os.O_RDONLY) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def read_file(path: str | os.PathLike) -> bytes:
+    """The whole content of a small file (a checkpoint, a snapshot): one descriptor, no buffered
+    file object (the loader reads three per partition)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        chunks = []
+        while True:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
 
 
 def read_regular(path: str | os.PathLike) -> bytes:

@@ -83,6 +83,42 @@ def atomic_write(path: str | os.PathLike, data: bytes | bytearray | memoryview, 
     replace(tmp, path, sync=sync)
 
 
+def write_in_place(
+    path: str | os.PathLike, data: bytes | bytearray | memoryview, *, sync: bool = True
+) -> None:
+    """Write ``path`` where it is: overwrite from the start (or create), cut what is left of a
+    longer old file, fdatasync; the directory is fsynced only for a new file (an overwrite of
+    the same size changes no directory entry and no block map).
+
+    For files whose own checksum shows a torn write, which their reader then drops:
+    producer snapshots, as Kafka's ProducerStateManager.writeSnapshot writes them.  A crash
+    may leave the file torn (the loader deletes it and rebuilds from an older snapshot and
+    the log), never a wrong one.
+    """
+    path = Path(path)
+    fault_point("write", path)
+    try:
+        fd = os.open(path, os.O_WRONLY)
+        created = False
+    except FileNotFoundError:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        created = True
+    try:
+        view = memoryview(data)
+        pos = 0
+        while pos < len(view):
+            pos += os.pwrite(fd, view[pos:], pos)
+        if not created and os.fstat(fd).st_size > pos:
+            os.ftruncate(fd, pos)
+        if sync:
+            fault_point("fsync", path)
+            os.fdatasync(fd)
+    finally:
+        os.close(fd)
+    if sync and created:
+        fsync_dir(path.parent)
+
+
 def replace(src: str | os.PathLike, dst: str | os.PathLike, *, sync: bool = True) -> None:
     """Atomic rename (overwrites ``dst``), then fsync of the destination directory."""
     fault_point("rename", dst)

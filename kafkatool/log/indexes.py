@@ -55,7 +55,7 @@ class _FileIndex:
     _struct: struct.Struct
 
     def __init__(self, path: str | os.PathLike, base_offset: int, max_index_size: int, *, writable: bool):
-        self.path = Path(path)
+        self.path = path if isinstance(path, Path) else Path(path)
         self.base_offset = base_offset
         self.max_index_size = max_index_size // self.entry_size * self.entry_size
         self.writable = writable
@@ -139,6 +139,21 @@ class _FileIndex:
         self.resize(self.entries * self.entry_size)
 
     def grow_to_max(self) -> None:
+        if self._fd < 0 and self.writable:
+            # a released index (a segment made active by loading): set the length by path, with
+            # no descriptor (one stat and at most one truncate instead of open/fstat/close)
+            try:
+                size = os.stat(self.path).st_size
+            except FileNotFoundError:
+                size = None  # created by resize's descriptor
+            if size is not None:
+                if self._entries is None:
+                    self._entries = size // self.entry_size
+                rounded = max(self.max_index_size, self._entries * self.entry_size)
+                if rounded != size:
+                    os.truncate(self.path, rounded)
+                self._length = rounded
+                return
         self.resize(self.max_index_size)
 
     @property
@@ -159,11 +174,10 @@ class _FileIndex:
         return fx.offset_index_is_full(self.entries, self.max_entries)
 
     def reset(self) -> None:
-        """Drop every entry (recovery rebuilds from the log)."""
+        """Drop every entry (recovery rebuilds from the log), as Kafka's reset does: the count
+        goes to zero and the rebuilt entries overwrite the file from its start; recovery then
+        trims it to them (a file cut to nothing first cost a block release per segment)."""
         self.entries = 0
-        if self.writable:
-            self.resize(0)
-            self.grow_to_max()
 
     def _append_raw(self, packed: bytes) -> None:
         self._hold()
@@ -362,7 +376,7 @@ class TransactionIndex:
     """The ``.txnindex``: not preallocated, created on the first aborted transaction."""
 
     def __init__(self, path: str | os.PathLike, base_offset: int, *, writable: bool):
-        self.path = Path(path)
+        self.path = path if isinstance(path, Path) else Path(path)
         self.base_offset = base_offset
         self.writable = writable
         self._entries: list[fx.AbortedTxn] | None = None  # read on first use (Kafka's LazyIndex)

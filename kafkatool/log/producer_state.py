@@ -24,7 +24,12 @@ from kafkatool.formats import snapshot as snap
 from kafkatool.formats.errors import FormatError
 from kafkatool.formats.index import AbortedTxn
 from kafkatool.log import fileops
-from kafkatool.log.file_records import SNAPSHOT_SUFFIX, file_name_for_offset, offset_from_file_name
+from kafkatool.log.file_records import (
+    SNAPSHOT_SUFFIX,
+    file_name_for_offset,
+    offset_from_file_name,
+    read_file,
+)
 
 #: batches remembered per producer for duplicate detection (Kafka's NUM_BATCHES_TO_RETAIN)
 BATCHES_TO_RETAIN = 5
@@ -99,7 +104,7 @@ class CompletedTxn:
 
 class ProducerStateManager:
     def __init__(self, log_dir: str | os.PathLike, *, expiration_ms: int = 86400000, writable: bool = True):
-        self.dir = Path(log_dir)
+        self.dir = log_dir if isinstance(log_dir, Path) else Path(log_dir)
         self.expiration_ms = expiration_ms
         self.writable = writable
         self.producers: dict[int, ProducerEntry] = {}
@@ -137,7 +142,8 @@ class ProducerStateManager:
             # Kafka: "if not a new offset, then it is not worth taking another copy"
             return None
         entries = [p.to_snapshot() for _, p in sorted(self.producers.items())]
-        fileops.atomic_write(path, snap.encode_snapshot(entries), sync=sync)
+        # in place, as Kafka writes a snapshot: its CRC tells a torn file, which loading drops
+        fileops.write_in_place(path, snap.encode_snapshot(entries), sync=sync)
         self.last_snapshot_offset = self.map_end_offset
         return path
 
@@ -152,8 +158,9 @@ class ProducerStateManager:
             if off < offset:
                 self.delete_snapshot(off)
 
-    def remove_stray_snapshots(self, segment_bases: list[int]) -> None:
-        """Keep snapshots at segment bases, plus the newest one above the last base."""
+    def remove_stray_snapshots(self, segment_bases: list[int]) -> dict[int, Path]:
+        """Keep snapshots at segment bases, plus the newest one above the last base; returns
+        the snapshot files kept (Kafka reloads its snapshot map here)."""
         files = self.snapshot_files()
         bases = set(segment_bases)
         last_base = max(segment_bases) if segment_bases else None
@@ -161,9 +168,13 @@ class ProducerStateManager:
         for off in files:
             if last_base is not None and off > last_base:
                 newest_above = off
-        for off in files:
+        kept = {}
+        for off, path in files.items():
             if off not in bases and off != newest_above:
                 self.delete_snapshot(off)
+            else:
+                kept[off] = path
+        return kept
 
     # ------------------------------------------------------------ loading
     def is_expired(self, entry: ProducerEntry, now_ms: int) -> bool:
@@ -173,12 +184,16 @@ class ProducerStateManager:
         self.producers.clear()
         self._ongoing.clear()
 
-    def load_from_snapshot(self, log_start_offset: int, now_ms: int) -> int | None:
+    def load_from_snapshot(
+        self, log_start_offset: int, now_ms: int, *, snapshots: dict[int, Path] | None = None
+    ) -> int | None:
         """Load the latest valid snapshot; corrupt ones are deleted (as Kafka does; a read-only
-        manager just skips them) and older ones tried.  Returns the snapshot offset or None."""
+        manager just skips them) and older ones tried.  Returns the snapshot offset or None.
+        ``snapshots``: the snapshot files as just listed (None: list them)."""
         self.bad_snapshots: list[tuple[Path, str]] = []
-        for off, path in sorted(self.snapshot_files().items(), reverse=True):
-            result = snap.read_snapshot(path.read_bytes())
+        files = self.snapshot_files() if snapshots is None else snapshots
+        for off, path in sorted(files.items(), reverse=True):
+            result = snap.read_snapshot(read_file(path))
             if result.error is not None:
                 self.bad_snapshots.append((path, str(result.error)))
                 self.delete_snapshot(off)
@@ -209,13 +224,24 @@ class ProducerStateManager:
         self.last_snapshot_offset = self.map_end_offset = log_start_offset
         return None
 
-    def truncate_and_reload(self, log_start_offset: int, log_end_offset: int, now_ms: int) -> None:
-        for off in self.snapshot_files():
+    def truncate_and_reload(
+        self,
+        log_start_offset: int,
+        log_end_offset: int,
+        now_ms: int,
+        *,
+        snapshots: dict[int, Path] | None = None,
+    ) -> None:
+        """``snapshots``: the snapshot files as just listed (None: list them)."""
+        kept = {}
+        for off, path in (self.snapshot_files() if snapshots is None else snapshots).items():
             if off > log_end_offset:
                 self.delete_snapshot(off)
+            else:
+                kept[off] = path
         if log_end_offset != self.map_end_offset:
             self.clear()
-            self.load_from_snapshot(log_start_offset, now_ms)
+            self.load_from_snapshot(log_start_offset, now_ms, snapshots=kept)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         self.clear()

@@ -214,7 +214,7 @@ class Segment:
         preallocate: bool = False,
         now_ms: int | None = None,
     ):
-        self.dir = Path(dir)
+        self.dir = dir if isinstance(dir, Path) else Path(dir)
         self.base_offset = base_offset
         self.config = config or LogConfig()
         self.writable = writable

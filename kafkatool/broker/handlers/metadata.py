@@ -121,20 +121,21 @@ def topic_entry(broker, t) -> MetadataResponseTopic:
             partitions=[_cluster_partition(broker, t, p) for p in range(t.partitions)],
             topic_authorized_operations=AUTHORIZED_OPS_OMITTED,
         )
+    # positional arguments and one replica list per topic (the encoder only reads them): a
+    # Metadata answer for every topic builds 10,000 of these at the scale
+    name = t.name
+    get_log = broker.get_log
+    epoch = t.leader_epoch
+    nodes: list[int] = [node]
+    none: list[int] = []
     parts = []
     for p in range(t.partitions):
-        lg = broker.get_log(t.name, p)
-        parts.append(
-            MetadataResponsePartition(
-                error_code=0 if lg is not None else ErrorCode.LEADER_NOT_AVAILABLE,
-                partition_index=p,
-                leader_id=node if lg is not None else -1,
-                leader_epoch=t.leader_epoch(p),
-                replica_nodes=[node],
-                isr_nodes=[node] if lg is not None else [],
-                offline_replicas=[] if lg is not None else [node],
+        if get_log(name, p) is not None:
+            parts.append(MetadataResponsePartition(0, p, node, epoch(p), nodes, nodes, none))
+        else:
+            parts.append(
+                MetadataResponsePartition(ErrorCode.LEADER_NOT_AVAILABLE, p, -1, epoch(p), nodes, none, nodes)
             )
-        )
     return MetadataResponseTopic(
         error_code=0,
         name=t.name,
