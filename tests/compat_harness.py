@@ -7,8 +7,10 @@ tests/compat_cluster/run_compat_cluster.py (a replication-factor-3 cluster)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -22,13 +24,29 @@ def harness_python() -> str:
     return str(venv) if venv.exists() else sys.executable
 
 
-def inject_sitecustomize(work: Path, source: Path) -> Path:
-    """A dir holding ``source`` as ``sitecustomize.py``, to put first on the cells' PYTHONPATH
-    (the harness passes its environment to every cell)."""
+def inject_sitecustomize(work: Path, source: Path) -> dict[str, str]:
+    """``source`` copied as ``sitecustomize.py`` into a dir of its own; returns the PYTHONPATH
+    that puts that dir first (the harness passes its environment to every cell)."""
     inject = work / "inject"
     inject.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(source, inject / "sitecustomize.py")
-    return inject
+    path = os.pathsep.join(p for p in (str(inject), os.environ.get("PYTHONPATH", "")) if p)
+    return {"PYTHONPATH": path}
+
+
+def probe_injection(env: dict[str, str], names: list[str], what: str) -> list:
+    """Import the injected sitecustomize in the harness's interpreter with ``env``; refuse one
+    that is not loadable or not ours; return its attributes ``names``."""
+    probe = f"import json, sitecustomize as s; print(json.dumps([s.__file__] + [getattr(s, n) for n in {names!r}]))"
+    r = subprocess.run(
+        [harness_python(), "-c", probe], env=env, cwd=HARNESS, capture_output=True, text=True, timeout=60
+    )
+    if r.returncode != 0:
+        raise SystemExit(f"{what} not loadable in the harness's Python: {r.stderr.strip()[-600:]}")
+    where, *values = json.loads(r.stdout.strip().splitlines()[-1])
+    if Path(where).parent != Path(env["PYTHONPATH"].split(os.pathsep)[0]):
+        raise SystemExit(f"{what} not injected: the harness loads sitecustomize from {where}")
+    return values
 
 
 def run_py(bootstrap: str, out: Path, logs: Path, harness_args: list[str]) -> list[str]:

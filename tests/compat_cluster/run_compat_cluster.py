@@ -47,8 +47,8 @@ from tests.cluster.conftest import Cluster  # noqa: E402
 from tests.compat_harness import (  # noqa: E402
     HARNESS,
     NICE,
-    harness_python,
     inject_sitecustomize,
+    probe_injection,
     run_py,
     summarize,
 )
@@ -92,11 +92,9 @@ def required_internal_topics(harness_args: list[str]) -> list[str]:
 
 def injection_env(work: Path, rf: int) -> dict[str, str]:
     """The environment that carries the replication factor into the harness's cells."""
-    inject = inject_sitecustomize(work, HERE / "compat_cluster_rf.py")
     rf_log = work / "created_topics.jsonl"
     rf_log.unlink(missing_ok=True)
-    return {
-        "PYTHONPATH": os.pathsep.join(p for p in (str(inject), os.environ.get("PYTHONPATH", "")) if p),
+    return inject_sitecustomize(work, HERE / "compat_cluster_rf.py") | {
         "KAFKATOOL_COMPAT_REPLICATION_FACTOR": str(rf),
         "KAFKATOOL_COMPAT_RF_LOG": str(rf_log),
     }
@@ -106,15 +104,9 @@ def check_injection(env: dict[str, str], rf: int) -> None:
     """The harness's interpreter loads our sitecustomize, with our factor, and wraps both
     libraries' create_topics; the adapters create topics only the ways the wrapper knows."""
     want = ["confluent_kafka.admin.AdminClient.create_topics", "kafka.KafkaAdminClient.create_topics"]
-    probe = "import json, sitecustomize as s; print(json.dumps([s.__file__, s.RF, s.WRAPPED]))"
-    r = subprocess.run(
-        [harness_python(), "-c", probe], env=env, cwd=HARNESS, capture_output=True, text=True, timeout=60
-    )
-    if r.returncode != 0:
-        raise SystemExit(f"the injection is not loadable in the harness's Python: {r.stderr.strip()[-600:]}")
-    where, got_rf, wrapped = json.loads(r.stdout.strip().splitlines()[-1])
-    if Path(where).parent != Path(env["PYTHONPATH"].split(os.pathsep)[0]) or sorted(wrapped) != sorted(want):
-        raise SystemExit(f"the injection is not loaded as expected: sitecustomize {where} wrapped {wrapped}")
+    got_rf, wrapped = probe_injection(env, ["RF", "WRAPPED"], "the replication-factor injection")
+    if sorted(wrapped) != sorted(want):
+        raise SystemExit(f"the injection is not loaded as expected: it wrapped {wrapped}")
     if got_rf != rf:
         raise SystemExit(f"the injection substitutes replication factor {got_rf}, not {rf}")
     sources = {n: (HARNESS / n).read_text() for n in ("c_confluent.py", "c_kafkapython.py", "c_kcat.py")}

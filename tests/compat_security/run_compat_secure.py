@@ -37,8 +37,8 @@ from tests.broker.conftest import BrokerProcess, free_port  # noqa: E402
 from tests.compat_harness import (  # noqa: E402
     HARNESS,
     NICE,
-    harness_python,
     inject_sitecustomize,
+    probe_injection,
     run_py,
     summarize,
 )
@@ -54,7 +54,7 @@ USER, PASSWORD = "compat", "compat-secret"
 
 def client_security_env(work: Path, ca_file: str) -> dict[str, str]:
     """The environment that carries the SASL_SSL settings into the harness's cells."""
-    inject = inject_sitecustomize(work, HERE / "compat_client_security.py")
+    env = inject_sitecustomize(work, HERE / "compat_client_security.py")
     kcat_conf = work / "kcat.conf"
     kcat_conf.write_text(
         "security.protocol=SASL_SSL\n"
@@ -64,7 +64,7 @@ def client_security_env(work: Path, ca_file: str) -> dict[str, str]:
         f"ssl.ca.location={ca_file}\n"
     )
     return {
-        "PYTHONPATH": os.pathsep.join(p for p in (str(inject), os.environ.get("PYTHONPATH", "")) if p),
+        **env,
         "KCAT_CONFIG": str(kcat_conf),
         "KAFKATOOL_COMPAT_SECURITY_PROTOCOL": "SASL_SSL",
         "KAFKATOOL_COMPAT_SASL_MECHANISM": MECHANISM,
@@ -85,15 +85,9 @@ def check_injection(env: dict[str, str]) -> None:
         "kafka.KafkaConsumer",
         "kafka.KafkaAdminClient",
     ]
-    probe = "import json, sitecustomize as s; print(json.dumps([s.__file__, s.WRAPPED]))"
-    r = subprocess.run(
-        [harness_python(), "-c", probe], env=env, cwd=HARNESS, capture_output=True, text=True, timeout=60
-    )
-    if r.returncode != 0:
-        raise SystemExit(f"client settings not loadable in the harness's Python: {r.stderr.strip()[-600:]}")
-    where, wrapped = json.loads(r.stdout.strip().splitlines()[-1])
-    if Path(where).parent != Path(env["PYTHONPATH"].split(os.pathsep)[0]) or sorted(wrapped) != sorted(want):
-        raise SystemExit(f"client settings not injected as expected: sitecustomize {where} wrapped {wrapped}")
+    (wrapped,) = probe_injection(env, ["WRAPPED"], "client settings")
+    if sorted(wrapped) != sorted(want):
+        raise SystemExit(f"client settings not injected as expected: sitecustomize wrapped {wrapped}")
     if '"-F"' in (HARNESS / "c_kcat.py").read_text():
         raise SystemExit("c_kcat.py passes -F, which takes precedence over KCAT_CONFIG")
 
