@@ -28,7 +28,7 @@ SNAPSHOT_SUFFIX = ".snapshot"
 
 def offset_from_file_name(path: str | os.PathLike) -> int | None:
     """Kafka parses the offset from the file name up to the first '.'; None if not a number."""
-    name = path if isinstance(path, str) and "/" not in path else Path(path).name
+    name = os.path.basename(path)
     head = name.split(".", 1)[0]
     if not head.isdigit():
         return None
@@ -101,10 +101,10 @@ def open_regular(path: str | os.PathLike, flags: int = os.O_RDONLY) -> int:
     return fd
 
 
-def read_file(path: str | os.PathLike) -> bytes:
-    """The whole content of a small file (a checkpoint, a snapshot): one descriptor, no buffered
-    file object (the loader reads three per partition)."""
-    fd = os.open(path, os.O_RDONLY)
+def read_regular(path: str | os.PathLike) -> bytes:
+    """The whole content of a regular file (refusing FIFOs and other special files): one
+    descriptor, no buffered file object (the loader reads a few small files per partition)."""
+    fd = open_regular(path)
     try:
         chunks = []
         while True:
@@ -114,13 +114,6 @@ def read_file(path: str | os.PathLike) -> bytes:
             chunks.append(chunk)
     finally:
         os.close(fd)
-
-
-def read_regular(path: str | os.PathLike) -> bytes:
-    """The whole content of a regular file (refusing FIFOs and other special files)."""
-    fd = open_regular(path)
-    with os.fdopen(fd, "rb") as f:
-        return f.read()
 
 
 class FileRecords:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from kafkatool.formats import checkpoint as ck
 from kafkatool.log import fileops
-from kafkatool.log.file_records import read_file
+from kafkatool.log.file_records import read_regular
 
 
 class LeaderEpochCache:
@@ -20,7 +20,7 @@ class LeaderEpochCache:
             self.entries = list(entries)
         else:
             try:
-                self.entries = ck.decode_leader_epoch_checkpoint(read_file(self.path))
+                self.entries = ck.decode_leader_epoch_checkpoint(read_regular(self.path))
             except FileNotFoundError:
                 self.entries = []
 

@@ -56,7 +56,7 @@ from kafkatool.log.file_records import (
     TXN_INDEX_SUFFIX,
     FileRecords,
     offset_from_file_name,
-    read_file,
+    read_regular,
 )
 from kafkatool.log.leader_epoch import LeaderEpochCache
 from kafkatool.log.leftovers import plan_leftovers
@@ -653,7 +653,7 @@ class Log:
     # ------------------------------------------------------------------ partition.metadata
     def _read_topic_id(self) -> Uuid | None:
         try:
-            data = read_file(self.dir / PARTITION_METADATA_FILE)
+            data = read_regular(self.dir / PARTITION_METADATA_FILE)
         except FileNotFoundError:
             return None
         return props.decode_partition_metadata(data).topic_id

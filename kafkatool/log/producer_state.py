@@ -28,7 +28,7 @@ from kafkatool.log.file_records import (
     SNAPSHOT_SUFFIX,
     file_name_for_offset,
     offset_from_file_name,
-    read_file,
+    read_regular,
 )
 
 #: batches remembered per producer for duplicate detection (Kafka's NUM_BATCHES_TO_RETAIN)
@@ -193,7 +193,7 @@ class ProducerStateManager:
         self.bad_snapshots: list[tuple[Path, str]] = []
         files = self.snapshot_files() if snapshots is None else snapshots
         for off, path in sorted(files.items(), reverse=True):
-            result = snap.read_snapshot(read_file(path))
+            result = snap.read_snapshot(read_regular(path))
             if result.error is not None:
                 self.bad_snapshots.append((path, str(result.error)))
                 self.delete_snapshot(off)
