@@ -21,6 +21,23 @@ def test_a_released_buffer_is_reused_resized_in_place():
     assert id(c) == ident and len(c) == 1000
 
 
+def test_one_buffer_serves_every_size_of_its_power_of_two_class():
+    # a client's requests vary in size: 600 KB then 1 MB must not cost a new buffer
+    pool = FrameBuffers()
+    a = pool.get(600_000)
+    ident = id(a)
+    del a
+    b = pool.get(1_000_000)
+    assert id(b) == ident and len(b) == 1_000_000
+    b[-1] = 7  # really that long, in place
+    del b
+    c = pool.get(524_289)  # the smallest size of the 1 MiB class
+    assert id(c) == ident and len(c) == 524_289
+    del c
+    d = pool.get(524_288)  # the next class down: another buffer
+    assert id(d) != ident and len(d) == 524_288
+
+
 def test_a_buffer_still_referred_to_is_never_handed_out():
     pool = FrameBuffers()
     a = pool.get(1000)

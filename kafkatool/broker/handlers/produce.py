@@ -325,9 +325,13 @@ def _append_all(broker, ctx, req, txn_errors: dict | None):
         ]
         out.append(TopicProduceResponse(name=td.name, partition_responses=parts))
     if waits:
+        # the wait refers to nothing of the request: its records are memoryviews of the
+        # frame's pooled buffer (network.FrameBuffers), which goes back to the pool now,
+        # not when the followers have the data
+        timeout_ms = req.timeout_ms
 
         async def replicated():
-            await broker.replicas.await_replication(waits, req.timeout_ms)
+            await broker.replicas.await_replication(waits, timeout_ms)
             return _produce_response(broker, ctx, out)
 
         return replicated()
