@@ -240,6 +240,36 @@ def test_fetch_large_response_is_spliced_correctly(c):
             assert sum(1 for b in bs for _ in b.records()) == 60
 
 
+def test_fetch_answers_larger_than_the_socket_takes_go_out_whole_and_in_order(broker):
+    """The records go straight into the socket with os.sendfile while it has room, and
+    through asyncio once it is full (a reader that is slow to start): every byte arrives,
+    and the answers pipelined behind it come after it."""
+    with WireClient(broker.bootstrap) as w:
+        create_topic(w, "full-sock", partitions=2)
+        for p in (0, 1):
+            for _ in range(40):
+                produce(w, "full-sock", batch(50, size=2000, codec=0), partition=p)
+    slow = socket.create_connection(("127.0.0.1", broker.port))
+    slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+    with WireClient(broker.bootstrap) as c:
+        c.sock.close()
+        c.sock = slow
+        slow.settimeout(30)
+        reqs = []
+        for p in (0, 1):
+            reqs.append(c.send(1, 12, fetch_req("full-sock", 0, partition=p, partition_max=8 << 20)))
+        meta = c.send(3, 12, G.MetadataRequest(topics=None))
+        time.sleep(0.5)  # the broker fills the socket and waits for room
+        for p, corr in zip((0, 1), reqs, strict=True):
+            got, resp = c.recv(1, 12)
+            assert got == corr
+            pd = resp.responses[0].partitions[0]
+            bs = batches_of(pd.records)
+            assert pd.partition_index == p and len(bs) == 40 and all(b.is_valid() for b in bs)
+            assert [b.base_offset for b in bs] == [50 * i for i in range(40)]
+        assert c.recv(3, 12)[0] == meta
+
+
 def test_fetch_v0_to_v3_down_converts(c):
     create_topic(c, "legacy-f")
     produce(c, "legacy-f", batch(3, codec=2))
