@@ -2,11 +2,13 @@
 
 One ``kafkatool serve``; the run:
 
-1. fills ``cmp`` (cleanup.policy=compact, not yet due) with ``--size-mb`` of keyed records
-   and ``ret`` (delete) with as many bytes of plain records, in 1 MB batches;
-2. idle window: a producer sends one 100-byte record per request at 1,000 msg/s with
+1. idle window: a producer sends one 100-byte record per request at 1,000 msg/s with
    ``acks=all`` to ``lat`` (its own process), and a prober fetches partition ``other``
-   (max.wait 0) every 10 ms (another process); latencies are recorded;
+   (max.wait 0) every 10 ms (another process); latencies are recorded.  It runs before
+   the fill: after it the kernel writes the fill's 2 GB of dirty pages back for half a
+   minute, and the machine is not idle;
+2. fills ``cmp`` (cleanup.policy=compact, not yet due) with ``--size-mb`` of keyed records
+   and ``ret`` (delete) with as many bytes of plain records, in 1 MB batches;
 3. background window: ``cmp`` is made due (min.cleanable.dirty.ratio 0.01) and ``ret``
    gets retention.ms=1, so the cleaner compacts the whole partition while retention
    deletes every segment of the other one; the same probes run until both finished
@@ -272,14 +274,13 @@ def main() -> None:
             create(c, "other", {})
             c.sock.sendall(produce_frame("other", R.build_record_batch([R.SimpleRecord(b"o" * 100)]), 1))
             c.recv_frame()
+        base = run_probes(port, lambda t0: time.sleep(idle))
         t0 = time.monotonic()
         fill(port, "cmp", size, keyed=True)
         fill(port, "ret", size, keyed=False)
         fill_s = time.monotonic() - t0
         if not args.json:
             print(f"filled cmp and ret with {size >> 20} MB each in {fill_s:.1f} s", flush=True)
-
-        base = run_probes(port, lambda t0: time.sleep(idle))
 
         def background(t0: float) -> None:
             with BB.Conn(port) as c:
