@@ -19,7 +19,8 @@ schema sets are read:
 Every struct gets one straight-line decode and one encode function per
 distinct wire layout (versions with identical layouts share a function);
 fixed-width runs of fields are read and written with one precompiled
-``struct.Struct``.  Output is deterministic: same schemas, same bytes.
+``struct.Struct``, and so are a short fixed-width array's count and elements.
+Output is deterministic: same schemas, same bytes.
 """
 
 from __future__ import annotations
@@ -295,6 +296,7 @@ class Emitter:
         self.layout_slots: dict[tuple[str, int], tuple] = {}
         self.struct_by_name = {s.name: s for s in schema.structs}
         self.struct_formats: dict[str, str] = {}
+        self.array_tables: dict[tuple[str, str], str] = {}
         self.order: list[tuple[str, int]] = []
         self.nd_needed: list[str] = []
 
@@ -335,6 +337,11 @@ class Emitter:
         if v not in self.layout_versions[(st.name, lid)]:
             self.layout_versions[(st.name, lid)].append(v)
         return lid
+
+    def array_table(self, count: str, code: str) -> str:
+        name = f"_AR_{count}_{code.replace('?', 'z')}"
+        self.array_tables[(count, code)] = name
+        return name
 
     def sfmt(self, fmt: str) -> str:
         name = "_ST_" + fmt.lstrip(">").replace("?", "z")
@@ -408,14 +415,28 @@ def gen_decode_value(
             lines.append(f"{ind}else:")
             lines.append(f"{ind}    n, pos = r_ccount(buf, pos, {end})")
         else:
-            lines.append(f"{ind}n, pos = r_count(buf, pos, {end})")
+            # counts that fit the bytes left inline; the helper reads nulls and rejects the rest
+            st = em.sfmt(">i")
+            lines.append(
+                f"{ind}if {end} - pos >= 4 and 0 <= (n := {st}.unpack_from(buf, pos)[0]) <= {end} - pos - 4:"
+            )
+            lines.append(f"{ind}    pos += 4")
+            lines.append(f"{ind}else:")
+            lines.append(f"{ind}    n, pos = r_count(buf, pos, {end})")
         lines.append(f"{ind}if n < 0:")
         if slot.nullable:
             lines.append(f"{ind}    {var} = None")
         else:
             lines.append(f'{ind}    null_error(pos, "{what}")')
-        lines.append(f"{ind}else:")
         ek = f.elem_kind
+        if ek in FIXED and ek != "uuid":
+            # short arrays unpack inline with the shared tables; the helper checks and reads the rest
+            code, size = FIXED[ek]
+            table = em.array_table("", code)
+            lines.append(f"{ind}elif n <= ARRAY_STRUCTS_MAX_N and n * {size} <= {end} - pos:")
+            lines.append(f"{ind}    {var} = list({table}[n].unpack_from(buf, pos))")
+            lines.append(f"{ind}    pos += n * {size}")
+        lines.append(f"{ind}else:")
         i2 = ind + "    "
         if ek == "struct":
             fn = f"_d_{f.struct.name}_{slot.child}"
@@ -552,19 +573,33 @@ def gen_encode_value(
             lines.append(f"{ind}else:")
             i2 = ind + "    "
         else:
-            lines.append(f'{ind}not_null(arr, "{f.name}")')
-        lines.append(f"{i2}{count}({out}, arr)")
+            lines.append(f"{ind}if arr is None:")
+            lines.append(f'{ind}    null_field("{f.name}")')
         ek = f.elem_kind
-        if ek == "struct":
+        if ek in FIXED and ek != "uuid":
+            # count and elements in one pack when the array fits the shared tables (replica
+            # lists do); the helpers write longer ones
+            code = FIXED[ek][0]
+            table = em.array_table("B" if slot.compact else "i", code)
+            lines.append(f"{i2}n = len(arr)")
+            lines.append(f"{i2}if n <= ARRAY_STRUCTS_MAX_N:")
+            lines.append(f"{i2}    {out} += {table}[n].pack({'n + 1' if slot.compact else 'n'}, *arr)")
+            lines.append(f"{i2}else:")
+            lines.append(f"{i2}    {count}({out}, arr)")
+            lines.append(f'{i2}    w_fixed_array({out}, arr, "{code}")')
+        elif ek == "struct":
             fn = f"_e_{f.struct.name}_{slot.child}"
+            lines.append(f"{i2}{count}({out}, arr)")
             lines.append(f"{i2}for e in arr:")
             lines.append(f"{i2}    {fn}(e, {out})")
         elif ek == "uuid":
+            lines.append(f"{i2}{count}({out}, arr)")
             lines.append(f"{i2}w_uuid_array({out}, arr)")
-        elif ek in FIXED:
-            lines.append(f'{i2}w_fixed_array({out}, arr, "{FIXED[ek][0]}")')
         elif ek == "string":
+            lines.append(f"{i2}{count}({out}, arr)")
             lines.append(f"{i2}w_str_array({out}, arr, {slot.compact})")
+        else:
+            raise SystemExit(f"unsupported array element {ek}")
     else:
         raise AssertionError(kind)
 
@@ -638,7 +673,10 @@ def gen_encoder(em: Emitter, st: Struct, lid: int) -> list[str]:
     flush_run()
     if flex:
         if not tagged_slots:
-            lines.append(f"{ind}w_unknown_tags(out, o._unknown_tags)")
+            lines.append(f"{ind}if o._unknown_tags:")
+            lines.append(f"{ind}    w_unknown_tags(out, o._unknown_tags)")
+            lines.append(f"{ind}else:")
+            lines.append(f"{ind}    out.append(0)")
         else:
             lines.append(f"{ind}tags = list(o._unknown_tags) if o._unknown_tags else []")
             for slot in sorted(tagged_slots, key=lambda s: st.fields[s.field_index].tag):
@@ -753,14 +791,17 @@ def gen_module(schema: Schema) -> str:
         "import struct",
         "",
         "from kafkatool.formats.schema import (",
+        "    ARRAY_STRUCTS_MAX_N,",
         "    MISSING,",
         "    NULL_COUNT,",
         "    ZERO_UUID,",
         "    FieldInfo,",
         "    Message,",
         "    UnsupportedVersionError,",
+        "    array_structs,",
         "    not_null,",
         "    null_error,",
+        "    null_field,",
         "    r_bytes,",
         "    r_cbytes,",
         "    r_ccount,",
@@ -803,6 +844,8 @@ def gen_module(schema: Schema) -> str:
     ]
     for fmt in sorted(em.struct_formats):
         head.append(f'{em.struct_formats[fmt]} = struct.Struct("{fmt}")')
+    for count, code in sorted(em.array_tables):
+        head.append(f'{em.array_tables[(count, code)]} = array_structs("{count}", "{code}")')
     names = sorted(s.name for s in schema.structs)
     head.append("")
     head.append("__all__ = [" + ", ".join(repr(n) for n in names) + "]")

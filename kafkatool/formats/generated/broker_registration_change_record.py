@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -287,7 +290,8 @@ def _e_BrokerRegistrationChangeRecord_2(o, out):
     if o.log_dirs is None or len(o.log_dirs) > 0:
         t = bytearray()
         arr = o.log_dirs
-        not_null(arr, "LogDirs")
+        if arr is None:
+            null_field("LogDirs")
         w_ccount(t, arr)
         w_uuid_array(t, arr)
         tags.append((2, t))

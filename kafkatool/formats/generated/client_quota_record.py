@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -142,7 +145,10 @@ def _e_EntityData_0(o, out):
     """EntityData, versions 0."""
     w_cstr(out, o.entity_type)
     w_ncstr(out, o.entity_name)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ClientQuotaRecord_0(buf, pos, end):
@@ -189,13 +195,17 @@ def _d_ClientQuotaRecord_0(buf, pos, end):
 def _e_ClientQuotaRecord_0(o, out):
     """ClientQuotaRecord, versions 0."""
     arr = o.entity
-    not_null(arr, "Entity")
+    if arr is None:
+        null_field("Entity")
     w_ccount(out, arr)
     for e in arr:
         _e_EntityData_0(e, out)
     w_cstr(out, o.key)
     out += _ST_dz.pack(o.value, o.remove)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 ClientQuotaRecord._DECODERS = (_d_ClientQuotaRecord_0,)

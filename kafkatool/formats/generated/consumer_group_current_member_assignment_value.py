@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -53,6 +56,8 @@ from kafkatool.formats.schema import (
 _new = object.__new__
 _ST_16s = struct.Struct(">16s")
 _ST_iib = struct.Struct(">iib")
+_AR__i = array_structs("", "i")
+_AR_B_i = array_structs("B", "i")
 
 __all__ = ["ConsumerGroupCurrentMemberAssignmentValue", "TopicPartitions"]
 
@@ -175,6 +180,9 @@ def _d_TopicPartitions_0(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_partitions = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_partitions, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     unknown = None
@@ -201,10 +209,18 @@ def _e_TopicPartitions_0(o, out):
     """TopicPartitions, versions 0."""
     out += _ST_16s.pack(o.topic_id.bytes)
     arr = o.partitions
-    not_null(arr, "Partitions")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
-    w_unknown_tags(out, o._unknown_tags)
+    if arr is None:
+        null_field("Partitions")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ConsumerGroupCurrentMemberAssignmentValue_0(buf, pos, end):
@@ -264,16 +280,21 @@ def _e_ConsumerGroupCurrentMemberAssignmentValue_0(o, out):
     """ConsumerGroupCurrentMemberAssignmentValue, versions 0."""
     out += _ST_iib.pack(o.member_epoch, o.previous_member_epoch, o.state)
     arr = o.assigned_partitions
-    not_null(arr, "AssignedPartitions")
+    if arr is None:
+        null_field("AssignedPartitions")
     w_ccount(out, arr)
     for e in arr:
         _e_TopicPartitions_0(e, out)
     arr = o.partitions_pending_revocation
-    not_null(arr, "PartitionsPendingRevocation")
+    if arr is None:
+        null_field("PartitionsPendingRevocation")
     w_ccount(out, arr)
     for e in arr:
         _e_TopicPartitions_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 ConsumerGroupCurrentMemberAssignmentValue._DECODERS = (_d_ConsumerGroupCurrentMemberAssignmentValue_0,)

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -264,7 +267,10 @@ def _e_ClassicProtocol_0(o, out):
     """ClassicProtocol, versions 0."""
     w_cstr(out, o.name)
     w_cbytes(out, o.metadata)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ClassicMemberMetadata_0(buf, pos, end):
@@ -309,11 +315,15 @@ def _e_ClassicMemberMetadata_0(o, out):
     """ClassicMemberMetadata, versions 0."""
     out += _ST_i.pack(o.session_timeout_ms)
     arr = o.supported_protocols
-    not_null(arr, "SupportedProtocols")
+    if arr is None:
+        null_field("SupportedProtocols")
     w_ccount(out, arr)
     for e in arr:
         _e_ClassicProtocol_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ConsumerGroupMemberMetadataValue_0(buf, pos, end):
@@ -380,7 +390,8 @@ def _e_ConsumerGroupMemberMetadataValue_0(o, out):
     w_cstr(out, o.client_id)
     w_cstr(out, o.client_host)
     arr = o.subscribed_topic_names
-    not_null(arr, "SubscribedTopicNames")
+    if arr is None:
+        null_field("SubscribedTopicNames")
     w_ccount(out, arr)
     w_str_array(out, arr, True)
     w_ncstr(out, o.subscribed_topic_regex)

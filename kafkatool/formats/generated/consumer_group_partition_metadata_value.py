@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -183,10 +186,14 @@ def _e_PartitionMetadata_0(o, out):
     """PartitionMetadata, versions 0."""
     out += _ST_i.pack(o.partition)
     arr = o.racks
-    not_null(arr, "Racks")
+    if arr is None:
+        null_field("Racks")
     w_ccount(out, arr)
     w_str_array(out, arr, True)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_TopicMetadata_0(buf, pos, end):
@@ -241,11 +248,15 @@ def _e_TopicMetadata_0(o, out):
     w_cstr(out, o.topic_name)
     out += _ST_i.pack(o.num_partitions)
     arr = o.partition_metadata
-    not_null(arr, "PartitionMetadata")
+    if arr is None:
+        null_field("PartitionMetadata")
     w_ccount(out, arr)
     for e in arr:
         _e_PartitionMetadata_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ConsumerGroupPartitionMetadataValue_0(buf, pos, end):
@@ -284,11 +295,15 @@ def _d_ConsumerGroupPartitionMetadataValue_0(buf, pos, end):
 def _e_ConsumerGroupPartitionMetadataValue_0(o, out):
     """ConsumerGroupPartitionMetadataValue, versions 0."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_TopicMetadata_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 ConsumerGroupPartitionMetadataValue._DECODERS = (_d_ConsumerGroupPartitionMetadataValue_0,)

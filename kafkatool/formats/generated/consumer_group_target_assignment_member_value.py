@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -52,6 +55,8 @@ from kafkatool.formats.schema import (
 
 _new = object.__new__
 _ST_16s = struct.Struct(">16s")
+_AR__i = array_structs("", "i")
+_AR_B_i = array_structs("B", "i")
 
 __all__ = ["ConsumerGroupTargetAssignmentMemberValue", "TopicPartition"]
 
@@ -129,6 +134,9 @@ def _d_TopicPartition_0(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_partitions = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_partitions, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     unknown = None
@@ -155,10 +163,18 @@ def _e_TopicPartition_0(o, out):
     """TopicPartition, versions 0."""
     out += _ST_16s.pack(o.topic_id.bytes)
     arr = o.partitions
-    not_null(arr, "Partitions")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
-    w_unknown_tags(out, o._unknown_tags)
+    if arr is None:
+        null_field("Partitions")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ConsumerGroupTargetAssignmentMemberValue_0(buf, pos, end):
@@ -197,11 +213,15 @@ def _d_ConsumerGroupTargetAssignmentMemberValue_0(buf, pos, end):
 def _e_ConsumerGroupTargetAssignmentMemberValue_0(o, out):
     """ConsumerGroupTargetAssignmentMemberValue, versions 0."""
     arr = o.topic_partitions
-    not_null(arr, "TopicPartitions")
+    if arr is None:
+        null_field("TopicPartitions")
     w_ccount(out, arr)
     for e in arr:
         _e_TopicPartition_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 ConsumerGroupTargetAssignmentMemberValue._DECODERS = (_d_ConsumerGroupTargetAssignmentMemberValue_0,)

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -109,7 +112,10 @@ def _d_ConsumerGroupTargetAssignmentMetadataValue_0(buf, pos, end):
 def _e_ConsumerGroupTargetAssignmentMetadataValue_0(o, out):
     """ConsumerGroupTargetAssignmentMetadataValue, versions 0."""
     out += _ST_i.pack(o.assignment_epoch)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 ConsumerGroupTargetAssignmentMetadataValue._DECODERS = (_d_ConsumerGroupTargetAssignmentMetadataValue_0,)

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -52,6 +55,8 @@ from kafkatool.formats.schema import (
 
 _new = object.__new__
 _ST_i = struct.Struct(">i")
+_AR__i = array_structs("", "i")
+_AR_i_i = array_structs("i", "i")
 
 __all__ = ["ConsumerProtocolSubscription", "TopicPartition"]
 
@@ -129,7 +134,10 @@ ConsumerProtocolSubscription._FIELDS = (
 
 def _d_ConsumerProtocolSubscription_0(buf, pos, end):
     """ConsumerProtocolSubscription, versions 0."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -148,7 +156,8 @@ def _d_ConsumerProtocolSubscription_0(buf, pos, end):
 def _e_ConsumerProtocolSubscription_0(o, out):
     """ConsumerProtocolSubscription, versions 0."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     w_str_array(out, arr, False)
     w_nbytes(out, o.user_data)
@@ -157,9 +166,15 @@ def _e_ConsumerProtocolSubscription_0(o, out):
 def _d_TopicPartition_0(buf, pos, end):
     """TopicPartition, versions 1-3."""
     v_topic, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_partitions = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_partitions, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     o = _new(TopicPartition)
@@ -173,20 +188,31 @@ def _e_TopicPartition_0(o, out):
     """TopicPartition, versions 1-3."""
     w_str(out, o.topic)
     arr = o.partitions
-    not_null(arr, "Partitions")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Partitions")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
 
 
 def _d_ConsumerProtocolSubscription_1(buf, pos, end):
     """ConsumerProtocolSubscription, versions 1."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
         v_topics, pos = r_str_array(buf, pos, end, n, False)
     v_user_data, pos = r_nbytes(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "OwnedPartitions")
     else:
@@ -207,12 +233,14 @@ def _d_ConsumerProtocolSubscription_1(buf, pos, end):
 def _e_ConsumerProtocolSubscription_1(o, out):
     """ConsumerProtocolSubscription, versions 1."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     w_str_array(out, arr, False)
     w_nbytes(out, o.user_data)
     arr = o.owned_partitions
-    not_null(arr, "OwnedPartitions")
+    if arr is None:
+        null_field("OwnedPartitions")
     w_count(out, arr)
     for e in arr:
         _e_TopicPartition_0(e, out)
@@ -220,13 +248,19 @@ def _e_ConsumerProtocolSubscription_1(o, out):
 
 def _d_ConsumerProtocolSubscription_2(buf, pos, end):
     """ConsumerProtocolSubscription, versions 2."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
         v_topics, pos = r_str_array(buf, pos, end, n, False)
     v_user_data, pos = r_nbytes(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "OwnedPartitions")
     else:
@@ -251,12 +285,14 @@ def _d_ConsumerProtocolSubscription_2(buf, pos, end):
 def _e_ConsumerProtocolSubscription_2(o, out):
     """ConsumerProtocolSubscription, versions 2."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     w_str_array(out, arr, False)
     w_nbytes(out, o.user_data)
     arr = o.owned_partitions
-    not_null(arr, "OwnedPartitions")
+    if arr is None:
+        null_field("OwnedPartitions")
     w_count(out, arr)
     for e in arr:
         _e_TopicPartition_0(e, out)
@@ -265,13 +301,19 @@ def _e_ConsumerProtocolSubscription_2(o, out):
 
 def _d_ConsumerProtocolSubscription_3(buf, pos, end):
     """ConsumerProtocolSubscription, versions 3."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
         v_topics, pos = r_str_array(buf, pos, end, n, False)
     v_user_data, pos = r_nbytes(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "OwnedPartitions")
     else:
@@ -297,12 +339,14 @@ def _d_ConsumerProtocolSubscription_3(buf, pos, end):
 def _e_ConsumerProtocolSubscription_3(o, out):
     """ConsumerProtocolSubscription, versions 3."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     w_str_array(out, arr, False)
     w_nbytes(out, o.user_data)
     arr = o.owned_partitions
-    not_null(arr, "OwnedPartitions")
+    if arr is None:
+        null_field("OwnedPartitions")
     w_count(out, arr)
     for e in arr:
         _e_TopicPartition_0(e, out)

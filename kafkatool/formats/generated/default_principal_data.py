@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -131,7 +134,10 @@ def _e_DefaultPrincipalData_0(o, out):
     w_cstr(out, o.type_)
     w_cstr(out, o.name)
     out += _ST_z.pack(o.token_authenticated)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 DefaultPrincipalData._DECODERS = (_d_DefaultPrincipalData_0,)

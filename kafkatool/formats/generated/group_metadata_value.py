@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -227,7 +230,10 @@ def _d_GroupMetadataValue_0(buf, pos, end):
     pos += 4
     v_protocol, pos = r_nstr(buf, pos, end)
     v_leader, pos = r_nstr(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "members")
     else:
@@ -253,7 +259,8 @@ def _e_GroupMetadataValue_0(o, out):
     w_nstr(out, o.protocol)
     w_nstr(out, o.leader)
     arr = o.members
-    not_null(arr, "members")
+    if arr is None:
+        null_field("members")
     w_count(out, arr)
     for e in arr:
         _e_MemberMetadata_0(e, out)
@@ -302,7 +309,10 @@ def _d_GroupMetadataValue_1(buf, pos, end):
     pos += 4
     v_protocol, pos = r_nstr(buf, pos, end)
     v_leader, pos = r_nstr(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "members")
     else:
@@ -328,7 +338,8 @@ def _e_GroupMetadataValue_1(o, out):
     w_nstr(out, o.protocol)
     w_nstr(out, o.leader)
     arr = o.members
-    not_null(arr, "members")
+    if arr is None:
+        null_field("members")
     w_count(out, arr)
     for e in arr:
         _e_MemberMetadata_1(e, out)
@@ -347,7 +358,10 @@ def _d_GroupMetadataValue_2(buf, pos, end):
         truncated(pos, "GroupMetadataValue")
     (v_current_state_timestamp,) = _ST_q.unpack_from(buf, pos)
     pos += 8
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "members")
     else:
@@ -374,7 +388,8 @@ def _e_GroupMetadataValue_2(o, out):
     w_nstr(out, o.leader)
     out += _ST_q.pack(o.current_state_timestamp)
     arr = o.members
-    not_null(arr, "members")
+    if arr is None:
+        null_field("members")
     w_count(out, arr)
     for e in arr:
         _e_MemberMetadata_1(e, out)
@@ -429,7 +444,10 @@ def _d_GroupMetadataValue_3(buf, pos, end):
         truncated(pos, "GroupMetadataValue")
     (v_current_state_timestamp,) = _ST_q.unpack_from(buf, pos)
     pos += 8
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "members")
     else:
@@ -456,7 +474,8 @@ def _e_GroupMetadataValue_3(o, out):
     w_nstr(out, o.leader)
     out += _ST_q.pack(o.current_state_timestamp)
     arr = o.members
-    not_null(arr, "members")
+    if arr is None:
+        null_field("members")
     w_count(out, arr)
     for e in arr:
         _e_MemberMetadata_2(e, out)
@@ -509,7 +528,10 @@ def _e_MemberMetadata_3(o, out):
     out += _ST_ii.pack(o.rebalance_timeout, o.session_timeout)
     w_cbytes(out, o.subscription)
     w_cbytes(out, o.assignment)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_GroupMetadataValue_4(buf, pos, end):
@@ -569,11 +591,15 @@ def _e_GroupMetadataValue_4(o, out):
     w_ncstr(out, o.leader)
     out += _ST_q.pack(o.current_state_timestamp)
     arr = o.members
-    not_null(arr, "members")
+    if arr is None:
+        null_field("members")
     w_ccount(out, arr)
     for e in arr:
         _e_MemberMetadata_3(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 GroupMetadataValue._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -111,7 +114,10 @@ def _d_KRaftVersionRecord_0(buf, pos, end):
 def _e_KRaftVersionRecord_0(o, out):
     """KRaftVersionRecord, versions 0."""
     out += _ST_hh.pack(o.version, o.k_raft_version)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 KRaftVersionRecord._DECODERS = (_d_KRaftVersionRecord_0,)

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -225,7 +228,10 @@ def _e_OffsetCommitValue_3(o, out):
     out += _ST_qi.pack(o.offset, o.leader_epoch)
     w_cstr(out, o.metadata)
     out += _ST_q.pack(o.commit_timestamp)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 OffsetCommitValue._DECODERS = (

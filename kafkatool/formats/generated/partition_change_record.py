@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -54,6 +57,8 @@ _new = object.__new__
 _ST_b = struct.Struct(">b")
 _ST_i = struct.Struct(">i")
 _ST_i16s = struct.Struct(">i16s")
+_AR__i = array_structs("", "i")
+_AR_B_i = array_structs("B", "i")
 
 __all__ = ["PartitionChangeRecord"]
 
@@ -227,6 +232,9 @@ def _d_PartitionChangeRecord_0(buf, pos, end):
                 n, pos = r_ccount(buf, pos, t_end)
             if n < 0:
                 v_isr = None
+            elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= t_end - pos:
+                v_isr = list(_AR__i[n].unpack_from(buf, pos))
+                pos += n * 4
             else:
                 v_isr, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
         elif tag == 1:
@@ -242,6 +250,9 @@ def _d_PartitionChangeRecord_0(buf, pos, end):
                 n, pos = r_ccount(buf, pos, t_end)
             if n < 0:
                 v_replicas = None
+            elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= t_end - pos:
+                v_replicas = list(_AR__i[n].unpack_from(buf, pos))
+                pos += n * 4
             else:
                 v_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
         elif tag == 3:
@@ -252,6 +263,9 @@ def _d_PartitionChangeRecord_0(buf, pos, end):
                 n, pos = r_ccount(buf, pos, t_end)
             if n < 0:
                 v_removing_replicas = None
+            elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= t_end - pos:
+                v_removing_replicas = list(_AR__i[n].unpack_from(buf, pos))
+                pos += n * 4
             else:
                 v_removing_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
         elif tag == 4:
@@ -262,6 +276,9 @@ def _d_PartitionChangeRecord_0(buf, pos, end):
                 n, pos = r_ccount(buf, pos, t_end)
             if n < 0:
                 v_adding_replicas = None
+            elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= t_end - pos:
+                v_adding_replicas = list(_AR__i[n].unpack_from(buf, pos))
+                pos += n * 4
             else:
                 v_adding_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
         elif tag == 5:
@@ -308,8 +325,12 @@ def _e_PartitionChangeRecord_0(o, out):
         if arr is None:
             t += b"\x00"
         else:
-            w_ccount(t, arr)
-            w_fixed_array(t, arr, "i")
+            n = len(arr)
+            if n <= ARRAY_STRUCTS_MAX_N:
+                t += _AR_B_i[n].pack(n + 1, *arr)
+            else:
+                w_ccount(t, arr)
+                w_fixed_array(t, arr, "i")
         tags.append((0, t))
     if o.leader != -2:
         t = bytearray()
@@ -321,8 +342,12 @@ def _e_PartitionChangeRecord_0(o, out):
         if arr is None:
             t += b"\x00"
         else:
-            w_ccount(t, arr)
-            w_fixed_array(t, arr, "i")
+            n = len(arr)
+            if n <= ARRAY_STRUCTS_MAX_N:
+                t += _AR_B_i[n].pack(n + 1, *arr)
+            else:
+                w_ccount(t, arr)
+                w_fixed_array(t, arr, "i")
         tags.append((2, t))
     if o.removing_replicas is not None:
         t = bytearray()
@@ -330,8 +355,12 @@ def _e_PartitionChangeRecord_0(o, out):
         if arr is None:
             t += b"\x00"
         else:
-            w_ccount(t, arr)
-            w_fixed_array(t, arr, "i")
+            n = len(arr)
+            if n <= ARRAY_STRUCTS_MAX_N:
+                t += _AR_B_i[n].pack(n + 1, *arr)
+            else:
+                w_ccount(t, arr)
+                w_fixed_array(t, arr, "i")
         tags.append((3, t))
     if o.adding_replicas is not None:
         t = bytearray()
@@ -339,8 +368,12 @@ def _e_PartitionChangeRecord_0(o, out):
         if arr is None:
             t += b"\x00"
         else:
-            w_ccount(t, arr)
-            w_fixed_array(t, arr, "i")
+            n = len(arr)
+            if n <= ARRAY_STRUCTS_MAX_N:
+                t += _AR_B_i[n].pack(n + 1, *arr)
+            else:
+                w_ccount(t, arr)
+                w_fixed_array(t, arr, "i")
         tags.append((4, t))
     if o.leader_recovery_state != -1:
         t = bytearray()
@@ -382,6 +415,9 @@ def _d_PartitionChangeRecord_1(buf, pos, end):
                 n, pos = r_ccount(buf, pos, t_end)
             if n < 0:
                 v_isr = None
+            elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= t_end - pos:
+                v_isr = list(_AR__i[n].unpack_from(buf, pos))
+                pos += n * 4
             else:
                 v_isr, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
         elif tag == 1:
@@ -397,6 +433,9 @@ def _d_PartitionChangeRecord_1(buf, pos, end):
                 n, pos = r_ccount(buf, pos, t_end)
             if n < 0:
                 v_replicas = None
+            elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= t_end - pos:
+                v_replicas = list(_AR__i[n].unpack_from(buf, pos))
+                pos += n * 4
             else:
                 v_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
         elif tag == 3:
@@ -407,6 +446,9 @@ def _d_PartitionChangeRecord_1(buf, pos, end):
                 n, pos = r_ccount(buf, pos, t_end)
             if n < 0:
                 v_removing_replicas = None
+            elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= t_end - pos:
+                v_removing_replicas = list(_AR__i[n].unpack_from(buf, pos))
+                pos += n * 4
             else:
                 v_removing_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
         elif tag == 4:
@@ -417,6 +459,9 @@ def _d_PartitionChangeRecord_1(buf, pos, end):
                 n, pos = r_ccount(buf, pos, t_end)
             if n < 0:
                 v_adding_replicas = None
+            elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= t_end - pos:
+                v_adding_replicas = list(_AR__i[n].unpack_from(buf, pos))
+                pos += n * 4
             else:
                 v_adding_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
         elif tag == 5:
@@ -471,8 +516,12 @@ def _e_PartitionChangeRecord_1(o, out):
         if arr is None:
             t += b"\x00"
         else:
-            w_ccount(t, arr)
-            w_fixed_array(t, arr, "i")
+            n = len(arr)
+            if n <= ARRAY_STRUCTS_MAX_N:
+                t += _AR_B_i[n].pack(n + 1, *arr)
+            else:
+                w_ccount(t, arr)
+                w_fixed_array(t, arr, "i")
         tags.append((0, t))
     if o.leader != -2:
         t = bytearray()
@@ -484,8 +533,12 @@ def _e_PartitionChangeRecord_1(o, out):
         if arr is None:
             t += b"\x00"
         else:
-            w_ccount(t, arr)
-            w_fixed_array(t, arr, "i")
+            n = len(arr)
+            if n <= ARRAY_STRUCTS_MAX_N:
+                t += _AR_B_i[n].pack(n + 1, *arr)
+            else:
+                w_ccount(t, arr)
+                w_fixed_array(t, arr, "i")
         tags.append((2, t))
     if o.removing_replicas is not None:
         t = bytearray()
@@ -493,8 +546,12 @@ def _e_PartitionChangeRecord_1(o, out):
         if arr is None:
             t += b"\x00"
         else:
-            w_ccount(t, arr)
-            w_fixed_array(t, arr, "i")
+            n = len(arr)
+            if n <= ARRAY_STRUCTS_MAX_N:
+                t += _AR_B_i[n].pack(n + 1, *arr)
+            else:
+                w_ccount(t, arr)
+                w_fixed_array(t, arr, "i")
         tags.append((3, t))
     if o.adding_replicas is not None:
         t = bytearray()
@@ -502,8 +559,12 @@ def _e_PartitionChangeRecord_1(o, out):
         if arr is None:
             t += b"\x00"
         else:
-            w_ccount(t, arr)
-            w_fixed_array(t, arr, "i")
+            n = len(arr)
+            if n <= ARRAY_STRUCTS_MAX_N:
+                t += _AR_B_i[n].pack(n + 1, *arr)
+            else:
+                w_ccount(t, arr)
+                w_fixed_array(t, arr, "i")
         tags.append((4, t))
     if o.leader_recovery_state != -1:
         t = bytearray()
@@ -556,6 +617,9 @@ def _d_PartitionChangeRecord_2(buf, pos, end):
                 n, pos = r_ccount(buf, pos, t_end)
             if n < 0:
                 v_isr = None
+            elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= t_end - pos:
+                v_isr = list(_AR__i[n].unpack_from(buf, pos))
+                pos += n * 4
             else:
                 v_isr, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
         elif tag == 1:
@@ -571,6 +635,9 @@ def _d_PartitionChangeRecord_2(buf, pos, end):
                 n, pos = r_ccount(buf, pos, t_end)
             if n < 0:
                 v_replicas = None
+            elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= t_end - pos:
+                v_replicas = list(_AR__i[n].unpack_from(buf, pos))
+                pos += n * 4
             else:
                 v_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
         elif tag == 3:
@@ -581,6 +648,9 @@ def _d_PartitionChangeRecord_2(buf, pos, end):
                 n, pos = r_ccount(buf, pos, t_end)
             if n < 0:
                 v_removing_replicas = None
+            elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= t_end - pos:
+                v_removing_replicas = list(_AR__i[n].unpack_from(buf, pos))
+                pos += n * 4
             else:
                 v_removing_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
         elif tag == 4:
@@ -591,6 +661,9 @@ def _d_PartitionChangeRecord_2(buf, pos, end):
                 n, pos = r_ccount(buf, pos, t_end)
             if n < 0:
                 v_adding_replicas = None
+            elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= t_end - pos:
+                v_adding_replicas = list(_AR__i[n].unpack_from(buf, pos))
+                pos += n * 4
             else:
                 v_adding_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
         elif tag == 5:
@@ -606,6 +679,9 @@ def _d_PartitionChangeRecord_2(buf, pos, end):
                 n, pos = r_ccount(buf, pos, t_end)
             if n < 0:
                 v_eligible_leader_replicas = None
+            elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= t_end - pos:
+                v_eligible_leader_replicas = list(_AR__i[n].unpack_from(buf, pos))
+                pos += n * 4
             else:
                 v_eligible_leader_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
         elif tag == 7:
@@ -616,6 +692,9 @@ def _d_PartitionChangeRecord_2(buf, pos, end):
                 n, pos = r_ccount(buf, pos, t_end)
             if n < 0:
                 v_last_known_elr = None
+            elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= t_end - pos:
+                v_last_known_elr = list(_AR__i[n].unpack_from(buf, pos))
+                pos += n * 4
             else:
                 v_last_known_elr, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
         elif tag == 8:
@@ -659,8 +738,12 @@ def _e_PartitionChangeRecord_2(o, out):
         if arr is None:
             t += b"\x00"
         else:
-            w_ccount(t, arr)
-            w_fixed_array(t, arr, "i")
+            n = len(arr)
+            if n <= ARRAY_STRUCTS_MAX_N:
+                t += _AR_B_i[n].pack(n + 1, *arr)
+            else:
+                w_ccount(t, arr)
+                w_fixed_array(t, arr, "i")
         tags.append((0, t))
     if o.leader != -2:
         t = bytearray()
@@ -672,8 +755,12 @@ def _e_PartitionChangeRecord_2(o, out):
         if arr is None:
             t += b"\x00"
         else:
-            w_ccount(t, arr)
-            w_fixed_array(t, arr, "i")
+            n = len(arr)
+            if n <= ARRAY_STRUCTS_MAX_N:
+                t += _AR_B_i[n].pack(n + 1, *arr)
+            else:
+                w_ccount(t, arr)
+                w_fixed_array(t, arr, "i")
         tags.append((2, t))
     if o.removing_replicas is not None:
         t = bytearray()
@@ -681,8 +768,12 @@ def _e_PartitionChangeRecord_2(o, out):
         if arr is None:
             t += b"\x00"
         else:
-            w_ccount(t, arr)
-            w_fixed_array(t, arr, "i")
+            n = len(arr)
+            if n <= ARRAY_STRUCTS_MAX_N:
+                t += _AR_B_i[n].pack(n + 1, *arr)
+            else:
+                w_ccount(t, arr)
+                w_fixed_array(t, arr, "i")
         tags.append((3, t))
     if o.adding_replicas is not None:
         t = bytearray()
@@ -690,8 +781,12 @@ def _e_PartitionChangeRecord_2(o, out):
         if arr is None:
             t += b"\x00"
         else:
-            w_ccount(t, arr)
-            w_fixed_array(t, arr, "i")
+            n = len(arr)
+            if n <= ARRAY_STRUCTS_MAX_N:
+                t += _AR_B_i[n].pack(n + 1, *arr)
+            else:
+                w_ccount(t, arr)
+                w_fixed_array(t, arr, "i")
         tags.append((4, t))
     if o.leader_recovery_state != -1:
         t = bytearray()
@@ -703,8 +798,12 @@ def _e_PartitionChangeRecord_2(o, out):
         if arr is None:
             t += b"\x00"
         else:
-            w_ccount(t, arr)
-            w_fixed_array(t, arr, "i")
+            n = len(arr)
+            if n <= ARRAY_STRUCTS_MAX_N:
+                t += _AR_B_i[n].pack(n + 1, *arr)
+            else:
+                w_ccount(t, arr)
+                w_fixed_array(t, arr, "i")
         tags.append((6, t))
     if o.last_known_elr is not None:
         t = bytearray()
@@ -712,8 +811,12 @@ def _e_PartitionChangeRecord_2(o, out):
         if arr is None:
             t += b"\x00"
         else:
-            w_ccount(t, arr)
-            w_fixed_array(t, arr, "i")
+            n = len(arr)
+            if n <= ARRAY_STRUCTS_MAX_N:
+                t += _AR_B_i[n].pack(n + 1, *arr)
+            else:
+                w_ccount(t, arr)
+                w_fixed_array(t, arr, "i")
         tags.append((7, t))
     if o.directories is not None:
         t = bytearray()

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -54,6 +57,8 @@ _new = object.__new__
 _ST_b = struct.Struct(">b")
 _ST_i16s = struct.Struct(">i16s")
 _ST_iii = struct.Struct(">iii")
+_AR__i = array_structs("", "i")
+_AR_B_i = array_structs("B", "i")
 
 __all__ = ["PartitionRecord"]
 
@@ -210,6 +215,9 @@ def _d_PartitionRecord_0(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "Replicas")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_replicas = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
@@ -219,6 +227,9 @@ def _d_PartitionRecord_0(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "Isr")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_isr = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_isr, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
@@ -228,6 +239,9 @@ def _d_PartitionRecord_0(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "RemovingReplicas")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_removing_replicas = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_removing_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
@@ -237,6 +251,9 @@ def _d_PartitionRecord_0(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "AddingReplicas")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_adding_replicas = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_adding_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if end - pos < 12:
@@ -284,21 +301,41 @@ def _e_PartitionRecord_0(o, out):
     """PartitionRecord, versions 0."""
     out += _ST_i16s.pack(o.partition_id, o.topic_id.bytes)
     arr = o.replicas
-    not_null(arr, "Replicas")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Replicas")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.isr
-    not_null(arr, "Isr")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Isr")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.removing_replicas
-    not_null(arr, "RemovingReplicas")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("RemovingReplicas")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.adding_replicas
-    not_null(arr, "AddingReplicas")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("AddingReplicas")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     out += _ST_iii.pack(o.leader, o.leader_epoch, o.partition_epoch)
     if o.directories is None or len(o.directories) > 0:
         raise UnsupportedVersionError("PartitionRecord.Directories is not supported at version 0")
@@ -331,6 +368,9 @@ def _d_PartitionRecord_1(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "Replicas")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_replicas = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
@@ -340,6 +380,9 @@ def _d_PartitionRecord_1(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "Isr")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_isr = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_isr, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
@@ -349,6 +392,9 @@ def _d_PartitionRecord_1(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "RemovingReplicas")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_removing_replicas = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_removing_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
@@ -358,6 +404,9 @@ def _d_PartitionRecord_1(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "AddingReplicas")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_adding_replicas = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_adding_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if end - pos < 12:
@@ -414,24 +463,45 @@ def _e_PartitionRecord_1(o, out):
     """PartitionRecord, versions 1."""
     out += _ST_i16s.pack(o.partition_id, o.topic_id.bytes)
     arr = o.replicas
-    not_null(arr, "Replicas")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Replicas")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.isr
-    not_null(arr, "Isr")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Isr")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.removing_replicas
-    not_null(arr, "RemovingReplicas")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("RemovingReplicas")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.adding_replicas
-    not_null(arr, "AddingReplicas")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("AddingReplicas")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     out += _ST_iii.pack(o.leader, o.leader_epoch, o.partition_epoch)
     arr = o.directories
-    not_null(arr, "Directories")
+    if arr is None:
+        null_field("Directories")
     w_ccount(out, arr)
     w_uuid_array(out, arr)
     if o.eligible_leader_replicas is not None:
@@ -463,6 +533,9 @@ def _d_PartitionRecord_2(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "Replicas")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_replicas = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
@@ -472,6 +545,9 @@ def _d_PartitionRecord_2(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "Isr")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_isr = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_isr, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
@@ -481,6 +557,9 @@ def _d_PartitionRecord_2(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "RemovingReplicas")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_removing_replicas = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_removing_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
@@ -490,6 +569,9 @@ def _d_PartitionRecord_2(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "AddingReplicas")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_adding_replicas = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_adding_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if end - pos < 12:
@@ -529,6 +611,9 @@ def _d_PartitionRecord_2(buf, pos, end):
                 n, pos = r_ccount(buf, pos, t_end)
             if n < 0:
                 v_eligible_leader_replicas = None
+            elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= t_end - pos:
+                v_eligible_leader_replicas = list(_AR__i[n].unpack_from(buf, pos))
+                pos += n * 4
             else:
                 v_eligible_leader_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
         elif tag == 2:
@@ -539,6 +624,9 @@ def _d_PartitionRecord_2(buf, pos, end):
                 n, pos = r_ccount(buf, pos, t_end)
             if n < 0:
                 v_last_known_elr = None
+            elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= t_end - pos:
+                v_last_known_elr = list(_AR__i[n].unpack_from(buf, pos))
+                pos += n * 4
             else:
                 v_last_known_elr, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
         elif unknown is None:
@@ -568,24 +656,45 @@ def _e_PartitionRecord_2(o, out):
     """PartitionRecord, versions 2."""
     out += _ST_i16s.pack(o.partition_id, o.topic_id.bytes)
     arr = o.replicas
-    not_null(arr, "Replicas")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Replicas")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.isr
-    not_null(arr, "Isr")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Isr")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.removing_replicas
-    not_null(arr, "RemovingReplicas")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("RemovingReplicas")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.adding_replicas
-    not_null(arr, "AddingReplicas")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("AddingReplicas")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     out += _ST_iii.pack(o.leader, o.leader_epoch, o.partition_epoch)
     arr = o.directories
-    not_null(arr, "Directories")
+    if arr is None:
+        null_field("Directories")
     w_ccount(out, arr)
     w_uuid_array(out, arr)
     tags = list(o._unknown_tags) if o._unknown_tags else []
@@ -599,8 +708,12 @@ def _e_PartitionRecord_2(o, out):
         if arr is None:
             t += b"\x00"
         else:
-            w_ccount(t, arr)
-            w_fixed_array(t, arr, "i")
+            n = len(arr)
+            if n <= ARRAY_STRUCTS_MAX_N:
+                t += _AR_B_i[n].pack(n + 1, *arr)
+            else:
+                w_ccount(t, arr)
+                w_fixed_array(t, arr, "i")
         tags.append((1, t))
     if o.last_known_elr is not None:
         t = bytearray()
@@ -608,8 +721,12 @@ def _e_PartitionRecord_2(o, out):
         if arr is None:
             t += b"\x00"
         else:
-            w_ccount(t, arr)
-            w_fixed_array(t, arr, "i")
+            n = len(arr)
+            if n <= ARRAY_STRUCTS_MAX_N:
+                t += _AR_B_i[n].pack(n + 1, *arr)
+            else:
+                w_ccount(t, arr)
+                w_fixed_array(t, arr, "i")
         tags.append((2, t))
     if tags:
         w_tags(out, tags)

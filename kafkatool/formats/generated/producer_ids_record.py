@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -117,7 +120,10 @@ def _d_ProducerIdsRecord_0(buf, pos, end):
 def _e_ProducerIdsRecord_0(o, out):
     """ProducerIdsRecord, versions 0."""
     out += _ST_iqq.pack(o.broker_id, o.broker_epoch, o.next_producer_id)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 ProducerIdsRecord._DECODERS = (_d_ProducerIdsRecord_0,)

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -279,7 +282,10 @@ def _e_BrokerEndpoint_0(o, out):
     w_cstr(out, o.name)
     w_cstr(out, o.host)
     out += _ST_Hh.pack(o.port, o.security_protocol)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_BrokerFeature_0(buf, pos, end):
@@ -314,7 +320,10 @@ def _e_BrokerFeature_0(o, out):
     """BrokerFeature, versions 0-3."""
     w_cstr(out, o.name)
     out += _ST_hh.pack(o.min_supported_version, o.max_supported_version)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_RegisterBrokerRecord_0(buf, pos, end):
@@ -390,12 +399,14 @@ def _e_RegisterBrokerRecord_0(o, out):
         )
     out += _ST_16sq.pack(o.incarnation_id.bytes, o.broker_epoch)
     arr = o.end_points
-    not_null(arr, "EndPoints")
+    if arr is None:
+        null_field("EndPoints")
     w_ccount(out, arr)
     for e in arr:
         _e_BrokerEndpoint_0(e, out)
     arr = o.features
-    not_null(arr, "Features")
+    if arr is None:
+        null_field("Features")
     w_ccount(out, arr)
     for e in arr:
         _e_BrokerFeature_0(e, out)
@@ -407,7 +418,10 @@ def _e_RegisterBrokerRecord_0(o, out):
         )
     if o.log_dirs is None or len(o.log_dirs) > 0:
         raise UnsupportedVersionError("RegisterBrokerRecord.LogDirs is not supported at version 0")
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_RegisterBrokerRecord_1(buf, pos, end):
@@ -483,12 +497,14 @@ def _e_RegisterBrokerRecord_1(o, out):
         )
     out += _ST_16sq.pack(o.incarnation_id.bytes, o.broker_epoch)
     arr = o.end_points
-    not_null(arr, "EndPoints")
+    if arr is None:
+        null_field("EndPoints")
     w_ccount(out, arr)
     for e in arr:
         _e_BrokerEndpoint_0(e, out)
     arr = o.features
-    not_null(arr, "Features")
+    if arr is None:
+        null_field("Features")
     w_ccount(out, arr)
     for e in arr:
         _e_BrokerFeature_0(e, out)
@@ -496,7 +512,10 @@ def _e_RegisterBrokerRecord_1(o, out):
     out += _ST_zz.pack(o.fenced, o.in_controlled_shutdown)
     if o.log_dirs is None or len(o.log_dirs) > 0:
         raise UnsupportedVersionError("RegisterBrokerRecord.LogDirs is not supported at version 1")
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_RegisterBrokerRecord_2(buf, pos, end):
@@ -572,12 +591,14 @@ def _e_RegisterBrokerRecord_2(o, out):
         o.broker_epoch,
     )
     arr = o.end_points
-    not_null(arr, "EndPoints")
+    if arr is None:
+        null_field("EndPoints")
     w_ccount(out, arr)
     for e in arr:
         _e_BrokerEndpoint_0(e, out)
     arr = o.features
-    not_null(arr, "Features")
+    if arr is None:
+        null_field("Features")
     w_ccount(out, arr)
     for e in arr:
         _e_BrokerFeature_0(e, out)
@@ -585,7 +606,10 @@ def _e_RegisterBrokerRecord_2(o, out):
     out += _ST_zz.pack(o.fenced, o.in_controlled_shutdown)
     if o.log_dirs is None or len(o.log_dirs) > 0:
         raise UnsupportedVersionError("RegisterBrokerRecord.LogDirs is not supported at version 2")
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_RegisterBrokerRecord_3(buf, pos, end):
@@ -672,12 +696,14 @@ def _e_RegisterBrokerRecord_3(o, out):
         o.broker_epoch,
     )
     arr = o.end_points
-    not_null(arr, "EndPoints")
+    if arr is None:
+        null_field("EndPoints")
     w_ccount(out, arr)
     for e in arr:
         _e_BrokerEndpoint_0(e, out)
     arr = o.features
-    not_null(arr, "Features")
+    if arr is None:
+        null_field("Features")
     w_ccount(out, arr)
     for e in arr:
         _e_BrokerFeature_0(e, out)
@@ -687,7 +713,8 @@ def _e_RegisterBrokerRecord_3(o, out):
     if o.log_dirs is None or len(o.log_dirs) > 0:
         t = bytearray()
         arr = o.log_dirs
-        not_null(arr, "LogDirs")
+        if arr is None:
+            null_field("LogDirs")
         w_ccount(t, arr)
         w_uuid_array(t, arr)
         tags.append((0, t))

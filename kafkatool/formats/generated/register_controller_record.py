@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -252,7 +255,10 @@ def _e_ControllerEndpoint_0(o, out):
     w_cstr(out, o.name)
     w_cstr(out, o.host)
     out += _ST_Hh.pack(o.port, o.security_protocol)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ControllerFeature_0(buf, pos, end):
@@ -287,7 +293,10 @@ def _e_ControllerFeature_0(o, out):
     """ControllerFeature, versions 0."""
     w_cstr(out, o.name)
     out += _ST_hh.pack(o.min_supported_version, o.max_supported_version)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_RegisterControllerRecord_0(buf, pos, end):
@@ -348,16 +357,21 @@ def _e_RegisterControllerRecord_0(o, out):
     """RegisterControllerRecord, versions 0."""
     out += _ST_i16sz.pack(o.controller_id, o.incarnation_id.bytes, o.zk_migration_ready)
     arr = o.end_points
-    not_null(arr, "EndPoints")
+    if arr is None:
+        null_field("EndPoints")
     w_ccount(out, arr)
     for e in arr:
         _e_ControllerEndpoint_0(e, out)
     arr = o.features
-    not_null(arr, "Features")
+    if arr is None:
+        null_field("Features")
     w_ccount(out, arr)
     for e in arr:
         _e_ControllerFeature_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 RegisterControllerRecord._DECODERS = (_d_RegisterControllerRecord_0,)

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -103,7 +106,10 @@ def _d_RemoveDelegationTokenRecord_0(buf, pos, end):
 def _e_RemoveDelegationTokenRecord_0(o, out):
     """RemoveDelegationTokenRecord, versions 0."""
     w_cstr(out, o.token_id)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 RemoveDelegationTokenRecord._DECODERS = (_d_RemoveDelegationTokenRecord_0,)

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -113,7 +116,10 @@ def _e_RemoveUserScramCredentialRecord_0(o, out):
     """RemoveUserScramCredentialRecord, versions 0."""
     w_cstr(out, o.name)
     out += _ST_b.pack(o.mechanism)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 RemoveUserScramCredentialRecord._DECODERS = (_d_RemoveUserScramCredentialRecord_0,)

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -107,7 +110,10 @@ def _d_SnapshotFooterRecord_0(buf, pos, end):
 def _e_SnapshotFooterRecord_0(o, out):
     """SnapshotFooterRecord, versions 0."""
     out += _ST_h.pack(o.version)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 SnapshotFooterRecord._DECODERS = (_d_SnapshotFooterRecord_0,)

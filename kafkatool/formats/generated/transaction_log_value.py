@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -53,9 +56,13 @@ from kafkatool.formats.schema import (
 _new = object.__new__
 _ST_h = struct.Struct(">h")
 _ST_hib = struct.Struct(">hib")
+_ST_i = struct.Struct(">i")
 _ST_q = struct.Struct(">q")
 _ST_qhib = struct.Struct(">qhib")
 _ST_qq = struct.Struct(">qq")
+_AR__i = array_structs("", "i")
+_AR_B_i = array_structs("B", "i")
+_AR_i_i = array_structs("i", "i")
 
 __all__ = ["PartitionsSchema", "TransactionLogValue"]
 
@@ -225,9 +232,15 @@ TransactionLogValue._FIELDS = (
 def _d_PartitionsSchema_0(buf, pos, end):
     """PartitionsSchema, versions 0."""
     v_topic, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "PartitionIds")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_partition_ids = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_partition_ids, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     o = _new(PartitionsSchema)
@@ -241,9 +254,14 @@ def _e_PartitionsSchema_0(o, out):
     """PartitionsSchema, versions 0."""
     w_str(out, o.topic)
     arr = o.partition_ids
-    not_null(arr, "PartitionIds")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("PartitionIds")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
 
 
 def _d_TransactionLogValue_0(buf, pos, end):
@@ -254,7 +272,10 @@ def _d_TransactionLogValue_0(buf, pos, end):
         buf, pos
     )
     pos += 15
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         v_transaction_partitions = None
     else:
@@ -313,6 +334,9 @@ def _d_PartitionsSchema_1(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "PartitionIds")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_partition_ids = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_partition_ids, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     unknown = None
@@ -339,10 +363,18 @@ def _e_PartitionsSchema_1(o, out):
     """PartitionsSchema, versions 1."""
     w_cstr(out, o.topic)
     arr = o.partition_ids
-    not_null(arr, "PartitionIds")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
-    w_unknown_tags(out, o._unknown_tags)
+    if arr is None:
+        null_field("PartitionIds")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_TransactionLogValue_1(buf, pos, end):

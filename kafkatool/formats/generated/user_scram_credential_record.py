@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -141,7 +144,10 @@ def _e_UserScramCredentialRecord_0(o, out):
     w_cbytes(out, o.stored_key)
     w_cbytes(out, o.server_key)
     out += _ST_i.pack(o.iterations)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 UserScramCredentialRecord._DECODERS = (_d_UserScramCredentialRecord_0,)

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -149,7 +152,10 @@ def _e_AddOffsetsToTxnRequest_1(o, out):
     w_cstr(out, o.transactional_id)
     out += _ST_qh.pack(o.producer_id, o.producer_epoch)
     w_cstr(out, o.group_id)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 AddOffsetsToTxnRequest._DECODERS = (

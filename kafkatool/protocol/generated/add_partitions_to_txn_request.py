@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -51,8 +54,12 @@ from kafkatool.formats.schema import (
 )
 
 _new = object.__new__
+_ST_i = struct.Struct(">i")
 _ST_qh = struct.Struct(">qh")
 _ST_qhz = struct.Struct(">qh?")
+_AR__i = array_structs("", "i")
+_AR_B_i = array_structs("B", "i")
+_AR_i_i = array_structs("i", "i")
 
 __all__ = ["AddPartitionsToTxnRequest", "AddPartitionsToTxnTopic", "AddPartitionsToTxnTransaction"]
 
@@ -238,9 +245,15 @@ AddPartitionsToTxnRequest._FIELDS = (
 def _d_AddPartitionsToTxnTopic_0(buf, pos, end):
     """AddPartitionsToTxnTopic, versions 0-2."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_partitions = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_partitions, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     o = _new(AddPartitionsToTxnTopic)
@@ -254,9 +267,14 @@ def _e_AddPartitionsToTxnTopic_0(o, out):
     """AddPartitionsToTxnTopic, versions 0-2."""
     w_str(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Partitions")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
 
 
 def _d_AddPartitionsToTxnRequest_0(buf, pos, end):
@@ -266,7 +284,10 @@ def _d_AddPartitionsToTxnRequest_0(buf, pos, end):
         truncated(pos, "AddPartitionsToTxnRequest")
     v_v3_and_below_producer_id, v_v3_and_below_producer_epoch = _ST_qh.unpack_from(buf, pos)
     pos += 10
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "V3AndBelowTopics")
     else:
@@ -293,7 +314,8 @@ def _e_AddPartitionsToTxnRequest_0(o, out):
     w_str(out, o.v3_and_below_transactional_id)
     out += _ST_qh.pack(o.v3_and_below_producer_id, o.v3_and_below_producer_epoch)
     arr = o.v3_and_below_topics
-    not_null(arr, "V3AndBelowTopics")
+    if arr is None:
+        null_field("V3AndBelowTopics")
     w_count(out, arr)
     for e in arr:
         _e_AddPartitionsToTxnTopic_0(e, out)
@@ -309,6 +331,9 @@ def _d_AddPartitionsToTxnTopic_1(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_partitions = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_partitions, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     unknown = None
@@ -335,10 +360,18 @@ def _e_AddPartitionsToTxnTopic_1(o, out):
     """AddPartitionsToTxnTopic, versions 3-5."""
     w_cstr(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
-    w_unknown_tags(out, o._unknown_tags)
+    if arr is None:
+        null_field("Partitions")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_AddPartitionsToTxnRequest_1(buf, pos, end):
@@ -390,11 +423,15 @@ def _e_AddPartitionsToTxnRequest_1(o, out):
     w_cstr(out, o.v3_and_below_transactional_id)
     out += _ST_qh.pack(o.v3_and_below_producer_id, o.v3_and_below_producer_epoch)
     arr = o.v3_and_below_topics
-    not_null(arr, "V3AndBelowTopics")
+    if arr is None:
+        null_field("V3AndBelowTopics")
     w_ccount(out, arr)
     for e in arr:
         _e_AddPartitionsToTxnTopic_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_AddPartitionsToTxnTransaction_0(buf, pos, end):
@@ -444,11 +481,15 @@ def _e_AddPartitionsToTxnTransaction_0(o, out):
     w_cstr(out, o.transactional_id)
     out += _ST_qhz.pack(o.producer_id, o.producer_epoch, o.verify_only)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_AddPartitionsToTxnTopic_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_AddPartitionsToTxnRequest_2(buf, pos, end):
@@ -491,7 +532,8 @@ def _d_AddPartitionsToTxnRequest_2(buf, pos, end):
 def _e_AddPartitionsToTxnRequest_2(o, out):
     """AddPartitionsToTxnRequest, versions 4-5."""
     arr = o.transactions
-    not_null(arr, "Transactions")
+    if arr is None:
+        null_field("Transactions")
     w_ccount(out, arr)
     for e in arr:
         _e_AddPartitionsToTxnTransaction_0(e, out)
@@ -511,7 +553,10 @@ def _e_AddPartitionsToTxnRequest_2(o, out):
         raise UnsupportedVersionError(
             "AddPartitionsToTxnRequest.V3AndBelowTopics is not supported at version 4-5"
         )
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 AddPartitionsToTxnRequest._DECODERS = (

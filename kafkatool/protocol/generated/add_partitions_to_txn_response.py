@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -255,7 +258,10 @@ def _e_AddPartitionsToTxnPartitionResult_0(o, out):
 def _d_AddPartitionsToTxnTopicResult_0(buf, pos, end):
     """AddPartitionsToTxnTopicResult, versions 0-2."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "ResultsByPartition")
     else:
@@ -274,7 +280,8 @@ def _e_AddPartitionsToTxnTopicResult_0(o, out):
     """AddPartitionsToTxnTopicResult, versions 0-2."""
     w_str(out, o.name)
     arr = o.results_by_partition
-    not_null(arr, "ResultsByPartition")
+    if arr is None:
+        null_field("ResultsByPartition")
     w_count(out, arr)
     for e in arr:
         _e_AddPartitionsToTxnPartitionResult_0(e, out)
@@ -286,7 +293,10 @@ def _d_AddPartitionsToTxnResponse_0(buf, pos, end):
         truncated(pos, "AddPartitionsToTxnResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "ResultsByTopicV3AndBelow")
     else:
@@ -311,7 +321,8 @@ def _e_AddPartitionsToTxnResponse_0(o, out):
             "AddPartitionsToTxnResponse.ResultsByTransaction is not supported at version 0-2"
         )
     arr = o.results_by_topic_v3_and_below
-    not_null(arr, "ResultsByTopicV3AndBelow")
+    if arr is None:
+        null_field("ResultsByTopicV3AndBelow")
     w_count(out, arr)
     for e in arr:
         _e_AddPartitionsToTxnTopicResult_0(e, out)
@@ -346,7 +357,10 @@ def _d_AddPartitionsToTxnPartitionResult_1(buf, pos, end):
 def _e_AddPartitionsToTxnPartitionResult_1(o, out):
     """AddPartitionsToTxnPartitionResult, versions 3-5."""
     out += _ST_ih.pack(o.partition_index, o.partition_error_code)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_AddPartitionsToTxnTopicResult_1(buf, pos, end):
@@ -388,11 +402,15 @@ def _e_AddPartitionsToTxnTopicResult_1(o, out):
     """AddPartitionsToTxnTopicResult, versions 3-5."""
     w_cstr(out, o.name)
     arr = o.results_by_partition
-    not_null(arr, "ResultsByPartition")
+    if arr is None:
+        null_field("ResultsByPartition")
     w_ccount(out, arr)
     for e in arr:
         _e_AddPartitionsToTxnPartitionResult_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_AddPartitionsToTxnResponse_1(buf, pos, end):
@@ -443,11 +461,15 @@ def _e_AddPartitionsToTxnResponse_1(o, out):
             "AddPartitionsToTxnResponse.ResultsByTransaction is not supported at version 3"
         )
     arr = o.results_by_topic_v3_and_below
-    not_null(arr, "ResultsByTopicV3AndBelow")
+    if arr is None:
+        null_field("ResultsByTopicV3AndBelow")
     w_ccount(out, arr)
     for e in arr:
         _e_AddPartitionsToTxnTopicResult_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_AddPartitionsToTxnResult_0(buf, pos, end):
@@ -489,11 +511,15 @@ def _e_AddPartitionsToTxnResult_0(o, out):
     """AddPartitionsToTxnResult, versions 4-5."""
     w_cstr(out, o.transactional_id)
     arr = o.topic_results
-    not_null(arr, "TopicResults")
+    if arr is None:
+        null_field("TopicResults")
     w_ccount(out, arr)
     for e in arr:
         _e_AddPartitionsToTxnTopicResult_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_AddPartitionsToTxnResponse_2(buf, pos, end):
@@ -540,7 +566,8 @@ def _e_AddPartitionsToTxnResponse_2(o, out):
     """AddPartitionsToTxnResponse, versions 4-5."""
     out += _ST_ih.pack(o.throttle_time_ms, o.error_code)
     arr = o.results_by_transaction
-    not_null(arr, "ResultsByTransaction")
+    if arr is None:
+        null_field("ResultsByTransaction")
     w_ccount(out, arr)
     for e in arr:
         _e_AddPartitionsToTxnResult_0(e, out)
@@ -548,7 +575,10 @@ def _e_AddPartitionsToTxnResponse_2(o, out):
         raise UnsupportedVersionError(
             "AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow is not supported at version 4-5"
         )
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 AddPartitionsToTxnResponse._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -53,6 +56,7 @@ from kafkatool.formats.schema import (
 _new = object.__new__
 _ST_z = struct.Struct(">?")
 _ST_dz = struct.Struct(">d?")
+_ST_i = struct.Struct(">i")
 
 __all__ = ["AlterClientQuotasRequest", "EntityData", "EntryData", "OpData"]
 
@@ -200,7 +204,10 @@ def _e_OpData_0(o, out):
 
 def _d_EntryData_0(buf, pos, end):
     """EntryData, versions 0."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Entity")
     else:
@@ -208,7 +215,10 @@ def _d_EntryData_0(buf, pos, end):
         for _ in range(n):
             e, pos = _d_EntityData_0(buf, pos, end)
             v_entity.append(e)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Ops")
     else:
@@ -226,12 +236,14 @@ def _d_EntryData_0(buf, pos, end):
 def _e_EntryData_0(o, out):
     """EntryData, versions 0."""
     arr = o.entity
-    not_null(arr, "Entity")
+    if arr is None:
+        null_field("Entity")
     w_count(out, arr)
     for e in arr:
         _e_EntityData_0(e, out)
     arr = o.ops
-    not_null(arr, "Ops")
+    if arr is None:
+        null_field("Ops")
     w_count(out, arr)
     for e in arr:
         _e_OpData_0(e, out)
@@ -239,7 +251,10 @@ def _e_EntryData_0(o, out):
 
 def _d_AlterClientQuotasRequest_0(buf, pos, end):
     """AlterClientQuotasRequest, versions 0."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Entries")
     else:
@@ -261,7 +276,8 @@ def _d_AlterClientQuotasRequest_0(buf, pos, end):
 def _e_AlterClientQuotasRequest_0(o, out):
     """AlterClientQuotasRequest, versions 0."""
     arr = o.entries
-    not_null(arr, "Entries")
+    if arr is None:
+        null_field("Entries")
     w_count(out, arr)
     for e in arr:
         _e_EntryData_0(e, out)
@@ -296,7 +312,10 @@ def _e_EntityData_1(o, out):
     """EntityData, versions 1."""
     w_cstr(out, o.entity_type)
     w_ncstr(out, o.entity_name)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_OpData_1(buf, pos, end):
@@ -331,7 +350,10 @@ def _e_OpData_1(o, out):
     """OpData, versions 1."""
     w_cstr(out, o.key)
     out += _ST_dz.pack(o.value, o.remove)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_EntryData_1(buf, pos, end):
@@ -383,16 +405,21 @@ def _d_EntryData_1(buf, pos, end):
 def _e_EntryData_1(o, out):
     """EntryData, versions 1."""
     arr = o.entity
-    not_null(arr, "Entity")
+    if arr is None:
+        null_field("Entity")
     w_ccount(out, arr)
     for e in arr:
         _e_EntityData_1(e, out)
     arr = o.ops
-    not_null(arr, "Ops")
+    if arr is None:
+        null_field("Ops")
     w_ccount(out, arr)
     for e in arr:
         _e_OpData_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_AlterClientQuotasRequest_1(buf, pos, end):
@@ -436,12 +463,16 @@ def _d_AlterClientQuotasRequest_1(buf, pos, end):
 def _e_AlterClientQuotasRequest_1(o, out):
     """AlterClientQuotasRequest, versions 1."""
     arr = o.entries
-    not_null(arr, "Entries")
+    if arr is None:
+        null_field("Entries")
     w_ccount(out, arr)
     for e in arr:
         _e_EntryData_1(e, out)
     out += _ST_z.pack(o.validate_only)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 AlterClientQuotasRequest._DECODERS = (

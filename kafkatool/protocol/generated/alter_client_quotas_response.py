@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -164,7 +167,10 @@ def _d_EntryData_0(buf, pos, end):
     (v_error_code,) = _ST_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = r_nstr(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Entity")
     else:
@@ -185,7 +191,8 @@ def _e_EntryData_0(o, out):
     out += _ST_h.pack(o.error_code)
     w_nstr(out, o.error_message)
     arr = o.entity
-    not_null(arr, "Entity")
+    if arr is None:
+        null_field("Entity")
     w_count(out, arr)
     for e in arr:
         _e_EntityData_0(e, out)
@@ -197,7 +204,10 @@ def _d_AlterClientQuotasResponse_0(buf, pos, end):
         truncated(pos, "AlterClientQuotasResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Entries")
     else:
@@ -216,7 +226,8 @@ def _e_AlterClientQuotasResponse_0(o, out):
     """AlterClientQuotasResponse, versions 0."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.entries
-    not_null(arr, "Entries")
+    if arr is None:
+        null_field("Entries")
     w_count(out, arr)
     for e in arr:
         _e_EntryData_0(e, out)
@@ -250,7 +261,10 @@ def _e_EntityData_1(o, out):
     """EntityData, versions 1."""
     w_cstr(out, o.entity_type)
     w_ncstr(out, o.entity_name)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_EntryData_1(buf, pos, end):
@@ -298,11 +312,15 @@ def _e_EntryData_1(o, out):
     out += _ST_h.pack(o.error_code)
     w_ncstr(out, o.error_message)
     arr = o.entity
-    not_null(arr, "Entity")
+    if arr is None:
+        null_field("Entity")
     w_ccount(out, arr)
     for e in arr:
         _e_EntityData_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_AlterClientQuotasResponse_1(buf, pos, end):
@@ -347,11 +365,15 @@ def _e_AlterClientQuotasResponse_1(o, out):
     """AlterClientQuotasResponse, versions 1."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.entries
-    not_null(arr, "Entries")
+    if arr is None:
+        null_field("Entries")
     w_ccount(out, arr)
     for e in arr:
         _e_EntryData_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 AlterClientQuotasResponse._DECODERS = (

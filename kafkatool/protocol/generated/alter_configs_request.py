@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -53,6 +56,7 @@ from kafkatool.formats.schema import (
 _new = object.__new__
 _ST_z = struct.Struct(">?")
 _ST_b = struct.Struct(">b")
+_ST_i = struct.Struct(">i")
 
 __all__ = ["AlterConfigsRequest", "AlterConfigsResource", "AlterableConfig"]
 
@@ -170,7 +174,10 @@ def _d_AlterConfigsResource_0(buf, pos, end):
     (v_resource_type,) = _ST_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Configs")
     else:
@@ -191,7 +198,8 @@ def _e_AlterConfigsResource_0(o, out):
     out += _ST_b.pack(o.resource_type)
     w_str(out, o.resource_name)
     arr = o.configs
-    not_null(arr, "Configs")
+    if arr is None:
+        null_field("Configs")
     w_count(out, arr)
     for e in arr:
         _e_AlterableConfig_0(e, out)
@@ -199,7 +207,10 @@ def _e_AlterConfigsResource_0(o, out):
 
 def _d_AlterConfigsRequest_0(buf, pos, end):
     """AlterConfigsRequest, versions 0-1."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Resources")
     else:
@@ -221,7 +232,8 @@ def _d_AlterConfigsRequest_0(buf, pos, end):
 def _e_AlterConfigsRequest_0(o, out):
     """AlterConfigsRequest, versions 0-1."""
     arr = o.resources
-    not_null(arr, "Resources")
+    if arr is None:
+        null_field("Resources")
     w_count(out, arr)
     for e in arr:
         _e_AlterConfigsResource_0(e, out)
@@ -256,7 +268,10 @@ def _e_AlterableConfig_1(o, out):
     """AlterableConfig, versions 2."""
     w_cstr(out, o.name)
     w_ncstr(out, o.value)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_AlterConfigsResource_1(buf, pos, end):
@@ -304,11 +319,15 @@ def _e_AlterConfigsResource_1(o, out):
     out += _ST_b.pack(o.resource_type)
     w_cstr(out, o.resource_name)
     arr = o.configs
-    not_null(arr, "Configs")
+    if arr is None:
+        null_field("Configs")
     w_ccount(out, arr)
     for e in arr:
         _e_AlterableConfig_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_AlterConfigsRequest_1(buf, pos, end):
@@ -352,12 +371,16 @@ def _d_AlterConfigsRequest_1(buf, pos, end):
 def _e_AlterConfigsRequest_1(o, out):
     """AlterConfigsRequest, versions 2."""
     arr = o.resources
-    not_null(arr, "Resources")
+    if arr is None:
+        null_field("Resources")
     w_ccount(out, arr)
     for e in arr:
         _e_AlterConfigsResource_1(e, out)
     out += _ST_z.pack(o.validate_only)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 AlterConfigsRequest._DECODERS = (

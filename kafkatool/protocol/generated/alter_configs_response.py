@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -163,7 +166,10 @@ def _d_AlterConfigsResponse_0(buf, pos, end):
         truncated(pos, "AlterConfigsResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Responses")
     else:
@@ -182,7 +188,8 @@ def _e_AlterConfigsResponse_0(o, out):
     """AlterConfigsResponse, versions 0-1."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.responses
-    not_null(arr, "Responses")
+    if arr is None:
+        null_field("Responses")
     w_count(out, arr)
     for e in arr:
         _e_AlterConfigsResourceResponse_0(e, out)
@@ -228,7 +235,10 @@ def _e_AlterConfigsResourceResponse_1(o, out):
     w_ncstr(out, o.error_message)
     out += _ST_b.pack(o.resource_type)
     w_cstr(out, o.resource_name)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_AlterConfigsResponse_1(buf, pos, end):
@@ -273,11 +283,15 @@ def _e_AlterConfigsResponse_1(o, out):
     """AlterConfigsResponse, versions 2."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.responses
-    not_null(arr, "Responses")
+    if arr is None:
+        null_field("Responses")
     w_ccount(out, arr)
     for e in arr:
         _e_AlterConfigsResourceResponse_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 AlterConfigsResponse._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -52,6 +55,8 @@ from kafkatool.formats.schema import (
 
 _new = object.__new__
 _ST_i = struct.Struct(">i")
+_AR__i = array_structs("", "i")
+_AR_B_i = array_structs("B", "i")
 
 __all__ = ["AlterPartitionReassignmentsRequest", "ReassignablePartition", "ReassignableTopic"]
 
@@ -157,6 +162,9 @@ def _d_ReassignablePartition_0(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         v_replicas = None
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_replicas = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     unknown = None
@@ -186,9 +194,16 @@ def _e_ReassignablePartition_0(o, out):
     if arr is None:
         out += b"\x00"
     else:
-        w_ccount(out, arr)
-        w_fixed_array(out, arr, "i")
-    w_unknown_tags(out, o._unknown_tags)
+        n = len(arr)
+        if n <= ARRAY_STRUCTS_MAX_N:
+            out += _AR_B_i[n].pack(n + 1, *arr)
+        else:
+            w_ccount(out, arr)
+            w_fixed_array(out, arr, "i")
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ReassignableTopic_0(buf, pos, end):
@@ -230,11 +245,15 @@ def _e_ReassignableTopic_0(o, out):
     """ReassignableTopic, versions 0."""
     w_cstr(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_ReassignablePartition_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_AlterPartitionReassignmentsRequest_0(buf, pos, end):
@@ -279,11 +298,15 @@ def _e_AlterPartitionReassignmentsRequest_0(o, out):
     """AlterPartitionReassignmentsRequest, versions 0."""
     out += _ST_i.pack(o.timeout_ms)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_ReassignableTopic_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 AlterPartitionReassignmentsRequest._DECODERS = (_d_AlterPartitionReassignmentsRequest_0,)

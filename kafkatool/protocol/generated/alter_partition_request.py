@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -56,6 +59,8 @@ _ST_bi = struct.Struct(">bi")
 _ST_i = struct.Struct(">i")
 _ST_ii = struct.Struct(">ii")
 _ST_iq = struct.Struct(">iq")
+_AR__i = array_structs("", "i")
+_AR_B_i = array_structs("B", "i")
 
 __all__ = ["AlterPartitionRequest", "BrokerState", "PartitionData", "TopicData"]
 
@@ -231,6 +236,9 @@ def _d_PartitionData_0(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "NewIsr")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_new_isr = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_new_isr, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if end - pos < 4:
@@ -265,15 +273,23 @@ def _e_PartitionData_0(o, out):
     """PartitionData, versions 0."""
     out += _ST_ii.pack(o.partition_index, o.leader_epoch)
     arr = o.new_isr
-    not_null(arr, "NewIsr")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("NewIsr")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     if o.new_isr_with_epochs is None or len(o.new_isr_with_epochs) > 0:
         raise UnsupportedVersionError("PartitionData.NewIsrWithEpochs is not supported at version 0")
     if o.leader_recovery_state != 0:
         raise UnsupportedVersionError("PartitionData.LeaderRecoveryState is not supported at version 0")
     out += _ST_i.pack(o.partition_epoch)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_TopicData_0(buf, pos, end):
@@ -316,11 +332,15 @@ def _e_TopicData_0(o, out):
     """TopicData, versions 0."""
     w_cstr(out, o.topic_name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_PartitionData_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_AlterPartitionRequest_0(buf, pos, end):
@@ -366,11 +386,15 @@ def _e_AlterPartitionRequest_0(o, out):
     """AlterPartitionRequest, versions 0."""
     out += _ST_iq.pack(o.broker_id, o.broker_epoch)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_TopicData_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_PartitionData_1(buf, pos, end):
@@ -386,6 +410,9 @@ def _d_PartitionData_1(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "NewIsr")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_new_isr = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_new_isr, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if end - pos < 5:
@@ -420,13 +447,21 @@ def _e_PartitionData_1(o, out):
     """PartitionData, versions 1-2."""
     out += _ST_ii.pack(o.partition_index, o.leader_epoch)
     arr = o.new_isr
-    not_null(arr, "NewIsr")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("NewIsr")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     if o.new_isr_with_epochs is None or len(o.new_isr_with_epochs) > 0:
         raise UnsupportedVersionError("PartitionData.NewIsrWithEpochs is not supported at version 1-2")
     out += _ST_bi.pack(o.leader_recovery_state, o.partition_epoch)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_TopicData_1(buf, pos, end):
@@ -469,11 +504,15 @@ def _e_TopicData_1(o, out):
     """TopicData, versions 1."""
     w_cstr(out, o.topic_name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_PartitionData_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_AlterPartitionRequest_1(buf, pos, end):
@@ -519,11 +558,15 @@ def _e_AlterPartitionRequest_1(o, out):
     """AlterPartitionRequest, versions 1."""
     out += _ST_iq.pack(o.broker_id, o.broker_epoch)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_TopicData_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_TopicData_2(buf, pos, end):
@@ -570,11 +613,15 @@ def _e_TopicData_2(o, out):
     """TopicData, versions 2."""
     out += _ST_16s.pack(o.topic_id.bytes)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_PartitionData_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_AlterPartitionRequest_2(buf, pos, end):
@@ -620,11 +667,15 @@ def _e_AlterPartitionRequest_2(o, out):
     """AlterPartitionRequest, versions 2."""
     out += _ST_iq.pack(o.broker_id, o.broker_epoch)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_TopicData_2(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_BrokerState_0(buf, pos, end):
@@ -656,7 +707,10 @@ def _d_BrokerState_0(buf, pos, end):
 def _e_BrokerState_0(o, out):
     """BrokerState, versions 3."""
     out += _ST_iq.pack(o.broker_id, o.broker_epoch)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_PartitionData_2(buf, pos, end):
@@ -711,12 +765,16 @@ def _e_PartitionData_2(o, out):
     if o.new_isr is None or len(o.new_isr) > 0:
         raise UnsupportedVersionError("PartitionData.NewIsr is not supported at version 3")
     arr = o.new_isr_with_epochs
-    not_null(arr, "NewIsrWithEpochs")
+    if arr is None:
+        null_field("NewIsrWithEpochs")
     w_ccount(out, arr)
     for e in arr:
         _e_BrokerState_0(e, out)
     out += _ST_bi.pack(o.leader_recovery_state, o.partition_epoch)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_TopicData_3(buf, pos, end):
@@ -763,11 +821,15 @@ def _e_TopicData_3(o, out):
     """TopicData, versions 3."""
     out += _ST_16s.pack(o.topic_id.bytes)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_PartitionData_2(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_AlterPartitionRequest_3(buf, pos, end):
@@ -813,11 +875,15 @@ def _e_AlterPartitionRequest_3(o, out):
     """AlterPartitionRequest, versions 3."""
     out += _ST_iq.pack(o.broker_id, o.broker_epoch)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_TopicData_3(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 AlterPartitionRequest._DECODERS = (

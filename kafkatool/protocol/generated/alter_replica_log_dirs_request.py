@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -51,6 +54,10 @@ from kafkatool.formats.schema import (
 )
 
 _new = object.__new__
+_ST_i = struct.Struct(">i")
+_AR__i = array_structs("", "i")
+_AR_B_i = array_structs("B", "i")
+_AR_i_i = array_structs("i", "i")
 
 __all__ = ["AlterReplicaLogDir", "AlterReplicaLogDirTopic", "AlterReplicaLogDirsRequest"]
 
@@ -141,9 +148,15 @@ AlterReplicaLogDirsRequest._FIELDS = (
 def _d_AlterReplicaLogDirTopic_0(buf, pos, end):
     """AlterReplicaLogDirTopic, versions 0-1."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_partitions = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_partitions, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     o = _new(AlterReplicaLogDirTopic)
@@ -157,15 +170,23 @@ def _e_AlterReplicaLogDirTopic_0(o, out):
     """AlterReplicaLogDirTopic, versions 0-1."""
     w_str(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Partitions")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
 
 
 def _d_AlterReplicaLogDir_0(buf, pos, end):
     """AlterReplicaLogDir, versions 0-1."""
     v_path, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -184,7 +205,8 @@ def _e_AlterReplicaLogDir_0(o, out):
     """AlterReplicaLogDir, versions 0-1."""
     w_str(out, o.path)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_AlterReplicaLogDirTopic_0(e, out)
@@ -192,7 +214,10 @@ def _e_AlterReplicaLogDir_0(o, out):
 
 def _d_AlterReplicaLogDirsRequest_0(buf, pos, end):
     """AlterReplicaLogDirsRequest, versions 0-1."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Dirs")
     else:
@@ -209,7 +234,8 @@ def _d_AlterReplicaLogDirsRequest_0(buf, pos, end):
 def _e_AlterReplicaLogDirsRequest_0(o, out):
     """AlterReplicaLogDirsRequest, versions 0-1."""
     arr = o.dirs
-    not_null(arr, "Dirs")
+    if arr is None:
+        null_field("Dirs")
     w_count(out, arr)
     for e in arr:
         _e_AlterReplicaLogDir_0(e, out)
@@ -225,6 +251,9 @@ def _d_AlterReplicaLogDirTopic_1(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_partitions = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_partitions, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     unknown = None
@@ -251,10 +280,18 @@ def _e_AlterReplicaLogDirTopic_1(o, out):
     """AlterReplicaLogDirTopic, versions 2."""
     w_cstr(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
-    w_unknown_tags(out, o._unknown_tags)
+    if arr is None:
+        null_field("Partitions")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_AlterReplicaLogDir_1(buf, pos, end):
@@ -296,11 +333,15 @@ def _e_AlterReplicaLogDir_1(o, out):
     """AlterReplicaLogDir, versions 2."""
     w_cstr(out, o.path)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_AlterReplicaLogDirTopic_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_AlterReplicaLogDirsRequest_1(buf, pos, end):
@@ -339,11 +380,15 @@ def _d_AlterReplicaLogDirsRequest_1(buf, pos, end):
 def _e_AlterReplicaLogDirsRequest_1(o, out):
     """AlterReplicaLogDirsRequest, versions 2."""
     arr = o.dirs
-    not_null(arr, "Dirs")
+    if arr is None:
+        null_field("Dirs")
     w_ccount(out, arr)
     for e in arr:
         _e_AlterReplicaLogDir_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 AlterReplicaLogDirsRequest._DECODERS = (

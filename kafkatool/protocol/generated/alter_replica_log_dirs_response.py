@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -180,7 +183,10 @@ def _e_AlterReplicaLogDirPartitionResult_0(o, out):
 def _d_AlterReplicaLogDirTopicResult_0(buf, pos, end):
     """AlterReplicaLogDirTopicResult, versions 0-1."""
     v_topic_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -199,7 +205,8 @@ def _e_AlterReplicaLogDirTopicResult_0(o, out):
     """AlterReplicaLogDirTopicResult, versions 0-1."""
     w_str(out, o.topic_name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_AlterReplicaLogDirPartitionResult_0(e, out)
@@ -211,7 +218,10 @@ def _d_AlterReplicaLogDirsResponse_0(buf, pos, end):
         truncated(pos, "AlterReplicaLogDirsResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Results")
     else:
@@ -230,7 +240,8 @@ def _e_AlterReplicaLogDirsResponse_0(o, out):
     """AlterReplicaLogDirsResponse, versions 0-1."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.results
-    not_null(arr, "Results")
+    if arr is None:
+        null_field("Results")
     w_count(out, arr)
     for e in arr:
         _e_AlterReplicaLogDirTopicResult_0(e, out)
@@ -265,7 +276,10 @@ def _d_AlterReplicaLogDirPartitionResult_1(buf, pos, end):
 def _e_AlterReplicaLogDirPartitionResult_1(o, out):
     """AlterReplicaLogDirPartitionResult, versions 2."""
     out += _ST_ih.pack(o.partition_index, o.error_code)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_AlterReplicaLogDirTopicResult_1(buf, pos, end):
@@ -307,11 +321,15 @@ def _e_AlterReplicaLogDirTopicResult_1(o, out):
     """AlterReplicaLogDirTopicResult, versions 2."""
     w_cstr(out, o.topic_name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_AlterReplicaLogDirPartitionResult_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_AlterReplicaLogDirsResponse_1(buf, pos, end):
@@ -356,11 +374,15 @@ def _e_AlterReplicaLogDirsResponse_1(o, out):
     """AlterReplicaLogDirsResponse, versions 2."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.results
-    not_null(arr, "Results")
+    if arr is None:
+        null_field("Results")
     w_ccount(out, arr)
     for e in arr:
         _e_AlterReplicaLogDirTopicResult_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 AlterReplicaLogDirsResponse._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -267,7 +270,10 @@ def _d_ApiVersionsResponse_0(buf, pos, end):
         truncated(pos, "ApiVersionsResponse")
     (v_error_code,) = _ST_h.unpack_from(buf, pos)
     pos += 2
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "ApiKeys")
     else:
@@ -291,7 +297,8 @@ def _e_ApiVersionsResponse_0(o, out):
     """ApiVersionsResponse, versions 0."""
     out += _ST_h.pack(o.error_code)
     arr = o.api_keys
-    not_null(arr, "ApiKeys")
+    if arr is None:
+        null_field("ApiKeys")
     w_count(out, arr)
     for e in arr:
         _e_ApiVersion_0(e, out)
@@ -303,7 +310,10 @@ def _d_ApiVersionsResponse_1(buf, pos, end):
         truncated(pos, "ApiVersionsResponse")
     (v_error_code,) = _ST_h.unpack_from(buf, pos)
     pos += 2
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "ApiKeys")
     else:
@@ -331,7 +341,8 @@ def _e_ApiVersionsResponse_1(o, out):
     """ApiVersionsResponse, versions 1-2."""
     out += _ST_h.pack(o.error_code)
     arr = o.api_keys
-    not_null(arr, "ApiKeys")
+    if arr is None:
+        null_field("ApiKeys")
     w_count(out, arr)
     for e in arr:
         _e_ApiVersion_0(e, out)
@@ -368,7 +379,10 @@ def _d_ApiVersion_1(buf, pos, end):
 def _e_ApiVersion_1(o, out):
     """ApiVersion, versions 3-4."""
     out += _ST_hhh.pack(o.api_key, o.min_version, o.max_version)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_SupportedFeatureKey_0(buf, pos, end):
@@ -403,7 +417,10 @@ def _e_SupportedFeatureKey_0(o, out):
     """SupportedFeatureKey, versions 3-4."""
     w_cstr(out, o.name)
     out += _ST_hh.pack(o.min_version, o.max_version)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_FinalizedFeatureKey_0(buf, pos, end):
@@ -438,7 +455,10 @@ def _e_FinalizedFeatureKey_0(o, out):
     """FinalizedFeatureKey, versions 3-4."""
     w_cstr(out, o.name)
     out += _ST_hh.pack(o.max_version_level, o.min_version_level)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ApiVersionsResponse_2(buf, pos, end):
@@ -532,7 +552,8 @@ def _e_ApiVersionsResponse_2(o, out):
     """ApiVersionsResponse, versions 3-4."""
     out += _ST_h.pack(o.error_code)
     arr = o.api_keys
-    not_null(arr, "ApiKeys")
+    if arr is None:
+        null_field("ApiKeys")
     w_ccount(out, arr)
     for e in arr:
         _e_ApiVersion_1(e, out)
@@ -541,7 +562,8 @@ def _e_ApiVersionsResponse_2(o, out):
     if o.supported_features is None or len(o.supported_features) > 0:
         t = bytearray()
         arr = o.supported_features
-        not_null(arr, "SupportedFeatures")
+        if arr is None:
+            null_field("SupportedFeatures")
         w_ccount(t, arr)
         for e in arr:
             _e_SupportedFeatureKey_0(e, t)
@@ -553,7 +575,8 @@ def _e_ApiVersionsResponse_2(o, out):
     if o.finalized_features is None or len(o.finalized_features) > 0:
         t = bytearray()
         arr = o.finalized_features
-        not_null(arr, "FinalizedFeatures")
+        if arr is None:
+            null_field("FinalizedFeatures")
         w_ccount(t, arr)
         for e in arr:
             _e_FinalizedFeatureKey_0(e, t)

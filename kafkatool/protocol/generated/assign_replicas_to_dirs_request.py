@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -204,7 +207,10 @@ def _d_PartitionData_0(buf, pos, end):
 def _e_PartitionData_0(o, out):
     """PartitionData, versions 0."""
     out += _ST_i.pack(o.partition_index)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_TopicData_0(buf, pos, end):
@@ -250,11 +256,15 @@ def _e_TopicData_0(o, out):
     """TopicData, versions 0."""
     out += _ST_16s.pack(o.topic_id.bytes)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_PartitionData_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DirectoryData_0(buf, pos, end):
@@ -300,11 +310,15 @@ def _e_DirectoryData_0(o, out):
     """DirectoryData, versions 0."""
     out += _ST_16s.pack(o.id_.bytes)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_TopicData_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_AssignReplicasToDirsRequest_0(buf, pos, end):
@@ -350,11 +364,15 @@ def _e_AssignReplicasToDirsRequest_0(o, out):
     """AssignReplicasToDirsRequest, versions 0."""
     out += _ST_iq.pack(o.broker_id, o.broker_epoch)
     arr = o.directories
-    not_null(arr, "Directories")
+    if arr is None:
+        null_field("Directories")
     w_ccount(out, arr)
     for e in arr:
         _e_DirectoryData_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 AssignReplicasToDirsRequest._DECODERS = (_d_AssignReplicasToDirsRequest_0,)

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -171,7 +174,10 @@ def _e_BrokerHeartbeatRequest_0(o, out):
     )
     if o.offline_log_dirs is None or len(o.offline_log_dirs) > 0:
         raise UnsupportedVersionError("BrokerHeartbeatRequest.OfflineLogDirs is not supported at version 0")
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_BrokerHeartbeatRequest_1(buf, pos, end):
@@ -230,7 +236,8 @@ def _e_BrokerHeartbeatRequest_1(o, out):
     if o.offline_log_dirs is None or len(o.offline_log_dirs) > 0:
         t = bytearray()
         arr = o.offline_log_dirs
-        not_null(arr, "OfflineLogDirs")
+        if arr is None:
+            null_field("OfflineLogDirs")
         w_ccount(t, arr)
         w_uuid_array(t, arr)
         tags.append((0, t))

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -263,7 +266,10 @@ def _e_Listener_0(o, out):
     w_cstr(out, o.name)
     w_cstr(out, o.host)
     out += _ST_Hh.pack(o.port, o.security_protocol)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_Feature_0(buf, pos, end):
@@ -298,7 +304,10 @@ def _e_Feature_0(o, out):
     """Feature, versions 0-4."""
     w_cstr(out, o.name)
     out += _ST_hh.pack(o.min_supported_version, o.max_supported_version)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_BrokerRegistrationRequest_0(buf, pos, end):
@@ -371,12 +380,14 @@ def _e_BrokerRegistrationRequest_0(o, out):
     w_cstr(out, o.cluster_id)
     out += _ST_16s.pack(o.incarnation_id.bytes)
     arr = o.listeners
-    not_null(arr, "Listeners")
+    if arr is None:
+        null_field("Listeners")
     w_ccount(out, arr)
     for e in arr:
         _e_Listener_0(e, out)
     arr = o.features
-    not_null(arr, "Features")
+    if arr is None:
+        null_field("Features")
     w_ccount(out, arr)
     for e in arr:
         _e_Feature_0(e, out)
@@ -385,7 +396,10 @@ def _e_BrokerRegistrationRequest_0(o, out):
         raise UnsupportedVersionError(
             "BrokerRegistrationRequest.IsMigratingZkBroker is not supported at version 0"
         )
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_BrokerRegistrationRequest_1(buf, pos, end):
@@ -462,18 +476,23 @@ def _e_BrokerRegistrationRequest_1(o, out):
     w_cstr(out, o.cluster_id)
     out += _ST_16s.pack(o.incarnation_id.bytes)
     arr = o.listeners
-    not_null(arr, "Listeners")
+    if arr is None:
+        null_field("Listeners")
     w_ccount(out, arr)
     for e in arr:
         _e_Listener_0(e, out)
     arr = o.features
-    not_null(arr, "Features")
+    if arr is None:
+        null_field("Features")
     w_ccount(out, arr)
     for e in arr:
         _e_Feature_0(e, out)
     w_ncstr(out, o.rack)
     out += _ST_z.pack(o.is_migrating_zk_broker)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_BrokerRegistrationRequest_2(buf, pos, end):
@@ -559,22 +578,28 @@ def _e_BrokerRegistrationRequest_2(o, out):
     w_cstr(out, o.cluster_id)
     out += _ST_16s.pack(o.incarnation_id.bytes)
     arr = o.listeners
-    not_null(arr, "Listeners")
+    if arr is None:
+        null_field("Listeners")
     w_ccount(out, arr)
     for e in arr:
         _e_Listener_0(e, out)
     arr = o.features
-    not_null(arr, "Features")
+    if arr is None:
+        null_field("Features")
     w_ccount(out, arr)
     for e in arr:
         _e_Feature_0(e, out)
     w_ncstr(out, o.rack)
     out += _ST_z.pack(o.is_migrating_zk_broker)
     arr = o.log_dirs
-    not_null(arr, "LogDirs")
+    if arr is None:
+        null_field("LogDirs")
     w_ccount(out, arr)
     w_uuid_array(out, arr)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_BrokerRegistrationRequest_3(buf, pos, end):
@@ -664,23 +689,29 @@ def _e_BrokerRegistrationRequest_3(o, out):
     w_cstr(out, o.cluster_id)
     out += _ST_16s.pack(o.incarnation_id.bytes)
     arr = o.listeners
-    not_null(arr, "Listeners")
+    if arr is None:
+        null_field("Listeners")
     w_ccount(out, arr)
     for e in arr:
         _e_Listener_0(e, out)
     arr = o.features
-    not_null(arr, "Features")
+    if arr is None:
+        null_field("Features")
     w_ccount(out, arr)
     for e in arr:
         _e_Feature_0(e, out)
     w_ncstr(out, o.rack)
     out += _ST_z.pack(o.is_migrating_zk_broker)
     arr = o.log_dirs
-    not_null(arr, "LogDirs")
+    if arr is None:
+        null_field("LogDirs")
     w_ccount(out, arr)
     w_uuid_array(out, arr)
     out += _ST_q.pack(o.previous_broker_epoch)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 BrokerRegistrationRequest._DECODERS = (

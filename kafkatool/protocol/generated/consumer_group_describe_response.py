@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -55,6 +58,8 @@ _ST_16s = struct.Struct(">16s")
 _ST_h = struct.Struct(">h")
 _ST_i = struct.Struct(">i")
 _ST_ii = struct.Struct(">ii")
+_AR__i = array_structs("", "i")
+_AR_B_i = array_structs("B", "i")
 
 __all__ = ["Assignment", "ConsumerGroupDescribeResponse", "DescribedGroup", "Member", "TopicPartitions"]
 
@@ -330,6 +335,9 @@ def _d_TopicPartitions_0(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_partitions = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_partitions, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     unknown = None
@@ -358,10 +366,18 @@ def _e_TopicPartitions_0(o, out):
     out += _ST_16s.pack(o.topic_id.bytes)
     w_cstr(out, o.topic_name)
     arr = o.partitions
-    not_null(arr, "Partitions")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
-    w_unknown_tags(out, o._unknown_tags)
+    if arr is None:
+        null_field("Partitions")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_Assignment_0(buf, pos, end):
@@ -400,11 +416,15 @@ def _d_Assignment_0(buf, pos, end):
 def _e_Assignment_0(o, out):
     """Assignment, versions 0."""
     arr = o.topic_partitions
-    not_null(arr, "TopicPartitions")
+    if arr is None:
+        null_field("TopicPartitions")
     w_ccount(out, arr)
     for e in arr:
         _e_TopicPartitions_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_Member_0(buf, pos, end):
@@ -467,13 +487,17 @@ def _e_Member_0(o, out):
     w_cstr(out, o.client_id)
     w_cstr(out, o.client_host)
     arr = o.subscribed_topic_names
-    not_null(arr, "SubscribedTopicNames")
+    if arr is None:
+        null_field("SubscribedTopicNames")
     w_ccount(out, arr)
     w_str_array(out, arr, True)
     w_ncstr(out, o.subscribed_topic_regex)
     _e_Assignment_0(not_null(o.assignment, "Assignment"), out)
     _e_Assignment_0(not_null(o.target_assignment, "TargetAssignment"), out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribedGroup_0(buf, pos, end):
@@ -542,12 +566,16 @@ def _e_DescribedGroup_0(o, out):
     out += _ST_ii.pack(o.group_epoch, o.assignment_epoch)
     w_cstr(out, o.assignor_name)
     arr = o.members
-    not_null(arr, "Members")
+    if arr is None:
+        null_field("Members")
     w_ccount(out, arr)
     for e in arr:
         _e_Member_0(e, out)
     out += _ST_i.pack(o.authorized_operations)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ConsumerGroupDescribeResponse_0(buf, pos, end):
@@ -592,11 +620,15 @@ def _e_ConsumerGroupDescribeResponse_0(o, out):
     """ConsumerGroupDescribeResponse, versions 0."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.groups
-    not_null(arr, "Groups")
+    if arr is None:
+        null_field("Groups")
     w_ccount(out, arr)
     for e in arr:
         _e_DescribedGroup_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 ConsumerGroupDescribeResponse._DECODERS = (_d_ConsumerGroupDescribeResponse_0,)

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -145,7 +148,10 @@ def _d_ControlledShutdownResponse_0(buf, pos, end):
         truncated(pos, "ControlledShutdownResponse")
     (v_error_code,) = _ST_h.unpack_from(buf, pos)
     pos += 2
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "RemainingPartitions")
     else:
@@ -164,7 +170,8 @@ def _e_ControlledShutdownResponse_0(o, out):
     """ControlledShutdownResponse, versions 0-2."""
     out += _ST_h.pack(o.error_code)
     arr = o.remaining_partitions
-    not_null(arr, "RemainingPartitions")
+    if arr is None:
+        null_field("RemainingPartitions")
     w_count(out, arr)
     for e in arr:
         _e_RemainingPartition_0(e, out)
@@ -201,7 +208,10 @@ def _e_RemainingPartition_1(o, out):
     """RemainingPartition, versions 3."""
     w_cstr(out, o.topic_name)
     out += _ST_i.pack(o.partition_index)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ControlledShutdownResponse_1(buf, pos, end):
@@ -246,11 +256,15 @@ def _e_ControlledShutdownResponse_1(o, out):
     """ControlledShutdownResponse, versions 3."""
     out += _ST_h.pack(o.error_code)
     arr = o.remaining_partitions
-    not_null(arr, "RemainingPartitions")
+    if arr is None:
+        null_field("RemainingPartitions")
     w_ccount(out, arr)
     for e in arr:
         _e_RemainingPartition_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 ControlledShutdownResponse._DECODERS = (

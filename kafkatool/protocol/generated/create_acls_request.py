@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -53,6 +56,7 @@ from kafkatool.formats.schema import (
 _new = object.__new__
 _ST_b = struct.Struct(">b")
 _ST_bb = struct.Struct(">bb")
+_ST_i = struct.Struct(">i")
 
 __all__ = ["AclCreation", "CreateAclsRequest"]
 
@@ -180,7 +184,10 @@ def _e_AclCreation_0(o, out):
 
 def _d_CreateAclsRequest_0(buf, pos, end):
     """CreateAclsRequest, versions 0."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Creations")
     else:
@@ -197,7 +204,8 @@ def _d_CreateAclsRequest_0(buf, pos, end):
 def _e_CreateAclsRequest_0(o, out):
     """CreateAclsRequest, versions 0."""
     arr = o.creations
-    not_null(arr, "Creations")
+    if arr is None:
+        null_field("Creations")
     w_count(out, arr)
     for e in arr:
         _e_AclCreation_0(e, out)
@@ -244,7 +252,10 @@ def _e_AclCreation_1(o, out):
 
 def _d_CreateAclsRequest_1(buf, pos, end):
     """CreateAclsRequest, versions 1."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Creations")
     else:
@@ -261,7 +272,8 @@ def _d_CreateAclsRequest_1(buf, pos, end):
 def _e_CreateAclsRequest_1(o, out):
     """CreateAclsRequest, versions 1."""
     arr = o.creations
-    not_null(arr, "Creations")
+    if arr is None:
+        null_field("Creations")
     w_count(out, arr)
     for e in arr:
         _e_AclCreation_1(e, out)
@@ -317,7 +329,10 @@ def _e_AclCreation_2(o, out):
     w_cstr(out, o.principal)
     w_cstr(out, o.host)
     out += _ST_bb.pack(o.operation, o.permission_type)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_CreateAclsRequest_2(buf, pos, end):
@@ -356,11 +371,15 @@ def _d_CreateAclsRequest_2(buf, pos, end):
 def _e_CreateAclsRequest_2(o, out):
     """CreateAclsRequest, versions 2-3."""
     arr = o.creations
-    not_null(arr, "Creations")
+    if arr is None:
+        null_field("Creations")
     w_ccount(out, arr)
     for e in arr:
         _e_AclCreation_2(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 CreateAclsRequest._DECODERS = (

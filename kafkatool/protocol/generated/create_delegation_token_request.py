@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -51,6 +54,7 @@ from kafkatool.formats.schema import (
 )
 
 _new = object.__new__
+_ST_i = struct.Struct(">i")
 _ST_q = struct.Struct(">q")
 
 __all__ = ["CreatableRenewers", "CreateDelegationTokenRequest"]
@@ -177,7 +181,10 @@ def _e_CreatableRenewers_0(o, out):
 
 def _d_CreateDelegationTokenRequest_0(buf, pos, end):
     """CreateDelegationTokenRequest, versions 0-1."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Renewers")
     else:
@@ -209,7 +216,8 @@ def _e_CreateDelegationTokenRequest_0(o, out):
             "CreateDelegationTokenRequest.OwnerPrincipalName is not supported at version 0-1"
         )
     arr = o.renewers
-    not_null(arr, "Renewers")
+    if arr is None:
+        null_field("Renewers")
     w_count(out, arr)
     for e in arr:
         _e_CreatableRenewers_0(e, out)
@@ -244,7 +252,10 @@ def _e_CreatableRenewers_1(o, out):
     """CreatableRenewers, versions 2-3."""
     w_cstr(out, o.principal_type)
     w_cstr(out, o.principal_name)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_CreateDelegationTokenRequest_1(buf, pos, end):
@@ -298,12 +309,16 @@ def _e_CreateDelegationTokenRequest_1(o, out):
             "CreateDelegationTokenRequest.OwnerPrincipalName is not supported at version 2"
         )
     arr = o.renewers
-    not_null(arr, "Renewers")
+    if arr is None:
+        null_field("Renewers")
     w_ccount(out, arr)
     for e in arr:
         _e_CreatableRenewers_1(e, out)
     out += _ST_q.pack(o.max_lifetime_ms)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_CreateDelegationTokenRequest_2(buf, pos, end):
@@ -353,12 +368,16 @@ def _e_CreateDelegationTokenRequest_2(o, out):
     w_ncstr(out, o.owner_principal_type)
     w_ncstr(out, o.owner_principal_name)
     arr = o.renewers
-    not_null(arr, "Renewers")
+    if arr is None:
+        null_field("Renewers")
     w_ccount(out, arr)
     for e in arr:
         _e_CreatableRenewers_1(e, out)
     out += _ST_q.pack(o.max_lifetime_ms)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 CreateDelegationTokenRequest._DECODERS = (

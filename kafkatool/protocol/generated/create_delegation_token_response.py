@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -287,7 +290,10 @@ def _e_CreateDelegationTokenResponse_1(o, out):
     w_cstr(out, o.token_id)
     w_cbytes(out, o.hmac)
     out += _ST_i.pack(o.throttle_time_ms)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_CreateDelegationTokenResponse_2(buf, pos, end):
@@ -350,7 +356,10 @@ def _e_CreateDelegationTokenResponse_2(o, out):
     w_cstr(out, o.token_id)
     w_cbytes(out, o.hmac)
     out += _ST_i.pack(o.throttle_time_ms)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 CreateDelegationTokenResponse._DECODERS = (

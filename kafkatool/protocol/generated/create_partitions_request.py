@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -53,6 +56,9 @@ from kafkatool.formats.schema import (
 _new = object.__new__
 _ST_i = struct.Struct(">i")
 _ST_iz = struct.Struct(">i?")
+_AR__i = array_structs("", "i")
+_AR_B_i = array_structs("B", "i")
+_AR_i_i = array_structs("i", "i")
 
 __all__ = ["CreatePartitionsAssignment", "CreatePartitionsRequest", "CreatePartitionsTopic"]
 
@@ -160,9 +166,15 @@ CreatePartitionsRequest._FIELDS = (
 
 def _d_CreatePartitionsAssignment_0(buf, pos, end):
     """CreatePartitionsAssignment, versions 0-1."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "BrokerIds")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_broker_ids = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_broker_ids, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     o = _new(CreatePartitionsAssignment)
@@ -174,9 +186,14 @@ def _d_CreatePartitionsAssignment_0(buf, pos, end):
 def _e_CreatePartitionsAssignment_0(o, out):
     """CreatePartitionsAssignment, versions 0-1."""
     arr = o.broker_ids
-    not_null(arr, "BrokerIds")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("BrokerIds")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
 
 
 def _d_CreatePartitionsTopic_0(buf, pos, end):
@@ -186,7 +203,10 @@ def _d_CreatePartitionsTopic_0(buf, pos, end):
         truncated(pos, "CreatePartitionsTopic")
     (v_count,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         v_assignments = None
     else:
@@ -217,7 +237,10 @@ def _e_CreatePartitionsTopic_0(o, out):
 
 def _d_CreatePartitionsRequest_0(buf, pos, end):
     """CreatePartitionsRequest, versions 0-1."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -240,7 +263,8 @@ def _d_CreatePartitionsRequest_0(buf, pos, end):
 def _e_CreatePartitionsRequest_0(o, out):
     """CreatePartitionsRequest, versions 0-1."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_CreatePartitionsTopic_0(e, out)
@@ -256,6 +280,9 @@ def _d_CreatePartitionsAssignment_1(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "BrokerIds")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_broker_ids = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_broker_ids, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     unknown = None
@@ -280,10 +307,18 @@ def _d_CreatePartitionsAssignment_1(buf, pos, end):
 def _e_CreatePartitionsAssignment_1(o, out):
     """CreatePartitionsAssignment, versions 2-3."""
     arr = o.broker_ids
-    not_null(arr, "BrokerIds")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
-    w_unknown_tags(out, o._unknown_tags)
+    if arr is None:
+        null_field("BrokerIds")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_CreatePartitionsTopic_1(buf, pos, end):
@@ -337,7 +372,10 @@ def _e_CreatePartitionsTopic_1(o, out):
         w_ccount(out, arr)
         for e in arr:
             _e_CreatePartitionsAssignment_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_CreatePartitionsRequest_1(buf, pos, end):
@@ -382,12 +420,16 @@ def _d_CreatePartitionsRequest_1(buf, pos, end):
 def _e_CreatePartitionsRequest_1(o, out):
     """CreatePartitionsRequest, versions 2-3."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_CreatePartitionsTopic_1(e, out)
     out += _ST_iz.pack(o.timeout_ms, o.validate_only)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 CreatePartitionsRequest._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -54,6 +57,9 @@ _new = object.__new__
 _ST_i = struct.Struct(">i")
 _ST_iz = struct.Struct(">i?")
 _ST_ih = struct.Struct(">ih")
+_AR__i = array_structs("", "i")
+_AR_B_i = array_structs("B", "i")
+_AR_i_i = array_structs("i", "i")
 
 __all__ = ["CreatableReplicaAssignment", "CreatableTopic", "CreatableTopicConfig", "CreateTopicsRequest"]
 
@@ -202,9 +208,15 @@ def _d_CreatableReplicaAssignment_0(buf, pos, end):
         truncated(pos, "CreatableReplicaAssignment")
     (v_partition_index,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "BrokerIds")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_broker_ids = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_broker_ids, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     o = _new(CreatableReplicaAssignment)
@@ -218,9 +230,14 @@ def _e_CreatableReplicaAssignment_0(o, out):
     """CreatableReplicaAssignment, versions 0-4."""
     out += _ST_i.pack(o.partition_index)
     arr = o.broker_ids
-    not_null(arr, "BrokerIds")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("BrokerIds")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
 
 
 def _d_CreatableTopicConfig_0(buf, pos, end):
@@ -247,7 +264,10 @@ def _d_CreatableTopic_0(buf, pos, end):
         truncated(pos, "CreatableTopic")
     v_num_partitions, v_replication_factor = _ST_ih.unpack_from(buf, pos)
     pos += 6
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Assignments")
     else:
@@ -255,7 +275,10 @@ def _d_CreatableTopic_0(buf, pos, end):
         for _ in range(n):
             e, pos = _d_CreatableReplicaAssignment_0(buf, pos, end)
             v_assignments.append(e)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Configs")
     else:
@@ -278,12 +301,14 @@ def _e_CreatableTopic_0(o, out):
     w_str(out, o.name)
     out += _ST_ih.pack(o.num_partitions, o.replication_factor)
     arr = o.assignments
-    not_null(arr, "Assignments")
+    if arr is None:
+        null_field("Assignments")
     w_count(out, arr)
     for e in arr:
         _e_CreatableReplicaAssignment_0(e, out)
     arr = o.configs
-    not_null(arr, "Configs")
+    if arr is None:
+        null_field("Configs")
     w_count(out, arr)
     for e in arr:
         _e_CreatableTopicConfig_0(e, out)
@@ -291,7 +316,10 @@ def _e_CreatableTopic_0(o, out):
 
 def _d_CreateTopicsRequest_0(buf, pos, end):
     """CreateTopicsRequest, versions 0."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -314,7 +342,8 @@ def _d_CreateTopicsRequest_0(buf, pos, end):
 def _e_CreateTopicsRequest_0(o, out):
     """CreateTopicsRequest, versions 0."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_CreatableTopic_0(e, out)
@@ -325,7 +354,10 @@ def _e_CreateTopicsRequest_0(o, out):
 
 def _d_CreateTopicsRequest_1(buf, pos, end):
     """CreateTopicsRequest, versions 1-4."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -348,7 +380,8 @@ def _d_CreateTopicsRequest_1(buf, pos, end):
 def _e_CreateTopicsRequest_1(o, out):
     """CreateTopicsRequest, versions 1-4."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_CreatableTopic_0(e, out)
@@ -368,6 +401,9 @@ def _d_CreatableReplicaAssignment_1(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "BrokerIds")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_broker_ids = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_broker_ids, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     unknown = None
@@ -394,10 +430,18 @@ def _e_CreatableReplicaAssignment_1(o, out):
     """CreatableReplicaAssignment, versions 5-7."""
     out += _ST_i.pack(o.partition_index)
     arr = o.broker_ids
-    not_null(arr, "BrokerIds")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
-    w_unknown_tags(out, o._unknown_tags)
+    if arr is None:
+        null_field("BrokerIds")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_CreatableTopicConfig_1(buf, pos, end):
@@ -428,7 +472,10 @@ def _e_CreatableTopicConfig_1(o, out):
     """CreatableTopicConfig, versions 5-7."""
     w_cstr(out, o.name)
     w_ncstr(out, o.value)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_CreatableTopic_1(buf, pos, end):
@@ -490,16 +537,21 @@ def _e_CreatableTopic_1(o, out):
     w_cstr(out, o.name)
     out += _ST_ih.pack(o.num_partitions, o.replication_factor)
     arr = o.assignments
-    not_null(arr, "Assignments")
+    if arr is None:
+        null_field("Assignments")
     w_ccount(out, arr)
     for e in arr:
         _e_CreatableReplicaAssignment_1(e, out)
     arr = o.configs
-    not_null(arr, "Configs")
+    if arr is None:
+        null_field("Configs")
     w_ccount(out, arr)
     for e in arr:
         _e_CreatableTopicConfig_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_CreateTopicsRequest_2(buf, pos, end):
@@ -544,12 +596,16 @@ def _d_CreateTopicsRequest_2(buf, pos, end):
 def _e_CreateTopicsRequest_2(o, out):
     """CreateTopicsRequest, versions 5-7."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_CreatableTopic_1(e, out)
     out += _ST_iz.pack(o.timeout_ms, o.validate_only)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 CreateTopicsRequest._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -237,7 +240,10 @@ def _e_CreatableTopicResult_0(o, out):
 
 def _d_CreateTopicsResponse_0(buf, pos, end):
     """CreateTopicsResponse, versions 0."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -255,7 +261,8 @@ def _d_CreateTopicsResponse_0(buf, pos, end):
 def _e_CreateTopicsResponse_0(o, out):
     """CreateTopicsResponse, versions 0."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_CreatableTopicResult_0(e, out)
@@ -291,7 +298,10 @@ def _e_CreatableTopicResult_1(o, out):
 
 def _d_CreateTopicsResponse_1(buf, pos, end):
     """CreateTopicsResponse, versions 1."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -309,7 +319,8 @@ def _d_CreateTopicsResponse_1(buf, pos, end):
 def _e_CreateTopicsResponse_1(o, out):
     """CreateTopicsResponse, versions 1."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_CreatableTopicResult_1(e, out)
@@ -321,7 +332,10 @@ def _d_CreateTopicsResponse_2(buf, pos, end):
         truncated(pos, "CreateTopicsResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -340,7 +354,8 @@ def _e_CreateTopicsResponse_2(o, out):
     """CreateTopicsResponse, versions 2-4."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_CreatableTopicResult_1(e, out)
@@ -382,7 +397,10 @@ def _e_CreatableTopicConfigs_0(o, out):
     w_cstr(out, o.name)
     w_ncstr(out, o.value)
     out += _ST_zbz.pack(o.read_only, o.config_source, o.is_sensitive)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_CreatableTopicResult_2(buf, pos, end):
@@ -507,11 +525,15 @@ def _e_CreateTopicsResponse_3(o, out):
     """CreateTopicsResponse, versions 5-6."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_CreatableTopicResult_2(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_CreatableTopicResult_3(buf, pos, end):
@@ -637,11 +659,15 @@ def _e_CreateTopicsResponse_4(o, out):
     """CreateTopicsResponse, versions 7."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_CreatableTopicResult_3(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 CreateTopicsResponse._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -53,6 +56,7 @@ from kafkatool.formats.schema import (
 _new = object.__new__
 _ST_b = struct.Struct(">b")
 _ST_bb = struct.Struct(">bb")
+_ST_i = struct.Struct(">i")
 
 __all__ = ["DeleteAclsFilter", "DeleteAclsRequest"]
 
@@ -218,7 +222,10 @@ def _e_DeleteAclsFilter_0(o, out):
 
 def _d_DeleteAclsRequest_0(buf, pos, end):
     """DeleteAclsRequest, versions 0."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Filters")
     else:
@@ -235,7 +242,8 @@ def _d_DeleteAclsRequest_0(buf, pos, end):
 def _e_DeleteAclsRequest_0(o, out):
     """DeleteAclsRequest, versions 0."""
     arr = o.filters
-    not_null(arr, "Filters")
+    if arr is None:
+        null_field("Filters")
     w_count(out, arr)
     for e in arr:
         _e_DeleteAclsFilter_0(e, out)
@@ -282,7 +290,10 @@ def _e_DeleteAclsFilter_1(o, out):
 
 def _d_DeleteAclsRequest_1(buf, pos, end):
     """DeleteAclsRequest, versions 1."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Filters")
     else:
@@ -299,7 +310,8 @@ def _d_DeleteAclsRequest_1(buf, pos, end):
 def _e_DeleteAclsRequest_1(o, out):
     """DeleteAclsRequest, versions 1."""
     arr = o.filters
-    not_null(arr, "Filters")
+    if arr is None:
+        null_field("Filters")
     w_count(out, arr)
     for e in arr:
         _e_DeleteAclsFilter_1(e, out)
@@ -355,7 +367,10 @@ def _e_DeleteAclsFilter_2(o, out):
     w_ncstr(out, o.principal_filter)
     w_ncstr(out, o.host_filter)
     out += _ST_bb.pack(o.operation, o.permission_type)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DeleteAclsRequest_2(buf, pos, end):
@@ -394,11 +409,15 @@ def _d_DeleteAclsRequest_2(buf, pos, end):
 def _e_DeleteAclsRequest_2(o, out):
     """DeleteAclsRequest, versions 2-3."""
     arr = o.filters
-    not_null(arr, "Filters")
+    if arr is None:
+        null_field("Filters")
     w_ccount(out, arr)
     for e in arr:
         _e_DeleteAclsFilter_2(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 DeleteAclsRequest._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -248,7 +251,10 @@ def _d_DeleteAclsFilterResult_0(buf, pos, end):
     (v_error_code,) = _ST_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = r_nstr(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "MatchingAcls")
     else:
@@ -269,7 +275,8 @@ def _e_DeleteAclsFilterResult_0(o, out):
     out += _ST_h.pack(o.error_code)
     w_nstr(out, o.error_message)
     arr = o.matching_acls
-    not_null(arr, "MatchingAcls")
+    if arr is None:
+        null_field("MatchingAcls")
     w_count(out, arr)
     for e in arr:
         _e_DeleteAclsMatchingAcl_0(e, out)
@@ -281,7 +288,10 @@ def _d_DeleteAclsResponse_0(buf, pos, end):
         truncated(pos, "DeleteAclsResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "FilterResults")
     else:
@@ -300,7 +310,8 @@ def _e_DeleteAclsResponse_0(o, out):
     """DeleteAclsResponse, versions 0."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.filter_results
-    not_null(arr, "FilterResults")
+    if arr is None:
+        null_field("FilterResults")
     w_count(out, arr)
     for e in arr:
         _e_DeleteAclsFilterResult_0(e, out)
@@ -361,7 +372,10 @@ def _d_DeleteAclsFilterResult_1(buf, pos, end):
     (v_error_code,) = _ST_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = r_nstr(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "MatchingAcls")
     else:
@@ -382,7 +396,8 @@ def _e_DeleteAclsFilterResult_1(o, out):
     out += _ST_h.pack(o.error_code)
     w_nstr(out, o.error_message)
     arr = o.matching_acls
-    not_null(arr, "MatchingAcls")
+    if arr is None:
+        null_field("MatchingAcls")
     w_count(out, arr)
     for e in arr:
         _e_DeleteAclsMatchingAcl_1(e, out)
@@ -394,7 +409,10 @@ def _d_DeleteAclsResponse_1(buf, pos, end):
         truncated(pos, "DeleteAclsResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "FilterResults")
     else:
@@ -413,7 +431,8 @@ def _e_DeleteAclsResponse_1(o, out):
     """DeleteAclsResponse, versions 1."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.filter_results
-    not_null(arr, "FilterResults")
+    if arr is None:
+        null_field("FilterResults")
     w_count(out, arr)
     for e in arr:
         _e_DeleteAclsFilterResult_1(e, out)
@@ -478,7 +497,10 @@ def _e_DeleteAclsMatchingAcl_2(o, out):
     w_cstr(out, o.principal)
     w_cstr(out, o.host)
     out += _ST_bb.pack(o.operation, o.permission_type)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DeleteAclsFilterResult_2(buf, pos, end):
@@ -526,11 +548,15 @@ def _e_DeleteAclsFilterResult_2(o, out):
     out += _ST_h.pack(o.error_code)
     w_ncstr(out, o.error_message)
     arr = o.matching_acls
-    not_null(arr, "MatchingAcls")
+    if arr is None:
+        null_field("MatchingAcls")
     w_ccount(out, arr)
     for e in arr:
         _e_DeleteAclsMatchingAcl_2(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DeleteAclsResponse_2(buf, pos, end):
@@ -575,11 +601,15 @@ def _e_DeleteAclsResponse_2(o, out):
     """DeleteAclsResponse, versions 2-3."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.filter_results
-    not_null(arr, "FilterResults")
+    if arr is None:
+        null_field("FilterResults")
     w_ccount(out, arr)
     for e in arr:
         _e_DeleteAclsFilterResult_2(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 DeleteAclsResponse._DECODERS = (

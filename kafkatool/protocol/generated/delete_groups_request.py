@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -51,6 +54,7 @@ from kafkatool.formats.schema import (
 )
 
 _new = object.__new__
+_ST_i = struct.Struct(">i")
 
 __all__ = ["DeleteGroupsRequest"]
 
@@ -82,7 +86,10 @@ DeleteGroupsRequest._FIELDS = (
 
 def _d_DeleteGroupsRequest_0(buf, pos, end):
     """DeleteGroupsRequest, versions 0-1."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "GroupsNames")
     else:
@@ -96,7 +103,8 @@ def _d_DeleteGroupsRequest_0(buf, pos, end):
 def _e_DeleteGroupsRequest_0(o, out):
     """DeleteGroupsRequest, versions 0-1."""
     arr = o.groups_names
-    not_null(arr, "GroupsNames")
+    if arr is None:
+        null_field("GroupsNames")
     w_count(out, arr)
     w_str_array(out, arr, False)
 
@@ -134,10 +142,14 @@ def _d_DeleteGroupsRequest_1(buf, pos, end):
 def _e_DeleteGroupsRequest_1(o, out):
     """DeleteGroupsRequest, versions 2."""
     arr = o.groups_names
-    not_null(arr, "GroupsNames")
+    if arr is None:
+        null_field("GroupsNames")
     w_ccount(out, arr)
     w_str_array(out, arr, True)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 DeleteGroupsRequest._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -174,7 +177,10 @@ def _e_DeleteRecordsPartition_0(o, out):
 def _d_DeleteRecordsTopic_0(buf, pos, end):
     """DeleteRecordsTopic, versions 0-1."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -193,7 +199,8 @@ def _e_DeleteRecordsTopic_0(o, out):
     """DeleteRecordsTopic, versions 0-1."""
     w_str(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_DeleteRecordsPartition_0(e, out)
@@ -201,7 +208,10 @@ def _e_DeleteRecordsTopic_0(o, out):
 
 def _d_DeleteRecordsRequest_0(buf, pos, end):
     """DeleteRecordsRequest, versions 0-1."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -223,7 +233,8 @@ def _d_DeleteRecordsRequest_0(buf, pos, end):
 def _e_DeleteRecordsRequest_0(o, out):
     """DeleteRecordsRequest, versions 0-1."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_DeleteRecordsTopic_0(e, out)
@@ -259,7 +270,10 @@ def _d_DeleteRecordsPartition_1(buf, pos, end):
 def _e_DeleteRecordsPartition_1(o, out):
     """DeleteRecordsPartition, versions 2."""
     out += _ST_iq.pack(o.partition_index, o.offset)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DeleteRecordsTopic_1(buf, pos, end):
@@ -301,11 +315,15 @@ def _e_DeleteRecordsTopic_1(o, out):
     """DeleteRecordsTopic, versions 2."""
     w_cstr(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_DeleteRecordsPartition_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DeleteRecordsRequest_1(buf, pos, end):
@@ -349,12 +367,16 @@ def _d_DeleteRecordsRequest_1(buf, pos, end):
 def _e_DeleteRecordsRequest_1(o, out):
     """DeleteRecordsRequest, versions 2."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_DeleteRecordsTopic_1(e, out)
     out += _ST_i.pack(o.timeout_ms)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 DeleteRecordsRequest._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -180,7 +183,10 @@ def _e_DeleteRecordsPartitionResult_0(o, out):
 def _d_DeleteRecordsTopicResult_0(buf, pos, end):
     """DeleteRecordsTopicResult, versions 0-1."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -199,7 +205,8 @@ def _e_DeleteRecordsTopicResult_0(o, out):
     """DeleteRecordsTopicResult, versions 0-1."""
     w_str(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_DeleteRecordsPartitionResult_0(e, out)
@@ -211,7 +218,10 @@ def _d_DeleteRecordsResponse_0(buf, pos, end):
         truncated(pos, "DeleteRecordsResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -230,7 +240,8 @@ def _e_DeleteRecordsResponse_0(o, out):
     """DeleteRecordsResponse, versions 0-1."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_DeleteRecordsTopicResult_0(e, out)
@@ -266,7 +277,10 @@ def _d_DeleteRecordsPartitionResult_1(buf, pos, end):
 def _e_DeleteRecordsPartitionResult_1(o, out):
     """DeleteRecordsPartitionResult, versions 2."""
     out += _ST_iqh.pack(o.partition_index, o.low_watermark, o.error_code)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DeleteRecordsTopicResult_1(buf, pos, end):
@@ -308,11 +322,15 @@ def _e_DeleteRecordsTopicResult_1(o, out):
     """DeleteRecordsTopicResult, versions 2."""
     w_cstr(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_DeleteRecordsPartitionResult_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DeleteRecordsResponse_1(buf, pos, end):
@@ -357,11 +375,15 @@ def _e_DeleteRecordsResponse_1(o, out):
     """DeleteRecordsResponse, versions 2."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_DeleteRecordsTopicResult_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 DeleteRecordsResponse._DECODERS = (

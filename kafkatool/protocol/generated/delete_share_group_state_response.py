@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -185,7 +188,10 @@ def _e_PartitionResult_0(o, out):
     """PartitionResult, versions 0."""
     out += _ST_ih.pack(o.partition, o.error_code)
     w_ncstr(out, o.error_message)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DeleteStateResult_0(buf, pos, end):
@@ -231,11 +237,15 @@ def _e_DeleteStateResult_0(o, out):
     """DeleteStateResult, versions 0."""
     out += _ST_16s.pack(o.topic_id.bytes)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_PartitionResult_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DeleteShareGroupStateResponse_0(buf, pos, end):
@@ -274,11 +284,15 @@ def _d_DeleteShareGroupStateResponse_0(buf, pos, end):
 def _e_DeleteShareGroupStateResponse_0(o, out):
     """DeleteShareGroupStateResponse, versions 0."""
     arr = o.results
-    not_null(arr, "Results")
+    if arr is None:
+        null_field("Results")
     w_ccount(out, arr)
     for e in arr:
         _e_DeleteStateResult_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 DeleteShareGroupStateResponse._DECODERS = (_d_DeleteShareGroupStateResponse_0,)

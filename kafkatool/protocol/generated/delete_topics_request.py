@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -112,7 +115,10 @@ DeleteTopicsRequest._FIELDS = (
 
 def _d_DeleteTopicsRequest_0(buf, pos, end):
     """DeleteTopicsRequest, versions 0-3."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "TopicNames")
     else:
@@ -134,7 +140,8 @@ def _e_DeleteTopicsRequest_0(o, out):
     if o.topics is None or len(o.topics) > 0:
         raise UnsupportedVersionError("DeleteTopicsRequest.Topics is not supported at version 0-3")
     arr = o.topic_names
-    not_null(arr, "TopicNames")
+    if arr is None:
+        null_field("TopicNames")
     w_count(out, arr)
     w_str_array(out, arr, False)
     out += _ST_i.pack(o.timeout_ms)
@@ -181,11 +188,15 @@ def _e_DeleteTopicsRequest_1(o, out):
     if o.topics is None or len(o.topics) > 0:
         raise UnsupportedVersionError("DeleteTopicsRequest.Topics is not supported at version 4-5")
     arr = o.topic_names
-    not_null(arr, "TopicNames")
+    if arr is None:
+        null_field("TopicNames")
     w_ccount(out, arr)
     w_str_array(out, arr, True)
     out += _ST_i.pack(o.timeout_ms)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DeleteTopicState_0(buf, pos, end):
@@ -220,7 +231,10 @@ def _e_DeleteTopicState_0(o, out):
     """DeleteTopicState, versions 6."""
     w_ncstr(out, o.name)
     out += _ST_16s.pack(o.topic_id.bytes)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DeleteTopicsRequest_2(buf, pos, end):
@@ -265,12 +279,16 @@ def _d_DeleteTopicsRequest_2(buf, pos, end):
 def _e_DeleteTopicsRequest_2(o, out):
     """DeleteTopicsRequest, versions 6."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_DeleteTopicState_0(e, out)
     out += _ST_i.pack(o.timeout_ms)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 DeleteTopicsRequest._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -152,7 +155,10 @@ def _e_DeletableTopicResult_0(o, out):
 
 def _d_DeleteTopicsResponse_0(buf, pos, end):
     """DeleteTopicsResponse, versions 0."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Responses")
     else:
@@ -170,7 +176,8 @@ def _d_DeleteTopicsResponse_0(buf, pos, end):
 def _e_DeleteTopicsResponse_0(o, out):
     """DeleteTopicsResponse, versions 0."""
     arr = o.responses
-    not_null(arr, "Responses")
+    if arr is None:
+        null_field("Responses")
     w_count(out, arr)
     for e in arr:
         _e_DeletableTopicResult_0(e, out)
@@ -182,7 +189,10 @@ def _d_DeleteTopicsResponse_1(buf, pos, end):
         truncated(pos, "DeleteTopicsResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Responses")
     else:
@@ -201,7 +211,8 @@ def _e_DeleteTopicsResponse_1(o, out):
     """DeleteTopicsResponse, versions 1-3."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.responses
-    not_null(arr, "Responses")
+    if arr is None:
+        null_field("Responses")
     w_count(out, arr)
     for e in arr:
         _e_DeletableTopicResult_0(e, out)
@@ -240,7 +251,10 @@ def _e_DeletableTopicResult_1(o, out):
     """DeletableTopicResult, versions 4."""
     w_cstr(out, o.name)
     out += _ST_h.pack(o.error_code)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DeleteTopicsResponse_2(buf, pos, end):
@@ -285,11 +299,15 @@ def _e_DeleteTopicsResponse_2(o, out):
     """DeleteTopicsResponse, versions 4."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.responses
-    not_null(arr, "Responses")
+    if arr is None:
+        null_field("Responses")
     w_ccount(out, arr)
     for e in arr:
         _e_DeletableTopicResult_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DeletableTopicResult_2(buf, pos, end):
@@ -327,7 +345,10 @@ def _e_DeletableTopicResult_2(o, out):
     w_cstr(out, o.name)
     out += _ST_h.pack(o.error_code)
     w_ncstr(out, o.error_message)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DeleteTopicsResponse_3(buf, pos, end):
@@ -372,11 +393,15 @@ def _e_DeleteTopicsResponse_3(o, out):
     """DeleteTopicsResponse, versions 5."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.responses
-    not_null(arr, "Responses")
+    if arr is None:
+        null_field("Responses")
     w_ccount(out, arr)
     for e in arr:
         _e_DeletableTopicResult_2(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DeletableTopicResult_3(buf, pos, end):
@@ -415,7 +440,10 @@ def _e_DeletableTopicResult_3(o, out):
     w_ncstr(out, o.name)
     out += _ST_16sh.pack(o.topic_id.bytes, o.error_code)
     w_ncstr(out, o.error_message)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DeleteTopicsResponse_4(buf, pos, end):
@@ -460,11 +488,15 @@ def _e_DeleteTopicsResponse_4(o, out):
     """DeleteTopicsResponse, versions 6."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.responses
-    not_null(arr, "Responses")
+    if arr is None:
+        null_field("Responses")
     w_ccount(out, arr)
     for e in arr:
         _e_DeletableTopicResult_3(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 DeleteTopicsResponse._DECODERS = (

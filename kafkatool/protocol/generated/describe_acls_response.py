@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -53,6 +56,7 @@ from kafkatool.formats.schema import (
 _new = object.__new__
 _ST_b = struct.Struct(">b")
 _ST_bb = struct.Struct(">bb")
+_ST_i = struct.Struct(">i")
 _ST_ih = struct.Struct(">ih")
 
 __all__ = ["AclDescription", "DescribeAclsResource", "DescribeAclsResponse"]
@@ -197,7 +201,10 @@ def _d_DescribeAclsResource_0(buf, pos, end):
     (v_resource_type,) = _ST_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Acls")
     else:
@@ -221,7 +228,8 @@ def _e_DescribeAclsResource_0(o, out):
     if o.pattern_type != 3:
         raise UnsupportedVersionError("DescribeAclsResource.PatternType is not supported at version 0")
     arr = o.acls
-    not_null(arr, "Acls")
+    if arr is None:
+        null_field("Acls")
     w_count(out, arr)
     for e in arr:
         _e_AclDescription_0(e, out)
@@ -234,7 +242,10 @@ def _d_DescribeAclsResponse_0(buf, pos, end):
     v_throttle_time_ms, v_error_code = _ST_ih.unpack_from(buf, pos)
     pos += 6
     v_error_message, pos = r_nstr(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Resources")
     else:
@@ -256,7 +267,8 @@ def _e_DescribeAclsResponse_0(o, out):
     out += _ST_ih.pack(o.throttle_time_ms, o.error_code)
     w_nstr(out, o.error_message)
     arr = o.resources
-    not_null(arr, "Resources")
+    if arr is None:
+        null_field("Resources")
     w_count(out, arr)
     for e in arr:
         _e_DescribeAclsResource_0(e, out)
@@ -273,7 +285,10 @@ def _d_DescribeAclsResource_1(buf, pos, end):
         truncated(pos, "DescribeAclsResource")
     (v_pattern_type,) = _ST_b.unpack_from(buf, pos)
     pos += 1
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Acls")
     else:
@@ -296,7 +311,8 @@ def _e_DescribeAclsResource_1(o, out):
     w_str(out, o.resource_name)
     out += _ST_b.pack(o.pattern_type)
     arr = o.acls
-    not_null(arr, "Acls")
+    if arr is None:
+        null_field("Acls")
     w_count(out, arr)
     for e in arr:
         _e_AclDescription_0(e, out)
@@ -309,7 +325,10 @@ def _d_DescribeAclsResponse_1(buf, pos, end):
     v_throttle_time_ms, v_error_code = _ST_ih.unpack_from(buf, pos)
     pos += 6
     v_error_message, pos = r_nstr(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Resources")
     else:
@@ -331,7 +350,8 @@ def _e_DescribeAclsResponse_1(o, out):
     out += _ST_ih.pack(o.throttle_time_ms, o.error_code)
     w_nstr(out, o.error_message)
     arr = o.resources
-    not_null(arr, "Resources")
+    if arr is None:
+        null_field("Resources")
     w_count(out, arr)
     for e in arr:
         _e_DescribeAclsResource_1(e, out)
@@ -372,7 +392,10 @@ def _e_AclDescription_1(o, out):
     w_cstr(out, o.principal)
     w_cstr(out, o.host)
     out += _ST_bb.pack(o.operation, o.permission_type)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribeAclsResource_2(buf, pos, end):
@@ -426,11 +449,15 @@ def _e_DescribeAclsResource_2(o, out):
     w_cstr(out, o.resource_name)
     out += _ST_b.pack(o.pattern_type)
     arr = o.acls
-    not_null(arr, "Acls")
+    if arr is None:
+        null_field("Acls")
     w_ccount(out, arr)
     for e in arr:
         _e_AclDescription_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribeAclsResponse_2(buf, pos, end):
@@ -479,11 +506,15 @@ def _e_DescribeAclsResponse_2(o, out):
     out += _ST_ih.pack(o.throttle_time_ms, o.error_code)
     w_ncstr(out, o.error_message)
     arr = o.resources
-    not_null(arr, "Resources")
+    if arr is None:
+        null_field("Resources")
     w_ccount(out, arr)
     for e in arr:
         _e_DescribeAclsResource_2(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 DescribeAclsResponse._DECODERS = (

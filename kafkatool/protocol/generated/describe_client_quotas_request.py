@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -53,6 +56,7 @@ from kafkatool.formats.schema import (
 _new = object.__new__
 _ST_z = struct.Struct(">?")
 _ST_b = struct.Struct(">b")
+_ST_i = struct.Struct(">i")
 
 __all__ = ["ComponentData", "DescribeClientQuotasRequest"]
 
@@ -145,7 +149,10 @@ def _e_ComponentData_0(o, out):
 
 def _d_DescribeClientQuotasRequest_0(buf, pos, end):
     """DescribeClientQuotasRequest, versions 0."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Components")
     else:
@@ -167,7 +174,8 @@ def _d_DescribeClientQuotasRequest_0(buf, pos, end):
 def _e_DescribeClientQuotasRequest_0(o, out):
     """DescribeClientQuotasRequest, versions 0."""
     arr = o.components
-    not_null(arr, "Components")
+    if arr is None:
+        null_field("Components")
     w_count(out, arr)
     for e in arr:
         _e_ComponentData_0(e, out)
@@ -208,7 +216,10 @@ def _e_ComponentData_1(o, out):
     w_cstr(out, o.entity_type)
     out += _ST_b.pack(o.match_type)
     w_ncstr(out, o.match)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribeClientQuotasRequest_1(buf, pos, end):
@@ -252,12 +263,16 @@ def _d_DescribeClientQuotasRequest_1(buf, pos, end):
 def _e_DescribeClientQuotasRequest_1(o, out):
     """DescribeClientQuotasRequest, versions 1."""
     arr = o.components
-    not_null(arr, "Components")
+    if arr is None:
+        null_field("Components")
     w_ccount(out, arr)
     for e in arr:
         _e_ComponentData_1(e, out)
     out += _ST_z.pack(o.strict)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 DescribeClientQuotasRequest._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -52,6 +55,7 @@ from kafkatool.formats.schema import (
 
 _new = object.__new__
 _ST_d = struct.Struct(">d")
+_ST_i = struct.Struct(">i")
 _ST_ih = struct.Struct(">ih")
 
 __all__ = ["DescribeClientQuotasResponse", "EntityData", "EntryData", "ValueData"]
@@ -204,7 +208,10 @@ def _e_ValueData_0(o, out):
 
 def _d_EntryData_0(buf, pos, end):
     """EntryData, versions 0."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Entity")
     else:
@@ -212,7 +219,10 @@ def _d_EntryData_0(buf, pos, end):
         for _ in range(n):
             e, pos = _d_EntityData_0(buf, pos, end)
             v_entity.append(e)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Values")
     else:
@@ -230,12 +240,14 @@ def _d_EntryData_0(buf, pos, end):
 def _e_EntryData_0(o, out):
     """EntryData, versions 0."""
     arr = o.entity
-    not_null(arr, "Entity")
+    if arr is None:
+        null_field("Entity")
     w_count(out, arr)
     for e in arr:
         _e_EntityData_0(e, out)
     arr = o.values
-    not_null(arr, "Values")
+    if arr is None:
+        null_field("Values")
     w_count(out, arr)
     for e in arr:
         _e_ValueData_0(e, out)
@@ -248,7 +260,10 @@ def _d_DescribeClientQuotasResponse_0(buf, pos, end):
     v_throttle_time_ms, v_error_code = _ST_ih.unpack_from(buf, pos)
     pos += 6
     v_error_message, pos = r_nstr(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         v_entries = None
     else:
@@ -306,7 +321,10 @@ def _e_EntityData_1(o, out):
     """EntityData, versions 1."""
     w_cstr(out, o.entity_type)
     w_ncstr(out, o.entity_name)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ValueData_1(buf, pos, end):
@@ -340,7 +358,10 @@ def _e_ValueData_1(o, out):
     """ValueData, versions 1."""
     w_cstr(out, o.key)
     out += _ST_d.pack(o.value)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_EntryData_1(buf, pos, end):
@@ -392,16 +413,21 @@ def _d_EntryData_1(buf, pos, end):
 def _e_EntryData_1(o, out):
     """EntryData, versions 1."""
     arr = o.entity
-    not_null(arr, "Entity")
+    if arr is None:
+        null_field("Entity")
     w_ccount(out, arr)
     for e in arr:
         _e_EntityData_1(e, out)
     arr = o.values
-    not_null(arr, "Values")
+    if arr is None:
+        null_field("Values")
     w_ccount(out, arr)
     for e in arr:
         _e_ValueData_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribeClientQuotasResponse_1(buf, pos, end):
@@ -456,7 +482,10 @@ def _e_DescribeClientQuotasResponse_1(o, out):
         w_ccount(out, arr)
         for e in arr:
             _e_EntryData_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 DescribeClientQuotasResponse._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -126,7 +129,10 @@ def _e_DescribeClusterRequest_0(o, out):
     out += _ST_z.pack(o.include_cluster_authorized_operations)
     if o.endpoint_type != 1:
         raise UnsupportedVersionError("DescribeClusterRequest.EndpointType is not supported at version 0")
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribeClusterRequest_1(buf, pos, end):
@@ -158,7 +164,10 @@ def _d_DescribeClusterRequest_1(buf, pos, end):
 def _e_DescribeClusterRequest_1(o, out):
     """DescribeClusterRequest, versions 1."""
     out += _ST_zb.pack(o.include_cluster_authorized_operations, o.endpoint_type)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 DescribeClusterRequest._DECODERS = (

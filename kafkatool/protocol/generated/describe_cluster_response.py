@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -208,7 +211,10 @@ def _e_DescribeClusterBroker_0(o, out):
     w_cstr(out, o.host)
     out += _ST_i.pack(o.port)
     w_ncstr(out, o.rack)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribeClusterResponse_0(buf, pos, end):
@@ -274,12 +280,16 @@ def _e_DescribeClusterResponse_0(o, out):
     w_cstr(out, o.cluster_id)
     out += _ST_i.pack(o.controller_id)
     arr = o.brokers
-    not_null(arr, "Brokers")
+    if arr is None:
+        null_field("Brokers")
     w_ccount(out, arr)
     for e in arr:
         _e_DescribeClusterBroker_0(e, out)
     out += _ST_i.pack(o.cluster_authorized_operations)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribeClusterResponse_1(buf, pos, end):
@@ -348,12 +358,16 @@ def _e_DescribeClusterResponse_1(o, out):
     w_cstr(out, o.cluster_id)
     out += _ST_i.pack(o.controller_id)
     arr = o.brokers
-    not_null(arr, "Brokers")
+    if arr is None:
+        null_field("Brokers")
     w_ccount(out, arr)
     for e in arr:
         _e_DescribeClusterBroker_0(e, out)
     out += _ST_i.pack(o.cluster_authorized_operations)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 DescribeClusterResponse._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -54,6 +57,7 @@ _new = object.__new__
 _ST_z = struct.Struct(">?")
 _ST_zz = struct.Struct(">??")
 _ST_b = struct.Struct(">b")
+_ST_i = struct.Struct(">i")
 
 __all__ = ["DescribeConfigsRequest", "DescribeConfigsResource"]
 
@@ -157,7 +161,10 @@ def _d_DescribeConfigsResource_0(buf, pos, end):
     (v_resource_type,) = _ST_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         v_configuration_keys = None
     else:
@@ -184,7 +191,10 @@ def _e_DescribeConfigsResource_0(o, out):
 
 def _d_DescribeConfigsRequest_0(buf, pos, end):
     """DescribeConfigsRequest, versions 0."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Resources")
     else:
@@ -203,7 +213,8 @@ def _d_DescribeConfigsRequest_0(buf, pos, end):
 def _e_DescribeConfigsRequest_0(o, out):
     """DescribeConfigsRequest, versions 0."""
     arr = o.resources
-    not_null(arr, "Resources")
+    if arr is None:
+        null_field("Resources")
     w_count(out, arr)
     for e in arr:
         _e_DescribeConfigsResource_0(e, out)
@@ -217,7 +228,10 @@ def _e_DescribeConfigsRequest_0(o, out):
 
 def _d_DescribeConfigsRequest_1(buf, pos, end):
     """DescribeConfigsRequest, versions 1-2."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Resources")
     else:
@@ -240,7 +254,8 @@ def _d_DescribeConfigsRequest_1(buf, pos, end):
 def _e_DescribeConfigsRequest_1(o, out):
     """DescribeConfigsRequest, versions 1-2."""
     arr = o.resources
-    not_null(arr, "Resources")
+    if arr is None:
+        null_field("Resources")
     w_count(out, arr)
     for e in arr:
         _e_DescribeConfigsResource_0(e, out)
@@ -253,7 +268,10 @@ def _e_DescribeConfigsRequest_1(o, out):
 
 def _d_DescribeConfigsRequest_2(buf, pos, end):
     """DescribeConfigsRequest, versions 3."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Resources")
     else:
@@ -276,7 +294,8 @@ def _d_DescribeConfigsRequest_2(buf, pos, end):
 def _e_DescribeConfigsRequest_2(o, out):
     """DescribeConfigsRequest, versions 3."""
     arr = o.resources
-    not_null(arr, "Resources")
+    if arr is None:
+        null_field("Resources")
     w_count(out, arr)
     for e in arr:
         _e_DescribeConfigsResource_0(e, out)
@@ -330,7 +349,10 @@ def _e_DescribeConfigsResource_1(o, out):
     else:
         w_ccount(out, arr)
         w_str_array(out, arr, True)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribeConfigsRequest_3(buf, pos, end):
@@ -375,12 +397,16 @@ def _d_DescribeConfigsRequest_3(buf, pos, end):
 def _e_DescribeConfigsRequest_3(o, out):
     """DescribeConfigsRequest, versions 4."""
     arr = o.resources
-    not_null(arr, "Resources")
+    if arr is None:
+        null_field("Resources")
     w_ccount(out, arr)
     for e in arr:
         _e_DescribeConfigsResource_1(e, out)
     out += _ST_zz.pack(o.include_synonyms, o.include_documentation)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 DescribeConfigsRequest._DECODERS = (

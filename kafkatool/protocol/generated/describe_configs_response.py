@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -286,7 +289,10 @@ def _d_DescribeConfigsResult_0(buf, pos, end):
     (v_resource_type,) = _ST_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Configs")
     else:
@@ -311,7 +317,8 @@ def _e_DescribeConfigsResult_0(o, out):
     out += _ST_b.pack(o.resource_type)
     w_str(out, o.resource_name)
     arr = o.configs
-    not_null(arr, "Configs")
+    if arr is None:
+        null_field("Configs")
     w_count(out, arr)
     for e in arr:
         _e_DescribeConfigsResourceResult_0(e, out)
@@ -323,7 +330,10 @@ def _d_DescribeConfigsResponse_0(buf, pos, end):
         truncated(pos, "DescribeConfigsResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Results")
     else:
@@ -342,7 +352,8 @@ def _e_DescribeConfigsResponse_0(o, out):
     """DescribeConfigsResponse, versions 0."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.results
-    not_null(arr, "Results")
+    if arr is None:
+        null_field("Results")
     w_count(out, arr)
     for e in arr:
         _e_DescribeConfigsResult_0(e, out)
@@ -379,7 +390,10 @@ def _d_DescribeConfigsResourceResult_1(buf, pos, end):
         truncated(pos, "DescribeConfigsResourceResult")
     v_read_only, v_config_source, v_is_sensitive = _ST_zbz.unpack_from(buf, pos)
     pos += 3
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Synonyms")
     else:
@@ -412,7 +426,8 @@ def _e_DescribeConfigsResourceResult_1(o, out):
         )
     out += _ST_bz.pack(o.config_source, o.is_sensitive)
     arr = o.synonyms
-    not_null(arr, "Synonyms")
+    if arr is None:
+        null_field("Synonyms")
     w_count(out, arr)
     for e in arr:
         _e_DescribeConfigsSynonym_0(e, out)
@@ -430,7 +445,10 @@ def _d_DescribeConfigsResult_1(buf, pos, end):
     (v_resource_type,) = _ST_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Configs")
     else:
@@ -455,7 +473,8 @@ def _e_DescribeConfigsResult_1(o, out):
     out += _ST_b.pack(o.resource_type)
     w_str(out, o.resource_name)
     arr = o.configs
-    not_null(arr, "Configs")
+    if arr is None:
+        null_field("Configs")
     w_count(out, arr)
     for e in arr:
         _e_DescribeConfigsResourceResult_1(e, out)
@@ -467,7 +486,10 @@ def _d_DescribeConfigsResponse_1(buf, pos, end):
         truncated(pos, "DescribeConfigsResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Results")
     else:
@@ -486,7 +508,8 @@ def _e_DescribeConfigsResponse_1(o, out):
     """DescribeConfigsResponse, versions 1-2."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.results
-    not_null(arr, "Results")
+    if arr is None:
+        null_field("Results")
     w_count(out, arr)
     for e in arr:
         _e_DescribeConfigsResult_1(e, out)
@@ -500,7 +523,10 @@ def _d_DescribeConfigsResourceResult_2(buf, pos, end):
         truncated(pos, "DescribeConfigsResourceResult")
     v_read_only, v_config_source, v_is_sensitive = _ST_zbz.unpack_from(buf, pos)
     pos += 3
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Synonyms")
     else:
@@ -536,7 +562,8 @@ def _e_DescribeConfigsResourceResult_2(o, out):
         raise UnsupportedVersionError("DescribeConfigsResourceResult.IsDefault is not supported at version 3")
     out += _ST_bz.pack(o.config_source, o.is_sensitive)
     arr = o.synonyms
-    not_null(arr, "Synonyms")
+    if arr is None:
+        null_field("Synonyms")
     w_count(out, arr)
     for e in arr:
         _e_DescribeConfigsSynonym_0(e, out)
@@ -556,7 +583,10 @@ def _d_DescribeConfigsResult_2(buf, pos, end):
     (v_resource_type,) = _ST_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Configs")
     else:
@@ -581,7 +611,8 @@ def _e_DescribeConfigsResult_2(o, out):
     out += _ST_b.pack(o.resource_type)
     w_str(out, o.resource_name)
     arr = o.configs
-    not_null(arr, "Configs")
+    if arr is None:
+        null_field("Configs")
     w_count(out, arr)
     for e in arr:
         _e_DescribeConfigsResourceResult_2(e, out)
@@ -593,7 +624,10 @@ def _d_DescribeConfigsResponse_2(buf, pos, end):
         truncated(pos, "DescribeConfigsResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Results")
     else:
@@ -612,7 +646,8 @@ def _e_DescribeConfigsResponse_2(o, out):
     """DescribeConfigsResponse, versions 3."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.results
-    not_null(arr, "Results")
+    if arr is None:
+        null_field("Results")
     w_count(out, arr)
     for e in arr:
         _e_DescribeConfigsResult_2(e, out)
@@ -652,7 +687,10 @@ def _e_DescribeConfigsSynonym_1(o, out):
     w_cstr(out, o.name)
     w_ncstr(out, o.value)
     out += _ST_b.pack(o.source)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribeConfigsResourceResult_3(buf, pos, end):
@@ -716,13 +754,17 @@ def _e_DescribeConfigsResourceResult_3(o, out):
         raise UnsupportedVersionError("DescribeConfigsResourceResult.IsDefault is not supported at version 4")
     out += _ST_bz.pack(o.config_source, o.is_sensitive)
     arr = o.synonyms
-    not_null(arr, "Synonyms")
+    if arr is None:
+        null_field("Synonyms")
     w_ccount(out, arr)
     for e in arr:
         _e_DescribeConfigsSynonym_1(e, out)
     out += _ST_b.pack(o.config_type)
     w_ncstr(out, o.documentation)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribeConfigsResult_3(buf, pos, end):
@@ -779,11 +821,15 @@ def _e_DescribeConfigsResult_3(o, out):
     out += _ST_b.pack(o.resource_type)
     w_cstr(out, o.resource_name)
     arr = o.configs
-    not_null(arr, "Configs")
+    if arr is None:
+        null_field("Configs")
     w_ccount(out, arr)
     for e in arr:
         _e_DescribeConfigsResourceResult_3(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribeConfigsResponse_3(buf, pos, end):
@@ -828,11 +874,15 @@ def _e_DescribeConfigsResponse_3(o, out):
     """DescribeConfigsResponse, versions 4."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.results
-    not_null(arr, "Results")
+    if arr is None:
+        null_field("Results")
     w_ccount(out, arr)
     for e in arr:
         _e_DescribeConfigsResult_3(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 DescribeConfigsResponse._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -51,6 +54,7 @@ from kafkatool.formats.schema import (
 )
 
 _new = object.__new__
+_ST_i = struct.Struct(">i")
 
 __all__ = ["DescribeDelegationTokenOwner", "DescribeDelegationTokenRequest"]
 
@@ -135,7 +139,10 @@ def _e_DescribeDelegationTokenOwner_0(o, out):
 
 def _d_DescribeDelegationTokenRequest_0(buf, pos, end):
     """DescribeDelegationTokenRequest, versions 0-1."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         v_owners = None
     else:
@@ -188,7 +195,10 @@ def _e_DescribeDelegationTokenOwner_1(o, out):
     """DescribeDelegationTokenOwner, versions 2-3."""
     w_cstr(out, o.principal_type)
     w_cstr(out, o.principal_name)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribeDelegationTokenRequest_1(buf, pos, end):
@@ -233,7 +243,10 @@ def _e_DescribeDelegationTokenRequest_1(o, out):
         w_ccount(out, arr)
         for e in arr:
             _e_DescribeDelegationTokenOwner_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 DescribeDelegationTokenRequest._DECODERS = (

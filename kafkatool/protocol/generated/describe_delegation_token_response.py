@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -256,7 +259,10 @@ def _d_DescribedDelegationToken_0(buf, pos, end):
     pos += 24
     v_token_id, pos = r_str(buf, pos, end)
     v_hmac, pos = r_bytes(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Renewers")
     else:
@@ -295,7 +301,8 @@ def _e_DescribedDelegationToken_0(o, out):
     w_str(out, o.token_id)
     w_bytes(out, o.hmac)
     arr = o.renewers
-    not_null(arr, "Renewers")
+    if arr is None:
+        null_field("Renewers")
     w_count(out, arr)
     for e in arr:
         _e_DescribedDelegationTokenRenewer_0(e, out)
@@ -307,7 +314,10 @@ def _d_DescribeDelegationTokenResponse_0(buf, pos, end):
         truncated(pos, "DescribeDelegationTokenResponse")
     (v_error_code,) = _ST_h.unpack_from(buf, pos)
     pos += 2
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Tokens")
     else:
@@ -331,7 +341,8 @@ def _e_DescribeDelegationTokenResponse_0(o, out):
     """DescribeDelegationTokenResponse, versions 0-1."""
     out += _ST_h.pack(o.error_code)
     arr = o.tokens
-    not_null(arr, "Tokens")
+    if arr is None:
+        null_field("Tokens")
     w_count(out, arr)
     for e in arr:
         _e_DescribedDelegationToken_0(e, out)
@@ -366,7 +377,10 @@ def _e_DescribedDelegationTokenRenewer_1(o, out):
     """DescribedDelegationTokenRenewer, versions 2-3."""
     w_cstr(out, o.principal_type)
     w_cstr(out, o.principal_name)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribedDelegationToken_1(buf, pos, end):
@@ -435,11 +449,15 @@ def _e_DescribedDelegationToken_1(o, out):
     w_cstr(out, o.token_id)
     w_cbytes(out, o.hmac)
     arr = o.renewers
-    not_null(arr, "Renewers")
+    if arr is None:
+        null_field("Renewers")
     w_ccount(out, arr)
     for e in arr:
         _e_DescribedDelegationTokenRenewer_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribeDelegationTokenResponse_1(buf, pos, end):
@@ -489,12 +507,16 @@ def _e_DescribeDelegationTokenResponse_1(o, out):
     """DescribeDelegationTokenResponse, versions 2."""
     out += _ST_h.pack(o.error_code)
     arr = o.tokens
-    not_null(arr, "Tokens")
+    if arr is None:
+        null_field("Tokens")
     w_ccount(out, arr)
     for e in arr:
         _e_DescribedDelegationToken_1(e, out)
     out += _ST_i.pack(o.throttle_time_ms)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribedDelegationToken_2(buf, pos, end):
@@ -559,11 +581,15 @@ def _e_DescribedDelegationToken_2(o, out):
     w_cstr(out, o.token_id)
     w_cbytes(out, o.hmac)
     arr = o.renewers
-    not_null(arr, "Renewers")
+    if arr is None:
+        null_field("Renewers")
     w_ccount(out, arr)
     for e in arr:
         _e_DescribedDelegationTokenRenewer_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribeDelegationTokenResponse_2(buf, pos, end):
@@ -613,12 +639,16 @@ def _e_DescribeDelegationTokenResponse_2(o, out):
     """DescribeDelegationTokenResponse, versions 3."""
     out += _ST_h.pack(o.error_code)
     arr = o.tokens
-    not_null(arr, "Tokens")
+    if arr is None:
+        null_field("Tokens")
     w_ccount(out, arr)
     for e in arr:
         _e_DescribedDelegationToken_2(e, out)
     out += _ST_i.pack(o.throttle_time_ms)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 DescribeDelegationTokenResponse._DECODERS = (

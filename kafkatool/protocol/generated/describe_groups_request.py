@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -52,6 +55,7 @@ from kafkatool.formats.schema import (
 
 _new = object.__new__
 _ST_z = struct.Struct(">?")
+_ST_i = struct.Struct(">i")
 
 __all__ = ["DescribeGroupsRequest"]
 
@@ -96,7 +100,10 @@ DescribeGroupsRequest._FIELDS = (
 
 def _d_DescribeGroupsRequest_0(buf, pos, end):
     """DescribeGroupsRequest, versions 0-2."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Groups")
     else:
@@ -111,7 +118,8 @@ def _d_DescribeGroupsRequest_0(buf, pos, end):
 def _e_DescribeGroupsRequest_0(o, out):
     """DescribeGroupsRequest, versions 0-2."""
     arr = o.groups
-    not_null(arr, "Groups")
+    if arr is None:
+        null_field("Groups")
     w_count(out, arr)
     w_str_array(out, arr, False)
     if o.include_authorized_operations != False:
@@ -122,7 +130,10 @@ def _e_DescribeGroupsRequest_0(o, out):
 
 def _d_DescribeGroupsRequest_1(buf, pos, end):
     """DescribeGroupsRequest, versions 3-4."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Groups")
     else:
@@ -141,7 +152,8 @@ def _d_DescribeGroupsRequest_1(buf, pos, end):
 def _e_DescribeGroupsRequest_1(o, out):
     """DescribeGroupsRequest, versions 3-4."""
     arr = o.groups
-    not_null(arr, "Groups")
+    if arr is None:
+        null_field("Groups")
     w_count(out, arr)
     w_str_array(out, arr, False)
     out += _ST_z.pack(o.include_authorized_operations)
@@ -185,11 +197,15 @@ def _d_DescribeGroupsRequest_2(buf, pos, end):
 def _e_DescribeGroupsRequest_2(o, out):
     """DescribeGroupsRequest, versions 5."""
     arr = o.groups
-    not_null(arr, "Groups")
+    if arr is None:
+        null_field("Groups")
     w_ccount(out, arr)
     w_str_array(out, arr, True)
     out += _ST_z.pack(o.include_authorized_operations)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 DescribeGroupsRequest._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -252,7 +255,10 @@ def _d_DescribedGroup_0(buf, pos, end):
     v_group_state, pos = r_str(buf, pos, end)
     v_protocol_type, pos = r_str(buf, pos, end)
     v_protocol_data, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Members")
     else:
@@ -280,7 +286,8 @@ def _e_DescribedGroup_0(o, out):
     w_str(out, o.protocol_type)
     w_str(out, o.protocol_data)
     arr = o.members
-    not_null(arr, "Members")
+    if arr is None:
+        null_field("Members")
     w_count(out, arr)
     for e in arr:
         _e_DescribedGroupMember_0(e, out)
@@ -290,7 +297,10 @@ def _e_DescribedGroup_0(o, out):
 
 def _d_DescribeGroupsResponse_0(buf, pos, end):
     """DescribeGroupsResponse, versions 0."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Groups")
     else:
@@ -308,7 +318,8 @@ def _d_DescribeGroupsResponse_0(buf, pos, end):
 def _e_DescribeGroupsResponse_0(o, out):
     """DescribeGroupsResponse, versions 0."""
     arr = o.groups
-    not_null(arr, "Groups")
+    if arr is None:
+        null_field("Groups")
     w_count(out, arr)
     for e in arr:
         _e_DescribedGroup_0(e, out)
@@ -320,7 +331,10 @@ def _d_DescribeGroupsResponse_1(buf, pos, end):
         truncated(pos, "DescribeGroupsResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Groups")
     else:
@@ -339,7 +353,8 @@ def _e_DescribeGroupsResponse_1(o, out):
     """DescribeGroupsResponse, versions 1-2."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.groups
-    not_null(arr, "Groups")
+    if arr is None:
+        null_field("Groups")
     w_count(out, arr)
     for e in arr:
         _e_DescribedGroup_0(e, out)
@@ -355,7 +370,10 @@ def _d_DescribedGroup_1(buf, pos, end):
     v_group_state, pos = r_str(buf, pos, end)
     v_protocol_type, pos = r_str(buf, pos, end)
     v_protocol_data, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Members")
     else:
@@ -387,7 +405,8 @@ def _e_DescribedGroup_1(o, out):
     w_str(out, o.protocol_type)
     w_str(out, o.protocol_data)
     arr = o.members
-    not_null(arr, "Members")
+    if arr is None:
+        null_field("Members")
     w_count(out, arr)
     for e in arr:
         _e_DescribedGroupMember_0(e, out)
@@ -400,7 +419,10 @@ def _d_DescribeGroupsResponse_2(buf, pos, end):
         truncated(pos, "DescribeGroupsResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Groups")
     else:
@@ -419,7 +441,8 @@ def _e_DescribeGroupsResponse_2(o, out):
     """DescribeGroupsResponse, versions 3."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.groups
-    not_null(arr, "Groups")
+    if arr is None:
+        null_field("Groups")
     w_count(out, arr)
     for e in arr:
         _e_DescribedGroup_1(e, out)
@@ -464,7 +487,10 @@ def _d_DescribedGroup_2(buf, pos, end):
     v_group_state, pos = r_str(buf, pos, end)
     v_protocol_type, pos = r_str(buf, pos, end)
     v_protocol_data, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Members")
     else:
@@ -496,7 +522,8 @@ def _e_DescribedGroup_2(o, out):
     w_str(out, o.protocol_type)
     w_str(out, o.protocol_data)
     arr = o.members
-    not_null(arr, "Members")
+    if arr is None:
+        null_field("Members")
     w_count(out, arr)
     for e in arr:
         _e_DescribedGroupMember_1(e, out)
@@ -509,7 +536,10 @@ def _d_DescribeGroupsResponse_3(buf, pos, end):
         truncated(pos, "DescribeGroupsResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Groups")
     else:
@@ -528,7 +558,8 @@ def _e_DescribeGroupsResponse_3(o, out):
     """DescribeGroupsResponse, versions 4."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.groups
-    not_null(arr, "Groups")
+    if arr is None:
+        null_field("Groups")
     w_count(out, arr)
     for e in arr:
         _e_DescribedGroup_2(e, out)
@@ -574,7 +605,10 @@ def _e_DescribedGroupMember_2(o, out):
     w_cstr(out, o.client_host)
     w_cbytes(out, o.member_metadata)
     w_cbytes(out, o.member_assignment)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribedGroup_3(buf, pos, end):
@@ -636,12 +670,16 @@ def _e_DescribedGroup_3(o, out):
     w_cstr(out, o.protocol_type)
     w_cstr(out, o.protocol_data)
     arr = o.members
-    not_null(arr, "Members")
+    if arr is None:
+        null_field("Members")
     w_ccount(out, arr)
     for e in arr:
         _e_DescribedGroupMember_2(e, out)
     out += _ST_i.pack(o.authorized_operations)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribeGroupsResponse_4(buf, pos, end):
@@ -686,11 +724,15 @@ def _e_DescribeGroupsResponse_4(o, out):
     """DescribeGroupsResponse, versions 5."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.groups
-    not_null(arr, "Groups")
+    if arr is None:
+        null_field("Groups")
     w_ccount(out, arr)
     for e in arr:
         _e_DescribedGroup_3(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 DescribeGroupsResponse._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -243,7 +246,10 @@ def _e_DescribeLogDirsPartition_0(o, out):
 def _d_DescribeLogDirsTopic_0(buf, pos, end):
     """DescribeLogDirsTopic, versions 0-1."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -262,7 +268,8 @@ def _e_DescribeLogDirsTopic_0(o, out):
     """DescribeLogDirsTopic, versions 0-1."""
     w_str(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_DescribeLogDirsPartition_0(e, out)
@@ -275,7 +282,10 @@ def _d_DescribeLogDirsResult_0(buf, pos, end):
     (v_error_code,) = _ST_h.unpack_from(buf, pos)
     pos += 2
     v_log_dir, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -298,7 +308,8 @@ def _e_DescribeLogDirsResult_0(o, out):
     out += _ST_h.pack(o.error_code)
     w_str(out, o.log_dir)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_DescribeLogDirsTopic_0(e, out)
@@ -310,7 +321,10 @@ def _d_DescribeLogDirsResponse_0(buf, pos, end):
         truncated(pos, "DescribeLogDirsResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Results")
     else:
@@ -330,7 +344,8 @@ def _e_DescribeLogDirsResponse_0(o, out):
     """DescribeLogDirsResponse, versions 0-1."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.results
-    not_null(arr, "Results")
+    if arr is None:
+        null_field("Results")
     w_count(out, arr)
     for e in arr:
         _e_DescribeLogDirsResult_0(e, out)
@@ -372,7 +387,10 @@ def _e_DescribeLogDirsPartition_1(o, out):
         o.offset_lag,
         o.is_future_key,
     )
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribeLogDirsTopic_1(buf, pos, end):
@@ -414,11 +432,15 @@ def _e_DescribeLogDirsTopic_1(o, out):
     """DescribeLogDirsTopic, versions 2-4."""
     w_cstr(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_DescribeLogDirsPartition_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribeLogDirsResult_1(buf, pos, end):
@@ -468,11 +490,15 @@ def _e_DescribeLogDirsResult_1(o, out):
     out += _ST_h.pack(o.error_code)
     w_cstr(out, o.log_dir)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_DescribeLogDirsTopic_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribeLogDirsResponse_1(buf, pos, end):
@@ -518,11 +544,15 @@ def _e_DescribeLogDirsResponse_1(o, out):
     """DescribeLogDirsResponse, versions 2."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.results
-    not_null(arr, "Results")
+    if arr is None:
+        null_field("Results")
     w_ccount(out, arr)
     for e in arr:
         _e_DescribeLogDirsResult_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribeLogDirsResponse_2(buf, pos, end):
@@ -568,11 +598,15 @@ def _e_DescribeLogDirsResponse_2(o, out):
     """DescribeLogDirsResponse, versions 3."""
     out += _ST_ih.pack(o.throttle_time_ms, o.error_code)
     arr = o.results
-    not_null(arr, "Results")
+    if arr is None:
+        null_field("Results")
     w_ccount(out, arr)
     for e in arr:
         _e_DescribeLogDirsResult_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribeLogDirsResult_2(buf, pos, end):
@@ -626,12 +660,16 @@ def _e_DescribeLogDirsResult_2(o, out):
     out += _ST_h.pack(o.error_code)
     w_cstr(out, o.log_dir)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_DescribeLogDirsTopic_1(e, out)
     out += _ST_qq.pack(o.total_bytes, o.usable_bytes)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribeLogDirsResponse_3(buf, pos, end):
@@ -677,11 +715,15 @@ def _e_DescribeLogDirsResponse_3(o, out):
     """DescribeLogDirsResponse, versions 4."""
     out += _ST_ih.pack(o.throttle_time_ms, o.error_code)
     arr = o.results
-    not_null(arr, "Results")
+    if arr is None:
+        null_field("Results")
     w_ccount(out, arr)
     for e in arr:
         _e_DescribeLogDirsResult_2(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 DescribeLogDirsResponse._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -271,7 +274,10 @@ def _e_ProducerState_0(o, out):
         o.coordinator_epoch,
         o.current_txn_start_offset,
     )
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_PartitionResponse_0(buf, pos, end):
@@ -320,11 +326,15 @@ def _e_PartitionResponse_0(o, out):
     out += _ST_ih.pack(o.partition_index, o.error_code)
     w_ncstr(out, o.error_message)
     arr = o.active_producers
-    not_null(arr, "ActiveProducers")
+    if arr is None:
+        null_field("ActiveProducers")
     w_ccount(out, arr)
     for e in arr:
         _e_ProducerState_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_TopicResponse_0(buf, pos, end):
@@ -366,11 +376,15 @@ def _e_TopicResponse_0(o, out):
     """TopicResponse, versions 0."""
     w_cstr(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_PartitionResponse_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribeProducersResponse_0(buf, pos, end):
@@ -415,11 +429,15 @@ def _e_DescribeProducersResponse_0(o, out):
     """DescribeProducersResponse, versions 0."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_TopicResponse_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 DescribeProducersResponse._DECODERS = (_d_DescribeProducersResponse_0,)

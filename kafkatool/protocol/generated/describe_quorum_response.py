@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -370,7 +373,10 @@ def _e_ReplicaState_0(o, out):
     if o.replica_directory_id != ZERO_UUID:
         raise UnsupportedVersionError("ReplicaState.ReplicaDirectoryId is not supported at version 0")
     out += _ST_q.pack(o.log_end_offset)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_PartitionData_0(buf, pos, end):
@@ -441,16 +447,21 @@ def _e_PartitionData_0(o, out):
         o.high_watermark,
     )
     arr = o.current_voters
-    not_null(arr, "CurrentVoters")
+    if arr is None:
+        null_field("CurrentVoters")
     w_ccount(out, arr)
     for e in arr:
         _e_ReplicaState_0(e, out)
     arr = o.observers
-    not_null(arr, "Observers")
+    if arr is None:
+        null_field("Observers")
     w_ccount(out, arr)
     for e in arr:
         _e_ReplicaState_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_TopicData_0(buf, pos, end):
@@ -492,11 +503,15 @@ def _e_TopicData_0(o, out):
     """TopicData, versions 0."""
     w_cstr(out, o.topic_name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_PartitionData_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribeQuorumResponse_0(buf, pos, end):
@@ -543,13 +558,17 @@ def _e_DescribeQuorumResponse_0(o, out):
     """DescribeQuorumResponse, versions 0."""
     out += _ST_h.pack(o.error_code)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_TopicData_0(e, out)
     if o.nodes is None or len(o.nodes) > 0:
         raise UnsupportedVersionError("DescribeQuorumResponse.Nodes is not supported at version 0")
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ReplicaState_1(buf, pos, end):
@@ -589,7 +608,10 @@ def _e_ReplicaState_1(o, out):
     if o.replica_directory_id != ZERO_UUID:
         raise UnsupportedVersionError("ReplicaState.ReplicaDirectoryId is not supported at version 1")
     out += _ST_qqq.pack(o.log_end_offset, o.last_fetch_timestamp, o.last_caught_up_timestamp)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_PartitionData_1(buf, pos, end):
@@ -660,16 +682,21 @@ def _e_PartitionData_1(o, out):
         o.high_watermark,
     )
     arr = o.current_voters
-    not_null(arr, "CurrentVoters")
+    if arr is None:
+        null_field("CurrentVoters")
     w_ccount(out, arr)
     for e in arr:
         _e_ReplicaState_1(e, out)
     arr = o.observers
-    not_null(arr, "Observers")
+    if arr is None:
+        null_field("Observers")
     w_ccount(out, arr)
     for e in arr:
         _e_ReplicaState_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_TopicData_1(buf, pos, end):
@@ -711,11 +738,15 @@ def _e_TopicData_1(o, out):
     """TopicData, versions 1."""
     w_cstr(out, o.topic_name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_PartitionData_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribeQuorumResponse_1(buf, pos, end):
@@ -762,13 +793,17 @@ def _e_DescribeQuorumResponse_1(o, out):
     """DescribeQuorumResponse, versions 1."""
     out += _ST_h.pack(o.error_code)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_TopicData_1(e, out)
     if o.nodes is None or len(o.nodes) > 0:
         raise UnsupportedVersionError("DescribeQuorumResponse.Nodes is not supported at version 1")
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ReplicaState_2(buf, pos, end):
@@ -816,7 +851,10 @@ def _e_ReplicaState_2(o, out):
         o.last_fetch_timestamp,
         o.last_caught_up_timestamp,
     )
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_PartitionData_2(buf, pos, end):
@@ -886,16 +924,21 @@ def _e_PartitionData_2(o, out):
     w_ncstr(out, o.error_message)
     out += _ST_iiq.pack(o.leader_id, o.leader_epoch, o.high_watermark)
     arr = o.current_voters
-    not_null(arr, "CurrentVoters")
+    if arr is None:
+        null_field("CurrentVoters")
     w_ccount(out, arr)
     for e in arr:
         _e_ReplicaState_2(e, out)
     arr = o.observers
-    not_null(arr, "Observers")
+    if arr is None:
+        null_field("Observers")
     w_ccount(out, arr)
     for e in arr:
         _e_ReplicaState_2(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_TopicData_2(buf, pos, end):
@@ -937,11 +980,15 @@ def _e_TopicData_2(o, out):
     """TopicData, versions 2."""
     w_cstr(out, o.topic_name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_PartitionData_2(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_Listener_0(buf, pos, end):
@@ -978,7 +1025,10 @@ def _e_Listener_0(o, out):
     w_cstr(out, o.name)
     w_cstr(out, o.host)
     out += _ST_H.pack(o.port)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_Node_0(buf, pos, end):
@@ -1023,11 +1073,15 @@ def _e_Node_0(o, out):
     """Node, versions 2."""
     out += _ST_i.pack(o.node_id)
     arr = o.listeners
-    not_null(arr, "Listeners")
+    if arr is None:
+        null_field("Listeners")
     w_ccount(out, arr)
     for e in arr:
         _e_Listener_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribeQuorumResponse_2(buf, pos, end):
@@ -1088,16 +1142,21 @@ def _e_DescribeQuorumResponse_2(o, out):
     out += _ST_h.pack(o.error_code)
     w_ncstr(out, o.error_message)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_TopicData_2(e, out)
     arr = o.nodes
-    not_null(arr, "Nodes")
+    if arr is None:
+        null_field("Nodes")
     w_ccount(out, arr)
     for e in arr:
         _e_Node_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 DescribeQuorumResponse._DECODERS = (

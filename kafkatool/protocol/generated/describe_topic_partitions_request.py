@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -167,7 +170,10 @@ def _d_TopicRequest_0(buf, pos, end):
 def _e_TopicRequest_0(o, out):
     """TopicRequest, versions 0."""
     w_cstr(out, o.name)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_Cursor_0(buf, pos, end):
@@ -201,7 +207,10 @@ def _e_Cursor_0(o, out):
     """Cursor, versions 0."""
     w_cstr(out, o.topic_name)
     out += _ST_i.pack(o.partition_index)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribeTopicPartitionsRequest_0(buf, pos, end):
@@ -253,7 +262,8 @@ def _d_DescribeTopicPartitionsRequest_0(buf, pos, end):
 def _e_DescribeTopicPartitionsRequest_0(o, out):
     """DescribeTopicPartitionsRequest, versions 0."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_TopicRequest_0(e, out)
@@ -264,7 +274,10 @@ def _e_DescribeTopicPartitionsRequest_0(o, out):
     else:
         out.append(1)
         _e_Cursor_0(x, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 DescribeTopicPartitionsRequest._DECODERS = (_d_DescribeTopicPartitionsRequest_0,)

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -55,6 +58,8 @@ _ST_16sz = struct.Struct(">16s?")
 _ST_h = struct.Struct(">h")
 _ST_hiii = struct.Struct(">hiii")
 _ST_i = struct.Struct(">i")
+_AR__i = array_structs("", "i")
+_AR_B_i = array_structs("B", "i")
 
 __all__ = [
     "Cursor",
@@ -306,6 +311,9 @@ def _d_DescribeTopicPartitionsResponsePartition_0(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "ReplicaNodes")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_replica_nodes = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_replica_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
@@ -315,6 +323,9 @@ def _d_DescribeTopicPartitionsResponsePartition_0(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "IsrNodes")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_isr_nodes = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_isr_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
@@ -324,6 +335,9 @@ def _d_DescribeTopicPartitionsResponsePartition_0(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         v_eligible_leader_replicas = None
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_eligible_leader_replicas = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_eligible_leader_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
@@ -333,6 +347,9 @@ def _d_DescribeTopicPartitionsResponsePartition_0(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         v_last_known_elr = None
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_last_known_elr = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_last_known_elr, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
@@ -342,6 +359,9 @@ def _d_DescribeTopicPartitionsResponsePartition_0(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "OfflineReplicas")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_offline_replicas = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_offline_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     unknown = None
@@ -380,30 +400,56 @@ def _e_DescribeTopicPartitionsResponsePartition_0(o, out):
         o.leader_epoch,
     )
     arr = o.replica_nodes
-    not_null(arr, "ReplicaNodes")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("ReplicaNodes")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.isr_nodes
-    not_null(arr, "IsrNodes")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("IsrNodes")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.eligible_leader_replicas
     if arr is None:
         out += b"\x00"
     else:
-        w_ccount(out, arr)
-        w_fixed_array(out, arr, "i")
+        n = len(arr)
+        if n <= ARRAY_STRUCTS_MAX_N:
+            out += _AR_B_i[n].pack(n + 1, *arr)
+        else:
+            w_ccount(out, arr)
+            w_fixed_array(out, arr, "i")
     arr = o.last_known_elr
     if arr is None:
         out += b"\x00"
     else:
+        n = len(arr)
+        if n <= ARRAY_STRUCTS_MAX_N:
+            out += _AR_B_i[n].pack(n + 1, *arr)
+        else:
+            w_ccount(out, arr)
+            w_fixed_array(out, arr, "i")
+    arr = o.offline_replicas
+    if arr is None:
+        null_field("OfflineReplicas")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
         w_ccount(out, arr)
         w_fixed_array(out, arr, "i")
-    arr = o.offline_replicas
-    not_null(arr, "OfflineReplicas")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribeTopicPartitionsResponseTopic_0(buf, pos, end):
@@ -464,12 +510,16 @@ def _e_DescribeTopicPartitionsResponseTopic_0(o, out):
     w_ncstr(out, o.name)
     out += _ST_16sz.pack(o.topic_id.bytes, o.is_internal)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_DescribeTopicPartitionsResponsePartition_0(e, out)
     out += _ST_i.pack(o.topic_authorized_operations)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_Cursor_0(buf, pos, end):
@@ -503,7 +553,10 @@ def _e_Cursor_0(o, out):
     """Cursor, versions 0."""
     w_cstr(out, o.topic_name)
     out += _ST_i.pack(o.partition_index)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribeTopicPartitionsResponse_0(buf, pos, end):
@@ -556,7 +609,8 @@ def _e_DescribeTopicPartitionsResponse_0(o, out):
     """DescribeTopicPartitionsResponse, versions 0."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_DescribeTopicPartitionsResponseTopic_0(e, out)
@@ -566,7 +620,10 @@ def _e_DescribeTopicPartitionsResponse_0(o, out):
     else:
         out.append(1)
         _e_Cursor_0(x, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 DescribeTopicPartitionsResponse._DECODERS = (_d_DescribeTopicPartitionsResponse_0,)

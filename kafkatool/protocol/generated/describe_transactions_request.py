@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -123,10 +126,14 @@ def _d_DescribeTransactionsRequest_0(buf, pos, end):
 def _e_DescribeTransactionsRequest_0(o, out):
     """DescribeTransactionsRequest, versions 0."""
     arr = o.transactional_ids
-    not_null(arr, "TransactionalIds")
+    if arr is None:
+        null_field("TransactionalIds")
     w_ccount(out, arr)
     w_str_array(out, arr, True)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 DescribeTransactionsRequest._DECODERS = (_d_DescribeTransactionsRequest_0,)

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -54,6 +57,8 @@ _new = object.__new__
 _ST_h = struct.Struct(">h")
 _ST_i = struct.Struct(">i")
 _ST_iqqh = struct.Struct(">iqqh")
+_AR__i = array_structs("", "i")
+_AR_B_i = array_structs("B", "i")
 
 __all__ = ["DescribeTransactionsResponse", "TopicData", "TransactionState"]
 
@@ -210,6 +215,9 @@ def _d_TopicData_0(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_partitions = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_partitions, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     unknown = None
@@ -236,10 +244,18 @@ def _e_TopicData_0(o, out):
     """TopicData, versions 0."""
     w_cstr(out, o.topic)
     arr = o.partitions
-    not_null(arr, "Partitions")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
-    w_unknown_tags(out, o._unknown_tags)
+    if arr is None:
+        null_field("Partitions")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_TransactionState_0(buf, pos, end):
@@ -306,11 +322,15 @@ def _e_TransactionState_0(o, out):
         o.producer_epoch,
     )
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_TopicData_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribeTransactionsResponse_0(buf, pos, end):
@@ -355,11 +375,15 @@ def _e_DescribeTransactionsResponse_0(o, out):
     """DescribeTransactionsResponse, versions 0."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.transaction_states
-    not_null(arr, "TransactionStates")
+    if arr is None:
+        null_field("TransactionStates")
     w_ccount(out, arr)
     for e in arr:
         _e_TransactionState_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 DescribeTransactionsResponse._DECODERS = (_d_DescribeTransactionsResponse_0,)

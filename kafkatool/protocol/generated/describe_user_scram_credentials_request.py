@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -122,7 +125,10 @@ def _d_UserName_0(buf, pos, end):
 def _e_UserName_0(o, out):
     """UserName, versions 0."""
     w_cstr(out, o.name)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribeUserScramCredentialsRequest_0(buf, pos, end):
@@ -167,7 +173,10 @@ def _e_DescribeUserScramCredentialsRequest_0(o, out):
         w_ccount(out, arr)
         for e in arr:
             _e_UserName_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 DescribeUserScramCredentialsRequest._DECODERS = (_d_DescribeUserScramCredentialsRequest_0,)

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -187,7 +190,10 @@ def _e_PartitionResult_0(o, out):
 def _d_ReplicaElectionResult_0(buf, pos, end):
     """ReplicaElectionResult, versions 0-1."""
     v_topic, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "PartitionResult")
     else:
@@ -206,7 +212,8 @@ def _e_ReplicaElectionResult_0(o, out):
     """ReplicaElectionResult, versions 0-1."""
     w_str(out, o.topic)
     arr = o.partition_result
-    not_null(arr, "PartitionResult")
+    if arr is None:
+        null_field("PartitionResult")
     w_count(out, arr)
     for e in arr:
         _e_PartitionResult_0(e, out)
@@ -218,7 +225,10 @@ def _d_ElectLeadersResponse_0(buf, pos, end):
         truncated(pos, "ElectLeadersResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "ReplicaElectionResults")
     else:
@@ -240,7 +250,8 @@ def _e_ElectLeadersResponse_0(o, out):
     if o.error_code != 0:
         raise UnsupportedVersionError("ElectLeadersResponse.ErrorCode is not supported at version 0")
     arr = o.replica_election_results
-    not_null(arr, "ReplicaElectionResults")
+    if arr is None:
+        null_field("ReplicaElectionResults")
     w_count(out, arr)
     for e in arr:
         _e_ReplicaElectionResult_0(e, out)
@@ -252,7 +263,10 @@ def _d_ElectLeadersResponse_1(buf, pos, end):
         truncated(pos, "ElectLeadersResponse")
     v_throttle_time_ms, v_error_code = _ST_ih.unpack_from(buf, pos)
     pos += 6
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "ReplicaElectionResults")
     else:
@@ -272,7 +286,8 @@ def _e_ElectLeadersResponse_1(o, out):
     """ElectLeadersResponse, versions 1."""
     out += _ST_ih.pack(o.throttle_time_ms, o.error_code)
     arr = o.replica_election_results
-    not_null(arr, "ReplicaElectionResults")
+    if arr is None:
+        null_field("ReplicaElectionResults")
     w_count(out, arr)
     for e in arr:
         _e_ReplicaElectionResult_0(e, out)
@@ -310,7 +325,10 @@ def _e_PartitionResult_1(o, out):
     """PartitionResult, versions 2."""
     out += _ST_ih.pack(o.partition_id, o.error_code)
     w_ncstr(out, o.error_message)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ReplicaElectionResult_1(buf, pos, end):
@@ -352,11 +370,15 @@ def _e_ReplicaElectionResult_1(o, out):
     """ReplicaElectionResult, versions 2."""
     w_cstr(out, o.topic)
     arr = o.partition_result
-    not_null(arr, "PartitionResult")
+    if arr is None:
+        null_field("PartitionResult")
     w_ccount(out, arr)
     for e in arr:
         _e_PartitionResult_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ElectLeadersResponse_2(buf, pos, end):
@@ -402,11 +424,15 @@ def _e_ElectLeadersResponse_2(o, out):
     """ElectLeadersResponse, versions 2."""
     out += _ST_ih.pack(o.throttle_time_ms, o.error_code)
     arr = o.replica_election_results
-    not_null(arr, "ReplicaElectionResults")
+    if arr is None:
+        null_field("ReplicaElectionResults")
     w_ccount(out, arr)
     for e in arr:
         _e_ReplicaElectionResult_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 ElectLeadersResponse._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -52,8 +55,11 @@ from kafkatool.formats.schema import (
 
 _new = object.__new__
 _ST_H = struct.Struct(">H")
+_ST_i = struct.Struct(">i")
 _ST_i16s = struct.Struct(">i16s")
 _ST_iii = struct.Struct(">iii")
+_AR__i = array_structs("", "i")
+_AR_i_i = array_structs("i", "i")
 
 __all__ = ["EndQuorumEpochRequest", "LeaderEndpoint", "PartitionData", "ReplicaInfo", "TopicData"]
 
@@ -264,9 +270,15 @@ def _d_PartitionData_0(buf, pos, end):
         truncated(pos, "PartitionData")
     v_partition_index, v_leader_id, v_leader_epoch = _ST_iii.unpack_from(buf, pos)
     pos += 12
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "PreferredSuccessors")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_preferred_successors = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_preferred_successors, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     o = _new(PartitionData)
@@ -283,15 +295,23 @@ def _e_PartitionData_0(o, out):
     """PartitionData, versions 0."""
     out += _ST_iii.pack(o.partition_index, o.leader_id, o.leader_epoch)
     arr = o.preferred_successors
-    not_null(arr, "PreferredSuccessors")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("PreferredSuccessors")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
 
 
 def _d_TopicData_0(buf, pos, end):
     """TopicData, versions 0."""
     v_topic_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -310,7 +330,8 @@ def _e_TopicData_0(o, out):
     """TopicData, versions 0."""
     w_str(out, o.topic_name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_PartitionData_0(e, out)
@@ -319,7 +340,10 @@ def _e_TopicData_0(o, out):
 def _d_EndQuorumEpochRequest_0(buf, pos, end):
     """EndQuorumEpochRequest, versions 0."""
     v_cluster_id, pos = r_nstr(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -339,7 +363,8 @@ def _e_EndQuorumEpochRequest_0(o, out):
     """EndQuorumEpochRequest, versions 0."""
     w_nstr(out, o.cluster_id)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_TopicData_0(e, out)
@@ -375,7 +400,10 @@ def _d_ReplicaInfo_0(buf, pos, end):
 def _e_ReplicaInfo_0(o, out):
     """ReplicaInfo, versions 1."""
     out += _ST_i16s.pack(o.candidate_id, o.candidate_directory_id.bytes)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_PartitionData_1(buf, pos, end):
@@ -423,11 +451,15 @@ def _e_PartitionData_1(o, out):
     """PartitionData, versions 1."""
     out += _ST_iii.pack(o.partition_index, o.leader_id, o.leader_epoch)
     arr = o.preferred_candidates
-    not_null(arr, "PreferredCandidates")
+    if arr is None:
+        null_field("PreferredCandidates")
     w_ccount(out, arr)
     for e in arr:
         _e_ReplicaInfo_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_TopicData_1(buf, pos, end):
@@ -469,11 +501,15 @@ def _e_TopicData_1(o, out):
     """TopicData, versions 1."""
     w_cstr(out, o.topic_name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_PartitionData_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_LeaderEndpoint_0(buf, pos, end):
@@ -510,7 +546,10 @@ def _e_LeaderEndpoint_0(o, out):
     w_cstr(out, o.name)
     w_cstr(out, o.host)
     out += _ST_H.pack(o.port)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_EndQuorumEpochRequest_1(buf, pos, end):
@@ -565,16 +604,21 @@ def _e_EndQuorumEpochRequest_1(o, out):
     """EndQuorumEpochRequest, versions 1."""
     w_ncstr(out, o.cluster_id)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_TopicData_1(e, out)
     arr = o.leader_endpoints
-    not_null(arr, "LeaderEndpoints")
+    if arr is None:
+        null_field("LeaderEndpoints")
     w_ccount(out, arr)
     for e in arr:
         _e_LeaderEndpoint_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 EndQuorumEpochRequest._DECODERS = (

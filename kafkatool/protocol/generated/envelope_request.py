@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -139,7 +142,10 @@ def _e_EnvelopeRequest_0(o, out):
     w_cbytes(out, o.request_data)
     w_ncbytes(out, o.request_principal)
     w_cbytes(out, o.client_host_address)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 EnvelopeRequest._DECODERS = (_d_EnvelopeRequest_0,)

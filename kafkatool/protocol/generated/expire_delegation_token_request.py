@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -145,7 +148,10 @@ def _e_ExpireDelegationTokenRequest_1(o, out):
     """ExpireDelegationTokenRequest, versions 2."""
     w_cbytes(out, o.hmac)
     out += _ST_q.pack(o.expiry_time_period_ms)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 ExpireDelegationTokenRequest._DECODERS = (

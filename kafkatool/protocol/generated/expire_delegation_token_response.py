@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -148,7 +151,10 @@ def _d_ExpireDelegationTokenResponse_1(buf, pos, end):
 def _e_ExpireDelegationTokenResponse_1(o, out):
     """ExpireDelegationTokenResponse, versions 2."""
     out += _ST_hqi.pack(o.error_code, o.expiry_timestamp_ms, o.throttle_time_ms)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 ExpireDelegationTokenResponse._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -67,6 +70,9 @@ _ST_iq = struct.Struct(">iq")
 _ST_iqi = struct.Struct(">iqi")
 _ST_iqqi = struct.Struct(">iqqi")
 _ST_qi = struct.Struct(">qi")
+_AR__i = array_structs("", "i")
+_AR_B_i = array_structs("B", "i")
+_AR_i_i = array_structs("i", "i")
 
 __all__ = ["FetchPartition", "FetchRequest", "FetchTopic", "ForgottenTopic", "ReplicaState"]
 
@@ -380,7 +386,10 @@ def _e_FetchPartition_0(o, out):
 def _d_FetchTopic_0(buf, pos, end):
     """FetchTopic, versions 0-4."""
     v_topic, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -400,7 +409,8 @@ def _e_FetchTopic_0(o, out):
     """FetchTopic, versions 0-4."""
     w_str(out, o.topic)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_FetchPartition_0(e, out)
@@ -412,7 +422,10 @@ def _d_FetchRequest_0(buf, pos, end):
         truncated(pos, "FetchRequest")
     v_replica_id, v_max_wait_ms, v_min_bytes = _ST_iii.unpack_from(buf, pos)
     pos += 12
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -444,7 +457,8 @@ def _e_FetchRequest_0(o, out):
         raise UnsupportedVersionError("FetchRequest.ReplicaState is not supported at version 0-2")
     out += _ST_ii.pack(o.max_wait_ms, o.min_bytes)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_FetchTopic_0(e, out)
@@ -458,7 +472,10 @@ def _d_FetchRequest_1(buf, pos, end):
         truncated(pos, "FetchRequest")
     v_replica_id, v_max_wait_ms, v_min_bytes, v_max_bytes = _ST_iiii.unpack_from(buf, pos)
     pos += 16
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -490,7 +507,8 @@ def _e_FetchRequest_1(o, out):
         raise UnsupportedVersionError("FetchRequest.ReplicaState is not supported at version 3")
     out += _ST_iii.pack(o.max_wait_ms, o.min_bytes, o.max_bytes)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_FetchTopic_0(e, out)
@@ -504,7 +522,10 @@ def _d_FetchRequest_2(buf, pos, end):
         truncated(pos, "FetchRequest")
     v_replica_id, v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level = _ST_iiiib.unpack_from(buf, pos)
     pos += 17
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -541,7 +562,8 @@ def _e_FetchRequest_2(o, out):
         o.isolation_level,
     )
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_FetchTopic_0(e, out)
@@ -578,7 +600,10 @@ def _e_FetchPartition_1(o, out):
 def _d_FetchTopic_1(buf, pos, end):
     """FetchTopic, versions 5-8."""
     v_topic, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -598,7 +623,8 @@ def _e_FetchTopic_1(o, out):
     """FetchTopic, versions 5-8."""
     w_str(out, o.topic)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_FetchPartition_1(e, out)
@@ -610,7 +636,10 @@ def _d_FetchRequest_3(buf, pos, end):
         truncated(pos, "FetchRequest")
     v_replica_id, v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level = _ST_iiiib.unpack_from(buf, pos)
     pos += 17
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -647,7 +676,8 @@ def _e_FetchRequest_3(o, out):
         o.isolation_level,
     )
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_FetchTopic_1(e, out)
@@ -658,9 +688,15 @@ def _e_FetchRequest_3(o, out):
 def _d_ForgottenTopic_0(buf, pos, end):
     """ForgottenTopic, versions 7-11."""
     v_topic, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_partitions = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_partitions, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     o = _new(ForgottenTopic)
@@ -675,9 +711,14 @@ def _e_ForgottenTopic_0(o, out):
     """ForgottenTopic, versions 7-11."""
     w_str(out, o.topic)
     arr = o.partitions
-    not_null(arr, "Partitions")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Partitions")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
 
 
 def _d_FetchRequest_4(buf, pos, end):
@@ -694,7 +735,10 @@ def _d_FetchRequest_4(buf, pos, end):
         v_session_epoch,
     ) = _ST_iiiibii.unpack_from(buf, pos)
     pos += 25
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -702,7 +746,10 @@ def _d_FetchRequest_4(buf, pos, end):
         for _ in range(n):
             e, pos = _d_FetchTopic_1(buf, pos, end)
             v_topics.append(e)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "ForgottenTopicsData")
     else:
@@ -741,12 +788,14 @@ def _e_FetchRequest_4(o, out):
         o.session_epoch,
     )
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_FetchTopic_1(e, out)
     arr = o.forgotten_topics_data
-    not_null(arr, "ForgottenTopicsData")
+    if arr is None:
+        null_field("ForgottenTopicsData")
     w_count(out, arr)
     for e in arr:
         _e_ForgottenTopic_0(e, out)
@@ -783,7 +832,10 @@ def _e_FetchPartition_2(o, out):
 def _d_FetchTopic_2(buf, pos, end):
     """FetchTopic, versions 9-11."""
     v_topic, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -803,7 +855,8 @@ def _e_FetchTopic_2(o, out):
     """FetchTopic, versions 9-11."""
     w_str(out, o.topic)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_FetchPartition_2(e, out)
@@ -823,7 +876,10 @@ def _d_FetchRequest_5(buf, pos, end):
         v_session_epoch,
     ) = _ST_iiiibii.unpack_from(buf, pos)
     pos += 25
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -831,7 +887,10 @@ def _d_FetchRequest_5(buf, pos, end):
         for _ in range(n):
             e, pos = _d_FetchTopic_2(buf, pos, end)
             v_topics.append(e)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "ForgottenTopicsData")
     else:
@@ -870,12 +929,14 @@ def _e_FetchRequest_5(o, out):
         o.session_epoch,
     )
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_FetchTopic_2(e, out)
     arr = o.forgotten_topics_data
-    not_null(arr, "ForgottenTopicsData")
+    if arr is None:
+        null_field("ForgottenTopicsData")
     w_count(out, arr)
     for e in arr:
         _e_ForgottenTopic_0(e, out)
@@ -895,7 +956,10 @@ def _d_FetchRequest_6(buf, pos, end):
         v_session_epoch,
     ) = _ST_iiiibii.unpack_from(buf, pos)
     pos += 25
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -903,7 +967,10 @@ def _d_FetchRequest_6(buf, pos, end):
         for _ in range(n):
             e, pos = _d_FetchTopic_2(buf, pos, end)
             v_topics.append(e)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "ForgottenTopicsData")
     else:
@@ -943,12 +1010,14 @@ def _e_FetchRequest_6(o, out):
         o.session_epoch,
     )
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_FetchTopic_2(e, out)
     arr = o.forgotten_topics_data
-    not_null(arr, "ForgottenTopicsData")
+    if arr is None:
+        null_field("ForgottenTopicsData")
     w_count(out, arr)
     for e in arr:
         _e_ForgottenTopic_0(e, out)
@@ -1003,7 +1072,10 @@ def _e_FetchPartition_3(o, out):
         o.log_start_offset,
         o.partition_max_bytes,
     )
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_FetchTopic_3(buf, pos, end):
@@ -1046,11 +1118,15 @@ def _e_FetchTopic_3(o, out):
     """FetchTopic, versions 12."""
     w_cstr(out, o.topic)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_FetchPartition_3(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ForgottenTopic_1(buf, pos, end):
@@ -1063,6 +1139,9 @@ def _d_ForgottenTopic_1(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_partitions = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_partitions, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     unknown = None
@@ -1090,10 +1169,18 @@ def _e_ForgottenTopic_1(o, out):
     """ForgottenTopic, versions 12."""
     w_cstr(out, o.topic)
     arr = o.partitions
-    not_null(arr, "Partitions")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
-    w_unknown_tags(out, o._unknown_tags)
+    if arr is None:
+        null_field("Partitions")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_FetchRequest_7(buf, pos, end):
@@ -1182,12 +1269,14 @@ def _e_FetchRequest_7(o, out):
         o.session_epoch,
     )
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_FetchTopic_3(e, out)
     arr = o.forgotten_topics_data
-    not_null(arr, "ForgottenTopicsData")
+    if arr is None:
+        null_field("ForgottenTopicsData")
     w_ccount(out, arr)
     for e in arr:
         _e_ForgottenTopic_1(e, out)
@@ -1247,11 +1336,15 @@ def _e_FetchTopic_4(o, out):
     """FetchTopic, versions 13-16."""
     out += _ST_16s.pack(o.topic_id.bytes)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_FetchPartition_3(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ForgottenTopic_2(buf, pos, end):
@@ -1268,6 +1361,9 @@ def _d_ForgottenTopic_2(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_partitions = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_partitions, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     unknown = None
@@ -1295,10 +1391,18 @@ def _e_ForgottenTopic_2(o, out):
     """ForgottenTopic, versions 13-17."""
     out += _ST_16s.pack(o.topic_id.bytes)
     arr = o.partitions
-    not_null(arr, "Partitions")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
-    w_unknown_tags(out, o._unknown_tags)
+    if arr is None:
+        null_field("Partitions")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_FetchRequest_8(buf, pos, end):
@@ -1387,12 +1491,14 @@ def _e_FetchRequest_8(o, out):
         o.session_epoch,
     )
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_FetchTopic_4(e, out)
     arr = o.forgotten_topics_data
-    not_null(arr, "ForgottenTopicsData")
+    if arr is None:
+        null_field("ForgottenTopicsData")
     w_ccount(out, arr)
     for e in arr:
         _e_ForgottenTopic_2(e, out)
@@ -1437,7 +1543,10 @@ def _d_ReplicaState_0(buf, pos, end):
 def _e_ReplicaState_0(o, out):
     """ReplicaState, versions 15-17."""
     out += _ST_iq.pack(o.replica_id, o.replica_epoch)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_FetchRequest_9(buf, pos, end):
@@ -1522,12 +1631,14 @@ def _e_FetchRequest_9(o, out):
         o.session_epoch,
     )
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_FetchTopic_4(e, out)
     arr = o.forgotten_topics_data
-    not_null(arr, "ForgottenTopicsData")
+    if arr is None:
+        null_field("ForgottenTopicsData")
     w_ccount(out, arr)
     for e in arr:
         _e_ForgottenTopic_2(e, out)
@@ -1656,11 +1767,15 @@ def _e_FetchTopic_5(o, out):
     """FetchTopic, versions 17."""
     out += _ST_16s.pack(o.topic_id.bytes)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_FetchPartition_4(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_FetchRequest_10(buf, pos, end):
@@ -1745,12 +1860,14 @@ def _e_FetchRequest_10(o, out):
         o.session_epoch,
     )
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_FetchTopic_5(e, out)
     arr = o.forgotten_topics_data
-    not_null(arr, "ForgottenTopicsData")
+    if arr is None:
+        null_field("ForgottenTopicsData")
     w_ccount(out, arr)
     for e in arr:
         _e_ForgottenTopic_2(e, out)

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -463,7 +466,10 @@ def _e_PartitionData_0(o, out):
 def _d_FetchableTopicResponse_0(buf, pos, end):
     """FetchableTopicResponse, versions 0-3."""
     v_topic, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -483,7 +489,8 @@ def _e_FetchableTopicResponse_0(o, out):
     """FetchableTopicResponse, versions 0-3."""
     w_str(out, o.topic)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_PartitionData_0(e, out)
@@ -491,7 +498,10 @@ def _e_FetchableTopicResponse_0(o, out):
 
 def _d_FetchResponse_0(buf, pos, end):
     """FetchResponse, versions 0."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Responses")
     else:
@@ -514,7 +524,8 @@ def _e_FetchResponse_0(o, out):
     if o.session_id != 0:
         raise UnsupportedVersionError("FetchResponse.SessionId is not supported at version 0")
     arr = o.responses
-    not_null(arr, "Responses")
+    if arr is None:
+        null_field("Responses")
     w_count(out, arr)
     for e in arr:
         _e_FetchableTopicResponse_0(e, out)
@@ -528,7 +539,10 @@ def _d_FetchResponse_1(buf, pos, end):
         truncated(pos, "FetchResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Responses")
     else:
@@ -552,7 +566,8 @@ def _e_FetchResponse_1(o, out):
     if o.session_id != 0:
         raise UnsupportedVersionError("FetchResponse.SessionId is not supported at version 1-3")
     arr = o.responses
-    not_null(arr, "Responses")
+    if arr is None:
+        null_field("Responses")
     w_count(out, arr)
     for e in arr:
         _e_FetchableTopicResponse_0(e, out)
@@ -584,7 +599,10 @@ def _d_PartitionData_1(buf, pos, end):
         truncated(pos, "PartitionData")
     v_partition_index, v_error_code, v_high_watermark, v_last_stable_offset = _ST_ihqq.unpack_from(buf, pos)
     pos += 22
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         v_aborted_transactions = None
     else:
@@ -638,7 +656,10 @@ def _e_PartitionData_1(o, out):
 def _d_FetchableTopicResponse_1(buf, pos, end):
     """FetchableTopicResponse, versions 4."""
     v_topic, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -658,7 +679,8 @@ def _e_FetchableTopicResponse_1(o, out):
     """FetchableTopicResponse, versions 4."""
     w_str(out, o.topic)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_PartitionData_1(e, out)
@@ -670,7 +692,10 @@ def _d_FetchResponse_2(buf, pos, end):
         truncated(pos, "FetchResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Responses")
     else:
@@ -694,7 +719,8 @@ def _e_FetchResponse_2(o, out):
     if o.session_id != 0:
         raise UnsupportedVersionError("FetchResponse.SessionId is not supported at version 4")
     arr = o.responses
-    not_null(arr, "Responses")
+    if arr is None:
+        null_field("Responses")
     w_count(out, arr)
     for e in arr:
         _e_FetchableTopicResponse_1(e, out)
@@ -710,7 +736,10 @@ def _d_PartitionData_2(buf, pos, end):
         _ST_ihqqq.unpack_from(buf, pos)
     )
     pos += 30
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         v_aborted_transactions = None
     else:
@@ -765,7 +794,10 @@ def _e_PartitionData_2(o, out):
 def _d_FetchableTopicResponse_2(buf, pos, end):
     """FetchableTopicResponse, versions 5-10."""
     v_topic, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -785,7 +817,8 @@ def _e_FetchableTopicResponse_2(o, out):
     """FetchableTopicResponse, versions 5-10."""
     w_str(out, o.topic)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_PartitionData_2(e, out)
@@ -797,7 +830,10 @@ def _d_FetchResponse_3(buf, pos, end):
         truncated(pos, "FetchResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Responses")
     else:
@@ -821,7 +857,8 @@ def _e_FetchResponse_3(o, out):
     if o.session_id != 0:
         raise UnsupportedVersionError("FetchResponse.SessionId is not supported at version 5-6")
     arr = o.responses
-    not_null(arr, "Responses")
+    if arr is None:
+        null_field("Responses")
     w_count(out, arr)
     for e in arr:
         _e_FetchableTopicResponse_2(e, out)
@@ -835,7 +872,10 @@ def _d_FetchResponse_4(buf, pos, end):
         truncated(pos, "FetchResponse")
     v_throttle_time_ms, v_error_code, v_session_id = _ST_ihi.unpack_from(buf, pos)
     pos += 10
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Responses")
     else:
@@ -857,7 +897,8 @@ def _e_FetchResponse_4(o, out):
     """FetchResponse, versions 7-10."""
     out += _ST_ihi.pack(o.throttle_time_ms, o.error_code, o.session_id)
     arr = o.responses
-    not_null(arr, "Responses")
+    if arr is None:
+        null_field("Responses")
     w_count(out, arr)
     for e in arr:
         _e_FetchableTopicResponse_2(e, out)
@@ -873,7 +914,10 @@ def _d_PartitionData_3(buf, pos, end):
         _ST_ihqqq.unpack_from(buf, pos)
     )
     pos += 30
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         v_aborted_transactions = None
     else:
@@ -931,7 +975,10 @@ def _e_PartitionData_3(o, out):
 def _d_FetchableTopicResponse_3(buf, pos, end):
     """FetchableTopicResponse, versions 11."""
     v_topic, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -951,7 +998,8 @@ def _e_FetchableTopicResponse_3(o, out):
     """FetchableTopicResponse, versions 11."""
     w_str(out, o.topic)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_PartitionData_3(e, out)
@@ -963,7 +1011,10 @@ def _d_FetchResponse_5(buf, pos, end):
         truncated(pos, "FetchResponse")
     v_throttle_time_ms, v_error_code, v_session_id = _ST_ihi.unpack_from(buf, pos)
     pos += 10
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Responses")
     else:
@@ -985,7 +1036,8 @@ def _e_FetchResponse_5(o, out):
     """FetchResponse, versions 11."""
     out += _ST_ihi.pack(o.throttle_time_ms, o.error_code, o.session_id)
     arr = o.responses
-    not_null(arr, "Responses")
+    if arr is None:
+        null_field("Responses")
     w_count(out, arr)
     for e in arr:
         _e_FetchableTopicResponse_3(e, out)
@@ -1022,7 +1074,10 @@ def _d_EpochEndOffset_0(buf, pos, end):
 def _e_EpochEndOffset_0(o, out):
     """EpochEndOffset, versions 12-17."""
     out += _ST_iq.pack(o.epoch, o.end_offset)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_LeaderIdAndEpoch_0(buf, pos, end):
@@ -1054,7 +1109,10 @@ def _d_LeaderIdAndEpoch_0(buf, pos, end):
 def _e_LeaderIdAndEpoch_0(o, out):
     """LeaderIdAndEpoch, versions 12-17."""
     out += _ST_ii.pack(o.leader_id, o.leader_epoch)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_SnapshotId_0(buf, pos, end):
@@ -1086,7 +1144,10 @@ def _d_SnapshotId_0(buf, pos, end):
 def _e_SnapshotId_0(o, out):
     """SnapshotId, versions 12-17."""
     out += _ST_qi.pack(o.end_offset, o.epoch)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_AbortedTransaction_1(buf, pos, end):
@@ -1118,7 +1179,10 @@ def _d_AbortedTransaction_1(buf, pos, end):
 def _e_AbortedTransaction_1(o, out):
     """AbortedTransaction, versions 12-17."""
     out += _ST_qq.pack(o.producer_id, o.first_offset)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_PartitionData_4(buf, pos, end):
@@ -1261,11 +1325,15 @@ def _e_FetchableTopicResponse_4(o, out):
     """FetchableTopicResponse, versions 12."""
     w_cstr(out, o.topic)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_PartitionData_4(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_FetchResponse_6(buf, pos, end):
@@ -1313,13 +1381,17 @@ def _e_FetchResponse_6(o, out):
     """FetchResponse, versions 12."""
     out += _ST_ihi.pack(o.throttle_time_ms, o.error_code, o.session_id)
     arr = o.responses
-    not_null(arr, "Responses")
+    if arr is None:
+        null_field("Responses")
     w_ccount(out, arr)
     for e in arr:
         _e_FetchableTopicResponse_4(e, out)
     if o.node_endpoints is None or len(o.node_endpoints) > 0:
         raise UnsupportedVersionError("FetchResponse.NodeEndpoints is not supported at version 12")
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_FetchableTopicResponse_5(buf, pos, end):
@@ -1366,11 +1438,15 @@ def _e_FetchableTopicResponse_5(o, out):
     """FetchableTopicResponse, versions 13-17."""
     out += _ST_16s.pack(o.topic_id.bytes)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_PartitionData_4(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_FetchResponse_7(buf, pos, end):
@@ -1418,13 +1494,17 @@ def _e_FetchResponse_7(o, out):
     """FetchResponse, versions 13-15."""
     out += _ST_ihi.pack(o.throttle_time_ms, o.error_code, o.session_id)
     arr = o.responses
-    not_null(arr, "Responses")
+    if arr is None:
+        null_field("Responses")
     w_ccount(out, arr)
     for e in arr:
         _e_FetchableTopicResponse_5(e, out)
     if o.node_endpoints is None or len(o.node_endpoints) > 0:
         raise UnsupportedVersionError("FetchResponse.NodeEndpoints is not supported at version 13-15")
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_NodeEndpoint_0(buf, pos, end):
@@ -1467,7 +1547,10 @@ def _e_NodeEndpoint_0(o, out):
     w_cstr(out, o.host)
     out += _ST_i.pack(o.port)
     w_ncstr(out, o.rack)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_FetchResponse_8(buf, pos, end):
@@ -1529,7 +1612,8 @@ def _e_FetchResponse_8(o, out):
     """FetchResponse, versions 16-17."""
     out += _ST_ihi.pack(o.throttle_time_ms, o.error_code, o.session_id)
     arr = o.responses
-    not_null(arr, "Responses")
+    if arr is None:
+        null_field("Responses")
     w_ccount(out, arr)
     for e in arr:
         _e_FetchableTopicResponse_5(e, out)
@@ -1537,7 +1621,8 @@ def _e_FetchResponse_8(o, out):
     if o.node_endpoints is None or len(o.node_endpoints) > 0:
         t = bytearray()
         arr = o.node_endpoints
-        not_null(arr, "NodeEndpoints")
+        if arr is None:
+            null_field("NodeEndpoints")
         w_ccount(t, arr)
         for e in arr:
             _e_NodeEndpoint_0(e, t)

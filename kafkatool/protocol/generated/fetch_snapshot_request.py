@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -244,7 +247,10 @@ def _d_SnapshotId_0(buf, pos, end):
 def _e_SnapshotId_0(o, out):
     """SnapshotId, versions 0-1."""
     out += _ST_qi.pack(o.end_offset, o.epoch)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_PartitionSnapshot_0(buf, pos, end):
@@ -286,7 +292,10 @@ def _e_PartitionSnapshot_0(o, out):
     out += _ST_ii.pack(o.partition, o.current_leader_epoch)
     _e_SnapshotId_0(not_null(o.snapshot_id, "SnapshotId"), out)
     out += _ST_q.pack(o.position)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_TopicSnapshot_0(buf, pos, end):
@@ -328,11 +337,15 @@ def _e_TopicSnapshot_0(o, out):
     """TopicSnapshot, versions 0."""
     w_cstr(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_PartitionSnapshot_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_FetchSnapshotRequest_0(buf, pos, end):
@@ -382,7 +395,8 @@ def _e_FetchSnapshotRequest_0(o, out):
     """FetchSnapshotRequest, versions 0."""
     out += _ST_ii.pack(o.replica_id, o.max_bytes)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_TopicSnapshot_0(e, out)
@@ -492,11 +506,15 @@ def _e_TopicSnapshot_1(o, out):
     """TopicSnapshot, versions 1."""
     w_cstr(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_PartitionSnapshot_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_FetchSnapshotRequest_1(buf, pos, end):
@@ -546,7 +564,8 @@ def _e_FetchSnapshotRequest_1(o, out):
     """FetchSnapshotRequest, versions 1."""
     out += _ST_ii.pack(o.replica_id, o.max_bytes)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_TopicSnapshot_1(e, out)

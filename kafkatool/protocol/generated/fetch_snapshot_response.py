@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -320,7 +323,10 @@ def _d_SnapshotId_0(buf, pos, end):
 def _e_SnapshotId_0(o, out):
     """SnapshotId, versions 0-1."""
     out += _ST_qi.pack(o.end_offset, o.epoch)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_LeaderIdAndEpoch_0(buf, pos, end):
@@ -352,7 +358,10 @@ def _d_LeaderIdAndEpoch_0(buf, pos, end):
 def _e_LeaderIdAndEpoch_0(o, out):
     """LeaderIdAndEpoch, versions 0-1."""
     out += _ST_ii.pack(o.leader_id, o.leader_epoch)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_PartitionSnapshot_0(buf, pos, end):
@@ -451,11 +460,15 @@ def _e_TopicSnapshot_0(o, out):
     """TopicSnapshot, versions 0-1."""
     w_cstr(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_PartitionSnapshot_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_FetchSnapshotResponse_0(buf, pos, end):
@@ -502,13 +515,17 @@ def _e_FetchSnapshotResponse_0(o, out):
     """FetchSnapshotResponse, versions 0."""
     out += _ST_ih.pack(o.throttle_time_ms, o.error_code)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_TopicSnapshot_0(e, out)
     if o.node_endpoints is None or len(o.node_endpoints) > 0:
         raise UnsupportedVersionError("FetchSnapshotResponse.NodeEndpoints is not supported at version 0")
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_NodeEndpoint_0(buf, pos, end):
@@ -548,7 +565,10 @@ def _e_NodeEndpoint_0(o, out):
     out += _ST_i.pack(o.node_id)
     w_cstr(out, o.host)
     out += _ST_H.pack(o.port)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_FetchSnapshotResponse_1(buf, pos, end):
@@ -609,7 +629,8 @@ def _e_FetchSnapshotResponse_1(o, out):
     """FetchSnapshotResponse, versions 1."""
     out += _ST_ih.pack(o.throttle_time_ms, o.error_code)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_TopicSnapshot_0(e, out)
@@ -617,7 +638,8 @@ def _e_FetchSnapshotResponse_1(o, out):
     if o.node_endpoints is None or len(o.node_endpoints) > 0:
         t = bytearray()
         arr = o.node_endpoints
-        not_null(arr, "NodeEndpoints")
+        if arr is None:
+            null_field("NodeEndpoints")
         w_ccount(t, arr)
         for e in arr:
             _e_NodeEndpoint_0(e, t)

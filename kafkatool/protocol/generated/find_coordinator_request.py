@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -176,7 +179,10 @@ def _e_FindCoordinatorRequest_2(o, out):
     out += _ST_b.pack(o.key_type)
     if o.coordinator_keys is None or len(o.coordinator_keys) > 0:
         raise UnsupportedVersionError("FindCoordinatorRequest.CoordinatorKeys is not supported at version 3")
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_FindCoordinatorRequest_3(buf, pos, end):
@@ -221,10 +227,14 @@ def _e_FindCoordinatorRequest_3(o, out):
         raise UnsupportedVersionError("FindCoordinatorRequest.Key is not supported at version 4-6")
     out += _ST_b.pack(o.key_type)
     arr = o.coordinator_keys
-    not_null(arr, "CoordinatorKeys")
+    if arr is None:
+        null_field("CoordinatorKeys")
     w_ccount(out, arr)
     w_str_array(out, arr, True)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 FindCoordinatorRequest._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -279,7 +282,10 @@ def _e_FindCoordinatorResponse_2(o, out):
     out += _ST_i.pack(o.port)
     if o.coordinators is None or len(o.coordinators) > 0:
         raise UnsupportedVersionError("FindCoordinatorResponse.Coordinators is not supported at version 3")
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_Coordinator_0(buf, pos, end):
@@ -326,7 +332,10 @@ def _e_Coordinator_0(o, out):
     w_cstr(out, o.host)
     out += _ST_ih.pack(o.port, o.error_code)
     w_ncstr(out, o.error_message)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_FindCoordinatorResponse_3(buf, pos, end):
@@ -384,11 +393,15 @@ def _e_FindCoordinatorResponse_3(o, out):
     if o.port != 0:
         raise UnsupportedVersionError("FindCoordinatorResponse.Port is not supported at version 4-6")
     arr = o.coordinators
-    not_null(arr, "Coordinators")
+    if arr is None:
+        null_field("Coordinators")
     w_ccount(out, arr)
     for e in arr:
         _e_Coordinator_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 FindCoordinatorResponse._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -120,7 +123,10 @@ def _d_GetTelemetrySubscriptionsRequest_0(buf, pos, end):
 def _e_GetTelemetrySubscriptionsRequest_0(o, out):
     """GetTelemetrySubscriptionsRequest, versions 0."""
     out += _ST_16s.pack(o.client_instance_id.bytes)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 GetTelemetrySubscriptionsRequest._DECODERS = (_d_GetTelemetrySubscriptionsRequest_0,)

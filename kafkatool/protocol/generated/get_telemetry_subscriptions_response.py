@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -53,6 +56,8 @@ from kafkatool.formats.schema import (
 _new = object.__new__
 _ST_ih16si = struct.Struct(">ih16si")
 _ST_iiz = struct.Struct(">ii?")
+_AR__b = array_structs("", "b")
+_AR_B_b = array_structs("B", "b")
 
 __all__ = ["GetTelemetrySubscriptionsResponse"]
 
@@ -199,6 +204,9 @@ def _d_GetTelemetrySubscriptionsResponse_0(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "AcceptedCompressionTypes")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 1 <= end - pos:
+        v_accepted_compression_types = list(_AR__b[n].unpack_from(buf, pos))
+        pos += n * 1
     else:
         v_accepted_compression_types, pos = r_fixed_array(buf, pos, end, n, "b", 1)
     if end - pos < 9:
@@ -250,15 +258,24 @@ def _e_GetTelemetrySubscriptionsResponse_0(o, out):
         o.subscription_id,
     )
     arr = o.accepted_compression_types
-    not_null(arr, "AcceptedCompressionTypes")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "b")
+    if arr is None:
+        null_field("AcceptedCompressionTypes")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_b[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "b")
     out += _ST_iiz.pack(o.push_interval_ms, o.telemetry_max_bytes, o.delta_temporality)
     arr = o.requested_metrics
-    not_null(arr, "RequestedMetrics")
+    if arr is None:
+        null_field("RequestedMetrics")
     w_ccount(out, arr)
     w_str_array(out, arr, True)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 GetTelemetrySubscriptionsResponse._DECODERS = (_d_GetTelemetrySubscriptionsResponse_0,)

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -197,7 +200,10 @@ def _d_JoinGroupRequest_0(buf, pos, end):
     pos += 4
     v_member_id, pos = r_str(buf, pos, end)
     v_protocol_type, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Protocols")
     else:
@@ -227,7 +233,8 @@ def _e_JoinGroupRequest_0(o, out):
         raise UnsupportedVersionError("JoinGroupRequest.GroupInstanceId is not supported at version 0")
     w_str(out, o.protocol_type)
     arr = o.protocols
-    not_null(arr, "Protocols")
+    if arr is None:
+        null_field("Protocols")
     w_count(out, arr)
     for e in arr:
         _e_JoinGroupRequestProtocol_0(e, out)
@@ -242,7 +249,10 @@ def _d_JoinGroupRequest_1(buf, pos, end):
     pos += 8
     v_member_id, pos = r_str(buf, pos, end)
     v_protocol_type, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Protocols")
     else:
@@ -272,7 +282,8 @@ def _e_JoinGroupRequest_1(o, out):
         raise UnsupportedVersionError("JoinGroupRequest.GroupInstanceId is not supported at version 1-4")
     w_str(out, o.protocol_type)
     arr = o.protocols
-    not_null(arr, "Protocols")
+    if arr is None:
+        null_field("Protocols")
     w_count(out, arr)
     for e in arr:
         _e_JoinGroupRequestProtocol_0(e, out)
@@ -288,7 +299,10 @@ def _d_JoinGroupRequest_2(buf, pos, end):
     v_member_id, pos = r_str(buf, pos, end)
     v_group_instance_id, pos = r_nstr(buf, pos, end)
     v_protocol_type, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Protocols")
     else:
@@ -317,7 +331,8 @@ def _e_JoinGroupRequest_2(o, out):
     w_nstr(out, o.group_instance_id)
     w_str(out, o.protocol_type)
     arr = o.protocols
-    not_null(arr, "Protocols")
+    if arr is None:
+        null_field("Protocols")
     w_count(out, arr)
     for e in arr:
         _e_JoinGroupRequestProtocol_0(e, out)
@@ -351,7 +366,10 @@ def _e_JoinGroupRequestProtocol_1(o, out):
     """JoinGroupRequestProtocol, versions 6-9."""
     w_cstr(out, o.name)
     w_cbytes(out, o.metadata)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_JoinGroupRequest_3(buf, pos, end):
@@ -410,11 +428,15 @@ def _e_JoinGroupRequest_3(o, out):
     w_ncstr(out, o.group_instance_id)
     w_cstr(out, o.protocol_type)
     arr = o.protocols
-    not_null(arr, "Protocols")
+    if arr is None:
+        null_field("Protocols")
     w_ccount(out, arr)
     for e in arr:
         _e_JoinGroupRequestProtocol_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_JoinGroupRequest_4(buf, pos, end):
@@ -474,12 +496,16 @@ def _e_JoinGroupRequest_4(o, out):
     w_ncstr(out, o.group_instance_id)
     w_cstr(out, o.protocol_type)
     arr = o.protocols
-    not_null(arr, "Protocols")
+    if arr is None:
+        null_field("Protocols")
     w_ccount(out, arr)
     for e in arr:
         _e_JoinGroupRequestProtocol_1(e, out)
     w_ncstr(out, o.reason)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 JoinGroupRequest._DECODERS = (

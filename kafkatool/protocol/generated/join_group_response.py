@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -53,6 +56,7 @@ from kafkatool.formats.schema import (
 _new = object.__new__
 _ST_z = struct.Struct(">?")
 _ST_hi = struct.Struct(">hi")
+_ST_i = struct.Struct(">i")
 _ST_ihi = struct.Struct(">ihi")
 
 __all__ = ["JoinGroupResponse", "JoinGroupResponseMember"]
@@ -200,7 +204,10 @@ def _d_JoinGroupResponse_0(buf, pos, end):
     v_protocol_name, pos = r_str(buf, pos, end)
     v_leader, pos = r_str(buf, pos, end)
     v_member_id, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Members")
     else:
@@ -231,7 +238,8 @@ def _e_JoinGroupResponse_0(o, out):
         raise UnsupportedVersionError("JoinGroupResponse.SkipAssignment is not supported at version 0-1")
     w_str(out, o.member_id)
     arr = o.members
-    not_null(arr, "Members")
+    if arr is None:
+        null_field("Members")
     w_count(out, arr)
     for e in arr:
         _e_JoinGroupResponseMember_0(e, out)
@@ -246,7 +254,10 @@ def _d_JoinGroupResponse_1(buf, pos, end):
     v_protocol_name, pos = r_str(buf, pos, end)
     v_leader, pos = r_str(buf, pos, end)
     v_member_id, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Members")
     else:
@@ -277,7 +288,8 @@ def _e_JoinGroupResponse_1(o, out):
         raise UnsupportedVersionError("JoinGroupResponse.SkipAssignment is not supported at version 2-4")
     w_str(out, o.member_id)
     arr = o.members
-    not_null(arr, "Members")
+    if arr is None:
+        null_field("Members")
     w_count(out, arr)
     for e in arr:
         _e_JoinGroupResponseMember_0(e, out)
@@ -312,7 +324,10 @@ def _d_JoinGroupResponse_2(buf, pos, end):
     v_protocol_name, pos = r_str(buf, pos, end)
     v_leader, pos = r_str(buf, pos, end)
     v_member_id, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Members")
     else:
@@ -343,7 +358,8 @@ def _e_JoinGroupResponse_2(o, out):
         raise UnsupportedVersionError("JoinGroupResponse.SkipAssignment is not supported at version 5")
     w_str(out, o.member_id)
     arr = o.members
-    not_null(arr, "Members")
+    if arr is None:
+        null_field("Members")
     w_count(out, arr)
     for e in arr:
         _e_JoinGroupResponseMember_1(e, out)
@@ -380,7 +396,10 @@ def _e_JoinGroupResponseMember_2(o, out):
     w_cstr(out, o.member_id)
     w_ncstr(out, o.group_instance_id)
     w_cbytes(out, o.metadata)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_JoinGroupResponse_3(buf, pos, end):
@@ -440,11 +459,15 @@ def _e_JoinGroupResponse_3(o, out):
         raise UnsupportedVersionError("JoinGroupResponse.SkipAssignment is not supported at version 6")
     w_cstr(out, o.member_id)
     arr = o.members
-    not_null(arr, "Members")
+    if arr is None:
+        null_field("Members")
     w_ccount(out, arr)
     for e in arr:
         _e_JoinGroupResponseMember_2(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_JoinGroupResponse_4(buf, pos, end):
@@ -506,11 +529,15 @@ def _e_JoinGroupResponse_4(o, out):
         raise UnsupportedVersionError("JoinGroupResponse.SkipAssignment is not supported at version 7-8")
     w_cstr(out, o.member_id)
     arr = o.members
-    not_null(arr, "Members")
+    if arr is None:
+        null_field("Members")
     w_ccount(out, arr)
     for e in arr:
         _e_JoinGroupResponseMember_2(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_JoinGroupResponse_5(buf, pos, end):
@@ -575,11 +602,15 @@ def _e_JoinGroupResponse_5(o, out):
     out += _ST_z.pack(o.skip_assignment)
     w_cstr(out, o.member_id)
     arr = o.members
-    not_null(arr, "Members")
+    if arr is None:
+        null_field("Members")
     w_ccount(out, arr)
     for e in arr:
         _e_JoinGroupResponseMember_2(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 JoinGroupResponse._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -62,6 +65,9 @@ _ST_iiq = struct.Struct(">iiq")
 _ST_iiqb = struct.Struct(">iiqb")
 _ST_iq = struct.Struct(">iq")
 _ST_iqb = struct.Struct(">iqb")
+_AR__i = array_structs("", "i")
+_AR_B_i = array_structs("B", "i")
+_AR_i_i = array_structs("i", "i")
 
 __all__ = [
     "LeaderAndIsrLiveLeader",
@@ -354,18 +360,30 @@ def _d_LeaderAndIsrPartitionState_0(buf, pos, end):
         truncated(pos, "LeaderAndIsrPartitionState")
     v_partition_index, v_controller_epoch, v_leader, v_leader_epoch = _ST_iiii.unpack_from(buf, pos)
     pos += 16
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Isr")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_isr = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_isr, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if end - pos < 4:
         truncated(pos, "LeaderAndIsrPartitionState")
     (v_partition_epoch,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Replicas")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_replicas = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     o = _new(LeaderAndIsrPartitionState)
@@ -395,14 +413,24 @@ def _e_LeaderAndIsrPartitionState_0(o, out):
         o.leader_epoch,
     )
     arr = o.isr
-    not_null(arr, "Isr")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Isr")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
     out += _ST_i.pack(o.partition_epoch)
     arr = o.replicas
-    not_null(arr, "Replicas")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Replicas")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
     if o.leader_recovery_state != 0:
         raise UnsupportedVersionError(
             "LeaderAndIsrPartitionState.LeaderRecoveryState is not supported at version 0"
@@ -441,7 +469,10 @@ def _d_LeaderAndIsrRequest_0(buf, pos, end):
         truncated(pos, "LeaderAndIsrRequest")
     v_controller_id, v_controller_epoch = _ST_ii.unpack_from(buf, pos)
     pos += 8
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "UngroupedPartitionStates")
     else:
@@ -449,7 +480,10 @@ def _d_LeaderAndIsrRequest_0(buf, pos, end):
         for _ in range(n):
             e, pos = _d_LeaderAndIsrPartitionState_0(buf, pos, end)
             v_ungrouped_partition_states.append(e)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "LiveLeaders")
     else:
@@ -479,14 +513,16 @@ def _e_LeaderAndIsrRequest_0(o, out):
     if o.type_ != 0:
         raise UnsupportedVersionError("LeaderAndIsrRequest.Type is not supported at version 0")
     arr = o.ungrouped_partition_states
-    not_null(arr, "UngroupedPartitionStates")
+    if arr is None:
+        null_field("UngroupedPartitionStates")
     w_count(out, arr)
     for e in arr:
         _e_LeaderAndIsrPartitionState_0(e, out)
     if o.topic_states is None or len(o.topic_states) > 0:
         raise UnsupportedVersionError("LeaderAndIsrRequest.TopicStates is not supported at version 0")
     arr = o.live_leaders
-    not_null(arr, "LiveLeaders")
+    if arr is None:
+        null_field("LiveLeaders")
     w_count(out, arr)
     for e in arr:
         _e_LeaderAndIsrLiveLeader_0(e, out)
@@ -499,18 +535,30 @@ def _d_LeaderAndIsrPartitionState_1(buf, pos, end):
         truncated(pos, "LeaderAndIsrPartitionState")
     v_partition_index, v_controller_epoch, v_leader, v_leader_epoch = _ST_iiii.unpack_from(buf, pos)
     pos += 16
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Isr")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_isr = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_isr, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if end - pos < 4:
         truncated(pos, "LeaderAndIsrPartitionState")
     (v_partition_epoch,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Replicas")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_replicas = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if end - pos < 1:
@@ -544,14 +592,24 @@ def _e_LeaderAndIsrPartitionState_1(o, out):
         o.leader_epoch,
     )
     arr = o.isr
-    not_null(arr, "Isr")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Isr")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
     out += _ST_i.pack(o.partition_epoch)
     arr = o.replicas
-    not_null(arr, "Replicas")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Replicas")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
     out += _ST_z.pack(o.is_new)
     if o.leader_recovery_state != 0:
         raise UnsupportedVersionError(
@@ -565,7 +623,10 @@ def _d_LeaderAndIsrRequest_1(buf, pos, end):
         truncated(pos, "LeaderAndIsrRequest")
     v_controller_id, v_controller_epoch = _ST_ii.unpack_from(buf, pos)
     pos += 8
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "UngroupedPartitionStates")
     else:
@@ -573,7 +634,10 @@ def _d_LeaderAndIsrRequest_1(buf, pos, end):
         for _ in range(n):
             e, pos = _d_LeaderAndIsrPartitionState_1(buf, pos, end)
             v_ungrouped_partition_states.append(e)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "LiveLeaders")
     else:
@@ -603,14 +667,16 @@ def _e_LeaderAndIsrRequest_1(o, out):
     if o.type_ != 0:
         raise UnsupportedVersionError("LeaderAndIsrRequest.Type is not supported at version 1")
     arr = o.ungrouped_partition_states
-    not_null(arr, "UngroupedPartitionStates")
+    if arr is None:
+        null_field("UngroupedPartitionStates")
     w_count(out, arr)
     for e in arr:
         _e_LeaderAndIsrPartitionState_1(e, out)
     if o.topic_states is None or len(o.topic_states) > 0:
         raise UnsupportedVersionError("LeaderAndIsrRequest.TopicStates is not supported at version 1")
     arr = o.live_leaders
-    not_null(arr, "LiveLeaders")
+    if arr is None:
+        null_field("LiveLeaders")
     w_count(out, arr)
     for e in arr:
         _e_LeaderAndIsrLiveLeader_0(e, out)
@@ -622,18 +688,30 @@ def _d_LeaderAndIsrPartitionState_2(buf, pos, end):
         truncated(pos, "LeaderAndIsrPartitionState")
     v_partition_index, v_controller_epoch, v_leader, v_leader_epoch = _ST_iiii.unpack_from(buf, pos)
     pos += 16
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Isr")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_isr = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_isr, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if end - pos < 4:
         truncated(pos, "LeaderAndIsrPartitionState")
     (v_partition_epoch,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Replicas")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_replicas = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if end - pos < 1:
@@ -666,14 +744,24 @@ def _e_LeaderAndIsrPartitionState_2(o, out):
         o.leader_epoch,
     )
     arr = o.isr
-    not_null(arr, "Isr")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Isr")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
     out += _ST_i.pack(o.partition_epoch)
     arr = o.replicas
-    not_null(arr, "Replicas")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Replicas")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
     out += _ST_z.pack(o.is_new)
     if o.leader_recovery_state != 0:
         raise UnsupportedVersionError(
@@ -684,7 +772,10 @@ def _e_LeaderAndIsrPartitionState_2(o, out):
 def _d_LeaderAndIsrTopicState_0(buf, pos, end):
     """LeaderAndIsrTopicState, versions 2."""
     v_topic_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "PartitionStates")
     else:
@@ -704,7 +795,8 @@ def _e_LeaderAndIsrTopicState_0(o, out):
     """LeaderAndIsrTopicState, versions 2."""
     w_str(out, o.topic_name)
     arr = o.partition_states
-    not_null(arr, "PartitionStates")
+    if arr is None:
+        null_field("PartitionStates")
     w_count(out, arr)
     for e in arr:
         _e_LeaderAndIsrPartitionState_2(e, out)
@@ -716,7 +808,10 @@ def _d_LeaderAndIsrRequest_2(buf, pos, end):
         truncated(pos, "LeaderAndIsrRequest")
     v_controller_id, v_controller_epoch, v_broker_epoch = _ST_iiq.unpack_from(buf, pos)
     pos += 16
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "TopicStates")
     else:
@@ -724,7 +819,10 @@ def _d_LeaderAndIsrRequest_2(buf, pos, end):
         for _ in range(n):
             e, pos = _d_LeaderAndIsrTopicState_0(buf, pos, end)
             v_topic_states.append(e)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "LiveLeaders")
     else:
@@ -758,12 +856,14 @@ def _e_LeaderAndIsrRequest_2(o, out):
             "LeaderAndIsrRequest.UngroupedPartitionStates is not supported at version 2"
         )
     arr = o.topic_states
-    not_null(arr, "TopicStates")
+    if arr is None:
+        null_field("TopicStates")
     w_count(out, arr)
     for e in arr:
         _e_LeaderAndIsrTopicState_0(e, out)
     arr = o.live_leaders
-    not_null(arr, "LiveLeaders")
+    if arr is None:
+        null_field("LiveLeaders")
     w_count(out, arr)
     for e in arr:
         _e_LeaderAndIsrLiveLeader_0(e, out)
@@ -775,28 +875,52 @@ def _d_LeaderAndIsrPartitionState_3(buf, pos, end):
         truncated(pos, "LeaderAndIsrPartitionState")
     v_partition_index, v_controller_epoch, v_leader, v_leader_epoch = _ST_iiii.unpack_from(buf, pos)
     pos += 16
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Isr")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_isr = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_isr, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if end - pos < 4:
         truncated(pos, "LeaderAndIsrPartitionState")
     (v_partition_epoch,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Replicas")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_replicas = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "AddingReplicas")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_adding_replicas = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_adding_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "RemovingReplicas")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_removing_replicas = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_removing_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if end - pos < 1:
@@ -829,22 +953,42 @@ def _e_LeaderAndIsrPartitionState_3(o, out):
         o.leader_epoch,
     )
     arr = o.isr
-    not_null(arr, "Isr")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Isr")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
     out += _ST_i.pack(o.partition_epoch)
     arr = o.replicas
-    not_null(arr, "Replicas")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Replicas")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.adding_replicas
-    not_null(arr, "AddingReplicas")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("AddingReplicas")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.removing_replicas
-    not_null(arr, "RemovingReplicas")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("RemovingReplicas")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
     out += _ST_z.pack(o.is_new)
     if o.leader_recovery_state != 0:
         raise UnsupportedVersionError(
@@ -855,7 +999,10 @@ def _e_LeaderAndIsrPartitionState_3(o, out):
 def _d_LeaderAndIsrTopicState_1(buf, pos, end):
     """LeaderAndIsrTopicState, versions 3."""
     v_topic_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "PartitionStates")
     else:
@@ -875,7 +1022,8 @@ def _e_LeaderAndIsrTopicState_1(o, out):
     """LeaderAndIsrTopicState, versions 3."""
     w_str(out, o.topic_name)
     arr = o.partition_states
-    not_null(arr, "PartitionStates")
+    if arr is None:
+        null_field("PartitionStates")
     w_count(out, arr)
     for e in arr:
         _e_LeaderAndIsrPartitionState_3(e, out)
@@ -887,7 +1035,10 @@ def _d_LeaderAndIsrRequest_3(buf, pos, end):
         truncated(pos, "LeaderAndIsrRequest")
     v_controller_id, v_controller_epoch, v_broker_epoch = _ST_iiq.unpack_from(buf, pos)
     pos += 16
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "TopicStates")
     else:
@@ -895,7 +1046,10 @@ def _d_LeaderAndIsrRequest_3(buf, pos, end):
         for _ in range(n):
             e, pos = _d_LeaderAndIsrTopicState_1(buf, pos, end)
             v_topic_states.append(e)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "LiveLeaders")
     else:
@@ -929,12 +1083,14 @@ def _e_LeaderAndIsrRequest_3(o, out):
             "LeaderAndIsrRequest.UngroupedPartitionStates is not supported at version 3"
         )
     arr = o.topic_states
-    not_null(arr, "TopicStates")
+    if arr is None:
+        null_field("TopicStates")
     w_count(out, arr)
     for e in arr:
         _e_LeaderAndIsrTopicState_1(e, out)
     arr = o.live_leaders
-    not_null(arr, "LiveLeaders")
+    if arr is None:
+        null_field("LiveLeaders")
     w_count(out, arr)
     for e in arr:
         _e_LeaderAndIsrLiveLeader_0(e, out)
@@ -953,6 +1109,9 @@ def _d_LeaderAndIsrPartitionState_4(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "Isr")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_isr = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_isr, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if end - pos < 4:
@@ -966,6 +1125,9 @@ def _d_LeaderAndIsrPartitionState_4(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "Replicas")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_replicas = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
@@ -975,6 +1137,9 @@ def _d_LeaderAndIsrPartitionState_4(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "AddingReplicas")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_adding_replicas = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_adding_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
@@ -984,6 +1149,9 @@ def _d_LeaderAndIsrPartitionState_4(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "RemovingReplicas")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_removing_replicas = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_removing_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if end - pos < 1:
@@ -1029,28 +1197,51 @@ def _e_LeaderAndIsrPartitionState_4(o, out):
         o.leader_epoch,
     )
     arr = o.isr
-    not_null(arr, "Isr")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Isr")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     out += _ST_i.pack(o.partition_epoch)
     arr = o.replicas
-    not_null(arr, "Replicas")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Replicas")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.adding_replicas
-    not_null(arr, "AddingReplicas")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("AddingReplicas")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.removing_replicas
-    not_null(arr, "RemovingReplicas")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("RemovingReplicas")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     out += _ST_z.pack(o.is_new)
     if o.leader_recovery_state != 0:
         raise UnsupportedVersionError(
             "LeaderAndIsrPartitionState.LeaderRecoveryState is not supported at version 4-5"
         )
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_LeaderAndIsrTopicState_2(buf, pos, end):
@@ -1093,11 +1284,15 @@ def _e_LeaderAndIsrTopicState_2(o, out):
     """LeaderAndIsrTopicState, versions 4."""
     w_cstr(out, o.topic_name)
     arr = o.partition_states
-    not_null(arr, "PartitionStates")
+    if arr is None:
+        null_field("PartitionStates")
     w_ccount(out, arr)
     for e in arr:
         _e_LeaderAndIsrPartitionState_4(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_LeaderAndIsrLiveLeader_1(buf, pos, end):
@@ -1137,7 +1332,10 @@ def _e_LeaderAndIsrLiveLeader_1(o, out):
     out += _ST_i.pack(o.broker_id)
     w_cstr(out, o.host_name)
     out += _ST_i.pack(o.port)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_LeaderAndIsrRequest_4(buf, pos, end):
@@ -1209,16 +1407,21 @@ def _e_LeaderAndIsrRequest_4(o, out):
             "LeaderAndIsrRequest.UngroupedPartitionStates is not supported at version 4"
         )
     arr = o.topic_states
-    not_null(arr, "TopicStates")
+    if arr is None:
+        null_field("TopicStates")
     w_ccount(out, arr)
     for e in arr:
         _e_LeaderAndIsrTopicState_2(e, out)
     arr = o.live_leaders
-    not_null(arr, "LiveLeaders")
+    if arr is None:
+        null_field("LiveLeaders")
     w_ccount(out, arr)
     for e in arr:
         _e_LeaderAndIsrLiveLeader_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_LeaderAndIsrTopicState_3(buf, pos, end):
@@ -1267,11 +1470,15 @@ def _e_LeaderAndIsrTopicState_3(o, out):
     w_cstr(out, o.topic_name)
     out += _ST_16s.pack(o.topic_id.bytes)
     arr = o.partition_states
-    not_null(arr, "PartitionStates")
+    if arr is None:
+        null_field("PartitionStates")
     w_ccount(out, arr)
     for e in arr:
         _e_LeaderAndIsrPartitionState_4(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_LeaderAndIsrRequest_5(buf, pos, end):
@@ -1341,16 +1548,21 @@ def _e_LeaderAndIsrRequest_5(o, out):
             "LeaderAndIsrRequest.UngroupedPartitionStates is not supported at version 5"
         )
     arr = o.topic_states
-    not_null(arr, "TopicStates")
+    if arr is None:
+        null_field("TopicStates")
     w_ccount(out, arr)
     for e in arr:
         _e_LeaderAndIsrTopicState_3(e, out)
     arr = o.live_leaders
-    not_null(arr, "LiveLeaders")
+    if arr is None:
+        null_field("LiveLeaders")
     w_ccount(out, arr)
     for e in arr:
         _e_LeaderAndIsrLiveLeader_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_LeaderAndIsrPartitionState_5(buf, pos, end):
@@ -1366,6 +1578,9 @@ def _d_LeaderAndIsrPartitionState_5(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "Isr")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_isr = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_isr, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if end - pos < 4:
@@ -1379,6 +1594,9 @@ def _d_LeaderAndIsrPartitionState_5(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "Replicas")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_replicas = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
@@ -1388,6 +1606,9 @@ def _d_LeaderAndIsrPartitionState_5(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "AddingReplicas")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_adding_replicas = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_adding_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
@@ -1397,6 +1618,9 @@ def _d_LeaderAndIsrPartitionState_5(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "RemovingReplicas")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_removing_replicas = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_removing_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if end - pos < 2:
@@ -1442,24 +1666,47 @@ def _e_LeaderAndIsrPartitionState_5(o, out):
         o.leader_epoch,
     )
     arr = o.isr
-    not_null(arr, "Isr")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Isr")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     out += _ST_i.pack(o.partition_epoch)
     arr = o.replicas
-    not_null(arr, "Replicas")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Replicas")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.adding_replicas
-    not_null(arr, "AddingReplicas")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("AddingReplicas")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.removing_replicas
-    not_null(arr, "RemovingReplicas")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("RemovingReplicas")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     out += _ST_zb.pack(o.is_new, o.leader_recovery_state)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_LeaderAndIsrTopicState_4(buf, pos, end):
@@ -1508,11 +1755,15 @@ def _e_LeaderAndIsrTopicState_4(o, out):
     w_cstr(out, o.topic_name)
     out += _ST_16s.pack(o.topic_id.bytes)
     arr = o.partition_states
-    not_null(arr, "PartitionStates")
+    if arr is None:
+        null_field("PartitionStates")
     w_ccount(out, arr)
     for e in arr:
         _e_LeaderAndIsrPartitionState_5(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_LeaderAndIsrRequest_6(buf, pos, end):
@@ -1582,16 +1833,21 @@ def _e_LeaderAndIsrRequest_6(o, out):
             "LeaderAndIsrRequest.UngroupedPartitionStates is not supported at version 6"
         )
     arr = o.topic_states
-    not_null(arr, "TopicStates")
+    if arr is None:
+        null_field("TopicStates")
     w_ccount(out, arr)
     for e in arr:
         _e_LeaderAndIsrTopicState_4(e, out)
     arr = o.live_leaders
-    not_null(arr, "LiveLeaders")
+    if arr is None:
+        null_field("LiveLeaders")
     w_ccount(out, arr)
     for e in arr:
         _e_LeaderAndIsrLiveLeader_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_LeaderAndIsrRequest_7(buf, pos, end):
@@ -1666,16 +1922,21 @@ def _e_LeaderAndIsrRequest_7(o, out):
             "LeaderAndIsrRequest.UngroupedPartitionStates is not supported at version 7"
         )
     arr = o.topic_states
-    not_null(arr, "TopicStates")
+    if arr is None:
+        null_field("TopicStates")
     w_ccount(out, arr)
     for e in arr:
         _e_LeaderAndIsrTopicState_4(e, out)
     arr = o.live_leaders
-    not_null(arr, "LiveLeaders")
+    if arr is None:
+        null_field("LiveLeaders")
     w_ccount(out, arr)
     for e in arr:
         _e_LeaderAndIsrLiveLeader_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 LeaderAndIsrRequest._DECODERS = (

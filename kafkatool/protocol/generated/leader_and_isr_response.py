@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -53,6 +56,7 @@ from kafkatool.formats.schema import (
 _new = object.__new__
 _ST_16s = struct.Struct(">16s")
 _ST_h = struct.Struct(">h")
+_ST_i = struct.Struct(">i")
 _ST_ih = struct.Struct(">ih")
 
 __all__ = ["LeaderAndIsrPartitionError", "LeaderAndIsrResponse", "LeaderAndIsrTopicError"]
@@ -199,7 +203,10 @@ def _d_LeaderAndIsrResponse_0(buf, pos, end):
         truncated(pos, "LeaderAndIsrResponse")
     (v_error_code,) = _ST_h.unpack_from(buf, pos)
     pos += 2
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "PartitionErrors")
     else:
@@ -219,7 +226,8 @@ def _e_LeaderAndIsrResponse_0(o, out):
     """LeaderAndIsrResponse, versions 0-3."""
     out += _ST_h.pack(o.error_code)
     arr = o.partition_errors
-    not_null(arr, "PartitionErrors")
+    if arr is None:
+        null_field("PartitionErrors")
     w_count(out, arr)
     for e in arr:
         _e_LeaderAndIsrPartitionError_0(e, out)
@@ -259,7 +267,10 @@ def _e_LeaderAndIsrPartitionError_1(o, out):
     """LeaderAndIsrPartitionError, versions 4."""
     w_cstr(out, o.topic_name)
     out += _ST_ih.pack(o.partition_index, o.error_code)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_LeaderAndIsrResponse_1(buf, pos, end):
@@ -305,13 +316,17 @@ def _e_LeaderAndIsrResponse_1(o, out):
     """LeaderAndIsrResponse, versions 4."""
     out += _ST_h.pack(o.error_code)
     arr = o.partition_errors
-    not_null(arr, "PartitionErrors")
+    if arr is None:
+        null_field("PartitionErrors")
     w_ccount(out, arr)
     for e in arr:
         _e_LeaderAndIsrPartitionError_1(e, out)
     if o.topics is None or len(o.topics) > 0:
         raise UnsupportedVersionError("LeaderAndIsrResponse.Topics is not supported at version 4")
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_LeaderAndIsrPartitionError_2(buf, pos, end):
@@ -344,7 +359,10 @@ def _d_LeaderAndIsrPartitionError_2(buf, pos, end):
 def _e_LeaderAndIsrPartitionError_2(o, out):
     """LeaderAndIsrPartitionError, versions 5-7."""
     out += _ST_ih.pack(o.partition_index, o.error_code)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_LeaderAndIsrTopicError_0(buf, pos, end):
@@ -390,11 +408,15 @@ def _e_LeaderAndIsrTopicError_0(o, out):
     """LeaderAndIsrTopicError, versions 5-7."""
     out += _ST_16s.pack(o.topic_id.bytes)
     arr = o.partition_errors
-    not_null(arr, "PartitionErrors")
+    if arr is None:
+        null_field("PartitionErrors")
     w_ccount(out, arr)
     for e in arr:
         _e_LeaderAndIsrPartitionError_2(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_LeaderAndIsrResponse_2(buf, pos, end):
@@ -442,11 +464,15 @@ def _e_LeaderAndIsrResponse_2(o, out):
     if o.partition_errors is None or len(o.partition_errors) > 0:
         raise UnsupportedVersionError("LeaderAndIsrResponse.PartitionErrors is not supported at version 5-7")
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_LeaderAndIsrTopicError_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 LeaderAndIsrResponse._DECODERS = (

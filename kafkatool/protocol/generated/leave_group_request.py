@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -51,6 +54,7 @@ from kafkatool.formats.schema import (
 )
 
 _new = object.__new__
+_ST_i = struct.Struct(">i")
 
 __all__ = ["LeaveGroupRequest", "MemberIdentity"]
 
@@ -164,7 +168,10 @@ def _e_MemberIdentity_0(o, out):
 def _d_LeaveGroupRequest_1(buf, pos, end):
     """LeaveGroupRequest, versions 3."""
     v_group_id, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Members")
     else:
@@ -186,7 +193,8 @@ def _e_LeaveGroupRequest_1(o, out):
     if o.member_id != "":
         raise UnsupportedVersionError("LeaveGroupRequest.MemberId is not supported at version 3")
     arr = o.members
-    not_null(arr, "Members")
+    if arr is None:
+        null_field("Members")
     w_count(out, arr)
     for e in arr:
         _e_MemberIdentity_0(e, out)
@@ -221,7 +229,10 @@ def _e_MemberIdentity_1(o, out):
     """MemberIdentity, versions 4."""
     w_cstr(out, o.member_id)
     w_ncstr(out, o.group_instance_id)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_LeaveGroupRequest_2(buf, pos, end):
@@ -266,11 +277,15 @@ def _e_LeaveGroupRequest_2(o, out):
     if o.member_id != "":
         raise UnsupportedVersionError("LeaveGroupRequest.MemberId is not supported at version 4")
     arr = o.members
-    not_null(arr, "Members")
+    if arr is None:
+        null_field("Members")
     w_ccount(out, arr)
     for e in arr:
         _e_MemberIdentity_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_MemberIdentity_2(buf, pos, end):
@@ -304,7 +319,10 @@ def _e_MemberIdentity_2(o, out):
     w_cstr(out, o.member_id)
     w_ncstr(out, o.group_instance_id)
     w_ncstr(out, o.reason)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_LeaveGroupRequest_3(buf, pos, end):
@@ -349,11 +367,15 @@ def _e_LeaveGroupRequest_3(o, out):
     if o.member_id != "":
         raise UnsupportedVersionError("LeaveGroupRequest.MemberId is not supported at version 5")
     arr = o.members
-    not_null(arr, "Members")
+    if arr is None:
+        null_field("Members")
     w_ccount(out, arr)
     for e in arr:
         _e_MemberIdentity_2(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 LeaveGroupRequest._DECODERS = (

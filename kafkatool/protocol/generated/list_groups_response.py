@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -52,6 +55,7 @@ from kafkatool.formats.schema import (
 
 _new = object.__new__
 _ST_h = struct.Struct(">h")
+_ST_i = struct.Struct(">i")
 _ST_ih = struct.Struct(">ih")
 
 __all__ = ["ListGroupsResponse", "ListedGroup"]
@@ -143,7 +147,10 @@ def _d_ListGroupsResponse_0(buf, pos, end):
         truncated(pos, "ListGroupsResponse")
     (v_error_code,) = _ST_h.unpack_from(buf, pos)
     pos += 2
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Groups")
     else:
@@ -163,7 +170,8 @@ def _e_ListGroupsResponse_0(o, out):
     """ListGroupsResponse, versions 0."""
     out += _ST_h.pack(o.error_code)
     arr = o.groups
-    not_null(arr, "Groups")
+    if arr is None:
+        null_field("Groups")
     w_count(out, arr)
     for e in arr:
         _e_ListedGroup_0(e, out)
@@ -175,7 +183,10 @@ def _d_ListGroupsResponse_1(buf, pos, end):
         truncated(pos, "ListGroupsResponse")
     v_throttle_time_ms, v_error_code = _ST_ih.unpack_from(buf, pos)
     pos += 6
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Groups")
     else:
@@ -195,7 +206,8 @@ def _e_ListGroupsResponse_1(o, out):
     """ListGroupsResponse, versions 1-2."""
     out += _ST_ih.pack(o.throttle_time_ms, o.error_code)
     arr = o.groups
-    not_null(arr, "Groups")
+    if arr is None:
+        null_field("Groups")
     w_count(out, arr)
     for e in arr:
         _e_ListedGroup_0(e, out)
@@ -231,7 +243,10 @@ def _e_ListedGroup_1(o, out):
     """ListedGroup, versions 3."""
     w_cstr(out, o.group_id)
     w_cstr(out, o.protocol_type)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ListGroupsResponse_2(buf, pos, end):
@@ -277,11 +292,15 @@ def _e_ListGroupsResponse_2(o, out):
     """ListGroupsResponse, versions 3."""
     out += _ST_ih.pack(o.throttle_time_ms, o.error_code)
     arr = o.groups
-    not_null(arr, "Groups")
+    if arr is None:
+        null_field("Groups")
     w_ccount(out, arr)
     for e in arr:
         _e_ListedGroup_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ListedGroup_2(buf, pos, end):
@@ -316,7 +335,10 @@ def _e_ListedGroup_2(o, out):
     w_cstr(out, o.group_id)
     w_cstr(out, o.protocol_type)
     w_cstr(out, o.group_state)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ListGroupsResponse_3(buf, pos, end):
@@ -362,11 +384,15 @@ def _e_ListGroupsResponse_3(o, out):
     """ListGroupsResponse, versions 4."""
     out += _ST_ih.pack(o.throttle_time_ms, o.error_code)
     arr = o.groups
-    not_null(arr, "Groups")
+    if arr is None:
+        null_field("Groups")
     w_ccount(out, arr)
     for e in arr:
         _e_ListedGroup_2(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ListedGroup_3(buf, pos, end):
@@ -403,7 +429,10 @@ def _e_ListedGroup_3(o, out):
     w_cstr(out, o.protocol_type)
     w_cstr(out, o.group_state)
     w_cstr(out, o.group_type)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ListGroupsResponse_4(buf, pos, end):
@@ -449,11 +478,15 @@ def _e_ListGroupsResponse_4(o, out):
     """ListGroupsResponse, versions 5."""
     out += _ST_ih.pack(o.throttle_time_ms, o.error_code)
     arr = o.groups
-    not_null(arr, "Groups")
+    if arr is None:
+        null_field("Groups")
     w_ccount(out, arr)
     for e in arr:
         _e_ListedGroup_3(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 ListGroupsResponse._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -195,7 +198,10 @@ def _e_ListOffsetsPartition_0(o, out):
 def _d_ListOffsetsTopic_0(buf, pos, end):
     """ListOffsetsTopic, versions 0."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -214,7 +220,8 @@ def _e_ListOffsetsTopic_0(o, out):
     """ListOffsetsTopic, versions 0."""
     w_str(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_ListOffsetsPartition_0(e, out)
@@ -226,7 +233,10 @@ def _d_ListOffsetsRequest_0(buf, pos, end):
         truncated(pos, "ListOffsetsRequest")
     (v_replica_id,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -249,7 +259,8 @@ def _e_ListOffsetsRequest_0(o, out):
     if o.isolation_level != 0:
         raise UnsupportedVersionError("ListOffsetsRequest.IsolationLevel is not supported at version 0")
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_ListOffsetsTopic_0(e, out)
@@ -280,7 +291,10 @@ def _e_ListOffsetsPartition_1(o, out):
 def _d_ListOffsetsTopic_1(buf, pos, end):
     """ListOffsetsTopic, versions 1-3."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -299,7 +313,8 @@ def _e_ListOffsetsTopic_1(o, out):
     """ListOffsetsTopic, versions 1-3."""
     w_str(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_ListOffsetsPartition_1(e, out)
@@ -311,7 +326,10 @@ def _d_ListOffsetsRequest_1(buf, pos, end):
         truncated(pos, "ListOffsetsRequest")
     (v_replica_id,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -334,7 +352,8 @@ def _e_ListOffsetsRequest_1(o, out):
     if o.isolation_level != 0:
         raise UnsupportedVersionError("ListOffsetsRequest.IsolationLevel is not supported at version 1")
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_ListOffsetsTopic_1(e, out)
@@ -346,7 +365,10 @@ def _d_ListOffsetsRequest_2(buf, pos, end):
         truncated(pos, "ListOffsetsRequest")
     v_replica_id, v_isolation_level = _ST_ib.unpack_from(buf, pos)
     pos += 5
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -367,7 +389,8 @@ def _e_ListOffsetsRequest_2(o, out):
     """ListOffsetsRequest, versions 2-3."""
     out += _ST_ib.pack(o.replica_id, o.isolation_level)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_ListOffsetsTopic_1(e, out)
@@ -398,7 +421,10 @@ def _e_ListOffsetsPartition_2(o, out):
 def _d_ListOffsetsTopic_2(buf, pos, end):
     """ListOffsetsTopic, versions 4-5."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -417,7 +443,8 @@ def _e_ListOffsetsTopic_2(o, out):
     """ListOffsetsTopic, versions 4-5."""
     w_str(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_ListOffsetsPartition_2(e, out)
@@ -429,7 +456,10 @@ def _d_ListOffsetsRequest_3(buf, pos, end):
         truncated(pos, "ListOffsetsRequest")
     v_replica_id, v_isolation_level = _ST_ib.unpack_from(buf, pos)
     pos += 5
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -450,7 +480,8 @@ def _e_ListOffsetsRequest_3(o, out):
     """ListOffsetsRequest, versions 4-5."""
     out += _ST_ib.pack(o.replica_id, o.isolation_level)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_ListOffsetsTopic_2(e, out)
@@ -489,7 +520,10 @@ def _e_ListOffsetsPartition_3(o, out):
     out += _ST_iiq.pack(o.partition_index, o.current_leader_epoch, o.timestamp)
     if o.max_num_offsets != 1:
         raise UnsupportedVersionError("ListOffsetsPartition.MaxNumOffsets is not supported at version 6-10")
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ListOffsetsTopic_3(buf, pos, end):
@@ -531,11 +565,15 @@ def _e_ListOffsetsTopic_3(o, out):
     """ListOffsetsTopic, versions 6-10."""
     w_cstr(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_ListOffsetsPartition_3(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ListOffsetsRequest_4(buf, pos, end):
@@ -582,11 +620,15 @@ def _e_ListOffsetsRequest_4(o, out):
     """ListOffsetsRequest, versions 6-9."""
     out += _ST_ib.pack(o.replica_id, o.isolation_level)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_ListOffsetsTopic_3(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ListOffsetsRequest_5(buf, pos, end):
@@ -637,12 +679,16 @@ def _e_ListOffsetsRequest_5(o, out):
     """ListOffsetsRequest, versions 10."""
     out += _ST_ib.pack(o.replica_id, o.isolation_level)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_ListOffsetsTopic_3(e, out)
     out += _ST_i.pack(o.timeout_ms)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 ListOffsetsRequest._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -57,6 +60,8 @@ _ST_ihqq = struct.Struct(">ihqq")
 _ST_ihqqi = struct.Struct(">ihqqi")
 _ST_qq = struct.Struct(">qq")
 _ST_qqi = struct.Struct(">qqi")
+_AR__q = array_structs("", "q")
+_AR_i_q = array_structs("i", "q")
 
 __all__ = ["ListOffsetsPartitionResponse", "ListOffsetsResponse", "ListOffsetsTopicResponse"]
 
@@ -197,9 +202,15 @@ def _d_ListOffsetsPartitionResponse_0(buf, pos, end):
         truncated(pos, "ListOffsetsPartitionResponse")
     v_partition_index, v_error_code = _ST_ih.unpack_from(buf, pos)
     pos += 6
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "OldStyleOffsets")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 8 <= end - pos:
+        v_old_style_offsets = list(_AR__q[n].unpack_from(buf, pos))
+        pos += n * 8
     else:
         v_old_style_offsets, pos = r_fixed_array(buf, pos, end, n, "q", 8)
     o = _new(ListOffsetsPartitionResponse)
@@ -217,9 +228,14 @@ def _e_ListOffsetsPartitionResponse_0(o, out):
     """ListOffsetsPartitionResponse, versions 0."""
     out += _ST_ih.pack(o.partition_index, o.error_code)
     arr = o.old_style_offsets
-    not_null(arr, "OldStyleOffsets")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "q")
+    if arr is None:
+        null_field("OldStyleOffsets")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_q[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "q")
     if o.timestamp != -1:
         raise UnsupportedVersionError("ListOffsetsPartitionResponse.Timestamp is not supported at version 0")
     if o.offset != -1:
@@ -233,7 +249,10 @@ def _e_ListOffsetsPartitionResponse_0(o, out):
 def _d_ListOffsetsTopicResponse_0(buf, pos, end):
     """ListOffsetsTopicResponse, versions 0."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -252,7 +271,8 @@ def _e_ListOffsetsTopicResponse_0(o, out):
     """ListOffsetsTopicResponse, versions 0."""
     w_str(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_ListOffsetsPartitionResponse_0(e, out)
@@ -260,7 +280,10 @@ def _e_ListOffsetsTopicResponse_0(o, out):
 
 def _d_ListOffsetsResponse_0(buf, pos, end):
     """ListOffsetsResponse, versions 0."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -278,7 +301,8 @@ def _d_ListOffsetsResponse_0(buf, pos, end):
 def _e_ListOffsetsResponse_0(o, out):
     """ListOffsetsResponse, versions 0."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_ListOffsetsTopicResponse_0(e, out)
@@ -318,7 +342,10 @@ def _e_ListOffsetsPartitionResponse_1(o, out):
 def _d_ListOffsetsTopicResponse_1(buf, pos, end):
     """ListOffsetsTopicResponse, versions 1-3."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -337,7 +364,8 @@ def _e_ListOffsetsTopicResponse_1(o, out):
     """ListOffsetsTopicResponse, versions 1-3."""
     w_str(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_ListOffsetsPartitionResponse_1(e, out)
@@ -345,7 +373,10 @@ def _e_ListOffsetsTopicResponse_1(o, out):
 
 def _d_ListOffsetsResponse_1(buf, pos, end):
     """ListOffsetsResponse, versions 1."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -363,7 +394,8 @@ def _d_ListOffsetsResponse_1(buf, pos, end):
 def _e_ListOffsetsResponse_1(o, out):
     """ListOffsetsResponse, versions 1."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_ListOffsetsTopicResponse_1(e, out)
@@ -375,7 +407,10 @@ def _d_ListOffsetsResponse_2(buf, pos, end):
         truncated(pos, "ListOffsetsResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -394,7 +429,8 @@ def _e_ListOffsetsResponse_2(o, out):
     """ListOffsetsResponse, versions 2-3."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_ListOffsetsTopicResponse_1(e, out)
@@ -430,7 +466,10 @@ def _e_ListOffsetsPartitionResponse_2(o, out):
 def _d_ListOffsetsTopicResponse_2(buf, pos, end):
     """ListOffsetsTopicResponse, versions 4-5."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -449,7 +488,8 @@ def _e_ListOffsetsTopicResponse_2(o, out):
     """ListOffsetsTopicResponse, versions 4-5."""
     w_str(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_ListOffsetsPartitionResponse_2(e, out)
@@ -461,7 +501,10 @@ def _d_ListOffsetsResponse_3(buf, pos, end):
         truncated(pos, "ListOffsetsResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -480,7 +523,8 @@ def _e_ListOffsetsResponse_3(o, out):
     """ListOffsetsResponse, versions 4-5."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_ListOffsetsTopicResponse_2(e, out)
@@ -524,7 +568,10 @@ def _e_ListOffsetsPartitionResponse_3(o, out):
             "ListOffsetsPartitionResponse.OldStyleOffsets is not supported at version 6-10"
         )
     out += _ST_qqi.pack(o.timestamp, o.offset, o.leader_epoch)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ListOffsetsTopicResponse_3(buf, pos, end):
@@ -566,11 +613,15 @@ def _e_ListOffsetsTopicResponse_3(o, out):
     """ListOffsetsTopicResponse, versions 6-10."""
     w_cstr(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_ListOffsetsPartitionResponse_3(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ListOffsetsResponse_4(buf, pos, end):
@@ -615,11 +666,15 @@ def _e_ListOffsetsResponse_4(o, out):
     """ListOffsetsResponse, versions 6-10."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_ListOffsetsTopicResponse_3(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 ListOffsetsResponse._DECODERS = (

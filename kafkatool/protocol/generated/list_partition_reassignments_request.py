@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -52,6 +55,8 @@ from kafkatool.formats.schema import (
 
 _new = object.__new__
 _ST_i = struct.Struct(">i")
+_AR__i = array_structs("", "i")
+_AR_B_i = array_structs("B", "i")
 
 __all__ = ["ListPartitionReassignmentsRequest", "ListPartitionReassignmentsTopics"]
 
@@ -138,6 +143,9 @@ def _d_ListPartitionReassignmentsTopics_0(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "PartitionIndexes")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_partition_indexes = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_partition_indexes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     unknown = None
@@ -164,10 +172,18 @@ def _e_ListPartitionReassignmentsTopics_0(o, out):
     """ListPartitionReassignmentsTopics, versions 0."""
     w_cstr(out, o.name)
     arr = o.partition_indexes
-    not_null(arr, "PartitionIndexes")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
-    w_unknown_tags(out, o._unknown_tags)
+    if arr is None:
+        null_field("PartitionIndexes")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ListPartitionReassignmentsRequest_0(buf, pos, end):
@@ -218,7 +234,10 @@ def _e_ListPartitionReassignmentsRequest_0(o, out):
         w_ccount(out, arr)
         for e in arr:
             _e_ListPartitionReassignmentsTopics_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 ListPartitionReassignmentsRequest._DECODERS = (_d_ListPartitionReassignmentsRequest_0,)

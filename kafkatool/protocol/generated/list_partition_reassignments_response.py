@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -53,6 +56,8 @@ from kafkatool.formats.schema import (
 _new = object.__new__
 _ST_i = struct.Struct(">i")
 _ST_ih = struct.Struct(">ih")
+_AR__i = array_structs("", "i")
+_AR_B_i = array_structs("B", "i")
 
 __all__ = ["ListPartitionReassignmentsResponse", "OngoingPartitionReassignment", "OngoingTopicReassignment"]
 
@@ -206,6 +211,9 @@ def _d_OngoingPartitionReassignment_0(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "Replicas")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_replicas = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
@@ -215,6 +223,9 @@ def _d_OngoingPartitionReassignment_0(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "AddingReplicas")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_adding_replicas = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_adding_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
@@ -224,6 +235,9 @@ def _d_OngoingPartitionReassignment_0(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "RemovingReplicas")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_removing_replicas = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_removing_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     unknown = None
@@ -252,18 +266,36 @@ def _e_OngoingPartitionReassignment_0(o, out):
     """OngoingPartitionReassignment, versions 0."""
     out += _ST_i.pack(o.partition_index)
     arr = o.replicas
-    not_null(arr, "Replicas")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Replicas")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.adding_replicas
-    not_null(arr, "AddingReplicas")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("AddingReplicas")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.removing_replicas
-    not_null(arr, "RemovingReplicas")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
-    w_unknown_tags(out, o._unknown_tags)
+    if arr is None:
+        null_field("RemovingReplicas")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_OngoingTopicReassignment_0(buf, pos, end):
@@ -305,11 +337,15 @@ def _e_OngoingTopicReassignment_0(o, out):
     """OngoingTopicReassignment, versions 0."""
     w_cstr(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_OngoingPartitionReassignment_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ListPartitionReassignmentsResponse_0(buf, pos, end):
@@ -358,11 +394,15 @@ def _e_ListPartitionReassignmentsResponse_0(o, out):
     out += _ST_ih.pack(o.throttle_time_ms, o.error_code)
     w_ncstr(out, o.error_message)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_OngoingTopicReassignment_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 ListPartitionReassignmentsResponse._DECODERS = (_d_ListPartitionReassignmentsResponse_0,)

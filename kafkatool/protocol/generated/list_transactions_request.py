@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -52,6 +55,8 @@ from kafkatool.formats.schema import (
 
 _new = object.__new__
 _ST_q = struct.Struct(">q")
+_AR__q = array_structs("", "q")
+_AR_B_q = array_structs("B", "q")
 
 __all__ = ["ListTransactionsRequest"]
 
@@ -119,6 +124,9 @@ def _d_ListTransactionsRequest_0(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "ProducerIdFilters")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 8 <= end - pos:
+        v_producer_id_filters = list(_AR__q[n].unpack_from(buf, pos))
+        pos += n * 8
     else:
         v_producer_id_filters, pos = r_fixed_array(buf, pos, end, n, "q", 8)
     unknown = None
@@ -145,16 +153,25 @@ def _d_ListTransactionsRequest_0(buf, pos, end):
 def _e_ListTransactionsRequest_0(o, out):
     """ListTransactionsRequest, versions 0."""
     arr = o.state_filters
-    not_null(arr, "StateFilters")
+    if arr is None:
+        null_field("StateFilters")
     w_ccount(out, arr)
     w_str_array(out, arr, True)
     arr = o.producer_id_filters
-    not_null(arr, "ProducerIdFilters")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "q")
+    if arr is None:
+        null_field("ProducerIdFilters")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_q[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "q")
     if o.duration_filter != -1:
         raise UnsupportedVersionError("ListTransactionsRequest.DurationFilter is not supported at version 0")
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ListTransactionsRequest_1(buf, pos, end):
@@ -175,6 +192,9 @@ def _d_ListTransactionsRequest_1(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "ProducerIdFilters")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 8 <= end - pos:
+        v_producer_id_filters = list(_AR__q[n].unpack_from(buf, pos))
+        pos += n * 8
     else:
         v_producer_id_filters, pos = r_fixed_array(buf, pos, end, n, "q", 8)
     if end - pos < 8:
@@ -205,15 +225,24 @@ def _d_ListTransactionsRequest_1(buf, pos, end):
 def _e_ListTransactionsRequest_1(o, out):
     """ListTransactionsRequest, versions 1."""
     arr = o.state_filters
-    not_null(arr, "StateFilters")
+    if arr is None:
+        null_field("StateFilters")
     w_ccount(out, arr)
     w_str_array(out, arr, True)
     arr = o.producer_id_filters
-    not_null(arr, "ProducerIdFilters")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "q")
+    if arr is None:
+        null_field("ProducerIdFilters")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_q[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "q")
     out += _ST_q.pack(o.duration_filter)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 ListTransactionsRequest._DECODERS = (

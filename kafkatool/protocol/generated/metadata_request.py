@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -55,6 +58,7 @@ _ST_16s = struct.Struct(">16s")
 _ST_z = struct.Struct(">?")
 _ST_zz = struct.Struct(">??")
 _ST_zzz = struct.Struct(">???")
+_ST_i = struct.Struct(">i")
 
 __all__ = ["MetadataRequest", "MetadataRequestTopic"]
 
@@ -184,7 +188,10 @@ def _e_MetadataRequestTopic_0(o, out):
 
 def _d_MetadataRequest_0(buf, pos, end):
     """MetadataRequest, versions 0."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -204,7 +211,8 @@ def _d_MetadataRequest_0(buf, pos, end):
 def _e_MetadataRequest_0(o, out):
     """MetadataRequest, versions 0."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_MetadataRequestTopic_0(e, out)
@@ -222,7 +230,10 @@ def _e_MetadataRequest_0(o, out):
 
 def _d_MetadataRequest_1(buf, pos, end):
     """MetadataRequest, versions 1-3."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         v_topics = None
     else:
@@ -264,7 +275,10 @@ def _e_MetadataRequest_1(o, out):
 
 def _d_MetadataRequest_2(buf, pos, end):
     """MetadataRequest, versions 4-7."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         v_topics = None
     else:
@@ -307,7 +321,10 @@ def _e_MetadataRequest_2(o, out):
 
 def _d_MetadataRequest_3(buf, pos, end):
     """MetadataRequest, versions 8."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         v_topics = None
     else:
@@ -374,7 +391,10 @@ def _d_MetadataRequestTopic_1(buf, pos, end):
 def _e_MetadataRequestTopic_1(o, out):
     """MetadataRequestTopic, versions 9."""
     w_cstr(out, o.name)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_MetadataRequest_4(buf, pos, end):
@@ -435,7 +455,10 @@ def _e_MetadataRequest_4(o, out):
         o.include_cluster_authorized_operations,
         o.include_topic_authorized_operations,
     )
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_MetadataRequestTopic_2(buf, pos, end):
@@ -470,7 +493,10 @@ def _e_MetadataRequestTopic_2(o, out):
     """MetadataRequestTopic, versions 10-12."""
     out += _ST_16s.pack(o.topic_id.bytes)
     w_ncstr(out, o.name)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_MetadataRequest_5(buf, pos, end):
@@ -531,7 +557,10 @@ def _e_MetadataRequest_5(o, out):
         o.include_cluster_authorized_operations,
         o.include_topic_authorized_operations,
     )
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_MetadataRequest_6(buf, pos, end):
@@ -589,7 +618,10 @@ def _e_MetadataRequest_6(o, out):
             "MetadataRequest.IncludeClusterAuthorizedOperations is not supported at version 11-12"
         )
     out += _ST_z.pack(o.include_topic_authorized_operations)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 MetadataRequest._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -57,6 +60,9 @@ _ST_h = struct.Struct(">h")
 _ST_hii = struct.Struct(">hii")
 _ST_hiii = struct.Struct(">hiii")
 _ST_i = struct.Struct(">i")
+_AR__i = array_structs("", "i")
+_AR_B_i = array_structs("B", "i")
+_AR_i_i = array_structs("i", "i")
 
 __all__ = ["MetadataResponse", "MetadataResponseBroker", "MetadataResponsePartition", "MetadataResponseTopic"]
 
@@ -336,14 +342,26 @@ def _d_MetadataResponsePartition_0(buf, pos, end):
         truncated(pos, "MetadataResponsePartition")
     v_error_code, v_partition_index, v_leader_id = _ST_hii.unpack_from(buf, pos)
     pos += 10
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "ReplicaNodes")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_replica_nodes = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_replica_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "IsrNodes")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_isr_nodes = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_isr_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     o = _new(MetadataResponsePartition)
@@ -362,13 +380,23 @@ def _e_MetadataResponsePartition_0(o, out):
     """MetadataResponsePartition, versions 0-4."""
     out += _ST_hii.pack(o.error_code, o.partition_index, o.leader_id)
     arr = o.replica_nodes
-    not_null(arr, "ReplicaNodes")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("ReplicaNodes")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.isr_nodes
-    not_null(arr, "IsrNodes")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("IsrNodes")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
 
 
 def _d_MetadataResponseTopic_0(buf, pos, end):
@@ -378,7 +406,10 @@ def _d_MetadataResponseTopic_0(buf, pos, end):
     (v_error_code,) = _ST_h.unpack_from(buf, pos)
     pos += 2
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -402,7 +433,8 @@ def _e_MetadataResponseTopic_0(o, out):
     out += _ST_h.pack(o.error_code)
     w_str(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_MetadataResponsePartition_0(e, out)
@@ -414,7 +446,10 @@ def _e_MetadataResponseTopic_0(o, out):
 
 def _d_MetadataResponse_0(buf, pos, end):
     """MetadataResponse, versions 0."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Brokers")
     else:
@@ -422,7 +457,10 @@ def _d_MetadataResponse_0(buf, pos, end):
         for _ in range(n):
             e, pos = _d_MetadataResponseBroker_0(buf, pos, end)
             v_brokers.append(e)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -444,12 +482,14 @@ def _d_MetadataResponse_0(buf, pos, end):
 def _e_MetadataResponse_0(o, out):
     """MetadataResponse, versions 0."""
     arr = o.brokers
-    not_null(arr, "Brokers")
+    if arr is None:
+        null_field("Brokers")
     w_count(out, arr)
     for e in arr:
         _e_MetadataResponseBroker_0(e, out)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_MetadataResponseTopic_0(e, out)
@@ -499,7 +539,10 @@ def _d_MetadataResponseTopic_1(buf, pos, end):
         truncated(pos, "MetadataResponseTopic")
     (v_is_internal,) = _ST_z.unpack_from(buf, pos)
     pos += 1
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -524,7 +567,8 @@ def _e_MetadataResponseTopic_1(o, out):
     w_str(out, o.name)
     out += _ST_z.pack(o.is_internal)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_MetadataResponsePartition_0(e, out)
@@ -536,7 +580,10 @@ def _e_MetadataResponseTopic_1(o, out):
 
 def _d_MetadataResponse_1(buf, pos, end):
     """MetadataResponse, versions 1."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Brokers")
     else:
@@ -548,7 +595,10 @@ def _d_MetadataResponse_1(buf, pos, end):
         truncated(pos, "MetadataResponse")
     (v_controller_id,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -570,13 +620,15 @@ def _d_MetadataResponse_1(buf, pos, end):
 def _e_MetadataResponse_1(o, out):
     """MetadataResponse, versions 1."""
     arr = o.brokers
-    not_null(arr, "Brokers")
+    if arr is None:
+        null_field("Brokers")
     w_count(out, arr)
     for e in arr:
         _e_MetadataResponseBroker_1(e, out)
     out += _ST_i.pack(o.controller_id)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_MetadataResponseTopic_1(e, out)
@@ -588,7 +640,10 @@ def _e_MetadataResponse_1(o, out):
 
 def _d_MetadataResponse_2(buf, pos, end):
     """MetadataResponse, versions 2."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Brokers")
     else:
@@ -601,7 +656,10 @@ def _d_MetadataResponse_2(buf, pos, end):
         truncated(pos, "MetadataResponse")
     (v_controller_id,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -623,14 +681,16 @@ def _d_MetadataResponse_2(buf, pos, end):
 def _e_MetadataResponse_2(o, out):
     """MetadataResponse, versions 2."""
     arr = o.brokers
-    not_null(arr, "Brokers")
+    if arr is None:
+        null_field("Brokers")
     w_count(out, arr)
     for e in arr:
         _e_MetadataResponseBroker_1(e, out)
     w_nstr(out, o.cluster_id)
     out += _ST_i.pack(o.controller_id)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_MetadataResponseTopic_1(e, out)
@@ -646,7 +706,10 @@ def _d_MetadataResponse_3(buf, pos, end):
         truncated(pos, "MetadataResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Brokers")
     else:
@@ -659,7 +722,10 @@ def _d_MetadataResponse_3(buf, pos, end):
         truncated(pos, "MetadataResponse")
     (v_controller_id,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -682,14 +748,16 @@ def _e_MetadataResponse_3(o, out):
     """MetadataResponse, versions 3-4."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.brokers
-    not_null(arr, "Brokers")
+    if arr is None:
+        null_field("Brokers")
     w_count(out, arr)
     for e in arr:
         _e_MetadataResponseBroker_1(e, out)
     w_nstr(out, o.cluster_id)
     out += _ST_i.pack(o.controller_id)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_MetadataResponseTopic_1(e, out)
@@ -705,19 +773,37 @@ def _d_MetadataResponsePartition_1(buf, pos, end):
         truncated(pos, "MetadataResponsePartition")
     v_error_code, v_partition_index, v_leader_id = _ST_hii.unpack_from(buf, pos)
     pos += 10
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "ReplicaNodes")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_replica_nodes = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_replica_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "IsrNodes")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_isr_nodes = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_isr_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "OfflineReplicas")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_offline_replicas = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_offline_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     o = _new(MetadataResponsePartition)
@@ -736,17 +822,32 @@ def _e_MetadataResponsePartition_1(o, out):
     """MetadataResponsePartition, versions 5-6."""
     out += _ST_hii.pack(o.error_code, o.partition_index, o.leader_id)
     arr = o.replica_nodes
-    not_null(arr, "ReplicaNodes")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("ReplicaNodes")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.isr_nodes
-    not_null(arr, "IsrNodes")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("IsrNodes")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.offline_replicas
-    not_null(arr, "OfflineReplicas")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("OfflineReplicas")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
 
 
 def _d_MetadataResponseTopic_2(buf, pos, end):
@@ -760,7 +861,10 @@ def _d_MetadataResponseTopic_2(buf, pos, end):
         truncated(pos, "MetadataResponseTopic")
     (v_is_internal,) = _ST_z.unpack_from(buf, pos)
     pos += 1
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -785,7 +889,8 @@ def _e_MetadataResponseTopic_2(o, out):
     w_str(out, o.name)
     out += _ST_z.pack(o.is_internal)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_MetadataResponsePartition_1(e, out)
@@ -801,7 +906,10 @@ def _d_MetadataResponse_4(buf, pos, end):
         truncated(pos, "MetadataResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Brokers")
     else:
@@ -814,7 +922,10 @@ def _d_MetadataResponse_4(buf, pos, end):
         truncated(pos, "MetadataResponse")
     (v_controller_id,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -837,14 +948,16 @@ def _e_MetadataResponse_4(o, out):
     """MetadataResponse, versions 5-6."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.brokers
-    not_null(arr, "Brokers")
+    if arr is None:
+        null_field("Brokers")
     w_count(out, arr)
     for e in arr:
         _e_MetadataResponseBroker_1(e, out)
     w_nstr(out, o.cluster_id)
     out += _ST_i.pack(o.controller_id)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_MetadataResponseTopic_2(e, out)
@@ -860,19 +973,37 @@ def _d_MetadataResponsePartition_2(buf, pos, end):
         truncated(pos, "MetadataResponsePartition")
     v_error_code, v_partition_index, v_leader_id, v_leader_epoch = _ST_hiii.unpack_from(buf, pos)
     pos += 14
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "ReplicaNodes")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_replica_nodes = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_replica_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "IsrNodes")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_isr_nodes = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_isr_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "OfflineReplicas")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_offline_replicas = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_offline_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     o = _new(MetadataResponsePartition)
@@ -896,17 +1027,32 @@ def _e_MetadataResponsePartition_2(o, out):
         o.leader_epoch,
     )
     arr = o.replica_nodes
-    not_null(arr, "ReplicaNodes")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("ReplicaNodes")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.isr_nodes
-    not_null(arr, "IsrNodes")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("IsrNodes")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.offline_replicas
-    not_null(arr, "OfflineReplicas")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("OfflineReplicas")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
 
 
 def _d_MetadataResponseTopic_3(buf, pos, end):
@@ -920,7 +1066,10 @@ def _d_MetadataResponseTopic_3(buf, pos, end):
         truncated(pos, "MetadataResponseTopic")
     (v_is_internal,) = _ST_z.unpack_from(buf, pos)
     pos += 1
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -945,7 +1094,8 @@ def _e_MetadataResponseTopic_3(o, out):
     w_str(out, o.name)
     out += _ST_z.pack(o.is_internal)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_MetadataResponsePartition_2(e, out)
@@ -961,7 +1111,10 @@ def _d_MetadataResponse_5(buf, pos, end):
         truncated(pos, "MetadataResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Brokers")
     else:
@@ -974,7 +1127,10 @@ def _d_MetadataResponse_5(buf, pos, end):
         truncated(pos, "MetadataResponse")
     (v_controller_id,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -997,14 +1153,16 @@ def _e_MetadataResponse_5(o, out):
     """MetadataResponse, versions 7."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.brokers
-    not_null(arr, "Brokers")
+    if arr is None:
+        null_field("Brokers")
     w_count(out, arr)
     for e in arr:
         _e_MetadataResponseBroker_1(e, out)
     w_nstr(out, o.cluster_id)
     out += _ST_i.pack(o.controller_id)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_MetadataResponseTopic_3(e, out)
@@ -1025,7 +1183,10 @@ def _d_MetadataResponseTopic_4(buf, pos, end):
         truncated(pos, "MetadataResponseTopic")
     (v_is_internal,) = _ST_z.unpack_from(buf, pos)
     pos += 1
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -1054,7 +1215,8 @@ def _e_MetadataResponseTopic_4(o, out):
     w_str(out, o.name)
     out += _ST_z.pack(o.is_internal)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_MetadataResponsePartition_2(e, out)
@@ -1067,7 +1229,10 @@ def _d_MetadataResponse_6(buf, pos, end):
         truncated(pos, "MetadataResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Brokers")
     else:
@@ -1080,7 +1245,10 @@ def _d_MetadataResponse_6(buf, pos, end):
         truncated(pos, "MetadataResponse")
     (v_controller_id,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -1107,14 +1275,16 @@ def _e_MetadataResponse_6(o, out):
     """MetadataResponse, versions 8."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.brokers
-    not_null(arr, "Brokers")
+    if arr is None:
+        null_field("Brokers")
     w_count(out, arr)
     for e in arr:
         _e_MetadataResponseBroker_1(e, out)
     w_nstr(out, o.cluster_id)
     out += _ST_i.pack(o.controller_id)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_MetadataResponseTopic_4(e, out)
@@ -1161,7 +1331,10 @@ def _e_MetadataResponseBroker_2(o, out):
     w_cstr(out, o.host)
     out += _ST_i.pack(o.port)
     w_ncstr(out, o.rack)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_MetadataResponsePartition_3(buf, pos, end):
@@ -1177,6 +1350,9 @@ def _d_MetadataResponsePartition_3(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "ReplicaNodes")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_replica_nodes = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_replica_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
@@ -1186,6 +1362,9 @@ def _d_MetadataResponsePartition_3(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "IsrNodes")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_isr_nodes = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_isr_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
@@ -1195,6 +1374,9 @@ def _d_MetadataResponsePartition_3(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "OfflineReplicas")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_offline_replicas = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_offline_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     unknown = None
@@ -1231,18 +1413,36 @@ def _e_MetadataResponsePartition_3(o, out):
         o.leader_epoch,
     )
     arr = o.replica_nodes
-    not_null(arr, "ReplicaNodes")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("ReplicaNodes")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.isr_nodes
-    not_null(arr, "IsrNodes")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("IsrNodes")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.offline_replicas
-    not_null(arr, "OfflineReplicas")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
-    w_unknown_tags(out, o._unknown_tags)
+    if arr is None:
+        null_field("OfflineReplicas")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_MetadataResponseTopic_5(buf, pos, end):
@@ -1302,12 +1502,16 @@ def _e_MetadataResponseTopic_5(o, out):
     w_cstr(out, o.name)
     out += _ST_z.pack(o.is_internal)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_MetadataResponsePartition_3(e, out)
     out += _ST_i.pack(o.topic_authorized_operations)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_MetadataResponse_7(buf, pos, end):
@@ -1377,19 +1581,24 @@ def _e_MetadataResponse_7(o, out):
     """MetadataResponse, versions 9."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.brokers
-    not_null(arr, "Brokers")
+    if arr is None:
+        null_field("Brokers")
     w_ccount(out, arr)
     for e in arr:
         _e_MetadataResponseBroker_2(e, out)
     w_ncstr(out, o.cluster_id)
     out += _ST_i.pack(o.controller_id)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_MetadataResponseTopic_5(e, out)
     out += _ST_i.pack(o.cluster_authorized_operations)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_MetadataResponseTopic_6(buf, pos, end):
@@ -1450,12 +1659,16 @@ def _e_MetadataResponseTopic_6(o, out):
     w_cstr(out, o.name)
     out += _ST_16sz.pack(o.topic_id.bytes, o.is_internal)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_MetadataResponsePartition_3(e, out)
     out += _ST_i.pack(o.topic_authorized_operations)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_MetadataResponse_8(buf, pos, end):
@@ -1525,19 +1738,24 @@ def _e_MetadataResponse_8(o, out):
     """MetadataResponse, versions 10."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.brokers
-    not_null(arr, "Brokers")
+    if arr is None:
+        null_field("Brokers")
     w_ccount(out, arr)
     for e in arr:
         _e_MetadataResponseBroker_2(e, out)
     w_ncstr(out, o.cluster_id)
     out += _ST_i.pack(o.controller_id)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_MetadataResponseTopic_6(e, out)
     out += _ST_i.pack(o.cluster_authorized_operations)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_MetadataResponse_9(buf, pos, end):
@@ -1603,14 +1821,16 @@ def _e_MetadataResponse_9(o, out):
     """MetadataResponse, versions 11."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.brokers
-    not_null(arr, "Brokers")
+    if arr is None:
+        null_field("Brokers")
     w_ccount(out, arr)
     for e in arr:
         _e_MetadataResponseBroker_2(e, out)
     w_ncstr(out, o.cluster_id)
     out += _ST_i.pack(o.controller_id)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_MetadataResponseTopic_6(e, out)
@@ -1618,7 +1838,10 @@ def _e_MetadataResponse_9(o, out):
         raise UnsupportedVersionError(
             "MetadataResponse.ClusterAuthorizedOperations is not supported at version 11"
         )
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_MetadataResponseTopic_7(buf, pos, end):
@@ -1679,12 +1902,16 @@ def _e_MetadataResponseTopic_7(o, out):
     w_ncstr(out, o.name)
     out += _ST_16sz.pack(o.topic_id.bytes, o.is_internal)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_MetadataResponsePartition_3(e, out)
     out += _ST_i.pack(o.topic_authorized_operations)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_MetadataResponse_10(buf, pos, end):
@@ -1750,14 +1977,16 @@ def _e_MetadataResponse_10(o, out):
     """MetadataResponse, versions 12."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.brokers
-    not_null(arr, "Brokers")
+    if arr is None:
+        null_field("Brokers")
     w_ccount(out, arr)
     for e in arr:
         _e_MetadataResponseBroker_2(e, out)
     w_ncstr(out, o.cluster_id)
     out += _ST_i.pack(o.controller_id)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_MetadataResponseTopic_7(e, out)
@@ -1765,7 +1994,10 @@ def _e_MetadataResponse_10(o, out):
         raise UnsupportedVersionError(
             "MetadataResponse.ClusterAuthorizedOperations is not supported at version 12"
         )
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 MetadataResponse._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -276,7 +279,10 @@ def _e_OffsetCommitRequestPartition_0(o, out):
 def _d_OffsetCommitRequestTopic_0(buf, pos, end):
     """OffsetCommitRequestTopic, versions 0, 2-5."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -295,7 +301,8 @@ def _e_OffsetCommitRequestTopic_0(o, out):
     """OffsetCommitRequestTopic, versions 0, 2-5."""
     w_str(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_OffsetCommitRequestPartition_0(e, out)
@@ -304,7 +311,10 @@ def _e_OffsetCommitRequestTopic_0(o, out):
 def _d_OffsetCommitRequest_0(buf, pos, end):
     """OffsetCommitRequest, versions 0."""
     v_group_id, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -329,7 +339,8 @@ def _e_OffsetCommitRequest_0(o, out):
     if o.group_instance_id is not None:
         raise UnsupportedVersionError("OffsetCommitRequest.GroupInstanceId is not supported at version 0")
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_OffsetCommitRequestTopic_0(e, out)
@@ -361,7 +372,10 @@ def _e_OffsetCommitRequestPartition_1(o, out):
 def _d_OffsetCommitRequestTopic_1(buf, pos, end):
     """OffsetCommitRequestTopic, versions 1."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -380,7 +394,8 @@ def _e_OffsetCommitRequestTopic_1(o, out):
     """OffsetCommitRequestTopic, versions 1."""
     w_str(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_OffsetCommitRequestPartition_1(e, out)
@@ -394,7 +409,10 @@ def _d_OffsetCommitRequest_1(buf, pos, end):
     (v_generation_id_or_member_epoch,) = _ST_i.unpack_from(buf, pos)
     pos += 4
     v_member_id, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -421,7 +439,8 @@ def _e_OffsetCommitRequest_1(o, out):
     if o.group_instance_id is not None:
         raise UnsupportedVersionError("OffsetCommitRequest.GroupInstanceId is not supported at version 1")
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_OffsetCommitRequestTopic_1(e, out)
@@ -439,7 +458,10 @@ def _d_OffsetCommitRequest_2(buf, pos, end):
         truncated(pos, "OffsetCommitRequest")
     (v_retention_time_ms,) = _ST_q.unpack_from(buf, pos)
     pos += 8
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -467,7 +489,8 @@ def _e_OffsetCommitRequest_2(o, out):
         raise UnsupportedVersionError("OffsetCommitRequest.GroupInstanceId is not supported at version 2-4")
     out += _ST_q.pack(o.retention_time_ms)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_OffsetCommitRequestTopic_0(e, out)
@@ -481,7 +504,10 @@ def _d_OffsetCommitRequest_3(buf, pos, end):
     (v_generation_id_or_member_epoch,) = _ST_i.unpack_from(buf, pos)
     pos += 4
     v_member_id, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -508,7 +534,8 @@ def _e_OffsetCommitRequest_3(o, out):
     if o.group_instance_id is not None:
         raise UnsupportedVersionError("OffsetCommitRequest.GroupInstanceId is not supported at version 5")
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_OffsetCommitRequestTopic_0(e, out)
@@ -544,7 +571,10 @@ def _e_OffsetCommitRequestPartition_2(o, out):
 def _d_OffsetCommitRequestTopic_2(buf, pos, end):
     """OffsetCommitRequestTopic, versions 6-7."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -563,7 +593,8 @@ def _e_OffsetCommitRequestTopic_2(o, out):
     """OffsetCommitRequestTopic, versions 6-7."""
     w_str(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_OffsetCommitRequestPartition_2(e, out)
@@ -577,7 +608,10 @@ def _d_OffsetCommitRequest_4(buf, pos, end):
     (v_generation_id_or_member_epoch,) = _ST_i.unpack_from(buf, pos)
     pos += 4
     v_member_id, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -604,7 +638,8 @@ def _e_OffsetCommitRequest_4(o, out):
     if o.group_instance_id is not None:
         raise UnsupportedVersionError("OffsetCommitRequest.GroupInstanceId is not supported at version 6")
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_OffsetCommitRequestTopic_2(e, out)
@@ -619,7 +654,10 @@ def _d_OffsetCommitRequest_5(buf, pos, end):
     pos += 4
     v_member_id, pos = r_str(buf, pos, end)
     v_group_instance_id, pos = r_nstr(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -645,7 +683,8 @@ def _e_OffsetCommitRequest_5(o, out):
     w_str(out, o.member_id)
     w_nstr(out, o.group_instance_id)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_OffsetCommitRequestTopic_2(e, out)
@@ -689,7 +728,10 @@ def _e_OffsetCommitRequestPartition_3(o, out):
             "OffsetCommitRequestPartition.CommitTimestamp is not supported at version 8-9"
         )
     w_ncstr(out, o.committed_metadata)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_OffsetCommitRequestTopic_3(buf, pos, end):
@@ -731,11 +773,15 @@ def _e_OffsetCommitRequestTopic_3(o, out):
     """OffsetCommitRequestTopic, versions 8-9."""
     w_cstr(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_OffsetCommitRequestPartition_3(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_OffsetCommitRequest_6(buf, pos, end):
@@ -790,11 +836,15 @@ def _e_OffsetCommitRequest_6(o, out):
     w_cstr(out, o.member_id)
     w_ncstr(out, o.group_instance_id)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_OffsetCommitRequestTopic_3(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 OffsetCommitRequest._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -176,7 +179,10 @@ def _e_OffsetCommitResponsePartition_0(o, out):
 def _d_OffsetCommitResponseTopic_0(buf, pos, end):
     """OffsetCommitResponseTopic, versions 0-7."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -195,7 +201,8 @@ def _e_OffsetCommitResponseTopic_0(o, out):
     """OffsetCommitResponseTopic, versions 0-7."""
     w_str(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_OffsetCommitResponsePartition_0(e, out)
@@ -203,7 +210,10 @@ def _e_OffsetCommitResponseTopic_0(o, out):
 
 def _d_OffsetCommitResponse_0(buf, pos, end):
     """OffsetCommitResponse, versions 0-2."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -221,7 +231,8 @@ def _d_OffsetCommitResponse_0(buf, pos, end):
 def _e_OffsetCommitResponse_0(o, out):
     """OffsetCommitResponse, versions 0-2."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_OffsetCommitResponseTopic_0(e, out)
@@ -233,7 +244,10 @@ def _d_OffsetCommitResponse_1(buf, pos, end):
         truncated(pos, "OffsetCommitResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -252,7 +266,8 @@ def _e_OffsetCommitResponse_1(o, out):
     """OffsetCommitResponse, versions 3-7."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_OffsetCommitResponseTopic_0(e, out)
@@ -287,7 +302,10 @@ def _d_OffsetCommitResponsePartition_1(buf, pos, end):
 def _e_OffsetCommitResponsePartition_1(o, out):
     """OffsetCommitResponsePartition, versions 8-9."""
     out += _ST_ih.pack(o.partition_index, o.error_code)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_OffsetCommitResponseTopic_1(buf, pos, end):
@@ -329,11 +347,15 @@ def _e_OffsetCommitResponseTopic_1(o, out):
     """OffsetCommitResponseTopic, versions 8-9."""
     w_cstr(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_OffsetCommitResponsePartition_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_OffsetCommitResponse_2(buf, pos, end):
@@ -378,11 +400,15 @@ def _e_OffsetCommitResponse_2(o, out):
     """OffsetCommitResponse, versions 8-9."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_OffsetCommitResponseTopic_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 OffsetCommitResponse._DECODERS = (

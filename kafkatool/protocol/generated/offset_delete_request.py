@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -169,7 +172,10 @@ def _e_OffsetDeleteRequestPartition_0(o, out):
 def _d_OffsetDeleteRequestTopic_0(buf, pos, end):
     """OffsetDeleteRequestTopic, versions 0."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -188,7 +194,8 @@ def _e_OffsetDeleteRequestTopic_0(o, out):
     """OffsetDeleteRequestTopic, versions 0."""
     w_str(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_OffsetDeleteRequestPartition_0(e, out)
@@ -197,7 +204,10 @@ def _e_OffsetDeleteRequestTopic_0(o, out):
 def _d_OffsetDeleteRequest_0(buf, pos, end):
     """OffsetDeleteRequest, versions 0."""
     v_group_id, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -216,7 +226,8 @@ def _e_OffsetDeleteRequest_0(o, out):
     """OffsetDeleteRequest, versions 0."""
     w_str(out, o.group_id)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_OffsetDeleteRequestTopic_0(e, out)

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -52,6 +55,7 @@ from kafkatool.formats.schema import (
 
 _new = object.__new__
 _ST_hi = struct.Struct(">hi")
+_ST_i = struct.Struct(">i")
 _ST_ih = struct.Struct(">ih")
 
 __all__ = ["OffsetDeleteResponse", "OffsetDeleteResponsePartition", "OffsetDeleteResponseTopic"]
@@ -179,7 +183,10 @@ def _e_OffsetDeleteResponsePartition_0(o, out):
 def _d_OffsetDeleteResponseTopic_0(buf, pos, end):
     """OffsetDeleteResponseTopic, versions 0."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -198,7 +205,8 @@ def _e_OffsetDeleteResponseTopic_0(o, out):
     """OffsetDeleteResponseTopic, versions 0."""
     w_str(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_OffsetDeleteResponsePartition_0(e, out)
@@ -210,7 +218,10 @@ def _d_OffsetDeleteResponse_0(buf, pos, end):
         truncated(pos, "OffsetDeleteResponse")
     v_error_code, v_throttle_time_ms = _ST_hi.unpack_from(buf, pos)
     pos += 6
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -230,7 +241,8 @@ def _e_OffsetDeleteResponse_0(o, out):
     """OffsetDeleteResponse, versions 0."""
     out += _ST_hi.pack(o.error_code, o.throttle_time_ms)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_OffsetDeleteResponseTopic_0(e, out)

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -53,6 +56,9 @@ from kafkatool.formats.schema import (
 _new = object.__new__
 _ST_z = struct.Struct(">?")
 _ST_i = struct.Struct(">i")
+_AR__i = array_structs("", "i")
+_AR_B_i = array_structs("B", "i")
+_AR_i_i = array_structs("i", "i")
 
 __all__ = [
     "OffsetFetchRequest",
@@ -231,9 +237,15 @@ OffsetFetchRequest._FIELDS = (
 def _d_OffsetFetchRequestTopic_0(buf, pos, end):
     """OffsetFetchRequestTopic, versions 0-5."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "PartitionIndexes")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_partition_indexes = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_partition_indexes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     o = _new(OffsetFetchRequestTopic)
@@ -247,15 +259,23 @@ def _e_OffsetFetchRequestTopic_0(o, out):
     """OffsetFetchRequestTopic, versions 0-5."""
     w_str(out, o.name)
     arr = o.partition_indexes
-    not_null(arr, "PartitionIndexes")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("PartitionIndexes")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
 
 
 def _d_OffsetFetchRequest_0(buf, pos, end):
     """OffsetFetchRequest, versions 0-1."""
     v_group_id, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -276,7 +296,8 @@ def _e_OffsetFetchRequest_0(o, out):
     """OffsetFetchRequest, versions 0-1."""
     w_str(out, o.group_id)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_OffsetFetchRequestTopic_0(e, out)
@@ -289,7 +310,10 @@ def _e_OffsetFetchRequest_0(o, out):
 def _d_OffsetFetchRequest_1(buf, pos, end):
     """OffsetFetchRequest, versions 2-5."""
     v_group_id, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         v_topics = None
     else:
@@ -332,6 +356,9 @@ def _d_OffsetFetchRequestTopic_1(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "PartitionIndexes")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_partition_indexes = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_partition_indexes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     unknown = None
@@ -358,10 +385,18 @@ def _e_OffsetFetchRequestTopic_1(o, out):
     """OffsetFetchRequestTopic, versions 6-7."""
     w_cstr(out, o.name)
     arr = o.partition_indexes
-    not_null(arr, "PartitionIndexes")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
-    w_unknown_tags(out, o._unknown_tags)
+    if arr is None:
+        null_field("PartitionIndexes")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_OffsetFetchRequest_2(buf, pos, end):
@@ -415,7 +450,10 @@ def _e_OffsetFetchRequest_2(o, out):
         raise UnsupportedVersionError("OffsetFetchRequest.Groups is not supported at version 6")
     if o.require_stable != False:
         raise UnsupportedVersionError("OffsetFetchRequest.RequireStable is not supported at version 6")
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_OffsetFetchRequest_3(buf, pos, end):
@@ -472,7 +510,10 @@ def _e_OffsetFetchRequest_3(o, out):
     if o.groups is None or len(o.groups) > 0:
         raise UnsupportedVersionError("OffsetFetchRequest.Groups is not supported at version 7")
     out += _ST_z.pack(o.require_stable)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_OffsetFetchRequestTopics_0(buf, pos, end):
@@ -485,6 +526,9 @@ def _d_OffsetFetchRequestTopics_0(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "PartitionIndexes")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_partition_indexes = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_partition_indexes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     unknown = None
@@ -511,10 +555,18 @@ def _e_OffsetFetchRequestTopics_0(o, out):
     """OffsetFetchRequestTopics, versions 8-9."""
     w_cstr(out, o.name)
     arr = o.partition_indexes
-    not_null(arr, "PartitionIndexes")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
-    w_unknown_tags(out, o._unknown_tags)
+    if arr is None:
+        null_field("PartitionIndexes")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_OffsetFetchRequestGroup_0(buf, pos, end):
@@ -564,7 +616,10 @@ def _e_OffsetFetchRequestGroup_0(o, out):
         w_ccount(out, arr)
         for e in arr:
             _e_OffsetFetchRequestTopics_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_OffsetFetchRequest_4(buf, pos, end):
@@ -614,12 +669,16 @@ def _e_OffsetFetchRequest_4(o, out):
     if o.topics is None or len(o.topics) > 0:
         raise UnsupportedVersionError("OffsetFetchRequest.Topics is not supported at version 8")
     arr = o.groups
-    not_null(arr, "Groups")
+    if arr is None:
+        null_field("Groups")
     w_ccount(out, arr)
     for e in arr:
         _e_OffsetFetchRequestGroup_0(e, out)
     out += _ST_z.pack(o.require_stable)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_OffsetFetchRequestGroup_1(buf, pos, end):
@@ -676,7 +735,10 @@ def _e_OffsetFetchRequestGroup_1(o, out):
         w_ccount(out, arr)
         for e in arr:
             _e_OffsetFetchRequestTopics_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_OffsetFetchRequest_5(buf, pos, end):
@@ -726,12 +788,16 @@ def _e_OffsetFetchRequest_5(o, out):
     if o.topics is None or len(o.topics) > 0:
         raise UnsupportedVersionError("OffsetFetchRequest.Topics is not supported at version 9")
     arr = o.groups
-    not_null(arr, "Groups")
+    if arr is None:
+        null_field("Groups")
     w_ccount(out, arr)
     for e in arr:
         _e_OffsetFetchRequestGroup_1(e, out)
     out += _ST_z.pack(o.require_stable)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 OffsetFetchRequest._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -364,7 +367,10 @@ def _e_OffsetFetchResponsePartition_0(o, out):
 def _d_OffsetFetchResponseTopic_0(buf, pos, end):
     """OffsetFetchResponseTopic, versions 0-4."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -383,7 +389,8 @@ def _e_OffsetFetchResponseTopic_0(o, out):
     """OffsetFetchResponseTopic, versions 0-4."""
     w_str(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_OffsetFetchResponsePartition_0(e, out)
@@ -391,7 +398,10 @@ def _e_OffsetFetchResponseTopic_0(o, out):
 
 def _d_OffsetFetchResponse_0(buf, pos, end):
     """OffsetFetchResponse, versions 0-1."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -411,7 +421,8 @@ def _d_OffsetFetchResponse_0(buf, pos, end):
 def _e_OffsetFetchResponse_0(o, out):
     """OffsetFetchResponse, versions 0-1."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_OffsetFetchResponseTopic_0(e, out)
@@ -421,7 +432,10 @@ def _e_OffsetFetchResponse_0(o, out):
 
 def _d_OffsetFetchResponse_1(buf, pos, end):
     """OffsetFetchResponse, versions 2."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -445,7 +459,8 @@ def _d_OffsetFetchResponse_1(buf, pos, end):
 def _e_OffsetFetchResponse_1(o, out):
     """OffsetFetchResponse, versions 2."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_OffsetFetchResponseTopic_0(e, out)
@@ -460,7 +475,10 @@ def _d_OffsetFetchResponse_2(buf, pos, end):
         truncated(pos, "OffsetFetchResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -485,7 +503,8 @@ def _e_OffsetFetchResponse_2(o, out):
     """OffsetFetchResponse, versions 3-4."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_OffsetFetchResponseTopic_0(e, out)
@@ -525,7 +544,10 @@ def _e_OffsetFetchResponsePartition_1(o, out):
 def _d_OffsetFetchResponseTopic_1(buf, pos, end):
     """OffsetFetchResponseTopic, versions 5."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -544,7 +566,8 @@ def _e_OffsetFetchResponseTopic_1(o, out):
     """OffsetFetchResponseTopic, versions 5."""
     w_str(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_OffsetFetchResponsePartition_1(e, out)
@@ -556,7 +579,10 @@ def _d_OffsetFetchResponse_3(buf, pos, end):
         truncated(pos, "OffsetFetchResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -581,7 +607,8 @@ def _e_OffsetFetchResponse_3(o, out):
     """OffsetFetchResponse, versions 5."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_OffsetFetchResponseTopic_1(e, out)
@@ -629,7 +656,10 @@ def _e_OffsetFetchResponsePartition_2(o, out):
     out += _ST_iqi.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
     w_ncstr(out, o.metadata)
     out += _ST_h.pack(o.error_code)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_OffsetFetchResponseTopic_2(buf, pos, end):
@@ -671,11 +701,15 @@ def _e_OffsetFetchResponseTopic_2(o, out):
     """OffsetFetchResponseTopic, versions 6-7."""
     w_cstr(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_OffsetFetchResponsePartition_2(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_OffsetFetchResponse_4(buf, pos, end):
@@ -726,14 +760,18 @@ def _e_OffsetFetchResponse_4(o, out):
     """OffsetFetchResponse, versions 6-7."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_OffsetFetchResponseTopic_2(e, out)
     out += _ST_h.pack(o.error_code)
     if o.groups is None or len(o.groups) > 0:
         raise UnsupportedVersionError("OffsetFetchResponse.Groups is not supported at version 6-7")
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_OffsetFetchResponsePartitions_0(buf, pos, end):
@@ -775,7 +813,10 @@ def _e_OffsetFetchResponsePartitions_0(o, out):
     out += _ST_iqi.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
     w_ncstr(out, o.metadata)
     out += _ST_h.pack(o.error_code)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_OffsetFetchResponseTopics_0(buf, pos, end):
@@ -817,11 +858,15 @@ def _e_OffsetFetchResponseTopics_0(o, out):
     """OffsetFetchResponseTopics, versions 8-9."""
     w_cstr(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_OffsetFetchResponsePartitions_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_OffsetFetchResponseGroup_0(buf, pos, end):
@@ -868,12 +913,16 @@ def _e_OffsetFetchResponseGroup_0(o, out):
     """OffsetFetchResponseGroup, versions 8-9."""
     w_cstr(out, o.group_id)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_OffsetFetchResponseTopics_0(e, out)
     out += _ST_h.pack(o.error_code)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_OffsetFetchResponse_5(buf, pos, end):
@@ -922,11 +971,15 @@ def _e_OffsetFetchResponse_5(o, out):
     if o.topics is None or len(o.topics) > 0:
         raise UnsupportedVersionError("OffsetFetchResponse.Topics is not supported at version 8-9")
     arr = o.groups
-    not_null(arr, "Groups")
+    if arr is None:
+        null_field("Groups")
     w_ccount(out, arr)
     for e in arr:
         _e_OffsetFetchResponseGroup_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 OffsetFetchResponse._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -189,7 +192,10 @@ def _e_OffsetForLeaderPartition_0(o, out):
 def _d_OffsetForLeaderTopic_0(buf, pos, end):
     """OffsetForLeaderTopic, versions 0-1."""
     v_topic, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -208,7 +214,8 @@ def _e_OffsetForLeaderTopic_0(o, out):
     """OffsetForLeaderTopic, versions 0-1."""
     w_str(out, o.topic)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_OffsetForLeaderPartition_0(e, out)
@@ -216,7 +223,10 @@ def _e_OffsetForLeaderTopic_0(o, out):
 
 def _d_OffsetForLeaderEpochRequest_0(buf, pos, end):
     """OffsetForLeaderEpochRequest, versions 0-1."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -234,7 +244,8 @@ def _d_OffsetForLeaderEpochRequest_0(buf, pos, end):
 def _e_OffsetForLeaderEpochRequest_0(o, out):
     """OffsetForLeaderEpochRequest, versions 0-1."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_OffsetForLeaderTopic_0(e, out)
@@ -262,7 +273,10 @@ def _e_OffsetForLeaderPartition_1(o, out):
 def _d_OffsetForLeaderTopic_1(buf, pos, end):
     """OffsetForLeaderTopic, versions 2-3."""
     v_topic, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -281,7 +295,8 @@ def _e_OffsetForLeaderTopic_1(o, out):
     """OffsetForLeaderTopic, versions 2-3."""
     w_str(out, o.topic)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_OffsetForLeaderPartition_1(e, out)
@@ -289,7 +304,10 @@ def _e_OffsetForLeaderTopic_1(o, out):
 
 def _d_OffsetForLeaderEpochRequest_1(buf, pos, end):
     """OffsetForLeaderEpochRequest, versions 2."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -307,7 +325,8 @@ def _d_OffsetForLeaderEpochRequest_1(buf, pos, end):
 def _e_OffsetForLeaderEpochRequest_1(o, out):
     """OffsetForLeaderEpochRequest, versions 2."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_OffsetForLeaderTopic_1(e, out)
@@ -319,7 +338,10 @@ def _d_OffsetForLeaderEpochRequest_2(buf, pos, end):
         truncated(pos, "OffsetForLeaderEpochRequest")
     (v_replica_id,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -338,7 +360,8 @@ def _e_OffsetForLeaderEpochRequest_2(o, out):
     """OffsetForLeaderEpochRequest, versions 3."""
     out += _ST_i.pack(o.replica_id)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_OffsetForLeaderTopic_1(e, out)
@@ -374,7 +397,10 @@ def _d_OffsetForLeaderPartition_2(buf, pos, end):
 def _e_OffsetForLeaderPartition_2(o, out):
     """OffsetForLeaderPartition, versions 4."""
     out += _ST_iii.pack(o.partition, o.current_leader_epoch, o.leader_epoch)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_OffsetForLeaderTopic_2(buf, pos, end):
@@ -416,11 +442,15 @@ def _e_OffsetForLeaderTopic_2(o, out):
     """OffsetForLeaderTopic, versions 4."""
     w_cstr(out, o.topic)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_OffsetForLeaderPartition_2(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_OffsetForLeaderEpochRequest_3(buf, pos, end):
@@ -465,11 +495,15 @@ def _e_OffsetForLeaderEpochRequest_3(o, out):
     """OffsetForLeaderEpochRequest, versions 4."""
     out += _ST_i.pack(o.replica_id)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_OffsetForLeaderTopic_2(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 OffsetForLeaderEpochRequest._DECODERS = (

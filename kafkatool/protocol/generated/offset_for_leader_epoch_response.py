@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -183,7 +186,10 @@ def _e_EpochEndOffset_0(o, out):
 def _d_OffsetForLeaderTopicResult_0(buf, pos, end):
     """OffsetForLeaderTopicResult, versions 0."""
     v_topic, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -202,7 +208,8 @@ def _e_OffsetForLeaderTopicResult_0(o, out):
     """OffsetForLeaderTopicResult, versions 0."""
     w_str(out, o.topic)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_EpochEndOffset_0(e, out)
@@ -210,7 +217,10 @@ def _e_OffsetForLeaderTopicResult_0(o, out):
 
 def _d_OffsetForLeaderEpochResponse_0(buf, pos, end):
     """OffsetForLeaderEpochResponse, versions 0."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -228,7 +238,8 @@ def _d_OffsetForLeaderEpochResponse_0(buf, pos, end):
 def _e_OffsetForLeaderEpochResponse_0(o, out):
     """OffsetForLeaderEpochResponse, versions 0."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_OffsetForLeaderTopicResult_0(e, out)
@@ -262,7 +273,10 @@ def _e_EpochEndOffset_1(o, out):
 def _d_OffsetForLeaderTopicResult_1(buf, pos, end):
     """OffsetForLeaderTopicResult, versions 1-3."""
     v_topic, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -281,7 +295,8 @@ def _e_OffsetForLeaderTopicResult_1(o, out):
     """OffsetForLeaderTopicResult, versions 1-3."""
     w_str(out, o.topic)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_EpochEndOffset_1(e, out)
@@ -289,7 +304,10 @@ def _e_OffsetForLeaderTopicResult_1(o, out):
 
 def _d_OffsetForLeaderEpochResponse_1(buf, pos, end):
     """OffsetForLeaderEpochResponse, versions 1."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -307,7 +325,8 @@ def _d_OffsetForLeaderEpochResponse_1(buf, pos, end):
 def _e_OffsetForLeaderEpochResponse_1(o, out):
     """OffsetForLeaderEpochResponse, versions 1."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_OffsetForLeaderTopicResult_1(e, out)
@@ -319,7 +338,10 @@ def _d_OffsetForLeaderEpochResponse_2(buf, pos, end):
         truncated(pos, "OffsetForLeaderEpochResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -338,7 +360,8 @@ def _e_OffsetForLeaderEpochResponse_2(o, out):
     """OffsetForLeaderEpochResponse, versions 2-3."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_OffsetForLeaderTopicResult_1(e, out)
@@ -380,7 +403,10 @@ def _e_EpochEndOffset_2(o, out):
         o.leader_epoch,
         o.end_offset,
     )
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_OffsetForLeaderTopicResult_2(buf, pos, end):
@@ -422,11 +448,15 @@ def _e_OffsetForLeaderTopicResult_2(o, out):
     """OffsetForLeaderTopicResult, versions 4."""
     w_cstr(out, o.topic)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_EpochEndOffset_2(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_OffsetForLeaderEpochResponse_3(buf, pos, end):
@@ -471,11 +501,15 @@ def _e_OffsetForLeaderEpochResponse_3(o, out):
     """OffsetForLeaderEpochResponse, versions 4."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_OffsetForLeaderTopicResult_2(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 OffsetForLeaderEpochResponse._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -192,7 +195,10 @@ def _e_PartitionProduceData_0(o, out):
 def _d_TopicProduceData_0(buf, pos, end):
     """TopicProduceData, versions 0-8."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "PartitionData")
     else:
@@ -211,7 +217,8 @@ def _e_TopicProduceData_0(o, out):
     """TopicProduceData, versions 0-8."""
     w_str(out, o.name)
     arr = o.partition_data
-    not_null(arr, "PartitionData")
+    if arr is None:
+        null_field("PartitionData")
     w_count(out, arr)
     for e in arr:
         _e_PartitionProduceData_0(e, out)
@@ -223,7 +230,10 @@ def _d_ProduceRequest_0(buf, pos, end):
         truncated(pos, "ProduceRequest")
     v_acks, v_timeout_ms = _ST_hi.unpack_from(buf, pos)
     pos += 6
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "TopicData")
     else:
@@ -246,7 +256,8 @@ def _e_ProduceRequest_0(o, out):
         raise UnsupportedVersionError("ProduceRequest.TransactionalId is not supported at version 0-2")
     out += _ST_hi.pack(o.acks, o.timeout_ms)
     arr = o.topic_data
-    not_null(arr, "TopicData")
+    if arr is None:
+        null_field("TopicData")
     w_count(out, arr)
     for e in arr:
         _e_TopicProduceData_0(e, out)
@@ -259,7 +270,10 @@ def _d_ProduceRequest_1(buf, pos, end):
         truncated(pos, "ProduceRequest")
     v_acks, v_timeout_ms = _ST_hi.unpack_from(buf, pos)
     pos += 6
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "TopicData")
     else:
@@ -281,7 +295,8 @@ def _e_ProduceRequest_1(o, out):
     w_nstr(out, o.transactional_id)
     out += _ST_hi.pack(o.acks, o.timeout_ms)
     arr = o.topic_data
-    not_null(arr, "TopicData")
+    if arr is None:
+        null_field("TopicData")
     w_count(out, arr)
     for e in arr:
         _e_TopicProduceData_0(e, out)
@@ -318,7 +333,10 @@ def _e_PartitionProduceData_1(o, out):
     """PartitionProduceData, versions 9-11."""
     out += _ST_i.pack(o.index)
     w_ncbytes(out, o.records)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_TopicProduceData_1(buf, pos, end):
@@ -360,11 +378,15 @@ def _e_TopicProduceData_1(o, out):
     """TopicProduceData, versions 9-11."""
     w_cstr(out, o.name)
     arr = o.partition_data
-    not_null(arr, "PartitionData")
+    if arr is None:
+        null_field("PartitionData")
     w_ccount(out, arr)
     for e in arr:
         _e_PartitionProduceData_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ProduceRequest_2(buf, pos, end):
@@ -413,11 +435,15 @@ def _e_ProduceRequest_2(o, out):
     w_ncstr(out, o.transactional_id)
     out += _ST_hi.pack(o.acks, o.timeout_ms)
     arr = o.topic_data
-    not_null(arr, "TopicData")
+    if arr is None:
+        null_field("TopicData")
     w_ccount(out, arr)
     for e in arr:
         _e_TopicProduceData_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 ProduceRequest._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -351,7 +354,10 @@ def _e_PartitionProduceResponse_0(o, out):
 def _d_TopicProduceResponse_0(buf, pos, end):
     """TopicProduceResponse, versions 0-1."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "PartitionResponses")
     else:
@@ -370,7 +376,8 @@ def _e_TopicProduceResponse_0(o, out):
     """TopicProduceResponse, versions 0-1."""
     w_str(out, o.name)
     arr = o.partition_responses
-    not_null(arr, "PartitionResponses")
+    if arr is None:
+        null_field("PartitionResponses")
     w_count(out, arr)
     for e in arr:
         _e_PartitionProduceResponse_0(e, out)
@@ -378,7 +385,10 @@ def _e_TopicProduceResponse_0(o, out):
 
 def _d_ProduceResponse_0(buf, pos, end):
     """ProduceResponse, versions 0."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Responses")
     else:
@@ -397,7 +407,8 @@ def _d_ProduceResponse_0(buf, pos, end):
 def _e_ProduceResponse_0(o, out):
     """ProduceResponse, versions 0."""
     arr = o.responses
-    not_null(arr, "Responses")
+    if arr is None:
+        null_field("Responses")
     w_count(out, arr)
     for e in arr:
         _e_TopicProduceResponse_0(e, out)
@@ -407,7 +418,10 @@ def _e_ProduceResponse_0(o, out):
 
 def _d_ProduceResponse_1(buf, pos, end):
     """ProduceResponse, versions 1."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Responses")
     else:
@@ -430,7 +444,8 @@ def _d_ProduceResponse_1(buf, pos, end):
 def _e_ProduceResponse_1(o, out):
     """ProduceResponse, versions 1."""
     arr = o.responses
-    not_null(arr, "Responses")
+    if arr is None:
+        null_field("Responses")
     w_count(out, arr)
     for e in arr:
         _e_TopicProduceResponse_0(e, out)
@@ -475,7 +490,10 @@ def _e_PartitionProduceResponse_1(o, out):
 def _d_TopicProduceResponse_1(buf, pos, end):
     """TopicProduceResponse, versions 2-4."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "PartitionResponses")
     else:
@@ -494,7 +512,8 @@ def _e_TopicProduceResponse_1(o, out):
     """TopicProduceResponse, versions 2-4."""
     w_str(out, o.name)
     arr = o.partition_responses
-    not_null(arr, "PartitionResponses")
+    if arr is None:
+        null_field("PartitionResponses")
     w_count(out, arr)
     for e in arr:
         _e_PartitionProduceResponse_1(e, out)
@@ -502,7 +521,10 @@ def _e_TopicProduceResponse_1(o, out):
 
 def _d_ProduceResponse_2(buf, pos, end):
     """ProduceResponse, versions 2-4."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Responses")
     else:
@@ -525,7 +547,8 @@ def _d_ProduceResponse_2(buf, pos, end):
 def _e_ProduceResponse_2(o, out):
     """ProduceResponse, versions 2-4."""
     arr = o.responses
-    not_null(arr, "Responses")
+    if arr is None:
+        null_field("Responses")
     w_count(out, arr)
     for e in arr:
         _e_TopicProduceResponse_1(e, out)
@@ -573,7 +596,10 @@ def _e_PartitionProduceResponse_2(o, out):
 def _d_TopicProduceResponse_2(buf, pos, end):
     """TopicProduceResponse, versions 5-7."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "PartitionResponses")
     else:
@@ -592,7 +618,8 @@ def _e_TopicProduceResponse_2(o, out):
     """TopicProduceResponse, versions 5-7."""
     w_str(out, o.name)
     arr = o.partition_responses
-    not_null(arr, "PartitionResponses")
+    if arr is None:
+        null_field("PartitionResponses")
     w_count(out, arr)
     for e in arr:
         _e_PartitionProduceResponse_2(e, out)
@@ -600,7 +627,10 @@ def _e_TopicProduceResponse_2(o, out):
 
 def _d_ProduceResponse_3(buf, pos, end):
     """ProduceResponse, versions 5-7."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Responses")
     else:
@@ -623,7 +653,8 @@ def _d_ProduceResponse_3(buf, pos, end):
 def _e_ProduceResponse_3(o, out):
     """ProduceResponse, versions 5-7."""
     arr = o.responses
-    not_null(arr, "Responses")
+    if arr is None:
+        null_field("Responses")
     w_count(out, arr)
     for e in arr:
         _e_TopicProduceResponse_2(e, out)
@@ -660,7 +691,10 @@ def _d_PartitionProduceResponse_3(buf, pos, end):
         buf, pos
     )
     pos += 30
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "RecordErrors")
     else:
@@ -692,7 +726,8 @@ def _e_PartitionProduceResponse_3(o, out):
         o.log_start_offset,
     )
     arr = o.record_errors
-    not_null(arr, "RecordErrors")
+    if arr is None:
+        null_field("RecordErrors")
     w_count(out, arr)
     for e in arr:
         _e_BatchIndexAndErrorMessage_0(e, out)
@@ -704,7 +739,10 @@ def _e_PartitionProduceResponse_3(o, out):
 def _d_TopicProduceResponse_3(buf, pos, end):
     """TopicProduceResponse, versions 8."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "PartitionResponses")
     else:
@@ -723,7 +761,8 @@ def _e_TopicProduceResponse_3(o, out):
     """TopicProduceResponse, versions 8."""
     w_str(out, o.name)
     arr = o.partition_responses
-    not_null(arr, "PartitionResponses")
+    if arr is None:
+        null_field("PartitionResponses")
     w_count(out, arr)
     for e in arr:
         _e_PartitionProduceResponse_3(e, out)
@@ -731,7 +770,10 @@ def _e_TopicProduceResponse_3(o, out):
 
 def _d_ProduceResponse_4(buf, pos, end):
     """ProduceResponse, versions 8."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Responses")
     else:
@@ -754,7 +796,8 @@ def _d_ProduceResponse_4(buf, pos, end):
 def _e_ProduceResponse_4(o, out):
     """ProduceResponse, versions 8."""
     arr = o.responses
-    not_null(arr, "Responses")
+    if arr is None:
+        null_field("Responses")
     w_count(out, arr)
     for e in arr:
         _e_TopicProduceResponse_3(e, out)
@@ -794,7 +837,10 @@ def _e_BatchIndexAndErrorMessage_1(o, out):
     """BatchIndexAndErrorMessage, versions 9-11."""
     out += _ST_i.pack(o.batch_index)
     w_ncstr(out, o.batch_index_error_message)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_PartitionProduceResponse_4(buf, pos, end):
@@ -854,14 +900,18 @@ def _e_PartitionProduceResponse_4(o, out):
         o.log_start_offset,
     )
     arr = o.record_errors
-    not_null(arr, "RecordErrors")
+    if arr is None:
+        null_field("RecordErrors")
     w_ccount(out, arr)
     for e in arr:
         _e_BatchIndexAndErrorMessage_1(e, out)
     w_ncstr(out, o.error_message)
     if o.current_leader is None or _nd_LeaderIdAndEpoch(o.current_leader):
         raise UnsupportedVersionError("PartitionProduceResponse.CurrentLeader is not supported at version 9")
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_TopicProduceResponse_4(buf, pos, end):
@@ -903,11 +953,15 @@ def _e_TopicProduceResponse_4(o, out):
     """TopicProduceResponse, versions 9."""
     w_cstr(out, o.name)
     arr = o.partition_responses
-    not_null(arr, "PartitionResponses")
+    if arr is None:
+        null_field("PartitionResponses")
     w_ccount(out, arr)
     for e in arr:
         _e_PartitionProduceResponse_4(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ProduceResponse_5(buf, pos, end):
@@ -952,14 +1006,18 @@ def _d_ProduceResponse_5(buf, pos, end):
 def _e_ProduceResponse_5(o, out):
     """ProduceResponse, versions 9."""
     arr = o.responses
-    not_null(arr, "Responses")
+    if arr is None:
+        null_field("Responses")
     w_ccount(out, arr)
     for e in arr:
         _e_TopicProduceResponse_4(e, out)
     out += _ST_i.pack(o.throttle_time_ms)
     if o.node_endpoints is None or len(o.node_endpoints) > 0:
         raise UnsupportedVersionError("ProduceResponse.NodeEndpoints is not supported at version 9")
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_LeaderIdAndEpoch_0(buf, pos, end):
@@ -991,7 +1049,10 @@ def _d_LeaderIdAndEpoch_0(buf, pos, end):
 def _e_LeaderIdAndEpoch_0(o, out):
     """LeaderIdAndEpoch, versions 10-11."""
     out += _ST_ii.pack(o.leader_id, o.leader_epoch)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_PartitionProduceResponse_5(buf, pos, end):
@@ -1054,7 +1115,8 @@ def _e_PartitionProduceResponse_5(o, out):
         o.log_start_offset,
     )
     arr = o.record_errors
-    not_null(arr, "RecordErrors")
+    if arr is None:
+        null_field("RecordErrors")
     w_ccount(out, arr)
     for e in arr:
         _e_BatchIndexAndErrorMessage_1(e, out)
@@ -1109,11 +1171,15 @@ def _e_TopicProduceResponse_5(o, out):
     """TopicProduceResponse, versions 10-11."""
     w_cstr(out, o.name)
     arr = o.partition_responses
-    not_null(arr, "PartitionResponses")
+    if arr is None:
+        null_field("PartitionResponses")
     w_ccount(out, arr)
     for e in arr:
         _e_PartitionProduceResponse_5(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_NodeEndpoint_0(buf, pos, end):
@@ -1156,7 +1222,10 @@ def _e_NodeEndpoint_0(o, out):
     w_cstr(out, o.host)
     out += _ST_i.pack(o.port)
     w_ncstr(out, o.rack)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ProduceResponse_6(buf, pos, end):
@@ -1215,7 +1284,8 @@ def _d_ProduceResponse_6(buf, pos, end):
 def _e_ProduceResponse_6(o, out):
     """ProduceResponse, versions 10-11."""
     arr = o.responses
-    not_null(arr, "Responses")
+    if arr is None:
+        null_field("Responses")
     w_ccount(out, arr)
     for e in arr:
         _e_TopicProduceResponse_5(e, out)
@@ -1224,7 +1294,8 @@ def _e_ProduceResponse_6(o, out):
     if o.node_endpoints is None or len(o.node_endpoints) > 0:
         t = bytearray()
         arr = o.node_endpoints
-        not_null(arr, "NodeEndpoints")
+        if arr is None:
+            null_field("NodeEndpoints")
         w_ccount(t, arr)
         for e in arr:
             _e_NodeEndpoint_0(e, t)

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -113,7 +116,10 @@ def _d_PushTelemetryResponse_0(buf, pos, end):
 def _e_PushTelemetryResponse_0(o, out):
     """PushTelemetryResponse, versions 0."""
     out += _ST_ih.pack(o.throttle_time_ms, o.error_code)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 PushTelemetryResponse._DECODERS = (_d_PushTelemetryResponse_0,)

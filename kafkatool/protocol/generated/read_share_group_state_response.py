@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -238,7 +241,10 @@ def _e_StateBatch_0(o, out):
         o.delivery_state,
         o.delivery_count,
     )
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_PartitionResult_0(buf, pos, end):
@@ -294,11 +300,15 @@ def _e_PartitionResult_0(o, out):
     w_ncstr(out, o.error_message)
     out += _ST_iq.pack(o.state_epoch, o.start_offset)
     arr = o.state_batches
-    not_null(arr, "StateBatches")
+    if arr is None:
+        null_field("StateBatches")
     w_ccount(out, arr)
     for e in arr:
         _e_StateBatch_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ReadStateResult_0(buf, pos, end):
@@ -344,11 +354,15 @@ def _e_ReadStateResult_0(o, out):
     """ReadStateResult, versions 0."""
     out += _ST_16s.pack(o.topic_id.bytes)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_PartitionResult_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ReadShareGroupStateResponse_0(buf, pos, end):
@@ -387,11 +401,15 @@ def _d_ReadShareGroupStateResponse_0(buf, pos, end):
 def _e_ReadShareGroupStateResponse_0(o, out):
     """ReadShareGroupStateResponse, versions 0."""
     arr = o.results
-    not_null(arr, "Results")
+    if arr is None:
+        null_field("Results")
     w_ccount(out, arr)
     for e in arr:
         _e_ReadStateResult_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 ReadShareGroupStateResponse._DECODERS = (_d_ReadShareGroupStateResponse_0,)

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -199,7 +202,10 @@ def _e_PartitionResult_0(o, out):
     out += _ST_ih.pack(o.partition, o.error_code)
     w_ncstr(out, o.error_message)
     out += _ST_iq.pack(o.state_epoch, o.start_offset)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ReadStateSummaryResult_0(buf, pos, end):
@@ -245,11 +251,15 @@ def _e_ReadStateSummaryResult_0(o, out):
     """ReadStateSummaryResult, versions 0."""
     out += _ST_16s.pack(o.topic_id.bytes)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_PartitionResult_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ReadShareGroupStateSummaryResponse_0(buf, pos, end):
@@ -288,11 +298,15 @@ def _d_ReadShareGroupStateSummaryResponse_0(buf, pos, end):
 def _e_ReadShareGroupStateSummaryResponse_0(o, out):
     """ReadShareGroupStateSummaryResponse, versions 0."""
     arr = o.results
-    not_null(arr, "Results")
+    if arr is None:
+        null_field("Results")
     w_ccount(out, arr)
     for e in arr:
         _e_ReadStateSummaryResult_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 ReadShareGroupStateSummaryResponse._DECODERS = (_d_ReadShareGroupStateSummaryResponse_0,)

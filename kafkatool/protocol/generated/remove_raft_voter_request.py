@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -130,7 +133,10 @@ def _e_RemoveRaftVoterRequest_0(o, out):
     """RemoveRaftVoterRequest, versions 0."""
     w_ncstr(out, o.cluster_id)
     out += _ST_i16s.pack(o.voter_id, o.voter_directory_id.bytes)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 RemoveRaftVoterRequest._DECODERS = (_d_RemoveRaftVoterRequest_0,)

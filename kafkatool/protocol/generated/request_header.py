@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -177,7 +180,10 @@ def _e_RequestHeader_2(o, out):
     """RequestHeader, versions 2."""
     out += _ST_hhi.pack(o.request_api_key, o.request_api_version, o.correlation_id)
     w_nstr(out, o.client_id)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 RequestHeader._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -186,7 +189,10 @@ def _e_SaslAuthenticateResponse_2(o, out):
     w_ncstr(out, o.error_message)
     w_cbytes(out, o.auth_bytes)
     out += _ST_q.pack(o.session_lifetime_ms)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 SaslAuthenticateResponse._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -52,6 +55,7 @@ from kafkatool.formats.schema import (
 
 _new = object.__new__
 _ST_h = struct.Struct(">h")
+_ST_i = struct.Struct(">i")
 
 __all__ = ["SaslHandshakeResponse"]
 
@@ -90,7 +94,10 @@ def _d_SaslHandshakeResponse_0(buf, pos, end):
         truncated(pos, "SaslHandshakeResponse")
     (v_error_code,) = _ST_h.unpack_from(buf, pos)
     pos += 2
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Mechanisms")
     else:
@@ -106,7 +113,8 @@ def _e_SaslHandshakeResponse_0(o, out):
     """SaslHandshakeResponse, versions 0-1."""
     out += _ST_h.pack(o.error_code)
     arr = o.mechanisms
-    not_null(arr, "Mechanisms")
+    if arr is None:
+        null_field("Mechanisms")
     w_count(out, arr)
     w_str_array(out, arr, False)
 

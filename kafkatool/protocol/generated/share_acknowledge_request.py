@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -54,6 +57,8 @@ _new = object.__new__
 _ST_16s = struct.Struct(">16s")
 _ST_i = struct.Struct(">i")
 _ST_qq = struct.Struct(">qq")
+_AR__b = array_structs("", "b")
+_AR_B_b = array_structs("B", "b")
 
 __all__ = ["AcknowledgePartition", "AcknowledgeTopic", "AcknowledgementBatch", "ShareAcknowledgeRequest"]
 
@@ -225,6 +230,9 @@ def _d_AcknowledgementBatch_0(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "AcknowledgeTypes")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 1 <= end - pos:
+        v_acknowledge_types = list(_AR__b[n].unpack_from(buf, pos))
+        pos += n * 1
     else:
         v_acknowledge_types, pos = r_fixed_array(buf, pos, end, n, "b", 1)
     unknown = None
@@ -252,10 +260,18 @@ def _e_AcknowledgementBatch_0(o, out):
     """AcknowledgementBatch, versions 0."""
     out += _ST_qq.pack(o.first_offset, o.last_offset)
     arr = o.acknowledge_types
-    not_null(arr, "AcknowledgeTypes")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "b")
-    w_unknown_tags(out, o._unknown_tags)
+    if arr is None:
+        null_field("AcknowledgeTypes")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_b[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "b")
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_AcknowledgePartition_0(buf, pos, end):
@@ -300,11 +316,15 @@ def _e_AcknowledgePartition_0(o, out):
     """AcknowledgePartition, versions 0."""
     out += _ST_i.pack(o.partition_index)
     arr = o.acknowledgement_batches
-    not_null(arr, "AcknowledgementBatches")
+    if arr is None:
+        null_field("AcknowledgementBatches")
     w_ccount(out, arr)
     for e in arr:
         _e_AcknowledgementBatch_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_AcknowledgeTopic_0(buf, pos, end):
@@ -350,11 +370,15 @@ def _e_AcknowledgeTopic_0(o, out):
     """AcknowledgeTopic, versions 0."""
     out += _ST_16s.pack(o.topic_id.bytes)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_AcknowledgePartition_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ShareAcknowledgeRequest_0(buf, pos, end):
@@ -405,11 +429,15 @@ def _e_ShareAcknowledgeRequest_0(o, out):
     w_ncstr(out, o.member_id)
     out += _ST_i.pack(o.share_session_epoch)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_AcknowledgeTopic_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 ShareAcknowledgeRequest._DECODERS = (_d_ShareAcknowledgeRequest_0,)

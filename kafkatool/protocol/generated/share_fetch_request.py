@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -55,6 +58,10 @@ _ST_16s = struct.Struct(">16s")
 _ST_ii = struct.Struct(">ii")
 _ST_iiii = struct.Struct(">iiii")
 _ST_qq = struct.Struct(">qq")
+_AR__b = array_structs("", "b")
+_AR__i = array_structs("", "i")
+_AR_B_b = array_structs("B", "b")
+_AR_B_i = array_structs("B", "i")
 
 __all__ = ["AcknowledgementBatch", "FetchPartition", "FetchTopic", "ForgottenTopic", "ShareFetchRequest"]
 
@@ -299,6 +306,9 @@ def _d_AcknowledgementBatch_0(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "AcknowledgeTypes")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 1 <= end - pos:
+        v_acknowledge_types = list(_AR__b[n].unpack_from(buf, pos))
+        pos += n * 1
     else:
         v_acknowledge_types, pos = r_fixed_array(buf, pos, end, n, "b", 1)
     unknown = None
@@ -326,10 +336,18 @@ def _e_AcknowledgementBatch_0(o, out):
     """AcknowledgementBatch, versions 0."""
     out += _ST_qq.pack(o.first_offset, o.last_offset)
     arr = o.acknowledge_types
-    not_null(arr, "AcknowledgeTypes")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "b")
-    w_unknown_tags(out, o._unknown_tags)
+    if arr is None:
+        null_field("AcknowledgeTypes")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_b[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "b")
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_FetchPartition_0(buf, pos, end):
@@ -375,11 +393,15 @@ def _e_FetchPartition_0(o, out):
     """FetchPartition, versions 0."""
     out += _ST_ii.pack(o.partition_index, o.partition_max_bytes)
     arr = o.acknowledgement_batches
-    not_null(arr, "AcknowledgementBatches")
+    if arr is None:
+        null_field("AcknowledgementBatches")
     w_ccount(out, arr)
     for e in arr:
         _e_AcknowledgementBatch_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_FetchTopic_0(buf, pos, end):
@@ -425,11 +447,15 @@ def _e_FetchTopic_0(o, out):
     """FetchTopic, versions 0."""
     out += _ST_16s.pack(o.topic_id.bytes)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_FetchPartition_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ForgottenTopic_0(buf, pos, end):
@@ -446,6 +472,9 @@ def _d_ForgottenTopic_0(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_partitions = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_partitions, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     unknown = None
@@ -472,10 +501,18 @@ def _e_ForgottenTopic_0(o, out):
     """ForgottenTopic, versions 0."""
     out += _ST_16s.pack(o.topic_id.bytes)
     arr = o.partitions
-    not_null(arr, "Partitions")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
-    w_unknown_tags(out, o._unknown_tags)
+    if arr is None:
+        null_field("Partitions")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ShareFetchRequest_0(buf, pos, end):
@@ -547,16 +584,21 @@ def _e_ShareFetchRequest_0(o, out):
         o.max_bytes,
     )
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_FetchTopic_0(e, out)
     arr = o.forgotten_topics_data
-    not_null(arr, "ForgottenTopicsData")
+    if arr is None:
+        null_field("ForgottenTopicsData")
     w_ccount(out, arr)
     for e in arr:
         _e_ForgottenTopic_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 ShareFetchRequest._DECODERS = (_d_ShareFetchRequest_0,)

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -59,6 +62,9 @@ _ST_iiq = struct.Struct(">iiq")
 _ST_iiqz = struct.Struct(">iiq?")
 _ST_iq = struct.Struct(">iq")
 _ST_iqz = struct.Struct(">iq?")
+_AR__i = array_structs("", "i")
+_AR_B_i = array_structs("B", "i")
+_AR_i_i = array_structs("i", "i")
 
 __all__ = [
     "StopReplicaPartitionState",
@@ -310,7 +316,10 @@ def _d_StopReplicaRequest_0(buf, pos, end):
         truncated(pos, "StopReplicaRequest")
     v_controller_id, v_controller_epoch, v_delete_partitions = _ST_iiz.unpack_from(buf, pos)
     pos += 9
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "UngroupedPartitions")
     else:
@@ -338,7 +347,8 @@ def _e_StopReplicaRequest_0(o, out):
         raise UnsupportedVersionError("StopReplicaRequest.isKRaftController is not supported at version 0")
     out += _ST_iz.pack(o.controller_epoch, o.delete_partitions)
     arr = o.ungrouped_partitions
-    not_null(arr, "UngroupedPartitions")
+    if arr is None:
+        null_field("UngroupedPartitions")
     w_count(out, arr)
     for e in arr:
         _e_StopReplicaPartitionV0_0(e, out)
@@ -351,9 +361,15 @@ def _e_StopReplicaRequest_0(o, out):
 def _d_StopReplicaTopicV1_0(buf, pos, end):
     """StopReplicaTopicV1, versions 1."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "PartitionIndexes")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_partition_indexes = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_partition_indexes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     o = _new(StopReplicaTopicV1)
@@ -367,9 +383,14 @@ def _e_StopReplicaTopicV1_0(o, out):
     """StopReplicaTopicV1, versions 1."""
     w_str(out, o.name)
     arr = o.partition_indexes
-    not_null(arr, "PartitionIndexes")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("PartitionIndexes")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
 
 
 def _d_StopReplicaRequest_1(buf, pos, end):
@@ -378,7 +399,10 @@ def _d_StopReplicaRequest_1(buf, pos, end):
         truncated(pos, "StopReplicaRequest")
     v_controller_id, v_controller_epoch, v_broker_epoch, v_delete_partitions = _ST_iiqz.unpack_from(buf, pos)
     pos += 17
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -408,7 +432,8 @@ def _e_StopReplicaRequest_1(o, out):
     if o.ungrouped_partitions is None or len(o.ungrouped_partitions) > 0:
         raise UnsupportedVersionError("StopReplicaRequest.UngroupedPartitions is not supported at version 1")
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_StopReplicaTopicV1_0(e, out)
@@ -426,6 +451,9 @@ def _d_StopReplicaTopicV1_1(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "PartitionIndexes")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_partition_indexes = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_partition_indexes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     unknown = None
@@ -452,10 +480,18 @@ def _e_StopReplicaTopicV1_1(o, out):
     """StopReplicaTopicV1, versions 2."""
     w_cstr(out, o.name)
     arr = o.partition_indexes
-    not_null(arr, "PartitionIndexes")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
-    w_unknown_tags(out, o._unknown_tags)
+    if arr is None:
+        null_field("PartitionIndexes")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_StopReplicaRequest_2(buf, pos, end):
@@ -511,13 +547,17 @@ def _e_StopReplicaRequest_2(o, out):
     if o.ungrouped_partitions is None or len(o.ungrouped_partitions) > 0:
         raise UnsupportedVersionError("StopReplicaRequest.UngroupedPartitions is not supported at version 2")
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_StopReplicaTopicV1_1(e, out)
     if o.topic_states is None or len(o.topic_states) > 0:
         raise UnsupportedVersionError("StopReplicaRequest.TopicStates is not supported at version 2")
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_StopReplicaPartitionState_0(buf, pos, end):
@@ -550,7 +590,10 @@ def _d_StopReplicaPartitionState_0(buf, pos, end):
 def _e_StopReplicaPartitionState_0(o, out):
     """StopReplicaPartitionState, versions 3-4."""
     out += _ST_iiz.pack(o.partition_index, o.leader_epoch, o.delete_partition)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_StopReplicaTopicState_0(buf, pos, end):
@@ -592,11 +635,15 @@ def _e_StopReplicaTopicState_0(o, out):
     """StopReplicaTopicState, versions 3-4."""
     w_cstr(out, o.topic_name)
     arr = o.partition_states
-    not_null(arr, "PartitionStates")
+    if arr is None:
+        null_field("PartitionStates")
     w_ccount(out, arr)
     for e in arr:
         _e_StopReplicaPartitionState_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_StopReplicaRequest_3(buf, pos, end):
@@ -656,11 +703,15 @@ def _e_StopReplicaRequest_3(o, out):
     if o.topics is None or len(o.topics) > 0:
         raise UnsupportedVersionError("StopReplicaRequest.Topics is not supported at version 3")
     arr = o.topic_states
-    not_null(arr, "TopicStates")
+    if arr is None:
+        null_field("TopicStates")
     w_ccount(out, arr)
     for e in arr:
         _e_StopReplicaTopicState_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_StopReplicaRequest_4(buf, pos, end):
@@ -724,11 +775,15 @@ def _e_StopReplicaRequest_4(o, out):
     if o.topics is None or len(o.topics) > 0:
         raise UnsupportedVersionError("StopReplicaRequest.Topics is not supported at version 4")
     arr = o.topic_states
-    not_null(arr, "TopicStates")
+    if arr is None:
+        null_field("TopicStates")
     w_ccount(out, arr)
     for e in arr:
         _e_StopReplicaTopicState_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 StopReplicaRequest._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -52,6 +55,7 @@ from kafkatool.formats.schema import (
 
 _new = object.__new__
 _ST_h = struct.Struct(">h")
+_ST_i = struct.Struct(">i")
 _ST_ih = struct.Struct(">ih")
 
 __all__ = ["StopReplicaPartitionError", "StopReplicaResponse"]
@@ -149,7 +153,10 @@ def _d_StopReplicaResponse_0(buf, pos, end):
         truncated(pos, "StopReplicaResponse")
     (v_error_code,) = _ST_h.unpack_from(buf, pos)
     pos += 2
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "PartitionErrors")
     else:
@@ -168,7 +175,8 @@ def _e_StopReplicaResponse_0(o, out):
     """StopReplicaResponse, versions 0-1."""
     out += _ST_h.pack(o.error_code)
     arr = o.partition_errors
-    not_null(arr, "PartitionErrors")
+    if arr is None:
+        null_field("PartitionErrors")
     w_count(out, arr)
     for e in arr:
         _e_StopReplicaPartitionError_0(e, out)
@@ -206,7 +214,10 @@ def _e_StopReplicaPartitionError_1(o, out):
     """StopReplicaPartitionError, versions 2-4."""
     w_cstr(out, o.topic_name)
     out += _ST_ih.pack(o.partition_index, o.error_code)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_StopReplicaResponse_1(buf, pos, end):
@@ -251,11 +262,15 @@ def _e_StopReplicaResponse_1(o, out):
     """StopReplicaResponse, versions 2-4."""
     out += _ST_h.pack(o.error_code)
     arr = o.partition_errors
-    not_null(arr, "PartitionErrors")
+    if arr is None:
+        null_field("PartitionErrors")
     w_ccount(out, arr)
     for e in arr:
         _e_StopReplicaPartitionError_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 StopReplicaResponse._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -181,7 +184,10 @@ def _d_SyncGroupRequest_0(buf, pos, end):
     (v_generation_id,) = _ST_i.unpack_from(buf, pos)
     pos += 4
     v_member_id, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Assignments")
     else:
@@ -209,7 +215,8 @@ def _e_SyncGroupRequest_0(o, out):
     if o.group_instance_id is not None:
         raise UnsupportedVersionError("SyncGroupRequest.GroupInstanceId is not supported at version 0-2")
     arr = o.assignments
-    not_null(arr, "Assignments")
+    if arr is None:
+        null_field("Assignments")
     w_count(out, arr)
     for e in arr:
         _e_SyncGroupRequestAssignment_0(e, out)
@@ -224,7 +231,10 @@ def _d_SyncGroupRequest_1(buf, pos, end):
     pos += 4
     v_member_id, pos = r_str(buf, pos, end)
     v_group_instance_id, pos = r_nstr(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Assignments")
     else:
@@ -251,7 +261,8 @@ def _e_SyncGroupRequest_1(o, out):
     w_str(out, o.member_id)
     w_nstr(out, o.group_instance_id)
     arr = o.assignments
-    not_null(arr, "Assignments")
+    if arr is None:
+        null_field("Assignments")
     w_count(out, arr)
     for e in arr:
         _e_SyncGroupRequestAssignment_0(e, out)
@@ -285,7 +296,10 @@ def _e_SyncGroupRequestAssignment_1(o, out):
     """SyncGroupRequestAssignment, versions 4-5."""
     w_cstr(out, o.member_id)
     w_cbytes(out, o.assignment)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_SyncGroupRequest_2(buf, pos, end):
@@ -341,11 +355,15 @@ def _e_SyncGroupRequest_2(o, out):
     w_cstr(out, o.member_id)
     w_ncstr(out, o.group_instance_id)
     arr = o.assignments
-    not_null(arr, "Assignments")
+    if arr is None:
+        null_field("Assignments")
     w_ccount(out, arr)
     for e in arr:
         _e_SyncGroupRequestAssignment_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_SyncGroupRequest_3(buf, pos, end):
@@ -405,11 +423,15 @@ def _e_SyncGroupRequest_3(o, out):
     w_ncstr(out, o.protocol_type)
     w_ncstr(out, o.protocol_name)
     arr = o.assignments
-    not_null(arr, "Assignments")
+    if arr is None:
+        null_field("Assignments")
     w_ccount(out, arr)
     for e in arr:
         _e_SyncGroupRequestAssignment_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 SyncGroupRequest._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -185,7 +188,10 @@ def _e_SyncGroupResponse_2(o, out):
     """SyncGroupResponse, versions 4."""
     out += _ST_ih.pack(o.throttle_time_ms, o.error_code)
     w_cbytes(out, o.assignment)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_SyncGroupResponse_3(buf, pos, end):
@@ -226,7 +232,10 @@ def _e_SyncGroupResponse_3(o, out):
     w_ncstr(out, o.protocol_type)
     w_ncstr(out, o.protocol_name)
     w_cbytes(out, o.assignment)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 SyncGroupResponse._DECODERS = (

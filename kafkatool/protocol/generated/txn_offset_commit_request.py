@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -51,6 +54,7 @@ from kafkatool.formats.schema import (
 )
 
 _new = object.__new__
+_ST_i = struct.Struct(">i")
 _ST_iq = struct.Struct(">iq")
 _ST_iqi = struct.Struct(">iqi")
 _ST_qh = struct.Struct(">qh")
@@ -260,7 +264,10 @@ def _e_TxnOffsetCommitRequestPartition_0(o, out):
 def _d_TxnOffsetCommitRequestTopic_0(buf, pos, end):
     """TxnOffsetCommitRequestTopic, versions 0-1."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -279,7 +286,8 @@ def _e_TxnOffsetCommitRequestTopic_0(o, out):
     """TxnOffsetCommitRequestTopic, versions 0-1."""
     w_str(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_TxnOffsetCommitRequestPartition_0(e, out)
@@ -293,7 +301,10 @@ def _d_TxnOffsetCommitRequest_0(buf, pos, end):
         truncated(pos, "TxnOffsetCommitRequest")
     v_producer_id, v_producer_epoch = _ST_qh.unpack_from(buf, pos)
     pos += 10
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -328,7 +339,8 @@ def _e_TxnOffsetCommitRequest_0(o, out):
             "TxnOffsetCommitRequest.GroupInstanceId is not supported at version 0-1"
         )
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_TxnOffsetCommitRequestTopic_0(e, out)
@@ -359,7 +371,10 @@ def _e_TxnOffsetCommitRequestPartition_1(o, out):
 def _d_TxnOffsetCommitRequestTopic_1(buf, pos, end):
     """TxnOffsetCommitRequestTopic, versions 2."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -378,7 +393,8 @@ def _e_TxnOffsetCommitRequestTopic_1(o, out):
     """TxnOffsetCommitRequestTopic, versions 2."""
     w_str(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_TxnOffsetCommitRequestPartition_1(e, out)
@@ -392,7 +408,10 @@ def _d_TxnOffsetCommitRequest_1(buf, pos, end):
         truncated(pos, "TxnOffsetCommitRequest")
     v_producer_id, v_producer_epoch = _ST_qh.unpack_from(buf, pos)
     pos += 10
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -425,7 +444,8 @@ def _e_TxnOffsetCommitRequest_1(o, out):
     if o.group_instance_id is not None:
         raise UnsupportedVersionError("TxnOffsetCommitRequest.GroupInstanceId is not supported at version 2")
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_TxnOffsetCommitRequestTopic_1(e, out)
@@ -464,7 +484,10 @@ def _e_TxnOffsetCommitRequestPartition_2(o, out):
     """TxnOffsetCommitRequestPartition, versions 3-4."""
     out += _ST_iqi.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
     w_ncstr(out, o.committed_metadata)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_TxnOffsetCommitRequestTopic_2(buf, pos, end):
@@ -506,11 +529,15 @@ def _e_TxnOffsetCommitRequestTopic_2(o, out):
     """TxnOffsetCommitRequestTopic, versions 3-4."""
     w_cstr(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_TxnOffsetCommitRequestPartition_2(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_TxnOffsetCommitRequest_2(buf, pos, end):
@@ -569,11 +596,15 @@ def _e_TxnOffsetCommitRequest_2(o, out):
     w_cstr(out, o.member_id)
     w_ncstr(out, o.group_instance_id)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_TxnOffsetCommitRequestTopic_2(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 TxnOffsetCommitRequest._DECODERS = (

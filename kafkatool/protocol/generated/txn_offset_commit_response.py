@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -176,7 +179,10 @@ def _e_TxnOffsetCommitResponsePartition_0(o, out):
 def _d_TxnOffsetCommitResponseTopic_0(buf, pos, end):
     """TxnOffsetCommitResponseTopic, versions 0-2."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -195,7 +201,8 @@ def _e_TxnOffsetCommitResponseTopic_0(o, out):
     """TxnOffsetCommitResponseTopic, versions 0-2."""
     w_str(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_TxnOffsetCommitResponsePartition_0(e, out)
@@ -207,7 +214,10 @@ def _d_TxnOffsetCommitResponse_0(buf, pos, end):
         truncated(pos, "TxnOffsetCommitResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -226,7 +236,8 @@ def _e_TxnOffsetCommitResponse_0(o, out):
     """TxnOffsetCommitResponse, versions 0-2."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_TxnOffsetCommitResponseTopic_0(e, out)
@@ -261,7 +272,10 @@ def _d_TxnOffsetCommitResponsePartition_1(buf, pos, end):
 def _e_TxnOffsetCommitResponsePartition_1(o, out):
     """TxnOffsetCommitResponsePartition, versions 3-4."""
     out += _ST_ih.pack(o.partition_index, o.error_code)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_TxnOffsetCommitResponseTopic_1(buf, pos, end):
@@ -303,11 +317,15 @@ def _e_TxnOffsetCommitResponseTopic_1(o, out):
     """TxnOffsetCommitResponseTopic, versions 3-4."""
     w_cstr(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_TxnOffsetCommitResponsePartition_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_TxnOffsetCommitResponse_1(buf, pos, end):
@@ -352,11 +370,15 @@ def _e_TxnOffsetCommitResponse_1(o, out):
     """TxnOffsetCommitResponse, versions 3-4."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_TxnOffsetCommitResponseTopic_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 TxnOffsetCommitResponse._DECODERS = (

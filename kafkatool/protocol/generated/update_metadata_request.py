@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -60,6 +63,9 @@ _ST_ii = struct.Struct(">ii")
 _ST_iiii = struct.Struct(">iiii")
 _ST_iiq = struct.Struct(">iiq")
 _ST_iq = struct.Struct(">iq")
+_AR__i = array_structs("", "i")
+_AR_B_i = array_structs("B", "i")
+_AR_i_i = array_structs("i", "i")
 
 __all__ = [
     "UpdateMetadataBroker",
@@ -363,18 +369,30 @@ def _d_UpdateMetadataPartitionState_0(buf, pos, end):
         truncated(pos, "UpdateMetadataPartitionState")
     v_partition_index, v_controller_epoch, v_leader, v_leader_epoch = _ST_iiii.unpack_from(buf, pos)
     pos += 16
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Isr")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_isr = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_isr, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if end - pos < 4:
         truncated(pos, "UpdateMetadataPartitionState")
     (v_zk_version,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Replicas")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_replicas = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     o = _new(UpdateMetadataPartitionState)
@@ -401,14 +419,24 @@ def _e_UpdateMetadataPartitionState_0(o, out):
         o.leader_epoch,
     )
     arr = o.isr
-    not_null(arr, "Isr")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Isr")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
     out += _ST_i.pack(o.zk_version)
     arr = o.replicas
-    not_null(arr, "Replicas")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Replicas")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
 
 
 def _d_UpdateMetadataBroker_0(buf, pos, end):
@@ -445,7 +473,10 @@ def _d_UpdateMetadataRequest_0(buf, pos, end):
         truncated(pos, "UpdateMetadataRequest")
     v_controller_id, v_controller_epoch = _ST_ii.unpack_from(buf, pos)
     pos += 8
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "UngroupedPartitionStates")
     else:
@@ -453,7 +484,10 @@ def _d_UpdateMetadataRequest_0(buf, pos, end):
         for _ in range(n):
             e, pos = _d_UpdateMetadataPartitionState_0(buf, pos, end)
             v_ungrouped_partition_states.append(e)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "LiveBrokers")
     else:
@@ -483,14 +517,16 @@ def _e_UpdateMetadataRequest_0(o, out):
         raise UnsupportedVersionError("UpdateMetadataRequest.Type is not supported at version 0")
     out += _ST_i.pack(o.controller_epoch)
     arr = o.ungrouped_partition_states
-    not_null(arr, "UngroupedPartitionStates")
+    if arr is None:
+        null_field("UngroupedPartitionStates")
     w_count(out, arr)
     for e in arr:
         _e_UpdateMetadataPartitionState_0(e, out)
     if o.topic_states is None or len(o.topic_states) > 0:
         raise UnsupportedVersionError("UpdateMetadataRequest.TopicStates is not supported at version 0")
     arr = o.live_brokers
-    not_null(arr, "LiveBrokers")
+    if arr is None:
+        null_field("LiveBrokers")
     w_count(out, arr)
     for e in arr:
         _e_UpdateMetadataBroker_0(e, out)
@@ -529,7 +565,10 @@ def _d_UpdateMetadataBroker_1(buf, pos, end):
         truncated(pos, "UpdateMetadataBroker")
     (v_id_,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Endpoints")
     else:
@@ -551,7 +590,8 @@ def _e_UpdateMetadataBroker_1(o, out):
     """UpdateMetadataBroker, versions 1."""
     out += _ST_i.pack(o.id_)
     arr = o.endpoints
-    not_null(arr, "Endpoints")
+    if arr is None:
+        null_field("Endpoints")
     w_count(out, arr)
     for e in arr:
         _e_UpdateMetadataEndpoint_0(e, out)
@@ -563,7 +603,10 @@ def _d_UpdateMetadataRequest_1(buf, pos, end):
         truncated(pos, "UpdateMetadataRequest")
     v_controller_id, v_controller_epoch = _ST_ii.unpack_from(buf, pos)
     pos += 8
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "UngroupedPartitionStates")
     else:
@@ -571,7 +614,10 @@ def _d_UpdateMetadataRequest_1(buf, pos, end):
         for _ in range(n):
             e, pos = _d_UpdateMetadataPartitionState_0(buf, pos, end)
             v_ungrouped_partition_states.append(e)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "LiveBrokers")
     else:
@@ -601,14 +647,16 @@ def _e_UpdateMetadataRequest_1(o, out):
         raise UnsupportedVersionError("UpdateMetadataRequest.Type is not supported at version 1")
     out += _ST_i.pack(o.controller_epoch)
     arr = o.ungrouped_partition_states
-    not_null(arr, "UngroupedPartitionStates")
+    if arr is None:
+        null_field("UngroupedPartitionStates")
     w_count(out, arr)
     for e in arr:
         _e_UpdateMetadataPartitionState_0(e, out)
     if o.topic_states is None or len(o.topic_states) > 0:
         raise UnsupportedVersionError("UpdateMetadataRequest.TopicStates is not supported at version 1")
     arr = o.live_brokers
-    not_null(arr, "LiveBrokers")
+    if arr is None:
+        null_field("LiveBrokers")
     w_count(out, arr)
     for e in arr:
         _e_UpdateMetadataBroker_1(e, out)
@@ -620,7 +668,10 @@ def _d_UpdateMetadataBroker_2(buf, pos, end):
         truncated(pos, "UpdateMetadataBroker")
     (v_id_,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Endpoints")
     else:
@@ -643,7 +694,8 @@ def _e_UpdateMetadataBroker_2(o, out):
     """UpdateMetadataBroker, versions 2."""
     out += _ST_i.pack(o.id_)
     arr = o.endpoints
-    not_null(arr, "Endpoints")
+    if arr is None:
+        null_field("Endpoints")
     w_count(out, arr)
     for e in arr:
         _e_UpdateMetadataEndpoint_0(e, out)
@@ -656,7 +708,10 @@ def _d_UpdateMetadataRequest_2(buf, pos, end):
         truncated(pos, "UpdateMetadataRequest")
     v_controller_id, v_controller_epoch = _ST_ii.unpack_from(buf, pos)
     pos += 8
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "UngroupedPartitionStates")
     else:
@@ -664,7 +719,10 @@ def _d_UpdateMetadataRequest_2(buf, pos, end):
         for _ in range(n):
             e, pos = _d_UpdateMetadataPartitionState_0(buf, pos, end)
             v_ungrouped_partition_states.append(e)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "LiveBrokers")
     else:
@@ -694,14 +752,16 @@ def _e_UpdateMetadataRequest_2(o, out):
         raise UnsupportedVersionError("UpdateMetadataRequest.Type is not supported at version 2")
     out += _ST_i.pack(o.controller_epoch)
     arr = o.ungrouped_partition_states
-    not_null(arr, "UngroupedPartitionStates")
+    if arr is None:
+        null_field("UngroupedPartitionStates")
     w_count(out, arr)
     for e in arr:
         _e_UpdateMetadataPartitionState_0(e, out)
     if o.topic_states is None or len(o.topic_states) > 0:
         raise UnsupportedVersionError("UpdateMetadataRequest.TopicStates is not supported at version 2")
     arr = o.live_brokers
-    not_null(arr, "LiveBrokers")
+    if arr is None:
+        null_field("LiveBrokers")
     w_count(out, arr)
     for e in arr:
         _e_UpdateMetadataBroker_2(e, out)
@@ -742,7 +802,10 @@ def _d_UpdateMetadataBroker_3(buf, pos, end):
         truncated(pos, "UpdateMetadataBroker")
     (v_id_,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Endpoints")
     else:
@@ -765,7 +828,8 @@ def _e_UpdateMetadataBroker_3(o, out):
     """UpdateMetadataBroker, versions 3-5."""
     out += _ST_i.pack(o.id_)
     arr = o.endpoints
-    not_null(arr, "Endpoints")
+    if arr is None:
+        null_field("Endpoints")
     w_count(out, arr)
     for e in arr:
         _e_UpdateMetadataEndpoint_1(e, out)
@@ -778,7 +842,10 @@ def _d_UpdateMetadataRequest_3(buf, pos, end):
         truncated(pos, "UpdateMetadataRequest")
     v_controller_id, v_controller_epoch = _ST_ii.unpack_from(buf, pos)
     pos += 8
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "UngroupedPartitionStates")
     else:
@@ -786,7 +853,10 @@ def _d_UpdateMetadataRequest_3(buf, pos, end):
         for _ in range(n):
             e, pos = _d_UpdateMetadataPartitionState_0(buf, pos, end)
             v_ungrouped_partition_states.append(e)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "LiveBrokers")
     else:
@@ -816,14 +886,16 @@ def _e_UpdateMetadataRequest_3(o, out):
         raise UnsupportedVersionError("UpdateMetadataRequest.Type is not supported at version 3")
     out += _ST_i.pack(o.controller_epoch)
     arr = o.ungrouped_partition_states
-    not_null(arr, "UngroupedPartitionStates")
+    if arr is None:
+        null_field("UngroupedPartitionStates")
     w_count(out, arr)
     for e in arr:
         _e_UpdateMetadataPartitionState_0(e, out)
     if o.topic_states is None or len(o.topic_states) > 0:
         raise UnsupportedVersionError("UpdateMetadataRequest.TopicStates is not supported at version 3")
     arr = o.live_brokers
-    not_null(arr, "LiveBrokers")
+    if arr is None:
+        null_field("LiveBrokers")
     w_count(out, arr)
     for e in arr:
         _e_UpdateMetadataBroker_3(e, out)
@@ -836,23 +908,41 @@ def _d_UpdateMetadataPartitionState_1(buf, pos, end):
         truncated(pos, "UpdateMetadataPartitionState")
     v_partition_index, v_controller_epoch, v_leader, v_leader_epoch = _ST_iiii.unpack_from(buf, pos)
     pos += 16
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Isr")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_isr = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_isr, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if end - pos < 4:
         truncated(pos, "UpdateMetadataPartitionState")
     (v_zk_version,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Replicas")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_replicas = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "OfflineReplicas")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_offline_replicas = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_offline_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     o = _new(UpdateMetadataPartitionState)
@@ -879,18 +969,33 @@ def _e_UpdateMetadataPartitionState_1(o, out):
         o.leader_epoch,
     )
     arr = o.isr
-    not_null(arr, "Isr")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Isr")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
     out += _ST_i.pack(o.zk_version)
     arr = o.replicas
-    not_null(arr, "Replicas")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Replicas")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.offline_replicas
-    not_null(arr, "OfflineReplicas")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("OfflineReplicas")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
 
 
 def _d_UpdateMetadataRequest_4(buf, pos, end):
@@ -899,7 +1004,10 @@ def _d_UpdateMetadataRequest_4(buf, pos, end):
         truncated(pos, "UpdateMetadataRequest")
     v_controller_id, v_controller_epoch = _ST_ii.unpack_from(buf, pos)
     pos += 8
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "UngroupedPartitionStates")
     else:
@@ -907,7 +1015,10 @@ def _d_UpdateMetadataRequest_4(buf, pos, end):
         for _ in range(n):
             e, pos = _d_UpdateMetadataPartitionState_1(buf, pos, end)
             v_ungrouped_partition_states.append(e)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "LiveBrokers")
     else:
@@ -937,14 +1048,16 @@ def _e_UpdateMetadataRequest_4(o, out):
         raise UnsupportedVersionError("UpdateMetadataRequest.Type is not supported at version 4")
     out += _ST_i.pack(o.controller_epoch)
     arr = o.ungrouped_partition_states
-    not_null(arr, "UngroupedPartitionStates")
+    if arr is None:
+        null_field("UngroupedPartitionStates")
     w_count(out, arr)
     for e in arr:
         _e_UpdateMetadataPartitionState_1(e, out)
     if o.topic_states is None or len(o.topic_states) > 0:
         raise UnsupportedVersionError("UpdateMetadataRequest.TopicStates is not supported at version 4")
     arr = o.live_brokers
-    not_null(arr, "LiveBrokers")
+    if arr is None:
+        null_field("LiveBrokers")
     w_count(out, arr)
     for e in arr:
         _e_UpdateMetadataBroker_3(e, out)
@@ -956,23 +1069,41 @@ def _d_UpdateMetadataPartitionState_2(buf, pos, end):
         truncated(pos, "UpdateMetadataPartitionState")
     v_partition_index, v_controller_epoch, v_leader, v_leader_epoch = _ST_iiii.unpack_from(buf, pos)
     pos += 16
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Isr")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_isr = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_isr, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if end - pos < 4:
         truncated(pos, "UpdateMetadataPartitionState")
     (v_zk_version,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Replicas")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_replicas = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "OfflineReplicas")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_offline_replicas = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_offline_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     o = _new(UpdateMetadataPartitionState)
@@ -998,24 +1129,42 @@ def _e_UpdateMetadataPartitionState_2(o, out):
         o.leader_epoch,
     )
     arr = o.isr
-    not_null(arr, "Isr")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Isr")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
     out += _ST_i.pack(o.zk_version)
     arr = o.replicas
-    not_null(arr, "Replicas")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Replicas")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.offline_replicas
-    not_null(arr, "OfflineReplicas")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("OfflineReplicas")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
 
 
 def _d_UpdateMetadataTopicState_0(buf, pos, end):
     """UpdateMetadataTopicState, versions 5."""
     v_topic_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "PartitionStates")
     else:
@@ -1035,7 +1184,8 @@ def _e_UpdateMetadataTopicState_0(o, out):
     """UpdateMetadataTopicState, versions 5."""
     w_str(out, o.topic_name)
     arr = o.partition_states
-    not_null(arr, "PartitionStates")
+    if arr is None:
+        null_field("PartitionStates")
     w_count(out, arr)
     for e in arr:
         _e_UpdateMetadataPartitionState_2(e, out)
@@ -1047,7 +1197,10 @@ def _d_UpdateMetadataRequest_5(buf, pos, end):
         truncated(pos, "UpdateMetadataRequest")
     v_controller_id, v_controller_epoch, v_broker_epoch = _ST_iiq.unpack_from(buf, pos)
     pos += 16
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "TopicStates")
     else:
@@ -1055,7 +1208,10 @@ def _d_UpdateMetadataRequest_5(buf, pos, end):
         for _ in range(n):
             e, pos = _d_UpdateMetadataTopicState_0(buf, pos, end)
             v_topic_states.append(e)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "LiveBrokers")
     else:
@@ -1089,12 +1245,14 @@ def _e_UpdateMetadataRequest_5(o, out):
             "UpdateMetadataRequest.UngroupedPartitionStates is not supported at version 5"
         )
     arr = o.topic_states
-    not_null(arr, "TopicStates")
+    if arr is None:
+        null_field("TopicStates")
     w_count(out, arr)
     for e in arr:
         _e_UpdateMetadataTopicState_0(e, out)
     arr = o.live_brokers
-    not_null(arr, "LiveBrokers")
+    if arr is None:
+        null_field("LiveBrokers")
     w_count(out, arr)
     for e in arr:
         _e_UpdateMetadataBroker_3(e, out)
@@ -1113,6 +1271,9 @@ def _d_UpdateMetadataPartitionState_3(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "Isr")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_isr = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_isr, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if end - pos < 4:
@@ -1126,6 +1287,9 @@ def _d_UpdateMetadataPartitionState_3(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "Replicas")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_replicas = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
@@ -1135,6 +1299,9 @@ def _d_UpdateMetadataPartitionState_3(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "OfflineReplicas")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_offline_replicas = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_offline_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     unknown = None
@@ -1173,19 +1340,37 @@ def _e_UpdateMetadataPartitionState_3(o, out):
         o.leader_epoch,
     )
     arr = o.isr
-    not_null(arr, "Isr")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Isr")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     out += _ST_i.pack(o.zk_version)
     arr = o.replicas
-    not_null(arr, "Replicas")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Replicas")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.offline_replicas
-    not_null(arr, "OfflineReplicas")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
-    w_unknown_tags(out, o._unknown_tags)
+    if arr is None:
+        null_field("OfflineReplicas")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_UpdateMetadataTopicState_1(buf, pos, end):
@@ -1228,11 +1413,15 @@ def _e_UpdateMetadataTopicState_1(o, out):
     """UpdateMetadataTopicState, versions 6."""
     w_cstr(out, o.topic_name)
     arr = o.partition_states
-    not_null(arr, "PartitionStates")
+    if arr is None:
+        null_field("PartitionStates")
     w_ccount(out, arr)
     for e in arr:
         _e_UpdateMetadataPartitionState_3(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_UpdateMetadataEndpoint_2(buf, pos, end):
@@ -1275,7 +1464,10 @@ def _e_UpdateMetadataEndpoint_2(o, out):
     w_cstr(out, o.host)
     w_cstr(out, o.listener)
     out += _ST_h.pack(o.security_protocol)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_UpdateMetadataBroker_4(buf, pos, end):
@@ -1324,12 +1516,16 @@ def _e_UpdateMetadataBroker_4(o, out):
     """UpdateMetadataBroker, versions 6-8."""
     out += _ST_i.pack(o.id_)
     arr = o.endpoints
-    not_null(arr, "Endpoints")
+    if arr is None:
+        null_field("Endpoints")
     w_ccount(out, arr)
     for e in arr:
         _e_UpdateMetadataEndpoint_2(e, out)
     w_ncstr(out, o.rack)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_UpdateMetadataRequest_6(buf, pos, end):
@@ -1401,16 +1597,21 @@ def _e_UpdateMetadataRequest_6(o, out):
             "UpdateMetadataRequest.UngroupedPartitionStates is not supported at version 6"
         )
     arr = o.topic_states
-    not_null(arr, "TopicStates")
+    if arr is None:
+        null_field("TopicStates")
     w_ccount(out, arr)
     for e in arr:
         _e_UpdateMetadataTopicState_1(e, out)
     arr = o.live_brokers
-    not_null(arr, "LiveBrokers")
+    if arr is None:
+        null_field("LiveBrokers")
     w_ccount(out, arr)
     for e in arr:
         _e_UpdateMetadataBroker_4(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_UpdateMetadataTopicState_2(buf, pos, end):
@@ -1459,11 +1660,15 @@ def _e_UpdateMetadataTopicState_2(o, out):
     w_cstr(out, o.topic_name)
     out += _ST_16s.pack(o.topic_id.bytes)
     arr = o.partition_states
-    not_null(arr, "PartitionStates")
+    if arr is None:
+        null_field("PartitionStates")
     w_ccount(out, arr)
     for e in arr:
         _e_UpdateMetadataPartitionState_3(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_UpdateMetadataRequest_7(buf, pos, end):
@@ -1535,16 +1740,21 @@ def _e_UpdateMetadataRequest_7(o, out):
             "UpdateMetadataRequest.UngroupedPartitionStates is not supported at version 7"
         )
     arr = o.topic_states
-    not_null(arr, "TopicStates")
+    if arr is None:
+        null_field("TopicStates")
     w_ccount(out, arr)
     for e in arr:
         _e_UpdateMetadataTopicState_2(e, out)
     arr = o.live_brokers
-    not_null(arr, "LiveBrokers")
+    if arr is None:
+        null_field("LiveBrokers")
     w_ccount(out, arr)
     for e in arr:
         _e_UpdateMetadataBroker_4(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_UpdateMetadataRequest_8(buf, pos, end):
@@ -1624,12 +1834,14 @@ def _e_UpdateMetadataRequest_8(o, out):
             "UpdateMetadataRequest.UngroupedPartitionStates is not supported at version 8"
         )
     arr = o.topic_states
-    not_null(arr, "TopicStates")
+    if arr is None:
+        null_field("TopicStates")
     w_ccount(out, arr)
     for e in arr:
         _e_UpdateMetadataTopicState_2(e, out)
     arr = o.live_brokers
-    not_null(arr, "LiveBrokers")
+    if arr is None:
+        null_field("LiveBrokers")
     w_ccount(out, arr)
     for e in arr:
         _e_UpdateMetadataBroker_4(e, out)

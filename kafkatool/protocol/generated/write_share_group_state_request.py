@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -228,7 +231,10 @@ def _e_StateBatch_0(o, out):
         o.delivery_state,
         o.delivery_count,
     )
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_PartitionData_0(buf, pos, end):
@@ -281,11 +287,15 @@ def _e_PartitionData_0(o, out):
         o.start_offset,
     )
     arr = o.state_batches
-    not_null(arr, "StateBatches")
+    if arr is None:
+        null_field("StateBatches")
     w_ccount(out, arr)
     for e in arr:
         _e_StateBatch_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_WriteStateData_0(buf, pos, end):
@@ -331,11 +341,15 @@ def _e_WriteStateData_0(o, out):
     """WriteStateData, versions 0."""
     out += _ST_16s.pack(o.topic_id.bytes)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_PartitionData_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_WriteShareGroupStateRequest_0(buf, pos, end):
@@ -377,11 +391,15 @@ def _e_WriteShareGroupStateRequest_0(o, out):
     """WriteShareGroupStateRequest, versions 0."""
     w_cstr(out, o.group_id)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_WriteStateData_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 WriteShareGroupStateRequest._DECODERS = (_d_WriteShareGroupStateRequest_0,)

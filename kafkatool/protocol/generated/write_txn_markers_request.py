@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -53,6 +56,9 @@ from kafkatool.formats.schema import (
 _new = object.__new__
 _ST_i = struct.Struct(">i")
 _ST_qhz = struct.Struct(">qh?")
+_AR__i = array_structs("", "i")
+_AR_B_i = array_structs("B", "i")
+_AR_i_i = array_structs("i", "i")
 
 __all__ = ["WritableTxnMarker", "WritableTxnMarkerTopic", "WriteTxnMarkersRequest"]
 
@@ -193,9 +199,15 @@ WriteTxnMarkersRequest._FIELDS = (
 def _d_WritableTxnMarkerTopic_0(buf, pos, end):
     """WritableTxnMarkerTopic, versions 0."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "PartitionIndexes")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_partition_indexes = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_partition_indexes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     o = _new(WritableTxnMarkerTopic)
@@ -209,9 +221,14 @@ def _e_WritableTxnMarkerTopic_0(o, out):
     """WritableTxnMarkerTopic, versions 0."""
     w_str(out, o.name)
     arr = o.partition_indexes
-    not_null(arr, "PartitionIndexes")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("PartitionIndexes")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
 
 
 def _d_WritableTxnMarker_0(buf, pos, end):
@@ -220,7 +237,10 @@ def _d_WritableTxnMarker_0(buf, pos, end):
         truncated(pos, "WritableTxnMarker")
     v_producer_id, v_producer_epoch, v_transaction_result = _ST_qhz.unpack_from(buf, pos)
     pos += 11
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -246,7 +266,8 @@ def _e_WritableTxnMarker_0(o, out):
     """WritableTxnMarker, versions 0."""
     out += _ST_qhz.pack(o.producer_id, o.producer_epoch, o.transaction_result)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_WritableTxnMarkerTopic_0(e, out)
@@ -255,7 +276,10 @@ def _e_WritableTxnMarker_0(o, out):
 
 def _d_WriteTxnMarkersRequest_0(buf, pos, end):
     """WriteTxnMarkersRequest, versions 0."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Markers")
     else:
@@ -272,7 +296,8 @@ def _d_WriteTxnMarkersRequest_0(buf, pos, end):
 def _e_WriteTxnMarkersRequest_0(o, out):
     """WriteTxnMarkersRequest, versions 0."""
     arr = o.markers
-    not_null(arr, "Markers")
+    if arr is None:
+        null_field("Markers")
     w_count(out, arr)
     for e in arr:
         _e_WritableTxnMarker_0(e, out)
@@ -288,6 +313,9 @@ def _d_WritableTxnMarkerTopic_1(buf, pos, end):
         n, pos = r_ccount(buf, pos, end)
     if n < 0:
         null_error(pos, "PartitionIndexes")
+    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
+        v_partition_indexes = list(_AR__i[n].unpack_from(buf, pos))
+        pos += n * 4
     else:
         v_partition_indexes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     unknown = None
@@ -314,10 +342,18 @@ def _e_WritableTxnMarkerTopic_1(o, out):
     """WritableTxnMarkerTopic, versions 1."""
     w_cstr(out, o.name)
     arr = o.partition_indexes
-    not_null(arr, "PartitionIndexes")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
-    w_unknown_tags(out, o._unknown_tags)
+    if arr is None:
+        null_field("PartitionIndexes")
+    n = len(arr)
+    if n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_WritableTxnMarker_1(buf, pos, end):
@@ -369,12 +405,16 @@ def _e_WritableTxnMarker_1(o, out):
     """WritableTxnMarker, versions 1."""
     out += _ST_qhz.pack(o.producer_id, o.producer_epoch, o.transaction_result)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_WritableTxnMarkerTopic_1(e, out)
     out += _ST_i.pack(o.coordinator_epoch)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_WriteTxnMarkersRequest_1(buf, pos, end):
@@ -413,11 +453,15 @@ def _d_WriteTxnMarkersRequest_1(buf, pos, end):
 def _e_WriteTxnMarkersRequest_1(o, out):
     """WriteTxnMarkersRequest, versions 1."""
     arr = o.markers
-    not_null(arr, "Markers")
+    if arr is None:
+        null_field("Markers")
     w_ccount(out, arr)
     for e in arr:
         _e_WritableTxnMarker_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 WriteTxnMarkersRequest._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -51,6 +54,7 @@ from kafkatool.formats.schema import (
 )
 
 _new = object.__new__
+_ST_i = struct.Struct(">i")
 _ST_ih = struct.Struct(">ih")
 _ST_q = struct.Struct(">q")
 
@@ -210,7 +214,10 @@ def _e_WritableTxnMarkerPartitionResult_0(o, out):
 def _d_WritableTxnMarkerTopicResult_0(buf, pos, end):
     """WritableTxnMarkerTopicResult, versions 0."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -229,7 +236,8 @@ def _e_WritableTxnMarkerTopicResult_0(o, out):
     """WritableTxnMarkerTopicResult, versions 0."""
     w_str(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_WritableTxnMarkerPartitionResult_0(e, out)
@@ -241,7 +249,10 @@ def _d_WritableTxnMarkerResult_0(buf, pos, end):
         truncated(pos, "WritableTxnMarkerResult")
     (v_producer_id,) = _ST_q.unpack_from(buf, pos)
     pos += 8
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -260,7 +271,8 @@ def _e_WritableTxnMarkerResult_0(o, out):
     """WritableTxnMarkerResult, versions 0."""
     out += _ST_q.pack(o.producer_id)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_WritableTxnMarkerTopicResult_0(e, out)
@@ -268,7 +280,10 @@ def _e_WritableTxnMarkerResult_0(o, out):
 
 def _d_WriteTxnMarkersResponse_0(buf, pos, end):
     """WriteTxnMarkersResponse, versions 0."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Markers")
     else:
@@ -285,7 +300,8 @@ def _d_WriteTxnMarkersResponse_0(buf, pos, end):
 def _e_WriteTxnMarkersResponse_0(o, out):
     """WriteTxnMarkersResponse, versions 0."""
     arr = o.markers
-    not_null(arr, "Markers")
+    if arr is None:
+        null_field("Markers")
     w_count(out, arr)
     for e in arr:
         _e_WritableTxnMarkerResult_0(e, out)
@@ -320,7 +336,10 @@ def _d_WritableTxnMarkerPartitionResult_1(buf, pos, end):
 def _e_WritableTxnMarkerPartitionResult_1(o, out):
     """WritableTxnMarkerPartitionResult, versions 1."""
     out += _ST_ih.pack(o.partition_index, o.error_code)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_WritableTxnMarkerTopicResult_1(buf, pos, end):
@@ -362,11 +381,15 @@ def _e_WritableTxnMarkerTopicResult_1(o, out):
     """WritableTxnMarkerTopicResult, versions 1."""
     w_cstr(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_WritableTxnMarkerPartitionResult_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_WritableTxnMarkerResult_1(buf, pos, end):
@@ -411,11 +434,15 @@ def _e_WritableTxnMarkerResult_1(o, out):
     """WritableTxnMarkerResult, versions 1."""
     out += _ST_q.pack(o.producer_id)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_WritableTxnMarkerTopicResult_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_WriteTxnMarkersResponse_1(buf, pos, end):
@@ -454,11 +481,15 @@ def _d_WriteTxnMarkersResponse_1(buf, pos, end):
 def _e_WriteTxnMarkersResponse_1(o, out):
     """WriteTxnMarkersResponse, versions 1."""
     arr = o.markers
-    not_null(arr, "Markers")
+    if arr is None:
+        null_field("Markers")
     w_ccount(out, arr)
     for e in arr:
         _e_WritableTxnMarkerResult_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 WriteTxnMarkersResponse._DECODERS = (
