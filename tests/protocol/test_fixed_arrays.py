@@ -1,6 +1,7 @@
 """Fixed-width arrays (replica lists) are packed and unpacked inline with shared per-length
-structs up to ARRAY_STRUCTS_MAX_N elements and by the helpers beyond: both paths must write
-Kafka's layout, and the inline read must stop at ``end``, not at the end of the buffer."""
+structs up to ARRAY_STRUCTS_MAX_N elements (the shortest with their elements as arguments) and
+by the helpers beyond: every path must write Kafka's layout, and the inline read must stop at
+``end``, not at the end of the buffer."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from kafkatool.formats.schema import ARRAY_STRUCTS_MAX_N, SchemaDecodeError
 from kafkatool.protocol.generated import MetadataResponse
 from kafkatool.protocol.generated.metadata_response import MetadataResponsePartition, MetadataResponseTopic
 
-LENGTHS = [0, 1, ARRAY_STRUCTS_MAX_N, ARRAY_STRUCTS_MAX_N + 1, 126, 127, 300]
+LENGTHS = [0, 1, 2, 3, 4, ARRAY_STRUCTS_MAX_N, ARRAY_STRUCTS_MAX_N + 1, 126, 127, 300]
 
 
 def _uvarint(v: int) -> bytes:
@@ -54,9 +55,10 @@ def _expected(version: int, replicas: list[int]) -> bytes:
 
 @pytest.mark.parametrize("version", [7, 9])
 @pytest.mark.parametrize("n", LENGTHS)
-def test_fixed_array_layout_on_both_paths(version: int, n: int):
+@pytest.mark.parametrize("container", [list, tuple])
+def test_fixed_array_layout_on_every_path(version: int, n: int, container):
     replicas = [(-1) ** i * (i * 65599) for i in range(n)]
-    data = _response(replicas).encode(version)
+    data = _response(container(replicas)).encode(version)
     assert data == _expected(version, replicas)
     back = MetadataResponse.decode(data, version)
     assert back.topics[0].partitions[0].replica_nodes == replicas

@@ -245,17 +245,16 @@ def _d_ClassicProtocol_0(buf, pos, end):
     v_metadata, pos = r_cbytes(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ClassicProtocol)
     o.name = v_name
     o.metadata = v_metadata
@@ -293,17 +292,16 @@ def _d_ClassicMemberMetadata_0(buf, pos, end):
             v_supported_protocols.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ClassicMemberMetadata)
     o.session_timeout_ms = v_session_timeout_ms
     o.supported_protocols = v_supported_protocols
@@ -350,25 +348,24 @@ def _d_ConsumerGroupMemberMetadataValue_0(buf, pos, end):
     v_classic_member_metadata = ClassicMemberMetadata()
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if tag == 0:
-            if pos >= t_end:
-                truncated(pos, "ClassicMemberMetadata")
-            if buf[pos] >= 0x80:
-                v_classic_member_metadata = None
-                pos += 1
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if tag == 0:
+                if pos >= t_end:
+                    truncated(pos, "ClassicMemberMetadata")
+                if buf[pos] >= 0x80:
+                    v_classic_member_metadata = None
+                    pos += 1
+                else:
+                    v_classic_member_metadata, pos = _d_ClassicMemberMetadata_0(buf, pos + 1, t_end)
+            elif unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
             else:
-                v_classic_member_metadata, pos = _d_ClassicMemberMetadata_0(buf, pos + 1, t_end)
-        elif unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ConsumerGroupMemberMetadataValue)
     o.instance_id = v_instance_id
     o.rack_id = v_rack_id

@@ -218,79 +218,82 @@ def _d_PartitionChangeRecord_0(buf, pos, end):
     v_leader_recovery_state = -1
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if tag == 0:
-            if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
-                n = buf[pos] - 1
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if tag == 0:
+                if (
+                    pos < t_end
+                    and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N
+                    and pos + 1 + n * 4 <= t_end
+                ):
+                    v_isr = list(_AR__i[n].unpack_from(buf, pos + 1))
+                    pos += 1 + n * 4
+                else:
+                    n, pos = r_ccount(buf, pos, t_end)
+                    if n < 0:
+                        v_isr = None
+                    else:
+                        v_isr, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
+            elif tag == 1:
+                if t_end - pos < 4:
+                    truncated(pos, "Leader")
+                (v_leader,) = _ST_i.unpack_from(buf, pos)
+                pos += 4
+            elif tag == 2:
+                if (
+                    pos < t_end
+                    and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N
+                    and pos + 1 + n * 4 <= t_end
+                ):
+                    v_replicas = list(_AR__i[n].unpack_from(buf, pos + 1))
+                    pos += 1 + n * 4
+                else:
+                    n, pos = r_ccount(buf, pos, t_end)
+                    if n < 0:
+                        v_replicas = None
+                    else:
+                        v_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
+            elif tag == 3:
+                if (
+                    pos < t_end
+                    and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N
+                    and pos + 1 + n * 4 <= t_end
+                ):
+                    v_removing_replicas = list(_AR__i[n].unpack_from(buf, pos + 1))
+                    pos += 1 + n * 4
+                else:
+                    n, pos = r_ccount(buf, pos, t_end)
+                    if n < 0:
+                        v_removing_replicas = None
+                    else:
+                        v_removing_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
+            elif tag == 4:
+                if (
+                    pos < t_end
+                    and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N
+                    and pos + 1 + n * 4 <= t_end
+                ):
+                    v_adding_replicas = list(_AR__i[n].unpack_from(buf, pos + 1))
+                    pos += 1 + n * 4
+                else:
+                    n, pos = r_ccount(buf, pos, t_end)
+                    if n < 0:
+                        v_adding_replicas = None
+                    else:
+                        v_adding_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
+            elif tag == 5:
+                if t_end - pos < 1:
+                    truncated(pos, "LeaderRecoveryState")
+                (v_leader_recovery_state,) = _ST_b.unpack_from(buf, pos)
                 pos += 1
+            elif unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
             else:
-                n, pos = r_ccount(buf, pos, t_end)
-            if n < 0:
-                v_isr = None
-            elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= t_end - pos:
-                v_isr = list(_AR__i[n].unpack_from(buf, pos))
-                pos += n * 4
-            else:
-                v_isr, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
-        elif tag == 1:
-            if t_end - pos < 4:
-                truncated(pos, "Leader")
-            (v_leader,) = _ST_i.unpack_from(buf, pos)
-            pos += 4
-        elif tag == 2:
-            if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
-                n = buf[pos] - 1
-                pos += 1
-            else:
-                n, pos = r_ccount(buf, pos, t_end)
-            if n < 0:
-                v_replicas = None
-            elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= t_end - pos:
-                v_replicas = list(_AR__i[n].unpack_from(buf, pos))
-                pos += n * 4
-            else:
-                v_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
-        elif tag == 3:
-            if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
-                n = buf[pos] - 1
-                pos += 1
-            else:
-                n, pos = r_ccount(buf, pos, t_end)
-            if n < 0:
-                v_removing_replicas = None
-            elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= t_end - pos:
-                v_removing_replicas = list(_AR__i[n].unpack_from(buf, pos))
-                pos += n * 4
-            else:
-                v_removing_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
-        elif tag == 4:
-            if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
-                n = buf[pos] - 1
-                pos += 1
-            else:
-                n, pos = r_ccount(buf, pos, t_end)
-            if n < 0:
-                v_adding_replicas = None
-            elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= t_end - pos:
-                v_adding_replicas = list(_AR__i[n].unpack_from(buf, pos))
-                pos += n * 4
-            else:
-                v_adding_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
-        elif tag == 5:
-            if t_end - pos < 1:
-                truncated(pos, "LeaderRecoveryState")
-            (v_leader_recovery_state,) = _ST_b.unpack_from(buf, pos)
-            pos += 1
-        elif unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(PartitionChangeRecord)
     o.partition_id = v_partition_id
     o.topic_id = v_topic_id
@@ -326,7 +329,18 @@ def _e_PartitionChangeRecord_0(o, out):
             t += b"\x00"
         else:
             n = len(arr)
-            if n <= ARRAY_STRUCTS_MAX_N:
+            if n == 0:
+                t += _AR_B_i[0].pack(1)
+            elif n == 1:
+                (a0,) = arr
+                t += _AR_B_i[1].pack(2, a0)
+            elif n == 2:
+                a0, a1 = arr
+                t += _AR_B_i[2].pack(3, a0, a1)
+            elif n == 3:
+                a0, a1, a2 = arr
+                t += _AR_B_i[3].pack(4, a0, a1, a2)
+            elif n <= ARRAY_STRUCTS_MAX_N:
                 t += _AR_B_i[n].pack(n + 1, *arr)
             else:
                 w_ccount(t, arr)
@@ -343,7 +357,18 @@ def _e_PartitionChangeRecord_0(o, out):
             t += b"\x00"
         else:
             n = len(arr)
-            if n <= ARRAY_STRUCTS_MAX_N:
+            if n == 0:
+                t += _AR_B_i[0].pack(1)
+            elif n == 1:
+                (a0,) = arr
+                t += _AR_B_i[1].pack(2, a0)
+            elif n == 2:
+                a0, a1 = arr
+                t += _AR_B_i[2].pack(3, a0, a1)
+            elif n == 3:
+                a0, a1, a2 = arr
+                t += _AR_B_i[3].pack(4, a0, a1, a2)
+            elif n <= ARRAY_STRUCTS_MAX_N:
                 t += _AR_B_i[n].pack(n + 1, *arr)
             else:
                 w_ccount(t, arr)
@@ -356,7 +381,18 @@ def _e_PartitionChangeRecord_0(o, out):
             t += b"\x00"
         else:
             n = len(arr)
-            if n <= ARRAY_STRUCTS_MAX_N:
+            if n == 0:
+                t += _AR_B_i[0].pack(1)
+            elif n == 1:
+                (a0,) = arr
+                t += _AR_B_i[1].pack(2, a0)
+            elif n == 2:
+                a0, a1 = arr
+                t += _AR_B_i[2].pack(3, a0, a1)
+            elif n == 3:
+                a0, a1, a2 = arr
+                t += _AR_B_i[3].pack(4, a0, a1, a2)
+            elif n <= ARRAY_STRUCTS_MAX_N:
                 t += _AR_B_i[n].pack(n + 1, *arr)
             else:
                 w_ccount(t, arr)
@@ -369,7 +405,18 @@ def _e_PartitionChangeRecord_0(o, out):
             t += b"\x00"
         else:
             n = len(arr)
-            if n <= ARRAY_STRUCTS_MAX_N:
+            if n == 0:
+                t += _AR_B_i[0].pack(1)
+            elif n == 1:
+                (a0,) = arr
+                t += _AR_B_i[1].pack(2, a0)
+            elif n == 2:
+                a0, a1 = arr
+                t += _AR_B_i[2].pack(3, a0, a1)
+            elif n == 3:
+                a0, a1, a2 = arr
+                t += _AR_B_i[3].pack(4, a0, a1, a2)
+            elif n <= ARRAY_STRUCTS_MAX_N:
                 t += _AR_B_i[n].pack(n + 1, *arr)
             else:
                 w_ccount(t, arr)
@@ -401,89 +448,92 @@ def _d_PartitionChangeRecord_1(buf, pos, end):
     v_directories = None
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if tag == 0:
-            if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
-                n = buf[pos] - 1
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if tag == 0:
+                if (
+                    pos < t_end
+                    and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N
+                    and pos + 1 + n * 4 <= t_end
+                ):
+                    v_isr = list(_AR__i[n].unpack_from(buf, pos + 1))
+                    pos += 1 + n * 4
+                else:
+                    n, pos = r_ccount(buf, pos, t_end)
+                    if n < 0:
+                        v_isr = None
+                    else:
+                        v_isr, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
+            elif tag == 1:
+                if t_end - pos < 4:
+                    truncated(pos, "Leader")
+                (v_leader,) = _ST_i.unpack_from(buf, pos)
+                pos += 4
+            elif tag == 2:
+                if (
+                    pos < t_end
+                    and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N
+                    and pos + 1 + n * 4 <= t_end
+                ):
+                    v_replicas = list(_AR__i[n].unpack_from(buf, pos + 1))
+                    pos += 1 + n * 4
+                else:
+                    n, pos = r_ccount(buf, pos, t_end)
+                    if n < 0:
+                        v_replicas = None
+                    else:
+                        v_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
+            elif tag == 3:
+                if (
+                    pos < t_end
+                    and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N
+                    and pos + 1 + n * 4 <= t_end
+                ):
+                    v_removing_replicas = list(_AR__i[n].unpack_from(buf, pos + 1))
+                    pos += 1 + n * 4
+                else:
+                    n, pos = r_ccount(buf, pos, t_end)
+                    if n < 0:
+                        v_removing_replicas = None
+                    else:
+                        v_removing_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
+            elif tag == 4:
+                if (
+                    pos < t_end
+                    and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N
+                    and pos + 1 + n * 4 <= t_end
+                ):
+                    v_adding_replicas = list(_AR__i[n].unpack_from(buf, pos + 1))
+                    pos += 1 + n * 4
+                else:
+                    n, pos = r_ccount(buf, pos, t_end)
+                    if n < 0:
+                        v_adding_replicas = None
+                    else:
+                        v_adding_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
+            elif tag == 5:
+                if t_end - pos < 1:
+                    truncated(pos, "LeaderRecoveryState")
+                (v_leader_recovery_state,) = _ST_b.unpack_from(buf, pos)
                 pos += 1
+            elif tag == 8:
+                if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
+                    n = buf[pos] - 1
+                    pos += 1
+                else:
+                    n, pos = r_ccount(buf, pos, t_end)
+                if n < 0:
+                    v_directories = None
+                else:
+                    v_directories, pos = r_uuid_array(buf, pos, t_end, n)
+            elif unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
             else:
-                n, pos = r_ccount(buf, pos, t_end)
-            if n < 0:
-                v_isr = None
-            elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= t_end - pos:
-                v_isr = list(_AR__i[n].unpack_from(buf, pos))
-                pos += n * 4
-            else:
-                v_isr, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
-        elif tag == 1:
-            if t_end - pos < 4:
-                truncated(pos, "Leader")
-            (v_leader,) = _ST_i.unpack_from(buf, pos)
-            pos += 4
-        elif tag == 2:
-            if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
-                n = buf[pos] - 1
-                pos += 1
-            else:
-                n, pos = r_ccount(buf, pos, t_end)
-            if n < 0:
-                v_replicas = None
-            elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= t_end - pos:
-                v_replicas = list(_AR__i[n].unpack_from(buf, pos))
-                pos += n * 4
-            else:
-                v_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
-        elif tag == 3:
-            if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
-                n = buf[pos] - 1
-                pos += 1
-            else:
-                n, pos = r_ccount(buf, pos, t_end)
-            if n < 0:
-                v_removing_replicas = None
-            elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= t_end - pos:
-                v_removing_replicas = list(_AR__i[n].unpack_from(buf, pos))
-                pos += n * 4
-            else:
-                v_removing_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
-        elif tag == 4:
-            if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
-                n = buf[pos] - 1
-                pos += 1
-            else:
-                n, pos = r_ccount(buf, pos, t_end)
-            if n < 0:
-                v_adding_replicas = None
-            elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= t_end - pos:
-                v_adding_replicas = list(_AR__i[n].unpack_from(buf, pos))
-                pos += n * 4
-            else:
-                v_adding_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
-        elif tag == 5:
-            if t_end - pos < 1:
-                truncated(pos, "LeaderRecoveryState")
-            (v_leader_recovery_state,) = _ST_b.unpack_from(buf, pos)
-            pos += 1
-        elif tag == 8:
-            if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
-                n = buf[pos] - 1
-                pos += 1
-            else:
-                n, pos = r_ccount(buf, pos, t_end)
-            if n < 0:
-                v_directories = None
-            else:
-                v_directories, pos = r_uuid_array(buf, pos, t_end, n)
-        elif unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(PartitionChangeRecord)
     o.partition_id = v_partition_id
     o.topic_id = v_topic_id
@@ -517,7 +567,18 @@ def _e_PartitionChangeRecord_1(o, out):
             t += b"\x00"
         else:
             n = len(arr)
-            if n <= ARRAY_STRUCTS_MAX_N:
+            if n == 0:
+                t += _AR_B_i[0].pack(1)
+            elif n == 1:
+                (a0,) = arr
+                t += _AR_B_i[1].pack(2, a0)
+            elif n == 2:
+                a0, a1 = arr
+                t += _AR_B_i[2].pack(3, a0, a1)
+            elif n == 3:
+                a0, a1, a2 = arr
+                t += _AR_B_i[3].pack(4, a0, a1, a2)
+            elif n <= ARRAY_STRUCTS_MAX_N:
                 t += _AR_B_i[n].pack(n + 1, *arr)
             else:
                 w_ccount(t, arr)
@@ -534,7 +595,18 @@ def _e_PartitionChangeRecord_1(o, out):
             t += b"\x00"
         else:
             n = len(arr)
-            if n <= ARRAY_STRUCTS_MAX_N:
+            if n == 0:
+                t += _AR_B_i[0].pack(1)
+            elif n == 1:
+                (a0,) = arr
+                t += _AR_B_i[1].pack(2, a0)
+            elif n == 2:
+                a0, a1 = arr
+                t += _AR_B_i[2].pack(3, a0, a1)
+            elif n == 3:
+                a0, a1, a2 = arr
+                t += _AR_B_i[3].pack(4, a0, a1, a2)
+            elif n <= ARRAY_STRUCTS_MAX_N:
                 t += _AR_B_i[n].pack(n + 1, *arr)
             else:
                 w_ccount(t, arr)
@@ -547,7 +619,18 @@ def _e_PartitionChangeRecord_1(o, out):
             t += b"\x00"
         else:
             n = len(arr)
-            if n <= ARRAY_STRUCTS_MAX_N:
+            if n == 0:
+                t += _AR_B_i[0].pack(1)
+            elif n == 1:
+                (a0,) = arr
+                t += _AR_B_i[1].pack(2, a0)
+            elif n == 2:
+                a0, a1 = arr
+                t += _AR_B_i[2].pack(3, a0, a1)
+            elif n == 3:
+                a0, a1, a2 = arr
+                t += _AR_B_i[3].pack(4, a0, a1, a2)
+            elif n <= ARRAY_STRUCTS_MAX_N:
                 t += _AR_B_i[n].pack(n + 1, *arr)
             else:
                 w_ccount(t, arr)
@@ -560,7 +643,18 @@ def _e_PartitionChangeRecord_1(o, out):
             t += b"\x00"
         else:
             n = len(arr)
-            if n <= ARRAY_STRUCTS_MAX_N:
+            if n == 0:
+                t += _AR_B_i[0].pack(1)
+            elif n == 1:
+                (a0,) = arr
+                t += _AR_B_i[1].pack(2, a0)
+            elif n == 2:
+                a0, a1 = arr
+                t += _AR_B_i[2].pack(3, a0, a1)
+            elif n == 3:
+                a0, a1, a2 = arr
+                t += _AR_B_i[3].pack(4, a0, a1, a2)
+            elif n <= ARRAY_STRUCTS_MAX_N:
                 t += _AR_B_i[n].pack(n + 1, *arr)
             else:
                 w_ccount(t, arr)
@@ -603,115 +697,120 @@ def _d_PartitionChangeRecord_2(buf, pos, end):
     v_last_known_elr = None
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if tag == 0:
-            if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
-                n = buf[pos] - 1
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if tag == 0:
+                if (
+                    pos < t_end
+                    and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N
+                    and pos + 1 + n * 4 <= t_end
+                ):
+                    v_isr = list(_AR__i[n].unpack_from(buf, pos + 1))
+                    pos += 1 + n * 4
+                else:
+                    n, pos = r_ccount(buf, pos, t_end)
+                    if n < 0:
+                        v_isr = None
+                    else:
+                        v_isr, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
+            elif tag == 1:
+                if t_end - pos < 4:
+                    truncated(pos, "Leader")
+                (v_leader,) = _ST_i.unpack_from(buf, pos)
+                pos += 4
+            elif tag == 2:
+                if (
+                    pos < t_end
+                    and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N
+                    and pos + 1 + n * 4 <= t_end
+                ):
+                    v_replicas = list(_AR__i[n].unpack_from(buf, pos + 1))
+                    pos += 1 + n * 4
+                else:
+                    n, pos = r_ccount(buf, pos, t_end)
+                    if n < 0:
+                        v_replicas = None
+                    else:
+                        v_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
+            elif tag == 3:
+                if (
+                    pos < t_end
+                    and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N
+                    and pos + 1 + n * 4 <= t_end
+                ):
+                    v_removing_replicas = list(_AR__i[n].unpack_from(buf, pos + 1))
+                    pos += 1 + n * 4
+                else:
+                    n, pos = r_ccount(buf, pos, t_end)
+                    if n < 0:
+                        v_removing_replicas = None
+                    else:
+                        v_removing_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
+            elif tag == 4:
+                if (
+                    pos < t_end
+                    and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N
+                    and pos + 1 + n * 4 <= t_end
+                ):
+                    v_adding_replicas = list(_AR__i[n].unpack_from(buf, pos + 1))
+                    pos += 1 + n * 4
+                else:
+                    n, pos = r_ccount(buf, pos, t_end)
+                    if n < 0:
+                        v_adding_replicas = None
+                    else:
+                        v_adding_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
+            elif tag == 5:
+                if t_end - pos < 1:
+                    truncated(pos, "LeaderRecoveryState")
+                (v_leader_recovery_state,) = _ST_b.unpack_from(buf, pos)
                 pos += 1
+            elif tag == 6:
+                if (
+                    pos < t_end
+                    and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N
+                    and pos + 1 + n * 4 <= t_end
+                ):
+                    v_eligible_leader_replicas = list(_AR__i[n].unpack_from(buf, pos + 1))
+                    pos += 1 + n * 4
+                else:
+                    n, pos = r_ccount(buf, pos, t_end)
+                    if n < 0:
+                        v_eligible_leader_replicas = None
+                    else:
+                        v_eligible_leader_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
+            elif tag == 7:
+                if (
+                    pos < t_end
+                    and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N
+                    and pos + 1 + n * 4 <= t_end
+                ):
+                    v_last_known_elr = list(_AR__i[n].unpack_from(buf, pos + 1))
+                    pos += 1 + n * 4
+                else:
+                    n, pos = r_ccount(buf, pos, t_end)
+                    if n < 0:
+                        v_last_known_elr = None
+                    else:
+                        v_last_known_elr, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
+            elif tag == 8:
+                if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
+                    n = buf[pos] - 1
+                    pos += 1
+                else:
+                    n, pos = r_ccount(buf, pos, t_end)
+                if n < 0:
+                    v_directories = None
+                else:
+                    v_directories, pos = r_uuid_array(buf, pos, t_end, n)
+            elif unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
             else:
-                n, pos = r_ccount(buf, pos, t_end)
-            if n < 0:
-                v_isr = None
-            elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= t_end - pos:
-                v_isr = list(_AR__i[n].unpack_from(buf, pos))
-                pos += n * 4
-            else:
-                v_isr, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
-        elif tag == 1:
-            if t_end - pos < 4:
-                truncated(pos, "Leader")
-            (v_leader,) = _ST_i.unpack_from(buf, pos)
-            pos += 4
-        elif tag == 2:
-            if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
-                n = buf[pos] - 1
-                pos += 1
-            else:
-                n, pos = r_ccount(buf, pos, t_end)
-            if n < 0:
-                v_replicas = None
-            elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= t_end - pos:
-                v_replicas = list(_AR__i[n].unpack_from(buf, pos))
-                pos += n * 4
-            else:
-                v_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
-        elif tag == 3:
-            if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
-                n = buf[pos] - 1
-                pos += 1
-            else:
-                n, pos = r_ccount(buf, pos, t_end)
-            if n < 0:
-                v_removing_replicas = None
-            elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= t_end - pos:
-                v_removing_replicas = list(_AR__i[n].unpack_from(buf, pos))
-                pos += n * 4
-            else:
-                v_removing_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
-        elif tag == 4:
-            if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
-                n = buf[pos] - 1
-                pos += 1
-            else:
-                n, pos = r_ccount(buf, pos, t_end)
-            if n < 0:
-                v_adding_replicas = None
-            elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= t_end - pos:
-                v_adding_replicas = list(_AR__i[n].unpack_from(buf, pos))
-                pos += n * 4
-            else:
-                v_adding_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
-        elif tag == 5:
-            if t_end - pos < 1:
-                truncated(pos, "LeaderRecoveryState")
-            (v_leader_recovery_state,) = _ST_b.unpack_from(buf, pos)
-            pos += 1
-        elif tag == 6:
-            if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
-                n = buf[pos] - 1
-                pos += 1
-            else:
-                n, pos = r_ccount(buf, pos, t_end)
-            if n < 0:
-                v_eligible_leader_replicas = None
-            elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= t_end - pos:
-                v_eligible_leader_replicas = list(_AR__i[n].unpack_from(buf, pos))
-                pos += n * 4
-            else:
-                v_eligible_leader_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
-        elif tag == 7:
-            if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
-                n = buf[pos] - 1
-                pos += 1
-            else:
-                n, pos = r_ccount(buf, pos, t_end)
-            if n < 0:
-                v_last_known_elr = None
-            elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= t_end - pos:
-                v_last_known_elr = list(_AR__i[n].unpack_from(buf, pos))
-                pos += n * 4
-            else:
-                v_last_known_elr, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
-        elif tag == 8:
-            if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
-                n = buf[pos] - 1
-                pos += 1
-            else:
-                n, pos = r_ccount(buf, pos, t_end)
-            if n < 0:
-                v_directories = None
-            else:
-                v_directories, pos = r_uuid_array(buf, pos, t_end, n)
-        elif unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(PartitionChangeRecord)
     o.partition_id = v_partition_id
     o.topic_id = v_topic_id
@@ -739,7 +838,18 @@ def _e_PartitionChangeRecord_2(o, out):
             t += b"\x00"
         else:
             n = len(arr)
-            if n <= ARRAY_STRUCTS_MAX_N:
+            if n == 0:
+                t += _AR_B_i[0].pack(1)
+            elif n == 1:
+                (a0,) = arr
+                t += _AR_B_i[1].pack(2, a0)
+            elif n == 2:
+                a0, a1 = arr
+                t += _AR_B_i[2].pack(3, a0, a1)
+            elif n == 3:
+                a0, a1, a2 = arr
+                t += _AR_B_i[3].pack(4, a0, a1, a2)
+            elif n <= ARRAY_STRUCTS_MAX_N:
                 t += _AR_B_i[n].pack(n + 1, *arr)
             else:
                 w_ccount(t, arr)
@@ -756,7 +866,18 @@ def _e_PartitionChangeRecord_2(o, out):
             t += b"\x00"
         else:
             n = len(arr)
-            if n <= ARRAY_STRUCTS_MAX_N:
+            if n == 0:
+                t += _AR_B_i[0].pack(1)
+            elif n == 1:
+                (a0,) = arr
+                t += _AR_B_i[1].pack(2, a0)
+            elif n == 2:
+                a0, a1 = arr
+                t += _AR_B_i[2].pack(3, a0, a1)
+            elif n == 3:
+                a0, a1, a2 = arr
+                t += _AR_B_i[3].pack(4, a0, a1, a2)
+            elif n <= ARRAY_STRUCTS_MAX_N:
                 t += _AR_B_i[n].pack(n + 1, *arr)
             else:
                 w_ccount(t, arr)
@@ -769,7 +890,18 @@ def _e_PartitionChangeRecord_2(o, out):
             t += b"\x00"
         else:
             n = len(arr)
-            if n <= ARRAY_STRUCTS_MAX_N:
+            if n == 0:
+                t += _AR_B_i[0].pack(1)
+            elif n == 1:
+                (a0,) = arr
+                t += _AR_B_i[1].pack(2, a0)
+            elif n == 2:
+                a0, a1 = arr
+                t += _AR_B_i[2].pack(3, a0, a1)
+            elif n == 3:
+                a0, a1, a2 = arr
+                t += _AR_B_i[3].pack(4, a0, a1, a2)
+            elif n <= ARRAY_STRUCTS_MAX_N:
                 t += _AR_B_i[n].pack(n + 1, *arr)
             else:
                 w_ccount(t, arr)
@@ -782,7 +914,18 @@ def _e_PartitionChangeRecord_2(o, out):
             t += b"\x00"
         else:
             n = len(arr)
-            if n <= ARRAY_STRUCTS_MAX_N:
+            if n == 0:
+                t += _AR_B_i[0].pack(1)
+            elif n == 1:
+                (a0,) = arr
+                t += _AR_B_i[1].pack(2, a0)
+            elif n == 2:
+                a0, a1 = arr
+                t += _AR_B_i[2].pack(3, a0, a1)
+            elif n == 3:
+                a0, a1, a2 = arr
+                t += _AR_B_i[3].pack(4, a0, a1, a2)
+            elif n <= ARRAY_STRUCTS_MAX_N:
                 t += _AR_B_i[n].pack(n + 1, *arr)
             else:
                 w_ccount(t, arr)
@@ -799,7 +942,18 @@ def _e_PartitionChangeRecord_2(o, out):
             t += b"\x00"
         else:
             n = len(arr)
-            if n <= ARRAY_STRUCTS_MAX_N:
+            if n == 0:
+                t += _AR_B_i[0].pack(1)
+            elif n == 1:
+                (a0,) = arr
+                t += _AR_B_i[1].pack(2, a0)
+            elif n == 2:
+                a0, a1 = arr
+                t += _AR_B_i[2].pack(3, a0, a1)
+            elif n == 3:
+                a0, a1, a2 = arr
+                t += _AR_B_i[3].pack(4, a0, a1, a2)
+            elif n <= ARRAY_STRUCTS_MAX_N:
                 t += _AR_B_i[n].pack(n + 1, *arr)
             else:
                 w_ccount(t, arr)
@@ -812,7 +966,18 @@ def _e_PartitionChangeRecord_2(o, out):
             t += b"\x00"
         else:
             n = len(arr)
-            if n <= ARRAY_STRUCTS_MAX_N:
+            if n == 0:
+                t += _AR_B_i[0].pack(1)
+            elif n == 1:
+                (a0,) = arr
+                t += _AR_B_i[1].pack(2, a0)
+            elif n == 2:
+                a0, a1 = arr
+                t += _AR_B_i[2].pack(3, a0, a1)
+            elif n == 3:
+                a0, a1, a2 = arr
+                t += _AR_B_i[3].pack(4, a0, a1, a2)
+            elif n <= ARRAY_STRUCTS_MAX_N:
                 t += _AR_B_i[n].pack(n + 1, *arr)
             else:
                 w_ccount(t, arr)

@@ -232,17 +232,19 @@ TransactionLogValue._FIELDS = (
 def _d_PartitionsSchema_0(buf, pos, end):
     """PartitionsSchema, versions 0."""
     v_topic, pos = r_str(buf, pos, end)
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 4 <= end
+    ):
+        v_partition_ids = list(_AR__i[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 4
     else:
         n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "PartitionIds")
-    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
-        v_partition_ids = list(_AR__i[n].unpack_from(buf, pos))
-        pos += n * 4
-    else:
-        v_partition_ids, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        if n < 0:
+            null_error(pos, "PartitionIds")
+        else:
+            v_partition_ids, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     o = _new(PartitionsSchema)
     o.topic = v_topic
     o.partition_ids = v_partition_ids
@@ -257,7 +259,18 @@ def _e_PartitionsSchema_0(o, out):
     if arr is None:
         null_field("PartitionIds")
     n = len(arr)
-    if n <= ARRAY_STRUCTS_MAX_N:
+    if n == 0:
+        out += _AR_i_i[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_i[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_i[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_i[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
         out += _AR_i_i[n].pack(n, *arr)
     else:
         w_count(out, arr)
@@ -272,10 +285,7 @@ def _d_TransactionLogValue_0(buf, pos, end):
         buf, pos
     )
     pos += 15
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
-    else:
-        n, pos = r_count(buf, pos, end)
+    n, pos = r_count(buf, pos, end)
     if n < 0:
         v_transaction_partitions = None
     else:
@@ -327,31 +337,27 @@ def _e_TransactionLogValue_0(o, out):
 def _d_PartitionsSchema_1(buf, pos, end):
     """PartitionsSchema, versions 1."""
     v_topic, pos = r_cstr(buf, pos, end)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_partition_ids = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "PartitionIds")
-    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
-        v_partition_ids = list(_AR__i[n].unpack_from(buf, pos))
-        pos += n * 4
-    else:
-        v_partition_ids, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        if n < 0:
+            null_error(pos, "PartitionIds")
+        else:
+            v_partition_ids, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(PartitionsSchema)
     o.topic = v_topic
     o.partition_ids = v_partition_ids
@@ -366,7 +372,18 @@ def _e_PartitionsSchema_1(o, out):
     if arr is None:
         null_field("PartitionIds")
     n = len(arr)
-    if n <= ARRAY_STRUCTS_MAX_N:
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
         out += _AR_B_i[n].pack(n + 1, *arr)
     else:
         w_ccount(out, arr)
@@ -406,32 +423,31 @@ def _d_TransactionLogValue_1(buf, pos, end):
     v_client_transaction_version = 0
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if tag == 0:
-            if t_end - pos < 8:
-                truncated(pos, "PreviousProducerId")
-            (v_previous_producer_id,) = _ST_q.unpack_from(buf, pos)
-            pos += 8
-        elif tag == 1:
-            if t_end - pos < 8:
-                truncated(pos, "NextProducerId")
-            (v_next_producer_id,) = _ST_q.unpack_from(buf, pos)
-            pos += 8
-        elif tag == 2:
-            if t_end - pos < 2:
-                truncated(pos, "ClientTransactionVersion")
-            (v_client_transaction_version,) = _ST_h.unpack_from(buf, pos)
-            pos += 2
-        elif unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if tag == 0:
+                if t_end - pos < 8:
+                    truncated(pos, "PreviousProducerId")
+                (v_previous_producer_id,) = _ST_q.unpack_from(buf, pos)
+                pos += 8
+            elif tag == 1:
+                if t_end - pos < 8:
+                    truncated(pos, "NextProducerId")
+                (v_next_producer_id,) = _ST_q.unpack_from(buf, pos)
+                pos += 8
+            elif tag == 2:
+                if t_end - pos < 2:
+                    truncated(pos, "ClientTransactionVersion")
+                (v_client_transaction_version,) = _ST_h.unpack_from(buf, pos)
+                pos += 2
+            elif unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(TransactionLogValue)
     o.producer_id = v_producer_id
     o.previous_producer_id = v_previous_producer_id

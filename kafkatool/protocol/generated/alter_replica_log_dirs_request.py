@@ -148,17 +148,19 @@ AlterReplicaLogDirsRequest._FIELDS = (
 def _d_AlterReplicaLogDirTopic_0(buf, pos, end):
     """AlterReplicaLogDirTopic, versions 0-1."""
     v_name, pos = r_str(buf, pos, end)
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 4 <= end
+    ):
+        v_partitions = list(_AR__i[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 4
     else:
         n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "Partitions")
-    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
-        v_partitions = list(_AR__i[n].unpack_from(buf, pos))
-        pos += n * 4
-    else:
-        v_partitions, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        if n < 0:
+            null_error(pos, "Partitions")
+        else:
+            v_partitions, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     o = _new(AlterReplicaLogDirTopic)
     o.name = v_name
     o.partitions = v_partitions
@@ -173,7 +175,18 @@ def _e_AlterReplicaLogDirTopic_0(o, out):
     if arr is None:
         null_field("Partitions")
     n = len(arr)
-    if n <= ARRAY_STRUCTS_MAX_N:
+    if n == 0:
+        out += _AR_i_i[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_i[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_i[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_i[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
         out += _AR_i_i[n].pack(n, *arr)
     else:
         w_count(out, arr)
@@ -183,10 +196,7 @@ def _e_AlterReplicaLogDirTopic_0(o, out):
 def _d_AlterReplicaLogDir_0(buf, pos, end):
     """AlterReplicaLogDir, versions 0-1."""
     v_path, pos = r_str(buf, pos, end)
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
-    else:
-        n, pos = r_count(buf, pos, end)
+    n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -214,10 +224,7 @@ def _e_AlterReplicaLogDir_0(o, out):
 
 def _d_AlterReplicaLogDirsRequest_0(buf, pos, end):
     """AlterReplicaLogDirsRequest, versions 0-1."""
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
-    else:
-        n, pos = r_count(buf, pos, end)
+    n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Dirs")
     else:
@@ -244,31 +251,27 @@ def _e_AlterReplicaLogDirsRequest_0(o, out):
 def _d_AlterReplicaLogDirTopic_1(buf, pos, end):
     """AlterReplicaLogDirTopic, versions 2."""
     v_name, pos = r_cstr(buf, pos, end)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_partitions = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "Partitions")
-    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
-        v_partitions = list(_AR__i[n].unpack_from(buf, pos))
-        pos += n * 4
-    else:
-        v_partitions, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        if n < 0:
+            null_error(pos, "Partitions")
+        else:
+            v_partitions, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(AlterReplicaLogDirTopic)
     o.name = v_name
     o.partitions = v_partitions
@@ -283,7 +286,18 @@ def _e_AlterReplicaLogDirTopic_1(o, out):
     if arr is None:
         null_field("Partitions")
     n = len(arr)
-    if n <= ARRAY_STRUCTS_MAX_N:
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
         out += _AR_B_i[n].pack(n + 1, *arr)
     else:
         w_ccount(out, arr)
@@ -311,17 +325,16 @@ def _d_AlterReplicaLogDir_1(buf, pos, end):
             v_topics.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(AlterReplicaLogDir)
     o.path = v_path
     o.topics = v_topics
@@ -360,17 +373,16 @@ def _d_AlterReplicaLogDirsRequest_1(buf, pos, end):
             v_dirs.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(AlterReplicaLogDirsRequest)
     o.dirs = v_dirs
     o._unknown_tags = unknown

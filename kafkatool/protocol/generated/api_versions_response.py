@@ -270,10 +270,7 @@ def _d_ApiVersionsResponse_0(buf, pos, end):
         truncated(pos, "ApiVersionsResponse")
     (v_error_code,) = _ST_h.unpack_from(buf, pos)
     pos += 2
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
-    else:
-        n, pos = r_count(buf, pos, end)
+    n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "ApiKeys")
     else:
@@ -310,10 +307,7 @@ def _d_ApiVersionsResponse_1(buf, pos, end):
         truncated(pos, "ApiVersionsResponse")
     (v_error_code,) = _ST_h.unpack_from(buf, pos)
     pos += 2
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
-    else:
-        n, pos = r_count(buf, pos, end)
+    n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "ApiKeys")
     else:
@@ -357,17 +351,16 @@ def _d_ApiVersion_1(buf, pos, end):
     pos += 6
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ApiVersion)
     o.api_key = v_api_key
     o.min_version = v_min_version
@@ -394,17 +387,16 @@ def _d_SupportedFeatureKey_0(buf, pos, end):
     pos += 4
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(SupportedFeatureKey)
     o.name = v_name
     o.min_version = v_min_version
@@ -432,17 +424,16 @@ def _d_FinalizedFeatureKey_0(buf, pos, end):
     pos += 4
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(FinalizedFeatureKey)
     o.name = v_name
     o.max_version_level = v_max_version_level
@@ -489,53 +480,52 @@ def _d_ApiVersionsResponse_2(buf, pos, end):
     v_zk_migration_ready = False
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if tag == 0:
-            if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
-                n = buf[pos] - 1
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if tag == 0:
+                if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
+                    n = buf[pos] - 1
+                    pos += 1
+                else:
+                    n, pos = r_ccount(buf, pos, t_end)
+                if n < 0:
+                    null_error(pos, "SupportedFeatures")
+                else:
+                    v_supported_features = []
+                    for _ in range(n):
+                        e, pos = _d_SupportedFeatureKey_0(buf, pos, t_end)
+                        v_supported_features.append(e)
+            elif tag == 1:
+                if t_end - pos < 8:
+                    truncated(pos, "FinalizedFeaturesEpoch")
+                (v_finalized_features_epoch,) = _ST_q.unpack_from(buf, pos)
+                pos += 8
+            elif tag == 2:
+                if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
+                    n = buf[pos] - 1
+                    pos += 1
+                else:
+                    n, pos = r_ccount(buf, pos, t_end)
+                if n < 0:
+                    null_error(pos, "FinalizedFeatures")
+                else:
+                    v_finalized_features = []
+                    for _ in range(n):
+                        e, pos = _d_FinalizedFeatureKey_0(buf, pos, t_end)
+                        v_finalized_features.append(e)
+            elif tag == 3:
+                if t_end - pos < 1:
+                    truncated(pos, "ZkMigrationReady")
+                (v_zk_migration_ready,) = _ST_z.unpack_from(buf, pos)
                 pos += 1
+            elif unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
             else:
-                n, pos = r_ccount(buf, pos, t_end)
-            if n < 0:
-                null_error(pos, "SupportedFeatures")
-            else:
-                v_supported_features = []
-                for _ in range(n):
-                    e, pos = _d_SupportedFeatureKey_0(buf, pos, t_end)
-                    v_supported_features.append(e)
-        elif tag == 1:
-            if t_end - pos < 8:
-                truncated(pos, "FinalizedFeaturesEpoch")
-            (v_finalized_features_epoch,) = _ST_q.unpack_from(buf, pos)
-            pos += 8
-        elif tag == 2:
-            if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
-                n = buf[pos] - 1
-                pos += 1
-            else:
-                n, pos = r_ccount(buf, pos, t_end)
-            if n < 0:
-                null_error(pos, "FinalizedFeatures")
-            else:
-                v_finalized_features = []
-                for _ in range(n):
-                    e, pos = _d_FinalizedFeatureKey_0(buf, pos, t_end)
-                    v_finalized_features.append(e)
-        elif tag == 3:
-            if t_end - pos < 1:
-                truncated(pos, "ZkMigrationReady")
-            (v_zk_migration_ready,) = _ST_z.unpack_from(buf, pos)
-            pos += 1
-        elif unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ApiVersionsResponse)
     o.error_code = v_error_code
     o.api_keys = v_api_keys

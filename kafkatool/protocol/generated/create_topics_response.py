@@ -240,10 +240,7 @@ def _e_CreatableTopicResult_0(o, out):
 
 def _d_CreateTopicsResponse_0(buf, pos, end):
     """CreateTopicsResponse, versions 0."""
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
-    else:
-        n, pos = r_count(buf, pos, end)
+    n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -298,10 +295,7 @@ def _e_CreatableTopicResult_1(o, out):
 
 def _d_CreateTopicsResponse_1(buf, pos, end):
     """CreateTopicsResponse, versions 1."""
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
-    else:
-        n, pos = r_count(buf, pos, end)
+    n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -332,10 +326,7 @@ def _d_CreateTopicsResponse_2(buf, pos, end):
         truncated(pos, "CreateTopicsResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
-    else:
-        n, pos = r_count(buf, pos, end)
+    n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -371,17 +362,16 @@ def _d_CreatableTopicConfigs_0(buf, pos, end):
     pos += 3
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(CreatableTopicConfigs)
     o.name = v_name
     o.value = v_value
@@ -430,22 +420,21 @@ def _d_CreatableTopicResult_2(buf, pos, end):
     v_topic_config_error_code = 0
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if tag == 0:
-            if t_end - pos < 2:
-                truncated(pos, "TopicConfigErrorCode")
-            (v_topic_config_error_code,) = _ST_h.unpack_from(buf, pos)
-            pos += 2
-        elif unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if tag == 0:
+                if t_end - pos < 2:
+                    truncated(pos, "TopicConfigErrorCode")
+                (v_topic_config_error_code,) = _ST_h.unpack_from(buf, pos)
+                pos += 2
+            elif unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(CreatableTopicResult)
     o.name = v_name
     o.topic_id = ZERO_UUID
@@ -503,17 +492,16 @@ def _d_CreateTopicsResponse_3(buf, pos, end):
             v_topics.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(CreateTopicsResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.topics = v_topics
@@ -564,22 +552,21 @@ def _d_CreatableTopicResult_3(buf, pos, end):
     v_topic_config_error_code = 0
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if tag == 0:
-            if t_end - pos < 2:
-                truncated(pos, "TopicConfigErrorCode")
-            (v_topic_config_error_code,) = _ST_h.unpack_from(buf, pos)
-            pos += 2
-        elif unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if tag == 0:
+                if t_end - pos < 2:
+                    truncated(pos, "TopicConfigErrorCode")
+                (v_topic_config_error_code,) = _ST_h.unpack_from(buf, pos)
+                pos += 2
+            elif unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(CreatableTopicResult)
     o.name = v_name
     o.topic_id = v_topic_id
@@ -637,17 +624,16 @@ def _d_CreateTopicsResponse_4(buf, pos, end):
             v_topics.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(CreateTopicsResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.topics = v_topics

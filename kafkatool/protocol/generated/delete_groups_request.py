@@ -54,7 +54,6 @@ from kafkatool.formats.schema import (
 )
 
 _new = object.__new__
-_ST_i = struct.Struct(">i")
 
 __all__ = ["DeleteGroupsRequest"]
 
@@ -86,10 +85,7 @@ DeleteGroupsRequest._FIELDS = (
 
 def _d_DeleteGroupsRequest_0(buf, pos, end):
     """DeleteGroupsRequest, versions 0-1."""
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
-    else:
-        n, pos = r_count(buf, pos, end)
+    n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "GroupsNames")
     else:
@@ -122,17 +118,16 @@ def _d_DeleteGroupsRequest_1(buf, pos, end):
         v_groups_names, pos = r_str_array(buf, pos, end, n, True)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DeleteGroupsRequest)
     o.groups_names = v_groups_names
     o._unknown_tags = unknown

@@ -57,7 +57,6 @@ _new = object.__new__
 _ST_z = struct.Struct(">?")
 _ST_zz = struct.Struct(">??")
 _ST_b = struct.Struct(">b")
-_ST_i = struct.Struct(">i")
 
 __all__ = ["DescribeConfigsRequest", "DescribeConfigsResource"]
 
@@ -161,10 +160,7 @@ def _d_DescribeConfigsResource_0(buf, pos, end):
     (v_resource_type,) = _ST_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name, pos = r_str(buf, pos, end)
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
-    else:
-        n, pos = r_count(buf, pos, end)
+    n, pos = r_count(buf, pos, end)
     if n < 0:
         v_configuration_keys = None
     else:
@@ -191,10 +187,7 @@ def _e_DescribeConfigsResource_0(o, out):
 
 def _d_DescribeConfigsRequest_0(buf, pos, end):
     """DescribeConfigsRequest, versions 0."""
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
-    else:
-        n, pos = r_count(buf, pos, end)
+    n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Resources")
     else:
@@ -228,10 +221,7 @@ def _e_DescribeConfigsRequest_0(o, out):
 
 def _d_DescribeConfigsRequest_1(buf, pos, end):
     """DescribeConfigsRequest, versions 1-2."""
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
-    else:
-        n, pos = r_count(buf, pos, end)
+    n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Resources")
     else:
@@ -268,10 +258,7 @@ def _e_DescribeConfigsRequest_1(o, out):
 
 def _d_DescribeConfigsRequest_2(buf, pos, end):
     """DescribeConfigsRequest, versions 3."""
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
-    else:
-        n, pos = r_count(buf, pos, end)
+    n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Resources")
     else:
@@ -320,17 +307,16 @@ def _d_DescribeConfigsResource_1(buf, pos, end):
         v_configuration_keys, pos = r_str_array(buf, pos, end, n, True)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DescribeConfigsResource)
     o.resource_type = v_resource_type
     o.resource_name = v_resource_name
@@ -375,17 +361,16 @@ def _d_DescribeConfigsRequest_3(buf, pos, end):
     pos += 2
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DescribeConfigsRequest)
     o.resources = v_resources
     o.include_synonyms = v_include_synonyms

@@ -54,7 +54,6 @@ from kafkatool.formats.schema import (
 )
 
 _new = object.__new__
-_ST_i = struct.Struct(">i")
 
 __all__ = ["DescribeDelegationTokenOwner", "DescribeDelegationTokenRequest"]
 
@@ -139,10 +138,7 @@ def _e_DescribeDelegationTokenOwner_0(o, out):
 
 def _d_DescribeDelegationTokenRequest_0(buf, pos, end):
     """DescribeDelegationTokenRequest, versions 0-1."""
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
-    else:
-        n, pos = r_count(buf, pos, end)
+    n, pos = r_count(buf, pos, end)
     if n < 0:
         v_owners = None
     else:
@@ -173,17 +169,16 @@ def _d_DescribeDelegationTokenOwner_1(buf, pos, end):
     v_principal_name, pos = r_cstr(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DescribeDelegationTokenOwner)
     o.principal_type = v_principal_type
     o.principal_name = v_principal_name
@@ -217,17 +212,16 @@ def _d_DescribeDelegationTokenRequest_1(buf, pos, end):
             v_owners.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DescribeDelegationTokenRequest)
     o.owners = v_owners
     o._unknown_tags = unknown

@@ -55,7 +55,6 @@ from kafkatool.formats.schema import (
 
 _new = object.__new__
 _ST_z = struct.Struct(">?")
-_ST_i = struct.Struct(">i")
 
 __all__ = ["DescribeGroupsRequest"]
 
@@ -100,10 +99,7 @@ DescribeGroupsRequest._FIELDS = (
 
 def _d_DescribeGroupsRequest_0(buf, pos, end):
     """DescribeGroupsRequest, versions 0-2."""
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
-    else:
-        n, pos = r_count(buf, pos, end)
+    n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Groups")
     else:
@@ -130,10 +126,7 @@ def _e_DescribeGroupsRequest_0(o, out):
 
 def _d_DescribeGroupsRequest_1(buf, pos, end):
     """DescribeGroupsRequest, versions 3-4."""
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
-    else:
-        n, pos = r_count(buf, pos, end)
+    n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Groups")
     else:
@@ -176,17 +169,16 @@ def _d_DescribeGroupsRequest_2(buf, pos, end):
     pos += 1
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DescribeGroupsRequest)
     o.groups = v_groups
     o.include_authorized_operations = v_include_authorized_operations

@@ -304,79 +304,63 @@ def _d_DescribeTopicPartitionsResponsePartition_0(buf, pos, end):
         truncated(pos, "DescribeTopicPartitionsResponsePartition")
     v_error_code, v_partition_index, v_leader_id, v_leader_epoch = _ST_hiii.unpack_from(buf, pos)
     pos += 14
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_replica_nodes = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "ReplicaNodes")
-    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
-        v_replica_nodes = list(_AR__i[n].unpack_from(buf, pos))
-        pos += n * 4
-    else:
-        v_replica_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+        if n < 0:
+            null_error(pos, "ReplicaNodes")
+        else:
+            v_replica_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_isr_nodes = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "IsrNodes")
-    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
-        v_isr_nodes = list(_AR__i[n].unpack_from(buf, pos))
-        pos += n * 4
-    else:
-        v_isr_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+        if n < 0:
+            null_error(pos, "IsrNodes")
+        else:
+            v_isr_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_eligible_leader_replicas = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        v_eligible_leader_replicas = None
-    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
-        v_eligible_leader_replicas = list(_AR__i[n].unpack_from(buf, pos))
-        pos += n * 4
-    else:
-        v_eligible_leader_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+        if n < 0:
+            v_eligible_leader_replicas = None
+        else:
+            v_eligible_leader_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_last_known_elr = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        v_last_known_elr = None
-    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
-        v_last_known_elr = list(_AR__i[n].unpack_from(buf, pos))
-        pos += n * 4
-    else:
-        v_last_known_elr, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+        if n < 0:
+            v_last_known_elr = None
+        else:
+            v_last_known_elr, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_offline_replicas = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "OfflineReplicas")
-    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
-        v_offline_replicas = list(_AR__i[n].unpack_from(buf, pos))
-        pos += n * 4
-    else:
-        v_offline_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        if n < 0:
+            null_error(pos, "OfflineReplicas")
+        else:
+            v_offline_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DescribeTopicPartitionsResponsePartition)
     o.error_code = v_error_code
     o.partition_index = v_partition_index
@@ -403,7 +387,18 @@ def _e_DescribeTopicPartitionsResponsePartition_0(o, out):
     if arr is None:
         null_field("ReplicaNodes")
     n = len(arr)
-    if n <= ARRAY_STRUCTS_MAX_N:
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
         out += _AR_B_i[n].pack(n + 1, *arr)
     else:
         w_ccount(out, arr)
@@ -412,7 +407,18 @@ def _e_DescribeTopicPartitionsResponsePartition_0(o, out):
     if arr is None:
         null_field("IsrNodes")
     n = len(arr)
-    if n <= ARRAY_STRUCTS_MAX_N:
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
         out += _AR_B_i[n].pack(n + 1, *arr)
     else:
         w_ccount(out, arr)
@@ -422,7 +428,18 @@ def _e_DescribeTopicPartitionsResponsePartition_0(o, out):
         out += b"\x00"
     else:
         n = len(arr)
-        if n <= ARRAY_STRUCTS_MAX_N:
+        if n == 0:
+            out += _AR_B_i[0].pack(1)
+        elif n == 1:
+            (a0,) = arr
+            out += _AR_B_i[1].pack(2, a0)
+        elif n == 2:
+            a0, a1 = arr
+            out += _AR_B_i[2].pack(3, a0, a1)
+        elif n == 3:
+            a0, a1, a2 = arr
+            out += _AR_B_i[3].pack(4, a0, a1, a2)
+        elif n <= ARRAY_STRUCTS_MAX_N:
             out += _AR_B_i[n].pack(n + 1, *arr)
         else:
             w_ccount(out, arr)
@@ -432,7 +449,18 @@ def _e_DescribeTopicPartitionsResponsePartition_0(o, out):
         out += b"\x00"
     else:
         n = len(arr)
-        if n <= ARRAY_STRUCTS_MAX_N:
+        if n == 0:
+            out += _AR_B_i[0].pack(1)
+        elif n == 1:
+            (a0,) = arr
+            out += _AR_B_i[1].pack(2, a0)
+        elif n == 2:
+            a0, a1 = arr
+            out += _AR_B_i[2].pack(3, a0, a1)
+        elif n == 3:
+            a0, a1, a2 = arr
+            out += _AR_B_i[3].pack(4, a0, a1, a2)
+        elif n <= ARRAY_STRUCTS_MAX_N:
             out += _AR_B_i[n].pack(n + 1, *arr)
         else:
             w_ccount(out, arr)
@@ -441,7 +469,18 @@ def _e_DescribeTopicPartitionsResponsePartition_0(o, out):
     if arr is None:
         null_field("OfflineReplicas")
     n = len(arr)
-    if n <= ARRAY_STRUCTS_MAX_N:
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
         out += _AR_B_i[n].pack(n + 1, *arr)
     else:
         w_ccount(out, arr)
@@ -482,17 +521,16 @@ def _d_DescribeTopicPartitionsResponseTopic_0(buf, pos, end):
     pos += 4
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DescribeTopicPartitionsResponseTopic)
     o.error_code = v_error_code
     o.name = v_name
@@ -531,17 +569,16 @@ def _d_Cursor_0(buf, pos, end):
     pos += 4
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(Cursor)
     o.topic_name = v_topic_name
     o.partition_index = v_partition_index
@@ -586,17 +623,16 @@ def _d_DescribeTopicPartitionsResponse_0(buf, pos, end):
         v_next_cursor, pos = _d_Cursor_0(buf, pos + 1, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DescribeTopicPartitionsResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.topics = v_topics

@@ -202,17 +202,19 @@ def _d_ListOffsetsPartitionResponse_0(buf, pos, end):
         truncated(pos, "ListOffsetsPartitionResponse")
     v_partition_index, v_error_code = _ST_ih.unpack_from(buf, pos)
     pos += 6
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 8 <= end
+    ):
+        v_old_style_offsets = list(_AR__q[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 8
     else:
         n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "OldStyleOffsets")
-    elif n <= ARRAY_STRUCTS_MAX_N and n * 8 <= end - pos:
-        v_old_style_offsets = list(_AR__q[n].unpack_from(buf, pos))
-        pos += n * 8
-    else:
-        v_old_style_offsets, pos = r_fixed_array(buf, pos, end, n, "q", 8)
+        if n < 0:
+            null_error(pos, "OldStyleOffsets")
+        else:
+            v_old_style_offsets, pos = r_fixed_array(buf, pos, end, n, "q", 8)
     o = _new(ListOffsetsPartitionResponse)
     o.partition_index = v_partition_index
     o.error_code = v_error_code
@@ -231,7 +233,18 @@ def _e_ListOffsetsPartitionResponse_0(o, out):
     if arr is None:
         null_field("OldStyleOffsets")
     n = len(arr)
-    if n <= ARRAY_STRUCTS_MAX_N:
+    if n == 0:
+        out += _AR_i_q[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_q[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_q[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_q[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
         out += _AR_i_q[n].pack(n, *arr)
     else:
         w_count(out, arr)
@@ -249,10 +262,7 @@ def _e_ListOffsetsPartitionResponse_0(o, out):
 def _d_ListOffsetsTopicResponse_0(buf, pos, end):
     """ListOffsetsTopicResponse, versions 0."""
     v_name, pos = r_str(buf, pos, end)
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
-    else:
-        n, pos = r_count(buf, pos, end)
+    n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -280,10 +290,7 @@ def _e_ListOffsetsTopicResponse_0(o, out):
 
 def _d_ListOffsetsResponse_0(buf, pos, end):
     """ListOffsetsResponse, versions 0."""
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
-    else:
-        n, pos = r_count(buf, pos, end)
+    n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -342,10 +349,7 @@ def _e_ListOffsetsPartitionResponse_1(o, out):
 def _d_ListOffsetsTopicResponse_1(buf, pos, end):
     """ListOffsetsTopicResponse, versions 1-3."""
     v_name, pos = r_str(buf, pos, end)
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
-    else:
-        n, pos = r_count(buf, pos, end)
+    n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -373,10 +377,7 @@ def _e_ListOffsetsTopicResponse_1(o, out):
 
 def _d_ListOffsetsResponse_1(buf, pos, end):
     """ListOffsetsResponse, versions 1."""
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
-    else:
-        n, pos = r_count(buf, pos, end)
+    n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -407,10 +408,7 @@ def _d_ListOffsetsResponse_2(buf, pos, end):
         truncated(pos, "ListOffsetsResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
-    else:
-        n, pos = r_count(buf, pos, end)
+    n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -466,10 +464,7 @@ def _e_ListOffsetsPartitionResponse_2(o, out):
 def _d_ListOffsetsTopicResponse_2(buf, pos, end):
     """ListOffsetsTopicResponse, versions 4-5."""
     v_name, pos = r_str(buf, pos, end)
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
-    else:
-        n, pos = r_count(buf, pos, end)
+    n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -501,10 +496,7 @@ def _d_ListOffsetsResponse_3(buf, pos, end):
         truncated(pos, "ListOffsetsResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
-    else:
-        n, pos = r_count(buf, pos, end)
+    n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -538,17 +530,16 @@ def _d_ListOffsetsPartitionResponse_3(buf, pos, end):
     pos += 26
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ListOffsetsPartitionResponse)
     o.partition_index = v_partition_index
     o.error_code = v_error_code
@@ -591,17 +582,16 @@ def _d_ListOffsetsTopicResponse_3(buf, pos, end):
             v_partitions.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ListOffsetsTopicResponse)
     o.name = v_name
     o.partitions = v_partitions
@@ -644,17 +634,16 @@ def _d_ListOffsetsResponse_4(buf, pos, end):
             v_topics.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ListOffsetsResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.topics = v_topics

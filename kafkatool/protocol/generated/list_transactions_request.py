@@ -117,31 +117,27 @@ def _d_ListTransactionsRequest_0(buf, pos, end):
         null_error(pos, "StateFilters")
     else:
         v_state_filters, pos = r_str_array(buf, pos, end, n, True)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 8 <= end:
+        v_producer_id_filters = list(_AR__q[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 8
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "ProducerIdFilters")
-    elif n <= ARRAY_STRUCTS_MAX_N and n * 8 <= end - pos:
-        v_producer_id_filters = list(_AR__q[n].unpack_from(buf, pos))
-        pos += n * 8
-    else:
-        v_producer_id_filters, pos = r_fixed_array(buf, pos, end, n, "q", 8)
+        if n < 0:
+            null_error(pos, "ProducerIdFilters")
+        else:
+            v_producer_id_filters, pos = r_fixed_array(buf, pos, end, n, "q", 8)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ListTransactionsRequest)
     o.state_filters = v_state_filters
     o.producer_id_filters = v_producer_id_filters
@@ -161,7 +157,18 @@ def _e_ListTransactionsRequest_0(o, out):
     if arr is None:
         null_field("ProducerIdFilters")
     n = len(arr)
-    if n <= ARRAY_STRUCTS_MAX_N:
+    if n == 0:
+        out += _AR_B_q[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_q[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_q[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_q[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
         out += _AR_B_q[n].pack(n + 1, *arr)
     else:
         w_ccount(out, arr)
@@ -185,35 +192,31 @@ def _d_ListTransactionsRequest_1(buf, pos, end):
         null_error(pos, "StateFilters")
     else:
         v_state_filters, pos = r_str_array(buf, pos, end, n, True)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 8 <= end:
+        v_producer_id_filters = list(_AR__q[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 8
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "ProducerIdFilters")
-    elif n <= ARRAY_STRUCTS_MAX_N and n * 8 <= end - pos:
-        v_producer_id_filters = list(_AR__q[n].unpack_from(buf, pos))
-        pos += n * 8
-    else:
-        v_producer_id_filters, pos = r_fixed_array(buf, pos, end, n, "q", 8)
+        if n < 0:
+            null_error(pos, "ProducerIdFilters")
+        else:
+            v_producer_id_filters, pos = r_fixed_array(buf, pos, end, n, "q", 8)
     if end - pos < 8:
         truncated(pos, "ListTransactionsRequest")
     (v_duration_filter,) = _ST_q.unpack_from(buf, pos)
     pos += 8
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ListTransactionsRequest)
     o.state_filters = v_state_filters
     o.producer_id_filters = v_producer_id_filters
@@ -233,7 +236,18 @@ def _e_ListTransactionsRequest_1(o, out):
     if arr is None:
         null_field("ProducerIdFilters")
     n = len(arr)
-    if n <= ARRAY_STRUCTS_MAX_N:
+    if n == 0:
+        out += _AR_B_q[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_q[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_q[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_q[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
         out += _AR_B_q[n].pack(n + 1, *arr)
     else:
         w_ccount(out, arr)

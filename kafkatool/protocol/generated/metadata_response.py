@@ -342,28 +342,32 @@ def _d_MetadataResponsePartition_0(buf, pos, end):
         truncated(pos, "MetadataResponsePartition")
     v_error_code, v_partition_index, v_leader_id = _ST_hii.unpack_from(buf, pos)
     pos += 10
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 4 <= end
+    ):
+        v_replica_nodes = list(_AR__i[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 4
     else:
         n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "ReplicaNodes")
-    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
-        v_replica_nodes = list(_AR__i[n].unpack_from(buf, pos))
-        pos += n * 4
-    else:
-        v_replica_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
+        if n < 0:
+            null_error(pos, "ReplicaNodes")
+        else:
+            v_replica_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 4 <= end
+    ):
+        v_isr_nodes = list(_AR__i[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 4
     else:
         n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "IsrNodes")
-    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
-        v_isr_nodes = list(_AR__i[n].unpack_from(buf, pos))
-        pos += n * 4
-    else:
-        v_isr_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        if n < 0:
+            null_error(pos, "IsrNodes")
+        else:
+            v_isr_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     o = _new(MetadataResponsePartition)
     o.error_code = v_error_code
     o.partition_index = v_partition_index
@@ -383,7 +387,18 @@ def _e_MetadataResponsePartition_0(o, out):
     if arr is None:
         null_field("ReplicaNodes")
     n = len(arr)
-    if n <= ARRAY_STRUCTS_MAX_N:
+    if n == 0:
+        out += _AR_i_i[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_i[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_i[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_i[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
         out += _AR_i_i[n].pack(n, *arr)
     else:
         w_count(out, arr)
@@ -392,7 +407,18 @@ def _e_MetadataResponsePartition_0(o, out):
     if arr is None:
         null_field("IsrNodes")
     n = len(arr)
-    if n <= ARRAY_STRUCTS_MAX_N:
+    if n == 0:
+        out += _AR_i_i[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_i[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_i[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_i[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
         out += _AR_i_i[n].pack(n, *arr)
     else:
         w_count(out, arr)
@@ -406,10 +432,7 @@ def _d_MetadataResponseTopic_0(buf, pos, end):
     (v_error_code,) = _ST_h.unpack_from(buf, pos)
     pos += 2
     v_name, pos = r_str(buf, pos, end)
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
-    else:
-        n, pos = r_count(buf, pos, end)
+    n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -446,10 +469,7 @@ def _e_MetadataResponseTopic_0(o, out):
 
 def _d_MetadataResponse_0(buf, pos, end):
     """MetadataResponse, versions 0."""
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
-    else:
-        n, pos = r_count(buf, pos, end)
+    n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Brokers")
     else:
@@ -457,10 +477,7 @@ def _d_MetadataResponse_0(buf, pos, end):
         for _ in range(n):
             e, pos = _d_MetadataResponseBroker_0(buf, pos, end)
             v_brokers.append(e)
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
-    else:
-        n, pos = r_count(buf, pos, end)
+    n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -539,10 +556,7 @@ def _d_MetadataResponseTopic_1(buf, pos, end):
         truncated(pos, "MetadataResponseTopic")
     (v_is_internal,) = _ST_z.unpack_from(buf, pos)
     pos += 1
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
-    else:
-        n, pos = r_count(buf, pos, end)
+    n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -580,10 +594,7 @@ def _e_MetadataResponseTopic_1(o, out):
 
 def _d_MetadataResponse_1(buf, pos, end):
     """MetadataResponse, versions 1."""
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
-    else:
-        n, pos = r_count(buf, pos, end)
+    n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Brokers")
     else:
@@ -595,10 +606,7 @@ def _d_MetadataResponse_1(buf, pos, end):
         truncated(pos, "MetadataResponse")
     (v_controller_id,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
-    else:
-        n, pos = r_count(buf, pos, end)
+    n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -640,10 +648,7 @@ def _e_MetadataResponse_1(o, out):
 
 def _d_MetadataResponse_2(buf, pos, end):
     """MetadataResponse, versions 2."""
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
-    else:
-        n, pos = r_count(buf, pos, end)
+    n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Brokers")
     else:
@@ -656,10 +661,7 @@ def _d_MetadataResponse_2(buf, pos, end):
         truncated(pos, "MetadataResponse")
     (v_controller_id,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
-    else:
-        n, pos = r_count(buf, pos, end)
+    n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -706,10 +708,7 @@ def _d_MetadataResponse_3(buf, pos, end):
         truncated(pos, "MetadataResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
-    else:
-        n, pos = r_count(buf, pos, end)
+    n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Brokers")
     else:
@@ -722,10 +721,7 @@ def _d_MetadataResponse_3(buf, pos, end):
         truncated(pos, "MetadataResponse")
     (v_controller_id,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
-    else:
-        n, pos = r_count(buf, pos, end)
+    n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -773,39 +769,45 @@ def _d_MetadataResponsePartition_1(buf, pos, end):
         truncated(pos, "MetadataResponsePartition")
     v_error_code, v_partition_index, v_leader_id = _ST_hii.unpack_from(buf, pos)
     pos += 10
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 4 <= end
+    ):
+        v_replica_nodes = list(_AR__i[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 4
     else:
         n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "ReplicaNodes")
-    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
-        v_replica_nodes = list(_AR__i[n].unpack_from(buf, pos))
-        pos += n * 4
-    else:
-        v_replica_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
-    else:
-        n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "IsrNodes")
-    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
-        v_isr_nodes = list(_AR__i[n].unpack_from(buf, pos))
-        pos += n * 4
-    else:
-        v_isr_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
+        if n < 0:
+            null_error(pos, "ReplicaNodes")
+        else:
+            v_replica_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 4 <= end
+    ):
+        v_isr_nodes = list(_AR__i[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 4
     else:
         n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "OfflineReplicas")
-    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
-        v_offline_replicas = list(_AR__i[n].unpack_from(buf, pos))
-        pos += n * 4
+        if n < 0:
+            null_error(pos, "IsrNodes")
+        else:
+            v_isr_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 4 <= end
+    ):
+        v_offline_replicas = list(_AR__i[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 4
     else:
-        v_offline_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        n, pos = r_count(buf, pos, end)
+        if n < 0:
+            null_error(pos, "OfflineReplicas")
+        else:
+            v_offline_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     o = _new(MetadataResponsePartition)
     o.error_code = v_error_code
     o.partition_index = v_partition_index
@@ -825,7 +827,18 @@ def _e_MetadataResponsePartition_1(o, out):
     if arr is None:
         null_field("ReplicaNodes")
     n = len(arr)
-    if n <= ARRAY_STRUCTS_MAX_N:
+    if n == 0:
+        out += _AR_i_i[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_i[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_i[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_i[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
         out += _AR_i_i[n].pack(n, *arr)
     else:
         w_count(out, arr)
@@ -834,7 +847,18 @@ def _e_MetadataResponsePartition_1(o, out):
     if arr is None:
         null_field("IsrNodes")
     n = len(arr)
-    if n <= ARRAY_STRUCTS_MAX_N:
+    if n == 0:
+        out += _AR_i_i[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_i[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_i[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_i[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
         out += _AR_i_i[n].pack(n, *arr)
     else:
         w_count(out, arr)
@@ -843,7 +867,18 @@ def _e_MetadataResponsePartition_1(o, out):
     if arr is None:
         null_field("OfflineReplicas")
     n = len(arr)
-    if n <= ARRAY_STRUCTS_MAX_N:
+    if n == 0:
+        out += _AR_i_i[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_i[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_i[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_i[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
         out += _AR_i_i[n].pack(n, *arr)
     else:
         w_count(out, arr)
@@ -861,10 +896,7 @@ def _d_MetadataResponseTopic_2(buf, pos, end):
         truncated(pos, "MetadataResponseTopic")
     (v_is_internal,) = _ST_z.unpack_from(buf, pos)
     pos += 1
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
-    else:
-        n, pos = r_count(buf, pos, end)
+    n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -906,10 +938,7 @@ def _d_MetadataResponse_4(buf, pos, end):
         truncated(pos, "MetadataResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
-    else:
-        n, pos = r_count(buf, pos, end)
+    n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Brokers")
     else:
@@ -922,10 +951,7 @@ def _d_MetadataResponse_4(buf, pos, end):
         truncated(pos, "MetadataResponse")
     (v_controller_id,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
-    else:
-        n, pos = r_count(buf, pos, end)
+    n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -973,39 +999,45 @@ def _d_MetadataResponsePartition_2(buf, pos, end):
         truncated(pos, "MetadataResponsePartition")
     v_error_code, v_partition_index, v_leader_id, v_leader_epoch = _ST_hiii.unpack_from(buf, pos)
     pos += 14
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 4 <= end
+    ):
+        v_replica_nodes = list(_AR__i[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 4
     else:
         n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "ReplicaNodes")
-    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
-        v_replica_nodes = list(_AR__i[n].unpack_from(buf, pos))
-        pos += n * 4
-    else:
-        v_replica_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
-    else:
-        n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "IsrNodes")
-    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
-        v_isr_nodes = list(_AR__i[n].unpack_from(buf, pos))
-        pos += n * 4
-    else:
-        v_isr_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
+        if n < 0:
+            null_error(pos, "ReplicaNodes")
+        else:
+            v_replica_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 4 <= end
+    ):
+        v_isr_nodes = list(_AR__i[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 4
     else:
         n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "OfflineReplicas")
-    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
-        v_offline_replicas = list(_AR__i[n].unpack_from(buf, pos))
-        pos += n * 4
+        if n < 0:
+            null_error(pos, "IsrNodes")
+        else:
+            v_isr_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 4 <= end
+    ):
+        v_offline_replicas = list(_AR__i[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 4
     else:
-        v_offline_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        n, pos = r_count(buf, pos, end)
+        if n < 0:
+            null_error(pos, "OfflineReplicas")
+        else:
+            v_offline_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     o = _new(MetadataResponsePartition)
     o.error_code = v_error_code
     o.partition_index = v_partition_index
@@ -1030,7 +1062,18 @@ def _e_MetadataResponsePartition_2(o, out):
     if arr is None:
         null_field("ReplicaNodes")
     n = len(arr)
-    if n <= ARRAY_STRUCTS_MAX_N:
+    if n == 0:
+        out += _AR_i_i[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_i[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_i[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_i[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
         out += _AR_i_i[n].pack(n, *arr)
     else:
         w_count(out, arr)
@@ -1039,7 +1082,18 @@ def _e_MetadataResponsePartition_2(o, out):
     if arr is None:
         null_field("IsrNodes")
     n = len(arr)
-    if n <= ARRAY_STRUCTS_MAX_N:
+    if n == 0:
+        out += _AR_i_i[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_i[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_i[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_i[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
         out += _AR_i_i[n].pack(n, *arr)
     else:
         w_count(out, arr)
@@ -1048,7 +1102,18 @@ def _e_MetadataResponsePartition_2(o, out):
     if arr is None:
         null_field("OfflineReplicas")
     n = len(arr)
-    if n <= ARRAY_STRUCTS_MAX_N:
+    if n == 0:
+        out += _AR_i_i[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_i[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_i[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_i[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
         out += _AR_i_i[n].pack(n, *arr)
     else:
         w_count(out, arr)
@@ -1066,10 +1131,7 @@ def _d_MetadataResponseTopic_3(buf, pos, end):
         truncated(pos, "MetadataResponseTopic")
     (v_is_internal,) = _ST_z.unpack_from(buf, pos)
     pos += 1
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
-    else:
-        n, pos = r_count(buf, pos, end)
+    n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -1111,10 +1173,7 @@ def _d_MetadataResponse_5(buf, pos, end):
         truncated(pos, "MetadataResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
-    else:
-        n, pos = r_count(buf, pos, end)
+    n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Brokers")
     else:
@@ -1127,10 +1186,7 @@ def _d_MetadataResponse_5(buf, pos, end):
         truncated(pos, "MetadataResponse")
     (v_controller_id,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
-    else:
-        n, pos = r_count(buf, pos, end)
+    n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -1183,10 +1239,7 @@ def _d_MetadataResponseTopic_4(buf, pos, end):
         truncated(pos, "MetadataResponseTopic")
     (v_is_internal,) = _ST_z.unpack_from(buf, pos)
     pos += 1
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
-    else:
-        n, pos = r_count(buf, pos, end)
+    n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -1229,10 +1282,7 @@ def _d_MetadataResponse_6(buf, pos, end):
         truncated(pos, "MetadataResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
-    else:
-        n, pos = r_count(buf, pos, end)
+    n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Brokers")
     else:
@@ -1245,10 +1295,7 @@ def _d_MetadataResponse_6(buf, pos, end):
         truncated(pos, "MetadataResponse")
     (v_controller_id,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
-        pos += 4
-    else:
-        n, pos = r_count(buf, pos, end)
+    n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -1305,17 +1352,16 @@ def _d_MetadataResponseBroker_2(buf, pos, end):
     v_rack, pos = r_ncstr(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(MetadataResponseBroker)
     o.node_id = v_node_id
     o.host = v_host
@@ -1343,55 +1389,45 @@ def _d_MetadataResponsePartition_3(buf, pos, end):
         truncated(pos, "MetadataResponsePartition")
     v_error_code, v_partition_index, v_leader_id, v_leader_epoch = _ST_hiii.unpack_from(buf, pos)
     pos += 14
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_replica_nodes = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "ReplicaNodes")
-    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
-        v_replica_nodes = list(_AR__i[n].unpack_from(buf, pos))
-        pos += n * 4
-    else:
-        v_replica_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+        if n < 0:
+            null_error(pos, "ReplicaNodes")
+        else:
+            v_replica_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_isr_nodes = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "IsrNodes")
-    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
-        v_isr_nodes = list(_AR__i[n].unpack_from(buf, pos))
-        pos += n * 4
-    else:
-        v_isr_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+        if n < 0:
+            null_error(pos, "IsrNodes")
+        else:
+            v_isr_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_offline_replicas = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "OfflineReplicas")
-    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
-        v_offline_replicas = list(_AR__i[n].unpack_from(buf, pos))
-        pos += n * 4
-    else:
-        v_offline_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        if n < 0:
+            null_error(pos, "OfflineReplicas")
+        else:
+            v_offline_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(MetadataResponsePartition)
     o.error_code = v_error_code
     o.partition_index = v_partition_index
@@ -1416,7 +1452,18 @@ def _e_MetadataResponsePartition_3(o, out):
     if arr is None:
         null_field("ReplicaNodes")
     n = len(arr)
-    if n <= ARRAY_STRUCTS_MAX_N:
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
         out += _AR_B_i[n].pack(n + 1, *arr)
     else:
         w_ccount(out, arr)
@@ -1425,7 +1472,18 @@ def _e_MetadataResponsePartition_3(o, out):
     if arr is None:
         null_field("IsrNodes")
     n = len(arr)
-    if n <= ARRAY_STRUCTS_MAX_N:
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
         out += _AR_B_i[n].pack(n + 1, *arr)
     else:
         w_ccount(out, arr)
@@ -1434,7 +1492,18 @@ def _e_MetadataResponsePartition_3(o, out):
     if arr is None:
         null_field("OfflineReplicas")
     n = len(arr)
-    if n <= ARRAY_STRUCTS_MAX_N:
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
         out += _AR_B_i[n].pack(n + 1, *arr)
     else:
         w_ccount(out, arr)
@@ -1474,17 +1543,16 @@ def _d_MetadataResponseTopic_5(buf, pos, end):
     pos += 4
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(MetadataResponseTopic)
     o.error_code = v_error_code
     o.name = v_name
@@ -1555,17 +1623,16 @@ def _d_MetadataResponse_7(buf, pos, end):
     pos += 4
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(MetadataResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.brokers = v_brokers
@@ -1631,17 +1698,16 @@ def _d_MetadataResponseTopic_6(buf, pos, end):
     pos += 4
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(MetadataResponseTopic)
     o.error_code = v_error_code
     o.name = v_name
@@ -1712,17 +1778,16 @@ def _d_MetadataResponse_8(buf, pos, end):
     pos += 4
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(MetadataResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.brokers = v_brokers
@@ -1795,17 +1860,16 @@ def _d_MetadataResponse_9(buf, pos, end):
             v_topics.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(MetadataResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.brokers = v_brokers
@@ -1874,17 +1938,16 @@ def _d_MetadataResponseTopic_7(buf, pos, end):
     pos += 4
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(MetadataResponseTopic)
     o.error_code = v_error_code
     o.name = v_name
@@ -1951,17 +2014,16 @@ def _d_MetadataResponse_10(buf, pos, end):
             v_topics.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(MetadataResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.brokers = v_brokers

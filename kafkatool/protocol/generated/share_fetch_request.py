@@ -299,31 +299,27 @@ def _d_AcknowledgementBatch_0(buf, pos, end):
         truncated(pos, "AcknowledgementBatch")
     v_first_offset, v_last_offset = _ST_qq.unpack_from(buf, pos)
     pos += 16
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 1 <= end:
+        v_acknowledge_types = list(_AR__b[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 1
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "AcknowledgeTypes")
-    elif n <= ARRAY_STRUCTS_MAX_N and n * 1 <= end - pos:
-        v_acknowledge_types = list(_AR__b[n].unpack_from(buf, pos))
-        pos += n * 1
-    else:
-        v_acknowledge_types, pos = r_fixed_array(buf, pos, end, n, "b", 1)
+        if n < 0:
+            null_error(pos, "AcknowledgeTypes")
+        else:
+            v_acknowledge_types, pos = r_fixed_array(buf, pos, end, n, "b", 1)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(AcknowledgementBatch)
     o.first_offset = v_first_offset
     o.last_offset = v_last_offset
@@ -339,7 +335,18 @@ def _e_AcknowledgementBatch_0(o, out):
     if arr is None:
         null_field("AcknowledgeTypes")
     n = len(arr)
-    if n <= ARRAY_STRUCTS_MAX_N:
+    if n == 0:
+        out += _AR_B_b[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_b[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_b[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_b[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
         out += _AR_B_b[n].pack(n + 1, *arr)
     else:
         w_ccount(out, arr)
@@ -370,17 +377,16 @@ def _d_FetchPartition_0(buf, pos, end):
             v_acknowledgement_batches.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(FetchPartition)
     o.partition_index = v_partition_index
     o.partition_max_bytes = v_partition_max_bytes
@@ -425,17 +431,16 @@ def _d_FetchTopic_0(buf, pos, end):
             v_partitions.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(FetchTopic)
     o.topic_id = v_topic_id
     o.partitions = v_partitions
@@ -465,31 +470,27 @@ def _d_ForgottenTopic_0(buf, pos, end):
     (v_topic_id,) = _ST_16s.unpack_from(buf, pos)
     pos += 16
     v_topic_id = r_uuid(v_topic_id)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_partitions = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "Partitions")
-    elif n <= ARRAY_STRUCTS_MAX_N and n * 4 <= end - pos:
-        v_partitions = list(_AR__i[n].unpack_from(buf, pos))
-        pos += n * 4
-    else:
-        v_partitions, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        if n < 0:
+            null_error(pos, "Partitions")
+        else:
+            v_partitions, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ForgottenTopic)
     o.topic_id = v_topic_id
     o.partitions = v_partitions
@@ -504,7 +505,18 @@ def _e_ForgottenTopic_0(o, out):
     if arr is None:
         null_field("Partitions")
     n = len(arr)
-    if n <= ARRAY_STRUCTS_MAX_N:
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
         out += _AR_B_i[n].pack(n + 1, *arr)
     else:
         w_ccount(out, arr)
@@ -549,17 +561,16 @@ def _d_ShareFetchRequest_0(buf, pos, end):
             v_forgotten_topics_data.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ShareFetchRequest)
     o.group_id = v_group_id
     o.member_id = v_member_id
