@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import struct
 import uuid as _uuid
+from typing import NoReturn
 
 from kafkatool.errors import KafkatoolError
 from kafkatool.formats.errors import CorruptRecordError, FormatError, TruncatedError
@@ -364,19 +365,29 @@ def r_ccount(buf, pos: int, end: int) -> tuple[int, int]:
     return n, pos
 
 
-#: compiled formats of short fixed-width arrays (replica lists: one to a few ids), by (code, n):
-#: a Metadata answer of 10,000 partitions packs and unpacks 30,000 of them
-_ARRAY_STRUCTS: dict[tuple[str, int], struct.Struct] = {}
-_ARRAY_STRUCTS_MAX_N = 32
+#: ``array_structs(count, code)[n]`` packs an array's count and its n fixed-width elements in
+#: one call (unpacks them with ``count=""``): a Metadata answer of 10,000 partitions writes and
+#: reads 30,000 replica lists of one to a few ids.  Below 127, so a compact count is one byte.
+ARRAY_STRUCTS_MAX_N = 32
+_ARRAY_STRUCTS: dict[tuple[str, str], tuple[struct.Struct, ...]] = {}
+
+
+def array_structs(count: str, code: str) -> tuple[struct.Struct, ...]:
+    """Structs of ``count`` then 0 to ``ARRAY_STRUCTS_MAX_N`` values of ``code``, by length.
+
+    ``count`` is ``"i"`` (classic int32 count), ``"B"`` (compact count: uvarint n + 1, one
+    byte for every length here) or ``""`` (the elements alone)."""
+    table = _ARRAY_STRUCTS.get((count, code))
+    if table is None:
+        table = tuple(struct.Struct(f">{count}{n}{code}") for n in range(ARRAY_STRUCTS_MAX_N + 1))
+        _ARRAY_STRUCTS[(count, code)] = table
+    return table
 
 
 def _array_struct(code: str, n: int) -> struct.Struct:
-    st = _ARRAY_STRUCTS.get((code, n))
-    if st is None:
-        st = struct.Struct(f">{n}{code}")
-        if n <= _ARRAY_STRUCTS_MAX_N:
-            _ARRAY_STRUCTS[(code, n)] = st
-    return st
+    if n <= ARRAY_STRUCTS_MAX_N:
+        return array_structs("", code)[n]
+    return struct.Struct(f">{n}{code}")
 
 
 def r_fixed_array(buf, pos: int, end: int, n: int, code: str, size: int) -> tuple[list, int]:
@@ -429,9 +440,13 @@ def w_str_array(out: bytearray, arr, compact: bool) -> None:
         write(out, s)
 
 
+def null_field(what: str) -> NoReturn:
+    raise SchemaEncodeError(f"non-nullable field {what} is null")
+
+
 def not_null(value, what: str):
     if value is None:
-        raise SchemaEncodeError(f"non-nullable field {what} is null")
+        null_field(what)
     return value
 
 

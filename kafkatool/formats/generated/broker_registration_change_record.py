@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -113,22 +116,21 @@ def _d_BrokerRegistrationChangeRecord_0(buf, pos, end):
     v_fenced = 0
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if tag == 0:
-            if t_end - pos < 1:
-                truncated(pos, "Fenced")
-            (v_fenced,) = _ST_b.unpack_from(buf, pos)
-            pos += 1
-        elif unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if tag == 0:
+                if t_end - pos < 1:
+                    truncated(pos, "Fenced")
+                (v_fenced,) = _ST_b.unpack_from(buf, pos)
+                pos += 1
+            elif unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(BrokerRegistrationChangeRecord)
     o.broker_id = v_broker_id
     o.broker_epoch = v_broker_epoch
@@ -169,27 +171,26 @@ def _d_BrokerRegistrationChangeRecord_1(buf, pos, end):
     v_in_controlled_shutdown = 0
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if tag == 0:
-            if t_end - pos < 1:
-                truncated(pos, "Fenced")
-            (v_fenced,) = _ST_b.unpack_from(buf, pos)
-            pos += 1
-        elif tag == 1:
-            if t_end - pos < 1:
-                truncated(pos, "InControlledShutdown")
-            (v_in_controlled_shutdown,) = _ST_b.unpack_from(buf, pos)
-            pos += 1
-        elif unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if tag == 0:
+                if t_end - pos < 1:
+                    truncated(pos, "Fenced")
+                (v_fenced,) = _ST_b.unpack_from(buf, pos)
+                pos += 1
+            elif tag == 1:
+                if t_end - pos < 1:
+                    truncated(pos, "InControlledShutdown")
+                (v_in_controlled_shutdown,) = _ST_b.unpack_from(buf, pos)
+                pos += 1
+            elif unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(BrokerRegistrationChangeRecord)
     o.broker_id = v_broker_id
     o.broker_epoch = v_broker_epoch
@@ -231,37 +232,36 @@ def _d_BrokerRegistrationChangeRecord_2(buf, pos, end):
     v_log_dirs = []
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if tag == 0:
-            if t_end - pos < 1:
-                truncated(pos, "Fenced")
-            (v_fenced,) = _ST_b.unpack_from(buf, pos)
-            pos += 1
-        elif tag == 1:
-            if t_end - pos < 1:
-                truncated(pos, "InControlledShutdown")
-            (v_in_controlled_shutdown,) = _ST_b.unpack_from(buf, pos)
-            pos += 1
-        elif tag == 2:
-            if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
-                n = buf[pos] - 1
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if tag == 0:
+                if t_end - pos < 1:
+                    truncated(pos, "Fenced")
+                (v_fenced,) = _ST_b.unpack_from(buf, pos)
                 pos += 1
+            elif tag == 1:
+                if t_end - pos < 1:
+                    truncated(pos, "InControlledShutdown")
+                (v_in_controlled_shutdown,) = _ST_b.unpack_from(buf, pos)
+                pos += 1
+            elif tag == 2:
+                if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
+                    n = buf[pos] - 1
+                    pos += 1
+                else:
+                    n, pos = r_ccount(buf, pos, t_end)
+                if n < 0:
+                    null_error(pos, "LogDirs")
+                else:
+                    v_log_dirs, pos = r_uuid_array(buf, pos, t_end, n)
+            elif unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
             else:
-                n, pos = r_ccount(buf, pos, t_end)
-            if n < 0:
-                null_error(pos, "LogDirs")
-            else:
-                v_log_dirs, pos = r_uuid_array(buf, pos, t_end, n)
-        elif unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(BrokerRegistrationChangeRecord)
     o.broker_id = v_broker_id
     o.broker_epoch = v_broker_epoch
@@ -287,7 +287,8 @@ def _e_BrokerRegistrationChangeRecord_2(o, out):
     if o.log_dirs is None or len(o.log_dirs) > 0:
         t = bytearray()
         arr = o.log_dirs
-        not_null(arr, "LogDirs")
+        if arr is None:
+            null_field("LogDirs")
         w_ccount(t, arr)
         w_uuid_array(t, arr)
         tags.append((2, t))

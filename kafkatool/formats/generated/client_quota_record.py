@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -120,17 +123,16 @@ def _d_EntityData_0(buf, pos, end):
     v_entity_name, pos = r_ncstr(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(EntityData)
     o.entity_type = v_entity_type
     o.entity_name = v_entity_name
@@ -142,7 +144,10 @@ def _e_EntityData_0(o, out):
     """EntityData, versions 0."""
     w_cstr(out, o.entity_type)
     w_ncstr(out, o.entity_name)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ClientQuotaRecord_0(buf, pos, end):
@@ -166,17 +171,16 @@ def _d_ClientQuotaRecord_0(buf, pos, end):
     pos += 9
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ClientQuotaRecord)
     o.entity = v_entity
     o.key = v_key
@@ -189,13 +193,17 @@ def _d_ClientQuotaRecord_0(buf, pos, end):
 def _e_ClientQuotaRecord_0(o, out):
     """ClientQuotaRecord, versions 0."""
     arr = o.entity
-    not_null(arr, "Entity")
+    if arr is None:
+        null_field("Entity")
     w_ccount(out, arr)
     for e in arr:
         _e_EntityData_0(e, out)
     w_cstr(out, o.key)
     out += _ST_dz.pack(o.value, o.remove)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 ClientQuotaRecord._DECODERS = (_d_ClientQuotaRecord_0,)

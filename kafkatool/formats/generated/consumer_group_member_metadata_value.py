@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -242,17 +245,16 @@ def _d_ClassicProtocol_0(buf, pos, end):
     v_metadata, pos = r_cbytes(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ClassicProtocol)
     o.name = v_name
     o.metadata = v_metadata
@@ -264,7 +266,10 @@ def _e_ClassicProtocol_0(o, out):
     """ClassicProtocol, versions 0."""
     w_cstr(out, o.name)
     w_cbytes(out, o.metadata)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ClassicMemberMetadata_0(buf, pos, end):
@@ -287,17 +292,16 @@ def _d_ClassicMemberMetadata_0(buf, pos, end):
             v_supported_protocols.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ClassicMemberMetadata)
     o.session_timeout_ms = v_session_timeout_ms
     o.supported_protocols = v_supported_protocols
@@ -309,11 +313,15 @@ def _e_ClassicMemberMetadata_0(o, out):
     """ClassicMemberMetadata, versions 0."""
     out += _ST_i.pack(o.session_timeout_ms)
     arr = o.supported_protocols
-    not_null(arr, "SupportedProtocols")
+    if arr is None:
+        null_field("SupportedProtocols")
     w_ccount(out, arr)
     for e in arr:
         _e_ClassicProtocol_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ConsumerGroupMemberMetadataValue_0(buf, pos, end):
@@ -340,25 +348,24 @@ def _d_ConsumerGroupMemberMetadataValue_0(buf, pos, end):
     v_classic_member_metadata = ClassicMemberMetadata()
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if tag == 0:
-            if pos >= t_end:
-                truncated(pos, "ClassicMemberMetadata")
-            if buf[pos] >= 0x80:
-                v_classic_member_metadata = None
-                pos += 1
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if tag == 0:
+                if pos >= t_end:
+                    truncated(pos, "ClassicMemberMetadata")
+                if buf[pos] >= 0x80:
+                    v_classic_member_metadata = None
+                    pos += 1
+                else:
+                    v_classic_member_metadata, pos = _d_ClassicMemberMetadata_0(buf, pos + 1, t_end)
+            elif unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
             else:
-                v_classic_member_metadata, pos = _d_ClassicMemberMetadata_0(buf, pos + 1, t_end)
-        elif unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ConsumerGroupMemberMetadataValue)
     o.instance_id = v_instance_id
     o.rack_id = v_rack_id
@@ -380,7 +387,8 @@ def _e_ConsumerGroupMemberMetadataValue_0(o, out):
     w_cstr(out, o.client_id)
     w_cstr(out, o.client_host)
     arr = o.subscribed_topic_names
-    not_null(arr, "SubscribedTopicNames")
+    if arr is None:
+        null_field("SubscribedTopicNames")
     w_ccount(out, arr)
     w_str_array(out, arr, True)
     w_ncstr(out, o.subscribed_topic_regex)

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -161,17 +164,16 @@ def _d_PartitionMetadata_0(buf, pos, end):
         v_racks, pos = r_str_array(buf, pos, end, n, True)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(PartitionMetadata)
     o.partition = v_partition
     o.racks = v_racks
@@ -183,10 +185,14 @@ def _e_PartitionMetadata_0(o, out):
     """PartitionMetadata, versions 0."""
     out += _ST_i.pack(o.partition)
     arr = o.racks
-    not_null(arr, "Racks")
+    if arr is None:
+        null_field("Racks")
     w_ccount(out, arr)
     w_str_array(out, arr, True)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_TopicMetadata_0(buf, pos, end):
@@ -215,17 +221,16 @@ def _d_TopicMetadata_0(buf, pos, end):
             v_partition_metadata.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(TopicMetadata)
     o.topic_id = v_topic_id
     o.topic_name = v_topic_name
@@ -241,11 +246,15 @@ def _e_TopicMetadata_0(o, out):
     w_cstr(out, o.topic_name)
     out += _ST_i.pack(o.num_partitions)
     arr = o.partition_metadata
-    not_null(arr, "PartitionMetadata")
+    if arr is None:
+        null_field("PartitionMetadata")
     w_ccount(out, arr)
     for e in arr:
         _e_PartitionMetadata_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ConsumerGroupPartitionMetadataValue_0(buf, pos, end):
@@ -264,17 +273,16 @@ def _d_ConsumerGroupPartitionMetadataValue_0(buf, pos, end):
             v_topics.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ConsumerGroupPartitionMetadataValue)
     o.topics = v_topics
     o._unknown_tags = unknown
@@ -284,11 +292,15 @@ def _d_ConsumerGroupPartitionMetadataValue_0(buf, pos, end):
 def _e_ConsumerGroupPartitionMetadataValue_0(o, out):
     """ConsumerGroupPartitionMetadataValue, versions 0."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_TopicMetadata_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 ConsumerGroupPartitionMetadataValue._DECODERS = (_d_ConsumerGroupPartitionMetadataValue_0,)

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -52,6 +55,8 @@ from kafkatool.formats.schema import (
 
 _new = object.__new__
 _ST_16s = struct.Struct(">16s")
+_AR__i = array_structs("", "i")
+_AR_B_i = array_structs("B", "i")
 
 __all__ = ["ConsumerGroupTargetAssignmentMemberValue", "TopicPartition"]
 
@@ -122,28 +127,27 @@ def _d_TopicPartition_0(buf, pos, end):
     (v_topic_id,) = _ST_16s.unpack_from(buf, pos)
     pos += 16
     v_topic_id = r_uuid(v_topic_id)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_partitions = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "Partitions")
-    else:
-        v_partitions, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        if n < 0:
+            null_error(pos, "Partitions")
+        else:
+            v_partitions, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(TopicPartition)
     o.topic_id = v_topic_id
     o.partitions = v_partitions
@@ -155,10 +159,29 @@ def _e_TopicPartition_0(o, out):
     """TopicPartition, versions 0."""
     out += _ST_16s.pack(o.topic_id.bytes)
     arr = o.partitions
-    not_null(arr, "Partitions")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
-    w_unknown_tags(out, o._unknown_tags)
+    if arr is None:
+        null_field("Partitions")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ConsumerGroupTargetAssignmentMemberValue_0(buf, pos, end):
@@ -177,17 +200,16 @@ def _d_ConsumerGroupTargetAssignmentMemberValue_0(buf, pos, end):
             v_topic_partitions.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ConsumerGroupTargetAssignmentMemberValue)
     o.topic_partitions = v_topic_partitions
     o._unknown_tags = unknown
@@ -197,11 +219,15 @@ def _d_ConsumerGroupTargetAssignmentMemberValue_0(buf, pos, end):
 def _e_ConsumerGroupTargetAssignmentMemberValue_0(o, out):
     """ConsumerGroupTargetAssignmentMemberValue, versions 0."""
     arr = o.topic_partitions
-    not_null(arr, "TopicPartitions")
+    if arr is None:
+        null_field("TopicPartitions")
     w_ccount(out, arr)
     for e in arr:
         _e_TopicPartition_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 ConsumerGroupTargetAssignmentMemberValue._DECODERS = (_d_ConsumerGroupTargetAssignmentMemberValue_0,)

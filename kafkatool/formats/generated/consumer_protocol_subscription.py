@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -52,6 +55,8 @@ from kafkatool.formats.schema import (
 
 _new = object.__new__
 _ST_i = struct.Struct(">i")
+_AR__i = array_structs("", "i")
+_AR_i_i = array_structs("i", "i")
 
 __all__ = ["ConsumerProtocolSubscription", "TopicPartition"]
 
@@ -148,7 +153,8 @@ def _d_ConsumerProtocolSubscription_0(buf, pos, end):
 def _e_ConsumerProtocolSubscription_0(o, out):
     """ConsumerProtocolSubscription, versions 0."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     w_str_array(out, arr, False)
     w_nbytes(out, o.user_data)
@@ -157,11 +163,19 @@ def _e_ConsumerProtocolSubscription_0(o, out):
 def _d_TopicPartition_0(buf, pos, end):
     """TopicPartition, versions 1-3."""
     v_topic, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "Partitions")
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 4 <= end
+    ):
+        v_partitions = list(_AR__i[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 4
     else:
-        v_partitions, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        n, pos = r_count(buf, pos, end)
+        if n < 0:
+            null_error(pos, "Partitions")
+        else:
+            v_partitions, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     o = _new(TopicPartition)
     o.topic = v_topic
     o.partitions = v_partitions
@@ -173,9 +187,25 @@ def _e_TopicPartition_0(o, out):
     """TopicPartition, versions 1-3."""
     w_str(out, o.topic)
     arr = o.partitions
-    not_null(arr, "Partitions")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Partitions")
+    n = len(arr)
+    if n == 0:
+        out += _AR_i_i[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_i[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_i[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_i[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
 
 
 def _d_ConsumerProtocolSubscription_1(buf, pos, end):
@@ -207,12 +237,14 @@ def _d_ConsumerProtocolSubscription_1(buf, pos, end):
 def _e_ConsumerProtocolSubscription_1(o, out):
     """ConsumerProtocolSubscription, versions 1."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     w_str_array(out, arr, False)
     w_nbytes(out, o.user_data)
     arr = o.owned_partitions
-    not_null(arr, "OwnedPartitions")
+    if arr is None:
+        null_field("OwnedPartitions")
     w_count(out, arr)
     for e in arr:
         _e_TopicPartition_0(e, out)
@@ -251,12 +283,14 @@ def _d_ConsumerProtocolSubscription_2(buf, pos, end):
 def _e_ConsumerProtocolSubscription_2(o, out):
     """ConsumerProtocolSubscription, versions 2."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     w_str_array(out, arr, False)
     w_nbytes(out, o.user_data)
     arr = o.owned_partitions
-    not_null(arr, "OwnedPartitions")
+    if arr is None:
+        null_field("OwnedPartitions")
     w_count(out, arr)
     for e in arr:
         _e_TopicPartition_0(e, out)
@@ -297,12 +331,14 @@ def _d_ConsumerProtocolSubscription_3(buf, pos, end):
 def _e_ConsumerProtocolSubscription_3(o, out):
     """ConsumerProtocolSubscription, versions 3."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     w_str_array(out, arr, False)
     w_nbytes(out, o.user_data)
     arr = o.owned_partitions
-    not_null(arr, "OwnedPartitions")
+    if arr is None:
+        null_field("OwnedPartitions")
     w_count(out, arr)
     for e in arr:
         _e_TopicPartition_0(e, out)

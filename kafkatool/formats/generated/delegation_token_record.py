@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -140,17 +143,16 @@ def _d_DelegationTokenRecord_0(buf, pos, end):
     v_token_id, pos = r_cstr(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DelegationTokenRecord)
     o.owner = v_owner
     o.requester = v_requester
@@ -168,12 +170,16 @@ def _e_DelegationTokenRecord_0(o, out):
     w_cstr(out, o.owner)
     w_cstr(out, o.requester)
     arr = o.renewers
-    not_null(arr, "Renewers")
+    if arr is None:
+        null_field("Renewers")
     w_ccount(out, arr)
     w_str_array(out, arr, True)
     out += _ST_qqq.pack(o.issue_timestamp, o.max_timestamp, o.expiration_timestamp)
     w_cstr(out, o.token_id)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 DelegationTokenRecord._DECODERS = (_d_DelegationTokenRecord_0,)

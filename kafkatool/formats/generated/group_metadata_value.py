@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -253,7 +256,8 @@ def _e_GroupMetadataValue_0(o, out):
     w_nstr(out, o.protocol)
     w_nstr(out, o.leader)
     arr = o.members
-    not_null(arr, "members")
+    if arr is None:
+        null_field("members")
     w_count(out, arr)
     for e in arr:
         _e_MemberMetadata_0(e, out)
@@ -328,7 +332,8 @@ def _e_GroupMetadataValue_1(o, out):
     w_nstr(out, o.protocol)
     w_nstr(out, o.leader)
     arr = o.members
-    not_null(arr, "members")
+    if arr is None:
+        null_field("members")
     w_count(out, arr)
     for e in arr:
         _e_MemberMetadata_1(e, out)
@@ -374,7 +379,8 @@ def _e_GroupMetadataValue_2(o, out):
     w_nstr(out, o.leader)
     out += _ST_q.pack(o.current_state_timestamp)
     arr = o.members
-    not_null(arr, "members")
+    if arr is None:
+        null_field("members")
     w_count(out, arr)
     for e in arr:
         _e_MemberMetadata_1(e, out)
@@ -456,7 +462,8 @@ def _e_GroupMetadataValue_3(o, out):
     w_nstr(out, o.leader)
     out += _ST_q.pack(o.current_state_timestamp)
     arr = o.members
-    not_null(arr, "members")
+    if arr is None:
+        null_field("members")
     w_count(out, arr)
     for e in arr:
         _e_MemberMetadata_2(e, out)
@@ -476,17 +483,16 @@ def _d_MemberMetadata_3(buf, pos, end):
     v_assignment, pos = r_cbytes(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(MemberMetadata)
     o.member_id = v_member_id
     o.group_instance_id = v_group_instance_id
@@ -509,7 +515,10 @@ def _e_MemberMetadata_3(o, out):
     out += _ST_ii.pack(o.rebalance_timeout, o.session_timeout)
     w_cbytes(out, o.subscription)
     w_cbytes(out, o.assignment)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_GroupMetadataValue_4(buf, pos, end):
@@ -539,17 +548,16 @@ def _d_GroupMetadataValue_4(buf, pos, end):
             v_members.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(GroupMetadataValue)
     o.protocol_type = v_protocol_type
     o.generation = v_generation
@@ -569,11 +577,15 @@ def _e_GroupMetadataValue_4(o, out):
     w_ncstr(out, o.leader)
     out += _ST_q.pack(o.current_state_timestamp)
     arr = o.members
-    not_null(arr, "members")
+    if arr is None:
+        null_field("members")
     w_ccount(out, arr)
     for e in arr:
         _e_MemberMetadata_3(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 GroupMetadataValue._DECODERS = (

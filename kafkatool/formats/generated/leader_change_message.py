@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -144,17 +147,16 @@ def _d_Voter_0(buf, pos, end):
     pos += 4
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(Voter)
     o.voter_id = v_voter_id
     o.voter_directory_id = ZERO_UUID
@@ -167,7 +169,10 @@ def _e_Voter_0(o, out):
     out += _ST_i.pack(o.voter_id)
     if o.voter_directory_id != ZERO_UUID:
         raise UnsupportedVersionError("Voter.VoterDirectoryId is not supported at version 0")
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_LeaderChangeMessage_0(buf, pos, end):
@@ -202,17 +207,16 @@ def _d_LeaderChangeMessage_0(buf, pos, end):
             v_granting_voters.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(LeaderChangeMessage)
     o.version = v_version
     o.leader_id = v_leader_id
@@ -226,16 +230,21 @@ def _e_LeaderChangeMessage_0(o, out):
     """LeaderChangeMessage, versions 0."""
     out += _ST_hi.pack(o.version, o.leader_id)
     arr = o.voters
-    not_null(arr, "Voters")
+    if arr is None:
+        null_field("Voters")
     w_ccount(out, arr)
     for e in arr:
         _e_Voter_0(e, out)
     arr = o.granting_voters
-    not_null(arr, "GrantingVoters")
+    if arr is None:
+        null_field("GrantingVoters")
     w_ccount(out, arr)
     for e in arr:
         _e_Voter_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_Voter_1(buf, pos, end):
@@ -247,17 +256,16 @@ def _d_Voter_1(buf, pos, end):
     v_voter_directory_id = r_uuid(v_voter_directory_id)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(Voter)
     o.voter_id = v_voter_id
     o.voter_directory_id = v_voter_directory_id
@@ -268,7 +276,10 @@ def _d_Voter_1(buf, pos, end):
 def _e_Voter_1(o, out):
     """Voter, versions 1."""
     out += _ST_i16s.pack(o.voter_id, o.voter_directory_id.bytes)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_LeaderChangeMessage_1(buf, pos, end):
@@ -303,17 +314,16 @@ def _d_LeaderChangeMessage_1(buf, pos, end):
             v_granting_voters.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(LeaderChangeMessage)
     o.version = v_version
     o.leader_id = v_leader_id
@@ -327,16 +337,21 @@ def _e_LeaderChangeMessage_1(o, out):
     """LeaderChangeMessage, versions 1."""
     out += _ST_hi.pack(o.version, o.leader_id)
     arr = o.voters
-    not_null(arr, "Voters")
+    if arr is None:
+        null_field("Voters")
     w_ccount(out, arr)
     for e in arr:
         _e_Voter_1(e, out)
     arr = o.granting_voters
-    not_null(arr, "GrantingVoters")
+    if arr is None:
+        null_field("GrantingVoters")
     w_ccount(out, arr)
     for e in arr:
         _e_Voter_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 LeaderChangeMessage._DECODERS = (

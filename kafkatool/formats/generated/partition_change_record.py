@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -54,6 +57,8 @@ _new = object.__new__
 _ST_b = struct.Struct(">b")
 _ST_i = struct.Struct(">i")
 _ST_i16s = struct.Struct(">i16s")
+_AR__i = array_structs("", "i")
+_AR_B_i = array_structs("B", "i")
 
 __all__ = ["PartitionChangeRecord"]
 
@@ -213,67 +218,82 @@ def _d_PartitionChangeRecord_0(buf, pos, end):
     v_leader_recovery_state = -1
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if tag == 0:
-            if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
-                n = buf[pos] - 1
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if tag == 0:
+                if (
+                    pos < t_end
+                    and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N
+                    and pos + 1 + n * 4 <= t_end
+                ):
+                    v_isr = list(_AR__i[n].unpack_from(buf, pos + 1))
+                    pos += 1 + n * 4
+                else:
+                    n, pos = r_ccount(buf, pos, t_end)
+                    if n < 0:
+                        v_isr = None
+                    else:
+                        v_isr, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
+            elif tag == 1:
+                if t_end - pos < 4:
+                    truncated(pos, "Leader")
+                (v_leader,) = _ST_i.unpack_from(buf, pos)
+                pos += 4
+            elif tag == 2:
+                if (
+                    pos < t_end
+                    and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N
+                    and pos + 1 + n * 4 <= t_end
+                ):
+                    v_replicas = list(_AR__i[n].unpack_from(buf, pos + 1))
+                    pos += 1 + n * 4
+                else:
+                    n, pos = r_ccount(buf, pos, t_end)
+                    if n < 0:
+                        v_replicas = None
+                    else:
+                        v_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
+            elif tag == 3:
+                if (
+                    pos < t_end
+                    and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N
+                    and pos + 1 + n * 4 <= t_end
+                ):
+                    v_removing_replicas = list(_AR__i[n].unpack_from(buf, pos + 1))
+                    pos += 1 + n * 4
+                else:
+                    n, pos = r_ccount(buf, pos, t_end)
+                    if n < 0:
+                        v_removing_replicas = None
+                    else:
+                        v_removing_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
+            elif tag == 4:
+                if (
+                    pos < t_end
+                    and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N
+                    and pos + 1 + n * 4 <= t_end
+                ):
+                    v_adding_replicas = list(_AR__i[n].unpack_from(buf, pos + 1))
+                    pos += 1 + n * 4
+                else:
+                    n, pos = r_ccount(buf, pos, t_end)
+                    if n < 0:
+                        v_adding_replicas = None
+                    else:
+                        v_adding_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
+            elif tag == 5:
+                if t_end - pos < 1:
+                    truncated(pos, "LeaderRecoveryState")
+                (v_leader_recovery_state,) = _ST_b.unpack_from(buf, pos)
                 pos += 1
+            elif unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
             else:
-                n, pos = r_ccount(buf, pos, t_end)
-            if n < 0:
-                v_isr = None
-            else:
-                v_isr, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
-        elif tag == 1:
-            if t_end - pos < 4:
-                truncated(pos, "Leader")
-            (v_leader,) = _ST_i.unpack_from(buf, pos)
-            pos += 4
-        elif tag == 2:
-            if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
-                n = buf[pos] - 1
-                pos += 1
-            else:
-                n, pos = r_ccount(buf, pos, t_end)
-            if n < 0:
-                v_replicas = None
-            else:
-                v_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
-        elif tag == 3:
-            if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
-                n = buf[pos] - 1
-                pos += 1
-            else:
-                n, pos = r_ccount(buf, pos, t_end)
-            if n < 0:
-                v_removing_replicas = None
-            else:
-                v_removing_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
-        elif tag == 4:
-            if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
-                n = buf[pos] - 1
-                pos += 1
-            else:
-                n, pos = r_ccount(buf, pos, t_end)
-            if n < 0:
-                v_adding_replicas = None
-            else:
-                v_adding_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
-        elif tag == 5:
-            if t_end - pos < 1:
-                truncated(pos, "LeaderRecoveryState")
-            (v_leader_recovery_state,) = _ST_b.unpack_from(buf, pos)
-            pos += 1
-        elif unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(PartitionChangeRecord)
     o.partition_id = v_partition_id
     o.topic_id = v_topic_id
@@ -308,8 +328,23 @@ def _e_PartitionChangeRecord_0(o, out):
         if arr is None:
             t += b"\x00"
         else:
-            w_ccount(t, arr)
-            w_fixed_array(t, arr, "i")
+            n = len(arr)
+            if n == 0:
+                t += _AR_B_i[0].pack(1)
+            elif n == 1:
+                (a0,) = arr
+                t += _AR_B_i[1].pack(2, a0)
+            elif n == 2:
+                a0, a1 = arr
+                t += _AR_B_i[2].pack(3, a0, a1)
+            elif n == 3:
+                a0, a1, a2 = arr
+                t += _AR_B_i[3].pack(4, a0, a1, a2)
+            elif n <= ARRAY_STRUCTS_MAX_N:
+                t += _AR_B_i[n].pack(n + 1, *arr)
+            else:
+                w_ccount(t, arr)
+                w_fixed_array(t, arr, "i")
         tags.append((0, t))
     if o.leader != -2:
         t = bytearray()
@@ -321,8 +356,23 @@ def _e_PartitionChangeRecord_0(o, out):
         if arr is None:
             t += b"\x00"
         else:
-            w_ccount(t, arr)
-            w_fixed_array(t, arr, "i")
+            n = len(arr)
+            if n == 0:
+                t += _AR_B_i[0].pack(1)
+            elif n == 1:
+                (a0,) = arr
+                t += _AR_B_i[1].pack(2, a0)
+            elif n == 2:
+                a0, a1 = arr
+                t += _AR_B_i[2].pack(3, a0, a1)
+            elif n == 3:
+                a0, a1, a2 = arr
+                t += _AR_B_i[3].pack(4, a0, a1, a2)
+            elif n <= ARRAY_STRUCTS_MAX_N:
+                t += _AR_B_i[n].pack(n + 1, *arr)
+            else:
+                w_ccount(t, arr)
+                w_fixed_array(t, arr, "i")
         tags.append((2, t))
     if o.removing_replicas is not None:
         t = bytearray()
@@ -330,8 +380,23 @@ def _e_PartitionChangeRecord_0(o, out):
         if arr is None:
             t += b"\x00"
         else:
-            w_ccount(t, arr)
-            w_fixed_array(t, arr, "i")
+            n = len(arr)
+            if n == 0:
+                t += _AR_B_i[0].pack(1)
+            elif n == 1:
+                (a0,) = arr
+                t += _AR_B_i[1].pack(2, a0)
+            elif n == 2:
+                a0, a1 = arr
+                t += _AR_B_i[2].pack(3, a0, a1)
+            elif n == 3:
+                a0, a1, a2 = arr
+                t += _AR_B_i[3].pack(4, a0, a1, a2)
+            elif n <= ARRAY_STRUCTS_MAX_N:
+                t += _AR_B_i[n].pack(n + 1, *arr)
+            else:
+                w_ccount(t, arr)
+                w_fixed_array(t, arr, "i")
         tags.append((3, t))
     if o.adding_replicas is not None:
         t = bytearray()
@@ -339,8 +404,23 @@ def _e_PartitionChangeRecord_0(o, out):
         if arr is None:
             t += b"\x00"
         else:
-            w_ccount(t, arr)
-            w_fixed_array(t, arr, "i")
+            n = len(arr)
+            if n == 0:
+                t += _AR_B_i[0].pack(1)
+            elif n == 1:
+                (a0,) = arr
+                t += _AR_B_i[1].pack(2, a0)
+            elif n == 2:
+                a0, a1 = arr
+                t += _AR_B_i[2].pack(3, a0, a1)
+            elif n == 3:
+                a0, a1, a2 = arr
+                t += _AR_B_i[3].pack(4, a0, a1, a2)
+            elif n <= ARRAY_STRUCTS_MAX_N:
+                t += _AR_B_i[n].pack(n + 1, *arr)
+            else:
+                w_ccount(t, arr)
+                w_fixed_array(t, arr, "i")
         tags.append((4, t))
     if o.leader_recovery_state != -1:
         t = bytearray()
@@ -368,77 +448,92 @@ def _d_PartitionChangeRecord_1(buf, pos, end):
     v_directories = None
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if tag == 0:
-            if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
-                n = buf[pos] - 1
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if tag == 0:
+                if (
+                    pos < t_end
+                    and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N
+                    and pos + 1 + n * 4 <= t_end
+                ):
+                    v_isr = list(_AR__i[n].unpack_from(buf, pos + 1))
+                    pos += 1 + n * 4
+                else:
+                    n, pos = r_ccount(buf, pos, t_end)
+                    if n < 0:
+                        v_isr = None
+                    else:
+                        v_isr, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
+            elif tag == 1:
+                if t_end - pos < 4:
+                    truncated(pos, "Leader")
+                (v_leader,) = _ST_i.unpack_from(buf, pos)
+                pos += 4
+            elif tag == 2:
+                if (
+                    pos < t_end
+                    and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N
+                    and pos + 1 + n * 4 <= t_end
+                ):
+                    v_replicas = list(_AR__i[n].unpack_from(buf, pos + 1))
+                    pos += 1 + n * 4
+                else:
+                    n, pos = r_ccount(buf, pos, t_end)
+                    if n < 0:
+                        v_replicas = None
+                    else:
+                        v_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
+            elif tag == 3:
+                if (
+                    pos < t_end
+                    and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N
+                    and pos + 1 + n * 4 <= t_end
+                ):
+                    v_removing_replicas = list(_AR__i[n].unpack_from(buf, pos + 1))
+                    pos += 1 + n * 4
+                else:
+                    n, pos = r_ccount(buf, pos, t_end)
+                    if n < 0:
+                        v_removing_replicas = None
+                    else:
+                        v_removing_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
+            elif tag == 4:
+                if (
+                    pos < t_end
+                    and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N
+                    and pos + 1 + n * 4 <= t_end
+                ):
+                    v_adding_replicas = list(_AR__i[n].unpack_from(buf, pos + 1))
+                    pos += 1 + n * 4
+                else:
+                    n, pos = r_ccount(buf, pos, t_end)
+                    if n < 0:
+                        v_adding_replicas = None
+                    else:
+                        v_adding_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
+            elif tag == 5:
+                if t_end - pos < 1:
+                    truncated(pos, "LeaderRecoveryState")
+                (v_leader_recovery_state,) = _ST_b.unpack_from(buf, pos)
                 pos += 1
+            elif tag == 8:
+                if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
+                    n = buf[pos] - 1
+                    pos += 1
+                else:
+                    n, pos = r_ccount(buf, pos, t_end)
+                if n < 0:
+                    v_directories = None
+                else:
+                    v_directories, pos = r_uuid_array(buf, pos, t_end, n)
+            elif unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
             else:
-                n, pos = r_ccount(buf, pos, t_end)
-            if n < 0:
-                v_isr = None
-            else:
-                v_isr, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
-        elif tag == 1:
-            if t_end - pos < 4:
-                truncated(pos, "Leader")
-            (v_leader,) = _ST_i.unpack_from(buf, pos)
-            pos += 4
-        elif tag == 2:
-            if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
-                n = buf[pos] - 1
-                pos += 1
-            else:
-                n, pos = r_ccount(buf, pos, t_end)
-            if n < 0:
-                v_replicas = None
-            else:
-                v_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
-        elif tag == 3:
-            if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
-                n = buf[pos] - 1
-                pos += 1
-            else:
-                n, pos = r_ccount(buf, pos, t_end)
-            if n < 0:
-                v_removing_replicas = None
-            else:
-                v_removing_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
-        elif tag == 4:
-            if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
-                n = buf[pos] - 1
-                pos += 1
-            else:
-                n, pos = r_ccount(buf, pos, t_end)
-            if n < 0:
-                v_adding_replicas = None
-            else:
-                v_adding_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
-        elif tag == 5:
-            if t_end - pos < 1:
-                truncated(pos, "LeaderRecoveryState")
-            (v_leader_recovery_state,) = _ST_b.unpack_from(buf, pos)
-            pos += 1
-        elif tag == 8:
-            if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
-                n = buf[pos] - 1
-                pos += 1
-            else:
-                n, pos = r_ccount(buf, pos, t_end)
-            if n < 0:
-                v_directories = None
-            else:
-                v_directories, pos = r_uuid_array(buf, pos, t_end, n)
-        elif unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(PartitionChangeRecord)
     o.partition_id = v_partition_id
     o.topic_id = v_topic_id
@@ -471,8 +566,23 @@ def _e_PartitionChangeRecord_1(o, out):
         if arr is None:
             t += b"\x00"
         else:
-            w_ccount(t, arr)
-            w_fixed_array(t, arr, "i")
+            n = len(arr)
+            if n == 0:
+                t += _AR_B_i[0].pack(1)
+            elif n == 1:
+                (a0,) = arr
+                t += _AR_B_i[1].pack(2, a0)
+            elif n == 2:
+                a0, a1 = arr
+                t += _AR_B_i[2].pack(3, a0, a1)
+            elif n == 3:
+                a0, a1, a2 = arr
+                t += _AR_B_i[3].pack(4, a0, a1, a2)
+            elif n <= ARRAY_STRUCTS_MAX_N:
+                t += _AR_B_i[n].pack(n + 1, *arr)
+            else:
+                w_ccount(t, arr)
+                w_fixed_array(t, arr, "i")
         tags.append((0, t))
     if o.leader != -2:
         t = bytearray()
@@ -484,8 +594,23 @@ def _e_PartitionChangeRecord_1(o, out):
         if arr is None:
             t += b"\x00"
         else:
-            w_ccount(t, arr)
-            w_fixed_array(t, arr, "i")
+            n = len(arr)
+            if n == 0:
+                t += _AR_B_i[0].pack(1)
+            elif n == 1:
+                (a0,) = arr
+                t += _AR_B_i[1].pack(2, a0)
+            elif n == 2:
+                a0, a1 = arr
+                t += _AR_B_i[2].pack(3, a0, a1)
+            elif n == 3:
+                a0, a1, a2 = arr
+                t += _AR_B_i[3].pack(4, a0, a1, a2)
+            elif n <= ARRAY_STRUCTS_MAX_N:
+                t += _AR_B_i[n].pack(n + 1, *arr)
+            else:
+                w_ccount(t, arr)
+                w_fixed_array(t, arr, "i")
         tags.append((2, t))
     if o.removing_replicas is not None:
         t = bytearray()
@@ -493,8 +618,23 @@ def _e_PartitionChangeRecord_1(o, out):
         if arr is None:
             t += b"\x00"
         else:
-            w_ccount(t, arr)
-            w_fixed_array(t, arr, "i")
+            n = len(arr)
+            if n == 0:
+                t += _AR_B_i[0].pack(1)
+            elif n == 1:
+                (a0,) = arr
+                t += _AR_B_i[1].pack(2, a0)
+            elif n == 2:
+                a0, a1 = arr
+                t += _AR_B_i[2].pack(3, a0, a1)
+            elif n == 3:
+                a0, a1, a2 = arr
+                t += _AR_B_i[3].pack(4, a0, a1, a2)
+            elif n <= ARRAY_STRUCTS_MAX_N:
+                t += _AR_B_i[n].pack(n + 1, *arr)
+            else:
+                w_ccount(t, arr)
+                w_fixed_array(t, arr, "i")
         tags.append((3, t))
     if o.adding_replicas is not None:
         t = bytearray()
@@ -502,8 +642,23 @@ def _e_PartitionChangeRecord_1(o, out):
         if arr is None:
             t += b"\x00"
         else:
-            w_ccount(t, arr)
-            w_fixed_array(t, arr, "i")
+            n = len(arr)
+            if n == 0:
+                t += _AR_B_i[0].pack(1)
+            elif n == 1:
+                (a0,) = arr
+                t += _AR_B_i[1].pack(2, a0)
+            elif n == 2:
+                a0, a1 = arr
+                t += _AR_B_i[2].pack(3, a0, a1)
+            elif n == 3:
+                a0, a1, a2 = arr
+                t += _AR_B_i[3].pack(4, a0, a1, a2)
+            elif n <= ARRAY_STRUCTS_MAX_N:
+                t += _AR_B_i[n].pack(n + 1, *arr)
+            else:
+                w_ccount(t, arr)
+                w_fixed_array(t, arr, "i")
         tags.append((4, t))
     if o.leader_recovery_state != -1:
         t = bytearray()
@@ -542,97 +697,120 @@ def _d_PartitionChangeRecord_2(buf, pos, end):
     v_last_known_elr = None
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if tag == 0:
-            if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
-                n = buf[pos] - 1
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if tag == 0:
+                if (
+                    pos < t_end
+                    and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N
+                    and pos + 1 + n * 4 <= t_end
+                ):
+                    v_isr = list(_AR__i[n].unpack_from(buf, pos + 1))
+                    pos += 1 + n * 4
+                else:
+                    n, pos = r_ccount(buf, pos, t_end)
+                    if n < 0:
+                        v_isr = None
+                    else:
+                        v_isr, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
+            elif tag == 1:
+                if t_end - pos < 4:
+                    truncated(pos, "Leader")
+                (v_leader,) = _ST_i.unpack_from(buf, pos)
+                pos += 4
+            elif tag == 2:
+                if (
+                    pos < t_end
+                    and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N
+                    and pos + 1 + n * 4 <= t_end
+                ):
+                    v_replicas = list(_AR__i[n].unpack_from(buf, pos + 1))
+                    pos += 1 + n * 4
+                else:
+                    n, pos = r_ccount(buf, pos, t_end)
+                    if n < 0:
+                        v_replicas = None
+                    else:
+                        v_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
+            elif tag == 3:
+                if (
+                    pos < t_end
+                    and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N
+                    and pos + 1 + n * 4 <= t_end
+                ):
+                    v_removing_replicas = list(_AR__i[n].unpack_from(buf, pos + 1))
+                    pos += 1 + n * 4
+                else:
+                    n, pos = r_ccount(buf, pos, t_end)
+                    if n < 0:
+                        v_removing_replicas = None
+                    else:
+                        v_removing_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
+            elif tag == 4:
+                if (
+                    pos < t_end
+                    and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N
+                    and pos + 1 + n * 4 <= t_end
+                ):
+                    v_adding_replicas = list(_AR__i[n].unpack_from(buf, pos + 1))
+                    pos += 1 + n * 4
+                else:
+                    n, pos = r_ccount(buf, pos, t_end)
+                    if n < 0:
+                        v_adding_replicas = None
+                    else:
+                        v_adding_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
+            elif tag == 5:
+                if t_end - pos < 1:
+                    truncated(pos, "LeaderRecoveryState")
+                (v_leader_recovery_state,) = _ST_b.unpack_from(buf, pos)
                 pos += 1
+            elif tag == 6:
+                if (
+                    pos < t_end
+                    and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N
+                    and pos + 1 + n * 4 <= t_end
+                ):
+                    v_eligible_leader_replicas = list(_AR__i[n].unpack_from(buf, pos + 1))
+                    pos += 1 + n * 4
+                else:
+                    n, pos = r_ccount(buf, pos, t_end)
+                    if n < 0:
+                        v_eligible_leader_replicas = None
+                    else:
+                        v_eligible_leader_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
+            elif tag == 7:
+                if (
+                    pos < t_end
+                    and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N
+                    and pos + 1 + n * 4 <= t_end
+                ):
+                    v_last_known_elr = list(_AR__i[n].unpack_from(buf, pos + 1))
+                    pos += 1 + n * 4
+                else:
+                    n, pos = r_ccount(buf, pos, t_end)
+                    if n < 0:
+                        v_last_known_elr = None
+                    else:
+                        v_last_known_elr, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
+            elif tag == 8:
+                if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
+                    n = buf[pos] - 1
+                    pos += 1
+                else:
+                    n, pos = r_ccount(buf, pos, t_end)
+                if n < 0:
+                    v_directories = None
+                else:
+                    v_directories, pos = r_uuid_array(buf, pos, t_end, n)
+            elif unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
             else:
-                n, pos = r_ccount(buf, pos, t_end)
-            if n < 0:
-                v_isr = None
-            else:
-                v_isr, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
-        elif tag == 1:
-            if t_end - pos < 4:
-                truncated(pos, "Leader")
-            (v_leader,) = _ST_i.unpack_from(buf, pos)
-            pos += 4
-        elif tag == 2:
-            if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
-                n = buf[pos] - 1
-                pos += 1
-            else:
-                n, pos = r_ccount(buf, pos, t_end)
-            if n < 0:
-                v_replicas = None
-            else:
-                v_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
-        elif tag == 3:
-            if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
-                n = buf[pos] - 1
-                pos += 1
-            else:
-                n, pos = r_ccount(buf, pos, t_end)
-            if n < 0:
-                v_removing_replicas = None
-            else:
-                v_removing_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
-        elif tag == 4:
-            if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
-                n = buf[pos] - 1
-                pos += 1
-            else:
-                n, pos = r_ccount(buf, pos, t_end)
-            if n < 0:
-                v_adding_replicas = None
-            else:
-                v_adding_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
-        elif tag == 5:
-            if t_end - pos < 1:
-                truncated(pos, "LeaderRecoveryState")
-            (v_leader_recovery_state,) = _ST_b.unpack_from(buf, pos)
-            pos += 1
-        elif tag == 6:
-            if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
-                n = buf[pos] - 1
-                pos += 1
-            else:
-                n, pos = r_ccount(buf, pos, t_end)
-            if n < 0:
-                v_eligible_leader_replicas = None
-            else:
-                v_eligible_leader_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
-        elif tag == 7:
-            if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
-                n = buf[pos] - 1
-                pos += 1
-            else:
-                n, pos = r_ccount(buf, pos, t_end)
-            if n < 0:
-                v_last_known_elr = None
-            else:
-                v_last_known_elr, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
-        elif tag == 8:
-            if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
-                n = buf[pos] - 1
-                pos += 1
-            else:
-                n, pos = r_ccount(buf, pos, t_end)
-            if n < 0:
-                v_directories = None
-            else:
-                v_directories, pos = r_uuid_array(buf, pos, t_end, n)
-        elif unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(PartitionChangeRecord)
     o.partition_id = v_partition_id
     o.topic_id = v_topic_id
@@ -659,8 +837,23 @@ def _e_PartitionChangeRecord_2(o, out):
         if arr is None:
             t += b"\x00"
         else:
-            w_ccount(t, arr)
-            w_fixed_array(t, arr, "i")
+            n = len(arr)
+            if n == 0:
+                t += _AR_B_i[0].pack(1)
+            elif n == 1:
+                (a0,) = arr
+                t += _AR_B_i[1].pack(2, a0)
+            elif n == 2:
+                a0, a1 = arr
+                t += _AR_B_i[2].pack(3, a0, a1)
+            elif n == 3:
+                a0, a1, a2 = arr
+                t += _AR_B_i[3].pack(4, a0, a1, a2)
+            elif n <= ARRAY_STRUCTS_MAX_N:
+                t += _AR_B_i[n].pack(n + 1, *arr)
+            else:
+                w_ccount(t, arr)
+                w_fixed_array(t, arr, "i")
         tags.append((0, t))
     if o.leader != -2:
         t = bytearray()
@@ -672,8 +865,23 @@ def _e_PartitionChangeRecord_2(o, out):
         if arr is None:
             t += b"\x00"
         else:
-            w_ccount(t, arr)
-            w_fixed_array(t, arr, "i")
+            n = len(arr)
+            if n == 0:
+                t += _AR_B_i[0].pack(1)
+            elif n == 1:
+                (a0,) = arr
+                t += _AR_B_i[1].pack(2, a0)
+            elif n == 2:
+                a0, a1 = arr
+                t += _AR_B_i[2].pack(3, a0, a1)
+            elif n == 3:
+                a0, a1, a2 = arr
+                t += _AR_B_i[3].pack(4, a0, a1, a2)
+            elif n <= ARRAY_STRUCTS_MAX_N:
+                t += _AR_B_i[n].pack(n + 1, *arr)
+            else:
+                w_ccount(t, arr)
+                w_fixed_array(t, arr, "i")
         tags.append((2, t))
     if o.removing_replicas is not None:
         t = bytearray()
@@ -681,8 +889,23 @@ def _e_PartitionChangeRecord_2(o, out):
         if arr is None:
             t += b"\x00"
         else:
-            w_ccount(t, arr)
-            w_fixed_array(t, arr, "i")
+            n = len(arr)
+            if n == 0:
+                t += _AR_B_i[0].pack(1)
+            elif n == 1:
+                (a0,) = arr
+                t += _AR_B_i[1].pack(2, a0)
+            elif n == 2:
+                a0, a1 = arr
+                t += _AR_B_i[2].pack(3, a0, a1)
+            elif n == 3:
+                a0, a1, a2 = arr
+                t += _AR_B_i[3].pack(4, a0, a1, a2)
+            elif n <= ARRAY_STRUCTS_MAX_N:
+                t += _AR_B_i[n].pack(n + 1, *arr)
+            else:
+                w_ccount(t, arr)
+                w_fixed_array(t, arr, "i")
         tags.append((3, t))
     if o.adding_replicas is not None:
         t = bytearray()
@@ -690,8 +913,23 @@ def _e_PartitionChangeRecord_2(o, out):
         if arr is None:
             t += b"\x00"
         else:
-            w_ccount(t, arr)
-            w_fixed_array(t, arr, "i")
+            n = len(arr)
+            if n == 0:
+                t += _AR_B_i[0].pack(1)
+            elif n == 1:
+                (a0,) = arr
+                t += _AR_B_i[1].pack(2, a0)
+            elif n == 2:
+                a0, a1 = arr
+                t += _AR_B_i[2].pack(3, a0, a1)
+            elif n == 3:
+                a0, a1, a2 = arr
+                t += _AR_B_i[3].pack(4, a0, a1, a2)
+            elif n <= ARRAY_STRUCTS_MAX_N:
+                t += _AR_B_i[n].pack(n + 1, *arr)
+            else:
+                w_ccount(t, arr)
+                w_fixed_array(t, arr, "i")
         tags.append((4, t))
     if o.leader_recovery_state != -1:
         t = bytearray()
@@ -703,8 +941,23 @@ def _e_PartitionChangeRecord_2(o, out):
         if arr is None:
             t += b"\x00"
         else:
-            w_ccount(t, arr)
-            w_fixed_array(t, arr, "i")
+            n = len(arr)
+            if n == 0:
+                t += _AR_B_i[0].pack(1)
+            elif n == 1:
+                (a0,) = arr
+                t += _AR_B_i[1].pack(2, a0)
+            elif n == 2:
+                a0, a1 = arr
+                t += _AR_B_i[2].pack(3, a0, a1)
+            elif n == 3:
+                a0, a1, a2 = arr
+                t += _AR_B_i[3].pack(4, a0, a1, a2)
+            elif n <= ARRAY_STRUCTS_MAX_N:
+                t += _AR_B_i[n].pack(n + 1, *arr)
+            else:
+                w_ccount(t, arr)
+                w_fixed_array(t, arr, "i")
         tags.append((6, t))
     if o.last_known_elr is not None:
         t = bytearray()
@@ -712,8 +965,23 @@ def _e_PartitionChangeRecord_2(o, out):
         if arr is None:
             t += b"\x00"
         else:
-            w_ccount(t, arr)
-            w_fixed_array(t, arr, "i")
+            n = len(arr)
+            if n == 0:
+                t += _AR_B_i[0].pack(1)
+            elif n == 1:
+                (a0,) = arr
+                t += _AR_B_i[1].pack(2, a0)
+            elif n == 2:
+                a0, a1 = arr
+                t += _AR_B_i[2].pack(3, a0, a1)
+            elif n == 3:
+                a0, a1, a2 = arr
+                t += _AR_B_i[3].pack(4, a0, a1, a2)
+            elif n <= ARRAY_STRUCTS_MAX_N:
+                t += _AR_B_i[n].pack(n + 1, *arr)
+            else:
+                w_ccount(t, arr)
+                w_fixed_array(t, arr, "i")
         tags.append((7, t))
     if o.directories is not None:
         t = bytearray()

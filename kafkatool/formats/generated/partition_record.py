@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -54,6 +57,8 @@ _new = object.__new__
 _ST_b = struct.Struct(">b")
 _ST_i16s = struct.Struct(">i16s")
 _ST_iii = struct.Struct(">iii")
+_AR__i = array_structs("", "i")
+_AR_B_i = array_structs("B", "i")
 
 __all__ = ["PartitionRecord"]
 
@@ -203,42 +208,42 @@ def _d_PartitionRecord_0(buf, pos, end):
     v_partition_id, v_topic_id = _ST_i16s.unpack_from(buf, pos)
     pos += 20
     v_topic_id = r_uuid(v_topic_id)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_replicas = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "Replicas")
-    else:
-        v_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
-    else:
-        n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "Isr")
-    else:
-        v_isr, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+        if n < 0:
+            null_error(pos, "Replicas")
+        else:
+            v_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_isr = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "RemovingReplicas")
-    else:
-        v_removing_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+        if n < 0:
+            null_error(pos, "Isr")
+        else:
+            v_isr, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_removing_replicas = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "AddingReplicas")
+        if n < 0:
+            null_error(pos, "RemovingReplicas")
+        else:
+            v_removing_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_adding_replicas = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
-        v_adding_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        n, pos = r_ccount(buf, pos, end)
+        if n < 0:
+            null_error(pos, "AddingReplicas")
+        else:
+            v_adding_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if end - pos < 12:
         truncated(pos, "PartitionRecord")
     v_leader, v_leader_epoch, v_partition_epoch = _ST_iii.unpack_from(buf, pos)
@@ -246,22 +251,21 @@ def _d_PartitionRecord_0(buf, pos, end):
     v_leader_recovery_state = 0
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if tag == 0:
-            if t_end - pos < 1:
-                truncated(pos, "LeaderRecoveryState")
-            (v_leader_recovery_state,) = _ST_b.unpack_from(buf, pos)
-            pos += 1
-        elif unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if tag == 0:
+                if t_end - pos < 1:
+                    truncated(pos, "LeaderRecoveryState")
+                (v_leader_recovery_state,) = _ST_b.unpack_from(buf, pos)
+                pos += 1
+            elif unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(PartitionRecord)
     o.partition_id = v_partition_id
     o.topic_id = v_topic_id
@@ -284,21 +288,85 @@ def _e_PartitionRecord_0(o, out):
     """PartitionRecord, versions 0."""
     out += _ST_i16s.pack(o.partition_id, o.topic_id.bytes)
     arr = o.replicas
-    not_null(arr, "Replicas")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Replicas")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.isr
-    not_null(arr, "Isr")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Isr")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.removing_replicas
-    not_null(arr, "RemovingReplicas")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("RemovingReplicas")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.adding_replicas
-    not_null(arr, "AddingReplicas")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("AddingReplicas")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     out += _ST_iii.pack(o.leader, o.leader_epoch, o.partition_epoch)
     if o.directories is None or len(o.directories) > 0:
         raise UnsupportedVersionError("PartitionRecord.Directories is not supported at version 0")
@@ -324,42 +392,42 @@ def _d_PartitionRecord_1(buf, pos, end):
     v_partition_id, v_topic_id = _ST_i16s.unpack_from(buf, pos)
     pos += 20
     v_topic_id = r_uuid(v_topic_id)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_replicas = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "Replicas")
-    else:
-        v_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
-    else:
-        n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "Isr")
-    else:
-        v_isr, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+        if n < 0:
+            null_error(pos, "Replicas")
+        else:
+            v_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_isr = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "RemovingReplicas")
-    else:
-        v_removing_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+        if n < 0:
+            null_error(pos, "Isr")
+        else:
+            v_isr, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_removing_replicas = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "AddingReplicas")
+        if n < 0:
+            null_error(pos, "RemovingReplicas")
+        else:
+            v_removing_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_adding_replicas = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
-        v_adding_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        n, pos = r_ccount(buf, pos, end)
+        if n < 0:
+            null_error(pos, "AddingReplicas")
+        else:
+            v_adding_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if end - pos < 12:
         truncated(pos, "PartitionRecord")
     v_leader, v_leader_epoch, v_partition_epoch = _ST_iii.unpack_from(buf, pos)
@@ -376,22 +444,21 @@ def _d_PartitionRecord_1(buf, pos, end):
     v_leader_recovery_state = 0
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if tag == 0:
-            if t_end - pos < 1:
-                truncated(pos, "LeaderRecoveryState")
-            (v_leader_recovery_state,) = _ST_b.unpack_from(buf, pos)
-            pos += 1
-        elif unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if tag == 0:
+                if t_end - pos < 1:
+                    truncated(pos, "LeaderRecoveryState")
+                (v_leader_recovery_state,) = _ST_b.unpack_from(buf, pos)
+                pos += 1
+            elif unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(PartitionRecord)
     o.partition_id = v_partition_id
     o.topic_id = v_topic_id
@@ -414,24 +481,89 @@ def _e_PartitionRecord_1(o, out):
     """PartitionRecord, versions 1."""
     out += _ST_i16s.pack(o.partition_id, o.topic_id.bytes)
     arr = o.replicas
-    not_null(arr, "Replicas")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Replicas")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.isr
-    not_null(arr, "Isr")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Isr")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.removing_replicas
-    not_null(arr, "RemovingReplicas")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("RemovingReplicas")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.adding_replicas
-    not_null(arr, "AddingReplicas")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("AddingReplicas")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     out += _ST_iii.pack(o.leader, o.leader_epoch, o.partition_epoch)
     arr = o.directories
-    not_null(arr, "Directories")
+    if arr is None:
+        null_field("Directories")
     w_ccount(out, arr)
     w_uuid_array(out, arr)
     if o.eligible_leader_replicas is not None:
@@ -456,42 +588,42 @@ def _d_PartitionRecord_2(buf, pos, end):
     v_partition_id, v_topic_id = _ST_i16s.unpack_from(buf, pos)
     pos += 20
     v_topic_id = r_uuid(v_topic_id)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_replicas = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "Replicas")
-    else:
-        v_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
-    else:
-        n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "Isr")
-    else:
-        v_isr, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+        if n < 0:
+            null_error(pos, "Replicas")
+        else:
+            v_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_isr = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "RemovingReplicas")
-    else:
-        v_removing_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+        if n < 0:
+            null_error(pos, "Isr")
+        else:
+            v_isr, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_removing_replicas = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "AddingReplicas")
+        if n < 0:
+            null_error(pos, "RemovingReplicas")
+        else:
+            v_removing_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_adding_replicas = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
-        v_adding_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        n, pos = r_ccount(buf, pos, end)
+        if n < 0:
+            null_error(pos, "AddingReplicas")
+        else:
+            v_adding_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if end - pos < 12:
         truncated(pos, "PartitionRecord")
     v_leader, v_leader_epoch, v_partition_epoch = _ST_iii.unpack_from(buf, pos)
@@ -510,42 +642,49 @@ def _d_PartitionRecord_2(buf, pos, end):
     v_last_known_elr = None
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if tag == 0:
-            if t_end - pos < 1:
-                truncated(pos, "LeaderRecoveryState")
-            (v_leader_recovery_state,) = _ST_b.unpack_from(buf, pos)
-            pos += 1
-        elif tag == 1:
-            if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
-                n = buf[pos] - 1
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if tag == 0:
+                if t_end - pos < 1:
+                    truncated(pos, "LeaderRecoveryState")
+                (v_leader_recovery_state,) = _ST_b.unpack_from(buf, pos)
                 pos += 1
+            elif tag == 1:
+                if (
+                    pos < t_end
+                    and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N
+                    and pos + 1 + n * 4 <= t_end
+                ):
+                    v_eligible_leader_replicas = list(_AR__i[n].unpack_from(buf, pos + 1))
+                    pos += 1 + n * 4
+                else:
+                    n, pos = r_ccount(buf, pos, t_end)
+                    if n < 0:
+                        v_eligible_leader_replicas = None
+                    else:
+                        v_eligible_leader_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
+            elif tag == 2:
+                if (
+                    pos < t_end
+                    and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N
+                    and pos + 1 + n * 4 <= t_end
+                ):
+                    v_last_known_elr = list(_AR__i[n].unpack_from(buf, pos + 1))
+                    pos += 1 + n * 4
+                else:
+                    n, pos = r_ccount(buf, pos, t_end)
+                    if n < 0:
+                        v_last_known_elr = None
+                    else:
+                        v_last_known_elr, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
+            elif unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
             else:
-                n, pos = r_ccount(buf, pos, t_end)
-            if n < 0:
-                v_eligible_leader_replicas = None
-            else:
-                v_eligible_leader_replicas, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
-        elif tag == 2:
-            if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
-                n = buf[pos] - 1
-                pos += 1
-            else:
-                n, pos = r_ccount(buf, pos, t_end)
-            if n < 0:
-                v_last_known_elr = None
-            else:
-                v_last_known_elr, pos = r_fixed_array(buf, pos, t_end, n, "i", 4)
-        elif unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(PartitionRecord)
     o.partition_id = v_partition_id
     o.topic_id = v_topic_id
@@ -568,24 +707,89 @@ def _e_PartitionRecord_2(o, out):
     """PartitionRecord, versions 2."""
     out += _ST_i16s.pack(o.partition_id, o.topic_id.bytes)
     arr = o.replicas
-    not_null(arr, "Replicas")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Replicas")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.isr
-    not_null(arr, "Isr")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Isr")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.removing_replicas
-    not_null(arr, "RemovingReplicas")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("RemovingReplicas")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.adding_replicas
-    not_null(arr, "AddingReplicas")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("AddingReplicas")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     out += _ST_iii.pack(o.leader, o.leader_epoch, o.partition_epoch)
     arr = o.directories
-    not_null(arr, "Directories")
+    if arr is None:
+        null_field("Directories")
     w_ccount(out, arr)
     w_uuid_array(out, arr)
     tags = list(o._unknown_tags) if o._unknown_tags else []
@@ -599,8 +803,23 @@ def _e_PartitionRecord_2(o, out):
         if arr is None:
             t += b"\x00"
         else:
-            w_ccount(t, arr)
-            w_fixed_array(t, arr, "i")
+            n = len(arr)
+            if n == 0:
+                t += _AR_B_i[0].pack(1)
+            elif n == 1:
+                (a0,) = arr
+                t += _AR_B_i[1].pack(2, a0)
+            elif n == 2:
+                a0, a1 = arr
+                t += _AR_B_i[2].pack(3, a0, a1)
+            elif n == 3:
+                a0, a1, a2 = arr
+                t += _AR_B_i[3].pack(4, a0, a1, a2)
+            elif n <= ARRAY_STRUCTS_MAX_N:
+                t += _AR_B_i[n].pack(n + 1, *arr)
+            else:
+                w_ccount(t, arr)
+                w_fixed_array(t, arr, "i")
         tags.append((1, t))
     if o.last_known_elr is not None:
         t = bytearray()
@@ -608,8 +827,23 @@ def _e_PartitionRecord_2(o, out):
         if arr is None:
             t += b"\x00"
         else:
-            w_ccount(t, arr)
-            w_fixed_array(t, arr, "i")
+            n = len(arr)
+            if n == 0:
+                t += _AR_B_i[0].pack(1)
+            elif n == 1:
+                (a0,) = arr
+                t += _AR_B_i[1].pack(2, a0)
+            elif n == 2:
+                a0, a1 = arr
+                t += _AR_B_i[2].pack(3, a0, a1)
+            elif n == 3:
+                a0, a1, a2 = arr
+                t += _AR_B_i[3].pack(4, a0, a1, a2)
+            elif n <= ARRAY_STRUCTS_MAX_N:
+                t += _AR_B_i[n].pack(n + 1, *arr)
+            else:
+                w_ccount(t, arr)
+                w_fixed_array(t, arr, "i")
         tags.append((2, t))
     if tags:
         w_tags(out, tags)

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -95,17 +98,16 @@ def _d_ProducerIdsRecord_0(buf, pos, end):
     pos += 20
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ProducerIdsRecord)
     o.broker_id = v_broker_id
     o.broker_epoch = v_broker_epoch
@@ -117,7 +119,10 @@ def _d_ProducerIdsRecord_0(buf, pos, end):
 def _e_ProducerIdsRecord_0(o, out):
     """ProducerIdsRecord, versions 0."""
     out += _ST_iqq.pack(o.broker_id, o.broker_epoch, o.next_producer_id)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 ProducerIdsRecord._DECODERS = (_d_ProducerIdsRecord_0,)

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -254,17 +257,16 @@ def _d_BrokerEndpoint_0(buf, pos, end):
     pos += 4
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(BrokerEndpoint)
     o.name = v_name
     o.host = v_host
@@ -279,7 +281,10 @@ def _e_BrokerEndpoint_0(o, out):
     w_cstr(out, o.name)
     w_cstr(out, o.host)
     out += _ST_Hh.pack(o.port, o.security_protocol)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_BrokerFeature_0(buf, pos, end):
@@ -291,17 +296,16 @@ def _d_BrokerFeature_0(buf, pos, end):
     pos += 4
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(BrokerFeature)
     o.name = v_name
     o.min_supported_version = v_min_supported_version
@@ -314,7 +318,10 @@ def _e_BrokerFeature_0(o, out):
     """BrokerFeature, versions 0-3."""
     w_cstr(out, o.name)
     out += _ST_hh.pack(o.min_supported_version, o.max_supported_version)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_RegisterBrokerRecord_0(buf, pos, end):
@@ -355,17 +362,16 @@ def _d_RegisterBrokerRecord_0(buf, pos, end):
     pos += 1
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(RegisterBrokerRecord)
     o.broker_id = v_broker_id
     o.is_migrating_zk_broker = False
@@ -390,12 +396,14 @@ def _e_RegisterBrokerRecord_0(o, out):
         )
     out += _ST_16sq.pack(o.incarnation_id.bytes, o.broker_epoch)
     arr = o.end_points
-    not_null(arr, "EndPoints")
+    if arr is None:
+        null_field("EndPoints")
     w_ccount(out, arr)
     for e in arr:
         _e_BrokerEndpoint_0(e, out)
     arr = o.features
-    not_null(arr, "Features")
+    if arr is None:
+        null_field("Features")
     w_ccount(out, arr)
     for e in arr:
         _e_BrokerFeature_0(e, out)
@@ -407,7 +415,10 @@ def _e_RegisterBrokerRecord_0(o, out):
         )
     if o.log_dirs is None or len(o.log_dirs) > 0:
         raise UnsupportedVersionError("RegisterBrokerRecord.LogDirs is not supported at version 0")
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_RegisterBrokerRecord_1(buf, pos, end):
@@ -448,17 +459,16 @@ def _d_RegisterBrokerRecord_1(buf, pos, end):
     pos += 2
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(RegisterBrokerRecord)
     o.broker_id = v_broker_id
     o.is_migrating_zk_broker = False
@@ -483,12 +493,14 @@ def _e_RegisterBrokerRecord_1(o, out):
         )
     out += _ST_16sq.pack(o.incarnation_id.bytes, o.broker_epoch)
     arr = o.end_points
-    not_null(arr, "EndPoints")
+    if arr is None:
+        null_field("EndPoints")
     w_ccount(out, arr)
     for e in arr:
         _e_BrokerEndpoint_0(e, out)
     arr = o.features
-    not_null(arr, "Features")
+    if arr is None:
+        null_field("Features")
     w_ccount(out, arr)
     for e in arr:
         _e_BrokerFeature_0(e, out)
@@ -496,7 +508,10 @@ def _e_RegisterBrokerRecord_1(o, out):
     out += _ST_zz.pack(o.fenced, o.in_controlled_shutdown)
     if o.log_dirs is None or len(o.log_dirs) > 0:
         raise UnsupportedVersionError("RegisterBrokerRecord.LogDirs is not supported at version 1")
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_RegisterBrokerRecord_2(buf, pos, end):
@@ -537,17 +552,16 @@ def _d_RegisterBrokerRecord_2(buf, pos, end):
     pos += 2
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(RegisterBrokerRecord)
     o.broker_id = v_broker_id
     o.is_migrating_zk_broker = v_is_migrating_zk_broker
@@ -572,12 +586,14 @@ def _e_RegisterBrokerRecord_2(o, out):
         o.broker_epoch,
     )
     arr = o.end_points
-    not_null(arr, "EndPoints")
+    if arr is None:
+        null_field("EndPoints")
     w_ccount(out, arr)
     for e in arr:
         _e_BrokerEndpoint_0(e, out)
     arr = o.features
-    not_null(arr, "Features")
+    if arr is None:
+        null_field("Features")
     w_ccount(out, arr)
     for e in arr:
         _e_BrokerFeature_0(e, out)
@@ -585,7 +601,10 @@ def _e_RegisterBrokerRecord_2(o, out):
     out += _ST_zz.pack(o.fenced, o.in_controlled_shutdown)
     if o.log_dirs is None or len(o.log_dirs) > 0:
         raise UnsupportedVersionError("RegisterBrokerRecord.LogDirs is not supported at version 2")
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_RegisterBrokerRecord_3(buf, pos, end):
@@ -627,27 +646,26 @@ def _d_RegisterBrokerRecord_3(buf, pos, end):
     v_log_dirs = []
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if tag == 0:
-            if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
-                n = buf[pos] - 1
-                pos += 1
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if tag == 0:
+                if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
+                    n = buf[pos] - 1
+                    pos += 1
+                else:
+                    n, pos = r_ccount(buf, pos, t_end)
+                if n < 0:
+                    null_error(pos, "LogDirs")
+                else:
+                    v_log_dirs, pos = r_uuid_array(buf, pos, t_end, n)
+            elif unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
             else:
-                n, pos = r_ccount(buf, pos, t_end)
-            if n < 0:
-                null_error(pos, "LogDirs")
-            else:
-                v_log_dirs, pos = r_uuid_array(buf, pos, t_end, n)
-        elif unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(RegisterBrokerRecord)
     o.broker_id = v_broker_id
     o.is_migrating_zk_broker = v_is_migrating_zk_broker
@@ -672,12 +690,14 @@ def _e_RegisterBrokerRecord_3(o, out):
         o.broker_epoch,
     )
     arr = o.end_points
-    not_null(arr, "EndPoints")
+    if arr is None:
+        null_field("EndPoints")
     w_ccount(out, arr)
     for e in arr:
         _e_BrokerEndpoint_0(e, out)
     arr = o.features
-    not_null(arr, "Features")
+    if arr is None:
+        null_field("Features")
     w_ccount(out, arr)
     for e in arr:
         _e_BrokerFeature_0(e, out)
@@ -687,7 +707,8 @@ def _e_RegisterBrokerRecord_3(o, out):
     if o.log_dirs is None or len(o.log_dirs) > 0:
         t = bytearray()
         arr = o.log_dirs
-        not_null(arr, "LogDirs")
+        if arr is None:
+            null_field("LogDirs")
         w_ccount(t, arr)
         w_uuid_array(t, arr)
         tags.append((0, t))

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -227,17 +230,16 @@ def _d_ControllerEndpoint_0(buf, pos, end):
     pos += 4
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ControllerEndpoint)
     o.name = v_name
     o.host = v_host
@@ -252,7 +254,10 @@ def _e_ControllerEndpoint_0(o, out):
     w_cstr(out, o.name)
     w_cstr(out, o.host)
     out += _ST_Hh.pack(o.port, o.security_protocol)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ControllerFeature_0(buf, pos, end):
@@ -264,17 +269,16 @@ def _d_ControllerFeature_0(buf, pos, end):
     pos += 4
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ControllerFeature)
     o.name = v_name
     o.min_supported_version = v_min_supported_version
@@ -287,7 +291,10 @@ def _e_ControllerFeature_0(o, out):
     """ControllerFeature, versions 0."""
     w_cstr(out, o.name)
     out += _ST_hh.pack(o.min_supported_version, o.max_supported_version)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_RegisterControllerRecord_0(buf, pos, end):
@@ -323,17 +330,16 @@ def _d_RegisterControllerRecord_0(buf, pos, end):
             v_features.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(RegisterControllerRecord)
     o.controller_id = v_controller_id
     o.incarnation_id = v_incarnation_id
@@ -348,16 +354,21 @@ def _e_RegisterControllerRecord_0(o, out):
     """RegisterControllerRecord, versions 0."""
     out += _ST_i16sz.pack(o.controller_id, o.incarnation_id.bytes, o.zk_migration_ready)
     arr = o.end_points
-    not_null(arr, "EndPoints")
+    if arr is None:
+        null_field("EndPoints")
     w_ccount(out, arr)
     for e in arr:
         _e_ControllerEndpoint_0(e, out)
     arr = o.features
-    not_null(arr, "Features")
+    if arr is None:
+        null_field("Features")
     w_ccount(out, arr)
     for e in arr:
         _e_ControllerFeature_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 RegisterControllerRecord._DECODERS = (_d_RegisterControllerRecord_0,)

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -53,9 +56,13 @@ from kafkatool.formats.schema import (
 _new = object.__new__
 _ST_h = struct.Struct(">h")
 _ST_hib = struct.Struct(">hib")
+_ST_i = struct.Struct(">i")
 _ST_q = struct.Struct(">q")
 _ST_qhib = struct.Struct(">qhib")
 _ST_qq = struct.Struct(">qq")
+_AR__i = array_structs("", "i")
+_AR_B_i = array_structs("B", "i")
+_AR_i_i = array_structs("i", "i")
 
 __all__ = ["PartitionsSchema", "TransactionLogValue"]
 
@@ -225,11 +232,19 @@ TransactionLogValue._FIELDS = (
 def _d_PartitionsSchema_0(buf, pos, end):
     """PartitionsSchema, versions 0."""
     v_topic, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "PartitionIds")
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 4 <= end
+    ):
+        v_partition_ids = list(_AR__i[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 4
     else:
-        v_partition_ids, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        n, pos = r_count(buf, pos, end)
+        if n < 0:
+            null_error(pos, "PartitionIds")
+        else:
+            v_partition_ids, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     o = _new(PartitionsSchema)
     o.topic = v_topic
     o.partition_ids = v_partition_ids
@@ -241,9 +256,25 @@ def _e_PartitionsSchema_0(o, out):
     """PartitionsSchema, versions 0."""
     w_str(out, o.topic)
     arr = o.partition_ids
-    not_null(arr, "PartitionIds")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("PartitionIds")
+    n = len(arr)
+    if n == 0:
+        out += _AR_i_i[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_i[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_i[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_i[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
 
 
 def _d_TransactionLogValue_0(buf, pos, end):
@@ -306,28 +337,27 @@ def _e_TransactionLogValue_0(o, out):
 def _d_PartitionsSchema_1(buf, pos, end):
     """PartitionsSchema, versions 1."""
     v_topic, pos = r_cstr(buf, pos, end)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_partition_ids = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "PartitionIds")
-    else:
-        v_partition_ids, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        if n < 0:
+            null_error(pos, "PartitionIds")
+        else:
+            v_partition_ids, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(PartitionsSchema)
     o.topic = v_topic
     o.partition_ids = v_partition_ids
@@ -339,10 +369,29 @@ def _e_PartitionsSchema_1(o, out):
     """PartitionsSchema, versions 1."""
     w_cstr(out, o.topic)
     arr = o.partition_ids
-    not_null(arr, "PartitionIds")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
-    w_unknown_tags(out, o._unknown_tags)
+    if arr is None:
+        null_field("PartitionIds")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_TransactionLogValue_1(buf, pos, end):
@@ -374,32 +423,31 @@ def _d_TransactionLogValue_1(buf, pos, end):
     v_client_transaction_version = 0
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if tag == 0:
-            if t_end - pos < 8:
-                truncated(pos, "PreviousProducerId")
-            (v_previous_producer_id,) = _ST_q.unpack_from(buf, pos)
-            pos += 8
-        elif tag == 1:
-            if t_end - pos < 8:
-                truncated(pos, "NextProducerId")
-            (v_next_producer_id,) = _ST_q.unpack_from(buf, pos)
-            pos += 8
-        elif tag == 2:
-            if t_end - pos < 2:
-                truncated(pos, "ClientTransactionVersion")
-            (v_client_transaction_version,) = _ST_h.unpack_from(buf, pos)
-            pos += 2
-        elif unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if tag == 0:
+                if t_end - pos < 8:
+                    truncated(pos, "PreviousProducerId")
+                (v_previous_producer_id,) = _ST_q.unpack_from(buf, pos)
+                pos += 8
+            elif tag == 1:
+                if t_end - pos < 8:
+                    truncated(pos, "NextProducerId")
+                (v_next_producer_id,) = _ST_q.unpack_from(buf, pos)
+                pos += 8
+            elif tag == 2:
+                if t_end - pos < 2:
+                    truncated(pos, "ClientTransactionVersion")
+                (v_client_transaction_version,) = _ST_h.unpack_from(buf, pos)
+                pos += 2
+            elif unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(TransactionLogValue)
     o.producer_id = v_producer_id
     o.previous_producer_id = v_previous_producer_id

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -222,17 +225,16 @@ def _d_Endpoint_0(buf, pos, end):
     pos += 2
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(Endpoint)
     o.name = v_name
     o.host = v_host
@@ -246,7 +248,10 @@ def _e_Endpoint_0(o, out):
     w_cstr(out, o.name)
     w_cstr(out, o.host)
     out += _ST_H.pack(o.port)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_KRaftVersionFeature_0(buf, pos, end):
@@ -257,17 +262,16 @@ def _d_KRaftVersionFeature_0(buf, pos, end):
     pos += 4
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(KRaftVersionFeature)
     o.min_supported_version = v_min_supported_version
     o.max_supported_version = v_max_supported_version
@@ -278,7 +282,10 @@ def _d_KRaftVersionFeature_0(buf, pos, end):
 def _e_KRaftVersionFeature_0(o, out):
     """KRaftVersionFeature, versions 0."""
     out += _ST_hh.pack(o.min_supported_version, o.max_supported_version)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_Voter_0(buf, pos, end):
@@ -303,17 +310,16 @@ def _d_Voter_0(buf, pos, end):
     v_k_raft_version_feature, pos = _d_KRaftVersionFeature_0(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(Voter)
     o.voter_id = v_voter_id
     o.voter_directory_id = v_voter_directory_id
@@ -327,12 +333,16 @@ def _e_Voter_0(o, out):
     """Voter, versions 0."""
     out += _ST_i16s.pack(o.voter_id, o.voter_directory_id.bytes)
     arr = o.endpoints
-    not_null(arr, "Endpoints")
+    if arr is None:
+        null_field("Endpoints")
     w_ccount(out, arr)
     for e in arr:
         _e_Endpoint_0(e, out)
     _e_KRaftVersionFeature_0(not_null(o.k_raft_version_feature, "KRaftVersionFeature"), out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_VotersRecord_0(buf, pos, end):
@@ -355,17 +365,16 @@ def _d_VotersRecord_0(buf, pos, end):
             v_voters.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(VotersRecord)
     o.version = v_version
     o.voters = v_voters
@@ -377,11 +386,15 @@ def _e_VotersRecord_0(o, out):
     """VotersRecord, versions 0."""
     out += _ST_h.pack(o.version)
     arr = o.voters
-    not_null(arr, "Voters")
+    if arr is None:
+        null_field("Voters")
     w_ccount(out, arr)
     for e in arr:
         _e_Voter_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 VotersRecord._DECODERS = (_d_VotersRecord_0,)

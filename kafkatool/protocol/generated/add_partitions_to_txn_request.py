@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -51,8 +54,12 @@ from kafkatool.formats.schema import (
 )
 
 _new = object.__new__
+_ST_i = struct.Struct(">i")
 _ST_qh = struct.Struct(">qh")
 _ST_qhz = struct.Struct(">qh?")
+_AR__i = array_structs("", "i")
+_AR_B_i = array_structs("B", "i")
+_AR_i_i = array_structs("i", "i")
 
 __all__ = ["AddPartitionsToTxnRequest", "AddPartitionsToTxnTopic", "AddPartitionsToTxnTransaction"]
 
@@ -238,11 +245,19 @@ AddPartitionsToTxnRequest._FIELDS = (
 def _d_AddPartitionsToTxnTopic_0(buf, pos, end):
     """AddPartitionsToTxnTopic, versions 0-2."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "Partitions")
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 4 <= end
+    ):
+        v_partitions = list(_AR__i[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 4
     else:
-        v_partitions, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        n, pos = r_count(buf, pos, end)
+        if n < 0:
+            null_error(pos, "Partitions")
+        else:
+            v_partitions, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     o = _new(AddPartitionsToTxnTopic)
     o.name = v_name
     o.partitions = v_partitions
@@ -254,9 +269,25 @@ def _e_AddPartitionsToTxnTopic_0(o, out):
     """AddPartitionsToTxnTopic, versions 0-2."""
     w_str(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Partitions")
+    n = len(arr)
+    if n == 0:
+        out += _AR_i_i[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_i[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_i[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_i[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
 
 
 def _d_AddPartitionsToTxnRequest_0(buf, pos, end):
@@ -293,7 +324,8 @@ def _e_AddPartitionsToTxnRequest_0(o, out):
     w_str(out, o.v3_and_below_transactional_id)
     out += _ST_qh.pack(o.v3_and_below_producer_id, o.v3_and_below_producer_epoch)
     arr = o.v3_and_below_topics
-    not_null(arr, "V3AndBelowTopics")
+    if arr is None:
+        null_field("V3AndBelowTopics")
     w_count(out, arr)
     for e in arr:
         _e_AddPartitionsToTxnTopic_0(e, out)
@@ -302,28 +334,27 @@ def _e_AddPartitionsToTxnRequest_0(o, out):
 def _d_AddPartitionsToTxnTopic_1(buf, pos, end):
     """AddPartitionsToTxnTopic, versions 3-5."""
     v_name, pos = r_cstr(buf, pos, end)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_partitions = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "Partitions")
-    else:
-        v_partitions, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        if n < 0:
+            null_error(pos, "Partitions")
+        else:
+            v_partitions, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(AddPartitionsToTxnTopic)
     o.name = v_name
     o.partitions = v_partitions
@@ -335,10 +366,29 @@ def _e_AddPartitionsToTxnTopic_1(o, out):
     """AddPartitionsToTxnTopic, versions 3-5."""
     w_cstr(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
-    w_unknown_tags(out, o._unknown_tags)
+    if arr is None:
+        null_field("Partitions")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_AddPartitionsToTxnRequest_1(buf, pos, end):
@@ -362,17 +412,16 @@ def _d_AddPartitionsToTxnRequest_1(buf, pos, end):
             v_v3_and_below_topics.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(AddPartitionsToTxnRequest)
     o.transactions = []
     o.v3_and_below_transactional_id = v_v3_and_below_transactional_id
@@ -390,11 +439,15 @@ def _e_AddPartitionsToTxnRequest_1(o, out):
     w_cstr(out, o.v3_and_below_transactional_id)
     out += _ST_qh.pack(o.v3_and_below_producer_id, o.v3_and_below_producer_epoch)
     arr = o.v3_and_below_topics
-    not_null(arr, "V3AndBelowTopics")
+    if arr is None:
+        null_field("V3AndBelowTopics")
     w_ccount(out, arr)
     for e in arr:
         _e_AddPartitionsToTxnTopic_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_AddPartitionsToTxnTransaction_0(buf, pos, end):
@@ -418,17 +471,16 @@ def _d_AddPartitionsToTxnTransaction_0(buf, pos, end):
             v_topics.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(AddPartitionsToTxnTransaction)
     o.transactional_id = v_transactional_id
     o.producer_id = v_producer_id
@@ -444,11 +496,15 @@ def _e_AddPartitionsToTxnTransaction_0(o, out):
     w_cstr(out, o.transactional_id)
     out += _ST_qhz.pack(o.producer_id, o.producer_epoch, o.verify_only)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_AddPartitionsToTxnTopic_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_AddPartitionsToTxnRequest_2(buf, pos, end):
@@ -467,17 +523,16 @@ def _d_AddPartitionsToTxnRequest_2(buf, pos, end):
             v_transactions.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(AddPartitionsToTxnRequest)
     o.transactions = v_transactions
     o.v3_and_below_transactional_id = ""
@@ -491,7 +546,8 @@ def _d_AddPartitionsToTxnRequest_2(buf, pos, end):
 def _e_AddPartitionsToTxnRequest_2(o, out):
     """AddPartitionsToTxnRequest, versions 4-5."""
     arr = o.transactions
-    not_null(arr, "Transactions")
+    if arr is None:
+        null_field("Transactions")
     w_ccount(out, arr)
     for e in arr:
         _e_AddPartitionsToTxnTransaction_0(e, out)
@@ -511,7 +567,10 @@ def _e_AddPartitionsToTxnRequest_2(o, out):
         raise UnsupportedVersionError(
             "AddPartitionsToTxnRequest.V3AndBelowTopics is not supported at version 4-5"
         )
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 AddPartitionsToTxnRequest._DECODERS = (

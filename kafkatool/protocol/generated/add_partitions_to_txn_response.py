@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -274,7 +277,8 @@ def _e_AddPartitionsToTxnTopicResult_0(o, out):
     """AddPartitionsToTxnTopicResult, versions 0-2."""
     w_str(out, o.name)
     arr = o.results_by_partition
-    not_null(arr, "ResultsByPartition")
+    if arr is None:
+        null_field("ResultsByPartition")
     w_count(out, arr)
     for e in arr:
         _e_AddPartitionsToTxnPartitionResult_0(e, out)
@@ -311,7 +315,8 @@ def _e_AddPartitionsToTxnResponse_0(o, out):
             "AddPartitionsToTxnResponse.ResultsByTransaction is not supported at version 0-2"
         )
     arr = o.results_by_topic_v3_and_below
-    not_null(arr, "ResultsByTopicV3AndBelow")
+    if arr is None:
+        null_field("ResultsByTopicV3AndBelow")
     w_count(out, arr)
     for e in arr:
         _e_AddPartitionsToTxnTopicResult_0(e, out)
@@ -325,17 +330,16 @@ def _d_AddPartitionsToTxnPartitionResult_1(buf, pos, end):
     pos += 6
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(AddPartitionsToTxnPartitionResult)
     o.partition_index = v_partition_index
     o.partition_error_code = v_partition_error_code
@@ -346,7 +350,10 @@ def _d_AddPartitionsToTxnPartitionResult_1(buf, pos, end):
 def _e_AddPartitionsToTxnPartitionResult_1(o, out):
     """AddPartitionsToTxnPartitionResult, versions 3-5."""
     out += _ST_ih.pack(o.partition_index, o.partition_error_code)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_AddPartitionsToTxnTopicResult_1(buf, pos, end):
@@ -366,17 +373,16 @@ def _d_AddPartitionsToTxnTopicResult_1(buf, pos, end):
             v_results_by_partition.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(AddPartitionsToTxnTopicResult)
     o.name = v_name
     o.results_by_partition = v_results_by_partition
@@ -388,11 +394,15 @@ def _e_AddPartitionsToTxnTopicResult_1(o, out):
     """AddPartitionsToTxnTopicResult, versions 3-5."""
     w_cstr(out, o.name)
     arr = o.results_by_partition
-    not_null(arr, "ResultsByPartition")
+    if arr is None:
+        null_field("ResultsByPartition")
     w_ccount(out, arr)
     for e in arr:
         _e_AddPartitionsToTxnPartitionResult_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_AddPartitionsToTxnResponse_1(buf, pos, end):
@@ -415,17 +425,16 @@ def _d_AddPartitionsToTxnResponse_1(buf, pos, end):
             v_results_by_topic_v3_and_below.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(AddPartitionsToTxnResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.error_code = 0
@@ -443,11 +452,15 @@ def _e_AddPartitionsToTxnResponse_1(o, out):
             "AddPartitionsToTxnResponse.ResultsByTransaction is not supported at version 3"
         )
     arr = o.results_by_topic_v3_and_below
-    not_null(arr, "ResultsByTopicV3AndBelow")
+    if arr is None:
+        null_field("ResultsByTopicV3AndBelow")
     w_ccount(out, arr)
     for e in arr:
         _e_AddPartitionsToTxnTopicResult_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_AddPartitionsToTxnResult_0(buf, pos, end):
@@ -467,17 +480,16 @@ def _d_AddPartitionsToTxnResult_0(buf, pos, end):
             v_topic_results.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(AddPartitionsToTxnResult)
     o.transactional_id = v_transactional_id
     o.topic_results = v_topic_results
@@ -489,11 +501,15 @@ def _e_AddPartitionsToTxnResult_0(o, out):
     """AddPartitionsToTxnResult, versions 4-5."""
     w_cstr(out, o.transactional_id)
     arr = o.topic_results
-    not_null(arr, "TopicResults")
+    if arr is None:
+        null_field("TopicResults")
     w_ccount(out, arr)
     for e in arr:
         _e_AddPartitionsToTxnTopicResult_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_AddPartitionsToTxnResponse_2(buf, pos, end):
@@ -516,17 +532,16 @@ def _d_AddPartitionsToTxnResponse_2(buf, pos, end):
             v_results_by_transaction.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(AddPartitionsToTxnResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.error_code = v_error_code
@@ -540,7 +555,8 @@ def _e_AddPartitionsToTxnResponse_2(o, out):
     """AddPartitionsToTxnResponse, versions 4-5."""
     out += _ST_ih.pack(o.throttle_time_ms, o.error_code)
     arr = o.results_by_transaction
-    not_null(arr, "ResultsByTransaction")
+    if arr is None:
+        null_field("ResultsByTransaction")
     w_ccount(out, arr)
     for e in arr:
         _e_AddPartitionsToTxnResult_0(e, out)
@@ -548,7 +564,10 @@ def _e_AddPartitionsToTxnResponse_2(o, out):
         raise UnsupportedVersionError(
             "AddPartitionsToTxnResponse.ResultsByTopicV3AndBelow is not supported at version 4-5"
         )
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 AddPartitionsToTxnResponse._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -226,12 +229,14 @@ def _d_EntryData_0(buf, pos, end):
 def _e_EntryData_0(o, out):
     """EntryData, versions 0."""
     arr = o.entity
-    not_null(arr, "Entity")
+    if arr is None:
+        null_field("Entity")
     w_count(out, arr)
     for e in arr:
         _e_EntityData_0(e, out)
     arr = o.ops
-    not_null(arr, "Ops")
+    if arr is None:
+        null_field("Ops")
     w_count(out, arr)
     for e in arr:
         _e_OpData_0(e, out)
@@ -261,7 +266,8 @@ def _d_AlterClientQuotasRequest_0(buf, pos, end):
 def _e_AlterClientQuotasRequest_0(o, out):
     """AlterClientQuotasRequest, versions 0."""
     arr = o.entries
-    not_null(arr, "Entries")
+    if arr is None:
+        null_field("Entries")
     w_count(out, arr)
     for e in arr:
         _e_EntryData_0(e, out)
@@ -274,17 +280,16 @@ def _d_EntityData_1(buf, pos, end):
     v_entity_name, pos = r_ncstr(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(EntityData)
     o.entity_type = v_entity_type
     o.entity_name = v_entity_name
@@ -296,7 +301,10 @@ def _e_EntityData_1(o, out):
     """EntityData, versions 1."""
     w_cstr(out, o.entity_type)
     w_ncstr(out, o.entity_name)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_OpData_1(buf, pos, end):
@@ -308,17 +316,16 @@ def _d_OpData_1(buf, pos, end):
     pos += 9
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(OpData)
     o.key = v_key
     o.value = v_value
@@ -331,7 +338,10 @@ def _e_OpData_1(o, out):
     """OpData, versions 1."""
     w_cstr(out, o.key)
     out += _ST_dz.pack(o.value, o.remove)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_EntryData_1(buf, pos, end):
@@ -362,17 +372,16 @@ def _d_EntryData_1(buf, pos, end):
             v_ops.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(EntryData)
     o.entity = v_entity
     o.ops = v_ops
@@ -383,16 +392,21 @@ def _d_EntryData_1(buf, pos, end):
 def _e_EntryData_1(o, out):
     """EntryData, versions 1."""
     arr = o.entity
-    not_null(arr, "Entity")
+    if arr is None:
+        null_field("Entity")
     w_ccount(out, arr)
     for e in arr:
         _e_EntityData_1(e, out)
     arr = o.ops
-    not_null(arr, "Ops")
+    if arr is None:
+        null_field("Ops")
     w_ccount(out, arr)
     for e in arr:
         _e_OpData_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_AlterClientQuotasRequest_1(buf, pos, end):
@@ -415,17 +429,16 @@ def _d_AlterClientQuotasRequest_1(buf, pos, end):
     pos += 1
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(AlterClientQuotasRequest)
     o.entries = v_entries
     o.validate_only = v_validate_only
@@ -436,12 +449,16 @@ def _d_AlterClientQuotasRequest_1(buf, pos, end):
 def _e_AlterClientQuotasRequest_1(o, out):
     """AlterClientQuotasRequest, versions 1."""
     arr = o.entries
-    not_null(arr, "Entries")
+    if arr is None:
+        null_field("Entries")
     w_ccount(out, arr)
     for e in arr:
         _e_EntryData_1(e, out)
     out += _ST_z.pack(o.validate_only)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 AlterClientQuotasRequest._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -185,7 +188,8 @@ def _e_EntryData_0(o, out):
     out += _ST_h.pack(o.error_code)
     w_nstr(out, o.error_message)
     arr = o.entity
-    not_null(arr, "Entity")
+    if arr is None:
+        null_field("Entity")
     w_count(out, arr)
     for e in arr:
         _e_EntityData_0(e, out)
@@ -216,7 +220,8 @@ def _e_AlterClientQuotasResponse_0(o, out):
     """AlterClientQuotasResponse, versions 0."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.entries
-    not_null(arr, "Entries")
+    if arr is None:
+        null_field("Entries")
     w_count(out, arr)
     for e in arr:
         _e_EntryData_0(e, out)
@@ -228,17 +233,16 @@ def _d_EntityData_1(buf, pos, end):
     v_entity_name, pos = r_ncstr(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(EntityData)
     o.entity_type = v_entity_type
     o.entity_name = v_entity_name
@@ -250,7 +254,10 @@ def _e_EntityData_1(o, out):
     """EntityData, versions 1."""
     w_cstr(out, o.entity_type)
     w_ncstr(out, o.entity_name)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_EntryData_1(buf, pos, end):
@@ -274,17 +281,16 @@ def _d_EntryData_1(buf, pos, end):
             v_entity.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(EntryData)
     o.error_code = v_error_code
     o.error_message = v_error_message
@@ -298,11 +304,15 @@ def _e_EntryData_1(o, out):
     out += _ST_h.pack(o.error_code)
     w_ncstr(out, o.error_message)
     arr = o.entity
-    not_null(arr, "Entity")
+    if arr is None:
+        null_field("Entity")
     w_ccount(out, arr)
     for e in arr:
         _e_EntityData_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_AlterClientQuotasResponse_1(buf, pos, end):
@@ -325,17 +335,16 @@ def _d_AlterClientQuotasResponse_1(buf, pos, end):
             v_entries.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(AlterClientQuotasResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.entries = v_entries
@@ -347,11 +356,15 @@ def _e_AlterClientQuotasResponse_1(o, out):
     """AlterClientQuotasResponse, versions 1."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.entries
-    not_null(arr, "Entries")
+    if arr is None:
+        null_field("Entries")
     w_ccount(out, arr)
     for e in arr:
         _e_EntryData_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 AlterClientQuotasResponse._DECODERS = (

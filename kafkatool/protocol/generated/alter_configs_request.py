@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -191,7 +194,8 @@ def _e_AlterConfigsResource_0(o, out):
     out += _ST_b.pack(o.resource_type)
     w_str(out, o.resource_name)
     arr = o.configs
-    not_null(arr, "Configs")
+    if arr is None:
+        null_field("Configs")
     w_count(out, arr)
     for e in arr:
         _e_AlterableConfig_0(e, out)
@@ -221,7 +225,8 @@ def _d_AlterConfigsRequest_0(buf, pos, end):
 def _e_AlterConfigsRequest_0(o, out):
     """AlterConfigsRequest, versions 0-1."""
     arr = o.resources
-    not_null(arr, "Resources")
+    if arr is None:
+        null_field("Resources")
     w_count(out, arr)
     for e in arr:
         _e_AlterConfigsResource_0(e, out)
@@ -234,17 +239,16 @@ def _d_AlterableConfig_1(buf, pos, end):
     v_value, pos = r_ncstr(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(AlterableConfig)
     o.name = v_name
     o.value = v_value
@@ -256,7 +260,10 @@ def _e_AlterableConfig_1(o, out):
     """AlterableConfig, versions 2."""
     w_cstr(out, o.name)
     w_ncstr(out, o.value)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_AlterConfigsResource_1(buf, pos, end):
@@ -280,17 +287,16 @@ def _d_AlterConfigsResource_1(buf, pos, end):
             v_configs.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(AlterConfigsResource)
     o.resource_type = v_resource_type
     o.resource_name = v_resource_name
@@ -304,11 +310,15 @@ def _e_AlterConfigsResource_1(o, out):
     out += _ST_b.pack(o.resource_type)
     w_cstr(out, o.resource_name)
     arr = o.configs
-    not_null(arr, "Configs")
+    if arr is None:
+        null_field("Configs")
     w_ccount(out, arr)
     for e in arr:
         _e_AlterableConfig_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_AlterConfigsRequest_1(buf, pos, end):
@@ -331,17 +341,16 @@ def _d_AlterConfigsRequest_1(buf, pos, end):
     pos += 1
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(AlterConfigsRequest)
     o.resources = v_resources
     o.validate_only = v_validate_only
@@ -352,12 +361,16 @@ def _d_AlterConfigsRequest_1(buf, pos, end):
 def _e_AlterConfigsRequest_1(o, out):
     """AlterConfigsRequest, versions 2."""
     arr = o.resources
-    not_null(arr, "Resources")
+    if arr is None:
+        null_field("Resources")
     w_ccount(out, arr)
     for e in arr:
         _e_AlterConfigsResource_1(e, out)
     out += _ST_z.pack(o.validate_only)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 AlterConfigsRequest._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -52,6 +55,8 @@ from kafkatool.formats.schema import (
 
 _new = object.__new__
 _ST_i = struct.Struct(">i")
+_AR__i = array_structs("", "i")
+_AR_B_i = array_structs("B", "i")
 
 __all__ = ["AlterPartitionReassignmentsRequest", "ReassignablePartition", "ReassignableTopic"]
 
@@ -150,28 +155,27 @@ def _d_ReassignablePartition_0(buf, pos, end):
         truncated(pos, "ReassignablePartition")
     (v_partition_index,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_replicas = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        v_replicas = None
-    else:
-        v_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        if n < 0:
+            v_replicas = None
+        else:
+            v_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ReassignablePartition)
     o.partition_index = v_partition_index
     o.replicas = v_replicas
@@ -186,9 +190,27 @@ def _e_ReassignablePartition_0(o, out):
     if arr is None:
         out += b"\x00"
     else:
-        w_ccount(out, arr)
-        w_fixed_array(out, arr, "i")
-    w_unknown_tags(out, o._unknown_tags)
+        n = len(arr)
+        if n == 0:
+            out += _AR_B_i[0].pack(1)
+        elif n == 1:
+            (a0,) = arr
+            out += _AR_B_i[1].pack(2, a0)
+        elif n == 2:
+            a0, a1 = arr
+            out += _AR_B_i[2].pack(3, a0, a1)
+        elif n == 3:
+            a0, a1, a2 = arr
+            out += _AR_B_i[3].pack(4, a0, a1, a2)
+        elif n <= ARRAY_STRUCTS_MAX_N:
+            out += _AR_B_i[n].pack(n + 1, *arr)
+        else:
+            w_ccount(out, arr)
+            w_fixed_array(out, arr, "i")
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ReassignableTopic_0(buf, pos, end):
@@ -208,17 +230,16 @@ def _d_ReassignableTopic_0(buf, pos, end):
             v_partitions.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ReassignableTopic)
     o.name = v_name
     o.partitions = v_partitions
@@ -230,11 +251,15 @@ def _e_ReassignableTopic_0(o, out):
     """ReassignableTopic, versions 0."""
     w_cstr(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_ReassignablePartition_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_AlterPartitionReassignmentsRequest_0(buf, pos, end):
@@ -257,17 +282,16 @@ def _d_AlterPartitionReassignmentsRequest_0(buf, pos, end):
             v_topics.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(AlterPartitionReassignmentsRequest)
     o.timeout_ms = v_timeout_ms
     o.topics = v_topics
@@ -279,11 +303,15 @@ def _e_AlterPartitionReassignmentsRequest_0(o, out):
     """AlterPartitionReassignmentsRequest, versions 0."""
     out += _ST_i.pack(o.timeout_ms)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_ReassignableTopic_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 AlterPartitionReassignmentsRequest._DECODERS = (_d_AlterPartitionReassignmentsRequest_0,)

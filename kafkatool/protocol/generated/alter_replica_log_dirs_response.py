@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -199,7 +202,8 @@ def _e_AlterReplicaLogDirTopicResult_0(o, out):
     """AlterReplicaLogDirTopicResult, versions 0-1."""
     w_str(out, o.topic_name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_AlterReplicaLogDirPartitionResult_0(e, out)
@@ -230,7 +234,8 @@ def _e_AlterReplicaLogDirsResponse_0(o, out):
     """AlterReplicaLogDirsResponse, versions 0-1."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.results
-    not_null(arr, "Results")
+    if arr is None:
+        null_field("Results")
     w_count(out, arr)
     for e in arr:
         _e_AlterReplicaLogDirTopicResult_0(e, out)
@@ -244,17 +249,16 @@ def _d_AlterReplicaLogDirPartitionResult_1(buf, pos, end):
     pos += 6
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(AlterReplicaLogDirPartitionResult)
     o.partition_index = v_partition_index
     o.error_code = v_error_code
@@ -265,7 +269,10 @@ def _d_AlterReplicaLogDirPartitionResult_1(buf, pos, end):
 def _e_AlterReplicaLogDirPartitionResult_1(o, out):
     """AlterReplicaLogDirPartitionResult, versions 2."""
     out += _ST_ih.pack(o.partition_index, o.error_code)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_AlterReplicaLogDirTopicResult_1(buf, pos, end):
@@ -285,17 +292,16 @@ def _d_AlterReplicaLogDirTopicResult_1(buf, pos, end):
             v_partitions.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(AlterReplicaLogDirTopicResult)
     o.topic_name = v_topic_name
     o.partitions = v_partitions
@@ -307,11 +313,15 @@ def _e_AlterReplicaLogDirTopicResult_1(o, out):
     """AlterReplicaLogDirTopicResult, versions 2."""
     w_cstr(out, o.topic_name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_AlterReplicaLogDirPartitionResult_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_AlterReplicaLogDirsResponse_1(buf, pos, end):
@@ -334,17 +344,16 @@ def _d_AlterReplicaLogDirsResponse_1(buf, pos, end):
             v_results.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(AlterReplicaLogDirsResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.results = v_results
@@ -356,11 +365,15 @@ def _e_AlterReplicaLogDirsResponse_1(o, out):
     """AlterReplicaLogDirsResponse, versions 2."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.results
-    not_null(arr, "Results")
+    if arr is None:
+        null_field("Results")
     w_ccount(out, arr)
     for e in arr:
         _e_AlterReplicaLogDirTopicResult_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 AlterReplicaLogDirsResponse._DECODERS = (

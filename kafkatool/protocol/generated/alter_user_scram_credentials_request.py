@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -171,17 +174,16 @@ def _d_ScramCredentialDeletion_0(buf, pos, end):
     pos += 1
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ScramCredentialDeletion)
     o.name = v_name
     o.mechanism = v_mechanism
@@ -193,7 +195,10 @@ def _e_ScramCredentialDeletion_0(o, out):
     """ScramCredentialDeletion, versions 0."""
     w_cstr(out, o.name)
     out += _ST_b.pack(o.mechanism)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ScramCredentialUpsertion_0(buf, pos, end):
@@ -207,17 +212,16 @@ def _d_ScramCredentialUpsertion_0(buf, pos, end):
     v_salted_password, pos = r_cbytes(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ScramCredentialUpsertion)
     o.name = v_name
     o.mechanism = v_mechanism
@@ -234,7 +238,10 @@ def _e_ScramCredentialUpsertion_0(o, out):
     out += _ST_bi.pack(o.mechanism, o.iterations)
     w_cbytes(out, o.salt)
     w_cbytes(out, o.salted_password)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_AlterUserScramCredentialsRequest_0(buf, pos, end):
@@ -265,17 +272,16 @@ def _d_AlterUserScramCredentialsRequest_0(buf, pos, end):
             v_upsertions.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(AlterUserScramCredentialsRequest)
     o.deletions = v_deletions
     o.upsertions = v_upsertions
@@ -286,16 +292,21 @@ def _d_AlterUserScramCredentialsRequest_0(buf, pos, end):
 def _e_AlterUserScramCredentialsRequest_0(o, out):
     """AlterUserScramCredentialsRequest, versions 0."""
     arr = o.deletions
-    not_null(arr, "Deletions")
+    if arr is None:
+        null_field("Deletions")
     w_ccount(out, arr)
     for e in arr:
         _e_ScramCredentialDeletion_0(e, out)
     arr = o.upsertions
-    not_null(arr, "Upsertions")
+    if arr is None:
+        null_field("Upsertions")
     w_ccount(out, arr)
     for e in arr:
         _e_ScramCredentialUpsertion_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 AlterUserScramCredentialsRequest._DECODERS = (_d_AlterUserScramCredentialsRequest_0,)

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -291,7 +294,8 @@ def _e_ApiVersionsResponse_0(o, out):
     """ApiVersionsResponse, versions 0."""
     out += _ST_h.pack(o.error_code)
     arr = o.api_keys
-    not_null(arr, "ApiKeys")
+    if arr is None:
+        null_field("ApiKeys")
     w_count(out, arr)
     for e in arr:
         _e_ApiVersion_0(e, out)
@@ -331,7 +335,8 @@ def _e_ApiVersionsResponse_1(o, out):
     """ApiVersionsResponse, versions 1-2."""
     out += _ST_h.pack(o.error_code)
     arr = o.api_keys
-    not_null(arr, "ApiKeys")
+    if arr is None:
+        null_field("ApiKeys")
     w_count(out, arr)
     for e in arr:
         _e_ApiVersion_0(e, out)
@@ -346,17 +351,16 @@ def _d_ApiVersion_1(buf, pos, end):
     pos += 6
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ApiVersion)
     o.api_key = v_api_key
     o.min_version = v_min_version
@@ -368,7 +372,10 @@ def _d_ApiVersion_1(buf, pos, end):
 def _e_ApiVersion_1(o, out):
     """ApiVersion, versions 3-4."""
     out += _ST_hhh.pack(o.api_key, o.min_version, o.max_version)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_SupportedFeatureKey_0(buf, pos, end):
@@ -380,17 +387,16 @@ def _d_SupportedFeatureKey_0(buf, pos, end):
     pos += 4
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(SupportedFeatureKey)
     o.name = v_name
     o.min_version = v_min_version
@@ -403,7 +409,10 @@ def _e_SupportedFeatureKey_0(o, out):
     """SupportedFeatureKey, versions 3-4."""
     w_cstr(out, o.name)
     out += _ST_hh.pack(o.min_version, o.max_version)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_FinalizedFeatureKey_0(buf, pos, end):
@@ -415,17 +424,16 @@ def _d_FinalizedFeatureKey_0(buf, pos, end):
     pos += 4
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(FinalizedFeatureKey)
     o.name = v_name
     o.max_version_level = v_max_version_level
@@ -438,7 +446,10 @@ def _e_FinalizedFeatureKey_0(o, out):
     """FinalizedFeatureKey, versions 3-4."""
     w_cstr(out, o.name)
     out += _ST_hh.pack(o.max_version_level, o.min_version_level)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ApiVersionsResponse_2(buf, pos, end):
@@ -469,53 +480,52 @@ def _d_ApiVersionsResponse_2(buf, pos, end):
     v_zk_migration_ready = False
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if tag == 0:
-            if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
-                n = buf[pos] - 1
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if tag == 0:
+                if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
+                    n = buf[pos] - 1
+                    pos += 1
+                else:
+                    n, pos = r_ccount(buf, pos, t_end)
+                if n < 0:
+                    null_error(pos, "SupportedFeatures")
+                else:
+                    v_supported_features = []
+                    for _ in range(n):
+                        e, pos = _d_SupportedFeatureKey_0(buf, pos, t_end)
+                        v_supported_features.append(e)
+            elif tag == 1:
+                if t_end - pos < 8:
+                    truncated(pos, "FinalizedFeaturesEpoch")
+                (v_finalized_features_epoch,) = _ST_q.unpack_from(buf, pos)
+                pos += 8
+            elif tag == 2:
+                if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
+                    n = buf[pos] - 1
+                    pos += 1
+                else:
+                    n, pos = r_ccount(buf, pos, t_end)
+                if n < 0:
+                    null_error(pos, "FinalizedFeatures")
+                else:
+                    v_finalized_features = []
+                    for _ in range(n):
+                        e, pos = _d_FinalizedFeatureKey_0(buf, pos, t_end)
+                        v_finalized_features.append(e)
+            elif tag == 3:
+                if t_end - pos < 1:
+                    truncated(pos, "ZkMigrationReady")
+                (v_zk_migration_ready,) = _ST_z.unpack_from(buf, pos)
                 pos += 1
+            elif unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
             else:
-                n, pos = r_ccount(buf, pos, t_end)
-            if n < 0:
-                null_error(pos, "SupportedFeatures")
-            else:
-                v_supported_features = []
-                for _ in range(n):
-                    e, pos = _d_SupportedFeatureKey_0(buf, pos, t_end)
-                    v_supported_features.append(e)
-        elif tag == 1:
-            if t_end - pos < 8:
-                truncated(pos, "FinalizedFeaturesEpoch")
-            (v_finalized_features_epoch,) = _ST_q.unpack_from(buf, pos)
-            pos += 8
-        elif tag == 2:
-            if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
-                n = buf[pos] - 1
-                pos += 1
-            else:
-                n, pos = r_ccount(buf, pos, t_end)
-            if n < 0:
-                null_error(pos, "FinalizedFeatures")
-            else:
-                v_finalized_features = []
-                for _ in range(n):
-                    e, pos = _d_FinalizedFeatureKey_0(buf, pos, t_end)
-                    v_finalized_features.append(e)
-        elif tag == 3:
-            if t_end - pos < 1:
-                truncated(pos, "ZkMigrationReady")
-            (v_zk_migration_ready,) = _ST_z.unpack_from(buf, pos)
-            pos += 1
-        elif unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ApiVersionsResponse)
     o.error_code = v_error_code
     o.api_keys = v_api_keys
@@ -532,7 +542,8 @@ def _e_ApiVersionsResponse_2(o, out):
     """ApiVersionsResponse, versions 3-4."""
     out += _ST_h.pack(o.error_code)
     arr = o.api_keys
-    not_null(arr, "ApiKeys")
+    if arr is None:
+        null_field("ApiKeys")
     w_ccount(out, arr)
     for e in arr:
         _e_ApiVersion_1(e, out)
@@ -541,7 +552,8 @@ def _e_ApiVersionsResponse_2(o, out):
     if o.supported_features is None or len(o.supported_features) > 0:
         t = bytearray()
         arr = o.supported_features
-        not_null(arr, "SupportedFeatures")
+        if arr is None:
+            null_field("SupportedFeatures")
         w_ccount(t, arr)
         for e in arr:
             _e_SupportedFeatureKey_0(e, t)
@@ -553,7 +565,8 @@ def _e_ApiVersionsResponse_2(o, out):
     if o.finalized_features is None or len(o.finalized_features) > 0:
         t = bytearray()
         arr = o.finalized_features
-        not_null(arr, "FinalizedFeatures")
+        if arr is None:
+            null_field("FinalizedFeatures")
         w_ccount(t, arr)
         for e in arr:
             _e_FinalizedFeatureKey_0(e, t)

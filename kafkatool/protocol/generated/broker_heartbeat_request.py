@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -138,17 +141,16 @@ def _d_BrokerHeartbeatRequest_0(buf, pos, end):
     pos += 22
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(BrokerHeartbeatRequest)
     o.broker_id = v_broker_id
     o.broker_epoch = v_broker_epoch
@@ -171,7 +173,10 @@ def _e_BrokerHeartbeatRequest_0(o, out):
     )
     if o.offline_log_dirs is None or len(o.offline_log_dirs) > 0:
         raise UnsupportedVersionError("BrokerHeartbeatRequest.OfflineLogDirs is not supported at version 0")
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_BrokerHeartbeatRequest_1(buf, pos, end):
@@ -185,27 +190,26 @@ def _d_BrokerHeartbeatRequest_1(buf, pos, end):
     v_offline_log_dirs = []
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if tag == 0:
-            if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
-                n = buf[pos] - 1
-                pos += 1
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if tag == 0:
+                if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
+                    n = buf[pos] - 1
+                    pos += 1
+                else:
+                    n, pos = r_ccount(buf, pos, t_end)
+                if n < 0:
+                    null_error(pos, "OfflineLogDirs")
+                else:
+                    v_offline_log_dirs, pos = r_uuid_array(buf, pos, t_end, n)
+            elif unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
             else:
-                n, pos = r_ccount(buf, pos, t_end)
-            if n < 0:
-                null_error(pos, "OfflineLogDirs")
-            else:
-                v_offline_log_dirs, pos = r_uuid_array(buf, pos, t_end, n)
-        elif unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(BrokerHeartbeatRequest)
     o.broker_id = v_broker_id
     o.broker_epoch = v_broker_epoch
@@ -230,7 +234,8 @@ def _e_BrokerHeartbeatRequest_1(o, out):
     if o.offline_log_dirs is None or len(o.offline_log_dirs) > 0:
         t = bytearray()
         arr = o.offline_log_dirs
-        not_null(arr, "OfflineLogDirs")
+        if arr is None:
+            null_field("OfflineLogDirs")
         w_ccount(t, arr)
         w_uuid_array(t, arr)
         tags.append((0, t))

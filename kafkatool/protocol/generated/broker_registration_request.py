@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -238,17 +241,16 @@ def _d_Listener_0(buf, pos, end):
     pos += 4
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(Listener)
     o.name = v_name
     o.host = v_host
@@ -263,7 +265,10 @@ def _e_Listener_0(o, out):
     w_cstr(out, o.name)
     w_cstr(out, o.host)
     out += _ST_Hh.pack(o.port, o.security_protocol)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_Feature_0(buf, pos, end):
@@ -275,17 +280,16 @@ def _d_Feature_0(buf, pos, end):
     pos += 4
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(Feature)
     o.name = v_name
     o.min_supported_version = v_min_supported_version
@@ -298,7 +302,10 @@ def _e_Feature_0(o, out):
     """Feature, versions 0-4."""
     w_cstr(out, o.name)
     out += _ST_hh.pack(o.min_supported_version, o.max_supported_version)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_BrokerRegistrationRequest_0(buf, pos, end):
@@ -340,17 +347,16 @@ def _d_BrokerRegistrationRequest_0(buf, pos, end):
     v_rack, pos = r_ncstr(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(BrokerRegistrationRequest)
     o.broker_id = v_broker_id
     o.cluster_id = v_cluster_id
@@ -371,12 +377,14 @@ def _e_BrokerRegistrationRequest_0(o, out):
     w_cstr(out, o.cluster_id)
     out += _ST_16s.pack(o.incarnation_id.bytes)
     arr = o.listeners
-    not_null(arr, "Listeners")
+    if arr is None:
+        null_field("Listeners")
     w_ccount(out, arr)
     for e in arr:
         _e_Listener_0(e, out)
     arr = o.features
-    not_null(arr, "Features")
+    if arr is None:
+        null_field("Features")
     w_ccount(out, arr)
     for e in arr:
         _e_Feature_0(e, out)
@@ -385,7 +393,10 @@ def _e_BrokerRegistrationRequest_0(o, out):
         raise UnsupportedVersionError(
             "BrokerRegistrationRequest.IsMigratingZkBroker is not supported at version 0"
         )
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_BrokerRegistrationRequest_1(buf, pos, end):
@@ -431,17 +442,16 @@ def _d_BrokerRegistrationRequest_1(buf, pos, end):
     pos += 1
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(BrokerRegistrationRequest)
     o.broker_id = v_broker_id
     o.cluster_id = v_cluster_id
@@ -462,18 +472,23 @@ def _e_BrokerRegistrationRequest_1(o, out):
     w_cstr(out, o.cluster_id)
     out += _ST_16s.pack(o.incarnation_id.bytes)
     arr = o.listeners
-    not_null(arr, "Listeners")
+    if arr is None:
+        null_field("Listeners")
     w_ccount(out, arr)
     for e in arr:
         _e_Listener_0(e, out)
     arr = o.features
-    not_null(arr, "Features")
+    if arr is None:
+        null_field("Features")
     w_ccount(out, arr)
     for e in arr:
         _e_Feature_0(e, out)
     w_ncstr(out, o.rack)
     out += _ST_z.pack(o.is_migrating_zk_broker)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_BrokerRegistrationRequest_2(buf, pos, end):
@@ -528,17 +543,16 @@ def _d_BrokerRegistrationRequest_2(buf, pos, end):
         v_log_dirs, pos = r_uuid_array(buf, pos, end, n)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(BrokerRegistrationRequest)
     o.broker_id = v_broker_id
     o.cluster_id = v_cluster_id
@@ -559,22 +573,28 @@ def _e_BrokerRegistrationRequest_2(o, out):
     w_cstr(out, o.cluster_id)
     out += _ST_16s.pack(o.incarnation_id.bytes)
     arr = o.listeners
-    not_null(arr, "Listeners")
+    if arr is None:
+        null_field("Listeners")
     w_ccount(out, arr)
     for e in arr:
         _e_Listener_0(e, out)
     arr = o.features
-    not_null(arr, "Features")
+    if arr is None:
+        null_field("Features")
     w_ccount(out, arr)
     for e in arr:
         _e_Feature_0(e, out)
     w_ncstr(out, o.rack)
     out += _ST_z.pack(o.is_migrating_zk_broker)
     arr = o.log_dirs
-    not_null(arr, "LogDirs")
+    if arr is None:
+        null_field("LogDirs")
     w_ccount(out, arr)
     w_uuid_array(out, arr)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_BrokerRegistrationRequest_3(buf, pos, end):
@@ -633,17 +653,16 @@ def _d_BrokerRegistrationRequest_3(buf, pos, end):
     pos += 8
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(BrokerRegistrationRequest)
     o.broker_id = v_broker_id
     o.cluster_id = v_cluster_id
@@ -664,23 +683,29 @@ def _e_BrokerRegistrationRequest_3(o, out):
     w_cstr(out, o.cluster_id)
     out += _ST_16s.pack(o.incarnation_id.bytes)
     arr = o.listeners
-    not_null(arr, "Listeners")
+    if arr is None:
+        null_field("Listeners")
     w_ccount(out, arr)
     for e in arr:
         _e_Listener_0(e, out)
     arr = o.features
-    not_null(arr, "Features")
+    if arr is None:
+        null_field("Features")
     w_ccount(out, arr)
     for e in arr:
         _e_Feature_0(e, out)
     w_ncstr(out, o.rack)
     out += _ST_z.pack(o.is_migrating_zk_broker)
     arr = o.log_dirs
-    not_null(arr, "LogDirs")
+    if arr is None:
+        null_field("LogDirs")
     w_ccount(out, arr)
     w_uuid_array(out, arr)
     out += _ST_q.pack(o.previous_broker_epoch)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 BrokerRegistrationRequest._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -111,17 +114,16 @@ def _d_ConsumerGroupDescribeRequest_0(buf, pos, end):
     pos += 1
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ConsumerGroupDescribeRequest)
     o.group_ids = v_group_ids
     o.include_authorized_operations = v_include_authorized_operations
@@ -132,11 +134,15 @@ def _d_ConsumerGroupDescribeRequest_0(buf, pos, end):
 def _e_ConsumerGroupDescribeRequest_0(o, out):
     """ConsumerGroupDescribeRequest, versions 0."""
     arr = o.group_ids
-    not_null(arr, "GroupIds")
+    if arr is None:
+        null_field("GroupIds")
     w_ccount(out, arr)
     w_str_array(out, arr, True)
     out += _ST_z.pack(o.include_authorized_operations)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 ConsumerGroupDescribeRequest._DECODERS = (_d_ConsumerGroupDescribeRequest_0,)

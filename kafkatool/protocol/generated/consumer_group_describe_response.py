@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -55,6 +58,8 @@ _ST_16s = struct.Struct(">16s")
 _ST_h = struct.Struct(">h")
 _ST_i = struct.Struct(">i")
 _ST_ii = struct.Struct(">ii")
+_AR__i = array_structs("", "i")
+_AR_B_i = array_structs("B", "i")
 
 __all__ = ["Assignment", "ConsumerGroupDescribeResponse", "DescribedGroup", "Member", "TopicPartitions"]
 
@@ -323,28 +328,27 @@ def _d_TopicPartitions_0(buf, pos, end):
     pos += 16
     v_topic_id = r_uuid(v_topic_id)
     v_topic_name, pos = r_cstr(buf, pos, end)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_partitions = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "Partitions")
-    else:
-        v_partitions, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        if n < 0:
+            null_error(pos, "Partitions")
+        else:
+            v_partitions, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(TopicPartitions)
     o.topic_id = v_topic_id
     o.topic_name = v_topic_name
@@ -358,10 +362,29 @@ def _e_TopicPartitions_0(o, out):
     out += _ST_16s.pack(o.topic_id.bytes)
     w_cstr(out, o.topic_name)
     arr = o.partitions
-    not_null(arr, "Partitions")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
-    w_unknown_tags(out, o._unknown_tags)
+    if arr is None:
+        null_field("Partitions")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_Assignment_0(buf, pos, end):
@@ -380,17 +403,16 @@ def _d_Assignment_0(buf, pos, end):
             v_topic_partitions.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(Assignment)
     o.topic_partitions = v_topic_partitions
     o._unknown_tags = unknown
@@ -400,11 +422,15 @@ def _d_Assignment_0(buf, pos, end):
 def _e_Assignment_0(o, out):
     """Assignment, versions 0."""
     arr = o.topic_partitions
-    not_null(arr, "TopicPartitions")
+    if arr is None:
+        null_field("TopicPartitions")
     w_ccount(out, arr)
     for e in arr:
         _e_TopicPartitions_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_Member_0(buf, pos, end):
@@ -432,17 +458,16 @@ def _d_Member_0(buf, pos, end):
     v_target_assignment, pos = _d_Assignment_0(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(Member)
     o.member_id = v_member_id
     o.instance_id = v_instance_id
@@ -467,13 +492,17 @@ def _e_Member_0(o, out):
     w_cstr(out, o.client_id)
     w_cstr(out, o.client_host)
     arr = o.subscribed_topic_names
-    not_null(arr, "SubscribedTopicNames")
+    if arr is None:
+        null_field("SubscribedTopicNames")
     w_ccount(out, arr)
     w_str_array(out, arr, True)
     w_ncstr(out, o.subscribed_topic_regex)
     _e_Assignment_0(not_null(o.assignment, "Assignment"), out)
     _e_Assignment_0(not_null(o.target_assignment, "TargetAssignment"), out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribedGroup_0(buf, pos, end):
@@ -508,17 +537,16 @@ def _d_DescribedGroup_0(buf, pos, end):
     pos += 4
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DescribedGroup)
     o.error_code = v_error_code
     o.error_message = v_error_message
@@ -542,12 +570,16 @@ def _e_DescribedGroup_0(o, out):
     out += _ST_ii.pack(o.group_epoch, o.assignment_epoch)
     w_cstr(out, o.assignor_name)
     arr = o.members
-    not_null(arr, "Members")
+    if arr is None:
+        null_field("Members")
     w_ccount(out, arr)
     for e in arr:
         _e_Member_0(e, out)
     out += _ST_i.pack(o.authorized_operations)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ConsumerGroupDescribeResponse_0(buf, pos, end):
@@ -570,17 +602,16 @@ def _d_ConsumerGroupDescribeResponse_0(buf, pos, end):
             v_groups.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ConsumerGroupDescribeResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.groups = v_groups
@@ -592,11 +623,15 @@ def _e_ConsumerGroupDescribeResponse_0(o, out):
     """ConsumerGroupDescribeResponse, versions 0."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.groups
-    not_null(arr, "Groups")
+    if arr is None:
+        null_field("Groups")
     w_ccount(out, arr)
     for e in arr:
         _e_DescribedGroup_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 ConsumerGroupDescribeResponse._DECODERS = (_d_ConsumerGroupDescribeResponse_0,)

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -164,7 +167,8 @@ def _e_ControlledShutdownResponse_0(o, out):
     """ControlledShutdownResponse, versions 0-2."""
     out += _ST_h.pack(o.error_code)
     arr = o.remaining_partitions
-    not_null(arr, "RemainingPartitions")
+    if arr is None:
+        null_field("RemainingPartitions")
     w_count(out, arr)
     for e in arr:
         _e_RemainingPartition_0(e, out)
@@ -179,17 +183,16 @@ def _d_RemainingPartition_1(buf, pos, end):
     pos += 4
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(RemainingPartition)
     o.topic_name = v_topic_name
     o.partition_index = v_partition_index
@@ -201,7 +204,10 @@ def _e_RemainingPartition_1(o, out):
     """RemainingPartition, versions 3."""
     w_cstr(out, o.topic_name)
     out += _ST_i.pack(o.partition_index)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ControlledShutdownResponse_1(buf, pos, end):
@@ -224,17 +230,16 @@ def _d_ControlledShutdownResponse_1(buf, pos, end):
             v_remaining_partitions.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ControlledShutdownResponse)
     o.error_code = v_error_code
     o.remaining_partitions = v_remaining_partitions
@@ -246,11 +251,15 @@ def _e_ControlledShutdownResponse_1(o, out):
     """ControlledShutdownResponse, versions 3."""
     out += _ST_h.pack(o.error_code)
     arr = o.remaining_partitions
-    not_null(arr, "RemainingPartitions")
+    if arr is None:
+        null_field("RemainingPartitions")
     w_ccount(out, arr)
     for e in arr:
         _e_RemainingPartition_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 ControlledShutdownResponse._DECODERS = (

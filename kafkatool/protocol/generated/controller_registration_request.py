@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -207,17 +210,16 @@ def _d_Listener_0(buf, pos, end):
     pos += 4
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(Listener)
     o.name = v_name
     o.host = v_host
@@ -232,7 +234,10 @@ def _e_Listener_0(o, out):
     w_cstr(out, o.name)
     w_cstr(out, o.host)
     out += _ST_Hh.pack(o.port, o.security_protocol)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_Feature_0(buf, pos, end):
@@ -244,17 +249,16 @@ def _d_Feature_0(buf, pos, end):
     pos += 4
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(Feature)
     o.name = v_name
     o.min_supported_version = v_min_supported_version
@@ -267,7 +271,10 @@ def _e_Feature_0(o, out):
     """Feature, versions 0."""
     w_cstr(out, o.name)
     out += _ST_hh.pack(o.min_supported_version, o.max_supported_version)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ControllerRegistrationRequest_0(buf, pos, end):
@@ -303,17 +310,16 @@ def _d_ControllerRegistrationRequest_0(buf, pos, end):
             v_features.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ControllerRegistrationRequest)
     o.controller_id = v_controller_id
     o.incarnation_id = v_incarnation_id
@@ -328,16 +334,21 @@ def _e_ControllerRegistrationRequest_0(o, out):
     """ControllerRegistrationRequest, versions 0."""
     out += _ST_i16sz.pack(o.controller_id, o.incarnation_id.bytes, o.zk_migration_ready)
     arr = o.listeners
-    not_null(arr, "Listeners")
+    if arr is None:
+        null_field("Listeners")
     w_ccount(out, arr)
     for e in arr:
         _e_Listener_0(e, out)
     arr = o.features
-    not_null(arr, "Features")
+    if arr is None:
+        null_field("Features")
     w_ccount(out, arr)
     for e in arr:
         _e_Feature_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 ControllerRegistrationRequest._DECODERS = (_d_ControllerRegistrationRequest_0,)

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -197,7 +200,8 @@ def _d_CreateAclsRequest_0(buf, pos, end):
 def _e_CreateAclsRequest_0(o, out):
     """CreateAclsRequest, versions 0."""
     arr = o.creations
-    not_null(arr, "Creations")
+    if arr is None:
+        null_field("Creations")
     w_count(out, arr)
     for e in arr:
         _e_AclCreation_0(e, out)
@@ -261,7 +265,8 @@ def _d_CreateAclsRequest_1(buf, pos, end):
 def _e_CreateAclsRequest_1(o, out):
     """CreateAclsRequest, versions 1."""
     arr = o.creations
-    not_null(arr, "Creations")
+    if arr is None:
+        null_field("Creations")
     w_count(out, arr)
     for e in arr:
         _e_AclCreation_1(e, out)
@@ -286,17 +291,16 @@ def _d_AclCreation_2(buf, pos, end):
     pos += 2
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(AclCreation)
     o.resource_type = v_resource_type
     o.resource_name = v_resource_name
@@ -317,7 +321,10 @@ def _e_AclCreation_2(o, out):
     w_cstr(out, o.principal)
     w_cstr(out, o.host)
     out += _ST_bb.pack(o.operation, o.permission_type)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_CreateAclsRequest_2(buf, pos, end):
@@ -336,17 +343,16 @@ def _d_CreateAclsRequest_2(buf, pos, end):
             v_creations.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(CreateAclsRequest)
     o.creations = v_creations
     o._unknown_tags = unknown
@@ -356,11 +362,15 @@ def _d_CreateAclsRequest_2(buf, pos, end):
 def _e_CreateAclsRequest_2(o, out):
     """CreateAclsRequest, versions 2-3."""
     arr = o.creations
-    not_null(arr, "Creations")
+    if arr is None:
+        null_field("Creations")
     w_ccount(out, arr)
     for e in arr:
         _e_AclCreation_2(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 CreateAclsRequest._DECODERS = (

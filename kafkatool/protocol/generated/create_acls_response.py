@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -166,7 +169,8 @@ def _e_CreateAclsResponse_0(o, out):
     """CreateAclsResponse, versions 0-1."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.results
-    not_null(arr, "Results")
+    if arr is None:
+        null_field("Results")
     w_count(out, arr)
     for e in arr:
         _e_AclCreationResult_0(e, out)
@@ -181,17 +185,16 @@ def _d_AclCreationResult_1(buf, pos, end):
     v_error_message, pos = r_ncstr(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(AclCreationResult)
     o.error_code = v_error_code
     o.error_message = v_error_message
@@ -203,7 +206,10 @@ def _e_AclCreationResult_1(o, out):
     """AclCreationResult, versions 2-3."""
     out += _ST_h.pack(o.error_code)
     w_ncstr(out, o.error_message)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_CreateAclsResponse_1(buf, pos, end):
@@ -226,17 +232,16 @@ def _d_CreateAclsResponse_1(buf, pos, end):
             v_results.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(CreateAclsResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.results = v_results
@@ -248,11 +253,15 @@ def _e_CreateAclsResponse_1(o, out):
     """CreateAclsResponse, versions 2-3."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.results
-    not_null(arr, "Results")
+    if arr is None:
+        null_field("Results")
     w_ccount(out, arr)
     for e in arr:
         _e_AclCreationResult_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 CreateAclsResponse._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -209,7 +212,8 @@ def _e_CreateDelegationTokenRequest_0(o, out):
             "CreateDelegationTokenRequest.OwnerPrincipalName is not supported at version 0-1"
         )
     arr = o.renewers
-    not_null(arr, "Renewers")
+    if arr is None:
+        null_field("Renewers")
     w_count(out, arr)
     for e in arr:
         _e_CreatableRenewers_0(e, out)
@@ -222,17 +226,16 @@ def _d_CreatableRenewers_1(buf, pos, end):
     v_principal_name, pos = r_cstr(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(CreatableRenewers)
     o.principal_type = v_principal_type
     o.principal_name = v_principal_name
@@ -244,7 +247,10 @@ def _e_CreatableRenewers_1(o, out):
     """CreatableRenewers, versions 2-3."""
     w_cstr(out, o.principal_type)
     w_cstr(out, o.principal_name)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_CreateDelegationTokenRequest_1(buf, pos, end):
@@ -267,17 +273,16 @@ def _d_CreateDelegationTokenRequest_1(buf, pos, end):
     pos += 8
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(CreateDelegationTokenRequest)
     o.owner_principal_type = ""
     o.owner_principal_name = ""
@@ -298,12 +303,16 @@ def _e_CreateDelegationTokenRequest_1(o, out):
             "CreateDelegationTokenRequest.OwnerPrincipalName is not supported at version 2"
         )
     arr = o.renewers
-    not_null(arr, "Renewers")
+    if arr is None:
+        null_field("Renewers")
     w_ccount(out, arr)
     for e in arr:
         _e_CreatableRenewers_1(e, out)
     out += _ST_q.pack(o.max_lifetime_ms)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_CreateDelegationTokenRequest_2(buf, pos, end):
@@ -328,17 +337,16 @@ def _d_CreateDelegationTokenRequest_2(buf, pos, end):
     pos += 8
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(CreateDelegationTokenRequest)
     o.owner_principal_type = v_owner_principal_type
     o.owner_principal_name = v_owner_principal_name
@@ -353,12 +361,16 @@ def _e_CreateDelegationTokenRequest_2(o, out):
     w_ncstr(out, o.owner_principal_type)
     w_ncstr(out, o.owner_principal_name)
     arr = o.renewers
-    not_null(arr, "Renewers")
+    if arr is None:
+        null_field("Renewers")
     w_ccount(out, arr)
     for e in arr:
         _e_CreatableRenewers_1(e, out)
     out += _ST_q.pack(o.max_lifetime_ms)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 CreateDelegationTokenRequest._DECODERS = (

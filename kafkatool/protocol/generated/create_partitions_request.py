@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -53,6 +56,9 @@ from kafkatool.formats.schema import (
 _new = object.__new__
 _ST_i = struct.Struct(">i")
 _ST_iz = struct.Struct(">i?")
+_AR__i = array_structs("", "i")
+_AR_B_i = array_structs("B", "i")
+_AR_i_i = array_structs("i", "i")
 
 __all__ = ["CreatePartitionsAssignment", "CreatePartitionsRequest", "CreatePartitionsTopic"]
 
@@ -160,11 +166,19 @@ CreatePartitionsRequest._FIELDS = (
 
 def _d_CreatePartitionsAssignment_0(buf, pos, end):
     """CreatePartitionsAssignment, versions 0-1."""
-    n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "BrokerIds")
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 4 <= end
+    ):
+        v_broker_ids = list(_AR__i[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 4
     else:
-        v_broker_ids, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        n, pos = r_count(buf, pos, end)
+        if n < 0:
+            null_error(pos, "BrokerIds")
+        else:
+            v_broker_ids, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     o = _new(CreatePartitionsAssignment)
     o.broker_ids = v_broker_ids
     o._unknown_tags = None
@@ -174,9 +188,25 @@ def _d_CreatePartitionsAssignment_0(buf, pos, end):
 def _e_CreatePartitionsAssignment_0(o, out):
     """CreatePartitionsAssignment, versions 0-1."""
     arr = o.broker_ids
-    not_null(arr, "BrokerIds")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("BrokerIds")
+    n = len(arr)
+    if n == 0:
+        out += _AR_i_i[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_i[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_i[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_i[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
 
 
 def _d_CreatePartitionsTopic_0(buf, pos, end):
@@ -240,7 +270,8 @@ def _d_CreatePartitionsRequest_0(buf, pos, end):
 def _e_CreatePartitionsRequest_0(o, out):
     """CreatePartitionsRequest, versions 0-1."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_CreatePartitionsTopic_0(e, out)
@@ -249,28 +280,27 @@ def _e_CreatePartitionsRequest_0(o, out):
 
 def _d_CreatePartitionsAssignment_1(buf, pos, end):
     """CreatePartitionsAssignment, versions 2-3."""
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_broker_ids = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "BrokerIds")
-    else:
-        v_broker_ids, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        if n < 0:
+            null_error(pos, "BrokerIds")
+        else:
+            v_broker_ids, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(CreatePartitionsAssignment)
     o.broker_ids = v_broker_ids
     o._unknown_tags = unknown
@@ -280,10 +310,29 @@ def _d_CreatePartitionsAssignment_1(buf, pos, end):
 def _e_CreatePartitionsAssignment_1(o, out):
     """CreatePartitionsAssignment, versions 2-3."""
     arr = o.broker_ids
-    not_null(arr, "BrokerIds")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
-    w_unknown_tags(out, o._unknown_tags)
+    if arr is None:
+        null_field("BrokerIds")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_CreatePartitionsTopic_1(buf, pos, end):
@@ -307,17 +356,16 @@ def _d_CreatePartitionsTopic_1(buf, pos, end):
             v_assignments.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(CreatePartitionsTopic)
     o.name = v_name
     o.count = v_count
@@ -337,7 +385,10 @@ def _e_CreatePartitionsTopic_1(o, out):
         w_ccount(out, arr)
         for e in arr:
             _e_CreatePartitionsAssignment_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_CreatePartitionsRequest_1(buf, pos, end):
@@ -360,17 +411,16 @@ def _d_CreatePartitionsRequest_1(buf, pos, end):
     pos += 5
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(CreatePartitionsRequest)
     o.topics = v_topics
     o.timeout_ms = v_timeout_ms
@@ -382,12 +432,16 @@ def _d_CreatePartitionsRequest_1(buf, pos, end):
 def _e_CreatePartitionsRequest_1(o, out):
     """CreatePartitionsRequest, versions 2-3."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_CreatePartitionsTopic_1(e, out)
     out += _ST_iz.pack(o.timeout_ms, o.validate_only)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 CreatePartitionsRequest._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -54,6 +57,9 @@ _new = object.__new__
 _ST_i = struct.Struct(">i")
 _ST_iz = struct.Struct(">i?")
 _ST_ih = struct.Struct(">ih")
+_AR__i = array_structs("", "i")
+_AR_B_i = array_structs("B", "i")
+_AR_i_i = array_structs("i", "i")
 
 __all__ = ["CreatableReplicaAssignment", "CreatableTopic", "CreatableTopicConfig", "CreateTopicsRequest"]
 
@@ -202,11 +208,19 @@ def _d_CreatableReplicaAssignment_0(buf, pos, end):
         truncated(pos, "CreatableReplicaAssignment")
     (v_partition_index,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "BrokerIds")
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 4 <= end
+    ):
+        v_broker_ids = list(_AR__i[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 4
     else:
-        v_broker_ids, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        n, pos = r_count(buf, pos, end)
+        if n < 0:
+            null_error(pos, "BrokerIds")
+        else:
+            v_broker_ids, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     o = _new(CreatableReplicaAssignment)
     o.partition_index = v_partition_index
     o.broker_ids = v_broker_ids
@@ -218,9 +232,25 @@ def _e_CreatableReplicaAssignment_0(o, out):
     """CreatableReplicaAssignment, versions 0-4."""
     out += _ST_i.pack(o.partition_index)
     arr = o.broker_ids
-    not_null(arr, "BrokerIds")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("BrokerIds")
+    n = len(arr)
+    if n == 0:
+        out += _AR_i_i[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_i[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_i[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_i[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
 
 
 def _d_CreatableTopicConfig_0(buf, pos, end):
@@ -278,12 +308,14 @@ def _e_CreatableTopic_0(o, out):
     w_str(out, o.name)
     out += _ST_ih.pack(o.num_partitions, o.replication_factor)
     arr = o.assignments
-    not_null(arr, "Assignments")
+    if arr is None:
+        null_field("Assignments")
     w_count(out, arr)
     for e in arr:
         _e_CreatableReplicaAssignment_0(e, out)
     arr = o.configs
-    not_null(arr, "Configs")
+    if arr is None:
+        null_field("Configs")
     w_count(out, arr)
     for e in arr:
         _e_CreatableTopicConfig_0(e, out)
@@ -314,7 +346,8 @@ def _d_CreateTopicsRequest_0(buf, pos, end):
 def _e_CreateTopicsRequest_0(o, out):
     """CreateTopicsRequest, versions 0."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_CreatableTopic_0(e, out)
@@ -348,7 +381,8 @@ def _d_CreateTopicsRequest_1(buf, pos, end):
 def _e_CreateTopicsRequest_1(o, out):
     """CreateTopicsRequest, versions 1-4."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_CreatableTopic_0(e, out)
@@ -361,28 +395,27 @@ def _d_CreatableReplicaAssignment_1(buf, pos, end):
         truncated(pos, "CreatableReplicaAssignment")
     (v_partition_index,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_broker_ids = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "BrokerIds")
-    else:
-        v_broker_ids, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        if n < 0:
+            null_error(pos, "BrokerIds")
+        else:
+            v_broker_ids, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(CreatableReplicaAssignment)
     o.partition_index = v_partition_index
     o.broker_ids = v_broker_ids
@@ -394,10 +427,29 @@ def _e_CreatableReplicaAssignment_1(o, out):
     """CreatableReplicaAssignment, versions 5-7."""
     out += _ST_i.pack(o.partition_index)
     arr = o.broker_ids
-    not_null(arr, "BrokerIds")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
-    w_unknown_tags(out, o._unknown_tags)
+    if arr is None:
+        null_field("BrokerIds")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_CreatableTopicConfig_1(buf, pos, end):
@@ -406,17 +458,16 @@ def _d_CreatableTopicConfig_1(buf, pos, end):
     v_value, pos = r_ncstr(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(CreatableTopicConfig)
     o.name = v_name
     o.value = v_value
@@ -428,7 +479,10 @@ def _e_CreatableTopicConfig_1(o, out):
     """CreatableTopicConfig, versions 5-7."""
     w_cstr(out, o.name)
     w_ncstr(out, o.value)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_CreatableTopic_1(buf, pos, end):
@@ -464,17 +518,16 @@ def _d_CreatableTopic_1(buf, pos, end):
             v_configs.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(CreatableTopic)
     o.name = v_name
     o.num_partitions = v_num_partitions
@@ -490,16 +543,21 @@ def _e_CreatableTopic_1(o, out):
     w_cstr(out, o.name)
     out += _ST_ih.pack(o.num_partitions, o.replication_factor)
     arr = o.assignments
-    not_null(arr, "Assignments")
+    if arr is None:
+        null_field("Assignments")
     w_ccount(out, arr)
     for e in arr:
         _e_CreatableReplicaAssignment_1(e, out)
     arr = o.configs
-    not_null(arr, "Configs")
+    if arr is None:
+        null_field("Configs")
     w_ccount(out, arr)
     for e in arr:
         _e_CreatableTopicConfig_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_CreateTopicsRequest_2(buf, pos, end):
@@ -522,17 +580,16 @@ def _d_CreateTopicsRequest_2(buf, pos, end):
     pos += 5
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(CreateTopicsRequest)
     o.topics = v_topics
     o.timeout_ms = v_timeout_ms
@@ -544,12 +601,16 @@ def _d_CreateTopicsRequest_2(buf, pos, end):
 def _e_CreateTopicsRequest_2(o, out):
     """CreateTopicsRequest, versions 5-7."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_CreatableTopic_1(e, out)
     out += _ST_iz.pack(o.timeout_ms, o.validate_only)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 CreateTopicsRequest._DECODERS = (

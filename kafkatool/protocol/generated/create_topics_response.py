@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -255,7 +258,8 @@ def _d_CreateTopicsResponse_0(buf, pos, end):
 def _e_CreateTopicsResponse_0(o, out):
     """CreateTopicsResponse, versions 0."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_CreatableTopicResult_0(e, out)
@@ -309,7 +313,8 @@ def _d_CreateTopicsResponse_1(buf, pos, end):
 def _e_CreateTopicsResponse_1(o, out):
     """CreateTopicsResponse, versions 1."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_CreatableTopicResult_1(e, out)
@@ -340,7 +345,8 @@ def _e_CreateTopicsResponse_2(o, out):
     """CreateTopicsResponse, versions 2-4."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_CreatableTopicResult_1(e, out)
@@ -356,17 +362,16 @@ def _d_CreatableTopicConfigs_0(buf, pos, end):
     pos += 3
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(CreatableTopicConfigs)
     o.name = v_name
     o.value = v_value
@@ -382,7 +387,10 @@ def _e_CreatableTopicConfigs_0(o, out):
     w_cstr(out, o.name)
     w_ncstr(out, o.value)
     out += _ST_zbz.pack(o.read_only, o.config_source, o.is_sensitive)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_CreatableTopicResult_2(buf, pos, end):
@@ -412,22 +420,21 @@ def _d_CreatableTopicResult_2(buf, pos, end):
     v_topic_config_error_code = 0
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if tag == 0:
-            if t_end - pos < 2:
-                truncated(pos, "TopicConfigErrorCode")
-            (v_topic_config_error_code,) = _ST_h.unpack_from(buf, pos)
-            pos += 2
-        elif unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if tag == 0:
+                if t_end - pos < 2:
+                    truncated(pos, "TopicConfigErrorCode")
+                (v_topic_config_error_code,) = _ST_h.unpack_from(buf, pos)
+                pos += 2
+            elif unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(CreatableTopicResult)
     o.name = v_name
     o.topic_id = ZERO_UUID
@@ -485,17 +492,16 @@ def _d_CreateTopicsResponse_3(buf, pos, end):
             v_topics.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(CreateTopicsResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.topics = v_topics
@@ -507,11 +513,15 @@ def _e_CreateTopicsResponse_3(o, out):
     """CreateTopicsResponse, versions 5-6."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_CreatableTopicResult_2(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_CreatableTopicResult_3(buf, pos, end):
@@ -542,22 +552,21 @@ def _d_CreatableTopicResult_3(buf, pos, end):
     v_topic_config_error_code = 0
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if tag == 0:
-            if t_end - pos < 2:
-                truncated(pos, "TopicConfigErrorCode")
-            (v_topic_config_error_code,) = _ST_h.unpack_from(buf, pos)
-            pos += 2
-        elif unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if tag == 0:
+                if t_end - pos < 2:
+                    truncated(pos, "TopicConfigErrorCode")
+                (v_topic_config_error_code,) = _ST_h.unpack_from(buf, pos)
+                pos += 2
+            elif unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(CreatableTopicResult)
     o.name = v_name
     o.topic_id = v_topic_id
@@ -615,17 +624,16 @@ def _d_CreateTopicsResponse_4(buf, pos, end):
             v_topics.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(CreateTopicsResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.topics = v_topics
@@ -637,11 +645,15 @@ def _e_CreateTopicsResponse_4(o, out):
     """CreateTopicsResponse, versions 7."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_CreatableTopicResult_3(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 CreateTopicsResponse._DECODERS = (

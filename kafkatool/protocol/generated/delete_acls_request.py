@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -235,7 +238,8 @@ def _d_DeleteAclsRequest_0(buf, pos, end):
 def _e_DeleteAclsRequest_0(o, out):
     """DeleteAclsRequest, versions 0."""
     arr = o.filters
-    not_null(arr, "Filters")
+    if arr is None:
+        null_field("Filters")
     w_count(out, arr)
     for e in arr:
         _e_DeleteAclsFilter_0(e, out)
@@ -299,7 +303,8 @@ def _d_DeleteAclsRequest_1(buf, pos, end):
 def _e_DeleteAclsRequest_1(o, out):
     """DeleteAclsRequest, versions 1."""
     arr = o.filters
-    not_null(arr, "Filters")
+    if arr is None:
+        null_field("Filters")
     w_count(out, arr)
     for e in arr:
         _e_DeleteAclsFilter_1(e, out)
@@ -324,17 +329,16 @@ def _d_DeleteAclsFilter_2(buf, pos, end):
     pos += 2
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DeleteAclsFilter)
     o.resource_type_filter = v_resource_type_filter
     o.resource_name_filter = v_resource_name_filter
@@ -355,7 +359,10 @@ def _e_DeleteAclsFilter_2(o, out):
     w_ncstr(out, o.principal_filter)
     w_ncstr(out, o.host_filter)
     out += _ST_bb.pack(o.operation, o.permission_type)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DeleteAclsRequest_2(buf, pos, end):
@@ -374,17 +381,16 @@ def _d_DeleteAclsRequest_2(buf, pos, end):
             v_filters.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DeleteAclsRequest)
     o.filters = v_filters
     o._unknown_tags = unknown
@@ -394,11 +400,15 @@ def _d_DeleteAclsRequest_2(buf, pos, end):
 def _e_DeleteAclsRequest_2(o, out):
     """DeleteAclsRequest, versions 2-3."""
     arr = o.filters
-    not_null(arr, "Filters")
+    if arr is None:
+        null_field("Filters")
     w_ccount(out, arr)
     for e in arr:
         _e_DeleteAclsFilter_2(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 DeleteAclsRequest._DECODERS = (

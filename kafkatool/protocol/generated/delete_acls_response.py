@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -269,7 +272,8 @@ def _e_DeleteAclsFilterResult_0(o, out):
     out += _ST_h.pack(o.error_code)
     w_nstr(out, o.error_message)
     arr = o.matching_acls
-    not_null(arr, "MatchingAcls")
+    if arr is None:
+        null_field("MatchingAcls")
     w_count(out, arr)
     for e in arr:
         _e_DeleteAclsMatchingAcl_0(e, out)
@@ -300,7 +304,8 @@ def _e_DeleteAclsResponse_0(o, out):
     """DeleteAclsResponse, versions 0."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.filter_results
-    not_null(arr, "FilterResults")
+    if arr is None:
+        null_field("FilterResults")
     w_count(out, arr)
     for e in arr:
         _e_DeleteAclsFilterResult_0(e, out)
@@ -382,7 +387,8 @@ def _e_DeleteAclsFilterResult_1(o, out):
     out += _ST_h.pack(o.error_code)
     w_nstr(out, o.error_message)
     arr = o.matching_acls
-    not_null(arr, "MatchingAcls")
+    if arr is None:
+        null_field("MatchingAcls")
     w_count(out, arr)
     for e in arr:
         _e_DeleteAclsMatchingAcl_1(e, out)
@@ -413,7 +419,8 @@ def _e_DeleteAclsResponse_1(o, out):
     """DeleteAclsResponse, versions 1."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.filter_results
-    not_null(arr, "FilterResults")
+    if arr is None:
+        null_field("FilterResults")
     w_count(out, arr)
     for e in arr:
         _e_DeleteAclsFilterResult_1(e, out)
@@ -443,17 +450,16 @@ def _d_DeleteAclsMatchingAcl_2(buf, pos, end):
     pos += 2
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DeleteAclsMatchingAcl)
     o.error_code = v_error_code
     o.error_message = v_error_message
@@ -478,7 +484,10 @@ def _e_DeleteAclsMatchingAcl_2(o, out):
     w_cstr(out, o.principal)
     w_cstr(out, o.host)
     out += _ST_bb.pack(o.operation, o.permission_type)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DeleteAclsFilterResult_2(buf, pos, end):
@@ -502,17 +511,16 @@ def _d_DeleteAclsFilterResult_2(buf, pos, end):
             v_matching_acls.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DeleteAclsFilterResult)
     o.error_code = v_error_code
     o.error_message = v_error_message
@@ -526,11 +534,15 @@ def _e_DeleteAclsFilterResult_2(o, out):
     out += _ST_h.pack(o.error_code)
     w_ncstr(out, o.error_message)
     arr = o.matching_acls
-    not_null(arr, "MatchingAcls")
+    if arr is None:
+        null_field("MatchingAcls")
     w_ccount(out, arr)
     for e in arr:
         _e_DeleteAclsMatchingAcl_2(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DeleteAclsResponse_2(buf, pos, end):
@@ -553,17 +565,16 @@ def _d_DeleteAclsResponse_2(buf, pos, end):
             v_filter_results.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DeleteAclsResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.filter_results = v_filter_results
@@ -575,11 +586,15 @@ def _e_DeleteAclsResponse_2(o, out):
     """DeleteAclsResponse, versions 2-3."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.filter_results
-    not_null(arr, "FilterResults")
+    if arr is None:
+        null_field("FilterResults")
     w_ccount(out, arr)
     for e in arr:
         _e_DeleteAclsFilterResult_2(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 DeleteAclsResponse._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -193,7 +196,8 @@ def _e_DeleteRecordsTopic_0(o, out):
     """DeleteRecordsTopic, versions 0-1."""
     w_str(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_DeleteRecordsPartition_0(e, out)
@@ -223,7 +227,8 @@ def _d_DeleteRecordsRequest_0(buf, pos, end):
 def _e_DeleteRecordsRequest_0(o, out):
     """DeleteRecordsRequest, versions 0-1."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_DeleteRecordsTopic_0(e, out)
@@ -238,17 +243,16 @@ def _d_DeleteRecordsPartition_1(buf, pos, end):
     pos += 12
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DeleteRecordsPartition)
     o.partition_index = v_partition_index
     o.offset = v_offset
@@ -259,7 +263,10 @@ def _d_DeleteRecordsPartition_1(buf, pos, end):
 def _e_DeleteRecordsPartition_1(o, out):
     """DeleteRecordsPartition, versions 2."""
     out += _ST_iq.pack(o.partition_index, o.offset)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DeleteRecordsTopic_1(buf, pos, end):
@@ -279,17 +286,16 @@ def _d_DeleteRecordsTopic_1(buf, pos, end):
             v_partitions.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DeleteRecordsTopic)
     o.name = v_name
     o.partitions = v_partitions
@@ -301,11 +307,15 @@ def _e_DeleteRecordsTopic_1(o, out):
     """DeleteRecordsTopic, versions 2."""
     w_cstr(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_DeleteRecordsPartition_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DeleteRecordsRequest_1(buf, pos, end):
@@ -328,17 +338,16 @@ def _d_DeleteRecordsRequest_1(buf, pos, end):
     pos += 4
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DeleteRecordsRequest)
     o.topics = v_topics
     o.timeout_ms = v_timeout_ms
@@ -349,12 +358,16 @@ def _d_DeleteRecordsRequest_1(buf, pos, end):
 def _e_DeleteRecordsRequest_1(o, out):
     """DeleteRecordsRequest, versions 2."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_DeleteRecordsTopic_1(e, out)
     out += _ST_i.pack(o.timeout_ms)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 DeleteRecordsRequest._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -134,7 +137,8 @@ def _e_DeleteTopicsRequest_0(o, out):
     if o.topics is None or len(o.topics) > 0:
         raise UnsupportedVersionError("DeleteTopicsRequest.Topics is not supported at version 0-3")
     arr = o.topic_names
-    not_null(arr, "TopicNames")
+    if arr is None:
+        null_field("TopicNames")
     w_count(out, arr)
     w_str_array(out, arr, False)
     out += _ST_i.pack(o.timeout_ms)
@@ -157,17 +161,16 @@ def _d_DeleteTopicsRequest_1(buf, pos, end):
     pos += 4
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DeleteTopicsRequest)
     o.topics = []
     o.topic_names = v_topic_names
@@ -181,11 +184,15 @@ def _e_DeleteTopicsRequest_1(o, out):
     if o.topics is None or len(o.topics) > 0:
         raise UnsupportedVersionError("DeleteTopicsRequest.Topics is not supported at version 4-5")
     arr = o.topic_names
-    not_null(arr, "TopicNames")
+    if arr is None:
+        null_field("TopicNames")
     w_ccount(out, arr)
     w_str_array(out, arr, True)
     out += _ST_i.pack(o.timeout_ms)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DeleteTopicState_0(buf, pos, end):
@@ -198,17 +205,16 @@ def _d_DeleteTopicState_0(buf, pos, end):
     v_topic_id = r_uuid(v_topic_id)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DeleteTopicState)
     o.name = v_name
     o.topic_id = v_topic_id
@@ -220,7 +226,10 @@ def _e_DeleteTopicState_0(o, out):
     """DeleteTopicState, versions 6."""
     w_ncstr(out, o.name)
     out += _ST_16s.pack(o.topic_id.bytes)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DeleteTopicsRequest_2(buf, pos, end):
@@ -243,17 +252,16 @@ def _d_DeleteTopicsRequest_2(buf, pos, end):
     pos += 4
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DeleteTopicsRequest)
     o.topics = v_topics
     o.topic_names = []
@@ -265,12 +273,16 @@ def _d_DeleteTopicsRequest_2(buf, pos, end):
 def _e_DeleteTopicsRequest_2(o, out):
     """DeleteTopicsRequest, versions 6."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_DeleteTopicState_0(e, out)
     out += _ST_i.pack(o.timeout_ms)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 DeleteTopicsRequest._DECODERS = (

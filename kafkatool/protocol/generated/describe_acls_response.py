@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -221,7 +224,8 @@ def _e_DescribeAclsResource_0(o, out):
     if o.pattern_type != 3:
         raise UnsupportedVersionError("DescribeAclsResource.PatternType is not supported at version 0")
     arr = o.acls
-    not_null(arr, "Acls")
+    if arr is None:
+        null_field("Acls")
     w_count(out, arr)
     for e in arr:
         _e_AclDescription_0(e, out)
@@ -256,7 +260,8 @@ def _e_DescribeAclsResponse_0(o, out):
     out += _ST_ih.pack(o.throttle_time_ms, o.error_code)
     w_nstr(out, o.error_message)
     arr = o.resources
-    not_null(arr, "Resources")
+    if arr is None:
+        null_field("Resources")
     w_count(out, arr)
     for e in arr:
         _e_DescribeAclsResource_0(e, out)
@@ -296,7 +301,8 @@ def _e_DescribeAclsResource_1(o, out):
     w_str(out, o.resource_name)
     out += _ST_b.pack(o.pattern_type)
     arr = o.acls
-    not_null(arr, "Acls")
+    if arr is None:
+        null_field("Acls")
     w_count(out, arr)
     for e in arr:
         _e_AclDescription_0(e, out)
@@ -331,7 +337,8 @@ def _e_DescribeAclsResponse_1(o, out):
     out += _ST_ih.pack(o.throttle_time_ms, o.error_code)
     w_nstr(out, o.error_message)
     arr = o.resources
-    not_null(arr, "Resources")
+    if arr is None:
+        null_field("Resources")
     w_count(out, arr)
     for e in arr:
         _e_DescribeAclsResource_1(e, out)
@@ -347,17 +354,16 @@ def _d_AclDescription_1(buf, pos, end):
     pos += 2
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(AclDescription)
     o.principal = v_principal
     o.host = v_host
@@ -372,7 +378,10 @@ def _e_AclDescription_1(o, out):
     w_cstr(out, o.principal)
     w_cstr(out, o.host)
     out += _ST_bb.pack(o.operation, o.permission_type)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribeAclsResource_2(buf, pos, end):
@@ -400,17 +409,16 @@ def _d_DescribeAclsResource_2(buf, pos, end):
             v_acls.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DescribeAclsResource)
     o.resource_type = v_resource_type
     o.resource_name = v_resource_name
@@ -426,11 +434,15 @@ def _e_DescribeAclsResource_2(o, out):
     w_cstr(out, o.resource_name)
     out += _ST_b.pack(o.pattern_type)
     arr = o.acls
-    not_null(arr, "Acls")
+    if arr is None:
+        null_field("Acls")
     w_ccount(out, arr)
     for e in arr:
         _e_AclDescription_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribeAclsResponse_2(buf, pos, end):
@@ -454,17 +466,16 @@ def _d_DescribeAclsResponse_2(buf, pos, end):
             v_resources.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DescribeAclsResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.error_code = v_error_code
@@ -479,11 +490,15 @@ def _e_DescribeAclsResponse_2(o, out):
     out += _ST_ih.pack(o.throttle_time_ms, o.error_code)
     w_ncstr(out, o.error_message)
     arr = o.resources
-    not_null(arr, "Resources")
+    if arr is None:
+        null_field("Resources")
     w_ccount(out, arr)
     for e in arr:
         _e_DescribeAclsResource_2(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 DescribeAclsResponse._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -167,7 +170,8 @@ def _d_DescribeClientQuotasRequest_0(buf, pos, end):
 def _e_DescribeClientQuotasRequest_0(o, out):
     """DescribeClientQuotasRequest, versions 0."""
     arr = o.components
-    not_null(arr, "Components")
+    if arr is None:
+        null_field("Components")
     w_count(out, arr)
     for e in arr:
         _e_ComponentData_0(e, out)
@@ -184,17 +188,16 @@ def _d_ComponentData_1(buf, pos, end):
     v_match, pos = r_ncstr(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ComponentData)
     o.entity_type = v_entity_type
     o.match_type = v_match_type
@@ -208,7 +211,10 @@ def _e_ComponentData_1(o, out):
     w_cstr(out, o.entity_type)
     out += _ST_b.pack(o.match_type)
     w_ncstr(out, o.match)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribeClientQuotasRequest_1(buf, pos, end):
@@ -231,17 +237,16 @@ def _d_DescribeClientQuotasRequest_1(buf, pos, end):
     pos += 1
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DescribeClientQuotasRequest)
     o.components = v_components
     o.strict = v_strict
@@ -252,12 +257,16 @@ def _d_DescribeClientQuotasRequest_1(buf, pos, end):
 def _e_DescribeClientQuotasRequest_1(o, out):
     """DescribeClientQuotasRequest, versions 1."""
     arr = o.components
-    not_null(arr, "Components")
+    if arr is None:
+        null_field("Components")
     w_ccount(out, arr)
     for e in arr:
         _e_ComponentData_1(e, out)
     out += _ST_z.pack(o.strict)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 DescribeClientQuotasRequest._DECODERS = (

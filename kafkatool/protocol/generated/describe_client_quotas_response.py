@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -230,12 +233,14 @@ def _d_EntryData_0(buf, pos, end):
 def _e_EntryData_0(o, out):
     """EntryData, versions 0."""
     arr = o.entity
-    not_null(arr, "Entity")
+    if arr is None:
+        null_field("Entity")
     w_count(out, arr)
     for e in arr:
         _e_EntityData_0(e, out)
     arr = o.values
-    not_null(arr, "Values")
+    if arr is None:
+        null_field("Values")
     w_count(out, arr)
     for e in arr:
         _e_ValueData_0(e, out)
@@ -284,17 +289,16 @@ def _d_EntityData_1(buf, pos, end):
     v_entity_name, pos = r_ncstr(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(EntityData)
     o.entity_type = v_entity_type
     o.entity_name = v_entity_name
@@ -306,7 +310,10 @@ def _e_EntityData_1(o, out):
     """EntityData, versions 1."""
     w_cstr(out, o.entity_type)
     w_ncstr(out, o.entity_name)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ValueData_1(buf, pos, end):
@@ -318,17 +325,16 @@ def _d_ValueData_1(buf, pos, end):
     pos += 8
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ValueData)
     o.key = v_key
     o.value = v_value
@@ -340,7 +346,10 @@ def _e_ValueData_1(o, out):
     """ValueData, versions 1."""
     w_cstr(out, o.key)
     out += _ST_d.pack(o.value)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_EntryData_1(buf, pos, end):
@@ -371,17 +380,16 @@ def _d_EntryData_1(buf, pos, end):
             v_values.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(EntryData)
     o.entity = v_entity
     o.values = v_values
@@ -392,16 +400,21 @@ def _d_EntryData_1(buf, pos, end):
 def _e_EntryData_1(o, out):
     """EntryData, versions 1."""
     arr = o.entity
-    not_null(arr, "Entity")
+    if arr is None:
+        null_field("Entity")
     w_ccount(out, arr)
     for e in arr:
         _e_EntityData_1(e, out)
     arr = o.values
-    not_null(arr, "Values")
+    if arr is None:
+        null_field("Values")
     w_ccount(out, arr)
     for e in arr:
         _e_ValueData_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribeClientQuotasResponse_1(buf, pos, end):
@@ -425,17 +438,16 @@ def _d_DescribeClientQuotasResponse_1(buf, pos, end):
             v_entries.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DescribeClientQuotasResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.error_code = v_error_code
@@ -456,7 +468,10 @@ def _e_DescribeClientQuotasResponse_1(o, out):
         w_ccount(out, arr)
         for e in arr:
             _e_EntryData_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 DescribeClientQuotasResponse._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -203,7 +206,8 @@ def _d_DescribeConfigsRequest_0(buf, pos, end):
 def _e_DescribeConfigsRequest_0(o, out):
     """DescribeConfigsRequest, versions 0."""
     arr = o.resources
-    not_null(arr, "Resources")
+    if arr is None:
+        null_field("Resources")
     w_count(out, arr)
     for e in arr:
         _e_DescribeConfigsResource_0(e, out)
@@ -240,7 +244,8 @@ def _d_DescribeConfigsRequest_1(buf, pos, end):
 def _e_DescribeConfigsRequest_1(o, out):
     """DescribeConfigsRequest, versions 1-2."""
     arr = o.resources
-    not_null(arr, "Resources")
+    if arr is None:
+        null_field("Resources")
     w_count(out, arr)
     for e in arr:
         _e_DescribeConfigsResource_0(e, out)
@@ -276,7 +281,8 @@ def _d_DescribeConfigsRequest_2(buf, pos, end):
 def _e_DescribeConfigsRequest_2(o, out):
     """DescribeConfigsRequest, versions 3."""
     arr = o.resources
-    not_null(arr, "Resources")
+    if arr is None:
+        null_field("Resources")
     w_count(out, arr)
     for e in arr:
         _e_DescribeConfigsResource_0(e, out)
@@ -301,17 +307,16 @@ def _d_DescribeConfigsResource_1(buf, pos, end):
         v_configuration_keys, pos = r_str_array(buf, pos, end, n, True)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DescribeConfigsResource)
     o.resource_type = v_resource_type
     o.resource_name = v_resource_name
@@ -330,7 +335,10 @@ def _e_DescribeConfigsResource_1(o, out):
     else:
         w_ccount(out, arr)
         w_str_array(out, arr, True)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribeConfigsRequest_3(buf, pos, end):
@@ -353,17 +361,16 @@ def _d_DescribeConfigsRequest_3(buf, pos, end):
     pos += 2
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DescribeConfigsRequest)
     o.resources = v_resources
     o.include_synonyms = v_include_synonyms
@@ -375,12 +382,16 @@ def _d_DescribeConfigsRequest_3(buf, pos, end):
 def _e_DescribeConfigsRequest_3(o, out):
     """DescribeConfigsRequest, versions 4."""
     arr = o.resources
-    not_null(arr, "Resources")
+    if arr is None:
+        null_field("Resources")
     w_ccount(out, arr)
     for e in arr:
         _e_DescribeConfigsResource_1(e, out)
     out += _ST_zz.pack(o.include_synonyms, o.include_documentation)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 DescribeConfigsRequest._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -311,7 +314,8 @@ def _e_DescribeConfigsResult_0(o, out):
     out += _ST_b.pack(o.resource_type)
     w_str(out, o.resource_name)
     arr = o.configs
-    not_null(arr, "Configs")
+    if arr is None:
+        null_field("Configs")
     w_count(out, arr)
     for e in arr:
         _e_DescribeConfigsResourceResult_0(e, out)
@@ -342,7 +346,8 @@ def _e_DescribeConfigsResponse_0(o, out):
     """DescribeConfigsResponse, versions 0."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.results
-    not_null(arr, "Results")
+    if arr is None:
+        null_field("Results")
     w_count(out, arr)
     for e in arr:
         _e_DescribeConfigsResult_0(e, out)
@@ -412,7 +417,8 @@ def _e_DescribeConfigsResourceResult_1(o, out):
         )
     out += _ST_bz.pack(o.config_source, o.is_sensitive)
     arr = o.synonyms
-    not_null(arr, "Synonyms")
+    if arr is None:
+        null_field("Synonyms")
     w_count(out, arr)
     for e in arr:
         _e_DescribeConfigsSynonym_0(e, out)
@@ -455,7 +461,8 @@ def _e_DescribeConfigsResult_1(o, out):
     out += _ST_b.pack(o.resource_type)
     w_str(out, o.resource_name)
     arr = o.configs
-    not_null(arr, "Configs")
+    if arr is None:
+        null_field("Configs")
     w_count(out, arr)
     for e in arr:
         _e_DescribeConfigsResourceResult_1(e, out)
@@ -486,7 +493,8 @@ def _e_DescribeConfigsResponse_1(o, out):
     """DescribeConfigsResponse, versions 1-2."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.results
-    not_null(arr, "Results")
+    if arr is None:
+        null_field("Results")
     w_count(out, arr)
     for e in arr:
         _e_DescribeConfigsResult_1(e, out)
@@ -536,7 +544,8 @@ def _e_DescribeConfigsResourceResult_2(o, out):
         raise UnsupportedVersionError("DescribeConfigsResourceResult.IsDefault is not supported at version 3")
     out += _ST_bz.pack(o.config_source, o.is_sensitive)
     arr = o.synonyms
-    not_null(arr, "Synonyms")
+    if arr is None:
+        null_field("Synonyms")
     w_count(out, arr)
     for e in arr:
         _e_DescribeConfigsSynonym_0(e, out)
@@ -581,7 +590,8 @@ def _e_DescribeConfigsResult_2(o, out):
     out += _ST_b.pack(o.resource_type)
     w_str(out, o.resource_name)
     arr = o.configs
-    not_null(arr, "Configs")
+    if arr is None:
+        null_field("Configs")
     w_count(out, arr)
     for e in arr:
         _e_DescribeConfigsResourceResult_2(e, out)
@@ -612,7 +622,8 @@ def _e_DescribeConfigsResponse_2(o, out):
     """DescribeConfigsResponse, versions 3."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.results
-    not_null(arr, "Results")
+    if arr is None:
+        null_field("Results")
     w_count(out, arr)
     for e in arr:
         _e_DescribeConfigsResult_2(e, out)
@@ -628,17 +639,16 @@ def _d_DescribeConfigsSynonym_1(buf, pos, end):
     pos += 1
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DescribeConfigsSynonym)
     o.name = v_name
     o.value = v_value
@@ -652,7 +662,10 @@ def _e_DescribeConfigsSynonym_1(o, out):
     w_cstr(out, o.name)
     w_ncstr(out, o.value)
     out += _ST_b.pack(o.source)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribeConfigsResourceResult_3(buf, pos, end):
@@ -682,17 +695,16 @@ def _d_DescribeConfigsResourceResult_3(buf, pos, end):
     v_documentation, pos = r_ncstr(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DescribeConfigsResourceResult)
     o.name = v_name
     o.value = v_value
@@ -716,13 +728,17 @@ def _e_DescribeConfigsResourceResult_3(o, out):
         raise UnsupportedVersionError("DescribeConfigsResourceResult.IsDefault is not supported at version 4")
     out += _ST_bz.pack(o.config_source, o.is_sensitive)
     arr = o.synonyms
-    not_null(arr, "Synonyms")
+    if arr is None:
+        null_field("Synonyms")
     w_ccount(out, arr)
     for e in arr:
         _e_DescribeConfigsSynonym_1(e, out)
     out += _ST_b.pack(o.config_type)
     w_ncstr(out, o.documentation)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribeConfigsResult_3(buf, pos, end):
@@ -751,17 +767,16 @@ def _d_DescribeConfigsResult_3(buf, pos, end):
             v_configs.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DescribeConfigsResult)
     o.error_code = v_error_code
     o.error_message = v_error_message
@@ -779,11 +794,15 @@ def _e_DescribeConfigsResult_3(o, out):
     out += _ST_b.pack(o.resource_type)
     w_cstr(out, o.resource_name)
     arr = o.configs
-    not_null(arr, "Configs")
+    if arr is None:
+        null_field("Configs")
     w_ccount(out, arr)
     for e in arr:
         _e_DescribeConfigsResourceResult_3(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribeConfigsResponse_3(buf, pos, end):
@@ -806,17 +825,16 @@ def _d_DescribeConfigsResponse_3(buf, pos, end):
             v_results.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DescribeConfigsResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.results = v_results
@@ -828,11 +846,15 @@ def _e_DescribeConfigsResponse_3(o, out):
     """DescribeConfigsResponse, versions 4."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.results
-    not_null(arr, "Results")
+    if arr is None:
+        null_field("Results")
     w_ccount(out, arr)
     for e in arr:
         _e_DescribeConfigsResult_3(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 DescribeConfigsResponse._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -295,7 +298,8 @@ def _e_DescribedDelegationToken_0(o, out):
     w_str(out, o.token_id)
     w_bytes(out, o.hmac)
     arr = o.renewers
-    not_null(arr, "Renewers")
+    if arr is None:
+        null_field("Renewers")
     w_count(out, arr)
     for e in arr:
         _e_DescribedDelegationTokenRenewer_0(e, out)
@@ -331,7 +335,8 @@ def _e_DescribeDelegationTokenResponse_0(o, out):
     """DescribeDelegationTokenResponse, versions 0-1."""
     out += _ST_h.pack(o.error_code)
     arr = o.tokens
-    not_null(arr, "Tokens")
+    if arr is None:
+        null_field("Tokens")
     w_count(out, arr)
     for e in arr:
         _e_DescribedDelegationToken_0(e, out)
@@ -344,17 +349,16 @@ def _d_DescribedDelegationTokenRenewer_1(buf, pos, end):
     v_principal_name, pos = r_cstr(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DescribedDelegationTokenRenewer)
     o.principal_type = v_principal_type
     o.principal_name = v_principal_name
@@ -366,7 +370,10 @@ def _e_DescribedDelegationTokenRenewer_1(o, out):
     """DescribedDelegationTokenRenewer, versions 2-3."""
     w_cstr(out, o.principal_type)
     w_cstr(out, o.principal_name)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribedDelegationToken_1(buf, pos, end):
@@ -393,17 +400,16 @@ def _d_DescribedDelegationToken_1(buf, pos, end):
             v_renewers.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DescribedDelegationToken)
     o.principal_type = v_principal_type
     o.principal_name = v_principal_name
@@ -435,11 +441,15 @@ def _e_DescribedDelegationToken_1(o, out):
     w_cstr(out, o.token_id)
     w_cbytes(out, o.hmac)
     arr = o.renewers
-    not_null(arr, "Renewers")
+    if arr is None:
+        null_field("Renewers")
     w_ccount(out, arr)
     for e in arr:
         _e_DescribedDelegationTokenRenewer_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribeDelegationTokenResponse_1(buf, pos, end):
@@ -466,17 +476,16 @@ def _d_DescribeDelegationTokenResponse_1(buf, pos, end):
     pos += 4
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DescribeDelegationTokenResponse)
     o.error_code = v_error_code
     o.tokens = v_tokens
@@ -489,12 +498,16 @@ def _e_DescribeDelegationTokenResponse_1(o, out):
     """DescribeDelegationTokenResponse, versions 2."""
     out += _ST_h.pack(o.error_code)
     arr = o.tokens
-    not_null(arr, "Tokens")
+    if arr is None:
+        null_field("Tokens")
     w_ccount(out, arr)
     for e in arr:
         _e_DescribedDelegationToken_1(e, out)
     out += _ST_i.pack(o.throttle_time_ms)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribedDelegationToken_2(buf, pos, end):
@@ -523,17 +536,16 @@ def _d_DescribedDelegationToken_2(buf, pos, end):
             v_renewers.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DescribedDelegationToken)
     o.principal_type = v_principal_type
     o.principal_name = v_principal_name
@@ -559,11 +571,15 @@ def _e_DescribedDelegationToken_2(o, out):
     w_cstr(out, o.token_id)
     w_cbytes(out, o.hmac)
     arr = o.renewers
-    not_null(arr, "Renewers")
+    if arr is None:
+        null_field("Renewers")
     w_ccount(out, arr)
     for e in arr:
         _e_DescribedDelegationTokenRenewer_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribeDelegationTokenResponse_2(buf, pos, end):
@@ -590,17 +606,16 @@ def _d_DescribeDelegationTokenResponse_2(buf, pos, end):
     pos += 4
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DescribeDelegationTokenResponse)
     o.error_code = v_error_code
     o.tokens = v_tokens
@@ -613,12 +628,16 @@ def _e_DescribeDelegationTokenResponse_2(o, out):
     """DescribeDelegationTokenResponse, versions 3."""
     out += _ST_h.pack(o.error_code)
     arr = o.tokens
-    not_null(arr, "Tokens")
+    if arr is None:
+        null_field("Tokens")
     w_ccount(out, arr)
     for e in arr:
         _e_DescribedDelegationToken_2(e, out)
     out += _ST_i.pack(o.throttle_time_ms)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 DescribeDelegationTokenResponse._DECODERS = (

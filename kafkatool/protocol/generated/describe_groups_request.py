@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -111,7 +114,8 @@ def _d_DescribeGroupsRequest_0(buf, pos, end):
 def _e_DescribeGroupsRequest_0(o, out):
     """DescribeGroupsRequest, versions 0-2."""
     arr = o.groups
-    not_null(arr, "Groups")
+    if arr is None:
+        null_field("Groups")
     w_count(out, arr)
     w_str_array(out, arr, False)
     if o.include_authorized_operations != False:
@@ -141,7 +145,8 @@ def _d_DescribeGroupsRequest_1(buf, pos, end):
 def _e_DescribeGroupsRequest_1(o, out):
     """DescribeGroupsRequest, versions 3-4."""
     arr = o.groups
-    not_null(arr, "Groups")
+    if arr is None:
+        null_field("Groups")
     w_count(out, arr)
     w_str_array(out, arr, False)
     out += _ST_z.pack(o.include_authorized_operations)
@@ -164,17 +169,16 @@ def _d_DescribeGroupsRequest_2(buf, pos, end):
     pos += 1
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DescribeGroupsRequest)
     o.groups = v_groups
     o.include_authorized_operations = v_include_authorized_operations
@@ -185,11 +189,15 @@ def _d_DescribeGroupsRequest_2(buf, pos, end):
 def _e_DescribeGroupsRequest_2(o, out):
     """DescribeGroupsRequest, versions 5."""
     arr = o.groups
-    not_null(arr, "Groups")
+    if arr is None:
+        null_field("Groups")
     w_ccount(out, arr)
     w_str_array(out, arr, True)
     out += _ST_z.pack(o.include_authorized_operations)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 DescribeGroupsRequest._DECODERS = (

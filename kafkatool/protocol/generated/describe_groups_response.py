@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -280,7 +283,8 @@ def _e_DescribedGroup_0(o, out):
     w_str(out, o.protocol_type)
     w_str(out, o.protocol_data)
     arr = o.members
-    not_null(arr, "Members")
+    if arr is None:
+        null_field("Members")
     w_count(out, arr)
     for e in arr:
         _e_DescribedGroupMember_0(e, out)
@@ -308,7 +312,8 @@ def _d_DescribeGroupsResponse_0(buf, pos, end):
 def _e_DescribeGroupsResponse_0(o, out):
     """DescribeGroupsResponse, versions 0."""
     arr = o.groups
-    not_null(arr, "Groups")
+    if arr is None:
+        null_field("Groups")
     w_count(out, arr)
     for e in arr:
         _e_DescribedGroup_0(e, out)
@@ -339,7 +344,8 @@ def _e_DescribeGroupsResponse_1(o, out):
     """DescribeGroupsResponse, versions 1-2."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.groups
-    not_null(arr, "Groups")
+    if arr is None:
+        null_field("Groups")
     w_count(out, arr)
     for e in arr:
         _e_DescribedGroup_0(e, out)
@@ -387,7 +393,8 @@ def _e_DescribedGroup_1(o, out):
     w_str(out, o.protocol_type)
     w_str(out, o.protocol_data)
     arr = o.members
-    not_null(arr, "Members")
+    if arr is None:
+        null_field("Members")
     w_count(out, arr)
     for e in arr:
         _e_DescribedGroupMember_0(e, out)
@@ -419,7 +426,8 @@ def _e_DescribeGroupsResponse_2(o, out):
     """DescribeGroupsResponse, versions 3."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.groups
-    not_null(arr, "Groups")
+    if arr is None:
+        null_field("Groups")
     w_count(out, arr)
     for e in arr:
         _e_DescribedGroup_1(e, out)
@@ -496,7 +504,8 @@ def _e_DescribedGroup_2(o, out):
     w_str(out, o.protocol_type)
     w_str(out, o.protocol_data)
     arr = o.members
-    not_null(arr, "Members")
+    if arr is None:
+        null_field("Members")
     w_count(out, arr)
     for e in arr:
         _e_DescribedGroupMember_1(e, out)
@@ -528,7 +537,8 @@ def _e_DescribeGroupsResponse_3(o, out):
     """DescribeGroupsResponse, versions 4."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.groups
-    not_null(arr, "Groups")
+    if arr is None:
+        null_field("Groups")
     w_count(out, arr)
     for e in arr:
         _e_DescribedGroup_2(e, out)
@@ -544,17 +554,16 @@ def _d_DescribedGroupMember_2(buf, pos, end):
     v_member_assignment, pos = r_cbytes(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DescribedGroupMember)
     o.member_id = v_member_id
     o.group_instance_id = v_group_instance_id
@@ -574,7 +583,10 @@ def _e_DescribedGroupMember_2(o, out):
     w_cstr(out, o.client_host)
     w_cbytes(out, o.member_metadata)
     w_cbytes(out, o.member_assignment)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribedGroup_3(buf, pos, end):
@@ -605,17 +617,16 @@ def _d_DescribedGroup_3(buf, pos, end):
     pos += 4
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DescribedGroup)
     o.error_code = v_error_code
     o.group_id = v_group_id
@@ -636,12 +647,16 @@ def _e_DescribedGroup_3(o, out):
     w_cstr(out, o.protocol_type)
     w_cstr(out, o.protocol_data)
     arr = o.members
-    not_null(arr, "Members")
+    if arr is None:
+        null_field("Members")
     w_ccount(out, arr)
     for e in arr:
         _e_DescribedGroupMember_2(e, out)
     out += _ST_i.pack(o.authorized_operations)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribeGroupsResponse_4(buf, pos, end):
@@ -664,17 +679,16 @@ def _d_DescribeGroupsResponse_4(buf, pos, end):
             v_groups.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DescribeGroupsResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.groups = v_groups
@@ -686,11 +700,15 @@ def _e_DescribeGroupsResponse_4(o, out):
     """DescribeGroupsResponse, versions 5."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.groups
-    not_null(arr, "Groups")
+    if arr is None:
+        null_field("Groups")
     w_ccount(out, arr)
     for e in arr:
         _e_DescribedGroup_3(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 DescribeGroupsResponse._DECODERS = (

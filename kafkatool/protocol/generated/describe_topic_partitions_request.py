@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -147,17 +150,16 @@ def _d_TopicRequest_0(buf, pos, end):
     v_name, pos = r_cstr(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(TopicRequest)
     o.name = v_name
     o._unknown_tags = unknown
@@ -167,7 +169,10 @@ def _d_TopicRequest_0(buf, pos, end):
 def _e_TopicRequest_0(o, out):
     """TopicRequest, versions 0."""
     w_cstr(out, o.name)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_Cursor_0(buf, pos, end):
@@ -179,17 +184,16 @@ def _d_Cursor_0(buf, pos, end):
     pos += 4
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(Cursor)
     o.topic_name = v_topic_name
     o.partition_index = v_partition_index
@@ -201,7 +205,10 @@ def _e_Cursor_0(o, out):
     """Cursor, versions 0."""
     w_cstr(out, o.topic_name)
     out += _ST_i.pack(o.partition_index)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribeTopicPartitionsRequest_0(buf, pos, end):
@@ -231,17 +238,16 @@ def _d_DescribeTopicPartitionsRequest_0(buf, pos, end):
         v_cursor, pos = _d_Cursor_0(buf, pos + 1, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DescribeTopicPartitionsRequest)
     o.topics = v_topics
     o.response_partition_limit = v_response_partition_limit
@@ -253,7 +259,8 @@ def _d_DescribeTopicPartitionsRequest_0(buf, pos, end):
 def _e_DescribeTopicPartitionsRequest_0(o, out):
     """DescribeTopicPartitionsRequest, versions 0."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_TopicRequest_0(e, out)
@@ -264,7 +271,10 @@ def _e_DescribeTopicPartitionsRequest_0(o, out):
     else:
         out.append(1)
         _e_Cursor_0(x, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 DescribeTopicPartitionsRequest._DECODERS = (_d_DescribeTopicPartitionsRequest_0,)

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -55,6 +58,8 @@ _ST_16sz = struct.Struct(">16s?")
 _ST_h = struct.Struct(">h")
 _ST_hiii = struct.Struct(">hiii")
 _ST_i = struct.Struct(">i")
+_AR__i = array_structs("", "i")
+_AR_B_i = array_structs("B", "i")
 
 __all__ = [
     "Cursor",
@@ -299,64 +304,63 @@ def _d_DescribeTopicPartitionsResponsePartition_0(buf, pos, end):
         truncated(pos, "DescribeTopicPartitionsResponsePartition")
     v_error_code, v_partition_index, v_leader_id, v_leader_epoch = _ST_hiii.unpack_from(buf, pos)
     pos += 14
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_replica_nodes = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "ReplicaNodes")
-    else:
-        v_replica_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
-    else:
-        n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "IsrNodes")
-    else:
-        v_isr_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+        if n < 0:
+            null_error(pos, "ReplicaNodes")
+        else:
+            v_replica_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_isr_nodes = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        v_eligible_leader_replicas = None
-    else:
-        v_eligible_leader_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
-    else:
-        n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        v_last_known_elr = None
-    else:
-        v_last_known_elr, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+        if n < 0:
+            null_error(pos, "IsrNodes")
+        else:
+            v_isr_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_eligible_leader_replicas = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "OfflineReplicas")
+        if n < 0:
+            v_eligible_leader_replicas = None
+        else:
+            v_eligible_leader_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_last_known_elr = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
-        v_offline_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        n, pos = r_ccount(buf, pos, end)
+        if n < 0:
+            v_last_known_elr = None
+        else:
+            v_last_known_elr, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_offline_replicas = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
+    else:
+        n, pos = r_ccount(buf, pos, end)
+        if n < 0:
+            null_error(pos, "OfflineReplicas")
+        else:
+            v_offline_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DescribeTopicPartitionsResponsePartition)
     o.error_code = v_error_code
     o.partition_index = v_partition_index
@@ -380,30 +384,111 @@ def _e_DescribeTopicPartitionsResponsePartition_0(o, out):
         o.leader_epoch,
     )
     arr = o.replica_nodes
-    not_null(arr, "ReplicaNodes")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("ReplicaNodes")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.isr_nodes
-    not_null(arr, "IsrNodes")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("IsrNodes")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.eligible_leader_replicas
     if arr is None:
         out += b"\x00"
     else:
-        w_ccount(out, arr)
-        w_fixed_array(out, arr, "i")
+        n = len(arr)
+        if n == 0:
+            out += _AR_B_i[0].pack(1)
+        elif n == 1:
+            (a0,) = arr
+            out += _AR_B_i[1].pack(2, a0)
+        elif n == 2:
+            a0, a1 = arr
+            out += _AR_B_i[2].pack(3, a0, a1)
+        elif n == 3:
+            a0, a1, a2 = arr
+            out += _AR_B_i[3].pack(4, a0, a1, a2)
+        elif n <= ARRAY_STRUCTS_MAX_N:
+            out += _AR_B_i[n].pack(n + 1, *arr)
+        else:
+            w_ccount(out, arr)
+            w_fixed_array(out, arr, "i")
     arr = o.last_known_elr
     if arr is None:
         out += b"\x00"
     else:
+        n = len(arr)
+        if n == 0:
+            out += _AR_B_i[0].pack(1)
+        elif n == 1:
+            (a0,) = arr
+            out += _AR_B_i[1].pack(2, a0)
+        elif n == 2:
+            a0, a1 = arr
+            out += _AR_B_i[2].pack(3, a0, a1)
+        elif n == 3:
+            a0, a1, a2 = arr
+            out += _AR_B_i[3].pack(4, a0, a1, a2)
+        elif n <= ARRAY_STRUCTS_MAX_N:
+            out += _AR_B_i[n].pack(n + 1, *arr)
+        else:
+            w_ccount(out, arr)
+            w_fixed_array(out, arr, "i")
+    arr = o.offline_replicas
+    if arr is None:
+        null_field("OfflineReplicas")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
         w_ccount(out, arr)
         w_fixed_array(out, arr, "i")
-    arr = o.offline_replicas
-    not_null(arr, "OfflineReplicas")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribeTopicPartitionsResponseTopic_0(buf, pos, end):
@@ -436,17 +521,16 @@ def _d_DescribeTopicPartitionsResponseTopic_0(buf, pos, end):
     pos += 4
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DescribeTopicPartitionsResponseTopic)
     o.error_code = v_error_code
     o.name = v_name
@@ -464,12 +548,16 @@ def _e_DescribeTopicPartitionsResponseTopic_0(o, out):
     w_ncstr(out, o.name)
     out += _ST_16sz.pack(o.topic_id.bytes, o.is_internal)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_DescribeTopicPartitionsResponsePartition_0(e, out)
     out += _ST_i.pack(o.topic_authorized_operations)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_Cursor_0(buf, pos, end):
@@ -481,17 +569,16 @@ def _d_Cursor_0(buf, pos, end):
     pos += 4
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(Cursor)
     o.topic_name = v_topic_name
     o.partition_index = v_partition_index
@@ -503,7 +590,10 @@ def _e_Cursor_0(o, out):
     """Cursor, versions 0."""
     w_cstr(out, o.topic_name)
     out += _ST_i.pack(o.partition_index)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribeTopicPartitionsResponse_0(buf, pos, end):
@@ -533,17 +623,16 @@ def _d_DescribeTopicPartitionsResponse_0(buf, pos, end):
         v_next_cursor, pos = _d_Cursor_0(buf, pos + 1, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DescribeTopicPartitionsResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.topics = v_topics
@@ -556,7 +645,8 @@ def _e_DescribeTopicPartitionsResponse_0(o, out):
     """DescribeTopicPartitionsResponse, versions 0."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_DescribeTopicPartitionsResponseTopic_0(e, out)
@@ -566,7 +656,10 @@ def _e_DescribeTopicPartitionsResponse_0(o, out):
     else:
         out.append(1)
         _e_Cursor_0(x, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 DescribeTopicPartitionsResponse._DECODERS = (_d_DescribeTopicPartitionsResponse_0,)

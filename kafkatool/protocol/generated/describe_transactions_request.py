@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -103,17 +106,16 @@ def _d_DescribeTransactionsRequest_0(buf, pos, end):
         v_transactional_ids, pos = r_str_array(buf, pos, end, n, True)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DescribeTransactionsRequest)
     o.transactional_ids = v_transactional_ids
     o._unknown_tags = unknown
@@ -123,10 +125,14 @@ def _d_DescribeTransactionsRequest_0(buf, pos, end):
 def _e_DescribeTransactionsRequest_0(o, out):
     """DescribeTransactionsRequest, versions 0."""
     arr = o.transactional_ids
-    not_null(arr, "TransactionalIds")
+    if arr is None:
+        null_field("TransactionalIds")
     w_ccount(out, arr)
     w_str_array(out, arr, True)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 DescribeTransactionsRequest._DECODERS = (_d_DescribeTransactionsRequest_0,)

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -178,17 +181,16 @@ def _d_CredentialInfo_0(buf, pos, end):
     pos += 5
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(CredentialInfo)
     o.mechanism = v_mechanism
     o.iterations = v_iterations
@@ -199,7 +201,10 @@ def _d_CredentialInfo_0(buf, pos, end):
 def _e_CredentialInfo_0(o, out):
     """CredentialInfo, versions 0."""
     out += _ST_bi.pack(o.mechanism, o.iterations)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribeUserScramCredentialsResult_0(buf, pos, end):
@@ -224,17 +229,16 @@ def _d_DescribeUserScramCredentialsResult_0(buf, pos, end):
             v_credential_infos.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DescribeUserScramCredentialsResult)
     o.user = v_user
     o.error_code = v_error_code
@@ -250,11 +254,15 @@ def _e_DescribeUserScramCredentialsResult_0(o, out):
     out += _ST_h.pack(o.error_code)
     w_ncstr(out, o.error_message)
     arr = o.credential_infos
-    not_null(arr, "CredentialInfos")
+    if arr is None:
+        null_field("CredentialInfos")
     w_ccount(out, arr)
     for e in arr:
         _e_CredentialInfo_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_DescribeUserScramCredentialsResponse_0(buf, pos, end):
@@ -278,17 +286,16 @@ def _d_DescribeUserScramCredentialsResponse_0(buf, pos, end):
             v_results.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(DescribeUserScramCredentialsResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.error_code = v_error_code
@@ -303,11 +310,15 @@ def _e_DescribeUserScramCredentialsResponse_0(o, out):
     out += _ST_ih.pack(o.throttle_time_ms, o.error_code)
     w_ncstr(out, o.error_message)
     arr = o.results
-    not_null(arr, "Results")
+    if arr is None:
+        null_field("Results")
     w_ccount(out, arr)
     for e in arr:
         _e_DescribeUserScramCredentialsResult_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 DescribeUserScramCredentialsResponse._DECODERS = (_d_DescribeUserScramCredentialsResponse_0,)

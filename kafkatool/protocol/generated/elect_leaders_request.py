@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -53,6 +56,9 @@ from kafkatool.formats.schema import (
 _new = object.__new__
 _ST_b = struct.Struct(">b")
 _ST_i = struct.Struct(">i")
+_AR__i = array_structs("", "i")
+_AR_B_i = array_structs("B", "i")
+_AR_i_i = array_structs("i", "i")
 
 __all__ = ["ElectLeadersRequest", "TopicPartitions"]
 
@@ -125,11 +131,19 @@ ElectLeadersRequest._FIELDS = (
 def _d_TopicPartitions_0(buf, pos, end):
     """TopicPartitions, versions 0-1."""
     v_topic, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "Partitions")
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 4 <= end
+    ):
+        v_partitions = list(_AR__i[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 4
     else:
-        v_partitions, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        n, pos = r_count(buf, pos, end)
+        if n < 0:
+            null_error(pos, "Partitions")
+        else:
+            v_partitions, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     o = _new(TopicPartitions)
     o.topic = v_topic
     o.partitions = v_partitions
@@ -141,9 +155,25 @@ def _e_TopicPartitions_0(o, out):
     """TopicPartitions, versions 0-1."""
     w_str(out, o.topic)
     arr = o.partitions
-    not_null(arr, "Partitions")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Partitions")
+    n = len(arr)
+    if n == 0:
+        out += _AR_i_i[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_i[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_i[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_i[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
 
 
 def _d_ElectLeadersRequest_0(buf, pos, end):
@@ -224,28 +254,27 @@ def _e_ElectLeadersRequest_1(o, out):
 def _d_TopicPartitions_1(buf, pos, end):
     """TopicPartitions, versions 2."""
     v_topic, pos = r_cstr(buf, pos, end)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_partitions = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "Partitions")
-    else:
-        v_partitions, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        if n < 0:
+            null_error(pos, "Partitions")
+        else:
+            v_partitions, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(TopicPartitions)
     o.topic = v_topic
     o.partitions = v_partitions
@@ -257,10 +286,29 @@ def _e_TopicPartitions_1(o, out):
     """TopicPartitions, versions 2."""
     w_cstr(out, o.topic)
     arr = o.partitions
-    not_null(arr, "Partitions")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
-    w_unknown_tags(out, o._unknown_tags)
+    if arr is None:
+        null_field("Partitions")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ElectLeadersRequest_2(buf, pos, end):
@@ -287,17 +335,16 @@ def _d_ElectLeadersRequest_2(buf, pos, end):
     pos += 4
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ElectLeadersRequest)
     o.election_type = v_election_type
     o.topic_partitions = v_topic_partitions
@@ -317,7 +364,10 @@ def _e_ElectLeadersRequest_2(o, out):
         for e in arr:
             _e_TopicPartitions_1(e, out)
     out += _ST_i.pack(o.timeout_ms)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 ElectLeadersRequest._DECODERS = (

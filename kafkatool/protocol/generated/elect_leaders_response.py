@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -206,7 +209,8 @@ def _e_ReplicaElectionResult_0(o, out):
     """ReplicaElectionResult, versions 0-1."""
     w_str(out, o.topic)
     arr = o.partition_result
-    not_null(arr, "PartitionResult")
+    if arr is None:
+        null_field("PartitionResult")
     w_count(out, arr)
     for e in arr:
         _e_PartitionResult_0(e, out)
@@ -240,7 +244,8 @@ def _e_ElectLeadersResponse_0(o, out):
     if o.error_code != 0:
         raise UnsupportedVersionError("ElectLeadersResponse.ErrorCode is not supported at version 0")
     arr = o.replica_election_results
-    not_null(arr, "ReplicaElectionResults")
+    if arr is None:
+        null_field("ReplicaElectionResults")
     w_count(out, arr)
     for e in arr:
         _e_ReplicaElectionResult_0(e, out)
@@ -272,7 +277,8 @@ def _e_ElectLeadersResponse_1(o, out):
     """ElectLeadersResponse, versions 1."""
     out += _ST_ih.pack(o.throttle_time_ms, o.error_code)
     arr = o.replica_election_results
-    not_null(arr, "ReplicaElectionResults")
+    if arr is None:
+        null_field("ReplicaElectionResults")
     w_count(out, arr)
     for e in arr:
         _e_ReplicaElectionResult_0(e, out)
@@ -287,17 +293,16 @@ def _d_PartitionResult_1(buf, pos, end):
     v_error_message, pos = r_ncstr(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(PartitionResult)
     o.partition_id = v_partition_id
     o.error_code = v_error_code
@@ -310,7 +315,10 @@ def _e_PartitionResult_1(o, out):
     """PartitionResult, versions 2."""
     out += _ST_ih.pack(o.partition_id, o.error_code)
     w_ncstr(out, o.error_message)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ReplicaElectionResult_1(buf, pos, end):
@@ -330,17 +338,16 @@ def _d_ReplicaElectionResult_1(buf, pos, end):
             v_partition_result.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ReplicaElectionResult)
     o.topic = v_topic
     o.partition_result = v_partition_result
@@ -352,11 +359,15 @@ def _e_ReplicaElectionResult_1(o, out):
     """ReplicaElectionResult, versions 2."""
     w_cstr(out, o.topic)
     arr = o.partition_result
-    not_null(arr, "PartitionResult")
+    if arr is None:
+        null_field("PartitionResult")
     w_ccount(out, arr)
     for e in arr:
         _e_PartitionResult_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ElectLeadersResponse_2(buf, pos, end):
@@ -379,17 +390,16 @@ def _d_ElectLeadersResponse_2(buf, pos, end):
             v_replica_election_results.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ElectLeadersResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.error_code = v_error_code
@@ -402,11 +412,15 @@ def _e_ElectLeadersResponse_2(o, out):
     """ElectLeadersResponse, versions 2."""
     out += _ST_ih.pack(o.throttle_time_ms, o.error_code)
     arr = o.replica_election_results
-    not_null(arr, "ReplicaElectionResults")
+    if arr is None:
+        null_field("ReplicaElectionResults")
     w_ccount(out, arr)
     for e in arr:
         _e_ReplicaElectionResult_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 ElectLeadersResponse._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -52,8 +55,11 @@ from kafkatool.formats.schema import (
 
 _new = object.__new__
 _ST_H = struct.Struct(">H")
+_ST_i = struct.Struct(">i")
 _ST_i16s = struct.Struct(">i16s")
 _ST_iii = struct.Struct(">iii")
+_AR__i = array_structs("", "i")
+_AR_i_i = array_structs("i", "i")
 
 __all__ = ["EndQuorumEpochRequest", "LeaderEndpoint", "PartitionData", "ReplicaInfo", "TopicData"]
 
@@ -264,11 +270,19 @@ def _d_PartitionData_0(buf, pos, end):
         truncated(pos, "PartitionData")
     v_partition_index, v_leader_id, v_leader_epoch = _ST_iii.unpack_from(buf, pos)
     pos += 12
-    n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "PreferredSuccessors")
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 4 <= end
+    ):
+        v_preferred_successors = list(_AR__i[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 4
     else:
-        v_preferred_successors, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        n, pos = r_count(buf, pos, end)
+        if n < 0:
+            null_error(pos, "PreferredSuccessors")
+        else:
+            v_preferred_successors, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     o = _new(PartitionData)
     o.partition_index = v_partition_index
     o.leader_id = v_leader_id
@@ -283,9 +297,25 @@ def _e_PartitionData_0(o, out):
     """PartitionData, versions 0."""
     out += _ST_iii.pack(o.partition_index, o.leader_id, o.leader_epoch)
     arr = o.preferred_successors
-    not_null(arr, "PreferredSuccessors")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("PreferredSuccessors")
+    n = len(arr)
+    if n == 0:
+        out += _AR_i_i[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_i[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_i[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_i[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
 
 
 def _d_TopicData_0(buf, pos, end):
@@ -310,7 +340,8 @@ def _e_TopicData_0(o, out):
     """TopicData, versions 0."""
     w_str(out, o.topic_name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_PartitionData_0(e, out)
@@ -339,7 +370,8 @@ def _e_EndQuorumEpochRequest_0(o, out):
     """EndQuorumEpochRequest, versions 0."""
     w_nstr(out, o.cluster_id)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_TopicData_0(e, out)
@@ -354,17 +386,16 @@ def _d_ReplicaInfo_0(buf, pos, end):
     v_candidate_directory_id = r_uuid(v_candidate_directory_id)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ReplicaInfo)
     o.candidate_id = v_candidate_id
     o.candidate_directory_id = v_candidate_directory_id
@@ -375,7 +406,10 @@ def _d_ReplicaInfo_0(buf, pos, end):
 def _e_ReplicaInfo_0(o, out):
     """ReplicaInfo, versions 1."""
     out += _ST_i16s.pack(o.candidate_id, o.candidate_directory_id.bytes)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_PartitionData_1(buf, pos, end):
@@ -398,17 +432,16 @@ def _d_PartitionData_1(buf, pos, end):
             v_preferred_candidates.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(PartitionData)
     o.partition_index = v_partition_index
     o.leader_id = v_leader_id
@@ -423,11 +456,15 @@ def _e_PartitionData_1(o, out):
     """PartitionData, versions 1."""
     out += _ST_iii.pack(o.partition_index, o.leader_id, o.leader_epoch)
     arr = o.preferred_candidates
-    not_null(arr, "PreferredCandidates")
+    if arr is None:
+        null_field("PreferredCandidates")
     w_ccount(out, arr)
     for e in arr:
         _e_ReplicaInfo_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_TopicData_1(buf, pos, end):
@@ -447,17 +484,16 @@ def _d_TopicData_1(buf, pos, end):
             v_partitions.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(TopicData)
     o.topic_name = v_topic_name
     o.partitions = v_partitions
@@ -469,11 +505,15 @@ def _e_TopicData_1(o, out):
     """TopicData, versions 1."""
     w_cstr(out, o.topic_name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_PartitionData_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_LeaderEndpoint_0(buf, pos, end):
@@ -486,17 +526,16 @@ def _d_LeaderEndpoint_0(buf, pos, end):
     pos += 2
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(LeaderEndpoint)
     o.name = v_name
     o.host = v_host
@@ -510,7 +549,10 @@ def _e_LeaderEndpoint_0(o, out):
     w_cstr(out, o.name)
     w_cstr(out, o.host)
     out += _ST_H.pack(o.port)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_EndQuorumEpochRequest_1(buf, pos, end):
@@ -542,17 +584,16 @@ def _d_EndQuorumEpochRequest_1(buf, pos, end):
             v_leader_endpoints.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(EndQuorumEpochRequest)
     o.cluster_id = v_cluster_id
     o.topics = v_topics
@@ -565,16 +606,21 @@ def _e_EndQuorumEpochRequest_1(o, out):
     """EndQuorumEpochRequest, versions 1."""
     w_ncstr(out, o.cluster_id)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_TopicData_1(e, out)
     arr = o.leader_endpoints
-    not_null(arr, "LeaderEndpoints")
+    if arr is None:
+        null_field("LeaderEndpoints")
     w_ccount(out, arr)
     for e in arr:
         _e_LeaderEndpoint_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 EndQuorumEpochRequest._DECODERS = (

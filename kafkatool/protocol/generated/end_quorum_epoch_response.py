@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -236,7 +239,8 @@ def _e_TopicData_0(o, out):
     """TopicData, versions 0."""
     w_str(out, o.topic_name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_PartitionData_0(e, out)
@@ -268,7 +272,8 @@ def _e_EndQuorumEpochResponse_0(o, out):
     """EndQuorumEpochResponse, versions 0."""
     out += _ST_h.pack(o.error_code)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_TopicData_0(e, out)
@@ -284,17 +289,16 @@ def _d_PartitionData_1(buf, pos, end):
     pos += 14
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(PartitionData)
     o.partition_index = v_partition_index
     o.error_code = v_error_code
@@ -312,7 +316,10 @@ def _e_PartitionData_1(o, out):
         o.leader_id,
         o.leader_epoch,
     )
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_TopicData_1(buf, pos, end):
@@ -332,17 +339,16 @@ def _d_TopicData_1(buf, pos, end):
             v_partitions.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(TopicData)
     o.topic_name = v_topic_name
     o.partitions = v_partitions
@@ -354,11 +360,15 @@ def _e_TopicData_1(o, out):
     """TopicData, versions 1."""
     w_cstr(out, o.topic_name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_PartitionData_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_NodeEndpoint_0(buf, pos, end):
@@ -374,17 +384,16 @@ def _d_NodeEndpoint_0(buf, pos, end):
     pos += 2
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(NodeEndpoint)
     o.node_id = v_node_id
     o.host = v_host
@@ -398,7 +407,10 @@ def _e_NodeEndpoint_0(o, out):
     out += _ST_i.pack(o.node_id)
     w_cstr(out, o.host)
     out += _ST_H.pack(o.port)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_EndQuorumEpochResponse_1(buf, pos, end):
@@ -422,30 +434,29 @@ def _d_EndQuorumEpochResponse_1(buf, pos, end):
     v_node_endpoints = []
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if tag == 0:
-            if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
-                n = buf[pos] - 1
-                pos += 1
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if tag == 0:
+                if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
+                    n = buf[pos] - 1
+                    pos += 1
+                else:
+                    n, pos = r_ccount(buf, pos, t_end)
+                if n < 0:
+                    null_error(pos, "NodeEndpoints")
+                else:
+                    v_node_endpoints = []
+                    for _ in range(n):
+                        e, pos = _d_NodeEndpoint_0(buf, pos, t_end)
+                        v_node_endpoints.append(e)
+            elif unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
             else:
-                n, pos = r_ccount(buf, pos, t_end)
-            if n < 0:
-                null_error(pos, "NodeEndpoints")
-            else:
-                v_node_endpoints = []
-                for _ in range(n):
-                    e, pos = _d_NodeEndpoint_0(buf, pos, t_end)
-                    v_node_endpoints.append(e)
-        elif unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(EndQuorumEpochResponse)
     o.error_code = v_error_code
     o.topics = v_topics
@@ -458,7 +469,8 @@ def _e_EndQuorumEpochResponse_1(o, out):
     """EndQuorumEpochResponse, versions 1."""
     out += _ST_h.pack(o.error_code)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_TopicData_1(e, out)
@@ -466,7 +478,8 @@ def _e_EndQuorumEpochResponse_1(o, out):
     if o.node_endpoints is None or len(o.node_endpoints) > 0:
         t = bytearray()
         arr = o.node_endpoints
-        not_null(arr, "NodeEndpoints")
+        if arr is None:
+            null_field("NodeEndpoints")
         w_ccount(t, arr)
         for e in arr:
             _e_NodeEndpoint_0(e, t)

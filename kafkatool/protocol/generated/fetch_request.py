@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -67,6 +70,9 @@ _ST_iq = struct.Struct(">iq")
 _ST_iqi = struct.Struct(">iqi")
 _ST_iqqi = struct.Struct(">iqqi")
 _ST_qi = struct.Struct(">qi")
+_AR__i = array_structs("", "i")
+_AR_B_i = array_structs("B", "i")
+_AR_i_i = array_structs("i", "i")
 
 __all__ = ["FetchPartition", "FetchRequest", "FetchTopic", "ForgottenTopic", "ReplicaState"]
 
@@ -400,7 +406,8 @@ def _e_FetchTopic_0(o, out):
     """FetchTopic, versions 0-4."""
     w_str(out, o.topic)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_FetchPartition_0(e, out)
@@ -444,7 +451,8 @@ def _e_FetchRequest_0(o, out):
         raise UnsupportedVersionError("FetchRequest.ReplicaState is not supported at version 0-2")
     out += _ST_ii.pack(o.max_wait_ms, o.min_bytes)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_FetchTopic_0(e, out)
@@ -490,7 +498,8 @@ def _e_FetchRequest_1(o, out):
         raise UnsupportedVersionError("FetchRequest.ReplicaState is not supported at version 3")
     out += _ST_iii.pack(o.max_wait_ms, o.min_bytes, o.max_bytes)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_FetchTopic_0(e, out)
@@ -541,7 +550,8 @@ def _e_FetchRequest_2(o, out):
         o.isolation_level,
     )
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_FetchTopic_0(e, out)
@@ -598,7 +608,8 @@ def _e_FetchTopic_1(o, out):
     """FetchTopic, versions 5-8."""
     w_str(out, o.topic)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_FetchPartition_1(e, out)
@@ -647,7 +658,8 @@ def _e_FetchRequest_3(o, out):
         o.isolation_level,
     )
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_FetchTopic_1(e, out)
@@ -658,11 +670,19 @@ def _e_FetchRequest_3(o, out):
 def _d_ForgottenTopic_0(buf, pos, end):
     """ForgottenTopic, versions 7-11."""
     v_topic, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "Partitions")
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 4 <= end
+    ):
+        v_partitions = list(_AR__i[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 4
     else:
-        v_partitions, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        n, pos = r_count(buf, pos, end)
+        if n < 0:
+            null_error(pos, "Partitions")
+        else:
+            v_partitions, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     o = _new(ForgottenTopic)
     o.topic = v_topic
     o.topic_id = ZERO_UUID
@@ -675,9 +695,25 @@ def _e_ForgottenTopic_0(o, out):
     """ForgottenTopic, versions 7-11."""
     w_str(out, o.topic)
     arr = o.partitions
-    not_null(arr, "Partitions")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Partitions")
+    n = len(arr)
+    if n == 0:
+        out += _AR_i_i[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_i[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_i[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_i[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
 
 
 def _d_FetchRequest_4(buf, pos, end):
@@ -741,12 +777,14 @@ def _e_FetchRequest_4(o, out):
         o.session_epoch,
     )
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_FetchTopic_1(e, out)
     arr = o.forgotten_topics_data
-    not_null(arr, "ForgottenTopicsData")
+    if arr is None:
+        null_field("ForgottenTopicsData")
     w_count(out, arr)
     for e in arr:
         _e_ForgottenTopic_0(e, out)
@@ -803,7 +841,8 @@ def _e_FetchTopic_2(o, out):
     """FetchTopic, versions 9-11."""
     w_str(out, o.topic)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_FetchPartition_2(e, out)
@@ -870,12 +909,14 @@ def _e_FetchRequest_5(o, out):
         o.session_epoch,
     )
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_FetchTopic_2(e, out)
     arr = o.forgotten_topics_data
-    not_null(arr, "ForgottenTopicsData")
+    if arr is None:
+        null_field("ForgottenTopicsData")
     w_count(out, arr)
     for e in arr:
         _e_ForgottenTopic_0(e, out)
@@ -943,12 +984,14 @@ def _e_FetchRequest_6(o, out):
         o.session_epoch,
     )
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_FetchTopic_2(e, out)
     arr = o.forgotten_topics_data
-    not_null(arr, "ForgottenTopicsData")
+    if arr is None:
+        null_field("ForgottenTopicsData")
     w_count(out, arr)
     for e in arr:
         _e_ForgottenTopic_0(e, out)
@@ -970,17 +1013,16 @@ def _d_FetchPartition_3(buf, pos, end):
     pos += 32
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(FetchPartition)
     o.partition = v_partition
     o.current_leader_epoch = v_current_leader_epoch
@@ -1003,7 +1045,10 @@ def _e_FetchPartition_3(o, out):
         o.log_start_offset,
         o.partition_max_bytes,
     )
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_FetchTopic_3(buf, pos, end):
@@ -1023,17 +1068,16 @@ def _d_FetchTopic_3(buf, pos, end):
             v_partitions.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(FetchTopic)
     o.topic = v_topic
     o.topic_id = ZERO_UUID
@@ -1046,38 +1090,41 @@ def _e_FetchTopic_3(o, out):
     """FetchTopic, versions 12."""
     w_cstr(out, o.topic)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_FetchPartition_3(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ForgottenTopic_1(buf, pos, end):
     """ForgottenTopic, versions 12."""
     v_topic, pos = r_cstr(buf, pos, end)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_partitions = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "Partitions")
-    else:
-        v_partitions, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        if n < 0:
+            null_error(pos, "Partitions")
+        else:
+            v_partitions, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ForgottenTopic)
     o.topic = v_topic
     o.topic_id = ZERO_UUID
@@ -1090,10 +1137,29 @@ def _e_ForgottenTopic_1(o, out):
     """ForgottenTopic, versions 12."""
     w_cstr(out, o.topic)
     arr = o.partitions
-    not_null(arr, "Partitions")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
-    w_unknown_tags(out, o._unknown_tags)
+    if arr is None:
+        null_field("Partitions")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_FetchRequest_7(buf, pos, end):
@@ -1138,19 +1204,18 @@ def _d_FetchRequest_7(buf, pos, end):
     v_cluster_id = None
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if tag == 0:
-            v_cluster_id, pos = r_ncstr(buf, pos, t_end)
-        elif unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if tag == 0:
+                v_cluster_id, pos = r_ncstr(buf, pos, t_end)
+            elif unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(FetchRequest)
     o.cluster_id = v_cluster_id
     o.replica_id = v_replica_id
@@ -1182,12 +1247,14 @@ def _e_FetchRequest_7(o, out):
         o.session_epoch,
     )
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_FetchTopic_3(e, out)
     arr = o.forgotten_topics_data
-    not_null(arr, "ForgottenTopicsData")
+    if arr is None:
+        null_field("ForgottenTopicsData")
     w_ccount(out, arr)
     for e in arr:
         _e_ForgottenTopic_1(e, out)
@@ -1224,17 +1291,16 @@ def _d_FetchTopic_4(buf, pos, end):
             v_partitions.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(FetchTopic)
     o.topic = ""
     o.topic_id = v_topic_id
@@ -1247,11 +1313,15 @@ def _e_FetchTopic_4(o, out):
     """FetchTopic, versions 13-16."""
     out += _ST_16s.pack(o.topic_id.bytes)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_FetchPartition_3(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ForgottenTopic_2(buf, pos, end):
@@ -1261,28 +1331,27 @@ def _d_ForgottenTopic_2(buf, pos, end):
     (v_topic_id,) = _ST_16s.unpack_from(buf, pos)
     pos += 16
     v_topic_id = r_uuid(v_topic_id)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_partitions = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "Partitions")
-    else:
-        v_partitions, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        if n < 0:
+            null_error(pos, "Partitions")
+        else:
+            v_partitions, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ForgottenTopic)
     o.topic = ""
     o.topic_id = v_topic_id
@@ -1295,10 +1364,29 @@ def _e_ForgottenTopic_2(o, out):
     """ForgottenTopic, versions 13-17."""
     out += _ST_16s.pack(o.topic_id.bytes)
     arr = o.partitions
-    not_null(arr, "Partitions")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
-    w_unknown_tags(out, o._unknown_tags)
+    if arr is None:
+        null_field("Partitions")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_FetchRequest_8(buf, pos, end):
@@ -1343,19 +1431,18 @@ def _d_FetchRequest_8(buf, pos, end):
     v_cluster_id = None
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if tag == 0:
-            v_cluster_id, pos = r_ncstr(buf, pos, t_end)
-        elif unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if tag == 0:
+                v_cluster_id, pos = r_ncstr(buf, pos, t_end)
+            elif unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(FetchRequest)
     o.cluster_id = v_cluster_id
     o.replica_id = v_replica_id
@@ -1387,12 +1474,14 @@ def _e_FetchRequest_8(o, out):
         o.session_epoch,
     )
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_FetchTopic_4(e, out)
     arr = o.forgotten_topics_data
-    not_null(arr, "ForgottenTopicsData")
+    if arr is None:
+        null_field("ForgottenTopicsData")
     w_ccount(out, arr)
     for e in arr:
         _e_ForgottenTopic_2(e, out)
@@ -1416,17 +1505,16 @@ def _d_ReplicaState_0(buf, pos, end):
     pos += 12
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ReplicaState)
     o.replica_id = v_replica_id
     o.replica_epoch = v_replica_epoch
@@ -1437,7 +1525,10 @@ def _d_ReplicaState_0(buf, pos, end):
 def _e_ReplicaState_0(o, out):
     """ReplicaState, versions 15-17."""
     out += _ST_iq.pack(o.replica_id, o.replica_epoch)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_FetchRequest_9(buf, pos, end):
@@ -1477,21 +1568,20 @@ def _d_FetchRequest_9(buf, pos, end):
     v_replica_state = ReplicaState()
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if tag == 0:
-            v_cluster_id, pos = r_ncstr(buf, pos, t_end)
-        elif tag == 1:
-            v_replica_state, pos = _d_ReplicaState_0(buf, pos, t_end)
-        elif unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if tag == 0:
+                v_cluster_id, pos = r_ncstr(buf, pos, t_end)
+            elif tag == 1:
+                v_replica_state, pos = _d_ReplicaState_0(buf, pos, t_end)
+            elif unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(FetchRequest)
     o.cluster_id = v_cluster_id
     o.replica_id = -1
@@ -1522,12 +1612,14 @@ def _e_FetchRequest_9(o, out):
         o.session_epoch,
     )
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_FetchTopic_4(e, out)
     arr = o.forgotten_topics_data
-    not_null(arr, "ForgottenTopicsData")
+    if arr is None:
+        null_field("ForgottenTopicsData")
     w_ccount(out, arr)
     for e in arr:
         _e_ForgottenTopic_2(e, out)
@@ -1563,22 +1655,21 @@ def _d_FetchPartition_4(buf, pos, end):
     v_replica_directory_id = ZERO_UUID
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if tag == 0:
-            if t_end - pos < 16:
-                truncated(pos, "ReplicaDirectoryId")
-            v_replica_directory_id = r_uuid(bytes(buf[pos : pos + 16]))
-            pos += 16
-        elif unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if tag == 0:
+                if t_end - pos < 16:
+                    truncated(pos, "ReplicaDirectoryId")
+                v_replica_directory_id = r_uuid(bytes(buf[pos : pos + 16]))
+                pos += 16
+            elif unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(FetchPartition)
     o.partition = v_partition
     o.current_leader_epoch = v_current_leader_epoch
@@ -1633,17 +1724,16 @@ def _d_FetchTopic_5(buf, pos, end):
             v_partitions.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(FetchTopic)
     o.topic = ""
     o.topic_id = v_topic_id
@@ -1656,11 +1746,15 @@ def _e_FetchTopic_5(o, out):
     """FetchTopic, versions 17."""
     out += _ST_16s.pack(o.topic_id.bytes)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_FetchPartition_4(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_FetchRequest_10(buf, pos, end):
@@ -1700,21 +1794,20 @@ def _d_FetchRequest_10(buf, pos, end):
     v_replica_state = ReplicaState()
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if tag == 0:
-            v_cluster_id, pos = r_ncstr(buf, pos, t_end)
-        elif tag == 1:
-            v_replica_state, pos = _d_ReplicaState_0(buf, pos, t_end)
-        elif unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if tag == 0:
+                v_cluster_id, pos = r_ncstr(buf, pos, t_end)
+            elif tag == 1:
+                v_replica_state, pos = _d_ReplicaState_0(buf, pos, t_end)
+            elif unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(FetchRequest)
     o.cluster_id = v_cluster_id
     o.replica_id = -1
@@ -1745,12 +1838,14 @@ def _e_FetchRequest_10(o, out):
         o.session_epoch,
     )
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_FetchTopic_5(e, out)
     arr = o.forgotten_topics_data
-    not_null(arr, "ForgottenTopicsData")
+    if arr is None:
+        null_field("ForgottenTopicsData")
     w_ccount(out, arr)
     for e in arr:
         _e_ForgottenTopic_2(e, out)

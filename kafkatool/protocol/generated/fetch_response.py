@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -483,7 +486,8 @@ def _e_FetchableTopicResponse_0(o, out):
     """FetchableTopicResponse, versions 0-3."""
     w_str(out, o.topic)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_PartitionData_0(e, out)
@@ -514,7 +518,8 @@ def _e_FetchResponse_0(o, out):
     if o.session_id != 0:
         raise UnsupportedVersionError("FetchResponse.SessionId is not supported at version 0")
     arr = o.responses
-    not_null(arr, "Responses")
+    if arr is None:
+        null_field("Responses")
     w_count(out, arr)
     for e in arr:
         _e_FetchableTopicResponse_0(e, out)
@@ -552,7 +557,8 @@ def _e_FetchResponse_1(o, out):
     if o.session_id != 0:
         raise UnsupportedVersionError("FetchResponse.SessionId is not supported at version 1-3")
     arr = o.responses
-    not_null(arr, "Responses")
+    if arr is None:
+        null_field("Responses")
     w_count(out, arr)
     for e in arr:
         _e_FetchableTopicResponse_0(e, out)
@@ -658,7 +664,8 @@ def _e_FetchableTopicResponse_1(o, out):
     """FetchableTopicResponse, versions 4."""
     w_str(out, o.topic)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_PartitionData_1(e, out)
@@ -694,7 +701,8 @@ def _e_FetchResponse_2(o, out):
     if o.session_id != 0:
         raise UnsupportedVersionError("FetchResponse.SessionId is not supported at version 4")
     arr = o.responses
-    not_null(arr, "Responses")
+    if arr is None:
+        null_field("Responses")
     w_count(out, arr)
     for e in arr:
         _e_FetchableTopicResponse_1(e, out)
@@ -785,7 +793,8 @@ def _e_FetchableTopicResponse_2(o, out):
     """FetchableTopicResponse, versions 5-10."""
     w_str(out, o.topic)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_PartitionData_2(e, out)
@@ -821,7 +830,8 @@ def _e_FetchResponse_3(o, out):
     if o.session_id != 0:
         raise UnsupportedVersionError("FetchResponse.SessionId is not supported at version 5-6")
     arr = o.responses
-    not_null(arr, "Responses")
+    if arr is None:
+        null_field("Responses")
     w_count(out, arr)
     for e in arr:
         _e_FetchableTopicResponse_2(e, out)
@@ -857,7 +867,8 @@ def _e_FetchResponse_4(o, out):
     """FetchResponse, versions 7-10."""
     out += _ST_ihi.pack(o.throttle_time_ms, o.error_code, o.session_id)
     arr = o.responses
-    not_null(arr, "Responses")
+    if arr is None:
+        null_field("Responses")
     w_count(out, arr)
     for e in arr:
         _e_FetchableTopicResponse_2(e, out)
@@ -951,7 +962,8 @@ def _e_FetchableTopicResponse_3(o, out):
     """FetchableTopicResponse, versions 11."""
     w_str(out, o.topic)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_PartitionData_3(e, out)
@@ -985,7 +997,8 @@ def _e_FetchResponse_5(o, out):
     """FetchResponse, versions 11."""
     out += _ST_ihi.pack(o.throttle_time_ms, o.error_code, o.session_id)
     arr = o.responses
-    not_null(arr, "Responses")
+    if arr is None:
+        null_field("Responses")
     w_count(out, arr)
     for e in arr:
         _e_FetchableTopicResponse_3(e, out)
@@ -1001,17 +1014,16 @@ def _d_EpochEndOffset_0(buf, pos, end):
     pos += 12
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(EpochEndOffset)
     o.epoch = v_epoch
     o.end_offset = v_end_offset
@@ -1022,7 +1034,10 @@ def _d_EpochEndOffset_0(buf, pos, end):
 def _e_EpochEndOffset_0(o, out):
     """EpochEndOffset, versions 12-17."""
     out += _ST_iq.pack(o.epoch, o.end_offset)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_LeaderIdAndEpoch_0(buf, pos, end):
@@ -1033,17 +1048,16 @@ def _d_LeaderIdAndEpoch_0(buf, pos, end):
     pos += 8
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(LeaderIdAndEpoch)
     o.leader_id = v_leader_id
     o.leader_epoch = v_leader_epoch
@@ -1054,7 +1068,10 @@ def _d_LeaderIdAndEpoch_0(buf, pos, end):
 def _e_LeaderIdAndEpoch_0(o, out):
     """LeaderIdAndEpoch, versions 12-17."""
     out += _ST_ii.pack(o.leader_id, o.leader_epoch)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_SnapshotId_0(buf, pos, end):
@@ -1065,17 +1082,16 @@ def _d_SnapshotId_0(buf, pos, end):
     pos += 12
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(SnapshotId)
     o.end_offset = v_end_offset
     o.epoch = v_epoch
@@ -1086,7 +1102,10 @@ def _d_SnapshotId_0(buf, pos, end):
 def _e_SnapshotId_0(o, out):
     """SnapshotId, versions 12-17."""
     out += _ST_qi.pack(o.end_offset, o.epoch)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_AbortedTransaction_1(buf, pos, end):
@@ -1097,17 +1116,16 @@ def _d_AbortedTransaction_1(buf, pos, end):
     pos += 16
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(AbortedTransaction)
     o.producer_id = v_producer_id
     o.first_offset = v_first_offset
@@ -1118,7 +1136,10 @@ def _d_AbortedTransaction_1(buf, pos, end):
 def _e_AbortedTransaction_1(o, out):
     """AbortedTransaction, versions 12-17."""
     out += _ST_qq.pack(o.producer_id, o.first_offset)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_PartitionData_4(buf, pos, end):
@@ -1151,23 +1172,22 @@ def _d_PartitionData_4(buf, pos, end):
     v_snapshot_id = SnapshotId()
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if tag == 0:
-            v_diverging_epoch, pos = _d_EpochEndOffset_0(buf, pos, t_end)
-        elif tag == 1:
-            v_current_leader, pos = _d_LeaderIdAndEpoch_0(buf, pos, t_end)
-        elif tag == 2:
-            v_snapshot_id, pos = _d_SnapshotId_0(buf, pos, t_end)
-        elif unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if tag == 0:
+                v_diverging_epoch, pos = _d_EpochEndOffset_0(buf, pos, t_end)
+            elif tag == 1:
+                v_current_leader, pos = _d_LeaderIdAndEpoch_0(buf, pos, t_end)
+            elif tag == 2:
+                v_snapshot_id, pos = _d_SnapshotId_0(buf, pos, t_end)
+            elif unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(PartitionData)
     o.partition_index = v_partition_index
     o.error_code = v_error_code
@@ -1238,17 +1258,16 @@ def _d_FetchableTopicResponse_4(buf, pos, end):
             v_partitions.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(FetchableTopicResponse)
     o.topic = v_topic
     o.topic_id = ZERO_UUID
@@ -1261,11 +1280,15 @@ def _e_FetchableTopicResponse_4(o, out):
     """FetchableTopicResponse, versions 12."""
     w_cstr(out, o.topic)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_PartitionData_4(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_FetchResponse_6(buf, pos, end):
@@ -1288,17 +1311,16 @@ def _d_FetchResponse_6(buf, pos, end):
             v_responses.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(FetchResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.error_code = v_error_code
@@ -1313,13 +1335,17 @@ def _e_FetchResponse_6(o, out):
     """FetchResponse, versions 12."""
     out += _ST_ihi.pack(o.throttle_time_ms, o.error_code, o.session_id)
     arr = o.responses
-    not_null(arr, "Responses")
+    if arr is None:
+        null_field("Responses")
     w_ccount(out, arr)
     for e in arr:
         _e_FetchableTopicResponse_4(e, out)
     if o.node_endpoints is None or len(o.node_endpoints) > 0:
         raise UnsupportedVersionError("FetchResponse.NodeEndpoints is not supported at version 12")
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_FetchableTopicResponse_5(buf, pos, end):
@@ -1343,17 +1369,16 @@ def _d_FetchableTopicResponse_5(buf, pos, end):
             v_partitions.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(FetchableTopicResponse)
     o.topic = ""
     o.topic_id = v_topic_id
@@ -1366,11 +1391,15 @@ def _e_FetchableTopicResponse_5(o, out):
     """FetchableTopicResponse, versions 13-17."""
     out += _ST_16s.pack(o.topic_id.bytes)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_PartitionData_4(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_FetchResponse_7(buf, pos, end):
@@ -1393,17 +1422,16 @@ def _d_FetchResponse_7(buf, pos, end):
             v_responses.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(FetchResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.error_code = v_error_code
@@ -1418,13 +1446,17 @@ def _e_FetchResponse_7(o, out):
     """FetchResponse, versions 13-15."""
     out += _ST_ihi.pack(o.throttle_time_ms, o.error_code, o.session_id)
     arr = o.responses
-    not_null(arr, "Responses")
+    if arr is None:
+        null_field("Responses")
     w_ccount(out, arr)
     for e in arr:
         _e_FetchableTopicResponse_5(e, out)
     if o.node_endpoints is None or len(o.node_endpoints) > 0:
         raise UnsupportedVersionError("FetchResponse.NodeEndpoints is not supported at version 13-15")
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_NodeEndpoint_0(buf, pos, end):
@@ -1441,17 +1473,16 @@ def _d_NodeEndpoint_0(buf, pos, end):
     v_rack, pos = r_ncstr(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(NodeEndpoint)
     o.node_id = v_node_id
     o.host = v_host
@@ -1467,7 +1498,10 @@ def _e_NodeEndpoint_0(o, out):
     w_cstr(out, o.host)
     out += _ST_i.pack(o.port)
     w_ncstr(out, o.rack)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_FetchResponse_8(buf, pos, end):
@@ -1491,30 +1525,29 @@ def _d_FetchResponse_8(buf, pos, end):
     v_node_endpoints = []
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if tag == 0:
-            if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
-                n = buf[pos] - 1
-                pos += 1
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if tag == 0:
+                if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
+                    n = buf[pos] - 1
+                    pos += 1
+                else:
+                    n, pos = r_ccount(buf, pos, t_end)
+                if n < 0:
+                    null_error(pos, "NodeEndpoints")
+                else:
+                    v_node_endpoints = []
+                    for _ in range(n):
+                        e, pos = _d_NodeEndpoint_0(buf, pos, t_end)
+                        v_node_endpoints.append(e)
+            elif unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
             else:
-                n, pos = r_ccount(buf, pos, t_end)
-            if n < 0:
-                null_error(pos, "NodeEndpoints")
-            else:
-                v_node_endpoints = []
-                for _ in range(n):
-                    e, pos = _d_NodeEndpoint_0(buf, pos, t_end)
-                    v_node_endpoints.append(e)
-        elif unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(FetchResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.error_code = v_error_code
@@ -1529,7 +1562,8 @@ def _e_FetchResponse_8(o, out):
     """FetchResponse, versions 16-17."""
     out += _ST_ihi.pack(o.throttle_time_ms, o.error_code, o.session_id)
     arr = o.responses
-    not_null(arr, "Responses")
+    if arr is None:
+        null_field("Responses")
     w_ccount(out, arr)
     for e in arr:
         _e_FetchableTopicResponse_5(e, out)
@@ -1537,7 +1571,8 @@ def _e_FetchResponse_8(o, out):
     if o.node_endpoints is None or len(o.node_endpoints) > 0:
         t = bytearray()
         arr = o.node_endpoints
-        not_null(arr, "NodeEndpoints")
+        if arr is None:
+            null_field("NodeEndpoints")
         w_ccount(t, arr)
         for e in arr:
             _e_NodeEndpoint_0(e, t)

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -299,17 +302,16 @@ def _d_SnapshotId_0(buf, pos, end):
     pos += 12
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(SnapshotId)
     o.end_offset = v_end_offset
     o.epoch = v_epoch
@@ -320,7 +322,10 @@ def _d_SnapshotId_0(buf, pos, end):
 def _e_SnapshotId_0(o, out):
     """SnapshotId, versions 0-1."""
     out += _ST_qi.pack(o.end_offset, o.epoch)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_LeaderIdAndEpoch_0(buf, pos, end):
@@ -331,17 +336,16 @@ def _d_LeaderIdAndEpoch_0(buf, pos, end):
     pos += 8
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(LeaderIdAndEpoch)
     o.leader_id = v_leader_id
     o.leader_epoch = v_leader_epoch
@@ -352,7 +356,10 @@ def _d_LeaderIdAndEpoch_0(buf, pos, end):
 def _e_LeaderIdAndEpoch_0(o, out):
     """LeaderIdAndEpoch, versions 0-1."""
     out += _ST_ii.pack(o.leader_id, o.leader_epoch)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_PartitionSnapshot_0(buf, pos, end):
@@ -370,19 +377,18 @@ def _d_PartitionSnapshot_0(buf, pos, end):
     v_current_leader = LeaderIdAndEpoch()
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if tag == 0:
-            v_current_leader, pos = _d_LeaderIdAndEpoch_0(buf, pos, t_end)
-        elif unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if tag == 0:
+                v_current_leader, pos = _d_LeaderIdAndEpoch_0(buf, pos, t_end)
+            elif unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(PartitionSnapshot)
     o.index = v_index
     o.error_code = v_error_code
@@ -429,17 +435,16 @@ def _d_TopicSnapshot_0(buf, pos, end):
             v_partitions.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(TopicSnapshot)
     o.name = v_name
     o.partitions = v_partitions
@@ -451,11 +456,15 @@ def _e_TopicSnapshot_0(o, out):
     """TopicSnapshot, versions 0-1."""
     w_cstr(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_PartitionSnapshot_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_FetchSnapshotResponse_0(buf, pos, end):
@@ -478,17 +487,16 @@ def _d_FetchSnapshotResponse_0(buf, pos, end):
             v_topics.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(FetchSnapshotResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.error_code = v_error_code
@@ -502,13 +510,17 @@ def _e_FetchSnapshotResponse_0(o, out):
     """FetchSnapshotResponse, versions 0."""
     out += _ST_ih.pack(o.throttle_time_ms, o.error_code)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_TopicSnapshot_0(e, out)
     if o.node_endpoints is None or len(o.node_endpoints) > 0:
         raise UnsupportedVersionError("FetchSnapshotResponse.NodeEndpoints is not supported at version 0")
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_NodeEndpoint_0(buf, pos, end):
@@ -524,17 +536,16 @@ def _d_NodeEndpoint_0(buf, pos, end):
     pos += 2
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(NodeEndpoint)
     o.node_id = v_node_id
     o.host = v_host
@@ -548,7 +559,10 @@ def _e_NodeEndpoint_0(o, out):
     out += _ST_i.pack(o.node_id)
     w_cstr(out, o.host)
     out += _ST_H.pack(o.port)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_FetchSnapshotResponse_1(buf, pos, end):
@@ -572,30 +586,29 @@ def _d_FetchSnapshotResponse_1(buf, pos, end):
     v_node_endpoints = []
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if tag == 0:
-            if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
-                n = buf[pos] - 1
-                pos += 1
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if tag == 0:
+                if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
+                    n = buf[pos] - 1
+                    pos += 1
+                else:
+                    n, pos = r_ccount(buf, pos, t_end)
+                if n < 0:
+                    null_error(pos, "NodeEndpoints")
+                else:
+                    v_node_endpoints = []
+                    for _ in range(n):
+                        e, pos = _d_NodeEndpoint_0(buf, pos, t_end)
+                        v_node_endpoints.append(e)
+            elif unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
             else:
-                n, pos = r_ccount(buf, pos, t_end)
-            if n < 0:
-                null_error(pos, "NodeEndpoints")
-            else:
-                v_node_endpoints = []
-                for _ in range(n):
-                    e, pos = _d_NodeEndpoint_0(buf, pos, t_end)
-                    v_node_endpoints.append(e)
-        elif unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(FetchSnapshotResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.error_code = v_error_code
@@ -609,7 +622,8 @@ def _e_FetchSnapshotResponse_1(o, out):
     """FetchSnapshotResponse, versions 1."""
     out += _ST_ih.pack(o.throttle_time_ms, o.error_code)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_TopicSnapshot_0(e, out)
@@ -617,7 +631,8 @@ def _e_FetchSnapshotResponse_1(o, out):
     if o.node_endpoints is None or len(o.node_endpoints) > 0:
         t = bytearray()
         arr = o.node_endpoints
-        not_null(arr, "NodeEndpoints")
+        if arr is None:
+            null_field("NodeEndpoints")
         w_ccount(t, arr)
         for e in arr:
             _e_NodeEndpoint_0(e, t)

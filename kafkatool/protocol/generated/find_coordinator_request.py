@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -151,17 +154,16 @@ def _d_FindCoordinatorRequest_2(buf, pos, end):
     pos += 1
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(FindCoordinatorRequest)
     o.key = v_key
     o.key_type = v_key_type
@@ -176,7 +178,10 @@ def _e_FindCoordinatorRequest_2(o, out):
     out += _ST_b.pack(o.key_type)
     if o.coordinator_keys is None or len(o.coordinator_keys) > 0:
         raise UnsupportedVersionError("FindCoordinatorRequest.CoordinatorKeys is not supported at version 3")
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_FindCoordinatorRequest_3(buf, pos, end):
@@ -196,17 +201,16 @@ def _d_FindCoordinatorRequest_3(buf, pos, end):
         v_coordinator_keys, pos = r_str_array(buf, pos, end, n, True)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(FindCoordinatorRequest)
     o.key = ""
     o.key_type = v_key_type
@@ -221,10 +225,14 @@ def _e_FindCoordinatorRequest_3(o, out):
         raise UnsupportedVersionError("FindCoordinatorRequest.Key is not supported at version 4-6")
     out += _ST_b.pack(o.key_type)
     arr = o.coordinator_keys
-    not_null(arr, "CoordinatorKeys")
+    if arr is None:
+        null_field("CoordinatorKeys")
     w_ccount(out, arr)
     w_str_array(out, arr, True)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 FindCoordinatorRequest._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -53,6 +56,8 @@ from kafkatool.formats.schema import (
 _new = object.__new__
 _ST_ih16si = struct.Struct(">ih16si")
 _ST_iiz = struct.Struct(">ii?")
+_AR__b = array_structs("", "b")
+_AR_B_b = array_structs("B", "b")
 
 __all__ = ["GetTelemetrySubscriptionsResponse"]
 
@@ -192,15 +197,15 @@ def _d_GetTelemetrySubscriptionsResponse_0(buf, pos, end):
     )
     pos += 26
     v_client_instance_id = r_uuid(v_client_instance_id)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 1 <= end:
+        v_accepted_compression_types = list(_AR__b[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 1
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "AcceptedCompressionTypes")
-    else:
-        v_accepted_compression_types, pos = r_fixed_array(buf, pos, end, n, "b", 1)
+        if n < 0:
+            null_error(pos, "AcceptedCompressionTypes")
+        else:
+            v_accepted_compression_types, pos = r_fixed_array(buf, pos, end, n, "b", 1)
     if end - pos < 9:
         truncated(pos, "GetTelemetrySubscriptionsResponse")
     v_push_interval_ms, v_telemetry_max_bytes, v_delta_temporality = _ST_iiz.unpack_from(buf, pos)
@@ -216,17 +221,16 @@ def _d_GetTelemetrySubscriptionsResponse_0(buf, pos, end):
         v_requested_metrics, pos = r_str_array(buf, pos, end, n, True)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(GetTelemetrySubscriptionsResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.error_code = v_error_code
@@ -250,15 +254,35 @@ def _e_GetTelemetrySubscriptionsResponse_0(o, out):
         o.subscription_id,
     )
     arr = o.accepted_compression_types
-    not_null(arr, "AcceptedCompressionTypes")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "b")
+    if arr is None:
+        null_field("AcceptedCompressionTypes")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_b[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_b[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_b[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_b[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_b[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "b")
     out += _ST_iiz.pack(o.push_interval_ms, o.telemetry_max_bytes, o.delta_temporality)
     arr = o.requested_metrics
-    not_null(arr, "RequestedMetrics")
+    if arr is None:
+        null_field("RequestedMetrics")
     w_ccount(out, arr)
     w_str_array(out, arr, True)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 GetTelemetrySubscriptionsResponse._DECODERS = (_d_GetTelemetrySubscriptionsResponse_0,)

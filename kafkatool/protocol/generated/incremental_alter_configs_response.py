@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -182,7 +185,8 @@ def _e_IncrementalAlterConfigsResponse_0(o, out):
     """IncrementalAlterConfigsResponse, versions 0."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.responses
-    not_null(arr, "Responses")
+    if arr is None:
+        null_field("Responses")
     w_count(out, arr)
     for e in arr:
         _e_AlterConfigsResourceResponse_0(e, out)
@@ -202,17 +206,16 @@ def _d_AlterConfigsResourceResponse_1(buf, pos, end):
     v_resource_name, pos = r_cstr(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(AlterConfigsResourceResponse)
     o.error_code = v_error_code
     o.error_message = v_error_message
@@ -228,7 +231,10 @@ def _e_AlterConfigsResourceResponse_1(o, out):
     w_ncstr(out, o.error_message)
     out += _ST_b.pack(o.resource_type)
     w_cstr(out, o.resource_name)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_IncrementalAlterConfigsResponse_1(buf, pos, end):
@@ -251,17 +257,16 @@ def _d_IncrementalAlterConfigsResponse_1(buf, pos, end):
             v_responses.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(IncrementalAlterConfigsResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.responses = v_responses
@@ -273,11 +278,15 @@ def _e_IncrementalAlterConfigsResponse_1(o, out):
     """IncrementalAlterConfigsResponse, versions 1."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.responses
-    not_null(arr, "Responses")
+    if arr is None:
+        null_field("Responses")
     w_ccount(out, arr)
     for e in arr:
         _e_AlterConfigsResourceResponse_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 IncrementalAlterConfigsResponse._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -156,17 +159,16 @@ def _d_InitProducerIdRequest_1(buf, pos, end):
     pos += 4
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(InitProducerIdRequest)
     o.transactional_id = v_transactional_id
     o.transaction_timeout_ms = v_transaction_timeout_ms
@@ -184,7 +186,10 @@ def _e_InitProducerIdRequest_1(o, out):
         raise UnsupportedVersionError("InitProducerIdRequest.ProducerId is not supported at version 2")
     if o.producer_epoch != -1:
         raise UnsupportedVersionError("InitProducerIdRequest.ProducerEpoch is not supported at version 2")
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_InitProducerIdRequest_2(buf, pos, end):
@@ -196,17 +201,16 @@ def _d_InitProducerIdRequest_2(buf, pos, end):
     pos += 14
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(InitProducerIdRequest)
     o.transactional_id = v_transactional_id
     o.transaction_timeout_ms = v_transaction_timeout_ms
@@ -220,7 +224,10 @@ def _e_InitProducerIdRequest_2(o, out):
     """InitProducerIdRequest, versions 3-5."""
     w_ncstr(out, o.transactional_id)
     out += _ST_iqh.pack(o.transaction_timeout_ms, o.producer_id, o.producer_epoch)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 InitProducerIdRequest._DECODERS = (

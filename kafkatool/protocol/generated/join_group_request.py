@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -227,7 +230,8 @@ def _e_JoinGroupRequest_0(o, out):
         raise UnsupportedVersionError("JoinGroupRequest.GroupInstanceId is not supported at version 0")
     w_str(out, o.protocol_type)
     arr = o.protocols
-    not_null(arr, "Protocols")
+    if arr is None:
+        null_field("Protocols")
     w_count(out, arr)
     for e in arr:
         _e_JoinGroupRequestProtocol_0(e, out)
@@ -272,7 +276,8 @@ def _e_JoinGroupRequest_1(o, out):
         raise UnsupportedVersionError("JoinGroupRequest.GroupInstanceId is not supported at version 1-4")
     w_str(out, o.protocol_type)
     arr = o.protocols
-    not_null(arr, "Protocols")
+    if arr is None:
+        null_field("Protocols")
     w_count(out, arr)
     for e in arr:
         _e_JoinGroupRequestProtocol_0(e, out)
@@ -317,7 +322,8 @@ def _e_JoinGroupRequest_2(o, out):
     w_nstr(out, o.group_instance_id)
     w_str(out, o.protocol_type)
     arr = o.protocols
-    not_null(arr, "Protocols")
+    if arr is None:
+        null_field("Protocols")
     w_count(out, arr)
     for e in arr:
         _e_JoinGroupRequestProtocol_0(e, out)
@@ -329,17 +335,16 @@ def _d_JoinGroupRequestProtocol_1(buf, pos, end):
     v_metadata, pos = r_cbytes(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(JoinGroupRequestProtocol)
     o.name = v_name
     o.metadata = v_metadata
@@ -351,7 +356,10 @@ def _e_JoinGroupRequestProtocol_1(o, out):
     """JoinGroupRequestProtocol, versions 6-9."""
     w_cstr(out, o.name)
     w_cbytes(out, o.metadata)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_JoinGroupRequest_3(buf, pos, end):
@@ -378,17 +386,16 @@ def _d_JoinGroupRequest_3(buf, pos, end):
             v_protocols.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(JoinGroupRequest)
     o.group_id = v_group_id
     o.session_timeout_ms = v_session_timeout_ms
@@ -410,11 +417,15 @@ def _e_JoinGroupRequest_3(o, out):
     w_ncstr(out, o.group_instance_id)
     w_cstr(out, o.protocol_type)
     arr = o.protocols
-    not_null(arr, "Protocols")
+    if arr is None:
+        null_field("Protocols")
     w_ccount(out, arr)
     for e in arr:
         _e_JoinGroupRequestProtocol_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_JoinGroupRequest_4(buf, pos, end):
@@ -442,17 +453,16 @@ def _d_JoinGroupRequest_4(buf, pos, end):
     v_reason, pos = r_ncstr(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(JoinGroupRequest)
     o.group_id = v_group_id
     o.session_timeout_ms = v_session_timeout_ms
@@ -474,12 +484,16 @@ def _e_JoinGroupRequest_4(o, out):
     w_ncstr(out, o.group_instance_id)
     w_cstr(out, o.protocol_type)
     arr = o.protocols
-    not_null(arr, "Protocols")
+    if arr is None:
+        null_field("Protocols")
     w_ccount(out, arr)
     for e in arr:
         _e_JoinGroupRequestProtocol_1(e, out)
     w_ncstr(out, o.reason)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 JoinGroupRequest._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -231,7 +234,8 @@ def _e_JoinGroupResponse_0(o, out):
         raise UnsupportedVersionError("JoinGroupResponse.SkipAssignment is not supported at version 0-1")
     w_str(out, o.member_id)
     arr = o.members
-    not_null(arr, "Members")
+    if arr is None:
+        null_field("Members")
     w_count(out, arr)
     for e in arr:
         _e_JoinGroupResponseMember_0(e, out)
@@ -277,7 +281,8 @@ def _e_JoinGroupResponse_1(o, out):
         raise UnsupportedVersionError("JoinGroupResponse.SkipAssignment is not supported at version 2-4")
     w_str(out, o.member_id)
     arr = o.members
-    not_null(arr, "Members")
+    if arr is None:
+        null_field("Members")
     w_count(out, arr)
     for e in arr:
         _e_JoinGroupResponseMember_0(e, out)
@@ -343,7 +348,8 @@ def _e_JoinGroupResponse_2(o, out):
         raise UnsupportedVersionError("JoinGroupResponse.SkipAssignment is not supported at version 5")
     w_str(out, o.member_id)
     arr = o.members
-    not_null(arr, "Members")
+    if arr is None:
+        null_field("Members")
     w_count(out, arr)
     for e in arr:
         _e_JoinGroupResponseMember_1(e, out)
@@ -356,17 +362,16 @@ def _d_JoinGroupResponseMember_2(buf, pos, end):
     v_metadata, pos = r_cbytes(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(JoinGroupResponseMember)
     o.member_id = v_member_id
     o.group_instance_id = v_group_instance_id
@@ -380,7 +385,10 @@ def _e_JoinGroupResponseMember_2(o, out):
     w_cstr(out, o.member_id)
     w_ncstr(out, o.group_instance_id)
     w_cbytes(out, o.metadata)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_JoinGroupResponse_3(buf, pos, end):
@@ -406,17 +414,16 @@ def _d_JoinGroupResponse_3(buf, pos, end):
             v_members.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(JoinGroupResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.error_code = v_error_code
@@ -440,11 +447,15 @@ def _e_JoinGroupResponse_3(o, out):
         raise UnsupportedVersionError("JoinGroupResponse.SkipAssignment is not supported at version 6")
     w_cstr(out, o.member_id)
     arr = o.members
-    not_null(arr, "Members")
+    if arr is None:
+        null_field("Members")
     w_ccount(out, arr)
     for e in arr:
         _e_JoinGroupResponseMember_2(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_JoinGroupResponse_4(buf, pos, end):
@@ -471,17 +482,16 @@ def _d_JoinGroupResponse_4(buf, pos, end):
             v_members.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(JoinGroupResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.error_code = v_error_code
@@ -506,11 +516,15 @@ def _e_JoinGroupResponse_4(o, out):
         raise UnsupportedVersionError("JoinGroupResponse.SkipAssignment is not supported at version 7-8")
     w_cstr(out, o.member_id)
     arr = o.members
-    not_null(arr, "Members")
+    if arr is None:
+        null_field("Members")
     w_ccount(out, arr)
     for e in arr:
         _e_JoinGroupResponseMember_2(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_JoinGroupResponse_5(buf, pos, end):
@@ -541,17 +555,16 @@ def _d_JoinGroupResponse_5(buf, pos, end):
             v_members.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(JoinGroupResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.error_code = v_error_code
@@ -575,11 +588,15 @@ def _e_JoinGroupResponse_5(o, out):
     out += _ST_z.pack(o.skip_assignment)
     w_cstr(out, o.member_id)
     arr = o.members
-    not_null(arr, "Members")
+    if arr is None:
+        null_field("Members")
     w_ccount(out, arr)
     for e in arr:
         _e_JoinGroupResponseMember_2(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 JoinGroupResponse._DECODERS = (

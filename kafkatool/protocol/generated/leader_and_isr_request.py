@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -62,6 +65,9 @@ _ST_iiq = struct.Struct(">iiq")
 _ST_iiqb = struct.Struct(">iiqb")
 _ST_iq = struct.Struct(">iq")
 _ST_iqb = struct.Struct(">iqb")
+_AR__i = array_structs("", "i")
+_AR_B_i = array_structs("B", "i")
+_AR_i_i = array_structs("i", "i")
 
 __all__ = [
     "LeaderAndIsrLiveLeader",
@@ -354,20 +360,36 @@ def _d_LeaderAndIsrPartitionState_0(buf, pos, end):
         truncated(pos, "LeaderAndIsrPartitionState")
     v_partition_index, v_controller_epoch, v_leader, v_leader_epoch = _ST_iiii.unpack_from(buf, pos)
     pos += 16
-    n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "Isr")
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 4 <= end
+    ):
+        v_isr = list(_AR__i[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 4
     else:
-        v_isr, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        n, pos = r_count(buf, pos, end)
+        if n < 0:
+            null_error(pos, "Isr")
+        else:
+            v_isr, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if end - pos < 4:
         truncated(pos, "LeaderAndIsrPartitionState")
     (v_partition_epoch,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "Replicas")
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 4 <= end
+    ):
+        v_replicas = list(_AR__i[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 4
     else:
-        v_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        n, pos = r_count(buf, pos, end)
+        if n < 0:
+            null_error(pos, "Replicas")
+        else:
+            v_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     o = _new(LeaderAndIsrPartitionState)
     o.topic_name = v_topic_name
     o.partition_index = v_partition_index
@@ -395,14 +417,46 @@ def _e_LeaderAndIsrPartitionState_0(o, out):
         o.leader_epoch,
     )
     arr = o.isr
-    not_null(arr, "Isr")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Isr")
+    n = len(arr)
+    if n == 0:
+        out += _AR_i_i[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_i[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_i[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_i[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
     out += _ST_i.pack(o.partition_epoch)
     arr = o.replicas
-    not_null(arr, "Replicas")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Replicas")
+    n = len(arr)
+    if n == 0:
+        out += _AR_i_i[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_i[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_i[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_i[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
     if o.leader_recovery_state != 0:
         raise UnsupportedVersionError(
             "LeaderAndIsrPartitionState.LeaderRecoveryState is not supported at version 0"
@@ -479,14 +533,16 @@ def _e_LeaderAndIsrRequest_0(o, out):
     if o.type_ != 0:
         raise UnsupportedVersionError("LeaderAndIsrRequest.Type is not supported at version 0")
     arr = o.ungrouped_partition_states
-    not_null(arr, "UngroupedPartitionStates")
+    if arr is None:
+        null_field("UngroupedPartitionStates")
     w_count(out, arr)
     for e in arr:
         _e_LeaderAndIsrPartitionState_0(e, out)
     if o.topic_states is None or len(o.topic_states) > 0:
         raise UnsupportedVersionError("LeaderAndIsrRequest.TopicStates is not supported at version 0")
     arr = o.live_leaders
-    not_null(arr, "LiveLeaders")
+    if arr is None:
+        null_field("LiveLeaders")
     w_count(out, arr)
     for e in arr:
         _e_LeaderAndIsrLiveLeader_0(e, out)
@@ -499,20 +555,36 @@ def _d_LeaderAndIsrPartitionState_1(buf, pos, end):
         truncated(pos, "LeaderAndIsrPartitionState")
     v_partition_index, v_controller_epoch, v_leader, v_leader_epoch = _ST_iiii.unpack_from(buf, pos)
     pos += 16
-    n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "Isr")
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 4 <= end
+    ):
+        v_isr = list(_AR__i[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 4
     else:
-        v_isr, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        n, pos = r_count(buf, pos, end)
+        if n < 0:
+            null_error(pos, "Isr")
+        else:
+            v_isr, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if end - pos < 4:
         truncated(pos, "LeaderAndIsrPartitionState")
     (v_partition_epoch,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "Replicas")
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 4 <= end
+    ):
+        v_replicas = list(_AR__i[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 4
     else:
-        v_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        n, pos = r_count(buf, pos, end)
+        if n < 0:
+            null_error(pos, "Replicas")
+        else:
+            v_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if end - pos < 1:
         truncated(pos, "LeaderAndIsrPartitionState")
     (v_is_new,) = _ST_z.unpack_from(buf, pos)
@@ -544,14 +616,46 @@ def _e_LeaderAndIsrPartitionState_1(o, out):
         o.leader_epoch,
     )
     arr = o.isr
-    not_null(arr, "Isr")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Isr")
+    n = len(arr)
+    if n == 0:
+        out += _AR_i_i[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_i[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_i[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_i[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
     out += _ST_i.pack(o.partition_epoch)
     arr = o.replicas
-    not_null(arr, "Replicas")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Replicas")
+    n = len(arr)
+    if n == 0:
+        out += _AR_i_i[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_i[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_i[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_i[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
     out += _ST_z.pack(o.is_new)
     if o.leader_recovery_state != 0:
         raise UnsupportedVersionError(
@@ -603,14 +707,16 @@ def _e_LeaderAndIsrRequest_1(o, out):
     if o.type_ != 0:
         raise UnsupportedVersionError("LeaderAndIsrRequest.Type is not supported at version 1")
     arr = o.ungrouped_partition_states
-    not_null(arr, "UngroupedPartitionStates")
+    if arr is None:
+        null_field("UngroupedPartitionStates")
     w_count(out, arr)
     for e in arr:
         _e_LeaderAndIsrPartitionState_1(e, out)
     if o.topic_states is None or len(o.topic_states) > 0:
         raise UnsupportedVersionError("LeaderAndIsrRequest.TopicStates is not supported at version 1")
     arr = o.live_leaders
-    not_null(arr, "LiveLeaders")
+    if arr is None:
+        null_field("LiveLeaders")
     w_count(out, arr)
     for e in arr:
         _e_LeaderAndIsrLiveLeader_0(e, out)
@@ -622,20 +728,36 @@ def _d_LeaderAndIsrPartitionState_2(buf, pos, end):
         truncated(pos, "LeaderAndIsrPartitionState")
     v_partition_index, v_controller_epoch, v_leader, v_leader_epoch = _ST_iiii.unpack_from(buf, pos)
     pos += 16
-    n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "Isr")
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 4 <= end
+    ):
+        v_isr = list(_AR__i[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 4
     else:
-        v_isr, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        n, pos = r_count(buf, pos, end)
+        if n < 0:
+            null_error(pos, "Isr")
+        else:
+            v_isr, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if end - pos < 4:
         truncated(pos, "LeaderAndIsrPartitionState")
     (v_partition_epoch,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "Replicas")
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 4 <= end
+    ):
+        v_replicas = list(_AR__i[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 4
     else:
-        v_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        n, pos = r_count(buf, pos, end)
+        if n < 0:
+            null_error(pos, "Replicas")
+        else:
+            v_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if end - pos < 1:
         truncated(pos, "LeaderAndIsrPartitionState")
     (v_is_new,) = _ST_z.unpack_from(buf, pos)
@@ -666,14 +788,46 @@ def _e_LeaderAndIsrPartitionState_2(o, out):
         o.leader_epoch,
     )
     arr = o.isr
-    not_null(arr, "Isr")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Isr")
+    n = len(arr)
+    if n == 0:
+        out += _AR_i_i[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_i[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_i[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_i[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
     out += _ST_i.pack(o.partition_epoch)
     arr = o.replicas
-    not_null(arr, "Replicas")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Replicas")
+    n = len(arr)
+    if n == 0:
+        out += _AR_i_i[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_i[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_i[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_i[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
     out += _ST_z.pack(o.is_new)
     if o.leader_recovery_state != 0:
         raise UnsupportedVersionError(
@@ -704,7 +858,8 @@ def _e_LeaderAndIsrTopicState_0(o, out):
     """LeaderAndIsrTopicState, versions 2."""
     w_str(out, o.topic_name)
     arr = o.partition_states
-    not_null(arr, "PartitionStates")
+    if arr is None:
+        null_field("PartitionStates")
     w_count(out, arr)
     for e in arr:
         _e_LeaderAndIsrPartitionState_2(e, out)
@@ -758,12 +913,14 @@ def _e_LeaderAndIsrRequest_2(o, out):
             "LeaderAndIsrRequest.UngroupedPartitionStates is not supported at version 2"
         )
     arr = o.topic_states
-    not_null(arr, "TopicStates")
+    if arr is None:
+        null_field("TopicStates")
     w_count(out, arr)
     for e in arr:
         _e_LeaderAndIsrTopicState_0(e, out)
     arr = o.live_leaders
-    not_null(arr, "LiveLeaders")
+    if arr is None:
+        null_field("LiveLeaders")
     w_count(out, arr)
     for e in arr:
         _e_LeaderAndIsrLiveLeader_0(e, out)
@@ -775,30 +932,62 @@ def _d_LeaderAndIsrPartitionState_3(buf, pos, end):
         truncated(pos, "LeaderAndIsrPartitionState")
     v_partition_index, v_controller_epoch, v_leader, v_leader_epoch = _ST_iiii.unpack_from(buf, pos)
     pos += 16
-    n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "Isr")
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 4 <= end
+    ):
+        v_isr = list(_AR__i[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 4
     else:
-        v_isr, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        n, pos = r_count(buf, pos, end)
+        if n < 0:
+            null_error(pos, "Isr")
+        else:
+            v_isr, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if end - pos < 4:
         truncated(pos, "LeaderAndIsrPartitionState")
     (v_partition_epoch,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "Replicas")
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 4 <= end
+    ):
+        v_replicas = list(_AR__i[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 4
     else:
-        v_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "AddingReplicas")
+        n, pos = r_count(buf, pos, end)
+        if n < 0:
+            null_error(pos, "Replicas")
+        else:
+            v_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 4 <= end
+    ):
+        v_adding_replicas = list(_AR__i[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 4
     else:
-        v_adding_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "RemovingReplicas")
+        n, pos = r_count(buf, pos, end)
+        if n < 0:
+            null_error(pos, "AddingReplicas")
+        else:
+            v_adding_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 4 <= end
+    ):
+        v_removing_replicas = list(_AR__i[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 4
     else:
-        v_removing_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        n, pos = r_count(buf, pos, end)
+        if n < 0:
+            null_error(pos, "RemovingReplicas")
+        else:
+            v_removing_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if end - pos < 1:
         truncated(pos, "LeaderAndIsrPartitionState")
     (v_is_new,) = _ST_z.unpack_from(buf, pos)
@@ -829,22 +1018,86 @@ def _e_LeaderAndIsrPartitionState_3(o, out):
         o.leader_epoch,
     )
     arr = o.isr
-    not_null(arr, "Isr")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Isr")
+    n = len(arr)
+    if n == 0:
+        out += _AR_i_i[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_i[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_i[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_i[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
     out += _ST_i.pack(o.partition_epoch)
     arr = o.replicas
-    not_null(arr, "Replicas")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Replicas")
+    n = len(arr)
+    if n == 0:
+        out += _AR_i_i[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_i[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_i[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_i[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.adding_replicas
-    not_null(arr, "AddingReplicas")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("AddingReplicas")
+    n = len(arr)
+    if n == 0:
+        out += _AR_i_i[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_i[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_i[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_i[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.removing_replicas
-    not_null(arr, "RemovingReplicas")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("RemovingReplicas")
+    n = len(arr)
+    if n == 0:
+        out += _AR_i_i[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_i[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_i[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_i[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
     out += _ST_z.pack(o.is_new)
     if o.leader_recovery_state != 0:
         raise UnsupportedVersionError(
@@ -875,7 +1128,8 @@ def _e_LeaderAndIsrTopicState_1(o, out):
     """LeaderAndIsrTopicState, versions 3."""
     w_str(out, o.topic_name)
     arr = o.partition_states
-    not_null(arr, "PartitionStates")
+    if arr is None:
+        null_field("PartitionStates")
     w_count(out, arr)
     for e in arr:
         _e_LeaderAndIsrPartitionState_3(e, out)
@@ -929,12 +1183,14 @@ def _e_LeaderAndIsrRequest_3(o, out):
             "LeaderAndIsrRequest.UngroupedPartitionStates is not supported at version 3"
         )
     arr = o.topic_states
-    not_null(arr, "TopicStates")
+    if arr is None:
+        null_field("TopicStates")
     w_count(out, arr)
     for e in arr:
         _e_LeaderAndIsrTopicState_1(e, out)
     arr = o.live_leaders
-    not_null(arr, "LiveLeaders")
+    if arr is None:
+        null_field("LiveLeaders")
     w_count(out, arr)
     for e in arr:
         _e_LeaderAndIsrLiveLeader_0(e, out)
@@ -946,63 +1202,62 @@ def _d_LeaderAndIsrPartitionState_4(buf, pos, end):
         truncated(pos, "LeaderAndIsrPartitionState")
     v_partition_index, v_controller_epoch, v_leader, v_leader_epoch = _ST_iiii.unpack_from(buf, pos)
     pos += 16
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_isr = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "Isr")
-    else:
-        v_isr, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        if n < 0:
+            null_error(pos, "Isr")
+        else:
+            v_isr, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if end - pos < 4:
         truncated(pos, "LeaderAndIsrPartitionState")
     (v_partition_epoch,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_replicas = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "Replicas")
-    else:
-        v_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
-    else:
-        n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "AddingReplicas")
-    else:
-        v_adding_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+        if n < 0:
+            null_error(pos, "Replicas")
+        else:
+            v_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_adding_replicas = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "RemovingReplicas")
+        if n < 0:
+            null_error(pos, "AddingReplicas")
+        else:
+            v_adding_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_removing_replicas = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
-        v_removing_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        n, pos = r_ccount(buf, pos, end)
+        if n < 0:
+            null_error(pos, "RemovingReplicas")
+        else:
+            v_removing_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if end - pos < 1:
         truncated(pos, "LeaderAndIsrPartitionState")
     (v_is_new,) = _ST_z.unpack_from(buf, pos)
     pos += 1
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(LeaderAndIsrPartitionState)
     o.topic_name = ""
     o.partition_index = v_partition_index
@@ -1029,28 +1284,95 @@ def _e_LeaderAndIsrPartitionState_4(o, out):
         o.leader_epoch,
     )
     arr = o.isr
-    not_null(arr, "Isr")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Isr")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     out += _ST_i.pack(o.partition_epoch)
     arr = o.replicas
-    not_null(arr, "Replicas")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Replicas")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.adding_replicas
-    not_null(arr, "AddingReplicas")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("AddingReplicas")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.removing_replicas
-    not_null(arr, "RemovingReplicas")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("RemovingReplicas")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     out += _ST_z.pack(o.is_new)
     if o.leader_recovery_state != 0:
         raise UnsupportedVersionError(
             "LeaderAndIsrPartitionState.LeaderRecoveryState is not supported at version 4-5"
         )
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_LeaderAndIsrTopicState_2(buf, pos, end):
@@ -1070,17 +1392,16 @@ def _d_LeaderAndIsrTopicState_2(buf, pos, end):
             v_partition_states.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(LeaderAndIsrTopicState)
     o.topic_name = v_topic_name
     o.topic_id = ZERO_UUID
@@ -1093,11 +1414,15 @@ def _e_LeaderAndIsrTopicState_2(o, out):
     """LeaderAndIsrTopicState, versions 4."""
     w_cstr(out, o.topic_name)
     arr = o.partition_states
-    not_null(arr, "PartitionStates")
+    if arr is None:
+        null_field("PartitionStates")
     w_ccount(out, arr)
     for e in arr:
         _e_LeaderAndIsrPartitionState_4(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_LeaderAndIsrLiveLeader_1(buf, pos, end):
@@ -1113,17 +1438,16 @@ def _d_LeaderAndIsrLiveLeader_1(buf, pos, end):
     pos += 4
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(LeaderAndIsrLiveLeader)
     o.broker_id = v_broker_id
     o.host_name = v_host_name
@@ -1137,7 +1461,10 @@ def _e_LeaderAndIsrLiveLeader_1(o, out):
     out += _ST_i.pack(o.broker_id)
     w_cstr(out, o.host_name)
     out += _ST_i.pack(o.port)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_LeaderAndIsrRequest_4(buf, pos, end):
@@ -1172,17 +1499,16 @@ def _d_LeaderAndIsrRequest_4(buf, pos, end):
             v_live_leaders.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(LeaderAndIsrRequest)
     o.controller_id = v_controller_id
     o.is_k_raft_controller = False
@@ -1209,16 +1535,21 @@ def _e_LeaderAndIsrRequest_4(o, out):
             "LeaderAndIsrRequest.UngroupedPartitionStates is not supported at version 4"
         )
     arr = o.topic_states
-    not_null(arr, "TopicStates")
+    if arr is None:
+        null_field("TopicStates")
     w_ccount(out, arr)
     for e in arr:
         _e_LeaderAndIsrTopicState_2(e, out)
     arr = o.live_leaders
-    not_null(arr, "LiveLeaders")
+    if arr is None:
+        null_field("LiveLeaders")
     w_ccount(out, arr)
     for e in arr:
         _e_LeaderAndIsrLiveLeader_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_LeaderAndIsrTopicState_3(buf, pos, end):
@@ -1243,17 +1574,16 @@ def _d_LeaderAndIsrTopicState_3(buf, pos, end):
             v_partition_states.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(LeaderAndIsrTopicState)
     o.topic_name = v_topic_name
     o.topic_id = v_topic_id
@@ -1267,11 +1597,15 @@ def _e_LeaderAndIsrTopicState_3(o, out):
     w_cstr(out, o.topic_name)
     out += _ST_16s.pack(o.topic_id.bytes)
     arr = o.partition_states
-    not_null(arr, "PartitionStates")
+    if arr is None:
+        null_field("PartitionStates")
     w_ccount(out, arr)
     for e in arr:
         _e_LeaderAndIsrPartitionState_4(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_LeaderAndIsrRequest_5(buf, pos, end):
@@ -1306,17 +1640,16 @@ def _d_LeaderAndIsrRequest_5(buf, pos, end):
             v_live_leaders.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(LeaderAndIsrRequest)
     o.controller_id = v_controller_id
     o.is_k_raft_controller = False
@@ -1341,16 +1674,21 @@ def _e_LeaderAndIsrRequest_5(o, out):
             "LeaderAndIsrRequest.UngroupedPartitionStates is not supported at version 5"
         )
     arr = o.topic_states
-    not_null(arr, "TopicStates")
+    if arr is None:
+        null_field("TopicStates")
     w_ccount(out, arr)
     for e in arr:
         _e_LeaderAndIsrTopicState_3(e, out)
     arr = o.live_leaders
-    not_null(arr, "LiveLeaders")
+    if arr is None:
+        null_field("LiveLeaders")
     w_ccount(out, arr)
     for e in arr:
         _e_LeaderAndIsrLiveLeader_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_LeaderAndIsrPartitionState_5(buf, pos, end):
@@ -1359,63 +1697,62 @@ def _d_LeaderAndIsrPartitionState_5(buf, pos, end):
         truncated(pos, "LeaderAndIsrPartitionState")
     v_partition_index, v_controller_epoch, v_leader, v_leader_epoch = _ST_iiii.unpack_from(buf, pos)
     pos += 16
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_isr = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "Isr")
-    else:
-        v_isr, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        if n < 0:
+            null_error(pos, "Isr")
+        else:
+            v_isr, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if end - pos < 4:
         truncated(pos, "LeaderAndIsrPartitionState")
     (v_partition_epoch,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_replicas = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "Replicas")
-    else:
-        v_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
-    else:
-        n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "AddingReplicas")
-    else:
-        v_adding_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+        if n < 0:
+            null_error(pos, "Replicas")
+        else:
+            v_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_adding_replicas = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "RemovingReplicas")
+        if n < 0:
+            null_error(pos, "AddingReplicas")
+        else:
+            v_adding_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_removing_replicas = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
-        v_removing_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        n, pos = r_ccount(buf, pos, end)
+        if n < 0:
+            null_error(pos, "RemovingReplicas")
+        else:
+            v_removing_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if end - pos < 2:
         truncated(pos, "LeaderAndIsrPartitionState")
     v_is_new, v_leader_recovery_state = _ST_zb.unpack_from(buf, pos)
     pos += 2
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(LeaderAndIsrPartitionState)
     o.topic_name = ""
     o.partition_index = v_partition_index
@@ -1442,24 +1779,91 @@ def _e_LeaderAndIsrPartitionState_5(o, out):
         o.leader_epoch,
     )
     arr = o.isr
-    not_null(arr, "Isr")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Isr")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     out += _ST_i.pack(o.partition_epoch)
     arr = o.replicas
-    not_null(arr, "Replicas")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Replicas")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.adding_replicas
-    not_null(arr, "AddingReplicas")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("AddingReplicas")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.removing_replicas
-    not_null(arr, "RemovingReplicas")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("RemovingReplicas")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     out += _ST_zb.pack(o.is_new, o.leader_recovery_state)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_LeaderAndIsrTopicState_4(buf, pos, end):
@@ -1484,17 +1888,16 @@ def _d_LeaderAndIsrTopicState_4(buf, pos, end):
             v_partition_states.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(LeaderAndIsrTopicState)
     o.topic_name = v_topic_name
     o.topic_id = v_topic_id
@@ -1508,11 +1911,15 @@ def _e_LeaderAndIsrTopicState_4(o, out):
     w_cstr(out, o.topic_name)
     out += _ST_16s.pack(o.topic_id.bytes)
     arr = o.partition_states
-    not_null(arr, "PartitionStates")
+    if arr is None:
+        null_field("PartitionStates")
     w_ccount(out, arr)
     for e in arr:
         _e_LeaderAndIsrPartitionState_5(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_LeaderAndIsrRequest_6(buf, pos, end):
@@ -1547,17 +1954,16 @@ def _d_LeaderAndIsrRequest_6(buf, pos, end):
             v_live_leaders.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(LeaderAndIsrRequest)
     o.controller_id = v_controller_id
     o.is_k_raft_controller = False
@@ -1582,16 +1988,21 @@ def _e_LeaderAndIsrRequest_6(o, out):
             "LeaderAndIsrRequest.UngroupedPartitionStates is not supported at version 6"
         )
     arr = o.topic_states
-    not_null(arr, "TopicStates")
+    if arr is None:
+        null_field("TopicStates")
     w_ccount(out, arr)
     for e in arr:
         _e_LeaderAndIsrTopicState_4(e, out)
     arr = o.live_leaders
-    not_null(arr, "LiveLeaders")
+    if arr is None:
+        null_field("LiveLeaders")
     w_ccount(out, arr)
     for e in arr:
         _e_LeaderAndIsrLiveLeader_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_LeaderAndIsrRequest_7(buf, pos, end):
@@ -1628,17 +2039,16 @@ def _d_LeaderAndIsrRequest_7(buf, pos, end):
             v_live_leaders.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(LeaderAndIsrRequest)
     o.controller_id = v_controller_id
     o.is_k_raft_controller = v_is_k_raft_controller
@@ -1666,16 +2076,21 @@ def _e_LeaderAndIsrRequest_7(o, out):
             "LeaderAndIsrRequest.UngroupedPartitionStates is not supported at version 7"
         )
     arr = o.topic_states
-    not_null(arr, "TopicStates")
+    if arr is None:
+        null_field("TopicStates")
     w_ccount(out, arr)
     for e in arr:
         _e_LeaderAndIsrTopicState_4(e, out)
     arr = o.live_leaders
-    not_null(arr, "LiveLeaders")
+    if arr is None:
+        null_field("LiveLeaders")
     w_ccount(out, arr)
     for e in arr:
         _e_LeaderAndIsrLiveLeader_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 LeaderAndIsrRequest._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -219,7 +222,8 @@ def _e_LeaderAndIsrResponse_0(o, out):
     """LeaderAndIsrResponse, versions 0-3."""
     out += _ST_h.pack(o.error_code)
     arr = o.partition_errors
-    not_null(arr, "PartitionErrors")
+    if arr is None:
+        null_field("PartitionErrors")
     w_count(out, arr)
     for e in arr:
         _e_LeaderAndIsrPartitionError_0(e, out)
@@ -236,17 +240,16 @@ def _d_LeaderAndIsrPartitionError_1(buf, pos, end):
     pos += 6
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(LeaderAndIsrPartitionError)
     o.topic_name = v_topic_name
     o.partition_index = v_partition_index
@@ -259,7 +262,10 @@ def _e_LeaderAndIsrPartitionError_1(o, out):
     """LeaderAndIsrPartitionError, versions 4."""
     w_cstr(out, o.topic_name)
     out += _ST_ih.pack(o.partition_index, o.error_code)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_LeaderAndIsrResponse_1(buf, pos, end):
@@ -282,17 +288,16 @@ def _d_LeaderAndIsrResponse_1(buf, pos, end):
             v_partition_errors.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(LeaderAndIsrResponse)
     o.error_code = v_error_code
     o.partition_errors = v_partition_errors
@@ -305,13 +310,17 @@ def _e_LeaderAndIsrResponse_1(o, out):
     """LeaderAndIsrResponse, versions 4."""
     out += _ST_h.pack(o.error_code)
     arr = o.partition_errors
-    not_null(arr, "PartitionErrors")
+    if arr is None:
+        null_field("PartitionErrors")
     w_ccount(out, arr)
     for e in arr:
         _e_LeaderAndIsrPartitionError_1(e, out)
     if o.topics is None or len(o.topics) > 0:
         raise UnsupportedVersionError("LeaderAndIsrResponse.Topics is not supported at version 4")
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_LeaderAndIsrPartitionError_2(buf, pos, end):
@@ -322,17 +331,16 @@ def _d_LeaderAndIsrPartitionError_2(buf, pos, end):
     pos += 6
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(LeaderAndIsrPartitionError)
     o.topic_name = ""
     o.partition_index = v_partition_index
@@ -344,7 +352,10 @@ def _d_LeaderAndIsrPartitionError_2(buf, pos, end):
 def _e_LeaderAndIsrPartitionError_2(o, out):
     """LeaderAndIsrPartitionError, versions 5-7."""
     out += _ST_ih.pack(o.partition_index, o.error_code)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_LeaderAndIsrTopicError_0(buf, pos, end):
@@ -368,17 +379,16 @@ def _d_LeaderAndIsrTopicError_0(buf, pos, end):
             v_partition_errors.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(LeaderAndIsrTopicError)
     o.topic_id = v_topic_id
     o.partition_errors = v_partition_errors
@@ -390,11 +400,15 @@ def _e_LeaderAndIsrTopicError_0(o, out):
     """LeaderAndIsrTopicError, versions 5-7."""
     out += _ST_16s.pack(o.topic_id.bytes)
     arr = o.partition_errors
-    not_null(arr, "PartitionErrors")
+    if arr is None:
+        null_field("PartitionErrors")
     w_ccount(out, arr)
     for e in arr:
         _e_LeaderAndIsrPartitionError_2(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_LeaderAndIsrResponse_2(buf, pos, end):
@@ -417,17 +431,16 @@ def _d_LeaderAndIsrResponse_2(buf, pos, end):
             v_topics.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(LeaderAndIsrResponse)
     o.error_code = v_error_code
     o.partition_errors = []
@@ -442,11 +455,15 @@ def _e_LeaderAndIsrResponse_2(o, out):
     if o.partition_errors is None or len(o.partition_errors) > 0:
         raise UnsupportedVersionError("LeaderAndIsrResponse.PartitionErrors is not supported at version 5-7")
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_LeaderAndIsrTopicError_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 LeaderAndIsrResponse._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -186,7 +189,8 @@ def _e_LeaveGroupRequest_1(o, out):
     if o.member_id != "":
         raise UnsupportedVersionError("LeaveGroupRequest.MemberId is not supported at version 3")
     arr = o.members
-    not_null(arr, "Members")
+    if arr is None:
+        null_field("Members")
     w_count(out, arr)
     for e in arr:
         _e_MemberIdentity_0(e, out)
@@ -198,17 +202,16 @@ def _d_MemberIdentity_1(buf, pos, end):
     v_group_instance_id, pos = r_ncstr(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(MemberIdentity)
     o.member_id = v_member_id
     o.group_instance_id = v_group_instance_id
@@ -221,7 +224,10 @@ def _e_MemberIdentity_1(o, out):
     """MemberIdentity, versions 4."""
     w_cstr(out, o.member_id)
     w_ncstr(out, o.group_instance_id)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_LeaveGroupRequest_2(buf, pos, end):
@@ -241,17 +247,16 @@ def _d_LeaveGroupRequest_2(buf, pos, end):
             v_members.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(LeaveGroupRequest)
     o.group_id = v_group_id
     o.member_id = ""
@@ -266,11 +271,15 @@ def _e_LeaveGroupRequest_2(o, out):
     if o.member_id != "":
         raise UnsupportedVersionError("LeaveGroupRequest.MemberId is not supported at version 4")
     arr = o.members
-    not_null(arr, "Members")
+    if arr is None:
+        null_field("Members")
     w_ccount(out, arr)
     for e in arr:
         _e_MemberIdentity_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_MemberIdentity_2(buf, pos, end):
@@ -280,17 +289,16 @@ def _d_MemberIdentity_2(buf, pos, end):
     v_reason, pos = r_ncstr(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(MemberIdentity)
     o.member_id = v_member_id
     o.group_instance_id = v_group_instance_id
@@ -304,7 +312,10 @@ def _e_MemberIdentity_2(o, out):
     w_cstr(out, o.member_id)
     w_ncstr(out, o.group_instance_id)
     w_ncstr(out, o.reason)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_LeaveGroupRequest_3(buf, pos, end):
@@ -324,17 +335,16 @@ def _d_LeaveGroupRequest_3(buf, pos, end):
             v_members.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(LeaveGroupRequest)
     o.group_id = v_group_id
     o.member_id = ""
@@ -349,11 +359,15 @@ def _e_LeaveGroupRequest_3(o, out):
     if o.member_id != "":
         raise UnsupportedVersionError("LeaveGroupRequest.MemberId is not supported at version 5")
     arr = o.members
-    not_null(arr, "Members")
+    if arr is None:
+        null_field("Members")
     w_ccount(out, arr)
     for e in arr:
         _e_MemberIdentity_2(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 LeaveGroupRequest._DECODERS = (

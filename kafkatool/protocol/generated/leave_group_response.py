@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -218,7 +221,8 @@ def _e_LeaveGroupResponse_2(o, out):
     """LeaveGroupResponse, versions 3."""
     out += _ST_ih.pack(o.throttle_time_ms, o.error_code)
     arr = o.members
-    not_null(arr, "Members")
+    if arr is None:
+        null_field("Members")
     w_count(out, arr)
     for e in arr:
         _e_MemberResponse_0(e, out)
@@ -234,17 +238,16 @@ def _d_MemberResponse_1(buf, pos, end):
     pos += 2
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(MemberResponse)
     o.member_id = v_member_id
     o.group_instance_id = v_group_instance_id
@@ -258,7 +261,10 @@ def _e_MemberResponse_1(o, out):
     w_cstr(out, o.member_id)
     w_ncstr(out, o.group_instance_id)
     out += _ST_h.pack(o.error_code)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_LeaveGroupResponse_3(buf, pos, end):
@@ -281,17 +287,16 @@ def _d_LeaveGroupResponse_3(buf, pos, end):
             v_members.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(LeaveGroupResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.error_code = v_error_code
@@ -304,11 +309,15 @@ def _e_LeaveGroupResponse_3(o, out):
     """LeaveGroupResponse, versions 4-5."""
     out += _ST_ih.pack(o.throttle_time_ms, o.error_code)
     arr = o.members
-    not_null(arr, "Members")
+    if arr is None:
+        null_field("Members")
     w_ccount(out, arr)
     for e in arr:
         _e_MemberResponse_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 LeaveGroupResponse._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -125,17 +128,16 @@ def _d_ClientMetricsResource_0(buf, pos, end):
     v_name, pos = r_cstr(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ClientMetricsResource)
     o.name = v_name
     o._unknown_tags = unknown
@@ -145,7 +147,10 @@ def _d_ClientMetricsResource_0(buf, pos, end):
 def _e_ClientMetricsResource_0(o, out):
     """ClientMetricsResource, versions 0."""
     w_cstr(out, o.name)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ListClientMetricsResourcesResponse_0(buf, pos, end):
@@ -168,17 +173,16 @@ def _d_ListClientMetricsResourcesResponse_0(buf, pos, end):
             v_client_metrics_resources.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ListClientMetricsResourcesResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.error_code = v_error_code
@@ -191,11 +195,15 @@ def _e_ListClientMetricsResourcesResponse_0(o, out):
     """ListClientMetricsResourcesResponse, versions 0."""
     out += _ST_ih.pack(o.throttle_time_ms, o.error_code)
     arr = o.client_metrics_resources
-    not_null(arr, "ClientMetricsResources")
+    if arr is None:
+        null_field("ClientMetricsResources")
     w_ccount(out, arr)
     for e in arr:
         _e_ClientMetricsResource_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 ListClientMetricsResourcesResponse._DECODERS = (_d_ListClientMetricsResourcesResponse_0,)

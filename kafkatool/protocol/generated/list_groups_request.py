@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -106,17 +109,16 @@ def _d_ListGroupsRequest_1(buf, pos, end):
     """ListGroupsRequest, versions 3."""
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ListGroupsRequest)
     o.states_filter = []
     o.types_filter = []
@@ -130,7 +132,10 @@ def _e_ListGroupsRequest_1(o, out):
         raise UnsupportedVersionError("ListGroupsRequest.StatesFilter is not supported at version 3")
     if o.types_filter is None or len(o.types_filter) > 0:
         raise UnsupportedVersionError("ListGroupsRequest.TypesFilter is not supported at version 3")
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ListGroupsRequest_2(buf, pos, end):
@@ -146,17 +151,16 @@ def _d_ListGroupsRequest_2(buf, pos, end):
         v_states_filter, pos = r_str_array(buf, pos, end, n, True)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ListGroupsRequest)
     o.states_filter = v_states_filter
     o.types_filter = []
@@ -167,12 +171,16 @@ def _d_ListGroupsRequest_2(buf, pos, end):
 def _e_ListGroupsRequest_2(o, out):
     """ListGroupsRequest, versions 4."""
     arr = o.states_filter
-    not_null(arr, "StatesFilter")
+    if arr is None:
+        null_field("StatesFilter")
     w_ccount(out, arr)
     w_str_array(out, arr, True)
     if o.types_filter is None or len(o.types_filter) > 0:
         raise UnsupportedVersionError("ListGroupsRequest.TypesFilter is not supported at version 4")
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ListGroupsRequest_3(buf, pos, end):
@@ -197,17 +205,16 @@ def _d_ListGroupsRequest_3(buf, pos, end):
         v_types_filter, pos = r_str_array(buf, pos, end, n, True)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ListGroupsRequest)
     o.states_filter = v_states_filter
     o.types_filter = v_types_filter
@@ -218,14 +225,19 @@ def _d_ListGroupsRequest_3(buf, pos, end):
 def _e_ListGroupsRequest_3(o, out):
     """ListGroupsRequest, versions 5."""
     arr = o.states_filter
-    not_null(arr, "StatesFilter")
+    if arr is None:
+        null_field("StatesFilter")
     w_ccount(out, arr)
     w_str_array(out, arr, True)
     arr = o.types_filter
-    not_null(arr, "TypesFilter")
+    if arr is None:
+        null_field("TypesFilter")
     w_ccount(out, arr)
     w_str_array(out, arr, True)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 ListGroupsRequest._DECODERS = (

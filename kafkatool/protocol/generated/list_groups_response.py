@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -163,7 +166,8 @@ def _e_ListGroupsResponse_0(o, out):
     """ListGroupsResponse, versions 0."""
     out += _ST_h.pack(o.error_code)
     arr = o.groups
-    not_null(arr, "Groups")
+    if arr is None:
+        null_field("Groups")
     w_count(out, arr)
     for e in arr:
         _e_ListedGroup_0(e, out)
@@ -195,7 +199,8 @@ def _e_ListGroupsResponse_1(o, out):
     """ListGroupsResponse, versions 1-2."""
     out += _ST_ih.pack(o.throttle_time_ms, o.error_code)
     arr = o.groups
-    not_null(arr, "Groups")
+    if arr is None:
+        null_field("Groups")
     w_count(out, arr)
     for e in arr:
         _e_ListedGroup_0(e, out)
@@ -207,17 +212,16 @@ def _d_ListedGroup_1(buf, pos, end):
     v_protocol_type, pos = r_cstr(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ListedGroup)
     o.group_id = v_group_id
     o.protocol_type = v_protocol_type
@@ -231,7 +235,10 @@ def _e_ListedGroup_1(o, out):
     """ListedGroup, versions 3."""
     w_cstr(out, o.group_id)
     w_cstr(out, o.protocol_type)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ListGroupsResponse_2(buf, pos, end):
@@ -254,17 +261,16 @@ def _d_ListGroupsResponse_2(buf, pos, end):
             v_groups.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ListGroupsResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.error_code = v_error_code
@@ -277,11 +283,15 @@ def _e_ListGroupsResponse_2(o, out):
     """ListGroupsResponse, versions 3."""
     out += _ST_ih.pack(o.throttle_time_ms, o.error_code)
     arr = o.groups
-    not_null(arr, "Groups")
+    if arr is None:
+        null_field("Groups")
     w_ccount(out, arr)
     for e in arr:
         _e_ListedGroup_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ListedGroup_2(buf, pos, end):
@@ -291,17 +301,16 @@ def _d_ListedGroup_2(buf, pos, end):
     v_group_state, pos = r_cstr(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ListedGroup)
     o.group_id = v_group_id
     o.protocol_type = v_protocol_type
@@ -316,7 +325,10 @@ def _e_ListedGroup_2(o, out):
     w_cstr(out, o.group_id)
     w_cstr(out, o.protocol_type)
     w_cstr(out, o.group_state)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ListGroupsResponse_3(buf, pos, end):
@@ -339,17 +351,16 @@ def _d_ListGroupsResponse_3(buf, pos, end):
             v_groups.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ListGroupsResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.error_code = v_error_code
@@ -362,11 +373,15 @@ def _e_ListGroupsResponse_3(o, out):
     """ListGroupsResponse, versions 4."""
     out += _ST_ih.pack(o.throttle_time_ms, o.error_code)
     arr = o.groups
-    not_null(arr, "Groups")
+    if arr is None:
+        null_field("Groups")
     w_ccount(out, arr)
     for e in arr:
         _e_ListedGroup_2(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ListedGroup_3(buf, pos, end):
@@ -377,17 +392,16 @@ def _d_ListedGroup_3(buf, pos, end):
     v_group_type, pos = r_cstr(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ListedGroup)
     o.group_id = v_group_id
     o.protocol_type = v_protocol_type
@@ -403,7 +417,10 @@ def _e_ListedGroup_3(o, out):
     w_cstr(out, o.protocol_type)
     w_cstr(out, o.group_state)
     w_cstr(out, o.group_type)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ListGroupsResponse_4(buf, pos, end):
@@ -426,17 +443,16 @@ def _d_ListGroupsResponse_4(buf, pos, end):
             v_groups.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ListGroupsResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.error_code = v_error_code
@@ -449,11 +465,15 @@ def _e_ListGroupsResponse_4(o, out):
     """ListGroupsResponse, versions 5."""
     out += _ST_ih.pack(o.throttle_time_ms, o.error_code)
     arr = o.groups
-    not_null(arr, "Groups")
+    if arr is None:
+        null_field("Groups")
     w_ccount(out, arr)
     for e in arr:
         _e_ListedGroup_3(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 ListGroupsResponse._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -214,7 +217,8 @@ def _e_ListOffsetsTopic_0(o, out):
     """ListOffsetsTopic, versions 0."""
     w_str(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_ListOffsetsPartition_0(e, out)
@@ -249,7 +253,8 @@ def _e_ListOffsetsRequest_0(o, out):
     if o.isolation_level != 0:
         raise UnsupportedVersionError("ListOffsetsRequest.IsolationLevel is not supported at version 0")
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_ListOffsetsTopic_0(e, out)
@@ -299,7 +304,8 @@ def _e_ListOffsetsTopic_1(o, out):
     """ListOffsetsTopic, versions 1-3."""
     w_str(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_ListOffsetsPartition_1(e, out)
@@ -334,7 +340,8 @@ def _e_ListOffsetsRequest_1(o, out):
     if o.isolation_level != 0:
         raise UnsupportedVersionError("ListOffsetsRequest.IsolationLevel is not supported at version 1")
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_ListOffsetsTopic_1(e, out)
@@ -367,7 +374,8 @@ def _e_ListOffsetsRequest_2(o, out):
     """ListOffsetsRequest, versions 2-3."""
     out += _ST_ib.pack(o.replica_id, o.isolation_level)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_ListOffsetsTopic_1(e, out)
@@ -417,7 +425,8 @@ def _e_ListOffsetsTopic_2(o, out):
     """ListOffsetsTopic, versions 4-5."""
     w_str(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_ListOffsetsPartition_2(e, out)
@@ -450,7 +459,8 @@ def _e_ListOffsetsRequest_3(o, out):
     """ListOffsetsRequest, versions 4-5."""
     out += _ST_ib.pack(o.replica_id, o.isolation_level)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_ListOffsetsTopic_2(e, out)
@@ -464,17 +474,16 @@ def _d_ListOffsetsPartition_3(buf, pos, end):
     pos += 16
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ListOffsetsPartition)
     o.partition_index = v_partition_index
     o.current_leader_epoch = v_current_leader_epoch
@@ -489,7 +498,10 @@ def _e_ListOffsetsPartition_3(o, out):
     out += _ST_iiq.pack(o.partition_index, o.current_leader_epoch, o.timestamp)
     if o.max_num_offsets != 1:
         raise UnsupportedVersionError("ListOffsetsPartition.MaxNumOffsets is not supported at version 6-10")
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ListOffsetsTopic_3(buf, pos, end):
@@ -509,17 +521,16 @@ def _d_ListOffsetsTopic_3(buf, pos, end):
             v_partitions.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ListOffsetsTopic)
     o.name = v_name
     o.partitions = v_partitions
@@ -531,11 +542,15 @@ def _e_ListOffsetsTopic_3(o, out):
     """ListOffsetsTopic, versions 6-10."""
     w_cstr(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_ListOffsetsPartition_3(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ListOffsetsRequest_4(buf, pos, end):
@@ -558,17 +573,16 @@ def _d_ListOffsetsRequest_4(buf, pos, end):
             v_topics.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ListOffsetsRequest)
     o.replica_id = v_replica_id
     o.isolation_level = v_isolation_level
@@ -582,11 +596,15 @@ def _e_ListOffsetsRequest_4(o, out):
     """ListOffsetsRequest, versions 6-9."""
     out += _ST_ib.pack(o.replica_id, o.isolation_level)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_ListOffsetsTopic_3(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ListOffsetsRequest_5(buf, pos, end):
@@ -613,17 +631,16 @@ def _d_ListOffsetsRequest_5(buf, pos, end):
     pos += 4
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ListOffsetsRequest)
     o.replica_id = v_replica_id
     o.isolation_level = v_isolation_level
@@ -637,12 +654,16 @@ def _e_ListOffsetsRequest_5(o, out):
     """ListOffsetsRequest, versions 10."""
     out += _ST_ib.pack(o.replica_id, o.isolation_level)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_ListOffsetsTopic_3(e, out)
     out += _ST_i.pack(o.timeout_ms)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 ListOffsetsRequest._DECODERS = (

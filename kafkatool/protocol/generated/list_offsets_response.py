@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -57,6 +60,8 @@ _ST_ihqq = struct.Struct(">ihqq")
 _ST_ihqqi = struct.Struct(">ihqqi")
 _ST_qq = struct.Struct(">qq")
 _ST_qqi = struct.Struct(">qqi")
+_AR__q = array_structs("", "q")
+_AR_i_q = array_structs("i", "q")
 
 __all__ = ["ListOffsetsPartitionResponse", "ListOffsetsResponse", "ListOffsetsTopicResponse"]
 
@@ -197,11 +202,19 @@ def _d_ListOffsetsPartitionResponse_0(buf, pos, end):
         truncated(pos, "ListOffsetsPartitionResponse")
     v_partition_index, v_error_code = _ST_ih.unpack_from(buf, pos)
     pos += 6
-    n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "OldStyleOffsets")
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 8 <= end
+    ):
+        v_old_style_offsets = list(_AR__q[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 8
     else:
-        v_old_style_offsets, pos = r_fixed_array(buf, pos, end, n, "q", 8)
+        n, pos = r_count(buf, pos, end)
+        if n < 0:
+            null_error(pos, "OldStyleOffsets")
+        else:
+            v_old_style_offsets, pos = r_fixed_array(buf, pos, end, n, "q", 8)
     o = _new(ListOffsetsPartitionResponse)
     o.partition_index = v_partition_index
     o.error_code = v_error_code
@@ -217,9 +230,25 @@ def _e_ListOffsetsPartitionResponse_0(o, out):
     """ListOffsetsPartitionResponse, versions 0."""
     out += _ST_ih.pack(o.partition_index, o.error_code)
     arr = o.old_style_offsets
-    not_null(arr, "OldStyleOffsets")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "q")
+    if arr is None:
+        null_field("OldStyleOffsets")
+    n = len(arr)
+    if n == 0:
+        out += _AR_i_q[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_q[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_q[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_q[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_q[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "q")
     if o.timestamp != -1:
         raise UnsupportedVersionError("ListOffsetsPartitionResponse.Timestamp is not supported at version 0")
     if o.offset != -1:
@@ -252,7 +281,8 @@ def _e_ListOffsetsTopicResponse_0(o, out):
     """ListOffsetsTopicResponse, versions 0."""
     w_str(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_ListOffsetsPartitionResponse_0(e, out)
@@ -278,7 +308,8 @@ def _d_ListOffsetsResponse_0(buf, pos, end):
 def _e_ListOffsetsResponse_0(o, out):
     """ListOffsetsResponse, versions 0."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_ListOffsetsTopicResponse_0(e, out)
@@ -337,7 +368,8 @@ def _e_ListOffsetsTopicResponse_1(o, out):
     """ListOffsetsTopicResponse, versions 1-3."""
     w_str(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_ListOffsetsPartitionResponse_1(e, out)
@@ -363,7 +395,8 @@ def _d_ListOffsetsResponse_1(buf, pos, end):
 def _e_ListOffsetsResponse_1(o, out):
     """ListOffsetsResponse, versions 1."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_ListOffsetsTopicResponse_1(e, out)
@@ -394,7 +427,8 @@ def _e_ListOffsetsResponse_2(o, out):
     """ListOffsetsResponse, versions 2-3."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_ListOffsetsTopicResponse_1(e, out)
@@ -449,7 +483,8 @@ def _e_ListOffsetsTopicResponse_2(o, out):
     """ListOffsetsTopicResponse, versions 4-5."""
     w_str(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_ListOffsetsPartitionResponse_2(e, out)
@@ -480,7 +515,8 @@ def _e_ListOffsetsResponse_3(o, out):
     """ListOffsetsResponse, versions 4-5."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_ListOffsetsTopicResponse_2(e, out)
@@ -494,17 +530,16 @@ def _d_ListOffsetsPartitionResponse_3(buf, pos, end):
     pos += 26
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ListOffsetsPartitionResponse)
     o.partition_index = v_partition_index
     o.error_code = v_error_code
@@ -524,7 +559,10 @@ def _e_ListOffsetsPartitionResponse_3(o, out):
             "ListOffsetsPartitionResponse.OldStyleOffsets is not supported at version 6-10"
         )
     out += _ST_qqi.pack(o.timestamp, o.offset, o.leader_epoch)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ListOffsetsTopicResponse_3(buf, pos, end):
@@ -544,17 +582,16 @@ def _d_ListOffsetsTopicResponse_3(buf, pos, end):
             v_partitions.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ListOffsetsTopicResponse)
     o.name = v_name
     o.partitions = v_partitions
@@ -566,11 +603,15 @@ def _e_ListOffsetsTopicResponse_3(o, out):
     """ListOffsetsTopicResponse, versions 6-10."""
     w_cstr(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_ListOffsetsPartitionResponse_3(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ListOffsetsResponse_4(buf, pos, end):
@@ -593,17 +634,16 @@ def _d_ListOffsetsResponse_4(buf, pos, end):
             v_topics.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ListOffsetsResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.topics = v_topics
@@ -615,11 +655,15 @@ def _e_ListOffsetsResponse_4(o, out):
     """ListOffsetsResponse, versions 6-10."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_ListOffsetsTopicResponse_3(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 ListOffsetsResponse._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -52,6 +55,8 @@ from kafkatool.formats.schema import (
 
 _new = object.__new__
 _ST_q = struct.Struct(">q")
+_AR__q = array_structs("", "q")
+_AR_B_q = array_structs("B", "q")
 
 __all__ = ["ListTransactionsRequest"]
 
@@ -112,28 +117,27 @@ def _d_ListTransactionsRequest_0(buf, pos, end):
         null_error(pos, "StateFilters")
     else:
         v_state_filters, pos = r_str_array(buf, pos, end, n, True)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 8 <= end:
+        v_producer_id_filters = list(_AR__q[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 8
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "ProducerIdFilters")
-    else:
-        v_producer_id_filters, pos = r_fixed_array(buf, pos, end, n, "q", 8)
+        if n < 0:
+            null_error(pos, "ProducerIdFilters")
+        else:
+            v_producer_id_filters, pos = r_fixed_array(buf, pos, end, n, "q", 8)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ListTransactionsRequest)
     o.state_filters = v_state_filters
     o.producer_id_filters = v_producer_id_filters
@@ -145,16 +149,36 @@ def _d_ListTransactionsRequest_0(buf, pos, end):
 def _e_ListTransactionsRequest_0(o, out):
     """ListTransactionsRequest, versions 0."""
     arr = o.state_filters
-    not_null(arr, "StateFilters")
+    if arr is None:
+        null_field("StateFilters")
     w_ccount(out, arr)
     w_str_array(out, arr, True)
     arr = o.producer_id_filters
-    not_null(arr, "ProducerIdFilters")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "q")
+    if arr is None:
+        null_field("ProducerIdFilters")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_q[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_q[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_q[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_q[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_q[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "q")
     if o.duration_filter != -1:
         raise UnsupportedVersionError("ListTransactionsRequest.DurationFilter is not supported at version 0")
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ListTransactionsRequest_1(buf, pos, end):
@@ -168,32 +192,31 @@ def _d_ListTransactionsRequest_1(buf, pos, end):
         null_error(pos, "StateFilters")
     else:
         v_state_filters, pos = r_str_array(buf, pos, end, n, True)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 8 <= end:
+        v_producer_id_filters = list(_AR__q[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 8
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "ProducerIdFilters")
-    else:
-        v_producer_id_filters, pos = r_fixed_array(buf, pos, end, n, "q", 8)
+        if n < 0:
+            null_error(pos, "ProducerIdFilters")
+        else:
+            v_producer_id_filters, pos = r_fixed_array(buf, pos, end, n, "q", 8)
     if end - pos < 8:
         truncated(pos, "ListTransactionsRequest")
     (v_duration_filter,) = _ST_q.unpack_from(buf, pos)
     pos += 8
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ListTransactionsRequest)
     o.state_filters = v_state_filters
     o.producer_id_filters = v_producer_id_filters
@@ -205,15 +228,35 @@ def _d_ListTransactionsRequest_1(buf, pos, end):
 def _e_ListTransactionsRequest_1(o, out):
     """ListTransactionsRequest, versions 1."""
     arr = o.state_filters
-    not_null(arr, "StateFilters")
+    if arr is None:
+        null_field("StateFilters")
     w_ccount(out, arr)
     w_str_array(out, arr, True)
     arr = o.producer_id_filters
-    not_null(arr, "ProducerIdFilters")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "q")
+    if arr is None:
+        null_field("ProducerIdFilters")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_q[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_q[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_q[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_q[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_q[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "q")
     out += _ST_q.pack(o.duration_filter)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 ListTransactionsRequest._DECODERS = (

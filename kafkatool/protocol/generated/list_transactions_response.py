@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -160,17 +163,16 @@ def _d_TransactionState_0(buf, pos, end):
     v_transaction_state, pos = r_cstr(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(TransactionState)
     o.transactional_id = v_transactional_id
     o.producer_id = v_producer_id
@@ -184,7 +186,10 @@ def _e_TransactionState_0(o, out):
     w_cstr(out, o.transactional_id)
     out += _ST_q.pack(o.producer_id)
     w_cstr(out, o.transaction_state)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ListTransactionsResponse_0(buf, pos, end):
@@ -216,17 +221,16 @@ def _d_ListTransactionsResponse_0(buf, pos, end):
             v_transaction_states.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ListTransactionsResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.error_code = v_error_code
@@ -240,15 +244,20 @@ def _e_ListTransactionsResponse_0(o, out):
     """ListTransactionsResponse, versions 0-1."""
     out += _ST_ih.pack(o.throttle_time_ms, o.error_code)
     arr = o.unknown_state_filters
-    not_null(arr, "UnknownStateFilters")
+    if arr is None:
+        null_field("UnknownStateFilters")
     w_ccount(out, arr)
     w_str_array(out, arr, True)
     arr = o.transaction_states
-    not_null(arr, "TransactionStates")
+    if arr is None:
+        null_field("TransactionStates")
     w_ccount(out, arr)
     for e in arr:
         _e_TransactionState_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 ListTransactionsResponse._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -204,7 +207,8 @@ def _d_MetadataRequest_0(buf, pos, end):
 def _e_MetadataRequest_0(o, out):
     """MetadataRequest, versions 0."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_MetadataRequestTopic_0(e, out)
@@ -353,17 +357,16 @@ def _d_MetadataRequestTopic_1(buf, pos, end):
     v_name, pos = r_cstr(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(MetadataRequestTopic)
     o.topic_id = ZERO_UUID
     o.name = v_name
@@ -374,7 +377,10 @@ def _d_MetadataRequestTopic_1(buf, pos, end):
 def _e_MetadataRequestTopic_1(o, out):
     """MetadataRequestTopic, versions 9."""
     w_cstr(out, o.name)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_MetadataRequest_4(buf, pos, end):
@@ -401,17 +407,16 @@ def _d_MetadataRequest_4(buf, pos, end):
     pos += 3
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(MetadataRequest)
     o.topics = v_topics
     o.allow_auto_topic_creation = v_allow_auto_topic_creation
@@ -435,7 +440,10 @@ def _e_MetadataRequest_4(o, out):
         o.include_cluster_authorized_operations,
         o.include_topic_authorized_operations,
     )
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_MetadataRequestTopic_2(buf, pos, end):
@@ -448,17 +456,16 @@ def _d_MetadataRequestTopic_2(buf, pos, end):
     v_name, pos = r_ncstr(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(MetadataRequestTopic)
     o.topic_id = v_topic_id
     o.name = v_name
@@ -470,7 +477,10 @@ def _e_MetadataRequestTopic_2(o, out):
     """MetadataRequestTopic, versions 10-12."""
     out += _ST_16s.pack(o.topic_id.bytes)
     w_ncstr(out, o.name)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_MetadataRequest_5(buf, pos, end):
@@ -497,17 +507,16 @@ def _d_MetadataRequest_5(buf, pos, end):
     pos += 3
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(MetadataRequest)
     o.topics = v_topics
     o.allow_auto_topic_creation = v_allow_auto_topic_creation
@@ -531,7 +540,10 @@ def _e_MetadataRequest_5(o, out):
         o.include_cluster_authorized_operations,
         o.include_topic_authorized_operations,
     )
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_MetadataRequest_6(buf, pos, end):
@@ -554,17 +566,16 @@ def _d_MetadataRequest_6(buf, pos, end):
     pos += 2
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(MetadataRequest)
     o.topics = v_topics
     o.allow_auto_topic_creation = v_allow_auto_topic_creation
@@ -589,7 +600,10 @@ def _e_MetadataRequest_6(o, out):
             "MetadataRequest.IncludeClusterAuthorizedOperations is not supported at version 11-12"
         )
     out += _ST_z.pack(o.include_topic_authorized_operations)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 MetadataRequest._DECODERS = (

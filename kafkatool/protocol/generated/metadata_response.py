@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -57,6 +60,9 @@ _ST_h = struct.Struct(">h")
 _ST_hii = struct.Struct(">hii")
 _ST_hiii = struct.Struct(">hiii")
 _ST_i = struct.Struct(">i")
+_AR__i = array_structs("", "i")
+_AR_B_i = array_structs("B", "i")
+_AR_i_i = array_structs("i", "i")
 
 __all__ = ["MetadataResponse", "MetadataResponseBroker", "MetadataResponsePartition", "MetadataResponseTopic"]
 
@@ -336,16 +342,32 @@ def _d_MetadataResponsePartition_0(buf, pos, end):
         truncated(pos, "MetadataResponsePartition")
     v_error_code, v_partition_index, v_leader_id = _ST_hii.unpack_from(buf, pos)
     pos += 10
-    n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "ReplicaNodes")
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 4 <= end
+    ):
+        v_replica_nodes = list(_AR__i[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 4
     else:
-        v_replica_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "IsrNodes")
+        n, pos = r_count(buf, pos, end)
+        if n < 0:
+            null_error(pos, "ReplicaNodes")
+        else:
+            v_replica_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 4 <= end
+    ):
+        v_isr_nodes = list(_AR__i[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 4
     else:
-        v_isr_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        n, pos = r_count(buf, pos, end)
+        if n < 0:
+            null_error(pos, "IsrNodes")
+        else:
+            v_isr_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     o = _new(MetadataResponsePartition)
     o.error_code = v_error_code
     o.partition_index = v_partition_index
@@ -362,13 +384,45 @@ def _e_MetadataResponsePartition_0(o, out):
     """MetadataResponsePartition, versions 0-4."""
     out += _ST_hii.pack(o.error_code, o.partition_index, o.leader_id)
     arr = o.replica_nodes
-    not_null(arr, "ReplicaNodes")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("ReplicaNodes")
+    n = len(arr)
+    if n == 0:
+        out += _AR_i_i[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_i[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_i[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_i[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.isr_nodes
-    not_null(arr, "IsrNodes")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("IsrNodes")
+    n = len(arr)
+    if n == 0:
+        out += _AR_i_i[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_i[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_i[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_i[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
 
 
 def _d_MetadataResponseTopic_0(buf, pos, end):
@@ -402,7 +456,8 @@ def _e_MetadataResponseTopic_0(o, out):
     out += _ST_h.pack(o.error_code)
     w_str(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_MetadataResponsePartition_0(e, out)
@@ -444,12 +499,14 @@ def _d_MetadataResponse_0(buf, pos, end):
 def _e_MetadataResponse_0(o, out):
     """MetadataResponse, versions 0."""
     arr = o.brokers
-    not_null(arr, "Brokers")
+    if arr is None:
+        null_field("Brokers")
     w_count(out, arr)
     for e in arr:
         _e_MetadataResponseBroker_0(e, out)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_MetadataResponseTopic_0(e, out)
@@ -524,7 +581,8 @@ def _e_MetadataResponseTopic_1(o, out):
     w_str(out, o.name)
     out += _ST_z.pack(o.is_internal)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_MetadataResponsePartition_0(e, out)
@@ -570,13 +628,15 @@ def _d_MetadataResponse_1(buf, pos, end):
 def _e_MetadataResponse_1(o, out):
     """MetadataResponse, versions 1."""
     arr = o.brokers
-    not_null(arr, "Brokers")
+    if arr is None:
+        null_field("Brokers")
     w_count(out, arr)
     for e in arr:
         _e_MetadataResponseBroker_1(e, out)
     out += _ST_i.pack(o.controller_id)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_MetadataResponseTopic_1(e, out)
@@ -623,14 +683,16 @@ def _d_MetadataResponse_2(buf, pos, end):
 def _e_MetadataResponse_2(o, out):
     """MetadataResponse, versions 2."""
     arr = o.brokers
-    not_null(arr, "Brokers")
+    if arr is None:
+        null_field("Brokers")
     w_count(out, arr)
     for e in arr:
         _e_MetadataResponseBroker_1(e, out)
     w_nstr(out, o.cluster_id)
     out += _ST_i.pack(o.controller_id)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_MetadataResponseTopic_1(e, out)
@@ -682,14 +744,16 @@ def _e_MetadataResponse_3(o, out):
     """MetadataResponse, versions 3-4."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.brokers
-    not_null(arr, "Brokers")
+    if arr is None:
+        null_field("Brokers")
     w_count(out, arr)
     for e in arr:
         _e_MetadataResponseBroker_1(e, out)
     w_nstr(out, o.cluster_id)
     out += _ST_i.pack(o.controller_id)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_MetadataResponseTopic_1(e, out)
@@ -705,21 +769,45 @@ def _d_MetadataResponsePartition_1(buf, pos, end):
         truncated(pos, "MetadataResponsePartition")
     v_error_code, v_partition_index, v_leader_id = _ST_hii.unpack_from(buf, pos)
     pos += 10
-    n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "ReplicaNodes")
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 4 <= end
+    ):
+        v_replica_nodes = list(_AR__i[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 4
     else:
-        v_replica_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "IsrNodes")
+        n, pos = r_count(buf, pos, end)
+        if n < 0:
+            null_error(pos, "ReplicaNodes")
+        else:
+            v_replica_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 4 <= end
+    ):
+        v_isr_nodes = list(_AR__i[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 4
     else:
-        v_isr_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "OfflineReplicas")
+        n, pos = r_count(buf, pos, end)
+        if n < 0:
+            null_error(pos, "IsrNodes")
+        else:
+            v_isr_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 4 <= end
+    ):
+        v_offline_replicas = list(_AR__i[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 4
     else:
-        v_offline_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        n, pos = r_count(buf, pos, end)
+        if n < 0:
+            null_error(pos, "OfflineReplicas")
+        else:
+            v_offline_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     o = _new(MetadataResponsePartition)
     o.error_code = v_error_code
     o.partition_index = v_partition_index
@@ -736,17 +824,65 @@ def _e_MetadataResponsePartition_1(o, out):
     """MetadataResponsePartition, versions 5-6."""
     out += _ST_hii.pack(o.error_code, o.partition_index, o.leader_id)
     arr = o.replica_nodes
-    not_null(arr, "ReplicaNodes")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("ReplicaNodes")
+    n = len(arr)
+    if n == 0:
+        out += _AR_i_i[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_i[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_i[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_i[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.isr_nodes
-    not_null(arr, "IsrNodes")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("IsrNodes")
+    n = len(arr)
+    if n == 0:
+        out += _AR_i_i[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_i[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_i[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_i[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.offline_replicas
-    not_null(arr, "OfflineReplicas")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("OfflineReplicas")
+    n = len(arr)
+    if n == 0:
+        out += _AR_i_i[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_i[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_i[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_i[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
 
 
 def _d_MetadataResponseTopic_2(buf, pos, end):
@@ -785,7 +921,8 @@ def _e_MetadataResponseTopic_2(o, out):
     w_str(out, o.name)
     out += _ST_z.pack(o.is_internal)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_MetadataResponsePartition_1(e, out)
@@ -837,14 +974,16 @@ def _e_MetadataResponse_4(o, out):
     """MetadataResponse, versions 5-6."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.brokers
-    not_null(arr, "Brokers")
+    if arr is None:
+        null_field("Brokers")
     w_count(out, arr)
     for e in arr:
         _e_MetadataResponseBroker_1(e, out)
     w_nstr(out, o.cluster_id)
     out += _ST_i.pack(o.controller_id)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_MetadataResponseTopic_2(e, out)
@@ -860,21 +999,45 @@ def _d_MetadataResponsePartition_2(buf, pos, end):
         truncated(pos, "MetadataResponsePartition")
     v_error_code, v_partition_index, v_leader_id, v_leader_epoch = _ST_hiii.unpack_from(buf, pos)
     pos += 14
-    n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "ReplicaNodes")
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 4 <= end
+    ):
+        v_replica_nodes = list(_AR__i[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 4
     else:
-        v_replica_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "IsrNodes")
+        n, pos = r_count(buf, pos, end)
+        if n < 0:
+            null_error(pos, "ReplicaNodes")
+        else:
+            v_replica_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 4 <= end
+    ):
+        v_isr_nodes = list(_AR__i[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 4
     else:
-        v_isr_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "OfflineReplicas")
+        n, pos = r_count(buf, pos, end)
+        if n < 0:
+            null_error(pos, "IsrNodes")
+        else:
+            v_isr_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 4 <= end
+    ):
+        v_offline_replicas = list(_AR__i[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 4
     else:
-        v_offline_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        n, pos = r_count(buf, pos, end)
+        if n < 0:
+            null_error(pos, "OfflineReplicas")
+        else:
+            v_offline_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     o = _new(MetadataResponsePartition)
     o.error_code = v_error_code
     o.partition_index = v_partition_index
@@ -896,17 +1059,65 @@ def _e_MetadataResponsePartition_2(o, out):
         o.leader_epoch,
     )
     arr = o.replica_nodes
-    not_null(arr, "ReplicaNodes")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("ReplicaNodes")
+    n = len(arr)
+    if n == 0:
+        out += _AR_i_i[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_i[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_i[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_i[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.isr_nodes
-    not_null(arr, "IsrNodes")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("IsrNodes")
+    n = len(arr)
+    if n == 0:
+        out += _AR_i_i[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_i[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_i[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_i[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.offline_replicas
-    not_null(arr, "OfflineReplicas")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("OfflineReplicas")
+    n = len(arr)
+    if n == 0:
+        out += _AR_i_i[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_i[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_i[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_i[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
 
 
 def _d_MetadataResponseTopic_3(buf, pos, end):
@@ -945,7 +1156,8 @@ def _e_MetadataResponseTopic_3(o, out):
     w_str(out, o.name)
     out += _ST_z.pack(o.is_internal)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_MetadataResponsePartition_2(e, out)
@@ -997,14 +1209,16 @@ def _e_MetadataResponse_5(o, out):
     """MetadataResponse, versions 7."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.brokers
-    not_null(arr, "Brokers")
+    if arr is None:
+        null_field("Brokers")
     w_count(out, arr)
     for e in arr:
         _e_MetadataResponseBroker_1(e, out)
     w_nstr(out, o.cluster_id)
     out += _ST_i.pack(o.controller_id)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_MetadataResponseTopic_3(e, out)
@@ -1054,7 +1268,8 @@ def _e_MetadataResponseTopic_4(o, out):
     w_str(out, o.name)
     out += _ST_z.pack(o.is_internal)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_MetadataResponsePartition_2(e, out)
@@ -1107,14 +1322,16 @@ def _e_MetadataResponse_6(o, out):
     """MetadataResponse, versions 8."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.brokers
-    not_null(arr, "Brokers")
+    if arr is None:
+        null_field("Brokers")
     w_count(out, arr)
     for e in arr:
         _e_MetadataResponseBroker_1(e, out)
     w_nstr(out, o.cluster_id)
     out += _ST_i.pack(o.controller_id)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_MetadataResponseTopic_4(e, out)
@@ -1135,17 +1352,16 @@ def _d_MetadataResponseBroker_2(buf, pos, end):
     v_rack, pos = r_ncstr(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(MetadataResponseBroker)
     o.node_id = v_node_id
     o.host = v_host
@@ -1161,7 +1377,10 @@ def _e_MetadataResponseBroker_2(o, out):
     w_cstr(out, o.host)
     out += _ST_i.pack(o.port)
     w_ncstr(out, o.rack)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_MetadataResponsePartition_3(buf, pos, end):
@@ -1170,46 +1389,45 @@ def _d_MetadataResponsePartition_3(buf, pos, end):
         truncated(pos, "MetadataResponsePartition")
     v_error_code, v_partition_index, v_leader_id, v_leader_epoch = _ST_hiii.unpack_from(buf, pos)
     pos += 14
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_replica_nodes = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "ReplicaNodes")
-    else:
-        v_replica_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
-    else:
-        n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "IsrNodes")
-    else:
-        v_isr_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+        if n < 0:
+            null_error(pos, "ReplicaNodes")
+        else:
+            v_replica_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_isr_nodes = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "OfflineReplicas")
+        if n < 0:
+            null_error(pos, "IsrNodes")
+        else:
+            v_isr_nodes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_offline_replicas = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
-        v_offline_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        n, pos = r_ccount(buf, pos, end)
+        if n < 0:
+            null_error(pos, "OfflineReplicas")
+        else:
+            v_offline_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(MetadataResponsePartition)
     o.error_code = v_error_code
     o.partition_index = v_partition_index
@@ -1231,18 +1449,69 @@ def _e_MetadataResponsePartition_3(o, out):
         o.leader_epoch,
     )
     arr = o.replica_nodes
-    not_null(arr, "ReplicaNodes")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("ReplicaNodes")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.isr_nodes
-    not_null(arr, "IsrNodes")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("IsrNodes")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.offline_replicas
-    not_null(arr, "OfflineReplicas")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
-    w_unknown_tags(out, o._unknown_tags)
+    if arr is None:
+        null_field("OfflineReplicas")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_MetadataResponseTopic_5(buf, pos, end):
@@ -1274,17 +1543,16 @@ def _d_MetadataResponseTopic_5(buf, pos, end):
     pos += 4
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(MetadataResponseTopic)
     o.error_code = v_error_code
     o.name = v_name
@@ -1302,12 +1570,16 @@ def _e_MetadataResponseTopic_5(o, out):
     w_cstr(out, o.name)
     out += _ST_z.pack(o.is_internal)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_MetadataResponsePartition_3(e, out)
     out += _ST_i.pack(o.topic_authorized_operations)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_MetadataResponse_7(buf, pos, end):
@@ -1351,17 +1623,16 @@ def _d_MetadataResponse_7(buf, pos, end):
     pos += 4
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(MetadataResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.brokers = v_brokers
@@ -1377,19 +1648,24 @@ def _e_MetadataResponse_7(o, out):
     """MetadataResponse, versions 9."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.brokers
-    not_null(arr, "Brokers")
+    if arr is None:
+        null_field("Brokers")
     w_ccount(out, arr)
     for e in arr:
         _e_MetadataResponseBroker_2(e, out)
     w_ncstr(out, o.cluster_id)
     out += _ST_i.pack(o.controller_id)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_MetadataResponseTopic_5(e, out)
     out += _ST_i.pack(o.cluster_authorized_operations)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_MetadataResponseTopic_6(buf, pos, end):
@@ -1422,17 +1698,16 @@ def _d_MetadataResponseTopic_6(buf, pos, end):
     pos += 4
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(MetadataResponseTopic)
     o.error_code = v_error_code
     o.name = v_name
@@ -1450,12 +1725,16 @@ def _e_MetadataResponseTopic_6(o, out):
     w_cstr(out, o.name)
     out += _ST_16sz.pack(o.topic_id.bytes, o.is_internal)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_MetadataResponsePartition_3(e, out)
     out += _ST_i.pack(o.topic_authorized_operations)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_MetadataResponse_8(buf, pos, end):
@@ -1499,17 +1778,16 @@ def _d_MetadataResponse_8(buf, pos, end):
     pos += 4
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(MetadataResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.brokers = v_brokers
@@ -1525,19 +1803,24 @@ def _e_MetadataResponse_8(o, out):
     """MetadataResponse, versions 10."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.brokers
-    not_null(arr, "Brokers")
+    if arr is None:
+        null_field("Brokers")
     w_ccount(out, arr)
     for e in arr:
         _e_MetadataResponseBroker_2(e, out)
     w_ncstr(out, o.cluster_id)
     out += _ST_i.pack(o.controller_id)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_MetadataResponseTopic_6(e, out)
     out += _ST_i.pack(o.cluster_authorized_operations)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_MetadataResponse_9(buf, pos, end):
@@ -1577,17 +1860,16 @@ def _d_MetadataResponse_9(buf, pos, end):
             v_topics.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(MetadataResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.brokers = v_brokers
@@ -1603,14 +1885,16 @@ def _e_MetadataResponse_9(o, out):
     """MetadataResponse, versions 11."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.brokers
-    not_null(arr, "Brokers")
+    if arr is None:
+        null_field("Brokers")
     w_ccount(out, arr)
     for e in arr:
         _e_MetadataResponseBroker_2(e, out)
     w_ncstr(out, o.cluster_id)
     out += _ST_i.pack(o.controller_id)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_MetadataResponseTopic_6(e, out)
@@ -1618,7 +1902,10 @@ def _e_MetadataResponse_9(o, out):
         raise UnsupportedVersionError(
             "MetadataResponse.ClusterAuthorizedOperations is not supported at version 11"
         )
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_MetadataResponseTopic_7(buf, pos, end):
@@ -1651,17 +1938,16 @@ def _d_MetadataResponseTopic_7(buf, pos, end):
     pos += 4
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(MetadataResponseTopic)
     o.error_code = v_error_code
     o.name = v_name
@@ -1679,12 +1965,16 @@ def _e_MetadataResponseTopic_7(o, out):
     w_ncstr(out, o.name)
     out += _ST_16sz.pack(o.topic_id.bytes, o.is_internal)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_MetadataResponsePartition_3(e, out)
     out += _ST_i.pack(o.topic_authorized_operations)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_MetadataResponse_10(buf, pos, end):
@@ -1724,17 +2014,16 @@ def _d_MetadataResponse_10(buf, pos, end):
             v_topics.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(MetadataResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.brokers = v_brokers
@@ -1750,14 +2039,16 @@ def _e_MetadataResponse_10(o, out):
     """MetadataResponse, versions 12."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.brokers
-    not_null(arr, "Brokers")
+    if arr is None:
+        null_field("Brokers")
     w_ccount(out, arr)
     for e in arr:
         _e_MetadataResponseBroker_2(e, out)
     w_ncstr(out, o.cluster_id)
     out += _ST_i.pack(o.controller_id)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_MetadataResponseTopic_7(e, out)
@@ -1765,7 +2056,10 @@ def _e_MetadataResponse_10(o, out):
         raise UnsupportedVersionError(
             "MetadataResponse.ClusterAuthorizedOperations is not supported at version 12"
         )
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 MetadataResponse._DECODERS = (

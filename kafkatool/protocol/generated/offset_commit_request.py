@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -295,7 +298,8 @@ def _e_OffsetCommitRequestTopic_0(o, out):
     """OffsetCommitRequestTopic, versions 0, 2-5."""
     w_str(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_OffsetCommitRequestPartition_0(e, out)
@@ -329,7 +333,8 @@ def _e_OffsetCommitRequest_0(o, out):
     if o.group_instance_id is not None:
         raise UnsupportedVersionError("OffsetCommitRequest.GroupInstanceId is not supported at version 0")
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_OffsetCommitRequestTopic_0(e, out)
@@ -380,7 +385,8 @@ def _e_OffsetCommitRequestTopic_1(o, out):
     """OffsetCommitRequestTopic, versions 1."""
     w_str(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_OffsetCommitRequestPartition_1(e, out)
@@ -421,7 +427,8 @@ def _e_OffsetCommitRequest_1(o, out):
     if o.group_instance_id is not None:
         raise UnsupportedVersionError("OffsetCommitRequest.GroupInstanceId is not supported at version 1")
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_OffsetCommitRequestTopic_1(e, out)
@@ -467,7 +474,8 @@ def _e_OffsetCommitRequest_2(o, out):
         raise UnsupportedVersionError("OffsetCommitRequest.GroupInstanceId is not supported at version 2-4")
     out += _ST_q.pack(o.retention_time_ms)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_OffsetCommitRequestTopic_0(e, out)
@@ -508,7 +516,8 @@ def _e_OffsetCommitRequest_3(o, out):
     if o.group_instance_id is not None:
         raise UnsupportedVersionError("OffsetCommitRequest.GroupInstanceId is not supported at version 5")
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_OffsetCommitRequestTopic_0(e, out)
@@ -563,7 +572,8 @@ def _e_OffsetCommitRequestTopic_2(o, out):
     """OffsetCommitRequestTopic, versions 6-7."""
     w_str(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_OffsetCommitRequestPartition_2(e, out)
@@ -604,7 +614,8 @@ def _e_OffsetCommitRequest_4(o, out):
     if o.group_instance_id is not None:
         raise UnsupportedVersionError("OffsetCommitRequest.GroupInstanceId is not supported at version 6")
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_OffsetCommitRequestTopic_2(e, out)
@@ -645,7 +656,8 @@ def _e_OffsetCommitRequest_5(o, out):
     w_str(out, o.member_id)
     w_nstr(out, o.group_instance_id)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_OffsetCommitRequestTopic_2(e, out)
@@ -660,17 +672,16 @@ def _d_OffsetCommitRequestPartition_3(buf, pos, end):
     v_committed_metadata, pos = r_ncstr(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(OffsetCommitRequestPartition)
     o.partition_index = v_partition_index
     o.committed_offset = v_committed_offset
@@ -689,7 +700,10 @@ def _e_OffsetCommitRequestPartition_3(o, out):
             "OffsetCommitRequestPartition.CommitTimestamp is not supported at version 8-9"
         )
     w_ncstr(out, o.committed_metadata)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_OffsetCommitRequestTopic_3(buf, pos, end):
@@ -709,17 +723,16 @@ def _d_OffsetCommitRequestTopic_3(buf, pos, end):
             v_partitions.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(OffsetCommitRequestTopic)
     o.name = v_name
     o.partitions = v_partitions
@@ -731,11 +744,15 @@ def _e_OffsetCommitRequestTopic_3(o, out):
     """OffsetCommitRequestTopic, versions 8-9."""
     w_cstr(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_OffsetCommitRequestPartition_3(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_OffsetCommitRequest_6(buf, pos, end):
@@ -761,17 +778,16 @@ def _d_OffsetCommitRequest_6(buf, pos, end):
             v_topics.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(OffsetCommitRequest)
     o.group_id = v_group_id
     o.generation_id_or_member_epoch = v_generation_id_or_member_epoch
@@ -790,11 +806,15 @@ def _e_OffsetCommitRequest_6(o, out):
     w_cstr(out, o.member_id)
     w_ncstr(out, o.group_instance_id)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_OffsetCommitRequestTopic_3(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 OffsetCommitRequest._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -188,7 +191,8 @@ def _e_OffsetDeleteRequestTopic_0(o, out):
     """OffsetDeleteRequestTopic, versions 0."""
     w_str(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_OffsetDeleteRequestPartition_0(e, out)
@@ -216,7 +220,8 @@ def _e_OffsetDeleteRequest_0(o, out):
     """OffsetDeleteRequest, versions 0."""
     w_str(out, o.group_id)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_OffsetDeleteRequestTopic_0(e, out)

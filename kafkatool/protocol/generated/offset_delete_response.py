@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -198,7 +201,8 @@ def _e_OffsetDeleteResponseTopic_0(o, out):
     """OffsetDeleteResponseTopic, versions 0."""
     w_str(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_OffsetDeleteResponsePartition_0(e, out)
@@ -230,7 +234,8 @@ def _e_OffsetDeleteResponse_0(o, out):
     """OffsetDeleteResponse, versions 0."""
     out += _ST_hi.pack(o.error_code, o.throttle_time_ms)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_OffsetDeleteResponseTopic_0(e, out)

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -53,6 +56,9 @@ from kafkatool.formats.schema import (
 _new = object.__new__
 _ST_z = struct.Struct(">?")
 _ST_i = struct.Struct(">i")
+_AR__i = array_structs("", "i")
+_AR_B_i = array_structs("B", "i")
+_AR_i_i = array_structs("i", "i")
 
 __all__ = [
     "OffsetFetchRequest",
@@ -231,11 +237,19 @@ OffsetFetchRequest._FIELDS = (
 def _d_OffsetFetchRequestTopic_0(buf, pos, end):
     """OffsetFetchRequestTopic, versions 0-5."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "PartitionIndexes")
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 4 <= end
+    ):
+        v_partition_indexes = list(_AR__i[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 4
     else:
-        v_partition_indexes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        n, pos = r_count(buf, pos, end)
+        if n < 0:
+            null_error(pos, "PartitionIndexes")
+        else:
+            v_partition_indexes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     o = _new(OffsetFetchRequestTopic)
     o.name = v_name
     o.partition_indexes = v_partition_indexes
@@ -247,9 +261,25 @@ def _e_OffsetFetchRequestTopic_0(o, out):
     """OffsetFetchRequestTopic, versions 0-5."""
     w_str(out, o.name)
     arr = o.partition_indexes
-    not_null(arr, "PartitionIndexes")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("PartitionIndexes")
+    n = len(arr)
+    if n == 0:
+        out += _AR_i_i[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_i[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_i[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_i[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
 
 
 def _d_OffsetFetchRequest_0(buf, pos, end):
@@ -276,7 +306,8 @@ def _e_OffsetFetchRequest_0(o, out):
     """OffsetFetchRequest, versions 0-1."""
     w_str(out, o.group_id)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_OffsetFetchRequestTopic_0(e, out)
@@ -325,28 +356,27 @@ def _e_OffsetFetchRequest_1(o, out):
 def _d_OffsetFetchRequestTopic_1(buf, pos, end):
     """OffsetFetchRequestTopic, versions 6-7."""
     v_name, pos = r_cstr(buf, pos, end)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_partition_indexes = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "PartitionIndexes")
-    else:
-        v_partition_indexes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        if n < 0:
+            null_error(pos, "PartitionIndexes")
+        else:
+            v_partition_indexes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(OffsetFetchRequestTopic)
     o.name = v_name
     o.partition_indexes = v_partition_indexes
@@ -358,10 +388,29 @@ def _e_OffsetFetchRequestTopic_1(o, out):
     """OffsetFetchRequestTopic, versions 6-7."""
     w_cstr(out, o.name)
     arr = o.partition_indexes
-    not_null(arr, "PartitionIndexes")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
-    w_unknown_tags(out, o._unknown_tags)
+    if arr is None:
+        null_field("PartitionIndexes")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_OffsetFetchRequest_2(buf, pos, end):
@@ -381,17 +430,16 @@ def _d_OffsetFetchRequest_2(buf, pos, end):
             v_topics.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(OffsetFetchRequest)
     o.group_id = v_group_id
     o.topics = v_topics
@@ -415,7 +463,10 @@ def _e_OffsetFetchRequest_2(o, out):
         raise UnsupportedVersionError("OffsetFetchRequest.Groups is not supported at version 6")
     if o.require_stable != False:
         raise UnsupportedVersionError("OffsetFetchRequest.RequireStable is not supported at version 6")
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_OffsetFetchRequest_3(buf, pos, end):
@@ -439,17 +490,16 @@ def _d_OffsetFetchRequest_3(buf, pos, end):
     pos += 1
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(OffsetFetchRequest)
     o.group_id = v_group_id
     o.topics = v_topics
@@ -472,34 +522,36 @@ def _e_OffsetFetchRequest_3(o, out):
     if o.groups is None or len(o.groups) > 0:
         raise UnsupportedVersionError("OffsetFetchRequest.Groups is not supported at version 7")
     out += _ST_z.pack(o.require_stable)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_OffsetFetchRequestTopics_0(buf, pos, end):
     """OffsetFetchRequestTopics, versions 8-9."""
     v_name, pos = r_cstr(buf, pos, end)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_partition_indexes = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "PartitionIndexes")
-    else:
-        v_partition_indexes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        if n < 0:
+            null_error(pos, "PartitionIndexes")
+        else:
+            v_partition_indexes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(OffsetFetchRequestTopics)
     o.name = v_name
     o.partition_indexes = v_partition_indexes
@@ -511,10 +563,29 @@ def _e_OffsetFetchRequestTopics_0(o, out):
     """OffsetFetchRequestTopics, versions 8-9."""
     w_cstr(out, o.name)
     arr = o.partition_indexes
-    not_null(arr, "PartitionIndexes")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
-    w_unknown_tags(out, o._unknown_tags)
+    if arr is None:
+        null_field("PartitionIndexes")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_OffsetFetchRequestGroup_0(buf, pos, end):
@@ -534,17 +605,16 @@ def _d_OffsetFetchRequestGroup_0(buf, pos, end):
             v_topics.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(OffsetFetchRequestGroup)
     o.group_id = v_group_id
     o.member_id = None
@@ -564,7 +634,10 @@ def _e_OffsetFetchRequestGroup_0(o, out):
         w_ccount(out, arr)
         for e in arr:
             _e_OffsetFetchRequestTopics_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_OffsetFetchRequest_4(buf, pos, end):
@@ -587,17 +660,16 @@ def _d_OffsetFetchRequest_4(buf, pos, end):
     pos += 1
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(OffsetFetchRequest)
     o.group_id = ""
     o.topics = []
@@ -614,12 +686,16 @@ def _e_OffsetFetchRequest_4(o, out):
     if o.topics is None or len(o.topics) > 0:
         raise UnsupportedVersionError("OffsetFetchRequest.Topics is not supported at version 8")
     arr = o.groups
-    not_null(arr, "Groups")
+    if arr is None:
+        null_field("Groups")
     w_ccount(out, arr)
     for e in arr:
         _e_OffsetFetchRequestGroup_0(e, out)
     out += _ST_z.pack(o.require_stable)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_OffsetFetchRequestGroup_1(buf, pos, end):
@@ -644,17 +720,16 @@ def _d_OffsetFetchRequestGroup_1(buf, pos, end):
             v_topics.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(OffsetFetchRequestGroup)
     o.group_id = v_group_id
     o.member_id = v_member_id
@@ -676,7 +751,10 @@ def _e_OffsetFetchRequestGroup_1(o, out):
         w_ccount(out, arr)
         for e in arr:
             _e_OffsetFetchRequestTopics_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_OffsetFetchRequest_5(buf, pos, end):
@@ -699,17 +777,16 @@ def _d_OffsetFetchRequest_5(buf, pos, end):
     pos += 1
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(OffsetFetchRequest)
     o.group_id = ""
     o.topics = []
@@ -726,12 +803,16 @@ def _e_OffsetFetchRequest_5(o, out):
     if o.topics is None or len(o.topics) > 0:
         raise UnsupportedVersionError("OffsetFetchRequest.Topics is not supported at version 9")
     arr = o.groups
-    not_null(arr, "Groups")
+    if arr is None:
+        null_field("Groups")
     w_ccount(out, arr)
     for e in arr:
         _e_OffsetFetchRequestGroup_1(e, out)
     out += _ST_z.pack(o.require_stable)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 OffsetFetchRequest._DECODERS = (

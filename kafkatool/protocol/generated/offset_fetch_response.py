@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -383,7 +386,8 @@ def _e_OffsetFetchResponseTopic_0(o, out):
     """OffsetFetchResponseTopic, versions 0-4."""
     w_str(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_OffsetFetchResponsePartition_0(e, out)
@@ -411,7 +415,8 @@ def _d_OffsetFetchResponse_0(buf, pos, end):
 def _e_OffsetFetchResponse_0(o, out):
     """OffsetFetchResponse, versions 0-1."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_OffsetFetchResponseTopic_0(e, out)
@@ -445,7 +450,8 @@ def _d_OffsetFetchResponse_1(buf, pos, end):
 def _e_OffsetFetchResponse_1(o, out):
     """OffsetFetchResponse, versions 2."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_OffsetFetchResponseTopic_0(e, out)
@@ -485,7 +491,8 @@ def _e_OffsetFetchResponse_2(o, out):
     """OffsetFetchResponse, versions 3-4."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_OffsetFetchResponseTopic_0(e, out)
@@ -544,7 +551,8 @@ def _e_OffsetFetchResponseTopic_1(o, out):
     """OffsetFetchResponseTopic, versions 5."""
     w_str(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_OffsetFetchResponsePartition_1(e, out)
@@ -581,7 +589,8 @@ def _e_OffsetFetchResponse_3(o, out):
     """OffsetFetchResponse, versions 5."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_OffsetFetchResponseTopic_1(e, out)
@@ -603,17 +612,16 @@ def _d_OffsetFetchResponsePartition_2(buf, pos, end):
     pos += 2
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(OffsetFetchResponsePartition)
     o.partition_index = v_partition_index
     o.committed_offset = v_committed_offset
@@ -629,7 +637,10 @@ def _e_OffsetFetchResponsePartition_2(o, out):
     out += _ST_iqi.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
     w_ncstr(out, o.metadata)
     out += _ST_h.pack(o.error_code)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_OffsetFetchResponseTopic_2(buf, pos, end):
@@ -649,17 +660,16 @@ def _d_OffsetFetchResponseTopic_2(buf, pos, end):
             v_partitions.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(OffsetFetchResponseTopic)
     o.name = v_name
     o.partitions = v_partitions
@@ -671,11 +681,15 @@ def _e_OffsetFetchResponseTopic_2(o, out):
     """OffsetFetchResponseTopic, versions 6-7."""
     w_cstr(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_OffsetFetchResponsePartition_2(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_OffsetFetchResponse_4(buf, pos, end):
@@ -702,17 +716,16 @@ def _d_OffsetFetchResponse_4(buf, pos, end):
     pos += 2
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(OffsetFetchResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.topics = v_topics
@@ -726,14 +739,18 @@ def _e_OffsetFetchResponse_4(o, out):
     """OffsetFetchResponse, versions 6-7."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_OffsetFetchResponseTopic_2(e, out)
     out += _ST_h.pack(o.error_code)
     if o.groups is None or len(o.groups) > 0:
         raise UnsupportedVersionError("OffsetFetchResponse.Groups is not supported at version 6-7")
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_OffsetFetchResponsePartitions_0(buf, pos, end):
@@ -749,17 +766,16 @@ def _d_OffsetFetchResponsePartitions_0(buf, pos, end):
     pos += 2
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(OffsetFetchResponsePartitions)
     o.partition_index = v_partition_index
     o.committed_offset = v_committed_offset
@@ -775,7 +791,10 @@ def _e_OffsetFetchResponsePartitions_0(o, out):
     out += _ST_iqi.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
     w_ncstr(out, o.metadata)
     out += _ST_h.pack(o.error_code)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_OffsetFetchResponseTopics_0(buf, pos, end):
@@ -795,17 +814,16 @@ def _d_OffsetFetchResponseTopics_0(buf, pos, end):
             v_partitions.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(OffsetFetchResponseTopics)
     o.name = v_name
     o.partitions = v_partitions
@@ -817,11 +835,15 @@ def _e_OffsetFetchResponseTopics_0(o, out):
     """OffsetFetchResponseTopics, versions 8-9."""
     w_cstr(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_OffsetFetchResponsePartitions_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_OffsetFetchResponseGroup_0(buf, pos, end):
@@ -845,17 +867,16 @@ def _d_OffsetFetchResponseGroup_0(buf, pos, end):
     pos += 2
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(OffsetFetchResponseGroup)
     o.group_id = v_group_id
     o.topics = v_topics
@@ -868,12 +889,16 @@ def _e_OffsetFetchResponseGroup_0(o, out):
     """OffsetFetchResponseGroup, versions 8-9."""
     w_cstr(out, o.group_id)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_OffsetFetchResponseTopics_0(e, out)
     out += _ST_h.pack(o.error_code)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_OffsetFetchResponse_5(buf, pos, end):
@@ -896,17 +921,16 @@ def _d_OffsetFetchResponse_5(buf, pos, end):
             v_groups.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(OffsetFetchResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.topics = []
@@ -922,11 +946,15 @@ def _e_OffsetFetchResponse_5(o, out):
     if o.topics is None or len(o.topics) > 0:
         raise UnsupportedVersionError("OffsetFetchResponse.Topics is not supported at version 8-9")
     arr = o.groups
-    not_null(arr, "Groups")
+    if arr is None:
+        null_field("Groups")
     w_ccount(out, arr)
     for e in arr:
         _e_OffsetFetchResponseGroup_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 OffsetFetchResponse._DECODERS = (

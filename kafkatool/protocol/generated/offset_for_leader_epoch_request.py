@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -208,7 +211,8 @@ def _e_OffsetForLeaderTopic_0(o, out):
     """OffsetForLeaderTopic, versions 0-1."""
     w_str(out, o.topic)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_OffsetForLeaderPartition_0(e, out)
@@ -234,7 +238,8 @@ def _d_OffsetForLeaderEpochRequest_0(buf, pos, end):
 def _e_OffsetForLeaderEpochRequest_0(o, out):
     """OffsetForLeaderEpochRequest, versions 0-1."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_OffsetForLeaderTopic_0(e, out)
@@ -281,7 +286,8 @@ def _e_OffsetForLeaderTopic_1(o, out):
     """OffsetForLeaderTopic, versions 2-3."""
     w_str(out, o.topic)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_OffsetForLeaderPartition_1(e, out)
@@ -307,7 +313,8 @@ def _d_OffsetForLeaderEpochRequest_1(buf, pos, end):
 def _e_OffsetForLeaderEpochRequest_1(o, out):
     """OffsetForLeaderEpochRequest, versions 2."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_OffsetForLeaderTopic_1(e, out)
@@ -338,7 +345,8 @@ def _e_OffsetForLeaderEpochRequest_2(o, out):
     """OffsetForLeaderEpochRequest, versions 3."""
     out += _ST_i.pack(o.replica_id)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_OffsetForLeaderTopic_1(e, out)
@@ -352,17 +360,16 @@ def _d_OffsetForLeaderPartition_2(buf, pos, end):
     pos += 12
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(OffsetForLeaderPartition)
     o.partition = v_partition
     o.current_leader_epoch = v_current_leader_epoch
@@ -374,7 +381,10 @@ def _d_OffsetForLeaderPartition_2(buf, pos, end):
 def _e_OffsetForLeaderPartition_2(o, out):
     """OffsetForLeaderPartition, versions 4."""
     out += _ST_iii.pack(o.partition, o.current_leader_epoch, o.leader_epoch)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_OffsetForLeaderTopic_2(buf, pos, end):
@@ -394,17 +404,16 @@ def _d_OffsetForLeaderTopic_2(buf, pos, end):
             v_partitions.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(OffsetForLeaderTopic)
     o.topic = v_topic
     o.partitions = v_partitions
@@ -416,11 +425,15 @@ def _e_OffsetForLeaderTopic_2(o, out):
     """OffsetForLeaderTopic, versions 4."""
     w_cstr(out, o.topic)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_OffsetForLeaderPartition_2(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_OffsetForLeaderEpochRequest_3(buf, pos, end):
@@ -443,17 +456,16 @@ def _d_OffsetForLeaderEpochRequest_3(buf, pos, end):
             v_topics.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(OffsetForLeaderEpochRequest)
     o.replica_id = v_replica_id
     o.topics = v_topics
@@ -465,11 +477,15 @@ def _e_OffsetForLeaderEpochRequest_3(o, out):
     """OffsetForLeaderEpochRequest, versions 4."""
     out += _ST_i.pack(o.replica_id)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_OffsetForLeaderTopic_2(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 OffsetForLeaderEpochRequest._DECODERS = (

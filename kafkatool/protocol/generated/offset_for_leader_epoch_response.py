@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -202,7 +205,8 @@ def _e_OffsetForLeaderTopicResult_0(o, out):
     """OffsetForLeaderTopicResult, versions 0."""
     w_str(out, o.topic)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_EpochEndOffset_0(e, out)
@@ -228,7 +232,8 @@ def _d_OffsetForLeaderEpochResponse_0(buf, pos, end):
 def _e_OffsetForLeaderEpochResponse_0(o, out):
     """OffsetForLeaderEpochResponse, versions 0."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_OffsetForLeaderTopicResult_0(e, out)
@@ -281,7 +286,8 @@ def _e_OffsetForLeaderTopicResult_1(o, out):
     """OffsetForLeaderTopicResult, versions 1-3."""
     w_str(out, o.topic)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_EpochEndOffset_1(e, out)
@@ -307,7 +313,8 @@ def _d_OffsetForLeaderEpochResponse_1(buf, pos, end):
 def _e_OffsetForLeaderEpochResponse_1(o, out):
     """OffsetForLeaderEpochResponse, versions 1."""
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_OffsetForLeaderTopicResult_1(e, out)
@@ -338,7 +345,8 @@ def _e_OffsetForLeaderEpochResponse_2(o, out):
     """OffsetForLeaderEpochResponse, versions 2-3."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_OffsetForLeaderTopicResult_1(e, out)
@@ -352,17 +360,16 @@ def _d_EpochEndOffset_2(buf, pos, end):
     pos += 18
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(EpochEndOffset)
     o.error_code = v_error_code
     o.partition = v_partition
@@ -380,7 +387,10 @@ def _e_EpochEndOffset_2(o, out):
         o.leader_epoch,
         o.end_offset,
     )
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_OffsetForLeaderTopicResult_2(buf, pos, end):
@@ -400,17 +410,16 @@ def _d_OffsetForLeaderTopicResult_2(buf, pos, end):
             v_partitions.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(OffsetForLeaderTopicResult)
     o.topic = v_topic
     o.partitions = v_partitions
@@ -422,11 +431,15 @@ def _e_OffsetForLeaderTopicResult_2(o, out):
     """OffsetForLeaderTopicResult, versions 4."""
     w_cstr(out, o.topic)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_EpochEndOffset_2(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_OffsetForLeaderEpochResponse_3(buf, pos, end):
@@ -449,17 +462,16 @@ def _d_OffsetForLeaderEpochResponse_3(buf, pos, end):
             v_topics.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(OffsetForLeaderEpochResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.topics = v_topics
@@ -471,11 +483,15 @@ def _e_OffsetForLeaderEpochResponse_3(o, out):
     """OffsetForLeaderEpochResponse, versions 4."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_OffsetForLeaderTopicResult_2(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 OffsetForLeaderEpochResponse._DECODERS = (

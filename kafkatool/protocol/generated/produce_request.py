@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -211,7 +214,8 @@ def _e_TopicProduceData_0(o, out):
     """TopicProduceData, versions 0-8."""
     w_str(out, o.name)
     arr = o.partition_data
-    not_null(arr, "PartitionData")
+    if arr is None:
+        null_field("PartitionData")
     w_count(out, arr)
     for e in arr:
         _e_PartitionProduceData_0(e, out)
@@ -246,7 +250,8 @@ def _e_ProduceRequest_0(o, out):
         raise UnsupportedVersionError("ProduceRequest.TransactionalId is not supported at version 0-2")
     out += _ST_hi.pack(o.acks, o.timeout_ms)
     arr = o.topic_data
-    not_null(arr, "TopicData")
+    if arr is None:
+        null_field("TopicData")
     w_count(out, arr)
     for e in arr:
         _e_TopicProduceData_0(e, out)
@@ -281,7 +286,8 @@ def _e_ProduceRequest_1(o, out):
     w_nstr(out, o.transactional_id)
     out += _ST_hi.pack(o.acks, o.timeout_ms)
     arr = o.topic_data
-    not_null(arr, "TopicData")
+    if arr is None:
+        null_field("TopicData")
     w_count(out, arr)
     for e in arr:
         _e_TopicProduceData_0(e, out)
@@ -296,17 +302,16 @@ def _d_PartitionProduceData_1(buf, pos, end):
     v_records, pos = r_ncrecords(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(PartitionProduceData)
     o.index = v_index
     o.records = v_records
@@ -318,7 +323,10 @@ def _e_PartitionProduceData_1(o, out):
     """PartitionProduceData, versions 9-11."""
     out += _ST_i.pack(o.index)
     w_ncbytes(out, o.records)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_TopicProduceData_1(buf, pos, end):
@@ -338,17 +346,16 @@ def _d_TopicProduceData_1(buf, pos, end):
             v_partition_data.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(TopicProduceData)
     o.name = v_name
     o.partition_data = v_partition_data
@@ -360,11 +367,15 @@ def _e_TopicProduceData_1(o, out):
     """TopicProduceData, versions 9-11."""
     w_cstr(out, o.name)
     arr = o.partition_data
-    not_null(arr, "PartitionData")
+    if arr is None:
+        null_field("PartitionData")
     w_ccount(out, arr)
     for e in arr:
         _e_PartitionProduceData_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ProduceRequest_2(buf, pos, end):
@@ -388,17 +399,16 @@ def _d_ProduceRequest_2(buf, pos, end):
             v_topic_data.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ProduceRequest)
     o.transactional_id = v_transactional_id
     o.acks = v_acks
@@ -413,11 +423,15 @@ def _e_ProduceRequest_2(o, out):
     w_ncstr(out, o.transactional_id)
     out += _ST_hi.pack(o.acks, o.timeout_ms)
     arr = o.topic_data
-    not_null(arr, "TopicData")
+    if arr is None:
+        null_field("TopicData")
     w_ccount(out, arr)
     for e in arr:
         _e_TopicProduceData_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 ProduceRequest._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -370,7 +373,8 @@ def _e_TopicProduceResponse_0(o, out):
     """TopicProduceResponse, versions 0-1."""
     w_str(out, o.name)
     arr = o.partition_responses
-    not_null(arr, "PartitionResponses")
+    if arr is None:
+        null_field("PartitionResponses")
     w_count(out, arr)
     for e in arr:
         _e_PartitionProduceResponse_0(e, out)
@@ -397,7 +401,8 @@ def _d_ProduceResponse_0(buf, pos, end):
 def _e_ProduceResponse_0(o, out):
     """ProduceResponse, versions 0."""
     arr = o.responses
-    not_null(arr, "Responses")
+    if arr is None:
+        null_field("Responses")
     w_count(out, arr)
     for e in arr:
         _e_TopicProduceResponse_0(e, out)
@@ -430,7 +435,8 @@ def _d_ProduceResponse_1(buf, pos, end):
 def _e_ProduceResponse_1(o, out):
     """ProduceResponse, versions 1."""
     arr = o.responses
-    not_null(arr, "Responses")
+    if arr is None:
+        null_field("Responses")
     w_count(out, arr)
     for e in arr:
         _e_TopicProduceResponse_0(e, out)
@@ -494,7 +500,8 @@ def _e_TopicProduceResponse_1(o, out):
     """TopicProduceResponse, versions 2-4."""
     w_str(out, o.name)
     arr = o.partition_responses
-    not_null(arr, "PartitionResponses")
+    if arr is None:
+        null_field("PartitionResponses")
     w_count(out, arr)
     for e in arr:
         _e_PartitionProduceResponse_1(e, out)
@@ -525,7 +532,8 @@ def _d_ProduceResponse_2(buf, pos, end):
 def _e_ProduceResponse_2(o, out):
     """ProduceResponse, versions 2-4."""
     arr = o.responses
-    not_null(arr, "Responses")
+    if arr is None:
+        null_field("Responses")
     w_count(out, arr)
     for e in arr:
         _e_TopicProduceResponse_1(e, out)
@@ -592,7 +600,8 @@ def _e_TopicProduceResponse_2(o, out):
     """TopicProduceResponse, versions 5-7."""
     w_str(out, o.name)
     arr = o.partition_responses
-    not_null(arr, "PartitionResponses")
+    if arr is None:
+        null_field("PartitionResponses")
     w_count(out, arr)
     for e in arr:
         _e_PartitionProduceResponse_2(e, out)
@@ -623,7 +632,8 @@ def _d_ProduceResponse_3(buf, pos, end):
 def _e_ProduceResponse_3(o, out):
     """ProduceResponse, versions 5-7."""
     arr = o.responses
-    not_null(arr, "Responses")
+    if arr is None:
+        null_field("Responses")
     w_count(out, arr)
     for e in arr:
         _e_TopicProduceResponse_2(e, out)
@@ -692,7 +702,8 @@ def _e_PartitionProduceResponse_3(o, out):
         o.log_start_offset,
     )
     arr = o.record_errors
-    not_null(arr, "RecordErrors")
+    if arr is None:
+        null_field("RecordErrors")
     w_count(out, arr)
     for e in arr:
         _e_BatchIndexAndErrorMessage_0(e, out)
@@ -723,7 +734,8 @@ def _e_TopicProduceResponse_3(o, out):
     """TopicProduceResponse, versions 8."""
     w_str(out, o.name)
     arr = o.partition_responses
-    not_null(arr, "PartitionResponses")
+    if arr is None:
+        null_field("PartitionResponses")
     w_count(out, arr)
     for e in arr:
         _e_PartitionProduceResponse_3(e, out)
@@ -754,7 +766,8 @@ def _d_ProduceResponse_4(buf, pos, end):
 def _e_ProduceResponse_4(o, out):
     """ProduceResponse, versions 8."""
     arr = o.responses
-    not_null(arr, "Responses")
+    if arr is None:
+        null_field("Responses")
     w_count(out, arr)
     for e in arr:
         _e_TopicProduceResponse_3(e, out)
@@ -772,17 +785,16 @@ def _d_BatchIndexAndErrorMessage_1(buf, pos, end):
     v_batch_index_error_message, pos = r_ncstr(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(BatchIndexAndErrorMessage)
     o.batch_index = v_batch_index
     o.batch_index_error_message = v_batch_index_error_message
@@ -794,7 +806,10 @@ def _e_BatchIndexAndErrorMessage_1(o, out):
     """BatchIndexAndErrorMessage, versions 9-11."""
     out += _ST_i.pack(o.batch_index)
     w_ncstr(out, o.batch_index_error_message)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_PartitionProduceResponse_4(buf, pos, end):
@@ -820,17 +835,16 @@ def _d_PartitionProduceResponse_4(buf, pos, end):
     v_error_message, pos = r_ncstr(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(PartitionProduceResponse)
     o.index = v_index
     o.error_code = v_error_code
@@ -854,14 +868,18 @@ def _e_PartitionProduceResponse_4(o, out):
         o.log_start_offset,
     )
     arr = o.record_errors
-    not_null(arr, "RecordErrors")
+    if arr is None:
+        null_field("RecordErrors")
     w_ccount(out, arr)
     for e in arr:
         _e_BatchIndexAndErrorMessage_1(e, out)
     w_ncstr(out, o.error_message)
     if o.current_leader is None or _nd_LeaderIdAndEpoch(o.current_leader):
         raise UnsupportedVersionError("PartitionProduceResponse.CurrentLeader is not supported at version 9")
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_TopicProduceResponse_4(buf, pos, end):
@@ -881,17 +899,16 @@ def _d_TopicProduceResponse_4(buf, pos, end):
             v_partition_responses.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(TopicProduceResponse)
     o.name = v_name
     o.partition_responses = v_partition_responses
@@ -903,11 +920,15 @@ def _e_TopicProduceResponse_4(o, out):
     """TopicProduceResponse, versions 9."""
     w_cstr(out, o.name)
     arr = o.partition_responses
-    not_null(arr, "PartitionResponses")
+    if arr is None:
+        null_field("PartitionResponses")
     w_ccount(out, arr)
     for e in arr:
         _e_PartitionProduceResponse_4(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ProduceResponse_5(buf, pos, end):
@@ -930,17 +951,16 @@ def _d_ProduceResponse_5(buf, pos, end):
     pos += 4
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ProduceResponse)
     o.responses = v_responses
     o.throttle_time_ms = v_throttle_time_ms
@@ -952,14 +972,18 @@ def _d_ProduceResponse_5(buf, pos, end):
 def _e_ProduceResponse_5(o, out):
     """ProduceResponse, versions 9."""
     arr = o.responses
-    not_null(arr, "Responses")
+    if arr is None:
+        null_field("Responses")
     w_ccount(out, arr)
     for e in arr:
         _e_TopicProduceResponse_4(e, out)
     out += _ST_i.pack(o.throttle_time_ms)
     if o.node_endpoints is None or len(o.node_endpoints) > 0:
         raise UnsupportedVersionError("ProduceResponse.NodeEndpoints is not supported at version 9")
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_LeaderIdAndEpoch_0(buf, pos, end):
@@ -970,17 +994,16 @@ def _d_LeaderIdAndEpoch_0(buf, pos, end):
     pos += 8
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(LeaderIdAndEpoch)
     o.leader_id = v_leader_id
     o.leader_epoch = v_leader_epoch
@@ -991,7 +1014,10 @@ def _d_LeaderIdAndEpoch_0(buf, pos, end):
 def _e_LeaderIdAndEpoch_0(o, out):
     """LeaderIdAndEpoch, versions 10-11."""
     out += _ST_ii.pack(o.leader_id, o.leader_epoch)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_PartitionProduceResponse_5(buf, pos, end):
@@ -1018,19 +1044,18 @@ def _d_PartitionProduceResponse_5(buf, pos, end):
     v_current_leader = LeaderIdAndEpoch()
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if tag == 0:
-            v_current_leader, pos = _d_LeaderIdAndEpoch_0(buf, pos, t_end)
-        elif unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if tag == 0:
+                v_current_leader, pos = _d_LeaderIdAndEpoch_0(buf, pos, t_end)
+            elif unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(PartitionProduceResponse)
     o.index = v_index
     o.error_code = v_error_code
@@ -1054,7 +1079,8 @@ def _e_PartitionProduceResponse_5(o, out):
         o.log_start_offset,
     )
     arr = o.record_errors
-    not_null(arr, "RecordErrors")
+    if arr is None:
+        null_field("RecordErrors")
     w_ccount(out, arr)
     for e in arr:
         _e_BatchIndexAndErrorMessage_1(e, out)
@@ -1087,17 +1113,16 @@ def _d_TopicProduceResponse_5(buf, pos, end):
             v_partition_responses.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(TopicProduceResponse)
     o.name = v_name
     o.partition_responses = v_partition_responses
@@ -1109,11 +1134,15 @@ def _e_TopicProduceResponse_5(o, out):
     """TopicProduceResponse, versions 10-11."""
     w_cstr(out, o.name)
     arr = o.partition_responses
-    not_null(arr, "PartitionResponses")
+    if arr is None:
+        null_field("PartitionResponses")
     w_ccount(out, arr)
     for e in arr:
         _e_PartitionProduceResponse_5(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_NodeEndpoint_0(buf, pos, end):
@@ -1130,17 +1159,16 @@ def _d_NodeEndpoint_0(buf, pos, end):
     v_rack, pos = r_ncstr(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(NodeEndpoint)
     o.node_id = v_node_id
     o.host = v_host
@@ -1156,7 +1184,10 @@ def _e_NodeEndpoint_0(o, out):
     w_cstr(out, o.host)
     out += _ST_i.pack(o.port)
     w_ncstr(out, o.rack)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ProduceResponse_6(buf, pos, end):
@@ -1180,30 +1211,29 @@ def _d_ProduceResponse_6(buf, pos, end):
     v_node_endpoints = []
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if tag == 0:
-            if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
-                n = buf[pos] - 1
-                pos += 1
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if tag == 0:
+                if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
+                    n = buf[pos] - 1
+                    pos += 1
+                else:
+                    n, pos = r_ccount(buf, pos, t_end)
+                if n < 0:
+                    null_error(pos, "NodeEndpoints")
+                else:
+                    v_node_endpoints = []
+                    for _ in range(n):
+                        e, pos = _d_NodeEndpoint_0(buf, pos, t_end)
+                        v_node_endpoints.append(e)
+            elif unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
             else:
-                n, pos = r_ccount(buf, pos, t_end)
-            if n < 0:
-                null_error(pos, "NodeEndpoints")
-            else:
-                v_node_endpoints = []
-                for _ in range(n):
-                    e, pos = _d_NodeEndpoint_0(buf, pos, t_end)
-                    v_node_endpoints.append(e)
-        elif unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ProduceResponse)
     o.responses = v_responses
     o.throttle_time_ms = v_throttle_time_ms
@@ -1215,7 +1245,8 @@ def _d_ProduceResponse_6(buf, pos, end):
 def _e_ProduceResponse_6(o, out):
     """ProduceResponse, versions 10-11."""
     arr = o.responses
-    not_null(arr, "Responses")
+    if arr is None:
+        null_field("Responses")
     w_ccount(out, arr)
     for e in arr:
         _e_TopicProduceResponse_5(e, out)
@@ -1224,7 +1255,8 @@ def _e_ProduceResponse_6(o, out):
     if o.node_endpoints is None or len(o.node_endpoints) > 0:
         t = bytearray()
         arr = o.node_endpoints
-        not_null(arr, "NodeEndpoints")
+        if arr is None:
+            null_field("NodeEndpoints")
         w_ccount(t, arr)
         for e in arr:
             _e_NodeEndpoint_0(e, t)

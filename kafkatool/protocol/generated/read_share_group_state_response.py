@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -210,17 +213,16 @@ def _d_StateBatch_0(buf, pos, end):
     pos += 19
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(StateBatch)
     o.first_offset = v_first_offset
     o.last_offset = v_last_offset
@@ -238,7 +240,10 @@ def _e_StateBatch_0(o, out):
         o.delivery_state,
         o.delivery_count,
     )
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_PartitionResult_0(buf, pos, end):
@@ -266,17 +271,16 @@ def _d_PartitionResult_0(buf, pos, end):
             v_state_batches.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(PartitionResult)
     o.partition = v_partition
     o.error_code = v_error_code
@@ -294,11 +298,15 @@ def _e_PartitionResult_0(o, out):
     w_ncstr(out, o.error_message)
     out += _ST_iq.pack(o.state_epoch, o.start_offset)
     arr = o.state_batches
-    not_null(arr, "StateBatches")
+    if arr is None:
+        null_field("StateBatches")
     w_ccount(out, arr)
     for e in arr:
         _e_StateBatch_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ReadStateResult_0(buf, pos, end):
@@ -322,17 +330,16 @@ def _d_ReadStateResult_0(buf, pos, end):
             v_partitions.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ReadStateResult)
     o.topic_id = v_topic_id
     o.partitions = v_partitions
@@ -344,11 +351,15 @@ def _e_ReadStateResult_0(o, out):
     """ReadStateResult, versions 0."""
     out += _ST_16s.pack(o.topic_id.bytes)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_PartitionResult_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ReadShareGroupStateResponse_0(buf, pos, end):
@@ -367,17 +378,16 @@ def _d_ReadShareGroupStateResponse_0(buf, pos, end):
             v_results.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ReadShareGroupStateResponse)
     o.results = v_results
     o._unknown_tags = unknown
@@ -387,11 +397,15 @@ def _d_ReadShareGroupStateResponse_0(buf, pos, end):
 def _e_ReadShareGroupStateResponse_0(o, out):
     """ReadShareGroupStateResponse, versions 0."""
     arr = o.results
-    not_null(arr, "Results")
+    if arr is None:
+        null_field("Results")
     w_ccount(out, arr)
     for e in arr:
         _e_ReadStateResult_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 ReadShareGroupStateResponse._DECODERS = (_d_ReadShareGroupStateResponse_0,)

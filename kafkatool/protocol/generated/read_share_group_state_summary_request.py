@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -160,17 +163,16 @@ def _d_PartitionData_0(buf, pos, end):
     pos += 8
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(PartitionData)
     o.partition = v_partition
     o.leader_epoch = v_leader_epoch
@@ -181,7 +183,10 @@ def _d_PartitionData_0(buf, pos, end):
 def _e_PartitionData_0(o, out):
     """PartitionData, versions 0."""
     out += _ST_ii.pack(o.partition, o.leader_epoch)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ReadStateSummaryData_0(buf, pos, end):
@@ -205,17 +210,16 @@ def _d_ReadStateSummaryData_0(buf, pos, end):
             v_partitions.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ReadStateSummaryData)
     o.topic_id = v_topic_id
     o.partitions = v_partitions
@@ -227,11 +231,15 @@ def _e_ReadStateSummaryData_0(o, out):
     """ReadStateSummaryData, versions 0."""
     out += _ST_16s.pack(o.topic_id.bytes)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_PartitionData_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ReadShareGroupStateSummaryRequest_0(buf, pos, end):
@@ -251,17 +259,16 @@ def _d_ReadShareGroupStateSummaryRequest_0(buf, pos, end):
             v_topics.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ReadShareGroupStateSummaryRequest)
     o.group_id = v_group_id
     o.topics = v_topics
@@ -273,11 +280,15 @@ def _e_ReadShareGroupStateSummaryRequest_0(o, out):
     """ReadShareGroupStateSummaryRequest, versions 0."""
     w_cstr(out, o.group_id)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_ReadStateSummaryData_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 ReadShareGroupStateSummaryRequest._DECODERS = (_d_ReadShareGroupStateSummaryRequest_0,)

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -107,17 +110,16 @@ def _d_RemoveRaftVoterRequest_0(buf, pos, end):
     v_voter_directory_id = r_uuid(v_voter_directory_id)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(RemoveRaftVoterRequest)
     o.cluster_id = v_cluster_id
     o.voter_id = v_voter_id
@@ -130,7 +132,10 @@ def _e_RemoveRaftVoterRequest_0(o, out):
     """RemoveRaftVoterRequest, versions 0."""
     w_ncstr(out, o.cluster_id)
     out += _ST_i16s.pack(o.voter_id, o.voter_directory_id.bytes)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 RemoveRaftVoterRequest._DECODERS = (_d_RemoveRaftVoterRequest_0,)

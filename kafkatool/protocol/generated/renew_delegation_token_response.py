@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -126,17 +129,16 @@ def _d_RenewDelegationTokenResponse_1(buf, pos, end):
     pos += 14
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(RenewDelegationTokenResponse)
     o.error_code = v_error_code
     o.expiry_timestamp_ms = v_expiry_timestamp_ms
@@ -148,7 +150,10 @@ def _d_RenewDelegationTokenResponse_1(buf, pos, end):
 def _e_RenewDelegationTokenResponse_1(o, out):
     """RenewDelegationTokenResponse, versions 2."""
     out += _ST_hqi.pack(o.error_code, o.expiry_timestamp_ms, o.throttle_time_ms)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 RenewDelegationTokenResponse._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -106,7 +109,8 @@ def _e_SaslHandshakeResponse_0(o, out):
     """SaslHandshakeResponse, versions 0-1."""
     out += _ST_h.pack(o.error_code)
     arr = o.mechanisms
-    not_null(arr, "Mechanisms")
+    if arr is None:
+        null_field("Mechanisms")
     w_count(out, arr)
     w_str_array(out, arr, False)
 

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -54,6 +57,8 @@ _new = object.__new__
 _ST_16s = struct.Struct(">16s")
 _ST_i = struct.Struct(">i")
 _ST_qq = struct.Struct(">qq")
+_AR__b = array_structs("", "b")
+_AR_B_b = array_structs("B", "b")
 
 __all__ = ["AcknowledgePartition", "AcknowledgeTopic", "AcknowledgementBatch", "ShareAcknowledgeRequest"]
 
@@ -218,28 +223,27 @@ def _d_AcknowledgementBatch_0(buf, pos, end):
         truncated(pos, "AcknowledgementBatch")
     v_first_offset, v_last_offset = _ST_qq.unpack_from(buf, pos)
     pos += 16
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 1 <= end:
+        v_acknowledge_types = list(_AR__b[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 1
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "AcknowledgeTypes")
-    else:
-        v_acknowledge_types, pos = r_fixed_array(buf, pos, end, n, "b", 1)
+        if n < 0:
+            null_error(pos, "AcknowledgeTypes")
+        else:
+            v_acknowledge_types, pos = r_fixed_array(buf, pos, end, n, "b", 1)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(AcknowledgementBatch)
     o.first_offset = v_first_offset
     o.last_offset = v_last_offset
@@ -252,10 +256,29 @@ def _e_AcknowledgementBatch_0(o, out):
     """AcknowledgementBatch, versions 0."""
     out += _ST_qq.pack(o.first_offset, o.last_offset)
     arr = o.acknowledge_types
-    not_null(arr, "AcknowledgeTypes")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "b")
-    w_unknown_tags(out, o._unknown_tags)
+    if arr is None:
+        null_field("AcknowledgeTypes")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_b[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_b[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_b[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_b[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_b[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "b")
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_AcknowledgePartition_0(buf, pos, end):
@@ -278,17 +301,16 @@ def _d_AcknowledgePartition_0(buf, pos, end):
             v_acknowledgement_batches.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(AcknowledgePartition)
     o.partition_index = v_partition_index
     o.acknowledgement_batches = v_acknowledgement_batches
@@ -300,11 +322,15 @@ def _e_AcknowledgePartition_0(o, out):
     """AcknowledgePartition, versions 0."""
     out += _ST_i.pack(o.partition_index)
     arr = o.acknowledgement_batches
-    not_null(arr, "AcknowledgementBatches")
+    if arr is None:
+        null_field("AcknowledgementBatches")
     w_ccount(out, arr)
     for e in arr:
         _e_AcknowledgementBatch_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_AcknowledgeTopic_0(buf, pos, end):
@@ -328,17 +354,16 @@ def _d_AcknowledgeTopic_0(buf, pos, end):
             v_partitions.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(AcknowledgeTopic)
     o.topic_id = v_topic_id
     o.partitions = v_partitions
@@ -350,11 +375,15 @@ def _e_AcknowledgeTopic_0(o, out):
     """AcknowledgeTopic, versions 0."""
     out += _ST_16s.pack(o.topic_id.bytes)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_AcknowledgePartition_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ShareAcknowledgeRequest_0(buf, pos, end):
@@ -379,17 +408,16 @@ def _d_ShareAcknowledgeRequest_0(buf, pos, end):
             v_topics.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ShareAcknowledgeRequest)
     o.group_id = v_group_id
     o.member_id = v_member_id
@@ -405,11 +433,15 @@ def _e_ShareAcknowledgeRequest_0(o, out):
     w_ncstr(out, o.member_id)
     out += _ST_i.pack(o.share_session_epoch)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_AcknowledgeTopic_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 ShareAcknowledgeRequest._DECODERS = (_d_ShareAcknowledgeRequest_0,)

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -55,6 +58,10 @@ _ST_16s = struct.Struct(">16s")
 _ST_ii = struct.Struct(">ii")
 _ST_iiii = struct.Struct(">iiii")
 _ST_qq = struct.Struct(">qq")
+_AR__b = array_structs("", "b")
+_AR__i = array_structs("", "i")
+_AR_B_b = array_structs("B", "b")
+_AR_B_i = array_structs("B", "i")
 
 __all__ = ["AcknowledgementBatch", "FetchPartition", "FetchTopic", "ForgottenTopic", "ShareFetchRequest"]
 
@@ -292,28 +299,27 @@ def _d_AcknowledgementBatch_0(buf, pos, end):
         truncated(pos, "AcknowledgementBatch")
     v_first_offset, v_last_offset = _ST_qq.unpack_from(buf, pos)
     pos += 16
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 1 <= end:
+        v_acknowledge_types = list(_AR__b[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 1
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "AcknowledgeTypes")
-    else:
-        v_acknowledge_types, pos = r_fixed_array(buf, pos, end, n, "b", 1)
+        if n < 0:
+            null_error(pos, "AcknowledgeTypes")
+        else:
+            v_acknowledge_types, pos = r_fixed_array(buf, pos, end, n, "b", 1)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(AcknowledgementBatch)
     o.first_offset = v_first_offset
     o.last_offset = v_last_offset
@@ -326,10 +332,29 @@ def _e_AcknowledgementBatch_0(o, out):
     """AcknowledgementBatch, versions 0."""
     out += _ST_qq.pack(o.first_offset, o.last_offset)
     arr = o.acknowledge_types
-    not_null(arr, "AcknowledgeTypes")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "b")
-    w_unknown_tags(out, o._unknown_tags)
+    if arr is None:
+        null_field("AcknowledgeTypes")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_b[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_b[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_b[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_b[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_b[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "b")
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_FetchPartition_0(buf, pos, end):
@@ -352,17 +377,16 @@ def _d_FetchPartition_0(buf, pos, end):
             v_acknowledgement_batches.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(FetchPartition)
     o.partition_index = v_partition_index
     o.partition_max_bytes = v_partition_max_bytes
@@ -375,11 +399,15 @@ def _e_FetchPartition_0(o, out):
     """FetchPartition, versions 0."""
     out += _ST_ii.pack(o.partition_index, o.partition_max_bytes)
     arr = o.acknowledgement_batches
-    not_null(arr, "AcknowledgementBatches")
+    if arr is None:
+        null_field("AcknowledgementBatches")
     w_ccount(out, arr)
     for e in arr:
         _e_AcknowledgementBatch_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_FetchTopic_0(buf, pos, end):
@@ -403,17 +431,16 @@ def _d_FetchTopic_0(buf, pos, end):
             v_partitions.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(FetchTopic)
     o.topic_id = v_topic_id
     o.partitions = v_partitions
@@ -425,11 +452,15 @@ def _e_FetchTopic_0(o, out):
     """FetchTopic, versions 0."""
     out += _ST_16s.pack(o.topic_id.bytes)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_FetchPartition_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ForgottenTopic_0(buf, pos, end):
@@ -439,28 +470,27 @@ def _d_ForgottenTopic_0(buf, pos, end):
     (v_topic_id,) = _ST_16s.unpack_from(buf, pos)
     pos += 16
     v_topic_id = r_uuid(v_topic_id)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_partitions = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "Partitions")
-    else:
-        v_partitions, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        if n < 0:
+            null_error(pos, "Partitions")
+        else:
+            v_partitions, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ForgottenTopic)
     o.topic_id = v_topic_id
     o.partitions = v_partitions
@@ -472,10 +502,29 @@ def _e_ForgottenTopic_0(o, out):
     """ForgottenTopic, versions 0."""
     out += _ST_16s.pack(o.topic_id.bytes)
     arr = o.partitions
-    not_null(arr, "Partitions")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
-    w_unknown_tags(out, o._unknown_tags)
+    if arr is None:
+        null_field("Partitions")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_ShareFetchRequest_0(buf, pos, end):
@@ -512,17 +561,16 @@ def _d_ShareFetchRequest_0(buf, pos, end):
             v_forgotten_topics_data.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(ShareFetchRequest)
     o.group_id = v_group_id
     o.member_id = v_member_id
@@ -547,16 +595,21 @@ def _e_ShareFetchRequest_0(o, out):
         o.max_bytes,
     )
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_FetchTopic_0(e, out)
     arr = o.forgotten_topics_data
-    not_null(arr, "ForgottenTopicsData")
+    if arr is None:
+        null_field("ForgottenTopicsData")
     w_ccount(out, arr)
     for e in arr:
         _e_ForgottenTopic_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 ShareFetchRequest._DECODERS = (_d_ShareFetchRequest_0,)

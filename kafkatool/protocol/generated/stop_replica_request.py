@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -59,6 +62,9 @@ _ST_iiq = struct.Struct(">iiq")
 _ST_iiqz = struct.Struct(">iiq?")
 _ST_iq = struct.Struct(">iq")
 _ST_iqz = struct.Struct(">iq?")
+_AR__i = array_structs("", "i")
+_AR_B_i = array_structs("B", "i")
+_AR_i_i = array_structs("i", "i")
 
 __all__ = [
     "StopReplicaPartitionState",
@@ -338,7 +344,8 @@ def _e_StopReplicaRequest_0(o, out):
         raise UnsupportedVersionError("StopReplicaRequest.isKRaftController is not supported at version 0")
     out += _ST_iz.pack(o.controller_epoch, o.delete_partitions)
     arr = o.ungrouped_partitions
-    not_null(arr, "UngroupedPartitions")
+    if arr is None:
+        null_field("UngroupedPartitions")
     w_count(out, arr)
     for e in arr:
         _e_StopReplicaPartitionV0_0(e, out)
@@ -351,11 +358,19 @@ def _e_StopReplicaRequest_0(o, out):
 def _d_StopReplicaTopicV1_0(buf, pos, end):
     """StopReplicaTopicV1, versions 1."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "PartitionIndexes")
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 4 <= end
+    ):
+        v_partition_indexes = list(_AR__i[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 4
     else:
-        v_partition_indexes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        n, pos = r_count(buf, pos, end)
+        if n < 0:
+            null_error(pos, "PartitionIndexes")
+        else:
+            v_partition_indexes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     o = _new(StopReplicaTopicV1)
     o.name = v_name
     o.partition_indexes = v_partition_indexes
@@ -367,9 +382,25 @@ def _e_StopReplicaTopicV1_0(o, out):
     """StopReplicaTopicV1, versions 1."""
     w_str(out, o.name)
     arr = o.partition_indexes
-    not_null(arr, "PartitionIndexes")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("PartitionIndexes")
+    n = len(arr)
+    if n == 0:
+        out += _AR_i_i[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_i[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_i[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_i[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
 
 
 def _d_StopReplicaRequest_1(buf, pos, end):
@@ -408,7 +439,8 @@ def _e_StopReplicaRequest_1(o, out):
     if o.ungrouped_partitions is None or len(o.ungrouped_partitions) > 0:
         raise UnsupportedVersionError("StopReplicaRequest.UngroupedPartitions is not supported at version 1")
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_StopReplicaTopicV1_0(e, out)
@@ -419,28 +451,27 @@ def _e_StopReplicaRequest_1(o, out):
 def _d_StopReplicaTopicV1_1(buf, pos, end):
     """StopReplicaTopicV1, versions 2."""
     v_name, pos = r_cstr(buf, pos, end)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_partition_indexes = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "PartitionIndexes")
-    else:
-        v_partition_indexes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        if n < 0:
+            null_error(pos, "PartitionIndexes")
+        else:
+            v_partition_indexes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(StopReplicaTopicV1)
     o.name = v_name
     o.partition_indexes = v_partition_indexes
@@ -452,10 +483,29 @@ def _e_StopReplicaTopicV1_1(o, out):
     """StopReplicaTopicV1, versions 2."""
     w_cstr(out, o.name)
     arr = o.partition_indexes
-    not_null(arr, "PartitionIndexes")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
-    w_unknown_tags(out, o._unknown_tags)
+    if arr is None:
+        null_field("PartitionIndexes")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_StopReplicaRequest_2(buf, pos, end):
@@ -478,17 +528,16 @@ def _d_StopReplicaRequest_2(buf, pos, end):
             v_topics.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(StopReplicaRequest)
     o.controller_id = v_controller_id
     o.is_k_raft_controller = False
@@ -511,13 +560,17 @@ def _e_StopReplicaRequest_2(o, out):
     if o.ungrouped_partitions is None or len(o.ungrouped_partitions) > 0:
         raise UnsupportedVersionError("StopReplicaRequest.UngroupedPartitions is not supported at version 2")
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_StopReplicaTopicV1_1(e, out)
     if o.topic_states is None or len(o.topic_states) > 0:
         raise UnsupportedVersionError("StopReplicaRequest.TopicStates is not supported at version 2")
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_StopReplicaPartitionState_0(buf, pos, end):
@@ -528,17 +581,16 @@ def _d_StopReplicaPartitionState_0(buf, pos, end):
     pos += 9
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(StopReplicaPartitionState)
     o.partition_index = v_partition_index
     o.leader_epoch = v_leader_epoch
@@ -550,7 +602,10 @@ def _d_StopReplicaPartitionState_0(buf, pos, end):
 def _e_StopReplicaPartitionState_0(o, out):
     """StopReplicaPartitionState, versions 3-4."""
     out += _ST_iiz.pack(o.partition_index, o.leader_epoch, o.delete_partition)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_StopReplicaTopicState_0(buf, pos, end):
@@ -570,17 +625,16 @@ def _d_StopReplicaTopicState_0(buf, pos, end):
             v_partition_states.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(StopReplicaTopicState)
     o.topic_name = v_topic_name
     o.partition_states = v_partition_states
@@ -592,11 +646,15 @@ def _e_StopReplicaTopicState_0(o, out):
     """StopReplicaTopicState, versions 3-4."""
     w_cstr(out, o.topic_name)
     arr = o.partition_states
-    not_null(arr, "PartitionStates")
+    if arr is None:
+        null_field("PartitionStates")
     w_ccount(out, arr)
     for e in arr:
         _e_StopReplicaPartitionState_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_StopReplicaRequest_3(buf, pos, end):
@@ -619,17 +677,16 @@ def _d_StopReplicaRequest_3(buf, pos, end):
             v_topic_states.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(StopReplicaRequest)
     o.controller_id = v_controller_id
     o.is_k_raft_controller = False
@@ -656,11 +713,15 @@ def _e_StopReplicaRequest_3(o, out):
     if o.topics is None or len(o.topics) > 0:
         raise UnsupportedVersionError("StopReplicaRequest.Topics is not supported at version 3")
     arr = o.topic_states
-    not_null(arr, "TopicStates")
+    if arr is None:
+        null_field("TopicStates")
     w_ccount(out, arr)
     for e in arr:
         _e_StopReplicaTopicState_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_StopReplicaRequest_4(buf, pos, end):
@@ -685,17 +746,16 @@ def _d_StopReplicaRequest_4(buf, pos, end):
             v_topic_states.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(StopReplicaRequest)
     o.controller_id = v_controller_id
     o.is_k_raft_controller = v_is_k_raft_controller
@@ -724,11 +784,15 @@ def _e_StopReplicaRequest_4(o, out):
     if o.topics is None or len(o.topics) > 0:
         raise UnsupportedVersionError("StopReplicaRequest.Topics is not supported at version 4")
     arr = o.topic_states
-    not_null(arr, "TopicStates")
+    if arr is None:
+        null_field("TopicStates")
     w_ccount(out, arr)
     for e in arr:
         _e_StopReplicaTopicState_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 StopReplicaRequest._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -168,7 +171,8 @@ def _e_StopReplicaResponse_0(o, out):
     """StopReplicaResponse, versions 0-1."""
     out += _ST_h.pack(o.error_code)
     arr = o.partition_errors
-    not_null(arr, "PartitionErrors")
+    if arr is None:
+        null_field("PartitionErrors")
     w_count(out, arr)
     for e in arr:
         _e_StopReplicaPartitionError_0(e, out)
@@ -183,17 +187,16 @@ def _d_StopReplicaPartitionError_1(buf, pos, end):
     pos += 6
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(StopReplicaPartitionError)
     o.topic_name = v_topic_name
     o.partition_index = v_partition_index
@@ -206,7 +209,10 @@ def _e_StopReplicaPartitionError_1(o, out):
     """StopReplicaPartitionError, versions 2-4."""
     w_cstr(out, o.topic_name)
     out += _ST_ih.pack(o.partition_index, o.error_code)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_StopReplicaResponse_1(buf, pos, end):
@@ -229,17 +235,16 @@ def _d_StopReplicaResponse_1(buf, pos, end):
             v_partition_errors.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(StopReplicaResponse)
     o.error_code = v_error_code
     o.partition_errors = v_partition_errors
@@ -251,11 +256,15 @@ def _e_StopReplicaResponse_1(o, out):
     """StopReplicaResponse, versions 2-4."""
     out += _ST_h.pack(o.error_code)
     arr = o.partition_errors
-    not_null(arr, "PartitionErrors")
+    if arr is None:
+        null_field("PartitionErrors")
     w_ccount(out, arr)
     for e in arr:
         _e_StopReplicaPartitionError_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 StopReplicaResponse._DECODERS = (

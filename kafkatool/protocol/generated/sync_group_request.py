@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -209,7 +212,8 @@ def _e_SyncGroupRequest_0(o, out):
     if o.group_instance_id is not None:
         raise UnsupportedVersionError("SyncGroupRequest.GroupInstanceId is not supported at version 0-2")
     arr = o.assignments
-    not_null(arr, "Assignments")
+    if arr is None:
+        null_field("Assignments")
     w_count(out, arr)
     for e in arr:
         _e_SyncGroupRequestAssignment_0(e, out)
@@ -251,7 +255,8 @@ def _e_SyncGroupRequest_1(o, out):
     w_str(out, o.member_id)
     w_nstr(out, o.group_instance_id)
     arr = o.assignments
-    not_null(arr, "Assignments")
+    if arr is None:
+        null_field("Assignments")
     w_count(out, arr)
     for e in arr:
         _e_SyncGroupRequestAssignment_0(e, out)
@@ -263,17 +268,16 @@ def _d_SyncGroupRequestAssignment_1(buf, pos, end):
     v_assignment, pos = r_cbytes(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(SyncGroupRequestAssignment)
     o.member_id = v_member_id
     o.assignment = v_assignment
@@ -285,7 +289,10 @@ def _e_SyncGroupRequestAssignment_1(o, out):
     """SyncGroupRequestAssignment, versions 4-5."""
     w_cstr(out, o.member_id)
     w_cbytes(out, o.assignment)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_SyncGroupRequest_2(buf, pos, end):
@@ -311,17 +318,16 @@ def _d_SyncGroupRequest_2(buf, pos, end):
             v_assignments.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(SyncGroupRequest)
     o.group_id = v_group_id
     o.generation_id = v_generation_id
@@ -341,11 +347,15 @@ def _e_SyncGroupRequest_2(o, out):
     w_cstr(out, o.member_id)
     w_ncstr(out, o.group_instance_id)
     arr = o.assignments
-    not_null(arr, "Assignments")
+    if arr is None:
+        null_field("Assignments")
     w_ccount(out, arr)
     for e in arr:
         _e_SyncGroupRequestAssignment_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_SyncGroupRequest_3(buf, pos, end):
@@ -373,17 +383,16 @@ def _d_SyncGroupRequest_3(buf, pos, end):
             v_assignments.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(SyncGroupRequest)
     o.group_id = v_group_id
     o.generation_id = v_generation_id
@@ -405,11 +414,15 @@ def _e_SyncGroupRequest_3(o, out):
     w_ncstr(out, o.protocol_type)
     w_ncstr(out, o.protocol_name)
     arr = o.assignments
-    not_null(arr, "Assignments")
+    if arr is None:
+        null_field("Assignments")
     w_ccount(out, arr)
     for e in arr:
         _e_SyncGroupRequestAssignment_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 SyncGroupRequest._DECODERS = (

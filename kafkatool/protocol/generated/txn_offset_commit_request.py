@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -279,7 +282,8 @@ def _e_TxnOffsetCommitRequestTopic_0(o, out):
     """TxnOffsetCommitRequestTopic, versions 0-1."""
     w_str(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_TxnOffsetCommitRequestPartition_0(e, out)
@@ -328,7 +332,8 @@ def _e_TxnOffsetCommitRequest_0(o, out):
             "TxnOffsetCommitRequest.GroupInstanceId is not supported at version 0-1"
         )
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_TxnOffsetCommitRequestTopic_0(e, out)
@@ -378,7 +383,8 @@ def _e_TxnOffsetCommitRequestTopic_1(o, out):
     """TxnOffsetCommitRequestTopic, versions 2."""
     w_str(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_TxnOffsetCommitRequestPartition_1(e, out)
@@ -425,7 +431,8 @@ def _e_TxnOffsetCommitRequest_1(o, out):
     if o.group_instance_id is not None:
         raise UnsupportedVersionError("TxnOffsetCommitRequest.GroupInstanceId is not supported at version 2")
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_TxnOffsetCommitRequestTopic_1(e, out)
@@ -440,17 +447,16 @@ def _d_TxnOffsetCommitRequestPartition_2(buf, pos, end):
     v_committed_metadata, pos = r_ncstr(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(TxnOffsetCommitRequestPartition)
     o.partition_index = v_partition_index
     o.committed_offset = v_committed_offset
@@ -464,7 +470,10 @@ def _e_TxnOffsetCommitRequestPartition_2(o, out):
     """TxnOffsetCommitRequestPartition, versions 3-4."""
     out += _ST_iqi.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
     w_ncstr(out, o.committed_metadata)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_TxnOffsetCommitRequestTopic_2(buf, pos, end):
@@ -484,17 +493,16 @@ def _d_TxnOffsetCommitRequestTopic_2(buf, pos, end):
             v_partitions.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(TxnOffsetCommitRequestTopic)
     o.name = v_name
     o.partitions = v_partitions
@@ -506,11 +514,15 @@ def _e_TxnOffsetCommitRequestTopic_2(o, out):
     """TxnOffsetCommitRequestTopic, versions 3-4."""
     w_cstr(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_TxnOffsetCommitRequestPartition_2(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_TxnOffsetCommitRequest_2(buf, pos, end):
@@ -537,17 +549,16 @@ def _d_TxnOffsetCommitRequest_2(buf, pos, end):
             v_topics.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(TxnOffsetCommitRequest)
     o.transactional_id = v_transactional_id
     o.group_id = v_group_id
@@ -569,11 +580,15 @@ def _e_TxnOffsetCommitRequest_2(o, out):
     w_cstr(out, o.member_id)
     w_ncstr(out, o.group_instance_id)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_TxnOffsetCommitRequestTopic_2(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 TxnOffsetCommitRequest._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -195,7 +198,8 @@ def _e_TxnOffsetCommitResponseTopic_0(o, out):
     """TxnOffsetCommitResponseTopic, versions 0-2."""
     w_str(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_TxnOffsetCommitResponsePartition_0(e, out)
@@ -226,7 +230,8 @@ def _e_TxnOffsetCommitResponse_0(o, out):
     """TxnOffsetCommitResponse, versions 0-2."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_TxnOffsetCommitResponseTopic_0(e, out)
@@ -240,17 +245,16 @@ def _d_TxnOffsetCommitResponsePartition_1(buf, pos, end):
     pos += 6
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(TxnOffsetCommitResponsePartition)
     o.partition_index = v_partition_index
     o.error_code = v_error_code
@@ -261,7 +265,10 @@ def _d_TxnOffsetCommitResponsePartition_1(buf, pos, end):
 def _e_TxnOffsetCommitResponsePartition_1(o, out):
     """TxnOffsetCommitResponsePartition, versions 3-4."""
     out += _ST_ih.pack(o.partition_index, o.error_code)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_TxnOffsetCommitResponseTopic_1(buf, pos, end):
@@ -281,17 +288,16 @@ def _d_TxnOffsetCommitResponseTopic_1(buf, pos, end):
             v_partitions.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(TxnOffsetCommitResponseTopic)
     o.name = v_name
     o.partitions = v_partitions
@@ -303,11 +309,15 @@ def _e_TxnOffsetCommitResponseTopic_1(o, out):
     """TxnOffsetCommitResponseTopic, versions 3-4."""
     w_cstr(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_TxnOffsetCommitResponsePartition_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_TxnOffsetCommitResponse_1(buf, pos, end):
@@ -330,17 +340,16 @@ def _d_TxnOffsetCommitResponse_1(buf, pos, end):
             v_topics.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(TxnOffsetCommitResponse)
     o.throttle_time_ms = v_throttle_time_ms
     o.topics = v_topics
@@ -352,11 +361,15 @@ def _e_TxnOffsetCommitResponse_1(o, out):
     """TxnOffsetCommitResponse, versions 3-4."""
     out += _ST_i.pack(o.throttle_time_ms)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_TxnOffsetCommitResponseTopic_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 TxnOffsetCommitResponse._DECODERS = (

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -145,17 +148,16 @@ def _d_FeatureUpdateKey_0(buf, pos, end):
     pos += 3
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(FeatureUpdateKey)
     o.feature = v_feature
     o.max_version_level = v_max_version_level
@@ -171,7 +173,10 @@ def _e_FeatureUpdateKey_0(o, out):
     out += _ST_hz.pack(o.max_version_level, o.allow_downgrade)
     if o.upgrade_type != 1:
         raise UnsupportedVersionError("FeatureUpdateKey.UpgradeType is not supported at version 0")
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_UpdateFeaturesRequest_0(buf, pos, end):
@@ -194,17 +199,16 @@ def _d_UpdateFeaturesRequest_0(buf, pos, end):
             v_feature_updates.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(UpdateFeaturesRequest)
     o.timeout_ms = v_timeout_ms
     o.feature_updates = v_feature_updates
@@ -217,13 +221,17 @@ def _e_UpdateFeaturesRequest_0(o, out):
     """UpdateFeaturesRequest, versions 0."""
     out += _ST_i.pack(o.timeout_ms)
     arr = o.feature_updates
-    not_null(arr, "FeatureUpdates")
+    if arr is None:
+        null_field("FeatureUpdates")
     w_ccount(out, arr)
     for e in arr:
         _e_FeatureUpdateKey_0(e, out)
     if o.validate_only != False:
         raise UnsupportedVersionError("UpdateFeaturesRequest.ValidateOnly is not supported at version 0")
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_FeatureUpdateKey_1(buf, pos, end):
@@ -235,17 +243,16 @@ def _d_FeatureUpdateKey_1(buf, pos, end):
     pos += 3
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(FeatureUpdateKey)
     o.feature = v_feature
     o.max_version_level = v_max_version_level
@@ -262,7 +269,10 @@ def _e_FeatureUpdateKey_1(o, out):
     if o.allow_downgrade != False:
         raise UnsupportedVersionError("FeatureUpdateKey.AllowDowngrade is not supported at version 1-2")
     out += _ST_b.pack(o.upgrade_type)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_UpdateFeaturesRequest_1(buf, pos, end):
@@ -289,17 +299,16 @@ def _d_UpdateFeaturesRequest_1(buf, pos, end):
     pos += 1
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(UpdateFeaturesRequest)
     o.timeout_ms = v_timeout_ms
     o.feature_updates = v_feature_updates
@@ -312,12 +321,16 @@ def _e_UpdateFeaturesRequest_1(o, out):
     """UpdateFeaturesRequest, versions 1-2."""
     out += _ST_i.pack(o.timeout_ms)
     arr = o.feature_updates
-    not_null(arr, "FeatureUpdates")
+    if arr is None:
+        null_field("FeatureUpdates")
     w_ccount(out, arr)
     for e in arr:
         _e_FeatureUpdateKey_1(e, out)
     out += _ST_z.pack(o.validate_only)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 UpdateFeaturesRequest._DECODERS = (

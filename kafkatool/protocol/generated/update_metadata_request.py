@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -60,6 +63,9 @@ _ST_ii = struct.Struct(">ii")
 _ST_iiii = struct.Struct(">iiii")
 _ST_iiq = struct.Struct(">iiq")
 _ST_iq = struct.Struct(">iq")
+_AR__i = array_structs("", "i")
+_AR_B_i = array_structs("B", "i")
+_AR_i_i = array_structs("i", "i")
 
 __all__ = [
     "UpdateMetadataBroker",
@@ -363,20 +369,36 @@ def _d_UpdateMetadataPartitionState_0(buf, pos, end):
         truncated(pos, "UpdateMetadataPartitionState")
     v_partition_index, v_controller_epoch, v_leader, v_leader_epoch = _ST_iiii.unpack_from(buf, pos)
     pos += 16
-    n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "Isr")
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 4 <= end
+    ):
+        v_isr = list(_AR__i[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 4
     else:
-        v_isr, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        n, pos = r_count(buf, pos, end)
+        if n < 0:
+            null_error(pos, "Isr")
+        else:
+            v_isr, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if end - pos < 4:
         truncated(pos, "UpdateMetadataPartitionState")
     (v_zk_version,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "Replicas")
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 4 <= end
+    ):
+        v_replicas = list(_AR__i[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 4
     else:
-        v_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        n, pos = r_count(buf, pos, end)
+        if n < 0:
+            null_error(pos, "Replicas")
+        else:
+            v_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     o = _new(UpdateMetadataPartitionState)
     o.topic_name = v_topic_name
     o.partition_index = v_partition_index
@@ -401,14 +423,46 @@ def _e_UpdateMetadataPartitionState_0(o, out):
         o.leader_epoch,
     )
     arr = o.isr
-    not_null(arr, "Isr")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Isr")
+    n = len(arr)
+    if n == 0:
+        out += _AR_i_i[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_i[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_i[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_i[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
     out += _ST_i.pack(o.zk_version)
     arr = o.replicas
-    not_null(arr, "Replicas")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Replicas")
+    n = len(arr)
+    if n == 0:
+        out += _AR_i_i[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_i[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_i[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_i[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
 
 
 def _d_UpdateMetadataBroker_0(buf, pos, end):
@@ -483,14 +537,16 @@ def _e_UpdateMetadataRequest_0(o, out):
         raise UnsupportedVersionError("UpdateMetadataRequest.Type is not supported at version 0")
     out += _ST_i.pack(o.controller_epoch)
     arr = o.ungrouped_partition_states
-    not_null(arr, "UngroupedPartitionStates")
+    if arr is None:
+        null_field("UngroupedPartitionStates")
     w_count(out, arr)
     for e in arr:
         _e_UpdateMetadataPartitionState_0(e, out)
     if o.topic_states is None or len(o.topic_states) > 0:
         raise UnsupportedVersionError("UpdateMetadataRequest.TopicStates is not supported at version 0")
     arr = o.live_brokers
-    not_null(arr, "LiveBrokers")
+    if arr is None:
+        null_field("LiveBrokers")
     w_count(out, arr)
     for e in arr:
         _e_UpdateMetadataBroker_0(e, out)
@@ -551,7 +607,8 @@ def _e_UpdateMetadataBroker_1(o, out):
     """UpdateMetadataBroker, versions 1."""
     out += _ST_i.pack(o.id_)
     arr = o.endpoints
-    not_null(arr, "Endpoints")
+    if arr is None:
+        null_field("Endpoints")
     w_count(out, arr)
     for e in arr:
         _e_UpdateMetadataEndpoint_0(e, out)
@@ -601,14 +658,16 @@ def _e_UpdateMetadataRequest_1(o, out):
         raise UnsupportedVersionError("UpdateMetadataRequest.Type is not supported at version 1")
     out += _ST_i.pack(o.controller_epoch)
     arr = o.ungrouped_partition_states
-    not_null(arr, "UngroupedPartitionStates")
+    if arr is None:
+        null_field("UngroupedPartitionStates")
     w_count(out, arr)
     for e in arr:
         _e_UpdateMetadataPartitionState_0(e, out)
     if o.topic_states is None or len(o.topic_states) > 0:
         raise UnsupportedVersionError("UpdateMetadataRequest.TopicStates is not supported at version 1")
     arr = o.live_brokers
-    not_null(arr, "LiveBrokers")
+    if arr is None:
+        null_field("LiveBrokers")
     w_count(out, arr)
     for e in arr:
         _e_UpdateMetadataBroker_1(e, out)
@@ -643,7 +702,8 @@ def _e_UpdateMetadataBroker_2(o, out):
     """UpdateMetadataBroker, versions 2."""
     out += _ST_i.pack(o.id_)
     arr = o.endpoints
-    not_null(arr, "Endpoints")
+    if arr is None:
+        null_field("Endpoints")
     w_count(out, arr)
     for e in arr:
         _e_UpdateMetadataEndpoint_0(e, out)
@@ -694,14 +754,16 @@ def _e_UpdateMetadataRequest_2(o, out):
         raise UnsupportedVersionError("UpdateMetadataRequest.Type is not supported at version 2")
     out += _ST_i.pack(o.controller_epoch)
     arr = o.ungrouped_partition_states
-    not_null(arr, "UngroupedPartitionStates")
+    if arr is None:
+        null_field("UngroupedPartitionStates")
     w_count(out, arr)
     for e in arr:
         _e_UpdateMetadataPartitionState_0(e, out)
     if o.topic_states is None or len(o.topic_states) > 0:
         raise UnsupportedVersionError("UpdateMetadataRequest.TopicStates is not supported at version 2")
     arr = o.live_brokers
-    not_null(arr, "LiveBrokers")
+    if arr is None:
+        null_field("LiveBrokers")
     w_count(out, arr)
     for e in arr:
         _e_UpdateMetadataBroker_2(e, out)
@@ -765,7 +827,8 @@ def _e_UpdateMetadataBroker_3(o, out):
     """UpdateMetadataBroker, versions 3-5."""
     out += _ST_i.pack(o.id_)
     arr = o.endpoints
-    not_null(arr, "Endpoints")
+    if arr is None:
+        null_field("Endpoints")
     w_count(out, arr)
     for e in arr:
         _e_UpdateMetadataEndpoint_1(e, out)
@@ -816,14 +879,16 @@ def _e_UpdateMetadataRequest_3(o, out):
         raise UnsupportedVersionError("UpdateMetadataRequest.Type is not supported at version 3")
     out += _ST_i.pack(o.controller_epoch)
     arr = o.ungrouped_partition_states
-    not_null(arr, "UngroupedPartitionStates")
+    if arr is None:
+        null_field("UngroupedPartitionStates")
     w_count(out, arr)
     for e in arr:
         _e_UpdateMetadataPartitionState_0(e, out)
     if o.topic_states is None or len(o.topic_states) > 0:
         raise UnsupportedVersionError("UpdateMetadataRequest.TopicStates is not supported at version 3")
     arr = o.live_brokers
-    not_null(arr, "LiveBrokers")
+    if arr is None:
+        null_field("LiveBrokers")
     w_count(out, arr)
     for e in arr:
         _e_UpdateMetadataBroker_3(e, out)
@@ -836,25 +901,49 @@ def _d_UpdateMetadataPartitionState_1(buf, pos, end):
         truncated(pos, "UpdateMetadataPartitionState")
     v_partition_index, v_controller_epoch, v_leader, v_leader_epoch = _ST_iiii.unpack_from(buf, pos)
     pos += 16
-    n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "Isr")
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 4 <= end
+    ):
+        v_isr = list(_AR__i[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 4
     else:
-        v_isr, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        n, pos = r_count(buf, pos, end)
+        if n < 0:
+            null_error(pos, "Isr")
+        else:
+            v_isr, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if end - pos < 4:
         truncated(pos, "UpdateMetadataPartitionState")
     (v_zk_version,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "Replicas")
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 4 <= end
+    ):
+        v_replicas = list(_AR__i[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 4
     else:
-        v_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "OfflineReplicas")
+        n, pos = r_count(buf, pos, end)
+        if n < 0:
+            null_error(pos, "Replicas")
+        else:
+            v_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 4 <= end
+    ):
+        v_offline_replicas = list(_AR__i[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 4
     else:
-        v_offline_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        n, pos = r_count(buf, pos, end)
+        if n < 0:
+            null_error(pos, "OfflineReplicas")
+        else:
+            v_offline_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     o = _new(UpdateMetadataPartitionState)
     o.topic_name = v_topic_name
     o.partition_index = v_partition_index
@@ -879,18 +968,66 @@ def _e_UpdateMetadataPartitionState_1(o, out):
         o.leader_epoch,
     )
     arr = o.isr
-    not_null(arr, "Isr")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Isr")
+    n = len(arr)
+    if n == 0:
+        out += _AR_i_i[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_i[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_i[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_i[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
     out += _ST_i.pack(o.zk_version)
     arr = o.replicas
-    not_null(arr, "Replicas")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Replicas")
+    n = len(arr)
+    if n == 0:
+        out += _AR_i_i[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_i[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_i[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_i[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.offline_replicas
-    not_null(arr, "OfflineReplicas")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("OfflineReplicas")
+    n = len(arr)
+    if n == 0:
+        out += _AR_i_i[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_i[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_i[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_i[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
 
 
 def _d_UpdateMetadataRequest_4(buf, pos, end):
@@ -937,14 +1074,16 @@ def _e_UpdateMetadataRequest_4(o, out):
         raise UnsupportedVersionError("UpdateMetadataRequest.Type is not supported at version 4")
     out += _ST_i.pack(o.controller_epoch)
     arr = o.ungrouped_partition_states
-    not_null(arr, "UngroupedPartitionStates")
+    if arr is None:
+        null_field("UngroupedPartitionStates")
     w_count(out, arr)
     for e in arr:
         _e_UpdateMetadataPartitionState_1(e, out)
     if o.topic_states is None or len(o.topic_states) > 0:
         raise UnsupportedVersionError("UpdateMetadataRequest.TopicStates is not supported at version 4")
     arr = o.live_brokers
-    not_null(arr, "LiveBrokers")
+    if arr is None:
+        null_field("LiveBrokers")
     w_count(out, arr)
     for e in arr:
         _e_UpdateMetadataBroker_3(e, out)
@@ -956,25 +1095,49 @@ def _d_UpdateMetadataPartitionState_2(buf, pos, end):
         truncated(pos, "UpdateMetadataPartitionState")
     v_partition_index, v_controller_epoch, v_leader, v_leader_epoch = _ST_iiii.unpack_from(buf, pos)
     pos += 16
-    n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "Isr")
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 4 <= end
+    ):
+        v_isr = list(_AR__i[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 4
     else:
-        v_isr, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        n, pos = r_count(buf, pos, end)
+        if n < 0:
+            null_error(pos, "Isr")
+        else:
+            v_isr, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if end - pos < 4:
         truncated(pos, "UpdateMetadataPartitionState")
     (v_zk_version,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "Replicas")
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 4 <= end
+    ):
+        v_replicas = list(_AR__i[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 4
     else:
-        v_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "OfflineReplicas")
+        n, pos = r_count(buf, pos, end)
+        if n < 0:
+            null_error(pos, "Replicas")
+        else:
+            v_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 4 <= end
+    ):
+        v_offline_replicas = list(_AR__i[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 4
     else:
-        v_offline_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        n, pos = r_count(buf, pos, end)
+        if n < 0:
+            null_error(pos, "OfflineReplicas")
+        else:
+            v_offline_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     o = _new(UpdateMetadataPartitionState)
     o.topic_name = ""
     o.partition_index = v_partition_index
@@ -998,18 +1161,66 @@ def _e_UpdateMetadataPartitionState_2(o, out):
         o.leader_epoch,
     )
     arr = o.isr
-    not_null(arr, "Isr")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Isr")
+    n = len(arr)
+    if n == 0:
+        out += _AR_i_i[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_i[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_i[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_i[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
     out += _ST_i.pack(o.zk_version)
     arr = o.replicas
-    not_null(arr, "Replicas")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Replicas")
+    n = len(arr)
+    if n == 0:
+        out += _AR_i_i[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_i[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_i[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_i[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.offline_replicas
-    not_null(arr, "OfflineReplicas")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("OfflineReplicas")
+    n = len(arr)
+    if n == 0:
+        out += _AR_i_i[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_i[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_i[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_i[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
 
 
 def _d_UpdateMetadataTopicState_0(buf, pos, end):
@@ -1035,7 +1246,8 @@ def _e_UpdateMetadataTopicState_0(o, out):
     """UpdateMetadataTopicState, versions 5."""
     w_str(out, o.topic_name)
     arr = o.partition_states
-    not_null(arr, "PartitionStates")
+    if arr is None:
+        null_field("PartitionStates")
     w_count(out, arr)
     for e in arr:
         _e_UpdateMetadataPartitionState_2(e, out)
@@ -1089,12 +1301,14 @@ def _e_UpdateMetadataRequest_5(o, out):
             "UpdateMetadataRequest.UngroupedPartitionStates is not supported at version 5"
         )
     arr = o.topic_states
-    not_null(arr, "TopicStates")
+    if arr is None:
+        null_field("TopicStates")
     w_count(out, arr)
     for e in arr:
         _e_UpdateMetadataTopicState_0(e, out)
     arr = o.live_brokers
-    not_null(arr, "LiveBrokers")
+    if arr is None:
+        null_field("LiveBrokers")
     w_count(out, arr)
     for e in arr:
         _e_UpdateMetadataBroker_3(e, out)
@@ -1106,50 +1320,49 @@ def _d_UpdateMetadataPartitionState_3(buf, pos, end):
         truncated(pos, "UpdateMetadataPartitionState")
     v_partition_index, v_controller_epoch, v_leader, v_leader_epoch = _ST_iiii.unpack_from(buf, pos)
     pos += 16
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_isr = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "Isr")
-    else:
-        v_isr, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        if n < 0:
+            null_error(pos, "Isr")
+        else:
+            v_isr, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     if end - pos < 4:
         truncated(pos, "UpdateMetadataPartitionState")
     (v_zk_version,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_replicas = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "Replicas")
-    else:
-        v_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+        if n < 0:
+            null_error(pos, "Replicas")
+        else:
+            v_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_offline_replicas = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "OfflineReplicas")
-    else:
-        v_offline_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        if n < 0:
+            null_error(pos, "OfflineReplicas")
+        else:
+            v_offline_replicas, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(UpdateMetadataPartitionState)
     o.topic_name = ""
     o.partition_index = v_partition_index
@@ -1173,19 +1386,70 @@ def _e_UpdateMetadataPartitionState_3(o, out):
         o.leader_epoch,
     )
     arr = o.isr
-    not_null(arr, "Isr")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Isr")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     out += _ST_i.pack(o.zk_version)
     arr = o.replicas
-    not_null(arr, "Replicas")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("Replicas")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
     arr = o.offline_replicas
-    not_null(arr, "OfflineReplicas")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
-    w_unknown_tags(out, o._unknown_tags)
+    if arr is None:
+        null_field("OfflineReplicas")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_UpdateMetadataTopicState_1(buf, pos, end):
@@ -1205,17 +1469,16 @@ def _d_UpdateMetadataTopicState_1(buf, pos, end):
             v_partition_states.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(UpdateMetadataTopicState)
     o.topic_name = v_topic_name
     o.topic_id = ZERO_UUID
@@ -1228,11 +1491,15 @@ def _e_UpdateMetadataTopicState_1(o, out):
     """UpdateMetadataTopicState, versions 6."""
     w_cstr(out, o.topic_name)
     arr = o.partition_states
-    not_null(arr, "PartitionStates")
+    if arr is None:
+        null_field("PartitionStates")
     w_ccount(out, arr)
     for e in arr:
         _e_UpdateMetadataPartitionState_3(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_UpdateMetadataEndpoint_2(buf, pos, end):
@@ -1249,17 +1516,16 @@ def _d_UpdateMetadataEndpoint_2(buf, pos, end):
     pos += 2
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(UpdateMetadataEndpoint)
     o.port = v_port
     o.host = v_host
@@ -1275,7 +1541,10 @@ def _e_UpdateMetadataEndpoint_2(o, out):
     w_cstr(out, o.host)
     w_cstr(out, o.listener)
     out += _ST_h.pack(o.security_protocol)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_UpdateMetadataBroker_4(buf, pos, end):
@@ -1299,17 +1568,16 @@ def _d_UpdateMetadataBroker_4(buf, pos, end):
     v_rack, pos = r_ncstr(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(UpdateMetadataBroker)
     o.id_ = v_id_
     o.v0_host = ""
@@ -1324,12 +1592,16 @@ def _e_UpdateMetadataBroker_4(o, out):
     """UpdateMetadataBroker, versions 6-8."""
     out += _ST_i.pack(o.id_)
     arr = o.endpoints
-    not_null(arr, "Endpoints")
+    if arr is None:
+        null_field("Endpoints")
     w_ccount(out, arr)
     for e in arr:
         _e_UpdateMetadataEndpoint_2(e, out)
     w_ncstr(out, o.rack)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_UpdateMetadataRequest_6(buf, pos, end):
@@ -1364,17 +1636,16 @@ def _d_UpdateMetadataRequest_6(buf, pos, end):
             v_live_brokers.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(UpdateMetadataRequest)
     o.controller_id = v_controller_id
     o.is_k_raft_controller = False
@@ -1401,16 +1672,21 @@ def _e_UpdateMetadataRequest_6(o, out):
             "UpdateMetadataRequest.UngroupedPartitionStates is not supported at version 6"
         )
     arr = o.topic_states
-    not_null(arr, "TopicStates")
+    if arr is None:
+        null_field("TopicStates")
     w_ccount(out, arr)
     for e in arr:
         _e_UpdateMetadataTopicState_1(e, out)
     arr = o.live_brokers
-    not_null(arr, "LiveBrokers")
+    if arr is None:
+        null_field("LiveBrokers")
     w_ccount(out, arr)
     for e in arr:
         _e_UpdateMetadataBroker_4(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_UpdateMetadataTopicState_2(buf, pos, end):
@@ -1435,17 +1711,16 @@ def _d_UpdateMetadataTopicState_2(buf, pos, end):
             v_partition_states.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(UpdateMetadataTopicState)
     o.topic_name = v_topic_name
     o.topic_id = v_topic_id
@@ -1459,11 +1734,15 @@ def _e_UpdateMetadataTopicState_2(o, out):
     w_cstr(out, o.topic_name)
     out += _ST_16s.pack(o.topic_id.bytes)
     arr = o.partition_states
-    not_null(arr, "PartitionStates")
+    if arr is None:
+        null_field("PartitionStates")
     w_ccount(out, arr)
     for e in arr:
         _e_UpdateMetadataPartitionState_3(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_UpdateMetadataRequest_7(buf, pos, end):
@@ -1498,17 +1777,16 @@ def _d_UpdateMetadataRequest_7(buf, pos, end):
             v_live_brokers.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(UpdateMetadataRequest)
     o.controller_id = v_controller_id
     o.is_k_raft_controller = False
@@ -1535,16 +1813,21 @@ def _e_UpdateMetadataRequest_7(o, out):
             "UpdateMetadataRequest.UngroupedPartitionStates is not supported at version 7"
         )
     arr = o.topic_states
-    not_null(arr, "TopicStates")
+    if arr is None:
+        null_field("TopicStates")
     w_ccount(out, arr)
     for e in arr:
         _e_UpdateMetadataTopicState_2(e, out)
     arr = o.live_brokers
-    not_null(arr, "LiveBrokers")
+    if arr is None:
+        null_field("LiveBrokers")
     w_ccount(out, arr)
     for e in arr:
         _e_UpdateMetadataBroker_4(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_UpdateMetadataRequest_8(buf, pos, end):
@@ -1582,22 +1865,21 @@ def _d_UpdateMetadataRequest_8(buf, pos, end):
     v_type_ = 0
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if tag == 0:
-            if t_end - pos < 1:
-                truncated(pos, "Type")
-            (v_type_,) = _ST_b.unpack_from(buf, pos)
-            pos += 1
-        elif unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if tag == 0:
+                if t_end - pos < 1:
+                    truncated(pos, "Type")
+                (v_type_,) = _ST_b.unpack_from(buf, pos)
+                pos += 1
+            elif unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(UpdateMetadataRequest)
     o.controller_id = v_controller_id
     o.is_k_raft_controller = v_is_k_raft_controller
@@ -1624,12 +1906,14 @@ def _e_UpdateMetadataRequest_8(o, out):
             "UpdateMetadataRequest.UngroupedPartitionStates is not supported at version 8"
         )
     arr = o.topic_states
-    not_null(arr, "TopicStates")
+    if arr is None:
+        null_field("TopicStates")
     w_ccount(out, arr)
     for e in arr:
         _e_UpdateMetadataTopicState_2(e, out)
     arr = o.live_brokers
-    not_null(arr, "LiveBrokers")
+    if arr is None:
+        null_field("LiveBrokers")
     w_ccount(out, arr)
     for e in arr:
         _e_UpdateMetadataBroker_4(e, out)

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -225,17 +228,16 @@ def _d_Listener_0(buf, pos, end):
     pos += 2
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(Listener)
     o.name = v_name
     o.host = v_host
@@ -249,7 +251,10 @@ def _e_Listener_0(o, out):
     w_cstr(out, o.name)
     w_cstr(out, o.host)
     out += _ST_H.pack(o.port)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_KRaftVersionFeature_0(buf, pos, end):
@@ -260,17 +265,16 @@ def _d_KRaftVersionFeature_0(buf, pos, end):
     pos += 4
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(KRaftVersionFeature)
     o.min_supported_version = v_min_supported_version
     o.max_supported_version = v_max_supported_version
@@ -281,7 +285,10 @@ def _d_KRaftVersionFeature_0(buf, pos, end):
 def _e_KRaftVersionFeature_0(o, out):
     """KRaftVersionFeature, versions 0."""
     out += _ST_hh.pack(o.min_supported_version, o.max_supported_version)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_UpdateRaftVoterRequest_0(buf, pos, end):
@@ -307,17 +314,16 @@ def _d_UpdateRaftVoterRequest_0(buf, pos, end):
     v_k_raft_version_feature, pos = _d_KRaftVersionFeature_0(buf, pos, end)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(UpdateRaftVoterRequest)
     o.cluster_id = v_cluster_id
     o.current_leader_epoch = v_current_leader_epoch
@@ -334,12 +340,16 @@ def _e_UpdateRaftVoterRequest_0(o, out):
     w_ncstr(out, o.cluster_id)
     out += _ST_ii16s.pack(o.current_leader_epoch, o.voter_id, o.voter_directory_id.bytes)
     arr = o.listeners
-    not_null(arr, "Listeners")
+    if arr is None:
+        null_field("Listeners")
     w_ccount(out, arr)
     for e in arr:
         _e_Listener_0(e, out)
     _e_KRaftVersionFeature_0(not_null(o.k_raft_version_feature, "KRaftVersionFeature"), out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 UpdateRaftVoterRequest._DECODERS = (_d_UpdateRaftVoterRequest_0,)

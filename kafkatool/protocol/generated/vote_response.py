@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -209,17 +212,16 @@ def _d_PartitionData_0(buf, pos, end):
     pos += 15
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(PartitionData)
     o.partition_index = v_partition_index
     o.error_code = v_error_code
@@ -239,7 +241,10 @@ def _e_PartitionData_0(o, out):
         o.leader_epoch,
         o.vote_granted,
     )
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_TopicData_0(buf, pos, end):
@@ -259,17 +264,16 @@ def _d_TopicData_0(buf, pos, end):
             v_partitions.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(TopicData)
     o.topic_name = v_topic_name
     o.partitions = v_partitions
@@ -281,11 +285,15 @@ def _e_TopicData_0(o, out):
     """TopicData, versions 0-1."""
     w_cstr(out, o.topic_name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_PartitionData_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_VoteResponse_0(buf, pos, end):
@@ -308,17 +316,16 @@ def _d_VoteResponse_0(buf, pos, end):
             v_topics.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(VoteResponse)
     o.error_code = v_error_code
     o.topics = v_topics
@@ -331,13 +338,17 @@ def _e_VoteResponse_0(o, out):
     """VoteResponse, versions 0."""
     out += _ST_h.pack(o.error_code)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_TopicData_0(e, out)
     if o.node_endpoints is None or len(o.node_endpoints) > 0:
         raise UnsupportedVersionError("VoteResponse.NodeEndpoints is not supported at version 0")
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_NodeEndpoint_0(buf, pos, end):
@@ -353,17 +364,16 @@ def _d_NodeEndpoint_0(buf, pos, end):
     pos += 2
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(NodeEndpoint)
     o.node_id = v_node_id
     o.host = v_host
@@ -377,7 +387,10 @@ def _e_NodeEndpoint_0(o, out):
     out += _ST_i.pack(o.node_id)
     w_cstr(out, o.host)
     out += _ST_H.pack(o.port)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_VoteResponse_1(buf, pos, end):
@@ -401,30 +414,29 @@ def _d_VoteResponse_1(buf, pos, end):
     v_node_endpoints = []
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if tag == 0:
-            if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
-                n = buf[pos] - 1
-                pos += 1
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if tag == 0:
+                if pos < t_end and buf[pos] < 0x80 and buf[pos] - 1 <= t_end - pos - 1:
+                    n = buf[pos] - 1
+                    pos += 1
+                else:
+                    n, pos = r_ccount(buf, pos, t_end)
+                if n < 0:
+                    null_error(pos, "NodeEndpoints")
+                else:
+                    v_node_endpoints = []
+                    for _ in range(n):
+                        e, pos = _d_NodeEndpoint_0(buf, pos, t_end)
+                        v_node_endpoints.append(e)
+            elif unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
             else:
-                n, pos = r_ccount(buf, pos, t_end)
-            if n < 0:
-                null_error(pos, "NodeEndpoints")
-            else:
-                v_node_endpoints = []
-                for _ in range(n):
-                    e, pos = _d_NodeEndpoint_0(buf, pos, t_end)
-                    v_node_endpoints.append(e)
-        elif unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(VoteResponse)
     o.error_code = v_error_code
     o.topics = v_topics
@@ -437,7 +449,8 @@ def _e_VoteResponse_1(o, out):
     """VoteResponse, versions 1."""
     out += _ST_h.pack(o.error_code)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_TopicData_0(e, out)
@@ -445,7 +458,8 @@ def _e_VoteResponse_1(o, out):
     if o.node_endpoints is None or len(o.node_endpoints) > 0:
         t = bytearray()
         arr = o.node_endpoints
-        not_null(arr, "NodeEndpoints")
+        if arr is None:
+            null_field("NodeEndpoints")
         w_ccount(t, arr)
         for e in arr:
             _e_NodeEndpoint_0(e, t)

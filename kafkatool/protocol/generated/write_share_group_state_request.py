@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -200,17 +203,16 @@ def _d_StateBatch_0(buf, pos, end):
     pos += 19
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(StateBatch)
     o.first_offset = v_first_offset
     o.last_offset = v_last_offset
@@ -228,7 +230,10 @@ def _e_StateBatch_0(o, out):
         o.delivery_state,
         o.delivery_count,
     )
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_PartitionData_0(buf, pos, end):
@@ -251,17 +256,16 @@ def _d_PartitionData_0(buf, pos, end):
             v_state_batches.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(PartitionData)
     o.partition = v_partition
     o.state_epoch = v_state_epoch
@@ -281,11 +285,15 @@ def _e_PartitionData_0(o, out):
         o.start_offset,
     )
     arr = o.state_batches
-    not_null(arr, "StateBatches")
+    if arr is None:
+        null_field("StateBatches")
     w_ccount(out, arr)
     for e in arr:
         _e_StateBatch_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_WriteStateData_0(buf, pos, end):
@@ -309,17 +317,16 @@ def _d_WriteStateData_0(buf, pos, end):
             v_partitions.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(WriteStateData)
     o.topic_id = v_topic_id
     o.partitions = v_partitions
@@ -331,11 +338,15 @@ def _e_WriteStateData_0(o, out):
     """WriteStateData, versions 0."""
     out += _ST_16s.pack(o.topic_id.bytes)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_PartitionData_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_WriteShareGroupStateRequest_0(buf, pos, end):
@@ -355,17 +366,16 @@ def _d_WriteShareGroupStateRequest_0(buf, pos, end):
             v_topics.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(WriteShareGroupStateRequest)
     o.group_id = v_group_id
     o.topics = v_topics
@@ -377,11 +387,15 @@ def _e_WriteShareGroupStateRequest_0(o, out):
     """WriteShareGroupStateRequest, versions 0."""
     w_cstr(out, o.group_id)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_WriteStateData_0(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 WriteShareGroupStateRequest._DECODERS = (_d_WriteShareGroupStateRequest_0,)

@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -53,6 +56,9 @@ from kafkatool.formats.schema import (
 _new = object.__new__
 _ST_i = struct.Struct(">i")
 _ST_qhz = struct.Struct(">qh?")
+_AR__i = array_structs("", "i")
+_AR_B_i = array_structs("B", "i")
+_AR_i_i = array_structs("i", "i")
 
 __all__ = ["WritableTxnMarker", "WritableTxnMarkerTopic", "WriteTxnMarkersRequest"]
 
@@ -193,11 +199,19 @@ WriteTxnMarkersRequest._FIELDS = (
 def _d_WritableTxnMarkerTopic_0(buf, pos, end):
     """WritableTxnMarkerTopic, versions 0."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
-    if n < 0:
-        null_error(pos, "PartitionIndexes")
+    if (
+        end - pos >= 4
+        and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= ARRAY_STRUCTS_MAX_N
+        and pos + 4 + n * 4 <= end
+    ):
+        v_partition_indexes = list(_AR__i[n].unpack_from(buf, pos + 4))
+        pos += 4 + n * 4
     else:
-        v_partition_indexes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        n, pos = r_count(buf, pos, end)
+        if n < 0:
+            null_error(pos, "PartitionIndexes")
+        else:
+            v_partition_indexes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     o = _new(WritableTxnMarkerTopic)
     o.name = v_name
     o.partition_indexes = v_partition_indexes
@@ -209,9 +223,25 @@ def _e_WritableTxnMarkerTopic_0(o, out):
     """WritableTxnMarkerTopic, versions 0."""
     w_str(out, o.name)
     arr = o.partition_indexes
-    not_null(arr, "PartitionIndexes")
-    w_count(out, arr)
-    w_fixed_array(out, arr, "i")
+    if arr is None:
+        null_field("PartitionIndexes")
+    n = len(arr)
+    if n == 0:
+        out += _AR_i_i[0].pack(0)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_i_i[1].pack(1, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_i_i[2].pack(2, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_i_i[3].pack(3, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_i_i[n].pack(n, *arr)
+    else:
+        w_count(out, arr)
+        w_fixed_array(out, arr, "i")
 
 
 def _d_WritableTxnMarker_0(buf, pos, end):
@@ -246,7 +276,8 @@ def _e_WritableTxnMarker_0(o, out):
     """WritableTxnMarker, versions 0."""
     out += _ST_qhz.pack(o.producer_id, o.producer_epoch, o.transaction_result)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_WritableTxnMarkerTopic_0(e, out)
@@ -272,7 +303,8 @@ def _d_WriteTxnMarkersRequest_0(buf, pos, end):
 def _e_WriteTxnMarkersRequest_0(o, out):
     """WriteTxnMarkersRequest, versions 0."""
     arr = o.markers
-    not_null(arr, "Markers")
+    if arr is None:
+        null_field("Markers")
     w_count(out, arr)
     for e in arr:
         _e_WritableTxnMarker_0(e, out)
@@ -281,28 +313,27 @@ def _e_WriteTxnMarkersRequest_0(o, out):
 def _d_WritableTxnMarkerTopic_1(buf, pos, end):
     """WritableTxnMarkerTopic, versions 1."""
     v_name, pos = r_cstr(buf, pos, end)
-    if pos < end and buf[pos] < 0x80 and buf[pos] - 1 <= end - pos - 1:
-        n = buf[pos] - 1
-        pos += 1
+    if pos < end and 0 <= (n := buf[pos] - 1) <= ARRAY_STRUCTS_MAX_N and pos + 1 + n * 4 <= end:
+        v_partition_indexes = list(_AR__i[n].unpack_from(buf, pos + 1))
+        pos += 1 + n * 4
     else:
         n, pos = r_ccount(buf, pos, end)
-    if n < 0:
-        null_error(pos, "PartitionIndexes")
-    else:
-        v_partition_indexes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
+        if n < 0:
+            null_error(pos, "PartitionIndexes")
+        else:
+            v_partition_indexes, pos = r_fixed_array(buf, pos, end, n, "i", 4)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(WritableTxnMarkerTopic)
     o.name = v_name
     o.partition_indexes = v_partition_indexes
@@ -314,10 +345,29 @@ def _e_WritableTxnMarkerTopic_1(o, out):
     """WritableTxnMarkerTopic, versions 1."""
     w_cstr(out, o.name)
     arr = o.partition_indexes
-    not_null(arr, "PartitionIndexes")
-    w_ccount(out, arr)
-    w_fixed_array(out, arr, "i")
-    w_unknown_tags(out, o._unknown_tags)
+    if arr is None:
+        null_field("PartitionIndexes")
+    n = len(arr)
+    if n == 0:
+        out += _AR_B_i[0].pack(1)
+    elif n == 1:
+        (a0,) = arr
+        out += _AR_B_i[1].pack(2, a0)
+    elif n == 2:
+        a0, a1 = arr
+        out += _AR_B_i[2].pack(3, a0, a1)
+    elif n == 3:
+        a0, a1, a2 = arr
+        out += _AR_B_i[3].pack(4, a0, a1, a2)
+    elif n <= ARRAY_STRUCTS_MAX_N:
+        out += _AR_B_i[n].pack(n + 1, *arr)
+    else:
+        w_ccount(out, arr)
+        w_fixed_array(out, arr, "i")
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_WritableTxnMarker_1(buf, pos, end):
@@ -344,17 +394,16 @@ def _d_WritableTxnMarker_1(buf, pos, end):
     pos += 4
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(WritableTxnMarker)
     o.producer_id = v_producer_id
     o.producer_epoch = v_producer_epoch
@@ -369,12 +418,16 @@ def _e_WritableTxnMarker_1(o, out):
     """WritableTxnMarker, versions 1."""
     out += _ST_qhz.pack(o.producer_id, o.producer_epoch, o.transaction_result)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_WritableTxnMarkerTopic_1(e, out)
     out += _ST_i.pack(o.coordinator_epoch)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_WriteTxnMarkersRequest_1(buf, pos, end):
@@ -393,17 +446,16 @@ def _d_WriteTxnMarkersRequest_1(buf, pos, end):
             v_markers.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(WriteTxnMarkersRequest)
     o.markers = v_markers
     o._unknown_tags = unknown
@@ -413,11 +465,15 @@ def _d_WriteTxnMarkersRequest_1(buf, pos, end):
 def _e_WriteTxnMarkersRequest_1(o, out):
     """WriteTxnMarkersRequest, versions 1."""
     arr = o.markers
-    not_null(arr, "Markers")
+    if arr is None:
+        null_field("Markers")
     w_ccount(out, arr)
     for e in arr:
         _e_WritableTxnMarker_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 WriteTxnMarkersRequest._DECODERS = (

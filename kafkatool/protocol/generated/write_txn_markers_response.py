@@ -4,14 +4,17 @@
 import struct
 
 from kafkatool.formats.schema import (
+    ARRAY_STRUCTS_MAX_N,
     MISSING,
     NULL_COUNT,
     ZERO_UUID,
     FieldInfo,
     Message,
     UnsupportedVersionError,
+    array_structs,
     not_null,
     null_error,
+    null_field,
     r_bytes,
     r_cbytes,
     r_ccount,
@@ -229,7 +232,8 @@ def _e_WritableTxnMarkerTopicResult_0(o, out):
     """WritableTxnMarkerTopicResult, versions 0."""
     w_str(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_count(out, arr)
     for e in arr:
         _e_WritableTxnMarkerPartitionResult_0(e, out)
@@ -260,7 +264,8 @@ def _e_WritableTxnMarkerResult_0(o, out):
     """WritableTxnMarkerResult, versions 0."""
     out += _ST_q.pack(o.producer_id)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_count(out, arr)
     for e in arr:
         _e_WritableTxnMarkerTopicResult_0(e, out)
@@ -285,7 +290,8 @@ def _d_WriteTxnMarkersResponse_0(buf, pos, end):
 def _e_WriteTxnMarkersResponse_0(o, out):
     """WriteTxnMarkersResponse, versions 0."""
     arr = o.markers
-    not_null(arr, "Markers")
+    if arr is None:
+        null_field("Markers")
     w_count(out, arr)
     for e in arr:
         _e_WritableTxnMarkerResult_0(e, out)
@@ -299,17 +305,16 @@ def _d_WritableTxnMarkerPartitionResult_1(buf, pos, end):
     pos += 6
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(WritableTxnMarkerPartitionResult)
     o.partition_index = v_partition_index
     o.error_code = v_error_code
@@ -320,7 +325,10 @@ def _d_WritableTxnMarkerPartitionResult_1(buf, pos, end):
 def _e_WritableTxnMarkerPartitionResult_1(o, out):
     """WritableTxnMarkerPartitionResult, versions 1."""
     out += _ST_ih.pack(o.partition_index, o.error_code)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_WritableTxnMarkerTopicResult_1(buf, pos, end):
@@ -340,17 +348,16 @@ def _d_WritableTxnMarkerTopicResult_1(buf, pos, end):
             v_partitions.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(WritableTxnMarkerTopicResult)
     o.name = v_name
     o.partitions = v_partitions
@@ -362,11 +369,15 @@ def _e_WritableTxnMarkerTopicResult_1(o, out):
     """WritableTxnMarkerTopicResult, versions 1."""
     w_cstr(out, o.name)
     arr = o.partitions
-    not_null(arr, "Partitions")
+    if arr is None:
+        null_field("Partitions")
     w_ccount(out, arr)
     for e in arr:
         _e_WritableTxnMarkerPartitionResult_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_WritableTxnMarkerResult_1(buf, pos, end):
@@ -389,17 +400,16 @@ def _d_WritableTxnMarkerResult_1(buf, pos, end):
             v_topics.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(WritableTxnMarkerResult)
     o.producer_id = v_producer_id
     o.topics = v_topics
@@ -411,11 +421,15 @@ def _e_WritableTxnMarkerResult_1(o, out):
     """WritableTxnMarkerResult, versions 1."""
     out += _ST_q.pack(o.producer_id)
     arr = o.topics
-    not_null(arr, "Topics")
+    if arr is None:
+        null_field("Topics")
     w_ccount(out, arr)
     for e in arr:
         _e_WritableTxnMarkerTopicResult_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 def _d_WriteTxnMarkersResponse_1(buf, pos, end):
@@ -434,17 +448,16 @@ def _d_WriteTxnMarkersResponse_1(buf, pos, end):
             v_markers.append(e)
     unknown = None
     if pos < end and buf[pos] == 0:
-        n_tags = 0
         pos += 1
     else:
         n_tags, pos = r_tag_count(buf, pos, end)
-    for _ in range(n_tags):
-        tag, pos, t_end = r_tag_header(buf, pos, end)
-        if unknown is None:
-            unknown = [(tag, bytes(buf[pos:t_end]))]
-        else:
-            unknown.append((tag, bytes(buf[pos:t_end])))
-        pos = t_end
+        for _ in range(n_tags):
+            tag, pos, t_end = r_tag_header(buf, pos, end)
+            if unknown is None:
+                unknown = [(tag, bytes(buf[pos:t_end]))]
+            else:
+                unknown.append((tag, bytes(buf[pos:t_end])))
+            pos = t_end
     o = _new(WriteTxnMarkersResponse)
     o.markers = v_markers
     o._unknown_tags = unknown
@@ -454,11 +467,15 @@ def _d_WriteTxnMarkersResponse_1(buf, pos, end):
 def _e_WriteTxnMarkersResponse_1(o, out):
     """WriteTxnMarkersResponse, versions 1."""
     arr = o.markers
-    not_null(arr, "Markers")
+    if arr is None:
+        null_field("Markers")
     w_ccount(out, arr)
     for e in arr:
         _e_WritableTxnMarkerResult_1(e, out)
-    w_unknown_tags(out, o._unknown_tags)
+    if o._unknown_tags:
+        w_unknown_tags(out, o._unknown_tags)
+    else:
+        out.append(0)
 
 
 WriteTxnMarkersResponse._DECODERS = (
