@@ -17,6 +17,15 @@ from tests.broker.wire import WireClient
 REPO = Path(__file__).resolve().parents[2]
 
 
+def rss_mb(pid: int) -> float:
+    """A process's resident memory (VmRSS) in MiB."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

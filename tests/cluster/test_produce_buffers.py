@@ -11,23 +11,16 @@ from __future__ import annotations
 
 import os
 import signal
-from pathlib import Path
 
 from kafkatool.formats import records as R
 from kafkatool.protocol import generated as G
 from kafkatool.protocol.generated.produce_request import PartitionProduceData, TopicProduceData
+from tests.broker.conftest import rss_mb
 from tests.broker.wire import WireClient
 from tests.cluster.conftest import wait_for
 from tests.cluster.test_replication import create_topic, partition_state
 
 REQUESTS = 32
-
-
-def rss_bytes(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
 
 
 def one_mb_request() -> G.ProduceRequest:
@@ -53,7 +46,7 @@ def test_acks_all_requests_waiting_for_followers_do_not_hold_their_buffers(clust
     segment = leader.data_dir / "mem-0" / "00000000000000000000.log"
     with WireClient(leader.bootstrap, timeout=60) as c:
         c.request(0, 7, req)  # warms the pool: one buffer of the request's size class
-        before = rss_bytes(leader.proc.pid)
+        before = rss_mb(leader.proc.pid)
         size0 = segment.stat().st_size
         for f in followers:
             os.kill(f.proc.pid, signal.SIGSTOP)
@@ -69,7 +62,7 @@ def test_acks_all_requests_waiting_for_followers_do_not_hold_their_buffers(clust
                 8,
                 "the appends",
             )
-            grown = rss_bytes(leader.proc.pid) - before
+            grown = int((rss_mb(leader.proc.pid) - before) * 1024 * 1024)
         finally:
             for f in followers:
                 os.kill(f.proc.pid, signal.SIGCONT)

@@ -20,7 +20,7 @@ import pytest
 from kafkatool.protocol.apis import API_BY_KEY
 from kafkatool.protocol.framing import encode_request
 from kafkatool.protocol.generated import ApiVersionsRequest
-from tests.broker.conftest import BrokerProcess
+from tests.broker.conftest import BrokerProcess, rss_mb
 from tests.broker.wire import WireClient
 
 #: the broker's resident memory after the fuzz, whatever was sent (it starts near 60 MB)
@@ -33,14 +33,6 @@ _MARKER = encode_request(
     "fuzz",
     ApiVersionsRequest(client_software_name="f", client_software_version="1"),
 )
-
-
-def _rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def _seeds(advertised) -> list[tuple[int, int, bytes]]:
@@ -186,7 +178,7 @@ def _real_client_round_trip(bootstrap: str) -> None:
 
 def _check(broker: BrokerProcess, counts: dict, seed: int) -> None:
     assert broker.alive(), f"FUZZ_SEED={seed}: the broker died"
-    rss = _rss_mb(broker.proc.pid)
+    rss = rss_mb(broker.proc.pid)
     assert rss < RSS_BOUND_MB, f"FUZZ_SEED={seed}: RSS {rss:.0f} MB after the fuzz"
     _real_client_round_trip(broker.bootstrap)
     log = broker.log_text()
