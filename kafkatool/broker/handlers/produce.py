@@ -300,19 +300,19 @@ def handle_produce(ctx, req):
     if conn is not None:
         conn.produce_appended = appended
 
-    async def deferred(held: list):
+    async def deferred(req):
         try:
             if gate is not None:
                 await asyncio.wait([gate])
             errors = (await txn_errors) if asyncio.iscoroutine(txn_errors) else txn_errors
-            # the request leaves this coroutine with the append (see _append_all)
-            result = _append_all(broker, ctx, held.pop(), errors)
+            result = _append_all(broker, ctx, req, errors)
+            del req  # the request leaves this coroutine with the append (see _append_all)
         finally:
             if not appended.done():
                 appended.set_result(None)
         return (await result) if asyncio.iscoroutine(result) else result
 
-    return deferred([req])
+    return deferred(req)
 
 
 def _append_all(broker, ctx, req, txn_errors: dict | None):
