@@ -2,7 +2,8 @@
 
 Where it runs (:class:`Workers`; DESIGN.md "Background work off the event loop"): the
 event loop only schedules.  I/O-bound work (retention deletes, fsyncs after a roll and
-on ``flush.ms``, closing segments whose ``file.delete.delay.ms`` passed) runs on one
+on ``flush.ms``, offset checkpoint files (the loop takes their snapshot), closing
+segments whose ``file.delete.delay.ms`` passed) runs on one
 scheduler thread, as Kafka's ``kafka-scheduler`` does; the cleaner has its own thread
 (Kafka's ``kafka-log-cleaner-thread-0``) that picks a log and swaps the result in, while
 the CPU-bound part of a cleaning round (key scans, re-encoding) runs in a worker process
@@ -63,6 +64,20 @@ class Workers:
 
         if not self._stopping.is_set():
             self.scheduler.submit(run)
+
+    def checkpoint_writer(self, manager):
+        """What a LogManager calls with checkpoint snapshots (log/manager.CheckpointWrite): the
+        files are written on the scheduler thread, as Kafka's kafka-scheduler runs its
+        checkpoint tasks.  A failed write is one log line; the next checkpoint tries again."""
+
+        def write(jobs) -> None:
+            for job in jobs:
+                try:
+                    manager.write_checkpoint(job)
+                except OSError as exc:
+                    log.error("checkpoint write failed file=%s error=%s", job.state.path / job.name, exc)
+
+        return lambda jobs: self.submit(write, jobs, name="checkpoint")
 
     def flush_scheduler(self, lg):
         """What a Log calls after a roll: its fsync up to the new segment, on the scheduler."""

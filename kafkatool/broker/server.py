@@ -196,6 +196,9 @@ class Broker:
             writable=writable,
             recovery_threads=self.config.int("num.recovery.threads.per.data.dir"),
         )
+        if writable:
+            # the event loop takes checkpoint snapshots; the scheduler thread writes the files
+            self.manager.checkpoint_writer = self.workers.checkpoint_writer(self.manager)
         on_disk: dict[str, dict[int, Uuid | None]] = {}
         for (topic, part), lg in self.manager.logs.items():
             on_disk.setdefault(topic, {})[part] = lg.topic_id

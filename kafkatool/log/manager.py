@@ -19,12 +19,22 @@ names.  The broker and every tool open dirs through it, in one of its modes:
   (:meth:`LogManager.begin_changes`) and written back only when the run
   succeeds; checkpoints change only in the entries of the partitions the run
   touched, and a file is rewritten only when an entry changed.
+
+Checkpoint files are written by whoever owns the manager, on its thread, unless it sets
+:attr:`LogManager.checkpoint_writer`: a broker does, so the event loop only takes a
+snapshot of the entries (cheap) and its scheduler thread writes and fsyncs the file, as
+Kafka's ``kafka-scheduler`` does (an fsync of a small file on ext4 waits for the journal
+commit, which under a heavy write load waits for gigabytes of other data: 1.7 s measured).
+Every snapshot and synchronous write carries a sequence number, and a file is never
+written with an older snapshot than the one it holds.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -179,6 +189,10 @@ class LogDirState:
     marker_removed: bytes | None = None
     #: (read-only mode) another process holds the dir's lock
     locked_by_other: bool = False
+    #: each offset checkpoint's newest snapshot handed to a writer (None after a failed write)
+    snapshot: dict[str, dict[TopicPartition, int] | None] = field(default_factory=dict)
+    #: each offset checkpoint's newest sequence number written (or found already on disk)
+    written_seq: dict[str, int] = field(default_factory=dict)
 
     @property
     def recovery_points(self) -> dict[TopicPartition, int]:
@@ -203,6 +217,17 @@ OFFSET_CHECKPOINTS = (
     ck.REPLICATION_OFFSET_CHECKPOINT,
     ck.CLEANER_OFFSET_CHECKPOINT,
 )
+
+
+@dataclass
+class CheckpointWrite:
+    """An offset checkpoint file's entries as the manager's owner saw them, for
+    :meth:`LogManager.write_checkpoint` on any thread."""
+
+    state: LogDirState
+    name: str
+    entries: dict[TopicPartition, int]
+    seq: int
 
 
 def _log_start_entry(log: Log) -> int | None:
@@ -241,6 +266,11 @@ class LogManager:
         self.stray_logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, Path] = {}
         self._closed = False
+        #: None: checkpoint files are written on the calling thread; else called with a list of
+        #: CheckpointWrite to write elsewhere (a broker: its scheduler thread)
+        self.checkpoint_writer: Callable[[list[CheckpointWrite]], None] | None = None
+        self._checkpoint_lock = threading.Lock()
+        self._checkpoint_seq = itertools.count(1)
         try:
             for d in log_dirs:
                 self._open_dir(Path(d))
@@ -272,6 +302,7 @@ class LogManager:
             entries, warning = read_offset_checkpoint(log_dir / name)
             state.checkpoints[name] = entries
             state.on_disk[name] = dict(entries)
+            state.snapshot[name] = state.on_disk[name]
             if warning:
                 state.warnings.append(warning + " (treated as empty, as Kafka does)")
         if not self.load:
@@ -459,17 +490,60 @@ class LogManager:
             state.high_watermarks[tp] = log.high_watermark
 
     def _write(self, state: LogDirState, name: str) -> bool:
-        """The one writer of offset checkpoint files: atomically, and only when an entry changed
-        (a broker also writes a missing recovery-point, log-start-offset or replication-offset
-        checkpoint, as Kafka does at every checkpoint; the cleaner's appears with its first entry)."""
-        entries = state.checkpoints[name]
-        path = state.path / name
+        """Write one offset checkpoint file now, on this thread, when an entry changed (tools,
+        shutdown); True when it wrote."""
+        return self.write_checkpoint(self._snapshot(state, name))
+
+    def _snapshot(self, state: LogDirState, name: str) -> CheckpointWrite:
+        job = CheckpointWrite(state, name, dict(state.checkpoints[name]), next(self._checkpoint_seq))
+        state.snapshot[name] = job.entries
+        return job
+
+    def _needs_write(self, state: LogDirState, name: str, entries: dict, than: dict | None) -> bool:
+        # a broker also writes a missing recovery-point, log-start-offset or replication-offset
+        # checkpoint, as Kafka does at every checkpoint; the cleaner's appears with its first entry
         always = state.fully_loaded and name != ck.CLEANER_OFFSET_CHECKPOINT
-        if entries == state.on_disk[name] and (path.exists() or not (entries or always)):
-            return False
-        fileops.atomic_write(path, ck.encode_offset_checkpoint(dict(sorted(entries.items()))))
-        state.on_disk[name] = dict(entries)
-        return True
+        return entries != than or not ((state.path / name).exists() or not (entries or always))
+
+    def write_checkpoint(self, job: CheckpointWrite) -> bool:
+        """The one writer of offset checkpoint files, on any thread: atomically, only when an
+        entry changed, never over a newer snapshot.  True when it wrote; an OSError is raised
+        (the owner's next checkpoint tries again)."""
+        state, name = job.state, job.name
+        with self._checkpoint_lock:
+            if job.seq <= state.written_seq.get(name, 0):
+                return False  # a newer snapshot got there first
+            state.written_seq[name] = job.seq
+            if not self._needs_write(state, name, job.entries, state.on_disk[name]):
+                state.on_disk[name] = job.entries  # equal: the newest snapshot is what is on disk
+                return False
+            try:
+                fileops.atomic_write(
+                    state.path / name, ck.encode_offset_checkpoint(dict(sorted(job.entries.items())))
+                )
+            except OSError:
+                state.snapshot[name] = None
+                raise
+            state.on_disk[name] = job.entries
+            return True
+
+    def _checkpoint(self, pairs: list[tuple[LogDirState, str]]) -> None:
+        """Write these (dir, file) checkpoints with their current entries: now, or through
+        :attr:`checkpoint_writer`, skipping a file whose newest snapshot has them already."""
+        if self.checkpoint_writer is None:
+            for state, name in pairs:
+                self._write(state, name)
+            return
+        jobs = []
+        for state, name in pairs:
+            snap = state.snapshot.get(name)
+            if snap is not state.on_disk[name]:  # a write is on its way: only a change counts
+                if state.checkpoints[name] != snap:
+                    jobs.append(self._snapshot(state, name))
+            elif self._needs_write(state, name, state.checkpoints[name], snap):
+                jobs.append(self._snapshot(state, name))
+        if jobs:
+            self.checkpoint_writer(jobs)
 
     def _refresh(self, name: str) -> None:
         for tp, log in self.logs.items():
@@ -490,7 +564,7 @@ class LogManager:
                 held = {tp for tp, d in self._log_dir_of.items() if d == state.path and tp in self.logs}
                 for tp in [tp for tp in state.checkpoints[name] if tp not in held]:
                     del state.checkpoints[name][tp]
-            self._write(state, name)
+        self._checkpoint([(state, name) for state in self.dirs.values()])
 
     def checkpoint_recovery_points(self) -> None:
         self._refresh(ck.RECOVERY_POINT_CHECKPOINT)
@@ -529,8 +603,7 @@ class LogManager:
         state = self.dirs[d]
         for name in OFFSET_CHECKPOINTS:
             state.checkpoints[name].pop(tp, None)
-        for name in OFFSET_CHECKPOINTS:
-            self._write(state, name)
+        self._checkpoint([(state, name) for name in OFFSET_CHECKPOINTS])
         return target
 
     @staticmethod
@@ -582,9 +655,7 @@ class LogManager:
             if v is not None:
                 dst.checkpoints[name][tp] = v
         self._record(dst, tp, new, hw=True)
-        for name in OFFSET_CHECKPOINTS:
-            self._write(src, name)
-            self._write(dst, name)
+        self._checkpoint([(d, name) for name in OFFSET_CHECKPOINTS for d in (src, dst)])
         shutil.rmtree(doomed, ignore_errors=True)
         return new
 
@@ -611,6 +682,7 @@ class LogManager:
         if self._closed:
             return
         self._closed = True
+        self.checkpoint_writer = None  # the last checkpoints are written here, now
         try:
             if self.load or success:
                 for tp in list(self.logs):

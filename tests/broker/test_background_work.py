@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import time
 from datetime import datetime
 
+from kafkatool.formats import checkpoint as ck
 from kafkatool.formats import records as R
 from kafkatool.protocol import generated as G
 from kafkatool.protocol.generated.incremental_alter_configs_request import (
@@ -171,4 +173,57 @@ def test_requests_are_answered_while_a_long_compaction_runs(make_broker):
         lines = cleaned_lines(b.log_text())
         assert lines, b.log_text()[-3000:]
         assert answered and answered[0] < _log_time(lines[0]), (answered[:3], lines[0])
+    b.stop()
+
+
+def _thread_opening_a_fifo(pid: int) -> bool:
+    """A thread of ``pid`` waits in open(2) of a FIFO that has no reader."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/wchan") as f:
+                if f.read().strip() == "wait_for_partner":
+                    return True
+        except OSError:
+            continue
+    return False
+
+
+def test_requests_are_answered_while_a_checkpoint_write_waits(make_broker):
+    """Offset checkpoint files are written on the scheduler thread (an fsync there can wait
+    seconds for the journal under a heavy write load).  While the write of
+    replication-offset-checkpoint cannot even open its file (a FIFO with no reader stands at
+    its ``.tmp`` path), Metadata and Produce requests are answered; freed, the failed write
+    is one log line, and a later checkpoint writes the current high watermark."""
+    b = make_broker(extra=["replica.high.watermark.checkpoint.interval.ms=100"]).start()
+    ckpt = b.data_dir / "replication-offset-checkpoint"
+    fifo = b.data_dir / "replication-offset-checkpoint.tmp"
+    deadline = time.monotonic() + 30
+    with WireClient(b.bootstrap) as c:
+        create_topic(c, "t")
+        while time.monotonic() < deadline and not ckpt.exists():
+            time.sleep(0.02)
+        assert ckpt.exists()
+        os.mkfifo(fifo)
+        assert produce(c, "t", plain(0)).error_code == 0  # a new high watermark to checkpoint
+        while time.monotonic() < deadline and not _thread_opening_a_fifo(b.proc.pid):
+            time.sleep(0.01)
+        assert _thread_opening_a_fifo(b.proc.pid), b.log_text()[-2000:]
+        for i in range(1, 6):
+            resp = c.request(3, 9, G.MetadataRequest(topics=None, allow_auto_topic_creation=False))
+            assert [t.name for t in resp.topics] == ["t"]
+            assert produce(c, "t", plain(i)).error_code == 0
+        assert _thread_opening_a_fifo(b.proc.pid)  # the answers came while the write waited
+        reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # frees it: the fsync of a FIFO fails
+        try:
+            while time.monotonic() < deadline and "checkpoint write failed" not in b.log_text():
+                time.sleep(0.02)
+        finally:
+            os.close(reader)
+            fifo.unlink()
+        lines = [ln for ln in b.log_text().splitlines() if "checkpoint write failed" in ln]
+        assert lines and "replication-offset-checkpoint" in lines[0], b.log_text()[-2000:]
+        assert "Traceback" not in b.log_text()
+        while time.monotonic() < deadline and ck.decode_offset_checkpoint(ckpt.read_bytes()) != {("t", 0): 6}:
+            time.sleep(0.02)
+        assert ck.decode_offset_checkpoint(ckpt.read_bytes()) == {("t", 0): 6}
     b.stop()

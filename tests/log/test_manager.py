@@ -115,3 +115,72 @@ def test_ignores_kraft_metadata_and_delete_dirs(tmp_path):
     assert mgr.logs == {}
     assert mgr.dirs[d].skipped == ["not_a_partition"]
     mgr.shutdown()
+
+
+def _hw_file(d):
+    return ck.decode_offset_checkpoint((d / "replication-offset-checkpoint").read_bytes())
+
+
+def test_checkpoint_writer_gets_snapshots_and_never_writes_an_older_one(tmp_path):
+    """With a checkpoint_writer (a broker's scheduler thread) the owner's thread only takes
+    snapshots; a snapshot written after a newer one reached the disk is dropped."""
+    mgr = LogManager([tmp_path / "d"], LogConfig())
+    d = tmp_path / "d"
+    a = mgr.create_log("a", 0)
+    queued: list = []
+    mgr.checkpoint_writer = queued.extend
+    a.append_as_leader(batch(3), 0)
+    a.update_high_watermark(3)
+    before = (d / "replication-offset-checkpoint").read_bytes() if (d / "replication-offset-checkpoint").exists() else None
+    mgr.checkpoint_high_watermarks()
+    assert [(j.name, j.entries) for j in queued] == [("replication-offset-checkpoint", {("a", 0): 3})]
+    # nothing written on this thread
+    now = (d / "replication-offset-checkpoint").read_bytes() if (d / "replication-offset-checkpoint").exists() else None
+    assert now == before
+    # unchanged entries: no second snapshot
+    mgr.checkpoint_high_watermarks()
+    assert len(queued) == 1
+    old = queued.pop()
+    a.append_as_leader(batch(2), 0)
+    a.update_high_watermark(5)
+    mgr.checkpoint_high_watermarks()
+    new = queued.pop()
+    assert new.seq > old.seq
+    assert mgr.write_checkpoint(new) is True
+    assert _hw_file(d) == {("a", 0): 5}
+    assert mgr.write_checkpoint(old) is False  # late: the file keeps the newer entries
+    assert _hw_file(d) == {("a", 0): 5}
+    # a synchronous write (shutdown) supersedes snapshots still queued, even when it finds
+    # the file current and writes nothing
+    a.update_high_watermark(4)
+    mgr.checkpoint_high_watermarks()
+    stale = queued.pop()
+    a.update_high_watermark(5)
+    mgr.shutdown()
+    assert mgr.write_checkpoint(stale) is False
+    assert _hw_file(d) == {("a", 0): 5}
+
+
+def test_checkpoint_write_failure_is_tried_again(tmp_path):
+    """A failed write raises for the writer to report, and the next checkpoint snapshots the
+    same entries again (they never reached the disk)."""
+    d = tmp_path / "d"
+    mgr = LogManager([d], LogConfig())
+    a = mgr.create_log("a", 0)
+    queued: list = []
+    mgr.checkpoint_writer = queued.extend
+    a.append_as_leader(batch(3), 0)
+    a.update_high_watermark(3)
+    mgr.checkpoint_high_watermarks()
+    job = queued.pop()
+    tmp = d / "replication-offset-checkpoint.tmp"
+    tmp.mkdir()  # the write aside cannot open its file
+    with pytest.raises(OSError):
+        mgr.write_checkpoint(job)
+    tmp.rmdir()
+    mgr.checkpoint_high_watermarks()
+    again = queued.pop()
+    assert again.entries == {("a", 0): 3}
+    assert mgr.write_checkpoint(again) is True
+    assert _hw_file(d) == {("a", 0): 3}
+    mgr.shutdown()
