@@ -131,11 +131,19 @@ def test_checkpoint_writer_gets_snapshots_and_never_writes_an_older_one(tmp_path
     mgr.checkpoint_writer = queued.extend
     a.append_as_leader(batch(3), 0)
     a.update_high_watermark(3)
-    before = (d / "replication-offset-checkpoint").read_bytes() if (d / "replication-offset-checkpoint").exists() else None
+    before = (
+        (d / "replication-offset-checkpoint").read_bytes()
+        if (d / "replication-offset-checkpoint").exists()
+        else None
+    )
     mgr.checkpoint_high_watermarks()
     assert [(j.name, j.entries) for j in queued] == [("replication-offset-checkpoint", {("a", 0): 3})]
     # nothing written on this thread
-    now = (d / "replication-offset-checkpoint").read_bytes() if (d / "replication-offset-checkpoint").exists() else None
+    now = (
+        (d / "replication-offset-checkpoint").read_bytes()
+        if (d / "replication-offset-checkpoint").exists()
+        else None
+    )
     assert now == before
     # unchanged entries: no second snapshot
     mgr.checkpoint_high_watermarks()
