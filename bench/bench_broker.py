@@ -259,9 +259,11 @@ def produce_raw(
     acks: int,
     seconds: float,
     per_request: int = 1,
+    connections: int = CONNECTIONS,
 ) -> Result:
     """Raw Produce v7 requests of one batch each (``per_request`` > 1: that many partitions'
-    batches in each request, as a client sends every ready batch for the broker at once)."""
+    batches in each request, as a client sends every ready batch for the broker at once),
+    on ``connections`` connections of WINDOW requests in flight each."""
     data, n = make_batch(record_size, batch_bytes)
     frames = []
     for p in range(PARTITIONS):
@@ -284,8 +286,8 @@ def produce_raw(
         code = resp.responses[0].partition_responses[0].error_code
         if code:
             raise RuntimeError(f"{t.name}: produce error {code}")
-    counts = [0] * CONNECTIONS
-    errors = [0] * CONNECTIONS
+    counts = [0] * connections
+    errors = [0] * connections
     stop = threading.Event()
 
     def worker(i: int) -> None:
@@ -315,7 +317,7 @@ def produce_raw(
 
     cpu0 = t.cpu_seconds()
     t0 = time.perf_counter()
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(CONNECTIONS)]
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(connections)]
     for th in threads:
         th.start()
     time.sleep(seconds)
