@@ -26,7 +26,8 @@ snapshot of the entries (cheap) and its scheduler thread writes and fsyncs the f
 Kafka's ``kafka-scheduler`` does (an fsync of a small file on ext4 waits for the journal
 commit, which under a heavy write load waits for gigabytes of other data: 1.7 s measured).
 Every snapshot and synchronous write carries a sequence number, and a file is never
-written with an older snapshot than the one it holds.
+written with an older snapshot than the one it holds.  Deleting a partition and moving one
+between log dirs still write their dirs' checkpoints at once, as Kafka's do.
 """
 
 from __future__ import annotations
@@ -603,7 +604,10 @@ class LogManager:
         state = self.dirs[d]
         for name in OFFSET_CHECKPOINTS:
             state.checkpoints[name].pop(tp, None)
-        self._checkpoint([(state, name) for name in OFFSET_CHECKPOINTS])
+        for name in OFFSET_CHECKPOINTS:
+            # now, as Kafka's asyncDelete does: a topic created again under the same name must
+            # not meet this one's recovery point after a crash
+            self._write(state, name)
         return target
 
     @staticmethod
@@ -655,7 +659,9 @@ class LogManager:
             if v is not None:
                 dst.checkpoints[name][tp] = v
         self._record(dst, tp, new, hw=True)
-        self._checkpoint([(d, name) for name in OFFSET_CHECKPOINTS for d in (src, dst)])
+        for name in OFFSET_CHECKPOINTS:
+            self._write(src, name)
+            self._write(dst, name)
         shutil.rmtree(doomed, ignore_errors=True)
         return new
 

@@ -192,3 +192,26 @@ def test_checkpoint_write_failure_is_tried_again(tmp_path):
     assert mgr.write_checkpoint(again) is True
     assert _hw_file(d) == {("a", 0): 3}
     mgr.shutdown()
+
+
+def test_a_deleted_partition_leaves_the_checkpoints_at_once(tmp_path):
+    """With a checkpoint writer elsewhere too, deleting a partition rewrites its dir's
+    checkpoints before it returns (Kafka's asyncDelete), and a snapshot taken before the
+    deletion and written after it changes nothing: a topic created again under the same
+    name never meets the old one's recovery point after a crash."""
+    d = tmp_path / "d"
+    mgr = LogManager([d], LogConfig())
+    a = mgr.create_log("a", 0)
+    a.append_as_leader(batch(3), 0)
+    a.flush()
+    queued: list = []
+    mgr.checkpoint_writer = queued.extend
+    mgr.checkpoint_recovery_points()
+    [before] = queued
+    assert before.entries == {("a", 0): 3}
+    mgr.delete_log("a", 0)
+    path = d / "recovery-point-offset-checkpoint"
+    assert ck.decode_offset_checkpoint(path.read_bytes()) == {}
+    assert mgr.write_checkpoint(before) is False
+    assert ck.decode_offset_checkpoint(path.read_bytes()) == {}
+    mgr.shutdown()
