@@ -5,25 +5,17 @@ from pathlib import Path
 import pytest
 import typer.testing
 
+from tests.pycache import use_bytecode_cache
+
 # typer's CliRunner builds the whole click command tree from the functions' signatures on
 # every invoke (about 0.1 s for kafkatool's CLI); the tree does not change between invokes,
 # so it is built once per app (the damage corpus alone invokes the CLI about 2,000 times)
 typer.testing._get_command = functools.lru_cache(maxsize=None)(typer.testing._get_command)
 
 REPO = Path(__file__).resolve().parent.parent
+# brokers, the CLI and Spark's Python workers started by the tests read compiled modules
+use_bytecode_cache()
 
-# The processes the tests start (brokers, the CLI, Spark's Python workers) read compiled
-# modules from a bytecode cache outside the tree.  Under PYTHONDONTWRITEBYTECODE (set on the
-# machines this project runs on) every one of them compiled about 350 modules from source
-# first: a broker was ready after 1.3-1.4 s, against 0.5 s with the cache.  The prefix keeps
-# __pycache__ directories out of the tree, which is what that variable is there for.
-if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("PYTHONPYCACHEPREFIX"):
-    import tempfile
-
-    os.environ["PYTHONPYCACHEPREFIX"] = os.path.join(
-        tempfile.gettempdir(), f"kafkatool-pycache-{os.getuid()}"
-    )
-    del os.environ["PYTHONDONTWRITEBYTECODE"]
 SHARED = Path(os.environ.get("KAFKATOOL_SHARED", REPO.parent / "shared"))
 CLIENT_BATCHES = SHARED / "fixtures" / "client-batches"
 
