@@ -49,16 +49,16 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from kafkatool.formats import records as R  # noqa: E402
-from tests.pycache import use_bytecode_cache  # noqa: E402
-
-# the brokers the benches start read compiled modules, as an installed kafkatool does
-# (start-up figures without compiling 350 modules from source first)
-use_bytecode_cache()
 from kafkatool.protocol import generated as G  # noqa: E402
 from kafkatool.protocol.framing import encode_request, parse_response  # noqa: E402
 from kafkatool.protocol.generated.create_topics_request import CreatableTopic  # noqa: E402
 from kafkatool.protocol.generated.fetch_request import FetchPartition, FetchTopic  # noqa: E402
 from kafkatool.protocol.generated.produce_request import PartitionProduceData, TopicProduceData  # noqa: E402
+from tests.pycache import use_bytecode_cache  # noqa: E402
+
+# the brokers the benches start read compiled modules, as an installed kafkatool does
+# (start-up figures without compiling 350 modules from source first)
+use_bytecode_cache()
 
 PARTITIONS = 4
 CONNECTIONS = 4

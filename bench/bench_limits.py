@@ -67,7 +67,7 @@ def settle() -> None:
     few GB at the disk's speed).  Each figure then starts from the same state: a probe or a
     produce run that follows another one's gigabytes would otherwise meet the kernel's
     dirty-page throttling seconds earlier (measured: the new-pages ceiling read 750 MB/s
-    right after the recycled-pages probe, 1,037-1,481 after a pause)."""
+    right after the recycled-pages probe, 1,030-1,090 after a sync)."""
     os.sync()
     time.sleep(0.5)
 

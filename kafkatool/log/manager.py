@@ -492,7 +492,7 @@ class LogManager:
 
     def _write(self, state: LogDirState, name: str) -> bool:
         """Write one offset checkpoint file now, on this thread, when an entry changed (tools,
-        shutdown); True when it wrote."""
+        shutdown, a partition's deletion or move); True when it wrote."""
         return self.write_checkpoint(self._snapshot(state, name))
 
     def _snapshot(self, state: LogDirState, name: str) -> CheckpointWrite:

@@ -121,6 +121,11 @@ def _hw_file(d):
     return ck.decode_offset_checkpoint((d / "replication-offset-checkpoint").read_bytes())
 
 
+def _hw_bytes(d):
+    path = d / "replication-offset-checkpoint"
+    return path.read_bytes() if path.exists() else None
+
+
 def test_checkpoint_writer_gets_snapshots_and_never_writes_an_older_one(tmp_path):
     """With a checkpoint_writer (a broker's scheduler thread) the owner's thread only takes
     snapshots; a snapshot written after a newer one reached the disk is dropped."""
@@ -131,19 +136,11 @@ def test_checkpoint_writer_gets_snapshots_and_never_writes_an_older_one(tmp_path
     mgr.checkpoint_writer = queued.extend
     a.append_as_leader(batch(3), 0)
     a.update_high_watermark(3)
-    before = (
-        (d / "replication-offset-checkpoint").read_bytes()
-        if (d / "replication-offset-checkpoint").exists()
-        else None
-    )
+    before = _hw_bytes(d)
     mgr.checkpoint_high_watermarks()
     assert [(j.name, j.entries) for j in queued] == [("replication-offset-checkpoint", {("a", 0): 3})]
     # nothing written on this thread
-    now = (
-        (d / "replication-offset-checkpoint").read_bytes()
-        if (d / "replication-offset-checkpoint").exists()
-        else None
-    )
+    now = _hw_bytes(d)
     assert now == before
     # unchanged entries: no second snapshot
     mgr.checkpoint_high_watermarks()
