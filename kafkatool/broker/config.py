@@ -248,6 +248,14 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _d("num.network.threads", INT, 3),
         _d("num.io.threads", INT, 8),
         _d("num.recovery.threads.per.data.dir", INT, 2),
+        _d(
+            "kafkatool.processes",
+            INT,
+            1,
+            "kafkatool's own: processes of this standalone broker, each serving its share of the "
+            "partitions as a node of its own (node.id + k, its own ports), so that request handling "
+            "uses that many cores (broker/processes.py).",
+        ),
         _d("cluster.id", STRING, None, "Cluster id for a new data dir (default: random)."),
         # ZooKeeper cluster mode (broker/cluster): Kafka 3.x names and defaults
         _d(

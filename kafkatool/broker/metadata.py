@@ -111,6 +111,8 @@ class MetadataStore:
         #: ZooKeeper cluster mode: topics live in ZooKeeper and reach this store through the
         #: controller's UpdateMetadata; the file keeps only what is the broker's own
         self.persist_topics = True
+        #: called after every save (a broker of several processes tells the others)
+        self.on_save: list = []
         self._load()
 
     # ------------------------------------------------------------------ load/save
@@ -124,26 +126,30 @@ class MetadataStore:
         except (ValueError, OSError) as exc:
             raise OSError(f"{self.path}: unreadable cluster metadata: {exc}") from None
         if data is not None:
-            self.cluster_id = data.get("cluster_id") or self.cluster_id
-            self.producer_ids_reserved = int(data.get("producer_ids_reserved", 0))
-            self.user_scram = {
-                str(u): {str(m): str(c) for m, c in creds.items()}
-                for u, creds in data.get("user_scram_credentials", {}).items()
-            }
-            self.group_configs = {
-                str(g): {str(k): str(v) for k, v in cfg.items()}
-                for g, cfg in data.get("group_configs", {}).items()
-            }
-            for name, t in data.get("topics", {}).items():
-                self.topics[name] = TopicMeta.from_json(name, t)
-            if data.get("acls"):
-                from kafkatool.broker.security.acl import AclBinding
-
-                self.acls = sorted(AclBinding.from_json(a) for a in data["acls"])
+            self.apply_json(data)
         if self.cluster_id is None:
             self.cluster_id = self._cluster_id_from_meta_properties()
         if self.cluster_id is None:
             self.cluster_id = new_cluster_id()
+
+    def apply_json(self, data: dict) -> None:
+        """Take the contents of a metadata file (as :meth:`to_json` gives them)."""
+        self.cluster_id = data.get("cluster_id") or self.cluster_id
+        self.producer_ids_reserved = int(data.get("producer_ids_reserved", 0))
+        self.user_scram = {
+            str(u): {str(m): str(c) for m, c in creds.items()}
+            for u, creds in data.get("user_scram_credentials", {}).items()
+        }
+        self.group_configs = {
+            str(g): {str(k): str(v) for k, v in cfg.items()}
+            for g, cfg in data.get("group_configs", {}).items()
+        }
+        self.topics = {name: TopicMeta.from_json(name, t) for name, t in data.get("topics", {}).items()}
+        self.acls = []
+        if data.get("acls"):
+            from kafkatool.broker.security.acl import AclBinding
+
+            self.acls = sorted(AclBinding.from_json(a) for a in data["acls"])
 
     def _cluster_id_from_meta_properties(self) -> str | None:
         for d in self.log_dirs:
@@ -158,6 +164,13 @@ class MetadataStore:
     def save(self) -> None:
         if not self.writable:
             return
+        fileops.atomic_write(
+            self.path, (json.dumps(self.to_json(), indent=1, sort_keys=True) + "\n").encode()
+        )
+        for callback in self.on_save:
+            callback()
+
+    def to_json(self) -> dict:
         data = {
             "format": FORMAT_VERSION,
             "cluster_id": self.cluster_id,
@@ -171,7 +184,7 @@ class MetadataStore:
             data["acls"] = [a.to_json() for a in self.acls]
         if self.group_configs:
             data["group_configs"] = self.group_configs
-        fileops.atomic_write(self.path, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
+        return data
 
     def write_meta_properties(self) -> None:
         """meta.properties in every log dir (KRaft v1 layout), unless one is there already."""

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kafkatool.broker.network import CloseConnection, FinalResponse, Parts
+from kafkatool.broker.processes import LOCAL_APIS
 from kafkatool.formats.schema import Message, SchemaDecodeError, UnsupportedVersionError, in_range
 from kafkatool.protocol.apis import API_BY_KEY, API_VERSIONS_KEY
 from kafkatool.protocol.framing import (
@@ -54,6 +55,9 @@ class Router:
     def __init__(self, broker):
         self.broker = broker
         self.routes: dict[int, Route] = {}
+        #: a member process of a broker of several (broker/processes.py): the coroutine that
+        #: has the primary answer a request this process does not serve
+        self.forward: Callable | None = None
 
     def register(self, api_key: int, min_version: int, max_version: int, handler: Callable) -> None:
         info = API_BY_KEY[api_key]
@@ -110,6 +114,8 @@ class Router:
                 return self._refuse(conn, header, exc)
             if answer is not None:
                 return self._encode(header, answer)
+        if self.forward is not None and header.api_key not in LOCAL_APIS:
+            return asyncio.ensure_future(self.forward(conn, bytes(frame)))
         ctx = RequestContext(self.broker, conn, header)
         try:
             result = route.handler(ctx, body)

@@ -62,6 +62,27 @@ def _cap_to_valid_data(lg: Log) -> list[str]:
     return notes
 
 
+def _foreign_partitions(dirs: list[Path], loaded) -> list[tuple[str, int, Uuid | None]]:
+    """The partition dirs of the log dirs that ``loaded`` (this process's logs) does not hold,
+    with the topic id of their partition.metadata (None when unreadable)."""
+    from kafkatool.formats import properties as props
+    from kafkatool.log.manager import partition_dirs
+
+    out = []
+    for d in dirs:
+        for path, (topic, part) in partition_dirs(d):
+            if (topic, part) in loaded or path.name != f"{topic}-{part}":
+                continue
+            try:
+                topic_id = props.decode_partition_metadata(
+                    (path / props.PARTITION_METADATA_FILE).read_bytes()
+                ).topic_id
+            except (OSError, ValueError, FormatError):
+                topic_id = None
+            out.append((topic, part, topic_id))
+    return out
+
+
 def stored_node_id(dirs: list[Path]) -> int | None:
     """node.id / broker.id from the log dirs' meta.properties (None when there is none)."""
     from kafkatool.formats import properties as props
@@ -111,10 +132,33 @@ class Broker:
         #: ZooKeeper cluster mode (zookeeper.connect): membership, controller, replication
         self.cluster = None
         self.replicas = None
+        #: a broker of several processes (kafkatool.processes > 1): broker/processes.py's
+        #: Primary in the process serve started, Member in the others
+        self.processes = None
+        self._clean_shutdown: dict[str, bool] | None = None
+        #: set when the broker stops because a process of it failed
+        self.failed = False
+        if config.int("kafkatool.processes") > 1 and not read_only:
+            from kafkatool.broker.cluster.txn_markers import handle_write_txn_markers
+
+            # the transaction coordinator (the primary) asks each partition's owner for its markers
+            self.router.register(27, 0, 1, handle_write_txn_markers)
         if config.get("zookeeper.connect") and not read_only:
             from kafkatool.broker.cluster import handlers as cluster_handlers
 
             cluster_handlers.register(self.router)
+
+    def join_group(self, group, *, clean_shutdown: dict[str, bool]) -> None:
+        """This process is member ``group.index`` of a broker of several processes: it serves
+        the partitions it owns and forwards every other request to the primary."""
+        self.processes = group
+        self.node_id = group.node_id
+        self._clean_shutdown = clean_shutdown
+        self.router.forward = group.forward
+
+    @property
+    def is_member(self) -> bool:
+        return self.processes is not None and not self.processes.is_primary
 
     @property
     def scram_store(self):
@@ -164,7 +208,7 @@ class Broker:
             if missing:
                 raise OSError(f"log dir {missing[0]} does not exist (--read-only never creates one)")
         new_dirs = [str(d) for d in dirs if not d.exists() or not any(d.iterdir())]
-        stored = stored_node_id(dirs)
+        stored = stored_node_id(dirs) if not self.is_member else None
         if stored is not None:
             explicit = self.config.explicit_node_id
             if explicit is None:
@@ -174,8 +218,21 @@ class Broker:
                     f"configured node id {explicit} does not match the id {stored} stored in "
                     f"meta.properties of the log dir (Kafka refuses this too)"
                 )
+        from kafkatool.broker import processes
+
+        count = self.config.int(processes.PROCESSES_CONFIG)
+        if count > 1 and self.processes is None:
+            if self.config.get("zookeeper.connect") or not writable:
+                raise ConfigError(
+                    f"{processes.PROCESSES_CONFIG}={count} is for a standalone broker that writes "
+                    "(not with zookeeper.connect or --read-only)"
+                )
+            self.processes = processes.Primary(self, count)
         self.metadata = MetadataStore(
-            dirs, self.node_id, writable=writable, cluster_id=self.config.get("cluster.id")
+            dirs,
+            self.node_id,
+            writable=writable and not self.is_member,
+            cluster_id=self.config.get("cluster.id"),
         )
         if self.config.get("zookeeper.connect") and writable:
             from kafkatool.broker.cluster.membership import Cluster
@@ -189,31 +246,51 @@ class Broker:
         self._install_authorizer()
         log_config = self._log_config_memo()
         topic_configs = {n: log_config(t.configs) for n, t in self.metadata.topics.items()}
+        clean = (
+            {str(d): (d / ".kafka_cleanshutdown").exists() for d in dirs}
+            if self.processes is not None
+            else None
+        )
         self.manager = LogManager(
             dirs,
             self.config.log_config(),
             topic_configs=topic_configs,
             writable=writable,
             recovery_threads=self.config.int("num.recovery.threads.per.data.dir"),
+            owns=self.processes.owns if self.processes is not None else None,
+            member=self.is_member,
+            clean_shutdown=self._clean_shutdown,
         )
-        if writable:
+        if self.is_member:
+            self.manager.checkpoint_sink = self.processes.send_checkpoint
+        elif writable:
             # the event loop takes checkpoint snapshots; the scheduler thread writes the files
             self.manager.checkpoint_writer = self.workers.checkpoint_writer(self.manager)
         on_disk: dict[str, dict[int, Uuid | None]] = {}
         for (topic, part), lg in self.manager.logs.items():
             on_disk.setdefault(topic, {})[part] = lg.topic_id
+        if self.processes is not None and not self.is_member:
+            # the other processes' partitions are on disk too
+            for topic, part, topic_id in _foreign_partitions(dirs, self.manager.logs):
+                on_disk.setdefault(topic, {})[part] = topic_id
         compacted = {tp[0] for st in self.manager.dirs.values() for tp in st.cleaner_offsets}
-        notes = [] if self.cluster is not None else self.metadata.reconcile(on_disk, compacted=compacted)
-        for k, v in self.metadata.dir_broker_configs.items():
+        if self.cluster is not None or self.is_member:
+            notes = []  # a member takes the metadata from the primary
+        else:
+            notes = self.metadata.reconcile(on_disk, compacted=compacted)
+        for k, v in ({} if self.is_member else self.metadata.dir_broker_configs).items():
             # the cluster's dynamic broker configs (kafka-configs --entity-default / --entity-name)
             if k in BROKER_CONFIGS and k not in self.config.dynamic:
                 self.config.dynamic[k] = v
                 notes.append(f"dynamic broker config from __cluster_metadata: {k}={v}")
         log_config = self._log_config_memo()  # the dynamic broker configs above may have changed
+        owns = self.processes.owns if self.processes is not None else None
         for name, t in self.metadata.topics.items():
             cfg = log_config(t.configs)
             self.manager.topic_configs[name] = cfg
             for p in range(t.partitions):
+                if owns is not None and not owns((name, p)):
+                    continue  # another process of this broker serves it
                 lg = self.manager.get_log(name, p)
                 if lg is not None:
                     # a topic found on disk was loaded before its configs were known (reconcile)
@@ -241,6 +318,11 @@ class Broker:
         self.metadata.producer_ids_reserved = self.next_producer_id
         self.metadata.write_meta_properties()
         self.metadata.save()
+        if self.is_member:
+            self._seen_topics = {n: t.topic_id for n, t in self.metadata.topics.items()}
+        elif self.processes is not None:
+            # the members load their partitions while this process starts listening
+            self.processes.spawn(clean)
         recovered = sum(len(lg.load_result.recovered) for lg in self.manager.logs.values())
         for state in self.manager.dirs.values():
             notes.extend(state.warnings)
@@ -255,6 +337,43 @@ class Broker:
             new_dirs,
         )
         return self.startup
+
+    def adopt_metadata(self) -> None:
+        """A member's logs follow the metadata the primary sent: new topics' and partitions'
+        logs are made, configs applied, and the logs of a topic deleted since the last metadata
+        this process saw are deleted (never a log whose topic it never knew)."""
+        owns = self.processes.owns
+        log_config = self._log_config_memo()
+        seen = self._seen_topics
+        doomed = []
+        for name, p in list(self.manager.logs):
+            t = self.metadata.topics.get(name)
+            old_id = seen.get(name)
+            gone = t is None or (old_id is not None and t.topic_id != old_id)
+            if gone and name in seen:
+                target = self.manager.delete_log(name, p)
+                if target is not None:
+                    doomed.append(target)
+                self.wake((name, p))
+        for name, t in self.metadata.topics.items():
+            cfg = log_config(t.configs)
+            self.manager.topic_configs[name] = cfg
+            for p in range(t.partitions):
+                if not owns((name, p)):
+                    continue
+                lg = self.manager.get_log(name, p)
+                if lg is None:
+                    lg = self.manager.create_log(name, p, topic_id=t.topic_id)
+                    self._attach(lg)
+                lg.config = cfg
+                latest = lg.leader_epoch_cache.latest_epoch
+                if latest is not None and latest > t.leader_epoch(p):
+                    t.leader_epochs[p] = latest
+        for name in set(seen) - set(self.metadata.topics):
+            self.manager.topic_configs.pop(name, None)
+        self._seen_topics = {n: t.topic_id for n, t in self.metadata.topics.items()}
+        if doomed:
+            self.manager.remove_deleted(doomed)
 
     def _log_config_memo(self):
         """``config.log_config`` for start-up's loops: topics with the same overrides (most have
@@ -310,10 +429,28 @@ class Broker:
 
     def leader_error(self, topic: str, partition: int) -> int | None:
         """None when this broker may serve the partition as its leader; else the error code
-        (NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION). A single node leads everything it has."""
-        if self.replicas is None:
-            return None
-        return self.replicas.leader_error(topic, partition)
+        (NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION). A single node leads everything it
+        has; a process of a broker of several, the partitions it owns."""
+        if self.replicas is not None:
+            return self.replicas.leader_error(topic, partition)
+        if self.processes is not None:
+            return self.processes.leader_error(topic, partition)
+        return None
+
+    def absent_error(self, topic: str, partition: int) -> int:
+        """The error for a partition this process has no log of: NOT_LEADER_OR_FOLLOWER when
+        another process of this broker serves it, else UNKNOWN_TOPIC_OR_PARTITION."""
+        from kafkatool.protocol.errors import ErrorCode
+
+        if self.processes is not None:
+            return self.processes.leader_error(topic, partition) or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+    def partition_leader(self, topic: str, partition: int) -> int:
+        """Standalone: the node id clients are told leads a partition (-1: none yet)."""
+        if self.processes is not None:
+            return self.processes.leader_node(topic, partition)
+        return self.node_id if self.get_log(topic, partition) is not None else -1
 
     # ------------------------------------------------------------------ long polls
     def waiter(self, tps) -> asyncio.Future:
@@ -360,7 +497,8 @@ class Broker:
         t = self.metadata.create_topic(name, partitions, configs)
         self.manager.topic_configs[name] = self.config.log_config(configs)
         for p in range(partitions):
-            self._attach(self.manager.create_log(name, p, topic_id=t.topic_id))
+            if self.processes is None or self.processes.owns((name, p)):
+                self._attach(self.manager.create_log(name, p, topic_id=t.topic_id))
         self.metadata.save()
         log.info(
             "topic created topic=%s partitions=%d topic_id=%s configs=%s",
@@ -377,7 +515,8 @@ class Broker:
             return
         t = self.metadata.topics[name]
         for p in range(t.partitions, count):
-            self._attach(self.manager.create_log(name, p, topic_id=t.topic_id))
+            if self.processes is None or self.processes.owns((name, p)):
+                self._attach(self.manager.create_log(name, p, topic_id=t.topic_id))
         t.partitions = count
         self.metadata.save()
         log.info("partitions added topic=%s partitions=%d", name, count)
@@ -483,6 +622,8 @@ class Broker:
                 lst.port,
                 reuse_address=True,
                 limit=1 << 20,
+                # a broker of several processes takes clients once all of them serve
+                start_serving=self.processes is None or not self.processes.is_primary,
             )
             self._servers.append(server)
             sock = server.sockets[0].getsockname()
@@ -491,10 +632,18 @@ class Broker:
 
         if self.cluster is not None:
             self.cluster.start()
+        if self.processes is not None and self.processes.is_primary:
+            try:
+                await self.processes.start()
+            except BaseException:
+                self.processes.kill()
+                raise
+            for server in self._servers:
+                await server.start_serving()
         self._background = start_background(self)
         if getattr(self, "group_coordinator", None) is not None:
             self.group_coordinator.start()
-        if self.metadata is not None and self.topic("__transaction_state") is not None:
+        if self.metadata is not None and self.topic("__transaction_state") is not None and not self.is_member:
             from kafkatool.broker.txn.coordinator import txn_coordinator
 
             txn_coordinator(self)  # reload transactions, finish Prepare*, start the timeout checks
@@ -653,7 +802,8 @@ class Broker:
     async def serve_until_stopped(self) -> None:
         await self._stopping.wait()
 
-    def request_stop(self) -> None:
+    def request_stop(self, *, failed: bool = False) -> None:
+        self.failed = self.failed or failed
         if self._stopping is not None:
             self._stopping.set()
 
@@ -678,6 +828,8 @@ class Broker:
             await self.group_coordinator.stop()
         if getattr(self, "txn_coordinator", None) is not None:
             await self.txn_coordinator.stop()
+        if self.processes is not None and self.processes.is_primary:
+            await self.processes.stop()  # their last checkpoint entries come here first
         self.close_storage()
 
     def close_storage(self) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import sys
 import time
@@ -95,7 +96,18 @@ socket.request.max.bytes apply.  ACLs: authorizer.class.name (Kafka's
 AclAuthorizer rules).  Not yet served: request quotas (client quotas,
 connection.creation.rate) - left for later.
 
-A configuration or start-up error exits 2; a clean shutdown exits 0.
+Every core: kafkatool.processes=N (kafkatool's own property, default 1; a standalone
+broker that writes) runs N processes on the same log dirs.  Clients see N brokers
+of one cluster (node ids node.id, node.id+1, ...; the others listen on ephemeral
+ports of the same hosts, advertised in Metadata), every partition served by one of
+them with replication factor 1 (the internal topics and the group and transaction
+coordinators by the first), so request handling uses N cores.  The first process
+holds the lock and writes the checkpoints and the metadata; the others forward
+the requests they do not serve to it.  If one of them dies the broker stops (exit
+1) and every partition recovers at the next start.
+
+A configuration or start-up error exits 2; a clean shutdown exits 0; a broker whose
+process died exits 1.
 
 Supported properties: {SUPPORTED}."""
 
@@ -263,6 +275,8 @@ def serve(
     if log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise CommandError(f"--log-level must be debug, info, warning or error, not {log_level!r}")
     _setup_logging(log_format, log_level)
+    # the other processes of a broker of several (kafkatool.processes) log the same way
+    os.environ["KAFKATOOL_LOG_FORMAT"], os.environ["KAFKATOOL_LOG_LEVEL"] = log_format, log_level
     # kill -QUIT prints every thread's stack to stderr, as it does for Kafka's JVM
     faulthandler.register(signal.SIGQUIT, all_threads=True, chain=False)
     log = logging.getLogger("kafkatool.broker")
@@ -320,6 +334,9 @@ def serve(
         await broker.serve_until_stopped()
         log.info("shutting down")
         await broker.stop()
+        if broker.failed:
+            log.error("shutdown complete clean=false: a process of this broker failed")
+            raise typer.Exit(1)
         log.info("shutdown complete clean=true")
 
     try:

@@ -71,6 +71,11 @@ def is_locked(log_dir: str | os.PathLike) -> bool:
         os.close(fd)
 
 
+def held_here(log_dir: str | os.PathLike) -> bool:
+    """True when this process holds ``<log_dir>/.lock``."""
+    return _key(log_dir) in _held
+
+
 def acquire(log_dir: str | os.PathLike) -> None:
     """Take ``<log_dir>/.lock`` (created if missing) or raise LogDirLockedError."""
     key = _key(log_dir)

@@ -28,6 +28,13 @@ commit, which under a heavy write load waits for gigabytes of other data: 1.7 s 
 Every snapshot and synchronous write carries a sequence number, and a file is never
 written with an older snapshot than the one it holds.  Deleting a partition and moving one
 between log dirs still write their dirs' checkpoints at once, as Kafka's do.
+
+A broker of several processes (``kafkatool.processes``, broker/processes.py) shares its
+log dirs between managers, each given the partitions it owns (``owns``): the first process
+takes the lock, keeps the clean-shutdown marker and is the only writer of the checkpoint
+files, into which it folds the other processes' entries (:meth:`LogManager.merge_entries`);
+the others (``member=True``) take no lock, leave the marker alone and hand every checkpoint
+write to :attr:`LogManager.checkpoint_sink`.
 """
 
 from __future__ import annotations
@@ -251,9 +258,16 @@ class LogManager:
         clock: Callable[[], int] | None = None,
         broker_epoch: int = -1,
         recovery_threads: int = 1,
+        owns: Callable[[TopicPartition], bool] | None = None,
+        member: bool = False,
+        clean_shutdown: dict[str, bool] | None = None,
     ):
         """``recovery_threads``: Kafka's num.recovery.threads.per.data.dir, the threads that
-        load (and after an unclean shutdown recover) one dir's partitions in parallel."""
+        load (and after an unclean shutdown recover) one dir's partitions in parallel.
+        ``owns``: the partitions this manager loads and checkpoints (None: every one); the
+        entries of the others stay in the files as found or merged.  ``member``: another
+        process of the same broker holds the dirs' locks and markers (``clean_shutdown``: what
+        it found, by dir); checkpoint writes go to :attr:`checkpoint_sink`."""
         self.config = config or LogConfig()
         self.recovery_threads = max(1, recovery_threads)
         self.topic_configs = dict(topic_configs or {})
@@ -270,6 +284,15 @@ class LogManager:
         #: None: checkpoint files are written on the calling thread; else called with a list of
         #: CheckpointWrite to write elsewhere (a broker: its scheduler thread)
         self.checkpoint_writer: Callable[[list[CheckpointWrite]], None] | None = None
+        self.owns = owns
+        self.member = member
+        self._clean_shutdown = dict(clean_shutdown or {})
+        #: member mode: called with (CheckpointWrite of this manager's entries only, now) for
+        #: every checkpoint write; the owner of the files writes them
+        self.checkpoint_sink: Callable[[CheckpointWrite, bool], None] | None = None
+        #: False when another process of the broker did not shut down cleanly: no marker then
+        self.members_clean = True
+        self._adopted = False
         self._checkpoint_lock = threading.Lock()
         self._checkpoint_seq = itertools.count(1)
         try:
@@ -286,17 +309,24 @@ class LogManager:
     def warnings(self) -> list[str]:
         return [w for st in self.dirs.values() for w in st.warnings]
 
+    def _owned(self, tp: TopicPartition) -> bool:
+        return self.owns is None or self.owns(tp)
+
     def _open_dir(self, log_dir: Path) -> None:
-        if self.writable:
+        if self.member:
+            if not (lock.is_locked(log_dir) or lock.held_here(log_dir)):
+                raise OSError(f"{log_dir}: not locked by the broker this process belongs to")
+        elif self.writable:
             if self.load:
                 log_dir.mkdir(parents=True, exist_ok=True)
             lock.acquire(log_dir)
         marker = log_dir / ck.CLEAN_SHUTDOWN_FILE
-        state = LogDirState(log_dir, marker.exists())
+        clean = self._clean_shutdown.get(str(log_dir)) if self.member else None
+        state = LogDirState(log_dir, marker.exists() if clean is None else clean)
         self.dirs[log_dir] = state
         if not self.writable:
             state.locked_by_other = lock.is_locked(log_dir)
-        if self.writable and self.load and state.had_clean_shutdown:
+        if self.writable and self.load and state.had_clean_shutdown and not self.member:
             fileops.delete(marker)
             fileops.fsync_dir(log_dir)
         for name in OFFSET_CHECKPOINTS:
@@ -310,6 +340,8 @@ class LogManager:
             return
         found, skipped = _scan_log_dir(log_dir)
         state.skipped.extend(skipped)
+        if self.owns is not None:
+            found = [(path, tp) for path, tp in found if self.owns(tp)]
         if self.recovery_threads == 1 or len(found) < 2 or state.had_clean_shutdown:
             # after a clean shutdown nothing is recovered: loading is interpreter work that the
             # GIL runs one thread at a time, and a second thread only adds a GIL hand-off at
@@ -493,7 +525,44 @@ class LogManager:
     def _write(self, state: LogDirState, name: str) -> bool:
         """Write one offset checkpoint file now, on this thread, when an entry changed (tools,
         shutdown, a partition's deletion or move); True when it wrote."""
+        if self.member:
+            return self._hand_over(state, name, now=True)
         return self.write_checkpoint(self._snapshot(state, name))
+
+    def _hand_over(self, state: LogDirState, name: str, *, now: bool) -> bool:
+        """Member mode: this manager's entries of a file go to the process that writes it,
+        when they changed since the last hand-over (``now``: it writes them at once)."""
+        mine = {tp: v for tp, v in state.checkpoints[name].items() if self._owned(tp)}
+        if mine == state.on_disk[name] and not now:
+            return False
+        if self.checkpoint_sink is None:
+            raise OSError("no process takes this member's checkpoint entries")
+        job = CheckpointWrite(state, name, mine, next(self._checkpoint_seq))
+        self.checkpoint_sink(job, now)
+        state.on_disk[name] = state.snapshot[name] = mine
+        return True
+
+    def merge_entries(
+        self,
+        log_dir: str | os.PathLike,
+        name: str,
+        entries: dict[TopicPartition, int],
+        owned_by: Callable[[TopicPartition], bool],
+        *,
+        now: bool = False,
+    ) -> None:
+        """Another process's entries of one checkpoint file (every partition ``owned_by`` it):
+        they replace what the file said of its partitions and are written with this manager's
+        own, at once (``now``: its deletion or move) or as any checkpoint is."""
+        state = self.dirs[Path(log_dir)]
+        held = state.checkpoints[name]
+        for tp in [tp for tp in held if owned_by(tp)]:
+            del held[tp]
+        held.update(entries)
+        if now or self.checkpoint_writer is None:
+            self._write(state, name)
+        else:
+            self._checkpoint([(state, name)])
 
     def _snapshot(self, state: LogDirState, name: str) -> CheckpointWrite:
         job = CheckpointWrite(state, name, dict(state.checkpoints[name]), next(self._checkpoint_seq))
@@ -531,6 +600,10 @@ class LogManager:
     def _checkpoint(self, pairs: list[tuple[LogDirState, str]]) -> None:
         """Write these (dir, file) checkpoints with their current entries: now, or through
         :attr:`checkpoint_writer`, skipping a file whose newest snapshot has them already."""
+        if self.member:
+            for state, name in pairs:
+                self._hand_over(state, name, now=False)
+            return
         if self.checkpoint_writer is None:
             for state, name in pairs:
                 self._write(state, name)
@@ -563,7 +636,7 @@ class LogManager:
             if state.fully_loaded:
                 # a broker's checkpoints list exactly the partitions it holds
                 held = {tp for tp, d in self._log_dir_of.items() if d == state.path and tp in self.logs}
-                for tp in [tp for tp in state.checkpoints[name] if tp not in held]:
+                for tp in [tp for tp in state.checkpoints[name] if tp not in held and self._owned(tp)]:
                     del state.checkpoints[name][tp]
         self._checkpoint([(state, name) for state in self.dirs.values()])
 
@@ -708,16 +781,34 @@ class LogManager:
                     if success:
                         raise
                 for d, state in self.dirs.items():
-                    if self.load and state.fully_loaded:
+                    if self.member:
+                        continue  # the marker is the process's that holds the lock
+                    if self.load and state.fully_loaded and self.members_clean:
                         fileops.atomic_write(
                             d / ck.CLEAN_SHUTDOWN_FILE, ck.encode_clean_shutdown(self.broker_epoch)
                         )
                     elif not self.load and success and state.marker_removed is not None:
                         fileops.atomic_write(d / ck.CLEAN_SHUTDOWN_FILE, state.marker_removed)
         finally:
-            for d in self.dirs:
-                if self.writable:
-                    lock.release(d)
+            if self.writable and (not self.member or self._adopted):
+                for d in self.dirs:
+                    lock.release(d)  # a member holds none, unless it adopted them
+
+    def adopt_locks(self) -> bool:
+        """Member mode, once the process that held the dirs' locks is gone: take them, so that
+        no new broker opens the dirs while this one closes its logs (True); False, holding
+        none, when another process has one already (this one must not write again)."""
+        taken = []
+        for d in self.dirs:
+            try:
+                lock.acquire(d)
+            except OSError:
+                for t in taken:
+                    lock.release(t)
+                return False
+            taken.append(d)
+        self._adopted = True
+        return True
 
     def close(self) -> None:
         self.shutdown()
@@ -728,7 +819,7 @@ class LogManager:
                 log.release()
             except OSError:
                 pass
-        if self.writable:
+        if self.writable and (not self.member or self._adopted):
             for d in self.dirs:
                 lock.release(d)
         self._closed = True

@@ -212,3 +212,72 @@ def test_a_deleted_partition_leaves_the_checkpoints_at_once(tmp_path):
     assert mgr.write_checkpoint(before) is False
     assert ck.decode_offset_checkpoint(path.read_bytes()) == {}
     mgr.shutdown()
+
+
+def test_processes_of_one_broker_share_the_checkpoint_files(tmp_path):
+    """A broker of several processes: each manager loads the partitions it owns; the member
+    takes no lock and hands its checkpoint entries over; the primary writes them with its own,
+    keeps what the file says of partitions it does not hold, and alone writes the marker."""
+    d = tmp_path / "d"
+    with LogManager([d], LogConfig()) as setup:  # a first broker run: both partitions, one process
+        for p in (0, 1):
+            setup.create_log("t", p).append_as_leader(batch(2 + p), 0)
+    primary = LogManager([d], LogConfig(), owns=lambda tp: tp[1] == 0)
+    assert set(primary.logs) == {("t", 0)}
+    with pytest.raises(OSError, match="not locked"):
+        LogManager([tmp_path / "elsewhere"], LogConfig(), owns=lambda tp: tp[1] == 1, member=True)
+    member = LogManager(
+        [d], LogConfig(), owns=lambda tp: tp[1] == 1, member=True, clean_shutdown={str(d): True}
+    )
+    assert set(member.logs) == {("t", 1)} and member.dirs[d].had_clean_shutdown
+    handed: list = []
+    member.checkpoint_sink = lambda job, now: handed.append((job, now))
+    member.get_log("t", 1).append_as_leader(batch(4), 0)
+    member.get_log("t", 1).flush()
+    member.checkpoint_recovery_points()
+    [(job, now)] = handed
+    assert job.name == ck.RECOVERY_POINT_CHECKPOINT and job.entries == {("t", 1): 7} and not now
+    member.checkpoint_recovery_points()
+    assert len(handed) == 1  # unchanged: nothing handed over again
+    path = d / ck.RECOVERY_POINT_CHECKPOINT
+    before = ck.decode_offset_checkpoint(path.read_bytes())
+    primary.merge_entries(d, job.name, job.entries, lambda tp: tp[1] == 1)
+    assert ck.decode_offset_checkpoint(path.read_bytes()) == {**before, ("t", 1): 7}
+    primary.get_log("t", 0).append_as_leader(batch(1), 0)
+    primary.get_log("t", 0).flush()
+    primary.checkpoint_recovery_points()  # its own refresh keeps the member's entry
+    assert ck.decode_offset_checkpoint(path.read_bytes()) == {("t", 0): 3, ("t", 1): 7}
+    seen = len(handed)
+    member.delete_log("t", 1)  # a deletion is handed over at once, every file
+    jobs = handed[seen:]
+    assert {job.name for job, _ in jobs} == set(ck_names()) and all(now for _, now in jobs)
+    for job, now in jobs:
+        assert job.entries == {}
+        primary.merge_entries(d, job.name, job.entries, lambda tp: tp[1] == 1, now=now)
+    assert ck.decode_offset_checkpoint(path.read_bytes()) == {("t", 0): 3}
+    member.shutdown()
+    assert lock.held_here(d) and not (d / ".kafka_cleanshutdown").exists()
+    primary.members_clean = False  # a member that did not stop cleanly: no marker
+    primary.shutdown()
+    assert not (d / ".kafka_cleanshutdown").exists() and not lock.held_here(d)
+
+
+def ck_names():
+    from kafkatool.log.manager import OFFSET_CHECKPOINTS
+
+    return OFFSET_CHECKPOINTS
+
+
+def test_a_member_whose_primary_is_gone_takes_the_locks_or_stays_away(tmp_path, other_process_lock):
+    d = tmp_path / "d"
+    with LogManager([d], LogConfig()) as setup:
+        setup.create_log("t", 0).append_as_leader(batch(1), 0)
+    holder = other_process_lock(d)  # the primary
+    member = LogManager([d], LogConfig(), member=True, clean_shutdown={str(d): True})
+    assert not member.adopt_locks()  # the primary (or a new broker) holds it: hands off
+    assert not lock.held_here(d)
+    holder.stdin.close()
+    holder.wait(timeout=10)  # the primary is gone
+    assert member.adopt_locks() and lock.held_here(d)
+    member.shutdown()
+    assert not lock.held_here(d) and not lock.is_locked(d)

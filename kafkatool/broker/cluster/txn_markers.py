@@ -47,7 +47,8 @@ async def send_markers(
     from kafkatool.broker.txn.coordinator import TxnError
 
     broker = tc.broker
-    rm = broker.replicas
+    # cluster mode: the replica manager; a broker of several processes: its process group
+    rm = broker.replicas if broker.replicas is not None else broker.processes
     by_leader: dict[int, list] = {}
     complete = True
     for tp in partitions:

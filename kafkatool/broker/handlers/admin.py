@@ -192,17 +192,23 @@ def _not_controller(names: list[str]) -> CreateTopicsResponse:
 
 async def _await_leaders(broker, resp: CreateTopicsResponse, timeout_ms: int) -> CreateTopicsResponse:
     """DelayedCreatePartitions: answer once this broker's metadata cache shows a leader for
-    every partition created (REQUEST_TIMED_OUT at the timeout; the topics exist anyway)."""
+    every partition created (REQUEST_TIMED_OUT at the timeout; the topics exist anyway).
+    A broker of several processes: once every process has made its logs."""
     rm = broker.replicas
     made = [r for r in resp.topics if r.error_code == 0]
 
     def led(r) -> bool:
+        if rm is None:
+            return all(broker.partition_leader(r.name, p) >= 0 for p in range(r.num_partitions))
         return all(
             (v := rm.cache.get((r.name, p))) is not None and v.leader in rm.live_brokers
             for p in range(r.num_partitions)
         )
 
-    await broker.cluster.await_metadata(lambda: all(led(r) for r in made), timeout_ms)
+    if broker.cluster is not None:
+        await broker.cluster.await_metadata(lambda: all(led(r) for r in made), timeout_ms)
+    else:
+        await broker.processes.settled(timeout_ms / 1000)
     for r in made:
         if not led(r):
             r.error_code, r.error_message = ErrorCode.REQUEST_TIMED_OUT, "leaders were not elected in time"
@@ -244,7 +250,7 @@ def handle_create_topics(ctx, req):
             continue
         results.append(_create_one(broker, ct, v, validate_only))
     resp = CreateTopicsResponse(throttle_time_ms=0, topics=results)
-    if broker.cluster is not None and not validate_only and req.timeout_ms > 0:
+    if _propagates(broker) and not validate_only and req.timeout_ms > 0:
         return _await_leaders(broker, resp, req.timeout_ms)
     return resp
 
@@ -291,19 +297,33 @@ def handle_delete_topics(ctx, req):
             continue
         broker.delete_topic(t.name)
     resp = DeleteTopicsResponse(throttle_time_ms=0, responses=out)
-    if broker.cluster is not None and req.timeout_ms > 0:
+    if _propagates(broker) and req.timeout_ms > 0:
         return _await_deleted(broker, resp, req.timeout_ms)
     return resp
+
+
+def _propagates(broker) -> bool:
+    """Metadata changes reach other brokers (cluster mode) or processes (kafkatool.processes)
+    after the change: the answer waits for them, as Kafka's delayed admin operations do."""
+    return broker.cluster is not None or (broker.processes is not None and broker.processes.is_primary)
 
 
 async def _await_deleted(broker, resp: DeleteTopicsResponse, timeout_ms: int) -> DeleteTopicsResponse:
     """DelayedDeleteTopics: answer once this broker's metadata cache no longer has the topics."""
     asked = [r for r in resp.responses if r.error_code == 0]
 
-    def gone(r) -> bool:
-        return not any(tp[0] == r.name for tp in broker.replicas.cache)
+    if broker.cluster is None:
+        # a broker of several processes: each has deleted its logs once it has the metadata
+        settled = await broker.processes.settled(timeout_ms / 1000)
 
-    await broker.cluster.await_metadata(lambda: all(gone(r) for r in asked), timeout_ms)
+        def gone(r) -> bool:
+            return settled
+    else:
+
+        def gone(r) -> bool:
+            return not any(tp[0] == r.name for tp in broker.replicas.cache)
+
+        await broker.cluster.await_metadata(lambda: all(gone(r) for r in asked), timeout_ms)
     for r in asked:
         if not gone(r):
             r.error_code, r.error_message = ErrorCode.REQUEST_TIMED_OUT, "the deletion is still in progress"
@@ -358,7 +378,16 @@ def handle_create_partitions(ctx, req):
             continue
         if not req.validate_only:
             broker.add_partitions(rt.name, rt.count)
-    return CreatePartitionsResponse(throttle_time_ms=0, results=out)
+    resp = CreatePartitionsResponse(throttle_time_ms=0, results=out)
+    if broker.processes is not None and broker.processes.is_primary and not req.validate_only:
+
+        async def settled():
+            # the new partitions' owners have made their logs (DelayedCreatePartitions)
+            await broker.processes.settled(req.timeout_ms / 1000 if req.timeout_ms > 0 else 30.0)
+            return resp
+
+        return settled()
+    return resp
 
 
 # ---------------------------------------------------------------- DescribeConfigs
@@ -478,7 +507,8 @@ def handle_describe_configs(ctx, req):
                 continue
             r.configs = _describe_topic(broker, t, keys, v, include_synonyms, include_doc)
         elif res.resource_type == BROKER:
-            if res.resource_name not in ("", str(broker.node_id)):
+            local = {str(n) for n in broker.processes.nodes()} if broker.processes is not None else set()
+            if res.resource_name not in ("", str(broker.node_id), *local):
                 r.error_code, r.error_message = (
                     ErrorCode.INVALID_REQUEST,
                     f"unknown broker {res.resource_name!r}",

@@ -125,7 +125,9 @@ def _read(broker, req, version: int, denied: set[str] | frozenset = frozenset())
             out.tps.append((name, idx))
             lg = broker.get_log(name, idx) if t is not None else None
             if lg is None:
-                pd.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                pd.error_code = (
+                    broker.absent_error(name, idx) if t is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                )
                 out.errors = True
                 continue
             not_leader = broker.leader_error(name, idx)

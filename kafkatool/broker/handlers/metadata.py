@@ -58,21 +58,34 @@ def brokers(broker, conn=None) -> list[MetadataResponseBroker]:
             if ep is not None:
                 out.append(MetadataResponseBroker(node_id=b.broker_id, host=ep[0], port=ep[1], rack=b.rack))
         return out
+    group = broker.processes
+    if group is not None:
+        # the processes of one broker, each a node of its own
+        name = _listener_name(broker, conn)
+        out = []
+        for node in group.nodes():
+            ep = broker.advertised_for(conn) if node == broker.node_id else group.endpoint(node, name)
+            if ep is not None:
+                out.append(MetadataResponseBroker(node_id=node, host=ep[0], port=ep[1], rack=None))
+        return out
     host, port = broker.advertised_for(conn)
     return [MetadataResponseBroker(node_id=broker.node_id, host=host, port=port, rack=None)]
 
 
 def node_endpoint(broker, node_id: int, conn=None) -> tuple[str, int]:
     """The (host, port) a client on ``conn`` reaches broker ``node_id`` at."""
-    if broker.replicas is not None and node_id != broker.node_id:
-        ep = broker.replicas.endpoint(node_id, _listener_name(broker, conn))
+    routes = broker.replicas if broker.replicas is not None else broker.processes
+    if routes is not None and node_id != broker.node_id:
+        ep = routes.endpoint(node_id, _listener_name(broker, conn))
         if ep is not None:
             return ep
     return broker.advertised_for(conn)
 
 
 def controller_id(broker) -> int:
-    return broker.replicas.controller_id if broker.replicas is not None else broker.node_id
+    if broker.replicas is not None:
+        return broker.replicas.controller_id
+    return broker.processes.base_node if broker.processes is not None else broker.node_id
 
 
 def current_leader(broker, t, partition: int) -> tuple[int, int]:
@@ -80,8 +93,7 @@ def current_leader(broker, t, partition: int) -> tuple[int, int]:
     Produce v10+ and Fetch v16+ put beside NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH."""
     if broker.replicas is not None:
         return broker.replicas.leader_of(t.name, partition)
-    lg = broker.get_log(t.name, partition)
-    return (broker.node_id if lg is not None else -1), t.leader_epoch(partition)
+    return broker.partition_leader(t.name, partition), t.leader_epoch(partition)
 
 
 def _cluster_partition(broker, t, p: int) -> MetadataResponsePartition:
@@ -129,8 +141,20 @@ def topic_entry(broker, t) -> MetadataResponseTopic:
     nodes: list[int] = [node]
     none: list[int] = []
     parts = []
+    group = broker.processes
     for p in range(t.partitions):
-        if get_log(name, p) is not None:
+        if group is not None:
+            # a broker of several processes: each partition is its owner's, replication factor 1
+            owner = group.owner_node(name, p)
+            leader = group.leader_node(name, p)
+            ns = [owner]
+            if leader >= 0:
+                parts.append(MetadataResponsePartition(0, p, leader, epoch(p), ns, ns, none))
+            else:
+                parts.append(
+                    MetadataResponsePartition(ErrorCode.LEADER_NOT_AVAILABLE, p, -1, epoch(p), ns, none, ns)
+                )
+        elif get_log(name, p) is not None:
             parts.append(MetadataResponsePartition(0, p, node, epoch(p), nodes, nodes, none))
         else:
             parts.append(
@@ -273,18 +297,20 @@ def handle_describe_topic_partitions(ctx, req):
         end = min(t.partitions, start + remaining)
         parts = []
         for p in range(start, end):
-            lg = broker.get_log(name, p)
+            leader = broker.partition_leader(name, p)
+            if broker.processes is not None:
+                node = broker.processes.owner_node(name, p)
             parts.append(
                 DescribeTopicPartitionsResponsePartition(
-                    error_code=0 if lg is not None else ErrorCode.LEADER_NOT_AVAILABLE,
+                    error_code=0 if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
                     partition_index=p,
-                    leader_id=node if lg is not None else -1,
+                    leader_id=leader,
                     leader_epoch=t.leader_epoch(p),
                     replica_nodes=[node],
-                    isr_nodes=[node] if lg is not None else [],
+                    isr_nodes=[node] if leader >= 0 else [],
                     eligible_leader_replicas=[],
                     last_known_elr=[],
-                    offline_replicas=[] if lg is not None else [node],
+                    offline_replicas=[] if leader >= 0 else [node],
                 )
             )
         remaining -= max(0, end - start)

@@ -124,7 +124,11 @@ def handle_list_offsets(ctx, req):
             seen.add(key)
             lg = broker.get_log(rt.name, rp.partition_index) if t is not None else None
             if lg is None:
-                pr.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                pr.error_code = (
+                    broker.absent_error(rt.name, rp.partition_index)
+                    if t is not None
+                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                )
                 continue
             not_leader = broker.leader_error(rt.name, rp.partition_index)
             if not_leader is not None:
@@ -181,7 +185,11 @@ def handle_offset_for_leader_epoch(ctx, req):
             parts.append(r)
             lg = broker.get_log(rt.topic, rp.partition) if t is not None else None
             if lg is None:
-                r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                r.error_code = (
+                    broker.absent_error(rt.topic, rp.partition)
+                    if t is not None
+                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                )
                 continue
             not_leader = broker.leader_error(rt.topic, rp.partition)
             if not_leader is not None:
@@ -230,7 +238,11 @@ def handle_delete_records(ctx, req):
             parts.append(r)
             lg = broker.get_log(rt.name, rp.partition_index) if t is not None else None
             if lg is None:
-                r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                r.error_code = (
+                    broker.absent_error(rt.name, rp.partition_index)
+                    if t is not None
+                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                )
                 continue
             not_leader = broker.leader_error(rt.name, rp.partition_index)
             if not_leader is not None:

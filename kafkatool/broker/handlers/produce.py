@@ -169,6 +169,8 @@ def _append_partition(
     t = broker.topic(topic_name)
     not_leader = broker.leader_error(topic_name, index) if lg is not None and t is not None else None
     if lg is None or t is None or not_leader is not None:
+        if not_leader is None and t is not None:
+            not_leader = broker.absent_error(topic_name, index)
         resp.error_code = not_leader or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return resp
     try:

@@ -118,7 +118,10 @@ def alter_broker_configs(broker, res, validate_only: bool) -> tuple[int, str | N
         res.resource_name == "" or res.resource_name.isdigit() and int(res.resource_name) in live
     ):
         pass  # cluster mode: any broker's (or the default) dynamic configs live in ZooKeeper
-    elif res.resource_name != str(broker.node_id):
+    elif res.resource_name != str(broker.node_id) and not (
+        # a broker of several processes: one set of settings for all its nodes
+        broker.processes is not None and res.resource_name in {str(n) for n in broker.processes.nodes()}
+    ):
         if res.resource_name == "":
             return (
                 ErrorCode.INVALID_REQUEST,
@@ -168,6 +171,8 @@ def alter_broker_configs(broker, res, validate_only: bool) -> tuple[int, str | N
         if changes:
             if not broker.read_only:
                 _save_dynamic_configs(broker)
+                if broker.processes is not None and broker.processes.is_primary:
+                    broker.processes.push_metadata()  # the other processes apply them too
             log.info(
                 "dynamic broker configs altered broker=%d configs=%s",
                 broker.node_id,

@@ -109,7 +109,9 @@ def _partition_errors(broker, requested) -> dict[tuple[str, int], int]:
     errors: dict[tuple[str, int], int] = {}
     for t, p in requested:
         meta = broker.topic(t)
-        exists = 0 <= p < meta.partitions if broker.replicas is not None and meta else None
+        # cluster mode and a broker of several processes: the metadata, not the local logs
+        by_metadata = broker.replicas is not None or broker.processes is not None
+        exists = 0 <= p < meta.partitions if by_metadata and meta else None
         if meta is None or not (exists if exists is not None else broker.get_log(t, p) is not None):
             errors[(t, p)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     if errors:

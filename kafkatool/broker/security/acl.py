@@ -44,6 +44,8 @@ CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE, ALL = 9, 10, 
 DENY, ALLOW = 2, 3
 CLUSTER_NAME = "kafka-cluster"
 WILDCARD = "*"
+#: the principal of calls between the processes of one broker (broker/processes.py)
+PROCESS_PRINCIPAL = "Internal:kafkatool-processes"
 WILDCARD_PRINCIPAL = "User:*"
 
 #: ResourceType -> the operations an ACL may name (AclEntry.supportedOperations); ALL always
@@ -181,6 +183,9 @@ class Authorizer:
     def __init__(self, store, *, super_users: str | None, allow_if_no_acl: bool):
         self.store = store
         self.super_users = {p.strip() for p in (super_users or "").split(";") if p.strip()}
+        # the processes of one broker ask each other (WriteTxnMarkers, KIP-890 verification)
+        # as this principal, which no client can have (theirs are User:)
+        self.super_users.add(PROCESS_PRINCIPAL)
         self.allow_if_no_acl = allow_if_no_acl
 
     @property

@@ -138,8 +138,10 @@ class TransactionCoordinator:
             return
         self.loaded = True
         t = self.broker.topic(S.TRANSACTION_STATE_TOPIC)
-        if t is None or self.clustered:
-            return  # cluster mode: partitions load when this broker becomes their leader
+        if t is None or self.clustered or self.broker.is_member:
+            # cluster mode: partitions load when this broker becomes their leader; a member
+            # process of a broker of several has none (the primary coordinates)
+            return
         self._load_partitions(list(range(t.partitions)))
 
     def on_leadership_change(self, leaders: list[int], followers: list[int]) -> None:
@@ -470,7 +472,7 @@ class TransactionCoordinator:
 
     def _complete(self, md: TxnMetadata, commit: bool) -> None:
         """WriteTxnMarkers to every partition, then persist Complete*."""
-        if self.clustered:
+        if self.clustered or self.broker.processes is not None:
             if md.transactional_id not in self._completing:
                 self._completing.add(md.transactional_id)
                 task = asyncio.get_running_loop().create_task(self._complete_in_cluster(md, commit))

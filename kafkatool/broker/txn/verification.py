@@ -100,14 +100,17 @@ def verify(broker, todo: Pending, version: int):
     from kafkatool.broker.txn.coordinator import txn_coordinator
     from kafkatool.broker.txn.state_log import TRANSACTION_STATE_TOPIC
 
-    tc = txn_coordinator(broker)
-    rm = broker.replicas
+    rm = broker.replicas if broker.replicas is not None else broker.processes
     node = None
-    if rm is not None:
+    if broker.is_member:
+        node = rm.base_node  # the primary process coordinates every transaction
+    elif rm is not None:
+        tc = txn_coordinator(broker)
         leader, _epoch = rm.leader_of(TRANSACTION_STATE_TOPIC, tc.partition_for(todo.transactional_id))
         if leader != rm.node_id:
             node = leader
     if node is None:
+        tc = txn_coordinator(broker)
         codes = tc.verify_partitions(
             todo.transactional_id, todo.producer_id, todo.producer_epoch, todo.partitions
         )
@@ -137,7 +140,7 @@ async def _ask(broker, node: int, todo: Pending) -> dict:
         AddPartitionsToTxnTransaction,
     )
 
-    rm = broker.replicas
+    rm = broker.replicas if broker.replicas is not None else broker.processes
     ep = rm.endpoint(node, None) if node >= 0 else None
     if ep is None:
         return dict.fromkeys(todo.partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)

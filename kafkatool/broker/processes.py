@@ -1,0 +1,657 @@
+"""One broker of several processes (``kafkatool.processes`` = N > 1; issue 16, every core).
+
+Request handling is one asyncio thread holding the GIL, so one process uses one core. With
+``kafkatool.processes`` = N a standalone ``serve`` runs N processes on the same log dirs, and
+clients see them as N brokers of one cluster with replication factor 1 (the only way Kafka's
+protocol lets a client reach a partition's owner directly):
+
+* the **primary** (the process ``serve`` started; node id ``node.id``) holds the dirs' locks
+  and clean-shutdown markers, the embedded metadata (the one writer of
+  ``kafkatool-cluster.json``), the group and transaction coordinators, every internal topic
+  and its share of the other partitions, and writes the offset checkpoint files, folding in
+  the other processes' entries (``LogManager.merge_entries``);
+* each **member** k (node id ``node.id + k``, its own ports on the listeners' hosts) owns the
+  partitions :func:`owner_index` gives it: it loads (and after a crash recovers) them, serves
+  Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords, DescribeProducers,
+  DescribeLogDirs and AlterReplicaLogDirs for them, runs their retention, cleaner and
+  checkpoints (handed to the primary), and forwards every other request, with the client's
+  principal, to the primary (Kafka's KIP-590 forwarding, over the processes' channel).
+
+The channel is a socket pair per member carrying length-prefixed pickles: the metadata
+(every save of the primary's store, with a sequence number the member acknowledges once it
+has created or deleted its logs), the process table (each process's endpoints), checkpoint
+entries, and calls in both directions: a Kafka request frame in, its response frame out
+(forwarded requests; WriteTxnMarkers from the transaction coordinator to the owner of a
+partition; AddPartitionsToTxn VerifyOnly from a partition's owner to the coordinator, KIP-890).
+A partition shows a leader in Metadata only once its owner has acknowledged the metadata
+that made it. If a member dies the broker stops (exit 1) and every process's partitions
+recover at the next start, from their recovery points.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import logging
+import os
+import pickle
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import zlib
+from dataclasses import dataclass, field
+
+from kafkatool.broker.metadata import INTERNAL_TOPICS
+from kafkatool.broker.security.acl import PROCESS_PRINCIPAL
+
+log = logging.getLogger("kafkatool.broker")
+
+PROCESSES_CONFIG = "kafkatool.processes"
+#: what a member answers itself; every other API is forwarded to the primary
+LOCAL_APIS = frozenset(
+    {
+        0,  # Produce
+        1,  # Fetch
+        2,  # ListOffsets
+        17,  # SaslHandshake
+        18,  # ApiVersions
+        21,  # DeleteRecords
+        23,  # OffsetForLeaderEpoch
+        27,  # WriteTxnMarkers (from the coordinator, the primary)
+        34,  # AlterReplicaLogDirs
+        35,  # DescribeLogDirs
+        36,  # SaslAuthenticate
+        61,  # DescribeProducers
+    }
+)
+_LEN = struct.Struct(">I")
+#: how long the primary waits for its members to load their partitions and listen
+START_TIMEOUT_S = 600.0
+#: how long a member may take to stop (flush, close, hand over its last checkpoints)
+STOP_TIMEOUT_S = 120.0
+
+
+def owner_index(topic: str, partition: int, count: int) -> int:
+    """Which process of ``count`` owns a partition: the primary (0) every internal topic
+    (the coordinators' logs), the others spread by topic and partition (a stable rule: the
+    same dirs give the same owners at every start with the same count)."""
+    if count <= 1 or topic in INTERNAL_TOPICS:
+        return 0
+    return (zlib.crc32(topic.encode()) + partition) % count
+
+
+class ChannelClosed(ConnectionError):
+    pass
+
+
+class Channel:
+    """Messages (tuples) between two processes of one broker; ``call`` sends a Kafka request
+    frame and waits for the answer; incoming messages go to ``on_message`` and incoming calls
+    to ``on_call`` (a coroutine giving (kind, payload))."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, on_message, on_call):
+        self.reader, self.writer = reader, writer
+        self.on_message, self.on_call = on_message, on_call
+        self._ids = itertools.count(1)
+        self._pending: dict[int, asyncio.Future] = {}
+        self._tasks: set[asyncio.Task] = set()
+        self.closed = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
+        self._thread = threading.get_ident()
+
+    def send(self, *msg) -> None:
+        """Send a message (from any thread: another one's go through the event loop, in order)."""
+        if self.closed.is_set():
+            raise ChannelClosed("the other process is gone")
+        data = pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
+        if threading.get_ident() == self._thread:
+            self.writer.write(_LEN.pack(len(data)) + data)
+        else:
+            self._loop.call_soon_threadsafe(self._write_if_open, _LEN.pack(len(data)) + data)
+
+    def _write_if_open(self, data: bytes) -> None:
+        if not self.closed.is_set():
+            self.writer.write(data)
+
+    async def call(self, frame: bytes, who: dict, timeout: float | None = None):
+        """(kind, payload) of the other process's answer to a request frame: ("bytes", frame),
+        ("none", None) or ("close", reason)."""
+        cid = next(self._ids)
+        fut = asyncio.get_running_loop().create_future()
+        self._pending[cid] = fut
+        try:
+            self.send("call", cid, bytes(frame), who)
+            return await asyncio.wait_for(fut, timeout)
+        finally:
+            self._pending.pop(cid, None)
+
+    async def run(self) -> None:
+        try:
+            while True:
+                head = await self.reader.readexactly(_LEN.size)
+                msg = pickle.loads(await self.reader.readexactly(_LEN.unpack(head)[0]))
+                kind = msg[0]
+                if kind == "reply":
+                    fut = self._pending.get(msg[1])
+                    if fut is not None and not fut.done():
+                        fut.set_result((msg[2], msg[3]))
+                elif kind == "call":
+                    task = asyncio.ensure_future(self._answer(msg[1], msg[2], msg[3]))
+                    self._tasks.add(task)
+                    task.add_done_callback(self._tasks.discard)
+                else:
+                    self.on_message(msg)
+        except (asyncio.IncompleteReadError, ConnectionError, OSError):
+            pass
+        finally:
+            self.closed.set()
+            for fut in self._pending.values():
+                if not fut.done():
+                    fut.set_exception(ChannelClosed("the other process is gone"))
+
+    async def _answer(self, cid: int, frame: bytes, who: dict) -> None:
+        try:
+            kind, payload = await self.on_call(frame, who)
+        except Exception as exc:  # the handler's own failure was logged where it happened
+            kind, payload = "close", f"internal error: {exc}"
+        try:
+            self.send("reply", cid, kind, payload)
+        except ChannelClosed:
+            pass
+
+    async def drain(self) -> None:
+        await self.writer.drain()
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class _Caller:
+    """The connection a call from another process is handled on: the client's principal,
+    listener and address (forwarded requests) or the processes' own principal."""
+
+    sasl = None
+    produce_appended = None
+    tls = False
+
+    def __init__(self, broker, who: dict):
+        self.principal = who.get("principal") or PROCESS_PRINCIPAL
+        name = who.get("listener")
+        self.listener = next((lst for lst in broker.config.listeners if lst.name == name), None)
+        self.peer = who.get("peer") or "127.0.0.1:0"
+        self.client_id = who.get("client_id")
+        self.last_active = 0.0
+
+
+async def answer_call(broker, frame: bytes, who: dict):
+    """Handle a request frame from another process of this broker: (kind, payload)."""
+    from kafkatool.broker.network import CloseConnection, Parts
+
+    conn = _Caller(broker, who)
+    try:
+        result = broker.router.dispatch(conn, bytearray(frame))
+        if asyncio.isfuture(result) or asyncio.iscoroutine(result):
+            result = await result
+    except CloseConnection as exc:
+        return "close", str(exc)
+    if result is None:
+        return "none", None
+    if type(result) is Parts:
+        data = b"".join(
+            p if isinstance(p, bytes | bytearray | memoryview) else p.read_bytes() for p in result
+        )
+        result.close()
+        return "bytes", data
+    return "bytes", bytes(result)
+
+
+def who_of(conn) -> dict:
+    lst = getattr(conn, "listener", None)
+    return {
+        "principal": getattr(conn, "principal", None),
+        "listener": getattr(lst, "name", None),
+        "peer": getattr(conn, "peer", None),
+        "client_id": getattr(conn, "client_id", None),
+    }
+
+
+class _Links:
+    """ReplicaManager's ``marker_links``/``verify_links`` for processes of one broker: a
+    Kafka request to a node, over the channel to that process."""
+
+    def __init__(self, group):
+        self.group = group
+
+    async def request(self, node: int, _endpoint, api_key: int, version: int, req, timeout: float = 30.0):
+        from kafkatool.broker.cluster.client import BrokerLinkError
+        from kafkatool.protocol.framing import encode_request, parse_response
+
+        channel = self.group.channel_to(node)
+        if channel is None:
+            raise BrokerLinkError(f"no process of this broker is node {node}")
+        frame = bytes(encode_request(api_key, version, 1, f"broker-{self.group.node_id}", req))[4:]
+        try:
+            kind, payload = await channel.call(frame, {"principal": PROCESS_PRINCIPAL}, timeout)
+        except (ChannelClosed, TimeoutError) as exc:
+            raise BrokerLinkError(f"node {node}: {exc or type(exc).__name__}") from None
+        if kind != "bytes":
+            raise BrokerLinkError(f"node {node} answered {kind}: {payload}")
+        return parse_response(memoryview(payload)[4:], api_key, version)[1]  # after the size
+
+
+@dataclass
+class _Member:
+    index: int
+    proc: subprocess.Popen | None = None
+    channel: Channel | None = None
+    endpoints: dict[str, tuple[str, int]] | None = None
+    acked: int = 0
+    stopped_clean: bool = False
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task | None = None
+    #: the primary's end of the socket pair, until the channel is made on the event loop
+    sock: socket.socket | None = None
+
+
+class ProcessGroup:
+    """The processes of one broker as either side sees them: ownership, the node ids and
+    endpoints clients are told, the questions ReplicaManager answers in cluster mode
+    (``leader_of``, ``is_leader``, ``endpoint``, ``marker_links``/``verify_links``)."""
+
+    def __init__(self, broker, count: int, index: int, base_node: int):
+        self.broker = broker
+        self.count = count
+        self.index = index
+        self.base_node = base_node
+        self.node_id = base_node + index
+        #: process index -> {listener name: (host, port)}
+        self.table: dict[int, dict[str, tuple[str, int]]] = {}
+        self.marker_links = self.verify_links = _Links(self)
+
+    @property
+    def is_primary(self) -> bool:
+        return self.index == 0
+
+    def owns(self, tp: tuple[str, int]) -> bool:
+        return owner_index(tp[0], tp[1], self.count) == self.index
+
+    def owner_node(self, topic: str, partition: int) -> int:
+        return self.base_node + owner_index(topic, partition, self.count)
+
+    def nodes(self) -> list[int]:
+        return [self.base_node + k for k in range(self.count)]
+
+    def endpoint(self, node: int, listener: str | None) -> tuple[str, int] | None:
+        eps = self.table.get(node - self.base_node)
+        if not eps:
+            return None
+        name = listener or next(iter(eps))
+        return eps.get(name)
+
+    # ReplicaManager's questions (transaction markers and verification use them)
+    def leader_of(self, topic: str, partition: int) -> tuple[int, int]:
+        t = self.broker.topic(topic)
+        if t is None:
+            return -1, -1
+        return self.leader_node(topic, partition), t.leader_epoch(partition)
+
+    def is_leader(self, topic: str, partition: int) -> bool:
+        return self.owns((topic, partition)) and self.broker.get_log(topic, partition) is not None
+
+    async def await_log_end(self, _tp, _timeout_ms: int) -> bool:
+        return True  # replication factor 1: the append is the log end
+
+    def leader_error(self, topic: str, partition: int) -> int | None:
+        from kafkatool.protocol.errors import ErrorCode
+
+        if self.owns((topic, partition)):
+            return None
+        t = self.broker.topic(topic)
+        if t is None or partition >= t.partitions:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+    def leader_node(self, topic: str, partition: int) -> int:
+        raise NotImplementedError
+
+    def channel_to(self, node: int) -> Channel | None:
+        raise NotImplementedError
+
+
+class Primary(ProcessGroup):
+    """The process ``serve`` started: spawns the members, tells them the metadata, writes
+    their checkpoint entries, answers their forwarded requests."""
+
+    def __init__(self, broker, count: int):
+        super().__init__(broker, count, 0, broker.node_id)
+        self.members = {k: _Member(k) for k in range(1, count)}
+        self.seq = 0
+        #: topic -> the metadata sequence number its current form (id, partitions) first had
+        self.topic_seq: dict[str, int] = {}
+        self._last_form: dict[str, tuple] = {}
+        self.failed: str | None = None
+        self._stopping = False
+
+    def leader_node(self, topic: str, partition: int) -> int:
+        k = owner_index(topic, partition, self.count)
+        if k == 0:
+            return self.node_id if self.broker.get_log(topic, partition) is not None else -1
+        m = self.members[k]
+        if m.endpoints is None or m.acked < self.topic_seq.get(topic, 0) or self.failed:
+            return -1
+        return self.base_node + k
+
+    def channel_to(self, node: int) -> Channel | None:
+        m = self.members.get(node - self.base_node)
+        return None if m is None else m.channel
+
+    # ------------------------------------------------------------------ start
+    def spawn(self, clean_shutdown: dict[str, bool]) -> None:
+        """Start the members (they load their partitions while this process loads its own)."""
+        for k, m in self.members.items():
+            ours, theirs = socket.socketpair()
+            args = {
+                "index": k,
+                "count": self.count,
+                "base_node": self.base_node,
+                "fd": theirs.fileno(),
+                "config": {"explicit": self.broker.config.explicit, "dynamic": self.broker.config.dynamic},
+                "clean_shutdown": clean_shutdown,
+            }
+            m.proc = subprocess.Popen(
+                [sys.executable, "-m", "kafkatool.broker.processes", json.dumps(args)],
+                pass_fds=(theirs.fileno(),),
+            )
+            theirs.close()
+            m.sock = ours
+
+    async def start(self) -> None:
+        """Once this process listens: connect the channels, send the metadata, wait until
+        every member has loaded, listens and has the metadata."""
+        for m in self.members.values():
+            reader, writer = await asyncio.open_unix_connection(sock=m.sock)
+            m.channel = Channel(
+                reader,
+                writer,
+                lambda msg, m=m: self._on_message(m, msg),
+                lambda frame, who: answer_call(self.broker, frame, who),
+            )
+            m.task = asyncio.ensure_future(self._watch(m))
+        self.table[0] = self._own_endpoints()
+        self.broker.metadata.on_save.append(self.push_metadata)
+        self.push_metadata()
+        waits = [asyncio.ensure_future(m.ready.wait()) for m in self.members.values()]
+        done, pending = await asyncio.wait(waits, timeout=START_TIMEOUT_S)
+        for w in pending:
+            w.cancel()
+        if self.failed or pending:
+            raise OSError(self.failed or "a process of this broker did not start in time")
+        self._push_table()
+
+    def _own_endpoints(self) -> dict[str, tuple[str, int]]:
+        b = self.broker
+        return {lst.name: b._endpoint(lst) for lst in b.config.advertised_listeners}
+
+    async def _watch(self, m: _Member) -> None:
+        await m.channel.run()
+        code = await asyncio.get_running_loop().run_in_executor(None, m.proc.wait)
+        if not self._stopping:
+            self.failed = (
+                f"process {m.index} of this broker (node {self.base_node + m.index}) exited with {code}"
+            )
+            log.error("%s; the broker stops", self.failed)
+            m.ready.set()
+            self.broker.request_stop(failed=True)
+
+    # ------------------------------------------------------------------ messages
+    def _on_message(self, m: _Member, msg: tuple) -> None:
+        kind = msg[0]
+        if kind == "hello":
+            m.endpoints = msg[1]
+            self.table[m.index] = m.endpoints
+        elif kind == "applied":
+            m.acked = max(m.acked, msg[1])
+            if m.endpoints is not None and m.acked >= self.seq:
+                m.ready.set()
+        elif kind == "checkpoint":
+            _, log_dir, name, entries, now = msg
+            k = m.index
+            self.broker.manager.merge_entries(
+                log_dir, name, entries, lambda tp: owner_index(tp[0], tp[1], self.count) == k, now=now
+            )
+        elif kind == "stopped":
+            m.stopped_clean = bool(msg[1])
+        else:
+            log.warning("process %d sent an unknown message %r", m.index, kind)
+
+    def push_metadata(self) -> None:
+        """After every save of the metadata: the members get it (and make or drop logs)."""
+        md = self.broker.metadata
+        self.seq += 1
+        forms = {name: (str(t.topic_id), t.partitions) for name, t in md.topics.items()}
+        for name, form in forms.items():
+            if self._last_form.get(name) != form:
+                self.topic_seq[name] = self.seq
+        for name in set(self.topic_seq) - set(forms):
+            del self.topic_seq[name]
+        self._last_form = forms
+        payload = {"metadata": md.to_json(), "dynamic": dict(self.broker.config.dynamic)}
+        for m in self.members.values():
+            if m.channel is not None and not m.channel.closed.is_set():
+                m.channel.send("metadata", self.seq, payload)
+
+    def _push_table(self) -> None:
+        for m in self.members.values():
+            if m.channel is not None and not m.channel.closed.is_set():
+                m.channel.send("table", self.table)
+
+    async def settled(self, timeout: float = 30.0) -> bool:
+        """True once every member has applied the metadata sent so far."""
+        want = self.seq
+        deadline = asyncio.get_running_loop().time() + timeout
+        for _ in range(int(timeout / 0.01) + 1):
+            if all(m.acked >= want for m in self.members.values()) or self.failed:
+                return not self.failed
+            if asyncio.get_running_loop().time() > deadline:
+                return False
+            await asyncio.sleep(0.01)
+        return False
+
+    # ------------------------------------------------------------------ stop
+    async def stop(self) -> None:
+        """Members stop first (their last checkpoint entries come here), then this process."""
+        self._stopping = True
+        for m in self.members.values():
+            if m.channel is not None and not m.channel.closed.is_set():
+                try:
+                    m.channel.send("stop")
+                except ChannelClosed:
+                    pass
+        loop = asyncio.get_running_loop()
+        for m in self.members.values():
+            if m.proc is None:
+                continue
+            try:
+                await asyncio.wait_for(loop.run_in_executor(None, m.proc.wait), STOP_TIMEOUT_S)
+            except TimeoutError:
+                log.error("process %d of this broker did not stop in %.0f s: killed", m.index, STOP_TIMEOUT_S)
+                m.proc.kill()
+                await loop.run_in_executor(None, m.proc.wait)
+            if m.channel is not None:
+                await m.channel.closed.wait()
+            if m.task is not None:
+                await asyncio.gather(m.task, return_exceptions=True)
+        clean = all(m.stopped_clean for m in self.members.values())
+        if not clean and self.broker.manager is not None:
+            self.broker.manager.members_clean = False
+            log.warning("a process of this broker did not stop cleanly: no clean-shutdown marker")
+
+    def kill(self) -> None:
+        """The primary is failing to start: no member outlives it."""
+        self._stopping = True
+        for m in self.members.values():
+            if m.proc is not None and m.proc.poll() is None:
+                m.proc.kill()
+                m.proc.wait()
+
+
+class Member(ProcessGroup):
+    """A process the primary started: owns its partitions, forwards the rest."""
+
+    def __init__(self, broker, count: int, index: int, base_node: int, channel_sock: socket.socket):
+        super().__init__(broker, count, index, base_node)
+        self._sock = channel_sock
+        self.channel: Channel | None = None
+        self.applied = 0
+
+    def leader_node(self, topic: str, partition: int) -> int:
+        return self.owner_node(topic, partition)
+
+    def channel_to(self, node: int) -> Channel | None:
+        return self.channel if node == self.base_node else None
+
+    async def connect(self) -> None:
+        reader, writer = await asyncio.open_unix_connection(sock=self._sock)
+        self.channel = Channel(reader, writer, self._on_message, lambda f, w: answer_call(self.broker, f, w))
+        self.task = asyncio.ensure_future(self._run())
+
+    async def _run(self) -> None:
+        await self.channel.run()
+        if not self.broker_stopping:
+            self.orphaned()
+        self.broker.request_stop()
+
+    def orphaned(self) -> None:
+        """The primary died (its locks went with it). This process takes the locks before it
+        closes its logs; if a new broker holds them already it must not write a byte more,
+        and exits at once, as a crash would (the new owner recovers these partitions)."""
+        manager = self.broker.manager
+        if manager is None or not manager.adopt_locks():
+            log.error("the primary process of this broker is gone and another holds its log dirs; exiting")
+            os._exit(1)
+        log.error("the primary process of this broker is gone; closing this process's logs and stopping")
+
+    broker_stopping = False
+
+    def _on_message(self, msg: tuple) -> None:
+        kind = msg[0]
+        if kind == "metadata":
+            _, seq, payload = msg
+            self.apply(payload)
+            self.applied = seq
+            if self.broker.manager is not None:  # after start-up (the first is acknowledged in hello)
+                self.channel.send("applied", seq)
+        elif kind == "table":
+            self.table = {int(k): v for k, v in msg[1].items()}
+        elif kind == "stop":
+            self.broker_stopping = True
+            self.broker.request_stop()
+
+    def apply(self, payload: dict) -> None:
+        """The primary's metadata: topics, configs, ACLs, SCRAM credentials, dynamic broker
+        configs; then this process's logs follow it (made, reconfigured, deleted)."""
+        broker = self.broker
+        broker.metadata.apply_json(payload["metadata"])
+        broker.config.dynamic.clear()
+        broker.config.dynamic.update(payload["dynamic"])
+        if broker.manager is not None:
+            broker.adopt_metadata()
+
+    def send_checkpoint(self, job, now: bool) -> None:
+        if self.channel.closed.is_set():
+            return  # the primary is gone: its dirs are recovered from the last checkpoints
+        self.channel.send("checkpoint", str(job.state.path), job.name, dict(job.entries), now)
+
+    async def forward(self, conn, frame: bytes):
+        """A request this process does not serve: answered by the primary with the client's
+        principal (bytes to send, None, or a closing answer)."""
+        from kafkatool.broker.network import FinalResponse
+
+        try:
+            kind, payload = await self.channel.call(frame, who_of(conn))
+        except ChannelClosed:
+            return FinalResponse(b"")
+        if kind == "bytes":
+            return payload
+        if kind == "close":
+            log.info(
+                "forwarded request refused, closing connection=%s: %s", getattr(conn, "peer", "?"), payload
+            )
+            return FinalResponse(b"")
+        return None
+
+
+# ---------------------------------------------------------------------- a member's main
+def member_config(config_data: dict, index: int):
+    """The primary's settings with every listener on an ephemeral port of the same host."""
+    from kafkatool.broker.config import BrokerConfig
+
+    explicit = dict(config_data["explicit"])
+    cfg = BrokerConfig(explicit)
+    for key in ("listeners", "advertised.listeners"):
+        if key == "listeners" or explicit.get(key):
+            lsts = cfg.listeners if key == "listeners" else cfg.advertised_listeners
+            explicit[key] = ",".join(f"{lst.name}://{lst.host or ''}:0" for lst in lsts)
+    cfg = BrokerConfig(explicit)
+    cfg.dynamic.update(config_data.get("dynamic", {}))
+    return cfg
+
+
+def main(argv: list[str]) -> int:
+    from kafkatool.broker.server import Broker
+    from kafkatool.commands.serve import _setup_logging
+
+    args = json.loads(argv[0])
+    index = int(args["index"])
+    _setup_logging(
+        os.environ.get("KAFKATOOL_LOG_FORMAT", "text"), os.environ.get("KAFKATOOL_LOG_LEVEL", "info")
+    )
+    sock = socket.socket(fileno=int(args["fd"]))
+    cfg = member_config(args["config"], index)
+    broker = Broker(cfg)
+    group = Member(broker, int(args["count"]), index, int(args["base_node"]), sock)
+    broker.join_group(group, clean_shutdown=args["clean_shutdown"])
+
+    async def run() -> None:
+        import signal
+
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, lambda: None)  # the primary says when to stop
+        await group.connect()
+        # on the loop's thread: the primary's messages wait in the socket meanwhile
+        broker.open_storage()
+        await broker.start()
+        group.channel.send("hello", {lst.name: broker._endpoint(lst) for lst in cfg.advertised_listeners})
+        group.channel.send("applied", group.applied)
+        log.info(
+            "process %d of the broker started node_id=%d listeners=%s partitions=%d",
+            index,
+            group.node_id,
+            ",".join(f"{h}:{p}" for h, p in broker.bound),
+            len(broker.manager.logs),
+        )
+        await broker.serve_until_stopped()
+        await broker.stop()
+        try:
+            group.channel.send("stopped", True)
+            await group.channel.drain()
+        except (ChannelClosed, ConnectionError):
+            pass
+        group.channel.close()
+
+    try:
+        asyncio.run(run())
+    except Exception:
+        log.exception("process %d of the broker failed", index)
+        if broker.manager is not None:
+            broker.close_storage()
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

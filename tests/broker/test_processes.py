@@ -1,0 +1,315 @@
+"""A broker of several processes (``kafkatool.processes=2``): real ``serve`` processes and real
+clients. Clients see two nodes, each partition is served by the process that owns it, the
+rest is forwarded to the primary; checkpoints, the marker, restarts, crashes, transactions
+and topic deletion behave as they do with one process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from kafkatool.broker.processes import owner_index
+from kafkatool.formats import checkpoint as ck
+from kafkatool.protocol import generated as G
+from kafkatool.protocol.generated.produce_request import PartitionProduceData, TopicProduceData
+from tests.broker.conftest import BrokerProcess
+from tests.broker.wire import WireClient
+
+OVERRIDES = [
+    "kafkatool.processes=2",
+    "num.partitions=1",
+    "group.initial.rebalance.delay.ms=0",
+    "offsets.topic.num.partitions=3",
+    "transaction.state.log.num.partitions=3",
+]
+
+
+def name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(x) for x in text.split()]
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    # a zombie (our broker is not its parent, so nobody may reap it soon) counts as gone
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def wait_until(what, timeout: float = 15.0, step: float = 0.05):
+    for _ in range(int(timeout / step)):
+        v = what()
+        if v:
+            return v
+        time.sleep(step)
+    return what()
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # alive until the result is in
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(15)
+
+
+def produce(bootstrap: str, topic: str, partitions: int, per_partition: int, **extra) -> None:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", **extra})
+    errors = []
+    for part in range(partitions):
+        for i in range(per_partition):
+            p.produce(
+                topic,
+                value=f"{part}:{i}".encode(),
+                partition=part,
+                on_delivery=lambda e, m: e and errors.append(e),
+            )
+    assert p.flush(20) == 0 and not errors
+
+
+def read_all(
+    bootstrap: str, topic: str, partitions: int, want: int, isolation="read_uncommitted"
+) -> list[bytes]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": name("reader"),
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+        }
+    )
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    out: list[bytes] = []
+    deadline = time.monotonic() + 20
+    settle = None
+    try:
+        while time.monotonic() < deadline:
+            if len(out) >= want and settle is None:
+                settle = time.monotonic() + 0.5
+            if settle is not None and time.monotonic() > settle:
+                break
+            m = c.poll(0.2)
+            if m is not None and not m.error():
+                out.append(m.value())
+    finally:
+        c.close()
+    return out
+
+
+def metadata(bootstrap: str, topic: str):
+    with WireClient(bootstrap) as c:
+        return c.request(
+            3, 9, G.MetadataRequest(topics=[G.metadata_request.MetadataRequestTopic(name=topic)])
+        )
+
+
+@pytest.fixture(scope="module")
+def pbroker(tmp_path_factory):
+    b = BrokerProcess(tmp_path_factory.mktemp("pbroker") / "data", extra=OVERRIDES).start(timeout=40)
+    yield b
+    b.stop()
+
+
+def test_two_nodes_each_partition_served_by_its_owner(pbroker):
+    topic = name("spread")
+    create_topic(pbroker.bootstrap, topic, 6)
+    md = metadata(pbroker.bootstrap, topic)
+    nodes = {b.node_id: b.port for b in md.brokers}
+    assert set(nodes) == {1, 2} and nodes[1] == pbroker.port and nodes[2] != pbroker.port
+    assert md.controller_id == 1
+    [t] = md.topics
+    leaders = {p.partition_index: p.leader_id for p in t.partitions}
+    assert leaders == {p: 1 + owner_index(topic, p, 2) for p in range(6)}
+    assert set(leaders.values()) == {1, 2}
+    assert all(p.replica_nodes == [p.leader_id] == p.isr_nodes for p in t.partitions)
+    # a produce sent to the process that does not own the partition is refused as by another broker
+    wrong = next(p for p, n in leaders.items() if n == 2)
+    body = G.ProduceRequest(
+        transactional_id=None,
+        acks=1,
+        timeout_ms=5000,
+        topic_data=[
+            TopicProduceData(name=topic, partition_data=[PartitionProduceData(index=wrong, records=None)])
+        ],
+    )
+    with WireClient(pbroker.bootstrap) as c:
+        resp = c.request(0, 7, body)
+    assert resp.responses[0].partition_responses[0].error_code == 6  # NOT_LEADER_OR_FOLLOWER
+    produce(pbroker.bootstrap, topic, 6, 50)
+    got = read_all(pbroker.bootstrap, topic, 6, 300)
+    assert sorted(got) == sorted(f"{p}:{i}".encode() for p in range(6) for i in range(50))
+    # the member's partition dirs are in the same log dir, its checkpoints in the same files
+    data = pbroker.data_dir
+    assert all((data / f"{topic}-{p}").is_dir() for p in range(6))
+
+
+def test_forwarded_admin_and_group_requests(pbroker):
+    """Requests the member does not serve (CreateTopics, configs, groups, FindCoordinator)
+    are answered by the primary, with the client's identity."""
+    from confluent_kafka import Consumer
+    from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+    member_port = next(b.port for b in metadata(pbroker.bootstrap, "").brokers if b.node_id == 2)
+    member = f"127.0.0.1:{member_port}"
+    topic = name("fwd")
+    admin = AdminClient({"bootstrap.servers": member})
+    admin.create_topics([NewTopic(topic, 2, 1, config={"retention.ms": "123456"})])[topic].result(15)
+    res = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    cfg = admin.describe_configs([res])[res].result(15)
+    assert cfg["retention.ms"].value == "123456"
+    produce(member, topic, 2, 10)
+    c = Consumer(
+        {
+            "bootstrap.servers": member,
+            "group.id": name("g"),
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    c.subscribe([topic])
+    got = []
+    deadline = time.monotonic() + 30
+    while len(got) < 20 and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            got.append(m)
+    c.commit(asynchronous=False)
+    committed = c.committed(c.assignment(), timeout=10)
+    c.close()
+    assert len(got) == 20
+    assert sorted(tp.offset for tp in committed) == [10, 10]
+
+
+def test_transactions_span_both_processes(pbroker):
+    from confluent_kafka import Producer
+
+    topic = name("txn")
+    create_topic(pbroker.bootstrap, topic, 4)
+    assert {1 + owner_index(topic, p, 2) for p in range(4)} == {1, 2}
+    p = Producer({"bootstrap.servers": pbroker.bootstrap, "transactional.id": name("tid")})
+    p.init_transactions(15)
+    for commit, tag in ((True, "a"), (False, "b"), (True, "c")):
+        p.begin_transaction()
+        for part in range(4):
+            p.produce(topic, value=f"{tag}{part}".encode(), partition=part)
+        assert p.flush(15) == 0  # written before the abort (an abort drops what is unsent)
+        if commit:
+            p.commit_transaction(15)
+        else:
+            p.abort_transaction(15)
+    committed = read_all(pbroker.bootstrap, topic, 4, 8, isolation="read_committed")
+    assert sorted(committed) == sorted(f"{t}{p}".encode() for t in "ac" for p in range(4))
+    assert len(read_all(pbroker.bootstrap, topic, 4, 12)) == 12
+
+
+def test_deleted_topic_goes_from_both_processes_and_comes_back_empty(pbroker):
+    from confluent_kafka.admin import AdminClient
+
+    topic = name("del")
+    create_topic(pbroker.bootstrap, topic, 4)
+    produce(pbroker.bootstrap, topic, 4, 5)
+    admin = AdminClient({"bootstrap.servers": pbroker.bootstrap})
+    admin.delete_topics([topic])[topic].result(15)
+    data = pbroker.data_dir
+    assert wait_until(lambda: not any((data / f"{topic}-{p}").exists() for p in range(4)))
+    create_topic(pbroker.bootstrap, topic, 4)
+    assert wait_until(lambda: all((data / f"{topic}-{p}").is_dir() for p in range(4)))
+    produce(pbroker.bootstrap, topic, 4, 1)
+    assert sorted(read_all(pbroker.bootstrap, topic, 4, 4)) == [f"{p}:0".encode() for p in range(4)]
+
+
+def test_clean_restart_keeps_data_offsets_and_checkpoints(make_broker, tmp_path):
+    b = make_broker(extra=OVERRIDES).start(timeout=40)
+    topic = name("restart")
+    create_topic(b.bootstrap, topic, 4)
+    produce(b.bootstrap, topic, 4, 25)
+    pid = b.proc.pid
+    [member] = children(pid)
+    assert b.stop() == 0
+    assert gone(member)
+    data = b.data_dir
+    assert (data / ".kafka_cleanshutdown").exists()
+    for f in (ck.RECOVERY_POINT_CHECKPOINT, ck.REPLICATION_OFFSET_CHECKPOINT):
+        entries = ck.decode_offset_checkpoint((data / f).read_bytes())
+        assert {p: entries.get((topic, p)) for p in range(4)} == dict.fromkeys(range(4), 25), f
+    b.start(timeout=40)
+    got = read_all(b.bootstrap, topic, 4, 100)
+    assert len(got) == 100
+    produce(b.bootstrap, topic, 4, 1)
+    assert len(read_all(b.bootstrap, topic, 4, 104)) == 104
+    assert b.stop() == 0
+
+
+def test_killed_primary_takes_its_processes_with_it_and_nothing_acked_is_lost(make_broker):
+    b = make_broker(extra=OVERRIDES).start(timeout=40)
+    topic = name("crash")
+    create_topic(b.bootstrap, topic, 4)
+    produce(b.bootstrap, topic, 4, 30)
+    [member] = children(b.proc.pid)
+    b.kill()
+    assert wait_until(lambda: gone(member), timeout=20), "the member outlived its primary"
+    assert not (b.data_dir / ".kafka_cleanshutdown").exists()
+    b.start(timeout=40)
+    assert len(read_all(b.bootstrap, topic, 4, 120)) == 120
+    assert b.stop() == 0
+
+
+def test_a_dead_member_stops_the_broker_with_exit_1(make_broker):
+    b = make_broker(extra=OVERRIDES).start(timeout=40)
+    [member] = children(b.proc.pid)
+    os.kill(member, signal.SIGKILL)
+    assert b.proc.wait(30) == 1
+    b._log.close()
+    log = b.log_text()
+    assert "process 1 of this broker (node 2) exited" in log
+    assert not (b.data_dir / ".kafka_cleanshutdown").exists()
+
+
+def test_processes_need_a_writable_standalone_broker(make_broker, tmp_path):
+    import subprocess
+    import sys
+
+    from tests.broker.conftest import REPO
+
+    d = tmp_path / "ro"
+    d.mkdir()
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kafkatool",
+            "serve",
+            "--no-banner",
+            "--read-only",
+            "-o",
+            f"log.dirs={d}",
+            "-o",
+            "listeners=PLAINTEXT://127.0.0.1:0",
+            "-o",
+            "kafkatool.processes=2",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert r.returncode == 2
+    assert "kafkatool.processes=2 is for a standalone broker that writes" in r.stderr
+    assert "Traceback" not in r.stderr
