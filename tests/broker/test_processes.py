@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import signal
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from kafkatool.formats import checkpoint as ck
 from kafkatool.protocol import generated as G
 from kafkatool.protocol.generated.produce_request import PartitionProduceData, TopicProduceData
 from tests.broker.conftest import BrokerProcess
+from tests.broker.test_txn_clients import create_topic, name, read_all
 from tests.broker.wire import WireClient
 
 OVERRIDES = [
@@ -27,10 +27,6 @@ OVERRIDES = [
     "offsets.topic.num.partitions=3",
     "transaction.state.log.num.partitions=3",
 ]
-
-
-def name(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 def children(pid: int) -> list[int]:
@@ -59,13 +55,6 @@ def wait_until(what, timeout: float = 15.0, step: float = 0.05):
     return what()
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # alive until the result is in
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(15)
-
-
 def produce(bootstrap: str, topic: str, partitions: int, per_partition: int, **extra) -> None:
     from confluent_kafka import Producer
 
@@ -80,37 +69,6 @@ def produce(bootstrap: str, topic: str, partitions: int, per_partition: int, **e
                 on_delivery=lambda e, m: e and errors.append(e),
             )
     assert p.flush(20) == 0 and not errors
-
-
-def read_all(
-    bootstrap: str, topic: str, partitions: int, want: int, isolation="read_uncommitted"
-) -> list[bytes]:
-    from confluent_kafka import Consumer, TopicPartition
-
-    c = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": name("reader"),
-            "enable.auto.commit": False,
-            "isolation.level": isolation,
-        }
-    )
-    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    out: list[bytes] = []
-    deadline = time.monotonic() + 20
-    settle = None
-    try:
-        while time.monotonic() < deadline:
-            if len(out) >= want and settle is None:
-                settle = time.monotonic() + 0.5
-            if settle is not None and time.monotonic() > settle:
-                break
-            m = c.poll(0.2)
-            if m is not None and not m.error():
-                out.append(m.value())
-    finally:
-        c.close()
-    return out
 
 
 def metadata(bootstrap: str, topic: str):
@@ -153,8 +111,8 @@ def test_two_nodes_each_partition_served_by_its_owner(pbroker):
         resp = c.request(0, 7, body)
     assert resp.responses[0].partition_responses[0].error_code == 6  # NOT_LEADER_OR_FOLLOWER
     produce(pbroker.bootstrap, topic, 6, 50)
-    got = read_all(pbroker.bootstrap, topic, 6, 300)
-    assert sorted(got) == sorted(f"{p}:{i}".encode() for p in range(6) for i in range(50))
+    got = read_all(pbroker.bootstrap, topic, 6, "read_uncommitted", 300)
+    assert sorted(got) == sorted(f"{p}:{i}" for p in range(6) for i in range(50))
     # the member's partition dirs are in the same log dir, its checkpoints in the same files
     data = pbroker.data_dir
     assert all((data / f"{topic}-{p}").is_dir() for p in range(6))
@@ -214,9 +172,9 @@ def test_transactions_span_both_processes(pbroker):
             p.commit_transaction(15)
         else:
             p.abort_transaction(15)
-    committed = read_all(pbroker.bootstrap, topic, 4, 8, isolation="read_committed")
-    assert sorted(committed) == sorted(f"{t}{p}".encode() for t in "ac" for p in range(4))
-    assert len(read_all(pbroker.bootstrap, topic, 4, 12)) == 12
+    committed = read_all(pbroker.bootstrap, topic, 4, "read_committed", 8)
+    assert sorted(committed) == sorted(f"{t}{p}" for t in "ac" for p in range(4))
+    assert len(read_all(pbroker.bootstrap, topic, 4, "read_uncommitted", 12)) == 12
 
 
 def test_deleted_topic_goes_from_both_processes_and_comes_back_empty(pbroker):
@@ -232,7 +190,9 @@ def test_deleted_topic_goes_from_both_processes_and_comes_back_empty(pbroker):
     create_topic(pbroker.bootstrap, topic, 4)
     assert wait_until(lambda: all((data / f"{topic}-{p}").is_dir() for p in range(4)))
     produce(pbroker.bootstrap, topic, 4, 1)
-    assert sorted(read_all(pbroker.bootstrap, topic, 4, 4)) == [f"{p}:0".encode() for p in range(4)]
+    assert sorted(read_all(pbroker.bootstrap, topic, 4, "read_uncommitted", 4)) == [
+        f"{p}:0" for p in range(4)
+    ]
 
 
 def test_clean_restart_keeps_data_offsets_and_checkpoints(make_broker, tmp_path):
@@ -250,10 +210,10 @@ def test_clean_restart_keeps_data_offsets_and_checkpoints(make_broker, tmp_path)
         entries = ck.decode_offset_checkpoint((data / f).read_bytes())
         assert {p: entries.get((topic, p)) for p in range(4)} == dict.fromkeys(range(4), 25), f
     b.start(timeout=40)
-    got = read_all(b.bootstrap, topic, 4, 100)
+    got = read_all(b.bootstrap, topic, 4, "read_uncommitted", 100)
     assert len(got) == 100
     produce(b.bootstrap, topic, 4, 1)
-    assert len(read_all(b.bootstrap, topic, 4, 104)) == 104
+    assert len(read_all(b.bootstrap, topic, 4, "read_uncommitted", 104)) == 104
     assert b.stop() == 0
 
 
@@ -267,7 +227,7 @@ def test_killed_primary_takes_its_processes_with_it_and_nothing_acked_is_lost(ma
     assert wait_until(lambda: gone(member), timeout=20), "the member outlived its primary"
     assert not (b.data_dir / ".kafka_cleanshutdown").exists()
     b.start(timeout=40)
-    assert len(read_all(b.bootstrap, topic, 4, 120)) == 120
+    assert len(read_all(b.bootstrap, topic, 4, "read_uncommitted", 120)) == 120
     assert b.stop() == 0
 
 
@@ -313,3 +273,70 @@ def test_processes_need_a_writable_standalone_broker(make_broker, tmp_path):
     assert r.returncode == 2
     assert "kafkatool.processes=2 is for a standalone broker that writes" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_sasl_users_and_acls_reach_every_process(tmp_path):
+    """SCRAM credentials and ACLs live in the primary's metadata: a member authenticates and
+    authorizes with them, also with ACLs created while it runs."""
+    from confluent_kafka import KafkaError, Producer
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        NewTopic,
+        ResourcePatternType,
+        ResourceType,
+    )
+    from typer.testing import CliRunner
+
+    from kafkatool.cli import app
+    from tests.broker.conftest import free_port
+    from tests.broker.security.test_acls import USERS, _conf, _opts
+
+    data = tmp_path / "data"
+    plain, sasl = free_port(), free_port()
+    extra = [*_opts(plain, sasl), "kafkatool.processes=2"]
+    BrokerProcess(data, port=plain, extra=extra).start(timeout=40).stop()
+    for user, pw in USERS.items():
+        res = CliRunner().invoke(
+            app,
+            [
+                "users",
+                "alter",
+                "--log-dir",
+                str(data),
+                "--user",
+                user,
+                "--add-config",
+                f"SCRAM-SHA-256=[password={pw}]",
+            ],
+        )
+        assert res.exit_code == 0, res.output
+    b = BrokerProcess(data, port=plain, extra=extra).start(timeout=40)
+    try:
+        admin = AdminClient(_conf(sasl, "admin"))
+        topic = name("acl")
+        admin.create_topics([NewTopic(topic, 4, 1)])[topic].result(15)
+        assert {1 + owner_index(topic, p, 2) for p in range(4)} == {1, 2}
+        acl = AclBinding(
+            ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:alice", "*",
+            AclOperation.WRITE, AclPermissionType.ALLOW,
+        )  # fmt: skip
+        admin.create_acls([acl])[acl].result(15)
+
+        def send(user: str) -> list:
+            p = Producer(_conf(sasl, user, **{"linger.ms": 0, "message.timeout.ms": 8000}))
+            results = []
+            for part in range(4):
+                p.produce(topic, value=b"x", partition=part, on_delivery=lambda e, m: results.append(e))
+            p.flush(15)
+            return results
+
+        assert send("alice") == [None] * 4  # every partition, both processes
+        denied = send("bob")
+        assert len(denied) == 4 and all(
+            e is not None and e.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED for e in denied
+        )
+    finally:
+        assert b.stop() == 0
