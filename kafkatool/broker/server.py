@@ -62,9 +62,11 @@ def _cap_to_valid_data(lg: Log) -> list[str]:
     return notes
 
 
-def _foreign_partitions(dirs: list[Path], loaded) -> list[tuple[str, int, Uuid | None]]:
+def _foreign_partitions(dirs: list[Path], loaded) -> list[tuple[str, int, Uuid | None, int | None]]:
     """The partition dirs of the log dirs that ``loaded`` (this process's logs) does not hold,
-    with the topic id of their partition.metadata (None when unreadable)."""
+    with the topic id of their partition.metadata and the latest epoch of their
+    leader-epoch-checkpoint (None when unreadable)."""
+    from kafkatool.formats import checkpoint as ck
     from kafkatool.formats import properties as props
     from kafkatool.log.manager import partition_dirs
 
@@ -79,7 +81,12 @@ def _foreign_partitions(dirs: list[Path], loaded) -> list[tuple[str, int, Uuid |
                 ).topic_id
             except (OSError, ValueError, FormatError):
                 topic_id = None
-            out.append((topic, part, topic_id))
+            try:
+                epochs = ck.decode_leader_epoch_checkpoint((path / ck.LEADER_EPOCH_CHECKPOINT).read_bytes())
+                epoch = max(e for e, _ in epochs) if epochs else None
+            except (OSError, ValueError, FormatError):
+                epoch = None
+            out.append((topic, part, topic_id, epoch))
     return out
 
 
@@ -269,10 +276,13 @@ class Broker:
         on_disk: dict[str, dict[int, Uuid | None]] = {}
         for (topic, part), lg in self.manager.logs.items():
             on_disk.setdefault(topic, {})[part] = lg.topic_id
+        foreign_epochs = {}
         if self.processes is not None and not self.is_member:
             # the other processes' partitions are on disk too
-            for topic, part, topic_id in _foreign_partitions(dirs, self.manager.logs):
+            for topic, part, topic_id, epoch in _foreign_partitions(dirs, self.manager.logs):
                 on_disk.setdefault(topic, {})[part] = topic_id
+                if epoch is not None:
+                    foreign_epochs[(topic, part)] = epoch
         compacted = {tp[0] for st in self.manager.dirs.values() for tp in st.cleaner_offsets}
         if self.cluster is not None or self.is_member:
             notes = []  # a member takes the metadata from the primary
@@ -284,6 +294,11 @@ class Broker:
                 self.config.dynamic[k] = v
                 notes.append(f"dynamic broker config from __cluster_metadata: {k}={v}")
         log_config = self._log_config_memo()  # the dynamic broker configs above may have changed
+        for (name, p), epoch in foreign_epochs.items():
+            # Metadata names the epoch the owner's log has (a dir written by Kafka has some)
+            t = self.metadata.topics.get(name)
+            if t is not None and epoch > t.leader_epoch(p):
+                t.leader_epochs[p] = epoch
         owns = self.processes.owns if self.processes is not None else None
         for name, t in self.metadata.topics.items():
             cfg = log_config(t.configs)

@@ -340,3 +340,28 @@ def test_sasl_users_and_acls_reach_every_process(tmp_path):
         )
     finally:
         assert b.stop() == 0
+
+
+def test_a_dir_written_by_kafka_keeps_each_partitions_leader_epoch(make_broker):
+    """A dir without kafkatool's metadata file (Kafka's): the topics come from the partition
+    dirs, and Metadata names each partition's leader epoch from its own log, also for the
+    partitions another process owns (else a client's fetch would be fenced forever)."""
+    b = make_broker(extra=["num.partitions=1"]).start()
+    topic = name("kafka")
+    create_topic(b.bootstrap, topic, 4)
+    produce(b.bootstrap, topic, 4, 5)
+    assert b.stop() == 0
+    data = b.data_dir
+    (data / "kafkatool-cluster.json").unlink()
+    for p in range(4):
+        (data / f"{topic}-{p}" / ck.LEADER_EPOCH_CHECKPOINT).write_bytes(
+            ck.encode_leader_epoch_checkpoint([(0, 0), (7, 3)])
+        )
+    b.extra = OVERRIDES
+    b.start(timeout=40)
+    [t] = metadata(b.bootstrap, topic).topics
+    assert {p.partition_index: p.leader_epoch for p in t.partitions} == dict.fromkeys(range(4), 7)
+    assert {p.leader_id for p in t.partitions} == {1, 2}
+    produce(b.bootstrap, topic, 4, 1)
+    assert len(read_all(b.bootstrap, topic, 4, "read_uncommitted", 24)) == 24
+    assert b.stop() == 0
