@@ -84,18 +84,43 @@ class Target:
     def pid(self) -> int:
         return self.proc.pid
 
+    def pids(self) -> list[int]:
+        """The broker's process and its descendants: with ``kafkatool.processes`` > 1 the
+        primary (the process started) is the parent of the others."""
+        out = [self.pid]
+        i = 0
+        while i < len(out):
+            out += _children(out[i])
+            i += 1
+        return out
+
     def cpu_seconds(self) -> float:
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        """CPU seconds (user + system) of the broker's process and of its child processes
+        alive now (a child that has exited is skipped: its time is no longer in /proc)."""
         tick = os.sysconf("SC_CLK_TCK")
-        return (int(fields[11]) + int(fields[12])) / tick
+        total = 0
+        for pid in self.pids():
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                if pid == self.pid:
+                    raise
+                continue
+            total += int(fields[11]) + int(fields[12])
+        return total / tick
 
     def peak_rss_mb(self) -> float:
+        """Peak RSS (VmHWM) of the broker's primary process only: with ``kafkatool.processes``
+        > 1 the other processes' memory is not counted."""
         for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) / 1024
         return float("nan")
 
     def stop(self) -> None:
+        # the broker's other processes (kafkatool.processes > 1) stop with the primary; any
+        # left over once it has exited (it was killed, say) are stopped here
+        kids = [(pid, _start_time(pid)) for pid in self.pids()[1:]]
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -103,6 +128,44 @@ class Target:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        deadline = time.monotonic() + 10
+        for pid, started in kids:
+            while started is not None and _start_time(pid) == started:
+                if time.monotonic() > deadline:
+                    print(
+                        f"{self.name}: process {pid} still running after the broker: killed", file=sys.stderr
+                    )
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+                    break
+                time.sleep(0.05)
+
+
+def _children(pid: int) -> list[int]:
+    """The children of ``pid`` (those of each of its threads; none if it has exited)."""
+    kids: list[int] = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return kids
+    for tid in tids:
+        try:
+            kids += [int(x) for x in Path(f"/proc/{pid}/task/{tid}/children").read_text().split()]
+        except OSError:
+            continue
+    return kids
+
+
+def _start_time(pid: int) -> int | None:
+    """The process's start time (clock ticks after boot; None once it has exited or is a
+    zombie), to tell it from a later process given the same pid."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return None if fields[0] in ("Z", "X") else int(fields[19])
 
 
 def wait_port(port: int, proc: subprocess.Popen, timeout: float = 30) -> None:
@@ -119,7 +182,9 @@ def wait_port(port: int, proc: subprocess.Popen, timeout: float = 30) -> None:
     raise RuntimeError("broker did not start")
 
 
-def start_ours(workdir: Path) -> Target:
+def start_ours(workdir: Path, processes: int = 1) -> Target:
+    """``kafkatool serve`` on a free port; ``processes`` > 1 sets ``kafkatool.processes``
+    (the other processes listen on ports of their own: see :func:`leader_ports`)."""
     port = free_port()
     data = workdir / "kafkatool-data"
     log = open(workdir / "ours.log", "wb")
@@ -136,7 +201,8 @@ def start_ours(workdir: Path) -> Target:
             f"listeners=PLAINTEXT://127.0.0.1:{port}",
             "-o",
             f"log.dirs={data}",
-        ],
+        ]
+        + (["-o", f"kafkatool.processes={processes}"] if processes > 1 else []),
         cwd=REPO,
         stdout=log,
         stderr=log,
@@ -238,6 +304,26 @@ def create_topic(port: int, name: str, partitions: int) -> None:
             time.sleep(0.1)
 
 
+def leader_ports(port: int, topic: str, attempts: int = 50, pause: float = 0.1) -> dict[int, int]:
+    """Partition -> port of its leader, from a Metadata request to ``port`` (every broker of
+    the benches listens on 127.0.0.1: the advertised host is not used).  With
+    ``kafkatool.processes`` > 1 each partition's Produce and Fetch must go to its owner's
+    port.  Asked again (``attempts`` times, ``pause`` s apart) while a partition has no
+    leader yet (-1) or one the response does not list."""
+    md_req = G.MetadataRequest(topics=[G.metadata_request.MetadataRequestTopic(name=topic)])
+    last = None
+    with Conn(port) as c:
+        for _ in range(attempts):
+            md = c.request(3, 7, md_req)
+            nodes = {b.node_id: b.port for b in md.brokers}
+            t = md.topics[0]
+            last = (t.error_code, {p.partition_index: p.leader_id for p in t.partitions})
+            if t.error_code == 0 and t.partitions and all(p.leader_id in nodes for p in t.partitions):
+                return {p.partition_index: nodes[p.leader_id] for p in t.partitions}
+            time.sleep(pause)
+    raise RuntimeError(f"{topic}: no leader for every partition (error, leaders: {last})")
+
+
 # ---------------------------------------------------------------- loads
 def make_batch(record_size: int, batch_bytes: int) -> tuple[bytes, int]:
     n = max(1, batch_bytes // (record_size + 12))
@@ -265,10 +351,20 @@ def produce_raw(
     seconds: float,
     per_request: int = 1,
     connections: int = CONNECTIONS,
+    ports: dict[int, int] | None = None,
 ) -> Result:
     """Raw Produce v7 requests of one batch each (``per_request`` > 1: that many partitions'
     batches in each request, as a client sends every ready batch for the broker at once),
-    on ``connections`` connections of WINDOW requests in flight each."""
+    on ``connections`` connections of WINDOW requests in flight each; connection i sends
+    partition i % PARTITIONS's batches.  ``ports`` (partition -> its leader's port, from
+    :func:`leader_ports`; a broker of several processes): each connection goes to its
+    partition's leader instead of ``t.port`` (only with ``per_request`` = 1)."""
+    if ports is not None and per_request != 1:
+        raise ValueError("ports (one leader per connection) needs per_request=1")
+
+    def port_of(partition: int) -> int:
+        return t.port if ports is None else ports[partition]
+
     data, n = make_batch(record_size, batch_bytes)
     frames = []
     for p in range(PARTITIONS):
@@ -285,7 +381,7 @@ def produce_raw(
         )
         frames.append(encode_request(0, 7, 1, "bench", body))
     # check once that the broker accepts it
-    with Conn(t.port) as c:
+    with Conn(port_of(0)) as c:
         c.sock.sendall(frames[0])
         _, resp = parse_response(c.recv_frame(), 0, 7)
         code = resp.responses[0].partition_responses[0].error_code
@@ -296,29 +392,52 @@ def produce_raw(
     stop = threading.Event()
 
     def worker(i: int) -> None:
+        # the generator costs little per request, so that it leaves the broker the cores: the
+        # answers that arrived are read with one recv and as many requests go out with one
+        # sendall (WINDOW in flight throughout)
         frame = frames[i % PARTITIONS]
-        with Conn(t.port) as c:
-            inflight = 0
-            while not stop.is_set():
-                while inflight < WINDOW:
-                    c.sock.sendall(frame)
-                    inflight += 1
-                resp = c.recv_frame()
-                inflight -= 1
-                counts[i] += 1
-                if per_request == 1:
-                    # v7: ... error_code i16, base_offset, log_append_time, log_start_offset (i64
-                    # each), throttle_time_ms i32: the one partition's error code is at [-30:-28]
-                    if resp[-30:-28] != b"\x00\x00":
-                        errors[i] += 1
-                else:
-                    _, r = parse_response(resp, 0, 7)
-                    errors[i] += sum(
-                        1 for tr in r.responses for pr in tr.partition_responses if pr.error_code
-                    )
-            while inflight:
-                c.recv_frame()
-                inflight -= 1
+        bursts = [frame * k for k in range(WINDOW + 1)]
+        buf = bytearray(1 << 16)
+        view = memoryview(buf)
+        with Conn(port_of(i % PARTITIONS)) as c:
+            sock = c.sock
+            sock.sendall(bursts[WINDOW])
+            inflight, have = WINDOW, 0
+            while True:
+                n = sock.recv_into(view[have:])
+                if n == 0:
+                    raise ConnectionError("the broker closed the connection")
+                have += n
+                pos = done = 0
+                while have - pos >= 4:
+                    size = int.from_bytes(buf[pos : pos + 4], "big")
+                    if have - pos - 4 < size:
+                        break
+                    body = view[pos + 4 : pos + 4 + size]
+                    if per_request == 1:
+                        # v7: ... error_code i16, base_offset, log_append_time, log_start_offset
+                        # (i64 each), throttle_time_ms i32: the partition's error is at [-30:-28]
+                        if body[-30:-28] != b"\x00\x00":
+                            errors[i] += 1
+                    else:
+                        _, r = parse_response(bytes(body), 0, 7)
+                        errors[i] += sum(
+                            1 for tr in r.responses for pr in tr.partition_responses if pr.error_code
+                        )
+                    pos += 4 + size
+                    done += 1
+                if pos:
+                    buf[: have - pos] = buf[pos:have]
+                    have -= pos
+                counts[i] += done
+                inflight -= done
+                if stop.is_set():
+                    if inflight == 0:
+                        return
+                    continue
+                if done:
+                    sock.sendall(bursts[done])
+                    inflight += done
 
     cpu0 = t.cpu_seconds()
     t0 = time.perf_counter()
@@ -407,20 +526,28 @@ def fetch_request(topic: str, partition: int, offset: int, max_bytes: int) -> G.
     )
 
 
-def consume_raw(t: Target, topic: str, seconds_cap: float = 30.0) -> Result:
+def consume_raw(
+    t: Target, topic: str, seconds_cap: float = 30.0, ports: dict[int, int] | None = None
+) -> Result:
     """Every partition read from offset 0 to its high watermark, one connection per partition
-    (Fetch v11, 8 MiB per response), so the client's parsing is spread over threads."""
+    (Fetch v11, 8 MiB per response), so the client's parsing is spread over threads.
+    ``ports``: partition -> its leader's port (:func:`leader_ports`), else ``t.port``.  A
+    partition whose Fetch answers an error stops there and counts one error."""
     totals = [0] * PARTITIONS
+    errors = [0] * PARTITIONS
 
     def reader(p: int) -> None:
-        with Conn(t.port) as c:
+        with Conn(t.port if ports is None else ports[p]) as c:
             offset = 0
             t0 = time.perf_counter()
             while time.perf_counter() - t0 < seconds_cap:
                 req = fetch_request(topic, p, offset, 8 << 20)
                 resp = c.request(1, 11, req)
                 pd = resp.responses[0].partitions[0]
-                if pd.error_code or offset >= pd.high_watermark:
+                if pd.error_code:
+                    errors[p] += 1
+                    return
+                if offset >= pd.high_watermark:
                     return
                 recs = pd.records
                 if not recs:
@@ -443,7 +570,9 @@ def consume_raw(t: Target, topic: str, seconds_cap: float = 30.0) -> Result:
     dt = time.perf_counter() - t0
     cpu = t.cpu_seconds() - cpu0
     total = sum(totals)
-    return Result(total / dt / 1e6, 0, cpu / (total / 1e9) if total else 0.0, extra={"bytes": total})
+    return Result(
+        total / dt / 1e6, 0, cpu / (total / 1e9) if total else 0.0, sum(errors), extra={"bytes": total}
+    )
 
 
 def latency(t: Target, topic: str, rate: int = 1000, seconds: float = 3.0) -> Result:

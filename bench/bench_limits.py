@@ -11,18 +11,37 @@ filesystem the broker uses:
   machine whose balloon reports free pages to the host, the first write to a page costs
   a host fault, and on this machine that makes new-page writes 2-2.5x slower;
 * egress: ``os.sendfile`` of a page-cached file over loopback to a receiver that
-  discards (what a fetch path at best does: page cache -> socket).
+  discards (what a fetch path at best does: page cache -> socket).  The receiver does not
+  copy the bytes: ``recv`` with ``MSG_TRUNC`` makes Linux TCP free them in the kernel
+  (``tcp_recvmsg`` skips the copy to user memory and returns how many it dropped).
 
 Then ``kafkatool serve`` takes raw produce requests (1 MB and 16 KiB batches, acks=1; the
 16 KiB ones also with every partition's batch in one request, as a client sends them)
 with the load generator of ``bench_broker.py``, and serves a raw fetch loop from the
 start of the partitions whose client costs no more than the egress probe's receiver
-(``recv_into`` a preallocated buffer, read only the high watermark and batch headers;
-``bench_broker``'s decoding client is shown too, it is bound by its own parsing); the table shows each figure, its ceiling and the ratio, with the
-issue's targets (produce 1 MB >= 70%, 16 KiB >= 40% of ingest; fetch >= 80% of egress).
+(it reads the high watermark and each batch's head, and drops the rest of the bytes with
+``MSG_TRUNC`` as the probe does; ``bench_broker``'s decoding client is shown too, it is
+bound by its own parsing); the table shows each figure, its ceiling and the ratio, with
+the issue's targets (produce 1 MB >= 70%, 16 KiB >= 40% of ingest; fetch >= 80% of egress).
+
+Why the receivers discard instead of copying: over loopback the copy of every byte into
+the receiver's memory is done by the receiver's CPU, and it is about as much work as the
+whole sending side (measured on a 2-core VM: 0.36-0.49 CPU-seconds to copy 2 GB out of a
+socket, 0.18-0.23 to discard them, the ``sendfile`` sender 0.2-0.3).  The egress and
+fetch figures are meant to measure the sender (the machine's page cache -> socket path,
+then our broker), and where readers and broker share the cores (``bench_cores.py``, 2
+broker processes on 2 cores) a copying reader would mostly measure itself.  A real
+consumer copies the bytes (and decodes them), so neither figure is what a consumer
+gets; but both sides of the fetch/egress ratio use the same receiver, so the ratio
+compares the broker with the machine's limit.
 
     python bench/bench_limits.py            # about a minute
     python bench/bench_limits.py --quick    # a smoke run, a few seconds per figure
+    python bench/bench_limits.py --processes 2   # the broker as 2 processes (kafkatool.processes)
+
+With ``--processes N`` (N > 1) each partition's produce and fetch connections go to its
+leader's port (Metadata); the row of several partitions' batches per request is left out
+(one request cannot reach several processes).
 
 Opt-in, never part of the test suite; every loop is bounded in time; only 127.0.0.1.
 """
@@ -130,7 +149,13 @@ def ingest_ceiling(directory: Path, seconds: float, fresh: bool = False) -> floa
 
 
 def egress_ceiling(directory: Path, seconds: float, size: int = 256 << 20) -> float:
-    """MB/s: os.sendfile of a page-cached file over loopback to a receiver that discards."""
+    """MB/s: os.sendfile of a page-cached file over loopback to a receiver that discards.
+
+    The receiver takes up to ``DISCARD_CHUNK`` bytes per call with ``MSG_TRUNC``
+    (``_discard``): the kernel frees them without copying them to user memory, so the
+    figure is the sending side's (page cache -> socket), not the receiver's copy, which on
+    loopback costs about as much CPU as the sender.  ``fetch_lean`` reads the broker's
+    responses the same way, so the fetch/egress ratio compares senders."""
     path = directory / "egress-probe.bin"
     with open(path, "wb") as f:
         block = os.urandom(CHUNK)
@@ -143,9 +168,9 @@ def egress_ceiling(directory: Path, seconds: float, size: int = 256 << 20) -> fl
     received = [0]
 
     def receiver() -> None:
-        buf = bytearray(33 << 20)
+        scratch = memoryview(bytearray(DISCARD_CHUNK))  # never written: MSG_TRUNC
         while True:
-            n = client.recv_into(buf)
+            n = client.recv_into(scratch, len(scratch), socket.MSG_TRUNC)
             if n == 0:
                 return
             received[0] += n
@@ -181,30 +206,125 @@ def _recv_exact(sock: socket.socket, view: memoryview) -> None:
         got += n
 
 
-_BATCH_HEAD = struct.Struct(">qi")  # baseOffset, batchLength
+DISCARD_CHUNK = 4 << 20  # the most one discarding recv takes
+
+
+def _discard(sock: socket.socket, scratch: memoryview, n: int) -> None:
+    """Take exactly ``n`` bytes off ``sock``'s stream without copying them: on Linux TCP
+    ``MSG_TRUNC`` frees them in the kernel and returns how many it dropped (it may be fewer
+    than asked, hence the loop).  ``scratch`` is only there because ``recv_into`` wants a
+    buffer as large as the request (``recv`` would allocate one per call); Linux never
+    writes it.  Elsewhere TCP ignores ``MSG_TRUNC`` and the bytes land in ``scratch``:
+    slower, still correct."""
+    while n > 0:
+        k = sock.recv_into(scratch, min(n, len(scratch)), socket.MSG_TRUNC)
+        if k == 0:
+            raise ConnectionError("closed")
+        n -= k
+
+
+# a v2 batch's first 27 bytes: baseOffset i64, batchLength i32, partitionLeaderEpoch i32
+# (skipped), magic i8, crc u32 and attributes i16 (skipped), lastOffsetDelta i32
+_BATCH_HEAD = struct.Struct(">qi4xb6xi")
+_HEAD = _BATCH_HEAD.size  # 27
+_MIN_BATCH = 61  # the smallest v2 batch: its header, no record
+WINDOW = 64 << 10  # small batches are copied through a window this large (see fetch_lean)
 _I32 = struct.Struct(">i")
 _SENTINEL = 0x7A5A7A5A7A5A7A5A  # the fetch offset placeholder in the pre-encoded request
 
 
 def fetch_lean(
-    port: int, topic: str, partitions: int, seconds_cap: float, min_seconds: float = 0.0
+    port: int,
+    topic: str,
+    partitions: int,
+    seconds_cap: float,
+    min_seconds: float = 0.0,
+    ports: dict[int, int] | None = None,
 ) -> tuple[float, int]:
     """MB/s of a raw Fetch v11 loop from offset 0 to the high watermark, one connection and
-    process per partition, that costs the client as little as the egress probe's receiver: the request
-    is encoded once and only its correlation id and fetch offset are patched; each
-    response is ``recv_into`` a preallocated buffer and only the fields the loop needs are
-    read (the high watermark, then batch headers to find the next offset); no copies, no
-    record decoding.  With ``min_seconds`` each reader starts again from offset 0 at the
-    high watermark until that long has passed (the log stays in the page cache), so the
-    figure is not a sub-second burst.  Returns (MB/s, errors)."""
+    process per partition, that costs the client as little as the egress probe's receiver:
+    the request is encoded once and only its correlation id and fetch offset are patched;
+    of each response only the fields the loop needs are read (the high watermark, then each
+    batch's first 27 bytes: base offset, length, last offset delta), and the rest of the
+    record set is dropped in the kernel with ``MSG_TRUNC`` (``_discard``) as the egress
+    probe's receiver drops its bytes; no record decoding.
+
+    Why not copy: on loopback the receiver's copy of every byte is about as much CPU as
+    the broker's sending, and where readers and broker share the cores (``bench_cores.py``)
+    the figure would mostly measure the readers.  It is meant to measure the broker: a
+    real consumer would copy (and decode) the bytes, but the egress ceiling this figure is
+    divided by has the same discarding receiver.
+
+    The record set is walked batch by batch: when the next head is needed, up to
+    ``WINDOW`` bytes are read (copied) into a small buffer, and a batch that ends beyond
+    it has the rest of its body discarded; after a batch larger than the window only the
+    next 27 bytes are read.  So a 1 MB batch costs two syscalls and no copy, while 16 KiB
+    batches are copied a few at a time (measured: a discarding syscall per 16 KiB batch
+    costs more CPU than copying it; through the window they cost no more than copying the
+    whole response, 1 MB batches half of it).  A batch Kafka cut at the end of the record
+    set is discarded and the next fetch offset is the one after the last complete batch.
+    The bytes counted are the record sets' sizes.
+
+    With ``min_seconds`` each reader starts again from offset 0 at the high watermark until
+    that long has passed (the log stays in the page cache), so the figure is not a
+    sub-second burst.  ``ports`` (partition -> its leader's port, from
+    ``bench_broker.leader_ports``; a broker of several processes): reader p connects to
+    ``ports[p]`` instead of ``port``.  Returns (MB/s, errors): responses with an error code,
+    at the top or the partition's level (the reader stops there)."""
     totals = [0] * partitions
     errors = [0]
 
     def reader(p: int) -> None:
-        sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+        sock = socket.create_connection(("127.0.0.1", port if ports is None else ports[p]), timeout=60)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        buf = bytearray(33 << 20)
-        view = memoryview(buf)
+        win = bytearray(WINDOW)
+        wv = memoryview(win)
+        scratch = memoryview(bytearray(DISCARD_CHUNK))  # never written: MSG_TRUNC
+        unpack = _BATCH_HEAD.unpack_from
+        big = False  # the last batch was larger than the window: read only the next head
+
+        def walk(rem: int) -> int | None:
+            """Take the record set (``rem`` bytes) off the socket; the offset after its last
+            complete batch, None if it has none."""
+            nonlocal big
+            lo = hi = 0  # win[lo:hi]: bytes of the record set read but not walked yet
+            nxt = None
+            while True:
+                have = hi - lo
+                if have + rem < _MIN_BATCH:  # no complete batch left (a cut one, or nothing)
+                    _discard(sock, scratch, rem)
+                    return nxt
+                if have < _HEAD:
+                    if lo:
+                        win[:have] = win[lo:hi]
+                        lo, hi = 0, have
+                    want = min(rem, _HEAD - have if big else WINDOW - have)  # >= _HEAD - have
+                    while hi < _HEAD:
+                        k = sock.recv_into(wv[hi : hi + want])
+                        if k == 0:
+                            raise ConnectionError("closed")
+                        hi += k
+                        rem -= k
+                        want -= k
+                    have = hi
+                base, length, magic, delta = unpack(win, lo)
+                if magic != 2 or length < _MIN_BATCH - 12:
+                    raise RuntimeError(f"partition {p}: not a v2 batch (magic {magic}, length {length})")
+                blen = 12 + length
+                if blen > have + rem:  # the batch Kafka cut at the end: drop what is left of it
+                    _discard(sock, scratch, rem)
+                    return nxt
+                nxt = base + delta + 1
+                if blen <= have:
+                    lo += blen
+                    big = False
+                else:
+                    k = blen - have
+                    _discard(sock, scratch, k)
+                    rem -= k
+                    lo = hi = 0
+                    big = blen > WINDOW
+
         req = BB.fetch_request(topic, p, _SENTINEL, 32 << 20)
         frame = bytearray(encode_request(1, 11, 0, "bench", req))
         at = frame.find(_SENTINEL.to_bytes(8, "big"))
@@ -217,42 +337,37 @@ def fetch_lean(
                 frame[8:12] = _I32.pack(corr)  # size 4, api key 2, version 2, then the correlation id
                 frame[at : at + 8] = offset.to_bytes(8, "big")
                 sock.sendall(frame)
-                _recv_exact(sock, view[:4])
-                size = int.from_bytes(buf[:4], "big")
-                if size > len(buf):
-                    raise RuntimeError(f"response of {size} bytes")
-                _recv_exact(sock, view[:size])
-                # correlation id 4, throttle 4, error 2, session 4, topics 4, name i16+bytes
-                pos = 4 + 4 + 2 + 4 + 4
-                pos += 2 + int.from_bytes(buf[pos : pos + 2], "big")
-                pos += 4 + 4  # partitions count, partition index
-                err = int.from_bytes(buf[pos : pos + 2], "big", signed=True)
-                hw = int.from_bytes(buf[pos + 2 : pos + 10], "big", signed=True)
-                pos += 2 + 8 + 8 + 8
-                aborted = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
-                pos += 4 + max(aborted, 0) * 16 + 4  # aborted transactions, preferred read replica
-                n = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
-                pos += 4
+                # size 4, correlation id 4, throttle 4, error 2, session 4, topics 4, name length 2
+                _recv_exact(sock, wv[:24])
+                size = int.from_bytes(win[:4], "big")
+                top_err = int.from_bytes(win[12:14], "big", signed=True)
+                ntopics = int.from_bytes(win[18:22], "big", signed=True)
+                name = int.from_bytes(win[22:24], "big")
+                if top_err or ntopics != 1:
+                    errors[0] += 1
+                    return
+                # the name, partitions count 4, partition index 4, error 2, high watermark 8,
+                # last stable offset 8, log start offset 8, aborted transactions count 4
+                _recv_exact(sock, wv[: name + 38])
+                err = int.from_bytes(win[name + 8 : name + 10], "big", signed=True)
+                hw = int.from_bytes(win[name + 10 : name + 18], "big", signed=True)
+                aborted = max(int.from_bytes(win[name + 34 : name + 38], "big", signed=True), 0)
+                # the aborted transactions (16 bytes each), preferred read replica 4, records size 4
+                tail = aborted * 16 + 8
+                if tail > WINDOW:
+                    raise RuntimeError(f"partition {p}: {aborted} aborted transactions")
+                _recv_exact(sock, wv[:tail])
+                n = int.from_bytes(win[tail - 4 : tail], "big", signed=True)
                 if err:
                     errors[0] += 1
                     return
+                if size != 20 + name + 38 + tail + max(n, 0):  # v11: the record set ends the response
+                    raise RuntimeError(f"partition {p}: response of {size} bytes, record set of {n}")
                 if n > 0:
                     totals[p] += n
-                    end = pos + n
-                    unpack = _BATCH_HEAD.unpack_from
-                    last = -1
-                    while pos + 61 <= end:
-                        base, length = unpack(buf, pos)
-                        if pos + 12 + length > end:
-                            break
-                        last = pos
-                        pos += 12 + length
-                    if last >= 0:
-                        offset = (
-                            int.from_bytes(buf[last : last + 8], "big")
-                            + int.from_bytes(buf[last + 23 : last + 27], "big")
-                            + 1
-                        )
+                    nxt = walk(n)
+                    if nxt is not None:
+                        offset = nxt
                 if offset >= hw:
                     if time.perf_counter() - t0 >= min_seconds:
                         return
@@ -293,9 +408,20 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="smoke run: 1.5 s per figure")
     ap.add_argument("--dir", type=Path, default=None, help="where the log dir goes (default: a temp dir)")
     ap.add_argument("--json", action="store_true", help="one JSON row per line (bench/table.py)")
+    ap.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="the broker's kafkatool.processes (> 1: produce and fetch go to each partition's "
+        "leader; the several-partitions-per-request row is left out)",
+    )
     args = ap.parse_args()
+    if args.processes < 1:
+        ap.error("--processes must be at least 1")
+    multi = args.processes > 1
     seconds = 1.5 if args.quick else args.seconds
     work = Path(tempfile.mkdtemp(prefix="kafkatool-limits-", dir=args.dir))
+    small4 = None
     try:
         settle()
         recycled = ingest_ceiling(work, seconds)
@@ -303,35 +429,48 @@ def main() -> None:
         ingest = ingest_ceiling(work, seconds, fresh=True)
         settle()
         egress = egress_ceiling(work, seconds, size=(64 << 20) if args.quick else (256 << 20))
-        t = BB.start_ours(work)
+        t = BB.start_ours(work, processes=args.processes)
         try:
             BB.create_topic(t.port, "limits", BB.PARTITIONS)
+            ports = BB.leader_ports(t.port, "limits") if multi else None
             settle()
-            big = BB.produce_raw(t, "limits", 1000, 1 << 20, 1, seconds)
+            big = BB.produce_raw(t, "limits", 1000, 1 << 20, 1, seconds, ports=ports)
             settle()
-            small = BB.produce_raw(t, "limits", 1000, 16 << 10, 1, seconds)
-            settle()
-            small4 = BB.produce_raw(t, "limits", 1000, 16 << 10, 1, seconds, per_request=BB.PARTITIONS)
+            small = BB.produce_raw(t, "limits", 1000, 16 << 10, 1, seconds, ports=ports)
+            if not multi:  # one request for several partitions' leaders: not with several processes
+                settle()
+                small4 = BB.produce_raw(t, "limits", 1000, 16 << 10, 1, seconds, per_request=BB.PARTITIONS)
             settle()
             fetch, fetch_errors = fetch_lean(
-                t.port, "limits", BB.PARTITIONS, seconds_cap=max(10.0, seconds * 4), min_seconds=seconds
+                t.port,
+                "limits",
+                BB.PARTITIONS,
+                seconds_cap=max(10.0, seconds * 4),
+                min_seconds=seconds,
+                ports=ports,
             )
-            parsing = BB.consume_raw(t, "limits", seconds_cap=max(10.0, seconds * 4))
+            parsing = BB.consume_raw(t, "limits", seconds_cap=max(10.0, seconds * 4), ports=ports)
         finally:
             t.stop()
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    # with several processes the broker's figures say so (the ceilings are the machine's)
+    tag = f" [{args.processes} processes]" if multi else ""
     if args.json:
         ceiling = "ingest (new pages)"
-        emit(
-            [
-                limit_row("limits", "ingest ceiling, recycled pages", recycled, "MB/s"),
-                limit_row("limits", "ingest ceiling, new pages (a growing log)", ingest, "MB/s"),
-                limit_row("limits", "egress ceiling (sendfile from page cache)", egress, "MB/s"),
-                ratio_row("limits", "produce, 1 MB batches, acks=1", big.mb_s, "MB/s", ingest, ceiling, 0.70),
-                ratio_row(
-                    "limits", "produce, 16 KiB batches, acks=1", small.mb_s, "MB/s", ingest, ceiling, 0.40
-                ),
+        rows = [
+            limit_row("limits", "ingest ceiling, recycled pages", recycled, "MB/s"),
+            limit_row("limits", "ingest ceiling, new pages (a growing log)", ingest, "MB/s"),
+            limit_row("limits", "egress ceiling (sendfile from page cache)", egress, "MB/s"),
+            ratio_row(
+                "limits", "produce, 1 MB batches, acks=1" + tag, big.mb_s, "MB/s", ingest, ceiling, 0.70
+            ),
+            ratio_row(
+                "limits", "produce, 16 KiB batches, acks=1" + tag, small.mb_s, "MB/s", ingest, ceiling, 0.40
+            ),
+        ]
+        if small4 is not None:
+            rows.append(
                 ratio_row(
                     "limits",
                     f"  same, {BB.PARTITIONS} partitions' batches per request",
@@ -340,10 +479,14 @@ def main() -> None:
                     ingest,
                     ceiling,
                     None,
-                ),
-                ratio_row("limits", "fetch from the start (raw loop)", fetch, "MB/s", egress, "egress", 0.80),
-            ]
+                )
+            )
+        rows.append(
+            ratio_row(
+                "limits", "fetch from the start (raw loop)" + tag, fetch, "MB/s", egress, "egress", 0.80
+            )
         )
+        emit(rows)
         return
     rows = [
         ("ingest ceiling, recycled pages (file rewritten)", recycled, None, None, None),
@@ -353,16 +496,23 @@ def main() -> None:
         ("produce, 16 KiB batches, acks=1", small.mb_s, ingest, 0.40, small.errors),
         (
             f"  same, {BB.PARTITIONS} partitions' batches per request",
-            small4.mb_s,
+            small4.mb_s if small4 is not None else None,
             ingest,
             None,
-            small4.errors,
+            small4.errors if small4 is not None else None,
         ),
         ("fetch from the start (raw loop)", fetch, egress, 0.80, fetch_errors),
         ("  same, bench_broker's decoding client", parsing.mb_s, egress, None, parsing.errors),
     ]
+    if multi:
+        print(
+            f"broker: kafkatool.processes={args.processes}, produce and fetch sent to each partition's leader"
+        )
     print(f"{'figure':52} {'MB/s':>9} {'limit':>9} {'ratio':>7} {'target':>7}  errors")
     for name, value, limit, target, errors in rows:
+        if value is None:
+            print(f"{name:52} {'n/a':>9} {limit:9.1f} {'n/a':>7} {'':>7}  (not with several processes)")
+            continue
         if limit is None:
             print(f"{name:52} {value:9.1f}")
             continue

@@ -8,7 +8,7 @@ Runs, one after another and each in its own process (its own brokers, its own te
   lateness) and while the cleaner compacts and retention deletes 1 GB each;
 * ``bench_scale``   100 / 1,000 / 10,000 partitions: CreateTopics, RSS, Metadata,
   start-up clean and after kill -9, produce to many partitions;
-* ``bench_cores``   the broker pinned to 1 and to 2 cores;
+* ``bench_cores``   the broker on 1 core, on 2 cores as 2 processes, and as 1 process on 2 cores;
 * ``bench_cluster`` three brokers, replication factor 3, acks=all, against one broker.
 
 and prints every figure with its limit or baseline (measured in the same run), the ratio,
