@@ -3,7 +3,8 @@
 Runs, one after another and each in its own process (its own brokers, its own temp dirs):
 
 * ``bench_limits``  the machine's ingest and egress ceilings, and serve's produce
-  (1 MB and 16 KiB batches) and raw fetch against them;
+  (1 MB and 16 KiB batches) and raw fetch against them; ``limits-processes``: the same
+  with ``kafkatool.processes`` = the machine's cores (rows marked ``[N processes]``);
 * ``bench_stalls``  acks=all latency at 1,000 msg/s idle (with the generator's own
   lateness) and while the cleaner compacts and retention deletes 1 GB each;
 * ``bench_scale``   100 / 1,000 / 10,000 partitions: CreateTopics, RSS, Metadata,
@@ -23,6 +24,7 @@ bench ran (met or not: the table says), 1 when one failed to run.
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import time
@@ -33,11 +35,14 @@ sys.path.insert(0, str(HERE))
 
 from table import Row, render  # noqa: E402
 
-BENCHES = ("limits", "stalls", "scale", "cores", "cluster")
+BENCHES = ("limits", "limits-processes", "stalls", "scale", "cores", "cluster")
 
 
 def run_one(name: str, quick: bool, timeout: float) -> tuple[list[Row], str | None]:
-    cmd = [sys.executable, str(HERE / f"bench_{name}.py"), "--json"] + (["--quick"] if quick else [])
+    script, args = name, []
+    if name == "limits-processes":
+        script, args = "limits", ["--processes", str(max(2, len(os.sched_getaffinity(0))))]
+    cmd = [sys.executable, str(HERE / f"bench_{script}.py"), "--json", *args] + (["--quick"] if quick else [])
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=HERE.parent)
     except subprocess.TimeoutExpired:

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 
 from kafkatool.broker.metadata import INTERNAL_TOPICS
 from kafkatool.broker.security.acl import PROCESS_PRINCIPAL
+from kafkatool.errors import KafkatoolError
 
 log = logging.getLogger("kafkatool.broker")
 
@@ -83,8 +84,8 @@ def owner_index(topic: str, partition: int, count: int) -> int:
     return (zlib.crc32(topic.encode()) + partition) % count
 
 
-class ChannelClosed(ConnectionError):
-    pass
+class ChannelClosed(KafkatoolError, ConnectionError):
+    """The other process of the broker is gone."""
 
 
 class Channel:
