@@ -144,7 +144,14 @@ class Channel:
                     self._tasks.add(task)
                     task.add_done_callback(self._tasks.discard)
                 else:
-                    self.on_message(msg)
+                    try:
+                        self.on_message(msg)
+                    except Exception:
+                        # e.g. a checkpoint the disk refused: logged, and the next one tries
+                        # again, as in a broker of one process; the channel goes on
+                        log.exception(
+                            "handling a %r message from another process of this broker failed", kind
+                        )
         except (asyncio.IncompleteReadError, ConnectionError, OSError):
             pass
         finally:
@@ -351,7 +358,8 @@ class Primary(ProcessGroup):
 
     # ------------------------------------------------------------------ start
     def spawn(self, clean_shutdown: dict[str, bool]) -> None:
-        """Start the members (they load their partitions while this process loads its own)."""
+        """Start the members, once this process's storage is open (they load their partitions
+        while this process starts listening)."""
         for k, m in self.members.items():
             ours, theirs = socket.socketpair()
             args = {
@@ -365,6 +373,8 @@ class Primary(ProcessGroup):
             m.proc = subprocess.Popen(
                 [sys.executable, "-m", "kafkatool.broker.processes", json.dumps(args)],
                 pass_fds=(theirs.fileno(),),
+                # a terminal's Ctrl-C reaches the primary only, which stops the members in order
+                start_new_session=True,
             )
             theirs.close()
             m.sock = ours
@@ -507,6 +517,8 @@ class Member(ProcessGroup):
         self._sock = channel_sock
         self.channel: Channel | None = None
         self.applied = 0
+        #: metadata that came before this process's storage was open
+        self.pending: dict | None = None
 
     def leader_node(self, topic: str, partition: int) -> int:
         return self.owner_node(topic, partition)
@@ -555,6 +567,9 @@ class Member(ProcessGroup):
         """The primary's metadata: topics, configs, ACLs, SCRAM credentials, dynamic broker
         configs; then this process's logs follow it (made, reconfigured, deleted)."""
         broker = self.broker
+        if broker.metadata is None:
+            self.pending = payload  # before this process's storage is open: applied then
+            return
         broker.metadata.apply_json(payload["metadata"])
         broker.config.dynamic.clear()
         broker.config.dynamic.update(payload["dynamic"])
@@ -625,6 +640,8 @@ def main(argv: list[str]) -> int:
         await group.connect()
         # on the loop's thread: the primary's messages wait in the socket meanwhile
         broker.open_storage()
+        if group.pending is not None:
+            group.apply(group.pending)
         await broker.start()
         group.channel.send("hello", {lst.name: broker._endpoint(lst) for lst in cfg.advertised_listeners})
         group.channel.send("applied", group.applied)
