@@ -288,31 +288,15 @@ def test_sasl_users_and_acls_reach_every_process(tmp_path):
         ResourcePatternType,
         ResourceType,
     )
-    from typer.testing import CliRunner
 
-    from kafkatool.cli import app
     from tests.broker.conftest import free_port
-    from tests.broker.security.test_acls import USERS, _conf, _opts
+    from tests.broker.security.test_acls import _conf, _opts, add_users
 
     data = tmp_path / "data"
     plain, sasl = free_port(), free_port()
     extra = [*_opts(plain, sasl), "kafkatool.processes=2"]
     BrokerProcess(data, port=plain, extra=extra).start(timeout=40).stop()
-    for user, pw in USERS.items():
-        res = CliRunner().invoke(
-            app,
-            [
-                "users",
-                "alter",
-                "--log-dir",
-                str(data),
-                "--user",
-                user,
-                "--add-config",
-                f"SCRAM-SHA-256=[password={pw}]",
-            ],
-        )
-        assert res.exit_code == 0, res.output
+    add_users(data)
     b = BrokerProcess(data, port=plain, extra=extra).start(timeout=40)
     try:
         admin = AdminClient(_conf(sasl, "admin"))

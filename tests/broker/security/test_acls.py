@@ -55,12 +55,8 @@ def _conf(port: int, user: str, **extra) -> dict:
     return conf
 
 
-@pytest.fixture(scope="module")
-def secured(tmp_path_factory):
-    data = tmp_path_factory.mktemp("acls") / "data"
-    plain, sasl = free_port(), free_port()
-    b = BrokerProcess(data, port=plain, extra=_opts(plain, sasl)).start()
-    b.stop()
+def add_users(data) -> None:
+    """USERS' SCRAM credentials into a stopped broker's log dir (the users command, offline)."""
     for user, pw in USERS.items():
         res = runner.invoke(
             app,
@@ -76,6 +72,15 @@ def secured(tmp_path_factory):
             ],
         )
         assert res.exit_code == 0, res.output
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory):
+    data = tmp_path_factory.mktemp("acls") / "data"
+    plain, sasl = free_port(), free_port()
+    b = BrokerProcess(data, port=plain, extra=_opts(plain, sasl)).start()
+    b.stop()
+    add_users(data)
     b = BrokerProcess(data, port=plain, extra=_opts(plain, sasl)).start()
     try:
         admin = AdminClient(_conf(sasl, "admin"))
