@@ -111,7 +111,8 @@ class MetadataStore:
         #: ZooKeeper cluster mode: topics live in ZooKeeper and reach this store through the
         #: controller's UpdateMetadata; the file keeps only what is the broker's own
         self.persist_topics = True
-        #: called after every save (a broker of several processes tells the others)
+        #: called with the saved contents (to_json) after every save (a broker of several
+        #: processes tells the others)
         self.on_save: list = []
         self._load()
 
@@ -164,11 +165,10 @@ class MetadataStore:
     def save(self) -> None:
         if not self.writable:
             return
-        fileops.atomic_write(
-            self.path, (json.dumps(self.to_json(), indent=1, sort_keys=True) + "\n").encode()
-        )
+        data = self.to_json()
+        fileops.atomic_write(self.path, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
         for callback in self.on_save:
-            callback()
+            callback(data)
 
     def to_json(self) -> dict:
         data = {

@@ -438,8 +438,9 @@ class Primary(ProcessGroup):
         else:
             log.warning("process %d sent an unknown message %r", m.index, kind)
 
-    def push_metadata(self) -> None:
-        """After every save of the metadata: the members get it (and make or drop logs)."""
+    def push_metadata(self, data: dict | None = None) -> None:
+        """After every save of the metadata (``data``: what it saved): the members get it (and
+        make or drop logs)."""
         md = self.broker.metadata
         self.seq += 1
         forms = {name: (str(t.topic_id), t.partitions) for name, t in md.topics.items()}
@@ -449,7 +450,10 @@ class Primary(ProcessGroup):
         for name in set(self.topic_seq) - set(forms):
             del self.topic_seq[name]
         self._last_form = forms
-        payload = {"metadata": md.to_json(), "dynamic": dict(self.broker.config.dynamic)}
+        payload = {
+            "metadata": md.to_json() if data is None else data,
+            "dynamic": dict(self.broker.config.dynamic),
+        }
         for m in self.members.values():
             if m.channel is not None and not m.channel.closed.is_set():
                 m.channel.send("metadata", self.seq, payload)

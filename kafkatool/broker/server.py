@@ -67,7 +67,8 @@ def _foreign_partitions(dirs: list[Path], loaded) -> list[tuple[str, int, Uuid |
     with the topic id of their partition.metadata and the latest epoch of their
     leader-epoch-checkpoint (None when unreadable)."""
     from kafkatool.formats import checkpoint as ck
-    from kafkatool.formats import properties as props
+    from kafkatool.log.leader_epoch import LeaderEpochCache
+    from kafkatool.log.log import read_topic_id
     from kafkatool.log.manager import partition_dirs
 
     out = []
@@ -76,14 +77,11 @@ def _foreign_partitions(dirs: list[Path], loaded) -> list[tuple[str, int, Uuid |
             if (topic, part) in loaded or path.name != f"{topic}-{part}":
                 continue
             try:
-                topic_id = props.decode_partition_metadata(
-                    (path / props.PARTITION_METADATA_FILE).read_bytes()
-                ).topic_id
+                topic_id = read_topic_id(path)
             except (OSError, ValueError, FormatError):
                 topic_id = None
             try:
-                epochs = ck.decode_leader_epoch_checkpoint((path / ck.LEADER_EPOCH_CHECKPOINT).read_bytes())
-                epoch = max(e for e, _ in epochs) if epochs else None
+                epoch = LeaderEpochCache(path / ck.LEADER_EPOCH_CHECKPOINT, writable=False).latest_epoch
             except (OSError, ValueError, FormatError):
                 epoch = None
             out.append((topic, part, topic_id, epoch))

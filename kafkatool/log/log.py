@@ -183,6 +183,15 @@ class _DirListing:
         return name in self.file_set or (name in self.others and (dir / name).exists())
 
 
+def read_topic_id(part_dir: Path) -> Uuid | None:
+    """The topic id of a partition dir's ``partition.metadata`` (None when it has none)."""
+    try:
+        data = read_regular(part_dir / PARTITION_METADATA_FILE)
+    except FileNotFoundError:
+        return None
+    return props.decode_partition_metadata(data).topic_id
+
+
 class Log:
     """A partition's log.  ``writable=False`` opens it for reading only: nothing on disk
     changes (no recovery, no trimming), which is what forensic tools want."""
@@ -652,11 +661,7 @@ class Log:
 
     # ------------------------------------------------------------------ partition.metadata
     def _read_topic_id(self) -> Uuid | None:
-        try:
-            data = read_regular(self.dir / PARTITION_METADATA_FILE)
-        except FileNotFoundError:
-            return None
-        return props.decode_partition_metadata(data).topic_id
+        return read_topic_id(self.dir)
 
     def assign_topic_id(self, topic_id: Uuid) -> None:
         """Write ``partition.metadata`` (Kafka writes it before the first append)."""

@@ -101,16 +101,16 @@ def verify(broker, todo: Pending, version: int):
     from kafkatool.broker.txn.state_log import TRANSACTION_STATE_TOPIC
 
     rm = broker.replicas if broker.replicas is not None else broker.processes
-    node = None
     if broker.is_member:
         node = rm.base_node  # the primary process coordinates every transaction
-    elif rm is not None:
+    else:
         tc = txn_coordinator(broker)
-        leader, _epoch = rm.leader_of(TRANSACTION_STATE_TOPIC, tc.partition_for(todo.transactional_id))
-        if leader != rm.node_id:
-            node = leader
+        node = None
+        if rm is not None:
+            leader, _epoch = rm.leader_of(TRANSACTION_STATE_TOPIC, tc.partition_for(todo.transactional_id))
+            if leader != rm.node_id:
+                node = leader
     if node is None:
-        tc = txn_coordinator(broker)
         codes = tc.verify_partitions(
             todo.transactional_id, todo.producer_id, todo.producer_epoch, todo.partitions
         )
