@@ -17,7 +17,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kafkatool.broker.network import CloseConnection, FinalResponse, Parts
+from kafkatool.broker.network import CloseConnection, FinalResponse
 from kafkatool.broker.processes import LOCAL_APIS
 from kafkatool.formats.schema import Message, SchemaDecodeError, UnsupportedVersionError, in_range
 from kafkatool.protocol.apis import API_BY_KEY, API_VERSIONS_KEY
@@ -128,6 +128,9 @@ class Router:
             raise CloseConnection(f"internal error handling the request: {exc}") from None
         if result is None:
             return None
+        if isinstance(result, Message):
+            # the common answer, checked first: isawaitable asks the Awaitable ABC
+            return self._encode(header, result)
         if inspect.isawaitable(result):
             return asyncio.ensure_future(self._finish(header, result))
         return self._encode(header, result)
@@ -160,8 +163,8 @@ class Router:
 
     @staticmethod
     def _encode(header: RequestHeader, result):
-        if type(result) is Parts or isinstance(result, bytes | bytearray):
-            return result
+        if not isinstance(result, Message):
+            return result  # already encoded: bytes, or Parts
         try:
             return encode_response(header.api_key, header.api_version, header.correlation_id, result)
         except UnsupportedVersionError:

@@ -293,7 +293,7 @@ def handle_produce(ctx, req):
     gate = getattr(conn, "produce_appended", None)
     if gate is not None and gate.done():
         gate = None
-    if gate is None and not asyncio.iscoroutine(txn_errors):
+    if gate is None and (txn_errors is None or not asyncio.iscoroutine(txn_errors)):
         return _append_all(broker, ctx, req, txn_errors)
     # the append waits (for the transaction coordinator on another broker, or behind an earlier
     # produce of this connection that waits): later produces of the connection append after
