@@ -500,6 +500,7 @@ class Primary(ProcessGroup):
         loop = asyncio.get_running_loop()
         while True:
             await m.channel.run()
+            m.channel.close()  # its end of the socket pair (a restart makes a new pair)
             code = await loop.run_in_executor(None, m.proc.wait)
             if self._stopping:
                 return
@@ -663,8 +664,10 @@ class Primary(ProcessGroup):
             if m.task is not None:
                 await asyncio.gather(m.task, return_exceptions=True)
         clean = all(m.stopped_clean for m in self.members.values())
-        if not clean and self.broker.manager is not None:
-            self.broker.manager.members_clean = False
+        if not clean:
+            self.broker.failed = True  # exit 1: a process of this broker died
+            if self.broker.manager is not None:
+                self.broker.manager.members_clean = False
             log.warning("a process of this broker did not stop cleanly: no clean-shutdown marker")
 
     def kill(self) -> None:

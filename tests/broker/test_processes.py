@@ -411,8 +411,19 @@ def test_a_killed_member_is_restarted_and_nothing_acked_is_lost(make_broker):
 
 def test_too_many_member_deaths_stop_the_broker(make_broker):
     b = make_broker(extra=[*OVERRIDES, "kafkatool.processes.restarts.max=1"]).start(timeout=40)
+    topic = name("offline")
+    create_topic(b.bootstrap, topic, 4)
+    theirs = {p for p in range(4) if owner_index(topic, p, 2) == 1}
     [first] = children(b.proc.pid)
     os.kill(first, signal.SIGKILL)
+
+    def offline() -> bool:
+        # as a crashed Kafka broker's replication-factor-1 partitions: no leader, node gone
+        md = metadata(b.bootstrap, topic)
+        down = {p.partition_index for p in md.topics[0].partitions if p.leader_id == -1 and p.error_code == 5}
+        return down == theirs and {x.node_id for x in md.brokers} == {1}
+
+    assert wait_until(offline, timeout=10, step=0.02)
     [second] = wait_until(lambda: [c for c in children(b.proc.pid) if c != first], timeout=30)
     assert wait_until(lambda: "is back" in b.log_text(), timeout=30)
     os.kill(second, signal.SIGKILL)
@@ -558,4 +569,30 @@ def test_a_dir_written_by_kafka_keeps_each_partitions_leader_epoch(make_broker):
     assert {p.leader_id for p in t.partitions} == {1, 2}
     produce(b.bootstrap, topic, 4, 1)
     assert len(read_all(b.bootstrap, topic, 4, "read_uncommitted", 24)) == 24
+    assert b.stop() == 0
+
+
+def test_a_member_killed_as_the_broker_stops_leaves_no_marker_unless_it_recovered(make_broker):
+    """kill -9 of a member and SIGTERM of the broker at once: either the primary restarted it
+    before the stop (it recovered, then stopped cleanly: marker, exit 0) or not (no marker,
+    exit 1); never a marker over partitions nobody recovered."""
+    b = make_broker(extra=OVERRIDES).start(timeout=40)
+    topic = name("race")
+    create_topic(b.bootstrap, topic, 4)
+    produce(b.bootstrap, topic, 4, 10)
+    [member] = children(b.proc.pid)
+    os.kill(member, signal.SIGKILL)
+    b.proc.send_signal(signal.SIGTERM)
+    code = b.proc.wait(60)
+    b._log.close()
+    log = b.log_text()
+    marker = (b.data_dir / ".kafka_cleanshutdown").exists()
+    if marker:
+        assert code == 0 and "restart=true" in log and "shutdown complete clean=true" in log
+    else:
+        assert code == 1 and "shutdown complete clean=false" in log
+    b.start(timeout=40)
+    assert sorted(read_all(b.bootstrap, topic, 4, "read_uncommitted", 40)) == sorted(
+        f"{p}:{i}" for p in range(4) for i in range(10)
+    )
     assert b.stop() == 0
