@@ -671,12 +671,15 @@ class Primary(ProcessGroup):
             log.warning("a process of this broker did not stop cleanly: no clean-shutdown marker")
 
     def kill(self) -> None:
-        """The primary is failing to start: no member outlives it."""
+        """The primary is failing to start: no member outlives it, and no clean-shutdown marker
+        is written over the partitions of members that did not stop cleanly."""
         self._stopping = True
         for m in self.members.values():
             if m.proc is not None and m.proc.poll() is None:
                 m.proc.kill()
                 m.proc.wait()
+        if self.broker.manager is not None and not all(m.stopped_clean for m in self.members.values()):
+            self.broker.manager.members_clean = False
 
 
 def _status(code: int) -> str:

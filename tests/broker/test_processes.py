@@ -339,6 +339,35 @@ def test_colliding_member_ports_are_refused_at_start_up(tmp_path, listeners, ste
     assert not d.exists()  # refused before the dirs are touched
 
 
+def test_a_member_port_in_use_stops_the_start_with_exit_2(tmp_path):
+    import socket
+    import subprocess
+    import sys
+
+    from tests.broker.conftest import REPO
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1] - 1  # process 1's port is taken
+        r = subprocess.run(
+            [
+                sys.executable, "-m", "kafkatool", "serve", "--no-banner",
+                "-o", f"log.dirs={tmp_path / 'data'}",
+                "-o", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+                "-o", "kafkatool.processes=2",
+            ],
+            cwd=REPO, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    assert "process=1 process 1 of the broker cannot listen" in r.stderr
+    assert "address already in use" in r.stderr and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines()[-1] == (
+        "kafkatool: error: cannot listen: process 1 of this broker (node 2) exited (status 2)"
+    )
+    assert not (tmp_path / "data" / ".kafka_cleanshutdown").exists()  # the member never stopped cleanly
+
+
 def _produce_while(bootstrap: str, topic: str, partitions: int, count: int, during) -> tuple[list, list]:
     """Produce ``count`` records (acks=all, idempotent) over ~4 s, calling ``during`` once a
     quarter are sent; (values acknowledged, errors)."""
