@@ -520,8 +520,8 @@ class Primary(ProcessGroup):
                 try:
                     await self._restart(m)
                     continue
-                except OSError as exc:
-                    died = f"{died}; restarting it failed: {exc}"
+                except Exception as exc:  # e.g. no fork: the broker stops rather than run without it
+                    died = f"{died}; restarting it failed: {exc!r}"
             elif self._started:
                 died = f"{died}, {len(self._deaths)} deaths within {self.restarts_window_s * 1000:.0f} ms"
             self.failed = died
