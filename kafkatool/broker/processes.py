@@ -30,7 +30,7 @@ that made it.
 
 A member that dies is restarted (one warning line with its exit status): while it is down its
 node leaves Metadata and its partitions have no leader (a dead broker's with replication
-factor 1: clients retry); the new process recovers them as after an unclean shutdown, deletes
+factor 1: clients retry) and get a new leader epoch; the new process recovers them as after an unclean shutdown, deletes
 the logs of topics deleted meanwhile, hands its recovered checkpoint entries over (they
 replace the dead process's last ones, which are older than its logs and never ahead of them)
 and shows again once it listens with the current metadata. More deaths than
@@ -548,6 +548,15 @@ class Primary(ProcessGroup):
             if seq > m.acked:
                 deleted.setdefault(name, topic_id)  # the oldest: the one its logs may have
         m.acked = 0
+        # a new leader epoch for its partitions, as Kafka's controller gives a partition whose
+        # leader went offline: clients holding the old one refresh their metadata, and the
+        # logs record where the new one began (the new process reads the saved metadata)
+        md = self.broker.metadata
+        for name, t in md.topics.items():
+            for p in range(t.partitions):
+                if owner_index(name, p, self.count) == m.index:
+                    t.leader_epochs[p] = t.leader_epoch(p) + 1
+        md.save()
         unclean = dict.fromkeys((str(d) for d in self.broker.manager.dirs), False)
         self._spawn(m, unclean, deleted, restart=True)
         m.connecting = asyncio.get_running_loop().create_future()

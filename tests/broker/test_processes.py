@@ -413,6 +413,8 @@ def test_a_killed_member_is_restarted_and_nothing_acked_is_lost(make_broker):
     produce(b.bootstrap, topic, 4, 25)  # something to recover
     port = member_port(b.bootstrap, 2)
     [member] = children(b.proc.pid)
+    [t] = metadata(b.bootstrap, topic).topics
+    epochs = {p.partition_index: p.leader_epoch for p in t.partitions}
     acked, errors = _produce_while(b.bootstrap, topic, 4, 2000, lambda: os.kill(member, signal.SIGKILL))
     assert not errors and len(acked) == 2000
     assert b.alive()
@@ -422,6 +424,11 @@ def test_a_killed_member_is_restarted_and_nothing_acked_is_lost(make_broker):
     assert "process 1 of this broker (node 2) exited (signal SIGKILL); restarting it" in log
     assert "process 1 of this broker (node 2) is back" in log
     assert "process=1 process 1 of the broker started" in log and "restart=true" in log
+    # a new leader epoch for the partitions that came back (as Kafka's controller gives them)
+    [t] = metadata(b.bootstrap, topic).topics
+    assert {p.partition_index: p.leader_epoch for p in t.partitions} == {
+        p: epochs[p] + (owner_index(topic, p, 2) == 1) for p in range(4)
+    }
     got = read_all(b.bootstrap, topic, 4, "read_uncommitted", 2100, timeout=30)
     assert set(acked) <= set(got) and len(got) == len(set(got)) == 2100  # idempotent: no duplicate
     assert b.stop() == 0
