@@ -410,6 +410,13 @@ class Primary(ProcessGroup):
         cfg = broker.config
         self.restarts_max = cfg.int(RESTARTS_MAX_CONFIG)
         self.restarts_window_s = cfg.int(RESTARTS_WINDOW_CONFIG) / 1000
+        if self.restarts_max < 0 or self.restarts_window_s <= 0:
+            from kafkatool.broker.config import ConfigError
+
+            raise ConfigError(
+                f"{RESTARTS_MAX_CONFIG} must be at least 0 and {RESTARTS_WINDOW_CONFIG} at least 1 "
+                f"(given {self.restarts_max} and {cfg.get(RESTARTS_WINDOW_CONFIG)})"
+            )
         #: monotonic times of the members' deaths within the window
         self._deaths: list[float] = []
 

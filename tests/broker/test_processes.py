@@ -311,9 +311,10 @@ def test_json_log_lines_carry_the_process_number():
         ("PLAINTEXT://0.0.0.0:{p},OTHER://127.0.0.1:{r}", 2, "process 1's PLAINTEXT port {r}"),
         ("PLAINTEXT://127.0.0.1:65530", 3, "process 2's PLAINTEXT port would be 65536"),
         ("PLAINTEXT://127.0.0.1:65530", 0, "kafkatool.processes.port.step=0: must be at least 1"),
+        ("PLAINTEXT://127.0.0.1:{p}", 1, "kafkatool.processes.restarts.max must be at least 0"),
     ],
 )
-def test_colliding_member_ports_are_refused_at_start_up(tmp_path, listeners, step, why):
+def test_bad_port_and_restart_settings_are_refused_at_start_up(tmp_path, listeners, step, why):
     import subprocess
     import sys
 
@@ -321,6 +322,7 @@ def test_colliding_member_ports_are_refused_at_start_up(tmp_path, listeners, ste
 
     p = 30000
     listeners = listeners.format(p=p, q=p + 1, r=p + 2)
+    extra = ["-o", "kafkatool.processes.restarts.max=-1"] if "restarts" in why else []
     d = tmp_path / "data"
     r = subprocess.run(
         [
@@ -330,6 +332,7 @@ def test_colliding_member_ports_are_refused_at_start_up(tmp_path, listeners, ste
             "-o", "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT",
             "-o", "kafkatool.processes=3" if step == 3 else "kafkatool.processes=2",
             "-o", f"kafkatool.processes.port.step={step}",
+            *extra,
         ],
         cwd=REPO, capture_output=True, text=True, timeout=30,
     )  # fmt: skip
