@@ -635,3 +635,30 @@ def test_a_member_killed_as_the_broker_stops_leaves_no_marker_unless_it_recovere
         f"{p}:{i}" for p in range(4) for i in range(10)
     )
     assert b.stop() == 0
+
+
+def test_a_transaction_commits_across_a_member_restart(make_broker):
+    """The commit's markers for a dead member's partitions wait for its restart (the
+    coordinator retries, as for a Kafka partition whose leader is offline)."""
+    from confluent_kafka import Producer
+
+    b = make_broker(extra=OVERRIDES).start(timeout=40)
+    topic = name("txnrestart")
+    create_topic(b.bootstrap, topic, 4)
+    p = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": name("tid")})
+    p.init_transactions(15)
+    p.begin_transaction()
+    for part in range(4):
+        p.produce(topic, value=f"a{part}".encode(), partition=part)
+    assert p.flush(15) == 0
+    [member] = children(b.proc.pid)
+    os.kill(member, signal.SIGKILL)
+    p.commit_transaction(60)
+    p.begin_transaction()
+    for part in range(4):
+        p.produce(topic, value=f"b{part}".encode(), partition=part)
+    p.commit_transaction(60)
+    committed = read_all(b.bootstrap, topic, 4, "read_committed", 8, timeout=30)
+    assert sorted(committed) == sorted(f"{t}{p}" for t in "ab" for p in range(4))
+    assert "is back" in b.log_text()
+    assert b.stop() == 0
