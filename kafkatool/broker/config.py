@@ -256,6 +256,28 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "partitions as a node of its own (node.id + k, its own ports), so that request handling "
             "uses that many cores (broker/processes.py).",
         ),
+        _d(
+            "kafkatool.processes.port.step",
+            INT,
+            1,
+            "kafkatool's own: process k of kafkatool.processes listens on each listener's port "
+            "+ k x step and advertises each advertised.listeners port + k x step (a port of 0 stays "
+            "ephemeral); a port that collides or leaves 1-65535 is refused at start-up.",
+        ),
+        _d(
+            "kafkatool.processes.restarts.max",
+            INT,
+            3,
+            "kafkatool's own: a process of kafkatool.processes that dies is restarted (its "
+            "partitions recover); one more death than this within kafkatool.processes.restarts."
+            "window.ms stops the broker (exit 1). 0: a dead process stops the broker.",
+        ),
+        _d(
+            "kafkatool.processes.restarts.window.ms",
+            LONG,
+            300000,
+            "kafkatool's own: the window kafkatool.processes.restarts.max counts deaths in.",
+        ),
         _d("cluster.id", STRING, None, "Cluster id for a new data dir (default: random)."),
         # ZooKeeper cluster mode (broker/cluster): Kafka 3.x names and defaults
         _d(

@@ -10,7 +10,9 @@ protocol lets a client reach a partition's owner directly):
   ``kafkatool-cluster.json``), the group and transaction coordinators, every internal topic
   and its share of the other partitions, and writes the offset checkpoint files, folding in
   the other processes' entries (``LogManager.merge_entries``);
-* each **member** k (node id ``node.id + k``, its own ports on the listeners' hosts) owns the
+* each **member** k (node id ``node.id + k``; on the listeners' hosts at each port + k x
+  ``kafkatool.processes.port.step``, advertised the same way, a port of 0 staying ephemeral;
+  every line it logs carries ``process=k``) owns the
   partitions :func:`owner_index` gives it: it loads (and after a crash recovers) them, serves
   Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords, DescribeProducers,
   DescribeLogDirs and AlterReplicaLogDirs for them, runs their retention, cleaner and
@@ -24,23 +26,35 @@ entries, and calls in both directions: a Kafka request frame in, its response fr
 (forwarded requests; WriteTxnMarkers from the transaction coordinator to the owner of a
 partition; AddPartitionsToTxn VerifyOnly from a partition's owner to the coordinator, KIP-890).
 A partition shows a leader in Metadata only once its owner has acknowledged the metadata
-that made it. If a member dies the broker stops (exit 1) and every process's partitions
-recover at the next start, from their recovery points.
+that made it.
+
+A member that dies is restarted (one warning line with its exit status): while it is down its
+node leaves Metadata and its partitions have no leader (a dead broker's with replication
+factor 1: clients retry) and get a new leader epoch; the new process recovers them as after an unclean shutdown, deletes
+the logs of topics deleted meanwhile, hands its recovered checkpoint entries over (they
+replace the dead process's last ones, which are older than its logs and never ahead of them)
+and shows again once it listens with the current metadata. More deaths than
+``kafkatool.processes.restarts.max`` within ``kafkatool.processes.restarts.window.ms`` stop
+the broker (exit 1, no clean-shutdown marker; every process's partitions recover at the next
+start). The marker is written only when every member's current process stopped cleanly.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import json
 import logging
 import os
 import pickle
+import signal
 import socket
 import struct
 import subprocess
 import sys
 import threading
+import time
 import zlib
 from dataclasses import dataclass, field
 
@@ -51,6 +65,11 @@ from kafkatool.errors import KafkatoolError
 log = logging.getLogger("kafkatool.broker")
 
 PROCESSES_CONFIG = "kafkatool.processes"
+#: process k listens on (and advertises) each port + k x step
+PORT_STEP_CONFIG = "kafkatool.processes.port.step"
+RESTARTS_MAX_CONFIG = "kafkatool.processes.restarts.max"
+RESTARTS_WINDOW_CONFIG = "kafkatool.processes.restarts.window.ms"
+_WILDCARDS = frozenset({"", "0.0.0.0", "::"})
 #: what a member answers itself; every other API is forwarded to the primary
 LOCAL_APIS = frozenset(
     {
@@ -82,6 +101,44 @@ def owner_index(topic: str, partition: int, count: int) -> int:
     if count <= 1 or topic in INTERNAL_TOPICS:
         return 0
     return (zlib.crc32(topic.encode()) + partition) % count
+
+
+def process_listeners(listeners: list, index: int, step: int) -> list:
+    """Process ``index``'s listeners (or advertised listeners): each port + index x step; a port
+    of 0 stays 0 (an ephemeral port, advertised as bound)."""
+    return [dataclasses.replace(lst, port=lst.port + index * step if lst.port else 0) for lst in listeners]
+
+
+def check_ports(config, count: int) -> None:
+    """Refuse (ConfigError) a port rule that gives a process a port outside 1-65535 or one
+    another process listens on or advertises (a wildcard host meets every host)."""
+    from kafkatool.broker.config import ConfigError
+
+    step = config.int(PORT_STEP_CONFIG)
+    if step < 1:
+        raise ConfigError(f"{PORT_STEP_CONFIG}={step}: must be at least 1")
+    for what, lsts in (
+        ("listeners", config.listeners),
+        ("advertised.listeners", config.advertised_listeners),
+    ):
+        taken: list[tuple[str, int, int, str]] = []
+        for k in range(count):
+            for lst in process_listeners(lsts, k, step):
+                if not lst.port:
+                    continue
+                rule = f"{lst.port - k * step} + {k} x {PORT_STEP_CONFIG} {step}"
+                if lst.port > 65535:
+                    raise ConfigError(
+                        f"{what}: process {k}'s {lst.name} port would be {lst.port} ({rule}), above 65535"
+                    )
+                for host, port, j, name in taken:
+                    if j != k and port == lst.port and (host == lst.host or {host, lst.host} & _WILDCARDS):
+                        raise ConfigError(
+                            f"{what}: process {k}'s {lst.name} port {lst.port} ({rule}) is process {j}'s "
+                            f"{name} port too (with {PROCESSES_CONFIG}={count}, choose a step that keeps "
+                            "the processes' ports apart)"
+                        )
+                taken.append((lst.host, lst.port, k, lst.name))
 
 
 class ChannelClosed(KafkatoolError, ConnectionError):
@@ -258,10 +315,13 @@ class _Member:
     endpoints: dict[str, tuple[str, int]] | None = None
     acked: int = 0
     stopped_clean: bool = False
+    #: listening with the metadata sent so far (cleared while it is dead and restarting)
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task | None = None
     #: the primary's end of the socket pair, until the channel is made on the event loop
     sock: socket.socket | None = None
+    #: a restart is connecting its channel (stop waits for it)
+    connecting: asyncio.Future | None = None
 
 
 class ProcessGroup:
@@ -331,7 +391,7 @@ class ProcessGroup:
 
 class Primary(ProcessGroup):
     """The process ``serve`` started: spawns the members, tells them the metadata, writes
-    their checkpoint entries, answers their forwarded requests."""
+    their checkpoint entries, answers their forwarded requests, restarts a member that dies."""
 
     def __init__(self, broker, count: int):
         super().__init__(broker, count, 0, broker.node_id)
@@ -340,8 +400,25 @@ class Primary(ProcessGroup):
         #: topic -> the metadata sequence number its current form (id, partitions) first had
         self.topic_seq: dict[str, int] = {}
         self._last_form: dict[str, tuple] = {}
+        #: (sequence number, topic, topic id) of every topic deleted (or made again under its
+        #: name) since the sequence number some member acknowledged last: a member restarted
+        #: after it died deletes its logs of them
+        self._deleted: list[tuple[int, str, str]] = []
         self.failed: str | None = None
         self._stopping = False
+        self._started = False
+        cfg = broker.config
+        self.restarts_max = cfg.int(RESTARTS_MAX_CONFIG)
+        self.restarts_window_s = cfg.int(RESTARTS_WINDOW_CONFIG) / 1000
+        if self.restarts_max < 0 or self.restarts_window_s <= 0:
+            from kafkatool.broker.config import ConfigError
+
+            raise ConfigError(
+                f"{RESTARTS_MAX_CONFIG} must be at least 0 and {RESTARTS_WINDOW_CONFIG} at least 1 "
+                f"(given {self.restarts_max} and {cfg.get(RESTARTS_WINDOW_CONFIG)})"
+            )
+        #: monotonic times of the members' deaths within the window
+        self._deaths: list[float] = []
 
     def leader_node(self, topic: str, partition: int) -> int:
         k = owner_index(topic, partition, self.count)
@@ -360,36 +437,42 @@ class Primary(ProcessGroup):
     def spawn(self, clean_shutdown: dict[str, bool]) -> None:
         """Start the members, once this process's storage is open (they load their partitions
         while this process starts listening)."""
-        for k, m in self.members.items():
-            ours, theirs = socket.socketpair()
-            args = {
-                "index": k,
-                "count": self.count,
-                "base_node": self.base_node,
-                "fd": theirs.fileno(),
-                "config": {"explicit": self.broker.config.explicit, "dynamic": self.broker.config.dynamic},
-                "clean_shutdown": clean_shutdown,
-            }
+        for m in self.members.values():
+            self._spawn(m, clean_shutdown, {})
+
+    def _spawn(
+        self, m: _Member, clean_shutdown: dict[str, bool], deleted: dict[str, str], restart: bool = False
+    ) -> None:
+        ours, theirs = socket.socketpair()
+        args = {
+            "index": m.index,
+            "count": self.count,
+            "base_node": self.base_node,
+            "fd": theirs.fileno(),
+            "config": {"explicit": self.broker.config.explicit, "dynamic": self.broker.config.dynamic},
+            "clean_shutdown": clean_shutdown,
+            "deleted": deleted,
+            "restart": restart,
+        }
+        try:
             m.proc = subprocess.Popen(
                 [sys.executable, "-m", "kafkatool.broker.processes", json.dumps(args)],
                 pass_fds=(theirs.fileno(),),
                 # a terminal's Ctrl-C reaches the primary only, which stops the members in order
                 start_new_session=True,
             )
+        except BaseException:
+            ours.close()
+            raise
+        finally:
             theirs.close()
-            m.sock = ours
+        m.sock = ours
 
     async def start(self) -> None:
         """Once this process listens: connect the channels, send the metadata, wait until
         every member has loaded, listens and has the metadata."""
         for m in self.members.values():
-            reader, writer = await asyncio.open_unix_connection(sock=m.sock)
-            m.channel = Channel(
-                reader,
-                writer,
-                lambda msg, m=m: self._on_message(m, msg),
-                lambda frame, who: answer_call(self.broker, frame, who),
-            )
+            await self._connect(m)
             m.task = asyncio.ensure_future(self._watch(m))
         self.table[0] = self._own_endpoints()
         self.broker.metadata.on_save.append(self.push_metadata)
@@ -400,22 +483,96 @@ class Primary(ProcessGroup):
             w.cancel()
         if self.failed or pending:
             raise OSError(self.failed or "a process of this broker did not start in time")
+        self._started = True
         self._push_table()
+
+    async def _connect(self, m: _Member) -> None:
+        reader, writer = await asyncio.open_unix_connection(sock=m.sock)
+        m.sock = None
+        m.channel = Channel(
+            reader,
+            writer,
+            lambda msg, m=m: self._on_message(m, msg),
+            lambda frame, who: answer_call(self.broker, frame, who),
+        )
 
     def _own_endpoints(self) -> dict[str, tuple[str, int]]:
         b = self.broker
         return {lst.name: b._endpoint(lst) for lst in b.config.advertised_listeners}
 
     async def _watch(self, m: _Member) -> None:
-        await m.channel.run()
-        code = await asyncio.get_running_loop().run_in_executor(None, m.proc.wait)
-        if not self._stopping:
-            self.failed = (
-                f"process {m.index} of this broker (node {self.base_node + m.index}) exited with {code}"
+        """Each life of member ``m``: when it dies after the broker started, it is restarted
+        (:meth:`_restart`) unless members died more than ``restarts_max`` times within the
+        window; then, or when it dies while the broker starts, the broker stops (exit 1)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await m.channel.run()
+            m.channel.close()  # its end of the socket pair (a restart makes a new pair)
+            code = await loop.run_in_executor(None, m.proc.wait)
+            if self._stopping:
+                return
+            died = (
+                f"process {m.index} of this broker (node {self.base_node + m.index}) exited ({_status(code)})"
             )
+            now = time.monotonic()
+            self._deaths = [t for t in self._deaths if now - t < self.restarts_window_s] + [now]
+            if self._started and len(self._deaths) <= self.restarts_max:
+                log.warning(
+                    "%s; restarting it, its partitions recover restart=%d restarts_max=%d window_ms=%d",
+                    died,
+                    len(self._deaths),
+                    self.restarts_max,
+                    int(self.restarts_window_s * 1000),
+                )
+                try:
+                    await self._restart(m)
+                    continue
+                except Exception as exc:  # e.g. no fork: the broker stops rather than run without it
+                    died = f"{died}; restarting it failed: {exc!r}"
+            elif self._started:
+                died = f"{died}, {len(self._deaths)} deaths within {self.restarts_window_s * 1000:.0f} ms"
+            self.failed = died
             log.error("%s; the broker stops", self.failed)
             m.ready.set()
             self.broker.request_stop(failed=True)
+            return
+
+    async def _restart(self, m: _Member) -> None:
+        """Member ``m`` died: clients no longer see its node (its partitions have no leader,
+        as a dead broker's with replication factor 1), and a new process takes its place. It
+        recovers the partitions as after an unclean shutdown, deletes the logs of the topics
+        deleted since it last acknowledged the metadata, hands its checkpoint entries over
+        (replacing the dead process's last ones) and is shown again once it listens with the
+        current metadata. This process's entries of its partitions meanwhile are the dead
+        process's last hand-over: older than its logs, never ahead of them."""
+        m.ready.clear()
+        m.endpoints = None
+        m.stopped_clean = False
+        self.table.pop(m.index, None)
+        self._push_table()
+        deleted: dict[str, str] = {}
+        for seq, name, topic_id in self._deleted:
+            if seq > m.acked:
+                deleted.setdefault(name, topic_id)  # the oldest: the one its logs may have
+        m.acked = 0
+        # a new leader epoch for its partitions, as Kafka's controller gives a partition whose
+        # leader went offline: clients holding the old one refresh their metadata, and the
+        # logs record where the new one began (the new process reads the saved metadata)
+        md = self.broker.metadata
+        for name, t in md.topics.items():
+            for p in range(t.partitions):
+                if owner_index(name, p, self.count) == m.index:
+                    t.leader_epochs[p] = t.leader_epoch(p) + 1
+        md.save()
+        unclean = dict.fromkeys((str(d) for d in self.broker.manager.dirs), False)
+        self._spawn(m, unclean, deleted, restart=True)
+        m.connecting = asyncio.get_running_loop().create_future()
+        try:
+            await self._connect(m)
+        finally:
+            m.connecting.set_result(None)
+            m.connecting = None
+        self._send_metadata(m)
 
     # ------------------------------------------------------------------ messages
     def _on_message(self, m: _Member, msg: tuple) -> None:
@@ -425,8 +582,16 @@ class Primary(ProcessGroup):
             self.table[m.index] = m.endpoints
         elif kind == "applied":
             m.acked = max(m.acked, msg[1])
-            if m.endpoints is not None and m.acked >= self.seq:
+            if m.endpoints is not None and m.acked >= self.seq and not m.ready.is_set():
                 m.ready.set()
+                if self._started:
+                    log.info(
+                        "process %d of this broker (node %d) is back listeners=%s",
+                        m.index,
+                        self.base_node + m.index,
+                        ",".join(f"{h}:{p}" for h, p in m.endpoints.values()),
+                    )
+                    self._push_table()
         elif kind == "checkpoint":
             _, log_dir, name, entries, now = msg
             k = m.index
@@ -449,14 +614,22 @@ class Primary(ProcessGroup):
                 self.topic_seq[name] = self.seq
         for name in set(self.topic_seq) - set(forms):
             del self.topic_seq[name]
+        for name, (topic_id, _) in self._last_form.items():
+            if name not in forms or forms[name][0] != topic_id:
+                self._deleted.append((self.seq, name, topic_id))
+        low = min((m.acked for m in self.members.values()), default=self.seq)
+        self._deleted = [d for d in self._deleted if d[0] > low]
         self._last_form = forms
-        payload = {
+        self._payload = {
             "metadata": md.to_json() if data is None else data,
             "dynamic": dict(self.broker.config.dynamic),
         }
         for m in self.members.values():
-            if m.channel is not None and not m.channel.closed.is_set():
-                m.channel.send("metadata", self.seq, payload)
+            self._send_metadata(m)
+
+    def _send_metadata(self, m: _Member) -> None:
+        if m.channel is not None and not m.channel.closed.is_set():
+            m.channel.send("metadata", self.seq, self._payload)
 
     def _push_table(self) -> None:
         for m in self.members.values():
@@ -464,12 +637,15 @@ class Primary(ProcessGroup):
                 m.channel.send("table", self.table)
 
     async def settled(self, timeout: float = 30.0) -> bool:
-        """True once every member has applied the metadata sent so far."""
+        """True once every member listens and has applied the metadata sent so far (one that
+        died: once its restart, which gets the metadata as it starts, listens)."""
         want = self.seq
         deadline = asyncio.get_running_loop().time() + timeout
         for _ in range(int(timeout / 0.01) + 1):
-            if all(m.acked >= want for m in self.members.values()) or self.failed:
-                return not self.failed
+            if self.failed:
+                return False
+            if all(m.acked >= want and m.endpoints is not None for m in self.members.values()):
+                return True
             if asyncio.get_running_loop().time() > deadline:
                 return False
             await asyncio.sleep(0.01)
@@ -477,9 +653,13 @@ class Primary(ProcessGroup):
 
     # ------------------------------------------------------------------ stop
     async def stop(self) -> None:
-        """Members stop first (their last checkpoint entries come here), then this process."""
+        """Members stop first (their last checkpoint entries come here), then this process.
+        The clean-shutdown marker is written only if every member's current process stopped
+        cleanly (a restarted one: after its recovery completed)."""
         self._stopping = True
         for m in self.members.values():
+            if m.connecting is not None:
+                await m.connecting
             if m.channel is not None and not m.channel.closed.is_set():
                 try:
                     m.channel.send("stop")
@@ -500,17 +680,32 @@ class Primary(ProcessGroup):
             if m.task is not None:
                 await asyncio.gather(m.task, return_exceptions=True)
         clean = all(m.stopped_clean for m in self.members.values())
-        if not clean and self.broker.manager is not None:
-            self.broker.manager.members_clean = False
+        if not clean:
+            self.broker.failed = True  # exit 1: a process of this broker died
+            if self.broker.manager is not None:
+                self.broker.manager.members_clean = False
             log.warning("a process of this broker did not stop cleanly: no clean-shutdown marker")
 
     def kill(self) -> None:
-        """The primary is failing to start: no member outlives it."""
+        """The primary is failing to start: no member outlives it, and no clean-shutdown marker
+        is written over the partitions of members that did not stop cleanly."""
         self._stopping = True
         for m in self.members.values():
             if m.proc is not None and m.proc.poll() is None:
                 m.proc.kill()
                 m.proc.wait()
+        if self.broker.manager is not None and not all(m.stopped_clean for m in self.members.values()):
+            self.broker.manager.members_clean = False
+
+
+def _status(code: int) -> str:
+    """A process's exit status as an operator reads it: "status 1" or "signal SIGKILL"."""
+    if code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"status {code}"
 
 
 class Member(ProcessGroup):
@@ -605,16 +800,24 @@ class Member(ProcessGroup):
 
 
 # ---------------------------------------------------------------------- a member's main
+class _CannotListen(KafkatoolError, OSError):
+    """A member's listener did not bind (its port is taken): one line, exit 2."""
+
+
 def member_config(config_data: dict, index: int):
-    """The primary's settings with every listener on an ephemeral port of the same host."""
+    """The primary's settings with every listener's and advertised listener's port moved by
+    ``index`` x kafkatool.processes.port.step (:func:`process_listeners`)."""
     from kafkatool.broker.config import BrokerConfig
 
     explicit = dict(config_data["explicit"])
     cfg = BrokerConfig(explicit)
+    step = cfg.int(PORT_STEP_CONFIG)
     for key in ("listeners", "advertised.listeners"):
         if key == "listeners" or explicit.get(key):
             lsts = cfg.listeners if key == "listeners" else cfg.advertised_listeners
-            explicit[key] = ",".join(f"{lst.name}://{lst.host or ''}:0" for lst in lsts)
+            explicit[key] = ",".join(
+                f"{lst.name}://{lst.host or ''}:{lst.port}" for lst in process_listeners(lsts, index, step)
+            )
     cfg = BrokerConfig(explicit)
     cfg.dynamic.update(config_data.get("dynamic", {}))
     return cfg
@@ -623,11 +826,14 @@ def member_config(config_data: dict, index: int):
 def main(argv: list[str]) -> int:
     from kafkatool.broker.server import Broker
     from kafkatool.commands.serve import _setup_logging
+    from kafkatool.formats.uuid import Uuid
 
     args = json.loads(argv[0])
     index = int(args["index"])
     _setup_logging(
-        os.environ.get("KAFKATOOL_LOG_FORMAT", "text"), os.environ.get("KAFKATOOL_LOG_LEVEL", "info")
+        os.environ.get("KAFKATOOL_LOG_FORMAT", "text"),
+        os.environ.get("KAFKATOOL_LOG_LEVEL", "info"),
+        process=index,
     )
     sock = socket.socket(fileno=int(args["fd"]))
     cfg = member_config(args["config"], index)
@@ -644,17 +850,29 @@ def main(argv: list[str]) -> int:
         await group.connect()
         # on the loop's thread: the primary's messages wait in the socket meanwhile
         broker.open_storage()
+        if args.get("restart"):
+            # after a death: the logs of topics deleted meanwhile go, and the recovered state
+            # replaces the dead process's last checkpoint entries at the primary
+            deleted = {name: Uuid.from_string(tid) for name, tid in args.get("deleted", {}).items()}
+            broker.adopt_metadata(deleted)
+            broker.manager.checkpoint_all()
         if group.pending is not None:
             group.apply(group.pending)
-        await broker.start()
+        try:
+            await broker.start()
+        except OSError as exc:
+            raise _CannotListen(str(exc)) from None
         group.channel.send("hello", {lst.name: broker._endpoint(lst) for lst in cfg.advertised_listeners})
         group.channel.send("applied", group.applied)
         log.info(
-            "process %d of the broker started node_id=%d listeners=%s partitions=%d",
+            "process %d of the broker started node_id=%d listeners=%s partitions=%d "
+            "recovered_segments=%d restart=%s",
             index,
             group.node_id,
             ",".join(f"{h}:{p}" for h, p in broker.bound),
             len(broker.manager.logs),
+            broker.startup.recovered_segments,
+            str(bool(args.get("restart"))).lower(),
         )
         await broker.serve_until_stopped()
         await broker.stop()
@@ -667,6 +885,11 @@ def main(argv: list[str]) -> int:
 
     try:
         asyncio.run(run())
+    except _CannotListen as exc:
+        log.error("process %d of the broker cannot listen: %s", index, exc)
+        if broker.manager is not None:
+            broker.close_storage()
+        return 2
     except Exception:
         log.exception("process %d of the broker failed", index)
         if broker.manager is not None:

@@ -232,6 +232,7 @@ class Broker:
                     f"{processes.PROCESSES_CONFIG}={count} is for a standalone broker that writes "
                     "(not with zookeeper.connect or --read-only)"
                 )
+            processes.check_ports(self.config, count)
             self.processes = processes.Primary(self, count)
         self.metadata = MetadataStore(
             dirs,
@@ -351,13 +352,15 @@ class Broker:
         )
         return self.startup
 
-    def adopt_metadata(self) -> None:
+    def adopt_metadata(self, deleted: dict[str, Uuid] | None = None) -> None:
         """A member's logs follow the metadata the primary sent: new topics' and partitions'
         logs are made, configs applied, and the logs of a topic deleted since the last metadata
-        this process saw are deleted (never a log whose topic it never knew)."""
+        this process saw are deleted (never a log whose topic it never knew); ``deleted``: the
+        topics (name: id) the primary deleted since a dead process of this member last
+        acknowledged the metadata (its logs of them go too)."""
         owns = self.processes.owns
         log_config = self._log_config_memo()
-        seen = self._seen_topics
+        seen = {**self._seen_topics, **(deleted or {})}
         doomed = []
         for name, p in list(self.manager.logs):
             t = self.metadata.topics.get(name)

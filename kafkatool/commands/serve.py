@@ -98,13 +98,22 @@ connection.creation.rate) - left for later.
 
 Every core: kafkatool.processes=N (kafkatool's own property, default 1; a standalone
 broker that writes) runs N processes on the same log dirs.  Clients see N brokers
-of one cluster (node ids node.id, node.id+1, ...; the others listen on ephemeral
-ports of the same hosts, advertised in Metadata), every partition served by one of
+of one cluster (node ids node.id, node.id+1, ...), every partition served by one of
 them with replication factor 1 (the internal topics and the group and transaction
-coordinators by the first), so request handling uses N cores.  The first process
-holds the lock and writes the checkpoints and the metadata; the others forward
-the requests they do not serve to it.  If one of them dies the broker stops (exit
-1) and every partition recovers at the next start.
+coordinators by the first), so request handling uses N cores.  Process k listens on
+the listeners' hosts at each port + k x kafkatool.processes.port.step (default 1:
+9092, 9093, ...) and advertises each advertised.listeners port + k x step, so
+firewalls and NAT can be set up in advance; a listener on port 0 gets an ephemeral
+port in every process.  A step that gives a process a port another process uses, or
+one above 65535, is refused at start-up (exit 2).  Every log line of process k
+carries process=k.  The first process holds the lock and writes the checkpoints and
+the metadata; the others forward the requests they do not serve to it.  If one of
+the others dies it is restarted (a warning line with its exit status): while it is
+down its partitions have no leader and clients retry, as with a crashed Kafka
+broker; it recovers them as after an unclean shutdown and comes back on the same
+ports.  More than kafkatool.processes.restarts.max (3) deaths within
+kafkatool.processes.restarts.window.ms (300000) stop the broker (exit 1), and every
+partition recovers at the next start.
 
 A configuration or start-up error exits 2; a clean shutdown exits 0; a broker whose
 process died exits 1.
@@ -174,6 +183,11 @@ def split_fields(msg: str) -> tuple[str, dict]:
 
 
 class _JsonFormatter(logging.Formatter):
+    def __init__(self, process: int | None = None):
+        super().__init__()
+        #: a member process of a broker of several (kafkatool.processes): its number, on every line
+        self.process = process
+
     def format(self, record: logging.LogRecord) -> str:
         msg = record.getMessage()
         d = {
@@ -182,6 +196,8 @@ class _JsonFormatter(logging.Formatter):
             "level": record.levelname.lower(),
             "logger": record.name,
         }
+        if self.process is not None:
+            d["process"] = self.process
         text, fields = split_fields(msg)
         d["msg"] = text
         d.update(fields)
@@ -191,17 +207,24 @@ class _JsonFormatter(logging.Formatter):
 
 
 class _TextFormatter(logging.Formatter):
+    def __init__(self, process: int | None = None):
+        super().__init__()
+        self.process = process
+
     def format(self, record: logging.LogRecord) -> str:
         ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z"
-        line = f"{ts} level={record.levelname.lower()} logger={record.name} {record.getMessage()}"
+        proc = "" if self.process is None else f" process={self.process}"
+        line = f"{ts} level={record.levelname.lower()} logger={record.name}{proc} {record.getMessage()}"
         if record.exc_info:
             line += "\n" + self.formatException(record.exc_info)
         return line
 
 
-def _setup_logging(fmt: str, level: str) -> None:
+def _setup_logging(fmt: str, level: str, *, process: int | None = None) -> None:
+    """kafkatool's log lines on stderr; ``process``: the number of a broker's member process
+    (kafkatool.processes), a field of every line it logs."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_JsonFormatter() if fmt == "json" else _TextFormatter())
+    handler.setFormatter(_JsonFormatter(process) if fmt == "json" else _TextFormatter(process))
     root = logging.getLogger("kafkatool")
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -653,13 +653,18 @@ class LogManager:
         """cleaner-offset-checkpoint: the offsets set with :meth:`set_cleaner_offset`."""
         self._refresh(ck.CLEANER_OFFSET_CHECKPOINT)
 
-    def _write_all(self) -> None:
+    def checkpoint_all(self) -> None:
+        """Every offset checkpoint with the loaded logs' offsets (a member: handed over)."""
         for name in OFFSET_CHECKPOINTS:
-            if self.load:
-                self._refresh(name)
-            else:
-                for state in self.dirs.values():
-                    self._write(state, name)
+            self._refresh(name)
+
+    def _write_all(self) -> None:
+        if self.load:
+            self.checkpoint_all()
+            return
+        for name in OFFSET_CHECKPOINTS:
+            for state in self.dirs.values():
+                self._write(state, name)
 
     # ------------------------------------------------------------------ delete and move
     def delete_log(self, topic: str, partition: int) -> Path | None:

@@ -5,6 +5,7 @@ and topic deletion behave as they do with one process."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -16,7 +17,7 @@ from kafkatool.broker.processes import owner_index
 from kafkatool.formats import checkpoint as ck
 from kafkatool.protocol import generated as G
 from kafkatool.protocol.generated.produce_request import PartitionProduceData, TopicProduceData
-from tests.broker.conftest import BrokerProcess
+from tests.broker.conftest import BrokerProcess, free_port
 from tests.broker.test_txn_clients import create_topic, name, read_all
 from tests.broker.wire import WireClient
 
@@ -231,15 +232,274 @@ def test_killed_primary_takes_its_processes_with_it_and_nothing_acked_is_lost(ma
     assert b.stop() == 0
 
 
-def test_a_dead_member_stops_the_broker_with_exit_1(make_broker):
-    b = make_broker(extra=OVERRIDES).start(timeout=40)
+def test_a_dead_member_stops_the_broker_with_exit_1_without_restarts(make_broker):
+    b = make_broker(extra=[*OVERRIDES, "kafkatool.processes.restarts.max=0"]).start(timeout=40)
     [member] = children(b.proc.pid)
     os.kill(member, signal.SIGKILL)
     assert b.proc.wait(30) == 1
     b._log.close()
     log = b.log_text()
-    assert "process 1 of this broker (node 2) exited" in log
+    assert "process 1 of this broker (node 2) exited (signal SIGKILL), 1 deaths within" in log
     assert not (b.data_dir / ".kafka_cleanshutdown").exists()
+
+
+def member_port(bootstrap: str, node: int) -> int | None:
+    return next((b.port for b in metadata(bootstrap, "").brokers if b.node_id == node), None)
+
+
+def free_base_port(count: int, step: int) -> int:
+    """A port P with P + k x step free for k < count (bound and released, as free_port does)."""
+    import socket
+
+    for _ in range(50):
+        base = free_port()
+        if base + (count - 1) * step > 65535:
+            continue
+        try:
+            with contextlib.ExitStack() as stack:
+                for k in range(1, count):
+                    s = stack.enter_context(socket.socket())
+                    s.bind(("127.0.0.1", base + k * step))
+            return base
+        except OSError:
+            continue
+    raise AssertionError("no free ports")
+
+
+def test_member_ports_and_advertised_ports_follow_the_step(make_broker):
+    """Process k listens on port + k x step and advertises advertised port + k x step (a NAT's
+    ports, which nothing here listens on); every line a member logs names its process."""
+    step = 7
+    port, adv = free_base_port(3, step), free_base_port(3, step)
+    extra = [
+        *OVERRIDES,
+        "kafkatool.processes=3",
+        f"kafkatool.processes.port.step={step}",
+        f"advertised.listeners=PLAINTEXT://localhost:{adv}",
+    ]
+    b = make_broker(port=port, extra=extra).start(timeout=40)
+    brokers = {x.node_id: (x.host, x.port) for x in metadata(b.bootstrap, "").brokers}
+    assert brokers == {1 + k: ("localhost", adv + k * step) for k in range(3)}
+    for k in (1, 2):
+        with WireClient(f"127.0.0.1:{port + k * step}") as c:
+            c.api_versions()  # process k answers on its own fixed port
+    assert b.stop() == 0
+    lines = b.log_text().splitlines()
+    for k in (1, 2):
+        started = [ln for ln in lines if f"process {k} of the broker started" in ln]
+        assert started and all(f"logger=kafkatool.broker process={k} " in ln for ln in started)
+        assert f"listeners=127.0.0.1:{port + k * step} " in started[0]
+    assert not [ln for ln in lines if "broker started listeners" in ln and "process=" in ln]
+
+
+def test_json_log_lines_carry_the_process_number():
+    import json
+    import logging
+
+    from kafkatool.commands.serve import _JsonFormatter, _TextFormatter
+
+    rec = logging.LogRecord("kafkatool.broker", logging.INFO, __file__, 1, "x=%d", (1,), None)
+    assert json.loads(_JsonFormatter(2).format(rec))["process"] == 2
+    assert "process" not in json.loads(_JsonFormatter().format(rec))
+    assert " logger=kafkatool.broker process=2 x=1" in _TextFormatter(2).format(rec)
+
+
+@pytest.mark.parametrize(
+    "listeners, step, why",
+    [
+        ("PLAINTEXT://127.0.0.1:{p},OTHER://127.0.0.1:{q}", 1, "process 1's PLAINTEXT port {q}"),
+        ("PLAINTEXT://0.0.0.0:{p},OTHER://127.0.0.1:{r}", 2, "process 1's PLAINTEXT port {r}"),
+        ("PLAINTEXT://127.0.0.1:65530", 3, "process 2's PLAINTEXT port would be 65536"),
+        ("PLAINTEXT://127.0.0.1:65530", 0, "kafkatool.processes.port.step=0: must be at least 1"),
+        ("PLAINTEXT://127.0.0.1:{p}", 1, "kafkatool.processes.restarts.max must be at least 0"),
+    ],
+)
+def test_bad_port_and_restart_settings_are_refused_at_start_up(tmp_path, listeners, step, why):
+    import subprocess
+    import sys
+
+    from tests.broker.conftest import REPO
+
+    p = 30000
+    listeners = listeners.format(p=p, q=p + 1, r=p + 2)
+    extra = ["-o", "kafkatool.processes.restarts.max=-1"] if "restarts" in why else []
+    d = tmp_path / "data"
+    r = subprocess.run(
+        [
+            sys.executable, "-m", "kafkatool", "serve", "--no-banner",
+            "-o", f"log.dirs={d}",
+            "-o", f"listeners={listeners}",
+            "-o", "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT",
+            "-o", "kafkatool.processes=3" if step == 3 else "kafkatool.processes=2",
+            "-o", f"kafkatool.processes.port.step={step}",
+            *extra,
+        ],
+        cwd=REPO, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    assert why.format(q=p + 1, r=p + 2) in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    assert not d.exists()  # refused before the dirs are touched
+
+
+def test_a_member_port_in_use_stops_the_start_with_exit_2(tmp_path):
+    import socket
+    import subprocess
+    import sys
+
+    from tests.broker.conftest import REPO
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1] - 1  # process 1's port is taken
+        r = subprocess.run(
+            [
+                sys.executable, "-m", "kafkatool", "serve", "--no-banner",
+                "-o", f"log.dirs={tmp_path / 'data'}",
+                "-o", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+                "-o", "kafkatool.processes=2",
+            ],
+            cwd=REPO, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    assert "process=1 process 1 of the broker cannot listen" in r.stderr
+    assert "address already in use" in r.stderr and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines()[-1] == (
+        "kafkatool: error: cannot listen: process 1 of this broker (node 2) exited (status 2)"
+    )
+    assert not (tmp_path / "data" / ".kafka_cleanshutdown").exists()  # the member never stopped cleanly
+
+
+def _produce_while(bootstrap: str, topic: str, partitions: int, count: int, during) -> tuple[list, list]:
+    """Produce ``count`` records (acks=all, idempotent) over ~4 s, calling ``during`` once a
+    quarter are sent; (values acknowledged, errors)."""
+    from confluent_kafka import Producer
+
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "message.timeout.ms": 90000,
+        }
+    )
+    acked, errors = [], []
+
+    def done(err, msg):
+        if err is None:
+            acked.append(msg.value().decode())
+        else:
+            errors.append(err)
+
+    for i in range(count):
+        part = i % partitions
+        p.produce(topic, value=f"{part}:x{i}".encode(), partition=part, on_delivery=done)
+        if i == count // 4:
+            during()
+        p.poll(0)
+        time.sleep(4.0 / count)
+    assert p.flush(100) == 0
+    return acked, errors
+
+
+def test_a_killed_member_is_restarted_and_nothing_acked_is_lost(make_broker):
+    """kill -9 of a member while a client produces: the broker stays up, the member recovers
+    its partitions and comes back on its port, the client completes without an error and
+    every acknowledged record is there; a clean stop then writes the marker and the
+    checkpoints of the restarted member's partitions, and the next start loads cleanly."""
+    b = make_broker(extra=OVERRIDES).start(timeout=40)
+    topic = name("phoenix")
+    create_topic(b.bootstrap, topic, 4)
+    assert {1 + owner_index(topic, p, 2) for p in range(4)} == {1, 2}
+    produce(b.bootstrap, topic, 4, 25)  # something to recover
+    port = member_port(b.bootstrap, 2)
+    [member] = children(b.proc.pid)
+    [t] = metadata(b.bootstrap, topic).topics
+    epochs = {p.partition_index: p.leader_epoch for p in t.partitions}
+    acked, errors = _produce_while(b.bootstrap, topic, 4, 2000, lambda: os.kill(member, signal.SIGKILL))
+    assert not errors and len(acked) == 2000
+    assert b.alive()
+    [again] = wait_until(lambda: children(b.proc.pid), timeout=30)
+    assert again != member and member_port(b.bootstrap, 2) == port
+    log = b.log_text()
+    assert "process 1 of this broker (node 2) exited (signal SIGKILL); restarting it" in log
+    assert "process 1 of this broker (node 2) is back" in log
+    assert "process=1 process 1 of the broker started" in log and "restart=true" in log
+    # a new leader epoch for the partitions that came back (as Kafka's controller gives them)
+    [t] = metadata(b.bootstrap, topic).topics
+    assert {p.partition_index: p.leader_epoch for p in t.partitions} == {
+        p: epochs[p] + (owner_index(topic, p, 2) == 1) for p in range(4)
+    }
+    got = read_all(b.bootstrap, topic, 4, "read_uncommitted", 2100, timeout=30)
+    assert set(acked) <= set(got) and len(got) == len(set(got)) == 2100  # idempotent: no duplicate
+    assert b.stop() == 0
+    data = b.data_dir
+    assert (data / ".kafka_cleanshutdown").exists()
+    ends = {p: sum(1 for v in got if v.startswith(f"{p}:")) for p in range(4)}
+    for f in (ck.RECOVERY_POINT_CHECKPOINT, ck.REPLICATION_OFFSET_CHECKPOINT):
+        entries = ck.decode_offset_checkpoint((data / f).read_bytes())
+        assert {p: entries.get((topic, p)) for p in range(4)} == ends, f
+    b.start(timeout=40)
+    this_run = b.log_path.read_text()[b._log_start :]
+    assert "process 1 of the broker started" in this_run and "recovered_segments=0 restart=false" in this_run
+    assert len(read_all(b.bootstrap, topic, 4, "read_uncommitted", 2100)) == 2100
+    assert b.stop() == 0
+
+
+def test_too_many_member_deaths_stop_the_broker(make_broker):
+    b = make_broker(extra=[*OVERRIDES, "kafkatool.processes.restarts.max=1"]).start(timeout=40)
+    topic = name("offline")
+    create_topic(b.bootstrap, topic, 4)
+    theirs = {p for p in range(4) if owner_index(topic, p, 2) == 1}
+    [first] = children(b.proc.pid)
+    os.kill(first, signal.SIGKILL)
+
+    def offline() -> bool:
+        # as a crashed Kafka broker's replication-factor-1 partitions: no leader, node gone
+        md = metadata(b.bootstrap, topic)
+        down = {p.partition_index for p in md.topics[0].partitions if p.leader_id == -1 and p.error_code == 5}
+        return down == theirs and {x.node_id for x in md.brokers} == {1}
+
+    assert wait_until(offline, timeout=10, step=0.02)
+    [second] = wait_until(lambda: [c for c in children(b.proc.pid) if c != first], timeout=30)
+    assert wait_until(lambda: "is back" in b.log_text(), timeout=30)
+    os.kill(second, signal.SIGKILL)
+    assert b.proc.wait(30) == 1
+    b._log.close()
+    log = b.log_text()
+    assert "process 1 of this broker (node 2) exited (signal SIGKILL), 2 deaths within 300000 ms" in log
+    assert "shutdown complete clean=false" in log
+    assert not (b.data_dir / ".kafka_cleanshutdown").exists()
+
+
+def test_a_topic_deleted_while_a_member_is_down_goes_from_its_dirs(make_broker):
+    """The restarted member deletes its logs of a topic deleted (and made again) while it was
+    dead: the new topic starts empty on every partition."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    b = make_broker(extra=OVERRIDES).start(timeout=40)
+    topic = name("gone")
+    create_topic(b.bootstrap, topic, 4)
+    produce(b.bootstrap, topic, 4, 5)
+    theirs = [p for p in range(4) if owner_index(topic, p, 2) == 1]
+    assert theirs
+    [member] = children(b.proc.pid)
+    # the member never sees the deletion: stopped, then killed
+    os.kill(member, signal.SIGSTOP)
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    with contextlib.suppress(KafkaException):  # REQUEST_TIMED_OUT: the member did not answer
+        admin.delete_topics([topic], operation_timeout=1)[topic].result(15)
+    assert wait_until(lambda: "topic deleted topic=" + topic in b.log_text(), timeout=10)
+    os.kill(member, signal.SIGKILL)
+    # answered once the restarted member has its logs
+    admin.create_topics([NewTopic(topic, 4, 1)], operation_timeout=30)[topic].result(40)
+    assert wait_until(lambda: "is back" in b.log_text())
+    produce(b.bootstrap, topic, 4, 1)
+    assert sorted(read_all(b.bootstrap, topic, 4, "read_uncommitted", 4)) == [f"{p}:0" for p in range(4)]
+    assert b.stop() == 0
 
 
 def test_processes_need_a_writable_standalone_broker(make_broker, tmp_path):
@@ -348,4 +608,57 @@ def test_a_dir_written_by_kafka_keeps_each_partitions_leader_epoch(make_broker):
     assert {p.leader_id for p in t.partitions} == {1, 2}
     produce(b.bootstrap, topic, 4, 1)
     assert len(read_all(b.bootstrap, topic, 4, "read_uncommitted", 24)) == 24
+    assert b.stop() == 0
+
+
+def test_a_member_killed_as_the_broker_stops_leaves_no_marker_unless_it_recovered(make_broker):
+    """kill -9 of a member and SIGTERM of the broker at once: either the primary restarted it
+    before the stop (it recovered, then stopped cleanly: marker, exit 0) or not (no marker,
+    exit 1); never a marker over partitions nobody recovered."""
+    b = make_broker(extra=OVERRIDES).start(timeout=40)
+    topic = name("race")
+    create_topic(b.bootstrap, topic, 4)
+    produce(b.bootstrap, topic, 4, 10)
+    [member] = children(b.proc.pid)
+    os.kill(member, signal.SIGKILL)
+    b.proc.send_signal(signal.SIGTERM)
+    code = b.proc.wait(60)
+    b._log.close()
+    log = b.log_text()
+    marker = (b.data_dir / ".kafka_cleanshutdown").exists()
+    if marker:
+        assert code == 0 and "restart=true" in log and "shutdown complete clean=true" in log
+    else:
+        assert code == 1 and "shutdown complete clean=false" in log
+    b.start(timeout=40)
+    assert sorted(read_all(b.bootstrap, topic, 4, "read_uncommitted", 40)) == sorted(
+        f"{p}:{i}" for p in range(4) for i in range(10)
+    )
+    assert b.stop() == 0
+
+
+def test_a_transaction_commits_across_a_member_restart(make_broker):
+    """The commit's markers for a dead member's partitions wait for its restart (the
+    coordinator retries, as for a Kafka partition whose leader is offline)."""
+    from confluent_kafka import Producer
+
+    b = make_broker(extra=OVERRIDES).start(timeout=40)
+    topic = name("txnrestart")
+    create_topic(b.bootstrap, topic, 4)
+    p = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": name("tid")})
+    p.init_transactions(15)
+    p.begin_transaction()
+    for part in range(4):
+        p.produce(topic, value=f"a{part}".encode(), partition=part)
+    assert p.flush(15) == 0
+    [member] = children(b.proc.pid)
+    os.kill(member, signal.SIGKILL)
+    p.commit_transaction(60)
+    p.begin_transaction()
+    for part in range(4):
+        p.produce(topic, value=f"b{part}".encode(), partition=part)
+    p.commit_transaction(60)
+    committed = read_all(b.bootstrap, topic, 4, "read_committed", 8, timeout=30)
+    assert sorted(committed) == sorted(f"{t}{p}" for t in "ab" for p in range(4))
+    assert "is back" in b.log_text()
     assert b.stop() == 0
