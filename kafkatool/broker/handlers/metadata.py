@@ -187,7 +187,9 @@ def handle_metadata(ctx, req):
     collector has nothing to find in them, and they are freed by reference counting once
     encoded.  Held off, the collector's allocation count still grows: the first allocation
     after the answer runs one young collection (the answer's objects move one generation
-    up, and are freed there), not twenty."""
+    up, and are freed there), not twenty.  One time in ten that collection is the middle
+    generation's and promotes the answer, the router being still to encode it: measured
+    in-process, 2 full collections in 300 answers instead of 26."""
     if not gc.isenabled():  # someone else holds it off already: theirs to turn back on
         return _handle_metadata(ctx, req)
     gc.disable()
