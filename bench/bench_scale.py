@@ -10,16 +10,18 @@ For each size N (topics of 10 partitions each) the run:
    - produce msgs/s to 1,000 partitions at once (one batch of 1 record per partition per
      request) against msgs/s to one partition (one batch of 1 record per request), both
      with a window of in-flight requests on one connection;
-   - Metadata for all topics, ListOffsets (latest) for 1,000 partitions in one request,
-     and a Fetch of 1,000 partitions from offset 0 in one request (median of a few);
+   - Metadata for all topics, 15 times: the broker's answer (send to the last byte of the
+     response received; median and max) apart from the bench client's decoding of it;
+   - ListOffsets (latest) for 1,000 partitions in one request, and a Fetch of 1,000
+     partitions from offset 0 in one request (median of a few);
    - RSS and open descriptors of the broker (/proc);
 3. stops the broker with SIGTERM and times a restart (clean shutdown), then kills it
    with SIGKILL and times a restart (recovery from the recovery point); "start-up" is
    the time until the broker answers a Metadata request naming every topic.
 
 The table prints each figure with the issue's target: CreateTopics batch < 30 s, RSS
-<= 500 MB, Metadata <= 100 ms, clean start-up <= 10 s, start-up after kill -9 <= 30 s,
-many-partition produce >= 50% of single-partition msgs/s.  Descriptors: 10,000
+<= 500 MB, Metadata answer <= 100 ms (median), clean start-up <= 10 s, start-up after
+kill -9 <= 30 s, many-partition produce >= 50% of single-partition msgs/s.  Descriptors: 10,000
 partitions need the broker's ``ulimit -n`` raised as the README says (Kafka's own advice
 is 100,000); the run raises its soft limit to the hard limit and says what it got.
 
@@ -212,16 +214,49 @@ def timed(fn, repeat: int = 5) -> float:
     return statistics.median(out) * 1000
 
 
+METADATA_SAMPLES = 15
+
+
+def metadata_samples(c: BB.Conn, n_parts: int, samples: int = METADATA_SAMPLES) -> dict:
+    """Metadata for all topics, ``samples`` times one after another on one connection.
+
+    Each sample is split in two: the broker's answer, from the request's send to the last
+    byte of the response received (``recv_frame`` returns when the frame is whole), and the
+    bench client's own decoding of it (``parse_response``: 10,000 partition objects in
+    Python, as costly as the answer itself and nothing the broker does).  The target is on
+    the answer's median: a typical answer, where the max of a few samples on this shared
+    2-core machine is mostly another tenant's scheduling; the max is reported beside it, so a
+    periodic pause of the broker (a full garbage collection every tenth answer was one)
+    shows there.  The decode is the load generator's cost, reported as the benches report
+    their generators' costs elsewhere."""
+    frame = encode_request(3, 7, 1, "bench", G.MetadataRequest(topics=None))
+    answer, decode = [], []
+    for _ in range(samples):
+        t0 = time.perf_counter()
+        c.sock.sendall(frame)
+        raw = c.recv_frame()
+        t1 = time.perf_counter()
+        md = parse_response(raw, 3, 7)[1]
+        decode.append(time.perf_counter() - t1)
+        answer.append(t1 - t0)
+        got = sum(len(t.partitions) for t in md.topics)
+        if got < n_parts:
+            raise RuntimeError(f"Metadata named {got} partitions of {n_parts}")
+    return {
+        "metadata_ms": statistics.median(answer) * 1000,
+        "metadata_max_ms": max(answer) * 1000,
+        "metadata_decode_ms": statistics.median(decode) * 1000,
+        "metadata_bytes": len(raw),
+    }
+
+
 def measure_requests(port: int, parts: list[tuple[str, int]]) -> dict:
     sample = parts[:1000]
     by_topic: dict[str, list[int]] = {}
     for t, p in sample:
         by_topic.setdefault(t, []).append(p)
     with BB.Conn(port) as c:
-
-        def metadata():
-            md = c.request(3, 7, G.MetadataRequest(topics=None))
-            assert sum(len(t.partitions) for t in md.topics) >= len(parts)
+        out = metadata_samples(c, len(parts))
 
         def list_offsets():
             c.request(
@@ -265,11 +300,9 @@ def measure_requests(port: int, parts: list[tuple[str, int]]) -> dict:
                 ),
             )
 
-        return {
-            "metadata_ms": timed(metadata),
-            "list_offsets_ms": timed(list_offsets),
-            "fetch_ms": timed(fetch),
-        }
+        out["list_offsets_ms"] = timed(list_offsets)
+        out["fetch_ms"] = timed(fetch)
+        return out
 
 
 def stop(proc: subprocess.Popen, sig: int) -> None:
@@ -332,7 +365,10 @@ def report(rows: list[dict], nofile: int) -> None:
         ("create_max_s", "CreateTopics(500) max s", "{:.2f}", f"<{REQUEST_TIMEOUT_S:.0f}"),
         ("rss_mb", "RSS MB", "{:.0f}", f"<={TARGET_RSS_MB:.0f}"),
         ("fds", "fds", "{:.0f}", None),
-        ("metadata_ms", "Metadata all ms", "{:.1f}", f"<={TARGET_METADATA_MS:.0f}"),
+        ("metadata_ms", "Metadata all: answer ms", "{:.1f}", f"<={TARGET_METADATA_MS:.0f}, median"),
+        ("metadata_max_ms", "  answer max ms", "{:.1f}", None),
+        ("metadata_decode_ms", "  client decode ms", "{:.1f}", None),
+        ("metadata_bytes", "  response bytes", "{:.0f}", None),
         ("list_offsets_ms", "ListOffsets 1k ms", "{:.1f}", None),
         ("fetch_ms", "Fetch 1k ms", "{:.1f}", None),
         ("clean_start_s", "start clean s", "{:.2f}", f"<={TARGET_CLEAN_START_S:.0f}"),
@@ -370,8 +406,15 @@ def json_rows(rows: list[dict]) -> list:
         if "rss_mb" in r:
             out.append(limit_row("scale", f"{n}: RSS", r["rss_mb"], "MB", TARGET_RSS_MB))
         if "metadata_ms" in r:
+            k = METADATA_SAMPLES
             out.append(
-                limit_row("scale", f"{n}: Metadata, all topics", r["metadata_ms"], "ms", TARGET_METADATA_MS)
+                limit_row(
+                    "scale", f"{n}: Metadata all: answer, median", r["metadata_ms"], "ms", TARGET_METADATA_MS
+                )
+            )
+            out.append(limit_row("scale", f"  answer, max (of {k} answers)", r["metadata_max_ms"], "ms"))
+            out.append(
+                limit_row("scale", "  client decode (generator's own), median", r["metadata_decode_ms"], "ms")
             )
         if "clean_start_s" in r:
             out.append(

@@ -6,7 +6,11 @@ One ``kafkatool serve``; the run:
    ``acks=all`` to ``lat`` (its own process), and a prober fetches partition ``other``
    (max.wait 0) every 10 ms (another process); latencies are recorded.  It runs before
    the fill: after it the kernel writes the fill's 2 GB of dirty pages back for half a
-   minute, and the machine is not idle;
+   minute, and the machine is not idle.  For the same reason it starts only once the
+   machine is quiet (``bench/quiet.py``: ``os.sync``, then a bounded wait until little is
+   left to write back and the cores are idle; an earlier bench's writes are still being
+   written back otherwise); the table prints that state beside the figure, and how busy
+   other processes kept the cores during the window;
 2. fills ``cmp`` (cleanup.policy=compact, not yet due) with ``--size-mb`` of keyed records
    and ``ret`` (delete) with as many bytes of plain records, in 1 MB batches;
 3. background window: ``cmp`` is made due (min.cleanable.dirty.ratio 0.01) and ``ret``
@@ -36,12 +40,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import bench_broker as BB  # noqa: E402
+from quiet import OthersLoad, wait_quiet  # noqa: E402
 from table import emit, limit_row  # noqa: E402
 
 from kafkatool.formats import records as R  # noqa: E402
@@ -274,7 +280,12 @@ def main() -> None:
             create(c, "other", {})
             c.sock.sendall(produce_frame("other", R.build_record_batch([R.SimpleRecord(b"o" * 100)]), 1))
             c.recv_frame()
-        base = run_probes(port, lambda t0: time.sleep(idle))
+        # the idle window on an idle machine: no writeback of an earlier bench's gigabytes, no
+        # CPU busy (bench/quiet.py; bounded: when it does not settle, the row says so)
+        calm = wait_quiet("the idle window", log=None if args.json else sys.stdout)
+        with OthersLoad(BB.Target("kafkatool", proc, port, work).cpu_seconds) as others:
+            base = run_probes(port, lambda t0: time.sleep(idle))
+        idle_note = f"{calm.note()}; {others.note()}"
         t0 = time.monotonic()
         fill(port, "cmp", size, keyed=True)
         fill(port, "ret", size, keyed=False)
@@ -317,12 +328,15 @@ def main() -> None:
         gen = pct(base["produce"][1], 0.99)
         emit(
             [
-                limit_row(
-                    "stalls",
-                    "idle: produce acks=all p99 @1000 msg/s",
-                    pct(base["produce"][0], 0.99),
-                    "ms",
-                    1.0,
+                replace(
+                    limit_row(
+                        "stalls",
+                        "idle: produce acks=all p99 @1000 msg/s",
+                        pct(base["produce"][0], 0.99),
+                        "ms",
+                        1.0,
+                    ),
+                    note=idle_note,
                 ),
                 limit_row("stalls", "  generator lateness p99 (its own)", gen, "ms"),
                 limit_row(
@@ -341,6 +355,7 @@ def main() -> None:
             ]
         )
         return
+    print(f"idle window: {idle_note}")
     print("background work:")
     for ln in done:
         print("  " + ln.split(" logger=")[-1])

@@ -13,9 +13,12 @@ Runs, one after another and each in its own process (its own brokers, its own te
 * ``bench_cluster`` three brokers, replication factor 3, acks=all, against one broker.
 
 and prints every figure with its limit or baseline (measured in the same run), the ratio,
-the issue's target and whether it is met.  ``--quick`` passes ``--quick`` to each (a smoke
-run of a few minutes); ``--only limits,stalls`` picks benches.  Exit status 0 when every
-bench ran (met or not: the table says), 1 when one failed to run.
+the issue's target and whether it is met.  Before each bench it writes the dirty pages
+back and waits (bounded) for an idle machine (``bench/quiet.py``), and says what it
+waited for; figures that need an idle machine note the state they started on.
+``--quick`` passes ``--quick`` to each (a smoke run of a few minutes); ``--only
+limits,stalls`` picks benches.  Exit status 0 when every bench ran (met or not: the
+table says), 1 when one failed to run.
 
     python bench/run_all.py            # the full run, about 15-20 minutes
     python bench/run_all.py --quick
@@ -33,6 +36,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from quiet import wait_quiet  # noqa: E402
 from table import Row, render  # noqa: E402
 
 BENCHES = ("limits", "limits-processes", "stalls", "scale", "cores", "cluster")
@@ -72,6 +76,10 @@ def main() -> int:
     rows: list[Row] = []
     failed = []
     for name in names:
+        # each bench starts from a settled machine: the previous one's writes written back,
+        # the cores idle (bounded; it prints what it waited for).  The latency-sensitive
+        # figures wait again themselves, right before they start (bench_stalls' idle window)
+        wait_quiet(f"bench_{name}", max_seconds=30.0)
         t0 = time.monotonic()
         print(f"running bench_{name} ...", file=sys.stderr, flush=True)
         got, err = run_one(name, a.quick, a.timeout)

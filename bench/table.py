@@ -23,6 +23,8 @@ class Row:
     #: the issue's target, as text (">= 0.70" of the ratio, "<= 5 ms" of the value)
     target: str = ""
     ok: bool | None = None
+    #: what the figure started on, when it matters (bench/quiet.py: the machine's idle state)
+    note: str = ""
 
     @property
     def ratio(self) -> float | None:
@@ -78,7 +80,6 @@ def render(rows: list[Row]) -> list[str]:
         ref = "" if r.reference is None else f"{r.reference:.1f} {r.reference_name}"[:28]
         ratio = "" if r.ratio is None else f"{r.ratio:.2f}"
         mark = "" if r.ok is None else ("ok" if r.ok else "MISSED")
-        out.append(
-            f"{r.bench:8} {r.figure[:50]:50} {r.value:10.2f} {r.unit:6} {ref:>28} {ratio:>6} {r.target:>12}  {mark}"
-        )
+        line = f"{r.bench:8} {r.figure[:50]:50} {r.value:10.2f} {r.unit:6} {ref:>28} {ratio:>6} {r.target:>12}  {mark}"
+        out.append(f"{line:{len(out[0]) + 6}} {r.note}".rstrip() if r.note else line)
     return out
