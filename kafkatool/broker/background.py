@@ -79,9 +79,10 @@ class Workers:
 
         return lambda jobs: self.submit(write, jobs, name="checkpoint")
 
-    def flush_scheduler(self, lg):
-        """What a Log calls after a roll: its fsync up to the new segment, on the scheduler."""
-        return lambda offset: self.submit(lg.flush, offset, name="flush-log")
+    def schedule_flush(self, lg, offset: int) -> None:
+        """A Log's ``flush_scheduler`` after a roll: its fsync up to the new segment, on the
+        scheduler."""
+        self.submit(lg.flush, offset, name="flush-log")
 
     def run_in_process(self, fn, /, **kwargs):
         """Run ``fn(**kwargs)`` in a worker process (broker/worker_process.py) and wait (from a

@@ -415,7 +415,7 @@ class Broker:
             # segments leave the map at once but close file.delete.delay.ms later (in-flight
             # fetches keep their file); a roll's fsync runs on the scheduler thread
             lg.defer_deletes = True
-            lg.flush_scheduler = self.workers.flush_scheduler(lg)
+            lg.flush_scheduler = self.workers.schedule_flush
 
     def _on_append(self, lg: Log, log_end_offset: int) -> None:
         if self.replicas is not None:

@@ -231,8 +231,10 @@ class Log:
         #: (due ms, segment, delete files) of segments left the map but still open
         self._retired: list[tuple[int, Segment, bool]] = []
         #: a broker sets this to fsync rolled segments on a background thread (Kafka's
-        #: scheduled "flush-log" after a roll); None: a roll flushes inline
-        self.flush_scheduler: Callable[[int], None] | None = None
+        #: scheduled "flush-log" after a roll), called with (this log, offset): a hook that
+        #: keeps no reference to the log, so that a deleted log is freed by reference
+        #: counting, not left for the cyclic collector; None: a roll flushes inline
+        self.flush_scheduler: Callable[[Log, int], None] | None = None
         self.closed = False
         if writable:
             self.dir.mkdir(parents=True, exist_ok=True)
@@ -915,7 +917,7 @@ class Log:
         self.producer_state.take_snapshot(sync=self.flush_on_roll and not scheduled)
         if scheduled:
             # Kafka's roll schedules "flush-log" instead of fsyncing in the append path
-            self.flush_scheduler(new_offset)
+            self.flush_scheduler(self, new_offset)
         elif self.flush_on_roll:
             self.flush(new_offset)
         return seg
