@@ -1,6 +1,7 @@
 """Metadata for every topic on a real Broker (storage in a temp dir, no sockets): what it
 answers for partitions with and without a log here, and that the cyclic collector stays off
-while the answer is built (handlers/metadata.handle_metadata) and is on again afterwards."""
+while the router has the answer built and encoded (Router.dispatch) and is on again
+afterwards."""
 
 from __future__ import annotations
 
@@ -9,11 +10,10 @@ import gc
 import pytest
 
 from kafkatool.broker.config import BrokerConfig
-from kafkatool.broker.router import RequestContext
 from kafkatool.broker.server import Broker
 from kafkatool.protocol import generated as G
 from kafkatool.protocol.errors import ErrorCode
-from kafkatool.protocol.framing import RequestHeader, encode_response, parse_response
+from kafkatool.protocol.framing import encode_request, parse_response
 
 TOPICS = 100
 PER_TOPIC = 10  # 1,000 partition entries: more allocations than a young collection's threshold
@@ -34,15 +34,27 @@ def broker(tmp_path_factory):
     b.close_storage()
 
 
-def answer(broker, version: int = 12):
-    """The handler's answer (through the ACL rules when an authorizer is configured)."""
-    ctx = RequestContext(broker, None, RequestHeader(3, version, 1, "test", 2, 0))
-    return broker.router.routes[3].handler(ctx, G.MetadataRequest(topics=None))
+class _Conn:
+    """What Router.dispatch reads of a connection."""
+
+    sasl = None
+    client_id = None
+    produce_appended = None
+    principal = "User:ANONYMOUS"
+    listener = None
+    tls = False
+    peer = "127.0.0.1:1"
+
+
+def answer(broker, version: int = 12) -> bytes:
+    """The router's answer to a Metadata request for every topic: the encoded frame."""
+    frame = encode_request(3, version, 1, "test", G.MetadataRequest(topics=None))[4:]
+    return broker.router.dispatch(_Conn(), bytearray(frame))
 
 
 def all_topics(broker, version: int = 12):
-    """What a client reads: the answer through the encoder and back."""
-    return parse_response(encode_response(3, version, 1, answer(broker, version))[4:], 3, version)[1]
+    """What a client reads."""
+    return parse_response(answer(broker, version)[4:], 3, version)[1]
 
 
 def test_every_partition_with_its_leader_and_epoch(tmp_path):
@@ -90,13 +102,14 @@ def test_no_collection_while_the_answer_is_built(broker):
     gc.collect()
     gc.callbacks.append(seen)
     try:
-        resp = answer(broker)
+        data = answer(broker)
         built = len(started)  # before anything else allocates: a collection may follow at once
         assert gc.isenabled()
         # the allocation count the answer left behind still drives the next collection
         kept = [[] for _ in range(2000)]
     finally:
         gc.callbacks.remove(seen)
+    resp = parse_response(data[4:], 3, 12)[1]
     assert sum(len(x.partitions) for x in resp.topics) == TOPICS * PER_TOPIC and len(kept) == 2000
     assert built == 0
     assert started, "the collector ran no more after the answer"

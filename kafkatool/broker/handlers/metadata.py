@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import logging
 
 from kafkatool.broker import read_only
@@ -176,30 +175,6 @@ def topic_entry(broker, t) -> MetadataResponseTopic:
 
 
 def handle_metadata(ctx, req):
-    """Metadata, with the cyclic garbage collector held off while the answer is built.
-
-    An answer for every topic allocates an object per partition (10,000 at the issue's
-    scale) that lives until the router has encoded it: with the collector on, those
-    allocations run about 20 young collections per answer and promote the answer's objects
-    to the old generation, so every tenth answer or so also ran a full collection of the
-    whole heap (with 10,000 partitions' logs loaded: 130 ms in-process, 250-500 ms in a
-    serve; bench/bench_scale.py).  None of these objects is in a reference cycle: the
-    collector has nothing to find in them, and they are freed by reference counting once
-    encoded.  Held off, the collector's allocation count still grows: the first allocation
-    after the answer runs one young collection (the answer's objects move one generation
-    up, and are freed there), not twenty.  One time in ten that collection is the middle
-    generation's and promotes the answer, the router being still to encode it: measured
-    in-process, 2 full collections in 300 answers instead of 26."""
-    if not gc.isenabled():  # someone else holds it off already: theirs to turn back on
-        return _handle_metadata(ctx, req)
-    gc.disable()
-    try:
-        return _handle_metadata(ctx, req)
-    finally:
-        gc.enable()
-
-
-def _handle_metadata(ctx, req):
     broker = ctx.broker
     v = ctx.version
     topics_out = []
