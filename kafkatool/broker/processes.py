@@ -824,13 +824,13 @@ def member_config(config_data: dict, index: int):
 
 
 def main(argv: list[str]) -> int:
+    from kafkatool.broker.log_lines import setup_logging
     from kafkatool.broker.server import Broker
-    from kafkatool.commands.serve import _setup_logging
     from kafkatool.formats.uuid import Uuid
 
     args = json.loads(argv[0])
     index = int(args["index"])
-    _setup_logging(
+    setup_logging(
         os.environ.get("KAFKATOOL_LOG_FORMAT", "text"),
         os.environ.get("KAFKATOOL_LOG_LEVEL", "info"),
         process=index,

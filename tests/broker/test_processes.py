@@ -296,12 +296,12 @@ def test_json_log_lines_carry_the_process_number():
     import json
     import logging
 
-    from kafkatool.commands.serve import _JsonFormatter, _TextFormatter
+    from kafkatool.broker.log_lines import JsonFormatter, TextFormatter
 
     rec = logging.LogRecord("kafkatool.broker", logging.INFO, __file__, 1, "x=%d", (1,), None)
-    assert json.loads(_JsonFormatter(2).format(rec))["process"] == 2
-    assert "process" not in json.loads(_JsonFormatter().format(rec))
-    assert " logger=kafkatool.broker process=2 x=1" in _TextFormatter(2).format(rec)
+    assert json.loads(JsonFormatter(2).format(rec))["process"] == 2
+    assert "process" not in json.loads(JsonFormatter().format(rec))
+    assert " logger=kafkatool.broker process=2 x=1" in TextFormatter(2).format(rec)
 
 
 @pytest.mark.parametrize(

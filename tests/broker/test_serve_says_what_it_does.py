@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from kafkatool.broker.config import BROKER_CONFIGS, unknown_configs
-from kafkatool.commands.serve import json_value
+from kafkatool.broker.log_lines import json_value
 from kafkatool.protocol.errors import ErrorCode
 from tests.broker.conftest import REPO, BrokerProcess, free_port
 from tests.broker.test_protocol import batch, produce
@@ -140,7 +140,7 @@ def test_json_log_values_are_typed(tmp_path):
 
 
 def test_split_fields_keeps_values_whole():
-    from kafkatool.commands.serve import split_fields
+    from kafkatool.broker.log_lines import split_fields
 
     assert split_fields("append failed topic=t partition=0 error=disk full: no space left") == (
         "append failed",
