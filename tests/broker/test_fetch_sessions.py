@@ -323,3 +323,43 @@ def test_kafka_python_consumes_through_incremental_sessions(broker):
     finally:
         consumer.close()
         producer.close()
+
+
+def test_the_followers_session_handler_against_serve(c):
+    """The client half the replica fetcher uses: full, then incremental fetches; a session
+    the broker lost or a duplicate epoch sends it back to a full fetch, which opens a new one."""
+    from kafkatool.broker.fetch_session import FetchSessionHandler
+
+    create_topic(c, "fs-i", partitions=2)
+    h = FetchSessionHandler()
+
+    def round_trip(offsets: dict):
+        want = {("fs-i", p): (-1, o, -1, -1, 1 << 20) for p, o in offsets.items()}
+        send, forget = h.build(want)
+        parts = {"fs-i": {tp[1]: want[tp][1] for tp in send}} if send else {}
+        forgotten = {"fs-i": [p for _, p in forget]} if forget else None
+        r = fetch(c, parts, session_id=h.session_id, epoch=h.epoch, forget=forgotten, replica_id=9)
+        ok = h.handle_response(r.error_code, r.session_id, list(answered(r)))
+        return send, r, ok
+
+    send, r, ok = round_trip({0: 0, 1: 0})
+    assert ok and len(send) == 2 and h.session_id == r.session_id > 0 and h.epoch == 1
+    send, r, ok = round_trip({0: 0, 1: 0})
+    assert ok and send == [] and answered(r) == {} and h.epoch == 2
+    produce(c, "fs-i", batch(2), partition=0)
+    send, r, ok = round_trip({0: 0, 1: 0})
+    assert ok and send == [] and set(answered(r)) == {("fs-i", 0)}
+    send, r, ok = round_trip({0: 2})  # partition 1 leaves the session
+    assert ok and send == [("fs-i", 0)] and answered(r) == {}
+    # the broker loses the session (closed from elsewhere): one refused fetch, then a full one
+    fetch(c, {"fs-i": {0: 0}}, session_id=h.session_id, epoch=-1)
+    send, r, ok = round_trip({0: 2})
+    assert not ok and r.error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND and h.epoch == 0
+    send, r, ok = round_trip({0: 2, 1: 0})
+    assert ok and len(send) == 2 and h.session_id == r.session_id > 0 and h.epoch == 1
+    # a request that got no answer: the next fetch is full and replaces the session
+    old = h.session_id
+    h.handle_error()
+    send, r, ok = round_trip({0: 2, 1: 0})
+    assert ok and len(send) == 2 and h.session_id not in (0, old)
+    assert fetch(c, {}, session_id=old, epoch=2).error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
