@@ -140,6 +140,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _d("message.max.bytes", INT, 1048588, "Largest record batch size allowed (max.message.bytes)."),
         _d("socket.request.max.bytes", INT, 104857600, "Largest request frame accepted."),
         _d("socket.send.buffer.bytes", INT, 102400),
+        _d("max.incremental.fetch.session.cache.slots", INT, 1000, "Fetch sessions kept (KIP-227)."),
         _d("socket.receive.buffer.bytes", INT, 102400),
         _d("connections.max.idle.ms", LONG, 600000, "Close connections idle for longer than this."),
         _d("log.segment.bytes", INT, 1073741824, "Segment size (segment.bytes)."),

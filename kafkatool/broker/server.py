@@ -120,6 +120,10 @@ class Broker:
         self.bound: list[tuple[str, int]] = []
         self.next_producer_id = 0
         self.startup: StartupReport | None = None
+        from kafkatool.broker.fetch_session import CACHE_SLOTS_CONFIG, FetchManager
+
+        #: this process's incremental fetch sessions (KIP-227)
+        self.fetch_sessions = FetchManager(config.int(CACHE_SLOTS_CONFIG))
         from kafkatool.broker.background import Workers
 
         #: background threads and the cleaner's worker process (never the event loop)

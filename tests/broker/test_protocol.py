@@ -318,14 +318,6 @@ def test_long_poll_times_out_on_max_wait(c):
     assert bytes(resp.responses[0].partitions[0].records) == b""
 
 
-def test_fetch_sessions_refused_correctly(c):
-    create_topic(c, "sess")
-    resp = fetch(c, "sess", 0, session_id=0, epoch=0)
-    assert resp.session_id == 0 and resp.error_code == 0
-    resp = fetch(c, "sess", 0, session_id=1234, epoch=3)
-    assert resp.error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
-
-
 def test_acks_zero_gets_no_response(c):
     create_topic(c, "acks0")
     produce(c, "acks0", batch(1), acks=0)

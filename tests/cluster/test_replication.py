@@ -7,6 +7,7 @@ ISR, producing resumes, and every acknowledged record is read back exactly once,
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 
@@ -211,3 +212,72 @@ def test_refusals_are_one_line(tmp_path, zk_module):
     assert p.returncode == 2 and "doesn't match stored clusterId" in last and "Traceback" not in p.stderr, (
         p.stderr
     )
+
+
+def test_followers_replicate_through_fetch_sessions_across_a_restart(cluster):
+    """Followers fetch through incremental fetch sessions (KIP-227): each opens one with every
+    leader it follows; a leader that stops takes its sessions along, its partitions move, the
+    followers carry on with the new leaders, and the restarted broker catches up through new
+    sessions of its own.  Every replica ends with the leader's bytes."""
+    topic, n = "sessions", 4
+    create_topic(cluster, topic, n, 3, min_insync_replicas=2)
+
+    def states():
+        return [partition_state(cluster, topic, p) for p in range(n)]
+
+    wait_for(lambda: all(len(s["isr"]) == 3 for s in states()), 30, "ISR of 3 everywhere")
+    sent = {p: 0 for p in range(n)}
+
+    def write(count: int) -> None:
+        prod = Producer(
+            {
+                "bootstrap.servers": cluster.bootstrap,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 5,
+            }
+        )
+        errors = []
+        for p in range(n):
+            for _ in range(count):
+                prod.produce(
+                    topic, b"%d" % sent[p], partition=p, on_delivery=lambda e, m: e and errors.append(e)
+                )
+                sent[p] += 1
+        assert prod.flush(60) == 0 and not errors, errors[:3]
+
+    write(200)
+    leaders = {s["leader"] for s in states()}
+    assert len(leaders) == 3  # every broker leads a partition, so every broker follows the others
+
+    def sessions(bid: int, since: int = 0) -> set[int]:
+        text = cluster.brokers[bid].log_text()[since:]
+        return {int(x) for x in re.findall(r"fetcher from broker (\d+): fetch session \d+", text)}
+
+    for bid in cluster.brokers:
+        wait_for(lambda bid=bid: sessions(bid) == leaders - {bid}, 20, f"broker {bid}'s fetch sessions")
+    victim = states()[0]["leader"]
+    b = cluster.brokers[victim]
+    assert b.stop(timeout=60) == 0
+    wait_for(lambda: all(s["leader"] not in (victim, -1) for s in states()), 30, "leaders moved")
+    write(200)
+    mark = len(b.log_text())
+    b.start(timeout=60)
+    wait_for(lambda: all(len(s["isr"]) == 3 for s in states()), 60, "the ISR to heal")
+    others = set(cluster.brokers) - {victim}
+    wait_for(lambda: sessions(victim, mark) == others & {s["leader"] for s in states()}, 20, "new sessions")
+    write(100)
+    wait_for(lambda: all(len(s["isr"]) == 3 for s in states()), 60, "the ISR after the last writes")
+    for p, s in enumerate(states()):
+        got = [int(v) for _, v in read_all(cluster.bootstrap, topic, p)]
+        assert got == list(range(sent[p])), f"partition {p}"
+
+        def log_bytes(bid: int, p: int = p) -> bytes:
+            d = cluster.brokers[bid].data_dir / f"{topic}-{p}"
+            return b"".join(f.read_bytes() for f in sorted(d.glob("*.log")))
+
+        wait_for(
+            lambda p=p, s=s: len({log_bytes(bid) for bid in cluster.brokers}) == 1,
+            30,
+            f"every replica of partition {p} to hold the leader's bytes",
+        )

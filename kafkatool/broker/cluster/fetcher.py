@@ -7,6 +7,11 @@ the answer names an epoch this log ends elsewhere.  Then Fetch v12 with ``replic
 from the log end offset; the leader's batches are appended with the leader's offsets
 and epochs (``Log.append_as_follower``); the follower's high watermark is
 min(leader's, log end offset) and its log start offset follows the leader's.
+
+Fetches go through an incremental fetch session (KIP-227, as ReplicaFetcherThread does
+through FetchSessionHandler): after a full fetch a request names only the partitions whose
+fetch offset, epochs or log start offset moved, and the leader answers only the partitions
+with news.  A session error or a lost connection makes the next fetch a full one.
 """
 
 from __future__ import annotations
@@ -15,12 +20,13 @@ import asyncio
 import logging
 
 from kafkatool.broker.cluster.client import BrokerLink, BrokerLinkError
+from kafkatool.broker.fetch_session import FetchSessionHandler
 from kafkatool.broker.tasks import stop_tasks
 from kafkatool.formats import records as R
 from kafkatool.formats.errors import FormatError
 from kafkatool.protocol.errors import ErrorCode
 from kafkatool.protocol.generated import FetchRequest, OffsetForLeaderEpochRequest
-from kafkatool.protocol.generated.fetch_request import FetchPartition, FetchTopic
+from kafkatool.protocol.generated.fetch_request import FetchPartition, FetchTopic, ForgottenTopic
 from kafkatool.protocol.generated.offset_for_leader_epoch_request import (
     OffsetForLeaderPartition,
     OffsetForLeaderTopic,
@@ -88,6 +94,7 @@ class ReplicaFetcher:
         self.partitions: dict = {}
         self.truncating: set = set()
         self.link: BrokerLink | None = None
+        self.session = FetchSessionHandler()
         #: partitions whose log end reached the leader's high watermark (not throttled)
         self.in_sync: set = set()
         self.stopped = False
@@ -253,36 +260,71 @@ class ReplicaFetcher:
         if not ready:
             await asyncio.sleep(min(self.backoff, 0.1) if throttled else self.backoff)
             return
-        topics: dict[str, list] = {}
-        for (t, p), part in ready.items():
+        want = {}
+        for tp, part in ready.items():
             lg = part.log
-            topics.setdefault(t, []).append(
+            latest = lg.leader_epoch_cache.latest_epoch
+            want[tp] = (
+                part.leader_epoch,
+                lg.log_end_offset,
+                latest if latest is not None else -1,
+                lg.log_start_offset,
+                self.partition_max,
+            )
+        session = self.session
+        send, forget = session.build(want)
+        topics: dict[str, list] = {}
+        for tp in send:
+            leader_epoch, offset, last_epoch, log_start, max_bytes = want[tp]
+            topics.setdefault(tp[0], []).append(
                 FetchPartition(
-                    partition=p,
-                    current_leader_epoch=part.leader_epoch,
-                    fetch_offset=lg.log_end_offset,
-                    last_fetched_epoch=lg.leader_epoch_cache.latest_epoch
-                    if lg.leader_epoch_cache.latest_epoch is not None
-                    else -1,
-                    log_start_offset=lg.log_start_offset,
-                    partition_max_bytes=self.partition_max,
+                    partition=tp[1],
+                    current_leader_epoch=leader_epoch,
+                    fetch_offset=offset,
+                    last_fetched_epoch=last_epoch,
+                    log_start_offset=log_start,
+                    partition_max_bytes=max_bytes,
                 )
             )
+        forgotten: dict[str, list] = {}
+        for t, p in forget:
+            forgotten.setdefault(t, []).append(p)
         req = FetchRequest(
             replica_id=self.rm.node_id,
             max_wait_ms=self.max_wait,
             min_bytes=self.min_bytes,
             max_bytes=self.max_bytes,
             isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
+            session_id=session.session_id,
+            session_epoch=session.epoch,
             topics=[FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
-            forgotten_topics_data=[],
+            forgotten_topics_data=[ForgottenTopic(topic=t, partitions=ps) for t, ps in forgotten.items()],
             rack_id="",
         )
-        resp = await link.request(1, FETCH_VERSION, req)
-        if resp.error_code:
-            log.info("fetch from broker %d: %s", self.leader_id, ErrorCode(resp.error_code).name)
+        try:
+            resp = await link.request(1, FETCH_VERSION, req)
+        except BaseException:
+            session.handle_error()
+            raise
+        got = [(rt.topic, pd.partition_index) for rt in resp.responses for pd in rt.partitions]
+        had = session.session_id
+        if session.handle_response(resp.error_code, resp.session_id, got):
+            if session.session_id not in (had, 0):
+                log.info("fetcher from broker %d: fetch session %d", self.leader_id, session.session_id)
+        else:
+            if resp.error_code in (
+                ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+                ErrorCode.INVALID_FETCH_SESSION_EPOCH,
+            ):
+                # the leader lost or moved past our session: the next fetch (at once) is full
+                log.info("fetch from broker %d: %s", self.leader_id, ErrorCode(resp.error_code).name)
+                return
+            if resp.error_code:
+                log.info("fetch from broker %d: %s", self.leader_id, ErrorCode(resp.error_code).name)
+            else:
+                log.info(
+                    "fetch from broker %d: a response that does not fit the fetch session", self.leader_id
+                )
             await asyncio.sleep(self.backoff)
             return
         backoff = False

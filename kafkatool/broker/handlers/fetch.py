@@ -5,9 +5,10 @@ Reads follow Kafka's ``readFromLog``: per partition up to
 batch that contains the fetch offset, and the first batch is returned even
 when larger than the limits (KIP-74).  When fewer than ``min_bytes`` are
 available the request parks on a future that the log's append listener
-resolves, bounded by ``max_wait_ms``.  Fetch sessions (KIP-227) are refused
-the legal way: ``session_id`` 0 in every response, so clients keep sending
-full fetches.
+resolves, bounded by ``max_wait_ms``.  Incremental fetch sessions (KIP-227)
+are broker/fetch_session.py's: its context says which partitions a request
+reads (an incremental one reads every partition of its session) and, once read
+(after any long poll), which of them the answer carries and its session id.
 
 The response is encoded by the generated codec with a unique 16-byte token in
 each ``records`` field; the tokens (and their length prefixes) are then
@@ -78,8 +79,9 @@ def _replica_id(req, version: int) -> int:
     return req.replica_id
 
 
-def _read(broker, req, version: int, denied: set[str] | frozenset = frozenset()) -> _Read:
-    """``denied``: topics the authorizer refused (TOPIC_AUTHORIZATION_FAILED, nothing read)."""
+def _read(broker, req, topics, version: int, denied: set[str] | frozenset = frozenset()) -> _Read:
+    """``topics``: FetchTopic-shaped, what the fetch context reads; ``denied``: topics the
+    authorizer refused (TOPIC_AUTHORIZATION_FAILED, nothing read)."""
     out = _Read()
     if version >= 4 and req.isolation_level == 1:
         isolation = ISOLATION_COMMITTED
@@ -93,7 +95,7 @@ def _read(broker, req, version: int, denied: set[str] | frozenset = frozenset())
         remaining = 2**31 - 1
     min_one = True
     by_id = version >= TOPIC_IDS_FROM
-    for ft in req.topics:
+    for ft in topics:
         if by_id:
             t = broker.metadata.topic_by_id(from_wire_uuid(ft.topic_id))
             name = t.name if t is not None else None
@@ -262,9 +264,10 @@ def _down_convert(data: bytes, magic: int) -> bytes:
     return bytes(out)
 
 
-def _encode(header, read: _Read, broker=None, conn=None):
+def _encode(header, read: _Read, fctx, broker=None, conn=None):
     version = header.api_version
-    resp = FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=read.topics)
+    error, session_id = fctx.finish(read.topics, lambda pd: id(pd) in read.slices)
+    resp = FetchResponse(throttle_time_ms=0, error_code=error, session_id=session_id, responses=read.topics)
     if read.leaders:
         resp.node_endpoints = _node_endpoints(broker, conn, read)
     if not read.slices:
@@ -313,19 +316,19 @@ def handle_fetch(ctx, req):
     broker = ctx.broker
     header = ctx.header
     version = header.api_version
-    if version >= 7 and req.session_id != 0:
-        # we never hand out sessions, so any id is unknown
-        resp = FetchResponse(
-            throttle_time_ms=0, error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[]
-        )
-        return encode_response(API_KEY, version, header.correlation_id, resp)
     if getattr(ctx, "acl_denied_all", False):  # a follower fetch without CLUSTER_ACTION
         resp = FetchResponse(
             throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, session_id=0, responses=[]
         )
         return encode_response(API_KEY, version, header.correlation_id, resp)
-    denied = getattr(ctx, "acl_denied", frozenset())
-    read = _read(broker, req, version, denied)
+    fctx = broker.fetch_sessions.new_context(req, version, _replica_id(req, version) >= 0)
+    if fctx.kind == fctx.ERROR:
+        resp = FetchResponse(throttle_time_ms=0, error_code=fctx.error, session_id=0, responses=[])
+        return encode_response(API_KEY, version, header.correlation_id, resp)
+    topics = fctx.topics
+    may_read = getattr(ctx, "acl_may_read", None)
+    denied = _denied(broker, topics, version, may_read) if may_read is not None else frozenset()
+    read = _read(broker, req, topics, version, denied)
     if (
         read.errors
         or read.bytes >= req.min_bytes
@@ -333,8 +336,22 @@ def handle_fetch(ctx, req):
         or read.bytes > 0
         and req.min_bytes <= 1
     ):
-        return _encode(header, read, broker, ctx.connection)
-    return _long_poll(broker, req, header, read.tps, ctx.connection, denied)
+        return _encode(header, read, fctx, broker, ctx.connection)
+    return _long_poll(broker, req, fctx, header, read.tps, ctx.connection, denied)
+
+
+def _denied(broker, topics, version: int, may_read) -> set[str]:
+    """The topics of this fetch (a session's too, not only those the request names) the
+    principal may not READ (KafkaApis authorizes ``fetchContext.foreachPartition``)."""
+    names = set()
+    for ft in topics:
+        if version >= TOPIC_IDS_FROM:
+            t = broker.metadata.topic_by_id(from_wire_uuid(ft.topic_id))
+            if t is not None:
+                names.add(t.name)
+        elif ft.topic:
+            names.add(ft.topic)
+    return {n for n in names if not may_read(n)}
 
 
 def _expire(fut: asyncio.Future) -> None:
@@ -342,17 +359,17 @@ def _expire(fut: asyncio.Future) -> None:
         fut.set_result(None)
 
 
-async def _long_poll(broker, req, header, tps, conn, denied=frozenset()):
+async def _long_poll(broker, req, fctx, header, tps, conn, denied=frozenset()):
     loop = asyncio.get_running_loop()
     deadline = loop.time() + req.max_wait_ms / 1000.0
     version = header.api_version
     while True:
         fut = broker.waiter(tps)
         try:
-            read = _read(broker, req, version, denied)
+            read = _read(broker, req, fctx.topics, version, denied)
             left = deadline - loop.time()
             if read.errors or read.bytes >= req.min_bytes or left <= 0:
-                return _encode(header, read, broker, conn)
+                return _encode(header, read, fctx, broker, conn)
             # the waiter is this request's own: the deadline completes it (no wait_for, whose
             # extra future, task wrapping and callbacks each parked follower fetch paid)
             timer = loop.call_at(deadline, _expire, fut)

@@ -9,8 +9,9 @@ Three shapes of rule:
   TOPIC_AUTHORIZATION_FAILED (KafkaApis splits them the same way);
 - Metadata lists only the topics the principal may DESCRIBE; a named topic it may not
   describe answers TOPIC_AUTHORIZATION_FAILED; auto-creation needs CREATE.
-Fetch marks its denied partitions on the request context (``ctx.acl_denied``): its response
-is spliced from file slices, so the handler fills the error in place.
+Fetch puts its READ check on the request context (``ctx.acl_may_read``): the handler knows
+which topics it reads (a fetch session's), and its response is spliced from file slices, so
+it fills TOPIC_AUTHORIZATION_FAILED in place.
 An API not listed here is refused to everyone but the super users (CLUSTER_AUTHORIZATION_FAILED
 closes nothing: the API's answer is built by the generic error filler below).
 """
@@ -203,18 +204,9 @@ def _fetch(ctx, req, handler):
         if not allowed(ctx, A.CLUSTER_ACTION, A.CLUSTER, A.CLUSTER_NAME):
             ctx.acl_denied_all = True
         return handler(ctx, req)
-    denied = set()
-    for t in req.topics:
-        name = t.topic
-        if not name and t.topic_id is not None:
-            from kafkatool.broker.handlers.metadata import from_wire_uuid
-
-            meta = ctx.broker.metadata.topic_by_id(from_wire_uuid(t.topic_id))
-            name = meta.name if meta is not None else ""
-        if name and name not in denied and not allowed(ctx, A.READ, A.TOPIC, name):
-            denied.add(name)
-    if denied:
-        ctx.acl_denied = denied
+    # the handler asks about every topic it reads: an incremental fetch (KIP-227) reads its
+    # session's partitions, not only those the request names
+    ctx.acl_may_read = lambda name: allowed(ctx, A.READ, A.TOPIC, name)
     return handler(ctx, req)
 
 

@@ -481,3 +481,40 @@ def test_describe_topic_partitions_names_each_denied_topic(secured):
         conn.close()
     assert [(t.name, t.error_code) for t in r.topics] == [("orders", 0), ("secret", 29)]
     assert [(t.name, t.error_code) for t in only.topics] == [("secret", 29)]
+
+
+def test_an_incremental_fetch_is_authorized_for_every_partition_of_its_session(secured):
+    """KafkaApis authorizes the fetch context's partitions: an incremental fetch that names no
+    partition still gets TOPIC_AUTHORIZATION_FAILED for a session topic its READ was taken from."""
+    from kafkatool.assign.kafka_client import Connection
+    from kafkatool.protocol.generated import FetchRequest
+    from kafkatool.protocol.generated.fetch_request import FetchPartition, FetchTopic
+
+    _, _, sasl, _ = secured
+    admin = AdminClient(_conf(sasl, "admin"))
+    for f in admin.create_topics([NewTopic("sess-acl", 1, 1)]).values():
+        f.result(15)
+    read = AclBinding(ResourceType.TOPIC, "sess-acl", ResourcePatternType.LITERAL, "User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW)  # fmt: skip
+    for f in admin.create_acls([read]).values():
+        f.result(15)
+
+    def fetch(conn, session_id: int, epoch: int, names: bool):
+        part = FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)
+        topics = [FetchTopic(topic="sess-acl", partitions=[part])] if names else []
+        req = FetchRequest(
+            replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+            session_id=session_id, session_epoch=epoch, topics=topics, forgotten_topics_data=[], rack_id="",
+        )  # fmt: skip
+        return conn.request(1, req, version=12)
+
+    conn = Connection("127.0.0.1", sasl, timeout=10, security=_alice())
+    try:
+        r = fetch(conn, 0, 0, True)
+        assert r.session_id > 0 and r.responses[0].partitions[0].error_code == 0
+        for f in admin.delete_acls([AclBindingFilter(ResourceType.TOPIC, "sess-acl", ResourcePatternType.LITERAL, "User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW)]).values():  # fmt: skip
+            f.result(15)
+        r2 = fetch(conn, r.session_id, 1, False)
+        assert r2.error_code == 0
+        assert [(t.topic, [p.error_code for p in t.partitions]) for t in r2.responses] == [("sess-acl", [29])]
+    finally:
+        conn.close()
