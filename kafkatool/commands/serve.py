@@ -189,6 +189,7 @@ def serve(
     import signal
 
     from kafkatool.broker.config import BrokerConfig, ConfigError
+    from kafkatool.broker.processes import PROCESSES_CONFIG
     from kafkatool.broker.server import Broker
 
     if log_format not in ("text", "json"):
@@ -205,6 +206,9 @@ def serve(
         cfg = BrokerConfig.load(config, override)
     except ConfigError as exc:
         raise CommandError(f"configuration: {exc}") from None
+    if cfg.int(PROCESSES_CONFIG) > 1:
+        # a broker of several processes: the first one's lines name it too (process=0)
+        setup_logging(log_format, log_level, process=0)
     unknown = cfg.unknown()
     if unknown and strict:
         raise CommandError("configuration (--strict): " + "; ".join(msg for _n, msg in unknown))
