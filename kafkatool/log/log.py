@@ -242,7 +242,7 @@ class Log:
         self.producer_state = ProducerStateManager(
             self.dir, expiration_ms=self.config.producer_id_expiration_ms, writable=writable
         )
-        self.topic_id = self._read_topic_id()
+        self.topic_id = read_topic_id(self.dir)
         self.load_result = LoadResult()
         try:
             if writable:
@@ -662,9 +662,6 @@ class Log:
         return new
 
     # ------------------------------------------------------------------ partition.metadata
-    def _read_topic_id(self) -> Uuid | None:
-        return read_topic_id(self.dir)
-
     def assign_topic_id(self, topic_id: Uuid) -> None:
         """Write ``partition.metadata`` (Kafka writes it before the first append)."""
         if self.topic_id is not None and self.topic_id != topic_id:

@@ -96,12 +96,7 @@ def _read(broker, req, topics, version: int, denied: set[str] | frozenset = froz
     min_one = True
     by_id = version >= TOPIC_IDS_FROM
     for ft in topics:
-        if by_id:
-            t = broker.metadata.topic_by_id(from_wire_uuid(ft.topic_id))
-            name = t.name if t is not None else None
-        else:
-            name = ft.topic
-            t = broker.topic(name)
+        t, name = _topic_of(broker, ft, by_id)
         parts = []
         for fp in ft.partitions:
             idx = fp.partition
@@ -343,15 +338,17 @@ def handle_fetch(ctx, req):
 def _denied(broker, topics, version: int, may_read) -> set[str]:
     """The topics of this fetch (a session's too, not only those the request names) the
     principal may not READ (KafkaApis authorizes ``fetchContext.foreachPartition``)."""
-    names = set()
-    for ft in topics:
-        if version >= TOPIC_IDS_FROM:
-            t = broker.metadata.topic_by_id(from_wire_uuid(ft.topic_id))
-            if t is not None:
-                names.add(t.name)
-        elif ft.topic:
-            names.add(ft.topic)
-    return {n for n in names if not may_read(n)}
+    by_id = version >= TOPIC_IDS_FROM
+    names = {_topic_of(broker, ft, by_id)[1] for ft in topics}
+    return {n for n in names if n and not may_read(n)}
+
+
+def _topic_of(broker, ft, by_id: bool):
+    """(TopicMeta or None, name or None) of a FetchTopic-shaped entry: by topic id from v13."""
+    if by_id:
+        t = broker.metadata.topic_by_id(from_wire_uuid(ft.topic_id))
+        return t, (t.name if t is not None else None)
+    return broker.topic(ft.topic), ft.topic
 
 
 def _expire(fut: asyncio.Future) -> None:
