@@ -18,8 +18,14 @@ partitions read from the start with ``bench_limits``' lean fetch loop).  The iss
 is >= 1.6x from (a) to (b); the table prints the ratios, (c) against (a) too.  What limits
 it is written in DESIGN.md ("Every core").
 
-    python bench/bench_cores.py            # 5 s per figure
-    python bench/bench_cores.py --quick    # 1.5 s per figure
+    python bench/bench_cores.py            # 5 s per figure, 3 rounds
+    python bench/bench_cores.py --quick    # 1.5 s per figure, 1 round
+
+With 2 cores the run with two processes has the machine 100% busy (the broker's two
+processes and the load generators), and any other tenant of the host lands on the
+broker: the same code measured 167-291 MB/s from one run to the next.  So (a), (b) and
+(c) are run in ``--rounds`` rounds, alternating their order (a b c, then c b a, ...), and
+each figure is the median over the rounds; the per-round ratios are printed beside it.
 
 Opt-in, never part of the test suite; needs ``taskset`` and at least 2 cores.
 """
@@ -29,6 +35,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -138,6 +145,17 @@ def run(workdir: Path, cpus: str, seconds: float, processes: int = 1) -> Run:
         t.stop()
 
 
+def _median_run(runs: list[Run]) -> Run:
+    """Each figure's median over the rounds (errors: their sum)."""
+    return Run(
+        statistics.median(r.produce for r in runs),
+        statistics.median(r.fetch for r in runs),
+        statistics.median(r.cpu_per_gb for r in runs),
+        sum(r.produce_errors for r in runs),
+        sum(r.fetch_errors for r in runs),
+    )
+
+
 def pin_load() -> str:
     """Pin this process (the load generators: threads started from now on inherit it) to
     cores 2 and up when there are at least 2 of them besides the broker's; returns where
@@ -153,6 +171,7 @@ def pin_load() -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of (a), (b), (c); medians (default 3)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--dir", type=Path, default=None)
     ap.add_argument("--json", action="store_true", help="one JSON row per line (bench/table.py)")
@@ -160,17 +179,29 @@ def main() -> None:
     if shutil.which("taskset") is None or (os.cpu_count() or 1) < 2:
         sys.exit("needs taskset and at least 2 cores")
     seconds = 1.5 if args.quick else args.seconds
+    rounds = 1 if args.quick else max(1, args.rounds)
     where = pin_load()
     work = Path(tempfile.mkdtemp(prefix="kafkatool-cores-", dir=args.dir))
+    setups = {"one": ("0", 1), "two": ("0,1", 2), "wide": ("0,1", 1)}  # (a), (b), (c)
+    runs: dict[str, list[Run]] = {k: [] for k in setups}
     try:
-        one = run(work, "0", seconds)  # (a)
-        two = run(work, "0,1", seconds, processes=2)  # (b)
-        wide = run(work, "0,1", seconds)  # (c)
+        for r in range(rounds):
+            for k in setups if r % 2 == 0 else reversed(setups):
+                cpus, processes = setups[k]
+                runs[k].append(run(work, cpus, seconds, processes=processes))
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    one, two, wide = (_median_run(runs[k]) for k in setups)
+    if not args.json and rounds > 1:
+        for fig in ("produce", "fetch"):
+            ratios = ", ".join(
+                f"{getattr(b, fig) / getattr(a, fig):.2f}"
+                for a, b in zip(runs["one"], runs["two"], strict=True)
+            )
+            print(f"{fig}: 2 processes / 1 core, round by round: {ratios}")
     rows = [
         (
-            f"produce 16 KiB batches, 2 cores 2 processes vs 1 ({where})",
+            f"produce 16 KiB batches, 2 cores 2 processes vs 1 ({where}; median of {rounds})",
             one.produce,
             two.produce,
             1.6,
@@ -178,7 +209,7 @@ def main() -> None:
         ),
         ("  same, one process on 2 cores", one.produce, wide.produce, None, wide.produce_errors),
         (
-            f"fetch {PARTITIONS} partitions, 2 cores 2 processes vs 1 ({where})",
+            f"fetch {PARTITIONS} partitions, 2 cores 2 processes vs 1 ({where}; median of {rounds})",
             one.fetch,
             two.fetch,
             1.6,
