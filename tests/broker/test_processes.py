@@ -428,10 +428,11 @@ def test_a_killed_member_is_restarted_and_nothing_acked_is_lost(make_broker):
     assert "process 1 of this broker (node 2) exited (signal SIGKILL); restarting it" in log
     assert "process 1 of this broker (node 2) is back" in log
     assert "process=1 process 1 of the broker started" in log and "restart=true" in log
-    # a new leader epoch for the partitions that came back (as Kafka's controller gives them)
+    # two new leader epochs for the partitions that came back (as Kafka's controller gives
+    # them: one when their leader died, one when it was elected again)
     [t] = metadata(b.bootstrap, topic).topics
     assert {p.partition_index: p.leader_epoch for p in t.partitions} == {
-        p: epochs[p] + (owner_index(topic, p, 2) == 1) for p in range(4)
+        p: epochs[p] + 2 * (owner_index(topic, p, 2) == 1) for p in range(4)
     }
     got = read_all(b.bootstrap, topic, 4, "read_uncommitted", 2100, timeout=30)
     assert set(acked) <= set(got) and len(got) == len(set(got)) == 2100  # idempotent: no duplicate
@@ -450,10 +451,25 @@ def test_a_killed_member_is_restarted_and_nothing_acked_is_lost(make_broker):
 
 
 def test_too_many_member_deaths_stop_the_broker(make_broker):
+    """A dead member's partitions: leader -1 at epoch e+1 while it is down, its node at e+2
+    once it is back (Kafka's controller: OfflineReplica, then an election at its return), the
+    logs recording e+2 from their log end offset; a second death within the window stops
+    the broker."""
     b = make_broker(extra=[*OVERRIDES, "kafkatool.processes.restarts.max=1"]).start(timeout=40)
     topic = name("offline")
     create_topic(b.bootstrap, topic, 4)
+    produce(b.bootstrap, topic, 4, 5)
     theirs = {p for p in range(4) if owner_index(topic, p, 2) == 1}
+    assert theirs
+
+    def state() -> dict[int, tuple[int, int, int]]:
+        md = metadata(b.bootstrap, topic)
+        return {
+            p.partition_index: (p.leader_id, p.leader_epoch, p.error_code) for p in md.topics[0].partitions
+        }
+
+    before = state()
+    assert {p: e[1] for p, e in before.items()} == dict.fromkeys(range(4), 0)
     [first] = children(b.proc.pid)
     os.kill(first, signal.SIGKILL)
 
@@ -464,8 +480,16 @@ def test_too_many_member_deaths_stop_the_broker(make_broker):
         return down == theirs and {x.node_id for x in md.brokers} == {1}
 
     assert wait_until(offline, timeout=10, step=0.02)
+    assert state() == {p: (-1, 1, 5) if p in theirs else before[p] for p in range(4)}
     [second] = wait_until(lambda: [c for c in children(b.proc.pid) if c != first], timeout=30)
     assert wait_until(lambda: "is back" in b.log_text(), timeout=30)
+    assert state() == {p: (2, 2, 0) if p in theirs else before[p] for p in range(4)}
+    for p in theirs:
+        # the epoch of its return starts at the log end, the outage's epoch has no entry
+        cache = ck.decode_leader_epoch_checkpoint(
+            (b.data_dir / f"{topic}-{p}" / ck.LEADER_EPOCH_CHECKPOINT).read_bytes()
+        )
+        assert cache == [(0, 0), (2, 5)], (p, cache)
     os.kill(second, signal.SIGKILL)
     assert b.proc.wait(30) == 1
     b._log.close()
