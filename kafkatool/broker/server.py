@@ -474,14 +474,21 @@ class Broker:
             return self.processes.leader_error(topic, partition)
         return None
 
-    def absent_error(self, topic: str, partition: int) -> int:
-        """The error for a partition this process has no log of: NOT_LEADER_OR_FOLLOWER when
-        another process of this broker serves it, else UNKNOWN_TOPIC_OR_PARTITION."""
+    def partition_log(self, t: TopicMeta | None, partition: int) -> tuple[Log | None, int]:
+        """A partition of topic ``t`` (None: not in the metadata) as a request handler finds it:
+        (its log, NONE), or (None, the error code to answer) when the topic is unknown (a log
+        whose topic is being deleted is not served) or this process has no log of it:
+        NOT_LEADER_OR_FOLLOWER when another process of this broker serves it, else
+        UNKNOWN_TOPIC_OR_PARTITION."""
         from kafkatool.protocol.errors import ErrorCode
 
-        if self.processes is not None:
-            return self.processes.leader_error(topic, partition) or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if t is None:
+            return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        lg = self.get_log(t.name, partition)
+        if lg is not None:
+            return lg, ErrorCode.NONE
+        elsewhere = self.processes.leader_error(t.name, partition) if self.processes is not None else None
+        return None, elsewhere or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
     def partition_leader(self, topic: str, partition: int) -> int:
         """Standalone: the node id clients are told leads a partition (-1: none yet)."""
