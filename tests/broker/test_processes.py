@@ -305,41 +305,62 @@ def test_json_log_lines_carry_the_process_number():
     assert " logger=kafkatool.broker process=2 x=1" in TextFormatter(2).format(rec)
 
 
-@pytest.mark.parametrize(
-    "listeners, step, why",
-    [
-        ("PLAINTEXT://127.0.0.1:{p},OTHER://127.0.0.1:{q}", 1, "process 1's PLAINTEXT port {q}"),
-        ("PLAINTEXT://0.0.0.0:{p},OTHER://127.0.0.1:{r}", 2, "process 1's PLAINTEXT port {r}"),
-        ("PLAINTEXT://127.0.0.1:65530", 3, "process 2's PLAINTEXT port would be 65536"),
-        ("PLAINTEXT://127.0.0.1:65530", 0, "kafkatool.processes.port.step=0: must be at least 1"),
-        ("PLAINTEXT://127.0.0.1:{p}", 1, "kafkatool.processes.restarts.max must be at least 0"),
-    ],
-)
-def test_bad_port_and_restart_settings_are_refused_at_start_up(tmp_path, listeners, step, why):
+REFUSALS = [
+    ("PLAINTEXT://127.0.0.1:{p},OTHER://127.0.0.1:{q}", 1, "process 1's PLAINTEXT port {q}"),
+    ("PLAINTEXT://0.0.0.0:{p},OTHER://127.0.0.1:{r}", 2, "process 1's PLAINTEXT port {r}"),
+    ("PLAINTEXT://127.0.0.1:65530", 3, "process 2's PLAINTEXT port would be 65536"),
+    ("PLAINTEXT://127.0.0.1:65530", 0, "kafkatool.processes.port.step=0: must be at least 1"),
+    ("PLAINTEXT://127.0.0.1:{p}", 1, "kafkatool.processes.restarts.max must be at least 0"),
+]
+_REFUSED_PORT = 30000
+
+
+@pytest.fixture(scope="module")
+def refusals(tmp_path_factory) -> dict[tuple, tuple[int, str, Path]]:
+    """Each REFUSALS case's ``serve`` (exit code, stderr, its log dir), the processes run side
+    by side: each is a Python start-up, about a second."""
     import subprocess
     import sys
 
     from tests.broker.conftest import REPO
 
-    p = 30000
-    listeners = listeners.format(p=p, q=p + 1, r=p + 2)
-    extra = ["-o", "kafkatool.processes.restarts.max=-1"] if "restarts" in why else []
-    d = tmp_path / "data"
-    r = subprocess.run(
-        [
+    p = _REFUSED_PORT
+    started = {}
+    for case in REFUSALS:
+        listeners, step, why = case
+        extra = ["-o", "kafkatool.processes.restarts.max=-1"] if "restarts" in why else []
+        d = tmp_path_factory.mktemp("refused") / "data"
+        cmd = [
             sys.executable, "-m", "kafkatool", "serve", "--no-banner",
             "-o", f"log.dirs={d}",
-            "-o", f"listeners={listeners}",
+            "-o", f"listeners={listeners.format(p=p, q=p + 1, r=p + 2)}",
             "-o", "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT",
             "-o", "kafkatool.processes=3" if step == 3 else "kafkatool.processes=2",
             "-o", f"kafkatool.processes.port.step={step}",
             *extra,
-        ],
-        cwd=REPO, capture_output=True, text=True, timeout=30,
-    )  # fmt: skip
-    assert r.returncode == 2, r.stderr
-    assert why.format(q=p + 1, r=p + 2) in r.stderr
-    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+        ]  # fmt: skip
+        proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        started[case] = (proc, d)
+    out = {}
+    try:
+        for case, (proc, d) in started.items():
+            _, err = proc.communicate(timeout=30)
+            out[case] = (proc.returncode, err, d)
+    finally:
+        for proc, _ in started.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return out
+
+
+@pytest.mark.parametrize("listeners, step, why", REFUSALS)
+def test_bad_port_and_restart_settings_are_refused_at_start_up(refusals, listeners, step, why):
+    code, stderr, d = refusals[(listeners, step, why)]
+    p = _REFUSED_PORT
+    assert code == 2, stderr
+    assert why.format(q=p + 1, r=p + 2) in stderr
+    assert len(stderr.strip().splitlines()) == 1 and "Traceback" not in stderr
     assert not d.exists()  # refused before the dirs are touched
 
 
