@@ -33,7 +33,10 @@ node leaves Metadata and its partitions have no leader (a dead broker's with rep
 factor 1: clients retry) and get a new leader epoch; the new process recovers them as after an unclean shutdown, deletes
 the logs of topics deleted meanwhile, hands its recovered checkpoint entries over (they
 replace the dead process's last ones, which are older than its logs and never ahead of them)
-and shows again once it listens with the current metadata. More deaths than
+and shows again once it listens with the current metadata, leading its partitions at another
+new leader epoch (Kafka's controller bumps the epoch when a partition's leader goes offline
+and again when it elects the returning broker), which their logs record from their log end
+offset as a leader of a cluster does (``Log.become_leader``). More deaths than
 ``kafkatool.processes.restarts.max`` within ``kafkatool.processes.restarts.window.ms`` stop
 the broker (exit 1, no clean-shutdown marker; every process's partitions recover at the next
 start). The marker is written only when every member's current process stopped cleanly.
@@ -322,6 +325,10 @@ class _Member:
     sock: socket.socket | None = None
     #: a restart is connecting its channel (stop waits for it)
     connecting: asyncio.Future | None = None
+    #: restarted: its partitions have no leader until it has applied the metadata of its
+    #: election (``elected``: held, once it listened with the metadata sent so far)
+    returning: bool = False
+    elected: bool = False
 
 
 class ProcessGroup:
@@ -425,7 +432,7 @@ class Primary(ProcessGroup):
         if k == 0:
             return self.node_id if self.broker.get_log(topic, partition) is not None else -1
         m = self.members[k]
-        if m.endpoints is None or m.acked < self.topic_seq.get(topic, 0) or self.failed:
+        if m.endpoints is None or m.returning or m.acked < self.topic_seq.get(topic, 0) or self.failed:
             return -1
         return self.base_node + k
 
@@ -555,15 +562,10 @@ class Primary(ProcessGroup):
             if seq > m.acked:
                 deleted.setdefault(name, topic_id)  # the oldest: the one its logs may have
         m.acked = 0
-        # a new leader epoch for its partitions, as Kafka's controller gives a partition whose
-        # leader went offline: clients holding the old one refresh their metadata, and the
-        # logs record where the new one began (the new process reads the saved metadata)
-        md = self.broker.metadata
-        for name, t in md.topics.items():
-            for p in range(t.partitions):
-                if owner_index(name, p, self.count) == m.index:
-                    t.leader_epochs[p] = t.leader_epoch(p) + 1
-        md.save()
+        m.returning, m.elected = True, False
+        # leader -1 at a new epoch, as Kafka's controller gives the partitions of a broker
+        # that went offline (OfflineReplica): clients holding the old epoch refresh their metadata
+        self._new_leader_epochs(m)
         unclean = dict.fromkeys((str(d) for d in self.broker.manager.dirs), False)
         self._spawn(m, unclean, deleted, restart=True)
         m.connecting = asyncio.get_running_loop().create_future()
@@ -574,6 +576,16 @@ class Primary(ProcessGroup):
             m.connecting = None
         self._send_metadata(m)
 
+    def _new_leader_epochs(self, m: _Member) -> None:
+        """Leader epoch + 1 for every partition member ``m`` owns (saved: the metadata goes to
+        the members)."""
+        md = self.broker.metadata
+        for name, t in md.topics.items():
+            for p in range(t.partitions):
+                if owner_index(name, p, self.count) == m.index:
+                    t.leader_epochs[p] = t.leader_epoch(p) + 1
+        md.save()
+
     # ------------------------------------------------------------------ messages
     def _on_message(self, m: _Member, msg: tuple) -> None:
         kind = msg[0]
@@ -583,6 +595,15 @@ class Primary(ProcessGroup):
         elif kind == "applied":
             m.acked = max(m.acked, msg[1])
             if m.endpoints is not None and m.acked >= self.seq and not m.ready.is_set():
+                if m.returning and not m.elected:
+                    # it listens with the current metadata: it leads its partitions again at
+                    # a new epoch (Kafka's controller elects a leader for the partitions of a
+                    # broker that came back, OfflinePartition -> OnlinePartition), which its
+                    # logs record from their log end offset; it shows once it has that epoch
+                    m.elected = True
+                    self._new_leader_epochs(m)
+                    return
+                m.returning = False
                 m.ready.set()
                 if self._started:
                     log.info(
@@ -638,13 +659,16 @@ class Primary(ProcessGroup):
 
     async def settled(self, timeout: float = 30.0) -> bool:
         """True once every member listens and has applied the metadata sent so far (one that
-        died: once its restart, which gets the metadata as it starts, listens)."""
+        died: once its restart, which gets the metadata as it starts, listens and leads its
+        partitions again)."""
         want = self.seq
         deadline = asyncio.get_running_loop().time() + timeout
         for _ in range(int(timeout / 0.01) + 1):
             if self.failed:
                 return False
-            if all(m.acked >= want and m.endpoints is not None for m in self.members.values()):
+            if all(
+                m.acked >= want and m.endpoints is not None and not m.returning for m in self.members.values()
+            ):
                 return True
             if asyncio.get_running_loop().time() > deadline:
                 return False

@@ -337,7 +337,7 @@ class Broker:
         self.metadata.write_meta_properties()
         self.metadata.save()
         if self.is_member:
-            self._seen_topics = {n: t.topic_id for n, t in self.metadata.topics.items()}
+            self._remember_metadata()
         elif self.processes is not None:
             # the members load their partitions while this process starts listening
             self.processes.spawn(clean)
@@ -361,7 +361,8 @@ class Broker:
         logs are made, configs applied, and the logs of a topic deleted since the last metadata
         this process saw are deleted (never a log whose topic it never knew); ``deleted``: the
         topics (name: id) the primary deleted since a dead process of this member last
-        acknowledged the metadata (its logs of them go too)."""
+        acknowledged the metadata (its logs of them go too). A partition whose leader epoch
+        grew since the last metadata is led by this process from the new epoch on."""
         owns = self.processes.owns
         log_config = self._log_config_memo()
         seen = {**self._seen_topics, **(deleted or {})}
@@ -386,14 +387,30 @@ class Broker:
                     lg = self.manager.create_log(name, p, topic_id=t.topic_id)
                     self._attach(lg)
                 lg.config = cfg
+                epoch = t.leader_epoch(p)
                 latest = lg.leader_epoch_cache.latest_epoch
-                if latest is not None and latest > t.leader_epoch(p):
+                if latest is not None and latest > epoch:
                     t.leader_epochs[p] = latest
+                elif epoch > self._seen_epochs.get((name, p, t.topic_id), epoch):
+                    # the primary made this process the partition's leader again at a new epoch
+                    # (its return after a death, as Kafka's controller elects a returning broker)
+                    lg.become_leader(epoch)
         for name in set(seen) - set(self.metadata.topics):
             self.manager.topic_configs.pop(name, None)
-        self._seen_topics = {n: t.topic_id for n, t in self.metadata.topics.items()}
+        self._remember_metadata()
         if doomed:
             self.manager.remove_deleted(doomed)
+
+    def _remember_metadata(self) -> None:
+        """A member: the topics (ids) and its partitions' leader epochs of the metadata it has
+        applied, which the next metadata from the primary is compared with."""
+        self._seen_topics = {n: t.topic_id for n, t in self.metadata.topics.items()}
+        self._seen_epochs = {
+            (n, p, t.topic_id): t.leader_epoch(p)
+            for n, t in self.metadata.topics.items()
+            for p in range(t.partitions)
+            if self.processes.owns((n, p))
+        }
 
     def _log_config_memo(self):
         """``config.log_config`` for start-up's loops: topics with the same overrides (most have
@@ -457,14 +474,21 @@ class Broker:
             return self.processes.leader_error(topic, partition)
         return None
 
-    def absent_error(self, topic: str, partition: int) -> int:
-        """The error for a partition this process has no log of: NOT_LEADER_OR_FOLLOWER when
-        another process of this broker serves it, else UNKNOWN_TOPIC_OR_PARTITION."""
+    def partition_log(self, t: TopicMeta | None, partition: int) -> tuple[Log | None, int]:
+        """A partition of topic ``t`` (None: not in the metadata) as a request handler finds it:
+        (its log, NONE), or (None, the error code to answer) when the topic is unknown (a log
+        whose topic is being deleted is not served) or this process has no log of it:
+        NOT_LEADER_OR_FOLLOWER when another process of this broker serves it, else
+        UNKNOWN_TOPIC_OR_PARTITION."""
         from kafkatool.protocol.errors import ErrorCode
 
-        if self.processes is not None:
-            return self.processes.leader_error(topic, partition) or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if t is None:
+            return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        lg = self.get_log(t.name, partition)
+        if lg is not None:
+            return lg, ErrorCode.NONE
+        elsewhere = self.processes.leader_error(t.name, partition) if self.processes is not None else None
+        return None, elsewhere or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
     def partition_leader(self, topic: str, partition: int) -> int:
         """Standalone: the node id clients are told leads a partition (-1: none yet)."""

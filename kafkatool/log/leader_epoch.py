@@ -39,6 +39,14 @@ class LeaderEpochCache:
         if flush:
             self.flush()
 
+    def assign_if_newer(self, epoch: int, start_offset: int, *, flush: bool = True) -> None:
+        """Record ``epoch`` from ``start_offset`` if it is later than every epoch here: a batch
+        of a newer epoch (appended, replicated or recovered) or a leader at a new epoch. A
+        negative epoch (a batch without one) records nothing."""
+        latest = self.latest_epoch
+        if epoch >= 0 and (latest is None or epoch > latest):
+            self.assign(epoch, start_offset, flush=flush)
+
     def truncate_from_end(self, end_offset: int, *, flush: bool = True) -> None:
         """Drop entries whose start offset >= ``end_offset`` (log truncation)."""
         keep = [(e, s) for e, s in self.entries if s < end_offset]

@@ -508,10 +508,7 @@ class Log:
 
         def on_batch(batch: R.Batch) -> None:
             if batch.magic >= 2:
-                epoch = batch.partition_leader_epoch
-                latest = cache.latest_epoch
-                if epoch >= 0 and (latest is None or epoch > latest):
-                    cache.assign(epoch, batch.base_offset)
+                cache.assign_if_newer(batch.partition_leader_epoch, batch.base_offset)
             completed = psm.update(batch)
             if completed is not None:
                 if completed.is_aborted:
@@ -772,9 +769,7 @@ class Log:
         # Kafka's trimInvalidBytes: a trailing partial batch is dropped, not rejected
         data = buf if end == len(buf) else memoryview(buf)[:end]
         info = AppendInfo(first, offset - 1, max_ts, max_ts_offset, append_time, len(batches), end)
-        latest = self.leader_epoch_cache.latest_epoch
-        if leader_epoch >= 0 and (latest is None or leader_epoch > latest):
-            self.leader_epoch_cache.assign(leader_epoch, first)
+        self.leader_epoch_cache.assign_if_newer(leader_epoch, first)
         self._append(data, batches, info, now)
         return info
 
@@ -805,10 +800,7 @@ class Log:
             if b.max_timestamp > max_ts:
                 max_ts, max_ts_offset = b.max_timestamp, b.last_offset
             if b.magic >= 2:
-                epoch = b.partition_leader_epoch
-                latest = self.leader_epoch_cache.latest_epoch
-                if epoch >= 0 and (latest is None or epoch > latest):
-                    self.leader_epoch_cache.assign(epoch, b.base_offset)
+                self.leader_epoch_cache.assign_if_newer(b.partition_leader_epoch, b.base_offset)
         end = batches[-1].end
         info = AppendInfo(first, batches[-1].last_offset, max_ts, max_ts_offset, None, len(batches), end)
         self._append(view[:end], batches, info, self.clock())
@@ -1019,6 +1011,14 @@ class Log:
             if seg.largest_timestamp >= timestamp:
                 return seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
         return None
+
+    @_locked
+    def become_leader(self, leader_epoch: int) -> int:
+        """This broker leads the partition from ``leader_epoch`` on (Kafka's makeLeader): the
+        epoch starts at the log end offset, recorded in the leader-epoch cache at once unless
+        the cache has that epoch or a later one. Returns the epoch's start offset."""
+        self.leader_epoch_cache.assign_if_newer(leader_epoch, self._log_end_offset)
+        return self._log_end_offset
 
     def update_high_watermark(self, offset: int) -> int:
         self.high_watermark = max(self.log_start_offset, min(offset, self._log_end_offset))

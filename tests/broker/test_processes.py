@@ -305,41 +305,62 @@ def test_json_log_lines_carry_the_process_number():
     assert " logger=kafkatool.broker process=2 x=1" in TextFormatter(2).format(rec)
 
 
-@pytest.mark.parametrize(
-    "listeners, step, why",
-    [
-        ("PLAINTEXT://127.0.0.1:{p},OTHER://127.0.0.1:{q}", 1, "process 1's PLAINTEXT port {q}"),
-        ("PLAINTEXT://0.0.0.0:{p},OTHER://127.0.0.1:{r}", 2, "process 1's PLAINTEXT port {r}"),
-        ("PLAINTEXT://127.0.0.1:65530", 3, "process 2's PLAINTEXT port would be 65536"),
-        ("PLAINTEXT://127.0.0.1:65530", 0, "kafkatool.processes.port.step=0: must be at least 1"),
-        ("PLAINTEXT://127.0.0.1:{p}", 1, "kafkatool.processes.restarts.max must be at least 0"),
-    ],
-)
-def test_bad_port_and_restart_settings_are_refused_at_start_up(tmp_path, listeners, step, why):
+REFUSALS = [
+    ("PLAINTEXT://127.0.0.1:{p},OTHER://127.0.0.1:{q}", 1, "process 1's PLAINTEXT port {q}"),
+    ("PLAINTEXT://0.0.0.0:{p},OTHER://127.0.0.1:{r}", 2, "process 1's PLAINTEXT port {r}"),
+    ("PLAINTEXT://127.0.0.1:65530", 3, "process 2's PLAINTEXT port would be 65536"),
+    ("PLAINTEXT://127.0.0.1:65530", 0, "kafkatool.processes.port.step=0: must be at least 1"),
+    ("PLAINTEXT://127.0.0.1:{p}", 1, "kafkatool.processes.restarts.max must be at least 0"),
+]
+_REFUSED_PORT = 30000
+
+
+@pytest.fixture(scope="module")
+def refusals(tmp_path_factory) -> dict[tuple, tuple[int, str, Path]]:
+    """Each REFUSALS case's ``serve`` (exit code, stderr, its log dir), the processes run side
+    by side: each is a Python start-up, about a second."""
     import subprocess
     import sys
 
     from tests.broker.conftest import REPO
 
-    p = 30000
-    listeners = listeners.format(p=p, q=p + 1, r=p + 2)
-    extra = ["-o", "kafkatool.processes.restarts.max=-1"] if "restarts" in why else []
-    d = tmp_path / "data"
-    r = subprocess.run(
-        [
+    p = _REFUSED_PORT
+    started = {}
+    for case in REFUSALS:
+        listeners, step, why = case
+        extra = ["-o", "kafkatool.processes.restarts.max=-1"] if "restarts" in why else []
+        d = tmp_path_factory.mktemp("refused") / "data"
+        cmd = [
             sys.executable, "-m", "kafkatool", "serve", "--no-banner",
             "-o", f"log.dirs={d}",
-            "-o", f"listeners={listeners}",
+            "-o", f"listeners={listeners.format(p=p, q=p + 1, r=p + 2)}",
             "-o", "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT",
             "-o", "kafkatool.processes=3" if step == 3 else "kafkatool.processes=2",
             "-o", f"kafkatool.processes.port.step={step}",
             *extra,
-        ],
-        cwd=REPO, capture_output=True, text=True, timeout=30,
-    )  # fmt: skip
-    assert r.returncode == 2, r.stderr
-    assert why.format(q=p + 1, r=p + 2) in r.stderr
-    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+        ]  # fmt: skip
+        proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        started[case] = (proc, d)
+    out = {}
+    try:
+        for case, (proc, d) in started.items():
+            _, err = proc.communicate(timeout=30)
+            out[case] = (proc.returncode, err, d)
+    finally:
+        for proc, _ in started.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return out
+
+
+@pytest.mark.parametrize("listeners, step, why", REFUSALS)
+def test_bad_port_and_restart_settings_are_refused_at_start_up(refusals, listeners, step, why):
+    code, stderr, d = refusals[(listeners, step, why)]
+    p = _REFUSED_PORT
+    assert code == 2, stderr
+    assert why.format(q=p + 1, r=p + 2) in stderr
+    assert len(stderr.strip().splitlines()) == 1 and "Traceback" not in stderr
     assert not d.exists()  # refused before the dirs are touched
 
 
@@ -428,10 +449,11 @@ def test_a_killed_member_is_restarted_and_nothing_acked_is_lost(make_broker):
     assert "process 1 of this broker (node 2) exited (signal SIGKILL); restarting it" in log
     assert "process 1 of this broker (node 2) is back" in log
     assert "process=1 process 1 of the broker started" in log and "restart=true" in log
-    # a new leader epoch for the partitions that came back (as Kafka's controller gives them)
+    # two new leader epochs for the partitions that came back (as Kafka's controller gives
+    # them: one when their leader died, one when it was elected again)
     [t] = metadata(b.bootstrap, topic).topics
     assert {p.partition_index: p.leader_epoch for p in t.partitions} == {
-        p: epochs[p] + (owner_index(topic, p, 2) == 1) for p in range(4)
+        p: epochs[p] + 2 * (owner_index(topic, p, 2) == 1) for p in range(4)
     }
     got = read_all(b.bootstrap, topic, 4, "read_uncommitted", 2100, timeout=30)
     assert set(acked) <= set(got) and len(got) == len(set(got)) == 2100  # idempotent: no duplicate
@@ -450,10 +472,25 @@ def test_a_killed_member_is_restarted_and_nothing_acked_is_lost(make_broker):
 
 
 def test_too_many_member_deaths_stop_the_broker(make_broker):
+    """A dead member's partitions: leader -1 at epoch e+1 while it is down, its node at e+2
+    once it is back (Kafka's controller: OfflineReplica, then an election at its return), the
+    logs recording e+2 from their log end offset; a second death within the window stops
+    the broker."""
     b = make_broker(extra=[*OVERRIDES, "kafkatool.processes.restarts.max=1"]).start(timeout=40)
     topic = name("offline")
     create_topic(b.bootstrap, topic, 4)
+    produce(b.bootstrap, topic, 4, 5)
     theirs = {p for p in range(4) if owner_index(topic, p, 2) == 1}
+    assert theirs
+
+    def state() -> dict[int, tuple[int, int, int]]:
+        md = metadata(b.bootstrap, topic)
+        return {
+            p.partition_index: (p.leader_id, p.leader_epoch, p.error_code) for p in md.topics[0].partitions
+        }
+
+    before = state()
+    assert {p: e[1] for p, e in before.items()} == dict.fromkeys(range(4), 0)
     [first] = children(b.proc.pid)
     os.kill(first, signal.SIGKILL)
 
@@ -464,8 +501,16 @@ def test_too_many_member_deaths_stop_the_broker(make_broker):
         return down == theirs and {x.node_id for x in md.brokers} == {1}
 
     assert wait_until(offline, timeout=10, step=0.02)
+    assert state() == {p: (-1, 1, 5) if p in theirs else before[p] for p in range(4)}
     [second] = wait_until(lambda: [c for c in children(b.proc.pid) if c != first], timeout=30)
     assert wait_until(lambda: "is back" in b.log_text(), timeout=30)
+    assert state() == {p: (2, 2, 0) if p in theirs else before[p] for p in range(4)}
+    for p in theirs:
+        # the epoch of its return starts at the log end, the outage's epoch has no entry
+        cache = ck.decode_leader_epoch_checkpoint(
+            (b.data_dir / f"{topic}-{p}" / ck.LEADER_EPOCH_CHECKPOINT).read_bytes()
+        )
+        assert cache == [(0, 0), (2, 5)], (p, cache)
     os.kill(second, signal.SIGKILL)
     assert b.proc.wait(30) == 1
     b._log.close()

@@ -36,8 +36,23 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(15)
 
 
+def _at_high_watermarks(c, tps) -> bool:
+    """The consumer has been given every record below each partition's high watermark (as
+    its last fetch of the partition said, which came after the records were written):
+    nothing more (no duplicate, no extra record) can come."""
+    for tp in c.position(tps):
+        _, high = c.get_watermark_offsets(tp, cached=True)
+        # unknown (no fetch answered yet) is negative; so is the position before any record
+        if high < 0 or max(tp.offset, 0) < high:
+            return False
+    return True
+
+
 def read_all(bootstrap: str, topic: str, partitions: int, isolation: str, want: int, timeout: float = 10.0):
-    """Values read from the beginning of every partition (assign, no group)."""
+    """Values read from the beginning of every partition (assign, no group). Once ``want``
+    have come it reads on until every partition's position is its high watermark, or 0.7 s
+    more (read_committed's open transactions or trailing markers keep positions below it),
+    so that records beyond ``want`` show."""
     from confluent_kafka import Consumer, TopicPartition
 
     c = Consumer(
@@ -49,13 +64,16 @@ def read_all(bootstrap: str, topic: str, partitions: int, isolation: str, want: 
             "auto.offset.reset": "earliest",
         }
     )
-    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    tps = [TopicPartition(topic, p, 0) for p in range(partitions)]
+    c.assign(tps)
     out = []
     deadline = time.monotonic() + timeout
     settle = None
     try:
         while time.monotonic() < deadline:
             if len(out) >= want and settle is None:
+                if _at_high_watermarks(c, tps):
+                    break
                 settle = time.monotonic() + 0.7
             if settle is not None and time.monotonic() > settle:
                 break

@@ -302,10 +302,7 @@ class ReplicaManager:
         if ps.leader == self.node_id:
             part.isr = list(ps.isr)
             if grew:
-                latest = lg.leader_epoch_cache.latest_epoch
-                if latest is None or ps.leader_epoch > latest:
-                    lg.leader_epoch_cache.assign(ps.leader_epoch, lg.log_end_offset)
-                part.epoch_start_offset = lg.log_end_offset
+                part.epoch_start_offset = lg.become_leader(ps.leader_epoch)
                 now = now_ms()
                 part.followers = {
                     r: FollowerState(last_caught_up_ms=now if r in ps.isr else 0)

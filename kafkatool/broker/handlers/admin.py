@@ -205,10 +205,7 @@ async def _await_leaders(broker, resp: CreateTopicsResponse, timeout_ms: int) ->
             for p in range(r.num_partitions)
         )
 
-    if broker.cluster is not None:
-        await broker.cluster.await_metadata(lambda: all(led(r) for r in made), timeout_ms)
-    else:
-        await broker.processes.settled(timeout_ms / 1000)
+    await _await_metadata(broker, lambda: all(led(r) for r in made), timeout_ms)
     for r in made:
         if not led(r):
             r.error_code, r.error_message = ErrorCode.REQUEST_TIMED_OUT, "leaders were not elected in time"
@@ -302,6 +299,16 @@ def handle_delete_topics(ctx, req):
     return resp
 
 
+async def _await_metadata(broker, done, timeout_ms: int) -> bool:
+    """Kafka's delayed admin operations: True once a metadata change has reached the other
+    brokers (cluster mode: ``done()`` holds for this broker's metadata cache) or the other
+    processes of this broker (each has applied it: made or deleted its logs); False at the
+    timeout."""
+    if broker.cluster is not None:
+        return await broker.cluster.await_metadata(done, timeout_ms)
+    return await broker.processes.settled(timeout_ms / 1000)
+
+
 def _propagates(broker) -> bool:
     """Metadata changes reach other brokers (cluster mode) or processes (kafkatool.processes)
     after the change: the answer waits for them, as Kafka's delayed admin operations do."""
@@ -312,20 +319,13 @@ async def _await_deleted(broker, resp: DeleteTopicsResponse, timeout_ms: int) ->
     """DelayedDeleteTopics: answer once this broker's metadata cache no longer has the topics."""
     asked = [r for r in resp.responses if r.error_code == 0]
 
-    if broker.cluster is None:
-        # a broker of several processes: each has deleted its logs once it has the metadata
-        settled = await broker.processes.settled(timeout_ms / 1000)
+    def gone(r) -> bool:  # cluster mode
+        return not any(tp[0] == r.name for tp in broker.replicas.cache)
 
-        def gone(r) -> bool:
-            return settled
-    else:
-
-        def gone(r) -> bool:
-            return not any(tp[0] == r.name for tp in broker.replicas.cache)
-
-        await broker.cluster.await_metadata(lambda: all(gone(r) for r in asked), timeout_ms)
+    done = await _await_metadata(broker, lambda: all(gone(r) for r in asked), timeout_ms)
     for r in asked:
-        if not gone(r):
+        # a broker of several processes: each has deleted its logs once it has the metadata
+        if not done and (broker.cluster is None or not gone(r)):
             r.error_code, r.error_message = ErrorCode.REQUEST_TIMED_OUT, "the deletion is still in progress"
     return resp
 

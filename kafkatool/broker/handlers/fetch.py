@@ -120,11 +120,8 @@ def _read(broker, req, topics, version: int, denied: set[str] | frozenset = froz
                 out.errors = True
                 continue
             out.tps.append((name, idx))
-            lg = broker.get_log(name, idx) if t is not None else None
+            lg, pd.error_code = broker.partition_log(t, idx)
             if lg is None:
-                pd.error_code = (
-                    broker.absent_error(name, idx) if t is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                )
                 out.errors = True
                 continue
             not_leader = broker.leader_error(name, idx)

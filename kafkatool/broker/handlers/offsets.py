@@ -122,13 +122,8 @@ def handle_list_offsets(ctx, req):
                 pr.error_code = ErrorCode.INVALID_REQUEST
                 continue
             seen.add(key)
-            lg = broker.get_log(rt.name, rp.partition_index) if t is not None else None
+            lg, pr.error_code = broker.partition_log(t, rp.partition_index)
             if lg is None:
-                pr.error_code = (
-                    broker.absent_error(rt.name, rp.partition_index)
-                    if t is not None
-                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                )
                 continue
             not_leader = broker.leader_error(rt.name, rp.partition_index)
             if not_leader is not None:
@@ -183,13 +178,8 @@ def handle_offset_for_leader_epoch(ctx, req):
         for rp in rt.partitions:
             r = EpochEndOffset(error_code=0, partition=rp.partition, leader_epoch=-1, end_offset=-1)
             parts.append(r)
-            lg = broker.get_log(rt.topic, rp.partition) if t is not None else None
+            lg, r.error_code = broker.partition_log(t, rp.partition)
             if lg is None:
-                r.error_code = (
-                    broker.absent_error(rt.topic, rp.partition)
-                    if t is not None
-                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                )
                 continue
             not_leader = broker.leader_error(rt.topic, rp.partition)
             if not_leader is not None:
@@ -236,13 +226,8 @@ def handle_delete_records(ctx, req):
                 partition_index=rp.partition_index, low_watermark=-1, error_code=0
             )
             parts.append(r)
-            lg = broker.get_log(rt.name, rp.partition_index) if t is not None else None
+            lg, r.error_code = broker.partition_log(t, rp.partition_index)
             if lg is None:
-                r.error_code = (
-                    broker.absent_error(rt.name, rp.partition_index)
-                    if t is not None
-                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                )
                 continue
             not_leader = broker.leader_error(rt.name, rp.partition_index)
             if not_leader is not None:

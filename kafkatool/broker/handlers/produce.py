@@ -165,13 +165,13 @@ def _append_partition(
         log_start_offset=-1,
         record_errors=[],
     )
-    lg = broker.get_log(topic_name, index)
     t = broker.topic(topic_name)
-    not_leader = broker.leader_error(topic_name, index) if lg is not None and t is not None else None
-    if lg is None or t is None or not_leader is not None:
-        if not_leader is None and t is not None:
-            not_leader = broker.absent_error(topic_name, index)
-        resp.error_code = not_leader or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    lg, resp.error_code = broker.partition_log(t, index)
+    if lg is None:
+        return resp
+    not_leader = broker.leader_error(topic_name, index)
+    if not_leader is not None:
+        resp.error_code = not_leader
         return resp
     try:
         if broker.read_only:
