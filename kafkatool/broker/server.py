@@ -27,6 +27,7 @@ from kafkatool.formats.errors import CorruptRecordError, FormatError
 from kafkatool.formats.uuid import Uuid
 from kafkatool.log.log import Log
 from kafkatool.log.manager import LogManager
+from kafkatool.protocol.errors import ErrorCode
 
 log = logging.getLogger("kafkatool.broker")
 
@@ -480,8 +481,6 @@ class Broker:
         whose topic is being deleted is not served) or this process has no log of it:
         NOT_LEADER_OR_FOLLOWER when another process of this broker serves it, else
         UNKNOWN_TOPIC_OR_PARTITION."""
-        from kafkatool.protocol.errors import ErrorCode
-
         if t is None:
             return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         lg = self.get_log(t.name, partition)
