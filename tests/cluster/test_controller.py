@@ -182,3 +182,26 @@ def test_topic_deletion_waits_for_an_offline_replica(cluster):
     finally:
         k.stop()
         k.close()
+
+
+def test_create_partitions_answers_once_the_new_partitions_have_leaders(cluster):
+    """DelayedCreatePartitions: the controller answers CreatePartitions (timeout > 0) once every
+    new partition has a live leader in its metadata, so a client's next Metadata has them."""
+    from kafkatool.protocol import generated as G
+    from kafkatool.protocol.generated.create_partitions_request import CreatePartitionsTopic
+    from kafkatool.protocol.generated.metadata_request import MetadataRequestTopic
+
+    create_topic(cluster, "grow", 1, 3)
+    ctl = zk_json(cluster, "/controller")["brokerid"]
+    with WireClient(cluster.brokers[ctl].bootstrap) as c:
+        req = G.CreatePartitionsRequest(
+            topics=[CreatePartitionsTopic(name="grow", count=4, assignments=None)],
+            timeout_ms=15000,
+            validate_only=False,
+        )
+        assert c.request(37, 3, req).results[0].error_code == 0
+        md = c.request(3, 9, G.MetadataRequest(topics=[MetadataRequestTopic(name="grow")]))
+    [t] = md.topics
+    assert t.error_code == 0
+    assert sorted(p.partition_index for p in t.partitions) == [0, 1, 2, 3]
+    assert all(p.error_code == 0 and p.leader_id in cluster.brokers for p in t.partitions)

@@ -194,22 +194,25 @@ async def _await_leaders(broker, resp: CreateTopicsResponse, timeout_ms: int) ->
     """DelayedCreatePartitions: answer once this broker's metadata cache shows a leader for
     every partition created (REQUEST_TIMED_OUT at the timeout; the topics exist anyway).
     A broker of several processes: once every process has made its logs."""
-    rm = broker.replicas
     made = [r for r in resp.topics if r.error_code == 0]
-
-    def led(r) -> bool:
-        if rm is None:
-            return all(broker.partition_leader(r.name, p) >= 0 for p in range(r.num_partitions))
-        return all(
-            (v := rm.cache.get((r.name, p))) is not None and v.leader in rm.live_brokers
-            for p in range(r.num_partitions)
-        )
-
-    await _await_metadata(broker, lambda: all(led(r) for r in made), timeout_ms)
+    await _await_metadata(
+        broker, lambda: all(_led(broker, r.name, r.num_partitions) for r in made), timeout_ms
+    )
     for r in made:
-        if not led(r):
+        if not _led(broker, r.name, r.num_partitions):
             r.error_code, r.error_message = ErrorCode.REQUEST_TIMED_OUT, "leaders were not elected in time"
     return resp
+
+
+def _led(broker, topic: str, partitions: int) -> bool:
+    """Every one of the topic's first ``partitions`` partitions has a live leader in this
+    broker's metadata (DelayedCreatePartitions' missingLeaderCount is 0)."""
+    rm = broker.replicas
+    if rm is None:
+        return all(broker.partition_leader(topic, p) >= 0 for p in range(partitions))
+    return all(
+        (v := rm.cache.get((topic, p))) is not None and v.leader in rm.live_brokers for p in range(partitions)
+    )
 
 
 def handle_create_topics(ctx, req):
@@ -379,14 +382,22 @@ def handle_create_partitions(ctx, req):
         if not req.validate_only:
             broker.add_partitions(rt.name, rt.count)
     resp = CreatePartitionsResponse(throttle_time_ms=0, results=out)
-    if broker.processes is not None and broker.processes.is_primary and not req.validate_only:
+    grown = {rt.name: rt.count for rt, r in zip(req.topics, out, strict=True) if r.error_code == 0}
+    if _propagates(broker) and not req.validate_only and req.timeout_ms > 0 and grown:
+        return _await_new_partitions(broker, resp, grown, req.timeout_ms)
+    return resp
 
-        async def settled():
-            # the new partitions' owners have made their logs (DelayedCreatePartitions)
-            await broker.processes.settled(req.timeout_ms / 1000 if req.timeout_ms > 0 else 30.0)
-            return resp
 
-        return settled()
+async def _await_new_partitions(
+    broker, resp: CreatePartitionsResponse, grown: dict[str, int], timeout_ms: int
+) -> CreatePartitionsResponse:
+    """DelayedCreatePartitions: answer once every new partition has a leader (REQUEST_TIMED_OUT
+    at the timeout for a topic whose new partitions have none yet; they exist anyway). As Kafka,
+    a timeout <= 0 answers at once."""
+    await _await_metadata(broker, lambda: all(_led(broker, n, c) for n, c in grown.items()), timeout_ms)
+    for r in resp.results:
+        if r.name in grown and not _led(broker, r.name, grown[r.name]):
+            r.error_code, r.error_message = ErrorCode.REQUEST_TIMED_OUT, "leaders were not elected in time"
     return resp
 
 
