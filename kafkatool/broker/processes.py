@@ -95,6 +95,8 @@ _LEN = struct.Struct(">I")
 START_TIMEOUT_S = 600.0
 #: how long a member may take to stop (flush, close, hand over its last checkpoints)
 STOP_TIMEOUT_S = 120.0
+#: how long an answer to a change of the metadata waits for every process to apply it
+APPLIED_TIMEOUT_S = 10.0
 
 
 def owner_index(topic: str, partition: int, count: int) -> int:
@@ -104,6 +106,22 @@ def owner_index(topic: str, partition: int, count: int) -> int:
     if count <= 1 or topic in INTERNAL_TOPICS:
         return 0
     return (zlib.crc32(topic.encode()) + partition) % count
+
+
+def once_applied(broker, answer):
+    """``answer``, to a request that changed the broker's metadata (ACLs, SCRAM credentials):
+    on the primary of a broker of several processes, once every process has applied the
+    change (bounded by APPLIED_TIMEOUT_S; the change is made either way), so that it holds on
+    every process, as on a broker of one, when the client learns it is made; else at once."""
+    group = broker.processes
+    if group is None or not group.is_primary:
+        return answer
+
+    async def applied():
+        await group.settled(APPLIED_TIMEOUT_S)
+        return answer
+
+    return applied()
 
 
 def process_listeners(listeners: list, index: int, step: int) -> list:

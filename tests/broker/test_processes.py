@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import time
 from pathlib import Path
@@ -585,22 +586,15 @@ def test_sasl_users_and_acls_reach_every_process(tmp_path):
     """SCRAM credentials and ACLs live in the primary's metadata: a member authenticates and
     authorizes with them, also with ACLs created while it runs."""
     from confluent_kafka import KafkaError, Producer
-    from confluent_kafka.admin import (
-        AclBinding,
-        AclOperation,
-        AclPermissionType,
-        AdminClient,
-        NewTopic,
-        ResourcePatternType,
-        ResourceType,
-    )
+    from confluent_kafka.admin import AdminClient, NewTopic
 
+    from kafkatool.protocol.generated.create_acls_request import AclCreation, CreateAclsRequest
     from tests.broker.conftest import free_port
     from tests.broker.security.test_acls import _conf, _opts, add_users
 
     data = tmp_path / "data"
     plain, sasl = free_port(), free_port()
-    extra = [*_opts(plain, sasl), "kafkatool.processes=2"]
+    extra = [*_opts(plain, sasl), "kafkatool.processes=2", "super.users=User:admin;User:ANONYMOUS"]
     BrokerProcess(data, port=plain, extra=extra).start(timeout=40).stop()
     add_users(data)
     b = BrokerProcess(data, port=plain, extra=extra).start(timeout=40)
@@ -609,11 +603,22 @@ def test_sasl_users_and_acls_reach_every_process(tmp_path):
         topic = name("acl")
         admin.create_topics([NewTopic(topic, 4, 1)])[topic].result(15)
         assert {1 + owner_index(topic, p, 2) for p in range(4)} == {1, 2}
-        acl = AclBinding(
-            ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:alice", "*",
-            AclOperation.WRITE, AclPermissionType.ALLOW,
+        # the primary's answer waits until every process has the ACL (as on a broker of one
+        # process): with the member stopped it does not come, once the member runs it does
+        creation = AclCreation(
+            resource_type=2, resource_name=topic, resource_pattern_type=3, principal="User:alice",
+            host="*", operation=4, permission_type=3,
         )  # fmt: skip
-        admin.create_acls([acl])[acl].result(15)
+        [member] = children(b.proc.pid)
+        with WireClient(f"127.0.0.1:{plain}") as c:  # the primary; ANONYMOUS is a super user here
+            os.kill(member, signal.SIGSTOP)
+            try:
+                c.send(30, 3, CreateAclsRequest(creations=[creation]))
+                assert select.select([c.sock], [], [], 1.5)[0] == []
+            finally:
+                os.kill(member, signal.SIGCONT)
+            _, resp = c.recv(30, 3)
+        assert [r.error_code for r in resp.results] == [0]
 
         def send(user: str) -> list:
             p = Producer(_conf(sasl, user, **{"linger.ms": 0, "message.timeout.ms": 8000}))

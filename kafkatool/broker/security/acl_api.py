@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 
+from kafkatool.broker.processes import once_applied
 from kafkatool.broker.security import acl as A
 from kafkatool.protocol.errors import ErrorCode as E
 
@@ -91,7 +92,7 @@ def handle_create_acls(ctx, req):
     for b, err in zip(bindings, results, strict=True):
         if err is None:
             log.info("ACL created: %s", b.to_json())
-    return CreateAclsResponse(
+    resp = CreateAclsResponse(
         throttle_time_ms=0,
         results=[
             AclCreationResult(error_code=0, error_message=None)
@@ -100,6 +101,7 @@ def handle_create_acls(ctx, req):
             for err in results
         ],
     )
+    return once_applied(ctx.broker, resp)
 
 
 def handle_delete_acls(ctx, req):
@@ -150,7 +152,7 @@ def handle_delete_acls(ctx, req):
                 ],
             )
         )
-    return DeleteAclsResponse(throttle_time_ms=0, filter_results=results)
+    return once_applied(ctx.broker, DeleteAclsResponse(throttle_time_ms=0, filter_results=results))
 
 
 def register(router) -> None:

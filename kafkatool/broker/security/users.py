@@ -139,6 +139,7 @@ def handle_describe(ctx, req):
 
 
 def handle_alter(ctx, req):
+    from kafkatool.broker.processes import once_applied
     from kafkatool.protocol.generated import alter_user_scram_credentials_response as R
 
     out = alter(
@@ -146,10 +147,11 @@ def handle_alter(ctx, req):
         [(d.name, d.mechanism) for d in req.deletions],
         [(u.name, u.mechanism, u.iterations, u.salt, u.salted_password) for u in req.upsertions],
     )
-    return R.AlterUserScramCredentialsResponse(
+    resp = R.AlterUserScramCredentialsResponse(
         throttle_time_ms=0,
         results=[R.AlterUserScramCredentialsResult(user=u, error_code=e, error_message=m) for u, e, m in out],
     )
+    return once_applied(ctx.broker, resp)
 
 
 def register(router) -> None:
