@@ -332,6 +332,28 @@ class Group:
             return ErrorCode.UNKNOWN_MEMBER_ID
         return None
 
+    def validate_offset_commit(
+        self, member_id: str, instance_id: str | None, generation_id: int, *, transactional: bool
+    ) -> int | None:
+        """Kafka's ClassicGroup.validateOffsetCommit, for OffsetCommit and TxnOffsetCommit alike."""
+        if self.state is DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation_id < 0 and self.state is EMPTY:
+            # the admin client or a consumer without group management: allowed while the group is empty
+            return None
+        if generation_id >= 0 or member_id != "" or instance_id is not None:
+            err = self.validate_member(member_id, instance_id)
+            if err is not None:
+                return err
+            if generation_id != self.generation:
+                return ErrorCode.ILLEGAL_GENERATION
+            return None
+        # no member id nor generation (OffsetCommit v0): only an empty group takes it; older
+        # TxnOffsetCommit versions carry neither, so the transactional commit is not held to it
+        if not transactional and self.state is not EMPTY:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return None
+
     def supports_protocols(self, protocol_type: str, names: list[str]) -> bool:
         if self.state is EMPTY and not self.members:
             return bool(protocol_type) and bool(names)
@@ -1328,7 +1350,7 @@ class GroupCoordinator:
                 return dict.fromkeys(offsets, code)
             log.info("creating simple consumer group %s via manual offset commit", group_id)
             group = self.groups[group_id] = Group(group_id, self.partition_for(group_id))
-        err = self._validate_offset_commit(group, generation_id, member_id, group_instance_id)
+        err = group.validate_offset_commit(member_id, group_instance_id, generation_id, transactional=False)
         if err is not None:
             return dict.fromkeys(offsets, err)
         if group.state is COMPLETING:
@@ -1336,25 +1358,6 @@ class GroupCoordinator:
         if group.state in (STABLE, PREPARING):
             self._schedule_heartbeat(group, group.members[member_id])
         return self._store_offsets(group, offsets)
-
-    @staticmethod
-    def _validate_offset_commit(
-        group: Group, generation_id: int, member_id: str, instance_id: str | None
-    ) -> int | None:
-        if group.state is DEAD:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if generation_id < 0 and group.state is EMPTY:
-            return None
-        if generation_id >= 0 or member_id != "" or instance_id is not None:
-            err = group.validate_member(member_id, instance_id)
-            if err is not None:
-                return err
-            if generation_id != group.generation:
-                return ErrorCode.ILLEGAL_GENERATION
-            return None
-        if group.state is not EMPTY:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        return None
 
     def _store_offsets(self, group: Group, offsets: dict[tuple[str, int], OffsetAndMetadata]) -> dict:
         max_meta = self._cfg("offset.metadata.max.bytes")
