@@ -48,6 +48,7 @@ from kafkatool.assign.zk_reassign import (
     ListedReassignment,
     PartitionStatus,
     VerifyResult,
+    check_targets,
     classify_partitions,
 )
 from kafkatool.protocol.apis import API_BY_KEY
@@ -241,21 +242,6 @@ class ApiExecuteResult(ExecuteResult):
     record: str | None = None  # where the record of the throttles was written
 
 
-def check_targets(
-    targets: list[PartitionTarget], brokers: Mapping[int, Broker], current: Mapping[TopicPartition, list[int]]
-) -> None:
-    known = sorted(brokers)
-    for t in targets:
-        unknown = [b for b in t.replicas if b not in brokers]
-        if unknown:
-            raise AssignError(
-                f"{tp_str(t.tp)}: unknown broker id{'s' if len(unknown) > 1 else ''} "
-                f"{','.join(map(str, unknown))} (live brokers: {','.join(map(str, known)) or 'none'})"
-            )
-        if t.tp not in current:
-            raise AssignError(f"unable to find partition {tp_str(t.tp)} (topic or partition does not exist)")
-
-
 def execute(
     admin: KafkaAdmin,
     targets: list[PartitionTarget],
@@ -269,7 +255,7 @@ def execute(
     current_all = read_current(admin, {t.topic for t in targets})
     meta = admin.metadata_cached()
     brokers = read_brokers(meta)
-    check_targets(targets, brokers, current_all)
+    check_targets(targets, brokers, current_all, brokers_are="live")
     in_flight = list_in_flight(admin)
     if in_flight and not additional:
         raise AssignError(
