@@ -12,7 +12,6 @@ import json
 import os
 import secrets
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -28,6 +27,7 @@ from kafkatool.commands.common import (
     emit_json,
     handle_errors,
 )
+from kafkatool.log import fileops
 
 HELP = (
     "Plan and run partition reassignments (kafka-reassign-partitions, with better plans).\n\n"
@@ -84,23 +84,6 @@ def _library_errors(func: Callable) -> Callable:
 def _read(path: Path) -> str:
     with open(path, encoding="utf-8") as f:
         return f.read()
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    directory = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 @contextlib.contextmanager
@@ -361,7 +344,7 @@ def _generate(
     rep = plan.report(current, proposed, brokers, sizes).to_dict()
     proposed_text = formats.format_reassignment(proposed)
     if output is not None and proposed:
-        _write_atomic(output, proposed_text + "\n")
+        fileops.atomic_write(output, (proposed_text + "\n").encode(), mode=0o600)
     if as_json:
         obj = {"type": "plan", "strategy": strategy}
         if used_seed is not None:
