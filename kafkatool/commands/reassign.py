@@ -697,6 +697,13 @@ def _execute(
         print(f"{verb} log directory move{'s' if len(moves) != 1 else ''} for: {','.join(moves)}")
 
 
+def _cleared_json(cleared) -> dict | None:
+    """The throttles verify and cancel cleared (or kept, and why), as their JSON shows them."""
+    if cleared is None:
+        return None
+    return {"brokers": cleared.brokers, "topics": cleared.topics, "skipped": cleared.skipped_reason}
+
+
 # ---------------------------------------------------------------- verify
 
 
@@ -773,13 +780,7 @@ def _verify(
                 "done": result.done,
                 "cluster_reassigning": result.cluster_active,
                 "dry_run": dry_run,
-                "throttles_cleared": None
-                if cleared is None
-                else {
-                    "brokers": cleared.brokers,
-                    "topics": cleared.topics,
-                    "skipped": cleared.skipped_reason,
-                },
+                "throttles_cleared": _cleared_json(cleared),
             }
         )
     else:
@@ -886,13 +887,7 @@ def _cancel(
                     {"topic": tp[0], "partition": tp[1], "broker": b, "log_dir": d}
                     for tp, b, d in getattr(result, "cancelled_moves", [])
                 ],
-                "throttles_cleared": None
-                if cleared is None
-                else {
-                    "brokers": cleared.brokers,
-                    "topics": cleared.topics,
-                    "skipped": cleared.skipped_reason,
-                },
+                "throttles_cleared": _cleared_json(cleared),
             }
         )
         return
