@@ -168,6 +168,20 @@ class TopicConfigs:
         except (ts.SettingsError, ValueError) as exc:
             raise CommandError(f"topic {topic}: {exc}") from None
 
+    @classmethod
+    def of_log_dirs(cls, log_dirs, flags: dict[str, object]) -> TopicConfigs:
+        """Settings from the log dirs' own metadata and the command's flags alone
+        (recover, rebuild-index: no server.properties, no cluster)."""
+        return cls(list(log_dirs), [], server_props={}, topic_overrides={}, flags=flags)
+
+    def of_partition_dir(self, log_dir: Path, part_dir: Path):
+        """The LogConfig of a partition dir (its topic by the dir's name; the whole name when
+        that is not topic-N)."""
+        from kafkatool.log.log import parse_topic_partition
+
+        tp = parse_topic_partition(part_dir.name)
+        return self.resolve(log_dir, tp[0] if tp else part_dir.name).config
+
 
 def policy_text(resolved: ts.ResolvedConfig) -> str:
     return ",".join(resolved.config.cleanup_policy)
