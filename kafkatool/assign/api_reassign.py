@@ -30,7 +30,13 @@ from pathlib import Path
 
 from kafkatool.assign.errors import AssignError
 from kafkatool.assign.formats import PartitionTarget
-from kafkatool.assign.kafka_client import ClusterMetadata, KafkaAdmin, KafkaAdminError, describe_error
+from kafkatool.assign.kafka_client import (
+    ClusterMetadata,
+    KafkaAdmin,
+    KafkaAdminError,
+    config_source,
+    describe_error,
+)
 from kafkatool.assign.model import Broker, TopicPartition, tp_str
 from kafkatool.assign.throttle import (
     BROKER_THROTTLE_KEYS,
@@ -140,7 +146,7 @@ def _describe(
         )
     out = {}
     for c in res.configs:
-        source = c.config_source if version >= 1 else (1 if not c.is_default else 5)
+        source = config_source(c, version)
         if source in _SET_HERE and c.value is not None:
             out[c.name] = c.value
     return out
