@@ -38,7 +38,12 @@ from dataclasses import dataclass, field
 from kafkatool.broker.group import persistence as P
 from kafkatool.broker.group.consumer import ConsumerGroup, ConsumerGroupError, ConsumerGroups
 from kafkatool.broker.group.hashing import partition_for
-from kafkatool.broker.group.offsets import MAX_METADATA_BYTES, OffsetAndMetadata, OffsetStore
+from kafkatool.broker.group.offsets import (
+    MAX_METADATA_BYTES,
+    OffsetAndMetadata,
+    OffsetStore,
+    oversized_metadata,
+)
 from kafkatool.broker.tasks import stop_tasks
 from kafkatool.errors import KafkatoolError
 from kafkatool.formats import internal_topics as IT
@@ -1357,14 +1362,7 @@ class GroupCoordinator:
         return self._store_offsets(group, offsets)
 
     def _store_offsets(self, group: Group, offsets: dict[tuple[str, int], OffsetAndMetadata]) -> dict:
-        max_meta = self._cfg("offset.metadata.max.bytes")
-        result = {}
-        valid = {}
-        for tp, om in offsets.items():
-            if om.metadata is not None and len(om.metadata.encode()) > max_meta:
-                result[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
-            else:
-                valid[tp] = om
+        result, valid = oversized_metadata(offsets, self._cfg("offset.metadata.max.bytes"))
         if valid:
             records = [
                 (P.offset_commit_key(group.group_id, t, p), P.offset_commit_value(om))

@@ -14,7 +14,7 @@ import logging
 
 from kafkatool.broker.group import persistence as P
 from kafkatool.broker.group.coordinator import EMPTY, Group, now_ms
-from kafkatool.broker.group.offsets import OffsetAndMetadata
+from kafkatool.broker.group.offsets import OffsetAndMetadata, oversized_metadata
 from kafkatool.formats import records as R
 from kafkatool.log.log import ORIGIN_COORDINATOR, RecordTooLargeError
 from kafkatool.protocol.errors import ErrorCode
@@ -50,14 +50,7 @@ def txn_commit_offsets(
         err = group.validate_offset_commit(member_id, instance_id, generation_id, transactional=True)
     if err is not None:
         return dict.fromkeys(offsets, err)
-    max_meta = gc._cfg("offset.metadata.max.bytes")
-    result: dict[tuple[str, int], int] = {}
-    valid = {}
-    for tp, om in offsets.items():
-        if om.metadata is not None and len(om.metadata.encode()) > max_meta:
-            result[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
-        else:
-            valid[tp] = om
+    result, valid = oversized_metadata(offsets, gc._cfg("offset.metadata.max.bytes"))
     if not valid:
         return result
     broker = gc.broker
