@@ -359,6 +359,14 @@ class Group:
             return ErrorCode.UNKNOWN_MEMBER_ID
         return None
 
+    def join_error(self, protocol_type: str, protocols: list[tuple[str, bytes]]) -> int | None:
+        """What fails any JoinGroup into this group, new member or current one, before the rest."""
+        if self.state is DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if not self.supports_protocols(protocol_type, [n for n, _ in protocols]):
+            return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        return None
+
     def supports_protocols(self, protocol_type: str, names: list[str]) -> bool:
         if self.state is EMPTY and not self.members:
             return bool(protocol_type) and bool(names)
@@ -966,10 +974,9 @@ class GroupCoordinator:
         protocol_type: str,
         protocols: list[tuple[str, bytes]],
     ):
-        if group.state is DEAD:
-            return JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, "")
-        if not group.supports_protocols(protocol_type, [n for n, _ in protocols]):
-            return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "")
+        err = group.join_error(protocol_type, protocols)
+        if err is not None:
+            return JoinResult(err, "")
         new_id = f"{instance_id if instance_id is not None else client_id}-{uuid.uuid4()}"
         if instance_id is not None:
             old_id = group.static_members.get(instance_id)
@@ -1022,10 +1029,9 @@ class GroupCoordinator:
         protocol_type: str,
         protocols: list[tuple[str, bytes]],
     ):
-        if group.state is DEAD:
-            return JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id)
-        if not group.supports_protocols(protocol_type, [n for n, _ in protocols]):
-            return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
+        err = group.join_error(protocol_type, protocols)
+        if err is not None:
+            return JoinResult(err, member_id)
         if member_id in group.pending_members:
             if instance_id is not None:
                 return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
