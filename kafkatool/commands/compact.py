@@ -184,7 +184,7 @@ def compact(
                     checkpoint = state.cleaner_offsets.get(tp)
                     result = None
                     quarantine = None
-                    try:
+                    with manager.closing(tp):
                         log = opened.log
                         if skipped is None and honor_dirty_ratio:
                             rng = cleanable_offsets(log, resolved.config, checkpoint, now_ms)
@@ -204,10 +204,6 @@ def compact(
                             if not dry_run and result.checkpoint_after is not None:
                                 if result.changes or result.checkpoint_after != checkpoint:
                                     manager.set_cleaner_offset(tp, result.checkpoint_after)
-                    except BaseException:
-                        manager.abandon_log(tp)
-                        raise
-                    manager.close_log(tp)
                     if quarantine is not None:
                         quarantined += [str(p) for p in quarantine.files]
                     name = f"{tp[0]}-{tp[1]}"

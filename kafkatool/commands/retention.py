@@ -140,7 +140,7 @@ def retention(
                     )
                     policy_notes, overrode = policy_guard(resolved, flags)
                     opened = open_for_maintenance(manager, part_dir, tp, resolved.config, now_ms)
-                    try:
+                    with manager.closing(tp):
                         log = opened.log
                         plan = plan_retention(log, resolved.config, now_ms=now_ms)
                         quarantine = None
@@ -150,10 +150,6 @@ def retention(
                                 None if no_quarantine else Quarantine(part_dir, "kafkatool retention")
                             )
                             result = apply_retention(log, plan, quarantine=quarantine)
-                    except BaseException:
-                        manager.abandon_log(tp)
-                        raise
-                    manager.close_log(tp)
                     name = f"{tp[0]}-{tp[1]}"
                     summary["partitions"] += 1
                     summary["segments"] += len(plan.deletions)
