@@ -17,6 +17,8 @@ from kafkatool.commands.common import (
     emit_json,
     handle_errors,
     modify_exit,
+    zookeeper_option,
+    zookeeper_timeout_option,
 )
 
 HELP = (
@@ -74,10 +76,6 @@ def _entity_default_option():
     return typer.Option(False, "--entity-default", help="The cluster-wide default (brokers, users, clients).")
 
 
-def _timeout_option():
-    return typer.Option(10.0, "--timeout", metavar="SECONDS", help="ZooKeeper connection timeout.")
-
-
 @handle_errors
 def describe(
     entity_type: str = _entity_type_option(),
@@ -90,10 +88,8 @@ def describe(
         None, "--bootstrap-server", metavar="HOST:PORT", help="The cluster to ask (DescribeConfigs)."
     ),
     command_config: str | None = command_config_option(),
-    zookeeper: str | None = typer.Option(
-        None, "--zookeeper", "-z", metavar="HOST:PORT[/CHROOT]", help="Read /config/<type>/<name> instead."
-    ),
-    timeout: float = _timeout_option(),
+    zookeeper: str | None = zookeeper_option("Read /config/<type>/<name> instead."),
+    timeout: float = zookeeper_timeout_option(),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """An entity's configs in kafka-configs.sh --describe's lines."""
@@ -155,14 +151,10 @@ def alter(
         None, "--bootstrap-server", metavar="HOST:PORT", help="The cluster (IncrementalAlterConfigs)."
     ),
     command_config: str | None = command_config_option(),
-    zookeeper: str | None = typer.Option(
-        None,
-        "--zookeeper",
-        "-z",
-        metavar="HOST:PORT[/CHROOT]",
-        help="Write /config/<type>/<name> and its change notification instead.",
+    zookeeper: str | None = zookeeper_option(
+        "Write /config/<type>/<name> and its change notification instead."
     ),
-    timeout: float = _timeout_option(),
+    timeout: float = zookeeper_timeout_option(),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Set and delete an entity's dynamic configs (kafka-configs.sh --alter)."""

@@ -26,6 +26,7 @@ from kafkatool.commands.common import (
     console,
     emit_json,
     handle_errors,
+    zookeeper_option,
 )
 from kafkatool.log import fileops
 
@@ -123,9 +124,7 @@ def _bootstrap_option(extra_help: str = ""):
 
 
 def _zk_option(extra_help: str = ""):
-    return typer.Option(
-        None, "--zookeeper", "-z", envvar="KAFKATOOL_ZOOKEEPER", show_envvar=False, help=ZK_HELP + extra_help
-    )
+    return zookeeper_option(ZK_HELP + extra_help, envvar=True)
 
 
 def _assignment_doc(assignment) -> dict:

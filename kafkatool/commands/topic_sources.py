@@ -16,6 +16,7 @@ from pathlib import Path
 import typer
 
 from kafkatool.commands.common import CommandError, console, emit_json
+from kafkatool.commands.common import zookeeper_option as common_zookeeper_option
 from kafkatool.log import topic_settings as ts
 
 SOURCES_HELP = """Topic configs are read from every place Kafka keeps them: the log dir's
@@ -34,9 +35,7 @@ BOOTSTRAP_HELP = "host:port of a live cluster: read topic configs with DescribeC
 
 
 def zookeeper_option():
-    return typer.Option(
-        None, "--zookeeper", "-z", metavar="HOST:PORT[/CHROOT]", help=ZOOKEEPER_HELP, show_default=False
-    )
+    return common_zookeeper_option(ZOOKEEPER_HELP)
 
 
 def bootstrap_option():

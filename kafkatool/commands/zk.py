@@ -25,6 +25,7 @@ from kafkatool.commands.common import (
     console,
     emit_json,
     handle_errors,
+    zookeeper_option,
 )
 from kafkatool.log import fileops
 
@@ -39,9 +40,7 @@ ZOOKEEPER_HELP = "ZooKeeper connect string host:port[,host:port][/chroot] (env K
 
 
 def _zk_option() -> Any:
-    return typer.Option(
-        None, "--zookeeper", "-z", envvar="KAFKATOOL_ZOOKEEPER", help=ZOOKEEPER_HELP, show_envvar=False
-    )
+    return zookeeper_option(ZOOKEEPER_HELP, envvar=True)
 
 
 def _timeout_option() -> Any:
