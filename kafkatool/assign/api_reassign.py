@@ -30,7 +30,13 @@ from pathlib import Path
 
 from kafkatool.assign.errors import AssignError
 from kafkatool.assign.formats import PartitionTarget
-from kafkatool.assign.kafka_client import ClusterMetadata, KafkaAdmin, KafkaAdminError, describe_error
+from kafkatool.assign.kafka_client import (
+    ClusterMetadata,
+    KafkaAdmin,
+    KafkaAdminError,
+    config_source,
+    describe_error,
+)
 from kafkatool.assign.model import Broker, TopicPartition, tp_str
 from kafkatool.assign.throttle import (
     BROKER_THROTTLE_KEYS,
@@ -48,6 +54,7 @@ from kafkatool.assign.zk_reassign import (
     ListedReassignment,
     PartitionStatus,
     VerifyResult,
+    check_targets,
     classify_partitions,
 )
 from kafkatool.protocol.apis import API_BY_KEY
@@ -139,7 +146,7 @@ def _describe(
         )
     out = {}
     for c in res.configs:
-        source = c.config_source if version >= 1 else (1 if not c.is_default else 5)
+        source = config_source(c, version)
         if source in _SET_HERE and c.value is not None:
             out[c.name] = c.value
     return out
@@ -241,21 +248,6 @@ class ApiExecuteResult(ExecuteResult):
     record: str | None = None  # where the record of the throttles was written
 
 
-def check_targets(
-    targets: list[PartitionTarget], brokers: Mapping[int, Broker], current: Mapping[TopicPartition, list[int]]
-) -> None:
-    known = sorted(brokers)
-    for t in targets:
-        unknown = [b for b in t.replicas if b not in brokers]
-        if unknown:
-            raise AssignError(
-                f"{tp_str(t.tp)}: unknown broker id{'s' if len(unknown) > 1 else ''} "
-                f"{','.join(map(str, unknown))} (live brokers: {','.join(map(str, known)) or 'none'})"
-            )
-        if t.tp not in current:
-            raise AssignError(f"unable to find partition {tp_str(t.tp)} (topic or partition does not exist)")
-
-
 def execute(
     admin: KafkaAdmin,
     targets: list[PartitionTarget],
@@ -269,7 +261,7 @@ def execute(
     current_all = read_current(admin, {t.topic for t in targets})
     meta = admin.metadata_cached()
     brokers = read_brokers(meta)
-    check_targets(targets, brokers, current_all)
+    check_targets(targets, brokers, current_all, brokers_are="live")
     in_flight = list_in_flight(admin)
     if in_flight and not additional:
         raise AssignError(

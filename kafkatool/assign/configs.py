@@ -13,6 +13,7 @@ from kafkatool.assign.kafka_client import (
     CONFIG_SOURCE_TOPIC,
     KafkaAdmin,
     KafkaAdminError,
+    config_source,
     describe_configs,
     describe_error,
 )
@@ -107,7 +108,7 @@ def describe_live(admin: KafkaAdmin, entity_type: str, name: str | None, *, all_
     out = []
     dynamic = {1, 2, 3, 6} if rname else {3}
     for c in r.configs:
-        src = c.config_source if version >= 1 else (1 if not c.is_default else 5)
+        src = config_source(c, version)
         if not all_configs and src not in dynamic:
             continue
         syn = [(s.name, s.value, SOURCES.get(s.source, str(s.source))) for s in (c.synonyms or [])]

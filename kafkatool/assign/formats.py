@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 
 from kafkatool.assign.model import TopicPartition, tp_str
 from kafkatool.formats.errors import FormatError
+from kafkatool.log.topic_settings import topic_name_error
 
 ANY_LOG_DIR = "any"
-_LEGAL_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
 
 class ReassignmentFormatError(FormatError):
@@ -80,7 +80,7 @@ def _check_keys(obj: Mapping, allowed: set[str], where: str) -> None:
 def check_topic_name(topic: object, where: str) -> str:
     if not isinstance(topic, str) or not topic:
         raise ReassignmentFormatError(f"{where}: topic must be a non-empty string, got {json.dumps(topic)}")
-    if topic in (".", "..") or len(topic) > 249 or not set(topic) <= _LEGAL_TOPIC_CHARS:
+    if topic_name_error(topic) is not None:
         raise ReassignmentFormatError(f"{where}: {topic!r} is not a legal Kafka topic name")
     return topic
 

@@ -376,6 +376,15 @@ class KafkaAdmin:
 #: DescribeConfigs config_source codes that mean "set for this topic" / "set on a broker"
 CONFIG_SOURCE_TOPIC = 1
 CONFIG_SOURCES_BROKER = (2, 3, 4)
+CONFIG_SOURCE_DEFAULT = 5
+
+
+def config_source(entry, version: int) -> int:
+    """A DescribeConfigs entry's config_source; v0 has none, only is_default: a value not at
+    the default counts as set on the entity (1), else DEFAULT_CONFIG (5)."""
+    if version >= 1:
+        return entry.config_source
+    return CONFIG_SOURCE_DEFAULT if entry.is_default else CONFIG_SOURCE_TOPIC
 
 
 def describe_topic_configs(admin: KafkaAdmin, topics: list[str]) -> dict[str, dict[str, tuple[str, int]]]:
@@ -406,7 +415,7 @@ def describe_topic_configs(admin: KafkaAdmin, topics: list[str]) -> dict[str, di
             )
         configs = {}
         for c in res.configs:
-            source = c.config_source if version >= 1 else (CONFIG_SOURCE_TOPIC if not c.is_default else 5)
+            source = config_source(c, version)
             if c.value is not None and (source == CONFIG_SOURCE_TOPIC or source in CONFIG_SOURCES_BROKER):
                 configs[c.name] = (c.value, source)
         out[res.resource_name] = configs
@@ -438,11 +447,6 @@ def describe_configs(admin: KafkaAdmin, resource_type: int, names) -> dict[str, 
                 r.error_code,
             )
         out[r.resource_name] = {
-            c.name: (
-                c.value,
-                c.config_source if version >= 1 else (CONFIG_SOURCE_TOPIC if not c.is_default else 5),
-            )
-            for c in r.configs
-            if c.value is not None
+            c.name: (c.value, config_source(c, version)) for c in r.configs if c.value is not None
         }
     return out

@@ -171,8 +171,11 @@ def check_targets(
     brokers: Mapping[int, Broker],
     current: Mapping[TopicPartition, list[int]],
     undecodable: Mapping[str, str] | None = None,
+    *,
+    brokers_are: str = "registered",
 ) -> None:
-    """Unknown brokers and unknown (or unreadable) partitions."""
+    """Unknown brokers and unknown (or unreadable) partitions, for ZooKeeper and the Admin API
+    alike; ``brokers_are`` names where the known brokers come from in the message."""
     known = sorted(brokers)
     for t in targets:
         if undecodable and t.topic in undecodable:
@@ -181,7 +184,7 @@ def check_targets(
         if unknown:
             raise AssignError(
                 f"{tp_str(t.tp)}: unknown broker id{'s' if len(unknown) > 1 else ''} "
-                f"{','.join(map(str, unknown))} (registered brokers: {','.join(map(str, known)) or 'none'})"
+                f"{','.join(map(str, unknown))} ({brokers_are} brokers: {','.join(map(str, known)) or 'none'})"
             )
         if t.tp not in current:
             raise AssignError(f"unable to find partition {tp_str(t.tp)} (topic or partition does not exist)")

@@ -10,6 +10,7 @@ broker's values and DescribeConfigs can say where each value came from.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -519,6 +520,15 @@ class BrokerConfig:
 
     def int(self, name: str) -> int:
         return _parse_int(name, self.get(name))
+
+    def int_or(self, name: str, defaults: Mapping[str, int]) -> int:
+        """An int setting, ``defaults[name]`` when it is unset or empty: the coordinators'
+        reading of their settings (each coordinator keeps Kafka's defaults of its own names;
+        a name set here, or with a default of its own here, needs no entry there)."""
+        raw = self.get(name)
+        if raw is None or str(raw).strip() == "":
+            return defaults[name]
+        return int(str(raw).strip())
 
     def bool(self, name: str) -> bool:
         return str(self.get(name)).strip().lower() == "true"

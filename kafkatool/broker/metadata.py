@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,30 +22,16 @@ from kafkatool.formats import properties as props
 from kafkatool.formats.errors import FormatError
 from kafkatool.formats.uuid import Uuid, random_uuid
 from kafkatool.log import fileops, topic_settings
+from kafkatool.log.topic_settings import topic_name_error  # noqa: F401 (the handlers' import)
 
 METADATA_FILE = "kafkatool-cluster.json"
 FORMAT_VERSION = 1
 INTERNAL_TOPICS = frozenset(topic_settings.INTERNAL_TOPIC_CONFIGS)
-_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
-MAX_TOPIC_NAME = 249
 
 
 def new_cluster_id() -> str:
     """Kafka's format: a random Uuid, URL-safe base64 without padding (22 chars)."""
     return base64.urlsafe_b64encode(random_uuid(os.urandom).raw).decode().rstrip("=")
-
-
-def topic_name_error(name: str) -> str | None:
-    """Why ``name`` is not a legal topic name (Kafka's Topic.validate), or None."""
-    if not name:
-        return "the topic name is empty"
-    if name in (".", ".."):
-        return f"the topic name cannot be {name!r}"
-    if len(name) > MAX_TOPIC_NAME:
-        return f"the topic name is longer than {MAX_TOPIC_NAME} characters"
-    if not _LEGAL_TOPIC.match(name):
-        return f"the topic name {name!r} contains characters other than ASCII alphanumerics, '.', '_' and '-'"
-    return None
 
 
 @dataclass

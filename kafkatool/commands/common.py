@@ -48,6 +48,20 @@ def fail_on_option():
     )
 
 
+def zookeeper_option(help: str, *, envvar: bool = False):
+    """The one declaration of --zookeeper/-z; each command says what it does there. With
+    ``envvar``, KAFKATOOL_ZOOKEEPER stands in for it (zk, reassign)."""
+    extra = {"envvar": "KAFKATOOL_ZOOKEEPER", "show_envvar": False} if envvar else {}
+    return typer.Option(
+        None, "--zookeeper", "-z", metavar="HOST:PORT[/CHROOT]", help=help, show_default=False, **extra
+    )
+
+
+def zookeeper_timeout_option():
+    """--timeout of the commands that also talk to a cluster (the zk commands have their own)."""
+    return typer.Option(10.0, "--timeout", metavar="SECONDS", help="ZooKeeper connection timeout.")
+
+
 def failing(fail_on: str) -> frozenset[str]:
     """--fail-on's value checked and turned into the severities that fail (exit 2 if bad)."""
     from kafkatool.forensics.verify import failing_severities

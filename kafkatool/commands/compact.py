@@ -22,9 +22,15 @@ from kafkatool.commands.topic_sources import (
     SOURCES_HELP,
     bootstrap_option,
     load_settings,
+    maintenance_dir,
+    now_option,
     parse_now,
+    policy_override,
     policy_text,
+    server_config_option,
     targets_and_configs,
+    topic_config_option,
+    warn,
     zookeeper_option,
 )
 from kafkatool.log import topic_settings as ts
@@ -98,15 +104,8 @@ def compact(
     segment_bytes: int | None = typer.Option(
         None, "--segment-bytes", help="segment.bytes: size limit of a cleaned group."
     ),
-    server_config: Path | None = typer.Option(
-        None,
-        "--config",
-        metavar="SERVER.PROPERTIES",
-        help="The broker's server.properties (broker defaults).",
-    ),
-    topic_config: list[str] = typer.Option(
-        [], "--topic-config", metavar="[TOPIC:]KEY=VALUE", help="A topic config override (repeatable)."
-    ),
+    server_config: Path | None = server_config_option(),
+    topic_config: list[str] = topic_config_option(),
     cleanup_policy: str | None = typer.Option(
         None,
         "--cleanup-policy",
@@ -125,9 +124,7 @@ def compact(
     honor_dirty_ratio: bool = typer.Option(
         False, "--honor-dirty-ratio", help="Only clean partitions Kafka's cleaner would pick now."
     ),
-    now: str | None = typer.Option(
-        None, "--now", help="The current time: epoch ms or ISO-8601 (default: the clock)."
-    ),
+    now: str | None = now_option(),
     dry_run: bool = typer.Option(False, "--dry-run", help="Compute and show the result without writing."),
     no_quarantine: bool = typer.Option(
         False, "--no-quarantine", help="Do not keep the pre-compaction segments in the quarantine folder."
@@ -136,8 +133,7 @@ def compact(
 ) -> None:
     from kafkatool.log.cleaner import cleanable_offsets
     from kafkatool.log.cleaner import compact as run_compact
-    from kafkatool.log.maintenance import MaintenanceError, Quarantine, open_for_maintenance
-    from kafkatool.log.manager import LogManager
+    from kafkatool.log.maintenance import Quarantine, open_for_maintenance
     from kafkatool.log.offset_map import OffsetMap
 
     now_ms = parse_now(now)
@@ -161,10 +157,7 @@ def compact(
         raise CommandError(str(exc)) from None
     groups, configs = targets_and_configs(paths, props, overrides, flags, zookeeper, bootstrap_server)
     for n in configs.notes:
-        if json_out:
-            emit_json({"type": "warning", "where": "topic configs", "message": n})
-        else:
-            console.print(f"[yellow]warning:[/] {n}")
+        warn(json_out, "topic configs", n)
     total_parts = sum(len(g.partitions) for g in groups)
     totals = {
         "partitions": 0,
@@ -178,31 +171,20 @@ def compact(
     rows = []
     with progress(total_parts, "compacting", enabled=not json_out and total_parts > 1) as advance:
         for g in groups:
-            manager = LogManager([g.log_dir], writable=not dry_run, load=False, clock=lambda: now_ms)
-            state = manager.state_of(g.log_dir)
-            if dry_run and state.locked_by_other and not json_out:
-                console.print(
-                    f"[yellow]note:[/] {g.log_dir} is locked by a running process; a real run would refuse"
-                )
-            with manager:
-                for w in state.warnings:
-                    if json_out:
-                        emit_json({"type": "warning", "where": str(g.log_dir), "message": w})
-                    else:
-                        console.print(f"[yellow]warning:[/] {w}")
+            with maintenance_dir(g.log_dir, dry_run=dry_run, json_out=json_out, now_ms=now_ms) as (
+                manager,
+                state,
+            ):
                 for part_dir, tp in g.partitions:
                     resolved = configs.resolve(
                         g.log_dir, tp[0], in_cleaner_checkpoint=tp in state.cleaner_offsets
                     )
                     skipped, policy_notes, overrode = compact_policy_guard(resolved)
-                    try:
-                        opened = open_for_maintenance(manager, part_dir, tp, resolved.config, now_ms)
-                    except MaintenanceError as exc:
-                        raise CommandError(str(exc)) from None
+                    opened = open_for_maintenance(manager, part_dir, tp, resolved.config, now_ms)
                     checkpoint = state.cleaner_offsets.get(tp)
                     result = None
                     quarantine = None
-                    try:
+                    with manager.closing(tp):
                         log = opened.log
                         if skipped is None and honor_dirty_ratio:
                             rng = cleanable_offsets(log, resolved.config, checkpoint, now_ms)
@@ -222,10 +204,6 @@ def compact(
                             if not dry_run and result.checkpoint_after is not None:
                                 if result.changes or result.checkpoint_after != checkpoint:
                                     manager.set_cleaner_offset(tp, result.checkpoint_after)
-                    except BaseException:
-                        manager.abandon_log(tp)
-                        raise
-                    manager.close_log(tp)
                     if quarantine is not None:
                         quarantined += [str(p) for p in quarantine.files]
                     name = f"{tp[0]}-{tp[1]}"
@@ -274,15 +252,7 @@ def compact_policy_guard(resolved) -> tuple[str | None, list[str], list[dict]]:
     """(reason to skip, notes, overrides named): compaction never runs on a topic Kafka would not compact."""
     policy = policy_text(resolved)
     source = resolved.source_of("cleanup.policy")
-    below = resolved.below_flag("cleanup.policy")
-    notes: list[str] = []
-    overrode: list[dict] = []
-    if below is not None and below[0] != policy:
-        overrode.append({"config": "cleanup.policy", "from": below[0], "source": below[1], "to": policy})
-        notes.append(
-            f"OVERRIDE: cleanup.policy={below[0]} (from {below[1]}) replaced by {policy} (--cleanup-policy)"
-            + ("; Kafka would not compact this topic" if "compact" not in below[0] else "")
-        )
+    notes, overrode = policy_override(resolved, "compact", "Kafka would not compact this topic")
     if resolved.config.compact:
         return None, notes, overrode
     if source == ts.SOURCE_DEFAULT and not resolved.found_in:

@@ -17,6 +17,8 @@ from kafkatool.commands.common import (
     emit_json,
     handle_errors,
     modify_exit,
+    zookeeper_option,
+    zookeeper_timeout_option,
 )
 
 HELP = (
@@ -59,15 +61,26 @@ def _label(entity_type: str, name: str | None) -> str:
     return f"{_SINGULAR[entity_type]} {name}"
 
 
+# the options describe and alter share (one declaration each); _entity() checks them
+def _entity_type_option():
+    return typer.Option(..., "--entity-type", metavar="TYPE", help=ENTITY_HELP)
+
+
+def _entity_name_option():
+    return typer.Option(
+        None, "--entity-name", metavar="NAME", help="The topic, broker id, user or client id."
+    )
+
+
+def _entity_default_option():
+    return typer.Option(False, "--entity-default", help="The cluster-wide default (brokers, users, clients).")
+
+
 @handle_errors
 def describe(
-    entity_type: str = typer.Option(..., "--entity-type", metavar="TYPE", help=ENTITY_HELP),
-    entity_name: str | None = typer.Option(
-        None, "--entity-name", metavar="NAME", help="The topic, broker id, user or client id."
-    ),
-    entity_default: bool = typer.Option(
-        False, "--entity-default", help="The cluster-wide default (brokers, users, clients)."
-    ),
+    entity_type: str = _entity_type_option(),
+    entity_name: str | None = _entity_name_option(),
+    entity_default: bool = _entity_default_option(),
     all_configs: bool = typer.Option(
         False, "--all", help="Every config, not only the dynamic ones (through --bootstrap-server)."
     ),
@@ -75,10 +88,8 @@ def describe(
         None, "--bootstrap-server", metavar="HOST:PORT", help="The cluster to ask (DescribeConfigs)."
     ),
     command_config: str | None = command_config_option(),
-    zookeeper: str | None = typer.Option(
-        None, "--zookeeper", "-z", metavar="HOST:PORT[/CHROOT]", help="Read /config/<type>/<name> instead."
-    ),
-    timeout: float = typer.Option(10.0, "--timeout", metavar="SECONDS", help="ZooKeeper connection timeout."),
+    zookeeper: str | None = zookeeper_option("Read /config/<type>/<name> instead."),
+    timeout: float = zookeeper_timeout_option(),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """An entity's configs in kafka-configs.sh --describe's lines."""
@@ -124,13 +135,9 @@ def describe(
 
 @handle_errors
 def alter(
-    entity_type: str = typer.Option(..., "--entity-type", metavar="TYPE", help=ENTITY_HELP),
-    entity_name: str | None = typer.Option(
-        None, "--entity-name", metavar="NAME", help="The topic, broker id, user or client id."
-    ),
-    entity_default: bool = typer.Option(
-        False, "--entity-default", help="The cluster-wide default (brokers, users, clients)."
-    ),
+    entity_type: str = _entity_type_option(),
+    entity_name: str | None = _entity_name_option(),
+    entity_default: bool = _entity_default_option(),
     add_config: str | None = typer.Option(
         None,
         "--add-config",
@@ -144,14 +151,10 @@ def alter(
         None, "--bootstrap-server", metavar="HOST:PORT", help="The cluster (IncrementalAlterConfigs)."
     ),
     command_config: str | None = command_config_option(),
-    zookeeper: str | None = typer.Option(
-        None,
-        "--zookeeper",
-        "-z",
-        metavar="HOST:PORT[/CHROOT]",
-        help="Write /config/<type>/<name> and its change notification instead.",
+    zookeeper: str | None = zookeeper_option(
+        "Write /config/<type>/<name> and its change notification instead."
     ),
-    timeout: float = typer.Option(10.0, "--timeout", metavar="SECONDS", help="ZooKeeper connection timeout."),
+    timeout: float = zookeeper_timeout_option(),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Set and delete an entity's dynamic configs (kafka-configs.sh --alter)."""

@@ -17,6 +17,8 @@ from kafkatool.commands.common import (
     fail_on_option,
     failing,
     handle_errors,
+    zookeeper_option,
+    zookeeper_timeout_option,
 )
 
 HELP = (
@@ -45,15 +47,11 @@ def health(
         help="The cluster to ask (metadata, configs, log dirs, groups).",
     ),
     command_config: str | None = command_config_option(),
-    zookeeper: str | None = typer.Option(
-        None,
-        "--zookeeper",
-        "-z",
-        metavar="HOST:PORT[/CHROOT]",
-        help="Read the cluster's ZooKeeper too (or only): registrations, partition states, configs, and "
-        "zk check's invariants.",
-    ),  # fmt: skip
-    timeout: float = typer.Option(10.0, "--timeout", metavar="SECONDS", help="ZooKeeper connection timeout."),
+    zookeeper: str | None = zookeeper_option(
+        "Read the cluster's ZooKeeper too (or only): registrations, partition states, configs, and "
+        "zk check's invariants."
+    ),
+    timeout: float = zookeeper_timeout_option(),
     min_replication_factor: int | None = typer.Option(
         None,
         "--min-replication-factor",

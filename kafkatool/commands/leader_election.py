@@ -18,6 +18,8 @@ from kafkatool.commands.common import (
     emit_json,
     error_line,
     handle_errors,
+    zookeeper_option,
+    zookeeper_timeout_option,
 )
 
 HELP = (
@@ -51,14 +53,10 @@ def leader_election(
         None, "--bootstrap-server", metavar="HOST:PORT", help="The cluster (ElectLeaders at its controller)."
     ),
     command_config: str | None = command_config_option(),
-    zookeeper: str | None = typer.Option(
-        None,
-        "--zookeeper",
-        "-z",
-        metavar="HOST:PORT[/CHROOT]",
-        help="Write /admin/preferred_replica_election instead (preferred only; the controller elects).",
-    ),  # fmt: skip
-    timeout: float = typer.Option(10.0, "--timeout", metavar="SECONDS", help="ZooKeeper connection timeout."),
+    zookeeper: str | None = zookeeper_option(
+        "Write /admin/preferred_replica_election instead (preferred only; the controller elects)."
+    ),
+    timeout: float = zookeeper_timeout_option(),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Elect leaders and report per partition what happened: elected, already led by a valid

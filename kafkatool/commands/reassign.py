@@ -12,7 +12,6 @@ import json
 import os
 import secrets
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -27,7 +26,9 @@ from kafkatool.commands.common import (
     console,
     emit_json,
     handle_errors,
+    zookeeper_option,
 )
+from kafkatool.log import fileops
 
 HELP = (
     "Plan and run partition reassignments (kafka-reassign-partitions, with better plans).\n\n"
@@ -86,23 +87,6 @@ def _read(path: Path) -> str:
         return f.read()
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    directory = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
 @contextlib.contextmanager
 def _connect(zookeeper: str | None) -> Iterator:
     """The same connection (and chroot discovery) as ``kafkatool zk``."""
@@ -140,9 +124,7 @@ def _bootstrap_option(extra_help: str = ""):
 
 
 def _zk_option(extra_help: str = ""):
-    return typer.Option(
-        None, "--zookeeper", "-z", envvar="KAFKATOOL_ZOOKEEPER", show_envvar=False, help=ZK_HELP + extra_help
-    )
+    return zookeeper_option(ZK_HELP + extra_help, envvar=True)
 
 
 def _assignment_doc(assignment) -> dict:
@@ -361,7 +343,7 @@ def _generate(
     rep = plan.report(current, proposed, brokers, sizes).to_dict()
     proposed_text = formats.format_reassignment(proposed)
     if output is not None and proposed:
-        _write_atomic(output, proposed_text + "\n")
+        fileops.atomic_write(output, (proposed_text + "\n").encode(), mode=0o600)
     if as_json:
         obj = {"type": "plan", "strategy": strategy}
         if used_seed is not None:
@@ -714,6 +696,13 @@ def _execute(
         print(f"{verb} log directory move{'s' if len(moves) != 1 else ''} for: {','.join(moves)}")
 
 
+def _cleared_json(cleared) -> dict | None:
+    """The throttles verify and cancel cleared (or kept, and why), as their JSON shows them."""
+    if cleared is None:
+        return None
+    return {"brokers": cleared.brokers, "topics": cleared.topics, "skipped": cleared.skipped_reason}
+
+
 # ---------------------------------------------------------------- verify
 
 
@@ -790,13 +779,7 @@ def _verify(
                 "done": result.done,
                 "cluster_reassigning": result.cluster_active,
                 "dry_run": dry_run,
-                "throttles_cleared": None
-                if cleared is None
-                else {
-                    "brokers": cleared.brokers,
-                    "topics": cleared.topics,
-                    "skipped": cleared.skipped_reason,
-                },
+                "throttles_cleared": _cleared_json(cleared),
             }
         )
     else:
@@ -903,13 +886,7 @@ def _cancel(
                     {"topic": tp[0], "partition": tp[1], "broker": b, "log_dir": d}
                     for tp, b, d in getattr(result, "cancelled_moves", [])
                 ],
-                "throttles_cleared": None
-                if cleared is None
-                else {
-                    "brokers": cleared.brokers,
-                    "topics": cleared.topics,
-                    "skipped": cleared.skipped_reason,
-                },
+                "throttles_cleared": _cleared_json(cleared),
             }
         )
         return

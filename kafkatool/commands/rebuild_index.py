@@ -54,19 +54,12 @@ def rebuild_index(
     index_interval_bytes: int | None = index_interval_option(),
 ) -> None:
     from kafkatool.commands.topic_sources import TopicConfigs
-    from kafkatool.log.log import parse_topic_partition
     from kafkatool.log.manager import LogManager
     from kafkatool.log.rebuild import rebuild_partition
     from kafkatool.log.recovery import resolve_targets
 
     groups = group_targets(resolve_targets, paths)
-    configs = TopicConfigs(
-        list(groups),
-        [],
-        server_props={},
-        topic_overrides={},
-        flags={"index.interval.bytes": index_interval_bytes},
-    )
+    configs = TopicConfigs.of_log_dirs(groups, {"index.interval.bytes": index_interval_bytes})
     warnings = []
     # the dirs' one owner: a real run takes every lock up front (refused while a broker holds one)
     manager = LogManager(list(groups), writable=not dry_run, load=False)
@@ -87,8 +80,7 @@ def rebuild_index(
         for log_dir, parts in groups.items():
             for part in parts:
                 totals["partitions"] += 1
-                tp = parse_topic_partition(part.name)
-                config = configs.resolve(log_dir, tp[0] if tp else part.name).config
+                config = configs.of_partition_dir(log_dir, part)
                 for seg in rebuild_partition(part, config, apply=not dry_run):
                     totals["segments"] += 1
                     totals["indexes"] += len(seg.diffs)

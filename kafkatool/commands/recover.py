@@ -84,12 +84,8 @@ def recover(
     from kafkatool.log.manager import LogManager
 
     groups = group_targets(RC.resolve_targets, paths)
-    configs = TopicConfigs(
-        list(groups),
-        [],
-        server_props={},
-        topic_overrides={},
-        flags={"index.interval.bytes": index_interval_bytes, "segment.index.bytes": segment_index_bytes},
+    configs = TopicConfigs.of_log_dirs(
+        groups, {"index.interval.bytes": index_interval_bytes, "segment.index.bytes": segment_index_bytes}
     )
     warnings: list[str] = []
     totals = {
@@ -123,7 +119,7 @@ def recover(
                 lso = state.log_start_offsets.get(tp_name, 0) if tp_name else 0
                 if all_segments:
                     rp = 0
-                config = configs.resolve(log_dir, tp_name[0] if tp_name else part.name).config
+                config = configs.of_partition_dir(log_dir, part)
                 plan = RC.plan_partition(part, config, recovery_point=rp, log_start_offset=lso)
                 totals["partitions"] += 1
                 if rp > 0 and not (plan.cuts or plan.dropped):

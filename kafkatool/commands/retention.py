@@ -12,7 +12,6 @@ from kafkatool.commands.common import (
     EXIT_FINDINGS,
     EXIT_OK,
     JSON_HELP,
-    CommandError,
     command_config_option,
     console,
     emit_json,
@@ -23,9 +22,15 @@ from kafkatool.commands.topic_sources import (
     SOURCES_HELP,
     bootstrap_option,
     load_settings,
+    maintenance_dir,
+    now_option,
     parse_now,
+    policy_override,
     policy_text,
+    server_config_option,
     targets_and_configs,
+    topic_config_option,
+    warn,
     zookeeper_option,
 )
 
@@ -88,12 +93,7 @@ def retention(
     retention_bytes: int | None = typer.Option(
         None, "--retention-bytes", help="retention.bytes for every partition (-1: unlimited)."
     ),
-    server_config: Path | None = typer.Option(
-        None,
-        "--config",
-        metavar="SERVER.PROPERTIES",
-        help="The broker's server.properties (broker defaults).",
-    ),
+    server_config: Path | None = server_config_option(),
     cleanup_policy: str | None = typer.Option(
         None,
         "--cleanup-policy",
@@ -101,23 +101,18 @@ def retention(
         help="Override every topic's cleanup.policy (delete, compact or delete,compact). "
         "Only this makes retention delete data of a topic whose own policy lacks delete.",
     ),
-    topic_config: list[str] = typer.Option(
-        [], "--topic-config", metavar="[TOPIC:]KEY=VALUE", help="A topic config override (repeatable)."
-    ),
+    topic_config: list[str] = topic_config_option(),
     zookeeper: str | None = zookeeper_option(),
     bootstrap_server: str | None = bootstrap_option(),
     command_config: str | None = command_config_option(),
-    now: str | None = typer.Option(
-        None, "--now", help="The current time: epoch ms or ISO-8601 (default: the clock)."
-    ),
+    now: str | None = now_option(),
     dry_run: bool = typer.Option(False, "--dry-run", help="Only show what would be deleted."),
     no_quarantine: bool = typer.Option(
         False, "--no-quarantine", help="Do not keep the deleted segments in the quarantine folder."
     ),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
-    from kafkatool.log.maintenance import MaintenanceError, Quarantine, open_for_maintenance
-    from kafkatool.log.manager import LogManager
+    from kafkatool.log.maintenance import Quarantine, open_for_maintenance
     from kafkatool.log.retention import apply_retention, plan_retention
 
     now_ms = parse_now(now)
@@ -129,31 +124,23 @@ def retention(
     }
     groups, configs = targets_and_configs(paths, props, overrides, flags, zookeeper, bootstrap_server)
     for n in configs.notes:
-        _note(json_out, "topic configs", n)
+        warn(json_out, "topic configs", n)
     total_parts = sum(len(g.partitions) for g in groups)
     summary = {"partitions": 0, "segments": 0, "bytes": 0, "quarantined": []}
     rows = []
     with progress(total_parts, "retention", enabled=not json_out and total_parts > 1) as advance:
         for g in groups:
-            manager = LogManager([g.log_dir], writable=not dry_run, load=False, clock=lambda: now_ms)
-            state = manager.state_of(g.log_dir)
-            if dry_run and state.locked_by_other and not json_out:
-                console.print(
-                    f"[yellow]note:[/] {g.log_dir} is locked by a running process; a real run would refuse"
-                )
-            with manager:
-                for w in state.warnings:
-                    _note(json_out, str(g.log_dir), w)
+            with maintenance_dir(g.log_dir, dry_run=dry_run, json_out=json_out, now_ms=now_ms) as (
+                manager,
+                state,
+            ):
                 for part_dir, tp in g.partitions:
                     resolved = configs.resolve(
                         g.log_dir, tp[0], in_cleaner_checkpoint=tp in state.cleaner_offsets
                     )
                     policy_notes, overrode = policy_guard(resolved, flags)
-                    try:
-                        opened = open_for_maintenance(manager, part_dir, tp, resolved.config, now_ms)
-                    except MaintenanceError as exc:
-                        raise CommandError(str(exc)) from None
-                    try:
+                    opened = open_for_maintenance(manager, part_dir, tp, resolved.config, now_ms)
+                    with manager.closing(tp):
                         log = opened.log
                         plan = plan_retention(log, resolved.config, now_ms=now_ms)
                         quarantine = None
@@ -163,10 +150,6 @@ def retention(
                                 None if no_quarantine else Quarantine(part_dir, "kafkatool retention")
                             )
                             result = apply_retention(log, plan, quarantine=quarantine)
-                    except BaseException:
-                        manager.abandon_log(tp)
-                        raise
-                    manager.close_log(tp)
                     name = f"{tp[0]}-{tp[1]}"
                     summary["partitions"] += 1
                     summary["segments"] += len(plan.deletions)
@@ -226,27 +209,12 @@ def retention(
 
 def policy_guard(resolved, flags: dict) -> tuple[list[str], list[dict]]:
     """Notes on what the topic's cleanup.policy keeps, and the overrides the operator named."""
-    notes: list[str] = []
-    overrode: list[dict] = []
     cfg = resolved.config
     policy = policy_text(resolved)
     source = resolved.source_of("cleanup.policy")
-    below = resolved.below_flag("cleanup.policy")
-    if below is not None:
-        old_value, old_source = below
-        if old_value != policy:
-            overrode.append(
-                {"config": "cleanup.policy", "from": old_value, "source": old_source, "to": policy}
-            )
-            notes.append(
-                f"OVERRIDE: cleanup.policy={old_value} (from {old_source}) replaced by {policy} "
-                "(--cleanup-policy)"
-                + (
-                    "; Kafka would not delete this topic's data by time or size"
-                    if "delete" not in old_value
-                    else ""
-                )
-            )
+    notes, overrode = policy_override(
+        resolved, "delete", "Kafka would not delete this topic's data by time or size"
+    )
     if not cfg.delete:
         asked = [
             f"--{k.replace('.', '-')}"
@@ -268,13 +236,6 @@ def policy_guard(resolved, flags: dict) -> tuple[list[str], list[dict]]:
             "assumed (give --zookeeper, --bootstrap-server or --topic-config if the topic has overrides)"
         )
     return notes, overrode
-
-
-def _note(json_out: bool, where: str, text: str) -> None:
-    if json_out:
-        emit_json({"type": "warning", "where": where, "message": text})
-    else:
-        console.print(f"[yellow]warning:[/] {text}")
 
 
 def _render(rows, summary, dry_run: bool, now_ms: int) -> None:

@@ -8,13 +8,15 @@ resolution order and the one broker -> topic map are in
 
 from __future__ import annotations
 
+import contextlib
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 import typer
 
-from kafkatool.commands.common import CommandError
+from kafkatool.commands.common import CommandError, console, emit_json
+from kafkatool.commands.common import zookeeper_option as common_zookeeper_option
 from kafkatool.log import topic_settings as ts
 
 SOURCES_HELP = """Topic configs are read from every place Kafka keeps them: the log dir's
@@ -33,9 +35,7 @@ BOOTSTRAP_HELP = "host:port of a live cluster: read topic configs with DescribeC
 
 
 def zookeeper_option():
-    return typer.Option(
-        None, "--zookeeper", "-z", metavar="HOST:PORT[/CHROOT]", help=ZOOKEEPER_HELP, show_default=False
-    )
+    return common_zookeeper_option(ZOOKEEPER_HELP)
 
 
 def bootstrap_option():
@@ -167,9 +167,42 @@ class TopicConfigs:
         except (ts.SettingsError, ValueError) as exc:
             raise CommandError(f"topic {topic}: {exc}") from None
 
+    @classmethod
+    def of_log_dirs(cls, log_dirs, flags: dict[str, object]) -> TopicConfigs:
+        """Settings from the log dirs' own metadata and the command's flags alone
+        (recover, rebuild-index: no server.properties, no cluster)."""
+        return cls(list(log_dirs), [], server_props={}, topic_overrides={}, flags=flags)
+
+    def of_partition_dir(self, log_dir: Path, part_dir: Path):
+        """The LogConfig of a partition dir (its topic by the dir's name; the whole name when
+        that is not topic-N)."""
+        from kafkatool.log.log import parse_topic_partition
+
+        tp = parse_topic_partition(part_dir.name)
+        return self.resolve(log_dir, tp[0] if tp else part_dir.name).config
+
 
 def policy_text(resolved: ts.ResolvedConfig) -> str:
     return ",".join(resolved.config.cleanup_policy)
+
+
+def policy_override(resolved: ts.ResolvedConfig, needs: str, lost: str) -> tuple[list[str], list[dict]]:
+    """(notes, overrides named) when --cleanup-policy replaced the topic's own cleanup.policy;
+    ``lost`` is said when the replaced policy lacks ``needs`` (what the command does)."""
+    below = resolved.below_flag("cleanup.policy")
+    if below is None:
+        return [], []
+    old_value, old_source = below
+    policy = policy_text(resolved)
+    if old_value == policy:
+        return [], []
+    return (
+        [
+            f"OVERRIDE: cleanup.policy={old_value} (from {old_source}) replaced by {policy} (--cleanup-policy)"
+            + (f"; {lost}" if needs not in old_value else "")
+        ],
+        [{"config": "cleanup.policy", "from": old_value, "source": old_source, "to": policy}],
+    )
 
 
 # ------------------------------------------------------- shared by the offline commands
@@ -199,6 +232,50 @@ def load_settings(server_config: Path | None, topic_config: list[str]):
     except ts.SettingsError as exc:
         raise CommandError(str(exc)) from None
     return props, overrides
+
+
+def server_config_option():
+    """--config, as the offline commands that read broker defaults take it."""
+    return typer.Option(
+        None,
+        "--config",
+        metavar="SERVER.PROPERTIES",
+        help="The broker's server.properties (broker defaults).",
+    )
+
+
+def topic_config_option():
+    return typer.Option(
+        [], "--topic-config", metavar="[TOPIC:]KEY=VALUE", help="A topic config override (repeatable)."
+    )
+
+
+def now_option():
+    return typer.Option(None, "--now", help="The current time: epoch ms or ISO-8601 (default: the clock).")
+
+
+def warn(json_out: bool, where: str, text: str) -> None:
+    """A warning of compact and retention: a JSON line, or a yellow line."""
+    if json_out:
+        emit_json({"type": "warning", "where": where, "message": text})
+    else:
+        console.print(f"[yellow]warning:[/] {text}")
+
+
+@contextlib.contextmanager
+def maintenance_dir(log_dir: Path, *, dry_run: bool, json_out: bool, now_ms: int):
+    """One log dir of compact or retention under its LogManager (locked unless --dry-run):
+    yields (manager, its state of the dir) after showing the dir's warnings."""
+    from kafkatool.log.manager import LogManager
+
+    manager = LogManager([log_dir], writable=not dry_run, load=False, clock=lambda: now_ms)
+    state = manager.state_of(log_dir)
+    if dry_run and state.locked_by_other and not json_out:
+        console.print(f"[yellow]note:[/] {log_dir} is locked by a running process; a real run would refuse")
+    with manager:
+        for w in state.warnings:
+            warn(json_out, str(log_dir), w)
+        yield manager, state
 
 
 def targets(paths: list[Path]):

@@ -57,21 +57,28 @@ def _mech_name(code: int) -> str:
     return MECHANISM_CODES.get(code, f"UNKNOWN({code})")
 
 
+def _bootstrap_option():
+    """--bootstrap-server, as describe and alter take it (one of it or --log-dir)."""
+    return typer.Option(
+        None,
+        "--bootstrap-server",
+        metavar="HOST:PORT",
+        help="The cluster to ask (Describe/AlterUserScramCredentials).",
+    )
+
+
+def _log_dir_option():
+    return typer.Option(None, "--log-dir", metavar="DIR", help="A stopped kafkatool serve's log dir.")
+
+
 @handle_errors
 def describe(
     user: list[str] = typer.Option(
         None, "--user", "--entity-name", metavar="USER", help="A user to describe (repeatable; default: all)."
     ),
-    bootstrap_server: str | None = typer.Option(
-        None,
-        "--bootstrap-server",
-        metavar="HOST:PORT",
-        help="The cluster to ask (Describe/AlterUserScramCredentials).",
-    ),
+    bootstrap_server: str | None = _bootstrap_option(),
     command_config: str | None = command_config_option(),
-    log_dir: Path | None = typer.Option(
-        None, "--log-dir", metavar="DIR", help="A stopped kafkatool serve's log dir."
-    ),
+    log_dir: Path | None = _log_dir_option(),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Mechanisms and iterations of each user's SCRAM credentials (never a secret)."""
@@ -112,16 +119,9 @@ def alter(
     delete_config: str | None = typer.Option(
         None, "--delete-config", metavar="SCRAM-SHA-256,...", help="Mechanisms whose credential to delete."
     ),
-    bootstrap_server: str | None = typer.Option(
-        None,
-        "--bootstrap-server",
-        metavar="HOST:PORT",
-        help="The cluster to ask (Describe/AlterUserScramCredentials).",
-    ),
+    bootstrap_server: str | None = _bootstrap_option(),
     command_config: str | None = command_config_option(),
-    log_dir: Path | None = typer.Option(
-        None, "--log-dir", metavar="DIR", help="A stopped kafkatool serve's log dir."
-    ),
+    log_dir: Path | None = _log_dir_option(),
     dry_run: bool = typer.Option(False, "--dry-run", help="With --log-dir: check the change, write nothing."),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:

@@ -10,9 +10,7 @@ import contextlib
 import datetime as dt
 import functools
 import json
-import os
 import sys
-import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -27,7 +25,9 @@ from kafkatool.commands.common import (
     console,
     emit_json,
     handle_errors,
+    zookeeper_option,
 )
+from kafkatool.log import fileops
 
 zk_app = typer.Typer(
     name="zk",
@@ -40,9 +40,7 @@ ZOOKEEPER_HELP = "ZooKeeper connect string host:port[,host:port][/chroot] (env K
 
 
 def _zk_option() -> Any:
-    return typer.Option(
-        None, "--zookeeper", "-z", envvar="KAFKATOOL_ZOOKEEPER", help=ZOOKEEPER_HELP, show_envvar=False
-    )
+    return zookeeper_option(ZOOKEEPER_HELP, envvar=True)
 
 
 def _timeout_option() -> Any:
@@ -1096,7 +1094,7 @@ def dump_cmd(
     if output == "-":
         sys.stdout.write(text)
         return
-    _write_atomic(output, text)
+    fileops.atomic_write(output, text.encode(), mode=0o600)
     nodes = doc["nodes"]
     summary = {
         "type": "summary",
@@ -1113,21 +1111,6 @@ def dump_cmd(
             f"dumped {summary['nodes']} znodes ({summary['ephemeral']} ephemeral, {summary['base64']} binary) "
             f"from {_esc(doc['chroot'])} {_esc(doc['root'])} to {_esc(output)}"
         )
-
-
-def _write_atomic(output: str, text: str) -> None:
-    directory = os.path.dirname(os.path.abspath(output))
-    fd, tmp = tempfile.mkstemp(prefix=".zkdump-", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, output)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 @zk_app.command("restore")

@@ -38,6 +38,7 @@ from kafkatool.fleet import aggregate as A
 from kafkatool.fleet import scan as S
 from kafkatool.fleet.inventory import Inventory
 from kafkatool.forensics import verify as V
+from kafkatool.log import fileops
 
 LOCAL_DEFAULT = "local[*]"
 
@@ -854,8 +855,15 @@ def _write_output(spark, out: Path, seg_df, res: ScanResult, schemas) -> None:
     btypes = {"broker": T.IntegerType(), "host": T.StringType(), "rack": T.StringType()}
     bschema = T.StructType([T.StructField(c, btypes.get(c, T.LongType())) for c in BROKER_COLUMNS])
     small("brokers", [tuple(b[c] for c in BROKER_COLUMNS) for b in res.brokers], bschema)
-    _write_atomic(out / "partition_sizes.jsonl", "".join(json.dumps(s) + "\n" for s in res.partition_sizes()))
-    _write_atomic(out / "summary.json", json.dumps(res.summary, indent=1) + "\n")
+    fileops.atomic_write(
+        out / "partition_sizes.jsonl",
+        "".join(json.dumps(s) + "\n" for s in res.partition_sizes()).encode(),
+        sync=False,
+        mode=0o666,
+    )
+    fileops.atomic_write(
+        out / "summary.json", (json.dumps(res.summary, indent=1) + "\n").encode(), sync=False, mode=0o666
+    )
 
 
 REPLICA_COLUMNS = [
@@ -875,12 +883,6 @@ REPLICA_COLUMNS = [
     "corrupt_segments",
 ]
 BROKER_COLUMNS = ["broker", "host", "rack", "partitions", "segments", "records", "bytes", "corrupt_segments"]
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def json_lines(res: ScanResult) -> list[dict]:

@@ -227,19 +227,6 @@ class _TxnMetadata:
         return False
 
 
-def collect_aborted(log: Log, start: int, upper: int) -> list[fx.AbortedTxn]:
-    """UnifiedLog.collectAbortedTransactions over [start, upper)."""
-    seg = log.floor_segment(start)
-    out: list[fx.AbortedTxn] = []
-    while seg is not None:
-        found, done = seg.txn_index.collect_aborted(start, upper)
-        out.extend(found)
-        if done:
-            break
-        seg = log.higher_segment(seg.base_offset)
-    return out
-
-
 # ---------------------------------------------------------------- statistics
 
 
@@ -458,7 +445,7 @@ class Cleaner:
         m.clear()
         dirty = self.log.segments_in_range(start, end)
         txn = _TxnMetadata()
-        txn.add_aborted(collect_aborted(self.log, start, end))
+        txn.add_aborted(self.log.collect_aborted(start, end))
         for i, seg in enumerate(dirty):
             next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
             if self._map_segment(seg, start, next_start, txn, stats):
@@ -545,7 +532,7 @@ class Cleaner:
         try:
             for i, seg in enumerate(group):
                 upper = group[i + 1].base_offset if i + 1 < len(group) else seg.read_next_offset()
-                txn.add_aborted(collect_aborted(log, seg.base_offset, upper))
+                txn.add_aborted(log.collect_aborted(seg.base_offset, upper))
                 retain_legacy = seg.last_modified_ms > legacy_horizon
                 self._clean_into(seg, sink, txn, last_records, retain_legacy, upper_bound, stats)
             sink.finish(group[-1].last_modified_ms)

@@ -61,15 +61,23 @@ def tmp_path(path: str | os.PathLike) -> Path:
     return p.with_name(p.name + ".tmp")
 
 
-def atomic_write(path: str | os.PathLike, data: bytes | bytearray | memoryview, *, sync: bool = True) -> None:
+def atomic_write(
+    path: str | os.PathLike,
+    data: bytes | bytearray | memoryview,
+    *,
+    sync: bool = True,
+    mode: int = 0o644,
+) -> None:
     """Replace ``path`` with ``data``: write ``<name>.tmp``, fsync, rename, fsync the directory.
 
-    A crash leaves either the old file or the new one (and maybe a stray .tmp).
+    A crash leaves either the old file or the new one (and maybe a stray .tmp).  ``mode``
+    (less the umask) is the new file's permissions: commands' output files that may hold
+    secrets (a ZooKeeper dump) are 0o600.
     """
     path = Path(path)
     tmp = tmp_path(path)
     fault_point("write", tmp)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
         view = memoryview(data)
         while view:

@@ -984,10 +984,15 @@ class Log:
         if upper is None:
             nxt = self.higher_segment(seg.base_offset)
             upper = nxt.base_offset if nxt is not None else self._log_end_offset
+        return self.collect_aborted(fetch_offset, upper, seg)
+
+    def collect_aborted(self, start: int, upper: int, seg: Segment | None = None) -> list[fx.AbortedTxn]:
+        """UnifiedLog.collectAbortedTransactions over [start, upper): what the transaction indexes
+        of ``seg`` (default: the segment holding ``start``) and the segments above it hold."""
+        s = self.floor_segment(start) if seg is None else seg
         out: list[fx.AbortedTxn] = []
-        s = seg
         while s is not None:
-            found, done = s.txn_index.collect_aborted(fetch_offset, upper)
+            found, done = s.txn_index.collect_aborted(start, upper)
             out.extend(found)
             if done:
                 break

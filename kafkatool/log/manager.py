@@ -39,13 +39,14 @@ write to :attr:`LogManager.checkpoint_sink`.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -482,6 +483,17 @@ class LogManager:
         log = self.logs.pop(tp)
         self._log_dir_of.pop(tp)
         log.release()
+
+    @contextlib.contextmanager
+    def closing(self, tp: TopicPartition) -> Iterator[None]:
+        """A tool's work on an open partition: :meth:`close_log` when the block ends,
+        :meth:`abandon_log` when it raises."""
+        try:
+            yield
+        except BaseException:
+            self.abandon_log(tp)
+            raise
+        self.close_log(tp)
 
     def set_cleaner_offset(self, tp: TopicPartition, offset: int, log_dir: Path | None = None) -> None:
         d = log_dir if log_dir is not None else self._log_dir_of[tp]

@@ -179,6 +179,25 @@ EMBEDDED_METADATA_FILE = "kafkatool-cluster.json"
 CLUSTER_METADATA_DIR = "__cluster_metadata-0"
 
 
+#: Kafka's Topic.MAX_NAME_LENGTH and legal characters (Topic.containsValidPattern)
+MAX_TOPIC_NAME = 249
+_LEGAL_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
+def topic_name_error(name: str) -> str | None:
+    """Why ``name`` is not a legal topic name (Kafka's Topic.validate), or None: the broker's
+    CreateTopics/Metadata/ACL checks and the reassignment files alike."""
+    if not name:
+        return "the topic name is empty"
+    if name in (".", ".."):
+        return f"the topic name cannot be {name!r}"
+    if len(name) > MAX_TOPIC_NAME:
+        return f"the topic name is longer than {MAX_TOPIC_NAME} characters"
+    if not set(name) <= _LEGAL_TOPIC_CHARS:
+        return f"the topic name {name!r} contains characters other than ASCII alphanumerics, '.', '_' and '-'"
+    return None
+
+
 class SettingsError(KafkatoolError, ValueError):
     """A bad option or properties value (commands turn it into a one-line error, exit 2)."""
 

@@ -442,6 +442,25 @@ def test_txn_offset_commit_across_restart(make_broker, tmp_path):
     b.stop()
 
 
+def test_txn_offset_commit_without_generation_to_an_empty_group(tbroker):
+    """Kafka's one validateOffsetCommit (isTransactional=true): generation -1 on an empty group
+    commits even with a member id, as a plain OffsetCommit does (no member lookup)."""
+    with WireClient(tbroker.bootstrap) as c:
+        create_topic(c, "gen-src", 1)
+        r = init_pid(c, "gen-t")
+        pid, epoch = r.producer_id, r.producer_epoch
+        assert add_offsets(c, "gen-t", pid, epoch, "gen-g") == 0
+        assert txn_offset_commit(c, "gen-t", pid, epoch, "gen-g", "gen-src", {0: 5}, member="m") == {
+            ("gen-src", 0): 0
+        }
+        # a generation names a member, and this group has none
+        assert txn_offset_commit(
+            c, "gen-t", pid, epoch, "gen-g", "gen-src", {0: 6}, generation=0, member="m"
+        ) == {("gen-src", 0): ErrorCode.UNKNOWN_MEMBER_ID}
+        assert end_txn(c, "gen-t", pid, epoch, True) == 0
+        assert offset_fetch(c, "gen-g", "gen-src", [0], require_stable=True) == {0: (5, 0)}
+
+
 def test_idle_transactional_id_expires(make_broker, tmp_path):
     data = tmp_path / "data"
     extra = OVERRIDES + [

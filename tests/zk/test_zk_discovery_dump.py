@@ -96,6 +96,7 @@ def test_dump_restore_roundtrip(kafka_cluster, zk_server, tmp_path):
     out = tmp_path / "dump.json"
     r = run("dump", "-z", kafka_cluster.connect, "-o", str(out))
     assert r.code == 0 and "4 ephemeral" in r.stdout
+    assert out.stat().st_mode & 0o777 == 0o600  # a dump may hold SCRAM credentials (/config/users)
     doc = json.loads(out.read_text())
     by_path = {n["path"]: n for n in doc["nodes"]}
     assert by_path["/brokers/ids/1"]["ephemeral"] and not by_path["/brokers/topics/orders"]["ephemeral"]

@@ -1042,10 +1042,7 @@ class ConsumerGroups:
 
     # ------------------------------------------------------------------ configuration
     def _cfg(self, name: str) -> int:
-        raw = self.gc.broker.config.get(name)
-        if raw is None or str(raw).strip() == "":
-            return CONSUMER_DEFAULTS[name]
-        return int(str(raw).strip())
+        return self.gc.broker.config.int_or(name, CONSUMER_DEFAULTS)
 
     def group_cfg(self, gid: str, name: str) -> int:
         """GroupMetadataManager.consumerGroupSessionTimeoutMs / consumerGroupHeartbeatIntervalMs:

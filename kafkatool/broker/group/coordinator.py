@@ -38,7 +38,12 @@ from dataclasses import dataclass, field
 from kafkatool.broker.group import persistence as P
 from kafkatool.broker.group.consumer import ConsumerGroup, ConsumerGroupError, ConsumerGroups
 from kafkatool.broker.group.hashing import partition_for
-from kafkatool.broker.group.offsets import MAX_METADATA_BYTES, OffsetAndMetadata, OffsetStore
+from kafkatool.broker.group.offsets import (
+    MAX_METADATA_BYTES,
+    OffsetAndMetadata,
+    OffsetStore,
+    oversized_metadata,
+)
 from kafkatool.broker.tasks import stop_tasks
 from kafkatool.errors import KafkatoolError
 from kafkatool.formats import internal_topics as IT
@@ -332,6 +337,36 @@ class Group:
             return ErrorCode.UNKNOWN_MEMBER_ID
         return None
 
+    def validate_offset_commit(
+        self, member_id: str, instance_id: str | None, generation_id: int, *, transactional: bool
+    ) -> int | None:
+        """Kafka's ClassicGroup.validateOffsetCommit, for OffsetCommit and TxnOffsetCommit alike."""
+        if self.state is DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation_id < 0 and self.state is EMPTY:
+            # the admin client or a consumer without group management: allowed while the group is empty
+            return None
+        if generation_id >= 0 or member_id != "" or instance_id is not None:
+            err = self.validate_member(member_id, instance_id)
+            if err is not None:
+                return err
+            if generation_id != self.generation:
+                return ErrorCode.ILLEGAL_GENERATION
+            return None
+        # no member id nor generation (OffsetCommit v0): only an empty group takes it; older
+        # TxnOffsetCommit versions carry neither, so the transactional commit is not held to it
+        if not transactional and self.state is not EMPTY:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return None
+
+    def join_error(self, protocol_type: str, protocols: list[tuple[str, bytes]]) -> int | None:
+        """What fails any JoinGroup into this group, new member or current one, before the rest."""
+        if self.state is DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if not self.supports_protocols(protocol_type, [n for n, _ in protocols]):
+            return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        return None
+
     def supports_protocols(self, protocol_type: str, names: list[str]) -> bool:
         if self.state is EMPTY and not self.members:
             return bool(protocol_type) and bool(names)
@@ -434,10 +469,7 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------------ configuration
     def _cfg(self, name: str) -> int:
-        raw = self.broker.config.get(name)
-        if raw is None or str(raw).strip() == "":
-            return DEFAULTS[name]
-        return int(str(raw).strip())
+        return self.broker.config.int_or(name, DEFAULTS)
 
     @property
     def num_partitions(self) -> int:
@@ -942,10 +974,9 @@ class GroupCoordinator:
         protocol_type: str,
         protocols: list[tuple[str, bytes]],
     ):
-        if group.state is DEAD:
-            return JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, "")
-        if not group.supports_protocols(protocol_type, [n for n, _ in protocols]):
-            return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "")
+        err = group.join_error(protocol_type, protocols)
+        if err is not None:
+            return JoinResult(err, "")
         new_id = f"{instance_id if instance_id is not None else client_id}-{uuid.uuid4()}"
         if instance_id is not None:
             old_id = group.static_members.get(instance_id)
@@ -998,10 +1029,9 @@ class GroupCoordinator:
         protocol_type: str,
         protocols: list[tuple[str, bytes]],
     ):
-        if group.state is DEAD:
-            return JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id)
-        if not group.supports_protocols(protocol_type, [n for n, _ in protocols]):
-            return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
+        err = group.join_error(protocol_type, protocols)
+        if err is not None:
+            return JoinResult(err, member_id)
         if member_id in group.pending_members:
             if instance_id is not None:
                 return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
@@ -1328,7 +1358,7 @@ class GroupCoordinator:
                 return dict.fromkeys(offsets, code)
             log.info("creating simple consumer group %s via manual offset commit", group_id)
             group = self.groups[group_id] = Group(group_id, self.partition_for(group_id))
-        err = self._validate_offset_commit(group, generation_id, member_id, group_instance_id)
+        err = group.validate_offset_commit(member_id, group_instance_id, generation_id, transactional=False)
         if err is not None:
             return dict.fromkeys(offsets, err)
         if group.state is COMPLETING:
@@ -1337,34 +1367,8 @@ class GroupCoordinator:
             self._schedule_heartbeat(group, group.members[member_id])
         return self._store_offsets(group, offsets)
 
-    @staticmethod
-    def _validate_offset_commit(
-        group: Group, generation_id: int, member_id: str, instance_id: str | None
-    ) -> int | None:
-        if group.state is DEAD:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if generation_id < 0 and group.state is EMPTY:
-            return None
-        if generation_id >= 0 or member_id != "" or instance_id is not None:
-            err = group.validate_member(member_id, instance_id)
-            if err is not None:
-                return err
-            if generation_id != group.generation:
-                return ErrorCode.ILLEGAL_GENERATION
-            return None
-        if group.state is not EMPTY:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        return None
-
     def _store_offsets(self, group: Group, offsets: dict[tuple[str, int], OffsetAndMetadata]) -> dict:
-        max_meta = self._cfg("offset.metadata.max.bytes")
-        result = {}
-        valid = {}
-        for tp, om in offsets.items():
-            if om.metadata is not None and len(om.metadata.encode()) > max_meta:
-                result[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
-            else:
-                valid[tp] = om
+        result, valid = oversized_metadata(offsets, self._cfg("offset.metadata.max.bytes"))
         if valid:
             records = [
                 (P.offset_commit_key(group.group_id, t, p), P.offset_commit_value(om))

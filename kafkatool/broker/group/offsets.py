@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kafkatool.protocol.errors import ErrorCode
+
 NO_LEADER_EPOCH = -1
 NO_OFFSET = -1
 #: offset.metadata.max.bytes
@@ -30,6 +32,21 @@ class OffsetAndMetadata:
     commit_timestamp: int
     #: only for commits with an explicit retention time (written as OffsetCommitValue v1)
     expire_timestamp: int | None = None
+
+
+def oversized_metadata(
+    offsets: dict[tuple[str, int], OffsetAndMetadata], max_bytes: int
+) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], OffsetAndMetadata]]:
+    """Kafka's validateOffsetMetadataLength for OffsetCommit and TxnOffsetCommit alike:
+    ({tp: OFFSET_METADATA_TOO_LARGE} for metadata over ``max_bytes`` (UTF-8), the other offsets)."""
+    rejected: dict[tuple[str, int], int] = {}
+    valid = {}
+    for tp, om in offsets.items():
+        if om.metadata is not None and len(om.metadata.encode()) > max_bytes:
+            rejected[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+        else:
+            valid[tp] = om
+    return rejected, valid
 
 
 class OffsetStore:

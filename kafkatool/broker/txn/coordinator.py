@@ -116,10 +116,7 @@ class TransactionCoordinator:
 
     # ------------------------------------------------------------------ configuration
     def cfg(self, name: str) -> int:
-        raw = self.broker.config.get(name)
-        if raw is None or str(raw).strip() == "":
-            return DEFAULTS[name]
-        return int(str(raw).strip())
+        return self.broker.config.int_or(name, DEFAULTS)
 
     @property
     def num_partitions(self) -> int:

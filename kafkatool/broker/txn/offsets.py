@@ -13,26 +13,13 @@ from __future__ import annotations
 import logging
 
 from kafkatool.broker.group import persistence as P
-from kafkatool.broker.group.coordinator import DEAD, EMPTY, Group, now_ms
-from kafkatool.broker.group.offsets import OffsetAndMetadata
+from kafkatool.broker.group.coordinator import EMPTY, Group, now_ms
+from kafkatool.broker.group.offsets import OffsetAndMetadata, oversized_metadata
 from kafkatool.formats import records as R
 from kafkatool.log.log import ORIGIN_COORDINATOR, RecordTooLargeError
 from kafkatool.protocol.errors import ErrorCode
 
 log = logging.getLogger("kafkatool.broker.txn")
-
-
-def _validate(group: Group, generation_id: int, member_id: str, instance_id: str | None) -> int | None:
-    """validateOffsetCommit with isTransactional = true."""
-    if group.state is DEAD:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    if generation_id >= 0 or member_id != "" or instance_id is not None:
-        err = group.validate_member(member_id, instance_id)
-        if err is not None:
-            return err
-        if generation_id != group.generation:
-            return ErrorCode.ILLEGAL_GENERATION
-    return None
 
 
 def txn_commit_offsets(
@@ -60,17 +47,10 @@ def txn_commit_offsets(
         group = gc.groups.get(group_id)
         if group is None:
             group = gc.groups[group_id] = Group(group_id, gc.partition_for(group_id), EMPTY)
-        err = _validate(group, generation_id, member_id, instance_id)
+        err = group.validate_offset_commit(member_id, instance_id, generation_id, transactional=True)
     if err is not None:
         return dict.fromkeys(offsets, err)
-    max_meta = gc._cfg("offset.metadata.max.bytes")
-    result: dict[tuple[str, int], int] = {}
-    valid = {}
-    for tp, om in offsets.items():
-        if om.metadata is not None and len(om.metadata.encode()) > max_meta:
-            result[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
-        else:
-            valid[tp] = om
+    result, valid = oversized_metadata(offsets, gc._cfg("offset.metadata.max.bytes"))
     if not valid:
         return result
     broker = gc.broker
