@@ -22,7 +22,6 @@ from kafkatool.formats import properties as props
 from kafkatool.formats.errors import FormatError
 from kafkatool.formats.uuid import Uuid, random_uuid
 from kafkatool.log import fileops, topic_settings
-from kafkatool.log.topic_settings import topic_name_error  # noqa: F401 (the handlers' import)
 
 METADATA_FILE = "kafkatool-cluster.json"
 FORMAT_VERSION = 1

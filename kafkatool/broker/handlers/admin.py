@@ -9,10 +9,10 @@ import logging
 from kafkatool.broker import config as C
 from kafkatool.broker.group.consumer import GROUP_CONFIGS, ConsumerGroupError, validate_group_configs
 from kafkatool.broker.handlers.metadata import AUTHORIZED_OPS_OMITTED, from_wire_uuid, wire_uuid
-from kafkatool.broker.metadata import topic_name_error
 from kafkatool.broker.read_only import READ_ONLY_MSG
 from kafkatool.broker.security import acl
 from kafkatool.formats.schema import ZERO_UUID
+from kafkatool.log.topic_settings import topic_name_error
 from kafkatool.protocol.errors import ErrorCode
 from kafkatool.protocol.generated import (
     AlterConfigsResponse,

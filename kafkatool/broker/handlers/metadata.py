@@ -5,11 +5,12 @@ from __future__ import annotations
 import logging
 
 from kafkatool.broker import read_only
-from kafkatool.broker.metadata import INTERNAL_TOPICS, topic_name_error
+from kafkatool.broker.metadata import INTERNAL_TOPICS
 from kafkatool.broker.security import acl
 from kafkatool.errors import KafkatoolError
 from kafkatool.formats.schema import ZERO_UUID
 from kafkatool.formats.uuid import Uuid
+from kafkatool.log.topic_settings import topic_name_error
 from kafkatool.protocol.errors import ErrorCode
 from kafkatool.protocol.generated import (
     DescribeTopicPartitionsResponse,

@@ -14,10 +14,10 @@ from __future__ import annotations
 import time
 
 from kafkatool.broker.group.offsets import NO_LEADER_EPOCH, OffsetAndMetadata
-from kafkatool.broker.metadata import topic_name_error
 from kafkatool.broker.txn import state_log as S
 from kafkatool.broker.txn.coordinator import TxnError, txn_coordinator
 from kafkatool.broker.txn.offsets import txn_commit_offsets
+from kafkatool.log.topic_settings import topic_name_error
 from kafkatool.protocol.errors import ErrorCode
 from kafkatool.protocol.generated import (
     AddOffsetsToTxnResponse,

@@ -888,7 +888,7 @@ def _describe_producers(ctx, req, handler):
     """KafkaApis.handleDescribeProducersRequest: a valid topic name without READ answers
     TOPIC_AUTHORIZATION_FAILED on each of its partitions (whether the topic exists is not told);
     the other topics are served; the answer keeps the request's topic order."""
-    from kafkatool.broker.metadata import topic_name_error
+    from kafkatool.log.topic_settings import topic_name_error
     from kafkatool.protocol.generated import describe_producers_response as R
 
     topics = list(req.topics or [])
