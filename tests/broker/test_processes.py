@@ -372,10 +372,26 @@ def test_a_member_port_in_use_stops_the_start_with_exit_2(tmp_path):
 
     from tests.broker.conftest import REPO
 
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1] - 1  # process 1's port is taken
+    def port_pair() -> tuple[int, socket.socket]:
+        """A port that was free just now (the primary's) whose next port is held (process 1's):
+        an arbitrary neighbour of a held port may belong to another program, and then the
+        primary, not process 1, could not listen."""
+        for _ in range(50):
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", 0))
+                port = probe.getsockname()[1]
+                taken = socket.socket()
+                try:
+                    taken.bind(("127.0.0.1", port + 1))
+                except OSError:
+                    taken.close()
+                    continue
+                taken.listen()
+                return port, taken
+        raise AssertionError("no free pair of ports")
+
+    port, taken = port_pair()
+    with taken:
         r = subprocess.run(
             [
                 sys.executable, "-m", "kafkatool", "serve", "--no-banner",
