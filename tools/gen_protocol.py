@@ -873,34 +873,69 @@ def gen_module(schema: Schema) -> str:
 
 
 def gen_protocol_init(schemas: list[Schema]) -> str:
+    """The package's index: names and versions only; a message module is imported on first use.
+
+    Importing all ~180 message modules costs about a second, and a process (a ``serve``, a CLI
+    command) uses a few of them: the package resolves a class the first time it is asked for
+    (PEP 562 ``__getattr__``), then keeps it as a plain module global.
+    """
     reqs = {s.api_key: s for s in schemas if s.type == "request"}
     resps = {s.api_key: s for s in schemas if s.type == "response"}
     lines = [
         HEADER.format(src="message schemas").rstrip("\n"),
-        '"""Every request and response class, indexed by API key."""',
+        '"""Every request and response class, indexed by API key.',
         "",
+        "A message module is imported the first time one of its classes is asked for",
+        "(``from kafkatool.protocol.generated import FetchRequest`` imports fetch_request",
+        "alone); ``API_INDEX`` answers names and versions without importing any.",
+        '"""',
+        "",
+        "#: class name -> the module of this package that defines it",
+        "_MODULES = {",
     ]
-    imports = []
-    for s in sorted(schemas, key=lambda s: s.module):
-        imports.append(f"from kafkatool.protocol.generated.{s.module} import {s.name}")
-    lines += imports
-    lines += ["", ""]
-    lines.append("#: api_key -> (name, request class, response class)")
-    lines.append("APIS = {")
+    for s in sorted(schemas, key=lambda s: s.name):
+        lines.append(f'    "{s.name}": "{s.module}",')
+    lines.append("}")
+    lines.append("")
+    lines.append("#: api_key -> (name, request class name, response class name, the request's")
+    lines.append("#: valid versions, its first flexible version or None, request listeners from")
+    lines.append("#: the schema (zkBroker, broker, controller), whether its latest version is unstable)")
+    lines.append("API_INDEX = {")
     for key in sorted(reqs):
         req = reqs[key]
         name = req.name[: -len("Request")]
         resp = resps[key]
-        lines.append(f'    {key}: ("{name}", {req.name}, {resp.name}),')
+        flex = None if req.flexible is None else req.flexible[0]
+        lines.append(
+            f'    {key}: ("{name}", "{req.name}", "{resp.name}", {rng_literal(req.valid)}, {flex!r}, '
+            f"{tuple(req.listeners)!r}, {req.latest_unstable!r}),"
+        )
     lines.append("}")
     lines.append("")
     lines.append("#: api_key -> request listeners from the schema (zkBroker, broker, controller)")
-    lines.append("LISTENERS = {")
-    for key in sorted(reqs):
-        lines.append(f"    {key}: {tuple(reqs[key].listeners)!r},")
-    lines.append("}")
-    lines.append("")
-    all_names = sorted(s.name for s in schemas) + ["APIS", "LISTENERS"]
+    lines.append("LISTENERS = {key: api[5] for key, api in API_INDEX.items()}")
+    lines += ["", ""]
+    lines += [
+        "def __getattr__(name: str):",
+        '    """A message class, imported on first use; ``APIS``: every API\'s classes (imports them all)."""',
+        "    module = _MODULES.get(name)",
+        "    if module is not None:",
+        '        value = getattr(__import__(f"{__name__}.{module}", fromlist=(name,)), name)',
+        '    elif name == "APIS":',
+        "        #: api_key -> (name, request class, response class)",
+        "        value = {key: (api[0], __getattr__(api[1]), __getattr__(api[2])) for key, api in API_INDEX.items()}",
+        "    else:",
+        '        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")',
+        "    globals()[name] = value",
+        "    return value",
+        "",
+        "",
+        "def __dir__() -> list[str]:",
+        "    return sorted(set(globals()) | set(__all__))",
+        "",
+        "",
+    ]
+    all_names = sorted(s.name for s in schemas) + ["API_INDEX", "APIS", "LISTENERS"]
     lines.append("__all__ = [")
     for n in all_names:
         lines.append(f"    {n!r},")

@@ -381,7 +381,12 @@ def add_zk_tls_option(app: typer.Typer) -> None:
 
     def walk(t: typer.Typer) -> None:
         for c in t.registered_commands:
-            if c.callback is not None and takes_zookeeper(c.callback):
+            # a module-level sub-app (zk) is in every app built in the process: wrap it once
+            if (
+                c.callback is not None
+                and takes_zookeeper(c.callback)
+                and "zk_tls_config_file" not in inspect.signature(c.callback).parameters
+            ):
                 c.callback = _with_zk_tls(c.callback)
         for g in t.registered_groups:
             walk(g.typer_instance)

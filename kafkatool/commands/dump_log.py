@@ -16,7 +16,7 @@ from kafkatool.commands.common import (
     error_line,
     handle_errors,
 )
-from kafkatool.forensics import dump as D
+from kafkatool.forensics import DEFAULT_MAX_MESSAGE_SIZE, INT32_MAX
 
 HELP = """Print the contents of Kafka log files, as kafka-dump-log.sh does.
 
@@ -52,6 +52,8 @@ def register(app: typer.Typer) -> None:
 
 
 def _decoder(name: str | None, option: str) -> str | None:
+    from kafkatool.forensics import dump as D
+
     if name is None:
         return None
     name = _DECODER_CLASSES.get(name, name)
@@ -110,10 +112,10 @@ def dump_log(
         False, "--skip-record-metadata", help="Print only keys and values on record lines."
     ),
     max_bytes: int = typer.Option(
-        D.INT32_MAX, "--max-bytes", help="Read at most this many bytes of each .log file."
+        INT32_MAX, "--max-bytes", help="Read at most this many bytes of each .log file."
     ),
     max_message_size: int = typer.Option(
-        D.DEFAULT_MAX_MESSAGE_SIZE,
+        DEFAULT_MAX_MESSAGE_SIZE,
         "--max-message-size",
         help="Largest batch expected when checking .index entries.",
     ),
@@ -134,6 +136,9 @@ def dump_log(
         False, "--json", help="One JSON object per line (batch, record, entry, problem)."
     ),
 ) -> None:
+    # the readers are imported when the command runs: `kafkatool --help` and other commands skip them
+    from kafkatool.forensics import dump as D
+
     paths = list(files or [])
     if files_opt:
         paths += [Path(f) for f in files_opt.split(",") if f]

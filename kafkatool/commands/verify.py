@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
@@ -19,7 +20,9 @@ from kafkatool.commands.common import (
     handle_errors,
     progress,
 )
-from kafkatool.forensics import verify as V
+
+if TYPE_CHECKING:
+    from kafkatool.forensics import verify as V
 
 HELP = """Check Kafka log data for corruption and inconsistency.
 
@@ -64,6 +67,9 @@ def verify(
         False, "--all", help="List every file in the human view, not only those with findings."
     ),
 ) -> None:
+    # the checker is imported when the command runs: `kafkatool --help` and other commands skip it
+    from kafkatool.forensics import verify as V
+
     failing_set = failing(fail_on)
     for p in paths:
         if not p.exists():

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from kafkatool.forensics import DEFAULT_MAX_MESSAGE_SIZE, INT32_MAX
 from kafkatool.formats import checkpoint as C
 from kafkatool.formats import index as I
 from kafkatool.formats import records as R
@@ -31,8 +32,6 @@ from kafkatool.log.file_records import (
     read_regular,
 )
 
-INT32_MAX = 2**31 - 1
-DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
 DECODERS = ("utf8", "hex", "base64", "json")
 _KRAFT_SNAPSHOT = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
 TEXT_CHECKPOINTS = (

@@ -1,11 +1,19 @@
-"""The API version table: key -> name, version range, flexible-from, message classes."""
+"""The API version table: key -> name, version range, flexible-from, message classes.
+
+The table is built from the generated package's ``API_INDEX`` (names and versions), so
+importing it imports no message module: an API's request and response classes are imported
+the first time ``ApiInfo.request`` / ``.response`` is read, and kept on the ApiInfo after
+that (a plain attribute read from then on, as on the decode path of every request).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from kafkatool.formats.schema import Message
-from kafkatool.protocol.generated import APIS, LISTENERS
+from kafkatool.protocol import generated
+from kafkatool.protocol.generated import API_INDEX
 
 __all__ = [
     "API_BY_KEY",
@@ -28,11 +36,22 @@ class ApiInfo:
     max_version: int
     #: first flexible version, or None when no version is flexible
     flexible_from: int | None
-    request: type[Message]
-    response: type[Message]
+    #: names of the message classes (the classes themselves: ``request`` / ``response``)
+    request_name: str
+    response_name: str
     listeners: tuple[str, ...]
     #: the schema marks the top version experimental: never advertise it
     latest_version_unstable: bool
+
+    # cached_property stores the class in the instance dict, which a frozen dataclass allows
+    # (it bypasses __setattr__): the first read imports the module, later reads are plain
+    @cached_property
+    def request(self) -> type[Message]:
+        return getattr(generated, self.request_name)
+
+    @cached_property
+    def response(self) -> type[Message]:
+        return getattr(generated, self.response_name)
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
@@ -41,25 +60,10 @@ class ApiInfo:
         return self.flexible_from is not None and version >= self.flexible_from
 
 
-def _build() -> dict[int, ApiInfo]:
-    table = {}
-    for key, (name, req, resp) in APIS.items():
-        flex = req.FLEXIBLE_VERSIONS
-        table[key] = ApiInfo(
-            key=key,
-            name=name,
-            min_version=req.VALID_VERSIONS[0],
-            max_version=req.VALID_VERSIONS[1],
-            flexible_from=flex[0] if flex else None,
-            request=req,
-            response=resp,
-            listeners=LISTENERS[key],
-            latest_version_unstable=bool(getattr(req, "LATEST_VERSION_UNSTABLE", False)),
-        )
-    return table
-
-
-API_BY_KEY: dict[int, ApiInfo] = _build()
+API_BY_KEY: dict[int, ApiInfo] = {
+    key: ApiInfo(key, name, valid[0], valid[1], flex, req, resp, listeners, unstable)
+    for key, (name, req, resp, valid, flex, listeners, unstable) in API_INDEX.items()
+}
 API_BY_NAME: dict[str, ApiInfo] = {a.name: a for a in API_BY_KEY.values()}
 
 
