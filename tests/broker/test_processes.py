@@ -377,17 +377,15 @@ def test_a_member_port_in_use_stops_the_start_with_exit_2(tmp_path):
         an arbitrary neighbour of a held port may belong to another program, and then the
         primary, not process 1, could not listen."""
         for _ in range(50):
-            with socket.socket() as probe:
-                probe.bind(("127.0.0.1", 0))
-                port = probe.getsockname()[1]
-                taken = socket.socket()
-                try:
-                    taken.bind(("127.0.0.1", port + 1))
-                except OSError:
-                    taken.close()
-                    continue
-                taken.listen()
-                return port, taken
+            port = free_port()
+            taken = socket.socket()
+            try:
+                taken.bind(("127.0.0.1", port + 1))
+            except OSError:
+                taken.close()
+                continue
+            taken.listen()
+            return port, taken
         raise AssertionError("no free pair of ports")
 
     port, taken = port_pair()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -14,13 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.ports import free_port
+
 pytestmark = pytest.mark.slow
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _wait_for(path: Path, text: str, timeout: float) -> None:
@@ -47,7 +42,7 @@ def test_scan_on_a_standalone_cluster_ships_the_package(tmp_path, request):
         "SPARK_LOCAL_IP": "127.0.0.1",
         "SPARK_LOG_DIR": str(tmp_path),
     }
-    port = _free_port()
+    port = free_port()
     work = tmp_path / "work"
     procs = []
     try:
@@ -55,7 +50,7 @@ def test_scan_on_a_standalone_cluster_ships_the_package(tmp_path, request):
         procs.append(
             subprocess.Popen(
                 [str(home / "bin" / "spark-class"), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                 "--port", str(port), "--webui-port", str(_free_port())],
+                 "--port", str(port), "--webui-port", str(free_port())],
                 stdout=master_log.open("w"), stderr=subprocess.STDOUT, env=env,
             )
         )  # fmt: skip
@@ -64,7 +59,7 @@ def test_scan_on_a_standalone_cluster_ships_the_package(tmp_path, request):
         procs.append(
             subprocess.Popen(
                 [str(home / "bin" / "spark-class"), "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                 "--webui-port", str(_free_port()), "--cores", "1", "--memory", "1g", "--work-dir", str(work),
+                 "--webui-port", str(free_port()), "--cores", "1", "--memory", "1g", "--work-dir", str(work),
                  f"spark://127.0.0.1:{port}"],
                 stdout=worker_log.open("w"), stderr=subprocess.STDOUT, env=env,
             )

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.ports import free_port
 from tests.zk.kafka_layout import SeededCluster, default_spec, seed_cluster
 
 ZK_JAR = "/usr/share/java/zookeeper.jar"
@@ -33,12 +34,6 @@ NETTY_JARS = ":".join(
     f"/usr/share/java/{j}.jar"
     for j in ("netty-codec", "netty-resolver", "netty-transport-native-unix-common")
 )
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _four_letter(port: int, word: bytes, host: str = "127.0.0.1") -> bytes:
@@ -68,7 +63,7 @@ def run_zookeeper(
     if java is None or not os.path.exists(ZK_JAR):
         pytest.fail("the zk tests need java and Debian's zookeeper package (run scripts/setup.sh)")
     (base / "data").mkdir(parents=True, exist_ok=True)
-    port = _free_port()
+    port = free_port()
     cfg = base / "zoo.cfg"
     cfg.write_text(
         "\n".join(
