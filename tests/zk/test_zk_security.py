@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 
 from kafkatool.cli import app
 from tests.broker.security.certs import CA
-from tests.zk.conftest import _free_port, run_zookeeper
+from tests.ports import free_port
+from tests.zk.conftest import run_zookeeper
 from tests.zk.kafka_layout import default_spec, seed_cluster
 
 
@@ -32,7 +33,7 @@ def tls_zk(tmp_path_factory):
     )
     keystore = d / "server.pem"
     keystore.write_bytes(server.key_pem + server.cert_pem)
-    secure = _free_port()
+    secure = free_port()
     cfg = (
         f"secureClientPort={secure}",
         "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory",
