@@ -190,16 +190,15 @@ def _not_controller(names: list[str]) -> CreateTopicsResponse:
     )
 
 
-async def _await_leaders(broker, resp: CreateTopicsResponse, timeout_ms: int) -> CreateTopicsResponse:
-    """DelayedCreatePartitions: answer once this broker's metadata cache shows a leader for
-    every partition created (REQUEST_TIMED_OUT at the timeout; the topics exist anyway).
-    A broker of several processes: once every process has made its logs."""
-    made = [r for r in resp.topics if r.error_code == 0]
-    await _await_metadata(
-        broker, lambda: all(_led(broker, r.name, r.num_partitions) for r in made), timeout_ms
-    )
-    for r in made:
-        if not _led(broker, r.name, r.num_partitions):
+async def _await_leaders(broker, resp, results: list, counts: dict[str, int], timeout_ms: int):
+    """DelayedCreatePartitions, for CreateTopics and CreatePartitions: answer ``resp`` once this
+    broker's metadata shows a live leader for the first ``counts[name]`` partitions of each
+    topic; a topic whose partitions still miss one at the timeout gets REQUEST_TIMED_OUT in
+    its entry of ``results`` (the partitions exist anyway). A broker of several processes:
+    once every process has made its logs."""
+    await _await_metadata(broker, lambda: all(_led(broker, n, c) for n, c in counts.items()), timeout_ms)
+    for r in results:
+        if not _led(broker, r.name, counts[r.name]):
             r.error_code, r.error_message = ErrorCode.REQUEST_TIMED_OUT, "leaders were not elected in time"
     return resp
 
@@ -251,7 +250,8 @@ def handle_create_topics(ctx, req):
         results.append(_create_one(broker, ct, v, validate_only))
     resp = CreateTopicsResponse(throttle_time_ms=0, topics=results)
     if _propagates(broker) and not validate_only and req.timeout_ms > 0:
-        return _await_leaders(broker, resp, req.timeout_ms)
+        made = [r for r in results if r.error_code == 0]
+        return _await_leaders(broker, resp, made, {r.name: r.num_partitions for r in made}, req.timeout_ms)
     return resp
 
 
@@ -382,22 +382,11 @@ def handle_create_partitions(ctx, req):
         if not req.validate_only:
             broker.add_partitions(rt.name, rt.count)
     resp = CreatePartitionsResponse(throttle_time_ms=0, results=out)
-    grown = {rt.name: rt.count for rt, r in zip(req.topics, out, strict=True) if r.error_code == 0}
+    # as Kafka, a timeout <= 0 answers at once
+    grown = [(rt, r) for rt, r in zip(req.topics, out, strict=True) if r.error_code == 0]
     if _propagates(broker) and not req.validate_only and req.timeout_ms > 0 and grown:
-        return _await_new_partitions(broker, resp, grown, req.timeout_ms)
-    return resp
-
-
-async def _await_new_partitions(
-    broker, resp: CreatePartitionsResponse, grown: dict[str, int], timeout_ms: int
-) -> CreatePartitionsResponse:
-    """DelayedCreatePartitions: answer once every new partition has a leader (REQUEST_TIMED_OUT
-    at the timeout for a topic whose new partitions have none yet; they exist anyway). As Kafka,
-    a timeout <= 0 answers at once."""
-    await _await_metadata(broker, lambda: all(_led(broker, n, c) for n, c in grown.items()), timeout_ms)
-    for r in resp.results:
-        if r.name in grown and not _led(broker, r.name, grown[r.name]):
-            r.error_code, r.error_message = ErrorCode.REQUEST_TIMED_OUT, "leaders were not elected in time"
+        counts = {rt.name: rt.count for rt, _ in grown}
+        return _await_leaders(broker, resp, [r for _, r in grown], counts, req.timeout_ms)
     return resp
 
 
