@@ -14,9 +14,13 @@ filesystem the broker uses:
   discards (what a fetch path at best does: page cache -> socket).  The receiver does not
   copy the bytes: ``recv`` with ``MSG_TRUNC`` makes Linux TCP free them in the kernel
   (``tcp_recvmsg`` skips the copy to user memory and returns how many it dropped).
-  Measured right before and right after the fetch figure (the mean is its reference, both
-  are printed): on this shared machine the ceiling swings 2x within minutes, and the
-  fetch row notes how busy other processes kept the cores meanwhile (``bench/quiet.py``).
+  Measured in rounds around the fetch figure (``--rounds``, default 3: probe, fetch, probe,
+  fetch, ..., probe; the medians of both are compared and every round's ratio is
+  printed): on this shared machine the ceiling swings 2x within minutes, and the fetch
+  row notes how busy other processes kept the cores meanwhile (``bench/quiet.py``).
+  During the fetch the broker spends about 93% of its CPU in the kernel (perf: sendfile,
+  the loopback TCP path and wake-ups), as the probe's sender does: both are bound by the
+  same kernel path, so one pair of figures mostly measures the host's noise.
 
 Then ``kafkatool serve`` takes raw produce requests (1 MB and 16 KiB batches, acks=1; the
 16 KiB ones also with every partition's batch in one request, as a client sends them)
@@ -52,10 +56,12 @@ Opt-in, never part of the test suite; every loop is bounded in time; only 127.0.
 from __future__ import annotations
 
 import argparse
+import math
 import multiprocessing
 import os
 import shutil
 import socket
+import statistics
 import struct
 import sys
 import tempfile
@@ -420,11 +426,20 @@ def main() -> None:
         help="the broker's kafkatool.processes (> 1: produce and fetch go to each partition's "
         "leader; the several-partitions-per-request row is left out)",
     )
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="fetch figures, each between two egress probes; medians (default 3, --quick 1)",
+    )
     args = ap.parse_args()
+    if args.rounds < 1:
+        ap.error("--rounds must be at least 1")
     if args.processes < 1:
         ap.error("--processes must be at least 1")
     multi = args.processes > 1
     seconds = 1.5 if args.quick else args.seconds
+    rounds = 1 if args.quick else args.rounds
     work = Path(tempfile.mkdtemp(prefix="kafkatool-limits-", dir=args.dir))
     small4 = None
     try:
@@ -444,23 +459,41 @@ def main() -> None:
             if not multi:  # one request for several partitions' leaders: not with several processes
                 settle()
                 small4 = BB.produce_raw(t, "limits", 1000, 16 << 10, 1, seconds, per_request=BB.PARTITIONS)
-            # the egress ceiling right before and right after the fetch figure, their mean its
-            # reference: on this shared machine the ceiling alone swings 2x within minutes
-            # (2,300-5,000 MB/s), so a ceiling measured a minute earlier, before the produce
-            # runs, is not the ceiling the fetch ran against
+            # the egress ceiling right before and right after each fetch figure, in rounds:
+            # on this shared machine the ceiling alone swings 2x within minutes (2,300-6,900
+            # MB/s), so a ceiling measured a minute earlier, before the produce runs, is not the
+            # ceiling the fetch ran against, and one pair of figures is one draw of that swing
+            # (one run read 0.66, the next session's rounds 1.01, 1.05 and 1.63 for the same
+            # code).  Round r's fetch runs between egress probes r and r + 1; the figures are
+            # the medians (the fetch's over its rounds, the ceiling's over its probes), and
+            # each round's ratio (its fetch over the mean of its two probes) is printed
             settle()
-            egress_before = egress_ceiling(work, seconds, size=egress_size)
-            with OthersLoad(t.cpu_seconds) as load:
-                fetch, fetch_errors = fetch_lean(
-                    t.port,
-                    "limits",
-                    BB.PARTITIONS,
-                    seconds_cap=max(10.0, seconds * 4),
-                    min_seconds=seconds,
-                    ports=ports,
-                )
-            egress_after = egress_ceiling(work, seconds, size=egress_size)
-            egress = (egress_before + egress_after) / 2
+            egresses = [egress_ceiling(work, seconds, size=egress_size)]
+            fetches: list[float] = []
+            fetch_errors = 0
+            shares: list[float] = []
+            for _ in range(rounds):
+                with OthersLoad(t.cpu_seconds) as load:
+                    mb_s, errs = fetch_lean(
+                        t.port,
+                        "limits",
+                        BB.PARTITIONS,
+                        seconds_cap=max(10.0, seconds * 4),
+                        min_seconds=seconds,
+                        ports=ports,
+                    )
+                fetches.append(mb_s)
+                fetch_errors += errs
+                shares.append(load.share)
+                egresses.append(egress_ceiling(work, seconds, size=egress_size))
+            fetch = statistics.median(fetches)
+            egress = statistics.median(egresses)
+            per_round = [f / ((egresses[i] + egresses[i + 1]) / 2) for i, f in enumerate(fetches)]
+            busiest = max(shares, key=lambda x: -1.0 if math.isnan(x) else x)
+            fetch_note = (
+                f"median of {rounds}; per round {', '.join(f'{r:.2f}' for r in per_round)}; "
+                f"other processes kept at most {busiest * 100:.0f}% of the cores busy meanwhile"
+            )
             parsing = BB.consume_raw(t, "limits", seconds_cap=max(10.0, seconds * 4), ports=ports)
         finally:
             t.stop()
@@ -475,7 +508,7 @@ def main() -> None:
             limit_row("limits", "ingest ceiling, new pages (a growing log)", ingest, "MB/s"),
             replace(
                 limit_row("limits", "egress ceiling (sendfile from page cache)", egress, "MB/s"),
-                note=f"mean of {egress_before:.0f} before and {egress_after:.0f} after the fetch",
+                note=f"median of {len(egresses)} around the fetch rounds: {', '.join(f'{e:.0f}' for e in egresses)}",
             ),
             ratio_row(
                 "limits", "produce, 1 MB batches, acks=1" + tag, big.mb_s, "MB/s", ingest, ceiling, 0.70
@@ -501,7 +534,7 @@ def main() -> None:
                 ratio_row(
                     "limits", "fetch from the start (raw loop)" + tag, fetch, "MB/s", egress, "egress", 0.80
                 ),
-                note=load.note(),
+                note=fetch_note,
             )
         )
         emit(rows)
@@ -510,7 +543,7 @@ def main() -> None:
         ("ingest ceiling, recycled pages (file rewritten)", recycled, None, None, None),
         ("ingest ceiling, new pages (a growing log)", ingest, None, None, None),
         (
-            f"egress ceiling (sendfile; {egress_before:.0f} before, {egress_after:.0f} after fetch)",
+            f"egress ceiling (sendfile; median of {', '.join(f'{e:.0f}' for e in egresses)})",
             egress,
             None,
             None,
@@ -528,7 +561,7 @@ def main() -> None:
         ("fetch from the start (raw loop)", fetch, egress, 0.80, fetch_errors),
         ("  same, bench_broker's decoding client", parsing.mb_s, egress, None, parsing.errors),
     ]
-    print(f"during the fetch figure: {load.note()}")
+    print(f"fetch from the start: {fetch_note}")
     if multi:
         print(
             f"broker: kafkatool.processes={args.processes}, produce and fetch sent to each partition's leader"
