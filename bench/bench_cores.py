@@ -15,7 +15,10 @@ the same way in every run, and share the broker's cores).  With several processe
 its leader (``bench_broker.leader_ports``, from Metadata).  Figures: produce with 16 KiB
 batches (acks=1, ``bench_broker``'s raw producer) and a many-partition fetch (16
 partitions read from the start with ``bench_limits``' lean fetch loop).  The issue's target
-is >= 1.6x from (a) to (b); the table prints the ratios, (c) against (a) too.  What limits
+is >= 1.6x from (a) to (b); the table prints the ratios, (c) against (a) too.  Beside
+them, the machine's own: the fetch path without a broker (``egress_scaling``: blocking
+``os.sendfile`` loops to the same discarding readers) with its senders on 1 core and on 2,
+so the table says how far this machine's kernel path scales with the load where it is.  What limits
 it is written in DESIGN.md ("Every core").
 
     python bench/bench_cores.py            # 5 s per figure, 3 rounds
@@ -33,12 +36,16 @@ Opt-in, never part of the test suite; needs ``taskset`` and at least 2 cores.
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -145,6 +152,88 @@ def run(workdir: Path, cpus: str, seconds: float, processes: int = 1) -> Run:
         t.stop()
 
 
+def egress_scaling(workdir: Path, cpus: str, streams: int, seconds: float) -> float:
+    """MB/s of the machine's own fetch path without a broker: ``streams`` blocking
+    ``os.sendfile`` loops of a page-cached 32 MB file each (the size ``fill`` gives every
+    partition), one thread per stream in one sender process pinned to ``cpus``, each to a
+    reader process that discards with ``MSG_TRUNC`` as ``fetch_lean``'s readers and the
+    egress probe's receiver do (the readers run where the bench's load runs).  Run with the
+    senders on 1 core and on 2, it says how far the kernel's page cache -> loopback path
+    itself scales from 1 to 2 cores with the readers sharing the cores as the broker's do:
+    during a fetch the broker spends ~93% of its CPU in that path (perf)."""
+    size = 32 << 20
+    block = os.urandom(1 << 20)
+    paths = []
+    for i in range(streams):
+        path = workdir / f"egress-{i}.bin"
+        with open(path, "wb") as f:
+            for _ in range(size >> 20):
+                f.write(block)
+        with open(path, "rb") as f:  # into the page cache
+            while f.read(8 << 20):
+                pass
+        paths.append(path)
+    pairs = [BL.loopback_pair() for _ in range(streams)]
+    ctx = multiprocessing.get_context("fork")
+    results = ctx.SimpleQueue()
+    ready = ctx.Barrier(streams + 1)
+    cores = {int(c) for c in cpus.split(",")}
+
+    def sender() -> None:
+        os.sched_setaffinity(0, cores)
+        ready.wait()
+        deadline = time.perf_counter() + seconds
+
+        def loop(i: int) -> None:
+            conn = pairs[i][1]
+            fd = os.open(paths[i], os.O_RDONLY)
+            try:
+                while time.perf_counter() < deadline:
+                    offset = 0
+                    while offset < size and time.perf_counter() < deadline:
+                        offset += os.sendfile(conn.fileno(), fd, offset, size - offset)
+            finally:
+                os.close(fd)
+                conn.shutdown(socket.SHUT_WR)
+
+        threads = [threading.Thread(target=loop, args=(i,)) for i in range(streams)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(seconds + 30)
+
+    def reader(i: int) -> None:
+        sock = pairs[i][0]
+        scratch = memoryview(bytearray(BL.DISCARD_CHUNK))  # never written: MSG_TRUNC
+        got = 0
+        ready.wait()
+        t0 = time.perf_counter()
+        while True:
+            n = sock.recv_into(scratch, len(scratch), socket.MSG_TRUNC)
+            if n == 0:
+                break
+            got += n
+        results.put((got, time.perf_counter() - t0))
+
+    procs = [ctx.Process(target=sender)] + [ctx.Process(target=reader, args=(i,)) for i in range(streams)]
+    for pr in procs:
+        pr.start()
+    for a, b in pairs:
+        a.close()
+        b.close()
+    total = 0
+    longest = 0.0
+    for _ in range(streams):
+        got, dt = results.get()
+        total += got
+        longest = max(longest, dt)
+    for pr in procs:
+        pr.join(30)
+    for path in paths:
+        path.unlink(missing_ok=True)
+    return total / longest / 1e6 if longest else 0.0
+
+
 def _median_run(runs: list[Run]) -> Run:
     """Each figure's median over the rounds (errors: their sum)."""
     return Run(
@@ -184,14 +273,18 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="kafkatool-cores-", dir=args.dir))
     setups = {"one": ("0", 1), "two": ("0,1", 2), "wide": ("0,1", 1)}  # (a), (b), (c)
     runs: dict[str, list[Run]] = {k: [] for k in setups}
+    machine: dict[str, list[float]] = {"0": [], "0,1": []}  # egress_scaling, senders on 1 / 2 cores
     try:
         for r in range(rounds):
             for k in setups if r % 2 == 0 else reversed(setups):
                 cpus, processes = setups[k]
                 runs[k].append(run(work, cpus, seconds, processes=processes))
+            for cpus in machine if r % 2 == 0 else reversed(machine):
+                machine[cpus].append(egress_scaling(work, cpus, PARTITIONS, seconds))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     one, two, wide = (_median_run(runs[k]) for k in setups)
+    m1, m2 = (statistics.median(machine[k]) for k in ("0", "0,1"))
     if not args.json and rounds > 1:
         for fig in ("produce", "fetch"):
             ratios = ", ".join(
@@ -199,6 +292,8 @@ def main() -> None:
                 for a, b in zip(runs["one"], runs["two"], strict=True)
             )
             print(f"{fig}: 2 processes / 1 core, round by round: {ratios}")
+        ratios = ", ".join(f"{b / a:.2f}" for a, b in zip(machine["0"], machine["0,1"], strict=True))
+        print(f"machine's sendfile egress: 2 cores / 1 core, round by round: {ratios}")
     rows = [
         (
             f"produce 16 KiB batches, 2 cores 2 processes vs 1 ({where}; median of {rounds})",
@@ -216,6 +311,13 @@ def main() -> None:
             two.fetch_errors,
         ),
         ("  same, one process on 2 cores", one.fetch, wide.fetch, None, wide.fetch_errors),
+        (
+            f"  the machine's own: sendfile to {PARTITIONS} discarding readers, senders on 2 cores vs 1",
+            m1,
+            m2,
+            None,
+            0,
+        ),
     ]
     if args.json:
         emit([ratio_row("cores", name, b, "MB/s", a, "1 core", target) for name, a, b, target, _ in rows])

@@ -82,7 +82,7 @@ from kafkatool.protocol.framing import encode_request  # noqa: E402
 CHUNK = 1 << 20
 
 
-def _pair() -> tuple[socket.socket, socket.socket]:
+def loopback_pair() -> tuple[socket.socket, socket.socket]:
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen(1)
@@ -111,7 +111,7 @@ def ingest_ceiling(directory: Path, seconds: float, fresh: bool = False) -> floa
     reports free pages to the host (virtio-balloon free page reporting) a page that was never
     written, or was freed a few seconds ago, costs the host a fault on first touch; a growing
     log pays that, and only the fresh figure is the ceiling for it."""
-    client, conn = _pair()
+    client, conn = loopback_pair()
     paths = [directory / "ingest-probe-0.bin"]
     fd = os.open(paths[0], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     fds = [fd]
@@ -175,7 +175,7 @@ def egress_ceiling(directory: Path, seconds: float, size: int = 256 << 20) -> fl
     with open(path, "rb") as f:  # into the page cache
         while f.read(8 << 20):
             pass
-    client, conn = _pair()
+    client, conn = loopback_pair()
     received = [0]
 
     def receiver() -> None:
