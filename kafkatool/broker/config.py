@@ -538,7 +538,13 @@ class BrokerConfig:
         self.listeners  # noqa: B018 (parses)
         self.advertised_listeners  # noqa: B018
         self.inter_broker_listener  # noqa: B018
-        for name in ("num.partitions", "message.max.bytes", "socket.request.max.bytes", "log.segment.bytes"):
+        for name in (
+            "num.partitions",
+            "message.max.bytes",
+            "socket.request.max.bytes",
+            "log.segment.bytes",
+            "num.network.threads",
+        ):
             _parse_int(name, self.get(name), 1)
         self.log_config()
 

@@ -17,9 +17,9 @@ between (the log writes offsets into that very buffer).  Smaller frames are cut 
 of the receive area (one copy, many frames per ``recv_into``).
 
 Segment bytes of fetch responses go out with ``os.sendfile`` when they are large
-(straight into the socket while it has room, through ``loop.sendfile`` when it is
-full), except on TLS connections, where the bytes must be encrypted in user space
-and are written from a buffer.
+(straight into the socket while it has room; the rest on a network thread,
+:class:`SendfileThreads`, or through ``loop.sendfile``), except on TLS connections, where
+the bytes must be encrypted in user space and are written from a buffer.
 """
 
 from __future__ import annotations
@@ -27,11 +27,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import select
 import socket
 import sys
 import threading
 import time
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 
 from kafkatool.errors import KafkatoolError
 
@@ -125,6 +127,82 @@ def _resize(b: bytearray, size: int) -> None:
 
 
 FRAME_BUFFERS = FrameBuffers()
+
+
+def _sendfile_blocking(
+    sock_fd: int, file_fd: int, position: int, size: int, stall_ms: int, budget_s: float
+) -> int:
+    """On a network thread: ``os.sendfile`` until ``size`` bytes are sent, waiting for room
+    with ``poll`` (the interpreter lock is released in both); stops early when the socket
+    had no room for ``stall_ms`` or after ``budget_s``.  Closes both descriptors (its own
+    duplicates: the loop may close the originals meanwhile)."""
+    try:
+        poller = select.poll()
+        poller.register(sock_fd, select.POLLOUT)
+        deadline = time.monotonic() + budget_s
+        sent = 0
+        while sent < size:
+            try:
+                n = os.sendfile(sock_fd, file_fd, position + sent, size - sent)
+            except BlockingIOError:
+                if time.monotonic() > deadline or not poller.poll(stall_ms):
+                    break
+                continue
+            if n == 0:
+                break  # the file ends early: the caller reports the short send
+            sent += n
+        return sent
+    finally:
+        os.close(sock_fd)
+        os.close(file_fd)
+
+
+class SendfileThreads:
+    """Kafka's network threads' share of a fetch: the rest of a large sendfile that did not
+    fit the socket's buffer runs on a thread that waits for room in ``poll``, so the
+    kernel's work of many connections' sendfiles (about 93% of a broker's CPU while it
+    serves fetches: page cache references, loopback TCP, wake-ups) runs on several cores
+    beside the event loop.  A request never waits for a thread: with all busy the loop's
+    own ``loop.sendfile`` sends it, as it does what a stalled reader left.  A process
+    allowed only one core (``taskset``) hands nothing over: there a thread cannot run beside
+    the loop and would only add switches."""
+
+    def __init__(self, count: int, stall_ms: int = 10, budget_s: float = 0.2):
+        self.count = count if len(os.sched_getaffinity(0)) > 1 else 0
+        self.stall_ms = stall_ms
+        self.budget_s = budget_s
+        self.busy = 0
+        #: sendfiles handed to a thread, and the bytes the threads sent (the loop's counts)
+        self.handoffs = 0
+        self.sent = 0
+        self.pool = ThreadPoolExecutor(
+            max_workers=max(1, count), thread_name_prefix="data-plane-kafka-network-thread"
+        )
+
+    async def send(self, loop, sock_fd: int, file_fd: int, position: int, size: int) -> int:
+        if self.busy >= self.count:
+            return 0
+        fds = (os.dup(sock_fd), os.dup(file_fd))
+        try:
+            fut = loop.run_in_executor(
+                self.pool, _sendfile_blocking, *fds, position, size, self.stall_ms, self.budget_s
+            )
+        except RuntimeError:  # shut down
+            os.close(fds[0])
+            os.close(fds[1])
+            return 0
+        self.handoffs += 1
+        self.busy += 1  # until the thread is done, even if the caller is cancelled meanwhile
+        fut.add_done_callback(self._done)
+        return await asyncio.shield(fut)
+
+    def _done(self, fut) -> None:
+        self.busy -= 1
+        if not fut.cancelled() and fut.exception() is None:
+            self.sent += fut.result()
+
+    def shutdown(self) -> None:
+        self.pool.shutdown(wait=False)
 
 
 class CloseConnection(KafkatoolError):
@@ -560,7 +638,9 @@ class Connection:
                         write(pending[0] if len(pending) == 1 else b"".join(pending))
                         pending, size = [], 0
                     sent = self._sendfile_now(p)
-                    if sent < p.size:  # the socket is full: asyncio waits for room
+                    if sent < p.size:  # the socket is full: a network thread waits for room
+                        sent += await self._sendfile_thread(loop, p, sent)
+                    if sent < p.size:  # none free, or the reader stalled: asyncio waits for room
                         rest = FileSlice(p.fd, p.position + sent, p.size - sent)
                         sent += await loop.sendfile(self.transport, rest, rest.position, rest.size)
                     if sent != p.size:
@@ -599,6 +679,19 @@ class Connection:
         except BlockingIOError:
             pass
         return sent
+
+    async def _sendfile_thread(self, loop, p: FileSlice, sent: int) -> int:
+        """Bytes of ``p`` past ``sent`` that a network thread sent (``SendfileThreads``): 0
+        when none is free or the socket cannot be used in place (see ``_sendfile_now``)."""
+        threads = self.server.network_threads
+        if (
+            threads is None
+            or self._sock is None
+            or self.transport.is_closing()
+            or self.transport.get_write_buffer_size()
+        ):
+            return 0
+        return await threads.send(loop, self._sock.fileno(), p.fd, p.position + sent, p.size - sent)
 
     def _set_cork(self, on: int) -> None:
         try:

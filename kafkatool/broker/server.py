@@ -20,7 +20,7 @@ from pathlib import Path
 
 from kafkatool.broker.config import BROKER_CONFIGS, BrokerConfig, ConfigError
 from kafkatool.broker.metadata import MetadataStore, TopicMeta
-from kafkatool.broker.network import Connection
+from kafkatool.broker.network import Connection, SendfileThreads
 from kafkatool.broker.router import Router
 from kafkatool.broker.tasks import stop_tasks
 from kafkatool.formats.errors import CorruptRecordError, FormatError
@@ -129,6 +129,9 @@ class Broker:
 
         #: background threads and the cleaner's worker process (never the event loop)
         self.workers = Workers()
+        #: Kafka's network threads' share of fetch responses: the rest of a large sendfile
+        #: that did not fit the socket (broker/network.SendfileThreads)
+        self.network_threads = SendfileThreads(self.config.int("num.network.threads"))
         from kafkatool.broker.handlers import register_all
 
         register_all(self.router)
@@ -878,6 +881,7 @@ class Broker:
     def close_storage(self) -> None:
         # background jobs finish (or give up) before the logs they work on close
         self.workers.shutdown()
+        self.network_threads.shutdown()
         if self.manager is not None:
             self.manager.shutdown()
             self.manager = None

@@ -1,0 +1,179 @@
+"""Network threads (broker/network.SendfileThreads): the rest of a large sendfile that did
+not fit the socket runs on a thread, never holds one for a stalled reader, never makes a
+request wait for a thread, and works on descriptors of its own."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+
+import pytest
+
+from kafkatool.broker.network import Connection, FileSlice, Parts, SendfileThreads
+
+BIG = 24 << 20  # far more than a loopback socket's buffers hold
+
+needs_two_cores = pytest.mark.skipif(
+    len(os.sched_getaffinity(0)) < 2, reason="network threads hand over only with 2 cores or more"
+)
+
+
+def _segment(tmp_path, size: int = BIG):
+    seg = tmp_path / "seg.log"
+    data = os.urandom(1 << 20) * (size >> 20)
+    seg.write_bytes(data)
+    return seg, data
+
+
+class _Server:
+    def __init__(self, threads):
+        self.network_threads = threads
+
+
+async def _connected(threads, pause_s: float, got: bytearray, expected: int):
+    """A connection to a reader that waits ``pause_s`` before it reads (the socket fills),
+    then reads everything; returns (conn, reader_done, server)."""
+    done = asyncio.Event()
+
+    async def serve(reader, writer):
+        await asyncio.sleep(pause_s)
+        while len(got) < expected:
+            chunk = await reader.read(1 << 20)
+            if not chunk:
+                break
+            got.extend(chunk)
+        done.set()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    _, writer = await asyncio.open_connection("127.0.0.1", port)
+    conn = Connection.__new__(Connection)
+    conn.server = _Server(threads)
+    conn.writer, conn.transport, conn.tls = writer, writer.transport, False
+    conn._sock = writer.get_extra_info("socket")
+    return conn, done, server
+
+
+def _run(tmp_path, threads, pause_s: float, during=None):
+    seg, data = _segment(tmp_path)
+    expected = b"HEAD" + data + b"tail"
+
+    async def run():
+        got = bytearray()
+        conn, done, server = await _connected(threads, pause_s, got, len(expected))
+        fd = os.open(seg, os.O_RDONLY)
+        try:
+            task = asyncio.ensure_future(
+                conn._write_parts(Parts([b"HEAD", FileSlice(fd, 0, len(data)), b"tail"]))
+            )
+            seen = await during(threads, got) if during is not None else None
+            await asyncio.wait_for(task, 60)
+            await asyncio.wait_for(done.wait(), 60)
+            corked = conn._sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CORK)
+        finally:
+            os.close(fd)
+            conn.writer.close()
+            server.close()
+        return bytes(got), corked, seen
+
+    got, corked, seen = asyncio.run(run())
+    assert got == expected
+    assert corked == 0
+    return seen
+
+
+@needs_two_cores
+def test_the_rest_of_a_large_slice_is_sent_by_a_network_thread(tmp_path):
+    threads = SendfileThreads(2)
+    try:
+        _run(tmp_path, threads, pause_s=0)
+    finally:
+        threads.shutdown()
+    # the loop sent what fitted at once; a thread, waiting for room in poll, sent more
+    assert 0 < threads.sent < BIG
+    assert threads.busy == 0
+
+
+@needs_two_cores
+def test_a_stalled_reader_holds_no_network_thread(tmp_path):
+    """The reader reads nothing for a second: the thread gives up after its stall time and
+    the loop waits for the reader (loop.sendfile); every byte still arrives in order."""
+    threads = SendfileThreads(1, stall_ms=10, budget_s=0.2)
+
+    async def during(th, got):
+        # the socket fills at once and the reader sleeps: the thread takes the rest, finds no
+        # room for its stall time and is free again while the reader has not read a byte
+        for _ in range(300):
+            await asyncio.sleep(0.005)
+            if th.handoffs and th.busy == 0:
+                return len(got) == 0
+        return None
+
+    try:
+        freed = _run(tmp_path, threads, pause_s=1.0, during=during)
+    finally:
+        threads.shutdown()
+    assert freed is True
+
+
+def test_with_every_thread_busy_the_loop_sends_without_waiting(tmp_path):
+    threads = SendfileThreads(1)
+    threads.busy = 1  # as if a thread served another connection
+    try:
+        _run(tmp_path, threads, pause_s=0.05)
+    finally:
+        threads.shutdown()
+    assert threads.sent == 0
+
+
+@needs_two_cores
+def test_the_thread_sends_from_its_own_descriptors(tmp_path):
+    """Retention may close a segment's descriptor while a thread still sends from it (and the
+    number be reused by another file): the thread works on duplicates of both descriptors."""
+    seg, data = _segment(tmp_path, 8 << 20)
+    other = tmp_path / "other.log"
+    other.write_bytes(b"\0" * len(data))
+
+    async def run():
+        got = bytearray()
+        threads = SendfileThreads(1, stall_ms=1000, budget_s=30)
+        conn, done, server = await _connected(threads, 0.1, got, len(data))
+        fd = os.open(seg, os.O_RDONLY)
+        try:
+            task = asyncio.ensure_future(
+                threads.send(asyncio.get_running_loop(), conn._sock.fileno(), fd, 0, len(data))
+            )
+            await asyncio.sleep(0)  # the coroutine took its duplicates and handed them over
+            os.close(fd)
+            fd = os.open(other, os.O_RDONLY)  # likely the same number, another file
+            sent = await asyncio.wait_for(task, 60)
+            await asyncio.wait_for(done.wait(), 60)
+        finally:
+            os.close(fd)
+            conn.writer.close()
+            server.close()
+            threads.shutdown()
+        return bytes(got), sent
+
+    got, sent = asyncio.run(run())
+    assert sent == len(data)
+    assert got == data
+
+
+def test_a_process_on_one_core_hands_nothing_over():
+    """Pinned to one core (taskset), a thread cannot run beside the loop: no hand-over."""
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(before)})
+    try:
+        one = SendfileThreads(3)
+    finally:
+        os.sched_setaffinity(0, before)
+    two = SendfileThreads(3)
+    try:
+        assert one.count == 0
+        assert two.count == (3 if len(before) > 1 else 0)
+    finally:
+        one.shutdown()
+        two.shutdown()
