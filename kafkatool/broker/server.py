@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import socket
 import ssl
 import time
 from dataclasses import dataclass, field
@@ -648,6 +649,8 @@ class Broker:
 
         self._stopping = asyncio.Event()
         asyncio.get_running_loop().set_exception_handler(self._loop_exception)
+        self._send_buffer = self.config.int("socket.send.buffer.bytes")
+        self._receive_buffer = self.config.int("socket.receive.buffer.bytes")
         for lst in self.config.listeners:
             ctx = None
             if lst.tls:
@@ -667,10 +670,16 @@ class Broker:
                 lst.host or None,
                 lst.port,
                 reuse_address=True,
+                backlog=self.config.int("socket.listen.backlog.size"),
                 limit=1 << 20,
                 # a broker of several processes takes clients once all of them serve
                 start_serving=self.processes is None or not self.processes.is_primary,
             )
+            # Kafka's Acceptor: socket.receive.buffer.bytes is the listening socket's SO_RCVBUF
+            # (accepted connections inherit it; -1: the OS's own, autotuned)
+            if self._receive_buffer != -1:
+                for s in server.sockets:
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self._receive_buffer)
             self._servers.append(server)
             sock = server.sockets[0].getsockname()
             self.bound.append((sock[0], sock[1]))
@@ -697,8 +706,6 @@ class Broker:
     # ------------------------------------------------------------------ connection limits
     def _limits(self):
         if getattr(self, "_conn_limits", None) is None:
-            import socket
-
             overrides = {}
             for item in (self.config.get("max.connections.per.ip.overrides") or "").split(","):
                 host, sep, count = item.strip().rpartition(":")
@@ -765,10 +772,13 @@ class Broker:
     ) -> None:
         sock = writer.get_extra_info("socket")
         if sock is not None:
-            import socket
-
+            # Kafka's Acceptor.configureAcceptedSocketChannel: no delay, keep-alive, and
+            # socket.send.buffer.bytes as SO_SNDBUF unless -1
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+                if self._send_buffer != -1:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self._send_buffer)
             except OSError:
                 pass
         task = asyncio.current_task()
