@@ -110,7 +110,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _d("ssl.truststore.certificates", PASSWORD, None, "PEM trusted certificates (truststore.type=PEM)."),
         _d("ssl.client.auth", STRING, "none", "none, requested or required."),
         _d("ssl.enabled.protocols", LIST, "TLSv1.2,TLSv1.3"),
-        _d("ssl.protocol", STRING, "TLSv1.3"),
+        _d("ssl.protocol", STRING, "TLSv1.3", "Accepted; the versions offered are ssl.enabled.protocols'."),
         _d("ssl.cipher.suites", LIST, "", "IANA cipher suite names (TLS 1.2); empty: OpenSSL's defaults."),
         _d("ssl.principal.mapping.rules", STRING, "DEFAULT", "RULE:pattern/replacement/[LU],... on the DN."),
         _d("ssl.endpoint.identification.algorithm", STRING, "https"),
@@ -173,7 +173,12 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _d("log.cleaner.threads", INT, 1),
         _d("log.cleaner.backoff.ms", LONG, 15000, "Sleep between cleaner passes with nothing to clean."),
         _d("log.cleaner.dedupe.buffer.size", LONG, 134217728),
-        _d("log.cleaner.io.buffer.size", INT, 524288),
+        _d(
+            "log.cleaner.io.buffer.size",
+            INT,
+            524288,
+            "Accepted; the cleaner reads and writes whole batches, not through fixed buffers.",
+        ),
         _d("log.cleaner.io.buffer.load.factor", DOUBLE, 0.9),
         _d("log.cleaner.io.max.bytes.per.second", DOUBLE, "1.7976931348623157E308"),
         _d("log.cleaner.delete.retention.ms", LONG, 86400000, "(delete.retention.ms)"),
@@ -262,7 +267,13 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "KIP-890: refuse a transactional produce to a partition not added to the transaction.",
         ),
         _d("num.network.threads", INT, 3),
-        _d("num.io.threads", INT, 8),
+        _d(
+            "num.io.threads",
+            INT,
+            8,
+            "Accepted (Kafka's sample server.properties sets it); requests are handled on the event "
+            "loop: kafkatool.processes gives request handling more cores.",
+        ),
         _d("num.recovery.threads.per.data.dir", INT, 2),
         _d(
             "kafkatool.processes",
