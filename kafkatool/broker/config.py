@@ -180,7 +180,12 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "Accepted; the cleaner reads and writes whole batches, not through fixed buffers.",
         ),
         _d("log.cleaner.io.buffer.load.factor", DOUBLE, 0.9),
-        _d("log.cleaner.io.max.bytes.per.second", DOUBLE, "1.7976931348623157E308"),
+        _d(
+            "log.cleaner.io.max.bytes.per.second",
+            DOUBLE,
+            "1.7976931348623157E308",
+            "The cleaner's I/O (bytes read and written a second, all its rounds); the default: no limit.",
+        ),
         _d("log.cleaner.delete.retention.ms", LONG, 86400000, "(delete.retention.ms)"),
         _d("log.cleaner.min.cleanable.ratio", DOUBLE, 0.5, "(min.cleanable.dirty.ratio)"),
         _d("log.cleaner.min.compaction.lag.ms", LONG, 0, "(min.compaction.lag.ms)"),
@@ -571,6 +576,15 @@ class BrokerConfig:
             "num.network.threads",
         ):
             _parse_int(name, self.get(name), 1)
+        rate = self.get("log.cleaner.io.max.bytes.per.second")
+        try:
+            ok = float(str(rate).strip()) > 0
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ConfigError(
+                f"invalid value {rate!r} for log.cleaner.io.max.bytes.per.second: must be above 0"
+            )
         self.log_config()
 
     @property

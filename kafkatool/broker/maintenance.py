@@ -95,7 +95,7 @@ class CleanerState:
         """The cleaner thread's part: pick the filthiest due log of ``logs`` ((tp, Log)), run
         one round in the worker process, swap the ``.cleaned`` segments in under the log's
         lock.  Returns None when no log was due, else (tp, dirty ratio, new checkpoint or
-        None when a swap was voided, seconds)."""
+        None when a swap was voided, seconds, seconds of them throttled)."""
         from kafkatool.broker.background import WorkersStopped
         from kafkatool.log.cleaner import (
             clean_round_files,
@@ -142,6 +142,7 @@ class CleanerState:
                 now_ms=now,
                 map_bytes=max(map_bytes, BYTES_PER_ENTRY),
                 load_factor=float(cfg.get("log.cleaner.io.buffer.load.factor")),
+                max_io_bytes_per_second=float(cfg.get("log.cleaner.io.max.bytes.per.second")),
             )
         except WorkersStopped:
             # the broker stops mid-round and kills the worker process, which cannot remove
@@ -151,11 +152,17 @@ class CleanerState:
             discard_cleaned_files(lg.dir)
             raise
         installed = all([install_cleaned(lg, g, before) for g in groups])
-        return tp, rng.dirty_ratio, (rnd.end_offset if installed else None), time.monotonic() - t0
+        return (
+            tp,
+            rng.dirty_ratio,
+            (rnd.end_offset if installed else None),
+            time.monotonic() - t0,
+            rnd.stats.throttled_s,
+        )
 
     def finish(self, cleaned) -> None:
         """The event loop's part: the cleaner checkpoint, long polls, one log line."""
-        tp, dirty_ratio, checkpoint, seconds = cleaned
+        tp, dirty_ratio, checkpoint, seconds, throttled = cleaned
         mgr = self.broker.manager
         if mgr is None:
             return
@@ -164,12 +171,13 @@ class CleanerState:
             self.save()
         self.broker.wake(tp)
         log.info(
-            "log cleaned topic=%s partition=%d dirty_ratio=%.3f checkpoint=%s seconds=%.3f%s",
+            "log cleaned topic=%s partition=%d dirty_ratio=%.3f checkpoint=%s seconds=%.3f throttled_seconds=%.3f%s",
             tp[0],
             tp[1],
             dirty_ratio,
             checkpoint,
             seconds,
+            throttled,
             "" if checkpoint is not None else " (voided: the log changed meanwhile)",
         )
 

@@ -62,6 +62,7 @@ from kafkatool.log.log import Log
 from kafkatool.log.maintenance import Quarantine
 from kafkatool.log.offset_map import OffsetMap
 from kafkatool.log.segment import CLEANED_SUFFIX, Segment, segment_file_paths
+from kafkatool.log.throttle import Throttler, throttle_for
 
 INT32_MAX = 2**31 - 1
 
@@ -250,6 +251,9 @@ class CleanStats:
     map_keys: int = 0
     segments_before: int = 0
     segments_after: int = 0
+    #: with log.cleaner.io.max.bytes.per.second: bytes the round read and wrote, seconds it slept
+    io_bytes: int = 0
+    throttled_s: float = 0.0
 
     def add(self, other: CleanStats) -> None:
         for name in self.__dataclass_fields__:
@@ -334,6 +338,18 @@ class _Sink:
 
 
 # ---------------------------------------------------------------- a key-only record scan
+
+
+class _ThrottledSink:
+    """A sink that tells the throttle what it writes."""
+
+    def __init__(self, sink: _Sink, throttle):
+        self._sink = sink
+        self._throttle = throttle
+
+    def append(self, data: bytes) -> None:
+        self._sink.append(data)
+        self._throttle(len(data))
 
 
 def _read_uvarint10(data, pos: int, end: int) -> tuple[int, int]:
@@ -427,6 +443,7 @@ class Cleaner:
         now_ms: int,
         swap=None,
         last_records: dict[int, tuple[int, int]] | None = None,
+        throttler: Throttler | None = None,
     ):
         self.log = log
         self.config = config
@@ -437,6 +454,8 @@ class Cleaner:
         self.swap = swap
         #: producer id -> (last offset, epoch) of the live log (a worker's view has none)
         self.last_records = last_records
+        #: log.cleaner.io.max.bytes.per.second: told every byte read and written (None: no limit)
+        self.throttler = throttler
 
     # --- the offset map
     def build_offset_map(self, start: int, end: int, stats: CleanStats) -> bool:
@@ -459,7 +478,10 @@ class Cleaner:
         limit = m.max_entries
         entries = m.entries
         position = seg.offset_index.lookup(start).position
+        throttle = self.throttler.maybe_throttle if self.throttler is not None else None
         for batch in seg.batches(position):
+            if throttle is not None:
+                throttle(batch.size)
             if batch.is_control:
                 txn.on_control_batch(batch)
             elif not txn.on_batch(batch):
@@ -511,6 +533,9 @@ class Cleaner:
             result.groups.append(gr)
         stats.segments_before = sum(len(g.sources) for g in result.groups)
         stats.segments_after = len(result.groups)
+        if self.throttler is not None:
+            stats.io_bytes = self.throttler.total
+            stats.throttled_s = self.throttler.slept
         return result
 
     def _clean_group(
@@ -589,7 +614,12 @@ class Cleaner:
         latest = m.latest_offset
         entries = m.entries
         delete_retention = self.config.delete_retention_ms
+        throttle = self.throttler.maybe_throttle if self.throttler is not None else None
+        if throttle is not None:
+            sink = _ThrottledSink(sink, throttle)
         for batch in seg.batches():
+            if throttle is not None:
+                throttle(batch.size)
             stats.batches_read += 1
             is_control = batch.is_control
             magic = batch.magic
@@ -871,13 +901,15 @@ def clean_round_files(
     now_ms: int,
     map_bytes: int,
     load_factor: float,
+    max_io_bytes_per_second: float | None = None,
 ) -> tuple[RoundResult, list[CleanedGroup]]:
     """One cleaning round (Kafka's doClean) for a worker process: the partition's segments
     below ``first_uncleanable`` (inactive, so no writer touches them) are opened read-only
     and each group is written into a flushed ``.cleaned`` segment; nothing of the live log
     changes here.  The process owning the live :class:`Log` swaps them in with
     :func:`install_cleaned`, under the log's lock.  The CPU work (key scans, re-encoding)
-    thus never competes for the broker's interpreter lock."""
+    thus never competes for the broker's interpreter lock.  ``max_io_bytes_per_second``
+    (log.cleaner.io.max.bytes.per.second) throttles what the round reads and writes."""
     log = Log(
         dir,
         config,
@@ -900,6 +932,7 @@ def clean_round_files(
             now_ms=now_ms,
             swap=keep,
             last_records=last_records,
+            throttler=throttle_for(max_io_bytes_per_second),
         )
         rnd = cleaner.clean(first_dirty, first_uncleanable, write=True)
     except BaseException:
