@@ -219,12 +219,10 @@ def _metavar(name: str, annotation) -> str:
 def name_metavars(app: typer.Typer) -> None:
     """Give every option and argument of every command a value name (``--timeout SECONDS``,
     ``FILE``) where it has none, so that help and usage never show Python types
-    (``<list[str]>``, ``<float range>``); typer shows the type next to an argument's name
-    even when it has one, so argument rows show the name alone."""
+    (``<list[str]>``, ``<float range>``)."""
     import inspect
     import typing
 
-    from typer.core import TyperArgument
     from typer.models import ArgumentInfo, OptionInfo
 
     def fix(callback) -> None:
@@ -248,14 +246,6 @@ def name_metavars(app: typer.Typer) -> None:
             walk(g.typer_instance)
 
     walk(app)
-    if not getattr(TyperArgument, "_kafkatool_names_only", False):
-        original = TyperArgument.display_type_rich
-
-        def display_type_rich(self, ctx):
-            return None if self.metavar is not None else original(self, ctx)
-
-        TyperArgument.display_type_rich = display_type_rich
-        TyperArgument._kafkatool_names_only = True
 
 
 def apply_exit_contract(app: typer.Typer) -> None:
