@@ -1,6 +1,7 @@
-"""Network threads (broker/network.SendfileThreads): the rest of a large sendfile that did
-not fit the socket runs on a thread, never holds one for a stalled reader, never makes a
-request wait for a thread, and works on descriptors of its own."""
+"""Writing responses with segment bytes (broker/network.Connection._write_parts) and the
+network threads (SendfileThreads): the rest of a large sendfile that did not fit the socket
+runs on a thread, never holds one for a stalled reader, never makes a request wait for a
+thread, and works on descriptors of its own."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import socket
 
 import pytest
 
-from kafkatool.broker.network import Connection, FileSlice, Parts, SendfileThreads
+from kafkatool.broker.network import SENDFILE_MIN_BYTES, Connection, FileSlice, Parts, SendfileThreads
 
 BIG = 24 << 20  # far more than a loopback socket's buffers hold
 
@@ -177,3 +178,33 @@ def test_a_process_on_one_core_hands_nothing_over():
     finally:
         one.shutdown()
         two.shutdown()
+
+
+def test_a_response_with_file_slices_arrives_whole_and_leaves_the_socket_uncorked(tmp_path):
+    """Small pieces joined, big slices sent with sendfile, TCP_CORK set while the response is
+    written and cleared after it (a socket left corked would hold every later small response
+    back)."""
+    seg = tmp_path / "seg.log"
+    data = os.urandom(3 * SENDFILE_MIN_BYTES)
+    seg.write_bytes(data)
+    big = 2 * SENDFILE_MIN_BYTES
+    expected = b"HEAD" + b"ab" + data[:big] + b"mid" + data[big : big + 100] + b"tail"
+
+    async def run():
+        got = bytearray()
+        conn, done, server = await _connected(None, 0, got, len(expected))
+        fd = os.open(seg, os.O_RDONLY)
+        try:
+            parts = Parts([b"HEAD", b"ab", FileSlice(fd, 0, big), b"mid", FileSlice(fd, big, 100), b"tail"])
+            await conn._write_parts(parts)
+            corked = conn._sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CORK)
+            await asyncio.wait_for(done.wait(), 30)
+        finally:
+            os.close(fd)
+            conn.writer.close()
+            server.close()
+        return bytes(got), corked
+
+    got, corked = asyncio.run(run())
+    assert got == expected
+    assert corked == 0
