@@ -18,7 +18,7 @@ import sys
 import typer
 
 from kafkatool import __version__
-from kafkatool.commands.common import EXIT_CONTRACT, add_zk_tls_option, apply_exit_contract, name_metavars
+from kafkatool.commands.common import EXIT_CONTRACT, add_zookeeper_options, apply_exit_contract, name_metavars
 
 # Order here is the order of ``kafkatool --help``.
 COMMAND_MODULES = [
@@ -71,7 +71,7 @@ def build_app(modules: list[str] = COMMAND_MODULES) -> typer.Typer:
     app.callback()(_root)
     for name in modules:
         importlib.import_module(f"kafkatool.commands.{name}").register(app)
-    add_zk_tls_option(app)
+    add_zookeeper_options(app)
     name_metavars(app)
     apply_exit_contract(app)
     return app

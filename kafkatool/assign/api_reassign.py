@@ -146,7 +146,7 @@ def _describe(
         )
     out = {}
     for c in res.configs:
-        source = config_source(c, version)
+        source = config_source(c, version, res.resource_type)
         if source in _SET_HERE and c.value is not None:
             out[c.name] = c.value
     return out

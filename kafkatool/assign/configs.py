@@ -108,7 +108,7 @@ def describe_live(admin: KafkaAdmin, entity_type: str, name: str | None, *, all_
     out = []
     dynamic = {1, 2, 3, 6} if rname else {3}
     for c in r.configs:
-        src = config_source(c, version)
+        src = config_source(c, version, r.resource_type)
         if not all_configs and src not in dynamic:
             continue
         syn = [(s.name, s.value, SOURCES.get(s.source, str(s.source))) for s in (c.synonyms or [])]

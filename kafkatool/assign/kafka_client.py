@@ -379,12 +379,18 @@ CONFIG_SOURCES_BROKER = (2, 3, 4)
 CONFIG_SOURCE_DEFAULT = 5
 
 
-def config_source(entry, version: int) -> int:
-    """A DescribeConfigs entry's config_source; v0 has none, only is_default: a value not at
-    the default counts as set on the entity (1), else DEFAULT_CONFIG (5)."""
+#: v0's reading of a value not at its default, by resource type (Kafka's client: a broker's is
+#: STATIC_BROKER_CONFIG, a topic's TOPIC_CONFIG, any other UNKNOWN)
+_V0_SET_SOURCE = {4: 4, 2: CONFIG_SOURCE_TOPIC}
+
+
+def config_source(entry, version: int, resource_type: int) -> int:
+    """A DescribeConfigs entry's config_source. v0 has none, only is_default; it is derived as
+    Kafka's client derives it (DescribeConfigsResponse's v0 constructor): DEFAULT_CONFIG (5) if
+    is_default, else by ``resource_type`` (the result's): broker 4, topic 1, other 0."""
     if version >= 1:
         return entry.config_source
-    return CONFIG_SOURCE_DEFAULT if entry.is_default else CONFIG_SOURCE_TOPIC
+    return CONFIG_SOURCE_DEFAULT if entry.is_default else _V0_SET_SOURCE.get(resource_type, 0)
 
 
 def describe_topic_configs(admin: KafkaAdmin, topics: list[str]) -> dict[str, dict[str, tuple[str, int]]]:
@@ -415,7 +421,7 @@ def describe_topic_configs(admin: KafkaAdmin, topics: list[str]) -> dict[str, di
             )
         configs = {}
         for c in res.configs:
-            source = config_source(c, version)
+            source = config_source(c, version, res.resource_type)
             if c.value is not None and (source == CONFIG_SOURCE_TOPIC or source in CONFIG_SOURCES_BROKER):
                 configs[c.name] = (c.value, source)
         out[res.resource_name] = configs
@@ -447,6 +453,8 @@ def describe_configs(admin: KafkaAdmin, resource_type: int, names) -> dict[str, 
                 r.error_code,
             )
         out[r.resource_name] = {
-            c.name: (c.value, config_source(c, version)) for c in r.configs if c.value is not None
+            c.name: (c.value, config_source(c, version, r.resource_type))
+            for c in r.configs
+            if c.value is not None
         }
     return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import json
 import os
@@ -48,12 +49,26 @@ def fail_on_option():
     )
 
 
-def zookeeper_option(help: str, *, envvar: bool = False):
-    """The one declaration of --zookeeper/-z; each command says what it does there. With
-    ``envvar``, KAFKATOOL_ZOOKEEPER stands in for it (zk, reassign)."""
-    extra = {"envvar": "KAFKATOOL_ZOOKEEPER", "show_envvar": False} if envvar else {}
+#: The environment variable that stands in for --zookeeper in every command that takes it.
+ZOOKEEPER_ENV = "KAFKATOOL_ZOOKEEPER"
+#: Options that name another source of what --zookeeper reads: when one of them is given, a
+#: --zookeeper that only came from $KAFKATOOL_ZOOKEEPER is dropped (see _zookeeper_command).
+ZOOKEEPER_ALTERNATIVES = ("--bootstrap-server", "--current")
+
+
+def zookeeper_option(help: str):
+    """The one declaration of --zookeeper/-z; each command says what it does there.
+    $KAFKATOOL_ZOOKEEPER stands in for it; add_zookeeper_options says so in the help and
+    applies the precedence rule."""
     return typer.Option(
-        None, "--zookeeper", "-z", metavar="HOST:PORT[/CHROOT]", help=help, show_default=False, **extra
+        None,
+        "--zookeeper",
+        "-z",
+        metavar="HOST:PORT[/CHROOT]",
+        help=help,
+        show_default=False,
+        envvar=ZOOKEEPER_ENV,
+        show_envvar=False,
     )
 
 
@@ -331,8 +346,25 @@ def _load_zk_tls(value):
     return value
 
 
-def _with_zk_tls(func: Callable) -> Callable:
-    """``func`` with one more option, --zk-tls-config-file, consumed by its callback."""
+def _options(callback) -> dict:
+    """parameter name -> OptionInfo, for the options of a command callback."""
+    import inspect
+
+    from typer.models import OptionInfo
+
+    return {
+        name: p.default
+        for name, p in inspect.signature(callback).parameters.items()
+        if isinstance(p.default, OptionInfo)
+    }
+
+
+def _zookeeper_command(func: Callable, zk_param: str, zk_option, alternatives: list[str]) -> Callable:
+    """``func`` with ``zk_option`` declaring --zookeeper, one more option, --zk-tls-config-file
+    (consumed by its callback), and the one precedence rule for --zookeeper: an explicit option beats the environment, so a value
+    that came only from $KAFKATOOL_ZOOKEEPER is dropped when one of ``alternatives`` (the
+    parameters of ZOOKEEPER_ALTERNATIVES the command has, e.g. --bootstrap-server) is given.
+    Both given explicitly reach the command, which accepts or refuses them as it always did."""
     import inspect
 
     sig = inspect.signature(func)
@@ -344,40 +376,50 @@ def _with_zk_tls(func: Callable) -> Callable:
         callback=_load_zk_tls,
         show_default=False,
     )
-    param = inspect.Parameter(
-        "zk_tls_config_file", inspect.Parameter.KEYWORD_ONLY, default=option, annotation=str | None
-    )
+    extra = [
+        inspect.Parameter(
+            "zk_tls_config_file", inspect.Parameter.KEYWORD_ONLY, default=option, annotation=str | None
+        ),
+        # typer passes the invocation's context: it knows where --zookeeper's value came from
+        inspect.Parameter("zookeeper_ctx", inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context),
+    ]
 
     @functools.wraps(func)
-    def wrapper(*args, zk_tls_config_file=None, **kwargs):
+    def wrapper(*args, zookeeper_ctx: typer.Context, zk_tls_config_file=None, **kwargs):
+        if (
+            any(kwargs.get(a) is not None for a in alternatives)
+            and zookeeper_ctx.get_parameter_source(zk_param).name == "ENVIRONMENT"
+        ):
+            kwargs[zk_param] = None
         return func(*args, **kwargs)
 
-    wrapper.__signature__ = sig.replace(parameters=[*sig.parameters.values(), param])
+    params = [p.replace(default=zk_option) if p.name == zk_param else p for p in sig.parameters.values()]
+    wrapper.__signature__ = sig.replace(parameters=[*params, *extra])
+    wrapper._kafkatool_zookeeper = True
     return wrapper
 
 
-def add_zk_tls_option(app: typer.Typer) -> None:
-    """Every command that takes --zookeeper also takes --zk-tls-config-file (one declaration)."""
-    import inspect
-
-    from typer.models import OptionInfo
-
-    def takes_zookeeper(callback) -> bool:
-        for p in inspect.signature(callback).parameters.values():
-            info = p.default
-            if isinstance(info, OptionInfo) and "--zookeeper" in (info.param_decls or ()):
-                return True
-        return False
+def add_zookeeper_options(app: typer.Typer) -> None:
+    """Every command that takes --zookeeper also takes --zk-tls-config-file, reads
+    $KAFKATOOL_ZOOKEEPER with the one precedence rule (_zookeeper_command), and its help says so."""
 
     def walk(t: typer.Typer) -> None:
         for c in t.registered_commands:
             # a module-level sub-app (zk) is in every app built in the process: wrap it once
-            if (
-                c.callback is not None
-                and takes_zookeeper(c.callback)
-                and "zk_tls_config_file" not in inspect.signature(c.callback).parameters
-            ):
-                c.callback = _with_zk_tls(c.callback)
+            if c.callback is None or getattr(c.callback, "_kafkatool_zookeeper", False):
+                continue
+            options = _options(c.callback)
+            decls = {n: set(o.param_decls or ()) for n, o in options.items()}
+            zk_param = next((n for n, d in decls.items() if "--zookeeper" in d), None)
+            if zk_param is None:
+                continue
+            alternatives = [n for n, d in decls.items() if d & set(ZOOKEEPER_ALTERNATIVES)]
+            flags = " or ".join(f for f in ZOOKEEPER_ALTERNATIVES if any(f in decls[n] for n in alternatives))
+            rule = f", unless {flags} is given" if flags else ""
+            # a copy: the declaration is the module's, shared by every app built in the process
+            info = copy.copy(options[zk_param])
+            info.help = f"{(info.help or '').rstrip()} Default: ${ZOOKEEPER_ENV}{rule}."
+            c.callback = _zookeeper_command(c.callback, zk_param, info, alternatives)
         for g in t.registered_groups:
             walk(g.typer_instance)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-import os
 import secrets
 import sys
 from collections.abc import Callable, Iterator
@@ -41,7 +40,7 @@ HELP = (
 
 ZK_HELP = (
     "ZooKeeper connect string of the cluster: host:port,host:port/chroot (chroot optional), as "
-    "zookeeper.connect (env KAFKATOOL_ZOOKEEPER)."
+    "zookeeper.connect."
 )
 ZK_TIMEOUT = 10.0
 BOOTSTRAP_HELP = (
@@ -105,8 +104,8 @@ def _admin(bootstrap_server: str) -> Iterator:
 
 
 def _use_api(zookeeper: str | None, bootstrap_server: str | None) -> bool:
-    """True for the admin API.  A --zookeeper that only came from KAFKATOOL_ZOOKEEPER yields
-    to an explicit --bootstrap-server."""
+    """True for the admin API (a --zookeeper from $KAFKATOOL_ZOOKEEPER alone has already
+    yielded to an explicit --bootstrap-server: commands/common.py)."""
     if bootstrap_server is None:
         if zookeeper is None:
             raise CommandError(
@@ -114,7 +113,7 @@ def _use_api(zookeeper: str | None, bootstrap_server: str | None) -> bool:
                 "or --bootstrap-server host:port for the admin API"
             )
         return False
-    if zookeeper is not None and zookeeper != os.environ.get("KAFKATOOL_ZOOKEEPER"):
+    if zookeeper is not None:
         raise CommandError("give --zookeeper or --bootstrap-server, not both")
     return True
 
@@ -124,7 +123,7 @@ def _bootstrap_option(extra_help: str = ""):
 
 
 def _zk_option(extra_help: str = ""):
-    return zookeeper_option(ZK_HELP + extra_help, envvar=True)
+    return zookeeper_option(ZK_HELP + extra_help)
 
 
 def _assignment_doc(assignment) -> dict:
@@ -268,8 +267,6 @@ def _generate(
 
     if strategy not in ("kafka", "minimal", "size"):
         raise CommandError(f"--strategy must be kafka, minimal or size, not {strategy!r}")
-    if bootstrap_server is not None and zookeeper == os.environ.get("KAFKATOOL_ZOOKEEPER"):
-        zookeeper = None  # only from the environment: the explicit option wins
     if sum(x is not None for x in (zookeeper, bootstrap_server, current_file)) != 1:
         raise CommandError("give exactly one of --zookeeper, --bootstrap-server and --current")
     if strategy == "size" and sizes_file is None:

@@ -36,11 +36,11 @@ zk_app = typer.Typer(
     no_args_is_help=True,
 )
 
-ZOOKEEPER_HELP = "ZooKeeper connect string host:port[,host:port][/chroot] (env KAFKATOOL_ZOOKEEPER)."
+ZOOKEEPER_HELP = "ZooKeeper connect string host:port[,host:port][/chroot]."
 
 
 def _zk_option() -> Any:
-    return zookeeper_option(ZOOKEEPER_HELP, envvar=True)
+    return zookeeper_option(ZOOKEEPER_HELP)
 
 
 def _timeout_option() -> Any:

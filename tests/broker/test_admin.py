@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import struct
+
 from kafkatool.protocol import generated as G
 from kafkatool.protocol.errors import ErrorCode
 from kafkatool.protocol.generated.create_partitions_request import CreatePartitionsTopic
@@ -86,13 +88,78 @@ def test_describe_configs_sources_types_synonyms(broker):
         assert cfg["cleanup.policy"].config_type == 7 and cfg["cleanup.policy"].value == "delete"
         assert len(cfg) == 27  # with the deprecated message.format.version, as Kafka 3.x lists it
         _, only = describe(c, "adm-cfg", keys=["max.message.bytes"], version=0)
-        assert list(only) == ["max.message.bytes"] and only["max.message.bytes"].is_default
+        assert list(only) == ["max.message.bytes"]  # v0's is_default: test_describe_configs_v0_bytes
         res, _ = describe(c, "nope-cfg")
         assert res.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         res, b = describe(c, "1", rtype=4)
         assert res.error_code == 0
         assert b["num.partitions"].value == "1" and b["num.partitions"].config_source == 4  # from --override
         assert b["log.segment.bytes"].config_source == 5 and b["log.segment.bytes"].documentation
+
+
+def _v0_entry(resource_type: int, resource: str, name: str, value: str, read_only: bool) -> bytes:
+    """A DescribeConfigs v0 response body with one entry, as Kafka's broker writes it (the
+    schema's field order; is_default false: Kafka 3.x never sets it, see admin._entry)."""
+
+    def s(x: str) -> bytes:
+        return struct.pack(">h", len(x)) + x.encode()
+
+    return (
+        struct.pack(">ii", 0, 1)  # throttle_time_ms, one result
+        + struct.pack(">hhb", 0, -1, resource_type)  # error_code, error_message null, resource_type
+        + s(resource)
+        + struct.pack(">i", 1)
+        + s(name)
+        + s(value)
+        + struct.pack(">???", read_only, False, False)  # read_only, is_default, is_sensitive
+    )
+
+
+def test_describe_configs_v0_bytes(broker):
+    """DescribeConfigs v0 answers byte for byte as Kafka 3.x's broker: is_default is false for a
+    topic override, a topic default, a static broker setting and a broker default alike."""
+    with WireClient(broker.bootstrap) as c:
+        create(c, "adm-v0", 1, configs={"retention.ms": "5000"})
+        cases = [
+            (2, "adm-v0", "retention.ms", "5000", False),  # topic override
+            (2, "adm-v0", "max.message.bytes", "1048588", False),  # topic default
+            (4, "1", "num.partitions", "1", True),  # static (server.properties / --override)
+            (4, "1", "auto.create.topics.enable", "true", True),  # broker default
+        ]
+        for rtype, name, key, value, read_only in cases:
+            req = G.DescribeConfigsRequest(
+                resources=[
+                    DescribeConfigsResource(resource_type=rtype, resource_name=name, configuration_keys=[key])
+                ]
+            )
+            corr = c.send(32, 0, req)
+            frame = c.recv_frame()
+            assert frame[:4] == struct.pack(">i", corr)
+            assert frame[4:] == _v0_entry(rtype, name, key, value, read_only), key
+
+
+def test_describe_configs_v0_through_kafka_python(broker):
+    """kafka-python pinned to 0.11's versions asks DescribeConfigs v0 and derives the source from
+    is_default and read_only: from Kafka 3.x's answer every topic config reads as set on the topic
+    and every read-only broker config as static; so it does from ours."""
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
+
+    a = KafkaAdminClient(bootstrap_servers=broker.bootstrap, api_version=(0, 11), request_timeout_ms=10000)
+    try:
+        a.create_topics([NewTopic("adm-v0-kp", 1, 1, topic_configs={"retention.ms": "5000"})])
+        got = a.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "adm-v0-kp")], config_filter="all")
+        topic = got["topic"]["adm-v0-kp"]
+        assert all("is_default" in e and "synonyms" not in e for e in topic.values())  # v0
+        assert topic["retention.ms"]["value"] == "5000"
+        assert {e["is_default"] for e in topic.values()} == {False}
+        assert {e["config_source"] for e in topic.values()} == {"DYNAMIC_TOPIC_CONFIG"}
+        got = a.describe_configs([ConfigResource(ConfigResourceType.BROKER, "1")], config_filter="all")
+        b = got["broker"]["1"]
+        assert b["num.partitions"]["value"] == "1" and b["num.partitions"]["read_only"]
+        assert {e["is_default"] for e in b.values()} == {False}
+        assert b["num.partitions"]["config_source"] == "STATIC_BROKER_CONFIG"
+    finally:
+        a.close()
 
 
 def test_incremental_alter_configs(broker):
@@ -215,3 +282,27 @@ def test_excessively_large_partition_requests_are_refused(broker):
         md = c.request(3, 12, G.MetadataRequest(topics=None, allow_auto_topic_creation=False))
         names = {t.name: len(t.partitions) for t in md.topics}
         assert "huge" not in names and "h1" not in names and names["fine"] == 3
+
+
+def test_our_client_reads_v0_sources_as_kafkas_client(broker, monkeypatch):
+    """Our admin client, held to DescribeConfigs v0, derives config_source as Kafka's client does
+    (DescribeConfigsResponse's v0 constructor): DEFAULT_CONFIG if is_default, else a broker's
+    value is STATIC_BROKER_CONFIG (4), a topic's TOPIC_CONFIG (1), any other resource's UNKNOWN (0)."""
+    from kafkatool.assign import kafka_client as K
+    from kafkatool.protocol.generated.describe_configs_response import DescribeConfigsResourceResult
+
+    monkeypatch.setitem(K.CLIENT_MAX, 32, 0)
+    # an in-process CLI run with --command-config earlier in the session leaves its security set
+    monkeypatch.setattr(K, "_client_security", None)
+    with WireClient(broker.bootstrap) as c:
+        create(c, "adm-v0-ours", 1, configs={"retention.ms": "5000"})
+    with K.KafkaAdmin(broker.bootstrap) as admin:
+        assert admin._any().version_for(32) == 0
+        b = K.describe_configs(admin, 4, ["1"])["1"]
+        assert b["num.partitions"] == ("1", 4)
+        assert {src for _, src in b.values()} == {4}  # Kafka 3.x's v0 answer: nothing is default
+        t = K.describe_configs(admin, 2, ["adm-v0-ours"])["adm-v0-ours"]
+        assert t["retention.ms"] == ("5000", 1) and {src for _, src in t.values()} == {1}
+    default = DescribeConfigsResourceResult(name="x", value="1", is_default=True)
+    assert [K.config_source(default, 0, rtype) for rtype in (2, 4, 8)] == [5, 5, 5]
+    assert K.config_source(DescribeConfigsResourceResult(name="x", value="1"), 0, 8) == 0

@@ -394,11 +394,13 @@ def handle_create_partitions(ctx, req):
 def _entry(
     name, value, source, kind, version, include_synonyms, include_doc, doc="", read_only=False, synonyms=()
 ):
+    # is_default (v0 only) stays false for every entry, defaults too: Kafka's broker never sets
+    # it since DescribeConfigs moved to the generated message (KAFKA-9432, 2.7; ConfigHelper in
+    # 3.x), so a v0 answer reads "not default" throughout, as from Kafka.
     return DescribeConfigsResourceResult(
         name=name,
         value=value,
         read_only=read_only,
-        is_default=source == C.SOURCE_DEFAULT,
         config_source=source,
         is_sensitive=kind == C.PASSWORD,
         synonyms=list(synonyms) if include_synonyms else [],
