@@ -87,6 +87,9 @@ class CleanerState:
 
     def __init__(self, broker):
         self.broker = broker
+        #: tp -> the Log whose data stopped a round (Kafka's markPartitionUncleanable: the
+        #: cleaner skips it until the log goes; a recreated topic is a new Log)
+        self.uncleanable: dict = {}
 
     def save(self) -> None:
         self.broker.manager.checkpoint_cleaner_offsets()
@@ -98,6 +101,7 @@ class CleanerState:
         None when a swap was voided, seconds, seconds of them throttled)."""
         from kafkatool.broker.background import WorkersStopped
         from kafkatool.log.cleaner import (
+            UnreadableBatchError,
             clean_round_files,
             cleanable_offsets,
             discard_cleaned_files,
@@ -110,7 +114,7 @@ class CleanerState:
         cfg = self.broker.config
         best = None
         for tp, lg in logs:
-            if not lg.config.compact or lg.closed:
+            if not lg.config.compact or lg.closed or self.uncleanable.get(tp) is lg:
                 continue
             with lg.lock:
                 rng = cleanable_offsets(lg, lg.config, checkpoints.get(tp), now)
@@ -151,6 +155,21 @@ class CleanerState:
             self.broker.workers.wait_stopped()
             discard_cleaned_files(lg.dir)
             raise
+        except UnreadableBatchError as exc:
+            # Kafka's cleaner thread: LogCleaningException -> a warning, the partition marked
+            # uncleanable; groups the round finished before the bad batch are swapped in, the
+            # rest (the worker removed that group's .cleaned files) and the checkpoint stay as
+            # they were; one line, the message names file, batch offset and byte position
+            for g in getattr(exc, "cleaned_groups", ()):
+                install_cleaned(lg, g, before)
+            self.uncleanable[tp] = lg
+            log.warning(
+                "log cleaning stopped topic=%s partition=%d: %s; the partition is marked uncleanable",
+                tp[0],
+                tp[1],
+                exc,
+            )
+            return None
         installed = all([install_cleaned(lg, g, before) for g in groups])
         return (
             tp,

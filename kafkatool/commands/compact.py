@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from kafkatool.commands.common import (
@@ -72,7 +73,16 @@ With --honor-dirty-ratio a partition is only cleaned when Kafka's cleaner
 would pick it (min.cleanable.dirty.ratio, max.compaction.lag.ms).  High
 watermark: replication-offset-checkpoint, else the log end offset.
 
-Findings: with --dry-run, a partition that would be compacted."""
+A record the decoder refuses (Kafka's DefaultRecord.readFrom rules: an int
+varint longer than 5 bytes, a length past its batch...) stops that partition's
+cleaning as it stops Kafka's cleaner, which then marks the partition
+uncleanable: one line names the segment file, the batch offset and the byte
+position; groups already swapped in stay, the other segments and the
+cleaner-offset-checkpoint are left as they were; the other partitions are
+compacted.
+
+Findings: with --dry-run, a partition that would be compacted; a partition
+whose data stopped the cleaner."""
 HELP = HELP.replace("{SOURCES}", SOURCES_HELP)
 
 SETTING_NAMES = [
@@ -166,6 +176,7 @@ def compact(
         "records_kept": 0,
         "bytes_before": 0,
         "bytes_after": 0,
+        "uncleanable": 0,
     }
     quarantined: list[str] = []
     rows = []
@@ -208,6 +219,8 @@ def compact(
                         quarantined += [str(p) for p in quarantine.files]
                     name = f"{tp[0]}-{tp[1]}"
                     totals["partitions"] += 1
+                    if result is not None and result.error is not None:
+                        totals["uncleanable"] += 1
                     if result is not None and result.changes:
                         totals["compacted"] += 1
                         for k in ("records_read", "records_kept", "bytes_before", "bytes_after"):
@@ -243,7 +256,7 @@ def compact(
         emit_json(summary)
     else:
         _render(rows, summary, dry_run)
-    if dry_run and totals["compacted"]:
+    if (dry_run and totals["compacted"]) or totals["uncleanable"]:
         raise typer.Exit(EXIT_FINDINGS)
     raise typer.Exit(EXIT_OK)
 
@@ -291,6 +304,7 @@ def _record(name, part_dir, resolved, opened, checkpoint, result, notes, dry_run
         rec["rounds"] = len(result.rounds)
         rec["stats"] = result.stats.as_dict()
         rec["groups"] = [g.as_dict() for r in result.rounds for g in r.groups]
+        rec["error"] = result.error
     return rec
 
 
@@ -345,8 +359,10 @@ def _render(rows, summary, dry_run: bool) -> None:
             if extra:
                 console.print("  " + ", ".join(extra))
             console.print(f"  cleaner checkpoint {rec['checkpoint_before']} -> {rec['checkpoint_after']}")
-        else:
+        elif result is None or result.error is None:
             console.print("  nothing to compact")
+        if result is not None and result.error is not None:
+            console.print(f"  [red]error:[/] {escape(result.error)}; the partition is left uncleanable")
         for n in rec["notes"]:
             console.print(f"  [dim]note: {n}[/]")
     verb = "would compact" if dry_run else "compacted"
@@ -354,4 +370,5 @@ def _render(rows, summary, dry_run: bool) -> None:
         f"{summary['partitions']} partition(s), {verb} {summary['compacted']}: records {summary['records_read']} -> "
         f"{summary['records_kept']}, bytes {summary['bytes_before']} -> {summary['bytes_after']}"
         + (f"; kept in quarantine: {len(summary['quarantined'])} file(s)" if summary["quarantined"] else "")
+        + (f"; {summary['uncleanable']} left uncleanable" if summary["uncleanable"] else "")
     )

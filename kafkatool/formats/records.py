@@ -161,86 +161,88 @@ def decode_records_v2(
     """
     end = len(data)
     pos = 0
-    for _ in range(count):
-        start = pos
-        length, pos = _read_zz32(data, pos, end)
-        body_start = pos
-        if length < 0:
-            raise CorruptRecordError(f"record has negative length {length}", position_base + start)
-        rec_end = pos + length
-        if rec_end > end:
-            raise TruncatedError(
-                f"record of {length} bytes runs past the end of the batch", position_base + start
-            )
-        try:
-            if pos >= rec_end:
-                raise TruncatedError("empty record body", position_base + start)
-            pos += 1  # attributes (unused)
-            ts_delta, pos = _read_zz64(data, pos, rec_end)
-            off_delta, pos = _read_zz32(data, pos, rec_end)
-            klen, pos = _read_zz32(data, pos, rec_end)
-            if klen < 0:
-                key = None
-            else:
-                if pos + klen > rec_end:
-                    raise TruncatedError("record key runs past the record", position_base + pos)
-                key = bytes(data[pos : pos + klen])
-                pos += klen
-            vlen, pos = _read_zz32(data, pos, rec_end)
-            if vlen < 0:
-                value = None
-            else:
-                if pos + vlen > rec_end:
-                    raise TruncatedError("record value runs past the record", position_base + pos)
-                value = bytes(data[pos : pos + vlen])
-                pos += vlen
-            nheaders, pos = _read_zz32(data, pos, rec_end)
-            if nheaders < 0 or nheaders > rec_end - pos:
-                raise CorruptRecordError(f"invalid header count {nheaders}", position_base + pos)
-            headers = []
-            for _h in range(nheaders):
-                hklen, pos = _read_zz32(data, pos, rec_end)
-                if hklen < 0 or pos + hklen > rec_end:
-                    raise CorruptRecordError(f"invalid header key length {hklen}", position_base + pos)
-                try:
-                    hkey = bytes(data[pos : pos + hklen]).decode("utf-8")
-                except UnicodeDecodeError:
-                    raise CorruptRecordError("header key is not UTF-8", position_base + pos) from None
-                pos += hklen
-                hvlen, pos = _read_zz32(data, pos, rec_end)
-                if hvlen < 0:
-                    hval = None
+    try:
+        for _ in range(count):
+            start = pos
+            length, pos = _read_zz32(data, pos, end)
+            body_start = pos
+            if length < 0:
+                raise CorruptRecordError(f"record has negative length {length}", start)
+            rec_end = pos + length
+            if rec_end > end:
+                raise TruncatedError(f"record of {length} bytes runs past the end of the batch", start)
+            try:
+                if pos >= rec_end:
+                    raise TruncatedError("empty record body", start)
+                pos += 1  # attributes (unused)
+                ts_delta, pos = _read_zz64(data, pos, rec_end)
+                off_delta, pos = _read_zz32(data, pos, rec_end)
+                klen, pos = _read_zz32(data, pos, rec_end)
+                if klen < 0:
+                    key = None
                 else:
-                    if pos + hvlen > rec_end:
-                        raise TruncatedError("header value runs past the record", position_base + pos)
-                    hval = bytes(data[pos : pos + hvlen])
-                    pos += hvlen
-                headers.append((hkey, hval))
-        except TruncatedError as exc:
-            raise CorruptRecordError(exc.message, exc.position) from None
-        if pos != rec_end:
-            raise CorruptRecordError(
-                f"record declares {length} bytes but its fields use {pos - body_start}",
-                position_base + start,
+                    if pos + klen > rec_end:
+                        raise TruncatedError("record key runs past the record", pos)
+                    key = bytes(data[pos : pos + klen])
+                    pos += klen
+                vlen, pos = _read_zz32(data, pos, rec_end)
+                if vlen < 0:
+                    value = None
+                else:
+                    if pos + vlen > rec_end:
+                        raise TruncatedError("record value runs past the record", pos)
+                    value = bytes(data[pos : pos + vlen])
+                    pos += vlen
+                nheaders, pos = _read_zz32(data, pos, rec_end)
+                if nheaders < 0 or nheaders > rec_end - pos:
+                    raise CorruptRecordError(f"invalid header count {nheaders}", pos)
+                headers = []
+                for _h in range(nheaders):
+                    hklen, pos = _read_zz32(data, pos, rec_end)
+                    if hklen < 0 or pos + hklen > rec_end:
+                        raise CorruptRecordError(f"invalid header key length {hklen}", pos)
+                    try:
+                        hkey = bytes(data[pos : pos + hklen]).decode("utf-8")
+                    except UnicodeDecodeError:
+                        raise CorruptRecordError("header key is not UTF-8", pos) from None
+                    pos += hklen
+                    hvlen, pos = _read_zz32(data, pos, rec_end)
+                    if hvlen < 0:
+                        hval = None
+                    else:
+                        if pos + hvlen > rec_end:
+                            raise TruncatedError("header value runs past the record", pos)
+                        hval = bytes(data[pos : pos + hvlen])
+                        pos += hvlen
+                    headers.append((hkey, hval))
+            except TruncatedError as exc:
+                raise CorruptRecordError(exc.message, exc.position) from None
+            if pos != rec_end:
+                raise CorruptRecordError(
+                    f"record declares {length} bytes but its fields use {pos - body_start}",
+                    start,
+                )
+            if base_sequence >= 0:
+                seq = base_sequence + off_delta
+                if seq > 0x7FFFFFFF:
+                    seq -= 0x80000000
+            else:
+                seq = NO_SEQUENCE
+            yield Record(
+                offset=base_offset + off_delta,
+                timestamp=log_append_time if log_append_time is not None else base_timestamp + ts_delta,
+                key=key,
+                value=value,
+                headers=headers,
+                offset_delta=off_delta,
+                timestamp_delta=ts_delta,
+                sequence=seq,
+                size_in_bytes=rec_end - start,
+                position=position_base + start,
             )
-        if base_sequence >= 0:
-            seq = base_sequence + off_delta
-            if seq > 0x7FFFFFFF:
-                seq -= 0x80000000
-        else:
-            seq = NO_SEQUENCE
-        yield Record(
-            offset=base_offset + off_delta,
-            timestamp=log_append_time if log_append_time is not None else base_timestamp + ts_delta,
-            key=key,
-            value=value,
-            headers=headers,
-            offset_delta=off_delta,
-            timestamp_delta=ts_delta,
-            sequence=seq,
-            size_in_bytes=rec_end - start,
-            position=position_base + start,
-        )
+    except FormatError as exc:
+        # errors inside (the varint readers' too) are relative to ``data``: one shift for all
+        raise exc.shifted(position_base) from None
     if pos != end:
         more = _whole_records(data, pos, end)
         held = f"; they hold {more} more whole records" if more else ""

@@ -38,6 +38,14 @@ One cleaning round:
    old segments ``.deleted`` and removed, ``.swap`` suffix dropped).  A crash
    at any step is finished or rolled back by the loader (section 6).
 
+A record the decoder refuses (the key scan refuses the same, up to the headers)
+stops the round as it stops Kafka's (the exception out of Cleaner.clean becomes a
+LogCleaningException and the partition is marked uncleanable): groups already
+swapped in stay, the group being written is discarded, the later segments and
+the checkpoint stay as they were.  The error names the segment file, the batch
+offset and the byte position (:class:`UnreadableBatchError`); ``compact``
+reports it and goes on, the broker's cleaner skips the partition from then on.
+
 Offsets never change and no record is duplicated: the cleaner only drops.
 Index entries are written per batch (Kafka's cleaner writes one per read
 chunk), so a rebuilt index equals the written one.
@@ -53,8 +61,8 @@ from pathlib import Path
 from kafkatool.formats import compression
 from kafkatool.formats import index as fx
 from kafkatool.formats import records as R
-from kafkatool.formats.errors import CorruptRecordError
-from kafkatool.formats.varint import read_uvarint
+from kafkatool.formats.errors import CorruptRecordError, FormatError
+from kafkatool.formats.varint import ZIGZAG_14, read_zz32, read_zz64
 from kafkatool.log import fileops
 from kafkatool.log.config import LogConfig
 from kafkatool.log.file_records import TXN_INDEX_SUFFIX, file_name_for_offset
@@ -352,14 +360,20 @@ class _ThrottledSink:
         self._throttle(len(data))
 
 
-def _read_uvarint10(data, pos: int, end: int) -> tuple[int, int]:
-    return read_uvarint(data, pos, end, 10)
-
-
 def scan_keys(batch: R.RecordBatch) -> list[tuple[int, bytes | None, bool]]:
     """(offset, key, is tombstone) of each record of a v2 batch, reading only what the cleaner
-    needs (timestamps, values and headers are skipped by length; the full decoder runs only
-    for batches that get re-encoded)."""
+    needs; the full decoder runs only for batches that get re-encoded.
+
+    Up to the headers, the scan refuses what the record decoder refuses (Kafka's cleaner
+    reads every record with DefaultRecord.readFrom).  Varints of one byte (two for the
+    record and value lengths), below every limit, are decoded by one index into
+    ``ZIGZAG_14``; longer ones by the decoder's own readers (formats/varint.py:
+    readVarint's 5 bytes and 32 bits, readVarlong's 10).  A record the scan is not sure of
+    (a reader's error, a field past the record, bytes left after the last record) sends
+    the whole batch to the decoder, which raises its own error with its byte position.
+    Headers are skipped by the record's length, unread (reading them made the scan four
+    times slower on records carrying two); the decoder reads them when the batch is
+    re-encoded."""
     count = batch.records_count
     if count <= 0:
         if count < 0:
@@ -368,58 +382,99 @@ def scan_keys(batch: R.RecordBatch) -> list[tuple[int, bytes | None, bool]]:
     data = bytes(batch.record_data())
     end = len(data)
     base = batch.base_offset
+    zz = ZIGZAG_14
     out = []
+    append = out.append
     pos = 0
     try:
         for _ in range(count):
             b = data[pos]
             if b < 0x80:
-                length = b
+                length = zz[b]
                 pos += 1
             elif data[pos + 1] < 0x80:
-                length = (b & 0x7F) | (data[pos + 1] << 7)
+                length = zz[(b & 0x7F) | (data[pos + 1] << 7)]
                 pos += 2
             else:
-                length, pos = _read_uvarint10(data, pos, end)
-            length = (length >> 1) ^ -(length & 1)
-            rec_end = pos + length
-            if length <= 0 or rec_end > end:
-                raise CorruptRecordError(f"record of {length} bytes does not fit its batch", batch.position)
-            p = pos + 1  # attributes
-            while data[p] & 0x80:  # timestamp delta (skipped)
-                p += 1
-            p += 1
+                length, pos = read_zz32(data, pos, end)
+            rec_end = pos + length  # a length below 1 or past the batch fails the last check
+            # the attributes byte, then the timestamp delta (skipped)
+            if data[pos + 1] < 0x80:
+                p = pos + 2
+            else:
+                _, p = read_zz64(data, pos + 1, rec_end)
             b = data[p]
             if b < 0x80:
-                delta = b
+                delta = zz[b]
                 p += 1
             else:
-                delta, p = _read_uvarint10(data, p, rec_end)
-            delta = (delta >> 1) ^ -(delta & 1)
+                delta, p = read_zz32(data, p, rec_end)
             b = data[p]
             if b < 0x80:
-                klen = b
+                klen = zz[b]
                 p += 1
             else:
-                klen, p = _read_uvarint10(data, p, rec_end)
-            klen = (klen >> 1) ^ -(klen & 1)
+                klen, p = read_zz32(data, p, rec_end)
             if klen < 0:
                 key = None
             else:
                 key = data[p : p + klen]
                 p += klen
-            if p >= rec_end:
-                raise CorruptRecordError("record key runs past the record", batch.position)
-            # the value length's zig-zag sign is bit 0 of its first byte: odd = negative = null
-            out.append((base + delta, key, bool(data[p] & 1)))
+            b = data[p]
+            if b < 0x80:
+                vlen = zz[b]
+                p += 1
+            elif data[p + 1] < 0x80:
+                vlen = zz[(b & 0x7F) | (data[p + 1] << 7)]
+                p += 2
+            else:
+                vlen, p = read_zz32(data, p, rec_end)
+            if vlen > 0:
+                p += vlen
+            # the header count: every byte read above lay inside the record; without headers
+            # the record ends after it, as the decoder checks; headers are skipped by the
+            # record's length (the decoder reads them when the batch is re-encoded)
+            if p >= rec_end or (not data[p] and p + 1 != rec_end):
+                break
+            append((base + delta, key, vlen < 0))
             pos = rec_end
-    except IndexError:
-        raise CorruptRecordError("record runs past the end of its batch", batch.position) from None
-    if pos != end:
-        raise CorruptRecordError(
-            f"{end - pos} bytes left in the batch after its {count} records", batch.position
+        else:
+            if pos == end:
+                return out
+    except (FormatError, IndexError):
+        pass
+    return [(r.offset, r.key, r.value is None) for r in batch.records()]
+
+
+def _read_batches(seg: Segment, position: int, reading: list):
+    """The segment's batches from byte ``position``; ``reading[0]`` holds the one the caller
+    works on, None while the next is read."""
+    reading[0] = None
+    for batch in seg.batches(position):
+        reading[0] = batch
+        yield batch
+        reading[0] = None
+
+
+class UnreadableBatchError(CorruptRecordError):
+    """Bytes of a segment the cleaner cannot read (Kafka: the exception out of
+    ``Cleaner.clean`` becomes a LogCleaningException, and the partition is marked
+    uncleanable): the round stops, the group being written is discarded, the segments
+    stay as they are, the checkpoint does not move."""
+
+    @classmethod
+    def of(cls, seg: Segment, batch, exc: FormatError) -> UnreadableBatchError:
+        if isinstance(exc, cls):
+            return exc
+        if batch is None:
+            return cls(f"{seg.log_path}: {exc.message}", exc.position, kind=exc.kind)
+        inside = " (a position in its decompressed records)" if batch.codec != compression.NONE else ""
+        offset = batch.base_offset if batch.magic >= 2 else batch.offset
+        return cls(
+            f"{seg.log_path}: {exc.message} in the batch at offset {offset}{inside}",
+            exc.position,
+            kind=exc.kind,
         )
-    return out
 
 
 def _light_records(batch) -> list[tuple[int, bytes | None, bool]]:
@@ -456,6 +511,8 @@ class Cleaner:
         self.last_records = last_records
         #: log.cleaner.io.max.bytes.per.second: told every byte read and written (None: no limit)
         self.throttler = throttler
+        #: the batch being read (None between batches), to name it when its bytes do not decode
+        self.reading: list[R.Batch | None] = [None]
 
     # --- the offset map
     def build_offset_map(self, start: int, end: int, stats: CleanStats) -> bool:
@@ -467,8 +524,11 @@ class Cleaner:
         txn.add_aborted(self.log.collect_aborted(start, end))
         for i, seg in enumerate(dirty):
             next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
-            if self._map_segment(seg, start, next_start, txn, stats):
-                return True
+            try:
+                if self._map_segment(seg, start, next_start, txn, stats):
+                    return True
+            except FormatError as exc:
+                raise UnreadableBatchError.of(seg, self.reading[0], exc) from None
         return False
 
     def _map_segment(
@@ -479,7 +539,7 @@ class Cleaner:
         entries = m.entries
         position = seg.offset_index.lookup(start).position
         throttle = self.throttler.maybe_throttle if self.throttler is not None else None
-        for batch in seg.batches(position):
+        for batch in _read_batches(seg, position, self.reading):
             if throttle is not None:
                 throttle(batch.size)
             if batch.is_control:
@@ -527,9 +587,13 @@ class Cleaner:
                 pid: (e.last_offset, e.producer_epoch) for pid, e in log.producer_state.producers.items()
             }
         for group in groups:
-            gr = self._clean_group(
-                group, txn, last_records, legacy_horizon, first_uncleanable, stats, write, quarantine
-            )
+            try:
+                gr = self._clean_group(
+                    group, txn, last_records, legacy_horizon, first_uncleanable, stats, write, quarantine
+                )
+            except UnreadableBatchError as exc:
+                exc.partial_round = result  # the groups swapped in before this one
+                raise
             result.groups.append(gr)
         stats.segments_before = sum(len(g.sources) for g in result.groups)
         stats.segments_after = len(result.groups)
@@ -559,7 +623,10 @@ class Cleaner:
                 upper = group[i + 1].base_offset if i + 1 < len(group) else seg.read_next_offset()
                 txn.add_aborted(log.collect_aborted(seg.base_offset, upper))
                 retain_legacy = seg.last_modified_ms > legacy_horizon
-                self._clean_into(seg, sink, txn, last_records, retain_legacy, upper_bound, stats)
+                try:
+                    self._clean_into(seg, sink, txn, last_records, retain_legacy, upper_bound, stats)
+                except FormatError as exc:
+                    raise UnreadableBatchError.of(seg, self.reading[0], exc) from None
             sink.finish(group[-1].last_modified_ms)
         except BaseException:
             if write:
@@ -617,7 +684,7 @@ class Cleaner:
         throttle = self.throttler.maybe_throttle if self.throttler is not None else None
         if throttle is not None:
             sink = _ThrottledSink(sink, throttle)
-        for batch in seg.batches():
+        for batch in _read_batches(seg, 0, self.reading):
             if throttle is not None:
                 throttle(batch.size)
             stats.batches_read += 1
@@ -832,6 +899,8 @@ class CompactionResult:
     stats: CleanStats = field(default_factory=CleanStats)
     checkpoint_after: int | None = None
     notes: list[str] = field(default_factory=list)
+    #: why a round stopped (one line: file, batch offset, byte position), else None
+    error: str | None = None
 
     @property
     def changes(self) -> bool:
@@ -861,9 +930,21 @@ def compact(
         result.checkpoint_after = rng.first_dirty if rng.checkpoint_reset else checkpoint
         return result
     first_dirty = rng.first_dirty
+    result.checkpoint_after = first_dirty if rng.checkpoint_reset else checkpoint
     cleaner = Cleaner(log, config, offset_map, now_ms=now_ms)
     for _ in range(max_rounds):
-        rnd = cleaner.clean(first_dirty, rng.first_uncleanable, write=write, quarantine=quarantine)
+        try:
+            rnd = cleaner.clean(first_dirty, rng.first_uncleanable, write=write, quarantine=quarantine)
+        except UnreadableBatchError as exc:
+            # Kafka's cleaner thread: the exception marks the partition uncleanable; what the
+            # round had swapped in stays, the rest of the log is as it was, the checkpoint
+            # keeps the last finished round's end
+            result.error = str(exc)
+            partial = getattr(exc, "partial_round", None)
+            if partial is not None and partial.groups:
+                result.rounds.append(partial)
+                result.stats.add(partial.stats)
+            break
         result.rounds.append(rnd)
         result.stats.add(rnd.stats)
         result.checkpoint_after = rnd.end_offset
@@ -935,6 +1016,11 @@ def clean_round_files(
             throttler=throttle_for(max_io_bytes_per_second),
         )
         rnd = cleaner.clean(first_dirty, first_uncleanable, write=True)
+    except UnreadableBatchError as exc:
+        # as Kafka's round: the groups finished before the unreadable batch are swapped in
+        # (by the live log's owner), the rest stays
+        exc.cleaned_groups = groups
+        raise
     except BaseException:
         for g in groups:
             for p in segment_file_paths(Path(dir), g.base_offset, CLEANED_SUFFIX):

@@ -148,3 +148,55 @@ def invoke(args: list[str]) -> tuple[int, str]:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
         code = _COMMAND.main([str(a) for a in args], standalone_mode=False)
     return int(code or 0), out.getvalue()
+
+
+def overlong_varint_batch(
+    base_offset: int,
+    key: bytes,
+    value: bytes,
+    field: str,
+    *,
+    timestamp: int = NOW,
+    width: int | None = None,
+    top: int = 0,
+) -> bytes:
+    """A one-record v2 batch with a valid CRC whose ``field`` (length, timestamp_delta,
+    offset_delta, key_length, value_length) is written with more bytes than Kafka's reader
+    takes: 6 for an int varint (readVarint stops at 5), 11 for the timestamp varlong (or
+    ``width`` bytes, the last one OR-ed with ``top``: bits a 5-byte int varint carries past
+    the 32nd, which Kafka drops).  The value loses as many bytes as the padding adds, so
+    the batch is as long as a well-formed one with ``value``: it can replace one in a
+    segment byte for byte."""
+    import struct
+
+    import crc32c
+
+    from kafkatool.formats.varint import write_uvarint, zigzag32
+
+    def enc(name: str, v: int) -> bytes:
+        z = zigzag32(v)
+        if name != field:
+            return write_uvarint(z)
+        groups = [(z >> (7 * i)) & 0x7F for i in range(n)]
+        return bytes(g | 0x80 for g in groups[:-1]) + bytes((groups[-1] | top,))
+
+    n = width or (11 if field == "timestamp_delta" else 6)
+    pad = n - 1
+    value = value[: len(value) - pad]
+    body = (
+        b"\x00"
+        + enc("timestamp_delta", 0)
+        + enc("offset_delta", 0)
+        + enc("key_length", len(key))
+        + key
+        + enc("value_length", len(value))
+        + value
+        + b"\x00"
+    )
+    head = bytearray(R.build_record_batch([rec(key, b"")], base_offset=base_offset)[:61])
+    struct.pack_into(">q", head, 27, timestamp)  # base timestamp
+    struct.pack_into(">q", head, 35, timestamp)  # max timestamp
+    out = head + enc("length", len(body)) + body
+    struct.pack_into(">i", out, 8, len(out) - 12)
+    struct.pack_into(">I", out, 17, crc32c.crc32c(bytes(out[21:])))
+    return bytes(out)

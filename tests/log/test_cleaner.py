@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 import tempfile
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafkatool.formats import compression
 from kafkatool.formats import records as R
+from kafkatool.formats.errors import CorruptRecordError, FormatError
 from kafkatool.log.cleaner import (
     _rebuild_legacy,
     cleanable_offsets,
@@ -22,7 +24,16 @@ from kafkatool.log.log import Log
 from kafkatool.log.offset_map import OffsetMap
 from kafkatool.log.retention import apply_retention, plan_retention
 from kafkatool.log.segment import scan_for_recovery
-from tests.log.maint_util import DAY, NOW, batch, batches_of, latest_per_key, rec, records_of
+from tests.log.maint_util import (
+    DAY,
+    NOW,
+    batch,
+    batches_of,
+    latest_per_key,
+    overlong_varint_batch,
+    rec,
+    records_of,
+)
 
 CFG = LogConfig(segment_bytes=1_500, index_interval_bytes=200, cleanup_policy=("compact",))
 
@@ -559,3 +570,152 @@ def test_one_cleanable_rule_kafkas_boundaries():
     for mod in (broker_maintenance, compact_cmd):
         assert "not_due_reason(" in inspect.getsource(mod)
         assert "min_cleanable_dirty_ratio" not in inspect.getsource(mod)
+
+
+FIELDS = ["length", "timestamp_delta", "offset_delta", "key_length", "value_length"]
+
+
+def _refusal(fn):
+    with pytest.raises(CorruptRecordError) as e:
+        fn()
+    return type(e.value), e.value.message, e.value.position
+
+
+@pytest.mark.parametrize("field", FIELDS)
+def test_key_scan_refuses_an_overlong_varint_as_the_decoder_does(field):
+    """Kafka's ByteUtils.readVarint reads at most 5 bytes ("Varint is too long"), readVarlong
+    10: DefaultRecord.readFrom refuses a CRC-valid record whose varint is longer, and so must
+    the cleaner's key scan, with the decoder's message and byte position."""
+    before = batch([rec(b"a", b"x" * 30)], base_offset=3)
+    buf = before + overlong_varint_batch(4, b"k1", b"v" * 40, field)
+    b = R.read_batch(buf, len(before))
+    assert b.is_valid()
+    decoder = _refusal(lambda: list(b.records()))
+    assert decoder[1].startswith("varint longer than")
+    assert len(before) + 61 <= decoder[2] < len(buf)  # a file byte inside the record
+    assert _refusal(lambda: scan_keys(b)) == decoder
+
+
+def test_key_scan_drops_the_bits_a_5_byte_varint_carries_past_the_32nd():
+    """readVarint keeps 32 bits of a 5-byte varint (Java's int shift drops the rest): the
+    record decodes, with the same key in the scan and the decoder."""
+    raw = overlong_varint_batch(4, b"k1", b"v" * 40, "key_length", width=5, top=0x70)
+    b = R.read_batch(raw)
+    assert [(r.offset, r.key) for r in b.records()] == [(4, b"k1")]
+    assert scan_keys(b) == [(4, b"k1", False)]
+
+
+def _log_with_an_overlong_varint(tmp_path, at: int, n: int = 60) -> Log:
+    log = open_log(tmp_path)
+    for i in range(n):
+        if i == at:
+            log.append_as_follower(overlong_varint_batch(i, b"k%d" % (i % 5), b"v" * 40, "key_length"))
+        else:
+            log.append_as_follower(batch([rec(b"k%d" % (i % 5), b"v" * 40, NOW + i)], base_offset=i))
+    log.roll()
+    log.append_as_follower(batch([rec(b"k0", b"active")], base_offset=n))
+    log.update_high_watermark(log.log_end_offset)
+    return log
+
+
+def _contents(part_dir) -> list:
+    """(offset, key, value) of every record; the raw bytes of a batch the decoder refuses."""
+    out = []
+    for b in batches_of(part_dir):
+        try:
+            out += [(r.offset, r.key, r.value) for r in b.records()]
+        except CorruptRecordError:
+            out.append((b.base_offset, "undecodable", bytes(b.raw())))
+    return out
+
+
+def _bad_batch_position(log: Log, offset: int):
+    for seg in log.segments:
+        for b in seg.batches():
+            if b.base_offset == offset:
+                return seg.log_path, b.position
+    raise AssertionError(offset)
+
+
+def test_a_record_the_decoder_refuses_stops_the_round_and_changes_nothing(tmp_path):
+    """Kafka's cleaner reads every record (buildOffsetMapForSegment, filterTo): the
+    exception ends Cleaner.clean, the cleaner thread marks the partition uncleanable, no
+    segment is swapped and the checkpoint stays.  Before, the key scan accepted the
+    record and the cleaner dropped it as superseded."""
+    log = _log_with_an_overlong_varint(tmp_path, at=23)
+    path, position = _bad_batch_position(log, 23)
+    files = {p.name: p.read_bytes() for p in log.dir.iterdir() if p.suffix in (".log", ".index")}
+    before = _contents(log.dir)
+    res = run(log, checkpoint=None)
+    assert res.error == (
+        f"{path}: varint longer than 5 bytes in the batch at offset 23 (at byte {position + 61 + 4})"
+    )
+    assert not res.changes and res.checkpoint_after is None
+    assert {p.name: p.read_bytes() for p in log.dir.iterdir() if p.suffix in (".log", ".index")} == files
+    assert not list(log.dir.glob("*.cleaned"))
+    log.close()
+    assert _contents(log.dir) == before
+
+
+def test_a_bad_batch_below_the_dirty_range_stops_the_rewrite_at_its_group(tmp_path):
+    """The offset map pass reads only the dirty range; the rewrite reads every segment from
+    the log start.  As in Kafka (cleanSegments swaps each group when it is done), groups
+    before the bad one are swapped in, the bad one's group and those after stay as they
+    were, and the checkpoint does not move."""
+    log = _log_with_an_overlong_varint(tmp_path, at=40)
+    path, _ = _bad_batch_position(log, 40)
+    tail = {p.name: p.read_bytes() for p in log.dir.glob("*.log") if p.name >= path.name}
+    before = _contents(log.dir)
+    res = run(log, checkpoint=50)
+    assert res.error is not None and res.error.startswith(f"{path}: varint longer than 5 bytes")
+    assert res.changes and res.checkpoint_after == 50
+    swapped = {g.base_offset for r in res.rounds for g in r.groups}
+    assert swapped and max(swapped) < int(path.stem)
+    assert {p.name: p.read_bytes() for p in log.dir.glob("*.log") if p.name >= path.name} == tail
+    after = _contents(log.dir)
+    # below the bad segment only records superseded inside the dirty range went
+    latest = latest_per_key([r for r in before if r[0] >= 50])
+    assert [r for r in after if r[0] >= int(path.stem)] == [r for r in before if r[0] >= int(path.stem)]
+    for off, key, value in before:
+        if off < int(path.stem) and (off, key, value) not in after:
+            assert key in latest and latest[key][0] > off
+    log.close()
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.one_of(st.none(), st.binary(max_size=70)),
+            st.one_of(st.none(), st.binary(max_size=200)),
+            st.lists(st.tuples(st.text(max_size=3), st.one_of(st.none(), st.binary(max_size=5))), max_size=1),
+            st.integers(-(2**40), 2**40),
+        ),
+        min_size=1,
+        max_size=5,
+    ),
+    st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), min_size=1, max_size=3),
+)
+def test_damaged_records_the_key_scan_and_the_decoder_read_alike(records, damage):
+    """Random bytes of the record area changed: where the decoder reads the records, the scan
+    gives the same (offset, key, tombstone); where the scan refuses, it is with the decoder's
+    error and byte position.  (The scan skips headers, so it may accept a record whose
+    headers the decoder refuses.)"""
+    recs = [R.SimpleRecord(v, k, h, NOW + ts) for k, v, h, ts in records]
+    raw = bytearray(
+        R.build_record_batch(recs, base_offset=1_000, offset_deltas=[i * 3 for i in range(len(recs))])
+    )
+    for at, byte in damage:
+        raw[61 + at % (len(raw) - 61)] = byte
+    b = R.read_batch(bytes(raw))
+    try:
+        decoded = [(r.offset, r.key, r.value is None) for r in b.records()]
+    except FormatError as exc:
+        decoded = (type(exc), exc.message, exc.position)
+    try:
+        scanned = scan_keys(b)
+    except FormatError as exc:
+        assert (type(exc), exc.message, exc.position) == decoded
+        return
+    if isinstance(decoded, list):
+        assert scanned == decoded
