@@ -27,6 +27,16 @@ def client_batches_dir() -> Path:
     return CLIENT_BATCHES
 
 
+@pytest.fixture(autouse=True)
+def _no_client_security_left_over():
+    """A command run in-process with --command-config sets TLS/SASL for every connection the
+    process opens afterwards (assign/kafka_client.use_client_security): no test inherits it."""
+    yield
+    from kafkatool.assign import kafka_client
+
+    kafka_client.use_client_security(None)
+
+
 def pytest_collection_modifyitems(config, items):
     """Soak, fault and bench-sized tests (``@pytest.mark.slow``) run only when asked for with
     ``-m slow`` (or any -m expression naming slow): the default suite stays fast."""

@@ -292,8 +292,6 @@ def test_our_client_reads_v0_sources_as_kafkas_client(broker, monkeypatch):
     from kafkatool.protocol.generated.describe_configs_response import DescribeConfigsResourceResult
 
     monkeypatch.setitem(K.CLIENT_MAX, 32, 0)
-    # an in-process CLI run with --command-config earlier in the session leaves its security set
-    monkeypatch.setattr(K, "_client_security", None)
     with WireClient(broker.bootstrap) as c:
         create(c, "adm-v0-ours", 1, configs={"retention.ms": "5000"})
     with K.KafkaAdmin(broker.bootstrap) as admin:
