@@ -301,10 +301,12 @@ class RoundResult:
 
 
 class _Sink:
-    """Where retained batches of one group go: a ``.cleaned`` segment, or nowhere (dry run)."""
+    """Where retained batches of one group go: a ``.cleaned`` segment, or nowhere (dry run);
+    ``throttle`` (log.cleaner.io.max.bytes.per.second) hears of every byte appended."""
 
-    def __init__(self, log: Log, base: int, config: LogConfig, *, write: bool):
+    def __init__(self, log: Log, base: int, config: LogConfig, *, write: bool, throttle=None):
         self.base = base
+        self.throttle = throttle
         self.size = 0
         self.aborted: list[fx.AbortedTxn] = []
         self.segment: Segment | None = None
@@ -324,6 +326,8 @@ class _Sink:
                     max_ts, ts_offset = b.max_timestamp, last
             self.segment.append(last, max_ts, ts_offset if ts_offset >= 0 else last, data)
         self.size += len(data)
+        if self.throttle is not None:
+            self.throttle(len(data))
 
     def add_aborted(self, txn: fx.AbortedTxn) -> None:
         self.aborted.append(txn)
@@ -346,18 +350,6 @@ class _Sink:
 
 
 # ---------------------------------------------------------------- a key-only record scan
-
-
-class _ThrottledSink:
-    """A sink that tells the throttle what it writes."""
-
-    def __init__(self, sink: _Sink, throttle):
-        self._sink = sink
-        self._throttle = throttle
-
-    def append(self, data: bytes) -> None:
-        self._sink.append(data)
-        self._throttle(len(data))
 
 
 def scan_keys(batch: R.RecordBatch) -> list[tuple[int, bytes | None, bool]]:
@@ -446,12 +438,15 @@ def scan_keys(batch: R.RecordBatch) -> list[tuple[int, bytes | None, bool]]:
     return [(r.offset, r.key, r.value is None) for r in batch.records()]
 
 
-def _read_batches(seg: Segment, position: int, reading: list):
-    """The segment's batches from byte ``position``; ``reading[0]`` holds the one the caller
-    works on, None while the next is read."""
+def _read_batches(seg: Segment, position: int, reading: list, throttle=None):
+    """The segment's batches from byte ``position`` (every batch the cleaner reads comes
+    through here, and ``throttle`` hears of its bytes); ``reading[0]`` holds the one the
+    caller works on, None while the next is read."""
     reading[0] = None
     for batch in seg.batches(position):
         reading[0] = batch
+        if throttle is not None:
+            throttle(batch.size)
         yield batch
         reading[0] = None
 
@@ -511,6 +506,7 @@ class Cleaner:
         self.last_records = last_records
         #: log.cleaner.io.max.bytes.per.second: told every byte read and written (None: no limit)
         self.throttler = throttler
+        self.throttle = throttler.maybe_throttle if throttler is not None else None
         #: the batch being read (None between batches), to name it when its bytes do not decode
         self.reading: list[R.Batch | None] = [None]
 
@@ -538,10 +534,7 @@ class Cleaner:
         limit = m.max_entries
         entries = m.entries
         position = seg.offset_index.lookup(start).position
-        throttle = self.throttler.maybe_throttle if self.throttler is not None else None
-        for batch in _read_batches(seg, position, self.reading):
-            if throttle is not None:
-                throttle(batch.size)
+        for batch in _read_batches(seg, position, self.reading, self.throttle):
             if batch.is_control:
                 txn.on_control_batch(batch)
             elif not txn.on_batch(batch):
@@ -614,7 +607,7 @@ class Cleaner:
         quarantine: Quarantine | None,
     ) -> GroupResult:
         log = self.log
-        sink = _Sink(log, group[0].base_offset, self.config, write=write)
+        sink = _Sink(log, group[0].base_offset, self.config, write=write, throttle=self.throttle)
         txn.cleaned_index = sink.add_aborted
         read0, kept0 = stats.records_read, stats.records_kept
         before = sum(s.size for s in group)
@@ -681,12 +674,7 @@ class Cleaner:
         latest = m.latest_offset
         entries = m.entries
         delete_retention = self.config.delete_retention_ms
-        throttle = self.throttler.maybe_throttle if self.throttler is not None else None
-        if throttle is not None:
-            sink = _ThrottledSink(sink, throttle)
-        for batch in _read_batches(seg, 0, self.reading):
-            if throttle is not None:
-                throttle(batch.size)
+        for batch in _read_batches(seg, 0, self.reading, self.throttle):
             stats.batches_read += 1
             is_control = batch.is_control
             magic = batch.magic

@@ -11,6 +11,7 @@ builds no throttle at all (:func:`throttle_for`).
 from __future__ import annotations
 
 import math
+import sys
 import time
 from collections.abc import Callable
 
@@ -55,6 +56,10 @@ class Throttler:
 
 def throttle_for(bytes_per_second: float | None) -> Throttler | None:
     """A throttle for a finite positive rate; None (no throttling, no cost) otherwise."""
-    if bytes_per_second is None or not math.isfinite(bytes_per_second) or bytes_per_second >= 1.7e308:
-        return None
+    if (
+        bytes_per_second is None
+        or not math.isfinite(bytes_per_second)
+        or bytes_per_second >= sys.float_info.max
+    ):
+        return None  # Kafka's default, Double.MAX_VALUE
     return Throttler(bytes_per_second)
