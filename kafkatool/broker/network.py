@@ -129,7 +129,7 @@ def _resize(b: bytearray, size: int) -> None:
 FRAME_BUFFERS = FrameBuffers()
 
 
-def _sendfile_blocking(
+def _sendfile_waiting(
     sock_fd: int, file_fd: int, position: int, size: int, stall_ms: int, budget_s: float
 ) -> int:
     """On a network thread: ``os.sendfile`` until ``size`` bytes are sent, waiting for room
@@ -185,7 +185,7 @@ class SendfileThreads:
         fds = (os.dup(sock_fd), os.dup(file_fd))
         try:
             fut = loop.run_in_executor(
-                self.pool, _sendfile_blocking, *fds, position, size, self.stall_ms, self.budget_s
+                self.pool, _sendfile_waiting, *fds, position, size, self.stall_ms, self.budget_s
             )
         except RuntimeError:  # shut down
             os.close(fds[0])
@@ -666,7 +666,7 @@ class Connection:
         serving two followers made 1,200 epoll_ctl calls a second for it.  The
         socket is used in place only while the transport is open and holds nothing, on
         the loop's thread, so no byte can overtake another."""
-        if self._sock is None or self.transport.is_closing() or self.transport.get_write_buffer_size():
+        if not self._socket_free():
             return 0
         fd = self._sock.fileno()
         sent = 0
@@ -680,16 +680,20 @@ class Connection:
             pass
         return sent
 
+    def _socket_free(self) -> bool:
+        """The socket may be written in place, bypassing the transport: a plain TCP socket,
+        the transport open and holding no earlier bytes (they would be overtaken)."""
+        return (
+            self._sock is not None
+            and not self.transport.is_closing()
+            and not self.transport.get_write_buffer_size()
+        )
+
     async def _sendfile_thread(self, loop, p: FileSlice, sent: int) -> int:
         """Bytes of ``p`` past ``sent`` that a network thread sent (``SendfileThreads``): 0
-        when none is free or the socket cannot be used in place (see ``_sendfile_now``)."""
+        when none is free or the socket cannot be used in place (``_socket_free``)."""
         threads = self.server.network_threads
-        if (
-            threads is None
-            or self._sock is None
-            or self.transport.is_closing()
-            or self.transport.get_write_buffer_size()
-        ):
+        if threads is None or not self._socket_free():
             return 0
         return await threads.send(loop, self._sock.fileno(), p.fd, p.position + sent, p.size - sent)
 
