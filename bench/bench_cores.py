@@ -162,17 +162,9 @@ def egress_scaling(workdir: Path, cpus: str, streams: int, seconds: float) -> fl
     itself scales from 1 to 2 cores with the readers sharing the cores as the broker's do:
     during a fetch the broker spends ~93% of its CPU in that path (perf)."""
     size = 32 << 20
-    block = os.urandom(1 << 20)
-    paths = []
-    for i in range(streams):
-        path = workdir / f"egress-{i}.bin"
-        with open(path, "wb") as f:
-            for _ in range(size >> 20):
-                f.write(block)
-        with open(path, "rb") as f:  # into the page cache
-            while f.read(8 << 20):
-                pass
-        paths.append(path)
+    paths = [workdir / f"egress-{i}.bin" for i in range(streams)]
+    for path in paths:
+        BL.cached_file(path, size)
     pairs = [BL.loopback_pair() for _ in range(streams)]
     ctx = multiprocessing.get_context("fork")
     results = ctx.SimpleQueue()
@@ -188,10 +180,7 @@ def egress_scaling(workdir: Path, cpus: str, streams: int, seconds: float) -> fl
             conn = pairs[i][1]
             fd = os.open(paths[i], os.O_RDONLY)
             try:
-                while time.perf_counter() < deadline:
-                    offset = 0
-                    while offset < size and time.perf_counter() < deadline:
-                        offset += os.sendfile(conn.fileno(), fd, offset, size - offset)
+                BL.sendfile_until(conn, fd, size, deadline)
             finally:
                 os.close(fd)
                 conn.shutdown(socket.SHUT_WR)
@@ -203,16 +192,9 @@ def egress_scaling(workdir: Path, cpus: str, streams: int, seconds: float) -> fl
             th.join(seconds + 30)
 
     def reader(i: int) -> None:
-        sock = pairs[i][0]
-        scratch = memoryview(bytearray(BL.DISCARD_CHUNK))  # never written: MSG_TRUNC
-        got = 0
         ready.wait()
         t0 = time.perf_counter()
-        while True:
-            n = sock.recv_into(scratch, len(scratch), socket.MSG_TRUNC)
-            if n == 0:
-                break
-            got += n
+        got = BL.discard_to_end(pairs[i][0])
         results.put((got, time.perf_counter() - t0))
 
     procs = [ctx.Process(target=sender)] + [ctx.Process(target=reader, args=(i,)) for i in range(streams)]

@@ -168,36 +168,18 @@ def egress_ceiling(directory: Path, seconds: float, size: int = 256 << 20) -> fl
     loopback costs about as much CPU as the sender.  ``fetch_lean`` reads the broker's
     responses the same way, so the fetch/egress ratio compares senders."""
     path = directory / "egress-probe.bin"
-    with open(path, "wb") as f:
-        block = os.urandom(CHUNK)
-        for _ in range(size // CHUNK):
-            f.write(block)
-    with open(path, "rb") as f:  # into the page cache
-        while f.read(8 << 20):
-            pass
+    cached_file(path, size)
     client, conn = loopback_pair()
     received = [0]
 
     def receiver() -> None:
-        scratch = memoryview(bytearray(DISCARD_CHUNK))  # never written: MSG_TRUNC
-        while True:
-            n = client.recv_into(scratch, len(scratch), socket.MSG_TRUNC)
-            if n == 0:
-                return
-            received[0] += n
+        received[0] = discard_to_end(client)
 
     th = threading.Thread(target=receiver, daemon=True)
     th.start()
     fd = os.open(path, os.O_RDONLY)
     t0 = time.perf_counter()
-    deadline = t0 + seconds
-    sent = 0
-    while time.perf_counter() < deadline:
-        offset = 0
-        while offset < size and time.perf_counter() < deadline:
-            n = os.sendfile(conn.fileno(), fd, offset, size - offset)
-            offset += n
-            sent += n
+    sendfile_until(conn, fd, size, t0 + seconds)
     conn.shutdown(socket.SHUT_WR)
     th.join(30)
     dt = time.perf_counter() - t0
@@ -206,6 +188,42 @@ def egress_ceiling(directory: Path, seconds: float, size: int = 256 << 20) -> fl
     conn.close()
     path.unlink(missing_ok=True)
     return received[0] / dt / 1e6
+
+
+def cached_file(path: Path, size: int) -> None:
+    """A file of ``size`` bytes (random 1 MB blocks), read once into the page cache."""
+    with open(path, "wb") as f:
+        block = os.urandom(CHUNK)
+        for _ in range(size // CHUNK):
+            f.write(block)
+    with open(path, "rb") as f:
+        while f.read(8 << 20):
+            pass
+
+
+def sendfile_until(conn: socket.socket, fd: int, size: int, deadline: float) -> int:
+    """The egress probes' sender: blocking ``os.sendfile`` of the file's ``size`` bytes, again
+    and again, until ``deadline`` (perf_counter); the bytes sent."""
+    sent = 0
+    while time.perf_counter() < deadline:
+        offset = 0
+        while offset < size and time.perf_counter() < deadline:
+            n = os.sendfile(conn.fileno(), fd, offset, size - offset)
+            offset += n
+            sent += n
+    return sent
+
+
+def discard_to_end(sock: socket.socket) -> int:
+    """The egress probes' receiver: bytes dropped in the kernel (``MSG_TRUNC``, see
+    ``_discard``) until the sender shuts its side; how many."""
+    scratch = memoryview(bytearray(DISCARD_CHUNK))  # never written: MSG_TRUNC
+    got = 0
+    while True:
+        n = sock.recv_into(scratch, len(scratch), socket.MSG_TRUNC)
+        if n == 0:
+            return got
+        got += n
 
 
 def _recv_exact(sock: socket.socket, view: memoryview) -> None:
