@@ -13,6 +13,7 @@ from kafkatool.assign.kafka_client import (
     CONFIG_SOURCE_TOPIC,
     KafkaAdmin,
     KafkaAdminError,
+    config_node,
     config_source,
     describe_configs,
     describe_error,
@@ -91,7 +92,8 @@ def describe_live(admin: KafkaAdmin, entity_type: str, name: str | None, *, all_
     from kafkatool.protocol.generated.describe_configs_request import DescribeConfigsResource
 
     rtype, rname = _resource(entity_type, name)
-    conn = admin._any()
+    node = config_node(rtype, rname)
+    conn = admin._any() if node is None else admin.node(node)
     version = conn.version_for(32)
     req = API_BY_KEY[32].request(
         resources=[
@@ -131,7 +133,8 @@ def alter_live(
         resources=[AlterConfigsResource(resource_type=rtype, resource_name=rname, configs=configs)],
         validate_only=False,
     )
-    target = admin._any() if rtype != 4 or not rname else admin.node(int(rname))
+    node = config_node(rtype, rname)
+    target = admin._any() if node is None else admin.node(node)
     (r,) = target.request(INCREMENTAL_ALTER_CONFIGS, req).responses
     if r.error_code:
         raise KafkaAdminError(f"{describe_error(r.error_code, r.error_message)}", r.error_code)

@@ -434,27 +434,39 @@ def describe_configs(admin: KafkaAdmin, resource_type: int, names) -> dict[str, 
     from kafkatool.protocol.generated.describe_configs_request import DescribeConfigsResource
 
     names = list(names)
-    if not names:
-        return {}
-    req = API_BY_KEY[32].request(
-        resources=[
-            DescribeConfigsResource(resource_type=resource_type, resource_name=n, configuration_keys=None)
-            for n in names
-        ]
-    )
-    conn = admin._any()
-    version = conn.version_for(32)
-    resp = conn.request(32, req, version)
     out = {}
-    for r in resp.results:
-        if r.error_code:
-            raise KafkaAdminError(
-                f"DescribeConfigs {r.resource_name}: {describe_error(r.error_code, r.error_message)}",
-                r.error_code,
-            )
-        out[r.resource_name] = {
-            c.name: (c.value, config_source(c, version, r.resource_type))
-            for c in r.configs
-            if c.value is not None
-        }
+    # a broker answers for itself only (ConfigHelper): each broker id goes to that broker, as
+    # Kafka's AdminClient sends it; topics (and the cluster default "") to any broker
+    groups: dict[int | None, list[str]] = {}
+    for n in names:
+        groups.setdefault(config_node(resource_type, n), []).append(n)
+    for node, group in groups.items():
+        req = API_BY_KEY[32].request(
+            resources=[
+                DescribeConfigsResource(resource_type=resource_type, resource_name=n, configuration_keys=None)
+                for n in group
+            ]
+        )
+        conn = admin._any() if node is None else admin.node(node)
+        version = conn.version_for(32)
+        resp = conn.request(32, req, version)
+        for r in resp.results:
+            if r.error_code:
+                raise KafkaAdminError(
+                    f"DescribeConfigs {r.resource_name}: {describe_error(r.error_code, r.error_message)}",
+                    r.error_code,
+                )
+            out[r.resource_name] = {
+                c.name: (c.value, config_source(c, version, r.resource_type))
+                for c in r.configs
+                if c.value is not None
+            }
     return out
+
+
+def config_node(resource_type: int, name: str) -> int | None:
+    """The broker a config request about a resource must reach (KafkaAdminClient's node
+    provider): a BROKER (4) or BROKER_LOGGER (8) resource named by an id, that broker; else any."""
+    if resource_type in (4, 8) and name.strip().isdigit():
+        return int(name)
+    return None

@@ -42,11 +42,136 @@ SOURCE_DYNAMIC_BROKER = 2
 SOURCE_DYNAMIC_DEFAULT_BROKER = 3
 SOURCE_STATIC_BROKER = 4
 SOURCE_DEFAULT = 5
+SOURCE_BROKER_LOGGER = 6  # ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG
 SOURCE_GROUP = 8  # ConfigSource.GROUP_CONFIG
 
 
 class ConfigError(ts.SettingsError):
     """A setting with a value Kafka would reject (INVALID_CONFIG on the wire)."""
+
+
+# ---------------------------------------------------------------- dynamic broker configs
+# Which broker configs change at runtime, Kafka 3.7's DynamicBrokerConfig (ZooKeeper mode): the
+# reconfigurable sets of the components that apply them, by Kafka's names.  DescribeConfigs says
+# read_only=false exactly for AllDynamicConfigs; IncrementalAlterConfigs takes them with a broker
+# id, and with "" (the cluster-wide default, /config/brokers/<default>) unless per-broker only.
+#: SslConfigs.RECONFIGURABLE_CONFIGS (DynamicSecurityConfigs): per listener and per broker only
+_SSL_RECONFIGURABLE = frozenset(
+    (
+        "ssl.keystore.type",
+        "ssl.keystore.location",
+        "ssl.keystore.password",
+        "ssl.key.password",
+        "ssl.truststore.type",
+        "ssl.truststore.location",
+        "ssl.truststore.password",
+        "ssl.keystore.certificate.chain",
+        "ssl.keystore.key",
+        "ssl.truststore.certificates",
+    )
+)
+#: DynamicListenerConfig.ReconfigurableConfigs
+_LISTENER_RECONFIGURABLE = _SSL_RECONFIGURABLE | frozenset(
+    (
+        "advertised.listeners",
+        "listeners",
+        "listener.security.protocol.map",
+        "principal.builder.class",
+        "ssl.protocol",
+        "ssl.provider",
+        "ssl.cipher.suites",
+        "ssl.enabled.protocols",
+        "ssl.keymanager.algorithm",
+        "ssl.trustmanager.algorithm",
+        "ssl.endpoint.identification.algorithm",
+        "ssl.secure.random.implementation",
+        "ssl.client.auth",
+        "ssl.engine.factory.class",
+        "sasl.mechanism.inter.broker.protocol",
+        "sasl.jaas.config",
+        "sasl.enabled.mechanisms",
+        "sasl.kerberos.service.name",
+        "sasl.kerberos.kinit.cmd",
+        "sasl.kerberos.ticket.renew.window.factor",
+        "sasl.kerberos.ticket.renew.jitter",
+        "sasl.kerberos.min.time.before.relogin",
+        "sasl.kerberos.principal.to.local.rules",
+        "sasl.login.refresh.window.factor",
+        "sasl.login.refresh.window.jitter",
+        "sasl.login.refresh.min.period.seconds",
+        "sasl.login.refresh.buffer.seconds",
+        "max.connections",
+        "max.connection.creation.rate",
+        "num.network.threads",
+    )
+)
+#: DynamicBrokerConfig.ClusterLevelListenerConfigs: listener configs that are cluster-wide
+_CLUSTER_LEVEL_LISTENER = frozenset(
+    ("max.connections", "max.connection.creation.rate", "num.network.threads")
+)
+#: DynamicLogConfig.ReconfigurableConfigs: each topic config's first broker synonym
+#: (ServerTopicConfigSynonyms.TOPIC_CONFIG_SYNONYMS) but log.message.format.version
+_DYNAMIC_LOG = frozenset(d.synonyms[0][0] for d in ts.TOPIC_CONFIGS.values() if d.synonyms) - {
+    "log.message.format.version"
+}
+_OTHER_RECONFIGURABLE = frozenset(
+    (
+        # LogCleaner.ReconfigurableConfigs
+        "log.cleaner.threads",
+        "log.cleaner.dedupe.buffer.size",
+        "log.cleaner.io.buffer.load.factor",
+        "log.cleaner.io.buffer.size",
+        "message.max.bytes",
+        "log.cleaner.io.max.bytes.per.second",
+        "log.cleaner.backoff.ms",
+        # DynamicThreadPool.ReconfigurableConfigs
+        "num.io.threads",
+        "num.replica.fetchers",
+        "num.recovery.threads.per.data.dir",
+        "background.threads",
+        "metric.reporters",
+        # SocketServer.ReconfigurableConfigs
+        "max.connections.per.ip",
+        "max.connections.per.ip.overrides",
+        "max.connections",
+        "max.connection.creation.rate",
+        # ProducerStateManagerConfig.RECONFIGURABLE_CONFIGS
+        "producer.id.expiration.ms",
+        "transaction.partition.verification.enable",
+        # DynamicRemoteLogConfig.ReconfigurableConfigs
+        "remote.log.index.file.cache.total.size.bytes",
+    )
+)
+#: DynamicBrokerConfig.AllDynamicConfigs
+ALL_DYNAMIC_CONFIGS = _LISTENER_RECONFIGURABLE | _DYNAMIC_LOG | _OTHER_RECONFIGURABLE
+#: DynamicBrokerConfig.PerBrokerConfigs: never at the cluster-wide default
+PER_BROKER_CONFIGS = _LISTENER_RECONFIGURABLE - _CLUSTER_LEVEL_LISTENER
+#: DynamicConfig.Broker's own configs (the replication and log-dir move throttles): dynamic only,
+#: at either level, with no KafkaConfig definition; not in AllDynamicConfigs, so described
+#: read_only, and listed for a broker only where set (KafkaConfig's originals)
+DYNAMIC_ONLY_CONFIGS = frozenset(
+    (
+        "leader.replication.throttled.rate",
+        "follower.replication.throttled.rate",
+        "replica.alter.log.dirs.io.max.bytes.per.second",
+    )
+)
+
+#: update modes (DynamicBrokerConfig.dynamicConfigUpdateModes, and the throttles' own)
+PER_BROKER = "per-broker"
+CLUSTER_WIDE = "cluster-wide"
+DYNAMIC_ONLY = "dynamic-only"
+
+
+def update_mode(name: str) -> str | None:
+    """How ``name`` changes at runtime in Kafka (None: read-only, server.properties only)."""
+    if name in DYNAMIC_ONLY_CONFIGS:
+        return DYNAMIC_ONLY
+    if name in PER_BROKER_CONFIGS:
+        return PER_BROKER
+    if name in ALL_DYNAMIC_CONFIGS:
+        return CLUSTER_WIDE
+    return None
 
 
 @dataclass(frozen=True)
@@ -55,17 +180,28 @@ class ConfigDef:
     type: int
     default: str | None
     doc: str = ""
-    read_only: bool = True
+    #: this broker applies a dynamic value at once: IncrementalAlterConfigs may set it (at a
+    #: broker id or the cluster-wide default, as its update mode allows)
+    alterable: bool = False
+
+    @property
+    def dynamic(self) -> str | None:
+        return update_mode(self.name)
+
+    @property
+    def read_only(self) -> bool:
+        """DescribeConfigs' read_only: !DynamicBrokerConfig.AllDynamicConfigs.contains(name)."""
+        return self.name not in ALL_DYNAMIC_CONFIGS
 
 
-def _d(name: str, type_: int, default, doc: str = "", read_only: bool = True) -> ConfigDef:
+def _d(name: str, type_: int, default, doc: str = "", alterable: bool = False) -> ConfigDef:
     if default is None:
         value = None
     elif isinstance(default, bool):
         value = "true" if default else "false"
     else:
         value = str(default)
-    return ConfigDef(name, type_, value, doc, read_only)
+    return ConfigDef(name, type_, value, doc, alterable)
 
 
 #: broker settings served (name -> definition), Kafka's defaults
@@ -344,11 +480,11 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _d("leader.imbalance.per.broker.percentage", INT, 10),
         _d("rack", STRING, None),
         _d("broker.rack", STRING, None),
-        # dynamic per-broker settings (IncrementalAlterConfigs on the broker resource), as
+        # the dynamic-only throttles (IncrementalAlterConfigs on a broker or the default), as
         # kafka-reassign-partitions sets them (a single node never replicates: no effect)
-        _d("leader.replication.throttled.rate", LONG, LONG_MAX, "Leader throttle (B/s).", False),
-        _d("follower.replication.throttled.rate", LONG, LONG_MAX, "Follower throttle (B/s).", False),
-        _d("replica.alter.log.dirs.io.max.bytes.per.second", LONG, LONG_MAX, "Dir move throttle.", False),
+        _d("leader.replication.throttled.rate", LONG, LONG_MAX, "Leader throttle (B/s).", True),
+        _d("follower.replication.throttled.rate", LONG, LONG_MAX, "Follower throttle (B/s).", True),
+        _d("replica.alter.log.dirs.io.max.bytes.per.second", LONG, LONG_MAX, "Dir move throttle.", True),
     )
 }
 #: Kafka broker settings this broker recognises but does not implement: name -> what to do instead.
@@ -404,8 +540,64 @@ def unknown_configs(names) -> list[tuple[str, str]]:
     return out
 
 
-#: broker configs IncrementalAlterConfigs may set per broker (kept in BrokerConfig.dynamic)
-DYNAMIC_PER_BROKER = frozenset(n for n, d in BROKER_CONFIGS.items() if not d.read_only)
+#: broker configs IncrementalAlterConfigs may set here (BrokerConfig.dynamic, .dynamic_default)
+ALTERABLE = frozenset(n for n, d in BROKER_CONFIGS.items() if d.alterable)
+
+
+def _scala_set(names) -> str:
+    return "Set(" + ", ".join(sorted(names)) + ")"
+
+
+def dynamic_update_error(names, per_broker: bool) -> str | None:
+    """Why a dynamic broker config update of ``names`` is refused (None: it is not): Kafka's
+    DynamicBrokerConfig.validateConfigs messages (INVALID_REQUEST on the wire, KAFKA-13609),
+    then the Kafka-dynamic configs this broker does not apply at runtime."""
+    names = set(names)
+    static = {n for n in names if n in BROKER_CONFIGS and update_mode(n) is None}
+    if static:
+        return f"Cannot update these configs dynamically: {_scala_set(static)}"
+    bare_security = names & _SSL_RECONFIGURABLE
+    if bare_security:
+        return (
+            "These security configs can be dynamically updated only per-listener using the listener "
+            f"prefix: {_scala_set(bare_security)}"
+        )
+    if not per_broker:
+        only = {n for n in names if n in PER_BROKER_CONFIGS or _per_broker_listener_config(n)}
+        if only:
+            return (
+                "Cannot update these configs at default cluster level, broker id must be specified: "
+                f"{_scala_set(only)}"
+            )
+    unapplied = names - ALTERABLE
+    if unapplied:
+        return (
+            f"Cannot update these configs dynamically on this broker: {_scala_set(unapplied)} "
+            f"(it applies {', '.join(sorted(ALTERABLE))} at runtime; set the others in "
+            "server.properties)"
+        )
+    return None
+
+
+def _per_broker_listener_config(name: str) -> bool:
+    """listener.name.<listener>.<config>: per broker unless <config> is cluster-level."""
+    if not name.startswith("listener.name."):
+        return False
+    parts = name.split(".", 3)
+    return len(parts) == 4 and parts[3] not in _CLUSTER_LEVEL_LISTENER
+
+
+def broker_synonym_names(name: str) -> list[str]:
+    """DynamicBrokerConfig.brokerConfigSynonyms: the names one broker setting may be given by, in
+    priority order: a topic config's first broker synonym and its unit variants (log.roll.ms /
+    log.roll.hours, log.retention.ms / .minutes / .hours) share the list; the first also lists
+    its fallback (log.flush.interval.ms: log.flush.scheduler.interval.ms), the fallback only itself."""
+    for d in ts.TOPIC_CONFIGS.values():
+        names = [n for n, _ in d.synonyms]
+        if name in names and (name == names[0] or dict(d.synonyms)[name] != 1):
+            return names
+    return [name]
+
 
 #: topic config -> (primary broker synonym, type): a view of the one map in log/topic_settings
 TOPIC_CONFIGS: dict[str, tuple[str | None, int]] = {
@@ -508,8 +700,10 @@ class BrokerConfig:
     """Static broker settings: explicit values (server.properties + overrides) over Kafka's defaults."""
 
     explicit: dict[str, str] = field(default_factory=dict)
-    #: dynamic broker settings (AlterConfigs on the broker resource)
+    #: dynamic settings of this broker (IncrementalAlterConfigs on its id: DYNAMIC_BROKER_CONFIG)
     dynamic: dict[str, str] = field(default_factory=dict)
+    #: dynamic cluster-wide defaults (on "", /config/brokers/<default>: DYNAMIC_DEFAULT_BROKER_CONFIG)
+    dynamic_default: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def load(
@@ -533,20 +727,50 @@ class BrokerConfig:
         return unknown_configs(self.explicit)
 
     # ------------------------------------------------------------------ raw values
+    def _layers(self) -> tuple[tuple[dict[str, str], int], ...]:
+        """Kafka's order of precedence (DynamicBrokerConfig), highest first."""
+        return (
+            (self.dynamic, SOURCE_DYNAMIC_BROKER),
+            (self.dynamic_default, SOURCE_DYNAMIC_DEFAULT_BROKER),
+            (self.explicit, SOURCE_STATIC_BROKER),
+        )
+
     def get(self, name: str) -> str | None:
-        if name in self.dynamic:
-            return self.dynamic[name]
-        if name in self.explicit:
-            return self.explicit[name]
+        for layer, _source in self._layers():
+            if name in layer:
+                return layer[name]
         d = BROKER_CONFIGS.get(name)
         return d.default if d is not None else None
 
     def source(self, name: str) -> int:
-        if name in self.dynamic:
-            return SOURCE_DYNAMIC_BROKER if name in DYNAMIC_PER_BROKER else SOURCE_DYNAMIC_DEFAULT_BROKER
-        if name in self.explicit:
-            return SOURCE_STATIC_BROKER
+        for layer, source in self._layers():
+            if name in layer:
+                return source
         return SOURCE_DEFAULT
+
+    def is_set(self, name: str) -> bool:
+        """Given somewhere (a dynamic layer or server.properties), not only Kafka's default."""
+        return any(name in layer for layer, _source in self._layers())
+
+    def synonyms(self, name: str) -> list[tuple[str, str | None, int]]:
+        """(name, value, source) of every layer that gives ``name`` or a synonym of it, Kafka's
+        ConfigHelper.configSynonyms: layer by layer (dynamic broker, dynamic default, static,
+        Kafka's default), from the first entry of ``name`` itself on.  The head is the
+        value's source; none: DEFAULT_CONFIG."""
+        names = broker_synonym_names(name)
+        defaults = {
+            n: d.default
+            for n in names
+            if (d := BROKER_CONFIGS.get(n)) is not None
+            and d.default is not None
+            and d.dynamic != DYNAMIC_ONLY
+        }
+        out = []
+        for layer, source in (*self._layers(), (defaults, SOURCE_DEFAULT)):
+            out += [(n, layer[n], source) for n in names if n in layer]
+        while out and out[0][0] != name:
+            out.pop(0)
+        return out
 
     def int(self, name: str) -> int:
         return _parse_int(name, self.get(name))
@@ -663,7 +887,7 @@ class BrokerConfig:
         """Only ``listener.name.<name>.<setting>``, None when the listener does not set it itself."""
         lname = listener if isinstance(listener, str) else listener.name
         key = f"listener.name.{lname.lower()}.{name}"
-        for layer in (self.dynamic, self.explicit):
+        for layer, _source in self._layers():
             if key in layer:
                 return layer[key]
         return None
@@ -674,7 +898,7 @@ class BrokerConfig:
         return [Path(p.strip()) for p in raw.split(",") if p.strip()]
 
     def _set_values(self) -> dict[str, str]:
-        return {**self.explicit, **self.dynamic}
+        return {**self.explicit, **self.dynamic_default, **self.dynamic}
 
     def broker_value_for_topic(self, topic_name: str) -> tuple[str | None, int]:
         """(value, source) a topic inherits for ``topic_name`` from the broker."""

@@ -84,6 +84,7 @@ class MetadataStore:
         self.found_file = False
         #: dynamic broker configs found in a KRaft __cluster_metadata log of the dirs (reconcile)
         self.dir_broker_configs: dict[str, str] = {}
+        self.dir_broker_default_configs: dict[str, str] = {}
         #: producer ids below this may have been handed out (allocated in blocks)
         self.producer_ids_reserved = 0
         #: SCRAM credentials: user -> mechanism -> Kafka's credential text (scram.ScramCredential.to_text)
@@ -199,8 +200,11 @@ class MetadataStore:
             la for la in topic_settings.dir_layers(self.log_dirs) if la.label == topic_settings.SOURCE_KRAFT
         ]
         notes += [n for la in kraft for n in la.notes]
-        #: dynamic broker configs the dir's KRaft log holds (cluster default, then this node)
-        self.dir_broker_configs = {k: v for la in reversed(kraft) for k, v in la.broker.items()}
+        #: dynamic broker configs the dir's KRaft log holds: this node's, the cluster default
+        self.dir_broker_configs = {k: v for la in reversed(kraft) for k, v in la.broker_node.items()}
+        self.dir_broker_default_configs = {
+            k: v for la in reversed(kraft) for k, v in la.broker_default.items()
+        }
         for name, parts in sorted(partitions_on_disk.items()):
             ids = {u for u in parts.values() if u is not None}
             count = max(parts) + 1

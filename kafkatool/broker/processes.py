@@ -61,6 +61,7 @@ import time
 import zlib
 from dataclasses import dataclass, field
 
+from kafkatool.broker import loggers
 from kafkatool.broker.metadata import INTERNAL_TOPICS
 from kafkatool.broker.security.acl import PROCESS_PRINCIPAL
 from kafkatool.errors import KafkatoolError
@@ -474,7 +475,11 @@ class Primary(ProcessGroup):
             "count": self.count,
             "base_node": self.base_node,
             "fd": theirs.fileno(),
-            "config": {"explicit": self.broker.config.explicit, "dynamic": self.broker.config.dynamic},
+            "config": {
+                "explicit": self.broker.config.explicit,
+                "dynamic": self.broker.config.dynamic,
+                "dynamic_default": self.broker.config.dynamic_default,
+            },
             "clean_shutdown": clean_shutdown,
             "deleted": deleted,
             "restart": restart,
@@ -662,6 +667,8 @@ class Primary(ProcessGroup):
         self._payload = {
             "metadata": md.to_json() if data is None else data,
             "dynamic": dict(self.broker.config.dynamic),
+            "dynamic_default": dict(self.broker.config.dynamic_default),
+            "loggers": loggers.overrides(),  # BROKER_LOGGER levels set at runtime
         }
         for m in self.members.values():
             self._send_metadata(m)
@@ -814,6 +821,9 @@ class Member(ProcessGroup):
         broker.metadata.apply_json(payload["metadata"])
         broker.config.dynamic.clear()
         broker.config.dynamic.update(payload["dynamic"])
+        broker.config.dynamic_default.clear()
+        broker.config.dynamic_default.update(payload.get("dynamic_default", {}))
+        loggers.apply_overrides(payload.get("loggers", {}))
         if broker.manager is not None:
             broker.adopt_metadata()
 
@@ -862,6 +872,7 @@ def member_config(config_data: dict, index: int):
             )
     cfg = BrokerConfig(explicit)
     cfg.dynamic.update(config_data.get("dynamic", {}))
+    cfg.dynamic_default.update(config_data.get("dynamic_default", {}))
     return cfg
 
 

@@ -296,11 +296,16 @@ class Broker:
             notes = []  # a member takes the metadata from the primary
         else:
             notes = self.metadata.reconcile(on_disk, compacted=compacted)
-        for k, v in ({} if self.is_member else self.metadata.dir_broker_configs).items():
+        md = self.metadata
+        for found, layer, what in (
+            (md.dir_broker_default_configs, self.config.dynamic_default, "cluster default"),
+            (md.dir_broker_configs, self.config.dynamic, "this broker"),
+        ):
             # the cluster's dynamic broker configs (kafka-configs --entity-default / --entity-name)
-            if k in BROKER_CONFIGS and k not in self.config.dynamic:
-                self.config.dynamic[k] = v
-                notes.append(f"dynamic broker config from __cluster_metadata: {k}={v}")
+            for k, v in ({} if self.is_member else found).items():
+                if k in BROKER_CONFIGS and k not in layer:
+                    layer[k] = v
+                    notes.append(f"dynamic broker config ({what}) from __cluster_metadata: {k}={v}")
         log_config = self._log_config_memo()  # the dynamic broker configs above may have changed
         for (name, p), epoch in foreign_epochs.items():
             # Metadata names the epoch the owner's log has (a dir written by Kafka has some)

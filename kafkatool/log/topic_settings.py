@@ -321,6 +321,10 @@ class ConfigLayer:
     #: dynamic broker settings kept here (per-broker over cluster default, as Kafka merges them):
     #: they override server.properties name by name
     broker: dict[str, str] = field(default_factory=dict)
+    #: the two levels merged there: cluster-wide defaults (a KRaft ConfigRecord for the broker
+    #: resource "") and this node's own
+    broker_default: dict[str, str] = field(default_factory=dict)
+    broker_node: dict[str, str] = field(default_factory=dict)
 
     def get(self, topic: str) -> dict[str, str]:
         out = dict(self.topics.get(None, {}))
@@ -418,7 +422,9 @@ def read_kraft(log_dir: Path) -> ConfigLayer | None:
         except OSError as exc:
             layer.notes.append(f"{path}: {exc.strerror or exc}")
     layer.topics = configs
-    layer.broker = {**brokers.get("", {}), **(brokers.get(str(node_id), {}) if node_id is not None else {})}
+    layer.broker_default = dict(brokers.get("", {}))
+    layer.broker_node = dict(brokers.get(str(node_id), {})) if node_id is not None else {}
+    layer.broker = {**layer.broker_default, **layer.broker_node}
     return layer
 
 

@@ -727,3 +727,65 @@ def test_a_transaction_commits_across_a_member_restart(make_broker):
     assert sorted(committed) == sorted(f"{t}{p}" for t in "ab" for p in range(4))
     assert "is back" in b.log_text()
     assert b.stop() == 0
+
+
+def test_logger_levels_reach_every_process(pbroker):
+    """BROKER_LOGGER through the member's port (forwarded): the primary answers and alters, and
+    the member takes the level too: its own debug line of a refused produce appears only while
+    kafkatool.broker is at DEBUG. The cluster-wide throttle default is described on both nodes."""
+    from tests.broker.test_broker_configs import describe, inc
+
+    topic = name("loglevel")
+    create_topic(pbroker.bootstrap, topic, 6)
+    md = metadata(pbroker.bootstrap, topic)
+    member_port = next(b.port for b in md.brokers if b.node_id == 2)
+    [t] = md.topics
+    owned = next(p.partition_index for p in t.partitions if p.leader_id == 2)
+    with WireClient(f"127.0.0.1:{member_port}") as c:
+        assert inc(c, 2, topic, ("min.insync.replicas", 0, "2")) == (0, None)
+
+        def refused_produce() -> None:
+            body = G.ProduceRequest(
+                transactional_id=None,
+                acks=-1,
+                timeout_ms=5000,
+                topic_data=[
+                    TopicProduceData(
+                        name=topic, partition_data=[PartitionProduceData(index=owned, records=None)]
+                    )
+                ],
+            )
+            resp = c.request(0, 7, body)
+            assert resp.responses[0].partition_responses[0].error_code == 19  # NOT_ENOUGH_REPLICAS
+
+        line = f"process=1 produce error topic={topic} partition={owned} code=19"
+        mark = len(pbroker.log_text())
+        refused_produce()
+        assert inc(c, 8, "2", ("kafkatool.broker", 0, "DEBUG")) == (0, None)
+        assert describe(c, "2", rtype=8)[1]["kafkatool.broker"].value == "DEBUG"
+
+        def logged() -> bool:
+            refused_produce()
+            return line in pbroker.log_text()[mark:]
+
+        assert wait_until(logged, timeout=10, step=0.1)
+        assert pbroker.log_text()[mark:].count(line) >= 1
+        assert inc(c, 8, "2", ("kafkatool.broker", 1, None)) == (0, None)
+        assert describe(c, "1", rtype=8)[1]["kafkatool.broker"].value == "INFO"
+
+        def quiet() -> bool:
+            before = pbroker.log_text().count(line)
+            refused_produce()
+            time.sleep(0.2)
+            return pbroker.log_text().count(line) == before
+
+        assert wait_until(quiet, timeout=10, step=0.1)
+        # the cluster-wide default, altered through the member, seen from both nodes
+        rate = "follower.replication.throttled.rate"
+        assert inc(c, 4, "", (rate, 0, "123")) == (0, None)
+        try:
+            for node in ("1", "2"):
+                e = describe(c, node, keys=[rate], rtype=4)[1][rate]
+                assert (e.value, e.config_source) == ("123", 3)
+        finally:
+            assert inc(c, 4, "", (rate, 1, None)) == (0, None)

@@ -261,16 +261,32 @@ def test_serve_applies_kraft_dynamic_broker_configs(tmp_path, make_broker):
     from kafkatool.formats.generated.config_record import ConfigRecord
 
     d = tmp_path / "kraft"
-    extra = _metadata_value(
-        ConfigRecord(resource_type=4, resource_name="", name="log.cleanup.policy", value="compact"), 4
-    )
-    write_kraft_dir(d, "events", {}, extra=[extra])
+    extra = [
+        _metadata_value(
+            ConfigRecord(resource_type=4, resource_name="", name="log.cleanup.policy", value="compact"), 4
+        ),
+        # this node's own value (kafka-configs --entity-name 1) is the other layer
+        _metadata_value(
+            ConfigRecord(resource_type=4, resource_name="1", name="log.retention.ms", value="5000"), 4
+        ),
+    ]
+    write_kraft_dir(d, "events", {}, extra=extra)
     b = make_broker(d, read_only=True).start()
     admin = AdminClient({"bootstrap.servers": b.bootstrap})
     res = ConfigResource("topic", "events")
-    entry = admin.describe_configs([res])[res].result(20)["cleanup.policy"]
+    got = admin.describe_configs([res])[res].result(20)
+    entry = got["cleanup.policy"]
     assert entry.value == "compact"
     assert entry.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
+    assert got["retention.ms"].value == "5000"
+    assert got["retention.ms"].source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
+    from tests.broker.test_admin import describe
+    from tests.broker.wire import WireClient
+
+    with WireClient(b.bootstrap) as c:  # the cluster-wide default (confluent_kafka refuses "")
+        assert {n: e.config_source for n, e in describe(c, "", rtype=4)[1].items()} == {
+            "log.cleanup.policy": ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
+        }
 
 
 def test_kraft_metadata_log_source(tmp_path):

@@ -353,22 +353,22 @@ class Cluster:
         )
 
     def _load_broker_configs(self) -> None:
-        """Dynamic broker configs: the cluster default, then this broker's own (DynamicBrokerConfig)."""
+        """Dynamic broker configs (DynamicBrokerConfig): the cluster-wide default and this broker's
+        own, each its own layer (the configs this broker applies at runtime)."""
         from kafkatool.broker import config as C
 
-        merged: dict[str, str] = {}
-        for entity in (paths.DEFAULT_ENTITY, str(self.node_id)):
+        for entity, layer in (
+            (paths.DEFAULT_ENTITY, self.config.dynamic_default),
+            (str(self.node_id), self.config.dynamic),
+        ):
             try:
                 ent = self.zk.entity_config("brokers", entity)
             except ZkError:
                 continue
-            if ent is not None and ent.config is not None:
-                merged.update(ent.config.config)
-        for k in [k for k in self.config.dynamic if k in C.DYNAMIC_PER_BROKER and k not in merged]:
-            del self.config.dynamic[k]
-        for k, v in merged.items():
-            if k in C.DYNAMIC_PER_BROKER:
-                self.config.dynamic[k] = v
+            found = ent.config.config if ent is not None and ent.config is not None else {}
+            for k in [k for k in layer if k in C.ALTERABLE and k not in found]:
+                del layer[k]
+            layer.update({k: v for k, v in found.items() if k in C.ALTERABLE})
 
     def _config_changes(self, children) -> bool:
         """ZkConfigManager: every new /config/changes/config_change_N names an entity to reload."""

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 
 from kafkatool.broker import config as C
+from kafkatool.broker import loggers
 from kafkatool.broker.group.consumer import GROUP_CONFIGS, ConsumerGroupError, validate_group_configs
 from kafkatool.broker.handlers.metadata import AUTHORIZED_OPS_OMITTED, from_wire_uuid, wire_uuid
 from kafkatool.broker.read_only import READ_ONLY_MSG
@@ -397,12 +399,13 @@ def _entry(
     # is_default (v0 only) stays false for every entry, defaults too: Kafka's broker never sets
     # it since DescribeConfigs moved to the generated message (KAFKA-9432, 2.7; ConfigHelper in
     # 3.x), so a v0 answer reads "not default" throughout, as from Kafka.
+    sensitive = kind == C.PASSWORD
     return DescribeConfigsResourceResult(
         name=name,
-        value=value,
+        value=None if sensitive else value,
         read_only=read_only,
         config_source=source,
-        is_sensitive=kind == C.PASSWORD,
+        is_sensitive=sensitive,
         synonyms=list(synonyms) if include_synonyms else [],
         config_type=kind,
         documentation=doc if include_doc else None,
@@ -426,14 +429,30 @@ def _describe_topic(broker, t, keys, version, include_synonyms, include_doc):
     return out
 
 
-def _describe_broker(broker, keys, version, include_synonyms, include_doc):
+def _describe_broker(broker, keys, version, include_synonyms, include_doc, per_broker: bool = True):
+    """ConfigHelper.createBrokerConfigEntry over this broker's configs (``per_broker``) or the
+    dynamic cluster-wide defaults that are set (the resource ""): the source is the first
+    synonym's (for the defaults, only DYNAMIC_DEFAULT_BROKER_CONFIG ones count), read_only is
+    !AllDynamicConfigs.contains(name), a sensitive value is null."""
+    cfg = broker.config
+    if per_broker:
+        # a dynamic-only throttle has no KafkaConfig definition: listed where set, as Kafka's originals
+        names = [n for n, d in C.BROKER_CONFIGS.items() if d.dynamic != C.DYNAMIC_ONLY or cfg.is_set(n)]
+    else:
+        names = [n for n in cfg.dynamic_default if n in C.BROKER_CONFIGS]
     out = []
-    for name, d in sorted(C.BROKER_CONFIGS.items()):
+    for name in sorted(names):
         if keys is not None and name not in keys:
             continue
-        value = broker.config.get(name)
-        source = broker.config.source(name)
-        syns = [DescribeConfigsSynonym(name=name, value=value, source=source)] if include_synonyms else []
+        d = C.BROKER_CONFIGS[name]
+        sensitive = d.type == C.PASSWORD
+        syns = [
+            (n, None if sensitive else v, src)
+            for n, v, src in cfg.synonyms(name)
+            if per_broker or src == C.SOURCE_DYNAMIC_DEFAULT_BROKER
+        ]
+        source = syns[0][2] if syns else C.SOURCE_DEFAULT
+        value = cfg.get(name) if per_broker else cfg.dynamic_default[name]
         out.append(
             _entry(
                 name,
@@ -445,10 +464,52 @@ def _describe_broker(broker, keys, version, include_synonyms, include_doc):
                 include_doc,
                 d.doc,
                 read_only=d.read_only,
-                synonyms=syns,
+                synonyms=[DescribeConfigsSynonym(name=n, value=v, source=src) for n, v, src in syns],
             )
         )
     return out
+
+
+def _describe_loggers(keys):
+    """ConfigHelper's BROKER_LOGGER answer: every logger with its level, DYNAMIC_BROKER_LOGGER_CONFIG,
+    read_only false, no synonyms, no type (v3+: UNKNOWN) and no documentation."""
+    return [
+        DescribeConfigsResourceResult(
+            name=name,
+            value=level,
+            read_only=False,
+            config_source=C.SOURCE_BROKER_LOGGER,
+            is_sensitive=False,
+            synonyms=[],
+            config_type=0,
+            documentation=None,
+        )
+        for name, level in sorted(loggers.loggers().items())
+        if keys is None or name in keys
+    ]
+
+
+def broker_resource_error(broker, name: str, *, logger: bool, alter: bool = False) -> str | None:
+    """Why a BROKER (or BROKER_LOGGER) resource does not name this broker (None: it does), in
+    the words of Kafka 3.7's ConfigHelper (DescribeConfigs) or ConfigAdminManager /
+    RuntimeLoggerManager (``alter``): each broker answers for itself, a BROKER resource "" is
+    the cluster-wide default; a broker of several processes answers for each of its nodes."""
+    if not name and not logger:
+        return None
+    if not name and not alter:
+        return "Broker id must not be empty"
+    if re.fullmatch(r"[+-]?[0-9]+", name) is None:
+        return f"{'Node' if alter else 'Broker'} id must be an integer, but it is: {name}"
+    local = set(broker.processes.nodes()) if broker.processes is not None else set()
+    if int(name) == broker.node_id or int(name) in local:
+        return None
+    if alter and logger:
+        return f"Unexpected node id. Expected {broker.node_id}, but received {name}"
+    if alter:
+        return f"Unexpected broker id, expected {broker.node_id}, but received {name}"
+    if logger:
+        return f"Unexpected broker id, expected {broker.node_id} but received {name}"
+    return f"Unexpected broker id, expected {broker.node_id} or empty string, but received {name}"
 
 
 def _group_configs_error(broker, name: str) -> tuple[int, str] | None:
@@ -498,7 +559,8 @@ def handle_describe_configs(ctx, req):
             configs=[],
         )
         results.append(r)
-        keys = set(res.configuration_keys) if res.configuration_keys is not None else None
+        # null or empty: every config (ConfigHelper.createResponseConfig)
+        keys = set(res.configuration_keys) if res.configuration_keys else None
         if res.resource_type == TOPIC:
             t = broker.topic(res.resource_name)
             if t is None:
@@ -508,17 +570,17 @@ def handle_describe_configs(ctx, req):
                 )
                 continue
             r.configs = _describe_topic(broker, t, keys, v, include_synonyms, include_doc)
-        elif res.resource_type == BROKER:
-            local = {str(n) for n in broker.processes.nodes()} if broker.processes is not None else set()
-            if res.resource_name not in ("", str(broker.node_id), *local):
-                r.error_code, r.error_message = (
-                    ErrorCode.INVALID_REQUEST,
-                    f"unknown broker {res.resource_name!r}",
+        elif res.resource_type in (BROKER, BROKER_LOGGER):
+            name = res.resource_name or ""
+            err = broker_resource_error(broker, name, logger=res.resource_type == BROKER_LOGGER)
+            if err is not None:
+                r.error_code, r.error_message = ErrorCode.INVALID_REQUEST, err
+            elif res.resource_type == BROKER_LOGGER:
+                r.configs = _describe_loggers(keys)
+            else:
+                r.configs = _describe_broker(
+                    broker, keys, v, include_synonyms, include_doc, per_broker=name != ""
                 )
-                continue
-            r.configs = _describe_broker(broker, keys, v, include_synonyms, include_doc)
-        elif res.resource_type == BROKER_LOGGER:
-            r.configs = []
         elif res.resource_type == GROUP:
             err = _group_configs_error(broker, res.resource_name)
             if err is not None:
@@ -587,6 +649,9 @@ def handle_incremental_alter_configs(ctx, req):
         if res.resource_type == GROUP:
             r.error_code, r.error_message = _alter_group(broker, res, req.validate_only)
             continue
+        if res.resource_type == BROKER_LOGGER:
+            r.error_code, r.error_message = _alter_loggers(broker, res, req.validate_only)
+            continue
         if res.resource_type != TOPIC:
             r.error_code, r.error_message = (
                 ErrorCode.INVALID_REQUEST,
@@ -628,6 +693,38 @@ def handle_incremental_alter_configs(ctx, req):
             continue
         r.error_code, r.error_message = _apply_topic(broker, res.resource_name, new, req.validate_only)
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=out)
+
+
+def _alter_loggers(broker, res, validate_only: bool) -> tuple[int, str | None]:
+    """IncrementalAlterConfigs of a BROKER_LOGGER resource (ConfigAdminManager.preprocess and
+    RuntimeLoggerManager): SET a logger's level, DELETE it; every operation is checked before
+    any is applied. A broker of several processes: every process takes the change."""
+    err = broker_resource_error(broker, res.resource_name or "", logger=True, alter=True)
+    if err is not None:
+        return ErrorCode.INVALID_REQUEST, err
+    names = [c.name for c in res.configs]
+    if len(set(names)) != len(names):
+        return ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys"
+    nulls = [c.name for c in res.configs if c.config_operation != DELETE and c.value is None]
+    if nulls:
+        return ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls)
+    for c in res.configs:
+        err = loggers.validate(c.name, c.config_operation, c.value)
+        if err is not None:
+            kind, message = err
+            return (ErrorCode.INVALID_CONFIG if kind == "config" else ErrorCode.INVALID_REQUEST), message
+    if validate_only:
+        return 0, None
+    for c in res.configs:
+        level = c.value if c.config_operation == SET else None
+        loggers.set_level(c.name, level)
+        if level is None:
+            log.warning("Unset the log level of %s", c.name)
+        else:
+            log.warning("Updated the log level of %s to %s", c.name, level)
+    if res.configs and broker.processes is not None and broker.processes.is_primary:
+        broker.processes.push_metadata()  # the other processes take the levels too
+    return 0, None
 
 
 def _alter_group(broker, res, validate_only: bool) -> tuple[int, str | None]:

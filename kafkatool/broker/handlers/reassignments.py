@@ -67,8 +67,9 @@ def check_target(broker, topic: str, partition: int, replicas: list[int] | None)
     return ErrorCode.NONE, None
 
 
-#: the dynamic per-broker configs, in the first log dir (Kafka keeps them in ZooKeeper or the
-#: metadata log: they survive restarts, and so does a throttle nobody cleared)
+#: the dynamic broker configs (this broker's and the cluster-wide defaults), in the first log dir
+#: (Kafka keeps them in ZooKeeper or the metadata log: they survive restarts, and so does a
+#: throttle nobody cleared)
 DYNAMIC_CONFIGS_FILE = "kafkatool-dynamic-broker-configs.json"
 
 
@@ -78,7 +79,8 @@ def _dynamic_path(broker):
 
 
 def load_dynamic_configs(broker) -> None:
-    """Put the persisted dynamic per-broker configs back into ``broker.config.dynamic``."""
+    """Put the persisted dynamic broker configs back into ``broker.config.dynamic`` (this broker's)
+    and ``.dynamic_default`` (the cluster-wide defaults)."""
     from kafkatool.broker import config as C
 
     path = _dynamic_path(broker)
@@ -89,10 +91,16 @@ def load_dynamic_configs(broker) -> None:
     except (OSError, ValueError) as exc:
         log.warning("ignoring unreadable %s: %s", path, exc)
         return
-    configs = doc.get("configs") if isinstance(doc, dict) else None
-    for name, value in (configs or {}).items():
-        if name in C.DYNAMIC_PER_BROKER and isinstance(value, str):
-            broker.config.dynamic[name] = value
+    if not isinstance(doc, dict):
+        return
+    for key, layer in (
+        ("configs", broker.config.dynamic),
+        ("default_configs", broker.config.dynamic_default),
+    ):
+        configs = doc.get(key)
+        for name, value in (configs if isinstance(configs, dict) else {}).items():
+            if name in C.ALTERABLE and isinstance(value, str):
+                layer[name] = value
 
 
 def _save_dynamic_configs(broker) -> None:
@@ -102,82 +110,92 @@ def _save_dynamic_configs(broker) -> None:
     path = _dynamic_path(broker)
     if path is None or not path.parent.is_dir():
         return
-    configs = {k: v for k, v in sorted(broker.config.dynamic.items()) if k in C.DYNAMIC_PER_BROKER}
-    doc = {"version": 1, "broker": broker.node_id, "configs": configs}
+    cfg = broker.config
+    doc = {
+        "version": 1,
+        "broker": broker.node_id,
+        "configs": {k: v for k, v in sorted(cfg.dynamic.items()) if k in C.ALTERABLE},
+        "default_configs": {k: v for k, v in sorted(cfg.dynamic_default.items()) if k in C.ALTERABLE},
+    }
     fileops.atomic_write(path, (json.dumps(doc, indent=1) + "\n").encode())
 
 
-def alter_broker_configs(broker, res, validate_only: bool) -> tuple[int, str | None]:
-    """IncrementalAlterConfigs on this broker's resource: the dynamic per-broker settings
-    kafka-reassign-partitions sets (replication and log-dir move throttles), SET or DELETE,
-    persisted in the first log dir; other broker configs are static here."""
-    from kafkatool.broker import config as C
+def _long_at_least_0(name: str, value: str) -> str | None:
+    """ConfigDef's LONG type with atLeast(0), the throttles' definition (DynamicConfig.Broker)."""
+    try:
+        v = int(value.strip())
+    except ValueError:
+        return f"Invalid value {value} for configuration {name}: Not a number of type LONG"
+    if v < 0:
+        return f"Invalid value {v} for configuration {name}: Value must be at least 0"
+    return None
 
-    live = set(broker.replicas.live_brokers) if broker.replicas is not None else set()
-    if broker.cluster is not None and (
-        res.resource_name == "" or res.resource_name.isdigit() and int(res.resource_name) in live
-    ):
-        pass  # cluster mode: any broker's (or the default) dynamic configs live in ZooKeeper
-    elif res.resource_name != str(broker.node_id) and not (
-        # a broker of several processes: one set of settings for all its nodes
-        broker.processes is not None and res.resource_name in {str(n) for n in broker.processes.nodes()}
-    ):
-        if res.resource_name == "":
-            return (
-                ErrorCode.INVALID_REQUEST,
-                "cluster-wide broker defaults are not served; name broker " + str(broker.node_id),
-            )
-        return (
-            ErrorCode.INVALID_REQUEST,
-            f"unknown broker {res.resource_name!r} (this is broker {broker.node_id})",
-        )
+
+def alter_broker_configs(broker, res, validate_only: bool) -> tuple[int, str | None]:
+    """IncrementalAlterConfigs on a broker resource: this broker's id (DYNAMIC_BROKER_CONFIG) or
+    "" (the cluster-wide default), SET or DELETE of the configs this broker applies at runtime
+    (config.ALTERABLE: the replication and log-dir move throttles), persisted in the first log
+    dir (cluster mode: ZooKeeper). Refusals as Kafka 3.7's ConfigAdminManager: INVALID_REQUEST
+    with DynamicBrokerConfig's messages (KAFKA-13609)."""
+    from kafkatool.broker import config as C
+    from kafkatool.broker.handlers.admin import broker_resource_error
+
+    name = res.resource_name or ""
+    err = broker_resource_error(broker, name, logger=False, alter=True)
+    if err is not None:
+        return ErrorCode.INVALID_REQUEST, err
+    names = [c.name for c in res.configs]
+    if len(set(names)) != len(names):
+        return ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys"
+    nulls = [c.name for c in res.configs if c.config_operation != 1 and c.value is None]
+    if nulls:
+        return ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls)
     changes: dict[str, str | None] = {}
     for c in res.configs:
-        if c.name not in C.DYNAMIC_PER_BROKER:
-            return ErrorCode.INVALID_CONFIG, f"Cannot update these configs dynamically: {c.name}"
         if c.config_operation == 0:  # SET
-            try:
-                value = int(c.value or "")
-            except ValueError:
-                value = -1
-            if value < 0:
-                return (
-                    ErrorCode.INVALID_CONFIG,
-                    f"Invalid value {c.value} for configuration {c.name}: a number of bytes/s >= 0",
-                )
-            changes[c.name] = str(value)
+            changes[c.name] = c.value
         elif c.config_operation == 1:  # DELETE
             changes[c.name] = None
         elif c.config_operation in (2, 3):
-            return ErrorCode.INVALID_CONFIG, f"{c.name} is not a list config: APPEND/SUBTRACT do not apply"
+            what = "append" if c.config_operation == 2 else "subtract"
+            return ErrorCode.INVALID_CONFIG, f"Config value {what} is not allowed for config key: {c.name}"
         else:
-            return ErrorCode.INVALID_REQUEST, f"unknown config operation {c.config_operation}"
-    if not validate_only and broker.cluster is not None:
-        broker.cluster.alter_broker_configs(res.resource_name, changes)
-        if res.resource_name in ("", str(broker.node_id)):
+            return ErrorCode.INVALID_REQUEST, f"Unknown operations type {c.config_operation}"
+    set_names = [n for n, v in changes.items() if v is not None]
+    err = C.dynamic_update_error(set_names, per_broker=name != "")
+    if err is None:
+        err = next((e for n in set_names if (e := _long_at_least_0(n, changes[n])) is not None), None)
+    if err is not None:
+        return ErrorCode.INVALID_REQUEST, err
+    changes = {n: (None if v is None else str(int(v.strip()))) for n, v in changes.items()}
+    if validate_only:
+        return ErrorCode.NONE, None
+    if broker.cluster is not None:
+        broker.cluster.alter_broker_configs(name, changes)
+        if name in ("", str(broker.node_id)):
             broker.cluster._load_broker_configs()
         log.info(
             "dynamic broker configs altered broker=%s configs=%s",
-            res.resource_name or "<default>",
+            name or "<default>",
             json.dumps(changes, sort_keys=True),
         )
         return ErrorCode.NONE, None
-    if not validate_only:
-        for name, value in changes.items():
-            if value is None:
-                broker.config.dynamic.pop(name, None)
-            else:
-                broker.config.dynamic[name] = value
-        if changes:
-            if not broker.read_only:
-                _save_dynamic_configs(broker)
-                if broker.processes is not None and broker.processes.is_primary:
-                    broker.processes.push_metadata()  # the other processes apply them too
-            log.info(
-                "dynamic broker configs altered broker=%d configs=%s",
-                broker.node_id,
-                json.dumps(changes, sort_keys=True),
-            )
+    layer = broker.config.dynamic if name else broker.config.dynamic_default
+    for key, value in changes.items():
+        if value is None:
+            layer.pop(key, None)
+        else:
+            layer[key] = value
+    if changes:
+        if not broker.read_only:
+            _save_dynamic_configs(broker)
+            if broker.processes is not None and broker.processes.is_primary:
+                broker.processes.push_metadata()  # the other processes apply them too
+        log.info(
+            "dynamic broker configs altered broker=%s configs=%s",
+            name or "<default>",
+            json.dumps(changes, sort_keys=True),
+        )
     return ErrorCode.NONE, None
 
 
