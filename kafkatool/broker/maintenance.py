@@ -170,7 +170,15 @@ class CleanerState:
                 exc,
             )
             return None
-        installed = all([install_cleaned(lg, g, before) for g in groups])
+        installed = True
+        try:
+            for g in groups:
+                # a stop between two swaps ends the round there (Kafka's checkDone)
+                self.broker.workers.check_running()
+                installed = install_cleaned(lg, g, before) and installed
+        except WorkersStopped:
+            discard_cleaned_files(lg.dir)
+            raise
         return (
             tp,
             rng.dirty_ratio,
