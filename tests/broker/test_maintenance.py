@@ -119,4 +119,74 @@ def test_a_record_the_decoder_refuses_marks_its_partition_uncleanable(make_broke
     assert not list(part.glob("*.cleaned"))
     with WireClient(b.bootstrap) as c:
         assert len(all_records(c, "good")) < 30
+    # doneCleaning: the good log's checkpoint is its cleaned end, the bad one's the round's
+    # start (not advanced), both written as each pass ended
+    assert _cleaner_checkpoint(b, {("good", 0), ("bad", 0)})[("bad", 0)] == 0
+    assert _cleaner_checkpoint(b, {("good", 0)})[("good", 0)] == _logged_checkpoint(text, "good")
     b.stop()
+
+
+def _logged_checkpoint(text: str, topic: str) -> int:
+    import re
+
+    found = re.findall(rf"log cleaned topic={topic} partition=0 \S+ checkpoint=(\d+)", text)
+    assert found, text[-3000:]
+    return int(found[-1])
+
+
+def _cleaner_checkpoint(b, keys: set, timeout: float = 10.0) -> dict:
+    """The broker's cleaner-offset-checkpoint once it names ``keys`` (its scheduler thread
+    writes it shortly after a pass)."""
+    from kafkatool.formats import checkpoint as ck
+
+    path = b.data_dir / ck.CLEANER_OFFSET_CHECKPOINT
+    deadline = time.monotonic() + timeout
+    while True:
+        offsets = ck.decode_offset_checkpoint(path.read_bytes()) if path.exists() else {}
+        if keys <= set(offsets) or time.monotonic() > deadline:
+            assert keys <= set(offsets), (offsets, b.log_text()[-3000:])
+            return offsets
+        time.sleep(0.05)
+
+
+def test_an_io_error_in_a_round_marks_only_its_partition_uncleanable(make_broker):
+    """A round that fails with an I/O error (here the cleaned segment's path is a directory,
+    so the worker cannot create it: EISDIR).  Kafka takes that log dir offline; this broker
+    marks the partition uncleanable (one warning line, its checkpoint written at the round's
+    start, not advanced) and goes on cleaning the other logs.  Before, the pass failed with
+    a traceback every backoff and, the failing log being the filthiest, no other log was
+    ever cleaned."""
+    cfg = {"cleanup.policy": "compact", "segment.bytes": "1000", "min.cleanable.dirty.ratio": "0.01"}
+    b = make_broker(extra=["log.cleaner.enable=false", "log.roll.jitter.ms=0"]).start()
+    with WireClient(b.bootstrap) as c:
+        for topic in ("bad", "good"):  # created first: picked first among equally dirty logs
+            create_topic(c, topic, configs=cfg)
+            for i in range(30):
+                assert produce(c, topic, keyed_batch([b"k%d" % (i % 3)], b"v" * 40)).error_code == 0
+    b.stop()
+    part = b.data_dir / "bad-0"
+    (part / "00000000000000000000.log.cleaned").mkdir()
+    bad_files = {p.name: p.read_bytes() for p in part.glob("*.log")}
+    b.extra = ["log.cleaner.backoff.ms=100", "log.roll.jitter.ms=0"]
+    b.start()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        text = b.log_text()
+        if "log cleaning stopped topic=bad" in text and "log cleaned topic=good" in text:
+            break
+        time.sleep(0.1)
+    time.sleep(1.0)  # ten more cleaner passes
+    text = b.log_text()
+    stopped = [line for line in text.splitlines() if "log cleaning stopped" in line]
+    assert len(stopped) == 1 and "log cleaned topic=good" in text, text[-3000:]
+    assert "Is a directory" in stopped[0] and "marked uncleanable" in stopped[0], stopped
+    assert "Traceback" not in text and "cleaner pass failed" not in text, text[-3000:]
+    assert {p.name: p.read_bytes() for p in part.glob("*.log")} == bad_files
+    with WireClient(b.bootstrap) as c:
+        assert len(all_records(c, "good")) < 30
+        assert len(all_records(c, "bad")) == 30
+    offsets = _cleaner_checkpoint(b, {("good", 0), ("bad", 0)})
+    assert offsets[("bad", 0)] == 0
+    assert offsets[("good", 0)] == _logged_checkpoint(text, "good") > 0
+    b.stop()
+
