@@ -99,8 +99,11 @@ class CleanerState:
         """The cleaner thread's part: pick the filthiest due log of ``logs`` ((tp, Log)), run
         one round in the worker process, swap the ``.cleaned`` segments in under the log's
         lock.  Returns None when no log was due, else (tp, Log, its CompactionResult: the new
-        checkpoint, None when a swap was voided; the error of a failed round, seconds)."""
+        checkpoint, None when a swap was voided; the error of a failed round, seconds).
+        ``log.cleaner.io.max.bytes.per.second`` is read at every round (a dynamic change
+        applies from the next one)."""
         from kafkatool.broker.background import WorkersStopped
+        from kafkatool.broker.config import cleaner_io_rate
         from kafkatool.log.cleaner import (
             CompactionResult,
             UnreadableBatchError,
@@ -136,7 +139,7 @@ class CleanerState:
             }
             log_start = lg.log_start_offset
         map_bytes = cfg.int("log.cleaner.dedupe.buffer.size") // max(cfg.int("log.cleaner.threads"), 1)
-        io_rate = float(cfg.get("log.cleaner.io.max.bytes.per.second"))
+        io_rate = cleaner_io_rate(cfg.get("log.cleaner.io.max.bytes.per.second"))
         workers = self.broker.workers
         result = CompactionResult(lg.dir, rng)
         try:

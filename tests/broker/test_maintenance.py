@@ -190,3 +190,111 @@ def test_an_io_error_in_a_round_marks_only_its_partition_uncleanable(make_broker
     assert offsets[("good", 0)] == _logged_checkpoint(text, "good") > 0
     b.stop()
 
+
+def test_the_cleaner_io_rate_is_a_dynamic_broker_config(make_broker):
+    """log.cleaner.io.max.bytes.per.second is one of Kafka's LogCleaner.ReconfigurableConfigs:
+    IncrementalAlterConfigs (and the legacy AlterConfigs) on the broker resource set it,
+    validated as at start-up (above 0), kept with the other dynamic broker configs, and the
+    next cleaning round is throttled at it; deleting it lifts the throttle."""
+    import json
+    import re
+
+    from kafkatool.protocol.errors import ErrorCode
+    from kafkatool.protocol.generated import alter_configs_request as AC
+    from kafkatool.protocol.generated.incremental_alter_configs_request import (
+        AlterableConfig,
+        AlterConfigsResource,
+    )
+    from tests.broker.test_admin import describe
+
+    name = "log.cleaner.io.max.bytes.per.second"
+
+    def inc(c, op, value=None, validate_only=False):
+        res = AlterConfigsResource(
+            resource_type=4,
+            resource_name="1",
+            configs=[AlterableConfig(name=name, config_operation=op, value=value)],
+        )
+        req = G.IncrementalAlterConfigsRequest(resources=[res], validate_only=validate_only)
+        return c.request(44, 1, req).responses[0].error_code
+
+    def legacy(c, configs, validate_only=False):
+        res = AC.AlterConfigsResource(
+            resource_type=4,
+            resource_name="1",
+            configs=[AC.AlterableConfig(name=n, value=v) for n, v in configs],
+        )
+        req = G.AlterConfigsRequest(resources=[res], validate_only=validate_only)
+        return c.request(33, 2, req).responses[0].error_code
+
+    def entry(c):
+        e = describe(c, "1", keys=[name], rtype=4)[1][name]
+        return e.value, e.config_source, e.read_only
+
+    def cleaned(count: int) -> list[tuple[float, float]]:
+        deadline = time.monotonic() + 60
+        while True:
+            found = re.findall(
+                r"log cleaned topic=big .* seconds=(\S+) throttled_seconds=(\S+)", b.log_text()
+            )
+            if len(found) >= count or time.monotonic() > deadline:
+                assert len(found) >= count, b.log_text()[-3000:]
+                return [(float(s), float(t)) for s, t in found]
+            time.sleep(0.1)
+
+    b = make_broker(extra=["log.cleaner.backoff.ms=100", "log.roll.jitter.ms=0"]).start()
+    default = ("1.7976931348623157E308", 5, False)
+    with WireClient(b.bootstrap) as c:
+        assert entry(c) == default
+        for bad in ("0", "-1", "fast", "nan"):
+            assert inc(c, 0, bad) == ErrorCode.INVALID_CONFIG, bad
+            assert legacy(c, [(name, bad)]) == ErrorCode.INVALID_CONFIG, bad
+        assert inc(c, 0, "5e6", validate_only=True) == 0
+        assert legacy(c, [(name, "5e6")], validate_only=True) == 0
+        assert entry(c) == default
+        assert inc(c, 0, "5e6") == 0
+        assert entry(c) == ("5e6", 2, False)
+        saved = json.loads((b.data_dir / "kafkatool-dynamic-broker-configs.json").read_text())
+        assert saved["configs"] == {name: "5e6"}
+        # one round over ~6 MB (not due while it fills: a dirty ratio is never above 1.0); the
+        # throttle checks every 300 ms (Kafka's), so the round must run longer than that
+        create_topic(
+            c,
+            "big",
+            configs={
+                "cleanup.policy": "compact",
+                "segment.bytes": "1000000",
+                "min.cleanable.dirty.ratio": "1.0",
+            },
+        )
+        now = int(time.time() * 1000)
+        n = 0
+        for _ in range(150):
+            recs = [R.SimpleRecord(b"v", b"key-%07d" % (n + i), (), now) for i in range(2000)]
+            assert produce(c, "big", R.build_record_batch(recs)).error_code == 0
+            n += 2000
+        ratio = G.IncrementalAlterConfigsRequest(
+            resources=[
+                AlterConfigsResource(
+                    resource_type=2,
+                    resource_name="big",
+                    configs=[
+                        AlterableConfig(name="min.cleanable.dirty.ratio", config_operation=0, value="0.01")
+                    ],
+                )
+            ]
+        )
+        assert c.request(44, 1, ratio).responses[0].error_code == 0
+        seconds, throttled = cleaned(1)[0]
+        # MBs read twice and written once at 5 MB/s: part of the round slept
+        assert seconds > throttled > 0, b.log_text()[-2000:]
+        # the legacy AlterConfigs replaces the broker's dynamic configs: none left, no limit
+        assert legacy(c, []) == 0
+        assert entry(c) == default
+        for _ in range(30):  # one more segment to clean
+            recs = [R.SimpleRecord(b"w", b"key-%07d" % (n + i), (), now) for i in range(2000)]
+            assert produce(c, "big", R.build_record_batch(recs)).error_code == 0
+            n += 2000
+        assert cleaned(2)[1][1] == 0.0
+    assert "Traceback" not in b.log_text()
+    b.stop()

@@ -368,7 +368,10 @@ class Cluster:
             del self.config.dynamic[k]
         for k, v in merged.items():
             if k in C.DYNAMIC_PER_BROKER:
-                self.config.dynamic[k] = v
+                try:
+                    self.config.dynamic[k] = C.dynamic_broker_value(k, v)
+                except C.ConfigError as exc:  # Kafka's DynamicBrokerConfig logs and keeps the old value
+                    log.error("dynamic broker config %s from ZooKeeper ignored: %s", k, exc)
 
     def _config_changes(self, children) -> bool:
         """ZkConfigManager: every new /config/changes/config_change_N names an entity to reload."""

@@ -92,7 +92,10 @@ def load_dynamic_configs(broker) -> None:
     configs = doc.get("configs") if isinstance(doc, dict) else None
     for name, value in (configs or {}).items():
         if name in C.DYNAMIC_PER_BROKER and isinstance(value, str):
-            broker.config.dynamic[name] = value
+            try:
+                broker.config.dynamic[name] = C.dynamic_broker_value(name, value)
+            except C.ConfigError as exc:
+                log.warning("ignoring %s from %s: %s", name, path, exc)
 
 
 def _save_dynamic_configs(broker) -> None:
@@ -109,7 +112,8 @@ def _save_dynamic_configs(broker) -> None:
 
 def alter_broker_configs(broker, res, validate_only: bool) -> tuple[int, str | None]:
     """IncrementalAlterConfigs on this broker's resource: the dynamic per-broker settings
-    kafka-reassign-partitions sets (replication and log-dir move throttles), SET or DELETE,
+    (config.DYNAMIC_PER_BROKER: the replication and log-dir move throttles
+    kafka-reassign-partitions sets, log.cleaner.io.max.bytes.per.second), SET or DELETE,
     persisted in the first log dir; other broker configs are static here."""
     from kafkatool.broker import config as C
 
@@ -137,15 +141,9 @@ def alter_broker_configs(broker, res, validate_only: bool) -> tuple[int, str | N
             return ErrorCode.INVALID_CONFIG, f"Cannot update these configs dynamically: {c.name}"
         if c.config_operation == 0:  # SET
             try:
-                value = int(c.value or "")
-            except ValueError:
-                value = -1
-            if value < 0:
-                return (
-                    ErrorCode.INVALID_CONFIG,
-                    f"Invalid value {c.value} for configuration {c.name}: a number of bytes/s >= 0",
-                )
-            changes[c.name] = str(value)
+                changes[c.name] = C.dynamic_broker_value(c.name, c.value)
+            except C.ConfigError as exc:
+                return ErrorCode.INVALID_CONFIG, str(exc)
         elif c.config_operation == 1:  # DELETE
             changes[c.name] = None
         elif c.config_operation in (2, 3):
@@ -179,6 +177,26 @@ def alter_broker_configs(broker, res, validate_only: bool) -> tuple[int, str | N
                 json.dumps(changes, sort_keys=True),
             )
     return ErrorCode.NONE, None
+
+
+def replace_broker_configs(broker, res, validate_only: bool) -> tuple[int, str | None]:
+    """AlterConfigs (the legacy API) on a broker resource: the entity's dynamic configs become
+    exactly the ones given (Kafka replaces the entity's whole config), through
+    :func:`alter_broker_configs`: a SET for each given, a DELETE for every other."""
+    from types import SimpleNamespace
+
+    from kafkatool.broker import config as C
+
+    given = {c.name: c.value for c in res.configs if c.value is not None}
+    ops = [SimpleNamespace(name=n, config_operation=0, value=v) for n, v in given.items()]
+    ops += [
+        SimpleNamespace(name=n, config_operation=1, value=None)
+        for n in sorted(C.DYNAMIC_PER_BROKER)
+        if n not in given
+    ]
+    return alter_broker_configs(
+        broker, SimpleNamespace(resource_name=res.resource_name, configs=ops), validate_only
+    )
 
 
 def _cluster_alter_reassignments(broker, req):
