@@ -98,13 +98,25 @@ class Workers:
             self._discard(child)
             raise
         with self._pool_lock:
-            if self._stopping.is_set():
-                self._discard(child)
-            else:
+            stopping = self._stopping.is_set()
+            if not stopping:
                 self._idle.append(child)
+        if stopping:
+            # the job answered while the broker began to stop: its result is dropped (a
+            # cleaning round's .cleaned files are then removed by its caller), as Kafka's
+            # cleaner drops a round at its next checkDone.  Outside the pool lock: _discard
+            # takes it (taking it twice here hung the cleaner thread and so the stop)
+            self._discard(child)
+            raise WorkersStopped()
         if not ok:
             raise value
         return value
+
+    def check_running(self) -> None:
+        """Raise WorkersStopped once a stop began (Kafka's CleanerThread.checkDone: a job
+        between its steps gives up instead of holding the stop up)."""
+        if self._stopping.is_set():
+            raise WorkersStopped()
 
     def _spawn(self) -> subprocess.Popen:
         child = subprocess.Popen(

@@ -320,7 +320,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "log.cleaner.io.max.bytes.per.second",
             DOUBLE,
             "1.7976931348623157E308",
-            "The cleaner's I/O (bytes read and written a second, all its rounds); the default: no limit.",
+            "The cleaner's I/O (bytes read and written a second, all its rounds); the default: no limit. "
+            "Dynamic: a change applies from the next cleaning round.",
+            True,
         ),
         _d("log.cleaner.delete.retention.ms", LONG, 86400000, "(delete.retention.ms)"),
         _d("log.cleaner.min.cleanable.ratio", DOUBLE, 0.5, "(min.cleanable.dirty.ratio)"),
@@ -615,6 +617,37 @@ def _parse_int(name: str, value: str, lo: int | None = None) -> int:
     return v
 
 
+def cleaner_io_rate(value: str | None) -> float:
+    """log.cleaner.io.max.bytes.per.second (a DOUBLE) as the cleaner uses it; ConfigError unless
+    above 0, for the static value and a dynamic one alike."""
+    try:
+        rate = float(str(value).strip())
+    except ValueError:
+        rate = 0.0
+    if not rate > 0:
+        raise ConfigError(f"invalid value {value!r} for log.cleaner.io.max.bytes.per.second: must be above 0")
+    return rate
+
+
+def dynamic_broker_value(name: str, value: str | None) -> str:
+    """The value a dynamic broker config is set to (IncrementalAlterConfigs, the persisted
+    file, ZooKeeper), or ConfigError: the replication and dir-move throttles are a LONG
+    atLeast(0) (DynamicConfig.Broker; ConfigDef's messages), log.cleaner.io.max.bytes.per.second
+    is checked as at start-up."""
+    if name == "log.cleaner.io.max.bytes.per.second":
+        cleaner_io_rate(value)
+        return str(value).strip()
+    try:
+        rate = int(str(value).strip())
+    except ValueError:
+        raise ConfigError(
+            f"Invalid value {value} for configuration {name}: Not a number of type LONG"
+        ) from None
+    if rate < 0:
+        raise ConfigError(f"Invalid value {rate} for configuration {name}: Value must be at least 0")
+    return str(rate)
+
+
 def validate_topic_config(name: str, value: str | None) -> None:
     """Raise ConfigError for an unknown topic config or a value Kafka would reject."""
     try:
@@ -800,15 +833,7 @@ class BrokerConfig:
             "num.network.threads",
         ):
             _parse_int(name, self.get(name), 1)
-        rate = self.get("log.cleaner.io.max.bytes.per.second")
-        try:
-            ok = float(str(rate).strip()) > 0
-        except ValueError:
-            ok = False
-        if not ok:
-            raise ConfigError(
-                f"invalid value {rate!r} for log.cleaner.io.max.bytes.per.second: must be above 0"
-            )
+        cleaner_io_rate(self.get("log.cleaner.io.max.bytes.per.second"))
         self.log_config()
 
     @property

@@ -22,6 +22,7 @@ then writes the cleaner checkpoint.  One log per cleaner pass.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 
@@ -97,13 +98,18 @@ class CleanerState:
     def clean_filthiest(self, logs, checkpoints: dict, now_ms: int | None = None):
         """The cleaner thread's part: pick the filthiest due log of ``logs`` ((tp, Log)), run
         one round in the worker process, swap the ``.cleaned`` segments in under the log's
-        lock.  Returns None when no log was due, else (tp, dirty ratio, new checkpoint or
-        None when a swap was voided, seconds, seconds of them throttled)."""
+        lock.  Returns None when no log was due, else (tp, Log, its CompactionResult: the new
+        checkpoint, None when a swap was voided; the error of a failed round, seconds).
+        ``log.cleaner.io.max.bytes.per.second`` is read at every round (a dynamic change
+        applies from the next one)."""
         from kafkatool.broker.background import WorkersStopped
+        from kafkatool.broker.config import cleaner_io_rate
         from kafkatool.log.cleaner import (
+            CompactionResult,
             UnreadableBatchError,
             clean_round_files,
             cleanable_offsets,
+            cleaning_failed,
             discard_cleaned_files,
             inactive_segments_below,
             install_cleaned,
@@ -133,70 +139,89 @@ class CleanerState:
             }
             log_start = lg.log_start_offset
         map_bytes = cfg.int("log.cleaner.dedupe.buffer.size") // max(cfg.int("log.cleaner.threads"), 1)
-        run = self.broker.workers.run_in_process
+        io_rate = cleaner_io_rate(cfg.get("log.cleaner.io.max.bytes.per.second"))
+        workers = self.broker.workers
+        result = CompactionResult(lg.dir, rng)
         try:
-            rnd, groups = run(
-                clean_round_files,
-                dir=str(lg.dir),
-                config=lg.config,
-                log_start_offset=log_start,
-                first_dirty=rng.first_dirty,
-                first_uncleanable=rng.first_uncleanable,
-                last_records=last_records,
-                now_ms=now,
-                map_bytes=max(map_bytes, BYTES_PER_ENTRY),
-                load_factor=float(cfg.get("log.cleaner.io.buffer.load.factor")),
-                max_io_bytes_per_second=float(cfg.get("log.cleaner.io.max.bytes.per.second")),
-            )
+            try:
+                rnd, groups = workers.run_in_process(
+                    clean_round_files,
+                    dir=str(lg.dir),
+                    config=lg.config,
+                    log_start_offset=log_start,
+                    first_dirty=rng.first_dirty,
+                    first_uncleanable=rng.first_uncleanable,
+                    last_records=last_records,
+                    now_ms=now,
+                    map_bytes=max(map_bytes, BYTES_PER_ENTRY),
+                    load_factor=float(cfg.get("log.cleaner.io.buffer.load.factor")),
+                    max_io_bytes_per_second=io_rate,
+                )
+            except UnreadableBatchError as exc:
+                # as Kafka's round: the groups finished before the bad batch are swapped in
+                # (the worker removed the .cleaned files of the group it was writing)
+                for g in getattr(exc, "cleaned_groups", ()):
+                    install_cleaned(lg, g, before)
+                raise
+            installed = True
+            for g in groups:
+                # a stop between two swaps ends the round there (Kafka's checkDone)
+                workers.check_running()
+                installed = install_cleaned(lg, g, before) and installed
         except WorkersStopped:
             # the broker stops mid-round and kills the worker process, which cannot remove
             # what it wrote; Kafka deletes an aborted round's .cleaned files
             # (LogCleaningAbortedException), so a clean shutdown leaves none
-            self.broker.workers.wait_stopped()
+            workers.wait_stopped()
             discard_cleaned_files(lg.dir)
             raise
-        except UnreadableBatchError as exc:
-            # Kafka's cleaner thread: LogCleaningException -> a warning, the partition marked
-            # uncleanable; groups the round finished before the bad batch are swapped in, the
-            # rest (the worker removed that group's .cleaned files) and the checkpoint stay as
-            # they were; one line, the message names file, batch offset and byte position
-            for g in getattr(exc, "cleaned_groups", ()):
-                install_cleaned(lg, g, before)
+        except Exception as exc:
+            # Kafka's CleanerThread: any exception out of a round (LogCleaningException) marks
+            # the partition uncleanable, its checkpoint is written at the round's start, and
+            # the other logs are cleaned as ever.  An I/O error takes Kafka's whole log dir
+            # offline, which this broker does not model: the partition alone stops being
+            # cleaned (until its log is replaced), rather than failing every pass and keeping
+            # the cleaner from every other log.
+            with contextlib.suppress(OSError):
+                discard_cleaned_files(lg.dir)
+            cleaning_failed(result, exc, rng.first_dirty)
             self.uncleanable[tp] = lg
-            log.warning(
-                "log cleaning stopped topic=%s partition=%d: %s; the partition is marked uncleanable",
-                tp[0],
-                tp[1],
-                exc,
-            )
-            return None
-        installed = all([install_cleaned(lg, g, before) for g in groups])
-        return (
-            tp,
-            rng.dirty_ratio,
-            (rnd.end_offset if installed else None),
-            time.monotonic() - t0,
-            rnd.stats.throttled_s,
-        )
+            return tp, lg, result, time.monotonic() - t0
+        result.rounds.append(rnd)
+        result.stats.add(rnd.stats)
+        result.checkpoint_after = rnd.end_offset if installed else None
+        return tp, lg, result, time.monotonic() - t0
 
     def finish(self, cleaned) -> None:
         """The event loop's part: the cleaner checkpoint, long polls, one log line."""
-        tp, dirty_ratio, checkpoint, seconds, throttled = cleaned
+        tp, lg, result, seconds = cleaned
         mgr = self.broker.manager
         if mgr is None:
             return
-        if checkpoint is not None:
+        checkpoint = result.checkpoint_after
+        if checkpoint is not None and mgr.logs.get(tp) is lg:  # not deleted or replaced meanwhile
             mgr.set_cleaner_offset(tp, checkpoint)
             self.save()
         self.broker.wake(tp)
+        if result.error is not None:
+            # one line naming what failed (file, batch offset and byte position for bad bytes)
+            log.warning(
+                "log cleaning stopped topic=%s partition=%d: %s; the partition is marked uncleanable "
+                "checkpoint=%s",
+                tp[0],
+                tp[1],
+                result.error,
+                checkpoint,
+            )
+            return
         log.info(
             "log cleaned topic=%s partition=%d dirty_ratio=%.3f checkpoint=%s seconds=%.3f throttled_seconds=%.3f%s",
             tp[0],
             tp[1],
-            dirty_ratio,
+            result.range.dirty_ratio,
             checkpoint,
             seconds,
-            throttled,
+            result.stats.throttled_s,
             "" if checkpoint is not None else " (voided: the log changed meanwhile)",
         )
 
@@ -271,7 +296,8 @@ async def _cleaner_loop(broker, backoff: float) -> None:
             return
         except Exception as exc:
             _background_failure("cleaner pass", exc)
-        await asyncio.sleep(0 if cleaned is not None else backoff)
+        # Kafka's doWork: the backoff after a pass that cleaned nothing or failed
+        await asyncio.sleep(0 if cleaned is not None and cleaned[2].error is None else backoff)
 
 
 def start(broker) -> list[asyncio.Task]:

@@ -77,9 +77,11 @@ A record the decoder refuses (Kafka's DefaultRecord.readFrom rules: an int
 varint longer than 5 bytes, a length past its batch...) stops that partition's
 cleaning as it stops Kafka's cleaner, which then marks the partition
 uncleanable: one line names the segment file, the batch offset and the byte
-position; groups already swapped in stay, the other segments and the
-cleaner-offset-checkpoint are left as they were; the other partitions are
-compacted.
+position; groups already swapped in stay, the other segments are left as
+they were and its cleaner-offset-checkpoint entry is the offset that round
+started from (not advanced; Kafka's doneCleaning writes it the same way); the
+other partitions are compacted.  Each partition's checkpoint entry is written
+as soon as that partition is done.
 
 Findings: with --dry-run, a partition that would be compacted; a partition
 whose data stopped the cleaner."""
@@ -215,6 +217,10 @@ def compact(
                             if not dry_run and result.checkpoint_after is not None:
                                 if result.changes or result.checkpoint_after != checkpoint:
                                     manager.set_cleaner_offset(tp, result.checkpoint_after)
+                    if not dry_run and result is not None:
+                        # written as each partition is done (Kafka's doneCleaning), so a later
+                        # partition's failure or a kill loses none of it
+                        manager.checkpoint_cleaner_offsets()
                     if quarantine is not None:
                         quarantined += [str(p) for p in quarantine.files]
                     name = f"{tp[0]}-{tp[1]}"

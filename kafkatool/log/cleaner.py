@@ -895,6 +895,22 @@ class CompactionResult:
         return any(r.groups for r in self.rounds)
 
 
+def cleaning_failed(result: CompactionResult, exc: Exception, first_dirty: int) -> None:
+    """The one rule for a partition whose cleaning round failed, in the broker's cleaner and in
+    ``compact`` alike (Kafka's CleanerThread.cleanLog: ``doneCleaning`` in its ``finally``
+    writes the round's start offset, then the LogCleaningException marks the partition
+    uncleanable; the other partitions are cleaned and checkpointed as ever): the groups the
+    round finished stay swapped in, the rest of the log is as it was, the checkpoint is the
+    round's first dirty offset (the last finished round's end, never past it) and is written,
+    and ``result.error`` is the one line naming what failed."""
+    result.error = str(exc)
+    partial = getattr(exc, "partial_round", None)
+    if partial is not None and partial.groups:
+        result.rounds.append(partial)
+        result.stats.add(partial.stats)
+    result.checkpoint_after = first_dirty
+
+
 def compact(
     log: Log,
     config: LogConfig,
@@ -924,14 +940,7 @@ def compact(
         try:
             rnd = cleaner.clean(first_dirty, rng.first_uncleanable, write=write, quarantine=quarantine)
         except UnreadableBatchError as exc:
-            # Kafka's cleaner thread: the exception marks the partition uncleanable; what the
-            # round had swapped in stays, the rest of the log is as it was, the checkpoint
-            # keeps the last finished round's end
-            result.error = str(exc)
-            partial = getattr(exc, "partial_round", None)
-            if partial is not None and partial.groups:
-                result.rounds.append(partial)
-                result.stats.add(partial.stats)
+            cleaning_failed(result, exc, first_dirty)
             break
         result.rounds.append(rnd)
         result.stats.add(rnd.stats)

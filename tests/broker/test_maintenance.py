@@ -119,4 +119,183 @@ def test_a_record_the_decoder_refuses_marks_its_partition_uncleanable(make_broke
     assert not list(part.glob("*.cleaned"))
     with WireClient(b.bootstrap) as c:
         assert len(all_records(c, "good")) < 30
+    # doneCleaning: the good log's checkpoint is its cleaned end, the bad one's the round's
+    # start (not advanced), both written as each pass ended
+    assert _cleaner_checkpoint(b, {("good", 0), ("bad", 0)})[("bad", 0)] == 0
+    assert _cleaner_checkpoint(b, {("good", 0)})[("good", 0)] == _logged_checkpoint(text, "good")
+    b.stop()
+
+
+def _logged_checkpoint(text: str, topic: str) -> int:
+    import re
+
+    found = re.findall(rf"log cleaned topic={topic} partition=0 \S+ checkpoint=(\d+)", text)
+    assert found, text[-3000:]
+    return int(found[-1])
+
+
+def _cleaner_checkpoint(b, keys: set, timeout: float = 10.0) -> dict:
+    """The broker's cleaner-offset-checkpoint once it names ``keys`` (its scheduler thread
+    writes it shortly after a pass)."""
+    from kafkatool.formats import checkpoint as ck
+
+    path = b.data_dir / ck.CLEANER_OFFSET_CHECKPOINT
+    deadline = time.monotonic() + timeout
+    while True:
+        offsets = ck.decode_offset_checkpoint(path.read_bytes()) if path.exists() else {}
+        if keys <= set(offsets) or time.monotonic() > deadline:
+            assert keys <= set(offsets), (offsets, b.log_text()[-3000:])
+            return offsets
+        time.sleep(0.05)
+
+
+def test_an_io_error_in_a_round_marks_only_its_partition_uncleanable(make_broker):
+    """A round that fails with an I/O error (here the cleaned segment's path is a directory,
+    so the worker cannot create it: EISDIR).  Kafka takes that log dir offline; this broker
+    marks the partition uncleanable (one warning line, its checkpoint written at the round's
+    start, not advanced) and goes on cleaning the other logs.  Before, the pass failed with
+    a traceback every backoff and, the failing log being the filthiest, no other log was
+    ever cleaned."""
+    cfg = {"cleanup.policy": "compact", "segment.bytes": "1000", "min.cleanable.dirty.ratio": "0.01"}
+    b = make_broker(extra=["log.cleaner.enable=false", "log.roll.jitter.ms=0"]).start()
+    with WireClient(b.bootstrap) as c:
+        for topic in ("bad", "good"):  # created first: picked first among equally dirty logs
+            create_topic(c, topic, configs=cfg)
+            for i in range(30):
+                assert produce(c, topic, keyed_batch([b"k%d" % (i % 3)], b"v" * 40)).error_code == 0
+    b.stop()
+    part = b.data_dir / "bad-0"
+    (part / "00000000000000000000.log.cleaned").mkdir()
+    bad_files = {p.name: p.read_bytes() for p in part.glob("*.log")}
+    b.extra = ["log.cleaner.backoff.ms=100", "log.roll.jitter.ms=0"]
+    b.start()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        text = b.log_text()
+        if "log cleaning stopped topic=bad" in text and "log cleaned topic=good" in text:
+            break
+        time.sleep(0.1)
+    time.sleep(1.0)  # ten more cleaner passes
+    text = b.log_text()
+    stopped = [line for line in text.splitlines() if "log cleaning stopped" in line]
+    assert len(stopped) == 1 and "log cleaned topic=good" in text, text[-3000:]
+    assert "Is a directory" in stopped[0] and "marked uncleanable" in stopped[0], stopped
+    assert "Traceback" not in text and "cleaner pass failed" not in text, text[-3000:]
+    assert {p.name: p.read_bytes() for p in part.glob("*.log")} == bad_files
+    with WireClient(b.bootstrap) as c:
+        assert len(all_records(c, "good")) < 30
+        assert len(all_records(c, "bad")) == 30
+    offsets = _cleaner_checkpoint(b, {("good", 0), ("bad", 0)})
+    assert offsets[("bad", 0)] == 0
+    assert offsets[("good", 0)] == _logged_checkpoint(text, "good") > 0
+    b.stop()
+
+
+def test_the_cleaner_io_rate_is_a_dynamic_broker_config(make_broker):
+    """log.cleaner.io.max.bytes.per.second is one of Kafka's LogCleaner.ReconfigurableConfigs:
+    IncrementalAlterConfigs (and the legacy AlterConfigs) on the broker resource set it,
+    validated as at start-up (above 0), kept with the other dynamic broker configs, and the
+    next cleaning round is throttled at it; deleting it lifts the throttle."""
+    import json
+    import re
+
+    from kafkatool.protocol.errors import ErrorCode
+    from kafkatool.protocol.generated import alter_configs_request as AC
+    from kafkatool.protocol.generated.incremental_alter_configs_request import (
+        AlterableConfig,
+        AlterConfigsResource,
+    )
+    from tests.broker.test_admin import describe
+
+    name = "log.cleaner.io.max.bytes.per.second"
+
+    def inc(c, op, value=None, validate_only=False):
+        res = AlterConfigsResource(
+            resource_type=4,
+            resource_name="1",
+            configs=[AlterableConfig(name=name, config_operation=op, value=value)],
+        )
+        req = G.IncrementalAlterConfigsRequest(resources=[res], validate_only=validate_only)
+        return c.request(44, 1, req).responses[0].error_code
+
+    def legacy(c, configs, validate_only=False):
+        res = AC.AlterConfigsResource(
+            resource_type=4,
+            resource_name="1",
+            configs=[AC.AlterableConfig(name=n, value=v) for n, v in configs],
+        )
+        req = G.AlterConfigsRequest(resources=[res], validate_only=validate_only)
+        return c.request(33, 2, req).responses[0].error_code
+
+    def entry(c):
+        e = describe(c, "1", keys=[name], rtype=4)[1][name]
+        return e.value, e.config_source, e.read_only
+
+    def cleaned(count: int) -> list[tuple[float, float]]:
+        deadline = time.monotonic() + 60
+        while True:
+            found = re.findall(
+                r"log cleaned topic=big .* seconds=(\S+) throttled_seconds=(\S+)", b.log_text()
+            )
+            if len(found) >= count or time.monotonic() > deadline:
+                assert len(found) >= count, b.log_text()[-3000:]
+                return [(float(s), float(t)) for s, t in found]
+            time.sleep(0.1)
+
+    b = make_broker(extra=["log.cleaner.backoff.ms=100", "log.roll.jitter.ms=0"]).start()
+    default = ("1.7976931348623157E308", 5, False)
+    with WireClient(b.bootstrap) as c:
+        assert entry(c) == default
+        for bad in ("0", "-1", "fast", "nan"):
+            # a broker config's bad value: INVALID_REQUEST, as Kafka 3.7 answers (KAFKA-13609)
+            assert inc(c, 0, bad) == ErrorCode.INVALID_REQUEST, bad
+            assert legacy(c, [(name, bad)]) == ErrorCode.INVALID_REQUEST, bad
+        assert inc(c, 0, "5e6", validate_only=True) == 0
+        assert legacy(c, [(name, "5e6")], validate_only=True) == 0
+        assert entry(c) == default
+        assert inc(c, 0, "5e6") == 0
+        assert entry(c) == ("5e6", 2, False)
+        saved = json.loads((b.data_dir / "kafkatool-dynamic-broker-configs.json").read_text())
+        assert saved["configs"] == {name: "5e6"}
+        # one round over ~6 MB (not due while it fills: a dirty ratio is never above 1.0); the
+        # throttle checks every 300 ms (Kafka's), so the round must run longer than that
+        create_topic(
+            c,
+            "big",
+            configs={
+                "cleanup.policy": "compact",
+                "segment.bytes": "1000000",
+                "min.cleanable.dirty.ratio": "1.0",
+            },
+        )
+        now = int(time.time() * 1000)
+        n = 0
+        for _ in range(150):
+            recs = [R.SimpleRecord(b"v", b"key-%07d" % (n + i), (), now) for i in range(2000)]
+            assert produce(c, "big", R.build_record_batch(recs)).error_code == 0
+            n += 2000
+        ratio = G.IncrementalAlterConfigsRequest(
+            resources=[
+                AlterConfigsResource(
+                    resource_type=2,
+                    resource_name="big",
+                    configs=[
+                        AlterableConfig(name="min.cleanable.dirty.ratio", config_operation=0, value="0.01")
+                    ],
+                )
+            ]
+        )
+        assert c.request(44, 1, ratio).responses[0].error_code == 0
+        seconds, throttled = cleaned(1)[0]
+        # MBs read twice and written once at 5 MB/s: part of the round slept
+        assert seconds > throttled > 0, b.log_text()[-2000:]
+        # the legacy AlterConfigs replaces the broker's dynamic configs: none left, no limit
+        assert legacy(c, []) == 0
+        assert entry(c) == default
+        for _ in range(30):  # one more segment to clean
+            recs = [R.SimpleRecord(b"w", b"key-%07d" % (n + i), (), now) for i in range(2000)]
+            assert produce(c, "big", R.build_record_batch(recs)).error_code == 0
+            n += 2000
+        assert cleaned(2)[1][1] == 0.0
+    assert "Traceback" not in b.log_text()
     b.stop()

@@ -17,6 +17,7 @@ import pytest
 
 from kafkatool.broker.background import WorkerFailed, Workers, WorkersStopped
 from tests.broker.conftest import REPO
+from tests.broker.worker_jobs import ANSWER_ARRIVING, answer_slowly
 
 
 def _long_job(w: Workers):
@@ -74,6 +75,25 @@ def test_shutdown_interrupts_a_job_and_kills_the_worker():
         os.kill(pid, 0)
     with pytest.raises(WorkersStopped):
         w.run_in_process(os.getpid)
+
+
+def test_a_stop_while_a_finished_jobs_answer_comes_in_ends_the_job_promptly():
+    """The flake of test_background_work's stop (over 20 s under load): a cleaning round that
+    answered just as the stop began made the cleaner thread take the pool lock twice (a
+    deadlock), and the stop waited for that thread forever.  Now the answer is dropped, the
+    job raises WorkersStopped (its caller removes what the round wrote) and the stop returns."""
+    ANSWER_ARRIVING.clear()
+    w = Workers()
+    job = w.cleaner.submit(w.run_in_process, answer_slowly, seconds=1.0)
+    assert ANSWER_ARRIVING.wait(30)
+    stopper = threading.Thread(target=w.shutdown, daemon=True)
+    t0 = time.monotonic()
+    stopper.start()
+    stopper.join(10)
+    assert not stopper.is_alive(), "Workers.shutdown did not return"
+    assert time.monotonic() - t0 < 5
+    with pytest.raises(WorkersStopped):
+        job.result(timeout=0)
 
 
 @pytest.mark.parametrize("feed", [b"", pickle.dumps((json.loads, {"s": "[1]"}))[:7]])

@@ -201,10 +201,12 @@ def test_bad_input(tmp_path):
 
 def test_a_partition_whose_record_the_decoder_refuses_is_left_uncleanable(tmp_path):
     """Kafka's cleaner thread on a record DefaultRecord.readFrom refuses (a 6-byte key length):
-    LogCleaningException, the partition marked uncleanable, its segments and checkpoint as
-    they were, the other partitions cleaned.  compact: one line naming the file, the batch
-    offset and the byte position, exit 1 (a problem it does not fix remains); no traceback.
-    Before, the key scan read the varint and the record went as superseded."""
+    LogCleaningException, the partition marked uncleanable, its segments as they were and its
+    checkpoint entry the round's first dirty offset (cleanLog's finally: doneCleaning with the
+    start offset; not advanced), the other partitions cleaned and checkpointed.  compact: one
+    line naming the file, the batch offset and the byte position, exit 1 (a problem it does
+    not fix remains); no traceback.  Before, the key scan read the varint and the record went
+    as superseded."""
     root = tmp_path / "logs"
 
     def bad_fill(log):
@@ -232,18 +234,68 @@ def test_a_partition_whose_record_the_decoder_refuses_is_left_uncleanable(tmp_pa
     assert (
         out["bad-0"]["error"] == f"{seg}: varint longer than 5 bytes in the batch at offset 9 (at byte {at})"
     )
-    assert out["bad-0"]["action"] == "nothing_to_do" and out["bad-0"]["checkpoint_after"] is None
+    assert out["bad-0"]["action"] == "nothing_to_do" and out["bad-0"]["checkpoint_after"] == 0
     assert out["good-0"]["action"] == "compacted" and out["good-0"]["error"] is None
     assert out[None]["uncleanable"] == 1 and out[None]["compacted"] == 1
     assert {p.name: p.read_bytes() for p in (root / "bad-0").iterdir()} == bad_files
-    assert latest_per_key(records_of(root / "good-0")) == latest_per_key(good_before)
+    good_after = records_of(root / "good-0")
+    assert latest_per_key(good_after) == latest_per_key(good_before)
+    assert len(good_after) < len(good_before)
     offsets = ck.decode_offset_checkpoint((root / ck.CLEANER_OFFSET_CHECKPOINT).read_bytes())
-    assert ("good", 0) in offsets and ("bad", 0) not in offsets
+    assert offsets == {("good", 0): out["good-0"]["checkpoint_after"], ("bad", 0): 0}
+    assert offsets[("good", 0)] == out["good-0"]["range"]["first_uncleanable_offset"] > 0
     # the text output: the same one line
     human = cli(root, "--now", NOW, "--cleanup-policy", "compact")
     assert human.exit_code == 1 and "Traceback" not in human.output
     assert f"error: {out['bad-0']['error']}; the partition is left uncleanable" in human.stdout
     assert {p.name: p.read_bytes() for p in (root / "bad-0").iterdir()} == bad_files
+
+
+@pytest.mark.parametrize("failure", ["io_error", "kill"])
+def test_a_partitions_checkpoint_is_written_when_it_is_done(tmp_path, failure):
+    """Kafka's doneCleaning writes a partition's cleaner checkpoint as soon as its cleaning
+    ends, whatever happens to the next one.  Here the second partition's first file change
+    fails (an I/O error: the run stops, exit 2, one line) or kills the process: the first
+    partition's entry is on disk, its data cleaned; the second's is not advanced and its
+    data is all there.  Before, every entry waited for the end of the run (a kill lost them)."""
+    import signal
+
+    from kafkatool.log import fileops
+
+    root = tmp_path / "logs"
+    make_log_dir(root, fill, config=CFG, topic="a")
+    make_log_dir(root, fill, config=CFG, topic="b")
+    a_before, b_before = records_of(root / "a-0"), records_of(root / "b-0")
+    b_logs = {p.name: p.read_bytes() for p in (root / "b-0").glob("*.log")}
+    args = ["compact", root, "--now", NOW, "--json", "--cleanup-policy", "compact", "--no-quarantine"]
+
+    def hook(op, path):
+        if "b-0" in path.parts:
+            if failure == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            raise OSError(5, "Input/output error", str(path))
+
+    if failure == "kill":
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - child
+            try:
+                with fileops.fault_hook(hook):
+                    invoke(args)
+            finally:
+                os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, status
+    else:
+        with fileops.fault_hook(hook):
+            code, _ = invoke(args)
+        assert code == 2
+        assert not (root / ck.CLEAN_SHUTDOWN_FILE).exists()  # b-0 was abandoned mid-change
+    offsets = ck.decode_offset_checkpoint((root / ck.CLEANER_OFFSET_CHECKPOINT).read_bytes())
+    assert set(offsets) == {("a", 0)} and offsets[("a", 0)] > 0
+    a_after = records_of(root / "a-0")
+    assert latest_per_key(a_after) == latest_per_key(a_before) and len(a_after) < len(a_before)
+    assert {p.name: p.read_bytes() for p in (root / "b-0").glob("*.log")} == b_logs
+    assert records_of(root / "b-0") == b_before
 
 
 def batches_of_file(path):

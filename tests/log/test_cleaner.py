@@ -640,8 +640,9 @@ def _bad_batch_position(log: Log, offset: int):
 def test_a_record_the_decoder_refuses_stops_the_round_and_changes_nothing(tmp_path):
     """Kafka's cleaner reads every record (buildOffsetMapForSegment, filterTo): the
     exception ends Cleaner.clean, the cleaner thread marks the partition uncleanable, no
-    segment is swapped and the checkpoint stays.  Before, the key scan accepted the
-    record and the cleaner dropped it as superseded."""
+    segment is swapped and the checkpoint is the round's first dirty offset (cleanLog's
+    finally: doneCleaning with the start offset, here the log start).  Before, the key scan
+    accepted the record and the cleaner dropped it as superseded."""
     log = _log_with_an_overlong_varint(tmp_path, at=23)
     path, position = _bad_batch_position(log, 23)
     files = {p.name: p.read_bytes() for p in log.dir.iterdir() if p.suffix in (".log", ".index")}
@@ -650,7 +651,7 @@ def test_a_record_the_decoder_refuses_stops_the_round_and_changes_nothing(tmp_pa
     assert res.error == (
         f"{path}: varint longer than 5 bytes in the batch at offset 23 (at byte {position + 61 + 4})"
     )
-    assert not res.changes and res.checkpoint_after is None
+    assert not res.changes and res.checkpoint_after == 0
     assert {p.name: p.read_bytes() for p in log.dir.iterdir() if p.suffix in (".log", ".index")} == files
     assert not list(log.dir.glob("*.cleaned"))
     log.close()

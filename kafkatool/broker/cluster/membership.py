@@ -368,7 +368,12 @@ class Cluster:
             found = ent.config.config if ent is not None and ent.config is not None else {}
             for k in [k for k in layer if k in C.ALTERABLE and k not in found]:
                 del layer[k]
-            layer.update({k: v for k, v in found.items() if k in C.ALTERABLE})
+            for k, v in found.items():
+                if k in C.ALTERABLE:
+                    try:
+                        layer[k] = C.dynamic_broker_value(k, v)
+                    except C.ConfigError as exc:  # Kafka's DynamicBrokerConfig logs and keeps the old value
+                        log.error("dynamic broker config %s from ZooKeeper ignored: %s", k, exc)
 
     def _config_changes(self, children) -> bool:
         """ZkConfigManager: every new /config/changes/config_change_N names an entity to reload."""

@@ -625,6 +625,10 @@ def handle_alter_configs(ctx, req):
         if res.resource_type == TOPIC:
             new = {c.name: c.value for c in res.configs if c.value is not None}
             r.error_code, r.error_message = _apply_topic(broker, res.resource_name, new, req.validate_only)
+        elif res.resource_type == BROKER:
+            from kafkatool.broker.handlers.reassignments import replace_broker_configs
+
+            r.error_code, r.error_message = replace_broker_configs(broker, res, req.validate_only)
         else:
             r.error_code, r.error_message = (
                 ErrorCode.INVALID_REQUEST,

@@ -100,7 +100,10 @@ def load_dynamic_configs(broker) -> None:
         configs = doc.get(key)
         for name, value in (configs if isinstance(configs, dict) else {}).items():
             if name in C.ALTERABLE and isinstance(value, str):
-                layer[name] = value
+                try:
+                    layer[name] = C.dynamic_broker_value(name, value)
+                except C.ConfigError as exc:
+                    log.warning("ignoring %s from %s: %s", name, path, exc)
 
 
 def _save_dynamic_configs(broker) -> None:
@@ -120,22 +123,11 @@ def _save_dynamic_configs(broker) -> None:
     fileops.atomic_write(path, (json.dumps(doc, indent=1) + "\n").encode())
 
 
-def _long_at_least_0(name: str, value: str) -> str | None:
-    """ConfigDef's LONG type with atLeast(0), the throttles' definition (DynamicConfig.Broker)."""
-    try:
-        v = int(value.strip())
-    except ValueError:
-        return f"Invalid value {value} for configuration {name}: Not a number of type LONG"
-    if v < 0:
-        return f"Invalid value {v} for configuration {name}: Value must be at least 0"
-    return None
-
-
 def alter_broker_configs(broker, res, validate_only: bool) -> tuple[int, str | None]:
     """IncrementalAlterConfigs on a broker resource: this broker's id (DYNAMIC_BROKER_CONFIG) or
     "" (the cluster-wide default), SET or DELETE of the configs this broker applies at runtime
-    (config.ALTERABLE: the replication and log-dir move throttles), persisted in the first log
-    dir (cluster mode: ZooKeeper). Refusals as Kafka 3.7's ConfigAdminManager: INVALID_REQUEST
+    (config.ALTERABLE: the replication and log-dir move throttles, the cleaner's I/O rate),
+    persisted in the first log dir (cluster mode: ZooKeeper). Refusals as Kafka 3.7's ConfigAdminManager: INVALID_REQUEST
     with DynamicBrokerConfig's messages (KAFKA-13609)."""
     from kafkatool.broker import config as C
     from kafkatool.broker.handlers.admin import broker_resource_error
@@ -163,11 +155,12 @@ def alter_broker_configs(broker, res, validate_only: bool) -> tuple[int, str | N
             return ErrorCode.INVALID_REQUEST, f"Unknown operations type {c.config_operation}"
     set_names = [n for n, v in changes.items() if v is not None]
     err = C.dynamic_update_error(set_names, per_broker=name != "")
-    if err is None:
-        err = next((e for n in set_names if (e := _long_at_least_0(n, changes[n])) is not None), None)
     if err is not None:
         return ErrorCode.INVALID_REQUEST, err
-    changes = {n: (None if v is None else str(int(v.strip()))) for n, v in changes.items()}
+    try:
+        changes = {n: (None if v is None else C.dynamic_broker_value(n, v)) for n, v in changes.items()}
+    except C.ConfigError as exc:
+        return ErrorCode.INVALID_REQUEST, str(exc)
     if validate_only:
         return ErrorCode.NONE, None
     if broker.cluster is not None:
@@ -197,6 +190,24 @@ def alter_broker_configs(broker, res, validate_only: bool) -> tuple[int, str | N
             json.dumps(changes, sort_keys=True),
         )
     return ErrorCode.NONE, None
+
+
+def replace_broker_configs(broker, res, validate_only: bool) -> tuple[int, str | None]:
+    """AlterConfigs (the legacy API) on a broker resource: the entity's dynamic configs become
+    exactly the ones given (Kafka replaces the entity's whole config), through
+    :func:`alter_broker_configs`: a SET for each given, a DELETE for every other."""
+    from types import SimpleNamespace
+
+    from kafkatool.broker import config as C
+
+    given = {c.name: c.value for c in res.configs if c.value is not None}
+    ops = [SimpleNamespace(name=n, config_operation=0, value=v) for n, v in given.items()]
+    ops += [
+        SimpleNamespace(name=n, config_operation=1, value=None) for n in sorted(C.ALTERABLE) if n not in given
+    ]
+    return alter_broker_configs(
+        broker, SimpleNamespace(resource_name=res.resource_name, configs=ops), validate_only
+    )
 
 
 def _cluster_alter_reassignments(broker, req):
