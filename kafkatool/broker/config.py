@@ -769,7 +769,8 @@ class BrokerConfig:
         )
 
     def get(self, name: str) -> str | None:
-        for layer, _source in self._layers():
+        # the layers of _layers() in its order, spelled out: every produce request asks
+        for layer in (self.dynamic, self.dynamic_default, self.explicit):
             if name in layer:
                 return layer[name]
         d = BROKER_CONFIGS.get(name)
