@@ -18,8 +18,11 @@ partitions read from the start with ``bench_limits``' lean fetch loop).  The iss
 is >= 1.6x from (a) to (b); the table prints the ratios, (c) against (a) too.  Beside
 them, the machine's own: the fetch path without a broker (``egress_scaling``: blocking
 ``os.sendfile`` loops to the same discarding readers) with its senders on 1 core and on 2,
-so the table says how far this machine's kernel path scales with the load where it is.  What limits
-it is written in DESIGN.md ("Every core").
+so the table says how far this machine's kernel path scales with the load where it is.  Below
+the table, the CPU-seconds per GB fetched of the broker and of its readers, and of the
+machine path's senders and readers: where readers and broker share 2 cores, what the
+readers cost is taken from the broker (fetch_lean's readers walk every batch head, the
+machine path's only discard).  What limits it is written in DESIGN.md ("Every core").
 
     python bench/bench_cores.py            # 5 s per figure, 3 rounds
     python bench/bench_cores.py --quick    # 1.5 s per figure, 1 round
@@ -133,6 +136,19 @@ class Run:
     cpu_per_gb: float  # the broker's CPU-seconds (every process) per GB produced
     produce_errors: int
     fetch_errors: int
+    #: CPU-seconds per GB fetched: the broker (every process), and its readers (fetch_lean's)
+    fetch_broker_cpu: float = 0.0
+    fetch_readers_cpu: float = 0.0
+
+
+@dataclass
+class Egress:
+    """The machine's own fetch path (see :func:`egress_scaling`)."""
+
+    mb_s: float
+    #: CPU-seconds per GB sent: the sendfile senders, and the discarding readers
+    sender_cpu: float
+    readers_cpu: float
 
 
 def run(workdir: Path, cpus: str, seconds: float, processes: int = 1) -> Run:
@@ -144,15 +160,32 @@ def run(workdir: Path, cpus: str, seconds: float, processes: int = 1) -> Run:
         BB.create_topic(t.port, "many", PARTITIONS)
         ports = BB.leader_ports(t.port, "many") if processes > 1 else None
         fill(t.port, "many", PARTITIONS, 32, ports=ports)
+        cpu0, readers0, t0 = t.cpu_seconds(), _children_cpu(), time.perf_counter()
         fetch, errors = BL.fetch_lean(
             t.port, "many", PARTITIONS, seconds_cap=max(10.0, seconds * 4), min_seconds=seconds, ports=ports
         )
-        return Run(produce.mb_s, fetch, produce.cpu_per_gb, produce.errors, errors)
+        gb = fetch * (time.perf_counter() - t0) / 1e3
+        return Run(
+            produce.mb_s,
+            fetch,
+            produce.cpu_per_gb,
+            produce.errors,
+            errors,
+            (t.cpu_seconds() - cpu0) / gb if gb else 0.0,
+            (_children_cpu() - readers0) / gb if gb else 0.0,
+        )
     finally:
         t.stop()
 
 
-def egress_scaling(workdir: Path, cpus: str, streams: int, seconds: float) -> float:
+def _children_cpu() -> float:
+    """CPU-seconds of this process's children that were waited for (fetch_lean's readers are
+    joined before it returns; the broker, still running, is not counted)."""
+    t = os.times()
+    return t.children_user + t.children_system
+
+
+def egress_scaling(workdir: Path, cpus: str, streams: int, seconds: float) -> Egress:
     """MB/s of the machine's own fetch path without a broker: ``streams`` blocking
     ``os.sendfile`` loops of a page-cached 32 MB file each (the size ``fill`` gives every
     partition), one thread per stream in one sender process pinned to ``cpus``, each to a
@@ -185,17 +218,22 @@ def egress_scaling(workdir: Path, cpus: str, streams: int, seconds: float) -> fl
                 os.close(fd)
                 conn.shutdown(socket.SHUT_WR)
 
+        c0 = os.times()
         threads = [threading.Thread(target=loop, args=(i,)) for i in range(streams)]
         for th in threads:
             th.start()
         for th in threads:
             th.join(seconds + 30)
+        c1 = os.times()
+        results.put(("sender", c1.user + c1.system - c0.user - c0.system))
 
     def reader(i: int) -> None:
         ready.wait()
+        c0 = os.times()
         t0 = time.perf_counter()
         got = BL.discard_to_end(pairs[i][0])
-        results.put((got, time.perf_counter() - t0))
+        c1 = os.times()
+        results.put((got, time.perf_counter() - t0, c1.user + c1.system - c0.user - c0.system))
 
     procs = [ctx.Process(target=sender)] + [ctx.Process(target=reader, args=(i,)) for i in range(streams)]
     for pr in procs:
@@ -205,15 +243,26 @@ def egress_scaling(workdir: Path, cpus: str, streams: int, seconds: float) -> fl
         b.close()
     total = 0
     longest = 0.0
-    for _ in range(streams):
-        got, dt = results.get()
+    sender_cpu = readers_cpu = 0.0
+    for _ in range(streams + 1):
+        item = results.get()
+        if item[0] == "sender":
+            sender_cpu = item[1]
+            continue
+        got, dt, cpu = item
         total += got
         longest = max(longest, dt)
+        readers_cpu += cpu
     for pr in procs:
         pr.join(30)
     for path in paths:
         path.unlink(missing_ok=True)
-    return total / longest / 1e6 if longest else 0.0
+    gb = total / 1e9
+    return Egress(
+        total / longest / 1e6 if longest else 0.0,
+        sender_cpu / gb if gb else 0.0,
+        readers_cpu / gb if gb else 0.0,
+    )
 
 
 def _median_run(runs: list[Run]) -> Run:
@@ -224,6 +273,8 @@ def _median_run(runs: list[Run]) -> Run:
         statistics.median(r.cpu_per_gb for r in runs),
         sum(r.produce_errors for r in runs),
         sum(r.fetch_errors for r in runs),
+        statistics.median(r.fetch_broker_cpu for r in runs),
+        statistics.median(r.fetch_readers_cpu for r in runs),
     )
 
 
@@ -255,7 +306,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="kafkatool-cores-", dir=args.dir))
     setups = {"one": ("0", 1), "two": ("0,1", 2), "wide": ("0,1", 1)}  # (a), (b), (c)
     runs: dict[str, list[Run]] = {k: [] for k in setups}
-    machine: dict[str, list[float]] = {"0": [], "0,1": []}  # egress_scaling, senders on 1 / 2 cores
+    machine: dict[str, list[Egress]] = {"0": [], "0,1": []}  # egress_scaling, senders on 1 / 2 cores
     try:
         for r in range(rounds):
             for k in setups if r % 2 == 0 else reversed(setups):
@@ -266,7 +317,11 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     one, two, wide = (_median_run(runs[k]) for k in setups)
-    m1, m2 = (statistics.median(machine[k]) for k in ("0", "0,1"))
+    m1, m2 = (statistics.median(e.mb_s for e in machine[k]) for k in ("0", "0,1"))
+    mcpu = {
+        k: [statistics.median(e.sender_cpu for e in v), statistics.median(e.readers_cpu for e in v)]
+        for k, v in machine.items()
+    }
     if not args.json and rounds > 1:
         for fig in ("produce", "fetch"):
             ratios = ", ".join(
@@ -274,7 +329,9 @@ def main() -> None:
                 for a, b in zip(runs["one"], runs["two"], strict=True)
             )
             print(f"{fig}: 2 processes / 1 core, round by round: {ratios}")
-        ratios = ", ".join(f"{b / a:.2f}" for a, b in zip(machine["0"], machine["0,1"], strict=True))
+        ratios = ", ".join(
+            f"{b.mb_s / a.mb_s:.2f}" for a, b in zip(machine["0"], machine["0,1"], strict=True)
+        )
         print(f"machine's sendfile egress: 2 cores / 1 core, round by round: {ratios}")
     rows = [
         (
@@ -314,6 +371,14 @@ def main() -> None:
             f"{name:52} {a:9.1f} {b:9.1f} {r:7.2f} {target:7.2f}  {errors} {'ok' if r >= target else 'below'}"
         )
     print(f"errors in the 1-core run (1 core column): produce {one.produce_errors}, fetch {one.fetch_errors}")
+    print(
+        "CPU-seconds per GB fetched (medians), broker / its readers: "
+        f"1 core {one.fetch_broker_cpu:.3f} / {one.fetch_readers_cpu:.3f}, "
+        f"2 cores 2 processes {two.fetch_broker_cpu:.3f} / {two.fetch_readers_cpu:.3f}, "
+        f"2 cores 1 process {wide.fetch_broker_cpu:.3f} / {wide.fetch_readers_cpu:.3f}; "
+        f"the machine's senders / readers: 1 core {mcpu['0'][0]:.3f} / {mcpu['0'][1]:.3f}, "
+        f"2 cores {mcpu['0,1'][0]:.3f} / {mcpu['0,1'][1]:.3f}"
+    )
     print(
         "broker CPU-seconds per GB produced (every process): "
         f"1 core {one.cpu_per_gb:.2f}, 2 cores 2 processes {two.cpu_per_gb:.2f}, "
