@@ -36,6 +36,44 @@ def cleaned_lines(text: str) -> list[str]:
     return [ln for ln in text.splitlines() if "log cleaned" in ln and "voided" not in ln]
 
 
+def fill_compacted(c: WireClient, topic: str, batches: int = 150, start: int = 0) -> int:
+    """A compacted topic of ``batches`` batches of 2,000 distinct keys (about 40 KB each), in
+    1 MB segments, not due for cleaning while it fills (an uncleaned log's dirty ratio is
+    1.0, never above min.cleanable.dirty.ratio 1.0); the next key number."""
+    create_topic(
+        c,
+        topic,
+        configs={"cleanup.policy": "compact", "segment.bytes": "1000000", "min.cleanable.dirty.ratio": "1.0"},
+    )
+    return produce_keys(c, topic, batches, start)
+
+
+def produce_keys(c: WireClient, topic: str, batches: int, start: int, value: bytes = b"v") -> int:
+    """``batches`` batches of 2,000 records with the distinct keys from ``start`` on; the next."""
+    now = int(time.time() * 1000)
+    n = start
+    for _ in range(batches):
+        recs = [R.SimpleRecord(value, b"key-%07d" % (n + i), (), now) for i in range(2000)]
+        assert produce(c, topic, R.build_record_batch(recs)).error_code == 0
+        n += 2000
+    return n
+
+
+def make_cleanable(c: WireClient, topic: str) -> None:
+    """min.cleanable.dirty.ratio 0.01: the topic's next cleaner pass cleans it."""
+    req = G.IncrementalAlterConfigsRequest(
+        resources=[
+            AlterConfigsResource(
+                resource_type=2,
+                resource_name=topic,
+                configs=[AlterableConfig(name="min.cleanable.dirty.ratio", config_operation=0, value="0.01")],
+            )
+        ],
+        validate_only=False,
+    )
+    assert c.request(44, 1, req).responses[0].error_code == 0
+
+
 def test_compaction_concurrent_with_appends_and_fetches_loses_nothing(make_broker):
     b = make_broker(
         extra=[
@@ -129,35 +167,8 @@ def test_requests_are_answered_while_a_long_compaction_runs(make_broker):
     b = make_broker(extra=["log.cleaner.backoff.ms=50", "log.roll.jitter.ms=0"]).start()
     part_dir = b.data_dir / "big-0"
     with WireClient(b.bootstrap) as c:
-        # not due while it fills (an uncleaned log's dirty ratio is 1.0, never above 1.0)
-        create_topic(
-            c,
-            "big",
-            configs={
-                "cleanup.policy": "compact",
-                "segment.bytes": "1000000",
-                "min.cleanable.dirty.ratio": "1.0",
-            },
-        )
-        now = int(time.time() * 1000)
-        n = 0
-        for _ in range(150):
-            recs = [R.SimpleRecord(b"v", b"key-%07d" % (n + i), (), now) for i in range(2000)]
-            assert produce(c, "big", R.build_record_batch(recs)).error_code == 0
-            n += 2000
-        req = G.IncrementalAlterConfigsRequest(
-            resources=[
-                AlterConfigsResource(
-                    resource_type=2,
-                    resource_name="big",
-                    configs=[
-                        AlterableConfig(name="min.cleanable.dirty.ratio", config_operation=0, value="0.01")
-                    ],
-                )
-            ],
-            validate_only=False,
-        )
-        assert c.request(44, 1, req).responses[0].error_code == 0
+        fill_compacted(c, "big")
+        make_cleanable(c, "big")
         # the round has begun once its worker writes a .cleaned segment
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not any(

@@ -7,6 +7,7 @@ import time
 from kafkatool.formats import records as R
 from kafkatool.protocol import generated as G
 from kafkatool.protocol.generated.list_offsets_request import ListOffsetsPartition, ListOffsetsTopic
+from tests.broker.test_background_work import fill_compacted, make_cleanable, produce_keys
 from tests.broker.test_protocol import create_topic, produce
 from tests.broker.test_storage import all_records
 from tests.broker.wire import WireClient
@@ -77,14 +78,7 @@ def test_a_record_the_decoder_refuses_marks_its_partition_uncleanable(make_broke
     offset and the byte position, no traceback, not retried."""
     from tests.log.maint_util import overlong_varint_batch
 
-    cfg = {"cleanup.policy": "compact", "segment.bytes": "1000", "min.cleanable.dirty.ratio": "0.01"}
-    b = make_broker(extra=["log.cleaner.enable=false", "log.roll.jitter.ms=0"]).start()
-    with WireClient(b.bootstrap) as c:
-        for topic in ("bad", "good"):
-            create_topic(c, topic, configs=cfg)
-            for i in range(30):
-                assert produce(c, topic, keyed_batch([b"k%d" % (i % 3)], b"v" * 40)).error_code == 0
-    b.stop()
+    b = _bad_and_good(make_broker)
     # offset 7's batch, rewritten in place with as many bytes (the producer path would refuse it)
     part = b.data_dir / "bad-0"
     seg = max(p for p in part.glob("*.log") if int(p.stem) <= 7)
@@ -99,17 +93,7 @@ def test_a_record_the_decoder_refuses_marks_its_partition_uncleanable(make_broke
     seg.write_bytes(bytes(data))
     bad_files = {p.name: p.read_bytes() for p in part.glob("*.log")}
     at = old.position + 61 + 4  # the key length of the batch's only record
-    b.extra = ["log.cleaner.backoff.ms=100", "log.roll.jitter.ms=0"]
-    b.start()
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        text = b.log_text()
-        if "log cleaning stopped topic=bad" in text and "log cleaned topic=good" in text:
-            break
-        time.sleep(0.1)
-    time.sleep(1.0)  # ten more cleaner passes
-    text = b.log_text()
-    stopped = [line for line in text.splitlines() if "log cleaning stopped" in line]
+    text, stopped = _restart_cleaning(b)
     assert stopped and "log cleaned topic=good" in text, text[-3000:]
     assert len(stopped) == 1, stopped  # marked uncleanable: not picked again
     assert f"{seg}: varint longer than 5 bytes in the batch at offset 7 (at byte {at})" in stopped[0]
@@ -124,6 +108,36 @@ def test_a_record_the_decoder_refuses_marks_its_partition_uncleanable(make_broke
     assert _cleaner_checkpoint(b, {("good", 0), ("bad", 0)})[("bad", 0)] == 0
     assert _cleaner_checkpoint(b, {("good", 0)})[("good", 0)] == _logged_checkpoint(text, "good")
     b.stop()
+
+
+def _bad_and_good(make_broker):
+    """A stopped broker with two compacted topics, "bad" then "good" (created first: picked first
+    among equally dirty logs), of 30 batches over 3 keys each in 1,000-byte segments."""
+    cfg = {"cleanup.policy": "compact", "segment.bytes": "1000", "min.cleanable.dirty.ratio": "0.01"}
+    b = make_broker(extra=["log.cleaner.enable=false", "log.roll.jitter.ms=0"]).start()
+    with WireClient(b.bootstrap) as c:
+        for topic in ("bad", "good"):
+            create_topic(c, topic, configs=cfg)
+            for i in range(30):
+                assert produce(c, topic, keyed_batch([b"k%d" % (i % 3)], b"v" * 40)).error_code == 0
+    b.stop()
+    return b
+
+
+def _restart_cleaning(b) -> tuple[str, list[str]]:
+    """Start ``b`` with its cleaner until "bad" stopped and "good" was cleaned (and ten more
+    passes); the log's text and its "log cleaning stopped" lines."""
+    b.extra = ["log.cleaner.backoff.ms=100", "log.roll.jitter.ms=0"]
+    b.start()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        text = b.log_text()
+        if "log cleaning stopped topic=bad" in text and "log cleaned topic=good" in text:
+            break
+        time.sleep(0.1)
+    time.sleep(1.0)  # ten more cleaner passes
+    text = b.log_text()
+    return text, [line for line in text.splitlines() if "log cleaning stopped" in line]
 
 
 def _logged_checkpoint(text: str, topic: str) -> int:
@@ -156,28 +170,11 @@ def test_an_io_error_in_a_round_marks_only_its_partition_uncleanable(make_broker
     start, not advanced) and goes on cleaning the other logs.  Before, the pass failed with
     a traceback every backoff and, the failing log being the filthiest, no other log was
     ever cleaned."""
-    cfg = {"cleanup.policy": "compact", "segment.bytes": "1000", "min.cleanable.dirty.ratio": "0.01"}
-    b = make_broker(extra=["log.cleaner.enable=false", "log.roll.jitter.ms=0"]).start()
-    with WireClient(b.bootstrap) as c:
-        for topic in ("bad", "good"):  # created first: picked first among equally dirty logs
-            create_topic(c, topic, configs=cfg)
-            for i in range(30):
-                assert produce(c, topic, keyed_batch([b"k%d" % (i % 3)], b"v" * 40)).error_code == 0
-    b.stop()
+    b = _bad_and_good(make_broker)
     part = b.data_dir / "bad-0"
     (part / "00000000000000000000.log.cleaned").mkdir()
     bad_files = {p.name: p.read_bytes() for p in part.glob("*.log")}
-    b.extra = ["log.cleaner.backoff.ms=100", "log.roll.jitter.ms=0"]
-    b.start()
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        text = b.log_text()
-        if "log cleaning stopped topic=bad" in text and "log cleaned topic=good" in text:
-            break
-        time.sleep(0.1)
-    time.sleep(1.0)  # ten more cleaner passes
-    text = b.log_text()
-    stopped = [line for line in text.splitlines() if "log cleaning stopped" in line]
+    text, stopped = _restart_cleaning(b)
     assert len(stopped) == 1 and "log cleaned topic=good" in text, text[-3000:]
     assert "Is a directory" in stopped[0] and "marked uncleanable" in stopped[0], stopped
     assert "Traceback" not in text and "cleaner pass failed" not in text, text[-3000:]
@@ -257,45 +254,17 @@ def test_the_cleaner_io_rate_is_a_dynamic_broker_config(make_broker):
         assert entry(c) == ("5e6", 2, False)
         saved = json.loads((b.data_dir / "kafkatool-dynamic-broker-configs.json").read_text())
         assert saved["configs"] == {name: "5e6"}
-        # one round over ~6 MB (not due while it fills: a dirty ratio is never above 1.0); the
-        # throttle checks every 300 ms (Kafka's), so the round must run longer than that
-        create_topic(
-            c,
-            "big",
-            configs={
-                "cleanup.policy": "compact",
-                "segment.bytes": "1000000",
-                "min.cleanable.dirty.ratio": "1.0",
-            },
-        )
-        now = int(time.time() * 1000)
-        n = 0
-        for _ in range(150):
-            recs = [R.SimpleRecord(b"v", b"key-%07d" % (n + i), (), now) for i in range(2000)]
-            assert produce(c, "big", R.build_record_batch(recs)).error_code == 0
-            n += 2000
-        ratio = G.IncrementalAlterConfigsRequest(
-            resources=[
-                AlterConfigsResource(
-                    resource_type=2,
-                    resource_name="big",
-                    configs=[
-                        AlterableConfig(name="min.cleanable.dirty.ratio", config_operation=0, value="0.01")
-                    ],
-                )
-            ]
-        )
-        assert c.request(44, 1, ratio).responses[0].error_code == 0
+        # one round over ~6 MB; the throttle checks every 300 ms (Kafka's), so the round must
+        # run longer than that
+        n = fill_compacted(c, "big")
+        make_cleanable(c, "big")
         seconds, throttled = cleaned(1)[0]
         # MBs read twice and written once at 5 MB/s: part of the round slept
         assert seconds > throttled > 0, b.log_text()[-2000:]
         # the legacy AlterConfigs replaces the broker's dynamic configs: none left, no limit
         assert legacy(c, []) == 0
         assert entry(c) == default
-        for _ in range(30):  # one more segment to clean
-            recs = [R.SimpleRecord(b"w", b"key-%07d" % (n + i), (), now) for i in range(2000)]
-            assert produce(c, "big", R.build_record_batch(recs)).error_code == 0
-            n += 2000
+        produce_keys(c, "big", 30, n, b"w")  # one more segment to clean
         assert cleaned(2)[1][1] == 0.0
     assert "Traceback" not in b.log_text()
     b.stop()
