@@ -7,9 +7,11 @@
 * Compaction (``log.cleaner.enable``, every ``log.cleaner.backoff.ms``): for
   logs with ``cleanup.policy`` containing ``compact`` whose dirty ratio reached
   ``min.cleanable.dirty.ratio`` (or whose dirty data is older than
-  ``max.compaction.lag.ms``), the filthiest log is cleaned with
-  :func:`kafkatool.log.cleaner.compact`; the cleaner offsets persist in each
-  log dir's ``cleaner-offset-checkpoint``.
+  ``max.compaction.lag.ms``), the filthiest log is cleaned by the engine's round
+  (:func:`kafkatool.log.cleaner.clean_round_files` in the cleaner's worker process,
+  then :func:`~kafkatool.log.cleaner.install_cleaned` under the log's lock: the
+  pieces :func:`kafkatool.log.cleaner.compact` runs in one process); the cleaner
+  offsets persist in each log dir's ``cleaner-offset-checkpoint``.
 
 Neither runs on the event loop (broker/background.py ``Workers``): a retention pass
 runs on the scheduler thread, the event loop then writes the log-start checkpoint and

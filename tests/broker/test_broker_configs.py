@@ -107,6 +107,9 @@ def test_dynamic_default_and_per_broker_layers(broker):
         assert (b[LEADER].value, b[LEADER].config_source) == ("77", 2)
         assert syns(b[LEADER]) == [(LEADER, "77", 2), (LEADER, "1000", 3)]
         assert (b[FOLLOWER].value, b[FOLLOWER].config_source) == ("2000", 3)
+        # no ConfigDef in Kafka for the dynamic-only throttles: no documentation (a static one has it)
+        assert b[LEADER].documentation is None
+        assert describe(c, "1", keys=["num.partitions"], rtype=BROKER)[1]["num.partitions"].documentation
         # the default resource shows the default, not this broker's value, and no per-broker synonym
         _, d = describe(c, "", keys=[LEADER], rtype=BROKER)
         assert (d[LEADER].value, syns(d[LEADER])) == ("1000", [(LEADER, "1000", 3)])

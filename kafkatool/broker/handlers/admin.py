@@ -462,7 +462,8 @@ def _describe_broker(broker, keys, version, include_synonyms, include_doc, per_b
                 version,
                 include_synonyms,
                 include_doc,
-                d.doc,
+                # a dynamic-only throttle has no ConfigDef in Kafka: no documentation
+                None if d.dynamic == C.DYNAMIC_ONLY else d.doc,
                 read_only=d.read_only,
                 synonyms=[DescribeConfigsSynonym(name=n, value=v, source=src) for n, v, src in syns],
             )
