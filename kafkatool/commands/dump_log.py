@@ -31,7 +31,10 @@ non-consecutive offsets) go to stderr at the end as Kafka prints them.
 With --json every batch, record and index entry is one JSON object per line
 ({"type": "batch", ...}, {"type": "record", ...}); keys, values and header
 values are rendered by --decoder (base64 by default under --json, utf8
-otherwise); null stays null.
+otherwise); null stays null.  utf8 text and header keys are the Java String
+Kafka makes of the bytes (one U+FFFD for each sequence that is not UTF-8, as
+kafka-dump-log.sh prints them); a record whose header keys are not all UTF-8
+also carries their bytes under --json, as hex in "headerKeysHex".
 
 Findings: invalid bytes, index mismatches, undecodable records; a named file
 that is not a Kafka file is an input error (Kafka's "Ignoring unknown file"

@@ -21,6 +21,7 @@ from pathlib import Path
 from kafkatool.forensics import DEFAULT_MAX_MESSAGE_SIZE, INT32_MAX
 from kafkatool.formats import checkpoint as C
 from kafkatool.formats import index as I
+from kafkatool.formats import java_utf8
 from kafkatool.formats import records as R
 from kafkatool.formats import snapshot as S
 from kafkatool.formats.errors import FormatError
@@ -48,7 +49,7 @@ def decode_bytes(data: bytes | None, decoder: str) -> str | None:
     if data is None:
         return None
     if decoder == "utf8":
-        return data.decode("utf-8", errors="replace")
+        return java_utf8.decode(data)  # DumpLogSegments' StringDecoder: new String(bytes, UTF_8)
     if decoder == "hex":
         return data.hex()
     if decoder == "base64":
@@ -57,7 +58,7 @@ def decode_bytes(data: bytes | None, decoder: str) -> str | None:
         try:
             return json.dumps(json.loads(data), separators=(",", ":"), ensure_ascii=False)
         except (ValueError, UnicodeDecodeError):
-            return data.decode("utf-8", errors="replace")
+            return java_utf8.decode(data)
     raise ValueError(f"unknown decoder {decoder!r} (choose from {', '.join(DECODERS)})")
 
 
@@ -164,7 +165,11 @@ def _record_event(batch: R.Batch, rec: R.Record, opts: DumpOptions, file: str) -
     }
     if batch.magic >= 2:
         ev["sequence"] = rec.sequence
-        ev["headerKeys"] = [k for k, _ in rec.headers]
+        # Kafka prints RecordHeader.key, Java's String of the bytes (U+FFFD for what is not
+        # UTF-8); a key that is not UTF-8 also gets its bytes (hex), which the String loses
+        ev["headerKeys"] = [R.kafka_header_key(k) for k, _ in rec.headers]
+        if ev["headerKeys"] != [k for k, _ in rec.headers]:
+            ev["headerKeysHex"] = [R.header_key_bytes(k).hex() for k, _ in rec.headers]
     else:
         ev["isValid"] = rec.is_valid
         ev["crc"] = rec.crc
@@ -188,7 +193,9 @@ def _record_event(batch: R.Batch, rec: R.Record, opts: DumpOptions, file: str) -
         else:
             ev["key"] = decode_bytes(rec.key, opts.key_decoder)
             ev["value"] = decode_bytes(rec.value, opts.value_decoder)
-            ev["headers"] = [[k, decode_bytes(v, opts.value_decoder)] for k, v in rec.headers]
+            ev["headers"] = [
+                [R.kafka_header_key(k), decode_bytes(v, opts.value_decoder)] for k, v in rec.headers
+            ]
     return ev
 
 

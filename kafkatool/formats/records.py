@@ -14,12 +14,12 @@ import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from kafkatool.formats import compression
+from kafkatool.formats import compression, java_utf8
 from kafkatool.formats.crc import crc32, crc32c
 from kafkatool.formats.errors import CorruptRecordError, FormatError, TruncatedError
+from kafkatool.formats.varint import ZIGZAG_14, write_uvarint, zigzag32, zigzag64
 from kafkatool.formats.varint import read_zz32 as _read_zz32
 from kafkatool.formats.varint import read_zz64 as _read_zz64
-from kafkatool.formats.varint import write_uvarint, zigzag32, zigzag64
 
 # ---------------------------------------------------------------- constants
 
@@ -93,6 +93,7 @@ class Record:
     timestamp: int
     key: bytes | None
     value: bytes | None
+    #: (key, value); a key that is not UTF-8 holds its bytes as surrogate escapes (walk_headers)
     headers: list[tuple[str, bytes | None]] = field(default_factory=list)
     # v2 only
     offset_delta: int = 0
@@ -141,6 +142,72 @@ def parse_control_record(record: Record) -> ControlRecord:
             raise CorruptRecordError("transaction marker value shorter than 6 bytes", record.position)
         _, marker.coordinator_epoch = _END_TXN_VALUE.unpack_from(value)
     return marker
+
+
+def walk_headers(data, pos: int, rec_end: int, out: list | None) -> int:
+    """Read a record's headers from their count at ``pos``, with DefaultRecord.readFrom's
+    structure rules (the count in [0, bytes left], no negative key length, no field past the
+    record); returns the position after them.  The one header walker: the decoder passes
+    ``out`` to get the headers, the cleaner's key scan None to check them only.
+
+    A key is decoded with ``surrogateescape``: Kafka never refuses a key that is not UTF-8
+    (RecordHeader.key is Java's String of the bytes, malformed sequences as U+FFFD), and the
+    escapes keep its bytes (:func:`header_key_bytes`; :func:`kafka_header_key` is Kafka's
+    String)."""
+    # one-byte varints (every length below 64) by one index into ZIGZAG_14, as the key scan
+    # reads them; longer ones, and a varint at the record's end, by the varint readers
+    zz = ZIGZAG_14
+    n, pos = _read_zz32(data, pos, rec_end)
+    if n < 0 or n > rec_end - pos:
+        raise CorruptRecordError(f"invalid header count {n}", pos)
+    for _h in range(n):
+        if pos < rec_end and data[pos] < 0x80:
+            klen = zz[data[pos]]
+            pos += 1
+        else:
+            klen, pos = _read_zz32(data, pos, rec_end)
+        if klen < 0 or pos + klen > rec_end:
+            raise CorruptRecordError(f"invalid header key length {klen}", pos)
+        kstart = pos
+        pos += klen
+        if pos < rec_end and data[pos] < 0x80:
+            vlen = zz[data[pos]]
+            pos += 1
+        else:
+            vlen, pos = _read_zz32(data, pos, rec_end)
+        if vlen < 0:
+            vstart = -1
+        else:
+            if pos + vlen > rec_end:
+                raise TruncatedError("header value runs past the record", pos)
+            vstart = pos
+            pos += vlen
+        if out is not None:
+            key = str(data[kstart : kstart + klen], "utf-8", "surrogateescape")
+            out.append((key, None if vstart < 0 else bytes(data[vstart:pos])))
+    return pos
+
+
+def header_key_bytes(key: str | bytes) -> bytes:
+    """The bytes of a header key as the decoder read them (its surrogate escapes undone)."""
+    if isinstance(key, bytes | bytearray | memoryview):
+        return bytes(key)
+    return key.encode("utf-8", "surrogateescape")
+
+
+def kafka_header_key(key: str) -> str:
+    """The String Kafka holds for a decoded header key (RecordHeader.key: Java's
+    ``new String(bytes, UTF_8)``, each malformed sequence one U+FFFD): what DumpLogSegments
+    prints and what Kafka writes when it rebuilds the record."""
+    try:
+        key.encode("utf-8")
+        return key
+    except UnicodeEncodeError:
+        pass
+    try:
+        return java_utf8.decode(key.encode("utf-8", "surrogateescape"))
+    except UnicodeEncodeError:  # a lone surrogate the decoder never makes (a caller's str)
+        return key
 
 
 def decode_records_v2(
@@ -193,28 +260,11 @@ def decode_records_v2(
                         raise TruncatedError("record value runs past the record", pos)
                     value = bytes(data[pos : pos + vlen])
                     pos += vlen
-                nheaders, pos = _read_zz32(data, pos, rec_end)
-                if nheaders < 0 or nheaders > rec_end - pos:
-                    raise CorruptRecordError(f"invalid header count {nheaders}", pos)
                 headers = []
-                for _h in range(nheaders):
-                    hklen, pos = _read_zz32(data, pos, rec_end)
-                    if hklen < 0 or pos + hklen > rec_end:
-                        raise CorruptRecordError(f"invalid header key length {hklen}", pos)
-                    try:
-                        hkey = bytes(data[pos : pos + hklen]).decode("utf-8")
-                    except UnicodeDecodeError:
-                        raise CorruptRecordError("header key is not UTF-8", pos) from None
-                    pos += hklen
-                    hvlen, pos = _read_zz32(data, pos, rec_end)
-                    if hvlen < 0:
-                        hval = None
-                    else:
-                        if pos + hvlen > rec_end:
-                            raise TruncatedError("header value runs past the record", pos)
-                        hval = bytes(data[pos : pos + hvlen])
-                        pos += hvlen
-                    headers.append((hkey, hval))
+                if pos < rec_end and not data[pos]:
+                    pos += 1  # no headers (most records)
+                else:
+                    pos = walk_headers(data, pos, rec_end, headers)
             except TruncatedError as exc:
                 raise CorruptRecordError(exc.message, exc.position) from None
             if pos != rec_end:
@@ -857,7 +907,9 @@ class SimpleRecord:
 
     value: bytes | None
     key: bytes | None = None
-    headers: list[tuple[str, bytes | None]] | tuple = ()
+    #: (key, value); a str key is written as Kafka writes a String (see encode_record_v2),
+    #: a bytes key as it is
+    headers: list[tuple[str | bytes, bytes | None]] | tuple = ()
     timestamp: int | None = None
 
 
@@ -882,7 +934,7 @@ def encode_record_v2(
     timestamp_delta: int,
     key: bytes | None,
     value: bytes | None,
-    headers: Iterable[tuple[str, bytes | None]] = (),
+    headers: Iterable[tuple[str | bytes, bytes | None]] = (),
 ) -> bytes:
     parts = [b"\x00", _uv(zigzag64(timestamp_delta)), _uv(zigzag32(offset_delta))]
     if key is None:
@@ -898,7 +950,16 @@ def encode_record_v2(
     headers = list(headers)
     parts.append(_uv(zigzag32(len(headers))))
     for hkey, hval in headers:
-        hk = hkey.encode("utf-8")
+        if isinstance(hkey, str):
+            try:
+                hk = hkey.encode("utf-8")
+            except UnicodeEncodeError:
+                # DefaultRecord.writeTo writes Utils.utf8(header.key()): Kafka's String of the
+                # bytes it read, so a rebuilt record's key that was not UTF-8 is written with
+                # U+FFFD for each malformed sequence, as Kafka writes it (DESIGN.md)
+                hk = java_utf8.encode(kafka_header_key(hkey))
+        else:
+            hk = bytes(hkey)  # given as bytes: written as they are
         parts.append(_uv(zigzag32(len(hk))))
         parts.append(hk)
         if hval is None:

@@ -24,6 +24,7 @@ import uuid as _uuid
 from typing import NoReturn
 
 from kafkatool.errors import KafkatoolError
+from kafkatool.formats import java_utf8
 from kafkatool.formats.errors import CorruptRecordError, FormatError, TruncatedError
 from kafkatool.formats.varint import append_uvarint, read_uvarint, write_uvarint
 
@@ -116,8 +117,9 @@ w_uvarint = append_uvarint
 
 
 def _utf8(buf, start: int, stop: int) -> str:
-    # Java's new String(bytes, UTF_8) replaces malformed sequences, it never throws.
-    return str(buf[start:stop], "utf-8", "replace")
+    # Java's new String(bytes, UTF_8) replaces malformed sequences, it never throws
+    # (java_utf8: one U+FFFD for what Java makes one of).
+    return str(buf[start:stop], "utf-8", java_utf8.ERRORS)
 
 
 def r_str(buf, pos: int, end: int) -> tuple[str, int]:

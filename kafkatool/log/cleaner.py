@@ -38,7 +38,7 @@ One cleaning round:
    old segments ``.deleted`` and removed, ``.swap`` suffix dropped).  A crash
    at any step is finished or rolled back by the loader (section 6).
 
-A record the decoder refuses (the key scan refuses the same, up to the headers)
+A record the decoder refuses (the key scan refuses the same, headers included)
 stops the round as it stops Kafka's (the exception out of Cleaner.clean becomes a
 LogCleaningException and the partition is marked uncleanable): groups already
 swapped in stay, the group being written is discarded, the later segments and
@@ -363,9 +363,9 @@ def scan_keys(batch: R.RecordBatch) -> list[tuple[int, bytes | None, bool]]:
     readVarint's 5 bytes and 32 bits, readVarlong's 10).  A record the scan is not sure of
     (a reader's error, a field past the record, bytes left after the last record) sends
     the whole batch to the decoder, which raises its own error with its byte position.
-    Headers are skipped by the record's length, unread (reading them made the scan four
-    times slower on records carrying two); the decoder reads them when the batch is
-    re-encoded."""
+    Headers are walked by the decoder's own walker (``walk_headers``: count, key and value
+    lengths, Kafka's structure rules) without making their keys and values, so a batch the
+    decoder refuses for its headers is refused here too, as Kafka's cleaner refuses it."""
     count = batch.records_count
     if count <= 0:
         if count < 0:
@@ -424,9 +424,14 @@ def scan_keys(batch: R.RecordBatch) -> list[tuple[int, bytes | None, bool]]:
             if vlen > 0:
                 p += vlen
             # the header count: every byte read above lay inside the record; without headers
-            # the record ends after it, as the decoder checks; headers are skipped by the
-            # record's length (the decoder reads them when the batch is re-encoded)
-            if p >= rec_end or (not data[p] and p + 1 != rec_end):
+            # the record ends after it, as the decoder checks; headers are walked with the
+            # decoder's rules (its own walker), unread
+            if p >= rec_end:
+                break
+            if data[p]:
+                if R.walk_headers(data, p, rec_end, None) != rec_end:
+                    break
+            elif p + 1 != rec_end:
                 break
             append((base + delta, key, vlen < 0))
             pos = rec_end

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from kafkatool.formats import records as R
 from kafkatool.protocol import generated as G
 from kafkatool.protocol.generated.list_offsets_request import ListOffsetsPartition, ListOffsetsTopic
@@ -70,13 +72,14 @@ def test_retention_and_compaction_run_in_the_background(make_broker):
     assert (b.data_dir / "cleaner-offset-checkpoint").exists()
 
 
-def test_a_record_the_decoder_refuses_marks_its_partition_uncleanable(make_broker):
+@pytest.mark.parametrize("damage", ["key_length", "header_count"])
+def test_a_record_the_decoder_refuses_marks_its_partition_uncleanable(make_broker, damage):
     """Kafka's cleaner thread: the exception out of a round on a record DefaultRecord.readFrom
-    refuses (here a 6-byte key length in a CRC-valid batch) becomes a LogCleaningException;
-    the partition is marked uncleanable (not picked again), its segments and checkpoint
-    stay, the other logs are cleaned.  Ours: one warning line naming the file, the batch
-    offset and the byte position, no traceback, not retried."""
-    from tests.log.maint_util import overlong_varint_batch
+    refuses (a 6-byte key length, or 50 headers in no bytes, in a CRC-valid batch) becomes a
+    LogCleaningException; the partition is marked uncleanable (not picked again), its
+    segments and checkpoint stay, the other logs are cleaned.  Ours: one warning line naming
+    the file, the batch offset and the byte position, no traceback, not retried."""
+    from tests.log.maint_util import bad_header_count_batch, overlong_varint_batch
 
     b = _bad_and_good(make_broker)
     # offset 7's batch, rewritten in place with as many bytes (the producer path would refuse it)
@@ -84,19 +87,23 @@ def test_a_record_the_decoder_refuses_marks_its_partition_uncleanable(make_broke
     seg = max(p for p in part.glob("*.log") if int(p.stem) <= 7)
     data = bytearray(seg.read_bytes())
     (old,) = [bt for bt in R.iter_batches(bytes(data)) if bt.base_offset == 7]
-    new = bytearray(
-        overlong_varint_batch(7, b"k1", b"v" * 40 + b"k1", "key_length", timestamp=old.base_timestamp)
-    )
+    if damage == "key_length":
+        new = bytearray(
+            overlong_varint_batch(7, b"k1", b"v" * 40 + b"k1", "key_length", timestamp=old.base_timestamp)
+        )
+        at, message = old.position + 61 + 4, "varint longer than 5 bytes"  # the key length
+    else:
+        new = bytearray(bad_header_count_batch(7, b"k1", b"v" * 40 + b"k1", timestamp=old.base_timestamp))
+        at, message = old.end, "invalid header count 50"  # after the count, the batch's last byte
     assert len(new) == old.size
     new[12:16] = data[old.position + 12 : old.position + 16]  # the leader epoch (not under the CRC)
     data[old.position : old.end] = new
     seg.write_bytes(bytes(data))
     bad_files = {p.name: p.read_bytes() for p in part.glob("*.log")}
-    at = old.position + 61 + 4  # the key length of the batch's only record
     text, stopped = _restart_cleaning(b)
     assert stopped and "log cleaned topic=good" in text, text[-3000:]
     assert len(stopped) == 1, stopped  # marked uncleanable: not picked again
-    assert f"{seg}: varint longer than 5 bytes in the batch at offset 7 (at byte {at})" in stopped[0]
+    assert f"{seg}: {message} in the batch at offset 7 (at byte {at})" in stopped[0]
     assert "marked uncleanable" in stopped[0]
     assert "Traceback" not in text and "cleaner pass failed" not in text, text[-3000:]
     assert {p.name: p.read_bytes() for p in part.glob("*.log")} == bad_files

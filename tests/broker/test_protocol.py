@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from kafkatool.formats import compression
 from kafkatool.formats import records as R
 from kafkatool.protocol import generated as G
 from kafkatool.protocol.errors import ErrorCode
@@ -496,3 +497,27 @@ def test_topic_compression_type_recompresses(c):
     produce(c, "ctype-p", sent)
     (b,) = batches_of(fetch(c, "ctype-p", 0).responses[0].partitions[0].records)
     assert bytes(b.raw())[61:] == sent[61:] and b.codec == 2
+
+
+def test_a_header_key_that_is_not_utf8_is_accepted_as_kafka_accepts_it(c):
+    """Kafka's LogValidator never refuses a header key that is not UTF-8 (readHeaders keeps
+    its bytes).  A compacted topic decodes every record for the key check and appends the
+    batch as sent; compression.type=gzip rebuilds the records (buildRecordsAndAssignOffsets),
+    and DefaultRecord.writeTo writes the key as Utils.utf8(header.key()): U+FFFD's UTF-8 for
+    the malformed byte.  Before, both answered CORRUPT_MESSAGE ("header key is not UTF-8")."""
+    from tests.formats.test_records import header_keys_on_the_wire as header_keys
+
+    now = int(time.time() * 1000)
+    sent = R.build_record_batch(
+        [R.SimpleRecord(b"v%d" % i, b"k%d" % i, [(b"id\xff", b"1"), ("ok", None)], now) for i in range(3)]
+    )
+    create_topic(c, "hkey-compact", configs={"cleanup.policy": "compact"})
+    assert produce(c, "hkey-compact", sent).error_code == 0
+    (b,) = batches_of(fetch(c, "hkey-compact", 0).responses[0].partitions[0].records)
+    assert bytes(b.raw())[61:] == sent[61:] and header_keys(bytes(b.raw())) == [b"id\xff", b"ok"] * 3
+    create_topic(c, "hkey-gzip", configs={"compression.type": "gzip"})
+    assert produce(c, "hkey-gzip", sent).error_code == 0
+    (b,) = batches_of(fetch(c, "hkey-gzip", 0).responses[0].partitions[0].records)
+    assert b.codec == compression.GZIP and b.is_valid()
+    assert header_keys(bytes(b.raw())) == [b"id\xef\xbf\xbd", b"ok"] * 3
+    assert [(r.key, r.value) for r in b.records()] == [(b"k%d" % i, b"v%d" % i) for i in range(3)]

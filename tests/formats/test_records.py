@@ -9,7 +9,9 @@ from hypothesis import strategies as st
 
 from kafkatool.formats import compression
 from kafkatool.formats import records as R
-from kafkatool.formats.errors import FormatError
+from kafkatool.formats.crc import crc32c
+from kafkatool.formats.errors import CorruptRecordError, FormatError
+from kafkatool.formats.varint import write_uvarint, zigzag32
 
 
 def _msgs(client_batches_dir, name):
@@ -230,3 +232,85 @@ def test_mutated_batches_only_raise_format_errors(data):
                 pass
     except FormatError:
         pass
+
+
+# ---------------------------------------------------------------- header keys that are not UTF-8
+
+
+def header_keys_on_the_wire(raw: bytes) -> list[bytes]:
+    """The header keys' bytes of every record, read by hand from the record layout."""
+    from kafkatool.formats.varint import read_zz32, read_zz64
+
+    b = R.read_batch(raw)
+    data = bytes(b.record_data())
+    pos, out = 0, []
+    for _ in range(b.records_count):
+        length, pos = read_zz32(data, pos, len(data))
+        end = pos + length
+        _, p = read_zz64(data, pos + 1, end)
+        _, p = read_zz32(data, p, end)
+        for _field in ("key", "value"):
+            n, p = read_zz32(data, p, end)
+            p += max(n, 0)
+        count, p = read_zz32(data, p, end)
+        for _ in range(count):
+            n, p = read_zz32(data, p, end)
+            out.append(data[p : p + n])
+            p += n
+            n, p = read_zz32(data, p, end)
+            p += max(n, 0)
+        pos = end
+    return out
+
+
+def test_a_header_key_that_is_not_utf8_is_read_as_kafka_reads_it():
+    """DefaultRecord.readHeaders never refuses a key (RecordHeader.key is Java's String of the
+    bytes, U+FFFD for each malformed sequence).  The decoder keeps the bytes (surrogate
+    escapes), kafka_header_key gives Kafka's String."""
+    keys = [b"a\xffb", b"\xed\xa0\x80", "caf\u00e9".encode(), b""]
+    raw = R.build_record_batch([R.SimpleRecord(b"v", b"k", [(k, b"x") for k in keys], 1_000)])
+    assert header_keys_on_the_wire(raw) == keys  # bytes keys are written as they are
+    b = R.read_batch(raw)
+    assert b.is_valid()
+    (r,) = b.records()
+    assert [R.header_key_bytes(k) for k, _ in r.headers] == keys
+    assert [R.kafka_header_key(k) for k, _ in r.headers] == ["a\ufffdb", "\ufffd", "caf\u00e9", ""]
+    assert [v for _, v in r.headers] == [b"x"] * 4
+
+
+def test_a_rebuilt_record_writes_such_a_key_as_kafka_writes_it():
+    """DefaultRecord.writeTo writes Utils.utf8(header.key()): a record Kafka rebuilds (the
+    cleaner's partial batches, a recompression) carries U+FFFD's UTF-8 where the key's bytes
+    were not UTF-8; so does ours.  Keys that are UTF-8 come back as they were."""
+    keys = [b"a\xffb", b"\xed\xa0\x80", "caf\u00e9".encode(), b"ok"]
+    raw = R.build_record_batch([R.SimpleRecord(b"v", b"k", [(k, None) for k in keys], 1_000)])
+    rebuilt = R.build_record_batch(list(R.read_batch(raw).records()), codec=compression.GZIP)
+    assert header_keys_on_the_wire(rebuilt) == [b"a\xef\xbf\xbdb", b"\xef\xbf\xbd", keys[2], b"ok"]
+    (r,) = R.read_batch(rebuilt).records()
+    assert r.headers == [("a\ufffdb", None), ("\ufffd", None), ("caf\u00e9", None), ("ok", None)]
+
+
+@pytest.mark.parametrize(
+    "tail, message",
+    [
+        (b"\x64", "invalid header count 50"),  # 50 headers, no byte left
+        (b"\x01", "invalid header count -1"),
+        (b"\x02\x01", "invalid header key length -1"),
+        (b"\x02\x08ab\x00", "invalid header key length 4"),  # the key runs past the record
+        (b"\x02\x02a\x08xy", "header value runs past the record"),
+    ],
+)
+def test_header_structure_errors(tail, message):
+    """Kafka's readFrom rules on the headers, with the position of the field."""
+    body = b"\x00\x00\x00\x02k\x02v" + tail
+    rec = write_uvarint(zigzag32(len(body))) + body
+    good = R.build_record_batch([R.SimpleRecord(b"v", b"k", (), 0)], base_timestamp=0)
+    head = bytearray(good[:61])
+    struct.pack_into(">i", head, 8, 49 + len(rec))
+    struct.pack_into(">I", head, 17, crc32c(bytes(head[21:]) + rec))
+    b = R.read_batch(bytes(head) + rec)
+    assert b.is_valid()
+    with pytest.raises(CorruptRecordError) as e:
+        list(b.records())
+    assert e.value.message == message
+    assert 61 < e.value.position <= 61 + len(rec)

@@ -200,3 +200,18 @@ def overlong_varint_batch(
     struct.pack_into(">i", out, 8, len(out) - 12)
     struct.pack_into(">I", out, 17, crc32c.crc32c(bytes(out[21:])))
     return bytes(out)
+
+
+def bad_header_count_batch(base_offset: int, key: bytes, value: bytes, *, timestamp: int = NOW) -> bytes:
+    """A one-record v2 batch with a valid CRC whose record claims 50 headers with no byte left
+    for them (DefaultRecord.readFrom: "Found invalid number of record headers"), as long as
+    the well-formed batch of the same record: it can replace one in a segment byte for byte."""
+    import struct
+
+    import crc32c
+
+    out = bytearray(R.build_record_batch([rec(key, value, timestamp)], base_offset=base_offset))
+    assert out[-1] == 0  # the header count of the batch's only (last) record
+    out[-1] = 100  # zig-zag 50
+    struct.pack_into(">I", out, 17, crc32c.crc32c(bytes(out[21:])))
+    return bytes(out)

@@ -27,6 +27,7 @@ from kafkatool.log.segment import scan_for_recovery
 from tests.log.maint_util import (
     DAY,
     NOW,
+    bad_header_count_batch,
     batch,
     batches_of,
     latest_per_key,
@@ -500,7 +501,11 @@ def test_random_appends_rolls_compactions_and_retentions_keep_the_invariants(ops
             st.one_of(st.none(), st.binary(max_size=300)),
             st.one_of(st.none(), st.binary(max_size=9000)),
             st.lists(
-                st.tuples(st.text(max_size=5), st.one_of(st.none(), st.binary(max_size=20))), max_size=2
+                st.tuples(
+                    st.one_of(st.text(max_size=5), st.binary(max_size=5)),  # keys that may not be UTF-8
+                    st.one_of(st.none(), st.binary(max_size=20)),
+                ),
+                max_size=2,
             ),
             st.integers(-(2**40), 2**40),
         ),
@@ -699,9 +704,9 @@ def test_a_bad_batch_below_the_dirty_range_stops_the_rewrite_at_its_group(tmp_pa
 )
 def test_damaged_records_the_key_scan_and_the_decoder_read_alike(records, damage):
     """Random bytes of the record area changed: where the decoder reads the records, the scan
-    gives the same (offset, key, tombstone); where the scan refuses, it is with the decoder's
-    error and byte position.  (The scan skips headers, so it may accept a record whose
-    headers the decoder refuses.)"""
+    gives the same (offset, key, tombstone); where the decoder refuses, the scan refuses, with
+    the decoder's error and byte position (headers included: both walk them with
+    records.walk_headers)."""
     recs = [R.SimpleRecord(v, k, h, NOW + ts) for k, v, h, ts in records]
     raw = bytearray(
         R.build_record_batch(recs, base_offset=1_000, offset_deltas=[i * 3 for i in range(len(recs))])
@@ -716,7 +721,115 @@ def test_damaged_records_the_key_scan_and_the_decoder_read_alike(records, damage
     try:
         scanned = scan_keys(b)
     except FormatError as exc:
-        assert (type(exc), exc.message, exc.position) == decoded
-        return
-    if isinstance(decoded, list):
-        assert scanned == decoded
+        scanned = (type(exc), exc.message, exc.position)
+    assert scanned == decoded
+
+
+# ---------------------------------------------------------------- headers
+
+
+def _with_headers(base_offset: int, headers_tail: bytes) -> bytes:
+    """A one-record batch (key b"k1") whose header section is ``headers_tail``, valid CRC."""
+    import struct
+
+    from kafkatool.formats.crc import crc32c
+    from kafkatool.formats.varint import write_uvarint, zigzag32
+
+    body = b"\x00\x00\x00\x04k1\x04v1" + headers_tail
+    record = write_uvarint(zigzag32(len(body))) + body
+    head = bytearray(batch([rec(b"k1", b"v1")], base_offset=base_offset)[:61])
+    struct.pack_into(">i", head, 8, 49 + len(record))
+    struct.pack_into(">I", head, 17, crc32c(bytes(head[21:]) + record))
+    return bytes(head) + record
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        b"\x64",  # 50 headers, no byte left
+        b"\x01",  # -1 headers
+        b"\x02\x01",  # a negative key length
+        b"\x02\x08ab\x00",  # a key past the record
+        b"\x02\x02a\x08xy",  # a value past the record
+        b"\x02\x02a\x00\x00",  # a byte left after the headers
+        b"\x02\x02a\x00\x02\x02b\x00",  # one header more than the count
+        b"\x02\x02a\x80\x80\x80\x80\x80\x00",  # an overlong value length
+    ],
+)
+def test_key_scan_refuses_what_the_decoder_refuses_in_the_headers(tail):
+    """Kafka's cleaner reads each record with DefaultRecord.readFrom, headers included: a
+    record whose header structure is impossible fails the round.  The scan used to skip the
+    headers by the record's length and took the key; now it walks them with the decoder's
+    walker and refuses with the decoder's error and byte position."""
+    before = batch([rec(b"a", b"x" * 30)], base_offset=3)
+    buf = before + _with_headers(4, tail)
+    b = R.read_batch(buf, len(before))
+    assert b.is_valid()
+    decoder = _refusal(lambda: list(b.records()))
+    assert _refusal(lambda: scan_keys(b)) == decoder
+    assert len(before) + 61 <= decoder[2] <= len(buf)  # a byte of the bad record
+
+
+def test_key_scan_reads_keys_past_well_formed_headers():
+    keys = [(b"\xff\xfe", b"1"), ("trace", None), ("", b"")]
+    raw = batch([R.SimpleRecord(b"v", b"k%d" % i, keys, NOW) for i in range(5)], base_offset=10)
+    assert scan_keys(R.read_batch(raw)) == [(10 + i, b"k%d" % i, False) for i in range(5)]
+
+
+@pytest.mark.parametrize("superseded", [True, False])
+def test_a_batch_with_impossible_headers_stops_the_round(tmp_path, superseded):
+    """Before, the scan took the key of a record claiming 50 headers in no bytes: superseded,
+    the cleaner dropped the batch without a word; kept, it copied it; either way the
+    checkpoint moved.  Kafka's cleaner fails on it (LogCleaningException: the partition is
+    uncleanable); ours stops the round with one error naming the file, the batch offset and
+    the byte position, and changes nothing."""
+    log = open_log(tmp_path)
+    bad = bad_header_count_batch(9, b"k1" if superseded else b"only-once", b"v" * 40)
+    for i in range(40):
+        key = b"k%d" % (i % 4)
+        if i == 9:
+            log.append_as_follower(bad)
+        else:
+            log.append_as_follower(batch([rec(key, b"v" * 40, NOW + i)], base_offset=i))
+    log.roll()
+    log.append_as_follower(batch([rec(b"k0", b"active")], base_offset=40))
+    path, position = _bad_batch_position(log, 9)
+    files = {p.name: p.read_bytes() for p in log.dir.iterdir() if p.suffix in (".log", ".index")}
+    res = run(log, checkpoint=None)
+    end_of_record = position + len(bad)  # the count is the batch's last byte
+    assert res.error == f"{path}: invalid header count 50 in the batch at offset 9 (at byte {end_of_record})"
+    assert not res.changes and res.checkpoint_after == 0  # written at the round's start, not advanced
+    assert {p.name: p.read_bytes() for p in log.dir.iterdir() if p.suffix in (".log", ".index")} == files
+    assert not list(log.dir.glob("*.cleaned"))
+    log.close()
+
+
+def test_compaction_keeps_a_key_that_is_not_utf8_where_kafka_keeps_it(tmp_path):
+    """MemoryRecords.filterTo: a batch that keeps every record is written as its bytes; one
+    that loses records is rebuilt from the parsed records, and DefaultRecord.writeTo writes
+    the header key as Utils.utf8(String): U+FFFD's UTF-8 for each malformed sequence.  Ours
+    does both alike (DESIGN.md), and the round never refuses such a key."""
+    log = open_log(tmp_path)
+    hdr = [(b"id\xff", b"1"), (b"\xed\xa0\x80", None)]
+    kept = batch([R.SimpleRecord(b"v", b"whole", hdr, NOW)], base_offset=0)
+    log.append_as_follower(kept)
+    log.append_as_follower(
+        batch(
+            [R.SimpleRecord(b"old", b"dup", hdr, NOW), R.SimpleRecord(b"v", b"part", hdr, NOW)], base_offset=1
+        )
+    )
+    for i in range(3, 30):
+        log.append_as_follower(batch([rec(b"dup", b"v" * 40, NOW + i)], base_offset=i))
+    log.roll()
+    log.append_as_follower(batch([rec(b"x", b"active")], base_offset=30))
+    res = run(log, checkpoint=None)
+    assert res.error is None and res.changes
+    bs = {b.base_offset: b for b in log.batches()}
+    assert bytes(bs[0].raw()) == kept  # copied byte for byte: the key's bytes kept
+    (part,) = bs[1].records()
+    assert (part.offset, part.key) == (2, b"part")
+    assert [(R.header_key_bytes(k), v) for k, v in part.headers] == [
+        (b"id\xef\xbf\xbd", b"1"),
+        (b"\xef\xbf\xbd", None),
+    ]
+    log.close()
