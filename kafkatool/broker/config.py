@@ -10,6 +10,7 @@ broker's values and DescribeConfigs can say where each value came from.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -174,6 +175,12 @@ def update_mode(name: str) -> str | None:
     return None
 
 
+def read_only(name: str) -> bool:
+    """DescribeConfigs' read_only: !DynamicBrokerConfig.AllDynamicConfigs.contains(name) (so a
+    listener override or a name Kafka does not know is read-only)."""
+    return name not in ALL_DYNAMIC_CONFIGS
+
+
 @dataclass(frozen=True)
 class ConfigDef:
     name: str
@@ -190,11 +197,12 @@ class ConfigDef:
 
     @property
     def read_only(self) -> bool:
-        """DescribeConfigs' read_only: !DynamicBrokerConfig.AllDynamicConfigs.contains(name)."""
-        return self.name not in ALL_DYNAMIC_CONFIGS
+        return read_only(self.name)
 
 
 def _d(name: str, type_: int, default, doc: str = "", alterable: bool = False) -> ConfigDef:
+    # DynamicLogConfig: the broker's topic defaults apply to every log at once (Broker.reconfigure_logs)
+    alterable = alterable or name in _DYNAMIC_LOG
     if default is None:
         value = None
     elif isinstance(default, bool):
@@ -581,6 +589,76 @@ def dynamic_update_error(names, per_broker: bool) -> str | None:
     return None
 
 
+#: KafkaConfig's validators of the configs this broker applies at runtime (DynamicBrokerConfig
+#: .validateConfigTypes parses a dynamic value with them): ConfigDef.Range.atLeast ...
+_DYNAMIC_AT_LEAST = {
+    "log.segment.bytes": 14,  # LegacyRecord.RECORD_OVERHEAD_V0
+    "log.cleaner.delete.retention.ms": 0,
+    "log.cleaner.min.compaction.lag.ms": 0,
+    "log.cleaner.max.compaction.lag.ms": 1,
+    "log.index.size.max.bytes": 4,
+    "log.index.interval.bytes": 0,
+    "log.flush.interval.messages": 1,
+    "log.segment.delete.delay.ms": 0,
+    "message.max.bytes": 0,
+    "min.insync.replicas": 1,
+    **dict.fromkeys(DYNAMIC_ONLY_CONFIGS, 0),  # DynamicConfig.Broker: LONG atLeast(0)
+}
+#: ... Range.between ...
+_DYNAMIC_BETWEEN = {"log.cleaner.min.cleanable.ratio": (0, 1)}
+#: ... ValidString.in (log.cleanup.policy: ValidList.in, each item)
+_DYNAMIC_ONE_OF = {
+    "log.message.timestamp.type": ("CreateTime", "LogAppendTime"),
+    "compression.type": ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+    "log.cleanup.policy": ("compact", "delete"),
+}
+_INT_RANGE = {INT: (-(2**31), 2**31 - 1), SHORT: (-(2**15), 2**15 - 1), LONG: (-(2**63), 2**63 - 1)}
+_TYPE_NAME = {INT: "INT", SHORT: "SHORT", LONG: "LONG", DOUBLE: "DOUBLE"}
+
+
+def dynamic_value_error(name: str, value: str) -> str | None:
+    """ConfigDef.parse's message for a dynamic value of ``name`` (one this broker applies at
+    runtime) that Kafka's definition of it refuses; None when it takes it."""
+    d = BROKER_CONFIGS[name]
+    raw = str(value).strip()
+
+    def bad(shown, why: str) -> str:
+        return f"Invalid value {shown} for configuration {name}: {why}"
+
+    number: int | float | None = None
+    if d.type in _INT_RANGE:
+        lo, hi = _INT_RANGE[d.type]
+        if re.fullmatch(r"[+-]?[0-9]+", raw) is None or not lo <= int(raw) <= hi:
+            return bad(value, f"Not a number of type {_TYPE_NAME[d.type]}")
+        number = int(raw)
+    elif d.type == DOUBLE:
+        try:
+            number = float(raw.replace("_", "x"))  # Double.parseDouble takes no 1_000
+        except ValueError:
+            return bad(value, "Not a number of type DOUBLE")
+    elif d.type == BOOLEAN:
+        if raw.lower() not in ("true", "false"):
+            return bad(value, "Expected value to be either true or false")
+    if number is not None:
+        lo, hi = _DYNAMIC_BETWEEN.get(name, (_DYNAMIC_AT_LEAST.get(name), None))
+        if lo is not None and number < lo:
+            return bad(number, f"Value must be at least {lo}")
+        if hi is not None and number > hi:
+            return bad(number, f"Value must be no more than {hi}")
+    allowed = _DYNAMIC_ONE_OF.get(name)
+    if allowed is not None:
+        items = [x.strip() for x in raw.split(",")] if d.type == LIST and raw else [raw]
+        for item in items:
+            if item not in allowed:
+                return bad(item, f"String must be one of: {', '.join(allowed)}")
+    if name == "log.cleaner.io.max.bytes.per.second":
+        try:  # ours: above 0, as at start-up (Kafka's DOUBLE has no bound)
+            cleaner_io_rate(raw)
+        except ConfigError as exc:
+            return str(exc)
+    return None
+
+
 def _per_broker_listener_config(name: str) -> bool:
     """listener.name.<listener>.<config>: per broker unless <config> is cluster-level."""
     if not name.startswith("listener.name."):
@@ -589,11 +667,43 @@ def _per_broker_listener_config(name: str) -> bool:
     return len(parts) == 4 and parts[3] not in _CLUSTER_LEVEL_LISTENER
 
 
+#: DynamicBrokerConfig.ListenerMechanismConfigs: per listener as listener.name.<l>.<mechanism>.<config>
+_LISTENER_MECHANISM_CONFIGS = (
+    "sasl.jaas.config",
+    "sasl.login.callback.handler.class",
+    "sasl.login.class",
+    "sasl.server.callback.handler.class",
+    "connections.max.reauth.ms",
+)
+
+
+def listener_base_name(name: str) -> str | None:
+    """The config a ``listener.name.<listener>.<config>`` overrides (DynamicBrokerConfig
+    .ListenerConfigRegex; a mechanism's config by its own name), None for another name."""
+    m = re.fullmatch(r"listener\.name\.[^.]*\.(.*)", name)
+    if m is None:
+        return None
+    base = m.group(1)
+    return next((c for c in _LISTENER_MECHANISM_CONFIGS if base.endswith(c)), base)
+
+
+def config_type(name: str) -> int | None:
+    """KafkaConfig.configType as far as this broker knows its settings: a listener override has
+    its base config's type; None: unknown (DescribeConfigs then hides the value, as Kafka's
+    maybeSensitive does)."""
+    d = BROKER_CONFIGS.get(name) or BROKER_CONFIGS.get(listener_base_name(name) or "")
+    return d.type if d is not None else None
+
+
 def broker_synonym_names(name: str) -> list[str]:
     """DynamicBrokerConfig.brokerConfigSynonyms: the names one broker setting may be given by, in
     priority order: a topic config's first broker synonym and its unit variants (log.roll.ms /
     log.roll.hours, log.retention.ms / .minutes / .hours) share the list; the first also lists
-    its fallback (log.flush.interval.ms: log.flush.scheduler.interval.ms), the fallback only itself."""
+    its fallback (log.flush.interval.ms: log.flush.scheduler.interval.ms), the fallback only itself;
+    a listener override lists itself, then the config it overrides."""
+    base = listener_base_name(name)
+    if base is not None:
+        return [name, base]
     for d in ts.TOPIC_CONFIGS.values():
         names = [n for n, _ in d.synonyms]
         if name in names and (name == names[0] or dict(d.synonyms)[name] != 1):
@@ -627,25 +737,6 @@ def cleaner_io_rate(value: str | None) -> float:
     if not rate > 0:
         raise ConfigError(f"invalid value {value!r} for log.cleaner.io.max.bytes.per.second: must be above 0")
     return rate
-
-
-def dynamic_broker_value(name: str, value: str | None) -> str:
-    """The value a dynamic broker config is set to (IncrementalAlterConfigs, the persisted
-    file, ZooKeeper), or ConfigError: the replication and dir-move throttles are a LONG
-    atLeast(0) (DynamicConfig.Broker; ConfigDef's messages), log.cleaner.io.max.bytes.per.second
-    is checked as at start-up."""
-    if name == "log.cleaner.io.max.bytes.per.second":
-        cleaner_io_rate(value)
-        return str(value).strip()
-    try:
-        rate = int(str(value).strip())
-    except ValueError:
-        raise ConfigError(
-            f"Invalid value {value} for configuration {name}: Not a number of type LONG"
-        ) from None
-    if rate < 0:
-        raise ConfigError(f"Invalid value {rate} for configuration {name}: Value must be at least 0")
-    return str(rate)
 
 
 def validate_topic_config(name: str, value: str | None) -> None:
@@ -821,6 +912,84 @@ class BrokerConfig:
     def bool(self, name: str) -> bool:
         return str(self.get(name)).strip().lower() == "true"
 
+    def requirement_error(self) -> str | None:
+        """KafkaConfig.validateValues' requirements on the topic defaults (Scala's ``require``):
+        the broker refuses to start with them, and a dynamic config that breaks one."""
+        values = self._set_values()
+        try:
+            roll = int(ts.broker_value("segment.ms", values)[0])
+            jitter = int(ts.broker_value("segment.jitter.ms", values)[0])
+            retention = int(ts.broker_value("retention.ms", values)[0])
+        except (ts.SettingsError, ValueError) as exc:
+            return str(exc)
+        if roll < 1:
+            return "requirement failed: log.roll.ms must be greater than or equal to 1"
+        if jitter < 0:
+            return "requirement failed: log.roll.jitter.ms must be greater than or equal to 0"
+        if retention < 1 and retention != -1:
+            return (
+                "requirement failed: log.retention.ms must be unlimited (-1) or, greater than or equal to 1"
+            )
+        return None
+
+    def with_dynamic(self, per_broker: bool, changes: Mapping[str, str | None]) -> BrokerConfig:
+        """A copy with ``changes`` (None: deleted) made to this broker's dynamic layer
+        (``per_broker``) or the cluster-wide default one."""
+        dynamic, default = dict(self.dynamic), dict(self.dynamic_default)
+        layer = dynamic if per_broker else default
+        for k, v in changes.items():
+            if v is None:
+                layer.pop(k, None)
+            else:
+                layer[k] = v
+        return BrokerConfig(self.explicit, dynamic, default)
+
+    def dynamic_error(self) -> str | None:
+        """Why these settings, with their dynamic layers, cannot run (None: they can): Kafka's
+        checks of a new KafkaConfig (DynamicBrokerConfig.processReconfiguration), then the
+        topic defaults the log engine takes (the validation a topic config gets)."""
+        err = self.requirement_error()
+        if err is None:
+            try:
+                self.log_config()
+            except ConfigError as exc:
+                err = str(exc)
+        return err
+
+    def take_dynamic(
+        self, per_broker: bool, found: Mapping[str, object], where: str
+    ) -> tuple[bool, list[str]]:
+        """Replace the runtime-applied configs of one dynamic layer by those ``found`` where they
+        are kept (ZooKeeper, the log dir), as Kafka's DynamicBrokerConfig takes a change: a value
+        its definition refuses is left out (removeInvalidConfigs), a set the broker cannot run
+        with is not applied (processReconfiguration), each said in a warning.  Returns whether
+        the layer changed, and the warnings."""
+        layer = self.dynamic if per_broker else self.dynamic_default
+        kept: dict[str, str] = {}
+        notes = []
+        for k, v in found.items():
+            if k not in ALTERABLE:
+                continue
+            err = dynamic_value_error(k, v) if isinstance(v, str) else f"{k} is not a string"
+            if err is not None:
+                notes.append(f"dynamic broker config {k} in {where} ignored: {err}")
+                continue
+            kept[k] = v
+        changes: dict[str, str | None] = {k: None for k in layer if k in ALTERABLE and k not in kept}
+        changes.update({k: v for k, v in kept.items() if layer.get(k) != v})
+        if not changes:
+            return False, notes
+        err = self.with_dynamic(per_broker, changes).dynamic_error()
+        if err is not None:
+            notes.append(f"dynamic broker configs in {where} not applied: {err}")
+            return False, notes
+        for k, v in changes.items():
+            if v is None:
+                del layer[k]
+            else:
+                layer[k] = v
+        return True, notes
+
     # ------------------------------------------------------------------ derived
     def validate(self) -> None:
         self.listeners  # noqa: B018 (parses)
@@ -835,6 +1004,9 @@ class BrokerConfig:
         ):
             _parse_int(name, self.get(name), 1)
         cleaner_io_rate(self.get("log.cleaner.io.max.bytes.per.second"))
+        err = self.requirement_error()
+        if err is not None:
+            raise ConfigError(err)
         self.log_config()
 
     @property
@@ -927,14 +1099,22 @@ class BrokerConfig:
         return {**self.explicit, **self.dynamic_default, **self.dynamic}
 
     def broker_value_for_topic(self, topic_name: str) -> tuple[str | None, int]:
-        """(value, source) a topic inherits for ``topic_name`` from the broker."""
+        """(value, source) a topic inherits for ``topic_name`` from the broker: the value of the
+        one map, the source of the first of :meth:`topic_synonyms` (none: DEFAULT_CONFIG)."""
         try:
-            value, broker_name = ts.broker_value(topic_name, self._set_values())
+            value, _broker_name = ts.broker_value(topic_name, self._set_values())
         except ts.SettingsError as exc:
             raise ConfigError(str(exc)) from None
-        if broker_name is None:
-            return value, SOURCE_DEFAULT
-        return value, self.source(broker_name)
+        syns = self.topic_synonyms(topic_name)
+        return value, syns[0][2] if syns else SOURCE_DEFAULT
+
+    def topic_synonyms(self, topic_name: str) -> list[tuple[str, str | None, int]]:
+        """The broker synonyms Kafka's ConfigHelper.createTopicConfigEntry lists for a topic
+        config: configSynonyms of its first broker name (ServerTopicConfigSynonyms), layer by
+        layer from the first entry of that name on; so retention.ms inherited from
+        log.retention.hours alone has none (DEFAULT_CONFIG), as Kafka says."""
+        d = ts.TOPIC_CONFIGS[topic_name]
+        return self.synonyms(d.synonyms[0][0]) if d.synonyms else []
 
     def topic_defaults(self) -> dict[str, str]:
         """Every topic config with the value a topic without overrides has."""

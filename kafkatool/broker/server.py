@@ -26,6 +26,7 @@ from kafkatool.broker.router import Router
 from kafkatool.broker.tasks import stop_tasks
 from kafkatool.formats.errors import CorruptRecordError, FormatError
 from kafkatool.formats.uuid import Uuid
+from kafkatool.log.config import LogConfig
 from kafkatool.log.log import Log
 from kafkatool.log.manager import LogManager
 from kafkatool.protocol.errors import ErrorCode
@@ -306,7 +307,9 @@ class Broker:
                 if k in BROKER_CONFIGS and k not in layer:
                     layer[k] = v
                     notes.append(f"dynamic broker config ({what}) from __cluster_metadata: {k}={v}")
-        log_config = self._log_config_memo()  # the dynamic broker configs above may have changed
+        # the dynamic broker configs above may have changed the topic defaults
+        self.manager.config = self.config.log_config()
+        log_config = self._log_config_memo()
         for (name, p), epoch in foreign_epochs.items():
             # Metadata names the epoch the owner's log has (a dir written by Kafka has some)
             t = self.metadata.topics.get(name)
@@ -374,6 +377,7 @@ class Broker:
         acknowledged the metadata (its logs of them go too). A partition whose leader epoch
         grew since the last metadata is led by this process from the new epoch on."""
         owns = self.processes.owns
+        self.manager.config = self.config.log_config()  # the primary's dynamic broker configs
         log_config = self._log_config_memo()
         seen = {**self._seen_topics, **(deleted or {})}
         doomed = []
@@ -604,12 +608,29 @@ class Broker:
             return
         cfg = self.config.log_config(configs)
         t.configs = dict(configs)
-        self.manager.topic_configs[name] = cfg
+        self._set_log_config(t, cfg)
+        self.metadata.save()
+
+    def _set_log_config(self, t: TopicMeta, cfg: LogConfig) -> None:
+        """A topic's logs take a new LogConfig (frozen: swapped whole, as Kafka's
+        UnifiedLog.updateConfig), and so do the logs made for it later."""
+        self.manager.topic_configs[t.name] = cfg
         for p in range(t.partitions):
-            lg = self.get_log(name, p)
+            lg = self.get_log(t.name, p)
             if lg is not None:
                 lg.config = cfg
-        self.metadata.save()
+
+    def reconfigure_logs(self) -> None:
+        """The broker's topic defaults changed (a dynamic broker config: Kafka's
+        DynamicLogConfig.reconfigure): the default of new logs (LogManager
+        .reconfigureDefaultLogConfig) and every log whose topic does not override a changed
+        config follow at once; a topic's own override still wins (updateLogsConfig)."""
+        if self.manager is None:
+            return
+        self.manager.config = self.config.log_config()
+        log_config = self._log_config_memo()
+        for t in self.metadata.topics.values():
+            self._set_log_config(t, log_config(t.configs))
 
     def allocate_producer_id(self) -> int:
         if self.cluster is not None:

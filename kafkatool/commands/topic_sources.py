@@ -20,7 +20,9 @@ from kafkatool.commands.common import zookeeper_option as common_zookeeper_optio
 from kafkatool.log import topic_settings as ts
 
 SOURCES_HELP = """Topic configs are read from every place Kafka keeps them: the log dir's
-embedded metadata (kafkatool-cluster.json, written by kafkatool serve), a KRaft
+embedded metadata (kafkatool-cluster.json, written by kafkatool serve, and the
+dynamic broker configs it keeps in kafkatool-dynamic-broker-configs.json, such as a
+log.retention.ms set at runtime, which override server.properties), a KRaft
 __cluster_metadata log in the log dir (topic configs, and dynamic broker
 configs that override server.properties), ZooKeeper /config/topics/TOPIC and
 /config/brokers/<default> and /config/brokers/ID (--zookeeper) and a live

@@ -176,6 +176,10 @@ SOURCE_INTERNAL = "internal topic (Kafka creates it compacted)"
 SOURCE_CLEANER_CHECKPOINT = "cleaner-offset-checkpoint lists it (compacted by the log cleaner)"
 
 EMBEDDED_METADATA_FILE = "kafkatool-cluster.json"
+#: the dynamic broker configs of ``kafkatool serve`` (IncrementalAlterConfigs of a BROKER resource:
+#: this broker's and the cluster-wide defaults), in its first log dir; Kafka keeps them in
+#: ZooKeeper or the metadata log, so they survive restarts
+DYNAMIC_CONFIGS_FILE = "kafkatool-dynamic-broker-configs.json"
 CLUSTER_METADATA_DIR = "__cluster_metadata-0"
 
 
@@ -357,6 +361,32 @@ def read_embedded(log_dir: Path) -> ConfigLayer | None:
     return ConfigLayer(SOURCE_EMBEDDED, topics)
 
 
+def read_dynamic_broker_configs(log_dir: Path) -> ConfigLayer | None:
+    """The dynamic broker configs ``kafkatool serve`` keeps in ``log_dir`` (None: no file): the
+    cluster-wide defaults and the broker's own (``broker_default``, ``broker_node``), the broker's
+    reading at start-up and the offline commands' (a log.retention.ms set at runtime is the
+    broker's value for every topic without an override)."""
+    path = Path(log_dir) / DYNAMIC_CONFIGS_FILE
+    layer = ConfigLayer(DYNAMIC_CONFIGS_FILE)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        layer.notes.append(f"{path}: unreadable ({exc}); its dynamic broker configs are not used")
+        return layer
+    if not isinstance(doc, dict):
+        layer.notes.append(f"{path}: not a JSON object; its dynamic broker configs are not used")
+        return layer
+    for key, target in (("default_configs", layer.broker_default), ("configs", layer.broker_node)):
+        configs = doc.get(key)
+        for name, value in (configs if isinstance(configs, dict) else {}).items():
+            if isinstance(value, str):
+                target[str(name)] = value
+    layer.broker = {**layer.broker_default, **layer.broker_node}
+    return layer
+
+
 def read_kraft(log_dir: Path) -> ConfigLayer | None:
     """Replay ``__cluster_metadata-0`` in ``log_dir`` (latest snapshot, then the log) for topic configs.
 
@@ -439,15 +469,16 @@ def node_id_of(log_dir: Path) -> int | None:
 
 
 def dir_layers(log_dirs: list[Path]) -> list[ConfigLayer]:
-    """The topic-config layers a set of log dirs holds: the KRaft metadata log, then embedded metadata."""
+    """The topic-config layers a set of log dirs holds: the KRaft metadata log, then embedded
+    metadata (with ``kafkatool serve``'s dynamic broker configs)."""
     kraft, embedded = [], []
     for d in log_dirs:
         k = read_kraft(d)
         if k is not None:
             kraft.append(k)
-        e = read_embedded(d)
-        if e is not None:
-            embedded.append(e)
+        for e in (read_embedded(d), read_dynamic_broker_configs(d)):
+            if e is not None:
+                embedded.append(e)
     return kraft + embedded
 
 

@@ -29,7 +29,13 @@ SET, DELETE, APPEND = 0, 1, 2
 def broker(tmp_path_factory):
     b = BrokerProcess(
         tmp_path_factory.mktemp("bcfg") / "data",
-        extra=["num.partitions=3", "log.retention.hours=5", "ssl.keystore.password=s3cret"],
+        extra=[
+            "num.partitions=3",
+            "log.retention.hours=5",
+            "ssl.keystore.password=s3cret",
+            "listener.name.sasl_ssl.ssl.client.auth=required",
+            "custom.reporter.setting=abc",
+        ],
     ).start()
     yield b
     b.stop()
@@ -83,6 +89,37 @@ def test_read_only_and_sources_of_a_broker(broker):
         )
         # the dynamic-only throttles have no KafkaConfig definition: listed only once set
         assert LEADER not in b and FOLLOWER not in b
+
+
+def test_every_name_given_is_described(broker):
+    """Kafka describes every original of the broker (ConfigHelper.allConfigs): a listener override
+    with its base config's type and synonyms, and a name Kafka does not know as sensitive (its
+    type unknown: KafkaConfig.maybeSensitive), both read-only, STATIC_BROKER_CONFIG."""
+    with WireClient(broker.bootstrap) as c:
+        _, b = describe(c, "1", rtype=BROKER)
+        lo = b["listener.name.sasl_ssl.ssl.client.auth"]
+        assert (lo.value, lo.config_source, lo.read_only, lo.is_sensitive, lo.config_type) == (
+            "required",
+            4,
+            True,
+            False,
+            2,
+        )
+        assert syns(lo) == [
+            ("listener.name.sasl_ssl.ssl.client.auth", "required", 4),
+            ("ssl.client.auth", "none", 5),
+        ]
+        un = b["custom.reporter.setting"]
+        assert (un.value, un.config_source, un.read_only, un.is_sensitive, un.config_type) == (
+            None,
+            4,
+            True,
+            True,
+            0,
+        )
+        assert syns(un) == [("custom.reporter.setting", None, 4)]
+        # not at the cluster-wide default, where only dynamic defaults are listed
+        assert describe(c, "", rtype=BROKER)[1] == {}
 
 
 def test_dynamic_default_and_per_broker_layers(broker):
@@ -139,8 +176,8 @@ def test_alter_refusals_follow_kafka(broker):
             "Cannot update these configs at default cluster level, broker id must be specified"
         )
         # dynamic in Kafka, not applied at runtime here: said so, nothing stored
-        code, msg = inc(c, BROKER, "", ("log.retention.ms", SET, "1000"))
-        assert code == ErrorCode.INVALID_REQUEST and "on this broker: Set(log.retention.ms)" in msg
+        code, msg = inc(c, BROKER, "", ("num.io.threads", SET, "4"))
+        assert code == ErrorCode.INVALID_REQUEST and "on this broker: Set(num.io.threads)" in msg
         assert inc(c, BROKER, "1", (LEADER, SET, "-5")) == (
             ErrorCode.INVALID_REQUEST,
             f"Invalid value -5 for configuration {LEADER}: Value must be at least 0",

@@ -789,3 +789,35 @@ def test_logger_levels_reach_every_process(pbroker):
                 assert (e.value, e.config_source) == ("123", 3)
         finally:
             assert inc(c, 4, "", (rate, 1, None)) == (0, None)
+
+
+def test_dynamic_log_defaults_reach_the_members_logs(pbroker):
+    """A cluster-wide log.segment.bytes altered through the member's port (forwarded to the
+    primary) reaches the member's live logs at once: its partition rolls at the new size; the
+    DELETE puts Kafka's default back in both processes."""
+    from tests.broker.test_broker_configs import describe, inc
+
+    topic = name("dynseg")
+    create_topic(pbroker.bootstrap, topic, 4)
+    md = metadata(pbroker.bootstrap, topic)
+    [t] = md.topics
+    owned = next(p.partition_index for p in t.partitions if p.leader_id == 2)
+    port = member_port(pbroker.bootstrap, 2)
+    pdir = pbroker.data_dir / f"{topic}-{owned}"
+    with WireClient(f"127.0.0.1:{port}") as c:
+        assert inc(c, 4, "", ("log.segment.bytes", 0, "200")) == (0, None)
+        try:
+            for node in ("1", "2"):
+                e = describe(c, node, keys=["log.segment.bytes"], rtype=4)[1]["log.segment.bytes"]
+                assert (e.value, e.config_source) == ("200", 3)
+
+            def rolled() -> bool:
+                produce(pbroker.bootstrap, topic, 4, 3, **{"linger.ms": 0, "batch.num.messages": 1})
+                return len(list(pdir.glob("*.log"))) >= 3
+
+            assert wait_until(rolled, timeout=15, step=0.2)
+        finally:
+            assert inc(c, 4, "", ("log.segment.bytes", 1, None)) == (0, None)
+        n = len(list(pdir.glob("*.log")))
+        produce(pbroker.bootstrap, topic, 4, 3, **{"linger.ms": 0, "batch.num.messages": 1})
+        assert len(list(pdir.glob("*.log"))) == n

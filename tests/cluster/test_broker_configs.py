@@ -6,6 +6,7 @@ their own sources; each broker answers DescribeConfigs for itself, and `kafkatoo
 from __future__ import annotations
 
 import json
+import time
 
 from tests.broker.test_broker_configs import describe, inc
 from tests.broker.wire import WireClient
@@ -58,3 +59,94 @@ def test_default_and_per_broker_layers_in_zookeeper(cluster):
     r = kafkatool("health", "--bootstrap-server", cluster.bootstrap, "--json")
     assert "Traceback" not in r.stderr and "DescribeConfigs" not in r.stdout + r.stderr, r.stdout + r.stderr
     assert RATE in r.stdout
+
+
+def test_log_defaults_written_to_zookeeper_by_kafka_tooling_reach_every_broker(cluster):
+    """kafka-configs --zookeeper --entity-default writes /config/brokers/<default> and a change
+    notification (AdminZkClient.changeBrokerConfig): every broker takes the log defaults at once
+    (DynamicLogConfig), drops a value Kafka's definition refuses (removeInvalidConfigs), and
+    /config/brokers/<id> wins for that broker only."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    b1, b2 = cluster.brokers[1], cluster.brokers[2]
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic("dl", 1, 3)])["dl"].result(20)
+    k = cluster.kazoo()
+
+    def kafka_configs(entity: str, config: dict[str, str]) -> None:
+        # AdminZkClient's bytes: the entity's znode, then a sequential change notification
+        data = json.dumps({"version": 1, "config": config}).encode()
+        if k.exists(f"/config/brokers/{entity}"):
+            k.set(f"/config/brokers/{entity}", data)
+        else:
+            k.create(f"/config/brokers/{entity}", data, makepath=True)
+        note = json.dumps({"version": 2, "entity_path": f"brokers/{entity}"}).encode()
+        k.create("/config/changes/config_change_", note, sequence=True, makepath=True)
+
+    def seen(broker, want) -> bool:
+        with WireClient(broker.bootstrap) as c:
+            e = describe(c, "dl", keys=["retention.ms", "segment.bytes"])[1]
+            return {n: (x.value, x.config_source) for n, x in e.items()} == want
+
+    try:
+        kafka_configs("<default>", {"log.retention.ms": "3600000", "log.segment.bytes": "5"})
+        want = {"retention.ms": ("3600000", 3), "segment.bytes": ("1073741824", 5)}
+        for b in cluster.brokers.values():
+            wait_for(lambda b=b: seen(b, want), 15, f"broker {b.port} to take the default")
+        assert "log.segment.bytes in /config/brokers/<default> ignored" in b1.log_text()
+        kafka_configs("<default>", {"log.retention.ms": "3600000", "log.segment.bytes": "2048"})
+        kafka_configs("2", {"log.retention.ms": "7200000"})
+        wait_for(
+            lambda: seen(b2, {"retention.ms": ("7200000", 2), "segment.bytes": ("2048", 3)}),
+            15,
+            "broker 2 to take its own value",
+        )
+        wait_for(
+            lambda: seen(b1, {"retention.ms": ("3600000", 3), "segment.bytes": ("2048", 3)}),
+            15,
+            "broker 1 to keep the default",
+        )
+        # the logs roll at 2048 bytes: the leader's and the followers' alike
+        p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 0})
+        for i in range(20):
+            p.produce("dl", value=b"v" * 300, key=b"%d" % i)
+            p.flush(10)
+        assert p.flush(20) == 0
+        for b in cluster.brokers.values():
+            wait_for(lambda b=b: len(list((b.data_dir / "dl-0").glob("*.log"))) >= 3, 15, "segments")
+        kafka_configs("<default>", {})
+        kafka_configs("2", {})
+        for b in cluster.brokers.values():
+            want = {"retention.ms": ("604800000", 5), "segment.bytes": ("1073741824", 5)}
+            wait_for(lambda b=b, want=want: seen(b, want), 15, "the defaults to come back")
+    finally:
+        k.stop()
+        k.close()
+
+
+def test_unclean_election_enabled_at_runtime_elects_an_offline_partition(cluster):
+    """KafkaController.enableDefaultUncleanLeaderElection: unclean.leader.election.enable turned
+    on as the cluster default elects a partition whose only live replica is out of the ISR."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from tests.cluster.test_replication import partition_state
+
+    ctl = zk_json(cluster, "/controller")["brokerid"]
+    a, b = (x for x in sorted(cluster.brokers) if x != ctl)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic("unc", 1, replica_assignment=[[a, b]])])["unc"].result(20)
+    wait_for(lambda: sorted(partition_state(cluster, "unc", 0)["isr"]) == [a, b], 20, "an ISR of 2")
+    assert cluster.brokers[b].stop() == 0  # controlled shutdown: b leaves the ISR
+    wait_for(lambda: partition_state(cluster, "unc", 0)["isr"] == [a], 20, "b out of the ISR")
+    assert cluster.brokers[a].stop() == 0  # the last of the ISR: the partition goes offline
+    wait_for(lambda: partition_state(cluster, "unc", 0)["leader"] == -1, 20, "no leader")
+    cluster.brokers[b].start(timeout=60)
+    time.sleep(2.0)
+    assert partition_state(cluster, "unc", 0)["leader"] == -1  # b is not in the ISR: no clean leader
+    r = kafkatool(
+        "configs", "alter", "--entity-type", "brokers", "--entity-default",
+        "--add-config", "unclean.leader.election.enable=true", "--zookeeper", cluster.connect,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    wait_for(lambda: partition_state(cluster, "unc", 0)["leader"] == b, 20, "the unclean election")

@@ -214,6 +214,15 @@ class Controller:
         self.events.put(("call", name, args, fut))
         return fut
 
+    def unclean_leader_election_enabled(self) -> None:
+        """The broker's unclean.leader.election.enable turned on at runtime (a dynamic broker
+        config): the controller elects the partitions without a leader again, now allowed to
+        pick an out-of-sync replica (KafkaController.enableDefaultUncleanLeaderElection)."""
+        self._put(("unclean_enabled",))
+
+    def _on_unclean_enabled(self) -> None:
+        self._elect_partitions(self._partitions_needing_leader())
+
     def session_renewed(self) -> None:
         """After a ZooKeeper session expiry the broker re-registered: resign and re-elect."""
         self._put(("reelect",))

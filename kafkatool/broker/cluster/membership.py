@@ -354,26 +354,26 @@ class Cluster:
 
     def _load_broker_configs(self) -> None:
         """Dynamic broker configs (DynamicBrokerConfig): the cluster-wide default and this broker's
-        own, each its own layer (the configs this broker applies at runtime)."""
-        from kafkatool.broker import config as C
-
-        for entity, layer in (
-            (paths.DEFAULT_ENTITY, self.config.dynamic_default),
-            (str(self.node_id), self.config.dynamic),
-        ):
+        own, each its own layer (the configs this broker applies at runtime), checked as Kafka
+        takes a change; the logs follow a change of the topic defaults."""
+        changed = False
+        unclean = self.config.bool("unclean.leader.election.enable")
+        for entity, per_broker in ((paths.DEFAULT_ENTITY, False), (str(self.node_id), True)):
             try:
                 ent = self.zk.entity_config("brokers", entity)
             except ZkError:
                 continue
             found = ent.config.config if ent is not None and ent.config is not None else {}
-            for k in [k for k in layer if k in C.ALTERABLE and k not in found]:
-                del layer[k]
-            for k, v in found.items():
-                if k in C.ALTERABLE:
-                    try:
-                        layer[k] = C.dynamic_broker_value(k, v)
-                    except C.ConfigError as exc:  # Kafka's DynamicBrokerConfig logs and keeps the old value
-                        log.error("dynamic broker config %s from ZooKeeper ignored: %s", k, exc)
+            took, notes = self.config.take_dynamic(per_broker, found, f"/config/brokers/{entity}")
+            for note in notes:
+                log.warning("%s", note)
+            if took:
+                changed = True
+                log.info("dynamic broker configs of %s reloaded from ZooKeeper: %s", entity, found)
+        if changed:
+            self.broker.reconfigure_logs()
+            if not unclean and self.config.bool("unclean.leader.election.enable") and self.controller:
+                self.controller.unclean_leader_election_enabled()
 
     def _config_changes(self, children) -> bool:
         """ZkConfigManager: every new /config/changes/config_change_N names an entity to reload."""

@@ -394,12 +394,23 @@ def handle_create_partitions(ctx, req):
 
 # ---------------------------------------------------------------- DescribeConfigs
 def _entry(
-    name, value, source, kind, version, include_synonyms, include_doc, doc="", read_only=False, synonyms=()
+    name,
+    value,
+    source,
+    kind,
+    version,
+    include_synonyms,
+    include_doc,
+    doc="",
+    read_only=False,
+    synonyms=(),
+    sensitive=None,
 ):
     # is_default (v0 only) stays false for every entry, defaults too: Kafka's broker never sets
     # it since DescribeConfigs moved to the generated message (KAFKA-9432, 2.7; ConfigHelper in
     # 3.x), so a v0 answer reads "not default" throughout, as from Kafka.
-    sensitive = kind == C.PASSWORD
+    if sensitive is None:
+        sensitive = kind == C.PASSWORD
     return DescribeConfigsResourceResult(
         name=name,
         value=None if sensitive else value,
@@ -419,12 +430,14 @@ def _describe_topic(broker, t, keys, version, include_synonyms, include_doc):
             continue
         syns = []
         if include_synonyms:
+            # ConfigHelper.createTopicConfigEntry: the topic's own value, then every layer of the
+            # broker setting it inherits (dynamic broker, dynamic default, static, Kafka's default)
             if source == C.SOURCE_TOPIC:
                 syns.append(DescribeConfigsSynonym(name=name, value=value, source=C.SOURCE_TOPIC))
-            synonym = C.TOPIC_CONFIGS[name][0]
-            if synonym is not None:
-                bval, bsrc = broker.config.broker_value_for_topic(name)
-                syns.append(DescribeConfigsSynonym(name=synonym, value=bval, source=bsrc))
+            syns += [
+                DescribeConfigsSynonym(name=n, value=v, source=src)
+                for n, v, src in broker.config.topic_synonyms(name)
+            ]
         out.append(_entry(name, value, source, kind, version, include_synonyms, include_doc, synonyms=syns))
     return out
 
@@ -436,16 +449,20 @@ def _describe_broker(broker, keys, version, include_synonyms, include_doc, per_b
     !AllDynamicConfigs.contains(name), a sensitive value is null."""
     cfg = broker.config
     if per_broker:
-        # a dynamic-only throttle has no KafkaConfig definition: listed where set, as Kafka's originals
-        names = [n for n, d in C.BROKER_CONFIGS.items() if d.dynamic != C.DYNAMIC_ONLY or cfg.is_set(n)]
+        # a dynamic-only throttle has no KafkaConfig definition: listed where set, as Kafka's
+        # originals; so is every other name given (listener.name.*, names Kafka does not know)
+        names = {n for n, d in C.BROKER_CONFIGS.items() if d.dynamic != C.DYNAMIC_ONLY or cfg.is_set(n)}
+        names |= {n for layer in (cfg.explicit, cfg.dynamic_default, cfg.dynamic) for n in layer}
     else:
-        names = [n for n in cfg.dynamic_default if n in C.BROKER_CONFIGS]
+        names = set(cfg.dynamic_default)
     out = []
     for name in sorted(names):
         if keys is not None and name not in keys:
             continue
-        d = C.BROKER_CONFIGS[name]
-        sensitive = d.type == C.PASSWORD
+        d = C.BROKER_CONFIGS.get(name)
+        kind = C.config_type(name)
+        # KafkaConfig.maybeSensitive: a password, or a config whose type is not known
+        sensitive = kind is None or kind == C.PASSWORD
         syns = [
             (n, None if sensitive else v, src)
             for n, v, src in cfg.synonyms(name)
@@ -458,14 +475,15 @@ def _describe_broker(broker, keys, version, include_synonyms, include_doc, per_b
                 name,
                 value,
                 source,
-                d.type,
+                kind or 0,  # ConfigType.UNKNOWN
                 version,
                 include_synonyms,
                 include_doc,
                 # a dynamic-only throttle has no ConfigDef in Kafka: no documentation
-                None if d.dynamic == C.DYNAMIC_ONLY else d.doc,
-                read_only=d.read_only,
+                d.doc if d is not None and d.dynamic != C.DYNAMIC_ONLY else None,
+                read_only=C.read_only(name),
                 synonyms=[DescribeConfigsSynonym(name=n, value=v, source=src) for n, v, src in syns],
+                sensitive=sensitive,
             )
         )
     return out

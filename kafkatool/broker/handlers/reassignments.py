@@ -67,43 +67,27 @@ def check_target(broker, topic: str, partition: int, replicas: list[int] | None)
     return ErrorCode.NONE, None
 
 
-#: the dynamic broker configs (this broker's and the cluster-wide defaults), in the first log dir
-#: (Kafka keeps them in ZooKeeper or the metadata log: they survive restarts, and so does a
-#: throttle nobody cleared)
-DYNAMIC_CONFIGS_FILE = "kafkatool-dynamic-broker-configs.json"
-
-
 def _dynamic_path(broker):
+    from kafkatool.log import topic_settings as ts
+
     dirs = broker.config.log_dirs
-    return dirs[0] / DYNAMIC_CONFIGS_FILE if dirs else None
+    return dirs[0] / ts.DYNAMIC_CONFIGS_FILE if dirs else None
 
 
 def load_dynamic_configs(broker) -> None:
     """Put the persisted dynamic broker configs back into ``broker.config.dynamic`` (this broker's)
-    and ``.dynamic_default`` (the cluster-wide defaults)."""
-    from kafkatool.broker import config as C
+    and ``.dynamic_default`` (the cluster-wide defaults), checked as a change is."""
+    from kafkatool.log import topic_settings as ts
 
-    path = _dynamic_path(broker)
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8")) if path is not None else {}
-    except FileNotFoundError:
+    dirs = broker.config.log_dirs
+    layer = ts.read_dynamic_broker_configs(dirs[0]) if dirs else None
+    if layer is None:
         return
-    except (OSError, ValueError) as exc:
-        log.warning("ignoring unreadable %s: %s", path, exc)
-        return
-    if not isinstance(doc, dict):
-        return
-    for key, layer in (
-        ("configs", broker.config.dynamic),
-        ("default_configs", broker.config.dynamic_default),
-    ):
-        configs = doc.get(key)
-        for name, value in (configs if isinstance(configs, dict) else {}).items():
-            if name in C.ALTERABLE and isinstance(value, str):
-                try:
-                    layer[name] = C.dynamic_broker_value(name, value)
-                except C.ConfigError as exc:
-                    log.warning("ignoring %s from %s: %s", name, path, exc)
+    notes = list(layer.notes)
+    for per_broker, found in ((False, layer.broker_default), (True, layer.broker_node)):
+        notes += broker.config.take_dynamic(per_broker, found, str(_dynamic_path(broker)))[1]
+    for note in notes:
+        log.warning("%s", note)
 
 
 def _save_dynamic_configs(broker) -> None:
@@ -126,9 +110,11 @@ def _save_dynamic_configs(broker) -> None:
 def alter_broker_configs(broker, res, validate_only: bool) -> tuple[int, str | None]:
     """IncrementalAlterConfigs on a broker resource: this broker's id (DYNAMIC_BROKER_CONFIG) or
     "" (the cluster-wide default), SET or DELETE of the configs this broker applies at runtime
-    (config.ALTERABLE: the replication and log-dir move throttles, the cleaner's I/O rate),
-    persisted in the first log dir (cluster mode: ZooKeeper). Refusals as Kafka 3.7's ConfigAdminManager: INVALID_REQUEST
-    with DynamicBrokerConfig's messages (KAFKA-13609)."""
+    (config.ALTERABLE: the replication and log-dir move throttles, DynamicLogConfig's topic
+    defaults, the cleaner's I/O rate), persisted in the first log dir (cluster mode: ZooKeeper).
+    Refusals as Kafka 3.7's ConfigAdminManager: INVALID_REQUEST with DynamicBrokerConfig's and
+    KafkaConfig's messages (KAFKA-13609). The logs take new topic defaults at once
+    (Broker.reconfigure_logs)."""
     from kafkatool.broker import config as C
     from kafkatool.broker.handlers.admin import broker_resource_error
 
@@ -149,24 +135,45 @@ def alter_broker_configs(broker, res, validate_only: bool) -> tuple[int, str | N
         elif c.config_operation == 1:  # DELETE
             changes[c.name] = None
         elif c.config_operation in (2, 3):
+            # ConfigAdminManager.prepareIncrementalConfigs: a LIST config only, from the value the
+            # resource stores (else Kafka's default), never what server.properties says
             what = "append" if c.config_operation == 2 else "subtract"
-            return ErrorCode.INVALID_CONFIG, f"Config value {what} is not allowed for config key: {c.name}"
+            d = C.BROKER_CONFIGS.get(c.name)
+            if d is None or d.type != C.LIST or d.dynamic == C.DYNAMIC_ONLY:
+                return (
+                    ErrorCode.INVALID_CONFIG,
+                    f"Config value {what} is not allowed for config key: {c.name}",
+                )
+            stored = (broker.config.dynamic if name else broker.config.dynamic_default).get(c.name)
+            old = stored or d.default or ""
+            items = old.split(",") if old else []
+            given = c.value.split(",")
+            if c.config_operation == 2:
+                items += [v for v in given if v not in items]
+            else:
+                items = [v for v in items if v not in given]
+            changes[c.name] = ",".join(items)
         else:
             return ErrorCode.INVALID_REQUEST, f"Unknown operations type {c.config_operation}"
     set_names = [n for n, v in changes.items() if v is not None]
     err = C.dynamic_update_error(set_names, per_broker=name != "")
+    if err is None:
+        err = next((e for n in set_names if (e := C.dynamic_value_error(n, changes[n])) is not None), None)
+    if err is None:
+        err = broker.config.with_dynamic(name != "", changes).dynamic_error()
     if err is not None:
         return ErrorCode.INVALID_REQUEST, err
-    try:
-        changes = {n: (None if v is None else C.dynamic_broker_value(n, v)) for n, v in changes.items()}
-    except C.ConfigError as exc:
-        return ErrorCode.INVALID_REQUEST, str(exc)
+    # the throttles kept as the number they parse to (as before); the others as given, as Kafka keeps them
+    changes = {
+        n: (str(int(v.strip())) if v is not None and n in C.DYNAMIC_ONLY_CONFIGS else v)
+        for n, v in changes.items()
+    }
     if validate_only:
         return ErrorCode.NONE, None
     if broker.cluster is not None:
         broker.cluster.alter_broker_configs(name, changes)
         if name in ("", str(broker.node_id)):
-            broker.cluster._load_broker_configs()
+            broker.cluster._load_broker_configs()  # and the logs follow
         log.info(
             "dynamic broker configs altered broker=%s configs=%s",
             name or "<default>",
@@ -180,6 +187,7 @@ def alter_broker_configs(broker, res, validate_only: bool) -> tuple[int, str | N
         else:
             layer[key] = value
     if changes:
+        broker.reconfigure_logs()
         if not broker.read_only:
             _save_dynamic_configs(broker)
             if broker.processes is not None and broker.processes.is_primary:
