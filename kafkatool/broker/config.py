@@ -341,6 +341,27 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _d("log.preallocate", BOOLEAN, False, "(preallocate)"),
         _d("log.segment.delete.delay.ms", LONG, 60000, "(file.delete.delay.ms)"),
         _d("log.message.timestamp.type", STRING, "CreateTime", "(message.timestamp.type)"),
+        _d(
+            "log.message.timestamp.before.max.ms",
+            LONG,
+            LONG_MAX,
+            "(message.timestamp.before.max.ms) How far before the broker's clock a CreateTime "
+            "record may be; produce answers INVALID_TIMESTAMP beyond.",
+        ),
+        _d(
+            "log.message.timestamp.after.max.ms",
+            LONG,
+            LONG_MAX,
+            "(message.timestamp.after.max.ms) How far after the broker's clock a CreateTime "
+            "record may be; produce answers INVALID_TIMESTAMP beyond.",
+        ),
+        _d(
+            "log.message.timestamp.difference.max.ms",
+            LONG,
+            LONG_MAX,
+            "(message.timestamp.difference.max.ms) Deprecated: before and after where those are "
+            "at their default.",
+        ),
         _d("log.flush.interval.messages", LONG, LONG_MAX, "(flush.messages)"),
         _d("log.flush.interval.ms", LONG, None, "(flush.ms); log.flush.scheduler.interval.ms when unset"),
         _d("log.flush.scheduler.interval.ms", LONG, LONG_MAX),
@@ -602,6 +623,9 @@ _DYNAMIC_AT_LEAST = {
     "log.segment.delete.delay.ms": 0,
     "message.max.bytes": 0,
     "min.insync.replicas": 1,
+    "log.message.timestamp.difference.max.ms": 0,
+    "log.message.timestamp.before.max.ms": 0,
+    "log.message.timestamp.after.max.ms": 0,
     **dict.fromkeys(DYNAMIC_ONLY_CONFIGS, 0),  # DynamicConfig.Broker: LONG atLeast(0)
 }
 #: ... Range.between ...

@@ -303,6 +303,38 @@ def decode_records_v2(
         )
 
 
+def record_timestamps(batch: Batch) -> Iterator[tuple[int, int]]:
+    """(offset, timestamp) of each record of ``batch`` as a consumer sees them, reading of a v2
+    record only its length, timestamp delta and offset delta (no key, value or header is copied;
+    a compressed batch is decompressed): what checking timestamps needs.  A legacy batch is
+    decoded whole (its messages are their own records)."""
+    if batch.magic < 2:
+        for r in batch.records():
+            yield r.offset, r.timestamp
+        return
+    if batch.records_count <= 0:
+        return
+    data = batch.record_data()
+    base_offset, base_ts = batch.base_offset, batch.base_timestamp
+    append_time = batch.max_timestamp if batch.timestamp_type == LOG_APPEND_TIME else None
+    shift = 0 if batch.codec != compression.NONE else batch.position + RECORD_BATCH_OVERHEAD
+    end = len(data)
+    pos = 0
+    try:
+        for _ in range(batch.records_count):
+            start = pos
+            length, pos = _read_zz32(data, pos, end)
+            rec_end = pos + length
+            if length <= 0 or rec_end > end:
+                raise CorruptRecordError(f"record of {length} bytes does not fit the batch", start)
+            ts_delta, pos = _read_zz64(data, pos + 1, rec_end)  # after the attributes byte
+            off_delta, pos = _read_zz32(data, pos, rec_end)
+            yield base_offset + off_delta, base_ts + ts_delta if append_time is None else append_time
+            pos = rec_end
+    except FormatError as exc:
+        raise exc.shifted(shift) from None
+
+
 def _whole_records(data, pos: int, end: int) -> int:
     """How many length-prefixed records follow at ``pos`` (to name a count mismatch)."""
     n = 0

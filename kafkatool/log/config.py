@@ -19,6 +19,10 @@ class LogConfig:
     preallocate: bool = False
     max_message_bytes: int = 1048588
     message_timestamp_type: str = "CreateTime"
+    # deprecated in Kafka 3.6 (KIP-937) but honoured: the fallback of before/after at their default
+    message_timestamp_difference_max_ms: int = LONG_MAX
+    message_timestamp_before_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = LONG_MAX
     retention_ms: int = 604800000
     retention_bytes: int = -1
     cleanup_policy: tuple[str, ...] = field(default=("delete",))
@@ -41,6 +45,9 @@ class LogConfig:
         "preallocate": "preallocate",
         "max.message.bytes": "max_message_bytes",
         "message.timestamp.type": "message_timestamp_type",
+        "message.timestamp.difference.max.ms": "message_timestamp_difference_max_ms",
+        "message.timestamp.before.max.ms": "message_timestamp_before_max_ms",
+        "message.timestamp.after.max.ms": "message_timestamp_after_max_ms",
         "retention.ms": "retention_ms",
         "retention.bytes": "retention_bytes",
         "cleanup.policy": "cleanup_policy",
@@ -60,6 +67,20 @@ class LogConfig:
     @property
     def max_time_index_size(self) -> int:
         return max_index_size(self.segment_index_bytes, TIME_ENTRY_SIZE)
+
+    @property
+    def timestamp_before_max_ms(self) -> int:
+        """How far in the past a CreateTime record may be (Kafka's LogConfig
+        .getMessageTimestampBeforeMaxMs): message.timestamp.before.max.ms, or while that is at
+        its default (Long.MAX_VALUE) the deprecated message.timestamp.difference.max.ms."""
+        before = self.message_timestamp_before_max_ms
+        return before if before != LONG_MAX else self.message_timestamp_difference_max_ms
+
+    @property
+    def timestamp_after_max_ms(self) -> int:
+        """How far in the future a CreateTime record may be (getMessageTimestampAfterMaxMs)."""
+        after = self.message_timestamp_after_max_ms
+        return after if after != LONG_MAX else self.message_timestamp_difference_max_ms
 
     @property
     def compact(self) -> bool:

@@ -71,6 +71,7 @@ from kafkatool.log.segment import (
     scan_for_recovery,
     segment_file_paths,
 )
+from kafkatool.log.validator import validate_client_records
 
 PARTITION_METADATA_FILE = props.PARTITION_METADATA_FILE
 INDEX_FILE_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
@@ -708,16 +709,24 @@ class Log:
         batches = list(R.iter_batches(buf)) if batches is None else batches
         if not batches:
             raise CorruptRecordError("no complete batch in the records to append", 0)
+        ts_type = timestamp_type or self.config.message_timestamp_type
+        now = self.clock()
+        if origin == ORIGIN_CLIENT:
+            # UnifiedLog.append: the CRC, then LogValidator's record rules (on the batches as the
+            # client sent them: a legacy message set is its own batches there), then producer state
+            if not validated:
+                for b in batches:
+                    b.ensure_valid()
+                validated = True
+            # the partition dir's name is Kafka's TopicPartition.toString ("topic-0")
+            validate_client_records(batches, self.config, ts_type, now, self.dir.name)
         for b in batches:
             if b.magic < 2:
                 buf = self._up_convert(batches)
                 batches = list(R.iter_batches(buf))
                 break
-        ts_type = timestamp_type or self.config.message_timestamp_type
         if origin == ORIGIN_CLIENT:
             for b in batches:
-                if not validated:
-                    b.ensure_valid()
                 dup = self.producer_state.check_client_append(b)
                 if dup is not None:
                     return AppendInfo(
@@ -731,11 +740,9 @@ class Log:
                         self.log_start_offset,
                         duplicate=True,
                     )
-            validated = True
         elif origin == ORIGIN_COORDINATOR:
             for b in batches:
                 self.producer_state.check_marker_append(b)
-        now = self.clock()
         offset = self._log_end_offset
         first = offset
         append_time = now if ts_type == "LogAppendTime" else None

@@ -35,7 +35,7 @@ from pathlib import Path
 from kafkatool.errors import KafkatoolError
 from kafkatool.formats.errors import FormatError
 from kafkatool.formats.properties import decode_properties
-from kafkatool.log.config import LogConfig
+from kafkatool.log.config import LONG_MAX, LogConfig
 
 HOUR_MS = 3_600_000
 MINUTE_MS = 60_000
@@ -92,6 +92,26 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
         # deprecated since Kafka 3.0 and ignored for message format v2 (IBP >= 3.0); 3.x still
         # accepts it (librdkafka's test 0092 sets it), 4.0 removed it
         _def("message.format.version", STRING, [("log.message.format.version", 1)], "3.0-IV1"),
+        # KIP-937 (Kafka 3.6): how far before/after the broker's clock a CreateTime record may be
+        _def(
+            "message.timestamp.after.max.ms",
+            LONG,
+            [("log.message.timestamp.after.max.ms", 1)],
+            _LC.message_timestamp_after_max_ms,
+        ),
+        _def(
+            "message.timestamp.before.max.ms",
+            LONG,
+            [("log.message.timestamp.before.max.ms", 1)],
+            _LC.message_timestamp_before_max_ms,
+        ),
+        # deprecated since 3.6, still honoured where before/after are at their default
+        _def(
+            "message.timestamp.difference.max.ms",
+            LONG,
+            [("log.message.timestamp.difference.max.ms", 1)],
+            _LC.message_timestamp_difference_max_ms,
+        ),
         _def(
             "message.timestamp.type",
             STRING,
@@ -235,6 +255,9 @@ _MINIMUM = {
     "retention.bytes": -1,
     "local.retention.ms": -2,
     "local.retention.bytes": -2,
+    "message.timestamp.difference.max.ms": 0,
+    "message.timestamp.before.max.ms": 0,
+    "message.timestamp.after.max.ms": 0,
 }
 COMPRESSION_TYPES = ("producer", "uncompressed", "none", "gzip", "snappy", "lz4", "zstd")
 
@@ -292,8 +315,27 @@ def broker_value(name: str, broker: Mapping[str, str]) -> tuple[str, str | None]
             if n < 0 and name == "retention.ms":
                 return "-1", broker_name
             return str(n * mult), broker_name
-        return str(raw).strip(), broker_name
+        value = str(raw).strip()
+        if name in _TIMESTAMP_WINDOW:
+            return _timestamp_window(broker_name, value, broker), broker_name
+        return value, broker_name
+    if name in _TIMESTAMP_WINDOW:
+        return _timestamp_window(name, d.default, broker), None
     return d.default, None
+
+
+_TIMESTAMP_WINDOW = ("message.timestamp.before.max.ms", "message.timestamp.after.max.ms")
+_TIMESTAMP_DIFFERENCE = "log.message.timestamp.difference.max.ms"
+
+
+def _timestamp_window(name: str, value: str, broker: Mapping[str, str]) -> str:
+    """KafkaConfig.logMessageTimestampBeforeMaxMs / AfterMaxMs, the topic default
+    (extractLogConfigMap): the broker's before/after while it is at its default
+    (Long.MAX_VALUE), else the deprecated log.message.timestamp.difference.max.ms."""
+    raw = broker.get(_TIMESTAMP_DIFFERENCE)
+    if raw is None or _int(name, value) != LONG_MAX:
+        return value
+    return str(_int(_TIMESTAMP_DIFFERENCE, raw))
 
 
 def topic_defaults(broker: Mapping[str, str]) -> dict[str, str]:

@@ -86,7 +86,8 @@ def test_describe_configs_sources_types_synonyms(broker):
         assert (s.value, s.config_source, s.config_type) == ("1073741824", 5, 3)
         assert [(y.name, y.value, y.source) for y in s.synonyms] == [("log.segment.bytes", "1073741824", 5)]
         assert cfg["cleanup.policy"].config_type == 7 and cfg["cleanup.policy"].value == "delete"
-        assert len(cfg) == 27  # with the deprecated message.format.version, as Kafka 3.x lists it
+        # with the deprecated message.format.version and message.timestamp.difference.max.ms
+        assert len(cfg) == 30
         _, only = describe(c, "adm-cfg", keys=["max.message.bytes"], version=0)
         assert list(only) == ["max.message.bytes"]  # v0's is_default: test_describe_configs_v0_bytes
         res, _ = describe(c, "nope-cfg")

@@ -314,3 +314,19 @@ def test_header_structure_errors(tail, message):
         list(b.records())
     assert e.value.message == message
     assert 61 < e.value.position <= 61 + len(rec)
+
+
+@pytest.mark.parametrize("codec", [compression.NONE, compression.GZIP, compression.ZSTD])
+def test_record_timestamps_match_the_decoded_records(codec):
+    """Signed timestamp deltas (a first record later than the others), LogAppendTime, legacy."""
+    stamps = [5000, 1000, -1, 9000, 4000]
+    recs = [R.SimpleRecord(b"v" * i, b"k", [("h", b"1")], ts) for i, ts in enumerate(stamps)]
+    data = bytearray(R.build_record_batch(recs, codec=codec, base_offset=7))
+    b = R.RecordBatch(data)
+    assert list(R.record_timestamps(b)) == [(r.offset, r.timestamp) for r in b.records()]
+    assert [ts for _, ts in R.record_timestamps(b)] == stamps
+    R.set_log_append_time(data, 0, 123)
+    assert list(R.record_timestamps(R.RecordBatch(data))) == [(7 + i, 123) for i in range(5)]
+    legacy = R.build_legacy_message_set(recs[:2], magic=1, codec=min(codec, compression.LZ4))
+    # uncompressed: each message is its own batch; compressed: one wrapper
+    assert [ts for lb in R.iter_batches(legacy) for _, ts in R.record_timestamps(lb)] == [5000, 1000]

@@ -1,9 +1,10 @@
 """Produce (0) and InitProducerId (22).
 
 The hot path never decodes records: the batch header is read in place, the
-CRC is checked once (by the log, while it assigns offsets), and the bytes go
-to the segment as they came.  Records are decoded only when the topic forces
-a different compression codec or is compacted (every record needs a key).
+CRC is checked once, and the bytes go to the segment as they came.  Records
+are decoded only when the topic forces a different compression codec, or by
+the log's record rules (log/validator.py: a compacted topic's keys, a
+CreateTime topic's timestamp limits) when a batch might break them.
 Idempotent producers are checked by the log itself (Log.append_as_leader with
 Kafka's CLIENT origin): a retry of one of a producer's last five batches gets
 the original offsets, an old epoch or a sequence gap an error.
@@ -24,6 +25,7 @@ from kafkatool.formats import records as R
 from kafkatool.formats.errors import CorruptRecordError, FormatError
 from kafkatool.log.log import RecordTooLargeError
 from kafkatool.log.producer_state import ProducerStateError
+from kafkatool.log.validator import RecordValidationError
 from kafkatool.protocol.errors import ErrorCode
 from kafkatool.protocol.generated import InitProducerIdResponse, ProduceResponse
 from kafkatool.protocol.generated.produce_response import (
@@ -97,27 +99,6 @@ def _validate(broker, ctx, topic, records, cfg, topic_cfg):
         if b.producer_id >= 0 and b.base_sequence < 0:
             raise ProduceError(ErrorCode.INVALID_RECORD, "idempotent batch without a sequence number")
     return batches
-
-
-def _key_check(batches) -> None:
-    errors = []
-    idx = 0
-    for b in batches:
-        for r in b.records():
-            if r.key is None:
-                errors.append(
-                    BatchIndexAndErrorMessage(
-                        batch_index=idx,
-                        batch_index_error_message="Compacted topic cannot accept message without key",
-                    )
-                )
-            idx += 1
-    if errors:
-        raise ProduceError(
-            ErrorCode.INVALID_RECORD,
-            "compacted topic cannot accept message without key",
-            record_errors=errors,
-        )
 
 
 def _recompress(batches, codec: int) -> bytes:
@@ -203,8 +184,6 @@ def _append_partition(
         ctype = (
             topic_cfg.get("compression.type") or broker.config.get("compression.type") or "producer"
         ).lower()
-        if cfg.compact:
-            _key_check(batches)
         if len(records) > cfg.segment_bytes:
             # UnifiedLog.append, after LogValidator and before producer state
             raise ProduceError(
@@ -243,6 +222,14 @@ def _append_partition(
         resp.error_code = exc.code
         resp.error_message = exc.message
         resp.record_errors = exc.record_errors
+    except RecordValidationError as exc:
+        # ReplicaManager: a RecordValidationException's own message and its record errors
+        resp.error_code = ErrorCode.INVALID_TIMESTAMP if exc.invalid_timestamp else ErrorCode.INVALID_RECORD
+        resp.error_message = exc.message
+        resp.record_errors = [
+            BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
+            for i, m in exc.record_errors
+        ]
     except RecordTooLargeError as exc:
         resp.error_code = ErrorCode.MESSAGE_TOO_LARGE
         resp.error_message = str(exc)

@@ -1,0 +1,153 @@
+"""KIP-937's produce timestamp validation on a `kafkatool serve` process, as Kafka 3.7 answers it:
+a CreateTime topic's message.timestamp.before/after.max.ms (and the deprecated difference), topic
+overrides and the broker's dynamic default, INVALID_TIMESTAMP (32) with one record error per
+offending record, and nothing of the partition appended."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from kafkatool.formats import compression
+from kafkatool.formats import records as R
+from kafkatool.protocol import generated as G
+from kafkatool.protocol.errors import ErrorCode
+from kafkatool.protocol.generated.create_topics_request import CreatableTopic, CreatableTopicConfig
+from tests.broker.test_admin import describe
+from tests.broker.test_broker_configs import BROKER, DELETE, SET, inc, syns
+from tests.broker.test_protocol import batches_of, fetch, produce
+from tests.broker.wire import WireClient
+
+HOUR = 3_600_000
+AFTER, BEFORE = "message.timestamp.after.max.ms", "message.timestamp.before.max.ms"
+TOPIC_CONFIG, DYNAMIC_DEFAULT, DEFAULT = 1, 3, 5
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def batch(*stamps: int, codec: int = compression.NONE) -> bytes:
+    return R.build_record_batch([R.SimpleRecord(b"v", b"k", (), ts) for ts in stamps], codec=codec)
+
+
+def create(c, name: str, configs: dict | None = None):
+    req = G.CreateTopicsRequest(
+        topics=[
+            CreatableTopic(
+                name=name,
+                num_partitions=1,
+                replication_factor=1,
+                assignments=[],
+                configs=[CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()],
+            )
+        ],
+        timeout_ms=5000,
+    )
+    return c.request(19, 7, req).topics[0]
+
+
+def records_in(c, topic: str) -> int:
+    return sum(b.count for b in batches_of(fetch(c, topic, 0).responses[0].partitions[0].records))
+
+
+@pytest.fixture(scope="module")
+def c(broker):
+    with WireClient(broker.bootstrap) as client:
+        yield client
+
+
+def test_after_max_refuses_a_future_record_with_its_batch_index(c):
+    assert create(c, "ts-after", {AFTER: "60000"}).error_code == 0
+    now = now_ms()
+    r = produce(c, "ts-after", batch(now, now + HOUR, now))
+    assert r.error_code == ErrorCode.INVALID_TIMESTAMP and r.base_offset == -1
+    assert r.error_message == "One or more records have been rejected due to invalid timestamp"
+    assert [e.batch_index for e in r.record_errors] == [1]
+    msg = r.record_errors[0].batch_index_error_message
+    assert msg.startswith(f"Timestamp {now + HOUR} of message with offset 1 is out of range.")
+    assert records_in(c, "ts-after") == 0  # nothing of the partition appended
+    r = produce(c, "ts-after", batch(now - 10 * HOUR, now, now + 1000))
+    assert (r.error_code, r.base_offset) == (0, 0)
+    assert records_in(c, "ts-after") == 3
+
+
+def test_before_max_refuses_old_records_compressed_too(c):
+    assert create(c, "ts-before", {BEFORE: str(HOUR)}).error_code == 0
+    now = now_ms()
+    for codec in (compression.NONE, compression.GZIP, compression.ZSTD):
+        r = produce(c, "ts-before", batch(now, now - 2 * HOUR, now - 3 * HOUR, codec=codec))
+        assert r.error_code == ErrorCode.INVALID_TIMESTAMP, codec
+        assert [e.batch_index for e in r.record_errors] == [1, 2]
+        assert produce(c, "ts-before", batch(now, now - 60_000, now + 10 * HOUR, codec=codec)).error_code == 0
+    assert records_in(c, "ts-before") == 9
+
+
+def test_log_append_time_topic_is_not_checked(c):
+    cfg = {"message.timestamp.type": "LogAppendTime", AFTER: "0", BEFORE: "0"}
+    assert create(c, "ts-lat", cfg).error_code == 0
+    r = produce(c, "ts-lat", batch(1000, now_ms() + 10 * HOUR))
+    assert r.error_code == 0 and r.log_append_time_ms > 0
+
+
+def test_the_deprecated_difference_still_applies(c):
+    assert create(c, "ts-diff", {"message.timestamp.difference.max.ms": "60000"}).error_code == 0
+    now = now_ms()
+    assert produce(c, "ts-diff", batch(now - HOUR)).error_code == ErrorCode.INVALID_TIMESTAMP
+    assert produce(c, "ts-diff", batch(now + HOUR)).error_code == ErrorCode.INVALID_TIMESTAMP
+    assert produce(c, "ts-diff", batch(now)).error_code == 0
+
+
+def test_create_topics_takes_the_configs_and_describe_configs_lists_them(c):
+    assert create(c, "ts-bad", {AFTER: "-1"}).error_code == ErrorCode.INVALID_CONFIG
+    assert create(c, "ts-desc", {AFTER: "60000"}).error_code == 0
+    res, cfg = describe(c, "ts-desc")
+    assert res.error_code == 0
+    a = cfg[AFTER]
+    assert (a.value, a.config_source, a.config_type) == ("60000", TOPIC_CONFIG, 5)
+    b = cfg[BEFORE]
+    assert (b.value, b.config_source) == (str(2**63 - 1), DEFAULT)
+    assert syns(b) == [("log.message.timestamp.before.max.ms", str(2**63 - 1), DEFAULT)]
+    assert cfg["message.timestamp.difference.max.ms"].value == str(2**63 - 1)
+
+
+def test_a_dynamic_broker_default_applies_to_topics_without_an_override(c):
+    assert create(c, "ts-dyn", {}).error_code == 0
+    assert create(c, "ts-dyn-own", {AFTER: str(10 * HOUR)}).error_code == 0
+    name = "log.message.timestamp.after.max.ms"
+    # KafkaConfig's atLeast(0), refused as DynamicBrokerConfig refuses a value (KAFKA-13609)
+    assert inc(c, BROKER, "", (name, SET, "-5")) == (
+        ErrorCode.INVALID_REQUEST,
+        f"Invalid value -5 for configuration {name}: Value must be at least 0",
+    )
+    assert inc(c, BROKER, "", (name, SET, "60000")) == (0, None)
+    try:
+        now = now_ms()
+        r = produce(c, "ts-dyn", batch(now, now + HOUR))
+        assert r.error_code == ErrorCode.INVALID_TIMESTAMP and [e.batch_index for e in r.record_errors] == [1]
+        assert produce(c, "ts-dyn-own", batch(now + HOUR)).error_code == 0  # its own override wins
+        _, cfg = describe(c, "ts-dyn", keys=[AFTER])
+        assert (cfg[AFTER].value, cfg[AFTER].config_source) == ("60000", DYNAMIC_DEFAULT)
+        _, brk = describe(c, "", keys=[name], rtype=BROKER)
+        assert (brk[name].value, brk[name].config_source, brk[name].read_only) == (
+            "60000",
+            DYNAMIC_DEFAULT,
+            False,
+        )
+    finally:
+        assert inc(c, BROKER, "", (name, DELETE, None)) == (0, None)
+    assert produce(c, "ts-dyn", batch(now_ms() + HOUR)).error_code == 0
+
+
+def test_a_confluent_kafka_producer_gets_invalid_timestamp(broker, c):
+    from confluent_kafka import KafkaError, Producer
+
+    assert create(c, "ts-client", {AFTER: "60000"}).error_code == 0
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "retries": 0})
+    got: list = []
+    for stamp in (now_ms() + HOUR, now_ms()):
+        p.produce("ts-client", value=b"v", timestamp=stamp, on_delivery=lambda err, _m: got.append(err))
+        assert p.flush(20) == 0
+    assert got[0] is not None and got[0].code() == KafkaError.INVALID_TIMESTAMP, got
+    assert got[1] is None, got

@@ -1,0 +1,181 @@
+"""LogValidator's record rules on a leader's CLIENT append (log/validator.py through
+Log.append_as_leader): KIP-937's timestamp limits, the deprecated difference, keys of a compacted
+topic, and a client's LogAppendTime; a batch is read only when it might break a rule."""
+
+from __future__ import annotations
+
+import pytest
+
+from kafkatool.formats import compression
+from kafkatool.formats import records as R
+from kafkatool.formats.crc import crc32c
+from kafkatool.formats.errors import CorruptRecordError
+from kafkatool.log.config import LONG_MAX, LogConfig
+from kafkatool.log.log import ORIGIN_COORDINATOR, Log
+from kafkatool.log.validator import RecordValidationError
+
+NOW = 1_700_000_000_000
+HOUR = 3_600_000
+
+
+def make_log(tmp_path, **cfg) -> Log:
+    return Log(tmp_path / "t-0", LogConfig(**cfg), clock=lambda: NOW)
+
+
+def batch(*stamps, key=b"k", codec=compression.NONE, **kw) -> bytes:
+    return R.build_record_batch([R.SimpleRecord(b"v", key, (), ts) for ts in stamps], codec=codec, **kw)
+
+
+def refused(lg: Log, data) -> RecordValidationError:
+    end = lg.log_end_offset
+    with pytest.raises(RecordValidationError) as info:
+        lg.append_as_leader(bytearray(data), 0)
+    assert lg.log_end_offset == end  # nothing of the append was written
+    return info.value
+
+
+@pytest.mark.parametrize("codec", [compression.NONE, compression.GZIP, compression.LZ4, compression.ZSTD])
+def test_after_max_refuses_a_future_record_and_names_its_index(tmp_path, codec):
+    lg = make_log(tmp_path, message_timestamp_after_max_ms=60_000)
+    err = refused(lg, batch(NOW, NOW + HOUR, NOW + 1000, NOW + 2 * HOUR, codec=codec))
+    assert err.invalid_timestamp
+    assert err.message == "One or more records have been rejected due to invalid timestamp"
+    assert [i for i, _ in err.record_errors] == [1, 3]
+    assert err.record_errors[0][1] == (
+        f"Timestamp {NOW + HOUR} of message with offset 1 is out of range. The timestamp should be "
+        f"within [{NOW - LONG_MAX}, {NOW + 60_000}]"
+    )
+    # inside the window (and up to its edge): appended
+    assert (
+        lg.append_as_leader(bytearray(batch(NOW - 10 * HOUR, NOW + 60_000, codec=codec)), 0).last_offset == 1
+    )
+
+
+def test_before_max_refuses_old_records_even_behind_a_recent_first_timestamp(tmp_path):
+    """A v2 timestamp delta is signed: baseTimestamp is the first record's, not the least."""
+    lg = make_log(tmp_path, message_timestamp_before_max_ms=HOUR)
+    err = refused(lg, batch(NOW, NOW - 2 * HOUR, codec=compression.SNAPPY))
+    assert [i for i, _ in err.record_errors] == [1]
+    assert err.record_errors[0][1].endswith(f"within [{NOW - HOUR}, {NOW + LONG_MAX - 2**64}]")
+    assert lg.append_as_leader(bytearray(batch(NOW - HOUR, NOW + 10 * HOUR)), 0).first_offset == 0
+
+
+def test_no_timestamp_records_are_not_checked(tmp_path):
+    lg = make_log(tmp_path, message_timestamp_before_max_ms=0, message_timestamp_after_max_ms=0)
+    assert lg.append_as_leader(bytearray(batch(R.NO_TIMESTAMP, NOW)), 0).last_offset == 1
+    assert [i for i, _ in refused(lg, batch(R.NO_TIMESTAMP, NOW - 1)).record_errors] == [1]
+
+
+def test_the_deprecated_difference_applies_where_before_or_after_is_at_its_default(tmp_path):
+    cfg = LogConfig(message_timestamp_difference_max_ms=1000, message_timestamp_after_max_ms=HOUR)
+    assert (cfg.timestamp_before_max_ms, cfg.timestamp_after_max_ms) == (1000, HOUR)
+    lg = Log(tmp_path / "t-0", cfg, clock=lambda: NOW)
+    assert [i for i, _ in refused(lg, batch(NOW + 30 * 60_000, NOW - 2000)).record_errors] == [1]
+    assert lg.append_as_leader(bytearray(batch(NOW + 30 * 60_000, NOW - 1000)), 0).first_offset == 0
+
+
+def test_log_append_time_topics_are_not_checked(tmp_path):
+    lg = make_log(
+        tmp_path,
+        message_timestamp_type="LogAppendTime",
+        message_timestamp_before_max_ms=0,
+        message_timestamp_after_max_ms=0,
+    )
+    info = lg.append_as_leader(bytearray(batch(1000, NOW + 10 * HOUR)), 0)
+    assert info.log_append_time == NOW and info.last_offset == 1
+
+
+def test_a_client_may_not_set_log_append_time(tmp_path):
+    data = bytearray(batch(NOW, NOW))
+    R.set_log_append_time(data, 0, NOW)  # attributes and CRC, as a broker stamps it
+    err = refused(make_log(tmp_path, message_timestamp_type="LogAppendTime"), data)
+    assert err.invalid_timestamp and [i for i, _ in err.record_errors] == [0, 1]
+    assert err.record_errors[0][1] == (
+        f"Invalid timestamp type in message DefaultRecord(offset=0, timestamp={NOW}, key=1 bytes, "
+        "value=1 bytes). Producer should not set timestamp type to LogAppendTime."
+    )
+    # on a CreateTime topic its records carry the batch's timestamp, checked as any other
+    assert make_log(tmp_path / "c").append_as_leader(data, 0).first_offset == 0
+
+
+def test_compacted_keys_and_timestamps_are_one_rule(tmp_path):
+    """validateRecord: a record's key error first, else its timestamp; any timestamp error makes
+    the partition's error INVALID_TIMESTAMP, with every record error."""
+    lg = make_log(tmp_path, cleanup_policy=("compact",), message_timestamp_after_max_ms=0)
+    err = refused(lg, batch(NOW, key=None))
+    assert not err.invalid_timestamp and err.record_errors == [
+        (0, "Compacted topic cannot accept message without key in topic partition t-0")
+    ]
+    assert err.message == (
+        "One or more records have been rejected due to 1 record errors in total, and only showing "
+        "the first three errors at most: [RecordError(batchIndex=0, message='Compacted topic cannot "
+        "accept message without key in topic partition t-0')]"
+    )
+    err = refused(
+        lg,
+        R.build_record_batch(
+            [R.SimpleRecord(b"v", None, (), NOW + 5), R.SimpleRecord(b"v", b"k", (), NOW + 5)]
+        ),
+    )
+    assert err.invalid_timestamp and [i for i, _ in err.record_errors] == [0, 1]
+    assert err.record_errors[0][1].startswith("Compacted topic")
+
+
+def test_legacy_message_sets_count_records_per_batch(tmp_path):
+    """Kafka validates a v0/v1 message set batch by batch (each uncompressed message is one):
+    the first failing batch is refused, its index counted from 0."""
+    lg = make_log(tmp_path, message_timestamp_after_max_ms=0)
+    data = R.build_legacy_message_set(
+        [R.SimpleRecord(b"a", b"k", (), NOW), R.SimpleRecord(b"b", b"k", (), NOW + 1)], magic=1
+    )
+    assert [i for i, _ in refused(lg, data).record_errors] == [0]
+
+
+def corrupt_record_batch(ts: int) -> bytearray:
+    """A batch whose CRC is right but whose record area cannot be read (a record length past the
+    batch): the engine passes such bytes along, so it shows when a record is read."""
+    data = bytearray(batch(ts, ts))
+    data[R.RECORD_BATCH_OVERHEAD] = 0x7E  # zig-zag 63: longer than the batch holds
+    data[17:21] = crc32c(bytes(data[21:])).to_bytes(4, "big")
+    return data
+
+
+def test_records_are_read_only_when_a_batch_might_break_a_limit(tmp_path):
+    data = corrupt_record_batch(NOW)
+    assert R.RecordBatch(data).is_valid()
+    # both limits at their default: nothing read
+    assert make_log(tmp_path / "a").append_as_leader(bytearray(data), 0).first_offset == 0
+    # an after limit the header's maxTimestamp satisfies: nothing read
+    lg = make_log(tmp_path / "b", message_timestamp_after_max_ms=1000)
+    assert lg.append_as_leader(bytearray(data), 0).first_offset == 0
+    # a before limit has no bound in the header: the records are read
+    with pytest.raises(CorruptRecordError):
+        make_log(tmp_path / "c", message_timestamp_before_max_ms=HOUR).append_as_leader(bytearray(data), 0)
+    # a header beyond the after limit: read
+    with pytest.raises(CorruptRecordError):
+        make_log(tmp_path / "d", message_timestamp_after_max_ms=1000).append_as_leader(
+            corrupt_record_batch(NOW + HOUR), 0
+        )
+
+
+def test_coordinator_appends_are_not_client_appends(tmp_path):
+    lg = make_log(tmp_path, message_timestamp_before_max_ms=0, message_timestamp_after_max_ms=0)
+    assert lg.append_as_leader(bytearray(batch(NOW - HOUR)), 0, origin=ORIGIN_COORDINATOR).first_offset == 0
+
+
+def test_a_broker_difference_is_the_topic_default_of_before_and_after():
+    """KafkaConfig.logMessageTimestampBeforeMaxMs / AfterMaxMs: the broker's before/after while
+    at Long.MAX_VALUE, else log.message.timestamp.difference.max.ms (extractLogConfigMap)."""
+    from kafkatool.log import topic_settings as ts
+
+    broker = {"log.message.timestamp.difference.max.ms": "5000", "log.message.timestamp.after.max.ms": "9"}
+    assert ts.broker_value("message.timestamp.before.max.ms", broker) == ("5000", None)
+    assert ts.broker_value("message.timestamp.after.max.ms", broker) == (
+        "9",
+        "log.message.timestamp.after.max.ms",
+    )
+    assert ts.broker_value("message.timestamp.before.max.ms", {}) == (str(LONG_MAX), None)
+    cfg = ts.log_config_from(ts.topic_defaults(broker))
+    assert (cfg.timestamp_before_max_ms, cfg.timestamp_after_max_ms) == (5000, 9)
+    with pytest.raises(ts.SettingsError):
+        ts.validate_topic_config("message.timestamp.after.max.ms", "-1")
