@@ -11,12 +11,10 @@ import pytest
 
 from kafkatool.formats import compression
 from kafkatool.formats import records as R
-from kafkatool.protocol import generated as G
 from kafkatool.protocol.errors import ErrorCode
-from kafkatool.protocol.generated.create_topics_request import CreatableTopic, CreatableTopicConfig
 from tests.broker.test_admin import describe
 from tests.broker.test_broker_configs import BROKER, DELETE, SET, inc, syns
-from tests.broker.test_protocol import batches_of, fetch, produce
+from tests.broker.test_protocol import batches_of, create_topic, fetch, produce
 from tests.broker.wire import WireClient
 
 HOUR = 3_600_000
@@ -32,22 +30,6 @@ def batch(*stamps: int, codec: int = compression.NONE) -> bytes:
     return R.build_record_batch([R.SimpleRecord(b"v", b"k", (), ts) for ts in stamps], codec=codec)
 
 
-def create(c, name: str, configs: dict | None = None):
-    req = G.CreateTopicsRequest(
-        topics=[
-            CreatableTopic(
-                name=name,
-                num_partitions=1,
-                replication_factor=1,
-                assignments=[],
-                configs=[CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()],
-            )
-        ],
-        timeout_ms=5000,
-    )
-    return c.request(19, 7, req).topics[0]
-
-
 def records_in(c, topic: str) -> int:
     return sum(b.count for b in batches_of(fetch(c, topic, 0).responses[0].partitions[0].records))
 
@@ -59,7 +41,7 @@ def c(broker):
 
 
 def test_after_max_refuses_a_future_record_with_its_batch_index(c):
-    assert create(c, "ts-after", {AFTER: "60000"}).error_code == 0
+    create_topic(c, "ts-after", configs={AFTER: "60000"})
     now = now_ms()
     r = produce(c, "ts-after", batch(now, now + HOUR, now))
     assert r.error_code == ErrorCode.INVALID_TIMESTAMP and r.base_offset == -1
@@ -74,7 +56,7 @@ def test_after_max_refuses_a_future_record_with_its_batch_index(c):
 
 
 def test_before_max_refuses_old_records_compressed_too(c):
-    assert create(c, "ts-before", {BEFORE: str(HOUR)}).error_code == 0
+    create_topic(c, "ts-before", configs={BEFORE: str(HOUR)})
     now = now_ms()
     for codec in (compression.NONE, compression.GZIP, compression.ZSTD):
         r = produce(c, "ts-before", batch(now, now - 2 * HOUR, now - 3 * HOUR, codec=codec))
@@ -86,13 +68,13 @@ def test_before_max_refuses_old_records_compressed_too(c):
 
 def test_log_append_time_topic_is_not_checked(c):
     cfg = {"message.timestamp.type": "LogAppendTime", AFTER: "0", BEFORE: "0"}
-    assert create(c, "ts-lat", cfg).error_code == 0
+    create_topic(c, "ts-lat", configs=cfg)
     r = produce(c, "ts-lat", batch(1000, now_ms() + 10 * HOUR))
     assert r.error_code == 0 and r.log_append_time_ms > 0
 
 
 def test_the_deprecated_difference_still_applies(c):
-    assert create(c, "ts-diff", {"message.timestamp.difference.max.ms": "60000"}).error_code == 0
+    create_topic(c, "ts-diff", configs={"message.timestamp.difference.max.ms": "60000"})
     now = now_ms()
     assert produce(c, "ts-diff", batch(now - HOUR)).error_code == ErrorCode.INVALID_TIMESTAMP
     assert produce(c, "ts-diff", batch(now + HOUR)).error_code == ErrorCode.INVALID_TIMESTAMP
@@ -100,8 +82,8 @@ def test_the_deprecated_difference_still_applies(c):
 
 
 def test_create_topics_takes_the_configs_and_describe_configs_lists_them(c):
-    assert create(c, "ts-bad", {AFTER: "-1"}).error_code == ErrorCode.INVALID_CONFIG
-    assert create(c, "ts-desc", {AFTER: "60000"}).error_code == 0
+    create_topic(c, "ts-bad", configs={AFTER: "-1"}, error=ErrorCode.INVALID_CONFIG)
+    create_topic(c, "ts-desc", configs={AFTER: "60000"})
     res, cfg = describe(c, "ts-desc")
     assert res.error_code == 0
     a = cfg[AFTER]
@@ -113,8 +95,8 @@ def test_create_topics_takes_the_configs_and_describe_configs_lists_them(c):
 
 
 def test_a_dynamic_broker_default_applies_to_topics_without_an_override(c):
-    assert create(c, "ts-dyn", {}).error_code == 0
-    assert create(c, "ts-dyn-own", {AFTER: str(10 * HOUR)}).error_code == 0
+    create_topic(c, "ts-dyn", configs={})
+    create_topic(c, "ts-dyn-own", configs={AFTER: str(10 * HOUR)})
     name = "log.message.timestamp.after.max.ms"
     # KafkaConfig's atLeast(0), refused as DynamicBrokerConfig refuses a value (KAFKA-13609)
     assert inc(c, BROKER, "", (name, SET, "-5")) == (
@@ -143,7 +125,7 @@ def test_a_dynamic_broker_default_applies_to_topics_without_an_override(c):
 def test_a_confluent_kafka_producer_gets_invalid_timestamp(broker, c):
     from confluent_kafka import KafkaError, Producer
 
-    assert create(c, "ts-client", {AFTER: "60000"}).error_code == 0
+    create_topic(c, "ts-client", configs={AFTER: "60000"})
     p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "retries": 0})
     got: list = []
     for stamp in (now_ms() + HOUR, now_ms()):

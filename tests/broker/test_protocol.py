@@ -25,7 +25,8 @@ from kafkatool.protocol.generated.produce_request import PartitionProduceData, T
 from tests.broker.wire import WireClient
 
 
-def create_topic(c: WireClient, name: str, partitions: int = 1, configs: dict | None = None) -> None:
+def create_topic(c: WireClient, name: str, partitions: int = 1, configs: dict | None = None, error: int = 0):
+    """CreateTopics of one topic; asserts its error code is ``error``, returns its result."""
     req = G.CreateTopicsRequest(
         topics=[
             CreatableTopic(
@@ -39,7 +40,8 @@ def create_topic(c: WireClient, name: str, partitions: int = 1, configs: dict | 
         timeout_ms=5000,
     )
     resp = c.request(19, 7, req)
-    assert resp.topics[0].error_code == 0, resp
+    assert resp.topics[0].error_code == error, resp
+    return resp.topics[0]
 
 
 def batch(
