@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
+from functools import cached_property
 
 from kafkatool.formats.index import OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE, max_index_size
 
@@ -11,6 +12,10 @@ LONG_MAX = 2**63 - 1
 
 @dataclass(frozen=True)
 class LogConfig:
+    """A log's settings. The derived values below are cached_property: computed once per
+    instance (a config never changes; a change makes a new one with ``with_overrides``), as
+    every append asks several of them."""
+
     segment_bytes: int = 1073741824
     segment_ms: int = 604800000
     segment_jitter_ms: int = 0
@@ -60,15 +65,15 @@ class LogConfig:
         "flush.ms": "flush_ms",
     }
 
-    @property
+    @cached_property
     def max_offset_index_size(self) -> int:
         return max_index_size(self.segment_index_bytes, OFFSET_ENTRY_SIZE)
 
-    @property
+    @cached_property
     def max_time_index_size(self) -> int:
         return max_index_size(self.segment_index_bytes, TIME_ENTRY_SIZE)
 
-    @property
+    @cached_property
     def timestamp_before_max_ms(self) -> int:
         """How far in the past a CreateTime record may be (Kafka's LogConfig
         .getMessageTimestampBeforeMaxMs): message.timestamp.before.max.ms, or while that is at
@@ -76,21 +81,21 @@ class LogConfig:
         before = self.message_timestamp_before_max_ms
         return before if before != LONG_MAX else self.message_timestamp_difference_max_ms
 
-    @property
+    @cached_property
     def timestamp_after_max_ms(self) -> int:
         """How far in the future a CreateTime record may be (getMessageTimestampAfterMaxMs)."""
         after = self.message_timestamp_after_max_ms
         return after if after != LONG_MAX else self.message_timestamp_difference_max_ms
 
-    @property
+    @cached_property
     def compact(self) -> bool:
         return "compact" in self.cleanup_policy
 
-    @property
+    @cached_property
     def delete(self) -> bool:
         return "delete" in self.cleanup_policy
 
-    @property
+    @cached_property
     def effective_segment_ms(self) -> int:
         # Compacted topics roll at least every max.compaction.lag.ms.
         return min(self.segment_ms, self.max_compaction_lag_ms) if self.compact else self.segment_ms

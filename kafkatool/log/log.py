@@ -718,8 +718,7 @@ class Log:
                 for b in batches:
                     b.ensure_valid()
                 validated = True
-            # the partition dir's name is Kafka's TopicPartition.toString ("topic-0")
-            validate_client_records(batches, self.config, ts_type, now, self.dir.name)
+            validate_client_records(batches, self.config, ts_type, now, self.dir)
         for b in batches:
             if b.magic < 2:
                 buf = self._up_convert(batches)

@@ -63,9 +63,11 @@ def _record_string(batch, r: R.Record) -> str:
 
 
 def validate_client_records(
-    batches: list, config: LogConfig, timestamp_type: str, now_ms: int, topic_partition: str
+    batches: list, config: LogConfig, timestamp_type: str, now_ms: int, log_dir
 ) -> None:
-    """Raise RecordValidationError for the first batch of ``batches`` with record errors."""
+    """Raise RecordValidationError for the first batch of ``batches`` with record errors
+    (``log_dir``: the partition's dir, whose name is Kafka's TopicPartition.toString in a
+    message)."""
     compacted = config.compact
     create_time = timestamp_type == "CreateTime"
     before = config.timestamp_before_max_ms if create_time else LONG_MAX
@@ -91,7 +93,7 @@ def validate_client_records(
                     (
                         index,
                         "Compacted topic cannot accept message without key in topic partition "
-                        f"{topic_partition}",
+                        f"{log_dir.name}",
                     )
                 )
             elif create_time and ts != R.NO_TIMESTAMP:
