@@ -99,6 +99,13 @@ class RecordTooLargeError(FormatError):
     kind = "record_too_large"
 
 
+class RecordBatchTooLargeError(RecordTooLargeError):
+    """An append larger than segment.bytes (Kafka's RecordBatchTooLargeException: the produce
+    path answers RECORD_LIST_TOO_LARGE)."""
+
+    kind = "record_batch_too_large"
+
+
 def _locked(method):
     """Run the method holding the log's lock (Kafka's ``lock synchronized``)."""
 
@@ -724,6 +731,8 @@ class Log:
                 buf = self._up_convert(batches)
                 batches = list(R.iter_batches(buf))
                 break
+        # UnifiedLog.append: after LogValidator, before producer state
+        self._check_segment_size(batches[-1].end)
         if origin == ORIGIN_CLIENT:
             for b in batches:
                 dup = self.producer_state.check_client_append(b)
@@ -808,6 +817,7 @@ class Log:
             if b.magic >= 2:
                 self.leader_epoch_cache.assign_if_newer(b.partition_leader_epoch, b.base_offset)
         end = batches[-1].end
+        self._check_segment_size(end)
         info = AppendInfo(first, batches[-1].last_offset, max_ts, max_ts_offset, None, len(batches), end)
         self._append(view[:end], batches, info, self.clock())
         return info
@@ -875,11 +885,15 @@ class Log:
             or not seg.can_convert_to_relative_offset(info.last_offset)
         )
 
-    def _maybe_roll(self, size: int, info: AppendInfo, now_ms: int) -> Segment:
+    def _check_segment_size(self, size: int) -> None:
+        """UnifiedLog.append's check of an append's bytes against segment.bytes (every origin)."""
         if size > self.config.segment_bytes:
-            raise RecordTooLargeError(
-                f"append of {size} bytes is larger than segment.bytes {self.config.segment_bytes}", 0
+            raise RecordBatchTooLargeError(
+                f"Message batch size is {size} bytes in append to partition {self.dir.name}, which "
+                f"exceeds the maximum configured segment size of {self.config.segment_bytes}."
             )
+
+    def _maybe_roll(self, size: int, info: AppendInfo, now_ms: int) -> Segment:
         seg = self.active_segment
         if self.should_roll(seg, size, info, now_ms):
             return self.roll(info.first_offset)

@@ -53,6 +53,25 @@ def test_larger_than_segment_bytes_is_record_list_too_large(broker):
         assert resp.error_code == ErrorCode.RECORD_LIST_TOO_LARGE, resp
 
 
+def test_the_segment_size_comes_after_the_record_rules_and_before_producer_state(broker):
+    """UnifiedLog.append: LogValidator's record rules (a compacted topic's keys), then the
+    append's size against segment.bytes (RecordBatchTooLargeException), then producer state."""
+    with WireClient(broker.bootstrap) as c:
+        create_topic(
+            c,
+            "order-seg-key",
+            configs={"segment.bytes": "14", "max.message.bytes": "1000000", "cleanup.policy": "compact"},
+        )
+        keyless = produce(c, "order-seg-key", batch(5, size=200, key=None))
+        assert keyless.error_code == ErrorCode.INVALID_RECORD, keyless
+        too_large = produce(c, "order-seg-key", batch(5, size=200))
+        assert too_large.error_code == ErrorCode.RECORD_LIST_TOO_LARGE, too_large
+        assert too_large.error_message == (
+            f"Message batch size is {len(batch(5, size=200))} bytes in append to partition "
+            "order-seg-key-0, which exceeds the maximum configured segment size of 14."
+        )
+
+
 def test_max_message_bytes_comes_before_the_crc(broker):
     with WireClient(broker.bootstrap) as c:
         create_topic(c, "order-size", configs={"max.message.bytes": "100"})

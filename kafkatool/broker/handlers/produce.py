@@ -23,7 +23,7 @@ from kafkatool.errors import KafkatoolError
 from kafkatool.formats import compression
 from kafkatool.formats import records as R
 from kafkatool.formats.errors import CorruptRecordError, FormatError
-from kafkatool.log.log import RecordTooLargeError
+from kafkatool.log.log import RecordBatchTooLargeError, RecordTooLargeError
 from kafkatool.log.producer_state import ProducerStateError
 from kafkatool.log.validator import RecordValidationError
 from kafkatool.protocol.errors import ErrorCode
@@ -184,12 +184,6 @@ def _append_partition(
         ctype = (
             topic_cfg.get("compression.type") or broker.config.get("compression.type") or "producer"
         ).lower()
-        if len(records) > cfg.segment_bytes:
-            # UnifiedLog.append, after LogValidator and before producer state
-            raise ProduceError(
-                ErrorCode.RECORD_LIST_TOO_LARGE,
-                f"{len(records)} bytes of records are larger than segment.bytes {cfg.segment_bytes}",
-            )
         b0 = batches[0]
         if b0.magic >= 2 and b0.producer_id >= 0:
             txn_err = check_transactional_produce(broker, (topic_name, index), b0)
@@ -230,6 +224,9 @@ def _append_partition(
             BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
             for i, m in exc.record_errors
         ]
+    except RecordBatchTooLargeError as exc:
+        resp.error_code = ErrorCode.RECORD_LIST_TOO_LARGE
+        resp.error_message = str(exc)
     except RecordTooLargeError as exc:
         resp.error_code = ErrorCode.MESSAGE_TOO_LARGE
         resp.error_message = str(exc)
