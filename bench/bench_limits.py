@@ -14,7 +14,7 @@ filesystem the broker uses:
   420 MB/s on new pages, 2.8-3.1 GB/s on just-freed ones), and the produce ratios swing
   with it.  ``--slices N`` measures each produce figure interleaved with its own ceiling
   instead (see ``interleaved``: opt-in, a diagnostic, because it reads far lower and
-  the reason is not understood yet);
+  the faster writer's reclaim hands it cheaper pages: see ``interleaved``);
 * egress: ``os.sendfile`` of a page-cached file over loopback to a receiver that
   discards (what a fetch path at best does: page cache -> socket).  The receiver does not
   copy the bytes: ``recv`` with ``MSG_TRUNC`` makes Linux TCP free them in the kernel
@@ -204,9 +204,14 @@ def interleaved(
     the probe slices read 1,300-2,000 MB/s throughout while the broker's 1 MB produce
     slices, between them, read 280-730 (ratios 0.17-0.42; the sequential figure read 0.88
     in an earlier run), and a shorter script alternating the same two (/tmp, session 13)
-    saw both slow after the first pair (probe 360-410, produce 300-360: 0.85).  Why the
-    probe gets cheap pages while the broker beside it does not is not known; until it is,
-    this is a diagnostic."""
+    saw both slow after the first pair (probe 360-410, produce 300-360: 0.85).  The likely
+    reason (/proc/vmstat per slice): the probe at ~2 GB/s sets off background writeback
+    and reclaim of old clean page cache, and takes the pages just freed (cheap: the host
+    still backs them) as fast as it writes, pgfree about pgalloc; the broker at 0.3-1.4
+    GB/s takes pages from the free lists the balloon reported to the host (expensive),
+    nr_free_pages falling.  So the faster writer makes itself faster, and the two sides do
+    not write into the same pages after all; until they do (e.g. RAM filled with clean
+    page cache first), this is a diagnostic."""
     step = seconds / slices
     held: list[Path] = []
     probes: list[float] = []
