@@ -158,6 +158,9 @@ DYNAMIC_ONLY_CONFIGS = frozenset(
     )
 )
 
+#: the sources of BrokerConfig._values' layers, in their order
+_LAYER_SOURCES = (SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT_BROKER, SOURCE_STATIC_BROKER)
+
 #: update modes (DynamicBrokerConfig.dynamicConfigUpdateModes, and the throttles' own)
 PER_BROKER = "per-broker"
 CLUSTER_WIDE = "cluster-wide"
@@ -632,9 +635,9 @@ _DYNAMIC_AT_LEAST = {
 _DYNAMIC_BETWEEN = {"log.cleaner.min.cleanable.ratio": (0, 1)}
 #: ... ValidString.in (log.cleanup.policy: ValidList.in, each item)
 _DYNAMIC_ONE_OF = {
-    "log.message.timestamp.type": ("CreateTime", "LogAppendTime"),
+    "log.message.timestamp.type": ts.TIMESTAMP_TYPES,
     "compression.type": ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
-    "log.cleanup.policy": ("compact", "delete"),
+    "log.cleanup.policy": ts.CLEANUP_POLICIES,
 }
 _INT_RANGE = {INT: (-(2**31), 2**31 - 1), SHORT: (-(2**15), 2**15 - 1), LONG: (-(2**63), 2**63 - 1)}
 _TYPE_NAME = {INT: "INT", SHORT: "SHORT", LONG: "LONG", DOUBLE: "DOUBLE"}
@@ -875,17 +878,16 @@ class BrokerConfig:
         return unknown_configs(self.explicit)
 
     # ------------------------------------------------------------------ raw values
+    def _values(self) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+        """The set values, in Kafka's order of precedence (DynamicBrokerConfig), highest first."""
+        return self.dynamic, self.dynamic_default, self.explicit
+
     def _layers(self) -> tuple[tuple[dict[str, str], int], ...]:
-        """Kafka's order of precedence (DynamicBrokerConfig), highest first."""
-        return (
-            (self.dynamic, SOURCE_DYNAMIC_BROKER),
-            (self.dynamic_default, SOURCE_DYNAMIC_DEFAULT_BROKER),
-            (self.explicit, SOURCE_STATIC_BROKER),
-        )
+        """Each of :meth:`_values` with the source it reports."""
+        return tuple(zip(self._values(), _LAYER_SOURCES, strict=True))
 
     def get(self, name: str) -> str | None:
-        # the layers of _layers() in its order, spelled out: every produce request asks
-        for layer in (self.dynamic, self.dynamic_default, self.explicit):
+        for layer in self._values():  # every produce request asks: no source pairs built
             if name in layer:
                 return layer[name]
         d = BROKER_CONFIGS.get(name)

@@ -167,9 +167,10 @@ def _record_event(batch: R.Batch, rec: R.Record, opts: DumpOptions, file: str) -
         ev["sequence"] = rec.sequence
         # Kafka prints RecordHeader.key, Java's String of the bytes (U+FFFD for what is not
         # UTF-8); a key that is not UTF-8 also gets its bytes (hex), which the String loses
-        ev["headerKeys"] = [R.kafka_header_key(k) for k, _ in rec.headers]
-        if ev["headerKeys"] != [k for k, _ in rec.headers]:
-            ev["headerKeysHex"] = [R.header_key_bytes(k).hex() for k, _ in rec.headers]
+        keys = [k for k, _ in rec.headers]
+        ev["headerKeys"] = [R.kafka_header_key(k) for k in keys]
+        if ev["headerKeys"] != keys:
+            ev["headerKeysHex"] = [R.header_key_bytes(k).hex() for k in keys]
     else:
         ev["isValid"] = rec.is_valid
         ev["crc"] = rec.crc

@@ -260,6 +260,9 @@ _MINIMUM = {
     "message.timestamp.after.max.ms": 0,
 }
 COMPRESSION_TYPES = ("producer", "uncompressed", "none", "gzip", "snappy", "lz4", "zstd")
+#: message.timestamp.type's values (TimestampType names), cleanup.policy's items
+TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+CLEANUP_POLICIES = ("compact", "delete")
 
 
 def validate_topic_config(name: str, value: str | None) -> None:
@@ -283,7 +286,7 @@ def validate_topic_config(name: str, value: str | None) -> None:
             raise SettingsError(f"invalid value {value!r} for {name}: expected true or false")
     elif name == "cleanup.policy":
         parts = [p.strip() for p in value.split(",") if p.strip()]
-        if not parts or any(p not in ("delete", "compact") for p in parts):
+        if not parts or any(p not in CLEANUP_POLICIES for p in parts):
             raise SettingsError(f"invalid value {value!r} for cleanup.policy: expected delete and/or compact")
     elif name == "message.format.version":
         # MetadataVersion.fromVersionString: "0.10.0", "2.8", "3.0-IV1", ...
@@ -293,7 +296,7 @@ def validate_topic_config(name: str, value: str | None) -> None:
         if value.strip().lower() not in COMPRESSION_TYPES:
             raise SettingsError(f"invalid value {value!r} for compression.type")
     elif name == "message.timestamp.type":
-        if value not in ("CreateTime", "LogAppendTime"):
+        if value not in TIMESTAMP_TYPES:
             raise SettingsError(f"invalid value {value!r} for message.timestamp.type")
 
 
