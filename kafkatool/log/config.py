@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 
+from kafkatool.formats.compression import codec_from_name
 from kafkatool.formats.index import OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE, max_index_size
 
 LONG_MAX = 2**63 - 1
@@ -39,6 +40,10 @@ class LogConfig:
     flush_messages: int = LONG_MAX
     flush_ms: int = LONG_MAX
     producer_id_expiration_ms: int = 86400000
+    # LogValidator's target codec (BrokerCompressionType) and Partition's min ISR: Kafka's
+    # LogConfig holds both, so the produce path reads them from the log, not per request
+    compression_type: str = "producer"
+    min_insync_replicas: int = 1
 
     # Kafka topic-config names -> attribute
     NAMES = {
@@ -63,6 +68,8 @@ class LogConfig:
         "file.delete.delay.ms": "file_delete_delay_ms",
         "flush.messages": "flush_messages",
         "flush.ms": "flush_ms",
+        "compression.type": "compression_type",
+        "min.insync.replicas": "min_insync_replicas",
     }
 
     @cached_property
@@ -86,6 +93,13 @@ class LogConfig:
         """How far in the future a CreateTime record may be (getMessageTimestampAfterMaxMs)."""
         after = self.message_timestamp_after_max_ms
         return after if after != LONG_MAX else self.message_timestamp_difference_max_ms
+
+    @cached_property
+    def target_codec(self) -> int | None:
+        """The codec appended batches must have (compression.type), None for ``producer``
+        (the batch keeps the producer's); ``uncompressed`` (or ``none``) is NONE."""
+        name = self.compression_type.strip().lower()
+        return None if name == "producer" else codec_from_name(name)
 
     @cached_property
     def compact(self) -> bool:

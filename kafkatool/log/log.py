@@ -697,7 +697,7 @@ class Log:
         (``baseOffset``, ``partitionLeaderEpoch``; for LogAppendTime also the timestamp and
         CRC) and append.  Legacy (magic 0/1) input is up-converted to v2 as a 3.x broker
         does.  ``validated``: the caller (the produce path) has already run ensure_valid on
-        these very bytes, in Kafka's order; otherwise it runs here.
+        these very bytes (``analyze_and_validate``, Kafka's order); otherwise it runs here.
 
         ``origin`` is Kafka's AppendOrigin: a CLIENT append is checked against producer
         state first (UnifiedLog.analyzeAndValidateProducerState): a retried batch returns
@@ -718,13 +718,12 @@ class Log:
             raise CorruptRecordError("no complete batch in the records to append", 0)
         ts_type = timestamp_type or self.config.message_timestamp_type
         now = self.clock()
+        if not validated:
+            self.analyze_and_validate(batches)
         if origin == ORIGIN_CLIENT:
-            # UnifiedLog.append: the CRC, then LogValidator's record rules (on the batches as the
-            # client sent them: a legacy message set is its own batches there), then producer state
-            if not validated:
-                for b in batches:
-                    b.ensure_valid()
-                validated = True
+            # UnifiedLog.append: size and CRC, then LogValidator's record rules (on the batches
+            # as the client sent them: a legacy message set is its own batches there), then
+            # producer state
             validate_client_records(batches, self.config, ts_type, now, self.dir)
         for b in batches:
             if b.magic < 2:
@@ -755,16 +754,9 @@ class Log:
         first = offset
         append_time = now if ts_type == "LogAppendTime" else None
         max_ts, max_ts_offset = R.NO_TIMESTAMP, -1
-        max_bytes = self.config.max_message_bytes
         set_base_offset = R.set_base_offset
         set_epoch = R.set_partition_leader_epoch
         for b in batches:
-            if not validated:
-                b.ensure_valid()
-            if b.size > max_bytes:
-                raise RecordTooLargeError(
-                    f"batch of {b.size} bytes exceeds max.message.bytes {max_bytes}", b.position
-                )
             pos = b.position
             set_base_offset(buf, pos, offset)
             set_epoch(buf, pos, leader_epoch)
@@ -787,6 +779,19 @@ class Log:
         self.leader_epoch_cache.assign_if_newer(leader_epoch, first)
         self._append(data, batches, info, now)
         return info
+
+    def analyze_and_validate(self, batches: list[R.Batch]) -> None:
+        """UnifiedLog.analyzeAndValidateRecords' checks of a leader append (every origin),
+        batch by batch: the size against max.message.bytes, then the CRC."""
+        max_bytes = self.config.max_message_bytes
+        for b in batches:
+            if b.size > max_bytes:
+                raise RecordTooLargeError(
+                    f"The record batch size in the append to {self.dir.name} is {b.size} bytes "
+                    f"which exceeds the maximum configured value of {max_bytes}.",
+                    b.position,
+                )
+            b.ensure_valid()
 
     @_locked
     def append_as_follower(self, records) -> AppendInfo:

@@ -731,7 +731,9 @@ def test_a_transaction_commits_across_a_member_restart(make_broker):
 
 def test_logger_levels_reach_every_process(pbroker):
     """BROKER_LOGGER through the member's port (forwarded): the primary answers and alters, and
-    the member takes the level too: its own debug line of a refused produce appears only while
+    the member takes the level too: its own debug line of a refused produce (no records:
+    INVALID_RECORD, while min.insync.replicas=2 on a partition of one replica refuses nothing,
+    as Kafka 3.7's effective min ISR is min(min ISR, RF)) appears only while
     kafkatool.broker is at DEBUG. The cluster-wide throttle default is described on both nodes."""
     from tests.broker.test_broker_configs import describe, inc
 
@@ -756,9 +758,9 @@ def test_logger_levels_reach_every_process(pbroker):
                 ],
             )
             resp = c.request(0, 7, body)
-            assert resp.responses[0].partition_responses[0].error_code == 19  # NOT_ENOUGH_REPLICAS
+            assert resp.responses[0].partition_responses[0].error_code == 87  # INVALID_RECORD
 
-        line = f"process=1 produce error topic={topic} partition={owned} code=19"
+        line = f"process=1 produce error topic={topic} partition={owned} code=87"
         mark = len(pbroker.log_text())
         refused_produce()
         assert inc(c, 8, "2", ("kafkatool.broker", 0, "DEBUG")) == (0, None)

@@ -335,7 +335,9 @@ def test_produce_errors(c):
     assert produce(c, "perr", batch(1, size=5000)).error_code == ErrorCode.MESSAGE_TOO_LARGE
     bad = bytearray(batch(2))
     bad[-1] ^= 0xFF
-    assert produce(c, "perr", bytes(bad)).error_code == ErrorCode.CORRUPT_MESSAGE
+    r = produce(c, "perr", bytes(bad))
+    # ReplicaManager answers these without a message (hasCustomErrorMessage = false)
+    assert (r.error_code, r.error_message) == (ErrorCode.CORRUPT_MESSAGE, None)
     assert produce(c, "perr", batch(1) + batch(1)).error_code == ErrorCode.INVALID_RECORD
     assert produce(c, "nope-topic", batch(1)).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert produce(c, "perr", batch(1), partition=5).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -499,6 +501,33 @@ def test_topic_compression_type_recompresses(c):
     produce(c, "ctype-p", sent)
     (b,) = batches_of(fetch(c, "ctype-p", 0).responses[0].partitions[0].records)
     assert bytes(b.raw())[61:] == sent[61:] and b.codec == 2
+
+
+def test_compression_type_follows_the_log_config_as_it_changes(c):
+    """The target codec is the log's (LogConfig.compression.type): a topic override, then the
+    broker's dynamic default for a topic without one, each in effect at the next append."""
+    from tests.broker.test_broker_configs import inc
+
+    create_topic(c, "ctype-dyn")
+    assert inc(c, 2, "ctype-dyn", ("compression.type", 0, "lz4")) == (0, None)
+    assert produce(c, "ctype-dyn", batch(2)).error_code == 0
+    assert inc(c, 2, "ctype-dyn", ("compression.type", 1, None)) == (0, None)
+    assert inc(c, 4, "", ("compression.type", 0, "uncompressed")) == (0, None)
+    try:
+        assert produce(c, "ctype-dyn", batch(2, codec=1)).error_code == 0
+    finally:
+        assert inc(c, 4, "", ("compression.type", 1, None)) == (0, None)
+    assert produce(c, "ctype-dyn", batch(2, codec=1)).error_code == 0
+    codecs = [b.codec for b in batches_of(fetch(c, "ctype-dyn", 0).responses[0].partitions[0].records)]
+    assert codecs == [3, 0, 1]
+
+
+def test_min_insync_replicas_above_the_replication_factor_refuses_nothing(c):
+    """Kafka 3.7's effective min ISR is min(min.insync.replicas, RF) (Partition.effectiveMinIsr,
+    KIP-966): on a broker of one, acks=all succeeds with min.insync.replicas=2."""
+    create_topic(c, "minisr", configs={"min.insync.replicas": "2"})
+    r = produce(c, "minisr", batch(1), acks=-1)
+    assert (r.error_code, r.base_offset) == (0, 0)
 
 
 def test_a_header_key_that_is_not_utf8_is_accepted_as_kafka_accepts_it(c):

@@ -34,10 +34,14 @@ def test_verification_on_refuses_unadded_partition(make_broker, tmp_path):
         r = init_pid(c, "ver-t", version=5)
         pid, epoch = r.producer_id, r.producer_epoch
         assert add_partitions(c, "ver-t", pid, epoch, "ver", [0]) == {("ver", 0): 0}
-        # Produce v9 (the helper's version): INVALID_TXN_STATE
-        assert txn_produce(c, "ver", pid, epoch, 0, partition=1).error_code == ErrorCode.INVALID_TXN_STATE
-        # Produce v11 knows TRANSACTION_ABORTABLE (KIP-890)
+        # Produce v9 (the helper's version): INVALID_TXN_STATE, with ReplicaManager's own message
+        r = txn_produce(c, "ver", pid, epoch, 0, partition=1)
+        assert (r.error_code, r.error_message) == (
+            ErrorCode.INVALID_TXN_STATE,
+            "Partition was not added to the transaction",
+        )
+        # Produce v11 knows TRANSACTION_ABORTABLE (KIP-890); no custom message there
         r = txn_produce(c, "ver", pid, epoch, 0, partition=1, version=11)
-        assert r.error_code == ErrorCode.TRANSACTION_ABORTABLE
+        assert (r.error_code, r.error_message) == (ErrorCode.TRANSACTION_ABORTABLE, None)
         assert end_txn(c, "ver-t", pid, epoch, False, version=4) == 0
     b.stop()

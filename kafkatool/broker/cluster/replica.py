@@ -99,6 +99,12 @@ class Partition:
         # a pending expansion already counts the new member; a pending shrink keeps the old ISR
         return set(self.isr) | set(self.pending_isr or ())
 
+    @property
+    def effective_min_isr(self) -> int:
+        """Partition.effectiveMinIsr (3.7, KIP-966): the log's min.insync.replicas, at most
+        the replication factor."""
+        return min(self.log.config.min_insync_replicas, max(1, len(self.replicas)))
+
 
 class ReplicaManager:
     def __init__(self, broker):
@@ -198,17 +204,10 @@ class ReplicaManager:
         ep = b.endpoints.get(listener or self._inter_broker)
         return None if ep is None else (ep[0], ep[1])
 
-    def min_isr(self, topic: str) -> int:
-        t = self.broker.topic(topic)
-        raw = (t.configs.get("min.insync.replicas") if t is not None else None) or self.config.get(
-            "min.insync.replicas"
-        )
-        return int(raw or 1)
-
     def enough_replicas(self, topic: str, partition: int) -> tuple[bool, int, int]:
         """Partition.appendRecordsToLeader's check for acks=all: (ok, ISR size, min ISR)."""
         p = self.local[(topic, partition)]
-        need = min(self.min_isr(topic), max(1, len(p.replicas)))
+        need = p.effective_min_isr
         return len(p.isr) >= need, len(p.isr), need
 
     # ------------------------------------------------------------------ control requests
@@ -471,7 +470,7 @@ class ReplicaManager:
         if part.leader != self.node_id:
             return False
         lg = part.log
-        if len(part.isr) < min(self.min_isr(part.tp[0]), max(1, len(part.replicas))):
+        if len(part.isr) < part.effective_min_isr:
             return False
         new = lg.log_end_offset
         now = now_ms()
@@ -660,8 +659,7 @@ class ReplicaManager:
                 resp.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
                 resp.base_offset = -1
             elif part.log.high_watermark >= required:
-                need = min(self.min_isr(t), max(1, len(part.replicas)))
-                if len(part.maximal_isr) < need:
+                if len(part.maximal_isr) < part.effective_min_isr:
                     resp.error_code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
             else:
                 resp.error_code = ErrorCode.REQUEST_TIMED_OUT

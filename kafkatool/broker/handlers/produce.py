@@ -41,24 +41,25 @@ log = logging.getLogger("kafkatool.broker")
 #: v10 adds the KIP-951 leader hints, v11 TRANSACTION_ABORTABLE (a failed KIP-890 verification)
 MAX_VERSION = 11
 LEADER_HINTS_FROM = 10
-_CODECS = {
-    "gzip": compression.GZIP,
-    "snappy": compression.SNAPPY,
-    "lz4": compression.LZ4,
-    "zstd": compression.ZSTD,
-}
 
 
 class ProduceError(KafkatoolError):
-    def __init__(self, code: int, message: str | None = None, record_errors=None):
-        super().__init__(message)
+    """A partition's produce error.  ``detail`` says what failed (the broker's debug line);
+    ``message`` is the answer's error_message, which Kafka fills only where ReplicaManager has
+    a custom one (hasCustomErrorMessage: a failed transaction verification; a record
+    validation is RecordValidationError), else null."""
+
+    def __init__(self, code: int, detail: str, *, message: str | None = None):
+        super().__init__(detail)
         self.code = code
+        self.detail = detail
         self.message = message
-        self.record_errors = record_errors or []
 
 
-def _validate(broker, ctx, topic, records, cfg, topic_cfg):
-    """Header-level validation of one partition's records; returns the parsed batches."""
+def _validate(ctx, lg, records):
+    """The request's records: parsed (batch headers only), the protocol's rules, then the
+    log's size and CRC checks (UnifiedLog.analyzeAndValidateRecords) and LogValidator's batch
+    rules for a client; returns the parsed batches."""
     if records is None or len(records) == 0:
         raise ProduceError(ErrorCode.INVALID_RECORD, "no records")
     v = ctx.version
@@ -70,18 +71,10 @@ def _validate(broker, ctx, topic, records, cfg, topic_cfg):
         raise ProduceError(ErrorCode.CORRUPT_MESSAGE, "records end inside a batch")
     if v >= 3 and (len(batches) != 1 or batches[0].magic != 2):
         raise ProduceError(ErrorCode.INVALID_RECORD, "Produce v3+ needs exactly one magic-2 record batch")
-    max_bytes = cfg.max_message_bytes
+    # size, then CRC, batch by batch, before anything looks at producer state (a corrupt
+    # duplicate is CORRUPT_MESSAGE)
+    lg.analyze_and_validate(batches)
     for b in batches:
-        # UnifiedLog.analyzeAndValidateRecords: size, then ensureValid (CRC), batch by batch,
-        # before anything looks at producer state (a corrupt duplicate is CORRUPT_MESSAGE)
-        if b.size > max_bytes:
-            raise ProduceError(
-                ErrorCode.MESSAGE_TOO_LARGE, f"batch of {b.size} bytes exceeds max.message.bytes {max_bytes}"
-            )
-        try:
-            b.ensure_valid()
-        except CorruptRecordError as exc:
-            raise ProduceError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
         if b.magic < 2:
             continue
         codec = b.codec
@@ -154,17 +147,20 @@ def _append_partition(
     if not_leader is not None:
         resp.error_code = not_leader
         return resp
+    detail = None
     try:
         if broker.read_only:
             read_only.log_refusal("produce to", topic_name, ctx.header.client_id)
-            raise ProduceError(ErrorCode.POLICY_VIOLATION, read_only.READ_ONLY_MSG)
+            msg = read_only.READ_ONLY_MSG
+            raise ProduceError(ErrorCode.POLICY_VIOLATION, msg, message=msg)
         if txn_errors and (topic_name, index) in txn_errors:
             # KIP-890: the coordinator did not verify the partition (ReplicaManager answers
             # these before it appends anything)
-            raise ProduceError(*txn_errors[(topic_name, index)])
-        topic_cfg = t.configs
-        cfg = lg.config
+            code, msg = txn_errors[(topic_name, index)]
+            raise ProduceError(code, msg or ErrorCode(code).name, message=msg)
         if acks == -1 and broker.replicas is not None:
+            # Partition.appendRecordsToLeader; a broker of its own (RF 1) always has the
+            # effective min ISR, min(min.insync.replicas, RF) = 1 (Kafka 3.7)
             ok, isr_size, need = broker.replicas.enough_replicas(topic_name, index)
             if not ok:
                 raise ProduceError(
@@ -172,28 +168,16 @@ def _append_partition(
                     f"The size of the current ISR {isr_size} is insufficient to satisfy the min.isr "
                     f"requirement of {need} for partition {topic_name}-{index}",
                 )
-        elif acks == -1:
-            min_isr = int(
-                topic_cfg.get("min.insync.replicas") or broker.config.get("min.insync.replicas") or 1
-            )
-            if min_isr > 1:
-                raise ProduceError(
-                    ErrorCode.NOT_ENOUGH_REPLICAS, f"min.insync.replicas={min_isr} but the ISR has 1 replica"
-                )
-        batches = _validate(broker, ctx, t, records, cfg, topic_cfg)
-        ctype = (
-            topic_cfg.get("compression.type") or broker.config.get("compression.type") or "producer"
-        ).lower()
+        batches = _validate(ctx, lg, records)
         b0 = batches[0]
         if b0.magic >= 2 and b0.producer_id >= 0:
             txn_err = check_transactional_produce(broker, (topic_name, index), b0)
             if txn_err is not None:
                 raise ProduceError(*txn_err)
         data = records
-        if ctype != "producer":
-            want = _CODECS.get(ctype, compression.NONE)
-            if any(b.magic < 2 or b.codec != want for b in batches):
-                data = _recompress(batches, want)
+        want = lg.config.target_codec
+        if want is not None and any(b.magic < 2 or b.codec != want for b in batches):
+            data = _recompress(batches, want)
         # producer state (duplicates, epochs, sequences) is the log's: UnifiedLog.append
         same = data is records
         info = lg.append_as_leader(
@@ -211,35 +195,36 @@ def _append_partition(
             if exc.kind == "invalid_producer_epoch"
             else ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
         )
-        resp.error_message = exc.message
+        detail = exc.message
     except ProduceError as exc:
         resp.error_code = exc.code
         resp.error_message = exc.message
-        resp.record_errors = exc.record_errors
+        detail = exc.detail
     except RecordValidationError as exc:
         # ReplicaManager: a RecordValidationException's own message and its record errors
         resp.error_code = ErrorCode.INVALID_TIMESTAMP if exc.invalid_timestamp else ErrorCode.INVALID_RECORD
-        resp.error_message = exc.message
+        resp.error_message = detail = exc.message
         resp.record_errors = [
             BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
             for i, m in exc.record_errors
         ]
+    # the rest answer without a message, as Kafka's (hasCustomErrorMessage = false)
     except RecordBatchTooLargeError as exc:
         resp.error_code = ErrorCode.RECORD_LIST_TOO_LARGE
-        resp.error_message = str(exc)
+        detail = str(exc)
     except RecordTooLargeError as exc:
         resp.error_code = ErrorCode.MESSAGE_TOO_LARGE
-        resp.error_message = str(exc)
+        detail = str(exc)
     except CorruptRecordError as exc:
         resp.error_code = ErrorCode.CORRUPT_MESSAGE
-        resp.error_message = str(exc)
+        detail = str(exc)
     except FormatError as exc:
         resp.error_code = ErrorCode.INVALID_RECORD
-        resp.error_message = str(exc)
+        detail = str(exc)
     except OSError as exc:
         log.error("append failed topic=%s partition=%d error=%s", topic_name, index, exc)
         resp.error_code = ErrorCode.KAFKA_STORAGE_ERROR
-        resp.error_message = str(exc)
+        detail = str(exc)
     if resp.error_code:
         resp.base_offset = -1
         if log.isEnabledFor(logging.DEBUG):
@@ -248,7 +233,7 @@ def _append_partition(
                 topic_name,
                 index,
                 resp.error_code,
-                resp.error_message,
+                detail,
             )
     return resp
 

@@ -74,8 +74,9 @@ def pending(broker, req) -> Pending | None:
     return out
 
 
-def for_produce(code: int, version: int) -> tuple[int, str] | None:
-    """A coordinator's verification answer as the produce error Kafka gives, or None."""
+def for_produce(code: int, version: int) -> tuple[int, str | None] | None:
+    """A coordinator's verification answer as the produce error Kafka gives (code, and the
+    answer's message where ReplicaManager has a custom one, else None), or None."""
     if code == 0:
         return None
     if code == ErrorCode.PRODUCER_FENCED:
@@ -89,9 +90,7 @@ def for_produce(code: int, version: int) -> tuple[int, str] | None:
             "Unable to verify the partition has been added to the transaction. "
             f"Underlying error: {ErrorCode(code).name}"
         )
-    if code == ErrorCode.TRANSACTION_ABORTABLE:
-        return code, "The partition is not part of the producer's ongoing transaction"
-    return code, ErrorCode(code).name
+    return code, None  # the others carry no message (ReplicaManager: no custom exception)
 
 
 def verify(broker, todo: Pending, version: int):
