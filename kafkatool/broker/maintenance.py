@@ -89,7 +89,14 @@ class CleanerState:
     """The broker's cleaner; its offsets are the log manager's cleaner-offset-checkpoint."""
 
     def __init__(self, broker):
+        from kafkatool.broker.config import cleaner_io_rate
+        from kafkatool.log.throttle import Throttler
+
         self.broker = broker
+        #: log.cleaner.io.max.bytes.per.second: the cleaner's one throttler (Kafka's
+        #: LogCleaner.throttler), for every round of every partition; a round takes a copy to
+        #: the worker process and its accounting comes back (log/throttle.py)
+        self.throttler = Throttler(cleaner_io_rate(broker.config.get("log.cleaner.io.max.bytes.per.second")))
         #: tp -> the Log whose data stopped a round (Kafka's markPartitionUncleanable: the
         #: cleaner skips it until the log goes; a recreated topic is a new Log)
         self.uncleanable: dict = {}
@@ -102,8 +109,9 @@ class CleanerState:
         one round in the worker process, swap the ``.cleaned`` segments in under the log's
         lock.  Returns None when no log was due, else (tp, Log, its CompactionResult: the new
         checkpoint, None when a swap was voided; the error of a failed round, seconds).
-        ``log.cleaner.io.max.bytes.per.second`` is read at every round (a dynamic change
-        applies from the next one)."""
+        ``log.cleaner.io.max.bytes.per.second`` is read at every round and given to the one
+        throttler (Kafka's reconfigure: updateDesiredRatePerSec, the interval's accounting
+        kept), so a dynamic change applies from the next round."""
         from kafkatool.broker.background import WorkersStopped
         from kafkatool.broker.config import cleaner_io_rate
         from kafkatool.log.cleaner import (
@@ -142,11 +150,13 @@ class CleanerState:
             log_start = lg.log_start_offset
         map_bytes = cfg.int("log.cleaner.dedupe.buffer.size") // max(cfg.int("log.cleaner.threads"), 1)
         io_rate = cleaner_io_rate(cfg.get("log.cleaner.io.max.bytes.per.second"))
+        if self.throttler.update_rate(io_rate):
+            log.info("Updating logCleanerIoMaxBytesPerSecond: %s", io_rate)
         workers = self.broker.workers
         result = CompactionResult(lg.dir, rng)
         try:
             try:
-                rnd, groups = workers.run_in_process(
+                rnd, groups, throttler = workers.run_in_process(
                     clean_round_files,
                     dir=str(lg.dir),
                     config=lg.config,
@@ -157,14 +167,19 @@ class CleanerState:
                     now_ms=now,
                     map_bytes=max(map_bytes, BYTES_PER_ENTRY),
                     load_factor=float(cfg.get("log.cleaner.io.buffer.load.factor")),
-                    max_io_bytes_per_second=io_rate,
+                    throttler=self.throttler,
                 )
-            except UnreadableBatchError as exc:
+            except Exception as exc:
+                if getattr(exc, "throttler", None) is not None:
+                    self.throttler.adopt(exc.throttler)  # a failed round's bytes count too
+                if not isinstance(exc, UnreadableBatchError):
+                    raise
                 # as Kafka's round: the groups finished before the bad batch are swapped in
                 # (the worker removed the .cleaned files of the group it was writing)
                 for g in getattr(exc, "cleaned_groups", ()):
                     install_cleaned(lg, g, before)
                 raise
+            self.throttler.adopt(throttler)
             installed = True
             for g in groups:
                 # a stop between two swaps ends the round there (Kafka's checkDone)

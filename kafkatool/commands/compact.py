@@ -61,6 +61,11 @@ Settings: --delete-retention-ms, --min-compaction-lag-ms, --segment-bytes,
 log.cleaner.min.compaction.lag.ms, log.segment.bytes,
 log.cleaner.dedupe.buffer.size...) > Kafka's defaults.
 
+I/O: --io-max-bytes-per-second > log.cleaner.io.max.bytes.per.second in
+--config server.properties > no limit.  As Kafka's cleaner, the run has one
+throttle for all it reads and writes, across partitions: every 300 ms it
+sleeps what brings the bytes back to the rate (the summary says how long).
+
 {SOURCES}
 
 Never removes what Kafka would keep: a topic whose cleanup.policy is known
@@ -133,6 +138,11 @@ def compact(
         "--dedupe-buffer-size",
         help="Offset map memory in bytes (log.cleaner.dedupe.buffer.size / threads).",
     ),
+    io_max_bytes_per_second: float | None = typer.Option(
+        None,
+        "--io-max-bytes-per-second",
+        help="log.cleaner.io.max.bytes.per.second: bytes read and written a second, the whole run.",
+    ),
     honor_dirty_ratio: bool = typer.Option(
         False, "--honor-dirty-ratio", help="Only clean partitions Kafka's cleaner would pick now."
     ),
@@ -143,10 +153,12 @@ def compact(
     ),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
+    from kafkatool.broker.config import BROKER_CONFIGS, cleaner_io_rate
     from kafkatool.log.cleaner import cleanable_offsets
     from kafkatool.log.cleaner import compact as run_compact
     from kafkatool.log.maintenance import Quarantine, open_for_maintenance
     from kafkatool.log.offset_map import OffsetMap
+    from kafkatool.log.throttle import Throttler
 
     now_ms = parse_now(now)
     props, overrides = load_settings(server_config, topic_config)
@@ -165,8 +177,17 @@ def compact(
             threads, _ = ts.broker_setting(props, "log.cleaner.threads")
         load_factor, _ = ts.broker_setting(props, "log.cleaner.io.buffer.load.factor")
         offset_map = OffsetMap.for_broker(int(memory), int(threads), load_factor)
+        rate_name = "log.cleaner.io.max.bytes.per.second"
+        if io_max_bytes_per_second is not None:
+            rate, rate_source = cleaner_io_rate(str(io_max_bytes_per_second)), ts.SOURCE_FLAG
+        elif props and rate_name in props:
+            rate, rate_source = cleaner_io_rate(props[rate_name]), f"{ts.SOURCE_SERVER} ({rate_name})"
+        else:
+            rate, rate_source = cleaner_io_rate(BROKER_CONFIGS[rate_name].default), ts.SOURCE_DEFAULT
     except (ts.SettingsError, ValueError) as exc:
         raise CommandError(str(exc)) from None
+    # the run's one throttle, as Kafka's LogCleaner has one for all its rounds and partitions
+    throttler = Throttler(rate)
     groups, configs = targets_and_configs(paths, props, overrides, flags, zookeeper, bootstrap_server)
     for n in configs.notes:
         warn(json_out, "topic configs", n)
@@ -213,6 +234,7 @@ def compact(
                                 offset_map=offset_map,
                                 write=not dry_run,
                                 quarantine=quarantine,
+                                throttler=throttler,
                             )
                             if not dry_run and result.checkpoint_after is not None:
                                 if result.changes or result.checkpoint_after != checkpoint:
@@ -257,6 +279,8 @@ def compact(
             "memory_source": memory_source,
         },
         "quarantined": quarantined,
+        "io_max_bytes_per_second": {"value": rate, "source": rate_source},
+        "throttled_seconds": round(throttler.slept, 3),
     }
     if json_out:
         emit_json(summary)
@@ -372,9 +396,15 @@ def _render(rows, summary, dry_run: bool) -> None:
         for n in rec["notes"]:
             console.print(f"  [dim]note: {n}[/]")
     verb = "would compact" if dry_run else "compacted"
+    rate = summary["io_max_bytes_per_second"]
     console.print(
         f"{summary['partitions']} partition(s), {verb} {summary['compacted']}: records {summary['records_read']} -> "
         f"{summary['records_kept']}, bytes {summary['bytes_before']} -> {summary['bytes_after']}"
         + (f"; kept in quarantine: {len(summary['quarantined'])} file(s)" if summary["quarantined"] else "")
         + (f"; {summary['uncleanable']} left uncleanable" if summary["uncleanable"] else "")
+        + (
+            f"; throttled {summary['throttled_seconds']:.3f} s at {rate['value']:g} B/s ({rate['source']})"
+            if rate["source"] != ts.SOURCE_DEFAULT
+            else ""
+        )
     )

@@ -576,6 +576,8 @@ def _check_records(batch, rep: SegmentReport, first: int | None) -> int | None:
             prev = r.offset
         if not batch.is_control and recs[-1].offset < last:
             rep.offset_gaps.append((pos, batch.end, recs[-1].offset, last))
+        if not batch.is_control:
+            _note_header_keys(batch, recs, rep)
         if batch.is_control:
             try:
                 R.parse_control_record(recs[0])
@@ -625,6 +627,48 @@ def _check_records(batch, rep: SegmentReport, first: int | None) -> int | None:
             )
         )
     return recs[0].offset
+
+
+#: how many bytes of a header key a finding shows in hex
+_KEY_HEX_SHOWN = 64
+
+
+def _note_header_keys(batch, recs, rep: SegmentReport) -> None:
+    """One ``info`` finding for a batch whose record header keys include one that is not UTF-8
+    (walk_headers keeps its bytes as surrogate escapes): Kafka never refuses it, a Java client
+    sees the String Kafka makes of it (java_utf8: one U+FFFD per malformed sequence).  A
+    forensic note, not damage: the first such key, where its record is, how many there are."""
+    bad = [
+        (r, i, key)
+        for r in recs
+        if r.headers
+        for i, (key, _) in enumerate(r.headers)
+        if R.kafka_header_key(key) != key
+    ]
+    if not bad:
+        return
+    r, i, key = bad[0]
+    raw = R.header_key_bytes(key)
+    shown = raw[:_KEY_HEX_SHOWN].hex(" ") + (f" ... ({len(raw)} bytes)" if len(raw) > _KEY_HEX_SHOWN else "")
+    if batch.codec == 0:
+        position, end, where = r.position, r.position + r.size_in_bytes, f"at byte {r.position}"
+    else:  # a record's position is inside the decompressed stream: the finding spans the batch
+        position, end, where = batch.position, batch.end, f"at byte {r.position} of the decompressed records"
+    more = f"; {len(bad)} header keys of this batch are not UTF-8" if len(bad) > 1 else ""
+    rep.findings.append(
+        Finding(
+            rep.file,
+            position,
+            end,
+            r.offset,
+            "header_key_not_utf8",
+            f"header {i} key of the record at offset {r.offset} ({where}) is not valid UTF-8 "
+            f"(bytes {shown}): a client reads it as {R.kafka_header_key(key)!r} (Java's "
+            "String(bytes, UTF_8), one U+FFFD per malformed sequence), and Kafka writes that "
+            f"String's UTF-8 where it rebuilds the record (cleaner, recompressing produce){more}",
+            INFO,
+        )
+    )
 
 
 # ---------------------------------------------------------------- indexes

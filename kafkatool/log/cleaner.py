@@ -70,7 +70,7 @@ from kafkatool.log.log import Log
 from kafkatool.log.maintenance import Quarantine
 from kafkatool.log.offset_map import OffsetMap
 from kafkatool.log.segment import CLEANED_SUFFIX, Segment, segment_file_paths
-from kafkatool.log.throttle import Throttler, throttle_for
+from kafkatool.log.throttle import REPORT_BYTES, Throttler
 
 INT32_MAX = 2**31 - 1
 
@@ -259,7 +259,8 @@ class CleanStats:
     map_keys: int = 0
     segments_before: int = 0
     segments_after: int = 0
-    #: with log.cleaner.io.max.bytes.per.second: bytes the round read and wrote, seconds it slept
+    #: with a throttler (log.cleaner.io.max.bytes.per.second; the broker and compact always
+    #: have one): bytes the round read and wrote, seconds it slept
     io_bytes: int = 0
     throttled_s: float = 0.0
 
@@ -302,11 +303,13 @@ class RoundResult:
 
 class _Sink:
     """Where retained batches of one group go: a ``.cleaned`` segment, or nowhere (dry run);
-    ``throttle`` (log.cleaner.io.max.bytes.per.second) hears of every byte appended."""
+    ``throttle`` (log.cleaner.io.max.bytes.per.second) hears of every byte appended, in runs
+    of REPORT_BYTES and the rest at :meth:`finish`."""
 
     def __init__(self, log: Log, base: int, config: LogConfig, *, write: bool, throttle=None):
         self.base = base
         self.throttle = throttle
+        self.unreported = 0
         self.size = 0
         self.aborted: list[fx.AbortedTxn] = []
         self.segment: Segment | None = None
@@ -327,7 +330,10 @@ class _Sink:
             self.segment.append(last, max_ts, ts_offset if ts_offset >= 0 else last, data)
         self.size += len(data)
         if self.throttle is not None:
-            self.throttle(len(data))
+            self.unreported += len(data)
+            if self.unreported >= REPORT_BYTES:
+                self.throttle(self.unreported)
+                self.unreported = 0
 
     def add_aborted(self, txn: fx.AbortedTxn) -> None:
         self.aborted.append(txn)
@@ -335,6 +341,9 @@ class _Sink:
             self.segment.update_txn_index(txn)
 
     def finish(self, mtime_ms: int) -> None:
+        if self.unreported:
+            self.throttle(self.unreported)
+            self.unreported = 0
         seg = self.segment
         if seg is None:
             return
@@ -445,15 +454,29 @@ def scan_keys(batch: R.RecordBatch) -> list[tuple[int, bytes | None, bool]]:
 
 def _read_batches(seg: Segment, position: int, reading: list, throttle=None):
     """The segment's batches from byte ``position`` (every batch the cleaner reads comes
-    through here, and ``throttle`` hears of its bytes); ``reading[0]`` holds the one the
-    caller works on, None while the next is read."""
+    through here, and ``throttle`` hears of its bytes: in runs of REPORT_BYTES, as Kafka's
+    cleaner reports each read buffer, and what is left when the caller stops reading);
+    ``reading[0]`` holds the one the caller works on, None while the next is read."""
     reading[0] = None
-    for batch in seg.batches(position):
-        reading[0] = batch
-        if throttle is not None:
-            throttle(batch.size)
-        yield batch
-        reading[0] = None
+    if throttle is None:
+        for batch in seg.batches(position):
+            reading[0] = batch
+            yield batch
+            reading[0] = None
+        return
+    start = position  # the first byte not reported yet
+    batch = None
+    try:
+        for batch in seg.batches(position):
+            reading[0] = batch
+            if batch.position - start >= REPORT_BYTES:
+                throttle(batch.position - start)
+                start = batch.position
+            yield batch
+            reading[0] = None
+    finally:
+        if batch is not None and batch.end > start:  # the rest, up to the last batch read
+            throttle(batch.end - start)
 
 
 class UnreadableBatchError(CorruptRecordError):
@@ -509,7 +532,8 @@ class Cleaner:
         self.swap = swap
         #: producer id -> (last offset, epoch) of the live log (a worker's view has none)
         self.last_records = last_records
-        #: log.cleaner.io.max.bytes.per.second: told every byte read and written (None: no limit)
+        #: log.cleaner.io.max.bytes.per.second: told every byte read and written (None: no
+        #: limit); the caller's, living across rounds and partitions as Kafka's LogCleaner's
         self.throttler = throttler
         self.throttle = throttler.maybe_throttle if throttler is not None else None
         #: the batch being read (None between batches), to name it when its bytes do not decode
@@ -570,6 +594,9 @@ class Cleaner:
         below = [s for s in log.segments if s.base_offset < first_dirty]
         legacy_horizon = below[-1].last_modified_ms - config.delete_retention_ms if below else 0
         stats = CleanStats()
+        throttler = self.throttler
+        if throttler is not None:  # one throttler lives across rounds: the round's share
+            io0, slept0 = throttler.total, throttler.slept
         full = self.build_offset_map(first_dirty, first_uncleanable, stats)
         end_offset = self.map.latest_offset + 1
         stats.map_keys = len(self.map.entries)
@@ -595,9 +622,9 @@ class Cleaner:
             result.groups.append(gr)
         stats.segments_before = sum(len(g.sources) for g in result.groups)
         stats.segments_after = len(result.groups)
-        if self.throttler is not None:
-            stats.io_bytes = self.throttler.total
-            stats.throttled_s = self.throttler.slept
+        if throttler is not None:
+            stats.io_bytes = throttler.total - io0
+            stats.throttled_s = throttler.slept - slept0
         return result
 
     def _clean_group(
@@ -926,9 +953,12 @@ def compact(
     write: bool,
     quarantine: Quarantine | None = None,
     max_rounds: int = 10_000,
+    throttler: Throttler | None = None,
 ) -> CompactionResult:
     """Clean the log's cleanable range; rounds repeat while the offset map fills before its end
-    (a dry run does one round: later rounds would read what the first one wrote)."""
+    (a dry run does one round: later rounds would read what the first one wrote).  ``throttler``
+    (log.cleaner.io.max.bytes.per.second) is the run's one throttler, for every round of every
+    partition."""
     rng = cleanable_offsets(log, config, checkpoint, now_ms)
     result = CompactionResult(log.dir, rng)
     if rng.first_dirty >= rng.first_uncleanable:
@@ -940,7 +970,7 @@ def compact(
         return result
     first_dirty = rng.first_dirty
     result.checkpoint_after = first_dirty if rng.checkpoint_reset else checkpoint
-    cleaner = Cleaner(log, config, offset_map, now_ms=now_ms)
+    cleaner = Cleaner(log, config, offset_map, now_ms=now_ms, throttler=throttler)
     for _ in range(max_rounds):
         try:
             rnd = cleaner.clean(first_dirty, rng.first_uncleanable, write=write, quarantine=quarantine)
@@ -984,15 +1014,17 @@ def clean_round_files(
     now_ms: int,
     map_bytes: int,
     load_factor: float,
-    max_io_bytes_per_second: float | None = None,
-) -> tuple[RoundResult, list[CleanedGroup]]:
+    throttler: Throttler | None = None,
+) -> tuple[RoundResult, list[CleanedGroup], Throttler | None]:
     """One cleaning round (Kafka's doClean) for a worker process: the partition's segments
     below ``first_uncleanable`` (inactive, so no writer touches them) are opened read-only
     and each group is written into a flushed ``.cleaned`` segment; nothing of the live log
     changes here.  The process owning the live :class:`Log` swaps them in with
     :func:`install_cleaned`, under the log's lock.  The CPU work (key scans, re-encoding)
-    thus never competes for the broker's interpreter lock.  ``max_io_bytes_per_second``
-    (log.cleaner.io.max.bytes.per.second) throttles what the round reads and writes."""
+    thus never competes for the broker's interpreter lock.  ``throttler``
+    (log.cleaner.io.max.bytes.per.second) is a copy of the broker cleaner's one throttler: it
+    hears of what the round reads and writes and comes back as the third item (on a failure as
+    the exception's ``throttler``), for the broker's to :meth:`~Throttler.adopt`."""
     log = Log(
         dir,
         config,
@@ -1015,22 +1047,24 @@ def clean_round_files(
             now_ms=now_ms,
             swap=keep,
             last_records=last_records,
-            throttler=throttle_for(max_io_bytes_per_second),
+            throttler=throttler,
         )
         rnd = cleaner.clean(first_dirty, first_uncleanable, write=True)
     except UnreadableBatchError as exc:
         # as Kafka's round: the groups finished before the unreadable batch are swapped in
         # (by the live log's owner), the rest stays
         exc.cleaned_groups = groups
+        exc.throttler = throttler
         raise
-    except BaseException:
+    except BaseException as exc:
+        exc.throttler = throttler  # what the round read before it failed still counts
         for g in groups:
             for p in segment_file_paths(Path(dir), g.base_offset, CLEANED_SUFFIX):
                 fileops.delete(p)
         raise
     finally:
         log.release()
-    return rnd, groups
+    return rnd, groups, throttler
 
 
 def discard_cleaned_files(dir: str | os.PathLike) -> list[Path]:

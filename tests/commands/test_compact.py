@@ -136,6 +136,30 @@ def test_flags_beat_topic_config_beat_server_properties(logdir, tmp_path):
     assert res.exit_code == 2 and "unknown topic config" in res.stderr
 
 
+def test_the_io_rate_from_the_flag_server_properties_or_no_limit(logdir, tmp_path):
+    """log.cleaner.io.max.bytes.per.second: the run's one throttle (tests/log/test_cleaner_throttle.py
+    has its decisions); the summary says the rate, where it came from and the seconds slept."""
+    props = tmp_path / "server.properties"
+    props.write_text("log.cleaner.io.max.bytes.per.second=1e12\n")
+    res = cli(logdir, "--now", NOW, "--dry-run", "--json")
+    assert lines(res)[-1]["io_max_bytes_per_second"] == {"value": 1.7976931348623157e308, "source": "default"}
+    res = cli(logdir, "--now", NOW, "--dry-run", "--json", "--config", props)
+    summary = lines(res)[-1]
+    assert summary["io_max_bytes_per_second"] == {
+        "value": 1e12,
+        "source": "server.properties (log.cleaner.io.max.bytes.per.second)",
+    }
+    assert summary["throttled_seconds"] == 0.0
+    res = cli(logdir, "--now", NOW, "--dry-run", "--config", props, "--io-max-bytes-per-second", "5e11")
+    assert "throttled 0.000 s at 5e+11 B/s (flag)" in res.stdout
+    for bad in ("0", "-5"):
+        res = cli(logdir, "--now", NOW, "--io-max-bytes-per-second", bad)
+        assert res.exit_code == 2 and "must be above 0" in res.stderr
+    props.write_text("log.cleaner.io.max.bytes.per.second=fast\n")
+    res = cli(logdir, "--now", NOW, "--config", props)
+    assert res.exit_code == 2 and "log.cleaner.io.max.bytes.per.second" in res.stderr
+
+
 def test_tombstones_go_on_a_run_after_the_horizon(logdir):
     assert cli(logdir, "--now", NOW, "--delete-retention-ms", 1000).exit_code == 0
     tombs = [r for r in records_of(logdir / "t-0") if r[2] is None]

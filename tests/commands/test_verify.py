@@ -348,3 +348,46 @@ def test_an_offset_gap_is_a_warning_outside_the_cleaned_range(tmp_path):
     (pdir.parent / "cleaner-offset-checkpoint").write_text("0\n1\nt 0 1003\n")
     res = runner.invoke(app, ["verify", "--json", str(pdir.parent)])
     assert not [f for f in map(json.loads, res.stdout.splitlines()) if f.get("kind") == "offset_gap"]
+
+
+def test_a_header_key_that_is_not_utf8_is_a_note_with_its_place(tmp_path):
+    """Kafka never refuses a header key that is not UTF-8: a Java client reads it as a String
+    with U+FFFD (formats/java_utf8).  verify notes it (info: exit 0 under the default
+    --fail-on), naming the file, the record's offset and byte position, in the JSON and the
+    human view, counted in the summary; one note per batch, with how many keys it holds."""
+    ts = 1_700_000_000_000
+    plain = R.build_record_batch([R.SimpleRecord(b"v", b"k", [("ok-é", b"1")], ts)], base_offset=0)
+    bad_keys = [
+        R.SimpleRecord(b"v", b"k1", [("fine", b"1")], ts),
+        # an encoded surrogate: one U+FFFD in Java (three in Python's "replace")
+        R.SimpleRecord(b"v", b"k2", [("fine", b"1"), (b"trace-\xed\xa0\x80", b"2")], ts),
+        R.SimpleRecord(b"v", b"k3", [(b"\xff", None)], ts),
+    ]
+    bad = R.build_record_batch(bad_keys, base_offset=1)
+    zipped = R.build_record_batch([R.SimpleRecord(b"v", b"k", [(b"\xc3", b"")], ts)], base_offset=4, codec=1)
+    log = write_segment(tmp_path / "t-0", [plain, bad, zipped])
+    code, fs, summary = findings(log)
+    assert code == 0 and summary["clean"] and summary["errors"] == summary["warnings"] == 0
+    assert summary["infos"] == 2 and summary["kinds"] == {"header_key_not_utf8": 2}
+    first, second = fs
+    data = log.read_bytes()
+    b1 = R.read_batch(data, len(plain))
+    rec = list(b1.records())[1]
+    assert first["file"] == str(log) and first["severity"] == "info" and first["offset"] == 2
+    # an uncompressed record: its own bytes in the file
+    assert (first["position"], first["end"]) == (rec.position, rec.position + rec.size_in_bytes)
+    assert b"trace-\xed\xa0\x80" in data[first["position"] : first["end"]]
+    assert "header 1 key of the record at offset 2" in first["message"]
+    assert "74 72 61 63 65 2d ed a0 80" in first["message"] and "'trace-\ufffd'" in first["message"]
+    assert "2 header keys of this batch" in first["message"]
+    # a compressed batch: the batch's bytes, the record's place in the decompressed stream
+    b2 = R.read_batch(data, b1.end)
+    assert (second["position"], second["end"], second["offset"]) == (b2.position, b2.end, 4)
+    assert "of the decompressed records" in second["message"] and "'\ufffd'" in second["message"]
+    res = run(log)
+    assert res.exit_code == 0
+    assert "header_key_not_utf8" in res.stdout and f"@ byte {rec.position}" in res.stdout
+    assert "2 notes" in res.stdout
+    # --quick decodes no record: nothing to note
+    code, fs, _ = findings("--quick", log)
+    assert code == 0 and fs == []
