@@ -61,15 +61,22 @@ def _clean(state: CleanerState, clock: FileClock) -> list:
     return done
 
 
-def test_one_throttler_for_every_round_of_every_partition(broker, tmp_path):
+def _state_on_file_clock(broker, tmp_path):
+    """The broker's cleaner state with its throttler on a clock and sleep kept in files, which
+    the worker process's copy reads and advances too."""
     clock_file = tmp_path / "clock"
     clock_file.write_text("0")
     clock = FileClock(str(clock_file))
     sleep = FileSleep(str(tmp_path / "sleeps"), clock)
     state = CleanerState(broker)
     throttler = state.throttler
-    assert throttler.rate == 1e12
     throttler.clock, throttler.sleep, throttler.period_start = clock, sleep, 0
+    return state, throttler, clock, sleep
+
+
+def test_one_throttler_for_every_round_of_every_partition(broker, tmp_path):
+    state, throttler, clock, sleep = _state_on_file_clock(broker, tmp_path)
+    assert throttler.rate == 1e12
 
     done = _clean(state, clock)
     assert {tp for tp, *_ in done} == {("c", p) for p in range(PARTITIONS)}  # every partition once
@@ -85,13 +92,7 @@ def test_one_throttler_for_every_round_of_every_partition(broker, tmp_path):
 
 
 def test_small_partitions_cleaned_one_after_another_are_throttled_together(broker, tmp_path):
-    clock_file = tmp_path / "clock"
-    clock_file.write_text("0")
-    clock = FileClock(str(clock_file))
-    sleep = FileSleep(str(tmp_path / "sleeps"), clock)
-    state = CleanerState(broker)
-    throttler = state.throttler
-    throttler.clock, throttler.sleep, throttler.period_start = clock, sleep, 0
+    state, throttler, clock, sleep = _state_on_file_clock(broker, tmp_path)
     # a dynamic change (IncrementalAlterConfigs on the broker): taken at the next round
     changed, notes = broker.config.take_dynamic(True, {RATE: "20000"}, "the test")
     assert changed and not notes
