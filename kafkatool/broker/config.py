@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -587,6 +587,23 @@ def dynamic_update_error(names, per_broker: bool) -> str | None:
     DynamicBrokerConfig.validateConfigs messages (INVALID_REQUEST on the wire, KAFKA-13609),
     then the Kafka-dynamic configs this broker does not apply at runtime."""
     names = set(names)
+    err = _kafka_dynamic_error(names, per_broker)
+    if err is not None:
+        return err
+    unapplied = names - ALTERABLE
+    if unapplied:
+        return (
+            f"Cannot update these configs dynamically on this broker: {_scala_set(unapplied)} "
+            f"(it applies {', '.join(sorted(ALTERABLE))} at runtime; set the others in "
+            "server.properties)"
+        )
+    return None
+
+
+def _kafka_dynamic_error(names: set[str], per_broker: bool) -> str | None:
+    """Kafka's part of :func:`dynamic_update_error`: the names it never takes as a dynamic config
+    of that level (a request refuses them, DynamicBrokerConfig.fromPersistentProps leaves them out
+    of a stored layer)."""
     static = {n for n in names if n in BROKER_CONFIGS and update_mode(n) is None}
     if static:
         return f"Cannot update these configs dynamically: {_scala_set(static)}"
@@ -603,13 +620,6 @@ def dynamic_update_error(names, per_broker: bool) -> str | None:
                 "Cannot update these configs at default cluster level, broker id must be specified: "
                 f"{_scala_set(only)}"
             )
-    unapplied = names - ALTERABLE
-    if unapplied:
-        return (
-            f"Cannot update these configs dynamically on this broker: {_scala_set(unapplied)} "
-            f"(it applies {', '.join(sorted(ALTERABLE))} at runtime; set the others in "
-            "server.properties)"
-        )
     return None
 
 
@@ -855,6 +865,8 @@ class BrokerConfig:
     dynamic: dict[str, str] = field(default_factory=dict)
     #: dynamic cluster-wide defaults (on "", /config/brokers/<default>: DYNAMIC_DEFAULT_BROKER_CONFIG)
     dynamic_default: dict[str, str] = field(default_factory=dict)
+    #: the notes take_dynamic made at its last call (not made again)
+    _said: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
 
     @classmethod
     def load(
@@ -983,38 +995,63 @@ class BrokerConfig:
         return err
 
     def take_dynamic(
-        self, per_broker: bool, found: Mapping[str, object], where: str
+        self,
+        found: Mapping[bool, tuple[str, Mapping[str, object]]],
+        applies: Collection[str] = ALTERABLE,
     ) -> tuple[bool, list[str]]:
-        """Replace the runtime-applied configs of one dynamic layer by those ``found`` where they
-        are kept (ZooKeeper, the log dir), as Kafka's DynamicBrokerConfig takes a change: a value
-        its definition refuses is left out (removeInvalidConfigs), a set the broker cannot run
-        with is not applied (processReconfiguration), each said in a warning.  Returns whether
-        the layer changed, and the warnings."""
-        layer = self.dynamic if per_broker else self.dynamic_default
-        kept: dict[str, str] = {}
+        """Take the dynamic layers kept somewhere (``found``: per_broker -> (where, the configs
+        kept there); ZooKeeper /config/brokers, the log dir's file, a KRaft __cluster_metadata
+        log, the primary's push to a member; a layer not given stays as it is) as Kafka's
+        DynamicBrokerConfig takes persisted configs (updateDefaultConfig, updateBrokerConfig):
+        the configs ``applies`` names (this broker's: those it applies at runtime) are replaced
+        by the ones found, leaving out a config Kafka never takes from there (a read-only one, a
+        bare security config, a per-broker one at the default level: fromPersistentProps), one
+        ``applies`` lacks, and a value its definition refuses (removeInvalidConfigs); the two
+        layers are checked together, and a set the broker cannot run with is not applied at all
+        (processReconfiguration), never half.  Each is said in a note; a note the previous call
+        made is not made again (a reload of unchanged configs says nothing new).  Returns
+        whether a layer changed, and the notes."""
         notes = []
-        for k, v in found.items():
-            if k not in ALTERABLE:
-                continue
-            err = dynamic_value_error(k, v) if isinstance(v, str) else f"{k} is not a string"
+        changes: dict[bool, dict[str, str | None]] = {}
+        for per_broker, (where, configs) in found.items():
+            layer = self.dynamic if per_broker else self.dynamic_default
+            kept: dict[str, str] = {}
+            for k, v in configs.items():
+                if k not in BROKER_CONFIGS and listener_base_name(k) is None:
+                    continue  # a name Kafka keeps among its originals and nothing here reads
+                err = _kafka_dynamic_error({k}, per_broker)
+                if err is None and k not in applies:
+                    err = "this broker does not apply it"
+                if err is None:
+                    err = dynamic_value_error(k, v) if isinstance(v, str) else f"{k} is not a string"
+                if err is not None:
+                    notes.append(f"dynamic broker config {k} in {where} ignored: {err}")
+                    continue
+                kept[k] = v
+            change: dict[str, str | None] = {k: None for k in layer if k in applies and k not in kept}
+            change.update({k: v for k, v in kept.items() if layer.get(k) != v})
+            if change:
+                changes[per_broker] = change
+        took = False
+        if changes:
+            new = self
+            for per_broker, change in changes.items():
+                new = new.with_dynamic(per_broker, change)
+            err = new.dynamic_error()
             if err is not None:
-                notes.append(f"dynamic broker config {k} in {where} ignored: {err}")
-                continue
-            kept[k] = v
-        changes: dict[str, str | None] = {k: None for k in layer if k in ALTERABLE and k not in kept}
-        changes.update({k: v for k, v in kept.items() if layer.get(k) != v})
-        if not changes:
-            return False, notes
-        err = self.with_dynamic(per_broker, changes).dynamic_error()
-        if err is not None:
-            notes.append(f"dynamic broker configs in {where} not applied: {err}")
-            return False, notes
-        for k, v in changes.items():
-            if v is None:
-                del layer[k]
+                wheres = " and ".join(found[per_broker][0] for per_broker in changes)
+                notes.append(f"dynamic broker configs in {wheres} not applied: {err}")
             else:
-                layer[k] = v
-        return True, notes
+                for per_broker, change in changes.items():
+                    layer = self.dynamic if per_broker else self.dynamic_default
+                    for k, v in change.items():
+                        if v is None:
+                            del layer[k]
+                        else:
+                            layer[k] = v
+                took = True
+        said, self._said = self._said, frozenset(notes)
+        return took, [n for n in notes if n not in said]
 
     # ------------------------------------------------------------------ derived
     def validate(self) -> None:
@@ -1156,3 +1193,26 @@ class BrokerConfig:
             return ts.log_config_from(values)
         except ts.SettingsError as exc:
             raise ConfigError(str(exc)) from None
+
+
+def take_layer_dynamic(
+    layer: ts.ConfigLayer, server_props: Mapping[str, str], wheres: tuple[str, str]
+) -> None:
+    """The dynamic broker configs an offline command found in one place (a KRaft
+    __cluster_metadata log, ZooKeeper /config/brokers, serve's file; ``wheres``: where the
+    cluster-wide default and the broker's own are kept) as a broker with ``server_props`` takes
+    them at start-up (BrokerConfig.take_dynamic, for every config Kafka takes dynamically): the
+    layer keeps what it takes, and says what it leaves out in its notes."""
+    if not (layer.broker_default or layer.broker_node):
+        return
+    cfg = BrokerConfig({str(k): str(v) for k, v in server_props.items()})
+    if cfg.dynamic_error() is not None:
+        cfg = BrokerConfig()  # server.properties' own error is the resolution's to say
+    applies = frozenset(n for n in BROKER_CONFIGS if update_mode(n) is not None)
+    _took, notes = cfg.take_dynamic(
+        {False: (wheres[0], layer.broker_default), True: (wheres[1], layer.broker_node)}, applies
+    )
+    layer.broker_default = dict(cfg.dynamic_default)
+    layer.broker_node = dict(cfg.dynamic)
+    layer.broker = {**layer.broker_default, **layer.broker_node}
+    layer.notes.extend(notes)

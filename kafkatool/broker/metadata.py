@@ -82,9 +82,6 @@ class MetadataStore:
         self._by_id: dict[Uuid, TopicMeta] = {}
         self.cluster_id = cluster_id
         self.found_file = False
-        #: dynamic broker configs found in a KRaft __cluster_metadata log of the dirs (reconcile)
-        self.dir_broker_configs: dict[str, str] = {}
-        self.dir_broker_default_configs: dict[str, str] = {}
         #: producer ids below this may have been handed out (allocated in blocks)
         self.producer_ids_reserved = 0
         #: SCRAM credentials: user -> mechanism -> Kafka's credential text (scram.ScramCredential.to_text)
@@ -186,7 +183,11 @@ class MetadataStore:
 
     # ------------------------------------------------------------------ reconciliation with the log dirs
     def reconcile(
-        self, partitions_on_disk: dict[str, dict[int, Uuid | None]], *, compacted: set[str] | None = None
+        self,
+        partitions_on_disk: dict[str, dict[int, Uuid | None]],
+        *,
+        compacted: set[str] | None = None,
+        kraft: list[topic_settings.ConfigLayer] | None = None,
     ) -> list[str]:
         """Add topics found on disk but not in the file (a Kafka log dir); return notes.
 
@@ -194,17 +195,16 @@ class MetadataStore:
         log, Kafka's definition of the internal topics (compacted), and for a ZooKeeper-mode
         dir (configs in ZooKeeper) the cleaner-offset-checkpoint: ``compacted`` names the
         topics it lists, served as cleanup.policy=compact so that retention never deletes
-        what Kafka's cleaner keeps."""
+        what Kafka's cleaner keeps.  ``kraft``: the dirs' KRaft layers when read already (the
+        broker takes their dynamic broker configs before the logs open)."""
         notes = []
-        kraft = [
-            la for la in topic_settings.dir_layers(self.log_dirs) if la.label == topic_settings.SOURCE_KRAFT
-        ]
+        if kraft is None:
+            kraft = [
+                la
+                for la in topic_settings.dir_layers(self.log_dirs)
+                if la.label == topic_settings.SOURCE_KRAFT
+            ]
         notes += [n for la in kraft for n in la.notes]
-        #: dynamic broker configs the dir's KRaft log holds: this node's, the cluster default
-        self.dir_broker_configs = {k: v for la in reversed(kraft) for k, v in la.broker_node.items()}
-        self.dir_broker_default_configs = {
-            k: v for la in reversed(kraft) for k, v in la.broker_default.items()
-        }
         for name, parts in sorted(partitions_on_disk.items()):
             ids = {u for u in parts.values() if u is not None}
             count = max(parts) + 1

@@ -819,13 +819,27 @@ class Member(ProcessGroup):
             self.pending = payload  # before this process's storage is open: applied then
             return
         broker.metadata.apply_json(payload["metadata"])
-        broker.config.dynamic.clear()
-        broker.config.dynamic.update(payload["dynamic"])
-        broker.config.dynamic_default.clear()
-        broker.config.dynamic_default.update(payload.get("dynamic_default", {}))
+        self.take_dynamic_configs(payload)
         loggers.apply_overrides(payload.get("loggers", {}))
         if broker.manager is not None:
             broker.adopt_metadata()
+
+    def take_dynamic_configs(self, data: dict) -> bool:
+        """The primary's dynamic broker configs (``data``: its push or this process's start
+        arguments) through the rule every other source takes (BrokerConfig.take_dynamic). The
+        primary took them by it already, so a member leaves one out only when it cannot apply
+        what the primary did (a member restarted after an upgrade in place runs the code now on
+        disk): logged once, and a set it cannot run with is not applied at all, never half.
+        True when a layer changed (the logs follow in adopt_metadata)."""
+        took, notes = self.broker.config.take_dynamic(
+            {
+                False: ("the primary's cluster-wide default", data.get("dynamic_default", {})),
+                True: ("the primary's configs of this broker", data.get("dynamic", {})),
+            }
+        )
+        for note in notes:
+            log.warning("%s", note)
+        return took
 
     def send_checkpoint(self, job, now: bool) -> None:
         if self.channel.closed.is_set():
@@ -870,10 +884,7 @@ def member_config(config_data: dict, index: int):
             explicit[key] = ",".join(
                 f"{lst.name}://{lst.host or ''}:{lst.port}" for lst in process_listeners(lsts, index, step)
             )
-    cfg = BrokerConfig(explicit)
-    cfg.dynamic.update(config_data.get("dynamic", {}))
-    cfg.dynamic_default.update(config_data.get("dynamic_default", {}))
-    return cfg
+    return BrokerConfig(explicit)
 
 
 def main(argv: list[str]) -> int:
@@ -893,6 +904,8 @@ def main(argv: list[str]) -> int:
     broker = Broker(cfg)
     group = Member(broker, int(args["count"]), index, int(args["base_node"]), sock)
     broker.join_group(group, clean_shutdown=args["clean_shutdown"])
+    # the primary's layers (which hold what its log dir's file holds) before the logs open
+    group.take_dynamic_configs(args["config"])
 
     async def run() -> None:
         import signal

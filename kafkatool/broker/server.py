@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kafkatool.broker.config import BROKER_CONFIGS, BrokerConfig, ConfigError
+from kafkatool.broker.config import BrokerConfig, ConfigError
 from kafkatool.broker.metadata import MetadataStore, TopicMeta
 from kafkatool.broker.network import Connection, SendfileThreads
 from kafkatool.broker.router import Router
@@ -260,6 +260,10 @@ class Broker:
             self.replicas = self.cluster.replicas
             self.cluster.connect()
         self._install_authorizer()
+        kraft: list = []
+        notes: list[str] = []
+        if self.cluster is None and not self.is_member:  # a member takes the primary's
+            kraft, notes = self._take_kraft_configs(dirs)
         log_config = self._log_config_memo()
         topic_configs = {n: log_config(t.configs) for n, t in self.metadata.topics.items()}
         clean = (
@@ -293,23 +297,8 @@ class Broker:
                 if epoch is not None:
                     foreign_epochs[(topic, part)] = epoch
         compacted = {tp[0] for st in self.manager.dirs.values() for tp in st.cleaner_offsets}
-        if self.cluster is not None or self.is_member:
-            notes = []  # a member takes the metadata from the primary
-        else:
-            notes = self.metadata.reconcile(on_disk, compacted=compacted)
-        md = self.metadata
-        for found, layer, what in (
-            (md.dir_broker_default_configs, self.config.dynamic_default, "cluster default"),
-            (md.dir_broker_configs, self.config.dynamic, "this broker"),
-        ):
-            # the cluster's dynamic broker configs (kafka-configs --entity-default / --entity-name)
-            for k, v in ({} if self.is_member else found).items():
-                if k in BROKER_CONFIGS and k not in layer:
-                    layer[k] = v
-                    notes.append(f"dynamic broker config ({what}) from __cluster_metadata: {k}={v}")
-        # the dynamic broker configs above may have changed the topic defaults
-        self.manager.config = self.config.log_config()
-        log_config = self._log_config_memo()
+        if self.cluster is None and not self.is_member:  # a member takes the primary's metadata
+            notes += self.metadata.reconcile(on_disk, compacted=compacted, kraft=kraft)
         for (name, p), epoch in foreign_epochs.items():
             # Metadata names the epoch the owner's log has (a dir written by Kafka has some)
             t = self.metadata.topics.get(name)
@@ -368,6 +357,44 @@ class Broker:
             new_dirs,
         )
         return self.startup
+
+    def _take_kraft_configs(self, dirs: list[Path]) -> tuple[list, list[str]]:
+        """The dynamic broker configs of a Kafka KRaft dir's ``__cluster_metadata`` log
+        (kafka-configs --entity-default / --entity-name: ConfigRecords of the broker resource),
+        taken before the logs open, as a KRaft broker publishes them before its LogManager
+        loads; through the one rule (BrokerConfig.take_dynamic: an invalid value is logged and
+        left out, the rest applies). The first dir's log wins, and serve's own file (changes made
+        since, through this broker) over it. Returns the dirs' KRaft layers (reconcile reads
+        their topic configs) and startup notes."""
+        from kafkatool.log import topic_settings as ts
+
+        found_in = [(d, la) for d in dirs if (la := ts.read_kraft(d)) is not None]
+        if not found_in:
+            return [], []
+        where = ", ".join(str(d / ts.CLUSTER_METADATA_DIR) for d, _ in found_in)
+        stored = {}
+        found = {}
+        for per_broker, what in ((False, "cluster default"), (True, f"broker {self.node_id}")):
+            own = self.config.dynamic if per_broker else self.config.dynamic_default
+            stored[per_broker] = {
+                k: v
+                for _, la in reversed(found_in)
+                for k, v in (la.broker_node if per_broker else la.broker_default).items()
+            }
+            found[per_broker] = (f"{where} ({what})", {**stored[per_broker], **own})
+        _took, warnings = self.config.take_dynamic(found)
+        for warning in warnings:
+            log.warning("%s", warning)
+        notes = []
+        for per_broker, configs in stored.items():
+            layer = self.config.dynamic if per_broker else self.config.dynamic_default
+            what = "this broker" if per_broker else "cluster default"
+            notes += [
+                f"dynamic broker config ({what}) from __cluster_metadata: {k}={v}"
+                for k, v in configs.items()
+                if layer.get(k) == v
+            ]
+        return [la for _, la in found_in], notes
 
     def adopt_metadata(self, deleted: dict[str, Uuid] | None = None) -> None:
         """A member's logs follow the metadata the primary sent: new topics' and partitions'

@@ -29,8 +29,10 @@ configs that override server.properties), ZooKeeper /config/topics/TOPIC and
 cluster (--bootstrap-server, DescribeConfigs);
 __consumer_offsets and __transaction_state are compacted by definition, and a
 partition listed in the dir's cleaner-offset-checkpoint is treated as
-compacted when no source says otherwise.  The output names the source of each
-value."""
+compacted when no source says otherwise.  Dynamic broker configs are taken as a
+broker takes them at start-up: one Kafka would not take (an invalid value, a
+read-only config) is left out with a warning, and a set a broker could not run
+with is not used at all.  The output names the source of each value."""
 
 ZOOKEEPER_HELP = "ZooKeeper host:port[/chroot]: read topic configs from /config/topics/TOPIC."
 BOOTSTRAP_HELP = "host:port of a live cluster: read topic configs with DescribeConfigs."
@@ -62,12 +64,13 @@ def zookeeper_layer(zookeeper: str, topics: list[str], broker_id: int | None = N
                     continue
                 layer.topics[t] = dict(entity.config.config) if entity.config else {}
             # dynamic broker configs: the cluster default, then this dir's broker (Kafka's order)
-            for name in ("<default>", None if broker_id is None else str(broker_id)):
+            for name, target in (("<default>", layer.broker_default), (broker_id, layer.broker_node)):
                 if name is None:
                     continue
-                entity = zk.entity_config("brokers", name)
+                entity = zk.entity_config("brokers", str(name))
                 if entity is not None and entity.config is not None and not entity.error:
-                    layer.broker.update(entity.config.config)
+                    target.update(entity.config.config)
+            layer.broker = {**layer.broker_default, **layer.broker_node}
     except ZkError as exc:
         raise CommandError(f"--zookeeper {zookeeper}: {exc}") from None
     return layer
@@ -120,6 +123,13 @@ def cleaner_checkpoint_layer(topics: list[str]) -> ts.ConfigLayer:
     return ts.ConfigLayer(ts.SOURCE_CLEANER_CHECKPOINT, {t: {"cleanup.policy": "compact"} for t in topics})
 
 
+#: a dir layer's label -> the file or dir in the log dir that keeps its dynamic broker configs
+_DYNAMIC_KEPT_IN = {
+    ts.SOURCE_KRAFT: ts.CLUSTER_METADATA_DIR,
+    ts.DYNAMIC_CONFIGS_FILE: ts.DYNAMIC_CONFIGS_FILE,
+}
+
+
 class TopicConfigs:
     """Resolves partitions' settings for one command run (sources are read once)."""
 
@@ -141,6 +151,9 @@ class TopicConfigs:
         self.external = gather_layers(
             [], topics, zookeeper=zookeeper, bootstrap=bootstrap, broker_id=broker_id
         )
+        for layer in self.external:
+            if layer.label == ts.SOURCE_ZOOKEEPER:
+                self._take_dynamic(layer, "/config/brokers/<default>", f"/config/brokers/{broker_id}")
         self._dirs: dict[Path, list[ts.ConfigLayer]] = {}
         self.notes: list[str] = [n for layer in self.external for n in layer.notes]
         for d in log_dirs:
@@ -150,9 +163,21 @@ class TopicConfigs:
         key = Path(log_dir)
         if key not in self._dirs:
             layers = ts.dir_layers([key])
+            for layer in layers:
+                name = _DYNAMIC_KEPT_IN.get(layer.label)
+                if name is not None:
+                    where, node = key / name, ts.node_id_of(key)
+                    self._take_dynamic(layer, f"{where} (cluster default)", f"{where} (broker {node})")
             self._dirs[key] = layers
             self.notes += [n for layer in layers for n in layer.notes]
         return self._dirs[key]
+
+    def _take_dynamic(self, layer: ts.ConfigLayer, where_default: str, where_node: str) -> None:
+        """A place's dynamic broker configs as a broker takes them at start-up: an invalid value
+        is left out with a note, the rest applies (Kafka's DynamicBrokerConfig)."""
+        from kafkatool.broker.config import take_layer_dynamic
+
+        take_layer_dynamic(layer, self.server_props, (where_default, where_node))
 
     def resolve(self, log_dir: Path, topic: str, *, in_cleaner_checkpoint: bool = False) -> ts.ResolvedConfig:
         layers = self.external + self._dir_layers(log_dir)

@@ -823,3 +823,79 @@ def test_dynamic_log_defaults_reach_the_members_logs(pbroker):
         n = len(list(pdir.glob("*.log")))
         produce(pbroker.bootstrap, topic, 4, 3, **{"linger.ms": 0, "batch.num.messages": 1})
         assert len(list(pdir.glob("*.log"))) == n
+
+
+def test_a_member_takes_the_primarys_dynamic_configs_by_the_value_rule(tmp_path, caplog):
+    """A member takes the primary's dynamic broker configs through the rule every source takes
+    (BrokerConfig.take_dynamic), at start-up and with every push: a value it cannot apply is
+    logged once and left out, a set it cannot run with is not applied at all (its logs keep
+    the last set it took), never half.  In process, on the real Member and Broker: the primary
+    pushes only what it took by the same rule, so only a member running other code (restarted
+    after an upgrade in place) meets such a value."""
+    import asyncio
+    import logging
+    import socket
+
+    from kafkatool.broker.metadata import MetadataStore
+    from kafkatool.broker.processes import Member, member_config
+    from kafkatool.broker.server import Broker
+    from kafkatool.log.manager import LogManager
+
+    data = tmp_path / "data"
+    data.mkdir()
+    primary = MetadataStore([tmp_path], 1, writable=False)
+    primary.create_topic("dyn", 8, {})
+    explicit = {"log.dirs": str(data), "listeners": "PLAINTEXT://127.0.0.1:0", "kafkatool.processes": "2"}
+    broker = Broker(member_config({"explicit": explicit}, 1))
+    ours, theirs = socket.socketpair()
+    group = Member(broker, 2, 1, 1, theirs)
+    broker.join_group(group, clean_shutdown={str(data): True})
+    caplog.set_level(logging.WARNING, logger="kafkatool")
+
+    def push(dynamic: dict, default: dict) -> None:
+        group.apply({"metadata": primary.to_json(), "dynamic": dynamic, "dynamic_default": default})
+
+    def log_configs() -> set:
+        logs = [lg for (t, _), lg in broker.manager.logs.items() if t == "dyn"]
+        assert logs  # the member owns some of the 8 partitions
+        return {(lg.config.retention_ms, lg.config.segment_bytes) for lg in logs}
+
+    def said(text: str) -> int:
+        return sum(text in r.getMessage() for r in caplog.records)
+
+    def layers() -> tuple[dict, dict]:
+        return broker.config.dynamic, broker.config.dynamic_default
+
+    ignored = "dynamic broker config log.segment.bytes in the primary's configs of this broker ignored"
+
+    held = LogManager([data], writable=True, load=False)  # the primary's lock of the dir
+
+    async def run() -> None:
+        await group.connect()
+        try:
+            # the start arguments: the invalid value is left out before the logs open
+            group.take_dynamic_configs({"dynamic": {"log.segment.bytes": "5"}, "dynamic_default": {}})
+            broker.open_storage()
+            assert broker.config.dynamic == {}
+            push({"log.segment.bytes": "5"}, {"log.retention.ms": "5000"})
+            push({"log.segment.bytes": "5"}, {"log.retention.ms": "5000"})  # the next save: same layers
+            assert layers() == ({}, {"log.retention.ms": "5000"})
+            assert log_configs() == {(5000, 1073741824)}
+            assert said(ignored) == 1
+            # valid alone, together breaking KafkaConfig's requirement: nothing of the set is taken
+            push({"log.segment.bytes": "2048"}, {"log.retention.ms": "0"})
+            push({"log.segment.bytes": "2048"}, {"log.retention.ms": "0"})
+            assert layers() == ({}, {"log.retention.ms": "5000"})
+            assert log_configs() == {(5000, 1073741824)}
+            assert said("not applied: requirement failed: log.retention.ms") == 1
+            push({"log.segment.bytes": "2048"}, {"log.retention.ms": "7000"})
+            assert log_configs() == {(7000, 2048)}
+        finally:
+            broker.close_storage()
+            group.channel.close()
+
+    try:
+        asyncio.run(run())
+    finally:
+        ours.close()
+        held.close()

@@ -289,6 +289,126 @@ def test_serve_applies_kraft_dynamic_broker_configs(tmp_path, make_broker):
         }
 
 
+def _broker_config_record(resource: str, name: str, value: str) -> bytes:
+    from kafkatool.formats.generated.config_record import ConfigRecord
+
+    return _metadata_value(ConfigRecord(resource_type=4, resource_name=resource, name=name, value=value), 4)
+
+
+def test_serve_takes_kraft_dynamic_broker_configs_by_the_value_rule(tmp_path, caplog):
+    """A KRaft dir's dynamic broker configs go through the one rule before the logs open
+    (DynamicBrokerConfig.fromPersistentProps / removeInvalidConfigs): an invalid value, a
+    read-only config and a value this broker does not apply are logged and left out, the rest
+    applies and is in the partition's LogConfig from its load."""
+    import logging
+
+    from kafkatool.broker.server import Broker
+
+    d = tmp_path / "kraft"
+    extra = [
+        _broker_config_record("", "log.retention.ms", "5000"),
+        _broker_config_record("", "log.cleanup.policy", "bogus"),
+        _broker_config_record("", "log.retention.hours", "1"),  # read-only in Kafka
+        _broker_config_record("1", "log.segment.bytes", "5"),
+        _broker_config_record("1", "message.max.bytes", "2048"),
+        _broker_config_record("1", "num.io.threads", "4"),  # dynamic in Kafka, not applied here
+    ]
+    write_kraft_dir(d, "events", {}, extra=extra)
+    caplog.set_level(logging.WARNING, logger="kafkatool")
+    b = Broker(BrokerConfig.load(None, [f"log.dirs={d}", "listeners=PLAINTEXT://127.0.0.1:0"]))
+    try:
+        b.open_storage()
+        assert b.config.dynamic_default == {"log.retention.ms": "5000"}
+        assert b.config.dynamic == {"message.max.bytes": "2048"}
+        lg = b.manager.logs[("events", 0)]
+        assert (lg.config.retention_ms, lg.config.cleanup_policy) == (5000, ("delete",))
+        assert lg.config.segment_bytes == 1073741824 and lg.config.max_message_bytes == 2048
+    finally:
+        b.close_storage()
+    meta = d / "__cluster_metadata-0"
+    said = sorted(r.getMessage() for r in caplog.records if "ignored" in r.getMessage())
+    assert said == [
+        f"dynamic broker config log.cleanup.policy in {meta} (cluster default) ignored: Invalid value "
+        "bogus for configuration log.cleanup.policy: String must be one of: compact, delete",
+        f"dynamic broker config log.retention.hours in {meta} (cluster default) ignored: Cannot update "
+        "these configs dynamically: Set(log.retention.hours)",
+        f"dynamic broker config log.segment.bytes in {meta} (broker 1) ignored: Invalid value 5 for "
+        "configuration log.segment.bytes: Value must be at least 14",
+        f"dynamic broker config num.io.threads in {meta} (broker 1) ignored: this broker does not apply it",
+    ]
+
+
+def test_kraft_dynamic_broker_configs_the_broker_cannot_run_with_are_not_applied(tmp_path, caplog):
+    """Values each valid alone but breaking one of KafkaConfig's requirements together
+    (log.retention.ms 0) are not applied at all, by serve or by an offline command; what serve's
+    own file says (changed through this broker since) is taken over the metadata log."""
+    import logging
+
+    from kafkatool.broker.server import Broker
+
+    d = tmp_path / "kraft"
+    extra = [
+        _broker_config_record("", "log.retention.ms", "0"),
+        _broker_config_record("", "log.cleanup.policy", "compact"),
+    ]
+    write_kraft_dir(d, "events", {}, extra=extra)
+    caplog.set_level(logging.WARNING, logger="kafkatool")
+    b = Broker(BrokerConfig.load(None, [f"log.dirs={d}", "listeners=PLAINTEXT://127.0.0.1:0"]))
+    try:
+        b.open_storage()
+        assert b.config.dynamic_default == {}
+        assert b.manager.logs[("events", 0)].config.cleanup_policy == ("delete",)
+    finally:
+        b.close_storage()
+    assert [r.getMessage() for r in caplog.records if "not applied" in r.getMessage()] == [
+        f"dynamic broker configs in {d / '__cluster_metadata-0'} (cluster default) not applied: "
+        "requirement failed: log.retention.ms must be unlimited (-1) or, greater than or equal to 1"
+    ]
+    code, lines, out = kafkatool(
+        "retention", "--dry-run", "--retention-ms", "1", d, "--json", "--now", NOW_FAR
+    )
+    (part,) = partition_records(lines, "events-0")
+    assert part["settings"]["cleanup.policy"]["value"] == "delete", out
+    # serve's file (a later change through this broker) wins over the metadata log
+    (d / ts.DYNAMIC_CONFIGS_FILE).write_text(
+        json.dumps(
+            {"version": 1, "broker": 1, "configs": {}, "default_configs": {"log.retention.ms": "60000"}}
+        )
+    )
+    b = Broker(BrokerConfig.load(None, [f"log.dirs={d}", "listeners=PLAINTEXT://127.0.0.1:0"]))
+    try:
+        b.open_storage()
+        assert b.config.dynamic_default == {"log.retention.ms": "60000", "log.cleanup.policy": "compact"}
+        assert b.manager.logs[("events", 0)].config.cleanup_policy == ("compact",)
+    finally:
+        b.close_storage()
+
+
+def test_offline_commands_skip_an_invalid_kraft_dynamic_broker_config(tmp_path):
+    """An offline command takes a KRaft dir's dynamic broker configs as the broker does: the
+    invalid one is a warning and left out, the valid one applies (before: exit 2 for the dir)."""
+    d = tmp_path / "kraft"
+    extra = [
+        _broker_config_record("", "log.cleanup.policy", "compact"),
+        _broker_config_record("1", "log.segment.bytes", "5"),
+    ]
+    write_kraft_dir(d, "events", {}, extra=extra)
+    code, lines, out = kafkatool(
+        "retention", "--dry-run", "--retention-ms", "1", d, "--json", "--now", NOW_FAR
+    )
+    (part,) = partition_records(lines, "events-0")
+    assert part["settings"]["cleanup.policy"] == {
+        "value": "compact",
+        "source": f"{ts.SOURCE_KRAFT}: dynamic broker config (log.cleanup.policy)",
+    }
+    warnings = [x["message"] for x in lines if x.get("type") == "warning"]
+    assert warnings == [
+        f"dynamic broker config log.segment.bytes in {d / '__cluster_metadata-0'} (broker 1) ignored: "
+        "Invalid value 5 for configuration log.segment.bytes: Value must be at least 14"
+    ]
+    assert code == 0 and not [x for x in lines if x.get("type") == "segment"], out
+
+
 def test_kraft_metadata_log_source(tmp_path):
     d = tmp_path / "kraft"
     write_kraft_dir(

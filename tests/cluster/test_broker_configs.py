@@ -150,3 +150,66 @@ def test_unclean_election_enabled_at_runtime_elects_an_offline_partition(cluster
     )  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     wait_for(lambda: partition_state(cluster, "unc", 0)["leader"] == b, 20, "the unclean election")
+
+
+def test_zookeeper_dynamic_defaults_govern_the_logs_from_their_load(tmp_path, zk_module, caplog):
+    """KafkaServer.startup initializes DynamicBrokerConfig from ZooKeeper before it creates the
+    LogManager: a partition on disk has the stored topic defaults in its LogConfig as soon as
+    the storage is open, before the broker listens (no wait, no reload); a value Kafka's
+    definition refuses is logged once and left out, the rest applies."""
+    import logging
+    import uuid
+
+    from kazoo.client import KazooClient
+
+    from kafkatool.broker.config import BrokerConfig
+    from kafkatool.broker.server import Broker
+    from tests.segments import make_partition
+
+    chroot = f"/c{uuid.uuid4().hex[:8]}"
+    k = KazooClient(hosts=zk_module, timeout=10)
+    k.start(timeout=10)
+    try:
+        for entity, config in (
+            (
+                "<default>",
+                {"log.retention.ms": "3600000", "log.cleanup.policy": "compact", "log.segment.bytes": "5"},
+            ),
+            ("1", {"log.segment.bytes": "2048"}),
+            ("2", {"log.retention.ms": "1"}),  # another broker's: not this one's
+        ):
+            data = json.dumps({"version": 1, "config": config}).encode()
+            k.create(f"{chroot}/config/brokers/{entity}", data, makepath=True)
+    finally:
+        k.stop()
+        k.close()
+    data_dir = tmp_path / "data"
+    make_partition(data_dir, "events-0", segments=2, batches_per_segment=3)
+    cfg = BrokerConfig.load(
+        None,
+        [
+            "broker.id=1",
+            f"zookeeper.connect={zk_module}{chroot}",
+            "zookeeper.session.timeout.ms=6000",
+            f"log.dirs={data_dir}",
+            "listeners=PLAINTEXT://127.0.0.1:0",
+        ],
+    )
+    broker = Broker(cfg)
+    caplog.set_level(logging.WARNING, logger="kafkatool")
+    try:
+        broker.open_storage()
+        lg = broker.manager.logs[("events", 0)]
+        got = (lg.config.retention_ms, lg.config.cleanup_policy, lg.config.segment_bytes)
+        assert got == (3_600_000, ("compact",), 2048)
+        assert broker.manager.config == lg.config  # and a log made later starts with them too
+        ignored = "dynamic broker config log.segment.bytes in /config/brokers/<default> ignored"
+        assert [r.getMessage() for r in caplog.records if ignored in r.getMessage()] == [
+            f"{ignored}: Invalid value 5 for configuration log.segment.bytes: Value must be at least 14"
+        ]
+        # the reload start() makes finds nothing new to say
+        broker.cluster._load_broker_configs()
+        assert sum(ignored in r.getMessage() for r in caplog.records) == 1
+    finally:
+        broker.close_storage()
+        broker.cluster.zk.close()

@@ -2,7 +2,8 @@
 the admin writes every broker makes (KafkaServer.startup, KafkaZkClient, AdminZkClient).
 
 Start-up order is Kafka's: ZooKeeper session -> ``/cluster/id`` (a log dir whose
-meta.properties names another cluster is refused) -> persistent paths -> listeners ->
+meta.properties names another cluster is refused) -> persistent paths -> the dynamic broker
+configs of ``/config/brokers`` (before the logs open) -> listeners ->
 ``/brokers/ids/N`` (ephemeral; its czxid is the broker epoch) -> the controller
 election.  A session that expires re-registers (a new broker epoch) and re-elects.
 """
@@ -64,7 +65,8 @@ class Cluster:
 
     # ------------------------------------------------------------------ start-up
     def connect(self) -> None:
-        """The session, /cluster/id and the persistent paths (before the log dirs are trusted)."""
+        """The session, /cluster/id, the persistent paths and the dynamic broker configs (before
+        the log dirs are trusted)."""
         if self.node_id < 0 or self.config.explicit_node_id is None:
             raise ClusterError(
                 "zookeeper.connect needs broker.id (or node.id) set: each broker of a cluster has its own"
@@ -106,6 +108,9 @@ class Cluster:
 
         #: SCRAM credentials: /config/users/<user>, as Kafka keeps them in ZooKeeper mode
         self.scram = ZkScramStore(self.zk)
+        # KafkaServer.startup initializes DynamicBrokerConfig from ZooKeeper before it creates
+        # the LogManager: a dynamic topic default governs the logs from their load on
+        self._load_broker_configs()
 
     def start(self) -> None:
         """After the listeners are bound: register, start replication and the controller."""
@@ -354,23 +359,26 @@ class Cluster:
 
     def _load_broker_configs(self) -> None:
         """Dynamic broker configs (DynamicBrokerConfig): the cluster-wide default and this broker's
-        own, each its own layer (the configs this broker applies at runtime), checked as Kafka
-        takes a change; the logs follow a change of the topic defaults."""
-        changed = False
+        own, each its own layer (the configs this broker applies at runtime), taken by the one
+        rule (BrokerConfig.take_dynamic); the logs follow a change of the topic defaults. Called
+        before the logs open (connect), after registering, and at every change notification."""
         unclean = self.config.bool("unclean.leader.election.enable")
+        found = {}
         for entity, per_broker in ((paths.DEFAULT_ENTITY, False), (str(self.node_id), True)):
             try:
                 ent = self.zk.entity_config("brokers", entity)
             except ZkError:
-                continue
-            found = ent.config.config if ent is not None and ent.config is not None else {}
-            took, notes = self.config.take_dynamic(per_broker, found, f"/config/brokers/{entity}")
-            for note in notes:
-                log.warning("%s", note)
-            if took:
-                changed = True
-                log.info("dynamic broker configs of %s reloaded from ZooKeeper: %s", entity, found)
+                continue  # the layer stays as it is
+            configs = ent.config.config if ent is not None and ent.config is not None else {}
+            found[per_broker] = (f"/config/brokers/{entity}", configs)
+        changed, notes = self.config.take_dynamic(found)
+        for note in notes:
+            log.warning("%s", note)
         if changed:
+            log.info(
+                "dynamic broker configs reloaded from ZooKeeper: %s",
+                {where: configs for where, configs in found.values()},
+            )
             self.broker.reconfigure_logs()
             if not unclean and self.config.bool("unclean.leader.election.enable") and self.controller:
                 self.controller.unclean_leader_election_enabled()

@@ -83,9 +83,11 @@ def load_dynamic_configs(broker) -> None:
     layer = ts.read_dynamic_broker_configs(dirs[0]) if dirs else None
     if layer is None:
         return
+    where = str(_dynamic_path(broker))
     notes = list(layer.notes)
-    for per_broker, found in ((False, layer.broker_default), (True, layer.broker_node)):
-        notes += broker.config.take_dynamic(per_broker, found, str(_dynamic_path(broker)))[1]
+    notes += broker.config.take_dynamic(
+        {False: (where, layer.broker_default), True: (where, layer.broker_node)}
+    )[1]
     for note in notes:
         log.warning("%s", note)
 
