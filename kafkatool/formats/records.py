@@ -920,9 +920,21 @@ def set_partition_leader_epoch(buf: bytearray | memoryview, position: int, epoch
 
 def set_log_append_time(buf: bytearray | memoryview, position: int, timestamp: int) -> None:
     """Mark a v2 batch LogAppendTime with ``timestamp`` as its maxTimestamp; recomputes the CRC."""
+    set_max_timestamp(buf, position, LOG_APPEND_TIME, timestamp)
+
+
+def set_max_timestamp(
+    buf: bytearray | memoryview, position: int, timestamp_type: int, timestamp: int
+) -> None:
+    """Give a v2 batch this timestamp type and maxTimestamp and recompute its CRC (Kafka's
+    DefaultRecordBatch.setMaxTimestamp)."""
     view = memoryview(buf)
     (attrs,) = _I16.unpack_from(view, position + 21)
-    _I16.pack_into(view, position + 21, attrs | TIMESTAMP_TYPE_MASK)
+    if timestamp_type == LOG_APPEND_TIME:
+        attrs |= TIMESTAMP_TYPE_MASK
+    else:
+        attrs &= ~TIMESTAMP_TYPE_MASK
+    _I16.pack_into(view, position + 21, attrs)
     struct.pack_into(">q", view, position + 35, timestamp)
     (length,) = _I32.unpack_from(view, position + 8)
     struct.pack_into(

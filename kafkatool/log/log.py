@@ -71,7 +71,7 @@ from kafkatool.log.segment import (
     scan_for_recovery,
     segment_file_paths,
 )
-from kafkatool.log.validator import validate_client_records
+from kafkatool.log.validator import validate_records
 
 PARTITION_METADATA_FILE = props.PARTITION_METADATA_FILE
 INDEX_FILE_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
@@ -718,14 +718,14 @@ class Log:
             raise CorruptRecordError("no complete batch in the records to append", 0)
         ts_type = timestamp_type or self.config.message_timestamp_type
         now = self.clock()
-        if origin == ORIGIN_CLIENT:
-            # UnifiedLog.append: the CRC, then LogValidator's record rules (on the batches as the
-            # client sent them: a legacy message set is its own batches there), then producer state
-            if not validated:
-                for b in batches:
-                    b.ensure_valid()
-                validated = True
-            validate_client_records(batches, self.config, ts_type, now, self.dir)
+        # UnifiedLog.append: the CRC, then LogValidator's record rules for every origin here
+        # (CLIENT and COORDINATOR; on the batches as they came: a legacy message set is its own
+        # batches there), then producer state
+        if not validated:
+            for b in batches:
+                b.ensure_valid()
+            validated = True
+        validate_records(batches, self.config, ts_type, now, self.dir)
         for b in batches:
             if b.magic < 2:
                 buf = self._up_convert(batches)
