@@ -39,6 +39,8 @@ class LogConfig:
     flush_messages: int = LONG_MAX
     flush_ms: int = LONG_MAX
     producer_id_expiration_ms: int = 86400000
+    # deprecated (KIP-724) but honoured: false refuses a client's Fetch v0-3 of this topic
+    message_downconversion_enable: bool = True
 
     # Kafka topic-config names -> attribute
     NAMES = {
@@ -63,6 +65,7 @@ class LogConfig:
         "file.delete.delay.ms": "file_delete_delay_ms",
         "flush.messages": "flush_messages",
         "flush.ms": "flush_ms",
+        "message.downconversion.enable": "message_downconversion_enable",
     }
 
     @cached_property

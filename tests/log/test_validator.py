@@ -229,7 +229,10 @@ def test_a_broker_difference_is_the_topic_default_of_before_and_after():
     from kafkatool.log import topic_settings as ts
 
     broker = {"log.message.timestamp.difference.max.ms": "5000", "log.message.timestamp.after.max.ms": "9"}
-    assert ts.broker_value("message.timestamp.before.max.ms", broker) == ("5000", None)
+    assert ts.broker_value("message.timestamp.before.max.ms", broker) == (
+        "5000",
+        "log.message.timestamp.difference.max.ms",
+    )
     assert ts.broker_value("message.timestamp.after.max.ms", broker) == (
         "9",
         "log.message.timestamp.after.max.ms",
