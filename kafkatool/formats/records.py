@@ -307,7 +307,16 @@ def record_timestamps(batch: Batch) -> Iterator[tuple[int, int]]:
     """(offset, timestamp) of each record of ``batch`` as a consumer sees them, reading of a v2
     record only its length, timestamp delta and offset delta (no key, value or header is copied;
     a compressed batch is decompressed): what checking timestamps needs.  A legacy batch is
-    decoded whole (its messages are their own records)."""
+    decoded whole (its messages are their own records).
+
+    Why three record walkers (this one, :func:`decode_records_v2` and the cleaner's
+    ``scan_keys``) and not one reader of the prefix they share (length, attributes, timestamp
+    delta, offset delta, key): the cleaner's scan is a hot loop with every varint's one-byte
+    case inlined, and taking the prefix from a shared reader slowed it by 5-8% (timeit, 200
+    records of 100-byte values: 936-970 ns a record inline, 1004-1022 through a generator,
+    1017-1025 through a function called per record).  What they do share is one rule each:
+    the varint readers (formats/varint.py), the header walker (:func:`walk_headers`) and the
+    decoder's refusals, which the scan defers to by re-reading any batch it is unsure of."""
     if batch.magic < 2:
         for r in batch.records():
             yield r.offset, r.timestamp
