@@ -365,6 +365,20 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "(message.timestamp.difference.max.ms) Deprecated: before and after where those are "
             "at their default.",
         ),
+        _d(
+            "log.message.downconversion.enable",
+            BOOLEAN,
+            True,
+            "(message.downconversion.enable) Deprecated: false refuses a client's Fetch v0-3 "
+            "(UNSUPPORTED_VERSION) instead of converting the batches to message format v0/v1.",
+        ),
+        _d("log.local.retention.ms", LONG, -2, "(local.retention.ms) Tiered storage only (not implemented)."),
+        _d(
+            "log.local.retention.bytes",
+            LONG,
+            -2,
+            "(local.retention.bytes) Tiered storage only (not implemented).",
+        ),
         _d("log.flush.interval.messages", LONG, LONG_MAX, "(flush.messages)"),
         _d("log.flush.interval.ms", LONG, None, "(flush.ms); log.flush.scheduler.interval.ms when unset"),
         _d("log.flush.scheduler.interval.ms", LONG, LONG_MAX),
@@ -639,6 +653,8 @@ _DYNAMIC_AT_LEAST = {
     "log.message.timestamp.difference.max.ms": 0,
     "log.message.timestamp.before.max.ms": 0,
     "log.message.timestamp.after.max.ms": 0,
+    "log.local.retention.ms": -2,  # RemoteLogManagerConfig: atLeast(-2)
+    "log.local.retention.bytes": -2,
     **dict.fromkeys(DYNAMIC_ONLY_CONFIGS, 0),  # DynamicConfig.Broker: LONG atLeast(0)
 }
 #: ... Range.between ...

@@ -307,7 +307,16 @@ def record_timestamps(batch: Batch) -> Iterator[tuple[int, int]]:
     """(offset, timestamp) of each record of ``batch`` as a consumer sees them, reading of a v2
     record only its length, timestamp delta and offset delta (no key, value or header is copied;
     a compressed batch is decompressed): what checking timestamps needs.  A legacy batch is
-    decoded whole (its messages are their own records)."""
+    decoded whole (its messages are their own records).
+
+    Why three record walkers (this one, :func:`decode_records_v2` and the cleaner's
+    ``scan_keys``) and not one reader of the prefix they share (length, attributes, timestamp
+    delta, offset delta, key): the cleaner's scan is a hot loop with every varint's one-byte
+    case inlined, and taking the prefix from a shared reader slowed it by 5-8% (timeit, 200
+    records of 100-byte values: 936-970 ns a record inline, 1004-1022 through a generator,
+    1017-1025 through a function called per record).  What they do share is one rule each:
+    the varint readers (formats/varint.py), the header walker (:func:`walk_headers`) and the
+    decoder's refusals, which the scan defers to by re-reading any batch it is unsure of."""
     if batch.magic < 2:
         for r in batch.records():
             yield r.offset, r.timestamp
@@ -920,9 +929,21 @@ def set_partition_leader_epoch(buf: bytearray | memoryview, position: int, epoch
 
 def set_log_append_time(buf: bytearray | memoryview, position: int, timestamp: int) -> None:
     """Mark a v2 batch LogAppendTime with ``timestamp`` as its maxTimestamp; recomputes the CRC."""
+    set_max_timestamp(buf, position, LOG_APPEND_TIME, timestamp)
+
+
+def set_max_timestamp(
+    buf: bytearray | memoryview, position: int, timestamp_type: int, timestamp: int
+) -> None:
+    """Give a v2 batch this timestamp type and maxTimestamp and recompute its CRC (Kafka's
+    DefaultRecordBatch.setMaxTimestamp)."""
     view = memoryview(buf)
     (attrs,) = _I16.unpack_from(view, position + 21)
-    _I16.pack_into(view, position + 21, attrs | TIMESTAMP_TYPE_MASK)
+    if timestamp_type == LOG_APPEND_TIME:
+        attrs |= TIMESTAMP_TYPE_MASK
+    else:
+        attrs &= ~TIMESTAMP_TYPE_MASK
+    _I16.pack_into(view, position + 21, attrs)
     struct.pack_into(">q", view, position + 35, timestamp)
     (length,) = _I32.unpack_from(view, position + 8)
     struct.pack_into(

@@ -44,6 +44,8 @@ class LogConfig:
     # LogConfig holds both, so the produce path reads them from the log, not per request
     compression_type: str = "producer"
     min_insync_replicas: int = 1
+    # deprecated (KIP-724) but honoured: false refuses a client's Fetch v0-3 of this topic
+    message_downconversion_enable: bool = True
 
     # Kafka topic-config names -> attribute
     NAMES = {
@@ -70,6 +72,7 @@ class LogConfig:
         "flush.ms": "flush_ms",
         "compression.type": "compression_type",
         "min.insync.replicas": "min_insync_replicas",
+        "message.downconversion.enable": "message_downconversion_enable",
     }
 
     @cached_property

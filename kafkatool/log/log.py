@@ -71,7 +71,7 @@ from kafkatool.log.segment import (
     scan_for_recovery,
     segment_file_paths,
 )
-from kafkatool.log.validator import validate_client_records
+from kafkatool.log.validator import validate_records
 
 PARTITION_METADATA_FILE = props.PARTITION_METADATA_FILE
 INDEX_FILE_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
@@ -720,11 +720,10 @@ class Log:
         now = self.clock()
         if not validated:
             self.analyze_and_validate(batches)
-        if origin == ORIGIN_CLIENT:
-            # UnifiedLog.append: size and CRC, then LogValidator's record rules (on the batches
-            # as the client sent them: a legacy message set is its own batches there), then
-            # producer state
-            validate_client_records(batches, self.config, ts_type, now, self.dir)
+        # UnifiedLog.append: size and CRC, then LogValidator's record rules for every origin
+        # here (CLIENT and COORDINATOR; on the batches as they came: a legacy message set is its
+        # own batches there), then producer state
+        validate_records(batches, self.config, ts_type, now, self.dir)
         for b in batches:
             if b.magic < 2:
                 buf = self._up_convert(batches)

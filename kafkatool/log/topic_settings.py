@@ -80,8 +80,10 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
         _def("follower.replication.throttled.replicas", LIST, [], ""),
         _def("index.interval.bytes", INT, [("log.index.interval.bytes", 1)], _LC.index_interval_bytes),
         _def("leader.replication.throttled.replicas", LIST, [], ""),
-        _def("local.retention.bytes", LONG, [], -2),
-        _def("local.retention.ms", LONG, [], -2),
+        # tiered storage's local share (-2: retention.bytes / retention.ms); kept and described,
+        # used by nothing here: without remote storage Kafka's retention reads retention.* alone
+        _def("local.retention.bytes", LONG, [("log.local.retention.bytes", 1)], -2),
+        _def("local.retention.ms", LONG, [("log.local.retention.ms", 1)], -2),
         _def(
             "max.compaction.lag.ms",
             LONG,
@@ -92,6 +94,13 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
         # deprecated since Kafka 3.0 and ignored for message format v2 (IBP >= 3.0); 3.x still
         # accepts it (librdkafka's test 0092 sets it), 4.0 removed it
         _def("message.format.version", STRING, [("log.message.format.version", 1)], "3.0-IV1"),
+        # deprecated (KIP-724), honoured: false refuses a client's Fetch v0-3 (UNSUPPORTED_VERSION)
+        _def(
+            "message.downconversion.enable",
+            BOOLEAN,
+            [("log.message.downconversion.enable", 1)],
+            _LC.message_downconversion_enable,
+        ),
         # KIP-937 (Kafka 3.6): how far before/after the broker's clock a CreateTime record may be
         _def(
             "message.timestamp.after.max.ms",
@@ -306,7 +315,9 @@ def broker_value(name: str, broker: Mapping[str, str]) -> tuple[str, str | None]
     ``broker`` holds the broker settings that are explicitly set (server.properties,
     overrides, dynamic configs); the first synonym set wins, else Kafka's default
     (broker setting None).  A negative retention in minutes or hours means unlimited (-1),
-    as Kafka's ``logRetentionTimeMillis`` says.
+    as Kafka's ``logRetentionTimeMillis`` says.  The broker's before/after timestamp limits
+    may come from log.message.timestamp.difference.max.ms (:func:`_timestamp_window`), which
+    is then the setting named.
     """
     d = TOPIC_CONFIGS[name]
     for broker_name, mult in d.synonyms:
@@ -320,10 +331,10 @@ def broker_value(name: str, broker: Mapping[str, str]) -> tuple[str, str | None]
             return str(n * mult), broker_name
         value = str(raw).strip()
         if name in _TIMESTAMP_WINDOW:
-            return _timestamp_window(broker_name, value, broker), broker_name
+            return _timestamp_window(broker_name, value, broker)
         return value, broker_name
     if name in _TIMESTAMP_WINDOW:
-        return _timestamp_window(name, d.default, broker), None
+        return _timestamp_window(None, d.default, broker)
     return d.default, None
 
 
@@ -331,14 +342,50 @@ _TIMESTAMP_WINDOW = ("message.timestamp.before.max.ms", "message.timestamp.after
 _TIMESTAMP_DIFFERENCE = "log.message.timestamp.difference.max.ms"
 
 
-def _timestamp_window(name: str, value: str, broker: Mapping[str, str]) -> str:
+def _timestamp_window(
+    broker_name: str | None, value: str, broker: Mapping[str, str]
+) -> tuple[str, str | None]:
     """KafkaConfig.logMessageTimestampBeforeMaxMs / AfterMaxMs, the topic default
-    (extractLogConfigMap): the broker's before/after while it is at its default
-    (Long.MAX_VALUE), else the deprecated log.message.timestamp.difference.max.ms."""
+    (extractLogConfigMap): the broker's before/after (``broker_name``: set, or None: Kafka's
+    default) while it is at its default (Long.MAX_VALUE), else the deprecated
+    log.message.timestamp.difference.max.ms.
+
+    That default is a value of the topic's before/after, not of its difference, so (KIP-937's
+    compatibility rule, LogConfig.getMessageTimestampBeforeMaxMs) a broker-level difference
+    outranks a topic's own message.timestamp.difference.max.ms: the topic's difference is
+    consulted only while its before/after is at Long.MAX_VALUE, and the broker's difference
+    has just made it something else.  The broker (``BrokerConfig.log_config``: these defaults
+    under the topic's overrides) and the offline :func:`resolve` both take it from here."""
     raw = broker.get(_TIMESTAMP_DIFFERENCE)
-    if raw is None or _int(name, value) != LONG_MAX:
-        return value
-    return str(_int(_TIMESTAMP_DIFFERENCE, raw))
+    if raw is None or _int(broker_name or _TIMESTAMP_DIFFERENCE, value) != LONG_MAX:
+        return value, broker_name
+    return str(_int(_TIMESTAMP_DIFFERENCE, raw)), _TIMESTAMP_DIFFERENCE
+
+
+#: LogConfig.validateRemoteStorageOnlyIfSystemEnabled's refusal (this broker is one with
+#: remote.log.storage.system.enable=false: tiered storage is not implemented)
+REMOTE_STORAGE_DISABLED = "Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage."
+
+
+def validate_topic_change(overrides: Mapping[str, str | None], defaults: Mapping[str, str]) -> None:
+    """Kafka's LogConfig.validate(props, the broker's topic defaults, remote storage off) for a
+    topic's overrides as CreateTopics or AlterConfigs would leave them: every name and value,
+    then the rules between values on the overrides over ``defaults`` (validateValues: the
+    compaction lags; validateTopicLogConfigValues: remote.storage.enable only where the broker's
+    tiered storage is on, which here it never is).  The local.retention.* bounds against
+    retention.* (validateRemoteStorageRetentionSize/Time) apply only with remote.storage.enable,
+    so they never do here.  SettingsError with Kafka's message."""
+    for name, value in overrides.items():
+        validate_topic_config(name, value)
+    values = {**defaults, **{k: v for k, v in overrides.items() if v is not None}}
+    min_lag = _int("min.compaction.lag.ms", values.get("min.compaction.lag.ms", "0"))
+    max_lag = _int("max.compaction.lag.ms", values.get("max.compaction.lag.ms", str(LONG_MAX)))
+    if min_lag > max_lag:
+        raise SettingsError(
+            f"conflict topic config setting min.compaction.lag.ms ({min_lag}) > max.compaction.lag.ms ({max_lag})"
+        )
+    if str(values.get("remote.storage.enable", "false")).strip().lower() == "true":
+        raise SettingsError(REMOTE_STORAGE_DISABLED)
 
 
 def topic_defaults(broker: Mapping[str, str]) -> dict[str, str]:

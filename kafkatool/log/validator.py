@@ -1,17 +1,26 @@
-"""Kafka's LogValidator record rules for a client's append (validateRecord): a compacted topic's
-records need a key, and a CreateTime topic's record timestamps must lie within
-message.timestamp.before.max.ms / after.max.ms of the broker's clock (KIP-937; the deprecated
-message.timestamp.difference.max.ms where those are at their default), and no client sets
-LogAppendTime.
+"""Kafka's LogValidator record rules (validateRecord): a compacted topic's records need a key, and a
+CreateTime topic's record timestamps must lie within message.timestamp.before.max.ms /
+after.max.ms of the broker's clock (KIP-937; the deprecated message.timestamp.difference.max.ms
+where those are at their default), and no client sets LogAppendTime on a LogAppendTime topic.
 
-Run by ``Log.append_as_leader`` for every CLIENT append, before producer state is looked at,
-on batches whose CRC was checked.  Kafka walks every record; the bytes are only passed along
-here, so a batch is read only when it might break a rule: never with both limits at their
-default (Long.MAX_VALUE) on a topic that is not compacted, and with only the after limit set,
-only when the header's maxTimestamp is beyond it.  The header has no lower bound (a v2
-record's timestamp delta is signed, so baseTimestamp is the first record's, not the least),
-so with a before limit every record's timestamp is read (``records.record_timestamps``: its
-varints only, a compressed batch decompressed, as Kafka's skipKeyValueIterator).
+Run by ``Log.append_as_leader`` for CLIENT and COORDINATOR appends alike (UnifiedLog.append runs
+LogValidator for every origin but RAFT_LEADER and REPLICATION; what differs per origin is
+validateBatch's client-only batch checks, which the produce handler makes before the log sees the
+bytes), before producer state is looked at, on batches whose CRC was checked.
+
+Kafka walks every record; the bytes are only passed along here, so a batch is read only when it
+might break a rule: never with both limits at their default (Long.MAX_VALUE) on a topic that is
+not compacted.  With a limit set every record's timestamp is read (``records.record_timestamps``:
+its varints only, a compressed batch decompressed, as Kafka's skipKeyValueIterator): neither end
+of a batch's range is in its header (a v2 timestamp delta is signed, so baseTimestamp is not the
+least, and maxTimestamp is what the client wrote, not what the records say).
+
+On a CreateTime topic Kafka then writes the batch's timestamp fields from its records
+(assignOffsetsNonCompressed, and the in-place branch of validateMessagesAndAssignOffsetsCompressed:
+``setMaxTimestamp(CREATE_TIME, max of the records)``): a client's LogAppendTime attribute is reset
+to CreateTime (its records read as the batch's maxTimestamp, so that stays), and a batch whose
+records were read gets their greatest timestamp as its maxTimestamp.  A batch nothing made us
+read keeps its header's maxTimestamp (the producers' own).
 
 A batch with record errors raises :class:`RecordValidationError` (Kafka's
 RecordValidationException: processRecordErrors), one error per offending record, its index
@@ -44,6 +53,11 @@ class RecordValidationError(KafkatoolError):
         self.message = message
         self.record_errors = record_errors
 
+    @property
+    def error_name(self) -> str:
+        """The partition's error as Kafka's Errors names it (protocol.errors.ErrorCode[name])."""
+        return "INVALID_TIMESTAMP" if self.invalid_timestamp else "INVALID_RECORD"
+
 
 def _record_string(batch, r: R.Record) -> str:
     """Kafka's Record.toString (DefaultRecord, LegacyRecord) in a record error's message."""
@@ -62,32 +76,36 @@ def _record_string(batch, r: R.Record) -> str:
     )
 
 
-def validate_client_records(
-    batches: list, config: LogConfig, timestamp_type: str, now_ms: int, log_dir
-) -> None:
+def validate_records(batches: list, config: LogConfig, timestamp_type: str, now_ms: int, log_dir) -> None:
     """Raise RecordValidationError for the first batch of ``batches`` with record errors
     (``log_dir``: the partition's dir, whose name is Kafka's TopicPartition.toString in a
-    message)."""
+    message); on a CreateTime topic, write each v2 batch's timestamp fields as Kafka does (above)
+    into its buffer, which must be writable, and its parsed header."""
     compacted = config.compact
     create_time = timestamp_type == "CreateTime"
     before = config.timestamp_before_max_ms if create_time else LONG_MAX
     after = config.timestamp_after_max_ms if create_time else LONG_MAX
-    lowest = now_ms - before if before != LONG_MAX else None
-    highest = now_ms + after if after != LONG_MAX else None
+    limited = before != LONG_MAX or after != LONG_MAX
     for b in batches:
         set_append_time = b.timestamp_type == R.LOG_APPEND_TIME
-        if not compacted and not set_append_time:
-            if not create_time or b.magic == 0:
+        if not compacted and not (limited and b.magic > 0):
+            if not set_append_time:
+                continue  # nothing to check, nothing to write: the header stays as it is
+            if create_time and b.max_timestamp != R.NO_TIMESTAMP:
+                if b.magic >= 2:  # its records all read as maxTimestamp, inside no limit here
+                    R.set_max_timestamp(b.buf, b.position, R.CREATE_TIME, b.max_timestamp)
+                    b.attributes &= ~R.TIMESTAMP_TYPE_MASK
                 continue
-            if lowest is None and (highest is None or b.max_timestamp <= highest):
-                continue  # the header proves every record inside
         errors: list[tuple[int, str]] = []
         timestamp_error = False
         if compacted or set_append_time:
             stamps = ((r.offset, r.timestamp, r) for r in b.records())
         else:
             stamps = ((offset, ts, None) for offset, ts in R.record_timestamps(b))
+        max_ts = R.NO_TIMESTAMP
         for index, (offset, ts, record) in enumerate(stamps):
+            if ts > max_ts:
+                max_ts = ts
             if compacted and record.key is None:
                 errors.append(
                     (
@@ -127,3 +145,7 @@ def validate_client_records(
                     f"total, and only showing the first three errors at most: [{shown}]"
                 )
             raise RecordValidationError(timestamp_error, message, errors)
+        if create_time and b.magic >= 2 and (set_append_time or max_ts != b.max_timestamp):
+            R.set_max_timestamp(b.buf, b.position, R.CREATE_TIME, max_ts)
+            b.attributes &= ~R.TIMESTAMP_TYPE_MASK
+            b.max_timestamp = max_ts

@@ -86,8 +86,10 @@ def test_describe_configs_sources_types_synonyms(broker):
         assert (s.value, s.config_source, s.config_type) == ("1073741824", 5, 3)
         assert [(y.name, y.value, y.source) for y in s.synonyms] == [("log.segment.bytes", "1073741824", 5)]
         assert cfg["cleanup.policy"].config_type == 7 and cfg["cleanup.policy"].value == "delete"
-        # with the deprecated message.format.version and message.timestamp.difference.max.ms
-        assert len(cfg) == 30
+        # Kafka 3.7's LogConfig.configNames: TopicConfig's 29 (with the deprecated
+        # message.format.version, message.timestamp.difference.max.ms and
+        # message.downconversion.enable) and the two throttled-replica lists
+        assert len(cfg) == 31
         _, only = describe(c, "adm-cfg", keys=["max.message.bytes"], version=0)
         assert list(only) == ["max.message.bytes"]  # v0's is_default: test_describe_configs_v0_bytes
         res, _ = describe(c, "nope-cfg")

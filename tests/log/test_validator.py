@@ -145,22 +145,82 @@ def test_records_are_read_only_when_a_batch_might_break_a_limit(tmp_path):
     assert R.RecordBatch(data).is_valid()
     # both limits at their default: nothing read
     assert make_log(tmp_path / "a").append_as_leader(bytearray(data), 0).first_offset == 0
-    # an after limit the header's maxTimestamp satisfies: nothing read
-    lg = make_log(tmp_path / "b", message_timestamp_after_max_ms=1000)
-    assert lg.append_as_leader(bytearray(data), 0).first_offset == 0
-    # a before limit has no bound in the header: the records are read
-    with pytest.raises(CorruptRecordError):
-        make_log(tmp_path / "c", message_timestamp_before_max_ms=HOUR).append_as_leader(bytearray(data), 0)
-    # a header beyond the after limit: read
-    with pytest.raises(CorruptRecordError):
-        make_log(tmp_path / "d", message_timestamp_after_max_ms=1000).append_as_leader(
-            corrupt_record_batch(NOW + HOUR), 0
-        )
+    # either limit set: the records are read (the header bounds neither end of their range)
+    for name, limit in (("b", "after"), ("c", "before")):
+        lg = make_log(tmp_path / name, **{f"message_timestamp_{limit}_max_ms": HOUR})
+        with pytest.raises(CorruptRecordError):
+            lg.append_as_leader(bytearray(data), 0)
 
 
-def test_coordinator_appends_are_not_client_appends(tmp_path):
-    lg = make_log(tmp_path, message_timestamp_before_max_ms=0, message_timestamp_after_max_ms=0)
-    assert lg.append_as_leader(bytearray(batch(NOW - HOUR)), 0, origin=ORIGIN_COORDINATOR).first_offset == 0
+def forged_max_timestamp(data: bytes, max_ts: int) -> bytearray:
+    """``data`` with a maxTimestamp the records do not say (the CRC made right again)."""
+    out = bytearray(data)
+    out[35:43] = max_ts.to_bytes(8, "big", signed=True)
+    out[17:21] = crc32c(bytes(out[21:])).to_bytes(4, "big")
+    return out
+
+
+@pytest.mark.parametrize("codec", [compression.NONE, compression.GZIP])
+def test_the_after_limit_reads_every_record_not_the_headers_max_timestamp(tmp_path, codec):
+    """validateTimestamp runs per record: a header claiming a maxTimestamp inside the limit does
+    not let a later record through."""
+    lg = make_log(tmp_path, message_timestamp_after_max_ms=60_000)
+    data = forged_max_timestamp(batch(NOW, NOW + HOUR, codec=codec), NOW)
+    assert R.RecordBatch(data).is_valid() and R.RecordBatch(data).max_timestamp == NOW
+    err = refused(lg, data)
+    assert err.invalid_timestamp and [i for i, _ in err.record_errors] == [1]
+
+
+def test_a_batch_whose_records_were_read_gets_their_max_timestamp(tmp_path):
+    """assignOffsetsNonCompressed / the compressed in-place branch: setMaxTimestamp(CREATE_TIME,
+    the records' greatest) on a CreateTime topic."""
+    lg = make_log(tmp_path, message_timestamp_before_max_ms=HOUR)
+    info = lg.append_as_leader(forged_max_timestamp(batch(NOW - 5, NOW - 9), NOW - 100), 0)
+    (stored,) = lg.batches(0)
+    assert stored.max_timestamp == info.max_timestamp == NOW - 5 and stored.is_valid()
+
+
+@pytest.mark.parametrize("codec", [compression.NONE, compression.LZ4])
+@pytest.mark.parametrize("limit", [LONG_MAX, HOUR])
+def test_a_clients_log_append_time_becomes_create_time_on_a_create_time_topic(tmp_path, codec, limit):
+    """validateTimestamp lets a LogAppendTime batch with a timestamp through on a CreateTime topic
+    (its records read as maxTimestamp, checked as any other); setMaxTimestamp(CREATE_TIME, ...)
+    then stores it as CreateTime with that maxTimestamp, so its records read as base + delta."""
+    data = bytearray(batch(NOW - 30, NOW - 10, codec=codec))
+    R.set_log_append_time(data, 0, NOW - 20)
+    lg = make_log(tmp_path, message_timestamp_before_max_ms=limit)
+    info = lg.append_as_leader(data, 0)
+    assert info.log_append_time is None and info.max_timestamp == NOW - 20
+    (stored,) = lg.batches(0)
+    assert stored.timestamp_type == R.CREATE_TIME and stored.max_timestamp == NOW - 20
+    assert stored.is_valid()
+    assert [r.timestamp for r in stored.records()] == [NOW - 30, NOW - 10]
+    # without a timestamp it is refused (the LogAppendTime branch of validateTimestamp)
+    data = bytearray(batch(NOW))
+    R.set_log_append_time(data, 0, R.NO_TIMESTAMP)
+    err = refused(make_log(tmp_path / "none", message_timestamp_before_max_ms=limit), data)
+    assert err.invalid_timestamp and err.record_errors[0][1].endswith(
+        "Producer should not set timestamp type to LogAppendTime."
+    )
+
+
+def test_coordinator_appends_meet_the_same_record_rules(tmp_path):
+    """UnifiedLog.append runs LogValidator for AppendOrigin.COORDINATOR too: its record rules
+    are the client's (the client-only batch checks are the produce handler's)."""
+    lg = make_log(tmp_path, message_timestamp_before_max_ms=60_000)
+    with pytest.raises(RecordValidationError) as info:
+        lg.append_as_leader(bytearray(batch(NOW - HOUR)), 0, origin=ORIGIN_COORDINATOR)
+    assert info.value.error_name == "INVALID_TIMESTAMP" and lg.log_end_offset == 0
+    assert lg.append_as_leader(bytearray(batch(NOW - 1000)), 0, origin=ORIGIN_COORDINATOR).first_offset == 0
+    compacted = make_log(tmp_path / "c", cleanup_policy=("compact",))
+    with pytest.raises(RecordValidationError) as info:
+        compacted.append_as_leader(bytearray(batch(NOW, key=None)), 0, origin=ORIGIN_COORDINATOR)
+    assert info.value.error_name == "INVALID_RECORD"
+    # a transaction marker has a key (its control record's), so a compacted topic takes it
+    marker = R.build_control_batch(
+        R.COMMIT, producer_id=7, producer_epoch=0, coordinator_epoch=0, timestamp=NOW
+    )
+    assert compacted.append_as_leader(bytearray(marker), 0, origin=ORIGIN_COORDINATOR).first_offset == 0
 
 
 def test_a_broker_difference_is_the_topic_default_of_before_and_after():
@@ -169,7 +229,10 @@ def test_a_broker_difference_is_the_topic_default_of_before_and_after():
     from kafkatool.log import topic_settings as ts
 
     broker = {"log.message.timestamp.difference.max.ms": "5000", "log.message.timestamp.after.max.ms": "9"}
-    assert ts.broker_value("message.timestamp.before.max.ms", broker) == ("5000", None)
+    assert ts.broker_value("message.timestamp.before.max.ms", broker) == (
+        "5000",
+        "log.message.timestamp.difference.max.ms",
+    )
     assert ts.broker_value("message.timestamp.after.max.ms", broker) == (
         "9",
         "log.message.timestamp.after.max.ms",

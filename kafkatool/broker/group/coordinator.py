@@ -49,6 +49,7 @@ from kafkatool.errors import KafkatoolError
 from kafkatool.formats import internal_topics as IT
 from kafkatool.formats.generated import ConsumerProtocolSubscription
 from kafkatool.log.log import ORIGIN_COORDINATOR, RecordTooLargeError
+from kafkatool.log.validator import RecordValidationError
 from kafkatool.protocol.errors import ErrorCode
 
 log = logging.getLogger("kafkatool.broker.group")
@@ -893,6 +894,10 @@ class GroupCoordinator:
             self._append(group, [self._group_record(group, assignment)])
         except RecordTooLargeError:
             return ErrorCode.UNKNOWN_SERVER_ERROR
+        except RecordValidationError as exc:
+            # storeGroup passes LogValidator's error on as it is ("case other")
+            log.error("failed to write group %s: %s", group.group_id, exc.message)
+            return ErrorCode[exc.error_name]
         except LookupError:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         except OSError:
@@ -1379,6 +1384,9 @@ class GroupCoordinator:
                 self._append(group, records)
             except RecordTooLargeError:
                 code = ErrorCode.INVALID_COMMIT_OFFSET_SIZE
+            except RecordValidationError as exc:
+                # maybeConvertOffsetCommitError passes LogValidator's error on as it is
+                code = ErrorCode[exc.error_name]
             except LookupError:
                 code = ErrorCode.COORDINATOR_NOT_AVAILABLE
             except OSError:
@@ -1515,7 +1523,7 @@ class GroupCoordinator:
         if records:
             try:
                 self._append(cg, records)
-            except (LookupError, OSError, RecordTooLargeError) as exc:
+            except (LookupError, OSError, RecordTooLargeError, RecordValidationError) as exc:
                 log.warning("failed to write tombstones for group %s: %s", cg.group_id, exc)
                 return ErrorCode.NONE, dict.fromkeys(
                     [tp for tp in partitions if result[tp] == ErrorCode.NONE],
@@ -1544,7 +1552,7 @@ class GroupCoordinator:
             return ErrorCode.NONE
         try:
             self._append(group, records)
-        except (LookupError, OSError, RecordTooLargeError) as exc:
+        except (LookupError, OSError, RecordTooLargeError, RecordValidationError) as exc:
             log.warning("failed to write tombstones for group %s: %s", group.group_id, exc)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         return ErrorCode.NONE
@@ -1594,7 +1602,7 @@ class GroupCoordinator:
             if expired:
                 try:
                     self._append(cg, [(P.offset_commit_key(cg.group_id, t, p), None) for t, p in expired])
-                except (LookupError, OSError, RecordTooLargeError) as exc:
+                except (LookupError, OSError, RecordTooLargeError, RecordValidationError) as exc:
                     log.warning("failed to expire offsets of group %s: %s", cg.group_id, exc)
                     continue
                 for tp in expired:

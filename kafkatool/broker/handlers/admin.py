@@ -14,6 +14,7 @@ from kafkatool.broker.handlers.metadata import AUTHORIZED_OPS_OMITTED, from_wire
 from kafkatool.broker.read_only import READ_ONLY_MSG
 from kafkatool.broker.security import acl
 from kafkatool.formats.schema import ZERO_UUID
+from kafkatool.log import topic_settings as ts
 from kafkatool.log.topic_settings import topic_name_error
 from kafkatool.protocol.errors import ErrorCode
 from kafkatool.protocol.generated import (
@@ -139,8 +140,9 @@ def _create_one(broker, ct, version: int, validate_only: bool) -> CreatableTopic
         if c.value is not None:
             configs[c.name] = c.value
     try:
+        ts.validate_topic_change(configs, broker.config.topic_defaults())
         broker.config.log_config(configs)
-    except C.ConfigError as exc:
+    except ts.SettingsError as exc:  # BrokerConfig's ConfigError is one
         r.error_code, r.error_message = ErrorCode.INVALID_CONFIG, str(exc)
         return r
     r.num_partitions = parts
@@ -620,10 +622,9 @@ def _apply_topic(broker, name: str, new: dict[str, str], validate_only: bool) ->
     if t is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist"
     try:
-        for k, val in new.items():
-            C.validate_topic_config(k, val)
+        ts.validate_topic_change(new, broker.config.topic_defaults())
         broker.config.log_config(new)
-    except C.ConfigError as exc:
+    except ts.SettingsError as exc:  # BrokerConfig's ConfigError is one
         return ErrorCode.INVALID_CONFIG, str(exc)
     if broker.read_only:
         return ErrorCode.POLICY_VIOLATION, READ_ONLY_MSG

@@ -14,7 +14,8 @@ The response is encoded by the generated codec with a unique 16-byte token in
 each ``records`` field; the tokens (and their length prefixes) are then
 replaced by the real length and the segment slices, which go out with
 sendfile.  Fetch v0-3 clients get the batches down-converted to message
-format v0/v1.  From v13 topics are named by id (an unknown id is UNKNOWN_TOPIC_ID
+format v0/v1 (UNSUPPORTED_VERSION where the topic's message.downconversion.enable
+is false).  From v13 topics are named by id (an unknown id is UNKNOWN_TOPIC_ID
 for each of its partitions); from v16 a NOT_LEADER_OR_FOLLOWER or
 FENCED_LEADER_EPOCH partition carries the current leader and the response the
 leader's endpoint (KIP-951), as Kafka's ``KafkaApis.handleFetchRequest`` does.
@@ -122,6 +123,12 @@ def _read(broker, req, topics, version: int, denied: set[str] | frozenset = froz
             out.tps.append((name, idx))
             lg, pd.error_code = broker.partition_log(t, idx)
             if lg is None:
+                out.errors = True
+                continue
+            if version < 4 and replica_id < 0 and not lg.config.message_downconversion_enable:
+                # KafkaApis.maybeConvertFetchedData: a client's fetch that needs its batches as
+                # message format v0/v1 gets UNSUPPORTED_VERSION instead (a follower never)
+                pd.error_code = ErrorCode.UNSUPPORTED_VERSION
                 out.errors = True
                 continue
             not_leader = broker.leader_error(name, idx)

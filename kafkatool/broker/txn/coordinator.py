@@ -30,6 +30,7 @@ from kafkatool.errors import KafkatoolError
 from kafkatool.formats import records as R
 from kafkatool.log.log import ORIGIN_COORDINATOR
 from kafkatool.log.producer_state import ProducerStateError
+from kafkatool.log.validator import RecordValidationError
 from kafkatool.protocol.errors import ErrorCode
 
 log = logging.getLogger("kafkatool.broker.txn")
@@ -249,7 +250,7 @@ class TransactionCoordinator:
                     t.leader_epoch(p),
                     origin=ORIGIN_COORDINATOR,
                 )
-            except OSError as exc:
+            except (OSError, RecordValidationError) as exc:
                 log.error("failed to expire %s: %s", md.transactional_id, exc)
                 continue
             del self.txns[md.transactional_id]
@@ -319,6 +320,10 @@ class TransactionCoordinator:
         except OSError as exc:
             log.error("failed to write the state of %s: %s", md.transactional_id, exc)
             raise TxnError(ErrorCode.NOT_COORDINATOR, str(exc)) from None
+        except RecordValidationError as exc:
+            # appendTransactionToLog passes LogValidator's error on as it is ("case other")
+            log.error("failed to write the state of %s: %s", md.transactional_id, exc.message)
+            raise TxnError(ErrorCode[exc.error_name], exc.message) from None
 
     def _transit(self, md: TxnMetadata, **changes) -> None:
         """Persist the new state first; only a successful write changes the cached metadata."""
@@ -566,6 +571,12 @@ class TransactionCoordinator:
             except OSError as exc:
                 log.error("failed to write the marker to %s-%d: %s", topic, p, exc)
                 raise TxnError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from None
+            except RecordValidationError as exc:
+                # LogValidator refused the marker (a topic's timestamp limit narrower than the
+                # time the marker took): Kafka's marker handler takes any such error as fatal
+                # (IllegalStateException); here the transaction stays as it is, not completed
+                log.error("marker refused by %s-%d: %s", topic, p, exc.message)
+                raise TxnError(ErrorCode[exc.error_name], exc.message) from None
             if topic == OFFSETS_TOPIC:
                 offsets_partitions[p] = (lg, first, info.first_offset)
         gc = getattr(broker, "group_coordinator", None)

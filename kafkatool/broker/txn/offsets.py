@@ -17,6 +17,7 @@ from kafkatool.broker.group.coordinator import EMPTY, Group, now_ms
 from kafkatool.broker.group.offsets import OffsetAndMetadata, oversized_metadata
 from kafkatool.formats import records as R
 from kafkatool.log.log import ORIGIN_COORDINATOR, RecordTooLargeError
+from kafkatool.log.validator import RecordValidationError
 from kafkatool.protocol.errors import ErrorCode
 
 log = logging.getLogger("kafkatool.broker.txn")
@@ -75,6 +76,9 @@ def txn_commit_offsets(
             lg.append_as_leader(batch, t.leader_epoch(group.partition), origin=ORIGIN_COORDINATOR)
         except RecordTooLargeError:
             code = ErrorCode.INVALID_COMMIT_OFFSET_SIZE
+        except RecordValidationError as exc:
+            # maybeConvertOffsetCommitError passes LogValidator's error on as it is
+            code = ErrorCode[exc.error_name]
         except OSError:
             log.exception("failed to write transactional offsets of group %s", group_id)
             code = ErrorCode.NOT_COORDINATOR

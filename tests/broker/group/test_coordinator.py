@@ -533,3 +533,23 @@ def test_member_that_never_syncs_is_removed_after_rebalance_timeout(tmp_path):
         assert env.heartbeat("g", 2, a.member_id) == E.REBALANCE_IN_PROGRESS
 
     run(tmp_path, body)
+
+
+def test_coordinator_writes_meet_the_logs_record_rules(tmp_path):
+    """The coordinator appends through LogValidator (AppendOrigin.COORDINATOR): a record its
+    partition's timestamp limit refuses fails the commit with LogValidator's own error, as
+    Kafka's maybeConvertOffsetCommitError passes it on, and nothing is stored."""
+
+    async def body(env):
+        tp = ("t", 0)
+        assert env.commit("simple", {tp: (5, "")}) == {tp: 0}
+        lg = env.broker.get_log(P.OFFSETS_TOPIC, partition_for("simple", NUM_PARTITIONS))
+        assert lg.config.timestamp_before_max_ms == 60_000
+        wall = lg.clock
+        lg.clock = lambda: wall() + 3_600_000  # the log's clock an hour past the coordinator's
+        end = lg.log_end_offset
+        assert env.commit("simple", {tp: (6, "")}) == {tp: E.INVALID_TIMESTAMP}
+        assert lg.log_end_offset == end
+        assert env.gc.handle_offset_fetch("simple", [tp], False)[1][0][1].offset == 5
+
+    run(tmp_path, body, "log.message.timestamp.before.max.ms=60000")
