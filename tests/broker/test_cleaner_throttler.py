@@ -94,7 +94,7 @@ def test_one_throttler_for_every_round_of_every_partition(broker, tmp_path):
 def test_small_partitions_cleaned_one_after_another_are_throttled_together(broker, tmp_path):
     state, throttler, clock, sleep = _state_on_file_clock(broker, tmp_path)
     # a dynamic change (IncrementalAlterConfigs on the broker): taken at the next round
-    changed, notes = broker.config.take_dynamic(True, {RATE: "20000"}, "the test")
+    changed, notes = broker.config.take_dynamic({True: ("the test", {RATE: "20000"})})
     assert changed and not notes
 
     done = _clean(state, clock)
@@ -110,7 +110,7 @@ def test_small_partitions_cleaned_one_after_another_are_throttled_together(broke
     # a second change keeps the interval in progress and its bytes (Kafka's
     # updateDesiredRatePerSec), judged at the new rate at the next check
     observed, start = throttler.observed, throttler.period_start
-    broker.config.take_dynamic(True, {RATE: "10"}, "the test")
+    broker.config.take_dynamic({True: ("the test", {RATE: "10"})})
     for p in range(2):
         lg = broker.manager.logs[("c", p)]
         for i in range(12):
