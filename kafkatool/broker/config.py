@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafkatool.formats import properties as props
+from kafkatool.log import dynamic_log_config as dlc
 from kafkatool.log import topic_settings as ts
 from kafkatool.log.config import LONG_MAX, LogConfig
 from kafkatool.log.topic_settings import (  # noqa: F401 (re-exported for the handlers)
@@ -110,11 +111,8 @@ _LISTENER_RECONFIGURABLE = _SSL_RECONFIGURABLE | frozenset(
 _CLUSTER_LEVEL_LISTENER = frozenset(
     ("max.connections", "max.connection.creation.rate", "num.network.threads")
 )
-#: DynamicLogConfig.ReconfigurableConfigs: each topic config's first broker synonym
-#: (ServerTopicConfigSynonyms.TOPIC_CONFIG_SYNONYMS) but log.message.format.version
-_DYNAMIC_LOG = frozenset(d.synonyms[0][0] for d in ts.TOPIC_CONFIGS.values() if d.synonyms) - {
-    "log.message.format.version"
-}
+#: DynamicLogConfig.ReconfigurableConfigs (log/dynamic_log_config: the rule of the topic defaults)
+_DYNAMIC_LOG = dlc.DYNAMIC_LOG_CONFIGS
 _OTHER_RECONFIGURABLE = frozenset(
     (
         # LogCleaner.ReconfigurableConfigs
@@ -592,10 +590,6 @@ def unknown_configs(names) -> list[tuple[str, str]]:
 ALTERABLE = frozenset(n for n, d in BROKER_CONFIGS.items() if d.alterable)
 
 
-def _scala_set(names) -> str:
-    return "Set(" + ", ".join(sorted(names)) + ")"
-
-
 def dynamic_update_error(names, per_broker: bool) -> str | None:
     """Why a dynamic broker config update of ``names`` is refused (None: it is not): Kafka's
     DynamicBrokerConfig.validateConfigs messages (INVALID_REQUEST on the wire, KAFKA-13609),
@@ -607,7 +601,7 @@ def dynamic_update_error(names, per_broker: bool) -> str | None:
     unapplied = names - ALTERABLE
     if unapplied:
         return (
-            f"Cannot update these configs dynamically on this broker: {_scala_set(unapplied)} "
+            f"Cannot update these configs dynamically on this broker: {dlc.scala_set(unapplied)} "
             f"(it applies {', '.join(sorted(ALTERABLE))} at runtime; set the others in "
             "server.properties)"
         )
@@ -620,96 +614,38 @@ def _kafka_dynamic_error(names: set[str], per_broker: bool) -> str | None:
     of a stored layer)."""
     static = {n for n in names if n in BROKER_CONFIGS and update_mode(n) is None}
     if static:
-        return f"Cannot update these configs dynamically: {_scala_set(static)}"
+        return dlc.read_only_error(static)
     bare_security = names & _SSL_RECONFIGURABLE
     if bare_security:
         return (
             "These security configs can be dynamically updated only per-listener using the listener "
-            f"prefix: {_scala_set(bare_security)}"
+            f"prefix: {dlc.scala_set(bare_security)}"
         )
     if not per_broker:
         only = {n for n in names if n in PER_BROKER_CONFIGS or _per_broker_listener_config(n)}
         if only:
             return (
                 "Cannot update these configs at default cluster level, broker id must be specified: "
-                f"{_scala_set(only)}"
+                f"{dlc.scala_set(only)}"
             )
     return None
 
 
-#: KafkaConfig's validators of the configs this broker applies at runtime (DynamicBrokerConfig
-#: .validateConfigTypes parses a dynamic value with them): ConfigDef.Range.atLeast ...
-_DYNAMIC_AT_LEAST = {
-    "log.segment.bytes": 14,  # LegacyRecord.RECORD_OVERHEAD_V0
-    "log.cleaner.delete.retention.ms": 0,
-    "log.cleaner.min.compaction.lag.ms": 0,
-    "log.cleaner.max.compaction.lag.ms": 1,
-    "log.index.size.max.bytes": 4,
-    "log.index.interval.bytes": 0,
-    "log.flush.interval.messages": 1,
-    "log.segment.delete.delay.ms": 0,
-    "message.max.bytes": 0,
-    "min.insync.replicas": 1,
-    "log.message.timestamp.difference.max.ms": 0,
-    "log.message.timestamp.before.max.ms": 0,
-    "log.message.timestamp.after.max.ms": 0,
-    "log.local.retention.ms": -2,  # RemoteLogManagerConfig: atLeast(-2)
-    "log.local.retention.bytes": -2,
-    **dict.fromkeys(DYNAMIC_ONLY_CONFIGS, 0),  # DynamicConfig.Broker: LONG atLeast(0)
-}
-#: ... Range.between ...
-_DYNAMIC_BETWEEN = {"log.cleaner.min.cleanable.ratio": (0, 1)}
-#: ... ValidString.in (log.cleanup.policy: ValidList.in, each item)
-_DYNAMIC_ONE_OF = {
-    "log.message.timestamp.type": ts.TIMESTAMP_TYPES,
-    "compression.type": ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
-    "log.cleanup.policy": ts.CLEANUP_POLICIES,
-}
-_INT_RANGE = {INT: (-(2**31), 2**31 - 1), SHORT: (-(2**15), 2**15 - 1), LONG: (-(2**63), 2**63 - 1)}
-_TYPE_NAME = {INT: "INT", SHORT: "SHORT", LONG: "LONG", DOUBLE: "DOUBLE"}
+#: lower bounds of the dynamic-only throttles (DynamicConfig.Broker: LONG atLeast(0)); the topic
+#: defaults' validators are log/dynamic_log_config's
+_DYNAMIC_AT_LEAST = dict.fromkeys(DYNAMIC_ONLY_CONFIGS, 0)
 
 
 def dynamic_value_error(name: str, value: str) -> str | None:
     """ConfigDef.parse's message for a dynamic value of ``name`` (one this broker applies at
     runtime) that Kafka's definition of it refuses; None when it takes it."""
-    d = BROKER_CONFIGS[name]
-    raw = str(value).strip()
-
-    def bad(shown, why: str) -> str:
-        return f"Invalid value {shown} for configuration {name}: {why}"
-
-    number: int | float | None = None
-    if d.type in _INT_RANGE:
-        lo, hi = _INT_RANGE[d.type]
-        if re.fullmatch(r"[+-]?[0-9]+", raw) is None or not lo <= int(raw) <= hi:
-            return bad(value, f"Not a number of type {_TYPE_NAME[d.type]}")
-        number = int(raw)
-    elif d.type == DOUBLE:
-        try:
-            number = float(raw.replace("_", "x"))  # Double.parseDouble takes no 1_000
-        except ValueError:
-            return bad(value, "Not a number of type DOUBLE")
-    elif d.type == BOOLEAN:
-        if raw.lower() not in ("true", "false"):
-            return bad(value, "Expected value to be either true or false")
-    if number is not None:
-        lo, hi = _DYNAMIC_BETWEEN.get(name, (_DYNAMIC_AT_LEAST.get(name), None))
-        if lo is not None and number < lo:
-            return bad(number, f"Value must be at least {lo}")
-        if hi is not None and number > hi:
-            return bad(number, f"Value must be no more than {hi}")
-    allowed = _DYNAMIC_ONE_OF.get(name)
-    if allowed is not None:
-        items = [x.strip() for x in raw.split(",")] if d.type == LIST and raw else [raw]
-        for item in items:
-            if item not in allowed:
-                return bad(item, f"String must be one of: {', '.join(allowed)}")
-    if name == "log.cleaner.io.max.bytes.per.second":
+    err = dlc.value_error(name, BROKER_CONFIGS[name].type, value, _DYNAMIC_AT_LEAST.get(name))
+    if err is None and name == "log.cleaner.io.max.bytes.per.second":
         try:  # ours: above 0, as at start-up (Kafka's DOUBLE has no bound)
-            cleaner_io_rate(raw)
+            cleaner_io_rate(str(value).strip())
         except ConfigError as exc:
             return str(exc)
-    return None
+    return err
 
 
 def _per_broker_listener_config(name: str) -> bool:
@@ -968,23 +904,9 @@ class BrokerConfig:
 
     def requirement_error(self) -> str | None:
         """KafkaConfig.validateValues' requirements on the topic defaults (Scala's ``require``):
-        the broker refuses to start with them, and a dynamic config that breaks one."""
-        values = self._set_values()
-        try:
-            roll = int(ts.broker_value("segment.ms", values)[0])
-            jitter = int(ts.broker_value("segment.jitter.ms", values)[0])
-            retention = int(ts.broker_value("retention.ms", values)[0])
-        except (ts.SettingsError, ValueError) as exc:
-            return str(exc)
-        if roll < 1:
-            return "requirement failed: log.roll.ms must be greater than or equal to 1"
-        if jitter < 0:
-            return "requirement failed: log.roll.jitter.ms must be greater than or equal to 0"
-        if retention < 1 and retention != -1:
-            return (
-                "requirement failed: log.retention.ms must be unlimited (-1) or, greater than or equal to 1"
-            )
-        return None
+        the broker refuses to start with them, and a dynamic config that breaks one
+        (log/dynamic_log_config)."""
+        return dlc.requirement_error(self._set_values())
 
     def with_dynamic(self, per_broker: bool, changes: Mapping[str, str | None]) -> BrokerConfig:
         """A copy with ``changes`` (None: deleted) made to this broker's dynamic layer
@@ -1001,14 +923,9 @@ class BrokerConfig:
     def dynamic_error(self) -> str | None:
         """Why these settings, with their dynamic layers, cannot run (None: they can): Kafka's
         checks of a new KafkaConfig (DynamicBrokerConfig.processReconfiguration), then the
-        topic defaults the log engine takes (the validation a topic config gets)."""
-        err = self.requirement_error()
-        if err is None:
-            try:
-                self.log_config()
-            except ConfigError as exc:
-                err = str(exc)
-        return err
+        topic defaults the log engine takes (the validation a topic config gets):
+        log/dynamic_log_config's one rule."""
+        return dlc.defaults_error(self._set_values())
 
     def take_dynamic(
         self,
@@ -1018,54 +935,19 @@ class BrokerConfig:
         """Take the dynamic layers kept somewhere (``found``: per_broker -> (where, the configs
         kept there); ZooKeeper /config/brokers, the log dir's file, a KRaft __cluster_metadata
         log, the primary's push to a member; a layer not given stays as it is) as Kafka's
-        DynamicBrokerConfig takes persisted configs (updateDefaultConfig, updateBrokerConfig):
-        the configs ``applies`` names (this broker's: those it applies at runtime) are replaced
-        by the ones found, leaving out a config Kafka never takes from there (a read-only one, a
-        bare security config, a per-broker one at the default level: fromPersistentProps), one
-        ``applies`` lacks, and a value its definition refuses (removeInvalidConfigs); the two
-        layers are checked together, and a set the broker cannot run with is not applied at all
+        DynamicBrokerConfig takes persisted configs: log/dynamic_log_config.take_stored, the one
+        rule, with this broker's configs (:func:`stored_rule`): the configs ``applies`` names
+        (this broker's: those it applies at runtime) are replaced by the ones found, leaving out
+        a config Kafka never takes from there (a read-only one, a bare security config, a
+        per-broker one at the default level: fromPersistentProps), one ``applies`` lacks, and a
+        value its definition refuses (removeInvalidConfigs); the two layers are checked
+        together, and a set the broker cannot run with is not applied at all
         (processReconfiguration), never half.  Each is said in a note; a note the previous call
         made is not made again (a reload of unchanged configs says nothing new).  Returns
         whether a layer changed, and the notes."""
-        notes = []
-        changes: dict[bool, dict[str, str | None]] = {}
-        for per_broker, (where, configs) in found.items():
-            layer = self.dynamic if per_broker else self.dynamic_default
-            kept: dict[str, str] = {}
-            for k, v in configs.items():
-                if k not in BROKER_CONFIGS and listener_base_name(k) is None:
-                    continue  # a name Kafka keeps among its originals and nothing here reads
-                err = _kafka_dynamic_error({k}, per_broker)
-                if err is None and k not in applies:
-                    err = "this broker does not apply it"
-                if err is None:
-                    err = dynamic_value_error(k, v) if isinstance(v, str) else f"{k} is not a string"
-                if err is not None:
-                    notes.append(f"dynamic broker config {k} in {where} ignored: {err}")
-                    continue
-                kept[k] = v
-            change: dict[str, str | None] = {k: None for k in layer if k in applies and k not in kept}
-            change.update({k: v for k, v in kept.items() if layer.get(k) != v})
-            if change:
-                changes[per_broker] = change
-        took = False
-        if changes:
-            new = self
-            for per_broker, change in changes.items():
-                new = new.with_dynamic(per_broker, change)
-            err = new.dynamic_error()
-            if err is not None:
-                wheres = " and ".join(found[per_broker][0] for per_broker in changes)
-                notes.append(f"dynamic broker configs in {wheres} not applied: {err}")
-            else:
-                for per_broker, change in changes.items():
-                    layer = self.dynamic if per_broker else self.dynamic_default
-                    for k, v in change.items():
-                        if v is None:
-                            del layer[k]
-                        else:
-                            layer[k] = v
-                took = True
+        took, notes = dlc.take_stored(
+            {True: self.dynamic, False: self.dynamic_default}, self.explicit, found, stored_rule(applies)
+        )
         said, self._said = self._said, frozenset(notes)
         return took, [n for n in notes if n not in said]
 
@@ -1211,24 +1093,35 @@ class BrokerConfig:
             raise ConfigError(str(exc)) from None
 
 
+def stored_rule(applies: Collection[str]) -> dlc.StoredRule:
+    """Which stored dynamic configs a broker takes (log/dynamic_log_config.take_stored): every
+    name it knows; left out: a config Kafka never takes at that level, one ``applies`` lacks,
+    and a value Kafka's definition refuses."""
+
+    def refuses(k: str, v: object, per_broker: bool) -> str | None:
+        err = _kafka_dynamic_error({k}, per_broker)
+        if err is None and k not in applies:
+            err = "this broker does not apply it"
+        if err is None:
+            err = dynamic_value_error(k, v) if isinstance(v, str) else f"{k} is not a string"
+        return err
+
+    # a name Kafka keeps among its originals and nothing here reads is left out silently
+    return dlc.StoredRule(
+        lambda k: k in BROKER_CONFIGS or listener_base_name(k) is not None, refuses, applies
+    )
+
+
+#: what the offline commands take: every config Kafka takes dynamically
+OFFLINE_RULE = stored_rule(frozenset(n for n in BROKER_CONFIGS if update_mode(n) is not None))
+
+
 def take_layer_dynamic(
     layer: ts.ConfigLayer, server_props: Mapping[str, str], wheres: tuple[str, str]
 ) -> None:
     """The dynamic broker configs an offline command found in one place (a KRaft
     __cluster_metadata log, ZooKeeper /config/brokers, serve's file; ``wheres``: where the
     cluster-wide default and the broker's own are kept) as a broker with ``server_props`` takes
-    them at start-up (BrokerConfig.take_dynamic, for every config Kafka takes dynamically): the
-    layer keeps what it takes, and says what it leaves out in its notes."""
-    if not (layer.broker_default or layer.broker_node):
-        return
-    cfg = BrokerConfig({str(k): str(v) for k, v in server_props.items()})
-    if cfg.dynamic_error() is not None:
-        cfg = BrokerConfig()  # server.properties' own error is the resolution's to say
-    applies = frozenset(n for n in BROKER_CONFIGS if update_mode(n) is not None)
-    _took, notes = cfg.take_dynamic(
-        {False: (wheres[0], layer.broker_default), True: (wheres[1], layer.broker_node)}, applies
-    )
-    layer.broker_default = dict(cfg.dynamic_default)
-    layer.broker_node = dict(cfg.dynamic)
-    layer.broker = {**layer.broker_default, **layer.broker_node}
-    layer.notes.extend(notes)
+    them at start-up (log/dynamic_log_config.take_layer with :data:`OFFLINE_RULE`): the layer
+    keeps what it takes, and says what it leaves out in its notes."""
+    dlc.take_layer(layer, wheres, server_props, OFFLINE_RULE)

@@ -91,18 +91,33 @@ def _foreign_partitions(dirs: list[Path], loaded) -> list[tuple[str, int, Uuid |
     return out
 
 
-def stored_node_id(dirs: list[Path]) -> int | None:
-    """node.id / broker.id from the log dirs' meta.properties (None when there is none)."""
+def stored_node_id(dirs: list[Path], configured: int | None = None) -> int | None:
+    """node.id / broker.id from the log dirs' meta.properties (None when there is none), checked
+    as Kafka checks them at start-up (MetaPropertiesEnsemble.verify with the configured id): every
+    dir's stored id is ``configured`` or, none configured, the first dir's; OSError otherwise."""
     from kafkatool.formats import properties as props
 
+    found: tuple[int, Path] | None = None
     for d in dirs:
+        path = d / props.META_PROPERTIES_FILE
         try:
-            meta = props.decode_meta_properties((d / props.META_PROPERTIES_FILE).read_bytes())
+            meta = props.decode_meta_properties(path.read_bytes())
         except (OSError, ValueError, FormatError):
             continue
-        if meta.node_id is not None:
-            return meta.node_id
-    return None
+        if meta.node_id is None:
+            continue
+        if configured is not None and meta.node_id != configured:
+            raise OSError(
+                f"configured node id {configured} does not match the id {meta.node_id} stored in "
+                f"{path} (Kafka refuses this too)"
+            )
+        if found is not None and meta.node_id != found[0]:
+            raise OSError(
+                f"stored node id {meta.node_id} in {path} does not match node id {found[0]} in "
+                f"{found[1]} (Kafka refuses this too)"
+            )
+        found = found or (meta.node_id, path)
+    return found[0] if found is not None else None
 
 
 class Broker:
@@ -223,16 +238,10 @@ class Broker:
             if missing:
                 raise OSError(f"log dir {missing[0]} does not exist (--read-only never creates one)")
         new_dirs = [str(d) for d in dirs if not d.exists() or not any(d.iterdir())]
-        stored = stored_node_id(dirs) if not self.is_member else None
-        if stored is not None:
-            explicit = self.config.explicit_node_id
-            if explicit is None:
-                self.node_id = stored  # serving a copied log dir: keep its broker's id
-            elif explicit != stored:
-                raise OSError(
-                    f"configured node id {explicit} does not match the id {stored} stored in "
-                    f"meta.properties of the log dir (Kafka refuses this too)"
-                )
+        explicit = self.config.explicit_node_id
+        stored = stored_node_id(dirs, explicit) if not self.is_member else None
+        if stored is not None and explicit is None:
+            self.node_id = stored  # serving a copied log dir: keep its broker's id
         from kafkatool.broker import processes
 
         count = self.config.int(processes.PROCESSES_CONFIG)
@@ -368,7 +377,9 @@ class Broker:
         their topic configs) and startup notes."""
         from kafkatool.log import topic_settings as ts
 
-        found_in = [(d, la) for d in dirs if (la := ts.read_kraft(d)) is not None]
+        # this broker's own configs are those of the id it runs as (the configured one, which
+        # open_storage checked against every dir's meta.properties), as Kafka's
+        found_in = [(d, la) for d in dirs if (la := ts.read_kraft(d, self.node_id)) is not None]
         if not found_in:
             return [], []
         where = ", ".join(str(d / ts.CLUSTER_METADATA_DIR) for d, _ in found_in)

@@ -42,7 +42,13 @@ Input: --inventory FLEET.json, an object {"brokers": {"1": {"host": ..,
 "rack": .., "log_dirs": [..]}}, "assignment": {"partitions": [{"topic",
 "partition", "replicas"}]}} (assignment optional), and/or LOGDIR... for a quick
 run.  A log dir's broker is its meta.properties broker.id (ZooKeeper) or
-node.id (KRaft); the inventory overrides it.
+node.id (KRaft); the inventory overrides it.  A partition counts as compacted
+(its offset gaps are by design) when the cleaner-offset-checkpoint lists it or
+its cleanup.policy, from the log dir's metadata, contains compact; dynamic
+broker configs there (a KRaft __cluster_metadata log, kafkatool serve's file)
+are taken as a broker takes them at start-up, its own being those of the
+dir's broker: an invalid stored value is left out, a set a broker could not
+run with is not used.
 
 Where it runs: embedded Spark (local[*], nothing to install) by default;
 --master spark://HOST:PORT, yarn or k8s://... for a cluster (the kafkatool

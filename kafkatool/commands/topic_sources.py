@@ -32,7 +32,10 @@ partition listed in the dir's cleaner-offset-checkpoint is treated as
 compacted when no source says otherwise.  Dynamic broker configs are taken as a
 broker takes them at start-up: one Kafka would not take (an invalid value, a
 read-only config) is left out with a warning, and a set a broker could not run
-with is not used at all.  The output names the source of each value."""
+with is not used at all.  The broker's own dynamic configs are those of the node
+id in the log dir's meta.properties, or of --config's node.id (broker.id) when
+it sets one, as a broker started with it would take them (a warning says when
+the two differ).  The output names the source of each value."""
 
 ZOOKEEPER_HELP = "ZooKeeper host:port[/chroot]: read topic configs from /config/topics/TOPIC."
 BOOTSTRAP_HELP = "host:port of a live cluster: read topic configs with DescribeConfigs."
@@ -123,11 +126,15 @@ def cleaner_checkpoint_layer(topics: list[str]) -> ts.ConfigLayer:
     return ts.ConfigLayer(ts.SOURCE_CLEANER_CHECKPOINT, {t: {"cleanup.policy": "compact"} for t in topics})
 
 
-#: a dir layer's label -> the file or dir in the log dir that keeps its dynamic broker configs
-_DYNAMIC_KEPT_IN = {
-    ts.SOURCE_KRAFT: ts.CLUSTER_METADATA_DIR,
-    ts.DYNAMIC_CONFIGS_FILE: ts.DYNAMIC_CONFIGS_FILE,
-}
+def configured_node_id(server_props: dict[str, str]) -> int | None:
+    """The node id a --config names (node.id, else broker.id, as the broker reads them), None
+    when it names none."""
+    from kafkatool.broker.config import BrokerConfig, ConfigError
+
+    try:
+        return BrokerConfig(dict(server_props)).explicit_node_id
+    except ConfigError as exc:
+        raise CommandError(f"--config: {exc}") from None
 
 
 class TopicConfigs:
@@ -147,7 +154,12 @@ class TopicConfigs:
         self.server_props = server_props
         self.topic_overrides = topic_overrides
         self.flags = flags
-        broker_id = next((b for b in map(ts.node_id_of, log_dirs) if b is not None), None)
+        #: the broker whose own dynamic configs apply: --config's node.id (a broker started with
+        #: it would use it), else each log dir's meta.properties
+        self.node_id = configured_node_id(server_props)
+        broker_id = self.node_id
+        if broker_id is None:
+            broker_id = next((b for b in map(ts.node_id_of, log_dirs) if b is not None), None)
         self.external = gather_layers(
             [], topics, zookeeper=zookeeper, bootstrap=bootstrap, broker_id=broker_id
         )
@@ -162,12 +174,19 @@ class TopicConfigs:
     def _dir_layers(self, log_dir: Path) -> list[ts.ConfigLayer]:
         key = Path(log_dir)
         if key not in self._dirs:
-            layers = ts.dir_layers([key])
-            for layer in layers:
-                name = _DYNAMIC_KEPT_IN.get(layer.label)
-                if name is not None:
-                    where, node = key / name, ts.node_id_of(key)
-                    self._take_dynamic(layer, f"{where} (cluster default)", f"{where} (broker {node})")
+            from kafkatool.broker.config import OFFLINE_RULE
+            from kafkatool.formats.properties import META_PROPERTIES_FILE
+            from kafkatool.log import dynamic_log_config as dlc
+
+            stored = ts.node_id_of(key)
+            node = self.node_id if self.node_id is not None else stored
+            if stored is not None and node != stored:
+                self.notes.append(
+                    f"{key / META_PROPERTIES_FILE} says node {stored}, --config node {node} (a broker "
+                    f"refuses to start with both); the dynamic broker configs of node {node} are used"
+                )
+            layers = ts.dir_layers([key], node)
+            dlc.take_dir_layers(key, layers, node, self.server_props, OFFLINE_RULE)
             self._dirs[key] = layers
             self.notes += [n for layer in layers for n in layer.notes]
         return self._dirs[key]

@@ -17,6 +17,7 @@ from kafkatool.formats import checkpoint as C
 from kafkatool.formats import properties as P
 from kafkatool.formats import records as R
 from kafkatool.formats.errors import FormatError
+from kafkatool.log import dynamic_log_config as dlc
 from kafkatool.log import topic_settings as ts
 from kafkatool.log.file_records import (
     INDEX_SUFFIX,
@@ -143,7 +144,7 @@ def list_log_dir(log_dir: str, broker_override: int | None = None) -> LogDirList
                 cleaner = C.decode_offset_checkpoint(p.read_bytes())
     partitions: list[PartitionInfo] = []
     segments: list[SegmentTask] = []
-    layers = ts.dir_layers([root])
+    layers = dir_config_layers(root, broker)
     for p in sorted(root.iterdir()):
         res = V.log_dir_entry_result(p)
         if res is not None:
@@ -160,6 +161,16 @@ def list_log_dir(log_dir: str, broker_override: int | None = None) -> LogDirList
         partitions.append(info)
         segments += segs
     return LogDirListing(str(root), broker, meta_broker, findings, partitions, segments)
+
+
+def dir_config_layers(root: Path, broker: int | None) -> list[ts.ConfigLayer]:
+    """The log dir's topic-config layers with their dynamic broker configs taken as a broker
+    takes them at start-up (log/dynamic_log_config: the rule serve and the offline commands
+    follow; an invalid value is left out, a set a broker could not run with is not used):
+    ``broker``'s own (the inventory's id, else meta.properties') and the cluster-wide default."""
+    layers = ts.dir_layers([root], broker)
+    dlc.take_dir_layers(root, layers, broker)
+    return layers
 
 
 def _policy_compacts(topic: str, layers) -> bool:

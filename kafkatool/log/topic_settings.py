@@ -479,11 +479,14 @@ def read_dynamic_broker_configs(log_dir: Path) -> ConfigLayer | None:
     return layer
 
 
-def read_kraft(log_dir: Path) -> ConfigLayer | None:
+def read_kraft(log_dir: Path, node_id: int | None = None) -> ConfigLayer | None:
     """Replay ``__cluster_metadata-0`` in ``log_dir`` (latest snapshot, then the log) for topic configs.
 
     TopicRecord names a topic id, ConfigRecord (resource type 2, topic) sets or (null value)
     deletes a config, RemoveTopicRecord drops the topic.  None when the dir has no metadata log.
+    The dynamic broker configs (resource type 4) are the cluster-wide default ("") and those of
+    ``node_id``, the broker reading the dir (Kafka's configured node.id, which must match
+    meta.properties; None: the dir's meta.properties says).
     """
     from kafkatool.formats.internal_topics import cluster_metadata_record_dict
     from kafkatool.log.file_records import FileRecords
@@ -494,7 +497,8 @@ def read_kraft(log_dir: Path) -> ConfigLayer | None:
     layer = ConfigLayer(SOURCE_KRAFT)
     configs: dict[str, dict[str, str]] = {}
     ids: dict[str, str] = {}
-    node_id = node_id_of(Path(log_dir))
+    if node_id is None:
+        node_id = node_id_of(Path(log_dir))
     #: resource name ("" = cluster default, else a node id) -> dynamic broker configs
     brokers: dict[str, dict[str, str]] = {}
     snapshots = sorted(mdir.glob("*.checkpoint"))
@@ -560,12 +564,13 @@ def node_id_of(log_dir: Path) -> int | None:
         return None
 
 
-def dir_layers(log_dirs: list[Path]) -> list[ConfigLayer]:
+def dir_layers(log_dirs: list[Path], node_id: int | None = None) -> list[ConfigLayer]:
     """The topic-config layers a set of log dirs holds: the KRaft metadata log, then embedded
-    metadata (with ``kafkatool serve``'s dynamic broker configs)."""
+    metadata (with ``kafkatool serve``'s dynamic broker configs); ``node_id``: the broker whose
+    own dynamic configs the KRaft log holds (None: each dir's meta.properties says)."""
     kraft, embedded = [], []
     for d in log_dirs:
-        k = read_kraft(d)
+        k = read_kraft(d, node_id)
         if k is not None:
             kraft.append(k)
         for e in (read_embedded(d), read_dynamic_broker_configs(d)):

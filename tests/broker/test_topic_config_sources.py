@@ -409,6 +409,73 @@ def test_offline_commands_skip_an_invalid_kraft_dynamic_broker_config(tmp_path):
     assert code == 0 and not [x for x in lines if x.get("type") == "segment"], out
 
 
+def test_serve_takes_the_kraft_configs_of_the_node_id_it_runs_as(tmp_path):
+    """serve picks the metadata log's per-broker ConfigRecords by the id it runs as: its
+    configured node.id (before: the dir's meta.properties, so a dir without one took none), after
+    checking every log dir's meta.properties against it as Kafka does
+    (MetaPropertiesEnsemble.verify): a dir of another node is refused before anything is taken."""
+    from kafkatool.broker.server import Broker
+
+    d = tmp_path / "kraft"
+    write_kraft_dir(d, "events", {}, extra=[_broker_config_record("3", "log.retention.ms", "5000")])
+    (d / "meta.properties").unlink()  # the metadata log copied without it
+    listen = "listeners=PLAINTEXT://127.0.0.1:0"
+    b = Broker(BrokerConfig.load(None, [f"log.dirs={d}", listen, "node.id=3"]), read_only=True)
+    try:
+        b.open_storage()
+        assert b.config.dynamic == {"log.retention.ms": "5000"}
+        assert b.manager.logs[("events", 0)].config.retention_ms == 5000
+    finally:
+        b.close_storage()
+    # a second log dir of another node: Kafka refuses to start, and so does serve
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "meta.properties").write_bytes(
+        encode_properties(
+            {"version": "1", "node.id": "4", "cluster.id": "AAAAAAAAAAAAAAAAAAAAAA"},
+            "Tue Nov 24 00:00:00 UTC 2026",
+        )
+    )
+    for extra in (["node.id=3"], []):
+        (d / "meta.properties").write_bytes((other / "meta.properties").read_bytes().replace(b"=4", b"=3"))
+        b = Broker(BrokerConfig.load(None, [f"log.dirs={d},{other}", listen, *extra]), read_only=True)
+        with pytest.raises(OSError) as e:
+            b.open_storage()
+        assert b.config.dynamic == {}
+        want = (
+            f"configured node id 3 does not match the id 4 stored in {other / 'meta.properties'}"
+            if extra
+            else f"stored node id 4 in {other / 'meta.properties'} does not match node id 3 in "
+            f"{d / 'meta.properties'}"
+        )
+        assert str(e.value) == f"{want} (Kafka refuses this too)"
+
+
+def test_offline_commands_take_the_kraft_configs_of_the_configs_node_id(tmp_path):
+    """An offline command picks the per-broker ConfigRecords by meta.properties' node id, or by
+    the node.id of its --config when given (the id a broker started with it would run as), and
+    says when the two differ."""
+    d = tmp_path / "kraft"
+    write_kraft_dir(d, "events", {}, extra=[_broker_config_record("7", "log.cleanup.policy", "compact")])
+    args = ("retention", "--dry-run", "--retention-ms", "1", d, "--json", "--now", NOW_FAR)
+    code, lines, out = kafkatool(*args)
+    (part,) = partition_records(lines, "events-0")
+    assert part["settings"]["cleanup.policy"]["value"] == "delete", out
+    props = tmp_path / "server.properties"
+    props.write_text("node.id=7\n")
+    code, lines, out = kafkatool(*args, "--config", props)
+    (part,) = partition_records(lines, "events-0")
+    assert part["settings"]["cleanup.policy"] == {
+        "value": "compact",
+        "source": f"{ts.SOURCE_KRAFT}: dynamic broker config (log.cleanup.policy)",
+    }
+    assert [x["message"] for x in lines if x.get("type") == "warning"] == [
+        f"{d / 'meta.properties'} says node 1, --config node 7 (a broker refuses to start with both); "
+        "the dynamic broker configs of node 7 are used"
+    ]
+    assert code == 0 and not [x for x in lines if x.get("type") == "segment"], out
+
+
 def test_kraft_metadata_log_source(tmp_path):
     d = tmp_path / "kraft"
     write_kraft_dir(

@@ -184,3 +184,82 @@ def test_segment_gone_between_listing_and_scan_is_a_finding(tmp_path):
     row, windows = S.scan_segment(task)
     assert windows == [] and row["errors"] == 1
     assert row["findings"][0]["kind"] == "unreadable" and row["findings"][0]["severity"] == "error"
+
+
+def test_listing_takes_kraft_dynamic_broker_configs_by_the_broker_rule(tmp_path):
+    """A KRaft dir's dynamic broker configs reach the scan's compaction decision as a broker takes
+    them at start-up (log/dynamic_log_config, the rule serve and the offline commands follow): an
+    invalid stored value beside a valid log.cleanup.policy=compact is left out, and the topic
+    still counts as compacted (before: the bad value failed the resolution, so not compacted)."""
+    from kafkatool.commands.topic_sources import TopicConfigs
+    from kafkatool.log import topic_settings as ts
+    from tests.broker.test_topic_config_sources import _broker_config_record, write_kraft_dir
+
+    d = tmp_path / "kraft"
+    write_kraft_dir(
+        d,
+        "events",
+        {},
+        extra=[
+            _broker_config_record("", "log.cleanup.policy", "compact"),
+            _broker_config_record("", "log.retention.hours", "1"),  # read-only in Kafka
+            _broker_config_record("1", "log.segment.bytes", "5"),  # below Kafka's atLeast(14)
+            _broker_config_record("1", "producer.id.expiration.ms", "soon"),  # not an INT
+        ],
+    )
+    (info,) = S.list_log_dir(str(d)).partitions
+    assert (info.replica.topic, info.cleaner_offset, info.compacted) == ("events", None, True)
+    layers = S.dir_config_layers(d, 1)
+    (kraft,) = [la for la in layers if la.label == ts.SOURCE_KRAFT]
+    meta = d / ts.CLUSTER_METADATA_DIR
+    assert kraft.broker == {"log.cleanup.policy": "compact"}
+    assert kraft.notes == [
+        f"dynamic broker config log.retention.hours in {meta} (cluster default) ignored: Cannot update "
+        "these configs dynamically: Set(log.retention.hours)",
+        f"dynamic broker config log.segment.bytes in {meta} (broker 1) ignored: Invalid value 5 for "
+        "configuration log.segment.bytes: Value must be at least 14",
+        f"dynamic broker config producer.id.expiration.ms in {meta} (broker 1) ignored: Invalid value "
+        "soon for configuration producer.id.expiration.ms: Not a number of type INT",
+    ]
+    # the offline commands (the broker's whole rule) resolve the topic to the same settings
+    offline = TopicConfigs.of_log_dirs([d], {}).resolve(d, "events")
+    fleet = ts.resolve("events", layers=layers)
+    assert offline.config == fleet.config and offline.sources == fleet.sources
+    assert fleet.config.cleanup_policy == ("compact",)
+
+
+def test_listing_leaves_out_a_kraft_set_a_broker_cannot_run_with(tmp_path):
+    """Values each valid alone but breaking KafkaConfig's requirements together are not taken at
+    all (processReconfiguration), by the scan as by serve and the offline commands."""
+    from tests.broker.test_topic_config_sources import _broker_config_record, write_kraft_dir
+
+    d = tmp_path / "kraft"
+    write_kraft_dir(
+        d,
+        "events",
+        {},
+        extra=[
+            _broker_config_record("", "log.retention.ms", "0"),
+            _broker_config_record("", "log.cleanup.policy", "compact"),
+        ],
+    )
+    (info,) = S.list_log_dir(str(d)).partitions
+    assert info.compacted is False
+    assert [n for la in S.dir_config_layers(d, 1) for n in la.notes] == [
+        f"dynamic broker configs in {d / '__cluster_metadata-0'} (cluster default) not applied: "
+        "requirement failed: log.retention.ms must be unlimited (-1) or, greater than or equal to 1"
+    ]
+
+
+def test_listing_takes_the_replica_brokers_own_kraft_configs(tmp_path):
+    """The broker's own dynamic configs are those of the replica's broker: the inventory's id
+    (the id the broker runs as) over the dir's meta.properties."""
+    from tests.broker.test_topic_config_sources import _broker_config_record, write_kraft_dir
+
+    d = tmp_path / "kraft"
+    write_kraft_dir(d, "events", {}, extra=[_broker_config_record("7", "log.cleanup.policy", "compact")])
+    (info,) = S.list_log_dir(str(d)).partitions  # meta.properties: node 1
+    assert info.compacted is False
+    listing = S.list_log_dir(str(d), 7)
+    assert listing.partitions[0].compacted is True
+    assert [f["kind"] for f in listing.findings] == ["broker_id_overridden"]
