@@ -308,6 +308,23 @@ def test_fetch_below_v10_of_a_zstd_topic_is_unsupported_compression_type(c):
     assert pd.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
 
 
+def test_a_fetch_session_below_v10_takes_a_zstd_topic_as_read(c):
+    """Kafka converts after the session took the answer (createResponse): an incremental
+    fetch at the log end leaves the refused partition out while nothing changed (no records
+    read, the same high watermark), and shows the error again once records were appended."""
+    create_topic(c, "zstd-sess", configs={"compression.type": "zstd"})
+    assert produce(c, "zstd-sess", batch(1)).error_code == 0
+    full = c.request(1, 9, fetch_req("zstd-sess", 1, epoch=0))
+    assert full.session_id != 0
+    assert full.responses[0].partitions[0].error_code == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+    same = c.request(1, 9, fetch_req("zstd-sess", 1, session_id=full.session_id, epoch=1))
+    assert (same.error_code, same.responses) == (0, [])
+    assert produce(c, "zstd-sess", batch(1)).error_code == 0
+    moved = c.request(1, 9, fetch_req("zstd-sess", 1, session_id=full.session_id, epoch=2))
+    (pd,) = moved.responses[0].partitions
+    assert (pd.error_code, pd.high_watermark) == (ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, -1)
+
+
 def test_zstd_batches_of_a_producer_topic(c):
     """compression.type=producer: Fetch v4-9 gets a zstd batch as stored (Kafka checks the
     config only); down-conversion (v0-3) cannot convert one (RecordsUtil.downConvert): a zstd
