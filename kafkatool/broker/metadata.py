@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -26,6 +27,7 @@ from kafkatool.log import fileops, topic_settings
 METADATA_FILE = "kafkatool-cluster.json"
 FORMAT_VERSION = 1
 INTERNAL_TOPICS = frozenset(topic_settings.INTERNAL_TOPIC_CONFIGS)
+log = logging.getLogger("kafkatool.broker")
 
 
 def new_cluster_id() -> str:
@@ -196,8 +198,14 @@ class MetadataStore:
         dir (configs in ZooKeeper) the cleaner-offset-checkpoint: ``compacted`` names the
         topics it lists, served as cleanup.policy=compact so that retention never deletes
         what Kafka's cleaner keeps.  ``kraft``: the dirs' KRaft layers when read already (the
-        broker takes their dynamic broker configs before the logs open)."""
+        broker takes their dynamic broker configs before the logs open).
+
+        Then every topic's stored configs go through Kafka's check of configs taken from the
+        store (``topic_settings.stored_topic_config_error``), as a KRaft broker's first
+        metadata publishing does: a topic with remote.storage.enable=true is logged as an
+        error and served as a local log with its configs."""
         notes = []
+        sources = {name: str(self.path) for name in self.topics}
         if kraft is None:
             kraft = [
                 la
@@ -223,6 +231,7 @@ class MetadataStore:
                         configs, source = layer.get(name), layer.label
                         break
                 self.topics[name] = TopicMeta(name, topic_id, count, configs)
+                sources[name] = source
                 notes.append(
                     f"topic {name}: found {len(parts)} partition dir(s) on disk, serving {count} partitions"
                     + (f"; configs from {source}: {configs}" if source else "")
@@ -230,6 +239,17 @@ class MetadataStore:
             elif count > t.partitions:
                 notes.append(f"topic {name}: {count} partitions on disk, metadata said {t.partitions}")
                 t.partitions = count
+        for name, t in sorted(self.topics.items()):
+            error = topic_settings.stored_topic_config_error(t.configs)
+            if error is not None:
+                # DynamicConfigPublisher's metadata publishing fault: logged, not fatal
+                log.error(
+                    "error updating topic=%s with its stored configuration source=%s configs=%s: %s",
+                    name,
+                    sources.get(name),
+                    json.dumps(t.configs, sort_keys=True),
+                    error,
+                )
         return notes
 
     # ------------------------------------------------------------------ topics

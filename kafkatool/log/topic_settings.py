@@ -363,8 +363,40 @@ def _timestamp_window(
 
 
 #: LogConfig.validateRemoteStorageOnlyIfSystemEnabled's refusal (this broker is one with
-#: remote.log.storage.system.enable=false: tiered storage is not implemented)
+#: remote.log.storage.system.enable=false: tiered storage is not implemented) of a change
 REMOTE_STORAGE_DISABLED = "Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage."
+#: the same check's message for a config the broker receives from its store
+#: (isReceivingConfigFromStore: LogManager.updateTopicConfig)
+REMOTE_STORAGE_STORED = (
+    "You have to delete all topics with the property remote.storage.enable=true "
+    "before disabling tiered storage cluster-wide"
+)
+
+
+def remote_storage_enabled(configs: Mapping[str, str | None]) -> bool:
+    """Whether a topic's configs set remote.storage.enable=true (ConfigDef's BOOLEAN parse)."""
+    value = configs.get("remote.storage.enable")
+    return value is not None and str(value).strip().lower() == "true"
+
+
+def stored_topic_config_error(configs: Mapping[str, str | None]) -> str | None:
+    """Kafka 3.7's check of a topic's configs as a broker takes them from where they are stored
+    (LogManager.updateTopicConfig -> LogConfig.validateRemoteStorageOnlyIfSystemEnabled with
+    isReceivingConfigFromStore; remote storage is never on here): the error, or None.
+
+    What a broker does with it depends on where they are stored, as in Kafka:
+    - KRaft (DynamicConfigPublisher; the embedded metadata is this broker's KRaft metadata):
+      a metadata publishing fault, logged as an error and not fatal; the logs loaded at
+      start-up have the stored configs all the same (LogManager.loadLogs checks nothing) and
+      are local logs (UnifiedLog.remoteLogEnabled needs the system on); a later change of the
+      topic's configs is refused by the controller (validate_topic_change) unless it drops
+      remote.storage.enable.
+    - ZooKeeper: at start-up ZkConfigManager.startup applies every /config/topics entry, so
+      one such topic stops the broker (KafkaServer.startup's fatal error); a change
+      notification carrying one is logged as an error and nothing of it is applied
+      (ZkNodeChangeNotificationListener.processNotification).
+    The message does not name the topic; callers add it and the place it was read from."""
+    return REMOTE_STORAGE_STORED if remote_storage_enabled(configs) else None
 
 
 def validate_topic_change(overrides: Mapping[str, str | None], defaults: Mapping[str, str]) -> None:
@@ -384,7 +416,7 @@ def validate_topic_change(overrides: Mapping[str, str | None], defaults: Mapping
         raise SettingsError(
             f"conflict topic config setting min.compaction.lag.ms ({min_lag}) > max.compaction.lag.ms ({max_lag})"
         )
-    if str(values.get("remote.storage.enable", "false")).strip().lower() == "true":
+    if remote_storage_enabled(values):
         raise SettingsError(REMOTE_STORAGE_DISABLED)
 
 

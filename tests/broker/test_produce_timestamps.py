@@ -133,3 +133,21 @@ def test_a_confluent_kafka_producer_gets_invalid_timestamp(broker, c):
         assert p.flush(20) == 0
     assert got[0] is not None and got[0].code() == KafkaError.INVALID_TIMESTAMP, got
     assert got[1] is None, got
+
+
+def test_a_keyless_record_of_a_compacted_topic_is_invalid_record_with_its_record_error(c):
+    """The other RecordValidationError: LogValidator's compacted-topic key rule is INVALID_RECORD
+    (RecordValidationError.error_name, the one mapping), its message and one record error."""
+    create_topic(c, "ts-compact", configs={"cleanup.policy": "compact"})
+    data = R.build_record_batch(
+        [R.SimpleRecord(b"v", b"k", (), now_ms()), R.SimpleRecord(b"v", None, (), now_ms())]
+    )
+    r = produce(c, "ts-compact", data)
+    why = "Compacted topic cannot accept message without key in topic partition ts-compact-0"
+    assert (r.error_code, r.base_offset) == (ErrorCode.INVALID_RECORD, -1)
+    assert [(e.batch_index, e.batch_index_error_message) for e in r.record_errors] == [(1, why)]
+    assert r.error_message == (
+        "One or more records have been rejected due to 1 record errors in total, and only showing "
+        f"the first three errors at most: [RecordError(batchIndex=1, message='{why}')]"
+    )
+    assert records_in(c, "ts-compact") == 0

@@ -285,6 +285,79 @@ def test_fetch_v0_to_v3_down_converts(c):
         assert recs[0].value.startswith(b"v0-")
 
 
+def test_fetch_below_v10_of_a_zstd_topic_is_unsupported_compression_type(c):
+    """KafkaApis.maybeConvertFetchedData: below Fetch v10 a topic whose compression.type is
+    zstd answers UNSUPPORTED_COMPRESSION_TYPE and nothing else (before any down-conversion);
+    v10 gets the zstd batch. The topic's config decides, not the batches read."""
+    create_topic(c, "zstd-cfg", configs={"compression.type": "zstd"})
+    assert produce(c, "zstd-cfg", batch(2)).error_code == 0
+    (b,) = batches_of(fetch(c, "zstd-cfg", 0, version=10).responses[0].partitions[0].records)
+    assert b.codec == compression.ZSTD and [r.offset for r in b.records()] == [0, 1]
+    for version in (9, 4, 3, 0):
+        pd = fetch(c, "zstd-cfg", 0, version=version).responses[0].partitions[0]
+        assert (pd.error_code, pd.high_watermark, pd.log_start_offset, pd.records or b"") == (
+            ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+            -1,
+            -1,
+            b"",
+        ), version
+    # an offset past the end is answered the same: every partition of the answer is converted
+    pd = fetch(c, "zstd-cfg", 99, version=9).responses[0].partitions[0]
+    assert pd.error_code == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+    pd = fetch(c, "zstd-cfg", 99, version=10).responses[0].partitions[0]
+    assert pd.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+def test_a_fetch_session_below_v10_takes_a_zstd_topic_as_read(c):
+    """Kafka converts after the session took the answer (createResponse): an incremental
+    fetch at the log end leaves the refused partition out while nothing changed (no records
+    read, the same high watermark), and shows the error again once records were appended."""
+    create_topic(c, "zstd-sess", configs={"compression.type": "zstd"})
+    assert produce(c, "zstd-sess", batch(1)).error_code == 0
+    full = c.request(1, 9, fetch_req("zstd-sess", 1, epoch=0))
+    assert full.session_id != 0
+    assert full.responses[0].partitions[0].error_code == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+    same = c.request(1, 9, fetch_req("zstd-sess", 1, session_id=full.session_id, epoch=1))
+    assert (same.error_code, same.responses) == (0, [])
+    assert produce(c, "zstd-sess", batch(1)).error_code == 0
+    moved = c.request(1, 9, fetch_req("zstd-sess", 1, session_id=full.session_id, epoch=2))
+    (pd,) = moved.responses[0].partitions
+    assert (pd.error_code, pd.high_watermark) == (ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, -1)
+
+
+def test_zstd_batches_of_a_producer_topic(c):
+    """compression.type=producer: Fetch v4-9 gets a zstd batch as stored (Kafka checks the
+    config only); down-conversion (v0-3) cannot convert one (RecordsUtil.downConvert): a zstd
+    batch first is UNSUPPORTED_COMPRESSION_TYPE, after converted records it ends the answer."""
+    create_topic(c, "zstd-prod")
+    assert produce(c, "zstd-prod", batch(2, codec=compression.GZIP)).error_code == 0
+    assert produce(c, "zstd-prod", batch(2, codec=compression.ZSTD)).error_code == 0
+    both = batches_of(fetch(c, "zstd-prod", 0, version=9).responses[0].partitions[0].records)
+    assert [b.codec for b in both] == [compression.GZIP, compression.ZSTD]
+    pd = fetch(c, "zstd-prod", 0, version=3).responses[0].partitions[0]
+    assert pd.error_code == 0 and pd.high_watermark == 4
+    entries = batches_of(pd.records)
+    assert [r.offset for e in entries for r in e.records()] == [0, 1]
+    pd = fetch(c, "zstd-prod", 2, version=3).responses[0].partitions[0]
+    assert (pd.error_code, pd.high_watermark, pd.records or b"") == (
+        ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+        -1,
+        b"",
+    )
+
+
+def test_down_conversion_drops_records_below_the_fetch_offset_of_an_uncompressed_batch(c):
+    """RecordsUtil.downConvert: an uncompressed v2 batch gives v0/v1 only its records from the
+    fetch offset on (a compressed one all of them, as a v0/v1 wrapper would hold)."""
+    create_topic(c, "legacy-mid")
+    assert produce(c, "legacy-mid", batch(4)).error_code == 0
+    assert produce(c, "legacy-mid", batch(3, codec=compression.GZIP)).error_code == 0
+    pd = fetch(c, "legacy-mid", 2, version=2).responses[0].partitions[0]
+    assert [r.offset for e in batches_of(pd.records) for r in e.records()] == [2, 3, 4, 5, 6]
+    pd = fetch(c, "legacy-mid", 5, version=2).responses[0].partitions[0]
+    assert [r.offset for e in batches_of(pd.records) for r in e.records()] == [4, 5, 6]
+
+
 def test_produce_legacy_message_set_v2(c):
     create_topic(c, "legacy-p")
     ms = R.build_legacy_message_set([R.SimpleRecord(b"a", b"k"), R.SimpleRecord(b"b", b"k")], magic=1)

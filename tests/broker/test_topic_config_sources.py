@@ -624,3 +624,72 @@ def test_serve_keeps_compacted_topics_of_a_zookeeper_mode_dir(tmp_path, make_bro
     assert len(list((d / "plain-0").glob("*.log"))) == 1, "the plain topic's retention did not run"
     assert sorted(p.name for p in (d / "legacy-0").glob("*.log")) == before
     assert "configs from cleaner-offset-checkpoint lists it" in b.log_text()
+
+
+def _remote_storage_faults(b) -> list[str]:
+    return [
+        line
+        for line in b.log_text().splitlines()
+        if "error updating topic=" in line and ts.REMOTE_STORAGE_STORED in line
+    ]
+
+
+def test_serve_logs_a_stored_remote_storage_topic_and_serves_it_as_a_local_log(tmp_path, make_broker):
+    """A KRaft dir's topic with remote.storage.enable=true on a broker without tiered storage
+    (Kafka 3.7: DynamicConfigPublisher -> LogManager.updateTopicConfig's "from the store" check,
+    a non-fatal metadata publishing fault): one error naming the topic, the topic served with its
+    other stored configs; a change is refused (the controller's LogConfig.validate) unless it
+    drops remote.storage.enable."""
+    from kafkatool.protocol.errors import ErrorCode
+    from tests.broker.test_admin import describe
+    from tests.broker.test_protocol import batches_of, fetch
+    from tests.broker.test_topic_configs_kafka37 import alter_topic
+    from tests.broker.wire import WireClient
+
+    d = tmp_path / "kraft"
+    write_kraft_dir(d, "events", {"remote.storage.enable": "true", "retention.ms": "86400000"})
+    b = make_broker(d).start()
+    (fault,) = _remote_storage_faults(b)
+    assert "topic=events" in fault and ts.SOURCE_KRAFT in fault
+    with WireClient(b.bootstrap) as c:
+        _, entries = describe(c, "events")
+        assert entries["retention.ms"].value == "86400000"
+        assert entries["remote.storage.enable"].value == "true"
+        assert batches_of(fetch(c, "events", 0).responses[0].partitions[0].records)
+        assert alter_topic(c, "events", retention_ms="1000") == (
+            ErrorCode.INVALID_CONFIG,
+            ts.REMOTE_STORAGE_DISABLED,
+        )
+        assert alter_topic(c, "events", remote_storage_enable="false") == (0, None)
+    b.stop()
+    b = make_broker(d).start()
+    assert not _remote_storage_faults(b)
+
+
+def test_serve_logs_a_remote_storage_topic_of_its_embedded_metadata(tmp_path, make_broker):
+    """The embedded metadata is this broker's KRaft metadata: the same fault, the same serving."""
+    from tests.broker.test_protocol import batch, create_topic, fetch, produce
+    from tests.broker.wire import WireClient
+
+    d = tmp_path / "data"
+    b = make_broker(d).start()
+    with WireClient(b.bootstrap) as c:
+        create_topic(c, "tiered", configs={"segment.bytes": "1048576"})
+        assert produce(c, "tiered", batch(2)).error_code == 0
+    b.stop()
+    path = d / "kafkatool-cluster.json"
+    meta = json.loads(path.read_text())
+    meta["topics"]["tiered"]["configs"]["remote.storage.enable"] = "TRUE"
+    path.write_text(json.dumps(meta))
+    b = make_broker(d).start()
+    (fault,) = _remote_storage_faults(b)
+    assert "topic=tiered" in fault and str(path) in fault
+    with WireClient(b.bootstrap) as c:
+        pd = fetch(c, "tiered", 0).responses[0].partitions[0]
+        assert pd.error_code == 0 and pd.high_watermark == 2
+
+
+def test_stored_topic_config_error_is_kafkas_boolean():
+    assert ts.stored_topic_config_error({"remote.storage.enable": " True"}) == ts.REMOTE_STORAGE_STORED
+    assert ts.stored_topic_config_error({"remote.storage.enable": "false"}) is None
+    assert ts.stored_topic_config_error({}) is None

@@ -13,9 +13,11 @@ reads (an incremental one reads every partition of its session) and, once read
 The response is encoded by the generated codec with a unique 16-byte token in
 each ``records`` field; the tokens (and their length prefixes) are then
 replaced by the real length and the segment slices, which go out with
-sendfile.  Fetch v0-3 clients get the batches down-converted to message
-format v0/v1 (UNSUPPORTED_VERSION where the topic's message.downconversion.enable
-is false).  From v13 topics are named by id (an unknown id is UNKNOWN_TOPIC_ID
+sendfile.  What a version may receive is decided once the fetch session has taken the
+answer (``_fit_to_version``, Kafka's ``maybeConvertFetchedData``): below v10 a topic whose
+compression.type is zstd answers UNSUPPORTED_COMPRESSION_TYPE; Fetch v0-3 gets the batches
+down-converted to message format v0/v1 (UNSUPPORTED_VERSION for a client where the topic's
+message.downconversion.enable is false).  From v13 topics are named by id (an unknown id is UNKNOWN_TOPIC_ID
 for each of its partitions); from v16 a NOT_LEADER_OR_FOLLOWER or
 FENCED_LEADER_EPOCH partition carries the current leader and the response the
 leader's endpoint (KIP-951), as Kafka's ``KafkaApis.handleFetchRequest`` does.
@@ -29,6 +31,7 @@ import struct
 
 from kafkatool.broker.handlers.metadata import current_leader, from_wire_uuid, node_endpoint
 from kafkatool.broker.network import FileSlice, Parts
+from kafkatool.formats import compression
 from kafkatool.formats import records as R
 from kafkatool.formats.schema import uvarint_bytes
 from kafkatool.log.log import (
@@ -63,7 +66,7 @@ _I32 = struct.Struct(">i")
 
 
 class _Read:
-    __slots__ = ("topics", "bytes", "errors", "tps", "slices", "leaders")
+    __slots__ = ("topics", "bytes", "errors", "tps", "slices", "leaders", "logs", "follower")
 
     def __init__(self):
         self.topics = []
@@ -72,6 +75,10 @@ class _Read:
         self.tps = []
         self.slices = {}  # id(PartitionData) -> [FileSlice]
         self.leaders = set()  # node ids named in current_leader hints (v16+)
+        # id(PartitionData) -> (LogConfig, fetch offset) of a partition whose log is here
+        # (ReplicaManager.getLogConfig: whatever the partition's answer)
+        self.logs = {}
+        self.follower = False
 
 
 def _replica_id(req, version: int) -> int:
@@ -91,6 +98,7 @@ def _read(broker, req, topics, version: int, denied: set[str] | frozenset = froz
     replica_id = _replica_id(req, version)
     if replica_id >= 0:
         isolation = ISOLATION_LOG_END
+        out.follower = True
     remaining = req.max_bytes if version >= 3 else 2**31 - 1
     if remaining <= 0:
         remaining = 2**31 - 1
@@ -119,18 +127,19 @@ def _read(broker, req, topics, version: int, denied: set[str] | frozenset = froz
             if name in denied:
                 pd.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 out.errors = True
+                if version < 10:
+                    # Kafka converts every partition of the answer, a refused one too
+                    lg = broker.get_log(name, idx)
+                    if lg is not None:
+                        out.logs[id(pd)] = (lg.config, fp.fetch_offset)
                 continue
             out.tps.append((name, idx))
             lg, pd.error_code = broker.partition_log(t, idx)
             if lg is None:
                 out.errors = True
                 continue
-            if version < 4 and replica_id < 0 and not lg.config.message_downconversion_enable:
-                # KafkaApis.maybeConvertFetchedData: a client's fetch that needs its batches as
-                # message format v0/v1 gets UNSUPPORTED_VERSION instead (a follower never)
-                pd.error_code = ErrorCode.UNSUPPORTED_VERSION
-                out.errors = True
-                continue
+            if version < 10:
+                out.logs[id(pd)] = (lg.config, fp.fetch_offset)
             not_leader = broker.leader_error(name, idx)
             if not_leader is not None:
                 pd.error_code = not_leader
@@ -239,17 +248,70 @@ def _node_endpoints(broker, conn, read: _Read) -> list:
     return out
 
 
-def _down_convert(data: bytes, magic: int) -> bytes:
-    """Magic-2 batches as an uncompressed v0/v1 message set with the same offsets (a partial
-    trailing batch is dropped: a legacy client cannot use one)."""
+def _fit_to_version(read: _Read, version: int) -> dict:
+    """KafkaApis.maybeConvertFetchedData, the one rule of what a Fetch version may receive,
+    applied as Kafka applies it: to every partition of the answer the fetch session kept (after
+    the session took the answer as read), whose log is on this broker. Below v10 a topic whose
+    compression.type is zstd answers UNSUPPORTED_COMPRESSION_TYPE (a follower's fetch too: the
+    topic's config decides, not the batches read); below v4 the batches must be message format
+    v0 (v0-1) or v1 (v2-3): a client's fetch of a topic with message.downconversion.enable=false
+    answers UNSUPPORTED_VERSION, else they are down-converted. Returns id(PartitionData) ->
+    (magic, fetch offset) of the partitions to down-convert."""
+    convert = {}
+    if not read.logs:
+        return convert
+    for t in read.topics:
+        for pd in t.partitions:
+            found = read.logs.get(id(pd))
+            if found is None:
+                continue
+            config, fetch_offset = found
+            if config.target_codec == compression.ZSTD:
+                _refuse(read, pd, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
+            elif version < 4:
+                if not read.follower and not config.message_downconversion_enable:
+                    _refuse(read, pd, ErrorCode.UNSUPPORTED_VERSION)
+                else:
+                    convert[id(pd)] = (0 if version < 2 else 1, fetch_offset)
+    return convert
+
+
+def _refuse(read: _Read, pd, error: int) -> None:
+    """FetchResponse.partitionResponse(partition, error): nothing but the error."""
+    pd.error_code = error
+    pd.high_watermark = -1
+    pd.last_stable_offset = -1
+    pd.log_start_offset = -1
+    pd.aborted_transactions = None
+    pd.preferred_read_replica = -1
+    pd.records = b""
+    sl = read.slices.pop(id(pd), None)
+    if sl is not None:
+        read.bytes -= sum(s.size for s in sl)
+
+
+def _down_convert(data: bytes, magic: int, fetch_offset: int) -> bytes | None:
+    """Batches as a v0/v1 message set with the same offsets (RecordsUtil.downConvert): control
+    batches are dropped, so are the records of an uncompressed v2 batch below the fetch offset,
+    and a partial trailing batch (a legacy client cannot use one). A zstd batch has no v0/v1
+    form: None when it comes before anything was converted (LazyDownConversionRecords converts
+    its first chunk at once: the partition answers UNSUPPORTED_COMPRESSION_TYPE), else the
+    answer ends before it (LazyDownConversionRecordsSend; the client's next fetch starts there)."""
     out = bytearray()
     for b in R.iter_batches(data):
-        if b.magic < 2:
-            out += b.raw()
-            continue
         if b.is_control:
             continue
+        if b.codec == compression.ZSTD:
+            if not out:
+                return None
+            break
+        if b.magic <= magic:
+            out += b.raw()
+            continue
+        compressed = b.codec != compression.NONE
         for r in b.records():
+            if not compressed and r.offset < fetch_offset:
+                continue
             out += R.encode_legacy_message(
                 magic,
                 r.key,
@@ -266,6 +328,7 @@ def _down_convert(data: bytes, magic: int) -> bytes:
 def _encode(header, read: _Read, fctx, broker=None, conn=None):
     version = header.api_version
     error, session_id = fctx.finish(read.topics, lambda pd: id(pd) in read.slices)
+    convert = _fit_to_version(read, version)
     resp = FetchResponse(throttle_time_ms=0, error_code=error, session_id=session_id, responses=read.topics)
     if read.leaders:
         resp.node_endpoints = _node_endpoints(broker, conn, read)
@@ -277,10 +340,16 @@ def _encode(header, read: _Read, fctx, broker=None, conn=None):
             sl = read.slices.get(id(pd))
             if sl is not None:
                 by_pd[id(pd)] = (pd, sl)
-    if version < 4 or read.bytes <= INLINE_MAX:
-        for pd, sl in by_pd.values():
+    if convert or read.bytes <= INLINE_MAX:
+        for key, (pd, sl) in by_pd.items():
             data = b"".join(s.read_bytes() for s in sl)
-            pd.records = _down_convert(data, 0 if version < 2 else 1) if version < 4 else data
+            how = convert.get(key)
+            if how is not None:
+                data = _down_convert(data, *how)
+                if data is None:
+                    _refuse(read, pd, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
+                    continue
+            pd.records = data
         return encode_response(API_KEY, version, header.correlation_id, resp)
     # splice: tokens in the encoded response are replaced by length + file slices
     tokens = []

@@ -201,8 +201,8 @@ def _append_partition(
         resp.error_message = exc.message
         detail = exc.detail
     except RecordValidationError as exc:
-        # ReplicaManager: a RecordValidationException's own message and its record errors
-        resp.error_code = ErrorCode.INVALID_TIMESTAMP if exc.invalid_timestamp else ErrorCode.INVALID_RECORD
+        # ReplicaManager: a RecordValidationException's error, own message and record errors
+        resp.error_code = ErrorCode[exc.error_name]
         resp.error_message = detail = exc.message
         resp.record_errors = [
             BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
