@@ -986,6 +986,32 @@ class BrokerConfig:
             )
         return None
 
+    def _local_retention_error(self) -> str | None:
+        """DynamicLogConfig.validateReconfiguration: with a bounded log.retention.ms (or
+        .bytes), log.local.retention.ms (.bytes) must be -2 (the same as the retention) or no
+        more than it. Kafka runs it when a change touches a broker topic default, never at
+        start-up, so it lives here and not in :meth:`requirement_error`."""
+        values = self._set_values()
+        for local_name, name, what, bounded in (
+            ("local.retention.ms", "retention.ms", "log.retention.ms", lambda n: n != -1),
+            ("local.retention.bytes", "retention.bytes", "log.retention.bytes", lambda n: n > -1),
+        ):
+            try:
+                retention = int(ts.broker_value(name, values)[0])
+                local = int(ts.broker_value(local_name, values)[0])
+            except (ts.SettingsError, ValueError) as exc:
+                return str(exc)
+            if not bounded(retention) or local == -2:
+                continue
+            if local == -1:
+                why = f"Value must not be -1 as {what} value is set as {retention}."
+            elif local > retention:
+                why = f"Value must not be more than {what} property value: {retention}"
+            else:
+                continue
+            return f"Invalid value {local} for configuration log.{local_name}: {why}"
+        return None
+
     def with_dynamic(self, per_broker: bool, changes: Mapping[str, str | None]) -> BrokerConfig:
         """A copy with ``changes`` (None: deleted) made to this broker's dynamic layer
         (``per_broker``) or the cluster-wide default one."""
@@ -998,11 +1024,15 @@ class BrokerConfig:
                 layer[k] = v
         return BrokerConfig(self.explicit, dynamic, default)
 
-    def dynamic_error(self) -> str | None:
+    def dynamic_error(self, changed: Collection[str] = ()) -> str | None:
         """Why these settings, with their dynamic layers, cannot run (None: they can): Kafka's
-        checks of a new KafkaConfig (DynamicBrokerConfig.processReconfiguration), then the
-        topic defaults the log engine takes (the validation a topic config gets)."""
+        checks of a new KafkaConfig (DynamicBrokerConfig.processReconfiguration), the checks of
+        the reconfigurables whose configs a change touches (``changed``: the names set or
+        deleted; DynamicLogConfig.validateReconfiguration), then the topic defaults the log
+        engine takes (the validation a topic config gets)."""
         err = self.requirement_error()
+        if err is None and not _DYNAMIC_LOG.isdisjoint(changed):
+            err = self._local_retention_error()
         if err is None:
             try:
                 self.log_config()
@@ -1014,6 +1044,8 @@ class BrokerConfig:
         self,
         found: Mapping[bool, tuple[str, Mapping[str, object]]],
         applies: Collection[str] = ALTERABLE,
+        *,
+        running: bool = False,
     ) -> tuple[bool, list[str]]:
         """Take the dynamic layers kept somewhere (``found``: per_broker -> (where, the configs
         kept there); ZooKeeper /config/brokers, the log dir's file, a KRaft __cluster_metadata
@@ -1025,8 +1057,10 @@ class BrokerConfig:
         ``applies`` lacks, and a value its definition refuses (removeInvalidConfigs); the two
         layers are checked together, and a set the broker cannot run with is not applied at all
         (processReconfiguration), never half.  Each is said in a note; a note the previous call
-        made is not made again (a reload of unchanged configs says nothing new).  Returns
-        whether a layer changed, and the notes."""
+        made is not made again (a reload of unchanged configs says nothing new).  ``running``:
+        the logs are open, so the change is also checked as Kafka's reconfigurables check one
+        (DynamicLogConfig.validateReconfiguration); at start-up, before the LogManager exists,
+        Kafka has none registered.  Returns whether a layer changed, and the notes."""
         notes = []
         changes: dict[bool, dict[str, str | None]] = {}
         for per_broker, (where, configs) in found.items():
@@ -1053,7 +1087,7 @@ class BrokerConfig:
             new = self
             for per_broker, change in changes.items():
                 new = new.with_dynamic(per_broker, change)
-            err = new.dynamic_error()
+            err = new.dynamic_error([k for change in changes.values() for k in change] if running else ())
             if err is not None:
                 wheres = " and ".join(found[per_broker][0] for per_broker in changes)
                 notes.append(f"dynamic broker configs in {wheres} not applied: {err}")
