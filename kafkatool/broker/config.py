@@ -920,17 +920,20 @@ class BrokerConfig:
                 layer[k] = v
         return BrokerConfig(self.explicit, dynamic, default)
 
-    def dynamic_error(self) -> str | None:
+    def dynamic_error(self, changed: Collection[str] = ()) -> str | None:
         """Why these settings, with their dynamic layers, cannot run (None: they can): Kafka's
-        checks of a new KafkaConfig (DynamicBrokerConfig.processReconfiguration), then the
-        topic defaults the log engine takes (the validation a topic config gets):
-        log/dynamic_log_config's one rule."""
-        return dlc.defaults_error(self._set_values())
+        checks of a new KafkaConfig (DynamicBrokerConfig.processReconfiguration), the checks of
+        the reconfigurables whose configs a change touches (``changed``: the names set or
+        deleted; DynamicLogConfig.validateReconfiguration), then the topic defaults the log
+        engine takes (the validation a topic config gets): log/dynamic_log_config's one rule."""
+        return dlc.defaults_error(self._set_values(), changed)
 
     def take_dynamic(
         self,
         found: Mapping[bool, tuple[str, Mapping[str, object]]],
         applies: Collection[str] = ALTERABLE,
+        *,
+        running: bool = False,
     ) -> tuple[bool, list[str]]:
         """Take the dynamic layers kept somewhere (``found``: per_broker -> (where, the configs
         kept there); ZooKeeper /config/brokers, the log dir's file, a KRaft __cluster_metadata
@@ -943,10 +946,16 @@ class BrokerConfig:
         value its definition refuses (removeInvalidConfigs); the two layers are checked
         together, and a set the broker cannot run with is not applied at all
         (processReconfiguration), never half.  Each is said in a note; a note the previous call
-        made is not made again (a reload of unchanged configs says nothing new).  Returns
-        whether a layer changed, and the notes."""
+        made is not made again (a reload of unchanged configs says nothing new).  ``running``:
+        the logs are open, so the change is also checked as Kafka's reconfigurables check one
+        (DynamicLogConfig.validateReconfiguration); at start-up, before the LogManager exists,
+        Kafka has none registered.  Returns whether a layer changed, and the notes."""
         took, notes = dlc.take_stored(
-            {True: self.dynamic, False: self.dynamic_default}, self.explicit, found, stored_rule(applies)
+            {True: self.dynamic, False: self.dynamic_default},
+            self.explicit,
+            found,
+            stored_rule(applies),
+            running=running,
         )
         said, self._said = self._said, frozenset(notes)
         return took, [n for n in notes if n not in said]

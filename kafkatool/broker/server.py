@@ -166,6 +166,10 @@ class Broker:
         #: Primary in the process serve started, Member in the others
         self.processes = None
         self._clean_shutdown: dict[str, bool] | None = None
+        #: cluster mode: the /config/topics overrides of topics whose logs this broker holds but
+        #: the controller has not named yet (LogManager's topicConfigOverrides of its load); the
+        #: topic's first LeaderAndIsr moves it into the metadata
+        self.unnamed_topic_configs: dict[str, dict[str, str]] = {}
         #: set when the broker stops because a process of it failed
         self.failed = False
         if config.int("kafkatool.processes") > 1 and not read_only:
@@ -275,6 +279,8 @@ class Broker:
             kraft, notes = self._take_kraft_configs(dirs)
         log_config = self._log_config_memo()
         topic_configs = {n: log_config(t.configs) for n, t in self.metadata.topics.items()}
+        if self.cluster is not None:
+            topic_configs.update(self._zk_topic_configs(dirs, log_config))
         clean = (
             {str(d): (d / ".kafka_cleanshutdown").exists() for d in dirs}
             if self.processes is not None
@@ -366,6 +372,55 @@ class Broker:
             new_dirs,
         )
         return self.startup
+
+    def _zk_topic_configs(self, dirs: list[Path], log_config) -> dict[str, LogConfig]:
+        """Cluster mode: the LogConfig of each topic with a log here and overrides in
+        /config/topics/T, read before the logs load (KafkaServer.startup hands the LogManager the
+        topic config overrides from ZooKeeper: a compacted topic's log is never loaded,
+        recovered or retention-checked as a deleted one). An override the log engine refuses
+        refuses the start, naming its znode, as Kafka's LogConfig does."""
+        from kafkatool.broker.cluster.membership import ClusterError
+        from kafkatool.log.manager import partition_dirs
+
+        topics = {tp[0] for d in dirs if d.is_dir() for _path, tp in partition_dirs(d)}
+        if not topics:
+            return {}
+        t0 = time.monotonic()
+        self.unnamed_topic_configs = self.cluster.topic_config_overrides(topics)
+        out = {}
+        for name, configs in self.unnamed_topic_configs.items():
+            try:
+                out[name] = log_config(configs)
+            except ConfigError as exc:
+                raise ClusterError(f"/config/topics/{name}: {exc}") from None
+        log.info(
+            "topic config overrides of %d of the %d topics with a local log read from ZooKeeper in %.3f s",
+            len(out),
+            len(topics),
+            time.monotonic() - t0,
+        )
+        return out
+
+    def set_unnamed_topic_configs(
+        self, name: str, configs: dict[str, str], logs=None, log_config=None
+    ) -> int:
+        """Cluster mode: new /config/topics overrides of a topic the controller has not named
+        yet reach its loaded logs (LogManager.updateTopicConfig; ``logs``: the topic's, when
+        the caller has them). Returns how many logs took them."""
+        if logs is None:
+            logs = [lg for (t, _p), lg in self.manager.logs.items() if t == name]
+        if not logs:
+            return 0
+        cfg = (log_config or self.config.log_config)(configs)
+        if configs:
+            self.unnamed_topic_configs[name] = dict(configs)
+            self.manager.topic_configs[name] = cfg
+        else:
+            self.unnamed_topic_configs.pop(name, None)
+            self.manager.topic_configs.pop(name, None)
+        for lg in logs:
+            lg.config = cfg
+        return len(logs)
 
     def _take_kraft_configs(self, dirs: list[Path]) -> tuple[list, list[str]]:
         """The dynamic broker configs of a Kafka KRaft dir's ``__cluster_metadata`` log
@@ -669,6 +724,14 @@ class Broker:
         log_config = self._log_config_memo()
         for t in self.metadata.topics.values():
             self._set_log_config(t, log_config(t.configs))
+        if self.cluster is not None:  # and the logs the controller has not named yet
+            unnamed: dict[str, list[Log]] = {}
+            for (name, _p), lg in self.manager.logs.items():
+                if name not in self.metadata.topics:
+                    unnamed.setdefault(name, []).append(lg)
+            for name, logs in unnamed.items():
+                configs = self.unnamed_topic_configs.get(name, {})
+                self.set_unnamed_topic_configs(name, configs, logs, log_config)
 
     def allocate_producer_id(self) -> int:
         if self.cluster is not None:

@@ -44,7 +44,11 @@ divergence point.  SIGTERM does a controlled shutdown (controlled.shutdown.*).
 CreateTopics/DeleteTopics/CreatePartitions/ElectLeaders and partition
 reassignment (/admin/reassign_partitions, AlterPartitionReassignments, with
 follower.replication.throttled.* honoured) go through the controller; topic
-and broker configs live in /config with change notifications.  The group and
+and broker configs live in /config with change notifications, and govern the
+logs from their load (/config/topics/T, /config/brokers/<default> and
+/config/brokers/N, read before the logs open; ZooKeeper is the one store of
+dynamic broker configs, a kafkatool-dynamic-broker-configs.json left in the
+log dir is ignored with a warning).  The group and
 transaction coordinators live on the leaders of their __consumer_offsets /
 __transaction_state partitions (replication factor capped by the live brokers
 at first creation) and move with them; transaction markers go to the

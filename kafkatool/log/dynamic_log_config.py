@@ -145,11 +145,40 @@ def requirement_error(values: Mapping[str, str]) -> str | None:
     return None
 
 
-def defaults_error(values: Mapping[str, str]) -> str | None:
+def local_retention_error(values: Mapping[str, str]) -> str | None:
+    """DynamicLogConfig.validateReconfiguration: with a bounded log.retention.ms (or .bytes),
+    log.local.retention.ms (.bytes) must be -2 (the same as the retention) or no more than it.
+    Kafka runs it when a change touches a broker topic default, never at start-up."""
+    for local_name, name, what, bounded in (
+        ("local.retention.ms", "retention.ms", "log.retention.ms", lambda n: n != -1),
+        ("local.retention.bytes", "retention.bytes", "log.retention.bytes", lambda n: n > -1),
+    ):
+        try:
+            retention = int(ts.broker_value(name, values)[0])
+            local = int(ts.broker_value(local_name, values)[0])
+        except (ts.SettingsError, ValueError) as exc:
+            return str(exc)
+        if not bounded(retention) or local == -2:
+            continue
+        if local == -1:
+            why = f"Value must not be -1 as {what} value is set as {retention}."
+        elif local > retention:
+            why = f"Value must not be more than {what} property value: {retention}"
+        else:
+            continue
+        return f"Invalid value {local} for configuration log.{local_name}: {why}"
+    return None
+
+
+def defaults_error(values: Mapping[str, str], changed: Collection[str] = ()) -> str | None:
     """Why a broker with these set values (server.properties under its dynamic layers) cannot run
-    (None: it can): KafkaConfig's requirements, then the topic defaults the log engine takes (the
-    validation a topic config gets)."""
+    (None: it can): KafkaConfig's requirements, DynamicLogConfig's checks of a change that
+    touches a topic default (``changed``: the names a running broker's change sets or deletes;
+    none at start-up), then the topic defaults the log engine takes (the validation a topic
+    config gets)."""
     err = requirement_error(values)
+    if err is None and not DYNAMIC_LOG_CONFIGS.isdisjoint(changed):
+        err = local_retention_error(values)
     if err is None:
         try:
             ts.log_config_from(ts.topic_defaults(values))
@@ -193,6 +222,8 @@ def take_stored(
     static: Mapping[str, str],
     found: Mapping[bool, tuple[str, Mapping[str, object]]],
     rule: StoredRule,
+    *,
+    running: bool = False,
 ) -> tuple[bool, list[str]]:
     """Take the dynamic layers kept somewhere into ``layers`` (per_broker -> the dynamic layer
     as it is: this broker's own, True, and the cluster-wide default, False; changed in place)
@@ -201,7 +232,9 @@ def take_stored(
     given stays as it is); the configs ``rule.applies`` names are replaced by the ones found,
     leaving out the ones ``rule.refuses``; the two layers are checked together over ``static``
     (server.properties), and a set the broker cannot run with is not applied at all.  Each is
-    said in a note.  Returns whether a layer changed, and the notes."""
+    said in a note.  ``running``: the logs are open, so the change is also checked as Kafka's
+    reconfigurables check one (:func:`defaults_error`'s ``changed``).  Returns whether a layer
+    changed, and the notes."""
     notes = []
     changes: dict[bool, dict[str, str | None]] = {}
     for per_broker, (where, configs) in found.items():
@@ -228,7 +261,8 @@ def take_stored(
                 new[per_broker].pop(k, None)
             else:
                 new[per_broker][k] = v
-    err = defaults_error({**static, **new.get(False, {}), **new.get(True, {})})
+    changed = [k for change in changes.values() for k in change] if running else ()
+    err = defaults_error({**static, **new.get(False, {}), **new.get(True, {})}, changed)
     if err is not None:
         wheres = " and ".join(found[per_broker][0] for per_broker in changes)
         notes.append(f"dynamic broker configs in {wheres} not applied: {err}")

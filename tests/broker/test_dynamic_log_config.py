@@ -206,3 +206,60 @@ def test_append_and_subtract_on_the_list_config(broker):
         assert inc(c, BROKER, "", (RET, APPEND, "5"))[0] == ErrorCode.INVALID_CONFIG
         assert inc(c, BROKER, "", ("log.cleanup.policy", DELETE, None)) == (0, None)
         assert topic_entry(c, "plain", "cleanup.policy").config_source == 5
+
+
+def test_local_retention_above_retention_is_refused_as_dynamic_log_config_does(broker):
+    """DynamicLogConfig.validateReconfiguration (Kafka 3.7): with a bounded log.retention.ms
+    (here log.retention.hours=5) or log.retention.bytes, a dynamic change that leaves
+    log.local.retention.ms (.bytes) above it, or at -1, is refused with Kafka's ConfigException
+    message, by IncrementalAlterConfigs and AlterConfigs alike; -2 (as the retention) and a value
+    within it are taken."""
+    from kafkatool.protocol import generated as G
+    from kafkatool.protocol.generated import alter_configs_request as AC
+
+    LOCAL_MS, LOCAL_BYTES = "log.local.retention.ms", "log.local.retention.bytes"
+    five_hours = 5 * 3600 * 1000
+
+    def legacy(c, name, configs):
+        res = AC.AlterConfigsResource(
+            resource_type=BROKER,
+            resource_name=name,
+            configs=[AC.AlterableConfig(name=n, value=v) for n, v in configs],
+        )
+        r = c.request(33, 2, G.AlterConfigsRequest(resources=[res], validate_only=False)).responses[0]
+        return r.error_code, r.error_message
+
+    above = (
+        f"Invalid value {five_hours + 1} for configuration {LOCAL_MS}: "
+        f"Value must not be more than log.retention.ms property value: {five_hours}"
+    )
+    with WireClient(broker.bootstrap) as c:
+        for node in ("", "1"):
+            assert inc(c, BROKER, node, (LOCAL_MS, SET, str(five_hours + 1))) == (
+                ErrorCode.INVALID_REQUEST,
+                above,
+            )
+            assert inc(c, BROKER, node, (LOCAL_MS, SET, "-1")) == (
+                ErrorCode.INVALID_REQUEST,
+                f"Invalid value -1 for configuration {LOCAL_MS}: "
+                f"Value must not be -1 as log.retention.ms value is set as {five_hours}.",
+            )
+        assert legacy(c, "1", [(LOCAL_MS, str(five_hours + 1))]) == (ErrorCode.INVALID_REQUEST, above)
+        # unbounded log.retention.bytes (-1): any local size; bounded, no more than it
+        assert inc(c, BROKER, "", (LOCAL_BYTES, SET, "5000"), validate_only=True) == (0, None)
+        assert inc(c, BROKER, "1", ("log.retention.bytes", SET, "1000"), (LOCAL_BYTES, SET, "2000")) == (
+            ErrorCode.INVALID_REQUEST,
+            f"Invalid value 2000 for configuration {LOCAL_BYTES}: "
+            "Value must not be more than log.retention.bytes property value: 1000",
+        )
+        # within the retention: taken; then the retention cannot drop below it
+        assert inc(c, BROKER, "", (LOCAL_MS, SET, "3600000")) == (0, None)
+        assert inc(c, BROKER, "1", (RET, SET, "1000")) == (
+            ErrorCode.INVALID_REQUEST,
+            f"Invalid value 3600000 for configuration {LOCAL_MS}: "
+            "Value must not be more than log.retention.ms property value: 1000",
+        )
+        assert inc(c, BROKER, "1", (RET, SET, "1000"), (LOCAL_MS, SET, "-2")) == (0, None)
+        assert inc(c, BROKER, "1", (RET, DELETE, None), (LOCAL_MS, DELETE, None)) == (0, None)
+        assert inc(c, BROKER, "", (LOCAL_MS, DELETE, None)) == (0, None)
+        assert describe(c, "", rtype=BROKER)[1] == {}

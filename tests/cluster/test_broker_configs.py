@@ -8,6 +8,9 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
+
+from kafkatool.zk import paths
 from tests.broker.test_broker_configs import describe, inc
 from tests.broker.wire import WireClient
 from tests.cluster.conftest import kafkatool, wait_for, zk_json
@@ -213,3 +216,173 @@ def test_zookeeper_dynamic_defaults_govern_the_logs_from_their_load(tmp_path, zk
     finally:
         broker.close_storage()
         broker.cluster.zk.close()
+
+
+def test_zookeeper_topic_overrides_govern_the_logs_from_their_load(tmp_path, zk_module, caplog):
+    """KafkaServer.startup hands the LogManager the topic config overrides of /config/topics
+    (fetchTopicConfigOverrides): a compacted topic's log is loaded, recovered and checked with
+    its own policy from the start, before the broker listens and before any LeaderAndIsr; later
+    changes of the broker defaults and of the topic's znode reach such a log too. A
+    kafkatool-dynamic-broker-configs.json in the dir is not a source in cluster mode (ZooKeeper
+    is the one store of dynamic broker configs): ignored, and said once."""
+    import logging
+    import uuid
+
+    from kazoo.client import KazooClient
+
+    from kafkatool.broker.cluster.membership import ClusterError
+    from kafkatool.broker.config import BrokerConfig
+    from kafkatool.broker.server import Broker
+    from kafkatool.log import topic_settings as ts
+    from tests.segments import make_partition
+
+    chroot = f"/c{uuid.uuid4().hex[:8]}"
+    k = KazooClient(hosts=zk_module, timeout=10)
+    k.start(timeout=10)
+
+    def put(path: str, config: dict[str, str]) -> None:
+        data = json.dumps({"version": 1, "config": config}).encode()
+        if k.exists(chroot + path):
+            k.set(chroot + path, data)
+        else:
+            k.create(chroot + path, data, makepath=True)
+
+    data_dir = tmp_path / "data"
+    for name in ("events-0", "events-1", "plain-0"):
+        make_partition(data_dir, name, segments=2, batches_per_segment=3)
+    (data_dir / ts.DYNAMIC_CONFIGS_FILE).write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "broker": 1,
+                "configs": {"log.retention.ms": "1000"},
+                "default_configs": {"log.segment.bytes": "4096"},
+            }
+        )
+    )
+    broker = None
+    try:
+        put("/config/topics/events", {"cleanup.policy": "compact", "retention.ms": "3600000"})
+        put("/config/topics/absent", {"cleanup.policy": "compact"})  # no log here: not read
+        # above log.retention.ms: Kafka takes it at start-up (no reconfigurable is registered yet)
+        put("/config/brokers/<default>", {"log.retention.ms": "7200000", "log.local.retention.ms": "9000000"})
+        cfg = BrokerConfig.load(
+            None,
+            [
+                "broker.id=1",
+                f"zookeeper.connect={zk_module}{chroot}",
+                "zookeeper.session.timeout.ms=6000",
+                f"log.dirs={data_dir}",
+                "listeners=PLAINTEXT://127.0.0.1:0",
+            ],
+        )
+        caplog.set_level(logging.INFO, logger="kafkatool")
+        broker = Broker(cfg)
+        broker.open_storage()
+        assert broker.bound == [] and broker.cluster.broker_epoch == -1  # not listening, not registered
+
+        def policies() -> dict[str, tuple]:
+            return {
+                f"{t}-{p}": (lg.config.cleanup_policy, lg.config.retention_ms, lg.config.segment_bytes)
+                for (t, p), lg in broker.manager.logs.items()
+            }
+
+        assert policies() == {
+            "events-0": (("compact",), 3_600_000, 1 << 30),
+            "events-1": (("compact",), 3_600_000, 1 << 30),
+            "plain-0": (("delete",), 7_200_000, 1 << 30),
+        }
+        assert (cfg.dynamic, cfg.dynamic_default) == (
+            {},
+            {"log.retention.ms": "7200000", "log.local.retention.ms": "9000000"},
+        )
+        said = [
+            r.getMessage() for r in caplog.records if f"{ts.DYNAMIC_CONFIGS_FILE} ignored" in r.getMessage()
+        ]
+        assert len(said) == 1 and "/config/brokers/1" in said[0], said
+        assert any("topic config overrides of 1 of the 2 topics" in r.getMessage() for r in caplog.records)
+        # a new cluster default reaches the logs the controller has not named yet; the override wins
+        put("/config/brokers/<default>", {"log.retention.ms": "1800000", "log.cleanup.policy": "compact"})
+        broker.cluster._load_broker_configs(paths.DEFAULT_ENTITY)
+        assert policies()["plain-0"] == (("compact",), 1_800_000, 1 << 30)
+        assert policies()["events-0"] == (("compact",), 3_600_000, 1 << 30)
+        # with the logs open, DynamicLogConfig.validateReconfiguration checks a reload: not applied
+        put(
+            "/config/brokers/<default>",
+            {
+                "log.retention.ms": "1800000",
+                "log.cleanup.policy": "compact",
+                "log.local.retention.ms": "3600000",
+            },
+        )
+        broker.cluster._load_broker_configs(paths.DEFAULT_ENTITY)
+        assert "log.local.retention.ms" not in cfg.dynamic_default
+        refused = (
+            "dynamic broker configs in /config/brokers/<default> not applied: Invalid value 3600000 for "
+            "configuration log.local.retention.ms: Value must not be more than log.retention.ms property value: 1800000"
+        )
+        assert refused in [r.getMessage() for r in caplog.records]
+        # TopicConfigHandler: a change of /config/topics/events too
+        broker.cluster._apply_topic_configs("events", {"cleanup.policy": "delete"})
+        assert policies()["events-1"] == (("delete",), 1_800_000, 1 << 30)
+        assert broker.manager.config_for("events") == broker.manager.logs[("events", 1)].config
+        assert sum(f"{ts.DYNAMIC_CONFIGS_FILE} ignored" in r.getMessage() for r in caplog.records) == 1
+        broker.close_storage()
+        broker.cluster.zk.close()
+        # an override the log engine refuses refuses the start, naming its znode (Kafka's
+        # LogConfig throws out of LogManager.startup), before any log is loaded
+        put("/config/topics/events", {"cleanup.policy": "shred"})
+        broker = Broker(BrokerConfig.load(None, [f"{k}={v}" for k, v in cfg.explicit.items()]))
+        with pytest.raises(
+            ClusterError, match=r"^/config/topics/events: invalid value 'shred' for cleanup.policy"
+        ):
+            broker.open_storage()
+        assert broker.manager is None
+    finally:
+        k.stop()
+        k.close()
+        if broker is not None and broker.manager is not None:
+            broker.close_storage()
+        if broker is not None and broker.cluster is not None:
+            broker.cluster.zk.close()
+
+
+def test_a_broker_takes_change_notifications_of_its_own_entity_and_the_default_only(cluster):
+    """BrokerConfigHandler (ZkConfigManager's handler of brokers/ notifications): broker N takes
+    a notification for brokers/<default> (the default layer only: updateDefaultConfig) or
+    brokers/N (its own layer: updateBrokerConfig); one for another broker changes nothing here,
+    though /config/brokers/N changed meanwhile without a notification of its own."""
+    b1, b2 = cluster.brokers[1], cluster.brokers[2]
+    k = cluster.kazoo()
+
+    def write(entity: str, config: dict[str, str], *, notify: bool = True) -> None:
+        data = json.dumps({"version": 1, "config": config}).encode()
+        if k.exists(f"/config/brokers/{entity}"):
+            k.set(f"/config/brokers/{entity}", data)
+        else:
+            k.create(f"/config/brokers/{entity}", data, makepath=True)
+        if notify:
+            note = json.dumps({"version": 2, "entity_path": f"brokers/{entity}"}).encode()
+            k.create("/config/changes/config_change_", note, sequence=True, makepath=True)
+
+    def seen(broker, node: str, key: str):
+        with WireClient(broker.bootstrap) as c:
+            e = describe(c, node, keys=[key], rtype=4)[1].get(key)
+            return None if e is None else (e.value, e.config_source)
+
+    try:
+        write("1", {RATE: "777"}, notify=False)
+        write("2", {RATE: "222"})
+        wait_for(lambda: seen(b2, "2", RATE) == ("222", 2), 15, "broker 2 to take its own value")
+        # a later notification broker 1 acts on: it has handled the one of brokers/2 before it
+        write("<default>", {"log.retention.ms": "3600000"})
+        wait_for(
+            lambda: seen(b1, "1", "log.retention.ms") == ("3600000", 3), 15, "broker 1 to take the default"
+        )
+        assert seen(b1, "1", RATE) is None, "broker 1 reloaded its layer at another broker's notification"
+        write("1", {RATE: "777"})
+        wait_for(lambda: seen(b1, "1", RATE) == ("777", 2), 15, "broker 1 to take its own value")
+        assert seen(b2, "2", RATE) == ("222", 2)
+    finally:
+        k.stop()
+        k.close()

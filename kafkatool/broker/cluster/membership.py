@@ -357,21 +357,25 @@ class Cluster:
             delete_keys=[k for k, v in changes.items() if v is None],
         )
 
-    def _load_broker_configs(self) -> None:
+    def _load_broker_configs(self, entity: str | None = None) -> None:
         """Dynamic broker configs (DynamicBrokerConfig): the cluster-wide default and this broker's
         own, each its own layer (the configs this broker applies at runtime), taken by the one
         rule (BrokerConfig.take_dynamic); the logs follow a change of the topic defaults. Called
-        before the logs open (connect), after registering, and at every change notification."""
+        before the logs open (connect), after registering (both layers), and at a change
+        notification of ``entity`` (that layer only: BrokerConfigHandler's updateDefaultConfig
+        or updateBrokerConfig)."""
         unclean = self.config.bool("unclean.leader.election.enable")
         found = {}
-        for entity, per_broker in ((paths.DEFAULT_ENTITY, False), (str(self.node_id), True)):
+        for name, per_broker in ((paths.DEFAULT_ENTITY, False), (str(self.node_id), True)):
+            if entity is not None and name != entity:
+                continue
             try:
-                ent = self.zk.entity_config("brokers", entity)
+                ent = self.zk.entity_config("brokers", name)
             except ZkError:
                 continue  # the layer stays as it is
             configs = ent.config.config if ent is not None and ent.config is not None else {}
-            found[per_broker] = (f"/config/brokers/{entity}", configs)
-        changed, notes = self.config.take_dynamic(found)
+            found[per_broker] = (f"/config/brokers/{name}", configs)
+        changed, notes = self.config.take_dynamic(found, running=self.broker.manager is not None)
         for note in notes:
             log.warning("%s", note)
         if changed:
@@ -405,16 +409,51 @@ class Cluster:
             if kind == "topics":
                 configs = self.topic_configs(name)
                 self._loop.call_soon_threadsafe(self._apply_topic_configs, name, configs)
-            elif kind == "brokers":
-                self._loop.call_soon_threadsafe(self._load_broker_configs)
+            elif kind == "brokers" and name in (paths.DEFAULT_ENTITY, str(self.node_id)):
+                # BrokerConfigHandler: the default and this broker's own; another broker's is its own
+                self._loop.call_soon_threadsafe(self._load_broker_configs, name)
             elif kind == "users" and "/" not in name:
                 self.scram.reload_user(name)
         return True
 
     def _apply_topic_configs(self, name: str, configs: dict[str, str]) -> None:
-        if self.broker.topic(name) is not None:
-            self.broker.alter_topic_configs(name, configs, from_zookeeper=True)
-            log.info("topic configs of %s reloaded from ZooKeeper: %s", name, configs)
+        """TopicConfigHandler: the topic's logs on this broker take the new overrides, also
+        those loaded before the controller named the topic (LogManager.updateTopicConfig)."""
+        from kafkatool.broker.config import ConfigError
+
+        try:
+            if self.broker.topic(name) is not None:
+                self.broker.alter_topic_configs(name, configs, from_zookeeper=True)
+            elif self.broker.set_unnamed_topic_configs(name, configs) == 0:
+                return
+        except ConfigError as exc:  # Kafka's ZkConfigManager logs the failed change and goes on
+            log.error("topic configs of %s in ZooKeeper not applied: %s", name, exc)
+            return
+        log.info("topic configs of %s reloaded from ZooKeeper: %s", name, configs)
+
+    def topic_config_overrides(self, topics) -> dict[str, dict[str, str]]:
+        """LogManager.fetchTopicConfigOverrides: the /config/topics/T overrides of ``topics``
+        (those with a log on this broker), read pipelined (zk/client.get_many: one round trip
+        per window of reads, not per topic) before the logs load; topics without any left out.
+        A payload that does not parse refuses the start, as Kafka's LogManager.startup does."""
+        wanted = sorted(set(topics))
+        try:
+            nodes = self.zk.get_many([paths.config_entity("topics", t) for t in wanted])
+        except ZkError as exc:
+            raise ClusterError(f"cannot read the topic configs in {paths.CONFIG}/topics: {exc}") from None
+        out = {}
+        for t in wanted:
+            path = paths.config_entity("topics", t)
+            node = nodes.get(path)
+            if node is None:
+                continue
+            try:
+                configs = codecs.decode_entity_config(node.data, path).config
+            except codecs.ZkPayloadError as exc:
+                raise ClusterError(str(exc)) from None
+            if configs:
+                out[t] = dict(configs)
+        return out
 
     def delete_topic(self, name: str) -> None:
         with contextlib.suppress(ZkNodeExistsError):

@@ -264,6 +264,7 @@ class ReplicaManager:
                 tid = random_uuid(os.urandom)
             t = TopicMeta(topic, tid, partition + 1, configs)
             broker.metadata.topics[topic] = t
+            broker.unnamed_topic_configs.pop(topic, None)  # the metadata's configs from now on
             broker.manager.topic_configs[topic] = broker.config.log_config(configs)
         elif tid is not None and t.topic_id != tid:
             t.topic_id = tid

@@ -76,14 +76,27 @@ def _dynamic_path(broker):
 
 def load_dynamic_configs(broker) -> None:
     """Put the persisted dynamic broker configs back into ``broker.config.dynamic`` (this broker's)
-    and ``.dynamic_default`` (the cluster-wide defaults), checked as a change is."""
+    and ``.dynamic_default`` (the cluster-wide defaults), checked as a change is. In cluster mode
+    ZooKeeper's /config/brokers is their one store (membership takes it, as Kafka's
+    DynamicBrokerConfig does, which never reads a local file): a file left in the log dir (from
+    a standalone run of the same dir) is ignored, and the log says so."""
     from kafkatool.log import topic_settings as ts
 
     dirs = broker.config.log_dirs
+    path = _dynamic_path(broker)
+    if broker.config.get("zookeeper.connect") and not broker.read_only:
+        if path is not None and path.exists():
+            log.warning(
+                "%s ignored: with zookeeper.connect the dynamic broker configs are ZooKeeper's "
+                "(/config/brokers/<default> and /config/brokers/%d)",
+                path,
+                broker.node_id,
+            )
+        return
     layer = ts.read_dynamic_broker_configs(dirs[0]) if dirs else None
     if layer is None:
         return
-    where = str(_dynamic_path(broker))
+    where = str(path)
     notes = list(layer.notes)
     notes += broker.config.take_dynamic(
         {False: (where, layer.broker_default), True: (where, layer.broker_node)}
@@ -162,7 +175,7 @@ def alter_broker_configs(broker, res, validate_only: bool) -> tuple[int, str | N
     if err is None:
         err = next((e for n in set_names if (e := C.dynamic_value_error(n, changes[n])) is not None), None)
     if err is None:
-        err = broker.config.with_dynamic(name != "", changes).dynamic_error()
+        err = broker.config.with_dynamic(name != "", changes).dynamic_error(changes)
     if err is not None:
         return ErrorCode.INVALID_REQUEST, err
     # the throttles kept as the number they parse to (as before); the others as given, as Kafka keeps them
