@@ -378,8 +378,10 @@ class Broker:
         /config/topics/T, read before the logs load (KafkaServer.startup hands the LogManager the
         topic config overrides from ZooKeeper: a compacted topic's log is never loaded,
         recovered or retention-checked as a deleted one). An override the log engine refuses
-        refuses the start, naming its znode, as Kafka's LogConfig does."""
+        refuses the start, naming its znode, as Kafka's LogConfig does; so does a stored
+        remote.storage.enable=true (topic_settings.stored_topic_config_error)."""
         from kafkatool.broker.cluster.membership import ClusterError
+        from kafkatool.log import topic_settings as ts
         from kafkatool.log.manager import partition_dirs
 
         topics = {tp[0] for d in dirs if d.is_dir() for _path, tp in partition_dirs(d)}
@@ -389,6 +391,10 @@ class Broker:
         self.unnamed_topic_configs = self.cluster.topic_config_overrides(topics)
         out = {}
         for name, configs in self.unnamed_topic_configs.items():
+            # ZkConfigManager.startup applies each entry: remote.storage.enable=true is fatal
+            err = ts.stored_topic_config_error(configs)
+            if err is not None:
+                raise ClusterError(f"/config/topics/{name}: {err}")
             try:
                 out[name] = log_config(configs)
             except ConfigError as exc:

@@ -322,6 +322,15 @@ def test_zookeeper_topic_overrides_govern_the_logs_from_their_load(tmp_path, zk_
             "configuration log.local.retention.ms: Value must not be more than log.retention.ms property value: 1800000"
         )
         assert refused in [r.getMessage() for r in caplog.records]
+        # a change notification carrying remote.storage.enable=true is logged, nothing of it applied
+        broker.cluster._apply_topic_configs(
+            "events", {"cleanup.policy": "delete", "remote.storage.enable": "true"}
+        )
+        assert policies()["events-1"] == (("compact",), 3_600_000, 1 << 30)
+        assert any(
+            r.levelname == "ERROR" and "topic configs of events in ZooKeeper not applied" in r.getMessage()
+            for r in caplog.records
+        )
         # TopicConfigHandler: a change of /config/topics/events too
         broker.cluster._apply_topic_configs("events", {"cleanup.policy": "delete"})
         assert policies()["events-1"] == (("delete",), 1_800_000, 1 << 30)
@@ -336,6 +345,14 @@ def test_zookeeper_topic_overrides_govern_the_logs_from_their_load(tmp_path, zk_
         with pytest.raises(
             ClusterError, match=r"^/config/topics/events: invalid value 'shred' for cleanup.policy"
         ):
+            broker.open_storage()
+        assert broker.manager is None
+        # so does a stored remote.storage.enable=true (ZkConfigManager.startup's fatal error)
+        if broker.cluster is not None:
+            broker.cluster.zk.close()
+        put("/config/topics/events", {"cleanup.policy": "compact", "remote.storage.enable": "true"})
+        broker = Broker(BrokerConfig.load(None, [f"{k}={v}" for k, v in cfg.explicit.items()]))
+        with pytest.raises(ClusterError, match=r"^/config/topics/events: .*remote"):
             broker.open_storage()
         assert broker.manager is None
     finally:

@@ -420,7 +420,12 @@ class Cluster:
         """TopicConfigHandler: the topic's logs on this broker take the new overrides, also
         those loaded before the controller named the topic (LogManager.updateTopicConfig)."""
         from kafkatool.broker.config import ConfigError
+        from kafkatool.log import topic_settings as ts
 
+        err = ts.stored_topic_config_error(configs)
+        if err is not None:  # ZkNodeChangeNotificationListener logs it; nothing of it applies
+            log.error("topic configs of %s in ZooKeeper not applied: %s", name, err)
+            return
         try:
             if self.broker.topic(name) is not None:
                 self.broker.alter_topic_configs(name, configs, from_zookeeper=True)
