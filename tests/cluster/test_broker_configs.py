@@ -155,6 +155,23 @@ def test_unclean_election_enabled_at_runtime_elects_an_offline_partition(cluster
     wait_for(lambda: partition_state(cluster, "unc", 0)["leader"] == b, 20, "the unclean election")
 
 
+def _in_process_config(zookeeper: str, data_dir):
+    """Broker 1 of the ZooKeeper ``zookeeper`` (with its chroot), for an in-process Broker whose
+    storage a test opens before it listens."""
+    from kafkatool.broker.config import BrokerConfig
+
+    return BrokerConfig.load(
+        None,
+        [
+            "broker.id=1",
+            f"zookeeper.connect={zookeeper}",
+            "zookeeper.session.timeout.ms=6000",
+            f"log.dirs={data_dir}",
+            "listeners=PLAINTEXT://127.0.0.1:0",
+        ],
+    )
+
+
 def test_zookeeper_dynamic_defaults_govern_the_logs_from_their_load(tmp_path, zk_module, caplog):
     """KafkaServer.startup initializes DynamicBrokerConfig from ZooKeeper before it creates the
     LogManager: a partition on disk has the stored topic defaults in its LogConfig as soon as
@@ -165,7 +182,6 @@ def test_zookeeper_dynamic_defaults_govern_the_logs_from_their_load(tmp_path, zk
 
     from kazoo.client import KazooClient
 
-    from kafkatool.broker.config import BrokerConfig
     from kafkatool.broker.server import Broker
     from tests.segments import make_partition
 
@@ -188,16 +204,7 @@ def test_zookeeper_dynamic_defaults_govern_the_logs_from_their_load(tmp_path, zk
         k.close()
     data_dir = tmp_path / "data"
     make_partition(data_dir, "events-0", segments=2, batches_per_segment=3)
-    cfg = BrokerConfig.load(
-        None,
-        [
-            "broker.id=1",
-            f"zookeeper.connect={zk_module}{chroot}",
-            "zookeeper.session.timeout.ms=6000",
-            f"log.dirs={data_dir}",
-            "listeners=PLAINTEXT://127.0.0.1:0",
-        ],
-    )
+    cfg = _in_process_config(zk_module + chroot, data_dir)
     broker = Broker(cfg)
     caplog.set_level(logging.WARNING, logger="kafkatool")
     try:
@@ -266,16 +273,7 @@ def test_zookeeper_topic_overrides_govern_the_logs_from_their_load(tmp_path, zk_
         put("/config/topics/absent", {"cleanup.policy": "compact"})  # no log here: not read
         # above log.retention.ms: Kafka takes it at start-up (no reconfigurable is registered yet)
         put("/config/brokers/<default>", {"log.retention.ms": "7200000", "log.local.retention.ms": "9000000"})
-        cfg = BrokerConfig.load(
-            None,
-            [
-                "broker.id=1",
-                f"zookeeper.connect={zk_module}{chroot}",
-                "zookeeper.session.timeout.ms=6000",
-                f"log.dirs={data_dir}",
-                "listeners=PLAINTEXT://127.0.0.1:0",
-            ],
-        )
+        cfg = _in_process_config(zk_module + chroot, data_dir)
         caplog.set_level(logging.INFO, logger="kafkatool")
         broker = Broker(cfg)
         broker.open_storage()
