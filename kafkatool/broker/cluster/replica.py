@@ -204,6 +204,16 @@ class ReplicaManager:
         ep = b.endpoints.get(listener or self._inter_broker)
         return None if ep is None else (ep[0], ep[1])
 
+    def lagging_epoch_start(self, tp: TP) -> int | None:
+        """Partition.fetchOffsetForTimestamp's lagging state: while this leader's high watermark
+        is below the offset its epoch began at (after an election it waits for the followers'
+        next fetches), that offset, else None."""
+        part = self.local.get(tp)
+        if part is None or part.leader != self.node_id:
+            return None
+        start = part.epoch_start_offset
+        return start if start > part.log.high_watermark else None
+
     def enough_replicas(self, topic: str, partition: int) -> tuple[bool, int, int]:
         """Partition.appendRecordsToLeader's check for acks=all: (ok, ISR size, min ISR)."""
         p = self.local[(topic, partition)]

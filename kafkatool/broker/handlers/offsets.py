@@ -27,6 +27,8 @@ from kafkatool.protocol.generated.offset_for_leader_epoch_response import (
 log = logging.getLogger("kafkatool.broker")
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+#: ListOffsetsRequest.CONSUMER_REPLICA_ID: a client's request (-2 is the debugging one)
+CONSUMER_REPLICA_ID = -1
 #: KIP-405/KIP-1005 (v8/v9): without tiered storage the local log start is the log start, and
 #: there is no tiered offset (Kafka answers -1 with no error)
 EARLIEST_LOCAL, LATEST_TIERED = -4, -5
@@ -138,6 +140,16 @@ def handle_list_offsets(ctx, req):
             ts = rp.timestamp
             if req.replica_id >= 0:
                 upper = lg.log_end_offset
+            # Partition.fetchOffsetForTimestamp: a client asking a new leader whose high watermark
+            # still lags the start of its epoch gets OFFSET_NOT_AVAILABLE (retriable) for the
+            # latest offset and for a lookup that finds nothing below it, not a stale answer
+            lagging = (
+                v >= 1
+                and req.replica_id == CONSUMER_REPLICA_ID
+                and broker.replicas is not None
+                and broker.replicas.lagging_epoch_start(key) is not None
+            )
+            lookup = None  # a timestamp lookup's (timestamp, offset) below ``upper``
             if ts == EARLIEST or ts == EARLIEST_LOCAL:
                 offset, stamp = lg.log_start_offset, -1
             elif ts == LATEST:
@@ -145,13 +157,16 @@ def handle_list_offsets(ctx, req):
             elif ts == LATEST_TIERED:
                 offset, stamp = -1, -1
             elif ts == MAX_TIMESTAMP:
-                found = max_timestamp_offset(lg, upper)
-                stamp, offset = found if found is not None else (-1, -1)
+                lookup = max_timestamp_offset(lg, upper)
+                stamp, offset = lookup if lookup is not None else (-1, -1)
             elif ts >= 0:
-                found = offset_for_timestamp(lg, ts, upper)
-                stamp, offset = found if found is not None else (-1, -1)
+                lookup = offset_for_timestamp(lg, ts, upper)
+                stamp, offset = lookup if lookup is not None else (-1, -1)
             else:
                 pr.error_code = ErrorCode.INVALID_REQUEST
+                continue
+            if lagging and (ts == LATEST or (lookup is None and (ts >= 0 or ts == MAX_TIMESTAMP))):
+                pr.error_code, pr.offset, pr.timestamp = ErrorCode.OFFSET_NOT_AVAILABLE, -1, -1
                 continue
             if v == 0:
                 pr.old_style_offsets = [offset] if offset >= 0 else []
