@@ -71,7 +71,7 @@ from kafkatool.log.segment import (
     scan_for_recovery,
     segment_file_paths,
 )
-from kafkatool.log.validator import validate_records
+from kafkatool.log.validator import InvalidRecordError, validate_batches, validate_records
 
 PARTITION_METADATA_FILE = props.PARTITION_METADATA_FILE
 INDEX_FILE_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
@@ -719,10 +719,11 @@ class Log:
         ts_type = timestamp_type or self.config.message_timestamp_type
         now = self.clock()
         if not validated:
-            self.analyze_and_validate(batches)
-        # UnifiedLog.append: size and CRC, then LogValidator's record rules for every origin
-        # here (CLIENT and COORDINATOR; on the batches as they came: a legacy message set is its
-        # own batches there), then producer state
+            self.analyze_and_validate(batches, origin)
+        # UnifiedLog.append: size and CRC, then LogValidator's batch and record rules for every
+        # origin here (CLIENT and COORDINATOR; on the batches as they came: a legacy message set
+        # is its own batches there), then producer state
+        validate_batches(batches, origin == ORIGIN_CLIENT, self.dir)
         validate_records(batches, self.config, ts_type, now, self.dir)
         for b in batches:
             if b.magic < 2:
@@ -779,11 +780,19 @@ class Log:
         self._append(data, batches, info, now)
         return info
 
-    def analyze_and_validate(self, batches: list[R.Batch]) -> None:
-        """UnifiedLog.analyzeAndValidateRecords' checks of a leader append (every origin),
-        batch by batch: the size against max.message.bytes, then the CRC."""
+    def analyze_and_validate(self, batches: list[R.Batch], origin: str = ORIGIN_CLIENT) -> None:
+        """UnifiedLog.analyzeAndValidateRecords' checks of a leader append, batch by batch: a
+        client's v2 batch starts at offset 0, then (every origin) the size against
+        max.message.bytes, then the CRC."""
         max_bytes = self.config.max_message_bytes
+        client = origin == ORIGIN_CLIENT
         for b in batches:
+            if client and b.magic >= 2 and b.base_offset != 0:
+                raise InvalidRecordError(
+                    f"The baseOffset of the record batch in the append to {self.dir.name} should be 0, "
+                    f"but it is {b.base_offset}",
+                    b.position,
+                )
             if b.size > max_bytes:
                 raise RecordTooLargeError(
                     f"The record batch size in the append to {self.dir.name} is {b.size} bytes "

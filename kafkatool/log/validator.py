@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from kafkatool.errors import KafkatoolError
 from kafkatool.formats import records as R
+from kafkatool.formats.errors import FormatError
 from kafkatool.log.config import LONG_MAX, LogConfig
 
 _WRAP = 1 << 64
@@ -74,6 +75,57 @@ def _record_string(batch, r: R.Record) -> str:
         f"Record(magic={r.magic}, attributes={attributes}, compression=none, crc={r.crc}, "
         f"{kind}={r.timestamp}, key={key} bytes, value={value} bytes)"
     )
+
+
+class InvalidRecordError(FormatError):
+    """A batch breaks LogValidator.validateBatch's rules (Kafka's InvalidRecordException: the
+    partition's error is INVALID_RECORD, without a message in the answer)."""
+
+    kind = "invalid_record"
+
+
+def validate_batches(batches: list, client: bool, log_dir) -> None:
+    """LogValidator.validateBatch, batch by batch (after the size and CRC checks, before the
+    records' rules): every batch has the first one's magic; a ``client``'s v2 batch has a
+    consistent offset range and record count, no control batch, and a sequence number when it
+    has a producer id."""
+    first = batches[0].magic
+    tp = log_dir.name
+    for b in batches:
+        if b.magic != first:
+            raise InvalidRecordError(
+                f"Batch magic {b.magic} is not the same as the first batch's magic byte {first} in "
+                f"topic partition {tp}",
+                b.position,
+            )
+        if not client:
+            continue
+        if b.magic >= 2:
+            base, last, count = b.base_offset, b.last_offset, b.records_count
+            if last - base + 1 <= 0:
+                raise InvalidRecordError(
+                    f"Batch has an invalid offset range: [{base}, {last}] in topic partition {tp}", b.position
+                )
+            if count <= 0:
+                raise InvalidRecordError(
+                    f"Invalid reported count for record batch: {count} in topic partition {tp}", b.position
+                )
+            if last - base + 1 != count:
+                raise InvalidRecordError(
+                    f"Inconsistent batch offset range [{base}, {last}] and count of records {count} in "
+                    f"topic partition {tp}",
+                    b.position,
+                )
+        if b.is_control:
+            raise InvalidRecordError(
+                f"Clients are not allowed to write control records in topic partition {tp}", b.position
+            )
+        if b.producer_id >= 0 and b.base_sequence < 0:
+            raise InvalidRecordError(
+                f"Invalid sequence number {b.base_sequence} in record batch with producerId {b.producer_id} "
+                f"in topic partition {tp}",
+                b.position,
+            )
 
 
 def validate_records(batches: list, config: LogConfig, timestamp_type: str, now_ms: int, log_dir) -> None:

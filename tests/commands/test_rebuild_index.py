@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from kafkatool.cli import app
 from kafkatool.formats import records as R
 from kafkatool.log.config import LogConfig
-from kafkatool.log.log import Log
+from kafkatool.log.log import ORIGIN_COORDINATOR, Log
 
 runner = CliRunner()
 CFG = LogConfig(segment_bytes=6_000, index_interval_bytes=1000)
@@ -38,7 +38,9 @@ def make(log_dir):
         [R.SimpleRecord(b"t")], producer_id=9, producer_epoch=0, base_sequence=0, is_transactional=True
     )
     log.append_as_leader(pid_batch, 0)
-    log.append_as_leader(R.build_control_batch(R.ABORT, producer_id=9, producer_epoch=0), 0)
+    log.append_as_leader(
+        R.build_control_batch(R.ABORT, producer_id=9, producer_epoch=0), 0, origin=ORIGIN_COORDINATOR
+    )
     bases = [s.base_offset for s in log.segments]
     log.close()
     return d, bases

@@ -21,7 +21,7 @@ from kafkatool.log.cleaner import (
     scan_keys,
 )
 from kafkatool.log.config import LogConfig
-from kafkatool.log.log import Log
+from kafkatool.log.log import ORIGIN_COORDINATOR, Log
 from kafkatool.log.offset_map import OffsetMap
 from kafkatool.log.retention import apply_retention, plan_retention
 from kafkatool.log.segment import scan_for_recovery
@@ -183,11 +183,15 @@ def _aborted_then_committed(log: Log):
         0,
     )  # 0-1
     log.append_as_leader(
-        R.build_control_batch(R.ABORT, producer_id=5, producer_epoch=0, timestamp=NOW), 0
+        R.build_control_batch(R.ABORT, producer_id=5, producer_epoch=0, timestamp=NOW),
+        0,
+        origin=ORIGIN_COORDINATOR,
     )  # 2
     log.append_as_leader(txn(6, b"c", b"committed", 0), 0)  # 3
     log.append_as_leader(
-        R.build_control_batch(R.COMMIT, producer_id=6, producer_epoch=0, timestamp=NOW), 0
+        R.build_control_batch(R.COMMIT, producer_id=6, producer_epoch=0, timestamp=NOW),
+        0,
+        origin=ORIGIN_COORDINATOR,
     )  # 4
     log.append_as_leader(batch([rec(b"c", b"newer")]), 0)  # 5
     log.append_as_leader(batch([rec(b"d", b"plain")]), 0)  # 6
@@ -232,7 +236,11 @@ def test_aborted_batch_kept_empty_when_it_holds_the_producers_last_sequence(tmp_
     log.append_as_leader(
         batch([rec(b"a", b"x")], producer_id=5, producer_epoch=0, base_sequence=0, is_transactional=True), 0
     )
-    log.append_as_leader(R.build_control_batch(R.ABORT, producer_id=5, producer_epoch=0, timestamp=NOW), 0)
+    log.append_as_leader(
+        R.build_control_batch(R.ABORT, producer_id=5, producer_epoch=0, timestamp=NOW),
+        0,
+        origin=ORIGIN_COORDINATOR,
+    )
     log.append_as_leader(batch([rec(b"z", b"1")]), 0)
     log.roll()
     run(log, cfg)

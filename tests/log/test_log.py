@@ -12,7 +12,13 @@ from kafkatool.formats import snapshot as snap
 from kafkatool.formats.index import IndexOffsetOverflowError
 from kafkatool.formats.uuid import Uuid
 from kafkatool.log.config import LogConfig
-from kafkatool.log.log import ISOLATION_COMMITTED, ISOLATION_HIGH_WATERMARK, Log, OffsetOutOfRangeError
+from kafkatool.log.log import (
+    ISOLATION_COMMITTED,
+    ISOLATION_HIGH_WATERMARK,
+    ORIGIN_COORDINATOR,
+    Log,
+    OffsetOutOfRangeError,
+)
 from tests.log.logtest_util import all_records, batch
 
 
@@ -136,10 +142,14 @@ def test_transactions_producer_state_txn_index_and_committed_reads(tmp_path):
     log.append_as_leader(batch(1, pid=8, epoch=0, seq=0, txn=True), leader_epoch=0)  # 2 (txn 8)
     log.append_as_leader(batch(1), leader_epoch=0)  # 3
     log.append_as_leader(
-        R.build_control_batch(R.ABORT, producer_id=7, producer_epoch=1, coordinator_epoch=3), 0
+        R.build_control_batch(R.ABORT, producer_id=7, producer_epoch=1, coordinator_epoch=3),
+        0,
+        origin=ORIGIN_COORDINATOR,
     )  # 4
     assert log.producer_state.first_unstable_offset() == 2
-    log.append_as_leader(R.build_control_batch(R.COMMIT, producer_id=8, producer_epoch=0), 0)  # 5
+    log.append_as_leader(
+        R.build_control_batch(R.COMMIT, producer_id=8, producer_epoch=0), 0, origin=ORIGIN_COORDINATOR
+    )  # 5
     assert log.producer_state.first_unstable_offset() is None
     seg = log.active_segment
     assert [

@@ -12,7 +12,7 @@ from kafkatool.formats.crc import crc32c
 from kafkatool.formats.errors import CorruptRecordError
 from kafkatool.log.config import LONG_MAX, LogConfig
 from kafkatool.log.log import ORIGIN_COORDINATOR, Log
-from kafkatool.log.validator import RecordValidationError
+from kafkatool.log.validator import InvalidRecordError, RecordValidationError
 
 NOW = 1_700_000_000_000
 HOUR = 3_600_000
@@ -242,3 +242,39 @@ def test_a_broker_difference_is_the_topic_default_of_before_and_after():
     assert (cfg.timestamp_before_max_ms, cfg.timestamp_after_max_ms) == (5000, 9)
     with pytest.raises(ts.SettingsError):
         ts.validate_topic_config("message.timestamp.after.max.ms", "-1")
+
+
+def test_batch_rules_are_the_logs_and_client_only_where_kafka_says(tmp_path):
+    """LogValidator.validateBatch runs in the log's append: a client may not write a control
+    batch, a batch whose count disagrees with its offset range, or an idempotent batch without
+    a sequence; a coordinator may write markers; every origin needs one magic for the whole
+    append. UnifiedLog.analyzeAndValidateRecords: a client's v2 batch starts at offset 0."""
+    lg = make_log(tmp_path)
+    marker = R.build_control_batch(R.COMMIT, producer_id=4, producer_epoch=0)
+    with pytest.raises(
+        InvalidRecordError, match="^Clients are not allowed to write control records in topic"
+    ):
+        lg.append_as_leader(marker, 0)
+    assert lg.append_as_leader(marker, 0, origin=ORIGIN_COORDINATOR).first_offset == 0
+    lying = bytearray(batch(1_000, 1_001))
+    lying[57:61] = (1).to_bytes(4, "big")  # records count 1, last offset delta 1
+    lying[17:21] = crc32c(bytes(lying[21:])).to_bytes(4, "big")
+    with pytest.raises(
+        InvalidRecordError, match=r"^Inconsistent batch offset range \[0, 1\] and count of records 1"
+    ):
+        lg.append_as_leader(lying, 0)
+    no_seq = R.build_record_batch([R.SimpleRecord(b"v", b"k", (), 1_000)], producer_id=9, producer_epoch=0)
+    with pytest.raises(
+        InvalidRecordError, match="^Invalid sequence number -1 in record batch with producerId 9"
+    ):
+        lg.append_as_leader(no_seq, 0)
+    moved = bytearray(batch(1_000))
+    R.set_base_offset(moved, 0, 7)
+    with pytest.raises(InvalidRecordError, match="should be 0, but it is 7"):
+        lg.append_as_leader(moved, 0)
+    mixed = bytes(batch(1_000)) + R.encode_legacy_message(1, b"k", b"v", timestamp=1_000)
+    with pytest.raises(
+        InvalidRecordError, match="^Batch magic 1 is not the same as the first batch's magic byte 2"
+    ):
+        lg.append_as_leader(mixed, 0, origin=ORIGIN_COORDINATOR)
+    assert lg.log_end_offset == 1  # only the marker went in

@@ -57,9 +57,9 @@ class ProduceError(KafkatoolError):
 
 
 def _validate(ctx, lg, records):
-    """The request's records: parsed (batch headers only), the protocol's rules, then the
-    log's size and CRC checks (UnifiedLog.analyzeAndValidateRecords) and LogValidator's batch
-    rules for a client; returns the parsed batches."""
+    """The request's records: parsed (batch headers only), ProduceRequest.validateRecords' rules
+    for the version, then the log's size and CRC checks (Log.analyze_and_validate); returns the
+    parsed batches.  LogValidator's batch and record rules run in the log's append."""
     if records is None or len(records) == 0:
         raise ProduceError(ErrorCode.INVALID_RECORD, "no records")
     v = ctx.version
@@ -69,28 +69,21 @@ def _validate(ctx, lg, records):
         raise ProduceError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
     if not batches or batches[-1].end != len(records):
         raise ProduceError(ErrorCode.CORRUPT_MESSAGE, "records end inside a batch")
-    if v >= 3 and (len(batches) != 1 or batches[0].magic != 2):
-        raise ProduceError(ErrorCode.INVALID_RECORD, "Produce v3+ needs exactly one magic-2 record batch")
+    if v >= 3:
+        # ProduceRequest.validateRecords, in its order (KafkaApis, before the log)
+        b0 = batches[0]
+        if b0.magic != 2:
+            raise ProduceError(ErrorCode.INVALID_RECORD, f"Produce v{v} needs record batches of magic 2")
+        if v < 7 and b0.codec == compression.ZSTD:
+            raise ProduceError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"Produce v{v} may not use zstd")
+        if len(batches) != 1:
+            raise ProduceError(ErrorCode.INVALID_RECORD, f"Produce v{v} needs exactly one record batch")
     # size, then CRC, batch by batch, before anything looks at producer state (a corrupt
     # duplicate is CORRUPT_MESSAGE)
     lg.analyze_and_validate(batches)
     for b in batches:
-        if b.magic < 2:
-            continue
-        codec = b.codec
-        if codec > compression.ZSTD:
-            raise ProduceError(ErrorCode.CORRUPT_MESSAGE, f"unknown compression codec {codec}")
-        if codec == compression.ZSTD and v < 7:
-            raise ProduceError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs Produce v7+")
-        if b.is_control:
-            raise ProduceError(ErrorCode.INVALID_RECORD, "clients may not send control batches")
-        if b.records_count != b.last_offset_delta + 1:
-            raise ProduceError(
-                ErrorCode.INVALID_RECORD,
-                f"record count {b.records_count} does not match the last offset delta {b.last_offset_delta}",
-            )
-        if b.producer_id >= 0 and b.base_sequence < 0:
-            raise ProduceError(ErrorCode.INVALID_RECORD, "idempotent batch without a sequence number")
+        if b.magic >= 2 and b.codec > compression.ZSTD:
+            raise ProduceError(ErrorCode.CORRUPT_MESSAGE, f"unknown compression codec {b.codec}")
     return batches
 
 
