@@ -48,6 +48,7 @@ from dataclasses import dataclass, field, replace
 
 import re2
 
+from kafkatool.broker.group import persistence as P
 from kafkatool.broker.group.assignors import ASSIGNORS, Assignment, MemberSpec, assign
 from kafkatool.broker.group.offsets import OffsetStore
 from kafkatool.errors import KafkatoolError
@@ -1084,11 +1085,9 @@ class ConsumerGroups:
         if raw:
             try:
                 self.gc._append(group, raw)
-            except LookupError as exc:
-                raise ConsumerGroupError(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc)) from None
-            except OSError as exc:
-                log.exception("failed to write consumer group %s", group.group_id)
-                raise ConsumerGroupError(ErrorCode.NOT_COORDINATOR, str(exc)) from None
+            except P.APPEND_ERRORS as exc:
+                log.error("failed to write consumer group %s: %s", group.group_id, exc)
+                raise ConsumerGroupError(P.append_error_code(exc), str(exc)) from None
         for rt, k, v in records:
             group.replay(rt, k, v)
 

@@ -892,17 +892,9 @@ class GroupCoordinator:
         """Kafka's storeGroup: the error code, or None once written."""
         try:
             self._append(group, [self._group_record(group, assignment)])
-        except RecordTooLargeError:
-            return ErrorCode.UNKNOWN_SERVER_ERROR
-        except RecordValidationError as exc:
-            # storeGroup passes LogValidator's error on as it is ("case other")
-            log.error("failed to write group %s: %s", group.group_id, exc.message)
-            return ErrorCode[exc.error_name]
-        except LookupError:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        except OSError:
-            log.exception("failed to write group %s", group.group_id)
-            return ErrorCode.NOT_COORDINATOR
+        except P.APPEND_ERRORS as exc:
+            log.error("failed to write group %s: %s", group.group_id, exc)
+            return P.append_error_code(exc)
         return None
 
     # ------------------------------------------------------------------ JoinGroup
@@ -1473,8 +1465,10 @@ class GroupCoordinator:
                 out[gid] = ErrorCode.GROUP_ID_NOT_FOUND
             elif group.state is EMPTY:
                 group.transition(DEAD)
-                out[gid] = self._cleanup_group(group, list(group.offsets.offsets))
-                log.info("group %s deleted", gid)
+                removed = self._cleanup_group(group, list(group.offsets.offsets))
+                # NONE even when the tombstones could not be written (see _cleanup_group)
+                out[gid] = ErrorCode.NONE
+                log.info("group %s deleted; %d offsets removed", gid, removed)
             else:
                 out[gid] = ErrorCode.NON_EMPTY_GROUP
         return out
@@ -1502,14 +1496,17 @@ class GroupCoordinator:
         else:
             return ErrorCode.NON_EMPTY_GROUP, {}
         if eligible:
-            code = self._cleanup_group(group, eligible)
-            for tp in eligible:
-                result[tp] = code
+            removed = self._cleanup_group(group, eligible)
+            # NONE even when the tombstones could not be written (see _cleanup_group)
+            result.update(dict.fromkeys(eligible, ErrorCode.NONE))
+            log.info("group %s: offsets of %s deleted; %d offsets removed", group_id, eligible, removed)
         return ErrorCode.NONE, result
 
     def _consumer_offset_delete(self, cg, partitions: list[tuple[str, int]]) -> tuple[int, dict]:
         """OffsetDelete on a consumer group: the offsets of topics its members subscribe to stay
-        (GROUP_SUBSCRIBED_TO_TOPIC) while it has members; the others are deleted."""
+        (GROUP_SUBSCRIBED_TO_TOPIC) while it has members; the others are deleted.  As Kafka's
+        KIP-848 coordinator (a write that fails leaves its state as it was), a failed append
+        keeps the offsets and answers the top-level error of append_error_code, no partitions."""
         result: dict[tuple[str, int], int] = {}
         subscribed = set(cg.subscription_metadata) if cg.members else set()
         records = []
@@ -1523,39 +1520,54 @@ class GroupCoordinator:
         if records:
             try:
                 self._append(cg, records)
-            except (LookupError, OSError, RecordTooLargeError, RecordValidationError) as exc:
-                log.warning("failed to write tombstones for group %s: %s", cg.group_id, exc)
-                return ErrorCode.NONE, dict.fromkeys(
-                    [tp for tp in partitions if result[tp] == ErrorCode.NONE],
-                    ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                ) | {tp: e for tp, e in result.items() if e}
+            except P.APPEND_ERRORS as exc:
+                log.error("failed to write tombstones for group %s: %s", cg.group_id, exc)
+                return P.append_error_code(exc), {}
             for key_tp in [tp for tp in partitions if result[tp] == ErrorCode.NONE]:
                 cg.offsets.remove(key_tp)
         return ErrorCode.NONE, result
 
     def _cleanup_group(self, group: Group, partitions: list[tuple[str, int]]) -> int:
-        """Kafka's cleanupGroupMetadata for one group: drop offsets, maybe the group; write tombstones."""
+        """Kafka's GroupMetadataManager.cleanupGroupMetadata for one classic group, the one path
+        of DeleteGroups, OffsetDelete, offset expiry and a deleted topic's offsets.
+
+        The offsets go from memory first, and the group too once it is Empty without offsets
+        (Dead); then one batch of tombstones is appended (the group's own only when it has had
+        a generation: a group that only commits offsets has no GroupMetadata record).  A failed
+        append is only logged: the callers answer NONE, the state stays removed, and Kafka counts
+        nothing (the tombstones are not retried; a reload would bring the offsets back).
+        Returns how many offsets Kafka counts as removed: those of a successful append."""
         records: list[tuple[bytes, bytes | None]] = []
-        removed = []
+        removed = 0
         for tp in partitions:
             if group.offsets.remove(tp) is not None:
-                removed.append(tp)
+                removed += 1
                 records.append((P.offset_commit_key(group.group_id, tp[0], tp[1]), None))
         if group.state is EMPTY and not len(group.offsets):
+            log.info("group %s transitioned to Dead in generation %d", group.group_id, group.generation)
             group.transition(DEAD)
         if group.state is DEAD:
             self._cancel_timers(group)
             if self.groups.get(group.group_id) is group:
                 del self.groups[group.group_id]
-            records.append((P.group_metadata_key(group.group_id), None))
+                if group.generation > 0:
+                    records.append((P.group_metadata_key(group.group_id), None))
         if not records:
-            return ErrorCode.NONE
+            return 0
         try:
             self._append(group, records)
-        except (LookupError, OSError, RecordTooLargeError, RecordValidationError) as exc:
-            log.warning("failed to write tombstones for group %s: %s", group.group_id, exc)
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        return ErrorCode.NONE
+        except P.APPEND_ERRORS as exc:
+            log.error(
+                "failed to append %d tombstones to %s-%d for expired/deleted offsets and/or metadata"
+                " for group %s: %s",
+                len(records),
+                P.OFFSETS_TOPIC,
+                group.partition,
+                group.group_id,
+                exc,
+            )
+            return 0
+        return removed
 
     def handle_deleted_topic(self, topic: str) -> int:
         """Drop every group's offsets of a deleted topic (Kafka's handleDeletedPartitions)."""
@@ -1565,8 +1577,7 @@ class GroupCoordinator:
                 continue
             tps = [tp for tp in group.offsets.offsets if tp[0] == topic]
             if tps:
-                removed += len(tps)
-                self._cleanup_group(group, tps)
+                removed += self._cleanup_group(group, tps)
         if removed:
             log.info("removed %d offsets of deleted topic %s", removed, topic)
         return removed
@@ -1581,7 +1592,9 @@ class GroupCoordinator:
                 log.exception("offset expiration failed")
 
     def expire_offsets(self, now: int | None = None) -> int:
-        """Remove expired offsets (and groups left Empty without offsets); returns how many went."""
+        """Remove expired offsets (and groups left Empty without offsets); returns how many went
+        as Kafka counts them (offset-expiration metrics): a classic group's whose tombstones were
+        written, although all expired ones leave memory (_cleanup_group)."""
         now = now_ms() if now is None else now
         retention = self.retention_ms
         total = 0
@@ -1593,8 +1606,7 @@ class GroupCoordinator:
             if expired or idle:
                 if expired:
                     log.info("group %s: %d offsets expired", group.group_id, len(expired))
-                total += len(expired)
-                self._cleanup_group(group, expired)
+                total += self._cleanup_group(group, expired)
         for cg in list(self.consumer.groups.values()):
             if cg.partition in self.loading:
                 continue
@@ -1602,8 +1614,9 @@ class GroupCoordinator:
             if expired:
                 try:
                     self._append(cg, [(P.offset_commit_key(cg.group_id, t, p), None) for t, p in expired])
-                except (LookupError, OSError, RecordTooLargeError, RecordValidationError) as exc:
-                    log.warning("failed to expire offsets of group %s: %s", cg.group_id, exc)
+                except P.APPEND_ERRORS as exc:
+                    # the KIP-848 coordinator's write fails as a whole: the offsets stay
+                    log.error("failed to expire offsets of group %s: %s", cg.group_id, exc)
                     continue
                 for tp in expired:
                     cg.offsets.remove(tp)

@@ -27,8 +27,35 @@ from kafkatool.formats.errors import FormatError
 from kafkatool.formats.generated import GroupMetadataValue
 from kafkatool.formats.generated.group_metadata_value import MemberMetadata
 from kafkatool.formats.schema import SchemaDecodeError
+from kafkatool.log.log import RecordTooLargeError
+from kafkatool.log.validator import RecordValidationError
+from kafkatool.protocol.errors import ErrorCode
+
+#: what a failed append to ``__consumer_offsets`` raises (see :func:`append_error_code`)
+APPEND_ERRORS = (LookupError, OSError, RecordTooLargeError, RecordValidationError)
+
+
+def append_error_code(exc: Exception) -> int:
+    """The error a group write that failed with ``exc`` answers: Kafka's
+    GroupMetadataManager.storeGroup mapping, which the KIP-848 coordinator's
+    GroupCoordinatorService.normalizeException repeats.  The partition gone
+    (UNKNOWN_TOPIC_OR_PARTITION) -> COORDINATOR_NOT_AVAILABLE; a storage error
+    (KAFKA_STORAGE_ERROR) -> NOT_COORDINATOR; a record or batch too large ->
+    UNKNOWN_SERVER_ERROR; LogValidator's own error as it is."""
+    if isinstance(exc, RecordTooLargeError):
+        return ErrorCode.UNKNOWN_SERVER_ERROR
+    if isinstance(exc, RecordValidationError):
+        return ErrorCode[exc.error_name]
+    if isinstance(exc, LookupError):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if isinstance(exc, OSError):
+        return ErrorCode.NOT_COORDINATOR
+    raise TypeError(f"not an append failure: {exc!r}")
+
 
 __all__ = [
+    "APPEND_ERRORS",
+    "append_error_code",
     "GROUP_METADATA_KEY_VERSION",
     "GROUP_METADATA_VALUE_VERSION",
     "OFFSETS_TOPIC",
