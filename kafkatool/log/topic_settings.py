@@ -235,6 +235,12 @@ class SettingsError(KafkatoolError, ValueError):
     """A bad option or properties value (commands turn it into a one-line error, exit 2)."""
 
 
+class InvalidConfigurationError(SettingsError):
+    """A refusal Kafka's LogConfig raises as InvalidConfigurationException (an ApiException: an
+    unknown name, conflicting compaction lags) where the others are ConfigExceptions; a
+    ZooKeeper-mode broker answers the two differently (ZkAdminManager.alterConfigs)."""
+
+
 # ----------------------------------------------------------------------------- values
 def _int(name: str, raw: str, lo: int | None = None) -> int:
     try:
@@ -278,7 +284,7 @@ def validate_topic_config(name: str, value: str | None) -> None:
     """Raise SettingsError for an unknown topic config or a value Kafka would reject."""
     d = TOPIC_CONFIGS.get(name)
     if d is None:
-        raise SettingsError(f"unknown topic config {name!r}")
+        raise InvalidConfigurationError(f"unknown topic config {name!r}")
     if value is None:
         return
     if d.type in (INT, LONG, SHORT):
@@ -413,7 +419,7 @@ def validate_topic_change(overrides: Mapping[str, str | None], defaults: Mapping
     min_lag = _int("min.compaction.lag.ms", values.get("min.compaction.lag.ms", "0"))
     max_lag = _int("max.compaction.lag.ms", values.get("max.compaction.lag.ms", str(LONG_MAX)))
     if min_lag > max_lag:
-        raise SettingsError(
+        raise InvalidConfigurationError(
             f"conflict topic config setting min.compaction.lag.ms ({min_lag}) > max.compaction.lag.ms ({max_lag})"
         )
     if remote_storage_enabled(values):

@@ -197,6 +197,58 @@ def test_incremental_alter_configs(broker):
         assert produce(c, "adm-inc", batch(1, size=5000)).error_code == ErrorCode.MESSAGE_TOO_LARGE
 
 
+def test_topic_alter_refusals_standalone(broker):
+    """Standalone answers as KRaft's controller does: a refused value's message as it is (no
+    ZkAdminManager prefix); ConfigAdminManager.preprocess's null and duplicate checks before
+    anything, for AlterConfigs too; the default topic resource and a missing topic refused."""
+    from kafkatool.protocol.generated import alter_configs_request as AC
+
+    def legacy(c, name, configs):
+        res = AC.AlterConfigsResource(
+            resource_type=2,
+            resource_name=name,
+            configs=[AC.AlterableConfig(name=n, value=v) for n, v in configs],
+        )
+        r = c.request(33, 2, G.AlterConfigsRequest(resources=[res], validate_only=False)).responses[0]
+        return r.error_code, r.error_message
+
+    def inc(c, name, *ops):
+        res = AlterConfigsResource(
+            resource_type=2,
+            resource_name=name,
+            configs=[AlterableConfig(name=n, config_operation=o, value=v) for n, o, v in ops],
+        )
+        r = c.request(44, 1, G.IncrementalAlterConfigsRequest(resources=[res], validate_only=False))
+        return r.responses[0].error_code, r.responses[0].error_message
+
+    with WireClient(broker.bootstrap) as c:
+        create(c, "adm-refuse", 1, configs={"retention.ms": "5000"})
+        assert legacy(c, "adm-refuse", [("retention.ms", "abc")]) == (
+            ErrorCode.INVALID_CONFIG,
+            "invalid value 'abc' for retention.ms: not a number",
+        )
+        assert inc(c, "adm-refuse", ("segment.bytes", 2, "5")) == (
+            ErrorCode.INVALID_CONFIG,
+            "Can't APPEND to key segment.bytes because its type is not LIST.",
+        )
+        null = (ErrorCode.INVALID_REQUEST, "Null value not supported for : retention.ms")
+        assert legacy(c, "adm-refuse", [("retention.ms", None)]) == null
+        assert inc(c, "adm-refuse", ("retention.ms", 0, None)) == null
+        assert inc(c, "adm-refuse", ("retention.ms", 1, None), ("retention.ms", 0, "1")) == (
+            ErrorCode.INVALID_REQUEST,
+            "Error due to duplicate config keys",
+        )
+        assert legacy(c, "", [("retention.ms", "1")]) == (
+            ErrorCode.INVALID_REQUEST,
+            "Default topic resources are not allowed.",
+        )
+        assert inc(c, "adm-none", ("retention.ms", 0, "1")) == (
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            "The topic 'adm-none' does not exist.",
+        )
+        assert describe(c, "adm-refuse")[1]["retention.ms"].value == "5000"
+
+
 def test_create_partitions_delete_records_delete_topics(broker):
     with WireClient(broker.bootstrap) as c:
         create(c, "adm-p", 1)

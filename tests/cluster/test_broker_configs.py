@@ -401,3 +401,77 @@ def test_a_broker_takes_change_notifications_of_its_own_entity_and_the_default_o
     finally:
         k.stop()
         k.close()
+
+
+def test_refused_alters_answer_as_zookeeper_mode_kafka(cluster):
+    """KafkaApis preprocesses a BROKER resource in ZooKeeper mode too (ConfigAdminManager:
+    INVALID_REQUEST with the inner message); a TOPIC goes to ZkAdminManager, whose INVALID_CONFIG
+    puts a ConfigException's message behind the resource and an InvalidConfigurationException's
+    not; both APIs, validate_only or not."""
+    from kafkatool.protocol import generated as G
+    from kafkatool.protocol.generated import alter_configs_request as AC
+    from kafkatool.protocol.generated.metadata_request import MetadataRequest
+    from tests.broker.test_admin import create
+
+    def legacy(c, rtype, name, configs, validate_only=False):
+        res = AC.AlterConfigsResource(
+            resource_type=rtype,
+            resource_name=name,
+            configs=[AC.AlterableConfig(name=n, value=v) for n, v in configs],
+        )
+        req = G.AlterConfigsRequest(resources=[res], validate_only=validate_only)
+        r = c.request(33, 2, req).responses[0]
+        return r.error_code, r.error_message
+
+    with WireClient(cluster.brokers[1].bootstrap) as c:
+        ctl = c.request(3, 12, MetadataRequest(topics=None, allow_auto_topic_creation=False)).controller_id
+    b = cluster.brokers[ctl]
+    node = str(ctl)
+    with WireClient(b.bootstrap) as c:
+        assert create(c, "zkalter", 1, rf=1).error_code == 0
+        wait_for(
+            lambda: inc(c, 2, "zkalter", ("retention.ms", 0, "60000"), validate_only=True)[0] == 0,
+            15,
+            "topic",
+        )
+        for validate_only in (True, False):
+            assert inc(c, 4, node, ("num.partitions", 0, "3"), validate_only=validate_only) == (
+                42,
+                "Cannot update these configs dynamically: Set(num.partitions)",
+            )
+            assert legacy(c, 4, node, [(RATE, "-5")], validate_only) == (
+                42,
+                f"Invalid value -5 for configuration {RATE}: Value must be at least 0",
+            )
+            prefix = "Invalid config value for resource ConfigResource(type=TOPIC, name='zkalter'): "
+            assert inc(c, 2, "zkalter", ("retention.ms", 0, "abc"), validate_only=validate_only) == (
+                40,
+                prefix + "invalid value 'abc' for retention.ms: not a number",
+            )
+            assert legacy(c, 2, "zkalter", [("segment.bytes", "5")], validate_only) == (
+                40,
+                prefix + "invalid value '5' for segment.bytes: must be at least 14",
+            )
+            lags = [("min.compaction.lag.ms", "10"), ("max.compaction.lag.ms", "5")]
+            assert legacy(c, 2, "zkalter", lags, validate_only) == (
+                40,
+                "conflict topic config setting min.compaction.lag.ms (10) > max.compaction.lag.ms (5)",
+            )
+            assert inc(c, 2, "zkalter", ("segment.bytes", 2, "5"), validate_only=validate_only) == (
+                40,
+                "Config value append is not allowed for config key: segment.bytes",
+            )
+            assert inc(c, 2, "nope", ("retention.ms", 0, "1"), validate_only=validate_only) == (
+                3,
+                "The topic 'nope' does not exist.",
+            )
+            assert legacy(c, 2, "", [("retention.ms", "1")], validate_only) == (
+                42,
+                "Default topic resources are not allowed.",
+            )
+            assert legacy(c, 2, "zkalter", [("retention.ms", None)], validate_only) == (
+                42,
+                "Null value not supported for : retention.ms",
+            )
+        # nothing refused was stored
+        assert "retention.ms" not in (zk_json(cluster, "/config/topics/zkalter") or {}).get("config", {})

@@ -617,15 +617,51 @@ def handle_describe_configs(ctx, req):
 
 
 # ---------------------------------------------------------------- AlterConfigs / IncrementalAlterConfigs
+def preprocess_error(configs, incremental: bool) -> str | None:
+    """Kafka 3.7's ConfigAdminManager.preprocess checks of one resource's configs, made in both
+    metadata modes before anything else, whatever the resource type: the message of the
+    INVALID_REQUEST it answers, else None.  A null value is refused but for an incremental DELETE."""
+    names = [c.name for c in configs]
+    if len(set(names)) != len(names):
+        return "Error due to duplicate config keys"
+    nulls = [
+        c.name for c in configs if c.value is None and not (incremental and c.config_operation == DELETE)
+    ]
+    if nulls:
+        return "Null value not supported for : " + ", ".join(nulls)
+    return None
+
+
+def _topic_resource_error(broker, name: str) -> tuple[int, str] | None:
+    """A TOPIC resource no alter reaches: the default ("", ZkAdminManager and KRaft's
+    ControllerConfigurationValidator alike) or a topic that does not exist."""
+    if not name:
+        return ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed."
+    if broker.topic(name) is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
+    return None
+
+
+def _topic_refusal(broker, name: str, exc: ts.SettingsError) -> tuple[int, str]:
+    """A refused topic config, INVALID_CONFIG either way.  Standalone as KRaft's
+    ConfigurationControlManager: the message as it is.  Cluster (ZooKeeper) mode as
+    ZkAdminManager.alterConfigs / incrementalAlterConfigs: a ConfigException's message behind the
+    resource, an InvalidConfigurationException's (ts.InvalidConfigurationError) as it is."""
+    message = str(exc)
+    if broker.cluster is not None and not isinstance(exc, ts.InvalidConfigurationError):
+        message = f"Invalid config value for resource ConfigResource(type=TOPIC, name='{name}'): {message}"
+    return ErrorCode.INVALID_CONFIG, message
+
+
 def _apply_topic(broker, name: str, new: dict[str, str], validate_only: bool) -> tuple[int, str | None]:
-    t = broker.topic(name)
-    if t is None:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist"
+    err = _topic_resource_error(broker, name)
+    if err is not None:
+        return err
     try:
         ts.validate_topic_change(new, broker.config.topic_defaults())
         broker.config.log_config(new)
     except ts.SettingsError as exc:  # BrokerConfig's ConfigError is one
-        return ErrorCode.INVALID_CONFIG, str(exc)
+        return _topic_refusal(broker, name, exc)
     if broker.read_only:
         return ErrorCode.POLICY_VIOLATION, READ_ONLY_MSG
     if not validate_only:
@@ -642,8 +678,11 @@ def handle_alter_configs(ctx, req):
             error_code=0, error_message=None, resource_type=res.resource_type, resource_name=res.resource_name
         )
         out.append(r)
-        if res.resource_type == TOPIC:
-            new = {c.name: c.value for c in res.configs if c.value is not None}
+        err = preprocess_error(res.configs, incremental=False)
+        if err is not None:
+            r.error_code, r.error_message = ErrorCode.INVALID_REQUEST, err
+        elif res.resource_type == TOPIC:
+            new = {c.name: c.value for c in res.configs}
             r.error_code, r.error_message = _apply_topic(broker, res.resource_name, new, req.validate_only)
         elif res.resource_type == BROKER:
             from kafkatool.broker.handlers.reassignments import replace_broker_configs
@@ -665,6 +704,10 @@ def handle_incremental_alter_configs(ctx, req):
             error_code=0, error_message=None, resource_type=res.resource_type, resource_name=res.resource_name
         )
         out.append(r)
+        err = preprocess_error(res.configs, incremental=True)
+        if err is not None:
+            r.error_code, r.error_message = ErrorCode.INVALID_REQUEST, err
+            continue
         if res.resource_type == BROKER:
             from kafkatool.broker.handlers.reassignments import alter_broker_configs
 
@@ -682,26 +725,31 @@ def handle_incremental_alter_configs(ctx, req):
                 "only topic configs can be altered (broker configs are static)",
             )
             continue
-        t = broker.topic(res.resource_name)
-        if t is None:
-            r.error_code, r.error_message = (
-                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                f"Topic {res.resource_name} does not exist",
-            )
+        err = _topic_resource_error(broker, res.resource_name)
+        if err is not None:
+            r.error_code, r.error_message = err
             continue
-        new = dict(t.configs)
+        new = dict(broker.topic(res.resource_name).configs)
         defaults = broker.config.topic_defaults()
         try:
             for c in res.configs:
                 if c.name not in C.TOPIC_CONFIGS:
-                    raise C.ConfigError(f"unknown topic config {c.name!r}")
+                    raise ts.InvalidConfigurationError(f"unknown topic config {c.name!r}")
                 if c.config_operation == SET:
                     new[c.name] = c.value
                 elif c.config_operation == DELETE:
                     new.pop(c.name, None)
                 elif c.config_operation in (APPEND, SUBTRACT):
                     if C.TOPIC_CONFIGS[c.name][1] != C.LIST:
-                        raise C.ConfigError(f"{c.name} is not a list config")
+                        # ZkAdminManager (prepareIncrementalConfigs) / KRaft's ConfigurationControlManager
+                        what, op = (
+                            ("append", "APPEND") if c.config_operation == APPEND else ("subtract", "SUBTRACT")
+                        )
+                        raise ts.InvalidConfigurationError(
+                            f"Config value {what} is not allowed for config key: {c.name}"
+                            if broker.cluster is not None
+                            else f"Can't {op} to key {c.name} because its type is not LIST."
+                        )
                     cur = new.get(c.name, defaults.get(c.name, ""))
                     items = [x.strip() for x in cur.split(",") if x.strip()]
                     vals = [x.strip() for x in (c.value or "").split(",") if x.strip()]
@@ -711,9 +759,9 @@ def handle_incremental_alter_configs(ctx, req):
                         items = [x for x in items if x not in vals]
                     new[c.name] = ",".join(items)
                 else:
-                    raise C.ConfigError(f"unknown config operation {c.config_operation}")
-        except C.ConfigError as exc:
-            r.error_code, r.error_message = ErrorCode.INVALID_CONFIG, str(exc)
+                    raise ts.InvalidConfigurationError(f"unknown config operation {c.config_operation}")
+        except ts.SettingsError as exc:
+            r.error_code, r.error_message = _topic_refusal(broker, res.resource_name, exc)
             continue
         r.error_code, r.error_message = _apply_topic(broker, res.resource_name, new, req.validate_only)
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=out)
@@ -726,12 +774,6 @@ def _alter_loggers(broker, res, validate_only: bool) -> tuple[int, str | None]:
     err = broker_resource_error(broker, res.resource_name or "", logger=True, alter=True)
     if err is not None:
         return ErrorCode.INVALID_REQUEST, err
-    names = [c.name for c in res.configs]
-    if len(set(names)) != len(names):
-        return ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys"
-    nulls = [c.name for c in res.configs if c.config_operation != DELETE and c.value is None]
-    if nulls:
-        return ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls)
     for c in res.configs:
         err = loggers.validate(c.name, c.config_operation, c.value)
         if err is not None:
@@ -760,8 +802,6 @@ def _alter_group(broker, res, validate_only: bool) -> tuple[int, str | None]:
     new = dict(broker.metadata.group_configs.get(res.resource_name, {}))
     for c in res.configs:
         if c.config_operation == SET:
-            if c.value is None:
-                return ErrorCode.INVALID_REQUEST, f"Null value not supported for : {c.name}"
             new[c.name] = c.value
         elif c.config_operation == DELETE:
             new.pop(c.name, None)

@@ -128,8 +128,12 @@ def alter_broker_configs(broker, res, validate_only: bool) -> tuple[int, str | N
     (config.ALTERABLE: the replication and log-dir move throttles, DynamicLogConfig's topic
     defaults, the cleaner's I/O rate), persisted in the first log dir (cluster mode: ZooKeeper).
     Refusals as Kafka 3.7's ConfigAdminManager: INVALID_REQUEST with DynamicBrokerConfig's and
-    KafkaConfig's messages (KAFKA-13609). The logs take new topic defaults at once
-    (Broker.reconfigure_logs)."""
+    KafkaConfig's messages (KAFKA-13609), in both metadata modes: a ZooKeeper-mode broker's
+    KafkaApis preprocesses a BROKER resource the same way before ZkAdminManager sees it, so
+    ZkAdminManager's INVALID_CONFIG "Invalid config value for resource ..." is never the answer
+    for a value DynamicBrokerConfig.validate refuses.  The handler has already made
+    ConfigAdminManager's duplicate and null checks (admin.preprocess_error).  The logs take new
+    topic defaults at once (Broker.reconfigure_logs)."""
     from kafkatool.broker import config as C
     from kafkatool.broker.handlers.admin import broker_resource_error
 
@@ -137,12 +141,6 @@ def alter_broker_configs(broker, res, validate_only: bool) -> tuple[int, str | N
     err = broker_resource_error(broker, name, logger=False, alter=True)
     if err is not None:
         return ErrorCode.INVALID_REQUEST, err
-    names = [c.name for c in res.configs]
-    if len(set(names)) != len(names):
-        return ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys"
-    nulls = [c.name for c in res.configs if c.config_operation != 1 and c.value is None]
-    if nulls:
-        return ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls)
     changes: dict[str, str | None] = {}
     for c in res.configs:
         if c.config_operation == 0:  # SET
