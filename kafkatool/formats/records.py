@@ -11,7 +11,7 @@ Layouts: ../shared/notes/storage.md section 1.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from kafkatool.formats import compression, java_utf8
@@ -1189,25 +1189,64 @@ def build_legacy_message_set(
         )
     if not recs:
         raise ValueError("a compressed legacy message set needs at least one record")
+    return encode_legacy_wrapper(
+        magic,
+        codec,
+        [(base_offset + i, ts, r.key, r.value) for i, (r, ts) in enumerate(zip(recs, stamps, strict=True))],
+        offset=wrapper_offset,
+        timestamp=log_append_time,
+        timestamp_type=LOG_APPEND_TIME if ts_attr else CREATE_TIME,
+        inner_timestamp_type=CREATE_TIME,
+        level=compression_level,
+    )
+
+
+def encode_legacy_wrapper(
+    magic: int,
+    codec: int,
+    entries: Sequence[tuple[int, int, bytes | None, bytes | None]],
+    *,
+    offset: int | None = None,
+    timestamp: int | None = None,
+    timestamp_type: int = CREATE_TIME,
+    inner_timestamp_type: int | None = None,
+    level: int | None = None,
+) -> bytes:
+    """One compressed magic 0/1 entry as Kafka's MemoryRecordsBuilder closes one: ``entries``
+    (absolute offset, timestamp, key, value) as inner messages, absolute offsets (v0) or
+    relative to the first entry's (v1), compressed with ``codec`` as that magic frames it (lz4
+    v0: the broken header checksum); the wrapper's offset is the last entry's (or ``offset``),
+    its timestamp ``timestamp`` or else the largest inner one, its attributes the codec and,
+    for v1, the timestamp type. Inner v1 messages carry ``inner_timestamp_type`` (default:
+    the wrapper's), as the builder writes them."""
+    if not entries:
+        raise ValueError("a compressed legacy message set needs at least one record")
+    if codec == compression.NONE:
+        raise ValueError("a legacy wrapper message is compressed")
+    if inner_timestamp_type is None:
+        inner_timestamp_type = timestamp_type
+    first = entries[0][0]
+    inner_attr = TIMESTAMP_TYPE_MASK if (magic == 1 and inner_timestamp_type == LOG_APPEND_TIME) else 0
     inner = b"".join(
         encode_legacy_message(
             magic,
-            r.key,
-            r.value,
-            offset=(i if magic == 1 else base_offset + i),
+            key,
+            value,
+            offset=(o - first if magic == 1 else o),
             timestamp=ts,
+            attributes=inner_attr,
         )
-        for i, (r, ts) in enumerate(zip(recs, stamps, strict=True))
+        for o, ts, key, value in entries
     )
-    payload = compression.compress(codec, inner, magic=magic, level=compression_level)
-    if wrapper_offset is None:
-        wrapper_offset = base_offset + len(recs) - 1
-    wrapper_ts = log_append_time if log_append_time is not None else max(stamps)
+    payload = compression.compress(codec, inner, magic=magic, level=level)
+    if timestamp is None:
+        timestamp = max(NO_TIMESTAMP, *(e[1] for e in entries))
+    ts_attr = TIMESTAMP_TYPE_MASK if (magic == 1 and timestamp_type == LOG_APPEND_TIME) else 0
     return encode_legacy_message(
         magic,
         None,
         payload,
-        offset=wrapper_offset,
-        timestamp=wrapper_ts,
+        offset=entries[-1][0] if offset is None else offset,
+        timestamp=timestamp,
         attributes=(codec & CODEC_MASK) | ts_attr,
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import struct
 import threading
 import time
 
@@ -275,14 +276,96 @@ def test_fetch_answers_larger_than_the_socket_takes_go_out_whole_and_in_order(br
 
 def test_fetch_v0_to_v3_down_converts(c):
     create_topic(c, "legacy-f")
-    produce(c, "legacy-f", batch(3, codec=2))
+    produce(c, "legacy-f", batch(3, codec=compression.SNAPPY))
+    produce(c, "legacy-f", batch(2))
+    read = len(fetch(c, "legacy-f", 0, version=4).responses[0].partitions[0].records)
     for version, magic in ((0, 0), (2, 1), (3, 1)):
         pd = fetch(c, "legacy-f", 0, version=version).responses[0].partitions[0]
+        # LazyDownConversionRecords: as long as the bytes read; what converts longer is cut
+        # (a partial message a client leaves for its next fetch)
+        assert len(pd.records) == read
         entries = batches_of(pd.records)
-        assert [e.magic for e in entries] == [magic] * 3
+        # the snappy batch is one snappy wrapper, the uncompressed one single messages
+        assert entries[0].magic == magic and entries[0].codec == compression.SNAPPY
+        assert [(e.magic, e.codec) for e in entries[1:]] == [(magic, 0)] * (len(entries) - 1)
         recs = [r for e in entries for r in e.records()]
-        assert [r.offset for r in recs] == [0, 1, 2]
+        assert [r.offset for r in recs] == list(range(len(recs))) and len(recs) >= 3
         assert recs[0].value.startswith(b"v0-")
+        pd = fetch(c, "legacy-f", 3, version=version).responses[0].partitions[0]
+        assert [(e.magic, e.codec, e.offset) for e in batches_of(pd.records)] == [
+            (magic, 0, 3),
+            (magic, 0, 4),
+        ]
+
+
+def _inner(wrapper) -> list:
+    """The inner messages of a legacy wrapper as stored in it (v1: relative offsets)."""
+    key, value = wrapper._key_value()
+    assert key is None
+    return batches_of(compression.decompress(wrapper.codec, value, magic=wrapper.magic))
+
+
+@pytest.mark.parametrize("codec", [compression.GZIP, compression.LZ4])
+def test_down_conversion_keeps_a_compressed_batch_compressed(c, codec):
+    """RecordsUtil.downConvert: a compressed v2 batch becomes one v0/v1 wrapper message of the
+    same codec (MemoryRecordsBuilder: lz4 v0 with the broken header checksum), its offset the
+    last record's, inner offsets absolute (v0) or relative (v1), v1 timestamps kept and the
+    wrapper's the largest; LazyDownConversionRecords sizes the answer as the bytes read, the
+    rest an overflow entry (offset -1, a length past the end) that a client ignores."""
+    topic = f"legacy-codec-{codec}"
+    create_topic(c, topic)
+    assert produce(c, topic, batch(3, key=b"k1", ts=1_000)).error_code == 0
+    assert produce(c, topic, batch(4, codec=codec, key=b"k2", ts=2_000)).error_code == 0
+    stored = fetch(c, topic, 3, version=4).responses[0].partitions[0].records
+    (v2,) = batches_of(stored)
+    want = [(r.offset, r.key, r.value) for r in v2.records()]
+    assert [o for o, _, _ in want] == [3, 4, 5, 6]
+    for version, magic in ((1, 0), (2, 1)):
+        pd = fetch(c, topic, 3, version=version).responses[0].partitions[0]
+        assert pd.error_code == 0 and pd.high_watermark == 7
+        records = bytes(pd.records)
+        (w,) = batches_of(records)
+        assert (w.magic, w.codec, w.offset) == (magic, codec, 6), version
+        assert [(r.offset, r.key, r.value) for r in w.records()] == want
+        inner = _inner(w)
+        assert [(m.magic, m.codec) for m in inner] == [(magic, 0)] * 4
+        assert [m.offset for m in inner] == ([0, 1, 2, 3] if magic == 1 else [3, 4, 5, 6])
+        if magic == 1:
+            assert [m.timestamp for m in inner] == [2_000, 2_001, 2_002, 2_003]
+            assert w.timestamp == 2_003 and w.timestamp_type == R.CREATE_TIME
+        if codec == compression.LZ4:
+            # KafkaLZ4BlockOutputStream: magic 0 keeps the broken header checksum (KAFKA-3160)
+            frame = w._key_value()[1]
+            assert frame[6] == compression.lz4_header_checksum(frame[:6], magic)
+        # as long as the batch read or the wrapper, whichever is longer
+        assert len(records) == max(len(stored), w.size)
+        _assert_overflow(records, w.size)
+
+
+def _assert_overflow(records: bytes, used: int) -> None:
+    """LazyDownConversionRecordsSend.buildOverflowBatch: what the converted messages leave of the
+    answer is an entry at offset -1 whose length runs past the end, zeros after its header."""
+    rest = len(records) - used
+    assert records[used : used + 12] == struct.pack(">qi", -1, max(rest + 1, 61))[: min(rest, 12)]
+    assert records[used + 12 :] == bytes(max(rest - 12, 0))
+
+
+def test_down_conversion_of_a_log_append_time_batch(c):
+    """MemoryRecordsBuilder of magic 1 with LOG_APPEND_TIME: the wrapper and its inner messages
+    carry the timestamp type and the batch's append time."""
+    create_topic(c, "legacy-lat", configs={"message.timestamp.type": "LogAppendTime"})
+    assert produce(c, "legacy-lat", batch(3, codec=compression.GZIP, ts=5)).error_code == 0
+    (v2,) = batches_of(fetch(c, "legacy-lat", 0, version=4).responses[0].partitions[0].records)
+    assert v2.timestamp_type == R.LOG_APPEND_TIME
+    (w,) = batches_of(fetch(c, "legacy-lat", 0, version=3).responses[0].partitions[0].records)
+    assert (w.magic, w.codec, w.timestamp_type, w.timestamp) == (
+        1,
+        compression.GZIP,
+        R.LOG_APPEND_TIME,
+        v2.max_timestamp,
+    )
+    inner = _inner(w)
+    assert [(m.timestamp_type, m.timestamp) for m in inner] == [(R.LOG_APPEND_TIME, v2.max_timestamp)] * 3
 
 
 def test_fetch_below_v10_of_a_zstd_topic_is_unsupported_compression_type(c):
@@ -354,6 +437,13 @@ def test_down_conversion_drops_records_below_the_fetch_offset_of_an_uncompressed
     assert produce(c, "legacy-mid", batch(3, codec=compression.GZIP)).error_code == 0
     pd = fetch(c, "legacy-mid", 2, version=2).responses[0].partitions[0]
     assert [r.offset for e in batches_of(pd.records) for r in e.records()] == [2, 3, 4, 5, 6]
+    # the first batch alone converts shorter than it is: the overflow entry fills the answer
+    first = fetch(c, "legacy-mid", 2, version=4, max_bytes=1).responses[0].partitions[0].records
+    pd = fetch(c, "legacy-mid", 2, version=3, max_bytes=1).responses[0].partitions[0]
+    assert len(pd.records) == len(first) and len(batches_of(first)) == 1
+    converted = batches_of(pd.records)
+    assert [(e.magic, e.offset) for e in converted] == [(1, 2), (1, 3)]
+    _assert_overflow(bytes(pd.records), converted[-1].end)
     pd = fetch(c, "legacy-mid", 5, version=2).responses[0].partitions[0]
     assert [r.offset for e in batches_of(pd.records) for r in e.records()] == [4, 5, 6]
 

@@ -125,6 +125,24 @@ def test_legacy_log_append_time_wrapper_stamps_inner_records():
     assert [r.timestamp for r in b.records()] == [777, 777, 777]
 
 
+@pytest.mark.parametrize("magic", [0, 1])
+@pytest.mark.parametrize("codec", [1, 2, 3])
+def test_legacy_wrapper_of_records_with_gaps(magic, codec):
+    """encode_legacy_wrapper (MemoryRecordsBuilder of a legacy codec): the offsets of a compacted
+    batch, gaps and all; inner v1 offsets relative to the first, the wrapper's the last."""
+    entries = [(100, 7, b"a", b"1"), (103, 9, None, b"2"), (110, 8, b"c", None)]
+    data = R.encode_legacy_wrapper(magic, codec, entries)
+    (w,) = R.iter_batches(data)
+    w.ensure_valid()
+    assert (w.magic, w.codec, w.offset, w.timestamp) == (magic, codec, 110, 9 if magic else R.NO_TIMESTAMP)
+    out = list(w.records())
+    assert [(r.offset, r.key, r.value) for r in out] == [(o, k, v) for o, _, k, v in entries]
+    if magic == 1:
+        assert [r.timestamp for r in out] == [7, 9, 8]
+    inner = list(R.iter_batches(compression.decompress(codec, w._key_value()[1], magic=magic)))
+    assert [m.offset for m in inner] == ([0, 3, 10] if magic == 1 else [100, 103, 110])
+
+
 def test_control_batch():
     b = R.build_control_batch(
         R.COMMIT, base_offset=10, producer_id=4, producer_epoch=2, coordinator_epoch=9, timestamp=123

@@ -16,8 +16,10 @@ replaced by the real length and the segment slices, which go out with
 sendfile.  What a version may receive is decided once the fetch session has taken the
 answer (``_fit_to_version``, Kafka's ``maybeConvertFetchedData``): below v10 a topic whose
 compression.type is zstd answers UNSUPPORTED_COMPRESSION_TYPE; Fetch v0-3 gets the batches
-down-converted to message format v0/v1 (UNSUPPORTED_VERSION for a client where the topic's
-message.downconversion.enable is false).  From v13 topics are named by id (an unknown id is UNKNOWN_TOPIC_ID
+down-converted to message format v0/v1, a compressed batch as one wrapper message of its codec,
+the answer as long as LazyDownConversionRecords makes it (UNSUPPORTED_VERSION for a client where
+the topic's message.downconversion.enable is false); Fetch v0-5 gets KAFKA_STORAGE_ERROR (a log
+read's I/O error) as NOT_LEADER_OR_FOLLOWER.  From v13 topics are named by id (an unknown id is UNKNOWN_TOPIC_ID
 for each of its partitions); from v16 a NOT_LEADER_OR_FOLLOWER or
 FENCED_LEADER_EPOCH partition carries the current leader and the response the
 leader's endpoint (KIP-951), as Kafka's ``KafkaApis.handleFetchRequest`` does.
@@ -26,6 +28,7 @@ leader's endpoint (KIP-951), as Kafka's ``KafkaApis.handleFetchRequest`` does.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import struct
 
@@ -58,15 +61,30 @@ FLEXIBLE_FROM = 12
 TOPIC_IDS_FROM = 13
 REPLICA_STATE_FROM = 15
 LEADER_HINTS_FROM = 16
+#: KafkaApis.maybeDownConvertStorageError: up to this version KAFKA_STORAGE_ERROR is answered
+#: as NOT_LEADER_OR_FOLLOWER (an older client takes the former for a fatal unknown error)
+STORAGE_ERROR_AS_NOT_LEADER_TO = 5
 _HINTED = frozenset((ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH))
 #: below this many bytes in total, slices are read and inlined (cheaper than splicing + sendfile)
 INLINE_MAX = 64 * 1024
 _TOKEN_LEN = 16
 _I32 = struct.Struct(">i")
 
+log = logging.getLogger("kafkatool.broker")
+
 
 class _Read:
-    __slots__ = ("topics", "bytes", "errors", "tps", "slices", "leaders", "logs", "follower")
+    __slots__ = (
+        "topics",
+        "bytes",
+        "errors",
+        "tps",
+        "slices",
+        "leaders",
+        "logs",
+        "follower",
+        "storage_errors",
+    )
 
     def __init__(self):
         self.topics = []
@@ -78,6 +96,7 @@ class _Read:
         # id(PartitionData) -> (LogConfig, fetch offset) of a partition whose log is here
         # (ReplicaManager.getLogConfig: whatever the partition's answer)
         self.logs = {}
+        self.storage_errors = False
         self.follower = False
 
 
@@ -198,6 +217,14 @@ def _read(broker, req, topics, version: int, denied: set[str] | frozenset = froz
                 pd.log_start_offset = lg.log_start_offset
                 out.errors = True
                 continue
+            except OSError as exc:
+                # LocalLog.read's I/O error is a KafkaStorageException: the partition answers
+                # KAFKA_STORAGE_ERROR and nothing else (readFromLog's createLogReadResult)
+                log.error("fetch read failed topic=%s partition=%d error=%s", name, idx, exc)
+                pd.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+                out.errors = True
+                out.storage_errors = True
+                continue
             pd.high_watermark = info.high_watermark
             pd.last_stable_offset = info.last_stable_offset
             pd.log_start_offset = info.log_start_offset
@@ -251,17 +278,22 @@ def _node_endpoints(broker, conn, read: _Read) -> list:
 def _fit_to_version(read: _Read, version: int) -> dict:
     """KafkaApis.maybeConvertFetchedData, the one rule of what a Fetch version may receive,
     applied as Kafka applies it: to every partition of the answer the fetch session kept (after
-    the session took the answer as read), whose log is on this broker. Below v10 a topic whose
-    compression.type is zstd answers UNSUPPORTED_COMPRESSION_TYPE (a follower's fetch too: the
-    topic's config decides, not the batches read); below v4 the batches must be message format
-    v0 (v0-1) or v1 (v2-3): a client's fetch of a topic with message.downconversion.enable=false
-    answers UNSUPPORTED_VERSION, else they are down-converted. Returns id(PartitionData) ->
-    (magic, fetch offset) of the partitions to down-convert."""
+    the session took the answer as read). Up to v5 KAFKA_STORAGE_ERROR is NOT_LEADER_OR_FOLLOWER
+    (maybeDownConvertStorageError: such a client retries after a metadata refresh). For a
+    partition whose log is on this broker: below v10 a topic whose compression.type is zstd
+    answers UNSUPPORTED_COMPRESSION_TYPE (a follower's fetch too: the topic's config decides,
+    not the batches read); below v4 the batches must be message format v0 (v0-1) or v1 (v2-3):
+    a client's fetch of a topic with message.downconversion.enable=false answers
+    UNSUPPORTED_VERSION, else they are down-converted. Returns id(PartitionData) -> (magic,
+    fetch offset) of the partitions to down-convert."""
     convert = {}
-    if not read.logs:
+    storage = read.storage_errors and version <= STORAGE_ERROR_AS_NOT_LEADER_TO
+    if not read.logs and not storage:
         return convert
     for t in read.topics:
         for pd in t.partitions:
+            if storage and pd.error_code == ErrorCode.KAFKA_STORAGE_ERROR:
+                pd.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
             found = read.logs.get(id(pd))
             if found is None:
                 continue
@@ -290,39 +322,93 @@ def _refuse(read: _Read, pd, error: int) -> None:
         read.bytes -= sum(s.size for s in sl)
 
 
+#: LazyDownConversionRecordsSend.MAX_READ_SIZE: after the first, batches are converted this
+#: many bytes of them at a time
+_CONVERT_CHUNK = 128 * 1024
+#: Records.LOG_OVERHEAD and DefaultRecordBatch.RECORD_BATCH_OVERHEAD (the overflow entry)
+_LOG_OVERHEAD = 12
+_BATCH_OVERHEAD = 61
+_OVERFLOW_HEAD = struct.Struct(">qi")
+
+
 def _down_convert(data: bytes, magic: int, fetch_offset: int) -> bytes | None:
-    """Batches as a v0/v1 message set with the same offsets (RecordsUtil.downConvert): control
-    batches are dropped, so are the records of an uncompressed v2 batch below the fetch offset,
-    and a partial trailing batch (a legacy client cannot use one). A zstd batch has no v0/v1
-    form: None when it comes before anything was converted (LazyDownConversionRecords converts
-    its first chunk at once: the partition answers UNSUPPORTED_COMPRESSION_TYPE), else the
-    answer ends before it (LazyDownConversionRecordsSend; the client's next fetch starts there)."""
-    out = bytearray()
-    for b in R.iter_batches(data):
-        if b.is_control:
-            continue
-        if b.codec == compression.ZSTD:
-            if not out:
-                return None
+    """Batches as a v0/v1 message set with the same offsets, sized as Kafka's
+    LazyDownConversionRecords: the first batch that converts to something is converted at once,
+    the answer is max(bytes read, that conversion) long, the rest is converted in chunks of
+    128 KiB of batches (LazyDownConversionRecordsSend), cut at that length or padded with an
+    overflow entry (offset -1, a length past the answer's end: a client ignores it). None: the
+    first batch to convert is zstd, which has no v0/v1 form (the partition answers
+    UNSUPPORTED_COMPRESSION_TYPE); a later chunk holding one ends the answer in the overflow
+    entry (the client's next fetch starts there). A partial trailing batch is not converted."""
+    batches = list(R.iter_batches(data))
+    i = 0
+    first = b""
+    while i < len(batches) and not first:
+        first = _convert_batch(batches[i], magic, fetch_offset)
+        i += 1
+        if first is None:
+            return None
+    if not first:
+        return _overflow(_LOG_OVERHEAD) if batches else b""
+    size = max(len(data), len(first))
+    out = bytearray(first)
+    while i < len(batches) and len(out) < size:
+        chunk = [batches[i]]
+        read = batches[i].size
+        i += 1
+        while i < len(batches) and read + batches[i].size <= _CONVERT_CHUNK:
+            chunk.append(batches[i])
+            read += batches[i].size
+            i += 1
+        converted = [_convert_batch(b, magic, fetch_offset) for b in chunk]
+        if None in converted:
             break
-        if b.magic <= magic:
-            out += b.raw()
-            continue
-        compressed = b.codec != compression.NONE
-        for r in b.records():
-            if not compressed and r.offset < fetch_offset:
-                continue
-            out += R.encode_legacy_message(
-                magic,
-                r.key,
-                r.value,
-                offset=r.offset,
-                timestamp=r.timestamp if magic == 1 else R.NO_TIMESTAMP,
-                attributes=R.TIMESTAMP_TYPE_MASK
-                if (magic == 1 and b.timestamp_type == R.LOG_APPEND_TIME)
-                else 0,
-            )
+        out += b"".join(converted)
+    del out[size:]
+    while len(out) < size:
+        out += _overflow(size - len(out))
     return bytes(out)
+
+
+def _overflow(remaining: int) -> bytes:
+    """LazyDownConversionRecordsSend.buildOverflowBatch, as much of it as ``remaining`` takes."""
+    n = max(_LOG_OVERHEAD, min(remaining + 1, _CONVERT_CHUNK))
+    head = _OVERFLOW_HEAD.pack(-1, max(remaining + 1, _BATCH_OVERHEAD))
+    return (head + bytes(n - _LOG_OVERHEAD))[:remaining]
+
+
+def _convert_batch(b, magic: int, fetch_offset: int) -> bytes | None:
+    """RecordsUtil.downConvert of one batch: a control batch gives nothing, a zstd one None;
+    one at or below ``magic`` is kept as it is; an uncompressed one gives its records from the
+    fetch offset on as single messages, a compressed one all of its records as one wrapper
+    message of the same codec (MemoryRecordsBuilder of that magic)."""
+    if b.is_control:
+        return b""
+    if b.codec == compression.ZSTD:
+        return None
+    if b.magic <= magic:
+        return bytes(b.raw())
+    ts_type = b.timestamp_type if magic == 1 else R.CREATE_TIME
+    if b.codec != compression.NONE:
+        entries = [
+            (r.offset, r.timestamp if magic == 1 else R.NO_TIMESTAMP, r.key, r.value) for r in b.records()
+        ]
+        if not entries:
+            return b""
+        return R.encode_legacy_wrapper(magic, b.codec, entries, timestamp_type=ts_type)
+    attributes = R.TIMESTAMP_TYPE_MASK if ts_type == R.LOG_APPEND_TIME else 0
+    return b"".join(
+        R.encode_legacy_message(
+            magic,
+            r.key,
+            r.value,
+            offset=r.offset,
+            timestamp=r.timestamp if magic == 1 else R.NO_TIMESTAMP,
+            attributes=attributes,
+        )
+        for r in b.records()
+        if r.offset >= fetch_offset
+    )
 
 
 def _encode(header, read: _Read, fctx, broker=None, conn=None):

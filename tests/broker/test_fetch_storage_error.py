@@ -1,0 +1,99 @@
+"""Fetch of a partition whose log read fails with an I/O error, on a real Broker (storage in a
+temp dir, no sockets): KAFKA_STORAGE_ERROR (LocalLog.read's KafkaStorageException), which
+Fetch v0-5 gets as NOT_LEADER_OR_FOLLOWER (KafkaApis.maybeDownConvertStorageError)."""
+
+from __future__ import annotations
+
+import errno
+
+import pytest
+
+from kafkatool.broker.config import BrokerConfig
+from kafkatool.broker.server import Broker
+from kafkatool.formats import records as R
+from kafkatool.log.segment import Segment
+from kafkatool.protocol import generated as G
+from kafkatool.protocol.errors import ErrorCode
+from kafkatool.protocol.framing import encode_request, parse_response
+from kafkatool.protocol.generated.fetch_request import FetchPartition, FetchTopic
+
+
+class _Conn:
+    """What Router.dispatch reads of a connection."""
+
+    sasl = None
+    client_id = None
+    produce_appended = None
+    principal = "User:ANONYMOUS"
+    listener = None
+    tls = False
+    peer = "127.0.0.1:1"
+
+
+@pytest.fixture
+def broker(tmp_path, monkeypatch):
+    """Topics "bad" (its log's reads fail with EIO) and "good", one record batch each."""
+    b = Broker(BrokerConfig.load(None, [f"log.dirs={tmp_path}", "listeners=PLAINTEXT://127.0.0.1:0"]))
+    b.open_storage()
+    try:
+        for name in ("bad", "good"):
+            b.create_topic(name, 1, {})
+            lg = b.get_log(name, 0)
+            lg.append_as_leader(R.build_record_batch([R.SimpleRecord(b"v", b"k", [], 1)]), 0)
+            lg.update_high_watermark(lg.log_end_offset)
+        bad = b.get_log("bad", 0).segments
+        real = Segment.translate_offset
+
+        def failing(seg, *args, **kw):
+            if any(seg is s for s in bad):
+                raise OSError(errno.EIO, "Input/output error")
+            return real(seg, *args, **kw)
+
+        monkeypatch.setattr(Segment, "translate_offset", failing)
+        yield b
+    finally:
+        b.close_storage()
+
+
+def fetch(broker, version: int) -> dict:
+    req = G.FetchRequest(
+        replica_id=-1,
+        max_wait_ms=0,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=[
+            FetchTopic(
+                topic=name,
+                partitions=[
+                    FetchPartition(
+                        partition=0,
+                        fetch_offset=0,
+                        partition_max_bytes=1 << 20,
+                        current_leader_epoch=-1,
+                        log_start_offset=-1,
+                    )
+                ],
+            )
+            for name in ("bad", "good")
+        ],
+        forgotten_topics_data=[],
+        rack_id="",
+    )
+    frame = encode_request(1, version, 7, "test", req)[4:]
+    out = broker.router.dispatch(_Conn(), bytearray(frame))
+    resp = parse_response(bytes(out)[4:], 1, version)[1]
+    return {t.topic: t.partitions[0] for t in resp.responses}
+
+
+@pytest.mark.parametrize("version", [0, 1, 3, 4, 5, 6, 9, 12])
+def test_a_storage_error_is_not_leader_or_follower_up_to_fetch_v5(broker, version):
+    got = fetch(broker, version)
+    bad, good = got["bad"], got["good"]
+    want = ErrorCode.NOT_LEADER_OR_FOLLOWER if version <= 5 else ErrorCode.KAFKA_STORAGE_ERROR
+    assert (bad.error_code, bad.high_watermark, bad.records or b"") == (want, -1, b""), version
+    # the other partition of the fetch is read as ever
+    assert good.error_code == 0 and good.high_watermark == 1
+    assert [r.value for e in R.iter_batches(bytes(good.records)) for r in e.records()] == [b"v"]
