@@ -12,22 +12,10 @@ from kafkatool.broker.config import BrokerConfig
 from kafkatool.broker.server import Broker
 from kafkatool.formats import records as R
 from kafkatool.log.segment import Segment
-from kafkatool.protocol import generated as G
 from kafkatool.protocol.errors import ErrorCode
 from kafkatool.protocol.framing import encode_request, parse_response
-from kafkatool.protocol.generated.fetch_request import FetchPartition, FetchTopic
-
-
-class _Conn:
-    """What Router.dispatch reads of a connection."""
-
-    sasl = None
-    client_id = None
-    produce_appended = None
-    principal = "User:ANONYMOUS"
-    listener = None
-    tls = False
-    peer = "127.0.0.1:1"
+from tests.broker.test_protocol import fetch_req
+from tests.broker.wire import DispatchConn
 
 
 @pytest.fixture
@@ -56,34 +44,9 @@ def broker(tmp_path, monkeypatch):
 
 
 def fetch(broker, version: int) -> dict:
-    req = G.FetchRequest(
-        replica_id=-1,
-        max_wait_ms=0,
-        min_bytes=1,
-        max_bytes=1 << 20,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=[
-            FetchTopic(
-                topic=name,
-                partitions=[
-                    FetchPartition(
-                        partition=0,
-                        fetch_offset=0,
-                        partition_max_bytes=1 << 20,
-                        current_leader_epoch=-1,
-                        log_start_offset=-1,
-                    )
-                ],
-            )
-            for name in ("bad", "good")
-        ],
-        forgotten_topics_data=[],
-        rack_id="",
-    )
+    req = fetch_req(("bad", "good"), 0, max_bytes=1 << 20)
     frame = encode_request(1, version, 7, "test", req)[4:]
-    out = broker.router.dispatch(_Conn(), bytearray(frame))
+    out = broker.router.dispatch(DispatchConn(), bytearray(frame))
     resp = parse_response(bytes(out)[4:], 1, version)[1]
     return {t.topic: t.partitions[0] for t in resp.responses}
 

@@ -14,6 +14,7 @@ from kafkatool.broker.server import Broker
 from kafkatool.protocol import generated as G
 from kafkatool.protocol.errors import ErrorCode
 from kafkatool.protocol.framing import encode_request, parse_response
+from tests.broker.wire import DispatchConn
 
 TOPICS = 100
 PER_TOPIC = 10  # 1,000 partition entries: more allocations than a young collection's threshold
@@ -34,22 +35,10 @@ def broker(tmp_path_factory):
     b.close_storage()
 
 
-class _Conn:
-    """What Router.dispatch reads of a connection."""
-
-    sasl = None
-    client_id = None
-    produce_appended = None
-    principal = "User:ANONYMOUS"
-    listener = None
-    tls = False
-    peer = "127.0.0.1:1"
-
-
 def answer(broker, version: int = 12) -> bytes:
     """The router's answer to a Metadata request for every topic: the encoded frame."""
     frame = encode_request(3, version, 1, "test", G.MetadataRequest(topics=None))[4:]
-    return broker.router.dispatch(_Conn(), bytearray(frame))
+    return broker.router.dispatch(DispatchConn(), bytearray(frame))
 
 
 def all_topics(broker, version: int = 12):

@@ -78,7 +78,7 @@ def produce(c: WireClient, topic: str, data: bytes, partition: int = 0, acks: in
 
 
 def fetch_req(
-    topic: str,
+    topic: str | tuple[str, ...],
     offset: int,
     *,
     partition: int = 0,
@@ -99,7 +99,7 @@ def fetch_req(
         session_epoch=epoch,
         topics=[
             FetchTopic(
-                topic=topic,
+                topic=name,
                 partitions=[
                     FetchPartition(
                         partition=partition,
@@ -110,6 +110,7 @@ def fetch_req(
                     )
                 ],
             )
+            for name in ((topic,) if isinstance(topic, str) else topic)
         ],
         forgotten_topics_data=[],
         rack_id="",

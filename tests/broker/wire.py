@@ -71,3 +71,15 @@ class WireClient:
         except TimeoutError:
             return False
         return data == b""
+
+
+class DispatchConn:
+    """What Router.dispatch reads of a connection (an in-process broker's requests)."""
+
+    sasl = None
+    client_id = None
+    produce_appended = None
+    principal = "User:ANONYMOUS"
+    listener = None
+    tls = False
+    peer = "127.0.0.1:1"

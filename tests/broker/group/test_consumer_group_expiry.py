@@ -10,32 +10,38 @@ from kafkatool.protocol import generated as G
 from tests.broker.group.test_coordinator import NUM_PARTITIONS, _records, run
 
 
+def join_and_commit(gc, group: str, tps) -> tuple[str, int]:
+    """A KIP-848 member subscribed to "sub" joins ``group`` and commits offset 3 (at time 1000)
+    for ``tps``; returns its member id and epoch."""
+    assert gc._validate_status(group, allow_empty=False) is None  # as the handler does first
+    req = G.ConsumerGroupHeartbeatRequest(
+        group_id=group,
+        member_id="",
+        member_epoch=0,
+        rebalance_timeout_ms=5000,
+        subscribed_topic_names=["sub"],
+        topic_partitions=[],
+    )
+    r = gc.consumer.handle_heartbeat(req, 1, "client", "/127.0.0.1")
+    assert r["error_code"] == 0
+    oms = {tp: OffsetAndMetadata(3, -1, "", 1000) for tp in tps}
+    assert gc.handle_offset_commit(
+        group_id=group,
+        member_id=r["member_id"],
+        group_instance_id=None,
+        generation_id=r["member_epoch"],
+        offsets=oms,
+        api_version=9,
+    ) == dict.fromkeys(tps, 0)
+    return r["member_id"], r["member_epoch"]
+
+
 def test_consumer_group_offsets_expire_and_empty_group_goes(tmp_path):
     async def body(env):
         gc = env.gc
         env.broker.create_topic("sub", 1, {})
         env.broker.create_topic("other", 1, {})
-        assert gc._validate_status("cg", allow_empty=False) is None  # as the handler does first
-        req = G.ConsumerGroupHeartbeatRequest(
-            group_id="cg",
-            member_id="",
-            member_epoch=0,
-            rebalance_timeout_ms=5000,
-            subscribed_topic_names=["sub"],
-            topic_partitions=[],
-        )
-        r = gc.consumer.handle_heartbeat(req, 1, "client", "/127.0.0.1")
-        assert r["error_code"] == 0
-        member, epoch = r["member_id"], r["member_epoch"]
-        oms = {tp: OffsetAndMetadata(3, -1, "", 1000) for tp in (("sub", 0), ("other", 0))}
-        assert gc.handle_offset_commit(
-            group_id="cg",
-            member_id=member,
-            group_instance_id=None,
-            generation_id=epoch,
-            offsets=oms,
-            api_version=9,
-        ) == {("sub", 0): 0, ("other", 0): 0}
+        member, _epoch = join_and_commit(gc, "cg", (("sub", 0), ("other", 0)))
         retention = gc.retention_ms
         assert gc.expire_offsets(now=1000 + retention - 1) == 0
         assert gc.expire_offsets(now=1000 + retention) == 1

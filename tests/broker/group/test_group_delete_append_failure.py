@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from kafkatool.broker.group import persistence as P
 from kafkatool.broker.group.hashing import partition_for
-from kafkatool.broker.group.offsets import OffsetAndMetadata
 from kafkatool.protocol import generated as G
 from kafkatool.protocol.errors import ErrorCode as E
+from tests.broker.group.test_consumer_group_expiry import join_and_commit
 from tests.broker.group.test_coordinator import NUM_PARTITIONS, _records, run, stable_pair
 
 LIMIT = "log.message.timestamp.before.max.ms=60000"
@@ -127,27 +127,8 @@ def test_tombstones_written_for_a_deleted_group(tmp_path):
 def _consumer_group_with_offsets(env, group, tps):
     gc = env.gc
     env.broker.create_topic("sub", 1, {})
-    assert gc._validate_status(group, allow_empty=False) is None  # as the handler does first
-    req = G.ConsumerGroupHeartbeatRequest(
-        group_id=group,
-        member_id="",
-        member_epoch=0,
-        rebalance_timeout_ms=5000,
-        subscribed_topic_names=["sub"],
-        topic_partitions=[],
-    )
-    r = gc.consumer.handle_heartbeat(req, 1, "client", "/127.0.0.1")
-    assert r["error_code"] == 0
-    oms = {tp: OffsetAndMetadata(3, -1, "", 1000) for tp in tps}
-    assert gc.handle_offset_commit(
-        group_id=group,
-        member_id=r["member_id"],
-        group_instance_id=None,
-        generation_id=r["member_epoch"],
-        offsets=oms,
-        api_version=9,
-    ) == dict.fromkeys(tps, 0)
-    leave = G.ConsumerGroupHeartbeatRequest(group_id=group, member_id=r["member_id"], member_epoch=-1)
+    member, _epoch = join_and_commit(gc, group, tps)
+    leave = G.ConsumerGroupHeartbeatRequest(group_id=group, member_id=member, member_epoch=-1)
     assert gc.consumer.handle_heartbeat(leave, 1, "client", "/127.0.0.1")["error_code"] == 0
 
 
