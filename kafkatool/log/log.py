@@ -783,7 +783,7 @@ class Log:
     def analyze_and_validate(self, batches: list[R.Batch], origin: str = ORIGIN_CLIENT) -> None:
         """UnifiedLog.analyzeAndValidateRecords' checks of a leader append, batch by batch: a
         client's v2 batch starts at offset 0, then (every origin) the size against
-        max.message.bytes, then the CRC."""
+        max.message.bytes, the CRC and a known compression codec."""
         max_bytes = self.config.max_message_bytes
         client = origin == ORIGIN_CLIENT
         for b in batches:
@@ -800,6 +800,9 @@ class Log:
                     b.position,
                 )
             b.ensure_valid()
+            if b.magic >= 2 and b.codec > compression.ZSTD:
+                # the compression type is read here (sourceCompression); no codec has these bits
+                raise CorruptRecordError(f"unknown compression codec {b.codec}", b.position)
 
     @_locked
     def append_as_follower(self, records) -> AppendInfo:

@@ -90,40 +90,36 @@ def validate_batches(batches: list, client: bool, log_dir) -> None:
     consistent offset range and record count, no control batch, and a sequence number when it
     has a producer id."""
     first = batches[0].magic
-    tp = log_dir.name
     for b in batches:
         if b.magic != first:
             raise InvalidRecordError(
                 f"Batch magic {b.magic} is not the same as the first batch's magic byte {first} in "
-                f"topic partition {tp}",
+                f"topic partition {log_dir.name}",
                 b.position,
             )
         if not client:
             continue
         if b.magic >= 2:
-            base, last, count = b.base_offset, b.last_offset, b.records_count
-            if last - base + 1 <= 0:
-                raise InvalidRecordError(
-                    f"Batch has an invalid offset range: [{base}, {last}] in topic partition {tp}", b.position
-                )
-            if count <= 0:
-                raise InvalidRecordError(
-                    f"Invalid reported count for record batch: {count} in topic partition {tp}", b.position
-                )
-            if last - base + 1 != count:
-                raise InvalidRecordError(
-                    f"Inconsistent batch offset range [{base}, {last}] and count of records {count} in "
-                    f"topic partition {tp}",
-                    b.position,
-                )
-        if b.is_control:
+            count = b.records_count
+            if b.last_offset_delta + 1 != count or count <= 0:  # lastOffset - baseOffset + 1
+                tp = log_dir.name
+                base, last = b.base_offset, b.last_offset
+                if last - base + 1 <= 0:
+                    why = f"Batch has an invalid offset range: [{base}, {last}]"
+                elif count <= 0:
+                    why = f"Invalid reported count for record batch: {count}"
+                else:
+                    why = f"Inconsistent batch offset range [{base}, {last}] and count of records {count}"
+                raise InvalidRecordError(f"{why} in topic partition {tp}", b.position)
+        if b.attributes & R.CONTROL_MASK:
             raise InvalidRecordError(
-                f"Clients are not allowed to write control records in topic partition {tp}", b.position
+                f"Clients are not allowed to write control records in topic partition {log_dir.name}",
+                b.position,
             )
         if b.producer_id >= 0 and b.base_sequence < 0:
             raise InvalidRecordError(
                 f"Invalid sequence number {b.base_sequence} in record batch with producerId {b.producer_id} "
-                f"in topic partition {tp}",
+                f"in topic partition {log_dir.name}",
                 b.position,
             )
 

@@ -78,12 +78,9 @@ def _validate(ctx, lg, records):
             raise ProduceError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"Produce v{v} may not use zstd")
         if len(batches) != 1:
             raise ProduceError(ErrorCode.INVALID_RECORD, f"Produce v{v} needs exactly one record batch")
-    # size, then CRC, batch by batch, before anything looks at producer state (a corrupt
+    # size, CRC and codec, batch by batch, before anything looks at producer state (a corrupt
     # duplicate is CORRUPT_MESSAGE)
     lg.analyze_and_validate(batches)
-    for b in batches:
-        if b.magic >= 2 and b.codec > compression.ZSTD:
-            raise ProduceError(ErrorCode.CORRUPT_MESSAGE, f"unknown compression codec {b.codec}")
     return batches
 
 
