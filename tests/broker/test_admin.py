@@ -359,3 +359,55 @@ def test_our_client_reads_v0_sources_as_kafkas_client(broker, monkeypatch):
     default = DescribeConfigsResourceResult(name="x", value="1", is_default=True)
     assert [K.config_source(default, 0, rtype) for rtype in (2, 4, 8)] == [5, 5, 5]
     assert K.config_source(DescribeConfigsResourceResult(name="x", value="1"), 0, 8) == 0
+
+
+def test_a_resource_named_twice_is_refused_wherever_it_appears(broker):
+    """ConfigAdminManager.preprocess (both APIs): every resource whose type and name appear more
+    than once answers INVALID_REQUEST "Each resource must appear at most once.", nothing of
+    them is applied; the request's other resources are served."""
+    from kafkatool.protocol.generated import alter_configs_request as AC
+
+    twice = (ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
+    with WireClient(broker.bootstrap) as c:
+        create(c, "adm-twice", 1)
+        create(c, "adm-once", 1)
+
+        def inc_res(name, value):
+            return AlterConfigsResource(
+                resource_type=2,
+                resource_name=name,
+                configs=[AlterableConfig(name="retention.ms", config_operation=0, value=value)],
+            )
+
+        req = G.IncrementalAlterConfigsRequest(
+            resources=[
+                inc_res("adm-twice", "5000"),
+                inc_res("adm-once", "6000"),
+                inc_res("adm-twice", "7000"),
+            ],
+            validate_only=False,
+        )
+        got = [(r.error_code, r.error_message) for r in c.request(44, 1, req).responses]
+        assert got == [twice, (0, None), twice]
+
+        def legacy_res(name, value):
+            return AC.AlterConfigsResource(
+                resource_type=2,
+                resource_name=name,
+                configs=[AC.AlterableConfig(name="retention.ms", value=value)],
+            )
+
+        req = G.AlterConfigsRequest(
+            resources=[legacy_res("adm-twice", "8000"), legacy_res("adm-twice", "9000")], validate_only=False
+        )
+        assert [(r.error_code, r.error_message) for r in c.request(33, 2, req).responses] == [twice, twice]
+        d = G.DescribeConfigsRequest(
+            resources=[
+                DescribeConfigsResource(resource_type=2, resource_name=n, configuration_keys=["retention.ms"])
+                for n in ("adm-twice", "adm-once")
+            ],
+            include_synonyms=False,
+            include_documentation=False,
+        )
+        values = [r.configs[0].value for r in c.request(32, 4, d).results]
+        assert values == ["604800000", "6000"]  # the twice-named topic kept its default

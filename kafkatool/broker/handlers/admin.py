@@ -3,6 +3,7 @@ AlterConfigs (33), IncrementalAlterConfigs (44), DescribeCluster (60)."""
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
 import re
@@ -632,6 +633,19 @@ def preprocess_error(configs, incremental: bool) -> str | None:
     return None
 
 
+def preprocess_errors(resources, incremental: bool) -> list[str | None]:
+    """ConfigAdminManager.preprocess for a request's resources, in order: a resource named twice
+    (type and name) is refused wherever it appears, then each one's own checks
+    (:func:`preprocess_error`); the INVALID_REQUEST message per resource, else None."""
+    named = collections.Counter((r.resource_type, r.resource_name) for r in resources)
+    return [
+        "Each resource must appear at most once."
+        if named[(r.resource_type, r.resource_name)] > 1
+        else preprocess_error(r.configs, incremental)
+        for r in resources
+    ]
+
+
 def _topic_resource_error(broker, name: str) -> tuple[int, str] | None:
     """A TOPIC resource no alter reaches: the default ("", ZkAdminManager and KRaft's
     ControllerConfigurationValidator alike) or a topic that does not exist."""
@@ -673,12 +687,11 @@ def _apply_topic(broker, name: str, new: dict[str, str], validate_only: bool) ->
 def handle_alter_configs(ctx, req):
     broker = ctx.broker
     out = []
-    for res in req.resources:
+    for res, err in zip(req.resources, preprocess_errors(req.resources, False), strict=True):
         r = AlterConfigsResourceResponse(
             error_code=0, error_message=None, resource_type=res.resource_type, resource_name=res.resource_name
         )
         out.append(r)
-        err = preprocess_error(res.configs, incremental=False)
         if err is not None:
             r.error_code, r.error_message = ErrorCode.INVALID_REQUEST, err
         elif res.resource_type == TOPIC:
@@ -699,12 +712,11 @@ def handle_alter_configs(ctx, req):
 def handle_incremental_alter_configs(ctx, req):
     broker = ctx.broker
     out = []
-    for res in req.resources:
+    for res, err in zip(req.resources, preprocess_errors(req.resources, True), strict=True):
         r = IncAlterConfigsResourceResponse(
             error_code=0, error_message=None, resource_type=res.resource_type, resource_name=res.resource_name
         )
         out.append(r)
-        err = preprocess_error(res.configs, incremental=True)
         if err is not None:
             r.error_code, r.error_message = ErrorCode.INVALID_REQUEST, err
             continue
