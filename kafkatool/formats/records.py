@@ -1153,6 +1153,40 @@ def encode_legacy_message(
     return struct.pack(">qi", offset, len(message)) + message
 
 
+def down_convert_batch(b: Batch, magic: int, fetch_offset: int) -> bytes | None:
+    """RecordsUtil.downConvert of one batch (the fetch path's down-conversion for Fetch v0-3): a control batch gives nothing, a zstd one None;
+    one at or below ``magic`` is kept as it is; an uncompressed one gives its records from the
+    fetch offset on as single messages, a compressed one all of its records as one wrapper
+    message of the same codec (MemoryRecordsBuilder of that magic)."""
+    if b.is_control:
+        return b""
+    if b.codec == compression.ZSTD:
+        return None
+    if b.magic <= magic:
+        return bytes(b.raw())
+    ts_type = b.timestamp_type if magic == 1 else CREATE_TIME
+    if b.codec != compression.NONE:
+        entries = [
+            (r.offset, r.timestamp if magic == 1 else NO_TIMESTAMP, r.key, r.value) for r in b.records()
+        ]
+        if not entries:
+            return b""
+        return encode_legacy_wrapper(magic, b.codec, entries, timestamp_type=ts_type)
+    attributes = TIMESTAMP_TYPE_MASK if ts_type == LOG_APPEND_TIME else 0
+    return b"".join(
+        encode_legacy_message(
+            magic,
+            r.key,
+            r.value,
+            offset=r.offset,
+            timestamp=r.timestamp if magic == 1 else NO_TIMESTAMP,
+            attributes=attributes,
+        )
+        for r in b.records()
+        if r.offset >= fetch_offset
+    )
+
+
 def build_legacy_message_set(
     records: Iterable,
     *,

@@ -344,7 +344,7 @@ def _down_convert(data: bytes, magic: int, fetch_offset: int) -> bytes | None:
     i = 0
     first = b""
     while i < len(batches) and not first:
-        first = _convert_batch(batches[i], magic, fetch_offset)
+        first = R.down_convert_batch(batches[i], magic, fetch_offset)
         i += 1
         if first is None:
             return None
@@ -360,7 +360,7 @@ def _down_convert(data: bytes, magic: int, fetch_offset: int) -> bytes | None:
             chunk.append(batches[i])
             read += batches[i].size
             i += 1
-        converted = [_convert_batch(b, magic, fetch_offset) for b in chunk]
+        converted = [R.down_convert_batch(b, magic, fetch_offset) for b in chunk]
         if None in converted:
             break
         out += b"".join(converted)
@@ -375,40 +375,6 @@ def _overflow(remaining: int) -> bytes:
     n = max(_LOG_OVERHEAD, min(remaining + 1, _CONVERT_CHUNK))
     head = _OVERFLOW_HEAD.pack(-1, max(remaining + 1, _BATCH_OVERHEAD))
     return (head + bytes(n - _LOG_OVERHEAD))[:remaining]
-
-
-def _convert_batch(b, magic: int, fetch_offset: int) -> bytes | None:
-    """RecordsUtil.downConvert of one batch: a control batch gives nothing, a zstd one None;
-    one at or below ``magic`` is kept as it is; an uncompressed one gives its records from the
-    fetch offset on as single messages, a compressed one all of its records as one wrapper
-    message of the same codec (MemoryRecordsBuilder of that magic)."""
-    if b.is_control:
-        return b""
-    if b.codec == compression.ZSTD:
-        return None
-    if b.magic <= magic:
-        return bytes(b.raw())
-    ts_type = b.timestamp_type if magic == 1 else R.CREATE_TIME
-    if b.codec != compression.NONE:
-        entries = [
-            (r.offset, r.timestamp if magic == 1 else R.NO_TIMESTAMP, r.key, r.value) for r in b.records()
-        ]
-        if not entries:
-            return b""
-        return R.encode_legacy_wrapper(magic, b.codec, entries, timestamp_type=ts_type)
-    attributes = R.TIMESTAMP_TYPE_MASK if ts_type == R.LOG_APPEND_TIME else 0
-    return b"".join(
-        R.encode_legacy_message(
-            magic,
-            r.key,
-            r.value,
-            offset=r.offset,
-            timestamp=r.timestamp if magic == 1 else R.NO_TIMESTAMP,
-            attributes=attributes,
-        )
-        for r in b.records()
-        if r.offset >= fetch_offset
-    )
 
 
 def _encode(header, read: _Read, fctx, broker=None, conn=None):
