@@ -417,15 +417,11 @@ class Broker:
             logs = [lg for (t, _p), lg in self.manager.logs.items() if t == name]
         if not logs:
             return 0
-        cfg = (log_config or self.config.log_config)(configs)
         if configs:
             self.unnamed_topic_configs[name] = dict(configs)
-            self.manager.topic_configs[name] = cfg
         else:
             self.unnamed_topic_configs.pop(name, None)
-            self.manager.topic_configs.pop(name, None)
-        for lg in logs:
-            lg.config = cfg
+        self._swap_log_config(name, (log_config or self.config.log_config)(configs), logs)
         return len(logs)
 
     def _take_kraft_configs(self, dirs: list[Path]) -> tuple[list, list[str]]:
@@ -711,13 +707,16 @@ class Broker:
         self.metadata.save()
 
     def _set_log_config(self, t: TopicMeta, cfg: LogConfig) -> None:
-        """A topic's logs take a new LogConfig (frozen: swapped whole, as Kafka's
-        UnifiedLog.updateConfig), and so do the logs made for it later."""
-        self.manager.topic_configs[t.name] = cfg
-        for p in range(t.partitions):
-            lg = self.get_log(t.name, p)
-            if lg is not None:
-                lg.config = cfg
+        """A topic's logs take a new LogConfig (:meth:`_swap_log_config`)."""
+        logs = [self.get_log(t.name, p) for p in range(t.partitions)]
+        self._swap_log_config(t.name, cfg, [lg for lg in logs if lg is not None])
+
+    def _swap_log_config(self, name: str, cfg: LogConfig, logs) -> None:
+        """``logs`` of topic ``name`` take a new LogConfig (frozen: swapped whole, as Kafka's
+        UnifiedLog.updateConfig), and so do the logs made for the topic later."""
+        self.manager.topic_configs[name] = cfg
+        for lg in logs:
+            lg.config = cfg
 
     def reconfigure_logs(self) -> None:
         """The broker's topic defaults changed (a dynamic broker config: Kafka's
