@@ -381,6 +381,8 @@ class RecordBatch:
         "producer_epoch",
         "base_sequence",
         "records_count",
+        "size",
+        "end",
     )
 
     def __init__(self, buf, position: int = 0):
@@ -407,16 +409,11 @@ class RecordBatch:
             self.base_sequence,
             self.records_count,
         ) = _V2_HEADER.unpack_from(buf, position)
+        # plain attributes, not properties: the produce path reads them several times a batch
+        self.size = self.batch_length + LOG_OVERHEAD
+        self.end = position + self.size
 
-    # --- sizes and offsets
-    @property
-    def size(self) -> int:
-        return self.batch_length + LOG_OVERHEAD
-
-    @property
-    def end(self) -> int:
-        return self.position + self.batch_length + LOG_OVERHEAD
-
+    # --- sizes and offsets (size and end: attributes set when the header is read)
     @property
     def last_offset(self) -> int:
         return self.base_offset + self.last_offset_delta

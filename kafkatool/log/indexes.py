@@ -58,6 +58,8 @@ class _FileIndex:
         self.path = path if isinstance(path, Path) else Path(path)
         self.base_offset = base_offset
         self.max_index_size = max_index_size // self.entry_size * self.entry_size
+        #: entries the file can hold (AbstractIndex.maxEntries)
+        self.max_entries = self.max_index_size // self.entry_size
         self.writable = writable
         self._fd = -1
         self._entries: int | None = None  # None: not loaded yet
@@ -155,10 +157,6 @@ class _FileIndex:
                 self._length = rounded
                 return
         self.resize(self.max_index_size)
-
-    @property
-    def max_entries(self) -> int:
-        return self.max_index_size // self.entry_size
 
     @property
     def size_in_bytes(self) -> int:
@@ -270,14 +268,15 @@ class OffsetIndex(_FileIndex):
         return self.base_offset + self._entry(n - 1)[0]
 
     def append(self, offset: int, position: int) -> None:
-        if self.entries and offset <= self.last_offset:
+        n = self.entries
+        if n and offset <= self.last_offset:
             raise fx.FormatError(
-                f"attempt to append offset {offset} to the offset index at slot {self.entries}, "
+                f"attempt to append offset {offset} to the offset index at slot {n}, "
                 f"no larger than the last offset {self.last_offset}",
-                self.entries * self.entry_size,
+                n * self.entry_size,
                 kind="invalid_offset",
             )
-        if self.is_full():
+        if fx.offset_index_is_full(n, self.max_entries):
             raise fx.FormatError(f"offset index {self.path} is full", kind="index_full")
         self._append_raw(_OFFSET.pack(fx.relative_offset(self.base_offset, offset), position))
         self._last_known = (self._entries, offset)
@@ -338,14 +337,16 @@ class TimeIndex(_FileIndex):
 
     def maybe_append(self, timestamp: int, offset: int, *, skip_full_check: bool = False) -> bool:
         """Kafka's TimeIndex.maybeAppend: only a strictly larger timestamp is written."""
-        if not skip_full_check and self.is_full():
+        n = self.entries
+        if not skip_full_check and fx.time_index_is_full(n, self.max_entries):
             raise fx.FormatError(f"time index {self.path} is full", kind="index_full")
-        if self.entries and offset < self._last.offset:
+        last = self._last
+        if n and offset < last.offset:
             raise fx.FormatError(
-                f"attempt to append offset {offset} to the time index, smaller than {self._last.offset}",
+                f"attempt to append offset {offset} to the time index, smaller than {last.offset}",
                 kind="invalid_offset",
             )
-        if timestamp > self._last.timestamp:
+        if timestamp > last.timestamp:
             self._append_raw(_TIME.pack(timestamp, fx.relative_offset(self.base_offset, offset)))
             self._last = fx.TimestampOffset(timestamp, offset)
             return True

@@ -226,7 +226,8 @@ class Log:
         self.topic_partition = parse_topic_partition(self.dir.name)
         self._bases: list[int] = []
         self._segments: dict[int, Segment] = {}
-        self.listeners: list[Callable[[Log, int], None]] = []
+        #: a tuple, replaced on add/remove: an append calls them without copying the list
+        self.listeners: tuple[Callable[[Log, int], None], ...] = ()
         self.high_watermark = 0
         self.recovery_point = recovery_point
         self.log_start_offset = log_start_offset
@@ -873,14 +874,16 @@ class Log:
         info.log_start_offset = self.log_start_offset
         if self._log_end_offset - self.recovery_point >= self.config.flush_messages:
             self.flush()
-        for listener in list(self.listeners):
+        for listener in self.listeners:
             listener(self, self._log_end_offset)
 
     def add_append_listener(self, listener: Callable[[Log, int], None]) -> None:
-        self.listeners.append(listener)
+        self.listeners = (*self.listeners, listener)
 
     def remove_append_listener(self, listener: Callable[[Log, int], None]) -> None:
-        self.listeners.remove(listener)
+        rest = list(self.listeners)
+        rest.remove(listener)
+        self.listeners = tuple(rest)
 
     # ------------------------------------------------------------------ rolling
     def _new_jitter(self) -> int:

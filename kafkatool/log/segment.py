@@ -304,7 +304,7 @@ class Segment:
         written = os.pwrite(self._fd, data, position)
         while written < n:
             written += os.pwrite(self._fd, memoryview(data)[written:], position + written)
-        max_ts = self._max_timestamp_and_offset()
+        max_ts = self._max_ts or self._max_timestamp_and_offset()
         if largest_timestamp > max_ts[0]:
             max_ts = (largest_timestamp, offset_of_max_timestamp)
         if self.bytes_since_last_index_entry > self.config.index_interval_bytes:
