@@ -298,7 +298,9 @@ def test_zookeeper_topic_overrides_govern_the_logs_from_their_load(tmp_path, zk_
             r.getMessage() for r in caplog.records if f"{ts.DYNAMIC_CONFIGS_FILE} ignored" in r.getMessage()
         ]
         assert len(said) == 1 and "/config/brokers/1" in said[0], said
-        assert any("topic config overrides of 1 of the 2 topics" in r.getMessage() for r in caplog.records)
+        assert any(
+            "1 topics have some, 1 of the 2 with a local log" in r.getMessage() for r in caplog.records
+        )
         # a new cluster default reaches the logs the controller has not named yet; the override wins
         put("/config/brokers/<default>", {"log.retention.ms": "1800000", "log.cleanup.policy": "compact"})
         broker.cluster._load_broker_configs(paths.DEFAULT_ENTITY)
@@ -353,6 +355,38 @@ def test_zookeeper_topic_overrides_govern_the_logs_from_their_load(tmp_path, zk_
         with pytest.raises(ClusterError, match=r"^/config/topics/events: .*remote"):
             broker.open_storage()
         assert broker.manager is None
+        # every topic of the cluster is read (KafkaServer.startup: getAllTopicsInCluster), one
+        # without a log here too; /config/topics/absent names no topic and is still not read
+        put("/config/topics/events", {"cleanup.policy": "compact"})
+        put("/brokers/topics/elsewhere", {})
+        for stored, refusal in (
+            ({"remote.storage.enable": "true"}, r"^/config/topics/elsewhere: .*remote"),
+            (
+                {"cleanup.policy": "shred"},
+                r"^/config/topics/elsewhere: invalid value 'shred' for cleanup.policy",
+            ),
+        ):
+            put("/config/topics/elsewhere", stored)
+            if broker.cluster is not None:
+                broker.cluster.zk.close()
+            broker = Broker(BrokerConfig.load(None, [f"{k}={v}" for k, v in cfg.explicit.items()]))
+            with pytest.raises(ClusterError, match=refusal):
+                broker.open_storage()
+            assert broker.manager is None
+        put("/config/topics/elsewhere", {"retention.ms": "5000"})
+        if broker.cluster is not None:
+            broker.cluster.zk.close()
+        caplog.clear()
+        broker = Broker(BrokerConfig.load(None, [f"{k}={v}" for k, v in cfg.explicit.items()]))
+        broker.open_storage()
+        assert (
+            "elsewhere" not in broker.unnamed_topic_configs
+            and "elsewhere" not in broker.manager.topic_configs
+        )
+        assert policies()["events-0"][0] == ("compact",)
+        assert any(
+            "2 topics have some, 1 of the 2 with a local log" in r.getMessage() for r in caplog.records
+        )
     finally:
         k.stop()
         k.close()
