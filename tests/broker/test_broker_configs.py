@@ -208,6 +208,15 @@ def test_broker_logger_describe_and_alter(broker):
         assert res.error_code == 0
         assert lg["root"].value == "WARN" and lg["kafkatool"].value == "INFO"  # serve's --log-level
         assert lg["kafkatool.broker"].value == "INFO"
+        # the broker's own loggers (the names its log lines carry) and the root, not the Python
+        # libraries' the process loaded (asyncio's exists in every serve): not listed, not alterable
+        assert {"kafkatool.broker.requests", "kafkatool.replication"} <= set(lg)
+        assert all(n == "root" or n == "kafkatool" or n.startswith("kafkatool.") for n in lg), sorted(lg)
+        assert inc(c, BROKER_LOGGER, "1", ("asyncio", SET, "DEBUG")) == (
+            ErrorCode.INVALID_CONFIG,
+            "Logger asyncio does not exist!",
+        )
+        assert inc(c, BROKER_LOGGER, "1", ("kafkatoolx", SET, "DEBUG"))[0] == ErrorCode.INVALID_CONFIG
         assert {(e.config_source, e.read_only, e.is_sensitive, e.config_type) for e in lg.values()} == {
             (6, False, False, 0)
         }
