@@ -495,6 +495,22 @@ def test_refused_alters_answer_as_zookeeper_mode_kafka(cluster):
                 40,
                 "Config value append is not allowed for config key: segment.bytes",
             )
+            # a name LogConfig lacks (prepareIncrementalConfigs, then AdminZkClient.validateTopicConfig):
+            # SET refused by LogConfig.validateNames, its message as it is (an
+            # InvalidConfigurationException, not a ConfigException); DELETE a no-op;
+            # APPEND/SUBTRACT throw NoSuchElementException out of the Scala map lookup:
+            # UNKNOWN_SERVER_ERROR with no message, for a BROKER resource too
+            assert inc(c, 2, "zkalter", ("no.such.config", 0, "1"), validate_only=validate_only) == (
+                40,
+                "Unknown topic config name: no.such.config",
+            )
+            assert inc(c, 2, "zkalter", ("no.such.config", 1, None), validate_only=validate_only) == (0, None)
+            for op in (2, 3):
+                assert inc(c, 2, "zkalter", ("no.such.config", op, "a"), validate_only=validate_only) == (
+                    -1,
+                    None,
+                )
+                assert inc(c, 4, node, ("no.such.config", op, "a"), validate_only=validate_only) == (-1, None)
             assert inc(c, 2, "nope", ("retention.ms", 0, "1"), validate_only=validate_only) == (
                 3,
                 "The topic 'nope' does not exist.",
