@@ -1,9 +1,13 @@
 """The broker's loggers as Kafka's BROKER_LOGGER config resource shows and changes them
 (Kafka's Log4jController and RuntimeLoggerManager, over Python's logging).
 
-DescribeConfigs lists every logger of the process ("root" and each named one) with its
-effective level in log4j's names; IncrementalAlterConfigs SETs a logger's level or DELETEs it
-(the logger inherits again). Levels changed here last until the process stops, as Kafka's.
+DescribeConfigs lists the broker's loggers ("root" and every logger of kafkatool's own that
+exists: ``kafkatool`` and ``kafkatool.*``, the names its log lines carry) with their effective
+level in log4j's names; IncrementalAlterConfigs SETs a logger's level or DELETEs it (the logger
+inherits again). Kafka lists the log4j loggers its classes created (kafka.*, org.apache.kafka.*
+and the root); the Python libraries a serve loads (asyncio, kazoo, ...) are not the broker's
+and are neither listed nor alterable: one rule, :func:`_logger`, for both. Levels changed here
+last until the process stops, as Kafka's.
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ from __future__ import annotations
 import logging
 
 ROOT_LOGGER = "root"
+#: the broker's own loggers: this one and those below it
+BROKER_LOGGER_ROOT = "kafkatool"
 
 #: log4j level -> Python level.  TRACE sits below DEBUG, FATAL is CRITICAL, OFF is above it
 #: (the level kafkatool already silences a logger with)
@@ -41,19 +47,27 @@ def level_name(level: int) -> str:
     return name
 
 
+def _is_broker_logger(name: str) -> bool:
+    return name == BROKER_LOGGER_ROOT or name.startswith(BROKER_LOGGER_ROOT + ".")
+
+
 def _logger(name: str) -> logging.Logger | None:
-    """An existing logger (Log4jController.existingLogger): never creates one."""
+    """An existing logger of the broker (Log4jController.existingLogger): never creates one."""
     if name == ROOT_LOGGER:
         return logging.getLogger()
+    if not _is_broker_logger(name):
+        return None
     found = logging.Logger.manager.loggerDict.get(name)
     return found if isinstance(found, logging.Logger) else None
 
 
 def loggers() -> dict[str, str]:
-    """Log4jController.loggers: "root" and every logger of the process with its effective level."""
+    """Log4jController.loggers: "root" and every existing logger of the broker (:func:`_logger`)
+    with its effective level."""
     out = {ROOT_LOGGER: level_name(logging.getLogger().getEffectiveLevel())}
-    for name, lg in list(logging.Logger.manager.loggerDict.items()):
-        if isinstance(lg, logging.Logger):
+    for name in list(logging.Logger.manager.loggerDict):
+        lg = _logger(name)
+        if lg is not None:
             out[name] = level_name(lg.getEffectiveLevel())
     return out
 
@@ -102,6 +116,6 @@ def apply_overrides(changes: dict[str, str | None]) -> None:
     for name, level in changes.items():
         if _overrides.get(name, "") == level:
             continue
-        if _logger(name) is None and name != ROOT_LOGGER:
+        if _logger(name) is None and _is_broker_logger(name):
             logging.getLogger(name)
         set_level(name, level if level in LEVELS else None)

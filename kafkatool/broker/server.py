@@ -377,35 +377,38 @@ class Broker:
         """Cluster mode: the LogConfig of each topic with a log here and overrides in
         /config/topics/T, read before the logs load (KafkaServer.startup hands the LogManager the
         topic config overrides from ZooKeeper: a compacted topic's log is never loaded,
-        recovered or retention-checked as a deleted one). An override the log engine refuses
-        refuses the start, naming its znode, as Kafka's LogConfig does; so does a stored
-        remote.storage.enable=true (topic_settings.stored_topic_config_error)."""
+        recovered or retention-checked as a deleted one). The overrides of every topic of the
+        cluster are read and checked, a local log or not, as Kafka's are: an override the log
+        engine refuses refuses the start, naming its znode (LogManager.startup's
+        LogConfig.fromProps), and so, after those, does a stored remote.storage.enable=true
+        (ZkConfigManager.startup applies every /config/topics entry:
+        topic_settings.stored_topic_config_error)."""
         from kafkatool.broker.cluster.membership import ClusterError
         from kafkatool.log import topic_settings as ts
         from kafkatool.log.manager import partition_dirs
 
-        topics = {tp[0] for d in dirs if d.is_dir() for _path, tp in partition_dirs(d)}
-        if not topics:
-            return {}
+        local = {tp[0] for d in dirs if d.is_dir() for _path, tp in partition_dirs(d)}
         t0 = time.monotonic()
-        self.unnamed_topic_configs = self.cluster.topic_config_overrides(topics)
-        out = {}
-        for name, configs in self.unnamed_topic_configs.items():
-            # ZkConfigManager.startup applies each entry: remote.storage.enable=true is fatal
+        overrides = self.cluster.topic_config_overrides(local)
+        parsed = {}
+        for name, configs in overrides.items():
+            try:
+                parsed[name] = log_config(configs)
+            except ConfigError as exc:
+                raise ClusterError(f"/config/topics/{name}: {exc}") from None
+        for name, configs in overrides.items():
             err = ts.stored_topic_config_error(configs)
             if err is not None:
                 raise ClusterError(f"/config/topics/{name}: {err}")
-            try:
-                out[name] = log_config(configs)
-            except ConfigError as exc:
-                raise ClusterError(f"/config/topics/{name}: {exc}") from None
+        self.unnamed_topic_configs = {name: c for name, c in overrides.items() if name in local}
         log.info(
-            "topic config overrides of %d of the %d topics with a local log read from ZooKeeper in %.3f s",
-            len(out),
-            len(topics),
+            "topic config overrides read from ZooKeeper in %.3f s: %d topics have some, %d of the %d with a local log",
             time.monotonic() - t0,
+            len(overrides),
+            len(self.unnamed_topic_configs),
+            len(local),
         )
-        return out
+        return {name: parsed[name] for name in self.unnamed_topic_configs}
 
     def set_unnamed_topic_configs(
         self, name: str, configs: dict[str, str], logs=None, log_config=None

@@ -284,7 +284,7 @@ def validate_topic_config(name: str, value: str | None) -> None:
     """Raise SettingsError for an unknown topic config or a value Kafka would reject."""
     d = TOPIC_CONFIGS.get(name)
     if d is None:
-        raise InvalidConfigurationError(f"unknown topic config {name!r}")
+        raise InvalidConfigurationError(f"Unknown topic config name: {name}")  # LogConfig.validateNames
     if value is None:
         return
     if d.type in (INT, LONG, SHORT):

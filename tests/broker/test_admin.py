@@ -247,6 +247,59 @@ def test_topic_alter_refusals_standalone(broker):
             "The topic 'adm-none' does not exist.",
         )
         assert describe(c, "adm-refuse")[1]["retention.ms"].value == "5000"
+        # a name LogConfig does not know (KRaft's ConfigurationControlManager): SET refused by
+        # LogConfig.validateNames, DELETE a no-op (no record for an unchanged value), APPEND and
+        # SUBTRACT refused as for a config that is no LIST (KafkaConfigSchema.isSplittable)
+        assert inc(c, "adm-refuse", ("no.such.config", 0, "1")) == (
+            ErrorCode.INVALID_CONFIG,
+            "Unknown topic config name: no.such.config",
+        )
+        assert inc(c, "adm-refuse", ("no.such.config", 1, None)) == (0, None)
+        assert inc(c, "adm-refuse", ("no.such.config", 1, None), ("retention.ms", 0, "6000")) == (0, None)
+        assert describe(c, "adm-refuse")[1]["retention.ms"].value == "6000"
+        for op, what in ((2, "APPEND"), (3, "SUBTRACT")):
+            assert inc(c, "adm-refuse", ("no.such.config", op, "a")) == (
+                ErrorCode.INVALID_CONFIG,
+                f"Can't {what} to key no.such.config because its type is not LIST.",
+            )
+        # APPEND to a topic without its own value starts from LogConfig's default, not the broker's
+        broker_default = AlterConfigsResource(
+            resource_type=4,
+            resource_name="",
+            configs=[AlterableConfig(name="log.cleanup.policy", config_operation=0, value="compact")],
+        )
+        req = G.IncrementalAlterConfigsRequest(resources=[broker_default], validate_only=False)
+        assert c.request(44, 1, req).responses[0].error_code == 0
+        try:
+            assert describe(c, "adm-refuse")[1]["cleanup.policy"].value == "compact"
+            assert inc(c, "adm-refuse", ("cleanup.policy", 2, "compact")) == (0, None)
+            assert describe(c, "adm-refuse")[1]["cleanup.policy"].value == "delete,compact"
+        finally:
+            broker_default.configs[0].config_operation, broker_default.configs[0].value = 1, None
+            assert c.request(44, 1, req).responses[0].error_code == 0
+
+
+def test_append_and_subtract_of_a_list_value_in_either_metadata_mode():
+    """One rule for a topic's and a broker's LIST value: ZooKeeper mode as
+    ConfigAdminManager.prepareIncrementalConfigs (Scala List ``:::`` and ``diff``), KRaft as
+    ConfigurationControlManager (empty items dropped, each item added once, removed once)."""
+    from kafkatool.broker.handlers.admin import incremental_list_value
+
+    append, subtract = 2, 3
+    cases = [
+        # (op, old, value): (ZooKeeper mode, KRaft)
+        ((append, "delete", "compact,compact"), ("delete,compact,compact", "delete,compact")),
+        ((append, "", "a"), ("a", "a")),
+        ((append, "a,,b", "c"), ("a,,b,c", "a,b,c")),
+        ((append, "a", " a"), ("a, a", "a, a")),  # no trimming in either
+        ((subtract, "a,b,a", "a"), ("b,a", "b,a")),
+        ((subtract, "a,,b", "b"), ("a,", "a")),
+        ((subtract, "a,b", "c,a"), ("b", "b")),
+        ((subtract, "", "a"), ("", "")),
+    ]
+    for (op, old, value), (zk, kraft) in cases:
+        assert incremental_list_value(op, old, value, kraft=False) == zk, (op, old, value)
+        assert incremental_list_value(op, old, value, kraft=True) == kraft, (op, old, value)
 
 
 def test_create_partitions_delete_records_delete_topics(broker):

@@ -190,7 +190,17 @@ def test_alter_refusals_follow_kafka(broker):
             ErrorCode.INVALID_REQUEST,
             "Unexpected broker id, expected 1, but received 9",
         )
-        assert inc(c, BROKER, "1", (LEADER, APPEND, "5"))[0] == ErrorCode.INVALID_CONFIG
+        # ConfigAdminManager.prepareIncrementalConfigs: a LIST config only; a name KafkaConfig's
+        # ConfigDef lacks (the throttles are DynamicConfig.Broker's own) throws out of the Scala
+        # map lookup, unmapped: UNKNOWN_SERVER_ERROR with no message
+        assert inc(c, BROKER, "1", ("log.retention.ms", APPEND, "5")) == (
+            ErrorCode.INVALID_CONFIG,
+            "Config value append is not allowed for config key: log.retention.ms",
+        )
+        for name in (LEADER, "no.such.config"):
+            for op in (APPEND, 3):
+                assert inc(c, BROKER, "1", (name, op, "5")) == (ErrorCode.UNKNOWN_SERVER_ERROR, None)
+        assert inc(c, BROKER, "", ("no.such.config", APPEND, "5")) == (ErrorCode.UNKNOWN_SERVER_ERROR, None)
         assert inc(c, BROKER, "", (LEADER, SET, "5"), validate_only=True) == (0, None)
         assert describe(c, "", rtype=BROKER)[1] == {}
         res, _ = describe(c, "9", rtype=BROKER)
@@ -208,6 +218,15 @@ def test_broker_logger_describe_and_alter(broker):
         assert res.error_code == 0
         assert lg["root"].value == "WARN" and lg["kafkatool"].value == "INFO"  # serve's --log-level
         assert lg["kafkatool.broker"].value == "INFO"
+        # the broker's own loggers (the names its log lines carry) and the root, not the Python
+        # libraries' the process loaded (asyncio's exists in every serve): not listed, not alterable
+        assert {"kafkatool.broker.requests", "kafkatool.replication"} <= set(lg)
+        assert all(n == "root" or n == "kafkatool" or n.startswith("kafkatool.") for n in lg), sorted(lg)
+        assert inc(c, BROKER_LOGGER, "1", ("asyncio", SET, "DEBUG")) == (
+            ErrorCode.INVALID_CONFIG,
+            "Logger asyncio does not exist!",
+        )
+        assert inc(c, BROKER_LOGGER, "1", ("kafkatoolx", SET, "DEBUG"))[0] == ErrorCode.INVALID_CONFIG
         assert {(e.config_source, e.read_only, e.is_sensitive, e.config_type) for e in lg.values()} == {
             (6, False, False, 0)
         }

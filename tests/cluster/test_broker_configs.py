@@ -298,7 +298,9 @@ def test_zookeeper_topic_overrides_govern_the_logs_from_their_load(tmp_path, zk_
             r.getMessage() for r in caplog.records if f"{ts.DYNAMIC_CONFIGS_FILE} ignored" in r.getMessage()
         ]
         assert len(said) == 1 and "/config/brokers/1" in said[0], said
-        assert any("topic config overrides of 1 of the 2 topics" in r.getMessage() for r in caplog.records)
+        assert any(
+            "1 topics have some, 1 of the 2 with a local log" in r.getMessage() for r in caplog.records
+        )
         # a new cluster default reaches the logs the controller has not named yet; the override wins
         put("/config/brokers/<default>", {"log.retention.ms": "1800000", "log.cleanup.policy": "compact"})
         broker.cluster._load_broker_configs(paths.DEFAULT_ENTITY)
@@ -353,6 +355,38 @@ def test_zookeeper_topic_overrides_govern_the_logs_from_their_load(tmp_path, zk_
         with pytest.raises(ClusterError, match=r"^/config/topics/events: .*remote"):
             broker.open_storage()
         assert broker.manager is None
+        # every topic of the cluster is read (KafkaServer.startup: getAllTopicsInCluster), one
+        # without a log here too; /config/topics/absent names no topic and is still not read
+        put("/config/topics/events", {"cleanup.policy": "compact"})
+        put("/brokers/topics/elsewhere", {})
+        for stored, refusal in (
+            ({"remote.storage.enable": "true"}, r"^/config/topics/elsewhere: .*remote"),
+            (
+                {"cleanup.policy": "shred"},
+                r"^/config/topics/elsewhere: invalid value 'shred' for cleanup.policy",
+            ),
+        ):
+            put("/config/topics/elsewhere", stored)
+            if broker.cluster is not None:
+                broker.cluster.zk.close()
+            broker = Broker(BrokerConfig.load(None, [f"{k}={v}" for k, v in cfg.explicit.items()]))
+            with pytest.raises(ClusterError, match=refusal):
+                broker.open_storage()
+            assert broker.manager is None
+        put("/config/topics/elsewhere", {"retention.ms": "5000"})
+        if broker.cluster is not None:
+            broker.cluster.zk.close()
+        caplog.clear()
+        broker = Broker(BrokerConfig.load(None, [f"{k}={v}" for k, v in cfg.explicit.items()]))
+        broker.open_storage()
+        assert (
+            "elsewhere" not in broker.unnamed_topic_configs
+            and "elsewhere" not in broker.manager.topic_configs
+        )
+        assert policies()["events-0"][0] == ("compact",)
+        assert any(
+            "2 topics have some, 1 of the 2 with a local log" in r.getMessage() for r in caplog.records
+        )
     finally:
         k.stop()
         k.close()
@@ -461,6 +495,22 @@ def test_refused_alters_answer_as_zookeeper_mode_kafka(cluster):
                 40,
                 "Config value append is not allowed for config key: segment.bytes",
             )
+            # a name LogConfig lacks (prepareIncrementalConfigs, then AdminZkClient.validateTopicConfig):
+            # SET refused by LogConfig.validateNames, its message as it is (an
+            # InvalidConfigurationException, not a ConfigException); DELETE a no-op;
+            # APPEND/SUBTRACT throw NoSuchElementException out of the Scala map lookup:
+            # UNKNOWN_SERVER_ERROR with no message, for a BROKER resource too
+            assert inc(c, 2, "zkalter", ("no.such.config", 0, "1"), validate_only=validate_only) == (
+                40,
+                "Unknown topic config name: no.such.config",
+            )
+            assert inc(c, 2, "zkalter", ("no.such.config", 1, None), validate_only=validate_only) == (0, None)
+            for op in (2, 3):
+                assert inc(c, 2, "zkalter", ("no.such.config", op, "a"), validate_only=validate_only) == (
+                    -1,
+                    None,
+                )
+                assert inc(c, 4, node, ("no.such.config", op, "a"), validate_only=validate_only) == (-1, None)
             assert inc(c, 2, "nope", ("retention.ms", 0, "1"), validate_only=validate_only) == (
                 3,
                 "The topic 'nope' does not exist.",
@@ -475,3 +525,145 @@ def test_refused_alters_answer_as_zookeeper_mode_kafka(cluster):
             )
         # nothing refused was stored
         assert "retention.ms" not in (zk_json(cluster, "/config/topics/zkalter") or {}).get("config", {})
+
+
+def test_leader_and_isr_answers_a_partition_whose_stored_overrides_are_refused(tmp_path, zk_module, caplog):
+    """Overrides written to /config/topics/T behind the brokers' back that the log engine refuses
+    (Kafka's LogConfig.fromProps throws a ConfigException creating the log in makeLeader /
+    makeFollower): the partition answers UNKNOWN_SERVER_ERROR (Errors.forException) with one
+    error line of the state-change log, no traceback, nothing of the topic left behind; the
+    request's other partitions are served. UpdateMetadata reads no topic configs in Kafka: it
+    caches the partition and answers NONE. Once fixed, the topic's next LeaderAndIsr is served."""
+    import logging
+    import uuid
+
+    from kazoo.client import KazooClient
+
+    from kafkatool.broker.server import Broker
+    from kafkatool.formats.schema import ZERO_UUID
+    from kafkatool.protocol.generated import LeaderAndIsrRequest, UpdateMetadataRequest
+    from kafkatool.protocol.generated.leader_and_isr_request import (
+        LeaderAndIsrPartitionState,
+        LeaderAndIsrTopicState,
+    )
+    from kafkatool.protocol.generated.update_metadata_request import (
+        UpdateMetadataPartitionState,
+        UpdateMetadataTopicState,
+    )
+    from tests.segments import make_partition
+
+    chroot = f"/c{uuid.uuid4().hex[:8]}"
+    k = KazooClient(hosts=zk_module, timeout=10)
+    k.start(timeout=10)
+
+    def put(path: str, config: dict[str, str]) -> None:
+        data = json.dumps({"version": 1, "config": config}).encode()
+        if k.exists(chroot + path):
+            k.set(chroot + path, data)
+        else:
+            k.create(chroot + path, data, makepath=True)
+
+    def leader_and_isr(epoch: int, *topics: str):
+        states = [
+            LeaderAndIsrTopicState(
+                topic_name=t,
+                topic_id=ZERO_UUID,
+                partition_states=[
+                    LeaderAndIsrPartitionState(
+                        topic_name=t,
+                        partition_index=0,
+                        controller_epoch=1,
+                        leader=1,
+                        leader_epoch=epoch,
+                        isr=[1],
+                        partition_epoch=epoch,
+                        replicas=[1],
+                        is_new=True,
+                    )
+                ],
+            )
+            for t in topics
+        ]
+        req = LeaderAndIsrRequest(
+            controller_id=1, controller_epoch=1, broker_epoch=-1, topic_states=states, live_leaders=[]
+        )
+        r = broker.replicas.handle_leader_and_isr(req)
+        return r.error_code, {(e.topic_name, e.partition_index): e.error_code for e in r.partition_errors}
+
+    broker = None
+    try:
+        # a log loaded at start-up with its overrides keeps them (Kafka reads a topic's configs
+        # only to create a log), whatever is stored later
+        make_partition(tmp_path / "data", "kept-0", segments=1, batches_per_segment=2)
+        put("/config/topics/kept", {"cleanup.policy": "compact"})
+        broker = Broker(_in_process_config(zk_module + chroot, tmp_path / "data"))
+        broker.open_storage()
+        put("/config/topics/kept", {"cleanup.policy": "shred"})
+        from kafkatool.broker.cluster.fetcher import FetcherManager
+
+        broker.replicas.fetchers = FetcherManager(
+            broker.replicas
+        )  # start() without a loop: leaders only here
+        put("/config/topics/bad", {"cleanup.policy": "shred"})
+        put("/config/topics/good", {"cleanup.policy": "compact"})
+        caplog.set_level(logging.INFO, logger="kafkatool")
+        assert leader_and_isr(1, "good", "bad", "other", "kept") == (
+            0,
+            {("good", 0): 0, ("bad", 0): -1, ("other", 0): 0, ("kept", 0): 0},
+        )
+        assert broker.manager.logs[("kept", 0)].config.cleanup_policy == ("compact",)
+        assert broker.metadata.topics["kept"].configs == {"cleanup.policy": "compact"}
+        assert broker.manager.logs[("good", 0)].config.cleanup_policy == ("compact",)
+        assert ("bad", 0) not in broker.manager.logs and ("other", 0) in broker.manager.logs
+        assert "bad" not in broker.metadata.topics and "bad" not in broker.manager.topic_configs
+        assert ("bad", 0) not in broker.replicas.local
+        errors = [r for r in caplog.records if r.levelname == "ERROR"]
+        assert [r.getMessage() for r in errors] == [
+            "Error while processing LeaderAndIsr request received from controller epoch 1 for "
+            "partition bad-0: /config/topics/bad: invalid value 'shred' for cleanup.policy: "
+            "expected delete and/or compact"
+        ]
+        assert all(r.exc_info is None for r in caplog.records)
+        # UpdateMetadata: the partition is cached, the answer NONE
+        caplog.clear()
+        req = UpdateMetadataRequest(
+            controller_id=1,
+            controller_epoch=1,
+            broker_epoch=-1,
+            topic_states=[
+                UpdateMetadataTopicState(
+                    topic_name="bad",
+                    topic_id=ZERO_UUID,
+                    partition_states=[
+                        UpdateMetadataPartitionState(
+                            topic_name="bad",
+                            partition_index=p,
+                            controller_epoch=1,
+                            leader=1,
+                            leader_epoch=1,
+                            isr=[1],
+                            zk_version=1,
+                            replicas=[1],
+                        )
+                        for p in range(2)
+                    ],
+                )
+            ],
+            live_brokers=[],
+        )
+        assert broker.replicas.handle_update_metadata(req).error_code == 0
+        assert ("bad", 1) in broker.replicas.cache and "bad" not in broker.metadata.topics
+        assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == [
+            "/config/topics/bad not taken: invalid value 'shred' for cleanup.policy: expected delete and/or compact"
+        ]
+        # fixed in ZooKeeper: the next LeaderAndIsr creates the log with the overrides
+        put("/config/topics/bad", {"cleanup.policy": "compact,delete"})
+        assert leader_and_isr(2, "bad") == (0, {("bad", 0): 0})
+        assert broker.manager.logs[("bad", 0)].config.cleanup_policy == ("compact", "delete")
+    finally:
+        k.stop()
+        k.close()
+        if broker is not None and broker.manager is not None:
+            broker.close_storage()
+        if broker is not None and broker.cluster is not None:
+            broker.cluster.zk.close()

@@ -436,13 +436,15 @@ class Cluster:
             return
         log.info("topic configs of %s reloaded from ZooKeeper: %s", name, configs)
 
-    def topic_config_overrides(self, topics) -> dict[str, dict[str, str]]:
-        """LogManager.fetchTopicConfigOverrides: the /config/topics/T overrides of ``topics``
-        (those with a log on this broker), read pipelined (zk/client.get_many: one round trip
-        per window of reads, not per topic) before the logs load; topics without any left out.
-        A payload that does not parse refuses the start, as Kafka's LogManager.startup does."""
-        wanted = sorted(set(topics))
+    def topic_config_overrides(self, topics=()) -> dict[str, dict[str, str]]:
+        """LogManager.fetchTopicConfigOverrides: the /config/topics/T overrides of every topic
+        of the cluster (KafkaServer.startup passes zkClient.getAllTopicsInCluster) and of
+        ``topics`` (those with a log on this broker, named or not), read pipelined
+        (zk/client.get_many: one round trip per window of reads, not per topic) before the logs
+        load; topics without any left out. A payload that does not parse refuses the start, as
+        Kafka's LogManager.startup does."""
         try:
+            wanted = sorted(set(topics) | set(self.zk.topics()))
             nodes = self.zk.get_many([paths.config_entity("topics", t) for t in wanted])
         except ZkError as exc:
             raise ClusterError(f"cannot read the topic configs in {paths.CONFIG}/topics: {exc}") from None

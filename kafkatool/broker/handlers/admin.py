@@ -14,6 +14,7 @@ from kafkatool.broker.group.consumer import GROUP_CONFIGS, ConsumerGroupError, v
 from kafkatool.broker.handlers.metadata import AUTHORIZED_OPS_OMITTED, from_wire_uuid, wire_uuid
 from kafkatool.broker.read_only import READ_ONLY_MSG
 from kafkatool.broker.security import acl
+from kafkatool.errors import KafkatoolError
 from kafkatool.formats.schema import ZERO_UUID
 from kafkatool.log import topic_settings as ts
 from kafkatool.log.topic_settings import topic_name_error
@@ -709,6 +710,101 @@ def handle_alter_configs(ctx, req):
     return AlterConfigsResponse(throttle_time_ms=0, responses=out)
 
 
+class _UnknownServerError(KafkatoolError):
+    """Where Kafka answers UNKNOWN_SERVER_ERROR from an exception it does not map (no message)."""
+
+
+def unknown_config_key(resource: str, name: str, *, preprocess: bool) -> _UnknownServerError:
+    """APPEND/SUBTRACT of a config name the resource's ConfigDef lacks, as Kafka 3.7's
+    ConfigAdminManager.prepareIncrementalConfigs meets it: ``configKeys(name)`` on a Scala view of
+    the Java map throws NoSuchElementException before its own "Unknown config name" check can run,
+    and neither ZkAdminManager.incrementalAlterConfigs (a TOPIC in ZooKeeper mode) nor
+    ConfigAdminManager.preprocess (a BROKER, both modes) maps it: UNKNOWN_SERVER_ERROR with no
+    message (ApiError.fromThrowable), logged at ERROR by the first, INFO by the second."""
+    if preprocess:
+        log.info(
+            "Error preprocessing incrementalAlterConfigs request on %s: key not found: %s", resource, name
+        )
+    else:
+        log.error("Error processing alter configs request for resource %s: key not found: %s", resource, name)
+    return _UnknownServerError(name)
+
+
+def _java_split(value: str) -> list[str]:
+    """Java's ``value.split(",")``: trailing empty strings dropped, but "" is [""]."""
+    parts = value.split(",")
+    if value == "":
+        return parts
+    while parts and parts[-1] == "":
+        parts.pop()
+    return parts
+
+
+def incremental_list_value(op: int, old: str | None, value: str, *, kraft: bool) -> str:
+    """A LIST config's value after an IncrementalAlterConfigs APPEND or SUBTRACT of ``value``
+    (comma-separated, kept as given: no trimming) to ``old`` (the stored value, else the
+    ConfigDef's default), for a topic and a broker resource alike.  ZooKeeper mode as
+    ConfigAdminManager.prepareIncrementalConfigs: APPEND adds the given items the old list
+    lacks (a repeated one twice), SUBTRACT is Scala's multiset ``diff``.  KRaft (standalone) as
+    ConfigurationControlManager: the old list without empty items, APPEND adds each item it
+    does not hold yet, SUBTRACT removes each item's first occurrence."""
+    given = _java_split(value)
+    if kraft:
+        parts = [x for x in _java_split(old or "") if x]
+        for x in given:
+            if op == APPEND and x not in parts:
+                parts.append(x)
+            elif op == SUBTRACT and x in parts:
+                parts.remove(x)
+        return ",".join(parts)
+    if op == APPEND:
+        parts = _java_split(old) if old else []
+        return ",".join(parts + [x for x in given if x not in parts])
+    parts = _java_split(old or "")
+    for x in given:
+        if x in parts:
+            parts.remove(x)
+    return ",".join(parts)
+
+
+def _incremental_topic_configs(broker, name: str, configs) -> dict[str, str]:
+    """A topic's overrides after an IncrementalAlterConfigs resource's operations, in order.
+    SET and DELETE take any name: a name LogConfig does not know is refused by the validation of
+    the result ("Unknown topic config name"), and a DELETE of one is a no-op, as both Kafka 3.7
+    paths do (ZkAdminManager: prepareIncrementalConfigs removes it from the stored properties;
+    KRaft's ConfigurationControlManager: no record for an unchanged value).  APPEND/SUBTRACT work
+    on a LIST config, from the stored value else LogConfig's own default (never the broker's).
+    An unknown name there: KRaft (standalone) answers INVALID_CONFIG ("its type is not LIST":
+    KafkaConfigSchema.isSplittable is false for it), ZooKeeper mode UNKNOWN_SERVER_ERROR
+    (:func:`unknown_config_key`)."""
+    new = dict(broker.topic(name).configs)
+    for c in configs:
+        if c.config_operation == SET:
+            new[c.name] = c.value
+        elif c.config_operation == DELETE:
+            new.pop(c.name, None)
+        elif c.config_operation in (APPEND, SUBTRACT):
+            d = ts.TOPIC_CONFIGS.get(c.name)
+            if d is None and broker.cluster is not None:
+                raise unknown_config_key(
+                    f"ConfigResource(type=TOPIC, name='{name}')", c.name, preprocess=False
+                )
+            if d is None or d.type != ts.LIST:
+                # ZkAdminManager (prepareIncrementalConfigs) / KRaft's ConfigurationControlManager
+                what, op = ("append", "APPEND") if c.config_operation == APPEND else ("subtract", "SUBTRACT")
+                raise ts.InvalidConfigurationError(
+                    f"Config value {what} is not allowed for config key: {c.name}"
+                    if broker.cluster is not None
+                    else f"Can't {op} to key {c.name} because its type is not LIST."
+                )
+            new[c.name] = incremental_list_value(
+                c.config_operation, new.get(c.name, d.default), c.value, kraft=broker.cluster is None
+            )
+        else:
+            raise ts.InvalidConfigurationError(f"unknown config operation {c.config_operation}")
+    return new
+
+
 def handle_incremental_alter_configs(ctx, req):
     broker = ctx.broker
     out = []
@@ -741,39 +837,13 @@ def handle_incremental_alter_configs(ctx, req):
         if err is not None:
             r.error_code, r.error_message = err
             continue
-        new = dict(broker.topic(res.resource_name).configs)
-        defaults = broker.config.topic_defaults()
         try:
-            for c in res.configs:
-                if c.name not in C.TOPIC_CONFIGS:
-                    raise ts.InvalidConfigurationError(f"unknown topic config {c.name!r}")
-                if c.config_operation == SET:
-                    new[c.name] = c.value
-                elif c.config_operation == DELETE:
-                    new.pop(c.name, None)
-                elif c.config_operation in (APPEND, SUBTRACT):
-                    if C.TOPIC_CONFIGS[c.name][1] != C.LIST:
-                        # ZkAdminManager (prepareIncrementalConfigs) / KRaft's ConfigurationControlManager
-                        what, op = (
-                            ("append", "APPEND") if c.config_operation == APPEND else ("subtract", "SUBTRACT")
-                        )
-                        raise ts.InvalidConfigurationError(
-                            f"Config value {what} is not allowed for config key: {c.name}"
-                            if broker.cluster is not None
-                            else f"Can't {op} to key {c.name} because its type is not LIST."
-                        )
-                    cur = new.get(c.name, defaults.get(c.name, ""))
-                    items = [x.strip() for x in cur.split(",") if x.strip()]
-                    vals = [x.strip() for x in (c.value or "").split(",") if x.strip()]
-                    if c.config_operation == APPEND:
-                        items += [x for x in vals if x not in items]
-                    else:
-                        items = [x for x in items if x not in vals]
-                    new[c.name] = ",".join(items)
-                else:
-                    raise ts.InvalidConfigurationError(f"unknown config operation {c.config_operation}")
+            new = _incremental_topic_configs(broker, res.resource_name, res.configs)
         except ts.SettingsError as exc:
             r.error_code, r.error_message = _topic_refusal(broker, res.resource_name, exc)
+            continue
+        except _UnknownServerError:
+            r.error_code, r.error_message = ErrorCode.UNKNOWN_SERVER_ERROR, None
             continue
         r.error_code, r.error_message = _apply_topic(broker, res.resource_name, new, req.validate_only)
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=out)

@@ -152,20 +152,27 @@ def alter_broker_configs(broker, res, validate_only: bool) -> tuple[int, str | N
             # resource stores (else Kafka's default), never what server.properties says
             what = "append" if c.config_operation == 2 else "subtract"
             d = C.BROKER_CONFIGS.get(c.name)
-            if d is None or d.type != C.LIST or d.dynamic == C.DYNAMIC_ONLY:
+            if d is None or d.dynamic == C.DYNAMIC_ONLY:
+                # not in KafkaConfig.configKeys (the throttles are DynamicConfig.Broker's own):
+                # Kafka answers UNKNOWN_SERVER_ERROR, see admin.unknown_config_key
+                from kafkatool.broker.handlers.admin import unknown_config_key
+
+                unknown_config_key(f"ConfigResource(type=BROKER, name='{name}')", c.name, preprocess=True)
+                return ErrorCode.UNKNOWN_SERVER_ERROR, None
+            if d.type != C.LIST:
                 return (
                     ErrorCode.INVALID_CONFIG,
                     f"Config value {what} is not allowed for config key: {c.name}",
                 )
+            from kafkatool.broker.handlers.admin import incremental_list_value
+
             stored = (broker.config.dynamic if name else broker.config.dynamic_default).get(c.name)
-            old = stored or d.default or ""
-            items = old.split(",") if old else []
-            given = c.value.split(",")
-            if c.config_operation == 2:
-                items += [v for v in given if v not in items]
-            else:
-                items = [v for v in items if v not in given]
-            changes[c.name] = ",".join(items)
+            changes[c.name] = incremental_list_value(
+                c.config_operation,
+                stored if stored is not None else d.default,
+                c.value,
+                kraft=broker.cluster is None,
+            )
         else:
             return ErrorCode.INVALID_REQUEST, f"Unknown operations type {c.config_operation}"
     set_names = [n for n, v in changes.items() if v is not None]
