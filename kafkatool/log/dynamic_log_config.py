@@ -297,7 +297,6 @@ def take_layer(
         layers, static, {False: (wheres[0], layer.broker_default), True: (wheres[1], layer.broker_node)}, rule
     )
     layer.broker_default, layer.broker_node = layers[False], layers[True]
-    layer.broker = {**layer.broker_default, **layer.broker_node}
     layer.notes.extend(notes)
 
 
