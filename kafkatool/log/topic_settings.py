@@ -408,6 +408,22 @@ def stored_topic_config_error(configs: Mapping[str, str | None]) -> str | None:
     return REMOTE_STORAGE_STORED if remote_storage_enabled(configs) else None
 
 
+def refused_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
+    """The values of a topic's stored configs a broker refuses (name -> why): the check a
+    broker's topic LogConfig makes of every topic config it holds (:func:`log_config_from`,
+    :func:`validate_topic_config`; Kafka's LogConfig.fromProps, which stops a broker's start-up,
+    LogManager.fetchTopicConfigOverrides).  Names that are no topic config are not looked at,
+    as a LogConfig keeps them without a look."""
+    out = {}
+    for name, value in configs.items():
+        if name in TOPIC_CONFIGS:
+            try:
+                validate_topic_config(name, value)
+            except SettingsError as exc:
+                out[name] = str(exc)
+    return out
+
+
 def validate_topic_change(overrides: Mapping[str, str | None], defaults: Mapping[str, str]) -> None:
     """Kafka's LogConfig.validate(props, the broker's topic defaults, remote storage off) for a
     topic's overrides as CreateTopics or AlterConfigs would leave them: every name and value,
