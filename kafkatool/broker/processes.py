@@ -901,7 +901,7 @@ def main(argv: list[str]) -> int:
     )
     sock = socket.socket(fileno=int(args["fd"]))
     cfg = member_config(args["config"], index)
-    broker = Broker(cfg)
+    broker = Broker(cfg, member=True)
     group = Member(broker, int(args["count"]), index, int(args["base_node"]), sock)
     broker.join_group(group, clean_shutdown=args["clean_shutdown"])
     # the primary's layers (which hold what its log dir's file holds) before the logs open

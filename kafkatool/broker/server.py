@@ -121,9 +121,13 @@ def stored_node_id(dirs: list[Path], configured: int | None = None) -> int | Non
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig, *, read_only: bool = False):
+    def __init__(self, config: BrokerConfig, *, read_only: bool = False, member: bool = False):
         self.config = config
         self.read_only = read_only
+        #: a member process of a broker of several (kafkatool.processes; processes.main): it
+        #: takes the primary's dynamic broker configs, never the log dir's file (the primary
+        #: read it, and says what it left out, once); known before the handlers register
+        self.member_process = member
         self.node_id = config.node_id
         self.max_request_bytes = config.int("socket.request.max.bytes")
         self.router = Router(self)

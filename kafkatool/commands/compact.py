@@ -61,10 +61,15 @@ Settings: --delete-retention-ms, --min-compaction-lag-ms, --segment-bytes,
 log.cleaner.min.compaction.lag.ms, log.segment.bytes,
 log.cleaner.dedupe.buffer.size...) > Kafka's defaults.
 
-I/O: --io-max-bytes-per-second > log.cleaner.io.max.bytes.per.second in
---config server.properties > no limit.  As Kafka's cleaner, the run has one
-throttle for all it reads and writes, across partitions: every 300 ms it
-sleeps what brings the bytes back to the rate (the summary says how long).
+I/O: --io-max-bytes-per-second > log.cleaner.io.max.bytes.per.second as a
+dynamic broker config of the broker (kafka-configs --entity-name ID), then of
+the cluster-wide default (--entity-default), where the sources below keep them
+> in --config server.properties > no limit; the same order for
+log.cleaner.dedupe.buffer.size, log.cleaner.threads and
+log.cleaner.io.buffer.load.factor (--dedupe-buffer-size).  As Kafka's
+cleaner, the run has one throttle for all it reads and writes, across
+partitions: every 300 ms it sleeps what brings the bytes back to the rate (the
+summary says it and where it came from, and how long it slept).
 
 {SOURCES}
 
@@ -168,29 +173,33 @@ def compact(
         "segment.bytes": segment_bytes,
         "cleanup.policy": cleanup_policy,
     }
+    groups, configs = targets_and_configs(paths, props, overrides, flags, zookeeper, bootstrap_server)
+    for n in configs.notes:
+        warn(json_out, "topic configs", n)
+    # the cleaner's broker settings as the broker of these dirs runs with them: the flag, then
+    # its dynamic configs (the dirs' and --zookeeper's, taken as a broker takes them), then
+    # server.properties, then Kafka's default
     try:
         if dedupe_buffer_size is not None:
             memory, memory_source = dedupe_buffer_size, ts.SOURCE_FLAG
             threads = 1
         else:
-            memory, memory_source = ts.broker_setting(props, "log.cleaner.dedupe.buffer.size")
-            threads, _ = ts.broker_setting(props, "log.cleaner.threads")
-        load_factor, _ = ts.broker_setting(props, "log.cleaner.io.buffer.load.factor")
+            memory, memory_source = configs.broker_setting("log.cleaner.dedupe.buffer.size")
+            threads, _ = configs.broker_setting("log.cleaner.threads")
+        load_factor, _ = configs.broker_setting("log.cleaner.io.buffer.load.factor")
         offset_map = OffsetMap.for_broker(int(memory), int(threads), load_factor)
         rate_name = "log.cleaner.io.max.bytes.per.second"
+        stored = configs.broker_set_value(rate_name)
         if io_max_bytes_per_second is not None:
             rate, rate_source = cleaner_io_rate(str(io_max_bytes_per_second)), ts.SOURCE_FLAG
-        elif props and rate_name in props:
-            rate, rate_source = cleaner_io_rate(props[rate_name]), f"{ts.SOURCE_SERVER} ({rate_name})"
+        elif stored is not None:
+            rate, rate_source = cleaner_io_rate(stored[0]), stored[1]
         else:
             rate, rate_source = cleaner_io_rate(BROKER_CONFIGS[rate_name].default), ts.SOURCE_DEFAULT
     except (ts.SettingsError, ValueError) as exc:
         raise CommandError(str(exc)) from None
     # the run's one throttle, as Kafka's LogCleaner has one for all its rounds and partitions
     throttler = Throttler(rate)
-    groups, configs = targets_and_configs(paths, props, overrides, flags, zookeeper, bootstrap_server)
-    for n in configs.notes:
-        warn(json_out, "topic configs", n)
     total_parts = sum(len(g.partitions) for g in groups)
     totals = {
         "partitions": 0,

@@ -48,7 +48,13 @@ its cleanup.policy, from the log dir's metadata, contains compact; dynamic
 broker configs there (a KRaft __cluster_metadata log, kafkatool serve's file)
 are taken as a broker takes them at start-up, its own being those of the
 dir's broker: an invalid stored value is left out, a set a broker could not
-run with is not used.
+run with is not used (each a warning finding, naming the record where the
+place has records: dynamic_config_ignored, dynamic_configs_not_applied;
+stored_configs_unreadable for a place that cannot be read).  A topic config
+value a broker refuses (cleanup.policy=bogus: it does not start with it) is
+an error finding, topic_config_refused, naming the topic, the value and the
+record (file, offset, batch position) that stored it; the scan leaves it out
+and the topic's other configs decide.
 
 Where it runs: embedded Spark (local[*], nothing to install) by default;
 --master spark://HOST:PORT, yarn or k8s://... for a cluster (the kafkatool
@@ -65,7 +71,7 @@ Work is split by segment file, so one huge partition is many tasks.
 Output: the human summary, or --json: findings {"type": "finding", "broker",
 "log_dir", "topic", "partition", "file", "position", "end", "offset", "kind",
 "severity", "message"} (verify's kinds, plus offset_gap, orphaned_replica,
-missing_replica, unreadable), divergences {"type": "divergence", "topic", "partition",
+missing_replica, unreadable and the stored-config kinds above), divergences {"type": "divergence", "topic", "partition",
 "brokers", "log_dirs", "offset", "epochs", "crcs", "base_offsets",
 "last_offsets"}, then {"type": "partition_size", "topic", "partition",
 "broker", "size"} per replica (orphans excluded), then a summary.  The

@@ -73,7 +73,6 @@ def zookeeper_layer(zookeeper: str, topics: list[str], broker_id: int | None = N
                 entity = zk.entity_config("brokers", str(name))
                 if entity is not None and entity.config is not None and not entity.error:
                     target.update(entity.config.config)
-            layer.broker = {**layer.broker_default, **layer.broker_node}
     except ZkError as exc:
         raise CommandError(f"--zookeeper {zookeeper}: {exc}") from None
     return layer
@@ -197,6 +196,24 @@ class TopicConfigs:
         from kafkatool.broker.config import take_layer_dynamic
 
         take_layer_dynamic(layer, self.server_props, (where_default, where_node))
+
+    def broker_layers(self) -> list[ts.ConfigLayer]:
+        """Every place read, highest first: the options' (ZooKeeper), then each log dir's."""
+        return self.external + [la for d in self._dirs for la in self._dirs[d]]
+
+    def broker_setting(self, name: str) -> tuple[float, str]:
+        """A broker-only cleaner setting (log.cleaner.dedupe.buffer.size...) as the broker of these
+        dirs runs with it: its dynamic configs over server.properties over Kafka's default
+        (log/topic_settings.broker_values, the order of a topic's defaults)."""
+        try:
+            return ts.broker_setting(self.server_props, name, self.broker_layers())
+        except ts.SettingsError as exc:
+            raise CommandError(str(exc)) from None
+
+    def broker_set_value(self, name: str) -> tuple[str, str] | None:
+        """(value, source) of a broker setting set in one of the places read or server.properties
+        (:meth:`broker_setting`'s order), None: unset."""
+        return ts.broker_set_value(name, self.server_props, self.broker_layers())
 
     def resolve(self, log_dir: Path, topic: str, *, in_cleaner_checkpoint: bool = False) -> ts.ResolvedConfig:
         layers = self.external + self._dir_layers(log_dir)

@@ -679,7 +679,8 @@ def _assemble(inventory, dirs, replicas, stats: _RowStats, divergent) -> ScanRes
                     "this log dir are named by the dir only",
                 }
             ]
-        res.findings += [_locate(f, broker, log_dir, None, None) for f in findings]
+        # a finding about one topic's stored configs names it (stored_config_findings)
+        res.findings += [_locate(f, broker, log_dir, f.get("topic"), None) for f in findings]
     for broker, log_dir, topic, part, f in seg_findings:
         res.findings.append(_locate(f, broker, log_dir, topic, part))
     for r in replicas:

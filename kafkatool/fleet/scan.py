@@ -145,6 +145,8 @@ def list_log_dir(log_dir: str, broker_override: int | None = None) -> LogDirList
     partitions: list[PartitionInfo] = []
     segments: list[SegmentTask] = []
     layers = dir_config_layers(root, broker)
+    findings += stored_config_findings(root, layers)
+    compacts = _policy_compacts(root, layers, findings)
     for p in sorted(root.iterdir()):
         res = V.log_dir_entry_result(p)
         if res is not None:
@@ -157,7 +159,7 @@ def list_log_dir(log_dir: str, broker_override: int | None = None) -> LogDirList
         rep = Replica(broker, str(root), m.group("topic"), int(m.group("partition")))
         info, segs = list_partition(p, rep)
         info.cleaner_offset = cleaner.get((rep.topic, rep.partition))
-        info.compacted = info.cleaner_offset is not None or _policy_compacts(rep.topic, layers)
+        info.compacted = info.cleaner_offset is not None or compacts(rep.topic)
         partitions.append(info)
         segments += segs
     return LogDirListing(str(root), broker, meta_broker, findings, partitions, segments)
@@ -173,11 +175,86 @@ def dir_config_layers(root: Path, broker: int | None) -> list[ts.ConfigLayer]:
     return layers
 
 
-def _policy_compacts(topic: str, layers) -> bool:
-    try:
-        return ts.resolve(topic, layers=layers).config.compact
-    except ts.SettingsError:
-        return False  # a bad value in the dir's metadata: the cleaner checkpoint alone decides
+#: a log dir layer's label -> the file or dir in the log dir that keeps its configs
+_KEPT_IN = {ts.SOURCE_EMBEDDED: ts.EMBEDDED_METADATA_FILE, **dlc.DYNAMIC_KEPT_IN}
+
+
+def _config_finding(
+    where: tuple[str, int | None, int | None], kind: str, severity: str, message: str, topic: str | None
+) -> dict:
+    """A finding of the log dir's stored configs (``topic``: the one it is about, on the row)."""
+    file, offset, position = where
+    return {
+        "file": file,
+        "position": position,
+        "end": None,
+        "offset": offset,
+        "kind": kind,
+        "severity": severity,
+        "message": message,
+        "topic": topic,
+    }
+
+
+def stored_config_findings(root: Path, layers: list[ts.ConfigLayer]) -> list[dict]:
+    """What a broker says of the configs the log dir keeps, as findings: a topic config value it
+    refuses (ts.refused_topic_configs: it does not start with one; an error, naming the record
+    that stored it), left out of ``layers`` so that the topic's other configs still decide
+    whether it is compacted; and the notes of its dynamic broker configs
+    (log/dynamic_log_config: a value left out, a set not applied; what serve logs as a warning
+    and runs without), naming the record where the place has them."""
+    out = []
+    for layer in layers:
+        kept_in = str(root / _KEPT_IN[layer.label]) if layer.label in _KEPT_IN else str(root)
+        for topic, configs in layer.topics.items():
+            refused = ts.refused_topic_configs(configs)
+            for name, why in refused.items():
+                where = layer.origins.get((ts.TOPIC_ORIGIN, topic, name), (kept_in, None, None))
+                out.append(
+                    _config_finding(
+                        where,
+                        "topic_config_refused",
+                        V.ERROR,
+                        f"topic {topic}: stored config refused: {why} (in {layer.label}); a broker does "
+                        "not start with it (LogManager's topic LogConfig); the scan leaves it out",
+                        topic,
+                    )
+                )
+            if refused:
+                layer.topics[topic] = {k: v for k, v in configs.items() if k not in refused}
+        for note in layer.notes:
+            config = getattr(note, "config", None)
+            per_broker = getattr(note, "per_broker", None)
+            where = layer.origins.get((ts.BROKER_ORIGIN, per_broker, config), (kept_in, None, None))
+            if not isinstance(note, dlc.StoredNote):
+                kind = "stored_configs_unreadable"
+            elif config is None:
+                kind = "dynamic_configs_not_applied"
+            else:
+                kind = "dynamic_config_ignored"
+            out.append(_config_finding(where, kind, V.WARNING, str(note), None))
+    return out
+
+
+def _policy_compacts(root: Path, layers, findings: list[dict]):
+    """topic -> whether its cleanup.policy, resolved from ``layers``, contains compact (once per
+    topic); a set of values that resolves to no LogConfig is a finding, and counts as not
+    compacted (the cleaner-offset-checkpoint alone decides)."""
+    memo: dict[str, bool] = {}
+
+    def compacts(topic: str) -> bool:
+        if topic not in memo:
+            try:
+                memo[topic] = ts.resolve(topic, layers=layers).config.compact
+            except ts.SettingsError as exc:
+                memo[topic] = False
+                message = f"topic {topic}: stored configs refused: {exc}; a broker does not start with them"
+                findings.append(
+                    _config_finding((str(root), None, None), "topic_config_refused", V.ERROR, message, topic)
+                )
+        return memo[topic]
+
+    return compacts
 
 
 def list_partition(pdir: Path, rep: Replica) -> tuple[PartitionInfo, list[SegmentTask]]:

@@ -217,6 +217,20 @@ TOPIC_DEFAULTS = StoredRule(
 )
 
 
+class StoredNote(str):
+    """A note :func:`take_stored` makes (the text), with what it is about: ``config``, the config
+    left out (None: a set not applied) at ``per_broker``'s level (None: both levels' set)."""
+
+    config: str | None = None
+    per_broker: bool | None = None
+
+
+def _note(text: str, config: str | None, per_broker: bool | None) -> StoredNote:
+    note = StoredNote(text)
+    note.config, note.per_broker = config, per_broker
+    return note
+
+
 def take_stored(
     layers: Mapping[bool, dict[str, str]],
     static: Mapping[str, str],
@@ -232,9 +246,9 @@ def take_stored(
     given stays as it is); the configs ``rule.applies`` names are replaced by the ones found,
     leaving out the ones ``rule.refuses``; the two layers are checked together over ``static``
     (server.properties), and a set the broker cannot run with is not applied at all.  Each is
-    said in a note.  ``running``: the logs are open, so the change is also checked as Kafka's
-    reconfigurables check one (:func:`defaults_error`'s ``changed``).  Returns whether a layer
-    changed, and the notes."""
+    said in a note (a :class:`StoredNote`).  ``running``: the logs are open, so the change is
+    also checked as Kafka's reconfigurables check one (:func:`defaults_error`'s ``changed``).
+    Returns whether a layer changed, and the notes."""
     notes = []
     changes: dict[bool, dict[str, str | None]] = {}
     for per_broker, (where, configs) in found.items():
@@ -245,7 +259,7 @@ def take_stored(
                 continue
             err = rule.refuses(k, v, per_broker)
             if err is not None:
-                notes.append(f"dynamic broker config {k} in {where} ignored: {err}")
+                notes.append(_note(f"dynamic broker config {k} in {where} ignored: {err}", k, per_broker))
                 continue
             kept[k] = v
         change: dict[str, str | None] = {k: None for k in layer if k in rule.applies and k not in kept}
@@ -265,7 +279,14 @@ def take_stored(
     err = defaults_error({**static, **new.get(False, {}), **new.get(True, {})}, changed)
     if err is not None:
         wheres = " and ".join(found[per_broker][0] for per_broker in changes)
-        notes.append(f"dynamic broker configs in {wheres} not applied: {err}")
+        levels = list(changes)
+        notes.append(
+            _note(
+                f"dynamic broker configs in {wheres} not applied: {err}",
+                None,
+                levels[0] if len(levels) == 1 else None,
+            )
+        )
         return False, notes
     for per_broker, change in changes.items():
         layer = layers[per_broker]
@@ -297,7 +318,6 @@ def take_layer(
         layers, static, {False: (wheres[0], layer.broker_default), True: (wheres[1], layer.broker_node)}, rule
     )
     layer.broker_default, layer.broker_node = layers[False], layers[True]
-    layer.broker = {**layer.broker_default, **layer.broker_node}
     layer.notes.extend(notes)
 
 

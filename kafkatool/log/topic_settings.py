@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -210,6 +210,9 @@ EMBEDDED_METADATA_FILE = "kafkatool-cluster.json"
 #: ZooKeeper or the metadata log, so they survive restarts
 DYNAMIC_CONFIGS_FILE = "kafkatool-dynamic-broker-configs.json"
 CLUSTER_METADATA_DIR = "__cluster_metadata-0"
+#: the kinds of ConfigLayer.origins' keys: a topic's config, a dynamic broker config
+TOPIC_ORIGIN = "topic"
+BROKER_ORIGIN = "broker"
 
 
 #: Kafka's Topic.MAX_NAME_LENGTH and legal characters (Topic.containsValidPattern)
@@ -405,6 +408,22 @@ def stored_topic_config_error(configs: Mapping[str, str | None]) -> str | None:
     return REMOTE_STORAGE_STORED if remote_storage_enabled(configs) else None
 
 
+def refused_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
+    """The values of a topic's stored configs a broker refuses (name -> why): the check a
+    broker's topic LogConfig makes of every topic config it holds (:func:`log_config_from`,
+    :func:`validate_topic_config`; Kafka's LogConfig.fromProps, which stops a broker's start-up,
+    LogManager.fetchTopicConfigOverrides).  Names that are no topic config are not looked at,
+    as a LogConfig keeps them without a look."""
+    out = {}
+    for name, value in configs.items():
+        if name in TOPIC_CONFIGS:
+            try:
+                validate_topic_config(name, value)
+            except SettingsError as exc:
+                out[name] = str(exc)
+    return out
+
+
 def validate_topic_change(overrides: Mapping[str, str | None], defaults: Mapping[str, str]) -> None:
     """Kafka's LogConfig.validate(props, the broker's topic defaults, remote storage off) for a
     topic's overrides as CreateTopics or AlterConfigs would leave them: every name and value,
@@ -452,13 +471,20 @@ class ConfigLayer:
     topics: dict[str | None, dict[str, str]] = field(default_factory=dict)
     #: what the reader noticed (unreadable records, conflicting values...)
     notes: list[str] = field(default_factory=list)
-    #: dynamic broker settings kept here (per-broker over cluster default, as Kafka merges them):
-    #: they override server.properties name by name
-    broker: dict[str, str] = field(default_factory=dict)
-    #: the two levels merged there: cluster-wide defaults (a KRaft ConfigRecord for the broker
-    #: resource "") and this node's own
+    #: dynamic broker settings kept here, at their two levels: cluster-wide defaults (a KRaft
+    #: ConfigRecord for the broker resource "") and this node's own (:func:`broker_values` says
+    #: how they override server.properties)
     broker_default: dict[str, str] = field(default_factory=dict)
     broker_node: dict[str, str] = field(default_factory=dict)
+    #: where each config was stored, when the place has records (a KRaft log): (TOPIC_ORIGIN,
+    #: topic, name) or (BROKER_ORIGIN, per_broker, name) -> (file, offset of the record, byte
+    #: position of its batch)
+    origins: dict[tuple, tuple[str, int, int]] = field(default_factory=dict)
+
+    @property
+    def broker(self) -> dict[str, str]:
+        """The dynamic broker settings kept here, per-broker over cluster default."""
+        return {**self.broker_default, **self.broker_node}
 
     def get(self, topic: str) -> dict[str, str]:
         out = dict(self.topics.get(None, {}))
@@ -513,7 +539,6 @@ def read_dynamic_broker_configs(log_dir: Path) -> ConfigLayer | None:
         for name, value in (configs if isinstance(configs, dict) else {}).items():
             if isinstance(value, str):
                 target[str(name)] = value
-    layer.broker = {**layer.broker_default, **layer.broker_node}
     return layer
 
 
@@ -550,7 +575,10 @@ def read_kraft(log_dir: Path, node_id: int | None = None) -> ConfigLayer | None:
             start = -1
     files += sorted(p for p in mdir.glob("*.log"))
 
-    def apply(rec: dict) -> None:
+    #: (resource type, resource name, config) -> where the record that set it is
+    origins: dict[tuple[int, str, str], tuple[str, int, int]] = {}
+
+    def apply(rec: dict, where: tuple[str, int, int]) -> None:
         kind, data = rec["type"], rec["data"]
         if kind == "TOPIC_RECORD":
             ids[data["topicId"]] = data["name"]
@@ -559,13 +587,18 @@ def read_kraft(log_dir: Path, node_id: int | None = None) -> ConfigLayer | None:
             name = ids.pop(data["topicId"], None)
             if name is not None:
                 configs.pop(name, None)
+                for key in [k for k in origins if k[:2] == (2, name)]:
+                    del origins[key]
         elif kind == "CONFIG_RECORD" and data.get("resourceType") in (2, 4):
             target = configs if data["resourceType"] == 2 else brokers
             t = target.setdefault(data["resourceName"], {})
+            key = (data["resourceType"], data["resourceName"], data["name"])
             if data.get("value") is None:
                 t.pop(data["name"], None)
+                origins.pop(key, None)
             else:
                 t[data["name"]] = data["value"]
+                origins[key] = where
 
     for path in files:
         is_snapshot = path.suffix == ".checkpoint"
@@ -578,7 +611,9 @@ def read_kraft(log_dir: Path, node_id: int | None = None) -> ConfigLayer | None:
                         if not is_snapshot and r.offset < start:
                             continue
                         try:
-                            apply(cluster_metadata_record_dict(r.value))
+                            apply(
+                                cluster_metadata_record_dict(r.value), (str(path), r.offset, batch.position)
+                            )
                         except FormatError:
                             continue
         except FormatError as exc:
@@ -588,7 +623,11 @@ def read_kraft(log_dir: Path, node_id: int | None = None) -> ConfigLayer | None:
     layer.topics = configs
     layer.broker_default = dict(brokers.get("", {}))
     layer.broker_node = dict(brokers.get(str(node_id), {})) if node_id is not None else {}
-    layer.broker = {**layer.broker_default, **layer.broker_node}
+    for (kind, name, config), where in origins.items():
+        if kind == 2 and config in configs.get(name, ()):
+            layer.origins[(TOPIC_ORIGIN, name, config)] = where
+        elif kind == 4 and name in ("", str(node_id)):
+            layer.origins[(BROKER_ORIGIN, name != "", config)] = where
     return layer
 
 
@@ -603,18 +642,20 @@ def node_id_of(log_dir: Path) -> int | None:
 
 
 def dir_layers(log_dirs: list[Path], node_id: int | None = None) -> list[ConfigLayer]:
-    """The topic-config layers a set of log dirs holds: the KRaft metadata log, then embedded
-    metadata (with ``kafkatool serve``'s dynamic broker configs); ``node_id``: the broker whose
-    own dynamic configs the KRaft log holds (None: each dir's meta.properties says)."""
-    kraft, embedded = [], []
+    """The topic-config layers a set of log dirs holds, highest first: ``kafkatool serve``'s
+    dynamic broker configs (changes made through serve, which takes them over the KRaft log's),
+    the KRaft metadata log, then serve's embedded metadata; ``node_id``: the broker whose own
+    dynamic configs the KRaft log holds (None: each dir's meta.properties says)."""
+    dynamic, kraft, embedded = [], [], []
     for d in log_dirs:
-        k = read_kraft(d, node_id)
-        if k is not None:
-            kraft.append(k)
-        for e in (read_embedded(d), read_dynamic_broker_configs(d)):
-            if e is not None:
-                embedded.append(e)
-    return kraft + embedded
+        for found, into in (
+            (read_dynamic_broker_configs(d), dynamic),
+            (read_kraft(d, node_id), kraft),
+            (read_embedded(d), embedded),
+        ):
+            if found is not None:
+                into.append(found)
+    return dynamic + kraft + embedded
 
 
 # ----------------------------------------------------------------------------- resolution
@@ -710,12 +751,7 @@ def resolve(
 
     # broker settings: dynamic ones (from the layers) override server.properties name by name,
     # then Kafka's synonym order applies to the merged set (DynamicBrokerConfig, KafkaConfig)
-    broker_src = {k: f"{SOURCE_SERVER} ({k})" for k in server_props}
-    merged = dict(server_props)
-    for layer in reversed(stack):
-        for k, v in layer.broker.items():
-            merged[k] = v
-            broker_src[k] = f"{layer.label}: dynamic broker config ({k})"
+    merged, broker_src = broker_values(server_props, stack)
     for name in LOG_CONFIG_NAMES:
         value, broker_name = broker_value(name, merged)
         if broker_name is not None:
@@ -738,12 +774,46 @@ def resolve(
     return ResolvedConfig(topic, config, sources, shadowed, found_in)
 
 
-def broker_setting(server_props: dict[str, str] | None, name: str) -> tuple[float, str]:
-    """A broker-only cleaner setting and its source."""
-    server_props = server_props or {}
-    if name in server_props:
-        try:
-            return float(server_props[name]), f"{SOURCE_SERVER} ({name})"
-        except ValueError:
-            raise SettingsError(f"invalid value {server_props[name]!r} for {name}") from None
-    return CLEANER_BROKER_DEFAULTS[name], SOURCE_DEFAULT
+def broker_values(
+    server_props: Mapping[str, str] | None, layers: Sequence[ConfigLayer] = ()
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The broker settings set for a broker with ``server_props`` (server.properties) and the
+    dynamic broker configs kept in ``layers`` (highest first), and where each value comes from:
+    Kafka's precedence (DynamicBrokerConfig: the broker's own dynamic configs over the
+    cluster-wide default ones over server.properties; Kafka's defaults, below them, are the
+    caller's), a higher layer's over a lower one's at the same level.  The one order of the
+    offline commands and the fleet scan, for a topic's defaults (:func:`resolve`) and the
+    broker-only settings alike (:func:`broker_setting`); serve's BrokerConfig keeps its layers in
+    the same order."""
+    values = dict(server_props or {})
+    sources = {k: f"{SOURCE_SERVER} ({k})" for k in values}
+    for level in ("broker_default", "broker_node"):
+        for layer in reversed(layers):
+            for k, v in getattr(layer, level).items():
+                values[k] = v
+                sources[k] = f"{layer.label}: dynamic broker config ({k})"
+    return values, sources
+
+
+def broker_set_value(
+    name: str, server_props: Mapping[str, str] | None, layers: Sequence[ConfigLayer] = ()
+) -> tuple[str, str] | None:
+    """(value, source) of a broker setting as :func:`broker_values` sets it, None: unset (Kafka's
+    default applies)."""
+    values, sources = broker_values(server_props, layers)
+    return (values[name], sources[name]) if name in values else None
+
+
+def broker_setting(
+    server_props: Mapping[str, str] | None, name: str, layers: Sequence[ConfigLayer] = ()
+) -> tuple[float, str]:
+    """A broker-only cleaner setting and its source (:func:`broker_set_value`, else Kafka's
+    default)."""
+    found = broker_set_value(name, server_props, layers)
+    if found is None:
+        return CLEANER_BROKER_DEFAULTS[name], SOURCE_DEFAULT
+    value, source = found
+    try:
+        return float(value), source
+    except ValueError:
+        raise SettingsError(f"invalid value {value!r} for {name} ({source})") from None

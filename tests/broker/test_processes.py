@@ -899,3 +899,39 @@ def test_a_member_takes_the_primarys_dynamic_configs_by_the_value_rule(tmp_path,
     finally:
         ours.close()
         held.close()
+
+
+def test_a_value_the_dirs_dynamic_config_file_holds_and_kafka_refuses_is_said_once(make_broker, tmp_path):
+    """The log dir's dynamic-config file with a value Kafka refuses: the primary reads the file
+    and says so once; a member takes the primary's layers (the value already left out) and never
+    reads the file, so the operator sees one warning, not one per process.  The valid rest
+    applies in every process: the member's partitions roll at the file's log.segment.bytes."""
+    import json
+
+    from kafkatool.log import topic_settings as ts
+
+    data = tmp_path / "data"
+    data.mkdir()
+    doc = {
+        "version": 1,
+        "broker": 1,
+        "configs": {"log.segment.bytes": "5"},
+        "default_configs": {"log.roll.ms": "3600000", "log.segment.bytes": "1024"},
+    }
+    (data / ts.DYNAMIC_CONFIGS_FILE).write_text(json.dumps(doc))
+    b = make_broker(data, extra=OVERRIDES).start(timeout=40)
+    ignored = "dynamic broker config log.segment.bytes in"
+    try:
+        assert wait_until(lambda: len(metadata(b.bootstrap, "").brokers) == 2)
+        topic = name("said")
+        create_topic(b.bootstrap, topic, 4)
+        member_parts = [p for p in range(4) if owner_index(topic, p, 2) == 1]
+        assert member_parts
+        produce(b.bootstrap, topic, 4, 30, **{"linger.ms": 0, "batch.num.messages": 1})
+        for p in member_parts:  # 30 batches of ~80 bytes at log.segment.bytes=1024
+            assert len(list((data / f"{topic}-{p}").glob("*.log"))) > 1
+    finally:
+        assert b.stop() == 0
+    text = b.log_text()
+    assert text.count(ignored) == 1, text[-3000:]
+    assert "process=1" in text  # the member's lines are in the same log

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from kafkatool.cli import app
 from kafkatool.forensics.verify import verify_path
 from kafkatool.formats import checkpoint as ck
+from kafkatool.log import topic_settings as ts
 from kafkatool.log.config import LogConfig
 from kafkatool.log.log import Log
 from kafkatool.log.recovery import QUARANTINE_DIR
@@ -390,3 +391,100 @@ def test_interrupted_compaction_loses_nothing(tmp_path, mode):
         if n % 5 == 0:
             assert not errors(work), f"fault point {n}: {ops[n]}"
         shutil.rmtree(work)
+
+
+def test_the_io_rate_a_serve_keeps_as_a_dynamic_config(tmp_path):
+    """log.cleaner.io.max.bytes.per.second set at runtime through a real serve (`kafkatool configs
+    alter`: IncrementalAlterConfigs, kept in the log dir's dynamic-config file) is the rate
+    compact runs with, in Kafka's order: the flag > the broker's own dynamic config > the
+    cluster-wide default one > server.properties > Kafka's default; at every step the rate serve
+    itself describes (DescribeConfigs of broker 1).  --dry-run reads the dir beside the running
+    broker."""
+    from tests.broker.conftest import BrokerProcess
+    from tests.broker.test_admin import create, describe
+    from tests.broker.wire import WireClient
+
+    rate = "log.cleaner.io.max.bytes.per.second"
+    props = tmp_path / "server.properties"
+    props.write_text(f"{rate}=3000000\n")
+    data = tmp_path / "data"
+    b = BrokerProcess(data).start()
+
+    def alter(*args) -> None:
+        res = runner.invoke(
+            app, ["configs", "alter", "--bootstrap-server", b.bootstrap, "--entity-type", "brokers", *args]
+        )
+        assert res.exit_code == 0, res.output
+
+    def served() -> float | None:
+        with WireClient(b.bootstrap) as c:
+            entry = describe(c, "1", keys=[rate], rtype=4)[1][rate]
+        return float(entry.value) if entry.value is not None else None
+
+    def compacted(*extra) -> dict:
+        res = cli(data, "--dry-run", "--json", "--config", props, *extra)
+        assert res.exit_code in (0, 1), res.output
+        return lines(res)[-1]["io_max_bytes_per_second"]
+
+    kept = f"{ts.DYNAMIC_CONFIGS_FILE}: dynamic broker config ({rate})"
+    try:
+        with WireClient(b.bootstrap) as c:
+            assert create(c, "cmp", 1, configs={"cleanup.policy": "compact"}).error_code == 0
+        static = {"value": 3e6, "source": f"server.properties ({rate})"}
+        assert compacted() == static
+        alter("--entity-default", "--add-config", f"{rate}=1000000")
+        assert compacted() == {"value": 1e6, "source": kept} and served() == 1e6
+        alter("--entity-name", "1", "--add-config", f"{rate}=2000000")
+        assert compacted() == {"value": 2e6, "source": kept} and served() == 2e6
+        assert compacted("--io-max-bytes-per-second", "5e6") == {"value": 5e6, "source": "flag"}
+        alter("--entity-default", "--delete-config", rate)
+        assert compacted() == {"value": 2e6, "source": kept} and served() == 2e6
+        alter("--entity-default", "--add-config", f"{rate}=1000000")
+        alter("--entity-name", "1", "--delete-config", rate)
+        assert compacted() == {"value": 1e6, "source": kept} and served() == 1e6
+        alter("--entity-default", "--delete-config", rate)
+        assert compacted() == static
+    finally:
+        assert b.stop() == 0
+
+
+def test_the_cleaner_settings_a_kraft_log_keeps(tmp_path):
+    """A KRaft dir's dynamic broker configs (ConfigRecords of the broker resource: "" the
+    cluster-wide default, "1" the dir's node): the broker's own over the default, for the I/O
+    rate and the offset map's memory; a value Kafka refuses is left out with a warning; serve's
+    dynamic-config file over the KRaft log, as serve takes them (Broker._take_kraft_configs)."""
+    from kafkatool.formats.generated.config_record import ConfigRecord
+    from tests.broker.test_topic_config_sources import _metadata_value, write_kraft_dir
+
+    def broker_config(node: str, name: str, value: str) -> bytes:
+        return _metadata_value(ConfigRecord(resource_type=4, resource_name=node, name=name, value=value), 4)
+
+    rate, memory = "log.cleaner.io.max.bytes.per.second", "log.cleaner.dedupe.buffer.size"
+    d = tmp_path / "kraft"
+    extra = [
+        broker_config("", rate, "1000000"),
+        broker_config("1", rate, "2000000"),
+        broker_config("2", rate, "7000000"),  # another node's: not this dir's broker
+        broker_config("", memory, "33554432"),
+        broker_config("1", memory, "lots"),  # not a LONG: Kafka leaves it out
+    ]
+    write_kraft_dir(d, "events", {"cleanup.policy": "compact"}, extra=extra)
+    res = cli(d, "--dry-run", "--json", "--now", NOW)
+    out = lines(res)
+    source = f"{ts.SOURCE_KRAFT}: dynamic broker config"
+    assert out[-1]["io_max_bytes_per_second"] == {"value": 2e6, "source": f"{source} ({rate})"}
+    assert out[-1]["offset_map"]["memory_source"] == f"{source} ({memory})"
+    assert out[-1]["offset_map"]["slots"] == 33554432 // 24
+    (warning,) = [x for x in out if x["type"] == "warning"]
+    assert (
+        f"dynamic broker config {memory} in {d / ts.CLUSTER_METADATA_DIR} (broker 1) ignored"
+        in warning["message"]
+    )
+    # serve's own file (changes made through serve) over the KRaft log's, as serve takes them
+    doc = {"version": 1, "broker": 1, "configs": {rate: "4000000"}, "default_configs": {}}
+    (d / ts.DYNAMIC_CONFIGS_FILE).write_text(json.dumps(doc))
+    out = lines(cli(d, "--dry-run", "--json", "--now", NOW))
+    assert out[-1]["io_max_bytes_per_second"] == {
+        "value": 4e6,
+        "source": f"{ts.DYNAMIC_CONFIGS_FILE}: dynamic broker config ({rate})",
+    }

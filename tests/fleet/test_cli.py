@@ -113,3 +113,31 @@ def test_job_module_entry_point(spark, tmp_path, capsys):
     objs = _lines(capsys.readouterr().out)
     assert code == 0 and objs[-1]["type"] == "summary" and objs[-1]["replicas"] == 3
     assert [o["broker"] for o in objs if o["type"] == "partition_size"] == [1, 2, 3]
+
+
+def test_a_refused_stored_topic_config_is_a_finding_row(spark, tmp_path):
+    """A KRaft dir whose metadata log stores cleanup.policy=bogus for a topic: the scan's finding
+    row names the topic, the record's file and offset and the refused value (exit 1: a broker
+    does not start with this dir)."""
+    from kafkatool.log import topic_settings as ts
+    from tests.broker.test_topic_config_sources import write_kraft_dir
+
+    d = tmp_path / "kraft"
+    write_kraft_dir(d, "events", {"cleanup.policy": "bogus"})
+    r = runner.invoke(app, ["fleet", "scan", str(d), "--json"])
+    assert r.exit_code == EXIT_FINDINGS, r.output
+    (f,) = [o for o in _lines(r.stdout) if o["type"] == "finding"]
+    assert (f["broker"], f["log_dir"], f["topic"], f["partition"], f["kind"], f["severity"]) == (
+        1,
+        str(d),
+        "events",
+        None,
+        "topic_config_refused",
+        "error",
+    )
+    assert (f["file"], f["offset"], f["position"]) == (
+        str(d / ts.CLUSTER_METADATA_DIR / "00000000000000000000.log"),
+        1,
+        0,
+    )
+    assert "invalid value 'bogus' for cleanup.policy" in f["message"]

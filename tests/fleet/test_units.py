@@ -263,3 +263,87 @@ def test_listing_takes_the_replica_brokers_own_kraft_configs(tmp_path):
     listing = S.list_log_dir(str(d), 7)
     assert listing.partitions[0].compacted is True
     assert [f["kind"] for f in listing.findings] == ["broker_id_overridden"]
+
+
+def test_a_stored_topic_config_a_broker_refuses_is_a_finding_naming_its_record(tmp_path):
+    """cleanup.policy=bogus stored for a topic in a KRaft log: a broker does not start with it
+    (Kafka: LogManager.fetchTopicConfigOverrides' LogConfig.fromProps, a fatal fault of the first
+    metadata publishing; serve: exit 2).  The scan says so, an error naming the ConfigRecord's
+    file, offset and batch position, the topic and the refused value, and leaves the value out:
+    the topic's other configs decide whether it is compacted (here the cluster-wide
+    log.cleanup.policy=compact; before, the bad value failed the resolution silently).  The notes
+    of the dir's dynamic broker configs are findings too, naming their records."""
+    from kafkatool.log import topic_settings as ts
+    from tests.broker.test_topic_config_sources import _broker_config_record, write_kraft_dir
+
+    d = tmp_path / "kraft"
+    extra = [
+        _broker_config_record("", "log.cleanup.policy", "compact"),  # offset 4
+        _broker_config_record("1", "log.segment.bytes", "5"),  # offset 5: below atLeast(14)
+    ]
+    # offsets: 0 TopicRecord, 1-3 the topic's ConfigRecords
+    write_kraft_dir(
+        d, "events", {"cleanup.policy": "bogus", "retention.ms": "soon", "segment.bytes": "2048"}, extra=extra
+    )
+    listing = S.list_log_dir(str(d))
+    (info,) = listing.partitions
+    assert info.compacted is True
+    segment = str(d / ts.CLUSTER_METADATA_DIR / "00000000000000000000.log")
+    found = [f for f in listing.findings if f["kind"] != "dynamic_config_ignored"]
+    assert found == [
+        {
+            "file": segment,
+            "position": 0,
+            "end": None,
+            "offset": 1,
+            "kind": "topic_config_refused",
+            "severity": "error",
+            "message": "topic events: stored config refused: invalid value 'bogus' for cleanup.policy: "
+            f"expected delete and/or compact (in {ts.SOURCE_KRAFT}); a broker does not start with it "
+            "(LogManager's topic LogConfig); the scan leaves it out",
+            "topic": "events",
+        },
+        {
+            "file": segment,
+            "position": 0,
+            "end": None,
+            "offset": 2,
+            "kind": "topic_config_refused",
+            "severity": "error",
+            "message": "topic events: stored config refused: invalid value 'soon' for retention.ms: not a "
+            f"number (in {ts.SOURCE_KRAFT}); a broker does not start with it (LogManager's topic "
+            "LogConfig); the scan leaves it out",
+            "topic": "events",
+        },
+    ]
+    (note,) = [f for f in listing.findings if f["kind"] == "dynamic_config_ignored"]
+    assert (note["file"], note["offset"], note["position"], note["severity"]) == (segment, 5, 0, "warning")
+    assert note["message"] == (
+        f"dynamic broker config log.segment.bytes in {d / ts.CLUSTER_METADATA_DIR} (broker 1) ignored: "
+        "Invalid value 5 for configuration log.segment.bytes: Value must be at least 14"
+    )
+    # serve refuses the dir for the same value, by the same rule
+    from kafkatool.broker.config import BrokerConfig, ConfigError
+
+    with pytest.raises(ConfigError, match="invalid value 'bogus' for cleanup.policy"):
+        BrokerConfig().log_config({"cleanup.policy": "bogus"})
+
+
+def test_a_dynamic_set_a_broker_cannot_run_with_is_a_finding(tmp_path):
+    """The note serve logs when a stored set breaks KafkaConfig's requirements (nothing of it is
+    taken) is a warning finding of the scan, naming where the set is kept."""
+    from kafkatool.log import topic_settings as ts
+    from tests.broker.test_topic_config_sources import _broker_config_record, write_kraft_dir
+
+    d = tmp_path / "kraft"
+    write_kraft_dir(d, "events", {}, extra=[_broker_config_record("", "log.retention.ms", "0")])
+    (f,) = S.list_log_dir(str(d)).findings
+    assert (f["kind"], f["severity"], f["file"], f["topic"]) == (
+        "dynamic_configs_not_applied",
+        "warning",
+        str(d / ts.CLUSTER_METADATA_DIR),
+        None,
+    )
+    assert f["message"].endswith(
+        "requirement failed: log.retention.ms must be unlimited (-1) or, greater than or equal to 1"
+    )

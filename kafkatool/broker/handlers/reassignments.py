@@ -436,8 +436,9 @@ def _elect_in_cluster(broker, req, wanted):
 
 
 def register(router) -> None:
-    if getattr(router, "broker", None) is not None:
-        load_dynamic_configs(router.broker)
+    broker = getattr(router, "broker", None)
+    if broker is not None and not broker.member_process:  # a member takes the primary's
+        load_dynamic_configs(broker)
     router.register(ALTER_PARTITION_REASSIGNMENTS, 0, 0, handle_alter_partition_reassignments)
     router.register(LIST_PARTITION_REASSIGNMENTS, 0, 0, handle_list_partition_reassignments)
     router.register(ELECT_LEADERS, 0, 2, handle_elect_leaders)
