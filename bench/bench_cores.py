@@ -8,10 +8,15 @@
 (c) under ``taskset -c 0,1``, one process (for information: what a second core gives a
     broker of one process).
 
-Where the load generators run is stated with every figure: on a machine of 4 cores or more
-they are pinned to the cores the broker does not use (2 and up: the clean measurement the
-issue asks for); with fewer cores they are not pinned (they run on whatever core is free,
-the same way in every run, and share the broker's cores).  With several processes each partition's produce and fetch connections go to
+Where the load generators run is stated with every figure, and is the same rule in every
+run, as the issue asks ("generator on the rest or on the same cores in both runs, stated";
+``--load``): on a machine of 4 cores or more they are pinned to the cores the broker does not
+use (2 and up: ``rest``); with fewer cores there is no rest for the 2-core run, so they are
+pinned to the broker's own cores in each run (``same``: core 0 in (a), cores 0-1 in (b) and
+(c)), so that 1 core and 2 cores each carry the broker and its load.  ``--load unpinned``
+is the rule sessions 12-14 measured with: the generators on whatever core is free, which on 2
+cores gives the 1-core broker a second core for its load but not the 2-core one (the ratio
+then compares the broker alone with the broker plus its load).  With several processes each partition's produce and fetch connections go to
 its leader (``bench_broker.leader_ports``, from Metadata).  Figures: produce with 16 KiB
 batches (acks=1, ``bench_broker``'s raw producer) and a many-partition fetch (16
 partitions read from the start with ``bench_limits``' lean fetch loop).  The issue's target
@@ -151,8 +156,31 @@ class Egress:
     readers_cpu: float
 
 
-def run(workdir: Path, cpus: str, seconds: float, processes: int = 1) -> Run:
+def run(workdir: Path, cpus: str, seconds: float, processes: int = 1, load_here: bool = False) -> Run:
+    """One serve under ``taskset -c cpus``; ``load_here``: the load generators (threads and
+    processes started by this thread from now on inherit its affinity) run on ``cpus`` too."""
     t = start_pinned(workdir, cpus, processes)
+    with _load_on(cpus if load_here else None):
+        return _measure(t, processes, seconds)
+
+
+class _load_on:
+    """Pin the calling thread (the load generators it starts inherit it) to ``cpus`` for the
+    block, then back; ``None``: leave it."""
+
+    def __init__(self, cpus: str | None) -> None:
+        self.cpus = None if cpus is None else {int(c) for c in cpus.split(",")}
+
+    def __enter__(self) -> None:
+        self.before = os.sched_getaffinity(0)
+        if self.cpus is not None:
+            os.sched_setaffinity(0, self.cpus)
+
+    def __exit__(self, *exc) -> None:
+        os.sched_setaffinity(0, self.before)
+
+
+def _measure(t: BB.Target, processes: int, seconds: float) -> Run:
     try:
         BB.create_topic(t.port, "cores", BB.PARTITIONS)
         ports = BB.leader_ports(t.port, "cores") if processes > 1 else None
@@ -278,16 +306,24 @@ def _median_run(runs: list[Run]) -> Run:
     )
 
 
-def pin_load() -> str:
-    """Pin this process (the load generators: threads started from now on inherit it) to
-    cores 2 and up when there are at least 2 of them besides the broker's; returns where
-    the load runs, as the rows say it."""
+def pin_load(mode: str) -> tuple[str, bool]:
+    """Where the load generators run (``--load``): ``rest`` pins this process (the load
+    generators: threads and processes started from now on inherit it) to cores 2 and up,
+    ``same`` leaves it to each run (the broker's cores, see :func:`run`), ``unpinned``
+    leaves it; ``auto`` is ``rest`` with at least 2 cores besides the broker's, else
+    ``same``.  Returns the rows' wording and whether each run pins its load."""
     cores = sorted(os.sched_getaffinity(0))
     rest = [c for c in cores if c not in (0, 1)]
-    if len(rest) < 2:
-        return f"load unpinned, {len(cores)} cores"
-    os.sched_setaffinity(0, rest)
-    return f"load on cores {rest[0]}-{rest[-1]}"
+    if mode == "auto":
+        mode = "rest" if len(rest) >= 2 else "same"
+    if mode == "rest":
+        if not rest:
+            sys.exit("--load rest needs cores besides 0 and 1")
+        os.sched_setaffinity(0, rest)
+        return f"load on cores {rest[0]}-{rest[-1]}", False
+    if mode == "same":
+        return "load on the broker's cores", True
+    return f"load unpinned, {len(cores)} cores", False
 
 
 def main() -> None:
@@ -297,12 +333,18 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--dir", type=Path, default=None)
     ap.add_argument("--json", action="store_true", help="one JSON row per line (bench/table.py)")
+    ap.add_argument(
+        "--load",
+        choices=("auto", "rest", "same", "unpinned"),
+        default="auto",
+        help="where the load generators run, the same rule in every run (default auto: rest with 4+ cores, else same)",
+    )
     args = ap.parse_args()
     if shutil.which("taskset") is None or (os.cpu_count() or 1) < 2:
         sys.exit("needs taskset and at least 2 cores")
     seconds = 1.5 if args.quick else args.seconds
     rounds = 1 if args.quick else max(1, args.rounds)
-    where = pin_load()
+    where, load_here = pin_load(args.load)
     work = Path(tempfile.mkdtemp(prefix="kafkatool-cores-", dir=args.dir))
     setups = {"one": ("0", 1), "two": ("0,1", 2), "wide": ("0,1", 1)}  # (a), (b), (c)
     runs: dict[str, list[Run]] = {k: [] for k in setups}
@@ -311,9 +353,10 @@ def main() -> None:
         for r in range(rounds):
             for k in setups if r % 2 == 0 else reversed(setups):
                 cpus, processes = setups[k]
-                runs[k].append(run(work, cpus, seconds, processes=processes))
+                runs[k].append(run(work, cpus, seconds, processes=processes, load_here=load_here))
             for cpus in machine if r % 2 == 0 else reversed(machine):
-                machine[cpus].append(egress_scaling(work, cpus, PARTITIONS, seconds))
+                with _load_on(cpus if load_here else None):  # the readers where the broker's load runs
+                    machine[cpus].append(egress_scaling(work, cpus, PARTITIONS, seconds))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     one, two, wide = (_median_run(runs[k]) for k in setups)
