@@ -129,7 +129,7 @@ def describe_offline(log_dirs: list[Path], pattern: str | None, exclude_internal
                 )
                 tid = tid or (str(lg.topic_id) if lg.topic_id is not None else None)
             configs, source = {}, ""
-            for layer in layers:
+            for layer in ts.topic_layers(n, layers):
                 got = layer.get(n)
                 if got:
                     configs = dict(got)

@@ -156,8 +156,10 @@ DYNAMIC_ONLY_CONFIGS = frozenset(
     )
 )
 
-#: the sources of BrokerConfig._values' layers, in their order
-_LAYER_SOURCES = (SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT_BROKER, SOURCE_STATIC_BROKER)
+#: the sources of BrokerConfig's layers, in their order (topic_settings.broker_levels)
+_LAYER_SOURCES = ts.broker_levels(SOURCE_STATIC_BROKER, SOURCE_DYNAMIC_DEFAULT_BROKER, SOURCE_DYNAMIC_BROKER)
+#: BrokerConfig's fields that hold the three levels
+_LEVEL_FIELDS = frozenset(("explicit", "dynamic", "dynamic_default"))
 
 #: update modes (DynamicBrokerConfig.dynamicConfigUpdateModes, and the throttles' own)
 PER_BROKER = "per-broker"
@@ -819,6 +821,24 @@ class BrokerConfig:
     dynamic_default: dict[str, str] = field(default_factory=dict)
     #: the notes take_dynamic made at its last call (not made again)
     _said: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
+    #: the three levels in Kafka's order, highest first (topic_settings.broker_levels), and with
+    #: the source each reports: resolved when a level is replaced (they change in place
+    #: otherwise), not at every lookup (every produce request looks settings up)
+    _levels: tuple[dict[str, str], ...] = field(init=False, repr=False, compare=False)
+    _sourced: tuple[tuple[dict[str, str], int], ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._order_levels()
+
+    def __setattr__(self, name: str, value) -> None:
+        object.__setattr__(self, name, value)
+        if name in _LEVEL_FIELDS and "_levels" in self.__dict__:
+            self._order_levels()
+
+    def _order_levels(self) -> None:
+        levels = ts.broker_levels(self.explicit, self.dynamic_default, self.dynamic)
+        object.__setattr__(self, "_levels", levels)
+        object.__setattr__(self, "_sourced", tuple(zip(levels, _LAYER_SOURCES, strict=True)))
 
     @classmethod
     def load(
@@ -842,30 +862,22 @@ class BrokerConfig:
         return unknown_configs(self.explicit)
 
     # ------------------------------------------------------------------ raw values
-    def _values(self) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
-        """The set values, in Kafka's order of precedence (DynamicBrokerConfig), highest first."""
-        return self.dynamic, self.dynamic_default, self.explicit
-
-    def _layers(self) -> tuple[tuple[dict[str, str], int], ...]:
-        """Each of :meth:`_values` with the source it reports."""
-        return tuple(zip(self._values(), _LAYER_SOURCES, strict=True))
-
     def get(self, name: str) -> str | None:
-        for layer in self._values():  # every produce request asks: no source pairs built
+        for layer in self._levels:  # every produce request asks: no source pairs built
             if name in layer:
                 return layer[name]
         d = BROKER_CONFIGS.get(name)
         return d.default if d is not None else None
 
     def source(self, name: str) -> int:
-        for layer, source in self._layers():
+        for layer, source in self._sourced:
             if name in layer:
                 return source
         return SOURCE_DEFAULT
 
     def is_set(self, name: str) -> bool:
         """Given somewhere (a dynamic layer or server.properties), not only Kafka's default."""
-        return any(name in layer for layer, _source in self._layers())
+        return any(name in layer for layer, _source in self._sourced)
 
     def synonyms(self, name: str) -> list[tuple[str, str | None, int]]:
         """(name, value, source) of every layer that gives ``name`` or a synonym of it, Kafka's
@@ -881,7 +893,7 @@ class BrokerConfig:
             and d.dynamic != DYNAMIC_ONLY
         }
         out = []
-        for layer, source in (*self._layers(), (defaults, SOURCE_DEFAULT)):
+        for layer, source in (*self._sourced, (defaults, SOURCE_DEFAULT)):
             out += [(n, layer[n], source) for n in names if n in layer]
         while out and out[0][0] != name:
             out.pop(0)
@@ -1017,9 +1029,7 @@ class BrokerConfig:
     def inter_broker_listener(self) -> Listener:
         """The listener brokers talk to each other on (inter.broker.listener.name, else the first
         advertised listener with security.inter.broker.protocol), Kafka's rules."""
-        name = self.explicit.get("inter.broker.listener.name") or self.dynamic.get(
-            "inter.broker.listener.name"
-        )
+        name = self.get("inter.broker.listener.name")
         if name and "security.inter.broker.protocol" in self.explicit:
             raise ConfigError(
                 "Only one of inter.broker.listener.name and security.inter.broker.protocol should be set."
@@ -1055,7 +1065,7 @@ class BrokerConfig:
         """Only ``listener.name.<name>.<setting>``, None when the listener does not set it itself."""
         lname = listener if isinstance(listener, str) else listener.name
         key = f"listener.name.{lname.lower()}.{name}"
-        for layer, _source in self._layers():
+        for layer, _source in self._sourced:
             if key in layer:
                 return layer[key]
         return None
@@ -1066,7 +1076,7 @@ class BrokerConfig:
         return [Path(p.strip()) for p in raw.split(",") if p.strip()]
 
     def _set_values(self) -> dict[str, str]:
-        return {**self.explicit, **self.dynamic_default, **self.dynamic}
+        return ts.merge_broker_levels(self.explicit, self.dynamic_default, self.dynamic)
 
     def broker_value_for_topic(self, topic_name: str) -> tuple[str | None, int]:
         """(value, source) a topic inherits for ``topic_name`` from the broker: the value of the

@@ -282,7 +282,15 @@ class Broker:
         if self.cluster is None and not self.is_member:  # a member takes the primary's
             kraft, notes = self._take_kraft_configs(dirs)
         log_config = self._log_config_memo()
-        topic_configs = {n: log_config(t.configs) for n, t in self.metadata.topics.items()}
+        in_file = set(self.metadata.topics)
+
+        def stored_log_config(name: str, configs: dict[str, str]) -> LogConfig:
+            try:
+                return log_config(configs)
+            except ConfigError as exc:
+                raise self._stored_config_refused(name, exc, kraft if name not in in_file else []) from None
+
+        topic_configs = {n: stored_log_config(n, t.configs) for n, t in self.metadata.topics.items()}
         if self.cluster is not None:
             topic_configs.update(self._zk_topic_configs(dirs, log_config))
         clean = (
@@ -325,7 +333,7 @@ class Broker:
                 t.leader_epochs[p] = epoch
         owns = self.processes.owns if self.processes is not None else None
         for name, t in self.metadata.topics.items():
-            cfg = log_config(t.configs)
+            cfg = stored_log_config(name, t.configs)
             self.manager.topic_configs[name] = cfg
             for p in range(t.partitions):
                 if owns is not None and not owns((name, p)):
@@ -376,6 +384,25 @@ class Broker:
             new_dirs,
         )
         return self.startup
+
+    def _stored_config_refused(self, name: str, exc: ConfigError, kraft: list) -> ConfigError:
+        """Start-up's refusal of a topic's stored configs (Kafka does not start: LogManager's
+        topic LogConfig.fromProps), naming the topic, the value and where it is stored, as the
+        fleet scan's topic_config_refused finding does (topic_settings.stored_refusals): the
+        first of ``kraft`` (the dirs' KRaft layers) that holds the topic, which reconcile took its
+        configs from, else the embedded metadata."""
+        from kafkatool.log import topic_settings as ts
+
+        layer = next((la for la in kraft if la.holds(name)), None)
+        if layer is None:
+            t = self.metadata.topics[name]
+            layer = ts.ConfigLayer(ts.SOURCE_EMBEDDED, {name: t.configs}, kept_in=str(self.metadata.path))
+        refused = ts.stored_refusals(layer, name)
+        if not refused:  # no one value: the values together (LogConfig's rules between them)
+            return ConfigError(
+                f"topic {name}: stored configs refused: {exc} (in {layer.label}: {layer.kept_in})"
+            )
+        return ConfigError("; ".join(map(str, refused)))
 
     def _zk_topic_configs(self, dirs: list[Path], log_config) -> dict[str, LogConfig]:
         """Cluster mode: the LogConfig of each topic with a log here and overrides in

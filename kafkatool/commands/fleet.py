@@ -54,7 +54,11 @@ stored_configs_unreadable for a place that cannot be read).  A topic config
 value a broker refuses (cleanup.policy=bogus: it does not start with it) is
 an error finding, topic_config_refused, naming the topic, the value and the
 record (file, offset, batch position) that stored it; the scan leaves it out
-and the topic's other configs decide.
+and the topic's other configs decide.  A topic stored with
+remote.storage.enable=true is an error finding too,
+topic_remote_storage_enabled, naming its record: tiered storage is off, so a
+KRaft broker (and kafkatool serve) logs an error and serves the topic as a
+local log, and a ZooKeeper-mode broker does not start.
 
 Where it runs: embedded Spark (local[*], nothing to install) by default;
 --master spark://HOST:PORT, yarn or k8s://... for a cluster (the kafkatool

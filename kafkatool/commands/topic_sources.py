@@ -29,7 +29,10 @@ configs that override server.properties), ZooKeeper /config/topics/TOPIC and
 cluster (--bootstrap-server, DescribeConfigs);
 __consumer_offsets and __transaction_state are compacted by definition, and a
 partition listed in the dir's cleaner-offset-checkpoint is treated as
-compacted when no source says otherwise.  Dynamic broker configs are taken as a
+compacted when no source says otherwise.  A dir that holds both (kafkatool
+serve ran on a dir a KRaft broker wrote) is read as serve reads it: a topic
+kafkatool-cluster.json holds has its configs from there alone, changes and
+deletions made through serve included, the KRaft log's are not used for it.  Dynamic broker configs are taken as a
 broker takes them at start-up: one Kafka would not take (an invalid value, a
 read-only config) is left out with a warning, and a set a broker could not run
 with is not used at all.  The broker's own dynamic configs are those of the node

@@ -175,10 +175,6 @@ def dir_config_layers(root: Path, broker: int | None) -> list[ts.ConfigLayer]:
     return layers
 
 
-#: a log dir layer's label -> the file or dir in the log dir that keeps its configs
-_KEPT_IN = {ts.SOURCE_EMBEDDED: ts.EMBEDDED_METADATA_FILE, **dlc.DYNAMIC_KEPT_IN}
-
-
 def _config_finding(
     where: tuple[str, int | None, int | None], kind: str, severity: str, message: str, topic: str | None
 ) -> dict:
@@ -197,31 +193,32 @@ def _config_finding(
 
 
 def stored_config_findings(root: Path, layers: list[ts.ConfigLayer]) -> list[dict]:
-    """What a broker says of the configs the log dir keeps, as findings: a topic config value it
-    refuses (ts.refused_topic_configs: it does not start with one; an error, naming the record
-    that stored it), left out of ``layers`` so that the topic's other configs still decide
-    whether it is compacted; and the notes of its dynamic broker configs
-    (log/dynamic_log_config: a value left out, a set not applied; what serve logs as a warning
-    and runs without), naming the record where the place has them."""
+    """What a broker says of the configs the log dir keeps, as findings, each naming the record
+    (or file) that stored it as serve's start-up does (ts.StoredRefusal): a topic config value
+    it refuses (ts.stored_refusals: it does not start with one; an error), left out of
+    ``layers`` so that the topic's other configs still decide whether it is compacted; a topic
+    stored with remote.storage.enable=true (ts.stored_remote_storage: an error; serve and a
+    KRaft broker log it and serve the topic as a local log, a ZooKeeper-mode broker does not
+    start); and the notes of its dynamic broker configs (log/dynamic_log_config: a value left
+    out, a set not applied; what serve logs as a warning and runs without)."""
     out = []
     for layer in layers:
-        kept_in = str(root / _KEPT_IN[layer.label]) if layer.label in _KEPT_IN else str(root)
-        for topic, configs in layer.topics.items():
-            refused = ts.refused_topic_configs(configs)
-            for name, why in refused.items():
-                where = layer.origins.get((ts.TOPIC_ORIGIN, topic, name), (kept_in, None, None))
-                out.append(
-                    _config_finding(
-                        where,
-                        "topic_config_refused",
-                        V.ERROR,
-                        f"topic {topic}: stored config refused: {why} (in {layer.label}); a broker does "
-                        "not start with it (LogManager's topic LogConfig); the scan leaves it out",
-                        topic,
-                    )
-                )
-            if refused:
-                layer.topics[topic] = {k: v for k, v in configs.items() if k not in refused}
+        kept_in = layer.kept_in or str(root)
+        refused: dict[str, set[str]] = {}
+        for r in ts.stored_refusals(layer):
+            refused.setdefault(r.topic, set()).add(r.name)
+            message = (
+                f"{r}; a broker does not start with it (LogManager's topic LogConfig); the scan leaves it out"
+            )
+            out.append(_refusal_finding(r, "topic_config_refused", message))
+        for r in ts.stored_remote_storage(layer):
+            message = (
+                f"{r}; tiered storage is off: a KRaft broker (and serve) logs it as an error and "
+                "serves the topic as a local log, a ZooKeeper-mode broker does not start"
+            )
+            out.append(_refusal_finding(r, "topic_remote_storage_enabled", message))
+        for topic, names in refused.items():
+            layer.topics[topic] = {k: v for k, v in layer.topics[topic].items() if k not in names}
         for note in layer.notes:
             config = getattr(note, "config", None)
             per_broker = getattr(note, "per_broker", None)
@@ -234,6 +231,10 @@ def stored_config_findings(root: Path, layers: list[ts.ConfigLayer]) -> list[dic
                 kind = "dynamic_config_ignored"
             out.append(_config_finding(where, kind, V.WARNING, str(note), None))
     return out
+
+
+def _refusal_finding(r: ts.StoredRefusal, kind: str, message: str) -> dict:
+    return _config_finding((r.file, r.offset, r.position), kind, V.ERROR, message, r.topic)
 
 
 def _policy_compacts(root: Path, layers, findings: list[dict]):

@@ -276,7 +276,7 @@ def take_stored(
             else:
                 new[per_broker][k] = v
     changed = [k for change in changes.values() for k in change] if running else ()
-    err = defaults_error({**static, **new.get(False, {}), **new.get(True, {})}, changed)
+    err = defaults_error(ts.merge_broker_levels(static, new.get(False, {}), new.get(True, {})), changed)
     if err is not None:
         wheres = " and ".join(found[per_broker][0] for per_broker in changes)
         levels = list(changes)

@@ -17,10 +17,12 @@ DescribeConfigs type and Kafka's default.
 Offline, the topic layer may come from several places at once; each is a
 :class:`ConfigLayer` with a label, and :func:`resolve` records for every
 setting which layer gave the value, so commands can say so.  Order: flag >
---topic-config > live cluster > ZooKeeper > KRaft metadata log > embedded
-metadata > the internal topics' definition > evidence in the dir (the
-cleaner-offset-checkpoint lists compacted partitions) > server.properties >
-Kafka's default.
+--topic-config > live cluster > ZooKeeper > embedded metadata (a topic it holds
+takes its configs from it alone, as serve does) > KRaft metadata log > the
+internal topics' definition > evidence in the dir (the cleaner-offset-checkpoint
+lists compacted partitions) > the broker's own dynamic configs > the cluster-wide
+default ones > server.properties (:func:`broker_levels`, the one order of the
+broker's settings, serve's BrokerConfig's as well) > Kafka's default.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TypeVar
 
 from kafkatool.errors import KafkatoolError
 from kafkatool.formats.errors import FormatError
@@ -424,6 +427,62 @@ def refused_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
     return out
 
 
+@dataclass(frozen=True)
+class StoredRefusal:
+    """What a broker says of one config a topic has stored (:func:`stored_refusals`), and where
+    it is stored: the file, and for a place with records (a KRaft log) the record's offset and
+    its batch's byte position.  serve's start-up refusal and the fleet scan's findings say it
+    the same way (its ``str``)."""
+
+    topic: str
+    name: str
+    #: the check's message (it names the value)
+    why: str
+    #: the label of the layer that keeps it
+    store: str
+    file: str
+    offset: int | None = None
+    position: int | None = None
+
+    @property
+    def where(self) -> str:
+        if self.offset is None:
+            return self.file
+        return f"{self.file}, record at offset {self.offset}, batch at byte {self.position}"
+
+    def __str__(self) -> str:
+        return f"topic {self.topic}: stored config refused: {self.why} (in {self.store}: {self.where})"
+
+
+def _stored_at(layer: ConfigLayer, topic: str, name: str, why: str) -> StoredRefusal:
+    file, offset, position = layer.origins.get(
+        (TOPIC_ORIGIN, topic, name), (layer.kept_in or layer.label, None, None)
+    )
+    return StoredRefusal(topic, name, why, layer.label, file, offset, position)
+
+
+def stored_refusals(layer: ConfigLayer, topic: str | None = None) -> list[StoredRefusal]:
+    """The topic config values kept in ``layer`` (``topic``: that topic's only) that a broker's
+    topic LogConfig refuses (:func:`refused_topic_configs`: Kafka does not start with one), each
+    with where it is stored."""
+    out = []
+    for t, configs in layer.topics.items():
+        if t is not None and (topic is None or t == topic):
+            out += [_stored_at(layer, t, name, why) for name, why in refused_topic_configs(configs).items()]
+    return out
+
+
+def stored_remote_storage(layer: ConfigLayer) -> list[StoredRefusal]:
+    """The topics ``layer`` keeps with remote.storage.enable=true, which a broker without tiered
+    storage (every one here) refuses as it takes them from the store
+    (:func:`stored_topic_config_error`), each with where the value is stored."""
+    return [
+        _stored_at(layer, t, "remote.storage.enable", err)
+        for t, configs in layer.topics.items()
+        if t is not None and (err := stored_topic_config_error(configs)) is not None
+    ]
+
+
 def validate_topic_change(overrides: Mapping[str, str | None], defaults: Mapping[str, str]) -> None:
     """Kafka's LogConfig.validate(props, the broker's topic defaults, remote storage off) for a
     topic's overrides as CreateTopics or AlterConfigs would leave them: every name and value,
@@ -480,11 +539,16 @@ class ConfigLayer:
     #: topic, name) or (BROKER_ORIGIN, per_broker, name) -> (file, offset of the record, byte
     #: position of its batch)
     origins: dict[tuple, tuple[str, int, int]] = field(default_factory=dict)
+    #: a topic held here takes its topic configs from here alone: the layers below are not read
+    #: for it (serve's embedded metadata, which serve reads that way: :func:`topic_layers`)
+    whole: bool = False
+    #: the file or dir that keeps these configs, when the layer was read from one
+    kept_in: str | None = None
 
     @property
     def broker(self) -> dict[str, str]:
         """The dynamic broker settings kept here, per-broker over cluster default."""
-        return {**self.broker_default, **self.broker_node}
+        return merge_broker_levels({}, self.broker_default, self.broker_node)
 
     def get(self, topic: str) -> dict[str, str]:
         out = dict(self.topics.get(None, {}))
@@ -508,13 +572,16 @@ def read_embedded(log_dir: Path) -> ConfigLayer | None:
         return None
     except (OSError, ValueError) as exc:
         return ConfigLayer(
-            SOURCE_EMBEDDED, {}, [f"{path}: unreadable ({exc}); its topic configs are not used"]
+            SOURCE_EMBEDDED,
+            {},
+            [f"{path}: unreadable ({exc}); its topic configs are not used"],
+            kept_in=str(path),
         )
     topics = {}
     for name, t in (data.get("topics") or {}).items():
         if isinstance(t, dict):
             topics[str(name)] = {str(k): str(v) for k, v in (t.get("configs") or {}).items()}
-    return ConfigLayer(SOURCE_EMBEDDED, topics)
+    return ConfigLayer(SOURCE_EMBEDDED, topics, whole=True, kept_in=str(path))
 
 
 def read_dynamic_broker_configs(log_dir: Path) -> ConfigLayer | None:
@@ -523,7 +590,7 @@ def read_dynamic_broker_configs(log_dir: Path) -> ConfigLayer | None:
     reading at start-up and the offline commands' (a log.retention.ms set at runtime is the
     broker's value for every topic without an override)."""
     path = Path(log_dir) / DYNAMIC_CONFIGS_FILE
-    layer = ConfigLayer(DYNAMIC_CONFIGS_FILE)
+    layer = ConfigLayer(DYNAMIC_CONFIGS_FILE, kept_in=str(path))
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -557,7 +624,7 @@ def read_kraft(log_dir: Path, node_id: int | None = None) -> ConfigLayer | None:
     mdir = Path(log_dir) / CLUSTER_METADATA_DIR
     if not mdir.is_dir():
         return None
-    layer = ConfigLayer(SOURCE_KRAFT)
+    layer = ConfigLayer(SOURCE_KRAFT, kept_in=str(mdir))
     configs: dict[str, dict[str, str]] = {}
     ids: dict[str, str] = {}
     if node_id is None:
@@ -642,20 +709,39 @@ def node_id_of(log_dir: Path) -> int | None:
 
 
 def dir_layers(log_dirs: list[Path], node_id: int | None = None) -> list[ConfigLayer]:
-    """The topic-config layers a set of log dirs holds, highest first: ``kafkatool serve``'s
-    dynamic broker configs (changes made through serve, which takes them over the KRaft log's),
-    the KRaft metadata log, then serve's embedded metadata; ``node_id``: the broker whose own
-    dynamic configs the KRaft log holds (None: each dir's meta.properties says)."""
-    dynamic, kraft, embedded = [], [], []
+    """The topic-config layers a set of log dirs holds, highest first, in the order serve takes
+    them: ``kafkatool serve``'s dynamic broker configs (changes made through serve, which takes
+    them over the KRaft log's: Broker._take_kraft_configs), serve's embedded metadata, then the
+    KRaft metadata log; ``node_id``: the broker whose own dynamic configs the KRaft log holds
+    (None: each dir's meta.properties says).
+
+    A dir holds both metadata stores once serve has run on a dir a KRaft broker wrote (serve's
+    first writable start takes the KRaft log's topics into kafkatool-cluster.json; serve never
+    writes the KRaft log, and never reads it again for a topic the file holds): the file's
+    configs are the topic's, changes made through serve included, the log's the state before
+    them (:attr:`ConfigLayer.whole`)."""
+    dynamic, embedded, kraft = [], [], []
     for d in log_dirs:
         for found, into in (
             (read_dynamic_broker_configs(d), dynamic),
-            (read_kraft(d, node_id), kraft),
             (read_embedded(d), embedded),
+            (read_kraft(d, node_id), kraft),
         ):
             if found is not None:
                 into.append(found)
-    return dynamic + kraft + embedded
+    return dynamic + embedded + kraft
+
+
+def topic_layers(topic: str, layers: Sequence[ConfigLayer]) -> list[ConfigLayer]:
+    """The layers (highest first) whose topic configs count for ``topic``: every one down to the
+    first :attr:`ConfigLayer.whole` layer that holds it (serve's embedded metadata: serve runs a
+    topic it holds with the file's configs alone, a config deleted through serve included)."""
+    out = []
+    for layer in layers:
+        out.append(layer)
+        if layer.whole and layer.holds(topic):
+            break
+    return out
 
 
 # ----------------------------------------------------------------------------- resolution
@@ -729,15 +815,19 @@ def resolve(
     layers: list[ConfigLayer] | None = None,
     flags: dict[str, object] | None = None,
 ) -> ResolvedConfig:
-    """The topic's LogConfig: flag > --topic-config > ``layers`` in order > internal-topic
-    definition > server.properties > Kafka's default."""
+    """The topic's LogConfig: flag > --topic-config > ``layers`` in order (down to the first
+    whole one that holds the topic: :func:`topic_layers`) > internal-topic definition (always:
+    what Kafka keeps by definition) > the layers' dynamic broker configs and server.properties
+    (:func:`broker_values`) > Kafka's default."""
     server_props = server_props or {}
     stack: list[ConfigLayer] = []
     if topic_overrides:
         stack.append(ConfigLayer(SOURCE_TOPIC, dict(topic_overrides)))
     stack += layers or []
+    topic_stack = topic_layers(topic, stack)
     if topic in INTERNAL_TOPIC_CONFIGS:
         stack.append(internal_layer())
+        topic_stack.append(stack[-1])
     # lowest first, so that a higher layer overwrites and the lower value is kept as shadowed
     chosen: dict[str, str] = {}
     sources: dict[str, tuple[str, str]] = {}
@@ -757,7 +847,7 @@ def resolve(
         if broker_name is not None:
             _checked(name, value, broker_src[broker_name])
             put(name, value, broker_src[broker_name])
-    for layer in reversed(stack):
+    for layer in reversed(topic_stack):
         for name, raw in layer.get(topic).items():
             if name not in LOG_CONFIG_NAMES:
                 continue
@@ -774,24 +864,60 @@ def resolve(
     return ResolvedConfig(topic, config, sources, shadowed, found_in)
 
 
+_Level = TypeVar("_Level")
+
+
+def broker_levels(static: _Level, default: _Level, node: _Level) -> tuple[_Level, _Level, _Level]:
+    """Kafka's order of the levels a broker setting is set at, highest first
+    (DynamicBrokerConfig: ``node``, the broker's own dynamic configs, over ``default``, the
+    cluster-wide default ones, over ``static``, server.properties; Kafka's defaults, below them,
+    are the caller's), of whatever stands for each level (their values, their sources).  The
+    one order: serve's BrokerConfig keeps its layers in it (resolved when a layer is replaced,
+    not per lookup), :func:`merge_broker_levels` and :func:`broker_values` (the offline
+    commands, the fleet scan) merge by it."""
+    return node, default, static
+
+
+def merge_broker_levels(
+    static: Mapping[str, str], default: Mapping[str, str], node: Mapping[str, str]
+) -> dict[str, str]:
+    """The values set at the three levels merged, a higher level's over a lower one's
+    (:func:`broker_levels`)."""
+    out: dict[str, str] = {}
+    for level in reversed(broker_levels(static, default, node)):
+        out.update(level)
+    return out
+
+
 def broker_values(
     server_props: Mapping[str, str] | None, layers: Sequence[ConfigLayer] = ()
 ) -> tuple[dict[str, str], dict[str, str]]:
     """The broker settings set for a broker with ``server_props`` (server.properties) and the
     dynamic broker configs kept in ``layers`` (highest first), and where each value comes from:
-    Kafka's precedence (DynamicBrokerConfig: the broker's own dynamic configs over the
-    cluster-wide default ones over server.properties; Kafka's defaults, below them, are the
-    caller's), a higher layer's over a lower one's at the same level.  The one order of the
-    offline commands and the fleet scan, for a topic's defaults (:func:`resolve`) and the
-    broker-only settings alike (:func:`broker_setting`); serve's BrokerConfig keeps its layers in
-    the same order."""
-    values = dict(server_props or {})
-    sources = {k: f"{SOURCE_SERVER} ({k})" for k in values}
-    for level in ("broker_default", "broker_node"):
+    :func:`broker_levels`' order, a higher layer's over a lower one's at the same level.  The
+    order of the offline commands and the fleet scan, for a topic's defaults (:func:`resolve`)
+    and the broker-only settings alike (:func:`broker_setting`)."""
+
+    def level(attr: str) -> tuple[dict[str, str], dict[str, str]]:
+        values: dict[str, str] = {}
+        sources: dict[str, str] = {}
         for layer in reversed(layers):
-            for k, v in getattr(layer, level).items():
+            for k, v in getattr(layer, attr).items():
                 values[k] = v
                 sources[k] = f"{layer.label}: dynamic broker config ({k})"
+        return values, sources
+
+    static = dict(server_props or {})
+    levels = broker_levels(
+        (static, {k: f"{SOURCE_SERVER} ({k})" for k in static}),
+        level("broker_default"),
+        level("broker_node"),
+    )
+    values: dict[str, str] = {}
+    sources: dict[str, str] = {}
+    for level_values, level_sources in reversed(levels):
+        values.update(level_values)
+        sources.update(level_sources)
     return values, sources
 
 

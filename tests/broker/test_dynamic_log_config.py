@@ -263,3 +263,48 @@ def test_local_retention_above_retention_is_refused_as_dynamic_log_config_does(b
         assert inc(c, BROKER, "1", (RET, DELETE, None), (LOCAL_MS, DELETE, None)) == (0, None)
         assert inc(c, BROKER, "", (LOCAL_MS, DELETE, None)) == (0, None)
         assert describe(c, "", rtype=BROKER)[1] == {}
+
+
+def test_serve_and_the_offline_commands_rank_the_levels_by_one_rule(tmp_path):
+    """The broker's own dynamic config > the cluster-wide default one > server.properties >
+    Kafka's default, by one rule (topic_settings.broker_levels) for serve's BrokerConfig and the
+    offline commands: for a config set at every level, at the two lower ones and at
+    server.properties alone, the value (and level) a real serve describes is the one the offline
+    resolution of its dir gives; and serve's lookup follows a level that is replaced, not only one
+    changed in place."""
+    from kafkatool.broker import config as C
+
+    clean = "log.cleaner.min.compaction.lag.ms"
+    b = BrokerProcess(tmp_path / "data", extra=[f"{RET}=1000", f"{SEG}=1048576", f"{clean}=7"]).start()
+    try:
+        with WireClient(b.bootstrap) as c:
+            assert inc(c, BROKER, "", (RET, SET, "2000"), (SEG, SET, "2097152")) == (0, None)
+            assert inc(c, BROKER, "1", (RET, SET, "3000")) == (0, None)
+            served = describe(c, "1", keys=[RET, SEG, clean], rtype=BROKER)[1]
+    finally:
+        assert b.stop() == 0
+    levels = {
+        C.SOURCE_DYNAMIC_BROKER: f"{ts.DYNAMIC_CONFIGS_FILE}: dynamic broker config",
+        C.SOURCE_DYNAMIC_DEFAULT_BROKER: f"{ts.DYNAMIC_CONFIGS_FILE}: dynamic broker config",
+        C.SOURCE_STATIC_BROKER: ts.SOURCE_SERVER,
+    }
+    assert {n: (e.value, e.config_source) for n, e in served.items()} == {
+        RET: ("3000", C.SOURCE_DYNAMIC_BROKER),
+        SEG: ("2097152", C.SOURCE_DYNAMIC_DEFAULT_BROKER),
+        clean: ("7", C.SOURCE_STATIC_BROKER),
+    }
+    static = {RET: "1000", SEG: "1048576", clean: "7"}
+    values, sources = ts.broker_values(static, ts.dir_layers([b.data_dir]))
+    for name, e in served.items():
+        assert (values[name], sources[name]) == (e.value, f"{levels[e.config_source]} ({name})")
+
+    cfg = C.BrokerConfig(dict(static))
+    layer = ts.dir_layers([b.data_dir])[0]
+    cfg.dynamic.update(layer.broker_node)  # changed in place, as take_dynamic does
+    cfg.dynamic_default = dict(layer.broker_default)  # replaced
+    assert {n: (cfg.get(n), cfg.source(n)) for n in served} == {
+        n: (e.value, e.config_source) for n, e in served.items()
+    }
+    assert {n: cfg._set_values()[n] for n in served} == {n: values[n] for n in served}
+    cfg.dynamic = {}
+    assert (cfg.get(RET), cfg.source(RET)) == ("2000", C.SOURCE_DYNAMIC_DEFAULT_BROKER)

@@ -116,3 +116,40 @@ def test_port_in_use_is_one_line(make_broker):
     )
     assert r.returncode == 2 and "cannot listen" in r.stderr and "Traceback" not in r.stderr
     b.stop()
+
+
+def test_a_refused_stored_topic_config_names_the_topic_the_value_and_its_store(make_broker, tmp_path):
+    """A topic config value stored for a topic that the log engine refuses stops the start (Kafka:
+    LogManager's topic LogConfig.fromProps) with one line, exit 2, naming the topic, the config
+    and value, and where it is stored: serve's kafkatool-cluster.json (here edited by hand), or a
+    KRaft log's ConfigRecord by file, offset and batch position, as the fleet scan's
+    topic_config_refused finding says it."""
+    from kafkatool.log import topic_settings as ts
+    from tests.broker.test_admin import create
+    from tests.broker.test_topic_config_sources import write_kraft_dir
+
+    b = make_broker().start()
+    with WireClient(b.bootstrap) as c:
+        assert create(c, "cmp", 1, configs={"cleanup.policy": "compact"}).error_code == 0
+    assert b.stop() == 0
+    meta = b.data_dir / ts.EMBEDDED_METADATA_FILE
+    doc = json.loads(meta.read_text())
+    doc["topics"]["cmp"]["configs"]["cleanup.policy"] = "bogus"
+    meta.write_text(json.dumps(doc))
+    listen = f"listeners=PLAINTEXT://127.0.0.1:{free_port()}"
+    r = run_serve("-o", f"log.dirs={b.data_dir}", "-o", listen)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.strip().splitlines()[-1] == (
+        "kafkatool: error: topic cmp: stored config refused: invalid value 'bogus' for cleanup.policy: "
+        f"expected delete and/or compact (in {ts.SOURCE_EMBEDDED}: {meta})"
+    )
+
+    d = tmp_path / "kraft"
+    write_kraft_dir(d, "events", {"segment.bytes": "2048", "retention.ms": "soon"})  # offsets 1, 2
+    r = run_serve("-o", f"log.dirs={d}", "-o", listen)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    segment = d / ts.CLUSTER_METADATA_DIR / "00000000000000000000.log"
+    assert r.stderr.strip().splitlines()[-1] == (
+        "kafkatool: error: topic events: stored config refused: invalid value 'soon' for retention.ms: "
+        f"not a number (in {ts.SOURCE_KRAFT}: {segment}, record at offset 2, batch at byte 0)"
+    )

@@ -693,3 +693,53 @@ def test_stored_topic_config_error_is_kafkas_boolean():
     assert ts.stored_topic_config_error({"remote.storage.enable": " True"}) == ts.REMOTE_STORAGE_STORED
     assert ts.stored_topic_config_error({"remote.storage.enable": "false"}) is None
     assert ts.stored_topic_config_error({}) is None
+
+
+def test_a_dir_serve_took_over_from_kraft_gives_the_offline_commands_serves_topic_configs(
+    tmp_path, make_broker
+):
+    """A dir a KRaft broker wrote and serve then ran on holds both stores: serve's first start
+    takes the KRaft log's topics into kafkatool-cluster.json, later changes through serve go to
+    that file only, and serve never reads the log again for a topic the file holds.  An offline
+    command runs with what serve runs with: the file's configs, over the log's (a value changed
+    through serve), and without the log's (a config deleted through serve: Kafka's default)."""
+    from tests.broker.test_admin import describe
+    from tests.broker.wire import WireClient
+
+    d = tmp_path / "kraft"
+    write_kraft_dir(
+        d, "events", {"cleanup.policy": "compact", "retention.ms": "1000", "retention.bytes": "4096"}
+    )
+    b = make_broker(d).start()
+    try:
+        code, _lines, out = kafkatool(
+            "configs", "alter", "--bootstrap-server", b.bootstrap, "--entity-type", "topics",
+            "--entity-name", "events", "--add-config", "retention.ms=5000,cleanup.policy=delete",
+            "--delete-config", "retention.bytes",
+        )  # fmt: skip
+        assert code == 0, out
+        with WireClient(b.bootstrap) as c:
+            served = describe(c, "events", keys=["retention.ms", "cleanup.policy", "retention.bytes"])[1]
+    finally:
+        assert b.stop() == 0
+    assert (d / ts.EMBEDDED_METADATA_FILE).exists() and (d / ts.CLUSTER_METADATA_DIR).is_dir()
+    assert ts.read_kraft(d).topics["events"]["retention.ms"] == "1000"  # the log as Kafka left it
+    assert {n: served[n].value for n in served} == {
+        "retention.ms": "5000",
+        "cleanup.policy": "delete",
+        "retention.bytes": "-1",
+    }
+    code, lines, out = kafkatool("retention", "--dry-run", d, "--json", "--now", NOW_FAR)
+    assert code in (0, 1), out
+    (part,) = partition_records(lines, "events-0")
+    assert part["settings"]["retention.ms"] == {"value": 5000, "source": ts.SOURCE_EMBEDDED}
+    assert part["settings"]["cleanup.policy"] == {"value": "delete", "source": ts.SOURCE_EMBEDDED}
+    assert part["settings"]["retention.bytes"] == {"value": -1, "source": ts.SOURCE_DEFAULT}
+    # the topic listing of the dir says the same (assign/topics: the first store that holds it)
+    code, lines, out = kafkatool("topics", "describe", "--log-dir", d, "--json")
+    assert code == 0, out
+    (row,) = [x for x in lines if x["type"] == "topic"]
+    assert (row["configs"], row["config_source"]) == (
+        {"retention.ms": "5000", "cleanup.policy": "delete"},
+        ts.SOURCE_EMBEDDED,
+    )

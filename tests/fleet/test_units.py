@@ -299,8 +299,9 @@ def test_a_stored_topic_config_a_broker_refuses_is_a_finding_naming_its_record(t
             "kind": "topic_config_refused",
             "severity": "error",
             "message": "topic events: stored config refused: invalid value 'bogus' for cleanup.policy: "
-            f"expected delete and/or compact (in {ts.SOURCE_KRAFT}); a broker does not start with it "
-            "(LogManager's topic LogConfig); the scan leaves it out",
+            f"expected delete and/or compact (in {ts.SOURCE_KRAFT}: {segment}, record at offset 1, batch "
+            "at byte 0); a broker does not start with it (LogManager's topic LogConfig); the scan leaves "
+            "it out",
             "topic": "events",
         },
         {
@@ -311,8 +312,8 @@ def test_a_stored_topic_config_a_broker_refuses_is_a_finding_naming_its_record(t
             "kind": "topic_config_refused",
             "severity": "error",
             "message": "topic events: stored config refused: invalid value 'soon' for retention.ms: not a "
-            f"number (in {ts.SOURCE_KRAFT}); a broker does not start with it (LogManager's topic "
-            "LogConfig); the scan leaves it out",
+            f"number (in {ts.SOURCE_KRAFT}: {segment}, record at offset 2, batch at byte 0); a broker does "
+            "not start with it (LogManager's topic LogConfig); the scan leaves it out",
             "topic": "events",
         },
     ]
@@ -322,11 +323,75 @@ def test_a_stored_topic_config_a_broker_refuses_is_a_finding_naming_its_record(t
         f"dynamic broker config log.segment.bytes in {d / ts.CLUSTER_METADATA_DIR} (broker 1) ignored: "
         "Invalid value 5 for configuration log.segment.bytes: Value must be at least 14"
     )
-    # serve refuses the dir for the same value, by the same rule
+    # serve refuses the dir for the same values, by the same rule, in the same words
     from kafkatool.broker.config import BrokerConfig, ConfigError
+    from kafkatool.broker.server import Broker
 
-    with pytest.raises(ConfigError, match="invalid value 'bogus' for cleanup.policy"):
-        BrokerConfig().log_config({"cleanup.policy": "bogus"})
+    b = Broker(BrokerConfig.load(None, [f"log.dirs={d}", "listeners=PLAINTEXT://127.0.0.1:0", "node.id=1"]))
+    try:
+        with pytest.raises(ConfigError) as refused:
+            b.open_storage()
+    finally:
+        if b.manager is not None:
+            b.close_storage()
+    said = "; ".join(f["message"].split("; a broker does not start")[0] for f in found)
+    assert str(refused.value) == said
+
+
+def test_a_stored_remote_storage_enable_is_a_finding_naming_its_store(tmp_path, caplog):
+    """remote.storage.enable=true stored for a topic: tiered storage is never on here, so a KRaft
+    broker (and serve) logs an error as it takes the topic's configs and serves a local log, and a
+    ZooKeeper-mode broker does not start (topic_settings.stored_topic_config_error).  The scan
+    says so, an error naming the topic and the record that stored the value; the topic's other
+    configs still decide "compacted".  Once serve ran on the dir (it logs the error and runs) its
+    kafkatool-cluster.json keeps the value too, and that is a finding of its own, naming the file."""
+    import logging
+
+    from kafkatool.broker.config import BrokerConfig
+    from kafkatool.broker.server import Broker
+    from kafkatool.log import topic_settings as ts
+    from tests.broker.test_topic_config_sources import write_kraft_dir
+
+    d = tmp_path / "kraft"
+    write_kraft_dir(d, "events", {"remote.storage.enable": "true", "cleanup.policy": "compact"})
+    segment = str(d / ts.CLUSTER_METADATA_DIR / "00000000000000000000.log")
+    kraft_says = (
+        f"topic events: stored config refused: {ts.REMOTE_STORAGE_STORED} (in {ts.SOURCE_KRAFT}: "
+        f"{segment}, record at offset 1, batch at byte 0); tiered storage is off: a KRaft broker (and "
+        "serve) logs it as an error and serves the topic as a local log, a ZooKeeper-mode broker does "
+        "not start"
+    )
+    listing = S.list_log_dir(str(d))
+    assert listing.partitions[0].compacted is True
+    assert listing.findings == [
+        {
+            "file": segment,
+            "position": 0,
+            "end": None,
+            "offset": 1,
+            "kind": "topic_remote_storage_enabled",
+            "severity": "error",
+            "message": kraft_says,
+            "topic": "events",
+        }
+    ]
+    caplog.set_level(logging.ERROR, logger="kafkatool")
+    b = Broker(BrokerConfig.load(None, [f"log.dirs={d}", "listeners=PLAINTEXT://127.0.0.1:0"]))
+    try:
+        b.open_storage()
+    finally:
+        b.close_storage()
+    assert any("remote.storage.enable=true" in r.getMessage() for r in caplog.records)
+    embedded = str(d / ts.EMBEDDED_METADATA_FILE)
+    found = S.list_log_dir(str(d)).findings
+    assert [(f["kind"], f["file"], f["offset"], f["topic"]) for f in found] == [
+        ("topic_remote_storage_enabled", embedded, None, "events"),
+        ("topic_remote_storage_enabled", segment, 1, "events"),
+    ]
+    assert found[0]["message"] == kraft_says.replace(
+        f"{ts.SOURCE_KRAFT}: {segment}, record at offset 1, batch at byte 0",
+        f"{ts.SOURCE_EMBEDDED}: {embedded}",
+    )
 
 
 def test_a_dynamic_set_a_broker_cannot_run_with_is_a_finding(tmp_path):
