@@ -1117,8 +1117,13 @@ def rebuild_as_v2(batches: Sequence[Batch], codec: int, *, log_append_time: int 
     timestamp as a consumer reads them (a LogAppendTime batch's records: its maxTimestamp; magic
     0: none, -1), baseTimestamp the first record's, maxTimestamp the largest, or
     ``log_append_time``, which also makes the batch LogAppendTime; producer id, epoch, base
-    sequence and the transactional flag the first batch's (a legacy one has none)."""
+    sequence and the transactional flag the first batch's (a legacy one has none).  A record
+    timestamp below -1 raises ValueError, as the builder throws IllegalArgumentException
+    ("Invalid negative timestamp")."""
     recs = [SimpleRecord(r.value, r.key, r.headers, r.timestamp) for b in batches for r in b.records()]
+    for r in recs:
+        if r.timestamp < NO_TIMESTAMP:
+            raise ValueError(f"Invalid negative timestamp {r.timestamp}")
     first = batches[0]
     return build_record_batch(
         recs,

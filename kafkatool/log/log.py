@@ -99,11 +99,19 @@ class RecordTooLargeError(FormatError):
     kind = "record_too_large"
 
 
-class UnknownCodecError(FormatError):
+class IllegalArgumentError(FormatError):
+    """Input on which Kafka's append throws IllegalArgumentException, no ApiException:
+    ReplicaManager.appendToLocalLog's catch-all answers UNKNOWN_SERVER_ERROR without a message
+    (hasCustomErrorMessage = false).  Here: a record timestamp below -1 in an append that
+    LogValidator rebuilds (MemoryRecordsBuilder.appendWithOffset)."""
+
+    kind = "illegal_argument"
+
+
+class UnknownCodecError(IllegalArgumentError):
     """A batch whose compression bits name no codec (5-7), its CRC valid: Kafka's
-    CompressionType.forId throws IllegalArgumentException in analyzeAndValidateRecords, which
-    ReplicaManager answers UNKNOWN_SERVER_ERROR without a message (not CORRUPT_MESSAGE;
-    verify and recovery still call such a batch corrupt)."""
+    CompressionType.forId throws IllegalArgumentException in analyzeAndValidateRecords (not
+    CORRUPT_MESSAGE; verify and recovery still call such a batch corrupt)."""
 
     kind = "unknown_codec"
 
@@ -854,7 +862,12 @@ class Log:
         """LogValidator's rebuild of an append (validator.validate_batches says when): one v2
         batch of ``codec`` holding every record, whose size is checked against
         max.message.bytes again (messageSizeMaybeChanged)."""
-        buf = bytearray(R.rebuild_as_v2(batches, codec, log_append_time=log_append_time))
+        try:
+            buf = bytearray(R.rebuild_as_v2(batches, codec, log_append_time=log_append_time))
+        except ValueError as exc:
+            raise IllegalArgumentError(
+                f"{exc} in the append to {self.dir.name}", batches[0].position
+            ) from None
         rebuilt = list(R.iter_batches(buf))
         max_bytes = self.config.max_message_bytes
         for b in rebuilt:

@@ -156,6 +156,17 @@ def test_unknown_compression_bits_answer_kafkas_unknown_server_error(broker):
         assert got == [("order-codec-ok", 0), ("order-codec", ErrorCode.UNKNOWN_SERVER_ERROR)]
 
 
+def test_a_negative_timestamp_in_a_rebuilt_append_is_unknown_server_error(broker):
+    """MemoryRecordsBuilder's IllegalArgumentException ("Invalid negative timestamp") when
+    LogValidator rebuilds a legacy set: ReplicaManager's catch-all, no message."""
+    with WireClient(broker.bootstrap) as c:
+        create_topic(c, "order-neg-ts")
+        ms = R.build_legacy_message_set([R.SimpleRecord(b"v", b"k", (), -5)], magic=1)
+        r = produce(c, "order-neg-ts", ms, version=2)
+        assert (r.error_code, r.error_message) == (ErrorCode.UNKNOWN_SERVER_ERROR, None), r
+        assert _records(c, "order-neg-ts") == []
+
+
 def test_a_count_beyond_the_offset_range_is_invalid_record(broker):
     """Kafka's isValid checks size and CRC; LogValidator.validateBatch answers the count
     (InvalidRecordException: INVALID_RECORD, no message in the answer)."""

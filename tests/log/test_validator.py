@@ -11,7 +11,13 @@ from kafkatool.formats import records as R
 from kafkatool.formats.crc import crc32c
 from kafkatool.formats.errors import CorruptRecordError
 from kafkatool.log.config import LONG_MAX, LogConfig
-from kafkatool.log.log import ORIGIN_COORDINATOR, Log, RecordTooLargeError, UnknownCodecError
+from kafkatool.log.log import (
+    ORIGIN_COORDINATOR,
+    IllegalArgumentError,
+    Log,
+    RecordTooLargeError,
+    UnknownCodecError,
+)
 from kafkatool.log.validator import InvalidRecordError, RecordValidationError
 
 NOW = 1_700_000_000_000
@@ -480,3 +486,17 @@ def test_unknown_compression_bits_are_kafkas_illegal_argument_not_corrupt(tmp_pa
     with pytest.raises(UnknownCodecError):
         lg.append_as_leader(data, 0)
     assert R.RecordBatch(data).is_valid()  # the CRC is valid: verify's compression finding says why
+
+
+def test_a_timestamp_below_minus_one_is_refused_only_where_kafka_rebuilds(tmp_path):
+    """MemoryRecordsBuilder throws IllegalArgumentException ("Invalid negative timestamp") for
+    a record timestamp below -1: a rebuilt append fails (UNKNOWN_SERVER_ERROR at the produce
+    path), a v2 batch appended in place is taken as it is."""
+    lg = make_log(tmp_path)
+    with pytest.raises(IllegalArgumentError, match="^Invalid negative timestamp -5 in the append to t-0"):
+        lg.append_as_leader(bytearray(legacy_set(1, [NOW, -5])), 0)
+    assert lg.log_end_offset == 0
+    assert lg.append_as_leader(bytearray(batch(-5)), 0).first_offset == 0
+    forced = make_log(tmp_path / "f", compression_type="gzip")
+    with pytest.raises(IllegalArgumentError):
+        forced.append_as_leader(bytearray(batch(-5)), 0)

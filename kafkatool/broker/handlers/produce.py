@@ -24,7 +24,7 @@ from kafkatool.errors import KafkatoolError
 from kafkatool.formats import compression
 from kafkatool.formats import records as R
 from kafkatool.formats.errors import CorruptRecordError, FormatError
-from kafkatool.log.log import RecordBatchTooLargeError, RecordTooLargeError, UnknownCodecError
+from kafkatool.log.log import IllegalArgumentError, RecordBatchTooLargeError, RecordTooLargeError
 from kafkatool.log.producer_state import ProducerStateError
 from kafkatool.log.validator import RecordValidationError
 from kafkatool.protocol.errors import ErrorCode
@@ -173,8 +173,8 @@ def _append_partition(
     except RecordTooLargeError as exc:
         resp.error_code = ErrorCode.MESSAGE_TOO_LARGE
         detail = str(exc)
-    except UnknownCodecError as exc:
-        # CompressionType.forId's IllegalArgumentException: ReplicaManager's catch-all
+    except IllegalArgumentError as exc:
+        # an unknown codec, a negative timestamp to rebuild: ReplicaManager's catch-all
         resp.error_code = ErrorCode.UNKNOWN_SERVER_ERROR
         detail = str(exc)
     except CorruptRecordError as exc:
