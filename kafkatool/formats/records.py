@@ -480,11 +480,17 @@ class RecordBatch:
             return False
         return True
 
+    def ensure_checksum(self) -> None:
+        """Kafka's ensureValid: the size and the CRC, nothing of the header's fields (a leader
+        append: UnifiedLog.analyzeAndValidateRecords; LogValidator.validateBatch then answers a
+        client's impossible offset range or count, INVALID_RECORD)."""
+        _ensure_valid(self, self.size, RECORD_BATCH_OVERHEAD, "record batch")
+
     def ensure_valid(self) -> None:
         """Kafka's ensureValid (size and CRC, no per-record parsing), then the header's
-        offset range and count (LogValidator's checks): a CRC-valid batch whose
-        lastOffsetDelta or record count is impossible is as invalid as a corrupt one,
-        for the recovery scan, verify and the produce path alike."""
+        offset range and count: a CRC-valid batch whose lastOffsetDelta or record count is
+        impossible is as invalid as a corrupt one, for the recovery scan, verify and a
+        follower's append (a leader's append checks only ``ensure_checksum``)."""
         _ensure_valid(self, self.size, RECORD_BATCH_OVERHEAD, "record batch")
         delta, count = self.last_offset_delta, self.records_count
         if delta < 0:
@@ -627,6 +633,8 @@ class LegacyBatch:
     def ensure_valid(self) -> None:
         overhead = LEGACY_OVERHEAD_V1 if self.magic == 1 else LEGACY_OVERHEAD_V0
         _ensure_valid(self, self.message_size, overhead, "message")
+
+    ensure_checksum = ensure_valid  # a message's header has no count to check
 
     def _key_value(self) -> tuple[bytes | None, bytes | None]:
         return _legacy_key_value(self.buf, self.position, self.magic, self.end)
@@ -1096,6 +1104,33 @@ def build_record_batch(
         crc,
     )
     return head + tail + body
+
+
+def rebuild_as_v2(batches: Sequence[Batch], codec: int, *, log_append_time: int | None = None) -> bytes:
+    """Every record of ``batches`` (any magic) in one v2 batch of ``codec``, as LogValidator
+    rebuilds an append with MemoryRecordsBuilder (buildRecordsAndAssignOffsets,
+    convertAndAssignOffsetsNonCompressed): offset deltas 0..n-1 in the records' order (a
+    source's own deltas and gaps are not kept), each record's key, value, headers and
+    timestamp as a consumer reads them (a LogAppendTime batch's records: its maxTimestamp; magic
+    0: none, -1), baseTimestamp the first record's, maxTimestamp the largest, or
+    ``log_append_time``, which also makes the batch LogAppendTime; producer id, epoch, base
+    sequence and the transactional flag the first batch's (a legacy one has none).  A record
+    timestamp below -1 raises ValueError, as the builder throws IllegalArgumentException
+    ("Invalid negative timestamp")."""
+    recs = [SimpleRecord(r.value, r.key, r.headers, r.timestamp) for b in batches for r in b.records()]
+    for r in recs:
+        if r.timestamp < NO_TIMESTAMP:
+            raise ValueError(f"Invalid negative timestamp {r.timestamp}")
+    first = batches[0]
+    return build_record_batch(
+        recs,
+        codec=codec,
+        producer_id=first.producer_id,
+        producer_epoch=first.producer_epoch,
+        base_sequence=first.base_sequence,
+        is_transactional=first.is_transactional,
+        log_append_time=log_append_time,
+    )
 
 
 def build_control_batch(

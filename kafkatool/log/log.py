@@ -99,6 +99,23 @@ class RecordTooLargeError(FormatError):
     kind = "record_too_large"
 
 
+class IllegalArgumentError(FormatError):
+    """Input on which Kafka's append throws IllegalArgumentException, no ApiException:
+    ReplicaManager.appendToLocalLog's catch-all answers UNKNOWN_SERVER_ERROR without a message
+    (hasCustomErrorMessage = false).  Here: a record timestamp below -1 in an append that
+    LogValidator rebuilds (MemoryRecordsBuilder.appendWithOffset)."""
+
+    kind = "illegal_argument"
+
+
+class UnknownCodecError(IllegalArgumentError):
+    """A batch whose compression bits name no codec (5-7), its CRC valid: Kafka's
+    CompressionType.forId throws IllegalArgumentException in analyzeAndValidateRecords (not
+    CORRUPT_MESSAGE; verify and recovery still call such a batch corrupt)."""
+
+    kind = "unknown_codec"
+
+
 class RecordBatchTooLargeError(RecordTooLargeError):
     """An append larger than segment.bytes (Kafka's RecordBatchTooLargeException: the produce
     path answers RECORD_LIST_TOO_LARGE)."""
@@ -696,9 +713,10 @@ class Log:
     ) -> AppendInfo:
         """Assign offsets from the log end offset by rewriting the batch headers in place
         (``baseOffset``, ``partitionLeaderEpoch``; for LogAppendTime also the timestamp and
-        CRC) and append.  Legacy (magic 0/1) input is up-converted to v2 as a 3.x broker
-        does.  ``validated``: the caller (the produce path) has already run ensure_valid on
-        these very bytes (``analyze_and_validate``, Kafka's order); otherwise it runs here.
+        CRC) and append.  LogValidator's rebuild is the one exception (``validate_batches``
+        decides: legacy magic 0/1 input, or a compression.type naming another codec): one new
+        v2 batch of every record.  ``validated``: the caller (the produce path) has already run
+        ``analyze_and_validate`` on these very batches (Kafka's order); otherwise it runs here.
 
         ``origin`` is Kafka's AppendOrigin: a CLIENT append is checked against producer
         state first (UnifiedLog.analyzeAndValidateProducerState): a retried batch returns
@@ -724,13 +742,10 @@ class Log:
         # UnifiedLog.append: size and CRC, then LogValidator's batch and record rules for every
         # origin here (CLIENT and COORDINATOR; on the batches as they came: a legacy message set
         # is its own batches there), then producer state
-        validate_batches(batches, origin == ORIGIN_CLIENT, self.dir)
-        validate_records(batches, self.config, ts_type, now, self.dir)
-        for b in batches:
-            if b.magic < 2:
-                buf = self._up_convert(batches)
-                batches = list(R.iter_batches(buf))
-                break
+        codec = validate_batches(batches, origin == ORIGIN_CLIENT, self.dir, self.config.target_codec)
+        validate_records(batches, self.config, ts_type, now, self.dir, codec is None)
+        if codec is not None:
+            buf, batches = self._rebuild(batches, codec, now if ts_type == "LogAppendTime" else None)
         # UnifiedLog.append: after LogValidator, before producer state
         self._check_segment_size(batches[-1].end)
         if origin == ORIGIN_CLIENT:
@@ -800,10 +815,15 @@ class Log:
                     f"which exceeds the maximum configured value of {max_bytes}.",
                     b.position,
                 )
-            b.ensure_valid()
-            if b.magic >= 2 and b.codec > compression.ZSTD:
+            # Kafka's isValid: size and CRC; a client's offset range and count are
+            # LogValidator's (validate_batches: INVALID_RECORD), not a corrupt batch here
+            b.ensure_checksum()
+            if b.codec > compression.ZSTD:
                 # the compression type is read here (sourceCompression); no codec has these bits
-                raise CorruptRecordError(f"unknown compression codec {b.codec}", b.position)
+                raise UnknownCodecError(
+                    f"Unknown compression type id: {b.codec} in the batch in the append to {self.dir.name}",
+                    b.position,
+                )
 
     @_locked
     def append_as_follower(self, records) -> AppendInfo:
@@ -839,25 +859,26 @@ class Log:
         self._append(view[:end], batches, info, self.clock())
         return info
 
-    def _up_convert(self, batches: list[R.Batch]) -> bytearray:
-        """A legacy message set becomes one v2 batch (as LogValidator converts it); the
-        codec is the source's (compression.type=producer)."""
-        out = bytearray()
-        legacy: list[R.Record] = []
-        codec = compression.NONE
-        for b in batches:
-            b.ensure_valid()
-            if b.magic >= 2:
-                out += b.raw()
-                continue
-            if b.codec != compression.NONE:
-                codec = b.codec
-            legacy.extend(b.records())
-        if legacy:
-            out += R.build_record_batch(
-                [R.SimpleRecord(r.value, r.key, (), r.timestamp) for r in legacy], codec=codec
-            )
-        return out
+    def _rebuild(self, batches: list[R.Batch], codec: int, log_append_time: int | None):
+        """LogValidator's rebuild of an append (validator.validate_batches says when): one v2
+        batch of ``codec`` holding every record, whose size is checked against
+        max.message.bytes again (messageSizeMaybeChanged)."""
+        try:
+            buf = bytearray(R.rebuild_as_v2(batches, codec, log_append_time=log_append_time))
+        except ValueError as exc:
+            raise IllegalArgumentError(
+                f"{exc} in the append to {self.dir.name}", batches[0].position
+            ) from None
+        rebuilt = list(R.iter_batches(buf))
+        max_bytes = self.config.max_message_bytes
+        for b in rebuilt:
+            if b.size > max_bytes:
+                raise RecordTooLargeError(
+                    f"Message batch size is {b.size} bytes in append to partition {self.dir.name} "
+                    f"which exceeds the maximum configured size of {max_bytes}.",
+                    b.position,
+                )
+        return buf, rebuilt
 
     def _append(self, data, batches: list[R.Batch], info: AppendInfo, now_ms: int) -> None:
         seg = self._maybe_roll(len(data), info, now_ms)

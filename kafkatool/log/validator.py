@@ -30,6 +30,7 @@ counted from 0 in each batch; nothing of the append is written.
 from __future__ import annotations
 
 from kafkatool.errors import KafkatoolError
+from kafkatool.formats import compression
 from kafkatool.formats import records as R
 from kafkatool.formats.errors import FormatError
 from kafkatool.log.config import LONG_MAX, LogConfig
@@ -84,11 +85,29 @@ class InvalidRecordError(FormatError):
     kind = "invalid_record"
 
 
-def validate_batches(batches: list, client: bool, log_dir) -> None:
+def validate_batches(batches: list, client: bool, log_dir, target_codec: int | None) -> int | None:
     """LogValidator.validateBatch, batch by batch (after the size and CRC checks, before the
-    records' rules): every batch has the first one's magic; a ``client``'s v2 batch has a
-    consistent offset range and record count, no control batch, and a sequence number when it
-    has a producer id."""
+    records' rules), after getFirstBatchAndMaybeValidateNoMoreBatches: an append of v2 batches
+    or of a compressed legacy message is one batch; every batch has the first one's magic; a
+    ``client``'s v2 batch has a consistent offset range and record count, no control batch,
+    and a sequence number when it has a producer id.
+
+    Returns whether LogValidator rebuilds the append (one v2 batch of every record,
+    ``records.rebuild_as_v2``) and with which codec, given the log's compression.type
+    ``target_codec`` (None: ``producer``); None: the batches are appended as they are, offsets
+    assigned in place (the produce path's common case, decided without another call).  With
+    toMagic 2 (validateMessagesAndAssignOffsets): a legacy (magic 0/1) set is always converted,
+    into one batch for the whole set (convertAndAssignOffsetsNonCompressed when it is
+    uncompressed and stays so, buildRecordsAndAssignOffsets otherwise), with the source's codec
+    unless compression.type names another; a v2 batch is rebuilt only when compression.type
+    names a codec other than its own, except an uncompressed control batch (a coordinator's
+    marker is never compressed)."""
+    if len(batches) > 1 and (batches[0].magic >= 2 or any(b.codec != compression.NONE for b in batches)):
+        # Kafka's sourceCompression is the last codec of the set that is not none
+        raise InvalidRecordError(
+            f"Compressed outer record has more than one batch in topic partition {log_dir.name}",
+            batches[1].position,
+        )
     first = batches[0].magic
     for b in batches:
         if b.magic != first:
@@ -122,13 +141,26 @@ def validate_batches(batches: list, client: bool, log_dir) -> None:
                 f"in topic partition {log_dir.name}",
                 b.position,
             )
+    if first >= 2:
+        if target_codec is None:
+            return None
+        b = batches[0]
+        if target_codec == b.codec or (b.codec == compression.NONE and b.is_control):
+            return None
+        return target_codec
+    # a set of several messages is uncompressed (above): the first message's codec is the set's
+    return batches[0].codec if target_codec is None else target_codec
 
 
-def validate_records(batches: list, config: LogConfig, timestamp_type: str, now_ms: int, log_dir) -> None:
+def validate_records(
+    batches: list, config: LogConfig, timestamp_type: str, now_ms: int, log_dir, in_place: bool = True
+) -> None:
     """Raise RecordValidationError for the first batch of ``batches`` with record errors
     (``log_dir``: the partition's dir, whose name is Kafka's TopicPartition.toString in a
     message); on a CreateTime topic, write each v2 batch's timestamp fields as Kafka does (above)
-    into its buffer, which must be writable, and its parsed header."""
+    into its buffer, which must be writable, and its parsed header, unless the append is rebuilt
+    (not ``in_place``: Kafka then sets nothing on the source batch, whose records a rebuild
+    reads as they came)."""
     compacted = config.compact
     create_time = timestamp_type == "CreateTime"
     before = config.timestamp_before_max_ms if create_time else LONG_MAX
@@ -140,7 +172,7 @@ def validate_records(batches: list, config: LogConfig, timestamp_type: str, now_
             if not set_append_time:
                 continue  # nothing to check, nothing to write: the header stays as it is
             if create_time and b.max_timestamp != R.NO_TIMESTAMP:
-                if b.magic >= 2:  # its records all read as maxTimestamp, inside no limit here
+                if b.magic >= 2 and in_place:  # its records all read as maxTimestamp, inside no limit here
                     R.set_max_timestamp(b.buf, b.position, R.CREATE_TIME, b.max_timestamp)
                     b.attributes &= ~R.TIMESTAMP_TYPE_MASK
                 continue
@@ -193,7 +225,7 @@ def validate_records(batches: list, config: LogConfig, timestamp_type: str, now_
                     f"total, and only showing the first three errors at most: [{shown}]"
                 )
             raise RecordValidationError(timestamp_error, message, errors)
-        if create_time and b.magic >= 2 and (set_append_time or max_ts != b.max_timestamp):
+        if create_time and in_place and b.magic >= 2 and (set_append_time or max_ts != b.max_timestamp):
             R.set_max_timestamp(b.buf, b.position, R.CREATE_TIME, max_ts)
             b.attributes &= ~R.TIMESTAMP_TYPE_MASK
             b.max_timestamp = max_ts

@@ -11,7 +11,13 @@ from kafkatool.formats import records as R
 from kafkatool.formats.crc import crc32c
 from kafkatool.formats.errors import CorruptRecordError
 from kafkatool.log.config import LONG_MAX, LogConfig
-from kafkatool.log.log import ORIGIN_COORDINATOR, Log
+from kafkatool.log.log import (
+    ORIGIN_COORDINATOR,
+    IllegalArgumentError,
+    Log,
+    RecordTooLargeError,
+    UnknownCodecError,
+)
 from kafkatool.log.validator import InvalidRecordError, RecordValidationError
 
 NOW = 1_700_000_000_000
@@ -272,9 +278,225 @@ def test_batch_rules_are_the_logs_and_client_only_where_kafka_says(tmp_path):
     R.set_base_offset(moved, 0, 7)
     with pytest.raises(InvalidRecordError, match="should be 0, but it is 7"):
         lg.append_as_leader(moved, 0)
+    # getFirstBatchAndMaybeValidateNoMoreBatches comes first: an append whose first batch is
+    # v2 is one batch, whatever follows it
     mixed = bytes(batch(1_000)) + R.encode_legacy_message(1, b"k", b"v", timestamp=1_000)
+    with pytest.raises(InvalidRecordError, match="^Compressed outer record has more than one batch"):
+        lg.append_as_leader(mixed, 0, origin=ORIGIN_COORDINATOR)
+    mixed = R.encode_legacy_message(1, b"k", b"v", timestamp=1_000) + bytes(batch(1_000))
     with pytest.raises(
-        InvalidRecordError, match="^Batch magic 1 is not the same as the first batch's magic byte 2"
+        InvalidRecordError, match="^Batch magic 2 is not the same as the first batch's magic byte 1"
     ):
         lg.append_as_leader(mixed, 0, origin=ORIGIN_COORDINATOR)
     assert lg.log_end_offset == 1  # only the marker went in
+
+
+# --------------------------------------------------------------- LogValidator's rebuild
+
+
+def legacy_set(magic: int, stamps, codec: int = compression.NONE) -> bytes:
+    """A client's magic 0/1 message set: one message per record, or one compressed wrapper."""
+    recs = [R.SimpleRecord(b"v%d" % i, b"k%d" % i, (), ts) for i, ts in enumerate(stamps)]
+    return R.build_legacy_message_set(recs, magic=magic, codec=codec)
+
+
+def stored(lg: Log) -> list:
+    return list(lg.batches())
+
+
+def expected_v2(stamps, *, base_offset: int, codec: int, epoch: int, log_append_time=None, **kw) -> bytes:
+    """The batch Kafka's MemoryRecordsBuilder writes for these records (LogValidator's rebuild):
+    consecutive offset deltas, baseTimestamp the first record's, maxTimestamp the largest (or the
+    append time), the given producer fields, the leader's epoch."""
+    recs = [R.SimpleRecord(b"v%d" % i, b"k%d" % i, (), ts) for i, ts in enumerate(stamps)]
+    return R.build_record_batch(
+        recs,
+        base_offset=base_offset,
+        codec=codec,
+        partition_leader_epoch=epoch,
+        log_append_time=log_append_time,
+        **kw,
+    )
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+@pytest.mark.parametrize(
+    ("source", "forced"),
+    [
+        (compression.NONE, None),  # convertAndAssignOffsetsNonCompressed
+        (compression.NONE, compression.GZIP),  # buildRecordsAndAssignOffsets
+        (compression.GZIP, None),  # the source's codec (compression.type=producer)
+        (compression.SNAPPY, compression.LZ4),
+        (compression.LZ4, compression.NONE),
+    ],
+)
+def test_a_legacy_set_becomes_one_v2_batch_as_kafka_writes_it(tmp_path, magic, source, forced):
+    """Whatever the codecs, a magic 0/1 set is one v2 batch of every record after the log end
+    offset: no producer, the records' own timestamps (magic 0 has none: -1), the leader's epoch."""
+    names = {
+        None: "producer",
+        compression.NONE: "uncompressed",
+        compression.GZIP: "gzip",
+        compression.LZ4: "lz4",
+    }
+    lg = make_log(tmp_path, compression_type=names[forced])
+    lg.append_as_leader(bytearray(batch(NOW)), 3)  # the log end offset is 1
+    stamps = [NOW - 5, NOW - 9, NOW - 1]
+    info = lg.append_as_leader(bytearray(legacy_set(magic, stamps, source)), 4)
+    want_ts = stamps if magic == 1 else [R.NO_TIMESTAMP] * 3
+    assert (info.first_offset, info.last_offset) == (1, 3)
+    assert info.max_timestamp == (NOW - 1 if magic == 1 else R.NO_TIMESTAMP)
+    first, b = stored(lg)
+    want = expected_v2(want_ts, base_offset=1, codec=source if forced is None else forced, epoch=4)
+    assert bytes(b.raw()) == want
+    assert (b.base_timestamp, b.max_timestamp, b.timestamp_type) == (want_ts[0], max(want_ts), R.CREATE_TIME)
+    assert (b.producer_id, b.producer_epoch, b.base_sequence) == (-1, -1, -1)
+    assert [(r.offset, r.timestamp, r.key) for r in b.records()] == [
+        (1 + i, ts, b"k%d" % i) for i, ts in enumerate(want_ts)
+    ]
+
+
+def test_a_legacy_set_on_a_log_append_time_topic(tmp_path):
+    """The rebuilt batch is LogAppendTime with the broker's clock as maxTimestamp; the records
+    keep their own timestamps in their deltas (MemoryRecordsBuilder writes record.timestamp())."""
+    lg = make_log(tmp_path, message_timestamp_type="LogAppendTime", compression_type="zstd")
+    info = lg.append_as_leader(bytearray(legacy_set(1, [NOW - 7, NOW - 3])), 0)
+    assert info.log_append_time == NOW and info.max_timestamp == NOW
+    (b,) = stored(lg)
+    assert bytes(b.raw()) == expected_v2(
+        [NOW - 7, NOW - 3], base_offset=0, codec=4, epoch=0, log_append_time=NOW
+    )
+    assert b.base_timestamp == NOW - 7 and [r.timestamp for r in b.records()] == [NOW, NOW]
+
+
+def test_a_v2_batch_under_a_forced_codec_is_rebuilt_with_its_producer(tmp_path):
+    """buildRecordsAndAssignOffsets: producer id, epoch, base sequence and the transactional flag
+    are the source's; offset deltas are renumbered 0..n-1, baseTimestamp is the first record's
+    and maxTimestamp the largest of the records (not the header's word); headers are kept."""
+    lg = make_log(tmp_path, compression_type="gzip")
+    recs = [R.SimpleRecord(b"a", b"k", [("h", b"1")], NOW), R.SimpleRecord(b"b", b"k", (), NOW - 20)]
+    src = R.build_record_batch(
+        recs,
+        codec=compression.SNAPPY,
+        producer_id=12,
+        producer_epoch=3,
+        base_sequence=40,
+        offset_deltas=[0, 0],  # a count of 2 over the range [0, 1], deltas not 0..n-1
+        last_offset_delta=1,
+        base_timestamp=NOW - 100,
+        max_timestamp=NOW + 100,
+    )
+    info = lg.append_as_leader(bytearray(src), 2)
+    (b,) = stored(lg)
+    assert bytes(b.raw()) == R.build_record_batch(
+        recs,
+        codec=compression.GZIP,
+        producer_id=12,
+        producer_epoch=3,
+        base_sequence=40,
+        partition_leader_epoch=2,
+    )
+    assert (b.base_timestamp, b.max_timestamp, b.last_offset_delta) == (NOW, NOW, 1)
+    assert (info.first_offset, info.last_offset, info.max_timestamp) == (0, 1, NOW)
+    assert [r.headers for r in b.records()] == [[("h", b"1")], []]
+    assert lg.producer_state.producers[12].last_sequence == 41
+
+
+def test_a_clients_log_append_time_batch_is_rebuilt_with_the_timestamps_its_records_had(tmp_path):
+    """On a CreateTime topic the records of a LogAppendTime batch read as its maxTimestamp: a
+    rebuild writes those (Kafka sets nothing on a source batch it rebuilds)."""
+    data = bytearray(batch(NOW - 50, NOW - 40))
+    R.set_log_append_time(data, 0, NOW - 10)
+    lg = make_log(tmp_path, compression_type="lz4")
+    lg.append_as_leader(data, 0)
+    (b,) = stored(lg)
+    assert b.codec == compression.LZ4 and b.timestamp_type == R.CREATE_TIME
+    assert [r.timestamp for r in b.records()] == [NOW - 10, NOW - 10] and b.max_timestamp == NOW - 10
+
+
+def test_what_is_appended_in_place(tmp_path):
+    """The codec already matches (or compression.type=producer): the very bytes, offsets written
+    into them; a coordinator's uncompressed marker on a compressed topic is never compressed."""
+    lg = make_log(tmp_path, compression_type="gzip")
+    sent = bytearray(batch(NOW, NOW, codec=compression.GZIP))
+    body = bytes(sent[21:])
+    lg.append_as_leader(sent, 0)
+    marker = bytearray(R.build_control_batch(R.COMMIT, producer_id=4, producer_epoch=0))
+    lg.append_as_leader(marker, 0, origin=ORIGIN_COORDINATOR)
+    a, m = stored(lg)
+    assert bytes(a.raw())[21:] == body and a.base_offset == 0
+    assert m.codec == compression.NONE and m.is_control and m.base_offset == 2
+
+
+def test_a_compressed_legacy_message_is_alone_in_its_append(tmp_path):
+    """getFirstBatchAndMaybeValidateNoMoreBatches: several messages only when none is compressed."""
+    lg = make_log(tmp_path)
+    two = legacy_set(1, [NOW]) + legacy_set(1, [NOW], compression.GZIP)
+    with pytest.raises(InvalidRecordError, match="^Compressed outer record has more than one batch"):
+        lg.append_as_leader(bytearray(two), 0)
+    assert lg.log_end_offset == 0
+
+
+def test_a_rebuilt_batch_larger_than_max_message_bytes_is_refused(tmp_path):
+    """messageSizeMaybeChanged: the rebuilt batch is checked against max.message.bytes again."""
+    big = [R.SimpleRecord(bytes(3000), b"k", (), NOW)]
+    wrapper = R.build_legacy_message_set(big, magic=1, codec=compression.GZIP)
+    lg = make_log(tmp_path, max_message_bytes=1000, compression_type="uncompressed")
+    assert len(wrapper) < 1000
+    with pytest.raises(RecordTooLargeError, match="^Message batch size is 3"):
+        lg.append_as_leader(bytearray(wrapper), 0)
+    assert lg.log_end_offset == 0
+
+
+def test_a_count_beyond_the_offset_range_is_invalid_record_for_a_client_and_corrupt_for_verify(tmp_path):
+    """Kafka's isValid is size and CRC; LogValidator.validateBatch refuses a client's batch whose
+    count exceeds its offset range (INVALID_RECORD).  The recovery scan and verify still call it
+    corrupt (bad_count), and so does a follower's append."""
+    lying = bytearray(batch(NOW, NOW))
+    lying[23:27] = (0).to_bytes(4, "big")  # lastOffsetDelta 0, records count 2
+    lying[17:21] = crc32c(bytes(lying[21:])).to_bytes(4, "big")
+    b = R.RecordBatch(lying)
+    with pytest.raises(CorruptRecordError) as info:
+        b.ensure_valid()
+    assert info.value.kind == "bad_count"
+    b.ensure_checksum()  # size and CRC hold
+    lg = make_log(tmp_path)
+    with pytest.raises(
+        InvalidRecordError, match=r"^Inconsistent batch offset range \[0, 0\] and count of records 2"
+    ):
+        lg.append_as_leader(bytearray(lying), 0)
+    empty_range = bytearray(batch(NOW))
+    empty_range[23:27] = (-1).to_bytes(4, "big", signed=True)
+    empty_range[17:21] = crc32c(bytes(empty_range[21:])).to_bytes(4, "big")
+    with pytest.raises(InvalidRecordError, match=r"^Batch has an invalid offset range: \[0, -1\]"):
+        lg.append_as_leader(empty_range, 0)
+    with pytest.raises(CorruptRecordError) as info:
+        lg.append_as_follower(bytes(lying))
+    assert info.value.kind == "bad_count"
+    assert lg.log_end_offset == 0
+
+
+@pytest.mark.parametrize("bits", [5, 6, 7])
+def test_unknown_compression_bits_are_kafkas_illegal_argument_not_corrupt(tmp_path, bits):
+    """CompressionType.forId throws for 5-7 in analyzeAndValidateRecords (after the CRC)."""
+    data = bytearray(batch(NOW))
+    data[22] = (data[22] & ~R.CODEC_MASK) | bits
+    data[17:21] = crc32c(bytes(data[21:])).to_bytes(4, "big")
+    lg = make_log(tmp_path)
+    with pytest.raises(UnknownCodecError):
+        lg.append_as_leader(data, 0)
+    assert R.RecordBatch(data).is_valid()  # the CRC is valid: verify's compression finding says why
+
+
+def test_a_timestamp_below_minus_one_is_refused_only_where_kafka_rebuilds(tmp_path):
+    """MemoryRecordsBuilder throws IllegalArgumentException ("Invalid negative timestamp") for
+    a record timestamp below -1: a rebuilt append fails (UNKNOWN_SERVER_ERROR at the produce
+    path), a v2 batch appended in place is taken as it is."""
+    lg = make_log(tmp_path)
+    with pytest.raises(IllegalArgumentError, match="^Invalid negative timestamp -5 in the append to t-0"):
+        lg.append_as_leader(bytearray(legacy_set(1, [NOW, -5])), 0)
+    assert lg.log_end_offset == 0
+    assert lg.append_as_leader(bytearray(batch(-5)), 0).first_offset == 0
+    forced = make_log(tmp_path / "f", compression_type="gzip")
+    with pytest.raises(IllegalArgumentError):
+        forced.append_as_leader(bytearray(batch(-5)), 0)

@@ -2,9 +2,10 @@
 
 The hot path never decodes records: the batch header is read in place, the
 CRC is checked once, and the bytes go to the segment as they came.  Records
-are decoded only when the topic forces a different compression codec, or by
-the log's record rules (log/validator.py: a compacted topic's keys, a
-CreateTime topic's timestamp limits) when a batch might break them.
+are decoded only by the log: its record rules (log/validator.py: a compacted
+topic's keys, a CreateTime topic's timestamp limits) when a batch might break
+them, and LogValidator's rebuild of a legacy message set or of a batch whose
+codec the topic's compression.type overrides (validator.validate_batches).
 Idempotent producers are checked by the log itself (Log.append_as_leader with
 Kafka's CLIENT origin): a retry of one of a producer's last five batches gets
 the original offsets, an old epoch or a sequence gap an error.
@@ -23,7 +24,7 @@ from kafkatool.errors import KafkatoolError
 from kafkatool.formats import compression
 from kafkatool.formats import records as R
 from kafkatool.formats.errors import CorruptRecordError, FormatError
-from kafkatool.log.log import RecordBatchTooLargeError, RecordTooLargeError
+from kafkatool.log.log import IllegalArgumentError, RecordBatchTooLargeError, RecordTooLargeError
 from kafkatool.log.producer_state import ProducerStateError
 from kafkatool.log.validator import RecordValidationError
 from kafkatool.protocol.errors import ErrorCode
@@ -84,33 +85,6 @@ def _validate(ctx, lg, records):
     return batches
 
 
-def _recompress(batches, codec: int) -> bytes:
-    out = bytearray()
-    for b in batches:
-        if b.magic >= 2 and b.codec == codec:
-            out += b.raw()
-            continue
-        recs = list(b.records())
-        if b.magic < 2:
-            out += R.build_record_batch(
-                [R.SimpleRecord(r.value, r.key, (), r.timestamp) for r in recs], codec=codec
-            )
-            continue
-        out += R.build_record_batch(
-            recs,
-            codec=codec,
-            producer_id=b.producer_id,
-            producer_epoch=b.producer_epoch,
-            base_sequence=b.base_sequence,
-            is_transactional=b.is_transactional,
-            offset_deltas=[r.offset_delta for r in recs],
-            last_offset_delta=b.last_offset_delta,
-            base_timestamp=b.base_timestamp,
-            max_timestamp=b.max_timestamp,
-        )
-    return bytes(out)
-
-
 def _append_partition(
     broker,
     ctx,
@@ -164,15 +138,9 @@ def _append_partition(
             txn_err = check_transactional_produce(broker, (topic_name, index), b0)
             if txn_err is not None:
                 raise ProduceError(*txn_err)
-        data = records
-        want = lg.config.target_codec
-        if want is not None and any(b.magic < 2 or b.codec != want for b in batches):
-            data = _recompress(batches, want)
-        # producer state (duplicates, epochs, sequences) is the log's: UnifiedLog.append
-        same = data is records
-        info = lg.append_as_leader(
-            data, t.leader_epoch(index), validated=same, batches=batches if same else None
-        )
+        # LogValidator (a legacy set's or a forced codec's rebuild included) and producer state
+        # (duplicates, epochs, sequences) are the log's: UnifiedLog.append
+        info = lg.append_as_leader(records, t.leader_epoch(index), validated=True, batches=batches)
         resp.base_offset = info.first_offset
         resp.log_append_time_ms = info.log_append_time if info.log_append_time is not None else -1
         resp.log_start_offset = lg.log_start_offset
@@ -205,6 +173,10 @@ def _append_partition(
     except RecordTooLargeError as exc:
         resp.error_code = ErrorCode.MESSAGE_TOO_LARGE
         detail = str(exc)
+    except IllegalArgumentError as exc:
+        # an unknown codec, a negative timestamp to rebuild: ReplicaManager's catch-all
+        resp.error_code = ErrorCode.UNKNOWN_SERVER_ERROR
+        detail = str(exc)
     except CorruptRecordError as exc:
         resp.error_code = ErrorCode.CORRUPT_MESSAGE
         detail = str(exc)
@@ -228,10 +200,66 @@ def _append_partition(
     return resp
 
 
+def _unknown_codec_below_v7(broker, req) -> bool:
+    """ProduceRequest.validateRecords below v7 reads the compression type of the first batch
+    of every partition the metadata knows (its zstd rule), once the batch is whole and of magic
+    2: bits that name no codec throw CompressionType.forId's IllegalArgumentException, which is
+    no ApiException, out of KafkaApis.handleProduceRequest (read at 3.7.0)."""
+    for td in req.topic_data:
+        t = broker.topic(td.name)
+        if t is None:
+            continue
+        for p in td.partition_data:
+            rec = p.records
+            if (
+                rec is not None
+                and 0 <= p.index < t.partitions
+                and len(rec) >= R.RECORD_BATCH_OVERHEAD
+                and rec[16] == 2
+                and rec[22] & R.CODEC_MASK > compression.ZSTD
+                and int.from_bytes(rec[8:12], "big", signed=True) + R.LOG_OVERHEAD <= len(rec)
+            ):
+                return True
+    return False
+
+
+def _whole_request_error(req, code: int):
+    """RequestHandlerHelper.handleError: ProduceRequest.getErrorResponse answers every partition
+    of the request with the error (ApiError.fromThrowable: no message for UNKNOWN_SERVER_ERROR);
+    acks=0 has no answer, the connection is closed."""
+    if req.acks == 0:
+        from kafkatool.broker.network import CloseConnection
+
+        raise CloseConnection(f"error during produce request with acks=0 ({ErrorCode(code).name})")
+    return ProduceResponse(
+        responses=[
+            TopicProduceResponse(
+                name=td.name,
+                partition_responses=[
+                    PartitionProduceResponse(
+                        index=p.index,
+                        error_code=code,
+                        base_offset=-1,
+                        log_append_time_ms=-1,
+                        log_start_offset=-1,
+                        record_errors=[],
+                    )
+                    for p in td.partition_data
+                ],
+            )
+            for td in req.topic_data
+        ],
+        throttle_time_ms=0,
+    )
+
+
 def handle_produce(ctx, req):
     broker = ctx.broker
     acks = req.acks
     out = []
+    if 3 <= ctx.header.api_version < 7 and _unknown_codec_below_v7(broker, req):
+        log.error("produce v%d: a record batch with an unknown compression type", ctx.version)
+        return _whole_request_error(req, ErrorCode.UNKNOWN_SERVER_ERROR)
     if acks not in (0, 1, -1):
         for td in req.topic_data:
             out.append(
