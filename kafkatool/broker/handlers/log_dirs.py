@@ -223,6 +223,8 @@ def start_move(broker, tp: TopicPartition, path: str) -> int:
         return ErrorCode.LOG_DIR_NOT_FOUND
     t = broker.topic(tp[0])
     lg = broker.get_log(*tp)
+    if dest in broker.manager.offline_dirs or (lg is None and tp in broker.manager.offline_partitions):
+        return ErrorCode.KAFKA_STORAGE_ERROR  # ReplicaManager.alterReplicaLogDirs: an offline dir
     if t is None or not 0 <= tp[1] < t.partitions or lg is None:
         return ErrorCode.REPLICA_NOT_AVAILABLE
     if broker.read_only:
@@ -297,7 +299,20 @@ def handle_describe_log_dirs(ctx, req):
             )
         )
     results = []
+    offline = manager.offline_dirs
     for d, topics in by_dir.items():
+        if d in offline:
+            # ReplicaManager.describeLogDirs: an offline dir answers KAFKA_STORAGE_ERROR alone
+            results.append(
+                DescribeLogDirsResult(
+                    error_code=ErrorCode.KAFKA_STORAGE_ERROR,
+                    log_dir=str(d),
+                    topics=[],
+                    total_bytes=-1,
+                    usable_bytes=-1,
+                )
+            )
+            continue
         total = usable = -1
         try:
             usage = shutil.disk_usage(d)

@@ -212,7 +212,10 @@ def _append_partition(
         resp.error_code = ErrorCode.INVALID_RECORD
         detail = str(exc)
     except OSError as exc:
-        log.error("append failed topic=%s partition=%d error=%s", topic_name, index, exc)
+        # UnifiedLog.append's maybeHandleIOException: the log dir goes offline
+        broker.report_io_error(
+            lg.dir, f"Error while appending records to {topic_name}-{index} in dir {lg.dir.parent}", exc
+        )
         resp.error_code = ErrorCode.KAFKA_STORAGE_ERROR
         detail = str(exc)
     if resp.error_code:

@@ -79,8 +79,10 @@ def txn_commit_offsets(
         except RecordValidationError as exc:
             # maybeConvertOffsetCommitError passes LogValidator's error on as it is
             code = ErrorCode[exc.error_name]
-        except OSError:
-            log.exception("failed to write transactional offsets of group %s", group_id)
+        except OSError as exc:
+            broker.report_io_error(
+                lg.dir, f"Error while appending records to {lg.dir.name} in dir {lg.dir.parent}", exc
+            )
             code = ErrorCode.NOT_COORDINATOR
     if code == ErrorCode.NONE:
         pending = group.offsets.pending_txn.setdefault(producer_id, {})
