@@ -26,6 +26,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from kafkatool.errors import KafkatoolError
+from kafkatool.log.manager import log_error_message
 
 log = logging.getLogger("kafkatool.broker.background")
 
@@ -95,9 +96,7 @@ class Workers:
         try:
             lg.flush(offset)
         except OSError as exc:
-            self.on_io_error(
-                lg.dir, f"Error while flushing log for {lg.dir.name} in dir {lg.dir.parent}", exc
-            )
+            self.on_io_error(lg.dir, log_error_message(lg, "flushing log for"), exc)
 
     def run_in_process(self, fn, /, **kwargs):
         """Run ``fn(**kwargs)`` in a worker process (broker/worker_process.py) and wait (from a
@@ -241,9 +240,7 @@ def _close_retired(broker) -> None:
             try:
                 lg.close_retired(now)
             except OSError as exc:
-                broker.report_io_error(
-                    lg.dir, f"Error while deleting segments for {lg.dir.name} in dir {lg.dir.parent}", exc
-                )
+                broker.report_log_error(lg, "deleting segments for", exc)
 
 
 def _close_idle(broker) -> None:

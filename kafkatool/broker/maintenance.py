@@ -41,6 +41,7 @@ def retention_pass(logs, now_ms: int | None = None, report_io_error=None) -> lis
     that changed, for the event loop to checkpoint, wake and report.  An I/O error of one log
     goes to ``report_io_error`` (Broker.report_io_error: its dir goes offline) and the pass
     goes on with the others (without one, it is raised)."""
+    from kafkatool.log.manager import log_error_message
     from kafkatool.log.retention import apply_retention, plan_retention
 
     now = _now_ms() if now_ms is None else now_ms
@@ -60,8 +61,7 @@ def retention_pass(logs, now_ms: int | None = None, report_io_error=None) -> lis
         except OSError as exc:
             if report_io_error is None:
                 raise
-            msg = f"Error while deleting segments for {tp[0]}-{tp[1]} in dir {lg.dir.parent}"
-            report_io_error(lg.dir, msg, exc)
+            report_io_error(lg.dir, log_error_message(lg, "deleting segments for"), exc)
             continue
         done.append(
             (tp, len(res.deleted), plan.bytes_deleted, plan.deletions[-1].reason, lg.log_start_offset)

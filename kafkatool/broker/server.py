@@ -29,7 +29,7 @@ from kafkatool.formats.errors import CorruptRecordError, FormatError
 from kafkatool.formats.uuid import Uuid
 from kafkatool.log.config import LogConfig
 from kafkatool.log.log import Log
-from kafkatool.log.manager import LogManager
+from kafkatool.log.manager import LogManager, log_error_message
 from kafkatool.protocol.errors import ErrorCode
 
 log = logging.getLogger("kafkatool.broker")
@@ -660,8 +660,17 @@ class Broker:
         LogDirFailureChannel.maybeAddOfflineLogDir; ``msg`` is Kafka's "Error while ... in dir
         ..." line).  The caller answers its own request as it did (KAFKA_STORAGE_ERROR)."""
         manager = self.manager
-        if manager is None or not manager.report_io_error(where, msg, exc):
-            log.debug("%s: %s", msg, exc)
+        if manager is not None and manager.report_io_error(where, msg, exc):
+            return
+        d = manager.dir_of_path(where) if manager is not None else None
+        if d is not None and manager.dirs[d].offline is not None:
+            log.debug("%s: %s", msg, exc)  # the dir's one ERROR line was written already
+        else:
+            log.error("%s: %s", msg, exc)  # not a dir failure: read-only, or out of descriptors
+
+    def report_log_error(self, lg: Log, action: str, exc: BaseException) -> None:
+        """:meth:`report_io_error` of an operation on ``lg`` ("appending records to", ...)."""
+        self.report_io_error(lg.dir, log_error_message(lg, action), exc)
 
     def _on_offline_dir(self, d: Path, msg: str, exc: BaseException) -> None:
         """LogManager.on_offline_dir: the one ERROR line of a failed dir, then its handling on

@@ -122,6 +122,12 @@ def _scan_log_dir(log_dir: Path) -> tuple[list[tuple[Path, TopicPartition]], lis
     return out, skipped
 
 
+def log_error_message(lg: Log, action: str) -> str:
+    """Kafka's line for an I/O error of a log operation (UnifiedLog/LocalLog's
+    maybeHandleIOException messages): ``Error while <action> <topic-partition> in dir <dir>``."""
+    return f"Error while {action} {lg.dir.name} in dir {lg.dir.parent}"
+
+
 class LogDirOfflineError(KafkatoolError, OSError):
     """A log operation on (or needing) a log dir that is offline: Kafka's KafkaStorageException
     for a partition of a failed dir (handlers answer KAFKA_STORAGE_ERROR)."""

@@ -99,6 +99,16 @@ def test_a_full_disk_takes_its_log_dir_offline_and_the_other_dir_serves(can_moun
             part = fetch(c, "fill", 0, version=5).responses[0].partitions[0]
             assert part.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
             assert _list_offset(c, "fill") == ErrorCode.KAFKA_STORAGE_ERROR
+            # Metadata: no leader, the broker's replica offline (as Kafka's controller shows it)
+            meta = c.request(3, 12, G.MetadataRequest(topics=None, allow_auto_topic_creation=False))
+            node = meta.brokers[0].node_id
+            (fill,) = [t for t in meta.topics if t.name == "fill"]
+            p = fill.partitions[0]
+            assert (p.error_code, p.leader_id, p.offline_replicas) == (
+                ErrorCode.LEADER_NOT_AVAILABLE,
+                -1,
+                [node],
+            )
             # the other dir serves as ever
             assert produce(c, "keep", _batch(1)).error_code == 0
             part = fetch(c, "keep", 0).responses[0].partitions[0]

@@ -388,9 +388,7 @@ class ReplicaFetcher:
                 except OSError as exc:
                     # a KafkaStorageException: the dir goes offline and its fetchers stop
                     # (ReplicaManager.handleLogDirFailure)
-                    self.rm.broker.report_io_error(
-                        lg.dir, f"Error while appending records to {lg.dir.name} in dir {lg.dir.parent}", exc
-                    )
+                    self.rm.broker.report_log_error(lg, "appending records to", exc)
                     self.remove(part.tp)
                     return
         lg.update_high_watermark(min(pd.high_watermark, lg.log_end_offset))

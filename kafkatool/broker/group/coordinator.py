@@ -869,11 +869,7 @@ class GroupCoordinator:
                 P.build_batch(records, now_ms()), t.leader_epoch(group.partition), origin=ORIGIN_COORDINATOR
             )
         except OSError as exc:
-            self.broker.report_io_error(
-                lg.dir,
-                f"Error while appending records to {P.OFFSETS_TOPIC}-{group.partition} in dir {lg.dir.parent}",
-                exc,
-            )
+            self.broker.report_log_error(lg, "appending records to", exc)
             raise
 
     def _group_record(self, group: Group, assignment: dict[str, bytes]) -> tuple[bytes, bytes]:

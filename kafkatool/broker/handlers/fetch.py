@@ -222,9 +222,7 @@ def _read(broker, req, topics, version: int, denied: set[str] | frozenset = froz
             except OSError as exc:
                 # LocalLog.read's I/O error is a KafkaStorageException: the partition answers
                 # KAFKA_STORAGE_ERROR and nothing else (readFromLog's createLogReadResult)
-                broker.report_io_error(
-                    lg.dir, f"Error while reading from {name}-{idx} in dir {lg.dir.parent}", exc
-                )
+                broker.report_log_error(lg, "reading from", exc)
                 pd.error_code = ErrorCode.KAFKA_STORAGE_ERROR
                 out.errors = True
                 out.storage_errors = True

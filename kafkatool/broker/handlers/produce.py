@@ -213,9 +213,7 @@ def _append_partition(
         detail = str(exc)
     except OSError as exc:
         # UnifiedLog.append's maybeHandleIOException: the log dir goes offline
-        broker.report_io_error(
-            lg.dir, f"Error while appending records to {topic_name}-{index} in dir {lg.dir.parent}", exc
-        )
+        broker.report_log_error(lg, "appending records to", exc)
         resp.error_code = ErrorCode.KAFKA_STORAGE_ERROR
         detail = str(exc)
     if resp.error_code:

@@ -36,11 +36,6 @@ from kafkatool.protocol.errors import ErrorCode
 log = logging.getLogger("kafkatool.broker.txn")
 
 
-def _append_failed(lg) -> str:
-    """Kafka's line for a failed append (UnifiedLog's maybeHandleIOException message)."""
-    return f"Error while appending records to {lg.dir.name} in dir {lg.dir.parent}"
-
-
 OFFSETS_TOPIC = "__consumer_offsets"
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -258,7 +253,7 @@ class TransactionCoordinator:
                 )
             except (OSError, RecordValidationError) as exc:
                 if isinstance(exc, OSError):
-                    self.broker.report_io_error(lg.dir, _append_failed(lg), exc)
+                    self.broker.report_log_error(lg, "appending records to", exc)
                 log.error("failed to expire %s: %s", md.transactional_id, exc)
                 continue
             del self.txns[md.transactional_id]
@@ -331,7 +326,7 @@ class TransactionCoordinator:
                 origin=ORIGIN_COORDINATOR,
             )
         except OSError as exc:
-            self.broker.report_io_error(lg.dir, _append_failed(lg), exc)
+            self.broker.report_log_error(lg, "appending records to", exc)
             raise TxnError(ErrorCode.NOT_COORDINATOR, str(exc)) from None
         except RecordValidationError as exc:
             # appendTransactionToLog passes LogValidator's error on as it is ("case other")
@@ -582,7 +577,7 @@ class TransactionCoordinator:
                 )
                 raise TxnError(code, exc.message) from None
             except OSError as exc:
-                broker.report_io_error(lg.dir, _append_failed(lg), exc)
+                broker.report_log_error(lg, "appending records to", exc)
                 raise TxnError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from None
             except RecordValidationError as exc:
                 # LogValidator refused the marker (a topic's timestamp limit narrower than the

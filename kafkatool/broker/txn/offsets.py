@@ -80,9 +80,7 @@ def txn_commit_offsets(
             # maybeConvertOffsetCommitError passes LogValidator's error on as it is
             code = ErrorCode[exc.error_name]
         except OSError as exc:
-            broker.report_io_error(
-                lg.dir, f"Error while appending records to {lg.dir.name} in dir {lg.dir.parent}", exc
-            )
+            broker.report_log_error(lg, "appending records to", exc)
             code = ErrorCode.NOT_COORDINATOR
     if code == ErrorCode.NONE:
         pending = group.offsets.pending_txn.setdefault(producer_id, {})
