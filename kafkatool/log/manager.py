@@ -867,6 +867,8 @@ class LogManager:
         tp = (topic, partition)
         log = self.logs.pop(tp, None)
         if log is None:
+            # a partition of an offline dir: forgotten here (its files are out of reach)
+            self.offline_partitions.discard(tp)
             return None
         d = self._log_dir_of.pop(tp)
         log.close()

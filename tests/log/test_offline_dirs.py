@@ -108,3 +108,11 @@ def test_a_dir_that_cannot_be_opened_starts_offline(tmp_path):
     with pytest.raises(OSError, match="none of the specified log dirs"):
         LogManager([b], LogConfig())
     assert not lock.held_here(b)
+
+
+def test_a_deleted_offline_partition_can_be_made_again(two_dirs):
+    m, a, b = two_dirs
+    m.report_io_error(b, "Error while appending", EIO)
+    assert m.delete_log("u", 0) is None  # out of reach on the failed dir
+    assert ("u", 0) not in m.offline_partitions
+    assert m.create_log("u", 0).dir.parent == a

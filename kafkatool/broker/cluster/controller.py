@@ -947,11 +947,11 @@ class Controller:
             if st.leader == head:
                 out[tp] = ErrorCode.ELECTION_NOT_NEEDED
                 continue
-            if not (self.online(head) and head in st.isr):
+            if not (self.replica_online(head, tp) and head in st.isr):
                 out[tp] = ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
                 continue
             new = self._write_state(tp, head, st.leader_epoch + 1, st.isr)
-            batch.leader_and_isr([r for r in replicas if self.online(r)], tp, new, replicas)
+            batch.leader_and_isr([r for r in replicas if self.replica_online(r, tp)], tp, new, replicas)
             out[tp] = ErrorCode.NONE
         batch.send()
         return out
@@ -966,19 +966,19 @@ class Controller:
             if st is None or not replicas:
                 out[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
-            if self.online(st.leader):
+            if self.replica_online(st.leader, tp):
                 out[tp] = ErrorCode.ELECTION_NOT_NEEDED
                 continue
-            leader = next((r for r in replicas if r in st.isr and self.online(r)), None)
-            isr = [r for r in st.isr if self.online(r)]
+            leader = next((r for r in replicas if r in st.isr and self.replica_online(r, tp)), None)
+            isr = [r for r in st.isr if self.replica_online(r, tp)]
             if leader is None:
-                leader = next((r for r in replicas if self.online(r)), None)
+                leader = next((r for r in replicas if self.replica_online(r, tp)), None)
                 isr = [leader]
             if leader is None:
                 out[tp] = ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
                 continue
             new = self._write_state(tp, leader, st.leader_epoch + 1, isr)
-            batch.leader_and_isr([r for r in replicas if self.online(r)], tp, new, replicas)
+            batch.leader_and_isr([r for r in replicas if self.replica_online(r, tp)], tp, new, replicas)
             out[tp] = ErrorCode.NONE
         batch.send()
         return out
@@ -1213,7 +1213,7 @@ class Controller:
                 continue
             recipients = [r for r in replicas if r in self.live]
             if st.leader == broker_id:
-                leader = next((r for r in replicas if r in st.isr and self.online(r)), None)
+                leader = next((r for r in replicas if r in st.isr and self.replica_online(r, tp)), None)
                 if leader is None:
                     continue
                 isr = [r for r in st.isr if r != broker_id]
