@@ -209,3 +209,54 @@ def test_a_dir_whose_meta_properties_cannot_be_read_starts_offline(tmp_path):
     assert r.returncode == 2, r.stderr.decode()[-2000:]
     out = r.stderr.decode() + r.stdout.decode()
     assert "none of the specified log dirs" in out and "Traceback" not in out, out[-2000:]
+
+
+def test_a_log_dir_move_into_a_full_disk_takes_the_destination_offline(can_mount, tmp_path):
+    """AlterReplicaLogDirs of a partition larger than the destination's free space: the copy's
+    ENOSPC takes the destination dir offline (the future log's append in Kafka's
+    ReplicaAlterLogDirsThread), the partition keeps being served from where it was, and a
+    later move into the failed dir answers KAFKA_STORAGE_ERROR."""
+    from kafkatool.protocol.generated.alter_replica_log_dirs_request import (
+        AlterReplicaLogDir,
+        AlterReplicaLogDirTopic,
+    )
+
+    data, full = tmp_path / "data", tmp_path / "full"
+    full.mkdir()
+    b = BrokerProcess(data, extra=[f"log.dirs={data},{full}"], prefix=_mount_prefix(full)).start()
+    try:
+        with WireClient(b.bootstrap) as c:
+            create_topic(c, "big")  # the first dir
+            for i in range(80):  # 5 MiB
+                assert produce(c, "big", _batch(i)).error_code == 0
+
+            def move(topic: str) -> int:
+                req = G.AlterReplicaLogDirsRequest(
+                    dirs=[
+                        AlterReplicaLogDir(
+                            path=str(full), topics=[AlterReplicaLogDirTopic(name=topic, partitions=[0])]
+                        )
+                    ]
+                )
+                return c.request(34, 2, req).results[0].partitions[0].error_code
+
+            assert move("big") == 0
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and "is offline" not in b.log_text():
+                time.sleep(0.05)
+            errors = _errors(b)
+            assert len(errors) == 1 and f"Error while copying big-0 into dir {full}" in errors[0], (
+                b.log_text()[-3000:]
+            )
+            assert "No space left on device" in errors[0]
+            assert produce(c, "big", _batch(80)).error_code == 0  # still served from the first dir
+            part = fetch(c, "big", 0).responses[0].partitions[0]
+            assert part.error_code == 0 and part.high_watermark == 81
+            assert move("big") == ErrorCode.KAFKA_STORAGE_ERROR
+            dirs = {r.log_dir: r for r in c.request(35, 4, G.DescribeLogDirsRequest(topics=None)).results}
+            assert dirs[str(full)].error_code == ErrorCode.KAFKA_STORAGE_ERROR
+            assert [t.name for t in dirs[str(data)].topics] == ["big"]
+        assert "Traceback" not in b.log_text()
+        assert b.stop() == 0
+    finally:
+        b.kill()

@@ -21,6 +21,7 @@ manager refuses to load (naming both) rather than losing either.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
 import shutil
@@ -46,6 +47,8 @@ ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS = 34, 35
 THROTTLE_CONFIG = "replica.alter.log.dirs.io.max.bytes.per.second"
 CHUNK = 1 << 20
 UNLIMITED = (1 << 63) - 1
+#: what only a write can answer: a move that meets one failed in its destination dir
+DEST_FAILURES = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
 
 TopicPartition = tuple[str, int]
 
@@ -201,6 +204,23 @@ async def _run(broker, mv: LogDirMove) -> None:
     except asyncio.CancelledError:
         broker.manager.drop_future(mv.tp, mv.future)
         raise
+    except OSError as exc:
+        if exc.errno in DEST_FAILURES:
+            # only the copy writes (into the future dir): the destination's disk refused it, and
+            # it fails as a whole, as the future log's append in ReplicaAlterLogDirsThread does
+            broker.report_io_error(
+                mv.dest_dir, f"Error while copying {mv.tp[0]}-{mv.tp[1]} into dir {mv.dest_dir}", exc
+            )
+        else:
+            log.error(
+                "log dir move failed topic=%s partition=%d dir=%s error=%s",
+                mv.tp[0],
+                mv.tp[1],
+                mv.dest_dir,
+                exc,
+            )
+        if mv.dest_dir not in broker.manager.offline_dirs:
+            broker.manager.drop_future(mv.tp, mv.future)  # an offline dir is left as it is
     except Exception:
         log.exception("log dir move failed topic=%s partition=%d dir=%s", mv.tp[0], mv.tp[1], mv.dest_dir)
         broker.manager.drop_future(mv.tp, mv.future)
