@@ -26,6 +26,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from kafkatool.errors import KafkatoolError
+from kafkatool.log.manager import log_error_message
 
 log = logging.getLogger("kafkatool.broker.background")
 
@@ -52,6 +53,9 @@ class Workers:
         self._idle: list[subprocess.Popen] = []
         self._pool_lock = threading.Lock()
         self._stopping = threading.Event()
+        #: called with (path, Kafka's "Error while ... in dir ..." line, error) for an I/O error
+        #: of a log operation: the broker takes that log dir offline (Broker.report_io_error)
+        self.on_io_error = lambda where, msg, exc: log.error("%s: %s", msg, exc)
 
     def submit(self, fn, *args, name: str = "background job") -> None:
         """Run ``fn(*args)`` on the scheduler thread; failures are logged, never raised."""
@@ -75,14 +79,24 @@ class Workers:
                 try:
                     manager.write_checkpoint(job)
                 except OSError as exc:
-                    log.error("checkpoint write failed file=%s error=%s", job.state.path / job.name, exc)
+                    # Kafka's OffsetCheckpointFile.write: "Error while writing to checkpoint file"
+                    path = job.state.path / job.name
+                    self.on_io_error(path, f"Error while writing to checkpoint file {path}", exc)
 
         return lambda jobs: self.submit(write, jobs, name="checkpoint")
 
     def schedule_flush(self, lg, offset: int) -> None:
         """A Log's ``flush_scheduler`` after a roll: its fsync up to the new segment, on the
         scheduler."""
-        self.submit(lg.flush, offset, name="flush-log")
+        self.submit(self.flush, lg, offset, name="flush-log")
+
+    def flush(self, lg, offset: int | None = None) -> None:
+        """A log's fsync (scheduler thread); an I/O error takes its dir offline (LocalLog.flush's
+        maybeHandleIOException)."""
+        try:
+            lg.flush(offset)
+        except OSError as exc:
+            self.on_io_error(lg.dir, log_error_message(lg, "flushing log for"), exc)
 
     def run_in_process(self, fn, /, **kwargs):
         """Run ``fn(**kwargs)`` in a worker process (broker/worker_process.py) and wait (from a
@@ -212,7 +226,7 @@ def _flush_due(broker) -> None:
         if lg.config.flush_ms >= 2**62:
             continue
         if now - last.get(tp, 0) >= lg.config.flush_ms and lg.log_end_offset > lg.recovery_point:
-            lg.flush()
+            broker.workers.flush(lg)
             last[tp] = now
 
 
@@ -223,7 +237,10 @@ def _close_retired(broker) -> None:
     now = _now_ms()
     for lg in list(broker.manager.logs.values()):
         if lg.has_retired:
-            lg.close_retired(now)
+            try:
+                lg.close_retired(now)
+            except OSError as exc:
+                broker.report_log_error(lg, "deleting segments for", exc)
 
 
 def _close_idle(broker) -> None:

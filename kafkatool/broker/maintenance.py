@@ -35,10 +35,13 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def retention_pass(logs, now_ms: int | None = None) -> list[tuple]:
+def retention_pass(logs, now_ms: int | None = None, report_io_error=None) -> list[tuple]:
     """Retention over ``logs`` ((topic, partition), Log) on a worker thread (each change
     under the log's lock); returns (tp, segments, bytes, reason, log start offset) per log
-    that changed, for the event loop to checkpoint, wake and report."""
+    that changed, for the event loop to checkpoint, wake and report.  An I/O error of one log
+    goes to ``report_io_error`` (Broker.report_io_error: its dir goes offline) and the pass
+    goes on with the others (without one, it is raised)."""
+    from kafkatool.log.manager import log_error_message
     from kafkatool.log.retention import apply_retention, plan_retention
 
     now = _now_ms() if now_ms is None else now_ms
@@ -47,13 +50,19 @@ def retention_pass(logs, now_ms: int | None = None) -> list[tuple]:
         if lg.closed:
             continue
         cfg = lg.config
-        plan = plan_retention(lg, cfg, now_ms=now)
-        if any("would roll a new segment" in n for n in plan.notes) and lg.active_segment.size > 0:
-            lg.roll()
+        try:
             plan = plan_retention(lg, cfg, now_ms=now)
-        if not plan.deletions:
+            if any("would roll a new segment" in n for n in plan.notes) and lg.active_segment.size > 0:
+                lg.roll()
+                plan = plan_retention(lg, cfg, now_ms=now)
+            if not plan.deletions:
+                continue
+            res = apply_retention(lg, plan, quarantine=None)
+        except OSError as exc:
+            if report_io_error is None:
+                raise
+            report_io_error(lg.dir, log_error_message(lg, "deleting segments for"), exc)
             continue
-        res = apply_retention(lg, plan, quarantine=None)
         done.append(
             (tp, len(res.deleted), plan.bytes_deleted, plan.deletions[-1].reason, lg.log_start_offset)
         )
@@ -82,7 +91,8 @@ def finish_retention(broker, done: list[tuple]) -> int:
 
 def run_retention(broker, now_ms: int | None = None) -> int:
     """One retention pass over every log, in the calling thread; returns the number of segments deleted."""
-    return finish_retention(broker, retention_pass(list(broker.manager.logs.items()), now_ms))
+    logs = list(broker.manager.logs.items())
+    return finish_retention(broker, retention_pass(logs, now_ms, broker.report_io_error))
 
 
 class CleanerState:
@@ -195,10 +205,13 @@ class CleanerState:
         except Exception as exc:
             # Kafka's CleanerThread: any exception out of a round (LogCleaningException) marks
             # the partition uncleanable, its checkpoint is written at the round's start, and
-            # the other logs are cleaned as ever.  An I/O error takes Kafka's whole log dir
-            # offline, which this broker does not model: the partition alone stops being
-            # cleaned (until its log is replaced), rather than failing every pass and keeping
-            # the cleaner from every other log.
+            # the other logs are cleaned as ever.  An I/O error also takes the log dir offline
+            # (LogCleaner's "Failed to clean up log ... in dir": logDirFailureChannel), so no
+            # partition of it is picked again; a file gone under the worker is retention or a
+            # deletion that won the race (the round is void), not the disk
+            if isinstance(exc, OSError) and not isinstance(exc, FileNotFoundError):
+                msg = f"Failed to clean up log for {tp[0]}-{tp[1]} in dir {lg.dir.parent} due to IOException"
+                self.broker.report_io_error(lg.dir, msg, exc)
             with contextlib.suppress(OSError):
                 discard_cleaned_files(lg.dir)
             cleaning_failed(result, exc, rng.first_dirty)
@@ -261,7 +274,9 @@ async def _retention_loop(broker, interval: float) -> None:
         await asyncio.sleep(interval)
         try:
             logs = list(broker.manager.logs.items())
-            done = await loop.run_in_executor(broker.workers.scheduler, retention_pass, logs)
+            done = await loop.run_in_executor(
+                broker.workers.scheduler, retention_pass, logs, None, broker.report_io_error
+            )
             finish_retention(broker, done)
         except WorkersStopped:
             return

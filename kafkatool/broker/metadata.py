@@ -98,6 +98,8 @@ class MetadataStore:
         #: called with the saved contents (to_json) after every save (a broker of several
         #: processes tells the others)
         self.on_save: list = []
+        #: log dirs that are offline (nothing is written there)
+        self.offline_dirs: set[Path] = set()
         self._load()
 
     # ------------------------------------------------------------------ load/save
@@ -175,6 +177,8 @@ class MetadataStore:
         if not self.writable:
             return
         for d in self.log_dirs:
+            if d in self.offline_dirs:
+                continue
             path = d / props.META_PROPERTIES_FILE
             if path.exists():
                 continue

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import socket
 import ssl
 import time
@@ -28,7 +29,7 @@ from kafkatool.formats.errors import CorruptRecordError, FormatError
 from kafkatool.formats.uuid import Uuid
 from kafkatool.log.config import LogConfig
 from kafkatool.log.log import Log
-from kafkatool.log.manager import LogManager
+from kafkatool.log.manager import LogManager, log_error_message
 from kafkatool.protocol.errors import ErrorCode
 
 log = logging.getLogger("kafkatool.broker")
@@ -91,6 +92,25 @@ def _foreign_partitions(dirs: list[Path], loaded) -> list[tuple[str, int, Uuid |
     return out
 
 
+def unreadable_dirs(dirs: list[Path]) -> dict[str, str]:
+    """The log dirs whose meta.properties cannot be read (an I/O error, or bytes that are not
+    a properties file; a missing one is a new dir), with the cause: Kafka's
+    MetaPropertiesEnsemble.Loader puts them in errorLogDirs and the broker starts with them
+    offline."""
+    from kafkatool.formats import properties as props
+
+    out = {}
+    for d in dirs:
+        path = d / props.META_PROPERTIES_FILE
+        try:
+            props.decode_meta_properties(path.read_bytes())
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except (OSError, ValueError, FormatError) as exc:
+            out[str(d)] = f"Error while reading meta.properties file {path}: {exc}"
+    return out
+
+
 def stored_node_id(dirs: list[Path], configured: int | None = None) -> int | None:
     """node.id / broker.id from the log dirs' meta.properties (None when there is none), checked
     as Kafka checks them at start-up (MetaPropertiesEnsemble.verify with the configured id): every
@@ -142,6 +162,8 @@ class Broker:
         self.bound: list[tuple[str, int]] = []
         self.next_producer_id = 0
         self.startup: StartupReport | None = None
+        #: the event loop serving requests (a failed log dir is handled on it)
+        self._loop: asyncio.AbstractEventLoop | None = None
         from kafkatool.broker.fetch_session import CACHE_SLOTS_CONFIG, FetchManager
 
         #: this process's incremental fetch sessions (KIP-227)
@@ -150,6 +172,7 @@ class Broker:
 
         #: background threads and the cleaner's worker process (never the event loop)
         self.workers = Workers()
+        self.workers.on_io_error = self.report_io_error
         #: Kafka's network threads' share of fetch responses: the rest of a large sendfile
         #: that did not fit the socket (broker/network.SendfileThreads)
         self.network_threads = SendfileThreads(self.config.int("num.network.threads"))
@@ -245,7 +268,16 @@ class Broker:
             missing = [str(d) for d in dirs if not d.is_dir()]
             if missing:
                 raise OSError(f"log dir {missing[0]} does not exist (--read-only never creates one)")
-        new_dirs = [str(d) for d in dirs if not d.exists() or not any(d.iterdir())]
+        offline = unreadable_dirs(dirs) if writable else {}
+        new_dirs = []
+        for d in dirs:
+            try:
+                if not d.exists() or not any(d.iterdir()):
+                    new_dirs.append(str(d))
+            except OSError as exc:
+                if not writable:
+                    raise
+                offline.setdefault(str(d), f"Error while listing log dir {d}: {exc}")
         explicit = self.config.explicit_node_id
         stored = stored_node_id(dirs, explicit) if not self.is_member else None
         if stored is not None and explicit is None:
@@ -307,7 +339,19 @@ class Broker:
             owns=self.processes.owns if self.processes is not None else None,
             member=self.is_member,
             clean_shutdown=self._clean_shutdown,
+            offline=offline,
         )
+        self.manager.on_offline_dir = self._on_offline_dir
+        for d, why in self.manager.offline_dirs.items():
+            log.error("%s; log dir %s is offline", why, d)
+            self.metadata.offline_dirs.add(d)
+        if self.metadata.path.parent in self.manager.offline_dirs and self.metadata.writable:
+            if self.cluster is None:
+                raise OSError(
+                    f"the log dir {self.metadata.path.parent} that holds the cluster metadata "
+                    "is offline (Kafka does not start without its metadata log dir either)"
+                )
+            self.metadata.writable = False
         if self.is_member:
             self.manager.checkpoint_sink = self.processes.send_checkpoint
         elif writable:
@@ -345,6 +389,10 @@ class Broker:
                 if lg is None:
                     if not writable:
                         notes.append(f"topic {name}: partition {p} has no dir (reported unavailable)")
+                        continue
+                    if self.manager.offline_dirs:
+                        # its log may be on an offline dir (LogManager.getOrCreateLog, not isNew)
+                        self.manager.offline_partitions.add((name, p))
                         continue
                     lg = self.manager.create_log(name, p, topic_id=t.topic_id)
                 elif lg.topic_id is None and writable:
@@ -622,12 +670,14 @@ class Broker:
         (its log, NONE), or (None, the error code to answer) when the topic is unknown (a log
         whose topic is being deleted is not served) or this process has no log of it:
         NOT_LEADER_OR_FOLLOWER when another process of this broker serves it, else
-        UNKNOWN_TOPIC_OR_PARTITION."""
+        UNKNOWN_TOPIC_OR_PARTITION; KAFKA_STORAGE_ERROR when its log dir is offline."""
         if t is None:
             return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         lg = self.get_log(t.name, partition)
         if lg is not None:
             return lg, ErrorCode.NONE
+        if (t.name, partition) in self.manager.offline_partitions:
+            return None, ErrorCode.KAFKA_STORAGE_ERROR  # HostedPartition.Offline: its dir failed
         elsewhere = self.processes.leader_error(t.name, partition) if self.processes is not None else None
         return None, elsewhere or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
@@ -636,6 +686,85 @@ class Broker:
         if self.processes is not None:
             return self.processes.leader_node(topic, partition)
         return self.node_id if self.get_log(topic, partition) is not None else -1
+
+    # ------------------------------------------------------------------ failed log dirs
+    def report_io_error(self, where, msg: str, exc: BaseException) -> None:
+        """An I/O error of a log operation (any thread): the log dir of ``where`` (a dir, a
+        partition dir or a file in one) goes offline, once (Kafka's
+        LogDirFailureChannel.maybeAddOfflineLogDir; ``msg`` is Kafka's "Error while ... in dir
+        ..." line).  The caller answers its own request as it did (KAFKA_STORAGE_ERROR)."""
+        manager = self.manager
+        if manager is not None and manager.report_io_error(where, msg, exc):
+            return
+        d = manager.dir_of_path(where) if manager is not None else None
+        if d is not None and manager.dirs[d].offline is not None:
+            log.debug("%s: %s", msg, exc)  # the dir's one ERROR line was written already
+        else:
+            log.error("%s: %s", msg, exc)  # not a dir failure: read-only, or out of descriptors
+
+    def report_log_error(self, lg: Log, action: str, exc: BaseException) -> None:
+        """:meth:`report_io_error` of an operation on ``lg`` ("appending records to", ...)."""
+        self.report_io_error(lg.dir, log_error_message(lg, action), exc)
+
+    def _on_offline_dir(self, d: Path, msg: str, exc: BaseException) -> None:
+        """LogManager.on_offline_dir: the one ERROR line of a failed dir, then its handling on
+        the event loop (Kafka's LogDirFailureHandler thread takes it off the queue)."""
+        log.error("%s: %s; log dir %s is offline", msg, exc, d)
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            self.handle_log_dir_failure(d)
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            self.handle_log_dir_failure(d)
+        else:
+            loop.call_soon_threadsafe(self.handle_log_dir_failure, d)
+
+    def handle_log_dir_failure(self, d: Path) -> None:
+        """ReplicaManager.handleLogDirFailure + LogManager.handleLogDirFailure: the dir's
+        partitions stop being served (KAFKA_STORAGE_ERROR from now on), parked fetches and
+        acks=all produces on them are answered, the controller is told (cluster mode), and a
+        broker left with no live dir, or (standalone) without the dir of its embedded metadata,
+        halts with exit status 1."""
+        manager = self.manager
+        if manager is None:
+            return
+        all_dirs = ", ".join(str(x) for x in manager.dirs)
+        log.warning("Stopping serving replicas in dir %s", d)
+        gone = manager.take_offline(d)
+        if not manager.live_dirs:
+            self.halt(f"Shutdown broker because all log dirs in {all_dirs} have failed")
+            return
+        if d == self.metadata.path.parent and self.metadata.writable:
+            if self.cluster is None:
+                # the embedded metadata is this broker's metadata log: Kafka halts when the
+                # metadata log dir fails (ReplicaManager.handleLogDirFailure)
+                self.halt(f"Shutdown broker because the metadata log dir {d} has failed")
+                return
+            self.metadata.writable = False  # cluster mode keeps the topics in ZooKeeper
+        for tp in gone:
+            self.wake(tp)
+        if self.replicas is not None:
+            self.replicas.on_log_dir_failure(d, gone)
+        log.warning(
+            "Logs for partitions %s are offline due to failure on log directory %s",
+            ",".join(f"{t}-{p}" for t, p in gone),
+            d,
+        )
+
+    def halt(self, line: str) -> None:
+        """Kafka's fatal line and Exit.halt(1): no shutdown, no marker, no checkpoint (the next
+        start recovers every dir).  Exit status 1 (serve's "the broker failed")."""
+        log.critical(line)
+        for h in logging.getLogger().handlers + log.handlers:
+            try:
+                h.flush()
+            except Exception:
+                pass
+        os._exit(1)
 
     # ------------------------------------------------------------------ long polls
     def waiter(self, tps) -> asyncio.Future:
@@ -814,7 +943,8 @@ class Broker:
         from kafkatool.broker.security import tls
 
         self._stopping = asyncio.Event()
-        asyncio.get_running_loop().set_exception_handler(self._loop_exception)
+        self._loop = asyncio.get_running_loop()
+        self._loop.set_exception_handler(self._loop_exception)
         self._send_buffer = self.config.int("socket.send.buffer.bytes")
         self._receive_buffer = self.config.int("socket.receive.buffer.bytes")
         for lst in self.config.listeners:
@@ -1059,7 +1189,13 @@ class Broker:
         self.workers.shutdown()
         self.network_threads.shutdown()
         if self.manager is not None:
-            self.manager.shutdown()
+            before = set(self.manager.offline_dirs)
+            try:
+                self.manager.shutdown()
+            finally:
+                for d, why in self.manager.offline_dirs.items():
+                    if d not in before:
+                        log.error("%s; log dir %s is offline (no clean-shutdown marker)", why, d)
             self.manager = None
         if self.metadata is not None:
             self.metadata.save()

@@ -117,8 +117,15 @@ ports.  More than kafkatool.processes.restarts.max (3) deaths within
 kafkatool.processes.restarts.window.ms (300000) stop the broker (exit 1), and every
 partition recovers at the next start.
 
-A configuration or start-up error exits 2; a clean shutdown exits 0; a broker whose
-process died exits 1.
+A log dir whose disk fails (an I/O error of any log operation, a full disk's ENOSPC
+included) goes offline as in Kafka: one ERROR line, its partitions answer
+KAFKA_STORAGE_ERROR until the next start, the other dirs are served, nothing more is
+written to it; a dir that cannot be read at start-up starts offline.  When every log
+dir (standalone: or the first, which holds the metadata) has failed, the broker halts
+with Kafka's fatal line "Shutdown broker because all log dirs in ... have failed".
+
+A configuration or start-up error (no usable log dir included) exits 2; a clean
+shutdown exits 0; a broker whose process died or whose log dirs all failed exits 1.
 
 Supported properties: {SUPPORTED}."""
 

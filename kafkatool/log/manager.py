@@ -35,11 +35,21 @@ takes the lock, keeps the clean-shutdown marker and is the only writer of the ch
 files, into which it folds the other processes' entries (:meth:`LogManager.merge_entries`);
 the others (``member=True``) take no lock, leave the marker alone and hand every checkpoint
 write to :attr:`LogManager.checkpoint_sink`.
+
+A broker's log dir fails as in Kafka (LogDirFailureChannel, LogManager.handleLogDirFailure):
+an I/O error of any log operation is reported with :meth:`LogManager.report_io_error`, the
+first report of a dir marks it offline (once; :attr:`LogManager.on_offline_dir` lets the
+broker log it and take the dir offline on its own thread), and :meth:`LogManager.take_offline`
+drops its logs (their partitions are :attr:`LogManager.offline_partitions`), releases its lock
+and leaves it out of every later checkpoint and of the clean-shutdown marker.  At start-up a
+dir that cannot be locked for an I/O reason, listed or loaded is offline from the start, as
+long as another dir is usable.  An offline dir stays offline until the broker restarts.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
 import os
 import shutil
@@ -51,6 +61,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kafkatool.errors import KafkatoolError
 from kafkatool.formats import checkpoint as ck
 from kafkatool.formats.errors import FormatError
 from kafkatool.formats.uuid import Uuid
@@ -109,6 +120,17 @@ def _scan_log_dir(log_dir: Path) -> tuple[list[tuple[Path, TopicPartition]], lis
         elif not name.endswith(DELETE_DIR_SUFFIX):
             out.append((log_dir / name, tp))
     return out, skipped
+
+
+def log_error_message(lg: Log, action: str) -> str:
+    """Kafka's line for an I/O error of a log operation (UnifiedLog/LocalLog's
+    maybeHandleIOException messages): ``Error while <action> <topic-partition> in dir <dir>``."""
+    return f"Error while {action} {lg.dir.name} in dir {lg.dir.parent}"
+
+
+class LogDirOfflineError(KafkatoolError, OSError):
+    """A log operation on (or needing) a log dir that is offline: Kafka's KafkaStorageException
+    for a partition of a failed dir (handlers answer KAFKA_STORAGE_ERROR)."""
 
 
 class NotKafkaDataError(FormatError):
@@ -202,6 +224,8 @@ class LogDirState:
     snapshot: dict[str, dict[TopicPartition, int] | None] = field(default_factory=dict)
     #: each offset checkpoint's newest sequence number written (or found already on disk)
     written_seq: dict[str, int] = field(default_factory=dict)
+    #: (broker mode) why the dir is offline (Kafka's offline log dir); None while it is online
+    offline: str | None = None
 
     @property
     def recovery_points(self) -> dict[TopicPartition, int]:
@@ -262,13 +286,16 @@ class LogManager:
         owns: Callable[[TopicPartition], bool] | None = None,
         member: bool = False,
         clean_shutdown: dict[str, bool] | None = None,
+        offline: dict[str, str] | None = None,
     ):
         """``recovery_threads``: Kafka's num.recovery.threads.per.data.dir, the threads that
         load (and after an unclean shutdown recover) one dir's partitions in parallel.
         ``owns``: the partitions this manager loads and checkpoints (None: every one); the
         entries of the others stay in the files as found or merged.  ``member``: another
         process of the same broker holds the dirs' locks and markers (``clean_shutdown``: what
-        it found, by dir); checkpoint writes go to :attr:`checkpoint_sink`."""
+        it found, by dir); checkpoint writes go to :attr:`checkpoint_sink`.  ``offline``: (broker
+        mode) dirs already known to be unusable, with the cause (an unreadable meta.properties:
+        Kafka's initialOfflineDirs); they are not opened."""
         self.config = config or LogConfig()
         self.recovery_threads = max(1, recovery_threads)
         self.topic_configs = dict(topic_configs or {})
@@ -296,9 +323,29 @@ class LogManager:
         self._adopted = False
         self._checkpoint_lock = threading.Lock()
         self._checkpoint_seq = itertools.count(1)
+        #: the partitions of offline dirs (Kafka's HostedPartition.Offline): KAFKA_STORAGE_ERROR
+        self.offline_partitions: set[TopicPartition] = set()
+        #: called (on the reporting thread) with (dir, message, error) when a dir is first
+        #: reported failed; it must get :meth:`take_offline` called (None: called at once)
+        self.on_offline_dir: Callable[[Path, str, OSError], None] | None = None
+        self._failure_lock = threading.Lock()
+        known_offline = {Path(d): why for d, why in (offline or {}).items()}
         try:
             for d in log_dirs:
-                self._open_dir(Path(d))
+                d = Path(d)
+                if d in known_offline:
+                    self._mark_offline_at_start(LogDirState(d, False), known_offline[d])
+                elif self.writable and self.load and not self.member:
+                    self._open_or_fail(d)
+                else:
+                    self._open_dir(d)
+            if self.dirs and not self.live_dirs:
+                raise OSError(
+                    "none of the specified log dirs from "
+                    + ", ".join(str(d) for d in self.dirs)
+                    + " can be created or validated: "
+                    + "; ".join(f"{d}: {st.offline}" for d, st in self.dirs.items())
+                )
         except BaseException:
             self._abort()
             raise
@@ -312,6 +359,39 @@ class LogManager:
 
     def _owned(self, tp: TopicPartition) -> bool:
         return self.owns is None or self.owns(tp)
+
+    def _open_or_fail(self, log_dir: Path) -> None:
+        """Broker mode: open one dir, or, when an I/O error stops it (creating, locking,
+        listing, loading), keep it as an offline dir (Kafka's createAndValidateLogDirs and
+        loadLogs: "Error while loading log dir").  Another process holding the lock and data
+        that is not Kafka's still stop the start."""
+        try:
+            self._open_dir(log_dir)
+        except lock.LogDirLockedError:
+            raise
+        except OSError as exc:
+            for tp in [tp for tp, d in self._log_dir_of.items() if d == log_dir]:
+                self._log_dir_of.pop(tp)
+                lg = self.logs.pop(tp, None)
+                if lg is not None:
+                    with contextlib.suppress(OSError):
+                        lg.release()
+            for logs in (self.future_logs, self.stray_logs):
+                for tp in [tp for tp, lg in logs.items() if lg.dir.parent == log_dir]:
+                    with contextlib.suppress(OSError):
+                        logs.pop(tp).release()
+            lock.release(log_dir)
+            state = self.dirs.get(log_dir) or LogDirState(log_dir, False)
+            self._mark_offline_at_start(state, f"Error while loading log dir {log_dir}: {exc}")
+
+    def _mark_offline_at_start(self, state: LogDirState, why: str) -> None:
+        state.offline = why
+        state.fully_loaded = False
+        for name in OFFSET_CHECKPOINTS:
+            state.checkpoints.setdefault(name, {})
+            state.on_disk.setdefault(name, {})
+            state.snapshot.setdefault(name, state.on_disk[name])
+        self.dirs[state.path] = state
 
     def _open_dir(self, log_dir: Path) -> None:
         if self.member:
@@ -409,6 +489,80 @@ class LogManager:
         self._log_dir_of[tp] = state.path
         return log
 
+    # ------------------------------------------------------------------ failed dirs
+    @property
+    def live_dirs(self) -> list[Path]:
+        """The dirs that are online (all of them outside broker mode)."""
+        return [d for d, st in self.dirs.items() if st.offline is None]
+
+    @property
+    def offline_dirs(self) -> dict[Path, str]:
+        """Each offline dir with why it went offline."""
+        return {d: st.offline for d, st in self.dirs.items() if st.offline is not None}
+
+    def dir_of_path(self, path: str | os.PathLike) -> Path | None:
+        """The log dir ``path`` (a partition dir or a file in one) lies in, if any."""
+        path = Path(path)
+        for p in (path, *path.parents):
+            if p in self.dirs:
+                return p
+        return None
+
+    def report_io_error(self, where: str | os.PathLike, msg: str, exc: BaseException) -> bool:
+        """Kafka's LogDirFailureChannel.maybeAddOfflineLogDir, from any thread: an I/O error
+        of a log operation in the log dir of ``where`` (the dir, a partition dir or a file)
+        marks that dir offline.  True only for the first report of a dir (it then goes
+        offline: :attr:`on_offline_dir`, or :meth:`take_offline` now); a later report, an
+        error that is not the disk's (:class:`LogDirOfflineError`) or a manager outside
+        broker mode changes nothing; so does running out of file descriptors (EMFILE/ENFILE:
+        the process's, not the disk's; Kafka would take the dir offline)."""
+        if isinstance(exc, LogDirOfflineError) or not isinstance(exc, OSError):
+            return False
+        if exc.errno in (errno.EMFILE, errno.ENFILE):
+            return False  # the process's descriptors, not the disk: the operation runs again later
+        if not (self.writable and self.load) or self._closed:
+            return False
+        d = self.dir_of_path(where)
+        if d is None:
+            return False
+        with self._failure_lock:
+            state = self.dirs[d]
+            if state.offline is not None:
+                return False
+            state.offline = f"{msg}: {exc}"
+        hook = self.on_offline_dir
+        if hook is None:
+            self.take_offline(d)
+        else:
+            hook(d, msg, exc)
+        return True
+
+    def take_offline(self, log_dir: str | os.PathLike) -> list[TopicPartition]:
+        """Kafka's LogManager.handleLogDirFailure, on the thread that owns the logs: the dir's
+        logs (current and future) stop being served and their files are let go (no flush:
+        the next start-up recovers them), its checkpoints and marker are no longer written
+        and its lock is released.  Returns the partitions that went offline (sorted)."""
+        d = Path(log_dir)
+        state = self.dirs[d]
+        if state.offline is None:
+            state.offline = "taken offline"
+        gone = sorted(tp for tp, home in self._log_dir_of.items() if home == d)
+        for tp in gone:
+            self._log_dir_of.pop(tp)
+            lg = self.logs.pop(tp, None)
+            if lg is not None:
+                with contextlib.suppress(OSError):
+                    lg.release()
+        for logs in (self.future_logs, self.stray_logs):
+            for tp in [tp for tp, lg in logs.items() if lg.dir.parent == d]:
+                with contextlib.suppress(OSError):
+                    logs.pop(tp).release()
+        self.offline_partitions.update(gone)
+        state.fully_loaded = False
+        if not self.member:
+            lock.release(d)
+        return gone
+
     # ------------------------------------------------------------------ logs
     def get_log(self, topic: str, partition: int) -> Log | None:
         return self.logs.get((topic, partition))
@@ -420,21 +574,41 @@ class LogManager:
         *,
         log_dir: str | os.PathLike | None = None,
         topic_id: Uuid | None = None,
+        is_new: bool = True,
     ) -> Log:
+        """The partition's log, made in ``log_dir`` (or the live dir with the fewest
+        partitions) if there is none.  ``is_new=False``: the partition existed before (its log
+        may be on an offline dir), refused while any dir is offline, as Kafka does."""
         tp = (topic, partition)
         if tp in self.logs:
             return self.logs[tp]
         if not self.writable:
             raise OSError("log manager opened read-only")
-        if log_dir is None and len(self.dirs) == 1:
-            log_dir = next(iter(self.dirs))
+        offline = self.offline_dirs
+        if offline and (not is_new or tp in self.offline_partitions):
+            # LogManager.getOrCreateLog: a partition that is not new may have its log on an
+            # offline dir; making an empty one elsewhere would serve it without its data
+            raise LogDirOfflineError(
+                f"Can not create log for {topic}-{partition} because log directories "
+                f"{','.join(str(d) for d in offline)} are offline"
+            )
+        live = self.live_dirs
+        if log_dir is None and len(live) == 1:
+            log_dir = live[0]
         if log_dir is None:
+            if not live:
+                raise LogDirOfflineError(
+                    f"Can not create log for {topic}-{partition}: every log dir is offline"
+                )
             # Kafka picks the dir with the fewest partitions
-            counts = {d: 0 for d in self.dirs}
+            counts = {d: 0 for d in live}
             for d in self._log_dir_of.values():
-                counts[d] += 1
+                if d in counts:
+                    counts[d] += 1
             log_dir = min(counts, key=lambda d: (counts[d], str(d)))
         log_dir = Path(log_dir)
+        if log_dir in offline:
+            raise LogDirOfflineError(f"Can not create log for {topic}-{partition}: {log_dir} is offline")
         path = log_dir / f"{topic}-{partition}"
         fileops.mkdir(path)
         log = Log(path, self.config_for(topic), writable=True, clock=self.clock, topic_id=topic_id)
@@ -536,7 +710,10 @@ class LogManager:
 
     def _write(self, state: LogDirState, name: str) -> bool:
         """Write one offset checkpoint file now, on this thread, when an entry changed (tools,
-        shutdown, a partition's deletion or move); True when it wrote."""
+        shutdown, a partition's deletion or move); True when it wrote.  An offline dir's files
+        are never written again (Kafka drops its checkpoints)."""
+        if state.offline is not None:
+            return False
         if self.member:
             return self._hand_over(state, name, now=True)
         return self.write_checkpoint(self._snapshot(state, name))
@@ -592,6 +769,8 @@ class LogManager:
         entry changed, never over a newer snapshot.  True when it wrote; an OSError is raised
         (the owner's next checkpoint tries again)."""
         state, name = job.state, job.name
+        if state.offline is not None:
+            return False
         with self._checkpoint_lock:
             if job.seq <= state.written_seq.get(name, 0):
                 return False  # a newer snapshot got there first
@@ -611,7 +790,9 @@ class LogManager:
 
     def _checkpoint(self, pairs: list[tuple[LogDirState, str]]) -> None:
         """Write these (dir, file) checkpoints with their current entries: now, or through
-        :attr:`checkpoint_writer`, skipping a file whose newest snapshot has them already."""
+        :attr:`checkpoint_writer`, skipping a file whose newest snapshot has them already (and
+        every file of an offline dir)."""
+        pairs = [(state, name) for state, name in pairs if state.offline is None]
         if self.member:
             for state, name in pairs:
                 self._hand_over(state, name, now=False)
@@ -686,6 +867,8 @@ class LogManager:
         tp = (topic, partition)
         log = self.logs.pop(tp, None)
         if log is None:
+            # a partition of an offline dir: forgotten here (its files are out of reach)
+            self.offline_partitions.discard(tp)
             return None
         d = self._log_dir_of.pop(tp)
         log.close()
@@ -783,7 +966,7 @@ class LogManager:
             if self.load or success:
                 for tp in list(self.logs):
                     if self.load:
-                        self.logs[tp].close()
+                        self._close_or_fail(tp)
                     else:
                         self.close_log(tp)
                 for log in [*self.future_logs.values(), *self.stray_logs.values()]:
@@ -810,6 +993,26 @@ class LogManager:
             if self.writable and (not self.member or self._adopted):
                 for d in self.dirs:
                     lock.release(d)  # a member holds none, unless it adopted them
+
+    def _close_or_fail(self, tp: TopicPartition) -> None:
+        """Broker mode's shutdown of one log: an I/O error takes its dir offline (no marker, no
+        checkpoints there; the next start recovers it) instead of stopping the shutdown of
+        the other dirs."""
+        lg = self.logs.get(tp)
+        if lg is None:
+            return  # its dir went offline with an earlier log of it
+        try:
+            lg.close()
+        except OSError as exc:
+            if not self.writable or isinstance(exc, LogDirOfflineError):
+                raise
+            d = self._log_dir_of[tp]
+            state = self.dirs[d]
+            if state.offline is None:
+                state.offline = f"Error while closing log for {tp[0]}-{tp[1]} in dir {d}: {exc}"
+            with contextlib.suppress(OSError):
+                lg.release()
+            self.take_offline(d)
 
     def adopt_locks(self) -> bool:
         """Member mode, once the process that held the dirs' locks is gone: take them, so that

@@ -552,6 +552,15 @@ class LogDirEvent:
         return {1: "LogDirFailure"}.get(self.event, f"unknown({self.event})")
 
 
+#: LogDirEventNotificationZNode's one event: a log dir of the broker failed
+LOG_DIR_FAILURE_EVENT = 1
+
+
+def encode_log_dir_event(broker_id: int) -> bytes:
+    """LogDirEventNotificationSequenceZNode.encode: ``{"version":1,"broker":N,"event":1}``."""
+    return _dumps({"version": 1, "broker": broker_id, "event": LOG_DIR_FAILURE_EVENT})
+
+
 def decode_log_dir_event(data: bytes | None) -> LogDirEvent:
     what = "log dir event"
     obj = _object(data, what)

@@ -9,7 +9,6 @@ import threading
 import time
 from datetime import datetime
 
-from kafkatool.formats import checkpoint as ck
 from kafkatool.formats import records as R
 from kafkatool.protocol import generated as G
 from kafkatool.protocol.generated.incremental_alter_configs_request import (
@@ -201,19 +200,26 @@ def _thread_opening_a_fifo(pid: int) -> bool:
 
 def test_requests_are_answered_while_a_checkpoint_write_waits(make_broker):
     """Offset checkpoint files are written on the scheduler thread (an fsync there can wait
-    seconds for the journal under a heavy write load).  While the write of
+    seconds for the journal under a heavy write load).  While the write of a log dir's
     replication-offset-checkpoint cannot even open its file (a FIFO with no reader stands at
-    its ``.tmp`` path), Metadata and Produce requests are answered; freed, the failed write
-    is one log line, and a later checkpoint writes the current high watermark."""
-    b = make_broker(extra=["replica.high.watermark.checkpoint.interval.ms=100"]).start()
-    ckpt = b.data_dir / "replication-offset-checkpoint"
-    fifo = b.data_dir / "replication-offset-checkpoint.tmp"
+    its ``.tmp`` path), Metadata and Produce requests are answered; freed, the write fails and,
+    as Kafka's OffsetCheckpointFile.write does, takes that log dir offline: one ERROR line,
+    its partition answers KAFKA_STORAGE_ERROR, the other dir's are served."""
+    from kafkatool.protocol.errors import ErrorCode
+
+    b = make_broker(extra=["replica.high.watermark.checkpoint.interval.ms=100"])
+    second = b.data_dir.with_name("data2")
+    b.extra.append(f"log.dirs={b.data_dir},{second}")
+    b.start()
+    ckpt = second / "replication-offset-checkpoint"
+    fifo = second / "replication-offset-checkpoint.tmp"
     deadline = time.monotonic() + 30
     with WireClient(b.bootstrap) as c:
-        create_topic(c, "t")
+        create_topic(c, "a")  # in the first dir (the fewest partitions, then the name)
+        create_topic(c, "t")  # in the second
         while time.monotonic() < deadline and not ckpt.exists():
             time.sleep(0.02)
-        assert ckpt.exists()
+        assert ckpt.exists() and (second / "t-0").is_dir()
         os.mkfifo(fifo)
         assert produce(c, "t", plain(0)).error_code == 0  # a new high watermark to checkpoint
         while time.monotonic() < deadline and not _thread_opening_a_fifo(b.proc.pid):
@@ -221,20 +227,21 @@ def test_requests_are_answered_while_a_checkpoint_write_waits(make_broker):
         assert _thread_opening_a_fifo(b.proc.pid), b.log_text()[-2000:]
         for i in range(1, 6):
             resp = c.request(3, 9, G.MetadataRequest(topics=None, allow_auto_topic_creation=False))
-            assert [t.name for t in resp.topics] == ["t"]
+            assert [t.name for t in resp.topics] == ["a", "t"]
             assert produce(c, "t", plain(i)).error_code == 0
         assert _thread_opening_a_fifo(b.proc.pid)  # the answers came while the write waited
         reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # frees it: the fsync of a FIFO fails
         try:
-            while time.monotonic() < deadline and "checkpoint write failed" not in b.log_text():
+            while time.monotonic() < deadline and "is offline" not in b.log_text():
                 time.sleep(0.02)
         finally:
             os.close(reader)
             fifo.unlink()
-        lines = [ln for ln in b.log_text().splitlines() if "checkpoint write failed" in ln]
-        assert lines and "replication-offset-checkpoint" in lines[0], b.log_text()[-2000:]
+        lines = [ln for ln in b.log_text().splitlines() if "level=error" in ln]
+        assert len(lines) == 1, b.log_text()[-2000:]
+        assert f"Error while writing to checkpoint file {ckpt}" in lines[0]
+        assert f"log dir {second} is offline" in lines[0]
         assert "Traceback" not in b.log_text()
-        while time.monotonic() < deadline and ck.decode_offset_checkpoint(ckpt.read_bytes()) != {("t", 0): 6}:
-            time.sleep(0.02)
-        assert ck.decode_offset_checkpoint(ckpt.read_bytes()) == {("t", 0): 6}
-    b.stop()
+        assert produce(c, "t", plain(6)).error_code == ErrorCode.KAFKA_STORAGE_ERROR
+        assert produce(c, "a", plain(0)).error_code == 0
+    assert b.stop() == 0

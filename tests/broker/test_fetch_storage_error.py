@@ -1,6 +1,10 @@
-"""Fetch of a partition whose log read fails with an I/O error, on a real Broker (storage in a
-temp dir, no sockets): KAFKA_STORAGE_ERROR (LocalLog.read's KafkaStorageException), which
-Fetch v0-5 gets as NOT_LEADER_OR_FOLLOWER (KafkaApis.maybeDownConvertStorageError)."""
+"""Fetch of a partition whose log read fails with an I/O error, on a real Broker (storage in
+temp dirs, no sockets): KAFKA_STORAGE_ERROR (LocalLog.read's KafkaStorageException), which
+Fetch v0-5 gets as NOT_LEADER_OR_FOLLOWER (KafkaApis.maybeDownConvertStorageError), and the
+read's log dir goes offline (LogDirFailureChannel): the partition keeps answering so, the other
+dir's partitions are served.  An EIO cannot be had from a real disk here (that needs a failing
+device), so the segment read is made to raise it; a full disk (ENOSPC) is tested for real in
+tests/broker/test_log_dir_failure.py."""
 
 from __future__ import annotations
 
@@ -20,11 +24,13 @@ from tests.broker.wire import DispatchConn
 
 @pytest.fixture
 def broker(tmp_path, monkeypatch):
-    """Topics "bad" (its log's reads fail with EIO) and "good", one record batch each."""
-    b = Broker(BrokerConfig.load(None, [f"log.dirs={tmp_path}", "listeners=PLAINTEXT://127.0.0.1:0"]))
+    """Topics "good" (first log dir) and "bad" (second; its log's reads fail with EIO), one
+    record batch each."""
+    dirs = f"{tmp_path / 'a'},{tmp_path / 'b'}"
+    b = Broker(BrokerConfig.load(None, [f"log.dirs={dirs}", "listeners=PLAINTEXT://127.0.0.1:0"]))
     b.open_storage()
     try:
-        for name in ("bad", "good"):
+        for name in ("good", "bad"):  # each new partition goes to the dir with the fewest
             b.create_topic(name, 1, {})
             lg = b.get_log(name, 0)
             lg.append_as_leader(R.build_record_batch([R.SimpleRecord(b"v", b"k", [], 1)]), 0)
@@ -60,3 +66,18 @@ def test_a_storage_error_is_not_leader_or_follower_up_to_fetch_v5(broker, versio
     # the other partition of the fetch is read as ever
     assert good.error_code == 0 and good.high_watermark == 1
     assert [r.value for e in R.iter_batches(bytes(good.records)) for r in e.records()] == [b"v"]
+
+
+def test_the_failed_read_takes_its_log_dir_offline(broker, tmp_path):
+    bad_dir = broker.manager.log_dir_of("bad", 0)
+    assert bad_dir == tmp_path / "b"
+    fetch(broker, 12)
+    assert list(broker.manager.offline_dirs) == [bad_dir]
+    assert broker.get_log("bad", 0) is None
+    # from now on the partition answers KAFKA_STORAGE_ERROR without touching the disk
+    # (v0-5: NOT_LEADER_OR_FOLLOWER), and the other dir serves as ever
+    for version in (4, 12):
+        got = fetch(broker, version)
+        want = ErrorCode.NOT_LEADER_OR_FOLLOWER if version <= 5 else ErrorCode.KAFKA_STORAGE_ERROR
+        assert got["bad"].error_code == want
+        assert got["good"].error_code == 0 and got["good"].high_watermark == 1

@@ -117,13 +117,19 @@ def test_a_record_the_decoder_refuses_marks_its_partition_uncleanable(make_broke
     b.stop()
 
 
-def _bad_and_good(make_broker):
+def _bad_and_good(make_broker, second_dir: bool = False):
     """A stopped broker with two compacted topics, "bad" then "good" (created first: picked first
-    among equally dirty logs), of 30 batches over 3 keys each in 1,000-byte segments."""
+    among equally dirty logs), of 30 batches over 3 keys each in 1,000-byte segments.
+    ``second_dir``: log dirs data and data2 (the last of the broker's extra settings), "good"
+    created first, in data, and "bad" in data2."""
     cfg = {"cleanup.policy": "compact", "segment.bytes": "1000", "min.cleanable.dirty.ratio": "0.01"}
-    b = make_broker(extra=["log.cleaner.enable=false", "log.roll.jitter.ms=0"]).start()
+    extra = ["log.cleaner.enable=false", "log.roll.jitter.ms=0"]
+    b = make_broker(extra=extra)
+    if second_dir:
+        b.extra.append(f"log.dirs={b.data_dir},{b.data_dir.with_name('data2')}")
+    b.start()
     with WireClient(b.bootstrap) as c:
-        for topic in ("bad", "good"):
+        for topic in ("good", "bad") if second_dir else ("bad", "good"):
             create_topic(c, topic, configs=cfg)
             for i in range(30):
                 assert produce(c, topic, keyed_batch([b"k%d" % (i % 3)], b"v" * 40)).error_code == 0
@@ -170,29 +176,46 @@ def _cleaner_checkpoint(b, keys: set, timeout: float = 10.0) -> dict:
         time.sleep(0.05)
 
 
-def test_an_io_error_in_a_round_marks_only_its_partition_uncleanable(make_broker):
+def test_an_io_error_in_a_round_takes_its_log_dir_offline(make_broker):
     """A round that fails with an I/O error (here the cleaned segment's path is a directory,
-    so the worker cannot create it: EISDIR).  Kafka takes that log dir offline; this broker
-    marks the partition uncleanable (one warning line, its checkpoint written at the round's
-    start, not advanced) and goes on cleaning the other logs.  Before, the pass failed with
-    a traceback every backoff and, the failing log being the filthiest, no other log was
-    ever cleaned."""
-    b = _bad_and_good(make_broker)
-    part = b.data_dir / "bad-0"
+    so the worker cannot create it: EISDIR) takes its log dir offline, as Kafka's LogCleaner
+    does ("Failed to clean up log ... due to IOException" to the LogDirFailureChannel): one
+    ERROR line, the dir's partitions answer KAFKA_STORAGE_ERROR, the other dir's logs are
+    cleaned as ever, no traceback, and the shutdown leaves no clean-shutdown marker in the
+    failed dir (its logs are recovered at the next start)."""
+    from kafkatool.formats import checkpoint as ck
+    from kafkatool.protocol.errors import ErrorCode
+
+    b = _bad_and_good(make_broker, second_dir=True)
+    bad_dir = b.data_dir.with_name("data2")
+    part = bad_dir / "bad-0"
     (part / "00000000000000000000.log.cleaned").mkdir()
     bad_files = {p.name: p.read_bytes() for p in part.glob("*.log")}
-    text, stopped = _restart_cleaning(b)
-    assert len(stopped) == 1 and "log cleaned topic=good" in text, text[-3000:]
-    assert "Is a directory" in stopped[0] and "marked uncleanable" in stopped[0], stopped
+    b.extra = ["log.cleaner.backoff.ms=100", "log.roll.jitter.ms=0", *b.extra[-1:]]
+    b.start()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        text = b.log_text()
+        if "is offline" in text and "log cleaned topic=good" in text:
+            break
+        time.sleep(0.1)
+    time.sleep(1.0)  # ten more cleaner passes
+    text = b.log_text()
+    failed = [line for line in text.splitlines() if "level=error" in line]
+    assert len(failed) == 1, text[-3000:]
+    assert f"Failed to clean up log for bad-0 in dir {bad_dir} due to IOException" in failed[0]
+    assert "Is a directory" in failed[0] and f"log dir {bad_dir} is offline" in failed[0]
+    assert "log cleaned topic=good" in text
     assert "Traceback" not in text and "cleaner pass failed" not in text, text[-3000:]
     assert {p.name: p.read_bytes() for p in part.glob("*.log")} == bad_files
     with WireClient(b.bootstrap) as c:
         assert len(all_records(c, "good")) < 30
-        assert len(all_records(c, "bad")) == 30
-    offsets = _cleaner_checkpoint(b, {("good", 0), ("bad", 0)})
-    assert offsets[("bad", 0)] == 0
-    assert offsets[("good", 0)] == _logged_checkpoint(text, "good") > 0
-    b.stop()
+        assert produce(c, "bad", keyed_batch([b"k0"], b"v")).error_code == ErrorCode.KAFKA_STORAGE_ERROR
+        assert produce(c, "good", keyed_batch([b"k0"], b"v")).error_code == 0
+    assert _cleaner_checkpoint(b, {("good", 0)})[("good", 0)] == _logged_checkpoint(text, "good") > 0
+    assert b.stop() == 0
+    assert (b.data_dir / ck.CLEAN_SHUTDOWN_FILE).exists()
+    assert not (bad_dir / ck.CLEAN_SHUTDOWN_FILE).exists()
 
 
 def test_the_cleaner_io_rate_is_a_dynamic_broker_config(make_broker):

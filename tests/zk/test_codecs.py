@@ -199,6 +199,9 @@ def test_notifications():
         "/log_dir_event_notification/log_dir_event_0000000000", b'{"version":1,"broker":3,"event":1}'
     )
     assert ev.value.broker == 3 and ev.value.event_name == "LogDirFailure"
+    # LogDirEventNotificationSequenceZNode.encode, as a failed broker writes it
+    assert json.loads(codecs.encode_log_dir_event(3)) == {"version": 1, "broker": 3, "event": 1}
+    assert codecs.decode_log_dir_event(codecs.encode_log_dir_event(7)).broker == 7
     v2 = codecs.decode_config_change(b'{"version":2,"entity_path":"users/alice/clients/app"}')
     assert v2.entity_path == "users/alice/clients/app"
     v1 = codecs.decode_config_change(b'{"version":1,"entity_type":"topics","entity_name":"foo"}')

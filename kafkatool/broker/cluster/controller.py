@@ -177,6 +177,9 @@ class Controller:
         #: partitions the /admin/reassign_partitions znode asked for (deleted when all are done)
         self._znode_reassignments: set[TP] = set()
         self._watched_topics: set[str] = set()
+        #: replicas on failed log dirs, by broker (ControllerContext.replicasOnOfflineDirs): what
+        #: LeaderAndIsr answered KAFKA_STORAGE_ERROR for; forgotten when the broker restarts
+        self.offline_dir_replicas: dict[int, set[TP]] = {}
         self._stopping = False
         #: after a clean election, seconds from watch to controller (for logs/tests)
         self.last_failover_s: float | None = None
@@ -192,6 +195,7 @@ class Controller:
         ChildrenWatch(k, paths.BROKER_TOPICS, lambda kids: self._put(("topics",)))
         ChildrenWatch(k, paths.DELETE_TOPICS, lambda kids: self._put(("delete_topics",)))
         ChildrenWatch(k, paths.ISR_CHANGE_NOTIFICATION, lambda kids: self._put(("isr_change",)))
+        ChildrenWatch(k, paths.LOG_DIR_EVENT_NOTIFICATION, lambda kids: self._put(("log_dir_event",)))
         DataWatch(
             k, paths.PREFERRED_REPLICA_ELECTION, lambda data, stat, event=None: self._put(("preferred",))
         )
@@ -248,7 +252,7 @@ class Controller:
                     continue
                 if not self.active:
                     continue
-                getattr(self, f"_on_{kind}")()
+                getattr(self, f"_on_{kind}")(*ev[1:])
             except ControllerMovedError:
                 log.info("controller %d: a newer controller took over; resigning", self.broker_id)
                 self._resign()
@@ -428,6 +432,10 @@ class Controller:
     def online(self, broker_id: int) -> bool:
         return broker_id in self.live and broker_id not in self.shutting_down
 
+    def replica_online(self, broker_id: int, tp: TP) -> bool:
+        """ControllerContext.isReplicaOnline: its broker is live and its log dir is not offline."""
+        return self.online(broker_id) and tp not in self.offline_dir_replicas.get(broker_id, ())
+
     def _load_brokers(self) -> dict[int, tuple[int, codecs.BrokerRegistration]]:
         out = {}
         for bid in self.zk.broker_ids():
@@ -510,10 +518,13 @@ class Controller:
             self._load_topic(topic)
         for bid in self.live:
             self._add_sender(bid)
-        # stale ISR notifications are consumed by the failover itself
-        for child in self.zk.children_or_empty(paths.ISR_CHANGE_NOTIFICATION):
-            with contextlib.suppress(ZkError):
-                self.zk.delete(paths.join(paths.ISR_CHANGE_NOTIFICATION, child))
+        # stale ISR notifications are consumed by the failover itself, and so are log dir
+        # events: every replica gets a LeaderAndIsr below, whose answers say which are offline
+        self.offline_dir_replicas.clear()
+        for root in (paths.ISR_CHANGE_NOTIFICATION, paths.LOG_DIR_EVENT_NOTIFICATION):
+            for child in self.zk.children_or_empty(root):
+                with contextlib.suppress(ZkError):
+                    self.zk.delete(paths.join(root, child))
         batch = _Batch(self)
         batch.metadata_to(list(self.live), [])  # brokers and controller id before any LeaderAndIsr
         for tp, st in self.states.items():
@@ -568,7 +579,7 @@ class Controller:
                 continue
             for p in parts:
                 st = self.states.get((topic, p))
-                if st is None or not self.online(st.leader):
+                if st is None or not self.replica_online(st.leader, (topic, p)):
                     out.append((topic, p))
         return out
 
@@ -596,26 +607,26 @@ class Controller:
                 new = self._write_state(tp, live[0], 0, live)
                 batch.leader_and_isr(live, tp, new, replicas, is_new=True)
                 continue
-            if self.online(st.leader):
+            if self.replica_online(st.leader, tp):
                 continue
-            isr_live = [r for r in st.isr if self.online(r)]
+            isr_live = [r for r in st.isr if self.replica_online(r, tp)]
             leader = next((r for r in replicas if r in isr_live), None)
             isr = isr_live
             if leader is None and self._unclean_allowed(tp[0]):
-                leader = next((r for r in replicas if self.online(r)), None)
+                leader = next((r for r in replicas if self.replica_online(r, tp)), None)
                 isr = [leader] if leader is not None else []
                 if leader is not None:
                     log.warning("controller: unclean election of %s-%d: leader %d", tp[0], tp[1], leader)
             if leader is None:
                 # no eligible leader: leader -1; the ISR keeps its last member ("last replica standing")
-                remaining = [r for r in st.isr if r not in dead and self.online(r)]
+                remaining = [r for r in st.isr if r not in dead and self.replica_online(r, tp)]
                 isr = remaining or ([st.leader] if st.leader in st.isr else st.isr[:1])
                 if st.leader == NO_LEADER and isr == st.isr:
                     continue
                 new = self._write_state(tp, NO_LEADER, st.leader_epoch + 1, isr)
             else:
                 new = self._write_state(tp, leader, st.leader_epoch + 1, isr)
-            batch.leader_and_isr([r for r in replicas if self.online(r)], tp, new, replicas)
+            batch.leader_and_isr([r for r in replicas if self.replica_online(r, tp)], tp, new, replicas)
         batch.send()
 
     # ------------------------------------------------------------------ watch events
@@ -637,11 +648,13 @@ class Controller:
             for b in dead:
                 self.live.pop(b, None)
                 self.shutting_down.discard(b)
+                self.offline_dir_replicas.pop(b, None)  # a restart brings its dirs back
                 self._remove_sender(b)
             self._on_brokers_failed(frozenset(dead))
         if new:
             for b in new:
                 self.live[b] = current[b]
+                self.offline_dir_replicas.pop(b, None)  # onBrokerStartup: replicasOnOfflineDirs --= new
                 self._add_sender(b)
             self._on_brokers_started(sorted(new))
 
@@ -731,6 +744,93 @@ class Controller:
         for t in {t for t, _ in tps}:
             self._load_topic(t)
         _Batch(self).metadata_to(list(self.live), sorted(tps)).send()
+
+    # ------------------------------------------------------------------ failed log dirs
+    def _on_log_dir_event(self) -> None:
+        """LogDirEventNotificationHandler (processLogDirEventNotification): the brokers named
+        by the notifications get a LeaderAndIsr for every replica they host
+        (onBrokerLogDirFailure: OnlineReplica); the ones answered KAFKA_STORAGE_ERROR go
+        offline (:meth:`_on_lair_response`).  The notifications are deleted either way."""
+        kids = self.zk.children_or_empty(paths.LOG_DIR_EVENT_NOTIFICATION)
+        if not kids:
+            return
+        brokers = set()
+        for child in sorted(kids):
+            path = paths.join(paths.LOG_DIR_EVENT_NOTIFICATION, child)
+            node = self.zk.get_or_none(path)
+            if node is not None:
+                try:
+                    brokers.add(codecs.decode_log_dir_event(node.data).broker)
+                except codecs.ZkPayloadError as exc:
+                    log.warning("controller: %s: %s", path, exc)
+            with contextlib.suppress(ZkError):
+                self.zk.delete(path)
+        log.info(
+            "controller %d: handling log directory failure for brokers %s", self.broker_id, sorted(brokers)
+        )
+        batch = _Batch(self)
+        for b in sorted(brokers):
+            if b not in self.live:
+                continue
+            for tp, st in self.states.items():
+                replicas = self.assignments.get(tp[0], {}).get(tp[1], [])
+                if b in replicas and tp[0] not in self.deleting:
+                    batch.leader_and_isr([b], tp, st, replicas)
+        batch.send()
+
+    def _on_lair_response(self, broker_id: int, resp) -> None:
+        """KafkaController.processLeaderAndIsrResponseReceived: the replicas a broker answered
+        KAFKA_STORAGE_ERROR for are on an offline dir, the ones answered NONE are not; new
+        offline replicas go offline (onReplicasBecomeOffline)."""
+        if broker_id not in self.live or resp is None or resp.error_code:
+            return
+        offline, online = set(), set()
+        for pe in resp.partition_errors:
+            tp = (pe.topic_name, pe.partition_index)
+            if pe.error_code == ErrorCode.KAFKA_STORAGE_ERROR:
+                offline.add(tp)
+            elif pe.error_code == ErrorCode.NONE:
+                online.add(tp)
+        before = self.offline_dir_replicas.get(broker_id, set())
+        now = (before - online) | offline
+        self.offline_dir_replicas[broker_id] = now
+        new = sorted(now - before)
+        if new:
+            log.info(
+                "controller %d: mark replicas %s on broker %d as offline",
+                self.broker_id,
+                ",".join(f"{t}-{p}" for t, p in new),
+                broker_id,
+            )
+            self._on_replicas_offline(broker_id, new)
+
+    def _on_replicas_offline(self, broker_id: int, tps: list[TP]) -> None:
+        """onReplicasBecomeOffline for one broker's replicas on a failed dir: the partitions it
+        led elect a new leader from the rest of the ISR (OfflinePartitionLeaderElection); the
+        others drop it from the ISR (OfflineReplica: leader epoch + 1, LeaderAndIsr to the
+        other replicas); the broker gets StopReplica (no delete) and every broker the new
+        metadata, with the replica among the partition's offline replicas."""
+        leaderless = []
+        batch = _Batch(self)
+        by_topic: dict[str, list[int]] = {}
+        for tp in tps:
+            st = self.states.get(tp)
+            if st is None or tp[0] in self.deleting:
+                continue
+            by_topic.setdefault(tp[0], []).append(tp[1])
+            replicas = self.assignments.get(tp[0], {}).get(tp[1], [])
+            if st.leader == broker_id:
+                leaderless.append(tp)
+            elif broker_id in st.isr:
+                isr = [r for r in st.isr if r != broker_id]
+                new = self._write_state(tp, st.leader, st.leader_epoch + 1, isr)
+                batch.leader_and_isr([r for r in replicas if self.replica_online(r, tp)], tp, new, replicas)
+            else:
+                batch.metadata_to(list(self.live), [tp])
+        for topic, parts in by_topic.items():
+            batch.stop_replica(broker_id, topic, sorted(parts), delete=False)
+        batch.send()
+        self._elect_partitions(leaderless, dead=frozenset({broker_id}))
 
     def _on_delete_topics(self) -> None:
         """TopicDeletionManager: UpdateMetadata with leader -2, StopReplica(delete) to every
@@ -847,11 +947,11 @@ class Controller:
             if st.leader == head:
                 out[tp] = ErrorCode.ELECTION_NOT_NEEDED
                 continue
-            if not (self.online(head) and head in st.isr):
+            if not (self.replica_online(head, tp) and head in st.isr):
                 out[tp] = ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
                 continue
             new = self._write_state(tp, head, st.leader_epoch + 1, st.isr)
-            batch.leader_and_isr([r for r in replicas if self.online(r)], tp, new, replicas)
+            batch.leader_and_isr([r for r in replicas if self.replica_online(r, tp)], tp, new, replicas)
             out[tp] = ErrorCode.NONE
         batch.send()
         return out
@@ -866,19 +966,19 @@ class Controller:
             if st is None or not replicas:
                 out[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
-            if self.online(st.leader):
+            if self.replica_online(st.leader, tp):
                 out[tp] = ErrorCode.ELECTION_NOT_NEEDED
                 continue
-            leader = next((r for r in replicas if r in st.isr and self.online(r)), None)
-            isr = [r for r in st.isr if self.online(r)]
+            leader = next((r for r in replicas if r in st.isr and self.replica_online(r, tp)), None)
+            isr = [r for r in st.isr if self.replica_online(r, tp)]
             if leader is None:
-                leader = next((r for r in replicas if self.online(r)), None)
+                leader = next((r for r in replicas if self.replica_online(r, tp)), None)
                 isr = [leader]
             if leader is None:
                 out[tp] = ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
                 continue
             new = self._write_state(tp, leader, st.leader_epoch + 1, isr)
-            batch.leader_and_isr([r for r in replicas if self.online(r)], tp, new, replicas)
+            batch.leader_and_isr([r for r in replicas if self.replica_online(r, tp)], tp, new, replicas)
             out[tp] = ErrorCode.NONE
         batch.send()
         return out
@@ -1113,7 +1213,7 @@ class Controller:
                 continue
             recipients = [r for r in replicas if r in self.live]
             if st.leader == broker_id:
-                leader = next((r for r in replicas if r in st.isr and self.online(r)), None)
+                leader = next((r for r in replicas if r in st.isr and self.replica_online(r, tp)), None)
                 if leader is None:
                     continue
                 isr = [r for r in st.isr if r != broker_id]
@@ -1240,7 +1340,12 @@ class _Batch:
                 ],
                 live_leaders=live_leaders,
             )
-            sender.send(4, LEADER_AND_ISR_VERSION, req)
+            done: cf.Future = cf.Future()
+            # processLeaderAndIsrResponseReceived runs on the event thread
+            done.add_done_callback(
+                lambda f, bid=bid: f.exception() is None and c._put(("lair_response", bid, f.result()))
+            )
+            sender.send(4, LEADER_AND_ISR_VERSION, req, done)
         brokers = self._brokers()
         for bid in self.um_brokers:
             sender = c.senders.get(bid)
@@ -1262,7 +1367,11 @@ class _Batch:
                         isr=list(st.isr) if st else [],
                         zk_version=st.zk_version if st else 0,
                         replicas=list(replicas),
-                        offline_replicas=[r for r in replicas if r not in c.live],
+                        offline_replicas=[
+                            r
+                            for r in replicas
+                            if r not in c.live or (t, p) in c.offline_dir_replicas.get(r, ())
+                        ],
                     )
                 )
             req = UpdateMetadataRequest(

@@ -385,6 +385,12 @@ class ReplicaFetcher:
                     log.warning("%s-%d: follower append failed: %s", part.tp[0], part.tp[1], exc)
                     self.truncating.add(part.tp)
                     return
+                except OSError as exc:
+                    # a KafkaStorageException: the dir goes offline and its fetchers stop
+                    # (ReplicaManager.handleLogDirFailure)
+                    self.rm.broker.report_log_error(lg, "appending records to", exc)
+                    self.remove(part.tp)
+                    return
         lg.update_high_watermark(min(pd.high_watermark, lg.log_end_offset))
         if pd.log_start_offset > lg.log_start_offset and pd.log_start_offset <= lg.high_watermark:
             try:

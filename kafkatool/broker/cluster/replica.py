@@ -23,6 +23,7 @@ from kafkatool.broker.cluster.client import LinkPool
 from kafkatool.broker.cluster.quota import ReplicationQuota
 from kafkatool.broker.config import ConfigError
 from kafkatool.broker.tasks import stop_tasks
+from kafkatool.log.manager import LogDirOfflineError
 from kafkatool.protocol.errors import ErrorCode
 from kafkatool.protocol.generated import (
     AlterPartitionRequest,
@@ -296,6 +297,9 @@ class ReplicaManager:
 
     def _apply_partition_state(self, tp: TP, topic_id, ps, leaders: list, followers: list) -> int:
         broker = self.broker
+        if tp in broker.manager.offline_partitions:
+            # HostedPartition.Offline: the controller takes the replica offline on this answer
+            return ErrorCode.KAFKA_STORAGE_ERROR
         if self.node_id not in ps.replicas:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         part = self.local.get(tp)
@@ -323,7 +327,14 @@ class ReplicaManager:
             return ErrorCode.UNKNOWN_SERVER_ERROR
         lg = broker.get_log(*tp)
         if lg is None:
-            lg = broker.manager.create_log(tp[0], tp[1], topic_id=t.topic_id)
+            try:
+                lg = broker.manager.create_log(tp[0], tp[1], topic_id=t.topic_id, is_new=ps.is_new)
+            except OSError as exc:
+                # getOrCreateLog: not new while a dir is offline, or the dir failing now
+                if not isinstance(exc, LogDirOfflineError) and exc.filename:
+                    broker.report_io_error(exc.filename, f"Error while creating log for {tp[0]}-{tp[1]}", exc)
+                log.warning("%s-%d: %s", tp[0], tp[1], exc)
+                return ErrorCode.KAFKA_STORAGE_ERROR
         elif lg.topic_id is None:
             lg.assign_topic_id(t.topic_id)
         lg.config = broker.manager.topic_configs.get(tp[0], lg.config)
@@ -426,6 +437,43 @@ class ReplicaManager:
         self.broker.cluster.metadata_updated()
         return UpdateMetadataResponse(error_code=0)
 
+    def on_log_dir_failure(self, d, gone: list[TP]) -> None:
+        """ReplicaManager.handleLogDirFailure's replica part (the log manager already dropped the
+        logs): the fetchers of the dir's partitions stop, they leave the hosted partitions
+        (HostedPartition.Offline: LeaderAndIsr and StopReplica answer KAFKA_STORAGE_ERROR),
+        acks=all produces waiting on them are answered, and the controller is told through a
+        /log_dir_event_notification znode (ZkClient.propagateLogDirEvent)."""
+        for tp in gone:
+            if self.fetchers is not None:
+                self.fetchers.remove(tp)
+            self.local.pop(tp, None)
+            self._complete_purgatory(tp, all_of_it=True)
+        log.warning(
+            "Broker %d stopped fetcher for partitions %s because they are in the failed log directory %s.",
+            self.node_id,
+            ",".join(f"{t}-{p}" for t, p in gone),
+            d,
+        )
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._propagate_log_dir_event()
+        else:
+            loop.run_in_executor(None, self._propagate_log_dir_event)
+
+    def _propagate_log_dir_event(self) -> None:
+        from kafkatool.zk import codecs, paths
+
+        path = f"{paths.LOG_DIR_EVENT_NOTIFICATION}/{paths.LOG_DIR_EVENT_PREFIX}"
+        try:
+            made = self.broker.cluster.zk.create(
+                path, codecs.encode_log_dir_event(self.node_id), sequence=True, makepath=True
+            )
+        except Exception as exc:  # noqa: BLE001 (a lost session: the controller learns at re-registration)
+            log.error("could not write the log dir event notification: %s", exc)
+            return
+        log.info("log dir event notification %s written for broker %d", made, self.node_id)
+
     def handle_stop_replica(self, req) -> StopReplicaResponse:
         err = self._stale(req.controller_epoch, req.broker_epoch)
         if err is not None:
@@ -437,6 +485,14 @@ class ReplicaManager:
             for ps in ts.partition_states:
                 tp = (ts.topic_name, ps.partition_index)
                 part = self.local.get(tp)
+                if tp in self.broker.manager.offline_partitions:
+                    # stopReplicas: an offline partition answers KAFKA_STORAGE_ERROR
+                    errors.append(
+                        StopReplicaPartitionError(
+                            topic_name=tp[0], partition_index=tp[1], error_code=ErrorCode.KAFKA_STORAGE_ERROR
+                        )
+                    )
+                    continue
                 if part is not None and ps.leader_epoch >= 0 and ps.leader_epoch < part.leader_epoch:
                     errors.append(
                         StopReplicaPartitionError(
@@ -704,7 +760,10 @@ class ReplicaManager:
         await self._await_hw([((t, p), required) for _, t, p, required in waits], timeout_ms)
         for resp, t, p, required in waits:
             part = self.local.get((t, p))
-            if part is None or part.leader != self.node_id:
+            if part is None and (t, p) in self.broker.manager.offline_partitions:
+                resp.error_code = ErrorCode.KAFKA_STORAGE_ERROR  # its log dir failed meanwhile
+                resp.base_offset = -1
+            elif part is None or part.leader != self.node_id:
                 resp.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
                 resp.base_offset = -1
             elif part.log.high_watermark >= required:

@@ -49,6 +49,7 @@ from kafkatool.errors import KafkatoolError
 from kafkatool.formats import internal_topics as IT
 from kafkatool.formats.generated import ConsumerProtocolSubscription
 from kafkatool.log.log import ORIGIN_COORDINATOR, RecordTooLargeError
+from kafkatool.log.manager import LogDirOfflineError
 from kafkatool.log.validator import RecordValidationError
 from kafkatool.protocol.errors import ErrorCode
 
@@ -858,11 +859,18 @@ class GroupCoordinator:
             return
         lg = self.broker.get_log(P.OFFSETS_TOPIC, group.partition)
         if lg is None:
+            if (P.OFFSETS_TOPIC, group.partition) in self.broker.manager.offline_partitions:
+                # an offline partition's append is a KafkaStorageException: NOT_COORDINATOR
+                raise LogDirOfflineError(f"{P.OFFSETS_TOPIC}-{group.partition} is on an offline log dir")
             raise LookupError(f"{P.OFFSETS_TOPIC}-{group.partition} is not available")
         t = self.broker.topic(P.OFFSETS_TOPIC)
-        lg.append_as_leader(
-            P.build_batch(records, now_ms()), t.leader_epoch(group.partition), origin=ORIGIN_COORDINATOR
-        )
+        try:
+            lg.append_as_leader(
+                P.build_batch(records, now_ms()), t.leader_epoch(group.partition), origin=ORIGIN_COORDINATOR
+            )
+        except OSError as exc:
+            self.broker.report_log_error(lg, "appending records to", exc)
+            raise
 
     def _group_record(self, group: Group, assignment: dict[str, bytes]) -> tuple[bytes, bytes]:
         members = [

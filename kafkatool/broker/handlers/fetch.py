@@ -156,6 +156,8 @@ def _read(broker, req, topics, version: int, denied: set[str] | frozenset = froz
             lg, pd.error_code = broker.partition_log(t, idx)
             if lg is None:
                 out.errors = True
+                if pd.error_code == ErrorCode.KAFKA_STORAGE_ERROR:
+                    out.storage_errors = True  # an offline dir's partition
                 continue
             if version < 10:
                 out.logs[id(pd)] = (lg.config, fp.fetch_offset)
@@ -220,7 +222,7 @@ def _read(broker, req, topics, version: int, denied: set[str] | frozenset = froz
             except OSError as exc:
                 # LocalLog.read's I/O error is a KafkaStorageException: the partition answers
                 # KAFKA_STORAGE_ERROR and nothing else (readFromLog's createLogReadResult)
-                log.error("fetch read failed topic=%s partition=%d error=%s", name, idx, exc)
+                broker.report_log_error(lg, "reading from", exc)
                 pd.error_code = ErrorCode.KAFKA_STORAGE_ERROR
                 out.errors = True
                 out.storage_errors = True

@@ -134,8 +134,19 @@ def handle_find_coordinator(ctx, req):
                 node, _ = broker.replicas.leader_of(OFFSETS_TOPIC, gc.partition_for(key))
                 if node < 0:
                     err = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            elif err is None and (OFFSETS_TOPIC, gc.partition_for(key)) in broker.manager.offline_partitions:
+                # its partition's log dir failed: the partition has no leader (Kafka's metadata
+                # cache then has none either)
+                err = ErrorCode.COORDINATOR_NOT_AVAILABLE
         elif key_type == KEY_TYPE_TRANSACTION:
             err = None  # the transaction coordinator is this broker too
+            if broker.replicas is None and broker.manager.offline_partitions:
+                from kafkatool.broker.txn.coordinator import txn_coordinator
+                from kafkatool.broker.txn.state_log import TRANSACTION_STATE_TOPIC
+
+                tp = (TRANSACTION_STATE_TOPIC, txn_coordinator(broker).partition_for(key))
+                if tp in broker.manager.offline_partitions:
+                    err = ErrorCode.COORDINATOR_NOT_AVAILABLE
             if broker.replicas is not None:
                 from kafkatool.broker.txn.coordinator import TxnError, txn_coordinator
                 from kafkatool.broker.txn.state_log import TRANSACTION_STATE_TOPIC

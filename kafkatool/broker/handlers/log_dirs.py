@@ -21,6 +21,7 @@ manager refuses to load (naming both) rather than losing either.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
 import shutil
@@ -46,6 +47,8 @@ ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS = 34, 35
 THROTTLE_CONFIG = "replica.alter.log.dirs.io.max.bytes.per.second"
 CHUNK = 1 << 20
 UNLIMITED = (1 << 63) - 1
+#: what only a write can answer: a move that meets one failed in its destination dir
+DEST_FAILURES = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
 
 TopicPartition = tuple[str, int]
 
@@ -201,6 +204,23 @@ async def _run(broker, mv: LogDirMove) -> None:
     except asyncio.CancelledError:
         broker.manager.drop_future(mv.tp, mv.future)
         raise
+    except OSError as exc:
+        if exc.errno in DEST_FAILURES:
+            # only the copy writes (into the future dir): the destination's disk refused it, and
+            # it fails as a whole, as the future log's append in ReplicaAlterLogDirsThread does
+            broker.report_io_error(
+                mv.dest_dir, f"Error while copying {mv.tp[0]}-{mv.tp[1]} into dir {mv.dest_dir}", exc
+            )
+        else:
+            log.error(
+                "log dir move failed topic=%s partition=%d dir=%s error=%s",
+                mv.tp[0],
+                mv.tp[1],
+                mv.dest_dir,
+                exc,
+            )
+        if mv.dest_dir not in broker.manager.offline_dirs:
+            broker.manager.drop_future(mv.tp, mv.future)  # an offline dir is left as it is
     except Exception:
         log.exception("log dir move failed topic=%s partition=%d dir=%s", mv.tp[0], mv.tp[1], mv.dest_dir)
         broker.manager.drop_future(mv.tp, mv.future)
@@ -223,6 +243,8 @@ def start_move(broker, tp: TopicPartition, path: str) -> int:
         return ErrorCode.LOG_DIR_NOT_FOUND
     t = broker.topic(tp[0])
     lg = broker.get_log(*tp)
+    if dest in broker.manager.offline_dirs or (lg is None and tp in broker.manager.offline_partitions):
+        return ErrorCode.KAFKA_STORAGE_ERROR  # ReplicaManager.alterReplicaLogDirs: an offline dir
     if t is None or not 0 <= tp[1] < t.partitions or lg is None:
         return ErrorCode.REPLICA_NOT_AVAILABLE
     if broker.read_only:
@@ -297,7 +319,20 @@ def handle_describe_log_dirs(ctx, req):
             )
         )
     results = []
+    offline = manager.offline_dirs
     for d, topics in by_dir.items():
+        if d in offline:
+            # ReplicaManager.describeLogDirs: an offline dir answers KAFKA_STORAGE_ERROR alone
+            results.append(
+                DescribeLogDirsResult(
+                    error_code=ErrorCode.KAFKA_STORAGE_ERROR,
+                    log_dir=str(d),
+                    topics=[],
+                    total_bytes=-1,
+                    usable_bytes=-1,
+                )
+            )
+            continue
         total = usable = -1
         try:
             usage = shutil.disk_usage(d)

@@ -119,7 +119,8 @@ def _cluster_partition(broker, t, p: int) -> MetadataResponsePartition:
         leader_epoch=v.leader_epoch,
         replica_nodes=list(v.replicas),
         isr_nodes=list(v.isr),
-        offline_replicas=[r for r in v.replicas if r not in rm.live_brokers],
+        # the controller's offline replicas (on failed log dirs too) and those of dead brokers
+        offline_replicas=[r for r in v.replicas if r not in rm.live_brokers or r in v.offline],
     )
 
 

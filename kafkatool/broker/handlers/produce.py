@@ -184,7 +184,8 @@ def _append_partition(
         resp.error_code = ErrorCode.INVALID_RECORD
         detail = str(exc)
     except OSError as exc:
-        log.error("append failed topic=%s partition=%d error=%s", topic_name, index, exc)
+        # UnifiedLog.append's maybeHandleIOException: the log dir goes offline
+        broker.report_log_error(lg, "appending records to", exc)
         resp.error_code = ErrorCode.KAFKA_STORAGE_ERROR
         detail = str(exc)
     if resp.error_code:

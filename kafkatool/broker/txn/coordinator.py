@@ -35,6 +35,7 @@ from kafkatool.protocol.errors import ErrorCode
 
 log = logging.getLogger("kafkatool.broker.txn")
 
+
 OFFSETS_TOPIC = "__consumer_offsets"
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -251,6 +252,8 @@ class TransactionCoordinator:
                     origin=ORIGIN_COORDINATOR,
                 )
             except (OSError, RecordValidationError) as exc:
+                if isinstance(exc, OSError):
+                    self.broker.report_log_error(lg, "appending records to", exc)
                 log.error("failed to expire %s: %s", md.transactional_id, exc)
                 continue
             del self.txns[md.transactional_id]
@@ -306,6 +309,11 @@ class TransactionCoordinator:
         self.ensure_topic()
         p = self.partition_for(md.transactional_id)
         lg = self.broker.get_log(S.TRANSACTION_STATE_TOPIC, p)
+        if lg is None and (S.TRANSACTION_STATE_TOPIC, p) in self.broker.manager.offline_partitions:
+            # an offline partition's append is a KafkaStorageException: NOT_COORDINATOR
+            raise TxnError(
+                ErrorCode.NOT_COORDINATOR, f"{S.TRANSACTION_STATE_TOPIC}-{p} is on an offline log dir"
+            )
         if lg is None or self.broker.read_only:
             raise TxnError(
                 ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{S.TRANSACTION_STATE_TOPIC}-{p} unavailable"
@@ -318,7 +326,7 @@ class TransactionCoordinator:
                 origin=ORIGIN_COORDINATOR,
             )
         except OSError as exc:
-            log.error("failed to write the state of %s: %s", md.transactional_id, exc)
+            self.broker.report_log_error(lg, "appending records to", exc)
             raise TxnError(ErrorCode.NOT_COORDINATOR, str(exc)) from None
         except RecordValidationError as exc:
             # appendTransactionToLog passes LogValidator's error on as it is ("case other")
@@ -569,7 +577,7 @@ class TransactionCoordinator:
                 )
                 raise TxnError(code, exc.message) from None
             except OSError as exc:
-                log.error("failed to write the marker to %s-%d: %s", topic, p, exc)
+                broker.report_log_error(lg, "appending records to", exc)
                 raise TxnError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from None
             except RecordValidationError as exc:
                 # LogValidator refused the marker (a topic's timestamp limit narrower than the

@@ -79,8 +79,8 @@ def txn_commit_offsets(
         except RecordValidationError as exc:
             # maybeConvertOffsetCommitError passes LogValidator's error on as it is
             code = ErrorCode[exc.error_name]
-        except OSError:
-            log.exception("failed to write transactional offsets of group %s", group_id)
+        except OSError as exc:
+            broker.report_log_error(lg, "appending records to", exc)
             code = ErrorCode.NOT_COORDINATOR
     if code == ErrorCode.NONE:
         pending = group.offsets.pending_txn.setdefault(producer_id, {})

@@ -1,0 +1,262 @@
+"""A log dir on a disk that fills up (ENOSPC) goes offline, as Kafka's LogDirFailureChannel
+takes it: a real ``kafkatool serve`` with a log dir on a small tmpfs, mounted in a private
+mount namespace (``unshare -rm``, or as root) that the broker process lives in; the network
+stays 127.0.0.1's.
+
+Two dirs (a normal one first, holding the embedded metadata, and the tmpfs): producing until
+the tmpfs is full answers KAFKA_STORAGE_ERROR, logs one ERROR line naming the dir and the
+cause, and from then on every request to a partition of that dir answers KAFKA_STORAGE_ERROR
+while the other dir's partitions are served; DescribeLogDirs reports the dir with the error
+and no partitions; serve does not crash and shuts down cleanly.  One tmpfs dir alone: serve
+halts with Kafka's fatal line and exit status 1 (Exit.halt(1))."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from kafkatool.formats import checkpoint as ck
+from kafkatool.formats import records as R
+from kafkatool.protocol import generated as G
+from kafkatool.protocol.errors import ErrorCode
+from kafkatool.protocol.generated.list_offsets_request import ListOffsetsPartition, ListOffsetsTopic
+from tests.broker.conftest import REPO, BrokerProcess
+from tests.broker.test_protocol import create_topic, fetch, produce
+from tests.broker.wire import WireClient
+
+TMPFS_SIZE = "4m"
+BATCH_VALUE = 64 * 1024
+#: 4 MiB of tmpfs takes at most 64 such batches; the loop stops at the first error
+MAX_BATCHES = 200
+
+
+def _mount_prefix(dir_) -> list[str]:
+    """The command prefix that runs the broker in a mount namespace with ``dir_`` a tmpfs."""
+    script = f'mount -t tmpfs -o size={TMPFS_SIZE} tmpfs "$0" && exec "$@"'
+    return ["unshare", "-rm", "sh", "-c", script, str(dir_)]
+
+
+@pytest.fixture(scope="module")
+def can_mount(tmp_path_factory):
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare(1): a tmpfs cannot be mounted for the broker")
+    probe = tmp_path_factory.mktemp("probe")
+    r = subprocess.run(_mount_prefix(probe) + ["true"], capture_output=True, timeout=30)
+    if r.returncode != 0:
+        pytest.skip(f"neither root nor a user namespace can mount a tmpfs here: {r.stderr.decode()!r}")
+
+
+def _batch(i: int) -> bytes:
+    return R.build_record_batch([R.SimpleRecord(b"x" * BATCH_VALUE, b"k%d" % i, [], int(time.time() * 1000))])
+
+
+def _fill(c: WireClient, topic: str) -> tuple[int, int]:
+    """Produce to ``topic`` until an answer is not NONE: (batches acknowledged, that error)."""
+    for i in range(MAX_BATCHES):
+        code = produce(c, topic, _batch(i)).error_code
+        if code != 0:
+            return i, code
+    raise AssertionError(f"{MAX_BATCHES} batches of {BATCH_VALUE} bytes fit a {TMPFS_SIZE} tmpfs")
+
+
+def _list_offset(c: WireClient, topic: str) -> int:
+    req = G.ListOffsetsRequest(
+        replica_id=-1,
+        topics=[
+            ListOffsetsTopic(name=topic, partitions=[ListOffsetsPartition(partition_index=0, timestamp=-1)])
+        ],
+    )
+    return c.request(2, 7, req).topics[0].partitions[0].error_code
+
+
+def _errors(b: BrokerProcess) -> list[str]:
+    return [ln for ln in b.log_text().splitlines() if "level=error" in ln or "level=critical" in ln]
+
+
+def test_a_full_disk_takes_its_log_dir_offline_and_the_other_dir_serves(can_mount, tmp_path):
+    data, full = tmp_path / "data", tmp_path / "full"
+    full.mkdir()
+    b = BrokerProcess(
+        data, extra=[f"log.dirs={data},{full}", "log.roll.jitter.ms=0"], prefix=_mount_prefix(full)
+    )
+    b.start()
+    try:
+        with WireClient(b.bootstrap) as c:
+            create_topic(c, "keep")  # the first dir (fewest partitions, then the name)
+            create_topic(c, "fill")  # the tmpfs
+            assert produce(c, "keep", _batch(0)).error_code == 0
+            acked, code = _fill(c, "fill")
+            assert acked > 10 and code == ErrorCode.KAFKA_STORAGE_ERROR, (acked, code)
+            # every request to the failed dir's partition answers KAFKA_STORAGE_ERROR from now on
+            assert produce(c, "fill", b"").error_code == ErrorCode.KAFKA_STORAGE_ERROR
+            part = fetch(c, "fill", 0).responses[0].partitions[0]
+            assert part.error_code == ErrorCode.KAFKA_STORAGE_ERROR
+            # Fetch up to v5: NOT_LEADER_OR_FOLLOWER (KafkaApis.maybeDownConvertStorageError)
+            part = fetch(c, "fill", 0, version=5).responses[0].partitions[0]
+            assert part.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+            assert _list_offset(c, "fill") == ErrorCode.KAFKA_STORAGE_ERROR
+            # Metadata: no leader, the broker's replica offline (as Kafka's controller shows it)
+            meta = c.request(3, 12, G.MetadataRequest(topics=None, allow_auto_topic_creation=False))
+            node = meta.brokers[0].node_id
+            (fill,) = [t for t in meta.topics if t.name == "fill"]
+            p = fill.partitions[0]
+            assert (p.error_code, p.leader_id, p.offline_replicas) == (
+                ErrorCode.LEADER_NOT_AVAILABLE,
+                -1,
+                [node],
+            )
+            # the other dir serves as ever
+            assert produce(c, "keep", _batch(1)).error_code == 0
+            part = fetch(c, "keep", 0).responses[0].partitions[0]
+            assert part.error_code == 0 and part.high_watermark == 2
+            assert _list_offset(c, "keep") == 0
+            dirs = {r.log_dir: r for r in c.request(35, 4, G.DescribeLogDirsRequest(topics=None)).results}
+            assert dirs[str(full)].error_code == ErrorCode.KAFKA_STORAGE_ERROR
+            assert dirs[str(full)].topics == [] and dirs[str(full)].total_bytes == -1
+            assert dirs[str(data)].error_code == 0
+            assert [(t.name, [p.partition_index for p in t.partitions]) for t in dirs[str(data)].topics] == [
+                ("keep", [0])
+            ]
+            # a new topic's partitions go to the live dir
+            create_topic(c, "later")
+            assert produce(c, "later", _batch(0)).error_code == 0
+            assert (data / "later-0").is_dir()
+        errors = _errors(b)
+        assert len(errors) == 1, b.log_text()[-3000:]
+        assert f"Error while appending records to fill-0 in dir {full}" in errors[0]
+        assert "No space left on device" in errors[0] and f"log dir {full} is offline" in errors[0]
+        assert "Traceback" not in b.log_text()
+        assert b.alive()
+        assert b.stop() == 0, b.log_text()[-3000:]
+        assert (data / ck.CLEAN_SHUTDOWN_FILE).exists()
+    finally:
+        b.kill()
+
+
+def test_a_full_disk_under_the_only_log_dir_halts_the_broker(can_mount, tmp_path):
+    full = tmp_path / "full"
+    full.mkdir()
+    b = BrokerProcess(full, prefix=_mount_prefix(full)).start()
+    try:
+        with WireClient(b.bootstrap) as c:
+            create_topic(c, "fill")
+            try:
+                acked, code = _fill(c, "fill")
+            except OSError:
+                pass  # the broker halted before it answered
+            else:
+                assert code == ErrorCode.KAFKA_STORAGE_ERROR, (acked, code)
+        b.proc.wait(20)
+        assert b.proc.returncode == 1, b.log_text()[-3000:]
+        text = b.log_text()
+        assert (
+            f"level=critical logger=kafkatool.broker Shutdown broker because all log dirs in {full} have failed"
+            in text
+        )
+        assert "No space left on device" in text and "Traceback" not in text, text[-3000:]
+    finally:
+        b.kill()
+
+
+def test_a_dir_whose_meta_properties_cannot_be_read_starts_offline(tmp_path):
+    """MetaPropertiesEnsemble.Loader: a meta.properties that cannot be read puts its dir among
+    the error dirs and the broker starts with it offline (here the file is a directory: EISDIR);
+    with no usable dir left, serve refuses to start (exit 2, one line)."""
+    data, second = tmp_path / "data", tmp_path / "second"
+    extra = [f"log.dirs={data},{second}"]
+    b = BrokerProcess(data, extra=extra).start()
+    with WireClient(b.bootstrap) as c:
+        create_topic(c, "keep")
+        create_topic(c, "gone")
+        assert produce(c, "gone", _batch(0)).error_code == 0
+    assert b.stop() == 0
+    assert (second / "gone-0").is_dir()
+    meta = second / "meta.properties"
+    meta.unlink()
+    meta.mkdir()
+    before = {p: p.read_bytes() for p in second.rglob("*") if p.is_file()}
+    b.start()
+    try:
+        with WireClient(b.bootstrap) as c:
+            assert produce(c, "gone", _batch(1)).error_code == ErrorCode.KAFKA_STORAGE_ERROR
+            assert fetch(c, "gone", 0).responses[0].partitions[0].error_code == ErrorCode.KAFKA_STORAGE_ERROR
+            assert produce(c, "keep", _batch(1)).error_code == 0
+            dirs = {
+                r.log_dir: r.error_code
+                for r in c.request(35, 4, G.DescribeLogDirsRequest(topics=None)).results
+            }
+            assert dirs == {str(data): 0, str(second): ErrorCode.KAFKA_STORAGE_ERROR}
+        errors = _errors(b)
+        assert len(errors) == 1 and f"Error while reading meta.properties file {meta}" in errors[0], errors
+        assert b.stop() == 0
+        # the offline dir was neither locked nor written: its files are as they were
+        assert {p: p.read_bytes() for p in second.rglob("*") if p.is_file()} == before
+    finally:
+        b.kill()
+    # the first dir too: nothing left to serve from
+    (data / "meta.properties").unlink()
+    (data / "meta.properties").mkdir()
+    r = subprocess.run(
+        [sys.executable, "-m", "kafkatool", "serve", "--no-banner", *("-o", f"log.dirs={data},{second}")],
+        capture_output=True,
+        timeout=60,
+        cwd=REPO,
+    )
+    assert r.returncode == 2, r.stderr.decode()[-2000:]
+    out = r.stderr.decode() + r.stdout.decode()
+    assert "none of the specified log dirs" in out and "Traceback" not in out, out[-2000:]
+
+
+def test_a_log_dir_move_into_a_full_disk_takes_the_destination_offline(can_mount, tmp_path):
+    """AlterReplicaLogDirs of a partition larger than the destination's free space: the copy's
+    ENOSPC takes the destination dir offline (the future log's append in Kafka's
+    ReplicaAlterLogDirsThread), the partition keeps being served from where it was, and a
+    later move into the failed dir answers KAFKA_STORAGE_ERROR."""
+    from kafkatool.protocol.generated.alter_replica_log_dirs_request import (
+        AlterReplicaLogDir,
+        AlterReplicaLogDirTopic,
+    )
+
+    data, full = tmp_path / "data", tmp_path / "full"
+    full.mkdir()
+    b = BrokerProcess(data, extra=[f"log.dirs={data},{full}"], prefix=_mount_prefix(full)).start()
+    try:
+        with WireClient(b.bootstrap) as c:
+            create_topic(c, "big")  # the first dir
+            for i in range(80):  # 5 MiB
+                assert produce(c, "big", _batch(i)).error_code == 0
+
+            def move(topic: str) -> int:
+                req = G.AlterReplicaLogDirsRequest(
+                    dirs=[
+                        AlterReplicaLogDir(
+                            path=str(full), topics=[AlterReplicaLogDirTopic(name=topic, partitions=[0])]
+                        )
+                    ]
+                )
+                return c.request(34, 2, req).results[0].partitions[0].error_code
+
+            assert move("big") == 0
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and "is offline" not in b.log_text():
+                time.sleep(0.05)
+            errors = _errors(b)
+            assert len(errors) == 1 and f"Error while copying big-0 into dir {full}" in errors[0], (
+                b.log_text()[-3000:]
+            )
+            assert "No space left on device" in errors[0]
+            assert produce(c, "big", _batch(80)).error_code == 0  # still served from the first dir
+            part = fetch(c, "big", 0).responses[0].partitions[0]
+            assert part.error_code == 0 and part.high_watermark == 81
+            assert move("big") == ErrorCode.KAFKA_STORAGE_ERROR
+            dirs = {r.log_dir: r for r in c.request(35, 4, G.DescribeLogDirsRequest(topics=None)).results}
+            assert dirs[str(full)].error_code == ErrorCode.KAFKA_STORAGE_ERROR
+            assert [t.name for t in dirs[str(data)].topics] == ["big"]
+        assert "Traceback" not in b.log_text()
+        assert b.stop() == 0
+    finally:
+        b.kill()

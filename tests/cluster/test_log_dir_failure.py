@@ -1,0 +1,123 @@
+"""A leader whose log dir fills up (ENOSPC) in a three-broker ZooKeeper-mode cluster: the dir
+goes offline, the broker writes /log_dir_event_notification/log_dir_event_N, the controller
+sends it LeaderAndIsr for its replicas, marks the one answered KAFKA_STORAGE_ERROR offline,
+elects a new leader from the ISR and deletes the notification (KafkaController's
+LogDirEventNotification handling); an idempotent acks=all producer goes on at the new leader
+and every acknowledged record is there, once, in order.  The leader's dir is a small tmpfs in
+the broker's own mount namespace (``unshare -rm``, as tests/broker/test_log_dir_failure.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kafkatool.protocol import generated as G
+from kafkatool.protocol.generated.metadata_request import MetadataRequestTopic
+from tests.broker.test_log_dir_failure import _mount_prefix, can_mount  # noqa: F401 (a fixture)
+from tests.broker.wire import WireClient
+from tests.cluster.conftest import Cluster, wait_for, zk_json
+from tests.cluster.test_replication import partition_state, read_all
+
+pytest.importorskip("confluent_kafka")
+from confluent_kafka import Producer  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+VALUE = 64 * 1024
+#: 6.4 MiB through a 4 MiB tmpfs
+COUNT = 100
+
+
+@pytest.fixture
+def cluster_with_small_disk(tmp_path, zk_module, can_mount):  # noqa: F811
+    c = Cluster(tmp_path, zk_module, 3, ["num.partitions=1", "log.roll.jitter.ms=0"])
+    # the broker that will lead: its second dir, "afull" (picked first for a new partition:
+    # the fewest partitions, then the name), is a tmpfs
+    leader_id = 3
+    b = c.brokers[leader_id]
+    full = b.data_dir.with_name("afull")
+    full.mkdir(parents=True)
+    b.extra.append(f"log.dirs={b.data_dir},{full}")
+    b.prefix = _mount_prefix(full)
+    try:
+        c.start()
+        yield c, leader_id, full
+    finally:
+        c.stop()
+
+
+def _metadata(bootstrap: str, topic: str):
+    with WireClient(bootstrap) as w:
+        r = w.request(
+            3,
+            12,
+            G.MetadataRequest(topics=[MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False),
+        )
+    return r.topics[0].partitions[0]
+
+
+def test_a_full_disk_under_the_leader_moves_leadership_and_keeps_acked_records(cluster_with_small_disk):
+    cluster, leader_id, full = cluster_with_small_disk
+    others = [i for i in cluster.brokers if i != leader_id]
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic("fill", 1, replica_assignment=[[leader_id, *others]])])["fill"].result(40)
+    wait_for(lambda: len(partition_state(cluster, "fill", 0)["isr"]) == 3, 30, "ISR of 3")
+    assert partition_state(cluster, "fill", 0)["leader"] == leader_id
+    # the tmpfs is seen through the broker's mount namespace
+    inside = Path(f"/proc/{cluster.brokers[leader_id].proc.pid}/root") / full.relative_to("/")
+    assert (inside / "fill-0").is_dir()
+
+    acked: list[int] = []
+    failed: list[str] = []
+
+    def done(err, msg):
+        if err is None:
+            acked.append(int(msg.key()))
+        else:
+            failed.append(str(err))
+
+    p = Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "message.timeout.ms": 120000,
+        }
+    )
+    for i in range(COUNT):
+        p.produce("fill", b"%d" % i + b"v" * VALUE, key=b"%d" % i, partition=0, on_delivery=done)
+        p.poll(0)
+    assert p.flush(150) == 0
+    assert failed == [] and sorted(acked) == list(range(COUNT)), (failed, len(acked))
+
+    st = partition_state(cluster, "fill", 0)
+    assert st["leader"] in others and leader_id not in st["isr"], st
+    b = cluster.brokers[leader_id]
+    text = b.log_text()
+    assert "No space left on device" in text and f"log dir {full} is offline" in text, text[-3000:]
+    assert b.alive()  # its other dir serves on
+    # the controller consumed the notification
+    k = cluster.kazoo()
+    try:
+        wait_for(
+            lambda: k.get_children("/log_dir_event_notification") == [], 20, "the notification's deletion"
+        )
+    finally:
+        k.stop()
+        k.close()
+    # every broker's metadata: the new leader, the failed replica offline
+    for other in cluster.brokers.values():
+        wait_for(
+            lambda other=other: (
+                (m := _metadata(other.bootstrap, "fill")).leader_id == st["leader"]
+                and m.offline_replicas == [leader_id]
+            ),
+            20,
+            f"broker {other.bootstrap} to show {leader_id} offline",
+        )
+    assert zk_json(cluster, f"/brokers/ids/{leader_id}")["endpoints"]  # still registered
+    got = read_all(cluster.bootstrap, "fill", timeout=60)
+    values = [int(v[: v.index(b"v")]) for _, v in got]
+    assert values == list(range(COUNT)), values[:20]
+    assert [o for o, _ in got] == list(range(COUNT))

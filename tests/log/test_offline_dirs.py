@@ -1,0 +1,118 @@
+"""LogManager's failed log dirs (Kafka's LogDirFailureChannel and LogManager.handleLogDirFailure):
+a dir reported failed goes offline once, its logs leave the manager, nothing more is written to
+it (checkpoints, the clean-shutdown marker, its lock is let go), new partitions go elsewhere;
+at start-up a dir that cannot be opened is offline while another one is usable.  The errors are
+built as the OS gives them (``OSError(errno.EIO, ...)``: a report is what a caller hands over);
+the real full disk is tests/broker/test_log_dir_failure.py's."""
+
+from __future__ import annotations
+
+import errno
+
+import pytest
+
+from kafkatool.formats import checkpoint as ck
+from kafkatool.log import lock
+from kafkatool.log.config import LogConfig
+from kafkatool.log.manager import LogDirOfflineError, LogManager
+from tests.log.logtest_util import batch
+
+EIO = OSError(errno.EIO, "Input/output error")
+
+
+@pytest.fixture
+def two_dirs(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    m = LogManager([a, b], LogConfig())
+    try:
+        m.create_log("t", 0, log_dir=a).append_as_leader(batch(1), 0)
+        m.create_log("t", 1, log_dir=b).append_as_leader(batch(1), 0)
+        m.create_log("u", 0, log_dir=b)
+        m.checkpoint_all()
+        yield m, a, b
+    finally:
+        m.shutdown()
+
+
+def test_the_first_report_takes_the_dir_offline_once(two_dirs):
+    m, a, b = two_dirs
+    calls = []
+    m.on_offline_dir = lambda d, msg, exc: calls.append((d, msg, exc))
+    lg = m.get_log("t", 1)
+    assert m.report_io_error(lg.dir / "00000000000000000000.log", "Error while appending", EIO) is True
+    assert m.report_io_error(lg.dir, "again", EIO) is False  # one dir, one failure
+    assert m.report_io_error(b, "the dir itself", EIO) is False
+    assert calls == [(b, "Error while appending", EIO)]
+    assert m.offline_dirs == {b: f"Error while appending: {EIO}"} and m.live_dirs == [a]
+    # the hook runs take_offline where the logs are owned
+    assert m.get_log("t", 1) is not None
+    assert m.take_offline(b) == [("t", 1), ("u", 0)]
+    assert m.get_log("t", 1) is None and m.get_log("u", 0) is None and m.get_log("t", 0) is not None
+    assert m.offline_partitions == {("t", 1), ("u", 0)}
+    assert lg.closed and not lock.held_here(b) and lock.held_here(a)
+
+
+def test_what_is_not_a_disk_failure_changes_nothing(two_dirs):
+    m, a, b = two_dirs
+    lg = m.get_log("t", 1)
+    for exc in (OSError(errno.EMFILE, "Too many open files"), LogDirOfflineError("offline"), ValueError("x")):
+        assert m.report_io_error(lg.dir, "msg", exc) is False
+    assert m.report_io_error("/elsewhere", "msg", EIO) is False  # not one of the manager's dirs
+    assert m.offline_dirs == {}
+
+
+def test_an_offline_dir_gets_no_checkpoint_and_no_marker(two_dirs):
+    m, a, b = two_dirs
+    before = {p.name: p.read_bytes() for p in b.iterdir() if p.is_file()}
+    m.report_io_error(b, "Error while flushing", EIO)  # no hook: taken offline at once
+    m.get_log("t", 0).append_as_leader(batch(1), 0)
+    m.checkpoint_all()
+    m.checkpoint_cleaner_offsets()
+    m.shutdown()
+    assert (a / ck.CLEAN_SHUTDOWN_FILE).exists()
+    assert not (b / ck.CLEAN_SHUTDOWN_FILE).exists()
+    assert {p.name: p.read_bytes() for p in b.iterdir() if p.is_file()} == before
+
+
+def test_a_partition_known_before_is_not_made_again_while_a_dir_is_offline(two_dirs):
+    m, a, b = two_dirs
+    m.report_io_error(b, "Error while reading", EIO)
+    with pytest.raises(LogDirOfflineError, match="are offline"):
+        m.create_log("t", 1)  # its data is on the failed dir
+    with pytest.raises(LogDirOfflineError, match="are offline"):
+        m.create_log("v", 0, is_new=False)
+    with pytest.raises(LogDirOfflineError):
+        m.create_log("v", 0, log_dir=b)
+    assert m.create_log("v", 0).dir.parent == a  # a new one goes to a live dir
+
+
+def test_a_dir_that_cannot_be_opened_starts_offline(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    b.write_bytes(b"not a directory")  # mkdir/listing fails: ENOTDIR/EEXIST
+    m = LogManager([a, b], LogConfig())
+    try:
+        assert m.live_dirs == [a] and list(m.offline_dirs) == [b]
+        assert "Error while loading log dir" in m.offline_dirs[b]
+        assert m.create_log("t", 0).dir.parent == a
+        m.checkpoint_all()
+    finally:
+        m.shutdown()
+    assert (a / ck.CLEAN_SHUTDOWN_FILE).exists()
+    # named offline up front (an unreadable meta.properties): never opened
+    m = LogManager([a, tmp_path / "c"], LogConfig(), offline={str(tmp_path / "c"): "unreadable"})
+    try:
+        assert m.offline_dirs == {tmp_path / "c": "unreadable"} and not (tmp_path / "c").exists()
+        assert m.get_log("t", 0) is not None
+    finally:
+        m.shutdown()
+    with pytest.raises(OSError, match="none of the specified log dirs"):
+        LogManager([b], LogConfig())
+    assert not lock.held_here(b)
+
+
+def test_a_deleted_offline_partition_can_be_made_again(two_dirs):
+    m, a, b = two_dirs
+    m.report_io_error(b, "Error while appending", EIO)
+    assert m.delete_log("u", 0) is None  # out of reach on the failed dir
+    assert ("u", 0) not in m.offline_partitions
+    assert m.create_log("u", 0).dir.parent == a
