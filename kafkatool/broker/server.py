@@ -323,6 +323,13 @@ class Broker:
                 raise self._stored_config_refused(name, exc, kraft if name not in in_file else []) from None
 
         topic_configs = {n: stored_log_config(n, t.configs) for n, t in self.metadata.topics.items()}
+        # every topic the dirs' KRaft metadata holds, a local log or not, before any log loads
+        # (Kafka's LogManager.startup takes the topics' configs from the metadata image first:
+        # a refusal leaves every dir, and its clean-shutdown marker, as it was); reconcile
+        # takes a topic's configs from the first layer that holds it, and so does this
+        for name in sorted({t for la in kraft for t in la.topics if t is not None} - in_file):
+            layer = next(la for la in kraft if la.holds(name))
+            topic_configs[name] = stored_log_config(name, layer.get(name))
         if self.cluster is not None:
             topic_configs.update(self._zk_topic_configs(dirs, log_config))
         clean = (

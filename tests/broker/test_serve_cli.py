@@ -88,6 +88,44 @@ def run_serve(*args, timeout=20):
     )
 
 
+def test_a_refused_kraft_topic_config_stops_the_start_before_any_log_loads(tmp_path):
+    """Every topic of a KRaft dir's metadata is checked before a log loads (Kafka's
+    LogManager.startup takes the topics' configs from the metadata image first): a topic with no
+    local log refuses the start too, and the refusal leaves the dir's clean-shutdown marker and
+    every log as they were (the next start runs no recovery)."""
+    import uuid
+
+    from kafkatool.formats import checkpoint as ck
+    from kafkatool.formats.generated.config_record import ConfigRecord
+    from kafkatool.formats.generated.topic_record import TopicRecord
+    from kafkatool.log import topic_settings as ts
+    from tests.broker.test_topic_config_sources import _metadata_value, write_kraft_dir
+
+    d = tmp_path / "kraft"
+    extra = [
+        _metadata_value(TopicRecord(name="nolog", topic_id=uuid.uuid4()), 2),
+        _metadata_value(
+            ConfigRecord(resource_type=2, resource_name="nolog", name="retention.ms", value="soon"), 4
+        ),
+    ]
+    write_kraft_dir(d, "events", {"segment.bytes": "2048"}, extra=extra)  # nolog's config: offset 3
+    marker = d / ck.CLEAN_SHUTDOWN_FILE
+    marker.write_bytes(ck.encode_clean_shutdown(-1))
+    before = {p: p.read_bytes() for p in d.rglob("*") if p.is_file()}
+    assert not (d / "nolog-0").exists()
+    listen = f"listeners=PLAINTEXT://127.0.0.1:{free_port()}"
+    r = run_serve("-o", f"log.dirs={d}", "-o", listen)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    segment = d / ts.CLUSTER_METADATA_DIR / "00000000000000000000.log"
+    assert r.stderr.strip().splitlines()[-1] == (
+        "kafkatool: error: topic nolog: stored config refused: invalid value 'soon' for retention.ms: "
+        f"not a number (in {ts.SOURCE_KRAFT}: {segment}, record at offset 3, batch at byte 0)"
+    )
+    assert "loaded" not in r.stderr and "recover" not in r.stderr.lower(), r.stderr
+    # nothing was touched: the marker, the logs, no lock or checkpoint written
+    assert {p: p.read_bytes() for p in d.rglob("*") if p.is_file()} == before
+
+
 def test_bad_configuration_is_one_line_exit_2(tmp_path):
     r = run_serve("-o", "listeners=SSL://127.0.0.1:1")
     assert r.returncode == 2 and r.stderr.strip().splitlines()[-1].startswith(
