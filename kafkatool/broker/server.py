@@ -199,6 +199,8 @@ class Broker:
         self.unnamed_topic_configs: dict[str, dict[str, str]] = {}
         #: set when the broker stops because a process of it failed
         self.failed = False
+        #: after close_storage: (the dirs that got the clean-shutdown marker, the offline dirs)
+        self.closed_dirs: tuple[list[Path], list[Path]] | None = None
         if config.int("kafkatool.processes") > 1 and not read_only:
             from kafkatool.broker.cluster.txn_markers import handle_write_txn_markers
 
@@ -1203,6 +1205,7 @@ class Broker:
                 for d, why in self.manager.offline_dirs.items():
                     if d not in before:
                         log.error("%s; log dir %s is offline (no clean-shutdown marker)", why, d)
+                self.closed_dirs = (list(self.manager.marked), list(self.manager.offline_dirs))
             self.manager = None
         if self.metadata is not None:
             self.metadata.save()

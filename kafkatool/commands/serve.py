@@ -273,7 +273,16 @@ def serve(
         if broker.failed:
             log.error("shutdown complete clean=false: a process of this broker failed")
             raise typer.Exit(1)
-        log.info("shutdown complete clean=true")
+        marked, offline = broker.closed_dirs or ([], [])
+        if offline or not read_only and len(marked) < len(broker.log_dirs()):
+            # Kafka writes no marker into an offline dir: its logs are recovered at the next start
+            log.warning(
+                "shutdown complete clean=false marked=%s offline=%s",
+                ",".join(map(str, marked)),
+                ",".join(map(str, offline)),
+            )
+        else:
+            log.info("shutdown complete clean=true")
 
     try:
         asyncio.run(main())

@@ -323,6 +323,8 @@ class LogManager:
         self._adopted = False
         self._checkpoint_lock = threading.Lock()
         self._checkpoint_seq = itertools.count(1)
+        #: broker mode: the dirs :meth:`shutdown` wrote the clean-shutdown marker into
+        self.marked: list[Path] = []
         #: the partitions of offline dirs (Kafka's HostedPartition.Offline): KAFKA_STORAGE_ERROR
         self.offline_partitions: set[TopicPartition] = set()
         #: called (on the reporting thread) with (dir, message, error) when a dir is first
@@ -987,6 +989,7 @@ class LogManager:
                         fileops.atomic_write(
                             d / ck.CLEAN_SHUTDOWN_FILE, ck.encode_clean_shutdown(self.broker_epoch)
                         )
+                        self.marked.append(d)
                     elif not self.load and success and state.marker_removed is not None:
                         fileops.atomic_write(d / ck.CLEAN_SHUTDOWN_FILE, state.marker_removed)
         finally:

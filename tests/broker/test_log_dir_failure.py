@@ -133,6 +133,10 @@ def test_a_full_disk_takes_its_log_dir_offline_and_the_other_dir_serves(can_moun
         assert b.alive()
         assert b.stop() == 0, b.log_text()[-3000:]
         assert (data / ck.CLEAN_SHUTDOWN_FILE).exists()
+        # the last line says which dirs got the marker and which are offline, not clean=true
+        text = b.log_text()
+        assert f"shutdown complete clean=false marked={data} offline={full}" in text, text[-2000:]
+        assert "clean=true" not in text
     finally:
         b.kill()
 
