@@ -73,6 +73,18 @@ def _list_offset(c: WireClient, topic: str) -> int:
     return c.request(2, 7, req).topics[0].partitions[0].error_code
 
 
+def _offset_at(c: WireClient, topic: str, timestamp: int):
+    req = G.ListOffsetsRequest(
+        replica_id=-1,
+        topics=[
+            ListOffsetsTopic(
+                name=topic, partitions=[ListOffsetsPartition(partition_index=0, timestamp=timestamp)]
+            )
+        ],
+    )
+    return c.request(2, 7, req).topics[0].partitions[0]
+
+
 def _errors(b: BrokerProcess) -> list[str]:
     return [ln for ln in b.log_text().splitlines() if "level=error" in ln or "level=critical" in ln]
 
@@ -260,6 +272,70 @@ def test_a_log_dir_move_into_a_full_disk_takes_the_destination_offline(can_mount
             dirs = {r.log_dir: r for r in c.request(35, 4, G.DescribeLogDirsRequest(topics=None)).results}
             assert dirs[str(full)].error_code == ErrorCode.KAFKA_STORAGE_ERROR
             assert [t.name for t in dirs[str(data)].topics] == ["big"]
+        assert "Traceback" not in b.log_text()
+        assert b.stop() == 0
+    finally:
+        b.kill()
+
+
+def test_an_index_read_error_in_list_offsets_takes_the_dir_offline(tmp_path):
+    """ListOffsets by timestamp reads the time index and the segment inside Kafka's
+    maybeHandleIOException (UnifiedLog.fetchOffsetByTimestamp): an I/O error there is the dir's
+    failure, one ERROR line with Kafka's message, KAFKA_STORAGE_ERROR from then on; the other
+    dir serves on.  The error is the kernel's: an older segment's .timeindex (read through a
+    descriptor opened per read) is replaced by a directory, so its pread fails (EISDIR).
+    OffsetForLeaderEpoch reads no file (the leader epoch cache is in memory, as Kafka's
+    endOffsetForEpoch): it answers until the dir is offline."""
+    from kafkatool.protocol.generated.offset_for_leader_epoch_request import (
+        OffsetForLeaderPartition,
+        OffsetForLeaderTopic,
+    )
+
+    data, second = tmp_path / "data", tmp_path / "second"
+    extra = [f"log.dirs={data},{second}", "log.segment.bytes=1024", "log.index.interval.bytes=1"]
+    b = BrokerProcess(data, extra=extra).start()
+
+    def small(ts: int) -> bytes:
+        return R.build_record_batch([R.SimpleRecord(b"v" * 300, b"k", [], ts)])
+
+    def epoch_end(c) -> tuple[int, int]:
+        req = G.OffsetForLeaderEpochRequest(
+            replica_id=-1,
+            topics=[
+                OffsetForLeaderTopic(
+                    topic="ts",
+                    partitions=[
+                        OffsetForLeaderPartition(partition=0, current_leader_epoch=-1, leader_epoch=0)
+                    ],
+                )
+            ],
+        )
+        p = c.request(23, 4, req).topics[0].partitions[0]
+        return p.error_code, p.end_offset
+
+    try:
+        with WireClient(b.bootstrap) as c:
+            create_topic(c, "keep")  # the first dir
+            create_topic(c, "ts")  # the second
+            for i in range(8):
+                assert produce(c, "ts", small(1000 + i)).error_code == 0
+            first = sorted((second / "ts-0").glob("*.timeindex"))
+            assert len(first) > 2, first  # rolled: the first segment is not the active one
+            p = _offset_at(c, "ts", 1003)
+            assert (p.error_code, p.offset) == (0, 3)
+            assert epoch_end(c) == (0, 8)
+            first[0].unlink()
+            first[0].mkdir()
+            p = _offset_at(c, "ts", 0)
+            assert p.error_code == ErrorCode.KAFKA_STORAGE_ERROR, p
+            assert _offset_at(c, "ts", 1003).error_code == ErrorCode.KAFKA_STORAGE_ERROR
+            assert epoch_end(c)[0] == ErrorCode.KAFKA_STORAGE_ERROR
+            assert produce(c, "keep", small(5)).error_code == 0
+            assert _offset_at(c, "keep", 0).error_code == 0
+        errors = _errors(b)
+        assert len(errors) == 1, b.log_text()[-3000:]
+        assert f"Error while fetching offset by timestamp for ts-0 in dir {second}" in errors[0]
+        assert "Is a directory" in errors[0] and f"log dir {second} is offline" in errors[0]
         assert "Traceback" not in b.log_text()
         assert b.stop() == 0
     finally:

@@ -156,11 +156,19 @@ def handle_list_offsets(ctx, req):
                 offset, stamp = upper, -1
             elif ts == LATEST_TIERED:
                 offset, stamp = -1, -1
-            elif ts == MAX_TIMESTAMP:
-                lookup = max_timestamp_offset(lg, upper)
-                stamp, offset = lookup if lookup is not None else (-1, -1)
-            elif ts >= 0:
-                lookup = offset_for_timestamp(lg, ts, upper)
+            elif ts == MAX_TIMESTAMP or ts >= 0:
+                # UnifiedLog.fetchOffsetByTimestamp runs in maybeHandleIOException: an I/O error
+                # reading the time index or the segment takes the log dir offline and the
+                # partition answers KAFKA_STORAGE_ERROR (ReplicaManager.fetchOffset)
+                try:
+                    if ts == MAX_TIMESTAMP:
+                        lookup = max_timestamp_offset(lg, upper)
+                    else:
+                        lookup = offset_for_timestamp(lg, ts, upper)
+                except OSError as exc:
+                    broker.report_log_error(lg, "fetching offset by timestamp for", exc)
+                    pr.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+                    continue
                 stamp, offset = lookup if lookup is not None else (-1, -1)
             else:
                 pr.error_code = ErrorCode.INVALID_REQUEST
@@ -210,6 +218,7 @@ def handle_offset_for_leader_epoch(ctx, req):
                 # consumers assume truncation and reset their offsets
                 r.leader_epoch, r.end_offset = t.leader_epoch(rp.partition), lg.log_end_offset
                 continue
+            # memory only, as Kafka's endOffsetForEpoch (no I/O error to report here)
             epoch, end = lg.leader_epoch_cache.end_offset_for(rp.leader_epoch, lg.log_end_offset)
             r.leader_epoch, r.end_offset = epoch, end
         out.append(OffsetForLeaderTopicResult(topic=rt.topic, partitions=parts))
