@@ -199,6 +199,8 @@ class Broker:
         self.unnamed_topic_configs: dict[str, dict[str, str]] = {}
         #: set when the broker stops because a process of it failed
         self.failed = False
+        #: the dirs offline from the start, handled as failed dirs by :meth:`start`
+        self._offline_at_start: list[Path] = []
         #: after close_storage: (the dirs that got the clean-shutdown marker, the offline dirs)
         self.closed_dirs: tuple[list[Path], list[Path]] | None = None
         if config.int("kafkatool.processes") > 1 and not read_only:
@@ -354,6 +356,9 @@ class Broker:
         for d, why in self.manager.offline_dirs.items():
             log.error("%s; log dir %s is offline", why, d)
             self.metadata.offline_dirs.add(d)
+        # handled as any failure once the broker starts (LogManager puts them in the
+        # LogDirFailureChannel; ReplicaManager's LogDirFailureHandler takes them)
+        self._offline_at_start = list(self.manager.offline_dirs)
         if self.metadata.path.parent in self.manager.offline_dirs and self.metadata.writable:
             if self.cluster is None:
                 raise OSError(
@@ -990,6 +995,11 @@ class Broker:
             self.bound.append((sock[0], sock[1]))
         from kafkatool.broker.background import start_background
 
+        for d in self._offline_at_start:
+            # the LogDirFailureHandler's first items, before the broker registers (KafkaServer
+            # starts the ReplicaManager first): in cluster mode the controller is told
+            self.handle_log_dir_failure(d)
+        self._offline_at_start = []
         if self.cluster is not None:
             self.cluster.start()
         if self.processes is not None and self.processes.is_primary:

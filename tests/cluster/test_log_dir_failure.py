@@ -121,3 +121,87 @@ def test_a_full_disk_under_the_leader_moves_leadership_and_keeps_acked_records(c
     values = [int(v[: v.index(b"v")]) for _, v in got]
     assert values == list(range(COUNT)), values[:20]
     assert [o for o, _ in got] == list(range(COUNT))
+
+
+@pytest.fixture
+def cluster_with_two_dirs(tmp_path, zk_module):
+    c = Cluster(tmp_path, zk_module, 3, ["num.partitions=1"])
+    broker_id = 3
+    b = c.brokers[broker_id]
+    second = b.data_dir.with_name("adir")  # picked first for a new partition (the name)
+    second.mkdir(parents=True)
+    b.extra.append(f"log.dirs={b.data_dir},{second}")
+    try:
+        c.start()
+        yield c, broker_id, second
+    finally:
+        c.stop()
+
+
+def test_a_dir_offline_at_start_up_is_told_to_the_controller(cluster_with_two_dirs):
+    """A broker restarted with one of its two dirs unreadable (meta.properties cannot be read:
+    MetaPropertiesEnsemble's error dirs) handles it as any failed dir once it starts (Kafka's
+    LogManager puts it in the LogDirFailureChannel, ReplicaManager's LogDirFailureHandler
+    propagates it): it writes /log_dir_event_notification, the controller handles it for that
+    broker and deletes it, the replica on that dir is offline on every broker's metadata and out
+    of the ISR, the partition is led elsewhere and keeps its records; the other dir's replica
+    is back in the ISR."""
+    cluster, broker_id, second = cluster_with_two_dirs
+    others = [i for i in cluster.brokers if i != broker_id]
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    fs = admin.create_topics([NewTopic("lost", 1, replica_assignment=[[broker_id, *others]])])
+    fs["lost"].result(40)
+    wait_for(lambda: len(partition_state(cluster, "lost", 0)["isr"]) == 3, 30, "ISR of 3")
+    assert partition_state(cluster, "lost", 0)["leader"] == broker_id
+    b = cluster.brokers[broker_id]
+    assert (second / "lost-0").is_dir()
+    fs = admin.create_topics([NewTopic("kept", 1, replica_assignment=[[*others, broker_id]])])
+    fs["kept"].result(40)
+    wait_for(lambda: len(partition_state(cluster, "kept", 0)["isr"]) == 3, 30, "ISR of 3")
+    assert (b.data_dir / "kept-0").is_dir()
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(10):
+        p.produce("lost", b"%d" % i, partition=0)
+    assert p.flush(60) == 0
+
+    assert b.stop(timeout=60) == 0
+    meta = second / "meta.properties"
+    meta.unlink()
+    meta.mkdir()
+    b.start(timeout=40)
+    text = b.log_text()
+    assert f"Error while reading meta.properties file {meta}" in text, text[-3000:]
+    assert f"Stopping serving replicas in dir {second}" in text, text[-3000:]
+
+    def handled() -> bool:
+        return any(
+            f"handling log directory failure for brokers [{broker_id}]" in x.log_text()
+            for x in cluster.brokers.values()
+        )
+
+    wait_for(handled, 30, "the controller to handle the broker's log dir event")
+    k = cluster.kazoo()
+    try:
+        wait_for(
+            lambda: k.get_children("/log_dir_event_notification") == [], 20, "the notification's deletion"
+        )
+    finally:
+        k.stop()
+        k.close()
+    for other in cluster.brokers.values():
+        wait_for(
+            lambda other=other: (
+                (m := _metadata(other.bootstrap, "lost")).leader_id in others
+                and m.offline_replicas == [broker_id]
+            ),
+            30,
+            f"broker {other.bootstrap} to show {broker_id}'s replica offline",
+        )
+    st = partition_state(cluster, "lost", 0)
+    assert st["leader"] in others and broker_id not in st["isr"], st
+    # the replica on the readable dir catches up and is in the ISR again
+    wait_for(lambda: broker_id in partition_state(cluster, "kept", 0)["isr"], 30, "kept's ISR to hold it")
+    assert _metadata(cluster.brokers[others[0]].bootstrap, "kept").offline_replicas == []
+    got = read_all(cluster.bootstrap, "lost", timeout=60)
+    assert [v for _, v in got] == [b"%d" % i for i in range(10)]
+    assert b.alive() and "Traceback" not in b.log_text()
