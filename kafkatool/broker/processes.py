@@ -414,6 +414,15 @@ class ProcessGroup:
     def channel_to(self, node: int) -> Channel | None:
         raise NotImplementedError
 
+    # failed log dirs: the processes share the dirs, so a dir one finds failed is failed for all
+    def tell_dir_failed(self, log_dir, why: str, gone: list, origin: int | None) -> None:
+        """This process took ``log_dir`` offline (``gone``: its partitions there; ``origin``:
+        the process that told it, None when it found the failure): tell the others."""
+        raise NotImplementedError
+
+    def partitions_offline(self, origin: int, gone: list) -> None:
+        """Process ``origin``'s partitions ``gone`` are on a failed dir."""
+
 
 class Primary(ProcessGroup):
     """The process ``serve`` started: spawns the members, tells them the metadata, writes
@@ -433,6 +442,8 @@ class Primary(ProcessGroup):
         self.failed: str | None = None
         self._stopping = False
         self._started = False
+        #: the members' partitions on failed dirs: no leader in Metadata (HostedPartition.Offline)
+        self.offline: set[tuple[str, int]] = set()
         cfg = broker.config
         self.restarts_max = cfg.int(RESTARTS_MAX_CONFIG)
         self.restarts_window_s = cfg.int(RESTARTS_WINDOW_CONFIG) / 1000
@@ -453,7 +464,18 @@ class Primary(ProcessGroup):
         m = self.members[k]
         if m.endpoints is None or m.returning or m.acked < self.topic_seq.get(topic, 0) or self.failed:
             return -1
+        if (topic, partition) in self.offline:
+            return -1
         return self.base_node + k
+
+    def tell_dir_failed(self, log_dir, why: str, gone: list, origin: int | None) -> None:
+        """Every member but ``origin`` takes the dir offline too."""
+        for m in self.members.values():
+            if m.index != origin and m.channel is not None and not m.channel.closed.is_set():
+                m.channel.send("dir_failed", str(log_dir), why, [])
+
+    def partitions_offline(self, origin: int, gone: list) -> None:
+        self.offline.update((t, p) for t, p in gone)
 
     def channel_to(self, node: int) -> Channel | None:
         m = self.members.get(node - self.base_node)
@@ -483,6 +505,8 @@ class Primary(ProcessGroup):
             "clean_shutdown": clean_shutdown,
             "deleted": deleted,
             "restart": restart,
+            # the dirs this broker found failed: the member does not open them
+            "offline": {str(d): why for d, why in self.broker.manager.offline_dirs.items()},
         }
         try:
             m.proc = subprocess.Popen(
@@ -525,6 +549,8 @@ class Primary(ProcessGroup):
             lambda msg, m=m: self._on_message(m, msg),
             lambda frame, who: answer_call(self.broker, frame, who),
         )
+        for d, why in self.broker.manager.offline_dirs.items():
+            m.channel.send("dir_failed", str(d), why, [])  # one that failed since the spawn
 
     def _own_endpoints(self) -> dict[str, tuple[str, int]]:
         b = self.broker
@@ -644,6 +670,9 @@ class Primary(ProcessGroup):
             )
         elif kind == "stopped":
             m.stopped_clean = bool(msg[1])
+        elif kind == "dir_failed":
+            _, log_dir, why, gone = msg
+            self.broker.dir_failed_elsewhere(log_dir, why, gone, m.index)
         else:
             log.warning("process %d sent an unknown message %r", m.index, kind)
 
@@ -658,6 +687,12 @@ class Primary(ProcessGroup):
                 self.topic_seq[name] = self.seq
         for name in set(self.topic_seq) - set(forms):
             del self.topic_seq[name]
+        # a member's partition on a failed dir stays offline while its topic does (same id)
+        self.offline = {
+            tp
+            for tp in self.offline
+            if tp[0] in forms and self._last_form.get(tp[0], forms[tp[0]])[0] == forms[tp[0]][0]
+        }
         for name, (topic_id, _) in self._last_form.items():
             if name not in forms or forms[name][0] != topic_id:
                 self._deleted.append((self.seq, name, topic_id))
@@ -810,6 +845,19 @@ class Member(ProcessGroup):
         elif kind == "stop":
             self.broker_stopping = True
             self.broker.request_stop()
+        elif kind == "dir_failed":
+            _, log_dir, why, _gone = msg
+            self.broker.dir_failed_elsewhere(log_dir, why, [], 0)
+
+    def tell_dir_failed(self, log_dir, why: str, gone: list, origin: int | None) -> None:
+        """The primary learns it (and tells the other members), with every partition of this
+        process that is offline now."""
+        if self.channel is not None and not self.channel.closed.is_set():
+            offline = sorted(self.broker.manager.offline_partitions)
+            self.channel.send("dir_failed", str(log_dir), why, offline)
+
+    def partitions_offline(self, origin: int, gone: list) -> None:
+        pass  # the primary answers Metadata
 
     def apply(self, payload: dict) -> None:
         """The primary's metadata: topics, configs, ACLs, SCRAM credentials, dynamic broker
@@ -903,7 +951,7 @@ def main(argv: list[str]) -> int:
     cfg = member_config(args["config"], index)
     broker = Broker(cfg, member=True)
     group = Member(broker, int(args["count"]), index, int(args["base_node"]), sock)
-    broker.join_group(group, clean_shutdown=args["clean_shutdown"])
+    broker.join_group(group, clean_shutdown=args["clean_shutdown"], offline=args.get("offline"))
     # the primary's layers (which hold what its log dir's file holds) before the logs open
     group.take_dynamic_configs(args["config"])
 

@@ -201,6 +201,9 @@ class Broker:
         self.failed = False
         #: the dirs offline from the start, handled as failed dirs by :meth:`start`
         self._offline_at_start: list[Path] = []
+        #: (a member) dirs another process of this broker found failed before this one's
+        #: storage opened: they open offline (str(dir) -> why)
+        self._told_offline: dict[str, str] = {}
         #: after close_storage: (the dirs that got the clean-shutdown marker, the offline dirs)
         self.closed_dirs: tuple[list[Path], list[Path]] | None = None
         if config.int("kafkatool.processes") > 1 and not read_only:
@@ -213,12 +216,16 @@ class Broker:
 
             cluster_handlers.register(self.router)
 
-    def join_group(self, group, *, clean_shutdown: dict[str, bool]) -> None:
+    def join_group(
+        self, group, *, clean_shutdown: dict[str, bool], offline: dict[str, str] | None = None
+    ) -> None:
         """This process is member ``group.index`` of a broker of several processes: it serves
-        the partitions it owns and forwards every other request to the primary."""
+        the partitions it owns and forwards every other request to the primary.  ``offline``:
+        the dirs the broker has found failed (they are not opened)."""
         self.processes = group
         self.node_id = group.node_id
         self._clean_shutdown = clean_shutdown
+        self._told_offline.update(offline or {})
         self.router.forward = group.forward
 
     @property
@@ -273,6 +280,8 @@ class Broker:
             if missing:
                 raise OSError(f"log dir {missing[0]} does not exist (--read-only never creates one)")
         offline = unreadable_dirs(dirs) if writable else {}
+        for d, why in self._told_offline.items():
+            offline.setdefault(d, why)  # a dir another process of this broker found failed
         new_dirs = []
         for d in dirs:
             try:
@@ -589,6 +598,8 @@ class Broker:
                     continue
                 lg = self.manager.get_log(name, p)
                 if lg is None:
+                    if (name, p) in self.manager.offline_partitions:
+                        continue  # its dir failed: offline until the next start, not made again
                     lg = self.manager.create_log(name, p, topic_id=t.topic_id)
                     self._attach(lg)
                 lg.config = cfg
@@ -737,19 +748,27 @@ class Broker:
         else:
             loop.call_soon_threadsafe(self.handle_log_dir_failure, d)
 
-    def handle_log_dir_failure(self, d: Path) -> None:
+    def handle_log_dir_failure(self, d: Path, origin: int | None = None) -> None:
         """ReplicaManager.handleLogDirFailure + LogManager.handleLogDirFailure: the dir's
         partitions stop being served (KAFKA_STORAGE_ERROR from now on), parked fetches and
         acks=all produces on them are answered, the controller is told (cluster mode), and a
         broker left with no live dir, or (standalone) without the dir of its embedded metadata,
-        halts with exit status 1."""
+        halts with exit status 1.  A broker of several processes shares its dirs: the other
+        processes are told (``origin``: the process that told this one, not told back), and
+        the primary, which learns every failure, is the one that halts (all of them)."""
         manager = self.manager
         if manager is None:
             return
         all_dirs = ", ".join(str(x) for x in manager.dirs)
         log.warning("Stopping serving replicas in dir %s", d)
         gone = manager.take_offline(d)
+        if self.processes is not None:
+            self.processes.tell_dir_failed(d, manager.dirs[d].offline, gone, origin)
         if not manager.live_dirs:
+            if self.is_member and not self.processes.channel.closed.is_set():
+                # the primary learns every dir failure of the broker: it halts every process
+                log.warning("all log dirs in %s have failed; the primary process halts the broker", all_dirs)
+                return
             self.halt(f"Shutdown broker because all log dirs in {all_dirs} have failed")
             return
         if d == self.metadata.path.parent and self.metadata.writable:
@@ -769,10 +788,28 @@ class Broker:
             d,
         )
 
+    def dir_failed_elsewhere(self, d: str, why: str, gone: list, origin: int) -> None:
+        """Another process of this broker (``origin``) found log dir ``d`` failed (on the event
+        loop): it is failed for this process too (once), and ``gone``, the partitions that
+        process took offline with it, are offline for the broker."""
+        manager = self.manager
+        if manager is None:  # before this process's storage opened: it opens offline
+            self._told_offline.setdefault(d, why)
+            return
+        self.processes.partitions_offline(origin, gone)
+        if manager.mark_offline(d, why):
+            log.warning(
+                "log dir %s is offline: process %d of this broker found it failed: %s", d, origin, why
+            )
+            self.handle_log_dir_failure(Path(d), origin)
+
     def halt(self, line: str) -> None:
         """Kafka's fatal line and Exit.halt(1): no shutdown, no marker, no checkpoint (the next
-        start recovers every dir).  Exit status 1 (serve's "the broker failed")."""
+        start recovers every dir).  Exit status 1 (serve's "the broker failed"); the primary
+        of a broker of several processes kills the others first (one broker halts)."""
         log.critical(line)
+        if self.processes is not None and self.processes.is_primary:
+            self.processes.kill()
         for h in logging.getLogger().handlers + log.handlers:
             try:
                 h.flush()

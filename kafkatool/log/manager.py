@@ -525,18 +525,27 @@ class LogManager:
         if not (self.writable and self.load) or self._closed:
             return False
         d = self.dir_of_path(where)
-        if d is None:
+        if d is None or not self.mark_offline(d, f"{msg}: {exc}"):
             return False
-        with self._failure_lock:
-            state = self.dirs[d]
-            if state.offline is not None:
-                return False
-            state.offline = f"{msg}: {exc}"
         hook = self.on_offline_dir
         if hook is None:
             self.take_offline(d)
         else:
             hook(d, msg, exc)
+        return True
+
+    def mark_offline(self, log_dir: str | os.PathLike, why: str) -> bool:
+        """Mark one of the manager's dirs offline (any thread), once: True only the first time
+        (the caller then has :meth:`take_offline` run).  :meth:`report_io_error` marks a dir
+        this way; so does a broker of several processes for a dir another process of it found
+        failed."""
+        state = self.dirs.get(Path(log_dir))
+        if state is None:
+            return False
+        with self._failure_lock:
+            if state.offline is not None:
+                return False
+            state.offline = why
         return True
 
     def take_offline(self, log_dir: str | os.PathLike) -> list[TopicPartition]:

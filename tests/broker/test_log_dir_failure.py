@@ -340,3 +340,134 @@ def test_an_index_read_error_in_list_offsets_takes_the_dir_offline(tmp_path):
         assert b.stop() == 0
     finally:
         b.kill()
+
+
+def _owned_by(index: int, prefix: str) -> str:
+    """A topic name whose partition 0 process ``index`` of two owns."""
+    from kafkatool.broker.processes import owner_index
+
+    return next(f"{prefix}{i}" for i in range(100) if owner_index(f"{prefix}{i}", 0, 2) == index)
+
+
+def _nodes(c: WireClient) -> dict[int, str]:
+    meta = c.request(3, 12, G.MetadataRequest(topics=None, allow_auto_topic_creation=False))
+    return {b.node_id: f"{b.host}:{b.port}" for b in meta.brokers}
+
+
+def _leader(c: WireClient, topic: str) -> tuple[int, int]:
+    from kafkatool.protocol.generated.metadata_request import MetadataRequestTopic
+
+    meta = c.request(3, 12, G.MetadataRequest(topics=[MetadataRequestTopic(name=topic)]))
+    p = meta.topics[0].partitions[0]
+    return p.error_code, p.leader_id
+
+
+def _until(what, timeout: float = 10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if what():
+            return True
+        time.sleep(0.05)
+    return what()
+
+
+def test_a_dir_one_process_finds_failed_is_failed_for_every_process(can_mount, tmp_path):
+    """kafkatool.processes=2, the second dir a small tmpfs: the member fills its partition
+    there; the dir goes offline for the whole broker (the processes share the dirs): the
+    primary's own partition on it answers KAFKA_STORAGE_ERROR too, Metadata shows both without
+    a leader, DescribeLogDirs (either process) reports the dir failed, one ERROR line in all,
+    the first dir serves on in both processes, and the shutdown marks the first dir only."""
+    data, full = tmp_path / "data", tmp_path / "full"
+    full.mkdir()
+    extra = [f"log.dirs={data},{full}", "kafkatool.processes=2", "num.partitions=1"]
+    b = BrokerProcess(data, extra=extra, prefix=_mount_prefix(full)).start(timeout=40)
+    keep0, keep1 = _owned_by(0, "keep"), _owned_by(1, "keep")
+    other0, fill1 = _owned_by(0, "other"), _owned_by(1, "fill")
+    try:
+        with WireClient(b.bootstrap) as c:
+            # each process puts its first partition in the first dir, its second in the tmpfs
+            for topic in (keep0, keep1, other0, fill1):
+                create_topic(c, topic)
+            nodes = _nodes(c)
+            assert len(nodes) == 2
+            assert _until(lambda: _leader(c, fill1)[1] >= 0)
+            member = nodes[_leader(c, fill1)[1]]
+            assert member != b.bootstrap
+            assert produce(c, other0, _batch(0)).error_code == 0
+            with WireClient(member) as m:
+                assert produce(m, keep1, _batch(0)).error_code == 0
+                acked, code = _fill(m, fill1)
+                assert acked > 10 and code == ErrorCode.KAFKA_STORAGE_ERROR, (acked, code)
+                assert produce(m, keep1, _batch(1)).error_code == 0  # the member's first dir serves
+                dirs = {
+                    r.log_dir: r.error_code
+                    for r in m.request(35, 4, G.DescribeLogDirsRequest(topics=None)).results
+                }
+                assert dirs == {str(data): 0, str(full): ErrorCode.KAFKA_STORAGE_ERROR}
+
+            # the primary, told, takes the dir offline too, before it writes there itself (reads
+            # only: its own write would meet the full disk): its partition there is offline
+            def primary_dirs() -> dict[str, int]:
+                res = c.request(35, 4, G.DescribeLogDirsRequest(topics=None)).results
+                return {r.log_dir: r.error_code for r in res}
+
+            assert _until(lambda: primary_dirs() == {str(data): 0, str(full): ErrorCode.KAFKA_STORAGE_ERROR})
+            assert _list_offset(c, other0) == ErrorCode.KAFKA_STORAGE_ERROR
+            assert fetch(c, other0, 0).responses[0].partitions[0].error_code == ErrorCode.KAFKA_STORAGE_ERROR
+            assert produce(c, other0, _batch(1)).error_code == ErrorCode.KAFKA_STORAGE_ERROR
+            assert produce(c, keep0, _batch(0)).error_code == 0
+            for topic in (other0, fill1):
+                assert _leader(c, topic) == (ErrorCode.LEADER_NOT_AVAILABLE, -1), topic
+            for topic in (keep0, keep1):
+                assert _leader(c, topic)[0] == 0, topic
+            # a new topic of either process goes to the live dir
+            new1 = _owned_by(1, "later")
+            create_topic(c, new1)
+            with WireClient(member) as m:
+                assert _until(lambda: produce(m, new1, _batch(0)).error_code == 0)
+            assert (data / f"{new1}-0").is_dir()
+        text = b.log_text()
+        errors = _errors(b)
+        assert len(errors) == 1, text[-3000:]
+        assert (
+            "process=1" in errors[0]
+            and f"Error while appending records to {fill1}-0 in dir {full}" in errors[0]
+        )
+        assert f"log dir {full} is offline: process 1 of this broker found it failed" in text, text[-3000:]
+        assert "Traceback" not in text
+        assert b.stop(timeout=60) == 0, text[-3000:]
+        assert (data / ck.CLEAN_SHUTDOWN_FILE).exists()
+        assert f"shutdown complete clean=false marked={data} offline={full}" in b.log_text()
+    finally:
+        b.kill()
+
+
+def test_the_last_dir_failing_in_a_member_halts_the_whole_broker(can_mount, tmp_path):
+    """kafkatool.processes=2 on one tmpfs dir: the member's full disk leaves the broker without a
+    live dir; the primary, told, halts the broker: every process gone, Kafka's fatal line,
+    exit status 1, no marker (a member does not halt alone to be restarted onto a failed dir)."""
+    full = tmp_path / "full"
+    full.mkdir()
+    extra = ["kafkatool.processes=2", "num.partitions=1"]
+    b = BrokerProcess(full, extra=extra, prefix=_mount_prefix(full)).start(timeout=40)
+    fill1 = _owned_by(1, "fill")
+    try:
+        with WireClient(b.bootstrap) as c:
+            create_topic(c, fill1)
+            nodes = _nodes(c)
+            assert _until(lambda: _leader(c, fill1)[1] >= 0)
+            member = nodes[_leader(c, fill1)[1]]
+        with WireClient(member) as m:
+            try:
+                acked, code = _fill(m, fill1)
+            except OSError:
+                pass  # halted before it answered
+            else:
+                assert code == ErrorCode.KAFKA_STORAGE_ERROR, (acked, code)
+        b.proc.wait(30)
+        text = b.log_text()
+        assert b.proc.returncode == 1, text[-3000:]
+        assert f"Shutdown broker because all log dirs in {full} have failed" in text, text[-3000:]
+        assert "restarting it" not in text and "Traceback" not in text, text[-3000:]
+    finally:
+        b.kill()
