@@ -116,3 +116,20 @@ def test_a_deleted_offline_partition_can_be_made_again(two_dirs):
     assert m.delete_log("u", 0) is None  # out of reach on the failed dir
     assert ("u", 0) not in m.offline_partitions
     assert m.create_log("u", 0).dir.parent == a
+
+
+def test_a_dir_marked_by_another_process_is_one_failure_with_the_reports(two_dirs):
+    """mark_offline (a dir another process of the broker found failed) and report_io_error
+    mark a dir by one rule: whichever comes first, the dir fails once and the other is a no-op;
+    a dir the manager does not hold is never marked."""
+    m, a, b = two_dirs
+    calls = []
+    m.on_offline_dir = lambda d, msg, exc: calls.append(d)
+    assert m.mark_offline(b, "process 1: Error while appending") is True
+    assert m.mark_offline(b, "again") is False
+    assert m.report_io_error(m.get_log("t", 1).dir, "Error while appending", EIO) is False
+    assert calls == []  # the hook is for this process's own reports; the marker runs take_offline
+    assert m.offline_dirs == {b: "process 1: Error while appending"}
+    assert m.mark_offline(a.parent / "elsewhere", "x") is False
+    assert m.take_offline(b) == [("t", 1), ("u", 0)]
+    assert m.report_io_error(a, "Error while flushing", EIO) is True and m.live_dirs == []
