@@ -372,16 +372,7 @@ class LogManager:
         except lock.LogDirLockedError:
             raise
         except OSError as exc:
-            for tp in [tp for tp, d in self._log_dir_of.items() if d == log_dir]:
-                self._log_dir_of.pop(tp)
-                lg = self.logs.pop(tp, None)
-                if lg is not None:
-                    with contextlib.suppress(OSError):
-                        lg.release()
-            for logs in (self.future_logs, self.stray_logs):
-                for tp in [tp for tp, lg in logs.items() if lg.dir.parent == log_dir]:
-                    with contextlib.suppress(OSError):
-                        logs.pop(tp).release()
+            self._let_go_of_dir(log_dir)
             lock.release(log_dir)
             state = self.dirs.get(log_dir) or LogDirState(log_dir, False)
             self._mark_offline_at_start(state, f"Error while loading log dir {log_dir}: {exc}")
@@ -548,15 +539,10 @@ class LogManager:
             state.offline = why
         return True
 
-    def take_offline(self, log_dir: str | os.PathLike) -> list[TopicPartition]:
-        """Kafka's LogManager.handleLogDirFailure, on the thread that owns the logs: the dir's
-        logs (current and future) stop being served and their files are let go (no flush:
-        the next start-up recovers them), its checkpoints and marker are no longer written
-        and its lock is released.  Returns the partitions that went offline (sorted)."""
-        d = Path(log_dir)
-        state = self.dirs[d]
-        if state.offline is None:
-            state.offline = "taken offline"
+    def _let_go_of_dir(self, d: Path) -> list[TopicPartition]:
+        """Drop every log (current, future, stray) of dir ``d`` from the manager and release its
+        files, ignoring I/O errors (the dir is failing); returns the partitions whose current
+        log was there (sorted)."""
         gone = sorted(tp for tp, home in self._log_dir_of.items() if home == d)
         for tp in gone:
             self._log_dir_of.pop(tp)
@@ -568,6 +554,18 @@ class LogManager:
             for tp in [tp for tp, lg in logs.items() if lg.dir.parent == d]:
                 with contextlib.suppress(OSError):
                     logs.pop(tp).release()
+        return gone
+
+    def take_offline(self, log_dir: str | os.PathLike) -> list[TopicPartition]:
+        """Kafka's LogManager.handleLogDirFailure, on the thread that owns the logs: the dir's
+        logs (current and future) stop being served and their files are let go (no flush:
+        the next start-up recovers them), its checkpoints and marker are no longer written
+        and its lock is released.  Returns the partitions that went offline (sorted)."""
+        d = Path(log_dir)
+        state = self.dirs[d]
+        if state.offline is None:
+            state.offline = "taken offline"
+        gone = self._let_go_of_dir(d)
         self.offline_partitions.update(gone)
         state.fully_loaded = False
         if not self.member:

@@ -18,6 +18,27 @@ from tests.cluster.conftest import kafkatool, wait_for, zk_json
 RATE = "follower.replication.throttled.rate"
 
 
+def _chroot_writer(zk_module: str):
+    """A fresh chroot, a started client, and ``put(path, config)``: a config znode's JSON
+    (``{"version": 1, "config": ...}``) written at ``chroot + path``, created if missing."""
+    import uuid
+
+    from kazoo.client import KazooClient
+
+    chroot = f"/c{uuid.uuid4().hex[:8]}"
+    k = KazooClient(hosts=zk_module, timeout=10)
+    k.start(timeout=10)
+
+    def put(path: str, config: dict[str, str]) -> None:
+        data = json.dumps({"version": 1, "config": config}).encode()
+        if k.exists(chroot + path):
+            k.set(chroot + path, data)
+        else:
+            k.create(chroot + path, data, makepath=True)
+
+    return chroot, k, put
+
+
 def test_default_and_per_broker_layers_in_zookeeper(cluster):
     b1, b2 = cluster.brokers[1], cluster.brokers[2]
     # the default through ZooKeeper (kafka-configs --entity-default), broker 2's own through its API
@@ -233,9 +254,6 @@ def test_zookeeper_topic_overrides_govern_the_logs_from_their_load(tmp_path, zk_
     kafkatool-dynamic-broker-configs.json in the dir is not a source in cluster mode (ZooKeeper
     is the one store of dynamic broker configs): ignored, and said once."""
     import logging
-    import uuid
-
-    from kazoo.client import KazooClient
 
     from kafkatool.broker.cluster.membership import ClusterError
     from kafkatool.broker.config import BrokerConfig
@@ -243,16 +261,7 @@ def test_zookeeper_topic_overrides_govern_the_logs_from_their_load(tmp_path, zk_
     from kafkatool.log import topic_settings as ts
     from tests.segments import make_partition
 
-    chroot = f"/c{uuid.uuid4().hex[:8]}"
-    k = KazooClient(hosts=zk_module, timeout=10)
-    k.start(timeout=10)
-
-    def put(path: str, config: dict[str, str]) -> None:
-        data = json.dumps({"version": 1, "config": config}).encode()
-        if k.exists(chroot + path):
-            k.set(chroot + path, data)
-        else:
-            k.create(chroot + path, data, makepath=True)
+    chroot, k, put = _chroot_writer(zk_module)
 
     data_dir = tmp_path / "data"
     for name in ("events-0", "events-1", "plain-0"):
@@ -535,9 +544,6 @@ def test_leader_and_isr_answers_a_partition_whose_stored_overrides_are_refused(t
     request's other partitions are served. UpdateMetadata reads no topic configs in Kafka: it
     caches the partition and answers NONE. Once fixed, the topic's next LeaderAndIsr is served."""
     import logging
-    import uuid
-
-    from kazoo.client import KazooClient
 
     from kafkatool.broker.server import Broker
     from kafkatool.formats.schema import ZERO_UUID
@@ -552,16 +558,7 @@ def test_leader_and_isr_answers_a_partition_whose_stored_overrides_are_refused(t
     )
     from tests.segments import make_partition
 
-    chroot = f"/c{uuid.uuid4().hex[:8]}"
-    k = KazooClient(hosts=zk_module, timeout=10)
-    k.start(timeout=10)
-
-    def put(path: str, config: dict[str, str]) -> None:
-        data = json.dumps({"version": 1, "config": config}).encode()
-        if k.exists(chroot + path):
-            k.set(chroot + path, data)
-        else:
-            k.create(chroot + path, data, makepath=True)
+    chroot, k, put = _chroot_writer(zk_module)
 
     def leader_and_isr(epoch: int, *topics: str):
         states = [

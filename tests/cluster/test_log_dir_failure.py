@@ -56,6 +56,29 @@ def _metadata(bootstrap: str, topic: str):
     return r.topics[0].partitions[0]
 
 
+def _notified_and_shown_offline(cluster, topic: str, broker_id: int, leader_ok, seconds: float) -> None:
+    """The controller deleted the log-dir event notification, and every broker's Metadata for
+    ``topic``'s partition 0 shows a leader ``leader_ok`` accepts and ``broker_id``'s replica
+    offline."""
+    k = cluster.kazoo()
+    try:
+        wait_for(
+            lambda: k.get_children("/log_dir_event_notification") == [], 20, "the notification's deletion"
+        )
+    finally:
+        k.stop()
+        k.close()
+    for other in cluster.brokers.values():
+        wait_for(
+            lambda other=other: (
+                leader_ok((m := _metadata(other.bootstrap, topic)).leader_id)
+                and m.offline_replicas == [broker_id]
+            ),
+            seconds,
+            f"broker {other.bootstrap} to show {broker_id}'s replica of {topic} offline",
+        )
+
+
 def test_a_full_disk_under_the_leader_moves_leadership_and_keeps_acked_records(cluster_with_small_disk):
     cluster, leader_id, full = cluster_with_small_disk
     others = [i for i in cluster.brokers if i != leader_id]
@@ -97,25 +120,9 @@ def test_a_full_disk_under_the_leader_moves_leadership_and_keeps_acked_records(c
     text = b.log_text()
     assert "No space left on device" in text and f"log dir {full} is offline" in text, text[-3000:]
     assert b.alive()  # its other dir serves on
-    # the controller consumed the notification
-    k = cluster.kazoo()
-    try:
-        wait_for(
-            lambda: k.get_children("/log_dir_event_notification") == [], 20, "the notification's deletion"
-        )
-    finally:
-        k.stop()
-        k.close()
-    # every broker's metadata: the new leader, the failed replica offline
-    for other in cluster.brokers.values():
-        wait_for(
-            lambda other=other: (
-                (m := _metadata(other.bootstrap, "fill")).leader_id == st["leader"]
-                and m.offline_replicas == [leader_id]
-            ),
-            20,
-            f"broker {other.bootstrap} to show {leader_id} offline",
-        )
+    # the controller consumed the notification; every broker's metadata: the new leader, the
+    # failed replica offline
+    _notified_and_shown_offline(cluster, "fill", leader_id, lambda leader: leader == st["leader"], 20)
     assert zk_json(cluster, f"/brokers/ids/{leader_id}")["endpoints"]  # still registered
     got = read_all(cluster.bootstrap, "fill", timeout=60)
     values = [int(v[: v.index(b"v")]) for _, v in got]
@@ -180,23 +187,7 @@ def test_a_dir_offline_at_start_up_is_told_to_the_controller(cluster_with_two_di
         )
 
     wait_for(handled, 30, "the controller to handle the broker's log dir event")
-    k = cluster.kazoo()
-    try:
-        wait_for(
-            lambda: k.get_children("/log_dir_event_notification") == [], 20, "the notification's deletion"
-        )
-    finally:
-        k.stop()
-        k.close()
-    for other in cluster.brokers.values():
-        wait_for(
-            lambda other=other: (
-                (m := _metadata(other.bootstrap, "lost")).leader_id in others
-                and m.offline_replicas == [broker_id]
-            ),
-            30,
-            f"broker {other.bootstrap} to show {broker_id}'s replica offline",
-        )
+    _notified_and_shown_offline(cluster, "lost", broker_id, lambda leader: leader in others, 30)
     st = partition_state(cluster, "lost", 0)
     assert st["leader"] in others and broker_id not in st["isr"], st
     # the replica on the readable dir catches up and is in the ISR again
