@@ -212,22 +212,19 @@ def _unknown_codec_below_v7(broker, req) -> bool:
             continue
         for p in td.partition_data:
             rec = p.records
-            if (
-                rec is not None
-                and 0 <= p.index < t.partitions
-                and len(rec) >= R.RECORD_BATCH_OVERHEAD
-                and rec[16] == 2
-                and rec[22] & R.CODEC_MASK > compression.ZSTD
-                and int.from_bytes(rec[8:12], "big", signed=True) + R.LOG_OVERHEAD <= len(rec)
-            ):
+            if rec is None or not 0 <= p.index < t.partitions or len(rec) < R.RECORD_BATCH_OVERHEAD:
+                continue
+            b = R.RecordBatch(rec, 0)  # the header's fields (only a magic-2 one is looked at)
+            if b.magic == 2 and b.codec > compression.ZSTD and b.end <= len(rec):
                 return True
     return False
 
 
 def _whole_request_error(req, code: int):
-    """RequestHandlerHelper.handleError: ProduceRequest.getErrorResponse answers every partition
-    of the request with the error (ApiError.fromThrowable: no message for UNKNOWN_SERVER_ERROR);
-    acks=0 has no answer, the connection is closed."""
+    """Every partition of the request answered with ``code`` and no message: an invalid acks
+    (KafkaApis), or RequestHandlerHelper.handleError's ProduceRequest.getErrorResponse
+    (ApiError.fromThrowable: no message for UNKNOWN_SERVER_ERROR); acks=0 has no answer, the
+    connection is closed."""
     if req.acks == 0:
         from kafkatool.broker.network import CloseConnection
 
@@ -257,24 +254,11 @@ def _whole_request_error(req, code: int):
 def handle_produce(ctx, req):
     broker = ctx.broker
     acks = req.acks
-    out = []
     if 3 <= ctx.header.api_version < 7 and _unknown_codec_below_v7(broker, req):
         log.error("produce v%d: a record batch with an unknown compression type", ctx.version)
         return _whole_request_error(req, ErrorCode.UNKNOWN_SERVER_ERROR)
     if acks not in (0, 1, -1):
-        for td in req.topic_data:
-            out.append(
-                TopicProduceResponse(
-                    name=td.name,
-                    partition_responses=[
-                        PartitionProduceResponse(
-                            index=p.index, error_code=ErrorCode.INVALID_REQUIRED_ACKS, base_offset=-1
-                        )
-                        for p in td.partition_data
-                    ],
-                )
-            )
-        return ProduceResponse(responses=out, throttle_time_ms=0)
+        return _whole_request_error(req, ErrorCode.INVALID_REQUIRED_ACKS)
     todo = txn_verification.pending(broker, req)
     txn_errors = txn_verification.verify(broker, todo, ctx.version) if todo is not None else None
     conn = ctx.connection
