@@ -524,6 +524,31 @@ def test_refused_alters_answer_as_zookeeper_mode_kafka(cluster):
                 3,
                 "The topic 'nope' does not exist.",
             )
+            # ZkAdminManager.incrementalAlterConfigs runs prepareIncrementalConfigs on a missing
+            # topic's (empty) overrides before alterTopicConfigs checks that it exists, and the
+            # values after that: the operations' errors come first, a value's after existence
+            for op in (2, 3):
+                assert inc(c, 2, "nope", ("no.such.config", op, "a"), validate_only=validate_only) == (
+                    -1,
+                    None,
+                )
+            assert inc(c, 2, "nope", ("segment.bytes", 2, "5"), validate_only=validate_only) == (
+                40,
+                "Config value append is not allowed for config key: segment.bytes",
+            )
+            for bad in (("retention.ms", 0, "abc"), ("no.such.config", 0, "1"), ("cleanup.policy", 2, "x")):
+                assert inc(c, 2, "nope", bad, validate_only=validate_only) == (
+                    3,
+                    "The topic 'nope' does not exist.",
+                )
+            assert legacy(c, 2, "nope", [("retention.ms", "abc")], validate_only) == (
+                3,
+                "The topic 'nope' does not exist.",
+            )
+            assert inc(c, 2, "", ("no.such.config", 2, "a"), validate_only=validate_only) == (
+                42,
+                "Default topic resources are not allowed.",
+            )
             assert legacy(c, 2, "", [("retention.ms", "1")], validate_only) == (
                 42,
                 "Default topic resources are not allowed.",
