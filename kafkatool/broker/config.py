@@ -221,11 +221,13 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
     for c in (
         _d("broker.id", INT, -1, "The broker id (node.id in KRaft mode)."),
         _d("node.id", INT, -1, "The node id."),
-        _d("listeners", LIST, DEFAULT_LISTENER, "Listener URIs the broker binds."),
-        _d("advertised.listeners", LIST, None, "Listener URIs given to clients (default: listeners)."),
+        # STRING in KafkaConfig, though comma-separated: DescribeConfigs types them so, and
+        # IncrementalAlterConfigs' APPEND/SUBTRACT refuses them ("not allowed")
+        _d("listeners", STRING, DEFAULT_LISTENER, "Listener URIs the broker binds."),
+        _d("advertised.listeners", STRING, None, "Listener URIs given to clients (default: listeners)."),
         _d(
             "listener.security.protocol.map",
-            LIST,
+            STRING,
             DEFAULT_PROTOCOL_MAP,
             "Listener name -> security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL).",
         ),
@@ -549,6 +551,37 @@ UNSUPPORTED_CONFIGS: dict[str, str] = {
 }
 
 
+#: KafkaConfig's LIST-type keys (read at 3.7.0) that BROKER_CONFIGS does not serve, with Kafka's
+#: default (ConfigDef.convertToString; None: null).  Every LIST key of KafkaConfig is in one of
+#: the two tables (tests/broker/test_broker_configs.py checks the list), so IncrementalAlterConfigs'
+#: APPEND/SUBTRACT finds them as ConfigAdminManager.prepareIncrementalConfigs does in
+#: KafkaConfig.configKeys, builds the value from that default and the update is then refused as
+#: Kafka refuses it (not dynamic), not answered UNKNOWN_SERVER_ERROR as an unknown name is.
+KAFKA_ONLY_LIST_CONFIGS: dict[str, str | None] = {
+    "process.roles": "",
+    "controller.quorum.voters": "",
+    "group.coordinator.rebalance.protocols": "classic",
+    "metric.reporters": "",
+    "kafka.metrics.reporters": "",
+    "sasl.kerberos.principal.to.local.rules": "DEFAULT",
+    "sasl.oauthbearer.expected.audience": None,
+    "zookeeper.ssl.enabled.protocols": None,
+    "zookeeper.ssl.cipher.suites": None,
+}
+
+
+def kafka_config_def(name: str) -> ConfigDef | None:
+    """KafkaConfig.configKeys(name) as far as its type and default go: this broker's definition,
+    else a LIST key it does not serve (KAFKA_ONLY_LIST_CONFIGS), else None.  The dynamic-only
+    throttles (DynamicConfig.Broker's, not KafkaConfig's) are left out, as Kafka's map lacks them."""
+    d = BROKER_CONFIGS.get(name)
+    if d is not None:
+        return None if d.dynamic == DYNAMIC_ONLY else d
+    if name in KAFKA_ONLY_LIST_CONFIGS:
+        return ConfigDef(name, LIST, KAFKA_ONLY_LIST_CONFIGS[name])
+    return None
+
+
 def _listener_prefixed_known(name: str) -> bool:
     """``listener.name.<listener>.<setting>`` for a setting a listener may override."""
     if not name.startswith("listener.name."):
@@ -614,7 +647,7 @@ def _kafka_dynamic_error(names: set[str], per_broker: bool) -> str | None:
     """Kafka's part of :func:`dynamic_update_error`: the names it never takes as a dynamic config
     of that level (a request refuses them, DynamicBrokerConfig.fromPersistentProps leaves them out
     of a stored layer)."""
-    static = {n for n in names if n in BROKER_CONFIGS and update_mode(n) is None}
+    static = {n for n in names if kafka_config_def(n) is not None and update_mode(n) is None}
     if static:
         return dlc.read_only_error(static)
     bare_security = names & _SSL_RECONFIGURABLE

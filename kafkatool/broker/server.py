@@ -694,7 +694,8 @@ class Broker:
         """A partition of topic ``t`` (None: not in the metadata) as a request handler finds it:
         (its log, NONE), or (None, the error code to answer) when the topic is unknown (a log
         whose topic is being deleted is not served) or this process has no log of it:
-        NOT_LEADER_OR_FOLLOWER when another process of this broker serves it, else
+        NOT_LEADER_OR_FOLLOWER when another process of this broker serves it or (cluster mode)
+        the controller's metadata names the partition, else
         UNKNOWN_TOPIC_OR_PARTITION; KAFKA_STORAGE_ERROR when its log dir is offline."""
         if t is None:
             return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -703,7 +704,10 @@ class Broker:
             return lg, ErrorCode.NONE
         if (t.name, partition) in self.manager.offline_partitions:
             return None, ErrorCode.KAFKA_STORAGE_ERROR  # HostedPartition.Offline: its dir failed
-        elsewhere = self.processes.leader_error(t.name, partition) if self.processes is not None else None
+        # cluster mode: ReplicaManager.getPartitionOrError's NOT_LEADER_OR_FOLLOWER for a partition
+        # the metadata cache holds (another broker's, or one whose log could not be made here)
+        routes = self.replicas if self.replicas is not None else self.processes
+        elsewhere = routes.leader_error(t.name, partition) if routes is not None else None
         return None, elsewhere or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
     def partition_leader(self, topic: str, partition: int) -> int:
@@ -942,7 +946,13 @@ class Broker:
         self.manager.config = self.config.log_config()
         log_config = self._log_config_memo()
         for t in self.metadata.topics.values():
-            self._set_log_config(t, log_config(t.configs))
+            try:
+                cfg = log_config(t.configs)
+            except ConfigError:
+                if self.cluster is None:
+                    raise
+                continue  # stored overrides the engine refuses: no log of it (ReplicaManager._log_config)
+            self._set_log_config(t, cfg)
         if self.cluster is not None:  # and the logs the controller has not named yet
             unnamed: dict[str, list[Log]] = {}
             for (name, _p), lg in self.manager.logs.items():

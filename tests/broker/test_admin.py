@@ -246,6 +246,38 @@ def test_topic_alter_refusals_standalone(broker):
             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
             "The topic 'adm-none' does not exist.",
         )
+        # KRaft's ConfigurationControlManager applies the operations, then its validator (the
+        # default resource, Topic.validate, LogConfig.validate), then the existence checker: on a
+        # missing topic an operation's or a value's refusal is answered, not the missing topic
+        assert inc(c, "adm-none", ("no.such.config", 2, "a")) == (
+            ErrorCode.INVALID_CONFIG,
+            "Can't APPEND to key no.such.config because its type is not LIST.",
+        )
+        assert inc(c, "adm-none", ("retention.ms", 0, "abc")) == (
+            ErrorCode.INVALID_CONFIG,
+            "invalid value 'abc' for retention.ms: not a number",
+        )
+        assert legacy(c, "adm-none", [("retention.ms", "abc")]) == (
+            ErrorCode.INVALID_CONFIG,
+            "invalid value 'abc' for retention.ms: not a number",
+        )
+        assert inc(c, "adm-none", ("no.such.config", 0, "1")) == (
+            ErrorCode.INVALID_CONFIG,
+            "Unknown topic config name: no.such.config",
+        )
+        assert inc(c, "adm-none", ("cleanup.policy", 2, "compact")) == (
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            "The topic 'adm-none' does not exist.",
+        )
+        assert inc(c, "", ("segment.bytes", 2, "5")) == (
+            ErrorCode.INVALID_CONFIG,
+            "Can't APPEND to key segment.bytes because its type is not LIST.",
+        )
+        assert inc(c, "", ("retention.ms", 0, "1")) == (
+            ErrorCode.INVALID_REQUEST,
+            "Default topic resources are not allowed.",
+        )
+        assert inc(c, "a/b", ("retention.ms", 0, "1"))[0] == ErrorCode.INVALID_TOPIC_EXCEPTION
         assert describe(c, "adm-refuse")[1]["retention.ms"].value == "5000"
         # a name LogConfig does not know (KRaft's ConfigurationControlManager): SET refused by
         # LogConfig.validateNames, DELETE a no-op (no record for an unchanged value), APPEND and

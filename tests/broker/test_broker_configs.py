@@ -201,6 +201,22 @@ def test_alter_refusals_follow_kafka(broker):
             for op in (APPEND, 3):
                 assert inc(c, BROKER, "1", (name, op, "5")) == (ErrorCode.UNKNOWN_SERVER_ERROR, None)
         assert inc(c, BROKER, "", ("no.such.config", APPEND, "5")) == (ErrorCode.UNKNOWN_SERVER_ERROR, None)
+        # a LIST key of KafkaConfig this broker does not serve: found, the value built, then
+        # refused as Kafka refuses it (DynamicBrokerConfig.validateConfigs: not dynamic)
+        for op in (APPEND, 3):
+            assert inc(c, BROKER, "1", ("process.roles", op, "broker")) == (
+                ErrorCode.INVALID_REQUEST,
+                "Cannot update these configs dynamically: Set(process.roles)",
+            )
+        # dynamic in Kafka (DynamicMetricsReporters), not applied here: said so
+        code, msg = inc(c, BROKER, "", ("metric.reporters", APPEND, "x.Reporter"))
+        assert code == ErrorCode.INVALID_REQUEST and "on this broker: Set(metric.reporters)" in msg
+        # KafkaConfig types the listener settings STRING: no APPEND/SUBTRACT
+        for name in ("listeners", "advertised.listeners", "listener.security.protocol.map"):
+            assert inc(c, BROKER, "1", (name, APPEND, "X://:1")) == (
+                ErrorCode.INVALID_CONFIG,
+                f"Config value append is not allowed for config key: {name}",
+            )
         assert inc(c, BROKER, "", (LEADER, SET, "5"), validate_only=True) == (0, None)
         assert describe(c, "", rtype=BROKER)[1] == {}
         res, _ = describe(c, "9", rtype=BROKER)
@@ -344,3 +360,39 @@ def test_dynamic_default_survives_a_restart(tmp_path):
             }
     finally:
         b.stop()
+
+
+#: every LIST-type key of Kafka 3.7.0's KafkaConfig.configDef (KafkaConfig.scala's define(..., LIST, ...)
+#: calls, RemoteLogManagerConfig's keys included: none of them is a LIST)
+KAFKA_37_LIST_CONFIGS = {
+    "zookeeper.ssl.enabled.protocols",
+    "zookeeper.ssl.cipher.suites",
+    "process.roles",
+    "log.cleanup.policy",
+    "group.coordinator.rebalance.protocols",
+    "group.consumer.assignors",
+    "metric.reporters",
+    "kafka.metrics.reporters",
+    "ssl.enabled.protocols",
+    "ssl.cipher.suites",
+    "sasl.enabled.mechanisms",
+    "sasl.kerberos.principal.to.local.rules",
+    "sasl.oauthbearer.expected.audience",
+    "controller.quorum.voters",
+}
+
+
+def test_every_list_config_of_kafka_is_known_with_its_type():
+    """IncrementalAlterConfigs' APPEND/SUBTRACT on a broker finds exactly KafkaConfig's LIST keys
+    (ConfigAdminManager.prepareIncrementalConfigs), so no Kafka LIST key answers
+    UNKNOWN_SERVER_ERROR and no key Kafka types otherwise is taken as a list."""
+    from kafkatool.broker import config as C
+
+    lists = {
+        n
+        for n in (*C.BROKER_CONFIGS, *C.KAFKA_ONLY_LIST_CONFIGS)
+        if (d := C.kafka_config_def(n)) and d.type == C.LIST
+    }
+    assert lists == KAFKA_37_LIST_CONFIGS
+    assert C.kafka_config_def("leader.replication.throttled.rate") is None  # DynamicConfig.Broker's
+    assert C.kafka_config_def("no.such.config") is None

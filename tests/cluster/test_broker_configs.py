@@ -524,6 +524,31 @@ def test_refused_alters_answer_as_zookeeper_mode_kafka(cluster):
                 3,
                 "The topic 'nope' does not exist.",
             )
+            # ZkAdminManager.incrementalAlterConfigs runs prepareIncrementalConfigs on a missing
+            # topic's (empty) overrides before alterTopicConfigs checks that it exists, and the
+            # values after that: the operations' errors come first, a value's after existence
+            for op in (2, 3):
+                assert inc(c, 2, "nope", ("no.such.config", op, "a"), validate_only=validate_only) == (
+                    -1,
+                    None,
+                )
+            assert inc(c, 2, "nope", ("segment.bytes", 2, "5"), validate_only=validate_only) == (
+                40,
+                "Config value append is not allowed for config key: segment.bytes",
+            )
+            for bad in (("retention.ms", 0, "abc"), ("no.such.config", 0, "1"), ("cleanup.policy", 2, "x")):
+                assert inc(c, 2, "nope", bad, validate_only=validate_only) == (
+                    3,
+                    "The topic 'nope' does not exist.",
+                )
+            assert legacy(c, 2, "nope", [("retention.ms", "abc")], validate_only) == (
+                3,
+                "The topic 'nope' does not exist.",
+            )
+            assert inc(c, 2, "", ("no.such.config", 2, "a"), validate_only=validate_only) == (
+                42,
+                "Default topic resources are not allowed.",
+            )
             assert legacy(c, 2, "", [("retention.ms", "1")], validate_only) == (
                 42,
                 "Default topic resources are not allowed.",
@@ -541,10 +566,15 @@ def test_leader_and_isr_answers_a_partition_whose_stored_overrides_are_refused(t
     (Kafka's LogConfig.fromProps throws a ConfigException creating the log in makeLeader /
     makeFollower): the partition answers UNKNOWN_SERVER_ERROR (Errors.forException) with one
     error line of the state-change log, no traceback, nothing of the topic left behind; the
-    request's other partitions are served. UpdateMetadata reads no topic configs in Kafka: it
-    caches the partition and answers NONE. Once fixed, the topic's next LeaderAndIsr is served."""
+    request's other partitions are served. Kafka's metadata cache holds no configs: the topic is
+    in Metadata all the same, with the controller's partitions, and UpdateMetadata logs nothing.
+    A change notification with overrides the engine takes applies them to the topic, and creates
+    no log (TopicConfigHandler only updates the logs there are): the next LeaderAndIsr does; one
+    fixed in ZooKeeper with no notification is read again at the log's creation, as Kafka's
+    fetchLogConfig reads it each time."""
     import logging
 
+    from kafkatool.broker.handlers.metadata import topic_entry
     from kafkatool.broker.server import Broker
     from kafkatool.formats.schema import ZERO_UUID
     from kafkatool.protocol.generated import LeaderAndIsrRequest, UpdateMetadataRequest
@@ -553,6 +583,7 @@ def test_leader_and_isr_answers_a_partition_whose_stored_overrides_are_refused(t
         LeaderAndIsrTopicState,
     )
     from kafkatool.protocol.generated.update_metadata_request import (
+        UpdateMetadataBroker,
         UpdateMetadataPartitionState,
         UpdateMetadataTopicState,
     )
@@ -612,7 +643,9 @@ def test_leader_and_isr_answers_a_partition_whose_stored_overrides_are_refused(t
         assert broker.metadata.topics["kept"].configs == {"cleanup.policy": "compact"}
         assert broker.manager.logs[("good", 0)].config.cleanup_policy == ("compact",)
         assert ("bad", 0) not in broker.manager.logs and ("other", 0) in broker.manager.logs
-        assert "bad" not in broker.metadata.topics and "bad" not in broker.manager.topic_configs
+        # registered with its stored overrides, no LogConfig of them
+        assert broker.metadata.topics["bad"].configs == {"cleanup.policy": "shred"}
+        assert "bad" not in broker.manager.topic_configs
         assert ("bad", 0) not in broker.replicas.local
         errors = [r for r in caplog.records if r.levelname == "ERROR"]
         assert [r.getMessage() for r in errors] == [
@@ -646,17 +679,48 @@ def test_leader_and_isr_answers_a_partition_whose_stored_overrides_are_refused(t
                     ],
                 )
             ],
-            live_brokers=[],
+            live_brokers=[UpdateMetadataBroker(id_=1, endpoints=[], rack=None)],
         )
         assert broker.replicas.handle_update_metadata(req).error_code == 0
-        assert ("bad", 1) in broker.replicas.cache and "bad" not in broker.metadata.topics
-        assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == [
-            "/config/topics/bad not taken: invalid value 'shred' for cleanup.policy: expected delete and/or compact"
+        assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == []
+        # Metadata (every topic, as ZkMetadataCache) shows it with the controller's partitions
+        assert "bad" in broker.metadata.topics
+        entry = topic_entry(broker, broker.metadata.topics["bad"])
+        assert entry.error_code == 0
+        assert [
+            (p.partition_index, p.error_code, p.leader_id, p.replica_nodes) for p in entry.partitions
+        ] == [
+            (0, 0, 1, [1]),
+            (1, 0, 1, [1]),
         ]
-        # fixed in ZooKeeper: the next LeaderAndIsr creates the log with the overrides
-        put("/config/topics/bad", {"cleanup.policy": "compact,delete"})
+        assert ("bad", 0) not in broker.manager.logs
+        # a broker default change skips it (no log, no LogConfig of it)
+        broker.reconfigure_logs()
+        assert "bad" not in broker.manager.topic_configs
+        # a change notification still refused: logged, nothing applied
+        caplog.clear()
+        broker.cluster._apply_topic_configs("bad", {"cleanup.policy": "shred,compact"})
+        assert "bad" not in broker.manager.topic_configs
+        assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == [
+            "topic configs of bad in ZooKeeper not applied: invalid value 'shred,compact' for "
+            "cleanup.policy: expected delete and/or compact"
+        ]
+        # one the engine takes applies to the topic; no log is made before the next LeaderAndIsr
+        put("/config/topics/bad", {"cleanup.policy": "compact"})
+        broker.cluster._apply_topic_configs("bad", {"cleanup.policy": "compact"})
+        assert broker.metadata.topics["bad"].configs == {"cleanup.policy": "compact"}
+        assert broker.manager.topic_configs["bad"].cleanup_policy == ("compact",)
+        assert ("bad", 0) not in broker.manager.logs
         assert leader_and_isr(2, "bad") == (0, {("bad", 0): 0})
-        assert broker.manager.logs[("bad", 0)].config.cleanup_policy == ("compact", "delete")
+        assert broker.manager.logs[("bad", 0)].config.cleanup_policy == ("compact",)
+        # fixed in ZooKeeper with no notification: read again when its log is to be made
+        put("/config/topics/worse", {"cleanup.policy": "shred"})
+        assert leader_and_isr(1, "worse") == (0, {("worse", 0): -1})
+        assert "worse" in broker.metadata.topics and ("worse", 0) not in broker.manager.logs
+        put("/config/topics/worse", {"cleanup.policy": "compact,delete"})
+        assert leader_and_isr(2, "worse") == (0, {("worse", 0): 0})
+        assert broker.manager.logs[("worse", 0)].config.cleanup_policy == ("compact", "delete")
+        assert broker.metadata.topics["worse"].configs == {"cleanup.policy": "compact,delete"}
     finally:
         k.stop()
         k.close()
@@ -664,3 +728,61 @@ def test_leader_and_isr_answers_a_partition_whose_stored_overrides_are_refused(t
             broker.close_storage()
         if broker is not None and broker.cluster is not None:
             broker.cluster.zk.close()
+
+
+def test_a_topic_whose_stored_overrides_are_refused_is_in_metadata_on_every_broker(cluster):
+    """A topic written with overrides the log engine refuses (kafka-topics --zookeeper and a
+    hand-written /config/topics/T): the leaders' LeaderAndIsr fail its logs, yet every broker's
+    Metadata lists it with the controller's partitions (Kafka's metadata cache holds no configs)
+    and a produce to it answers NOT_LEADER_OR_FOLLOWER, as Kafka's partition without a log. An
+    IncrementalAlterConfigs that makes the overrides acceptable reaches every broker through the
+    change notification; no log is made before a LeaderAndIsr names the partition again."""
+    from kafkatool.protocol.generated.metadata_request import MetadataRequest, MetadataRequestTopic
+    from tests.broker.test_protocol import batch, produce
+
+    k = cluster.kazoo()
+    try:
+        k.create(
+            "/config/topics/zkbad",
+            json.dumps({"version": 1, "config": {"cleanup.policy": "shred"}}).encode(),
+            makepath=True,
+        )
+        k.create("/brokers/topics/zkbad", b'{"version":2,"partitions":{"0":[1],"1":[2]}}')
+    finally:
+        k.stop()
+        k.close()
+
+    def listed(b):
+        with WireClient(b.bootstrap) as c:
+            req = MetadataRequest(topics=None, allow_auto_topic_creation=False)
+            md = c.request(3, 12, req)
+            t = next((t for t in md.topics if t.name == "zkbad"), None)
+            return t and sorted((p.partition_index, p.leader_id, p.error_code) for p in t.partitions)
+
+    for n, b in cluster.brokers.items():
+        assert wait_for(lambda b=b: listed(b), 20, f"zkbad in broker {n}'s Metadata") == [
+            (0, 1, 0),
+            (1, 2, 0),
+        ]
+    b1 = cluster.brokers[1]
+    wait_for(lambda: "Error while processing LeaderAndIsr request" in b1.log_text(), 20, "the refusal logged")
+    assert "Traceback" not in b1.log_text()
+    with WireClient(b1.bootstrap) as c:
+        # by name too: no auto-creation attempt, the topic is known
+        md = c.request(
+            3,
+            12,
+            MetadataRequest(topics=[MetadataRequestTopic(name="zkbad")], allow_auto_topic_creation=True),
+        )
+        assert md.topics[0].error_code == 0 and len(md.topics[0].partitions) == 2
+        assert produce(c, "zkbad", batch(1)).error_code == 6  # NOT_LEADER_OR_FOLLOWER
+        assert describe(c, "zkbad", ["cleanup.policy"])[1]["cleanup.policy"].value == "shred"
+        assert inc(c, 2, "zkbad", ("cleanup.policy", 0, "compact")) == (0, None)
+    for n, b in cluster.brokers.items():
+        with WireClient(b.bootstrap) as c:
+            wait_for(
+                lambda c=c: describe(c, "zkbad", ["cleanup.policy"])[1]["cleanup.policy"].value == "compact",
+                15,
+                f"broker {n} took the overrides",
+            )
+    assert not list((b1.data_dir).glob("zkbad-*"))

@@ -256,11 +256,13 @@ class ReplicaManager:
 
     def _ensure_topic(self, topic: str, topic_id, partition: int):
         """The broker's TopicMeta for a topic the controller told us about (configs from
-        /config/topics/T, the one place ZooKeeper mode keeps them).  Overrides the log engine
-        refuses (written to ZooKeeper behind the brokers' back: a change notification carrying
-        them was logged and not applied) raise ConfigError and leave nothing behind, as Kafka's
-        LogConfig.fromProps fails the log's creation; a topic whose logs this broker loaded at
-        start-up keeps the overrides they run with, as Kafka's existing logs do."""
+        /config/topics/T, the one place ZooKeeper mode keeps them).  Kafka's metadata cache holds
+        no configs, so a topic is registered whatever its overrides: ones the log engine refuses
+        (written to ZooKeeper behind the brokers' back: a change notification carrying them was
+        logged and not applied) are kept as stored with no LogConfig, and the creation of a log
+        of it is refused (:meth:`_log_config`) until a change notification or ZooKeeper brings
+        ones it takes; a topic whose logs this broker loaded at start-up keeps the overrides
+        they run with, as Kafka's existing logs do."""
         from kafkatool.broker.metadata import TopicMeta
         from kafkatool.formats.uuid import Uuid
 
@@ -272,10 +274,10 @@ class ReplicaManager:
             try:
                 cfg = broker.config.log_config(configs)
             except ConfigError:
-                if not any(name == topic for name, _p in broker.manager.logs):
-                    raise
-                configs = broker.unnamed_topic_configs.get(topic, {})
-                cfg = broker.config.log_config(configs)
+                cfg = None
+                if any(name == topic for name, _p in broker.manager.logs):
+                    configs = broker.unnamed_topic_configs.get(topic, {})
+                    cfg = broker.config.log_config(configs)
             if tid is None:
                 lg = broker.get_log(topic, partition)
                 tid = lg.topic_id if lg is not None and lg.topic_id is not None else None
@@ -288,12 +290,27 @@ class ReplicaManager:
             t = TopicMeta(topic, tid, partition + 1, configs)
             broker.metadata.topics[topic] = t
             broker.unnamed_topic_configs.pop(topic, None)  # the metadata's configs from now on
-            broker.manager.topic_configs[topic] = cfg
+            if cfg is not None:
+                broker.manager.topic_configs[topic] = cfg
         elif tid is not None and t.topic_id != tid:
             t.topic_id = tid
         if partition + 1 > t.partitions:
             t.partitions = partition + 1
         return t
+
+    def _log_config(self, t):
+        """LogManager.getOrCreateLog's fetchLogConfig for a log about to be created: the LogConfig
+        of the topic's overrides; if the engine refused them, they are read again from
+        /config/topics/T (Kafka reads them at each log's creation) and taken if they now pass.
+        ConfigError: still refused."""
+        broker = self.broker
+        cfg = broker.manager.topic_configs.get(t.name)
+        if cfg is None:
+            configs = broker.cluster.topic_configs(t.name)
+            cfg = broker.config.log_config(configs)
+            t.configs = dict(configs)
+            broker.manager.topic_configs[t.name] = cfg
+        return cfg
 
     def _apply_partition_state(self, tp: TP, topic_id, ps, leaders: list, followers: list) -> int:
         broker = self.broker
@@ -308,25 +325,29 @@ class ReplicaManager:
             if ps.partition_epoch > part.partition_epoch and part.leader == ps.leader == self.node_id:
                 part.isr, part.partition_epoch, part.pending_isr = list(ps.isr), ps.partition_epoch, None
             return ErrorCode.STALE_CONTROLLER_EPOCH
-        try:
-            t = self._ensure_topic(tp[0], topic_id, tp[1])
-        except ConfigError as exc:
-            # Kafka's makeLeader/makeFollower: LogConfig.fromProps throws a ConfigException
-            # creating the log, answered UNKNOWN_SERVER_ERROR (Errors.forException) and logged
-            # by the state-change logger.  (Kafka 3.7 rethrows it: the whole request answers
-            # UNKNOWN_SERVER_ERROR; here only the partition does and the rest is served.)
-            log.error(
-                "Error while processing LeaderAndIsr request received from controller epoch %d "
-                "for partition %s-%d: /config/topics/%s: %s",
-                self.controller_epoch,  # the request's (_stale took it)
-                tp[0],
-                tp[1],
-                tp[0],
-                exc,
-            )
-            return ErrorCode.UNKNOWN_SERVER_ERROR
+        t = self._ensure_topic(tp[0], topic_id, tp[1])
         lg = broker.get_log(*tp)
         if lg is None:
+            try:
+                self._log_config(t)
+            except ConfigError as exc:
+                # Kafka's makeLeader/makeFollower: LogConfig.fromProps throws a ConfigException
+                # creating the log, answered UNKNOWN_SERVER_ERROR (Errors.forException) and logged
+                # by the state-change logger.  (Kafka 3.7 rethrows it: the whole request answers
+                # UNKNOWN_SERVER_ERROR; here only the partition does and the rest is served.)
+                # Nothing retries it but the controller's next LeaderAndIsr naming the partition:
+                # a config change notification only updates the logs there are
+                # (TopicConfigHandler -> LogManager.updateTopicConfig).
+                log.error(
+                    "Error while processing LeaderAndIsr request received from controller epoch %d "
+                    "for partition %s-%d: /config/topics/%s: %s",
+                    self.controller_epoch,  # the request's (_stale took it)
+                    tp[0],
+                    tp[1],
+                    tp[0],
+                    exc,
+                )
+                return ErrorCode.UNKNOWN_SERVER_ERROR
             try:
                 lg = broker.manager.create_log(tp[0], tp[1], topic_id=t.topic_id, is_new=ps.is_new)
             except OSError as exc:
@@ -401,7 +422,6 @@ class ReplicaManager:
         from kafkatool.broker.cluster.controller import LEADER_DURING_DELETE
 
         touched = set()
-        refused: set[str] = set()
         for ts in req.topic_states:
             for ps in ts.partition_states:
                 tp = (ts.topic_name, ps.partition_index)
@@ -418,16 +438,9 @@ class ReplicaManager:
                     ps.zk_version,
                     ps.controller_epoch,
                 )
-                if ts.topic_name in refused:
-                    continue
-                try:
-                    t = self._ensure_topic(ts.topic_name, ts.topic_id, ps.partition_index)
-                except ConfigError as exc:
-                    # Kafka's metadata cache reads no topic configs: the partition is cached;
-                    # the topic joins the broker's topics once its overrides are ones it takes
-                    refused.add(ts.topic_name)
-                    log.error("/config/topics/%s not taken: %s", ts.topic_name, exc)
-                    continue
+                # Kafka's metadata cache reads no topic configs: a topic whose overrides the
+                # engine refuses is in Metadata all the same (_ensure_topic)
+                t = self._ensure_topic(ts.topic_name, ts.topic_id, ps.partition_index)
                 t.leader_epochs[ps.partition_index] = max(
                     t.leader_epochs.get(ps.partition_index, 0), ps.leader_epoch
                 )

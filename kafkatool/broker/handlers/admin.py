@@ -647,14 +647,13 @@ def preprocess_errors(resources, incremental: bool) -> list[str | None]:
     ]
 
 
-def _topic_resource_error(broker, name: str) -> tuple[int, str] | None:
-    """A TOPIC resource no alter reaches: the default ("", ZkAdminManager and KRaft's
-    ControllerConfigurationValidator alike) or a topic that does not exist."""
-    if not name:
-        return ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed."
+def _topic_missing(broker, name: str) -> tuple[int, str] | None:
     if broker.topic(name) is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
     return None
+
+
+_DEFAULT_TOPIC = ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed."
 
 
 def _topic_refusal(broker, name: str, exc: ts.SettingsError) -> tuple[int, str]:
@@ -669,14 +668,28 @@ def _topic_refusal(broker, name: str, exc: ts.SettingsError) -> tuple[int, str]:
 
 
 def _apply_topic(broker, name: str, new: dict[str, str], validate_only: bool) -> tuple[int, str | None]:
-    err = _topic_resource_error(broker, name)
-    if err is not None:
+    """Check and store a topic's overrides after an alter, each mode's checks in its order.
+    ZooKeeper mode as ZkAdminManager.alterTopicConfigs: the default resource, the topic's
+    existence (metadataCache.contains), then the values.  Standalone as KRaft's
+    ConfigurationControlManager.validateAlterConfig: ControllerConfigurationValidator (the default
+    resource, Topic.validate's name rules, the values) before the existence checker, so a refused
+    value or an illegal name on a missing topic answers its own error, not UNKNOWN_TOPIC_OR_PARTITION."""
+    kraft = broker.cluster is None
+    if not name:
+        return _DEFAULT_TOPIC
+    if kraft:
+        bad = topic_name_error(name)
+        if bad is not None:
+            return ErrorCode.INVALID_TOPIC_EXCEPTION, bad
+    elif (err := _topic_missing(broker, name)) is not None:
         return err
     try:
         ts.validate_topic_change(new, broker.config.topic_defaults())
         broker.config.log_config(new)
     except ts.SettingsError as exc:  # BrokerConfig's ConfigError is one
         return _topic_refusal(broker, name, exc)
+    if kraft and (err := _topic_missing(broker, name)) is not None:
+        return err
     if broker.read_only:
         return ErrorCode.POLICY_VIOLATION, READ_ONLY_MSG
     if not validate_only:
@@ -777,7 +790,8 @@ def _incremental_topic_configs(broker, name: str, configs) -> dict[str, str]:
     An unknown name there: KRaft (standalone) answers INVALID_CONFIG ("its type is not LIST":
     KafkaConfigSchema.isSplittable is false for it), ZooKeeper mode UNKNOWN_SERVER_ERROR
     (:func:`unknown_config_key`)."""
-    new = dict(broker.topic(name).configs)
+    topic = broker.topic(name)
+    new = dict(topic.configs) if topic is not None else {}  # a missing topic: no stored overrides
     for c in configs:
         if c.config_operation == SET:
             new[c.name] = c.value
@@ -833,9 +847,14 @@ def handle_incremental_alter_configs(ctx, req):
                 "only topic configs can be altered (broker configs are static)",
             )
             continue
-        err = _topic_resource_error(broker, res.resource_name)
-        if err is not None:
-            r.error_code, r.error_message = err
+        # ZooKeeper mode (ZkAdminManager.incrementalAlterConfigs): the default resource is refused,
+        # then prepareIncrementalConfigs runs on the stored overrides (none for a missing topic),
+        # then alterTopicConfigs checks existence and values; standalone (KRaft) runs the
+        # operations first, then its validator and existence checker (_apply_topic).  So APPEND of
+        # an unknown name on a missing topic answers UNKNOWN_SERVER_ERROR (ZooKeeper mode) or
+        # INVALID_CONFIG (KRaft), as Kafka 3.7 does, not UNKNOWN_TOPIC_OR_PARTITION.
+        if broker.cluster is not None and not res.resource_name:
+            r.error_code, r.error_message = _DEFAULT_TOPIC
             continue
         try:
             new = _incremental_topic_configs(broker, res.resource_name, res.configs)

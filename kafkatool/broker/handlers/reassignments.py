@@ -151,8 +151,8 @@ def alter_broker_configs(broker, res, validate_only: bool) -> tuple[int, str | N
             # ConfigAdminManager.prepareIncrementalConfigs: a LIST config only, from the value the
             # resource stores (else Kafka's default), never what server.properties says
             what = "append" if c.config_operation == 2 else "subtract"
-            d = C.BROKER_CONFIGS.get(c.name)
-            if d is None or d.dynamic == C.DYNAMIC_ONLY:
+            d = C.kafka_config_def(c.name)
+            if d is None:
                 # not in KafkaConfig.configKeys (the throttles are DynamicConfig.Broker's own):
                 # Kafka answers UNKNOWN_SERVER_ERROR, see admin.unknown_config_key
                 from kafkatool.broker.handlers.admin import unknown_config_key
