@@ -337,8 +337,8 @@ class LogManager:
                 d = Path(d)
                 if d in known_offline:
                     self._mark_offline_at_start(LogDirState(d, False), known_offline[d])
-                elif self.writable and self.load and not self.member:
-                    self._open_or_fail(d)
+                elif self.writable and self.load:
+                    self._open_or_fail(d)  # a member too: a dir its partitions fail to load in
                 else:
                     self._open_dir(d)
             if self.dirs and not self.live_dirs:
@@ -373,7 +373,8 @@ class LogManager:
             raise
         except OSError as exc:
             self._let_go_of_dir(log_dir)
-            lock.release(log_dir)
+            if not self.member:  # a member holds no lock (the primary releases it when told)
+                lock.release(log_dir)
             state = self.dirs.get(log_dir) or LogDirState(log_dir, False)
             self._mark_offline_at_start(state, f"Error while loading log dir {log_dir}: {exc}")
 

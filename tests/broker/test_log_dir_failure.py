@@ -471,3 +471,158 @@ def test_the_last_dir_failing_in_a_member_halts_the_whole_broker(can_mount, tmp_
         assert "restarting it" not in text and "Traceback" not in text, text[-3000:]
     finally:
         b.kill()
+
+
+def _primary_dirs(c: WireClient) -> dict[str, int]:
+    return {r.log_dir: r.error_code for r in c.request(35, 4, G.DescribeLogDirsRequest(topics=None)).results}
+
+
+def _break_index(part_dir) -> None:
+    """The partition's first offset index becomes a directory: its load meets the kernel's
+    EISDIR, a real I/O error of that partition alone."""
+    index = part_dir / "00000000000000000000.index"
+    index.unlink()
+    index.mkdir()
+
+
+def _two_process_topics(c: WireClient, data, second) -> tuple[str, str, str, str]:
+    """keep0/keep1 in the first dir, other0/bad1 in the second (each process places its first
+    partition in the first dir, its second in the other), every one with a record."""
+    keep0, keep1 = _owned_by(0, "keep"), _owned_by(1, "keep")
+    other0, bad1 = _owned_by(0, "other"), _owned_by(1, "bad")
+    for topic in (keep0, keep1, other0, bad1):
+        create_topic(c, topic)
+    assert _until(lambda: _leader(c, bad1)[1] >= 0 and _leader(c, keep1)[1] >= 0)
+    member = _nodes(c)[_leader(c, bad1)[1]]
+    assert produce(c, keep0, _batch(0)).error_code == 0
+    assert produce(c, other0, _batch(0)).error_code == 0
+    with WireClient(member) as m:
+        for topic in (keep1, bad1):
+            assert produce(m, topic, _batch(0)).error_code == 0
+    assert (data / f"{keep1}-0").is_dir() and (second / f"{bad1}-0").is_dir()
+    assert (data / f"{keep0}-0").is_dir() and (second / f"{other0}-0").is_dir()
+    return keep0, keep1, other0, bad1
+
+
+def _assert_second_dir_offline_for_the_broker(c: WireClient, data, second, topics) -> None:
+    """The second dir is offline in both processes, the first serves in both."""
+    keep0, keep1, other0, bad1 = topics
+    assert _until(lambda: _primary_dirs(c) == {str(data): 0, str(second): ErrorCode.KAFKA_STORAGE_ERROR})
+    assert produce(c, other0, _batch(1)).error_code == ErrorCode.KAFKA_STORAGE_ERROR
+    assert produce(c, keep0, _batch(1)).error_code == 0
+    for topic in (other0, bad1):
+        assert _leader(c, topic) == (ErrorCode.LEADER_NOT_AVAILABLE, -1), topic
+    assert _until(lambda: _leader(c, keep1)[0] == 0)
+    member = _nodes(c)[_leader(c, keep1)[1]]
+    with WireClient(member) as m:
+        assert produce(m, keep1, _batch(1)).error_code == 0
+        assert produce(m, bad1, _batch(1)).error_code == ErrorCode.KAFKA_STORAGE_ERROR
+        assert _primary_dirs(m) == {str(data): 0, str(second): ErrorCode.KAFKA_STORAGE_ERROR}
+
+
+def test_a_dir_a_member_fails_to_load_at_start_up_is_offline_for_the_broker(tmp_path):
+    """kafkatool.processes=2: a partition of the member fails to load (an I/O error in the
+    second dir); the member starts with that dir offline and tells the primary (dir_failed),
+    which takes it offline too: the broker starts and serves the first dir in both processes."""
+    data, second = tmp_path / "data", tmp_path / "second"
+    extra = [f"log.dirs={data},{second}", "kafkatool.processes=2", "num.partitions=1"]
+    b = BrokerProcess(data, extra=extra).start(timeout=40)
+    try:
+        with WireClient(b.bootstrap) as c:
+            topics = _two_process_topics(c, data, second)
+        assert b.stop(timeout=60) == 0
+        _break_index(second / f"{topics[3]}-0")
+        b.start(timeout=40)
+        with WireClient(b.bootstrap) as c:
+            _assert_second_dir_offline_for_the_broker(c, data, second, topics)
+        text = b.log_text()
+        errors = _errors(b)
+        assert len(errors) == 1, errors
+        assert "process=1" in errors[0] and f"Error while loading log dir {second}" in errors[0], errors
+        assert "Is a directory" in errors[0], errors  # a pread on the directory: no file name
+        assert f"log dir {second} is offline: process 1 of this broker found it failed" in text
+        assert "Traceback" not in text
+        assert b.stop(timeout=60) == 0, b.log_text()[-3000:]
+        assert f"shutdown complete clean=false marked={data} offline={second}" in b.log_text()
+    finally:
+        b.kill()
+
+
+def test_a_dir_a_member_fails_to_load_at_its_restart_is_offline_for_the_broker(tmp_path):
+    """kafkatool.processes=2: the member is killed, and its partition in the second dir fails
+    to load at its restart; it comes back with that dir offline (no failed respawn), and the
+    primary takes the dir offline too."""
+    import os
+    import signal
+
+    from tests.broker.test_processes import children
+
+    data, second = tmp_path / "data", tmp_path / "second"
+    extra = [f"log.dirs={data},{second}", "kafkatool.processes=2", "num.partitions=1"]
+    b = BrokerProcess(data, extra=extra).start(timeout=40)
+    try:
+        with WireClient(b.bootstrap) as c:
+            topics = _two_process_topics(c, data, second)
+            [member_pid] = children(b.proc.pid)
+            _break_index(second / f"{topics[3]}-0")
+            os.kill(member_pid, signal.SIGKILL)
+            assert _until(lambda: "is back" in b.log_text(), timeout=30), b.log_text()[-3000:]
+            _assert_second_dir_offline_for_the_broker(c, data, second, topics)
+        text = b.log_text()
+        errors = _errors(b)
+        assert len(errors) == 1, errors
+        assert "process=1" in errors[0] and "Is a directory" in errors[0], errors
+        assert f"log dir {second} is offline: process 1 of this broker found it failed" in text
+        assert "Traceback" not in text and "the broker stops" not in text
+        assert b.stop(timeout=60) == 0, b.log_text()[-3000:]
+        assert f"shutdown complete clean=false marked={data} offline={second}" in b.log_text()
+    finally:
+        b.kill()
+
+
+def test_the_primary_losing_the_metadata_dir_halts_every_process_of_the_broker(can_mount, tmp_path):
+    """kafkatool.processes=2, the first dir (the embedded metadata's) a small tmpfs: the primary's
+    own full disk there halts the broker on purpose (KRaft's metadata log dir), not a crash:
+    Kafka's fatal line is serve's last line, exit status 1, the member is killed first (it
+    neither logs that the primary is gone nor closes its logs, and is not restarted), and no
+    dir gets the clean-shutdown marker."""
+    from tests.broker.test_processes import children, gone
+
+    full, data = tmp_path / "full", tmp_path / "data"
+    full.mkdir()
+    extra = [f"log.dirs={full},{data}", "kafkatool.processes=2", "num.partitions=1"]
+    b = BrokerProcess(full, extra=extra, prefix=_mount_prefix(full)).start(timeout=40)
+    keep0, fill0 = _owned_by(0, "keep"), _owned_by(0, "fill")
+    first1, second1 = _owned_by(1, "first"), _owned_by(1, "second")
+    try:
+        with WireClient(b.bootstrap) as c:
+            for topic in (keep0, fill0, first1, second1):
+                create_topic(c, topic)
+            # each process places its partitions one per dir: fill0 is on the tmpfs
+            assert (data / f"{keep0}-0").is_dir() and not (data / f"{fill0}-0").exists()
+            assert _until(lambda: _leader(c, second1)[1] >= 0)
+            member = _nodes(c)[_leader(c, second1)[1]]
+            with WireClient(member) as m:
+                for topic in (first1, second1):
+                    assert produce(m, topic, _batch(0)).error_code == 0
+            [member_pid] = children(b.proc.pid)
+            try:
+                acked, code = _fill(c, fill0)
+            except OSError:
+                pass  # halted before it answered
+            else:
+                assert code == ErrorCode.KAFKA_STORAGE_ERROR, (acked, code)
+        b.proc.wait(30)
+        text = b.log_text()
+        assert b.proc.returncode == 1, text[-3000:]
+        lines = text.strip().splitlines()
+        assert (
+            f"level=critical logger=kafkatool.broker process=0 Shutdown broker because the metadata log dir {full} has failed"
+            in lines[-1]
+        ), lines[-5:]
+        assert gone(member_pid)
+        for absent in ("primary process of this broker is gone", "restarting it", "Traceback", "exited ("):
+            assert absent not in text, (absent, text[-3000:])
+        assert not (data / ck.CLEAN_SHUTDOWN_FILE).exists()
+    finally:
+        b.kill()
