@@ -25,7 +25,7 @@ from kafkatool.protocol import generated as G
 from kafkatool.protocol.errors import ErrorCode
 from kafkatool.protocol.generated.list_offsets_request import ListOffsetsPartition, ListOffsetsTopic
 from tests.broker.conftest import REPO, BrokerProcess
-from tests.broker.test_protocol import create_topic, fetch, produce
+from tests.broker.test_protocol import batches_of, create_topic, fetch, produce
 from tests.broker.wire import WireClient
 
 TMPFS_SIZE = "4m"
@@ -624,5 +624,92 @@ def test_the_primary_losing_the_metadata_dir_halts_every_process_of_the_broker(c
         for absent in ("primary process of this broker is gone", "restarting it", "Traceback", "exited ("):
             assert absent not in text, (absent, text[-3000:])
         assert not (data / ck.CLEAN_SHUTDOWN_FILE).exists()
+    finally:
+        b.kill()
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_topic_deleted_while_its_dir_is_offline_stays_deleted_when_the_dir_is_back(tmp_path, processes):
+    """KRaft's stray replicas (LogManager.findStrayReplicas, asyncDelete isStray): a topic
+    deleted while its partition's dir is offline is gone from the metadata; when the dir is
+    readable again the next start does not bring the topic back from it: its log is renamed to
+    ``<dir>.<uuid>-stray`` and kept (3.7 deletes no stray), never served, and a topic made
+    again under the name starts empty.  processes=2: the member's partition, set aside by the
+    primary before the member starts."""
+    import json
+    import re
+
+    from kafkatool.protocol.generated.metadata_request import MetadataRequestTopic
+
+    data, second = tmp_path / "data", tmp_path / "second"
+    extra = [f"log.dirs={data},{second}", f"kafkatool.processes={processes}", "num.partitions=1"]
+    keep, gone = _owned_by(1, "keep"), _owned_by(1, "gone")
+    b = BrokerProcess(data, extra=extra)
+
+    def topic_error(c: WireClient, topic: str) -> int:
+        req = G.MetadataRequest(topics=[MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False)
+        return c.request(3, 12, req).topics[0].error_code
+
+    def client_of(c: WireClient, topic: str) -> str:
+        assert _until(lambda: _leader(c, topic)[1] >= 0)
+        return _nodes(c)[_leader(c, topic)[1]]
+
+    try:
+        b.start(timeout=40)
+        with WireClient(b.bootstrap) as c:
+            create_topic(c, keep)
+            create_topic(c, gone)  # each process places its partitions one per dir
+            with WireClient(client_of(c, gone)) as m:
+                assert produce(m, keep, _batch(0)).error_code == 0
+                assert produce(m, gone, _batch(0)).error_code == 0
+        assert b.stop(timeout=60) == 0
+        part = second / f"{gone}-0"
+        assert part.is_dir() and (data / f"{keep}-0").is_dir()
+        segment = (part / "00000000000000000000.log").read_bytes()
+        meta = second / "meta.properties"
+        meta_bytes = meta.read_bytes()
+        meta.unlink()
+        meta.mkdir()  # EISDIR: the dir starts offline
+        b.start(timeout=40)
+        with WireClient(b.bootstrap) as c:
+            resp = c.request(20, 1, G.DeleteTopicsRequest(topic_names=[gone], timeout_ms=10000))
+            assert resp.responses[0].error_code == 0
+            assert topic_error(c, gone) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert b.stop(timeout=60) == 0
+        assert part.is_dir()  # out of reach while the dir was offline
+        meta.rmdir()
+        meta.write_bytes(meta_bytes)  # the disk is back
+        b.start(timeout=40)
+        with WireClient(b.bootstrap) as c:
+            assert topic_error(c, gone) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            assert _until(lambda: _leader(c, keep)[0] == 0)
+            with WireClient(client_of(c, keep)) as m:
+                assert produce(m, keep, _batch(1)).error_code == 0
+        assert not part.exists()
+        [stray] = [p for p in second.iterdir() if p.name.startswith(f"{gone}-0.")]
+        assert re.fullmatch(rf"{gone}-0\.[0-9a-f]{{32}}-stray", stray.name), stray.name
+        assert (stray / "00000000000000000000.log").read_bytes() == segment
+        text = b.log_text()
+        assert (
+            f"Found stray log dir {part}: the topicId " in text
+            and "does not exist in the metadata image" in text
+        )
+        assert f"Log for partition {gone}-0 is marked as stray and renamed to {stray}" in text
+        # the one ERROR line is the offline start's
+        assert "Traceback" not in text and len(_errors(b)) == 1, text[-3000:]
+        assert "deleted_topic_ids" not in json.loads((data / "kafkatool-cluster.json").read_text())
+        # a later start keeps it aside; the name made again is a new, empty topic
+        assert b.stop(timeout=60) == 0
+        b.start(timeout=40)
+        with WireClient(b.bootstrap) as c:
+            assert topic_error(c, gone) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            create_topic(c, gone)
+            with WireClient(client_of(c, gone)) as m:
+                assert _until(lambda: produce(m, gone, _batch(7)).error_code == 0)
+                records = fetch(m, gone, 0).responses[0].partitions[0].records
+                [only] = batches_of(records)
+                assert only.base_offset == 0 and b"k7" in bytes(records)
+        assert b.stop(timeout=60) == 0
+        assert stray.is_dir() and (stray / "00000000000000000000.log").read_bytes() == segment
     finally:
         b.kill()
