@@ -100,6 +100,9 @@ class MetadataStore:
         self.on_save: list = []
         #: log dirs that are offline (nothing is written there)
         self.offline_dirs: set[Path] = set()
+        #: topics deleted while a log dir was offline (topic id -> name): a log of one found
+        #: later is a stray (Kafka's metadata image lacks the id; reconcile would adopt it)
+        self.deleted_topic_ids: dict[str, str] = {}
         self._load()
 
     # ------------------------------------------------------------------ load/save
@@ -132,6 +135,7 @@ class MetadataStore:
             for g, cfg in data.get("group_configs", {}).items()
         }
         self.topics = {name: TopicMeta.from_json(name, t) for name, t in data.get("topics", {}).items()}
+        self.deleted_topic_ids = {str(i): str(n) for i, n in data.get("deleted_topic_ids", {}).items()}
         self.acls = []
         if data.get("acls"):
             from kafkatool.broker.security.acl import AclBinding
@@ -164,6 +168,8 @@ class MetadataStore:
             "producer_ids_reserved": self.producer_ids_reserved,
             "topics": {n: t.to_json() for n, t in sorted(self.topics.items())} if self.persist_topics else {},
         }
+        if self.deleted_topic_ids and self.persist_topics:
+            data["deleted_topic_ids"] = dict(sorted(self.deleted_topic_ids.items()))
         if self.user_scram:
             data["user_scram_credentials"] = self.user_scram
         if self.acls:

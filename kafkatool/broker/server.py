@@ -66,7 +66,7 @@ def _cap_to_valid_data(lg: Log) -> list[str]:
     return notes
 
 
-def _foreign_partitions(dirs: list[Path], loaded) -> list[tuple[str, int, Uuid | None, int | None]]:
+def _foreign_partitions(dirs: list[Path], loaded) -> list[tuple[Path, str, int, Uuid | None, int | None]]:
     """The partition dirs of the log dirs that ``loaded`` (this process's logs) does not hold,
     with the topic id of their partition.metadata and the latest epoch of their
     leader-epoch-checkpoint (None when unreadable)."""
@@ -88,7 +88,7 @@ def _foreign_partitions(dirs: list[Path], loaded) -> list[tuple[str, int, Uuid |
                 epoch = LeaderEpochCache(path / ck.LEADER_EPOCH_CHECKPOINT, writable=False).latest_epoch
             except (OSError, ValueError, FormatError):
                 epoch = None
-            out.append((topic, part, topic_id, epoch))
+            out.append((path, topic, part, topic_id, epoch))
     return out
 
 
@@ -279,9 +279,9 @@ class Broker:
             missing = [str(d) for d in dirs if not d.is_dir()]
             if missing:
                 raise OSError(f"log dir {missing[0]} does not exist (--read-only never creates one)")
-        offline = unreadable_dirs(dirs) if writable else {}
-        for d, why in self._told_offline.items():
-            offline.setdefault(d, why)  # a dir another process of this broker found failed
+        offline = dict(self._told_offline)  # dirs another process of this broker found failed
+        for d, why in (unreadable_dirs(dirs) if writable else {}).items():
+            offline.setdefault(d, why)
         new_dirs = []
         for d in dirs:
             try:
@@ -350,6 +350,9 @@ class Broker:
             if self.processes is not None
             else None
         )
+        # standalone (KRaft): a log the metadata does not hold is a stray (the first process
+        # of several sets aside the others' too, before they start)
+        stray = self._stray_reason if self.cluster is None and not self.is_member else None
         self.manager = LogManager(
             dirs,
             self.config.log_config(),
@@ -360,10 +363,17 @@ class Broker:
             member=self.is_member,
             clean_shutdown=self._clean_shutdown,
             offline=offline,
+            stray=stray,
         )
         self.manager.on_offline_dir = self._on_offline_dir
         for d, why in self.manager.offline_dirs.items():
-            log.error("%s; log dir %s is offline", why, d)
+            if str(d) in self._told_offline:
+                # the process that found it wrote the ERROR line
+                log.warning(
+                    "log dir %s is offline: another process of this broker found it failed: %s", d, why
+                )
+            else:
+                log.error("%s; log dir %s is offline", why, d)
             self.metadata.offline_dirs.add(d)
         # handled as any failure once the broker starts (LogManager puts them in the
         # LogDirFailureChannel; ReplicaManager's LogDirFailureHandler takes them)
@@ -386,10 +396,28 @@ class Broker:
         foreign_epochs = {}
         if self.processes is not None and not self.is_member:
             # the other processes' partitions are on disk too
-            for topic, part, topic_id, epoch in _foreign_partitions(dirs, self.manager.logs):
+            for path, topic, part, topic_id, epoch in _foreign_partitions(dirs, self.manager.logs):
+                why = (
+                    None
+                    if path.parent in self.manager.offline_dirs
+                    else self._stray_reason((topic, part), topic_id)
+                )
+                if why is not None:
+                    self.manager.move_aside_stray(path, (topic, part), why)
+                    continue
                 on_disk.setdefault(topic, {})[part] = topic_id
                 if epoch is not None:
                     foreign_epochs[(topic, part)] = epoch
+        for (topic, part), path, target, why in self.manager.moved_aside:
+            log.info("Found stray log dir %s: %s", path, why)
+            if target != path:
+                log.warning(
+                    "Log for partition %s-%d is marked as stray and renamed to %s", topic, part, target
+                )
+            else:
+                notes.append(f"{path}: a stray log ({why}), not served (--read-only renames nothing)")
+        if stray is not None and writable and not self.manager.offline_dirs:
+            self.metadata.deleted_topic_ids.clear()  # every dir was read: none is left
         compacted = {tp[0] for st in self.manager.dirs.values() for tp in st.cleaner_offsets}
         if self.cluster is None and not self.is_member:  # a member takes the primary's metadata
             notes += self.metadata.reconcile(on_disk, compacted=compacted, kraft=kraft)
@@ -455,6 +483,24 @@ class Broker:
             new_dirs,
         )
         return self.startup
+
+    def _stray_reason(self, tp: tuple[str, int], topic_id: Uuid | None) -> str | None:
+        """Why a partition's log found at start-up is not the metadata's (None: it may be).
+        Kafka's KRaft broker calls a log whose topic id its metadata image lacks a stray
+        (LogManager.findStrayReplicas); here the embedded metadata adopts a topic found on
+        disk (a Kafka log dir), so a stray is a log of a topic deleted while its log dir was
+        offline (MetadataStore.deleted_topic_ids), by its topic id, or, with no
+        partition.metadata, by its name while no topic of that name exists."""
+        deleted = self.metadata.deleted_topic_ids
+        if not deleted:
+            return None
+        if topic_id is not None:
+            if str(topic_id) in deleted:
+                return f"the topicId {topic_id} does not exist in the metadata image"
+            return None
+        if tp[0] in deleted.values() and tp[0] not in self.metadata.topics:
+            return f"the topic {tp[0]} was deleted while its log dir was offline and the log has no topic id"
+        return None
 
     def _stored_config_refused(self, name: str, exc: ConfigError, kraft: list) -> ConfigError:
         """Start-up's refusal of a topic's stored configs (Kafka does not start: LogManager's
@@ -895,6 +941,10 @@ class Broker:
             self.cluster.delete_topic(name)  # /admin/delete_topics: the controller deletes
             return
         t = self.metadata.topics.pop(name)
+        if self.manager.offline_dirs:
+            # a partition there is out of reach: its log, found again once the dir is back,
+            # is a stray (Kafka: its topic id is gone from the metadata image)
+            self.metadata.deleted_topic_ids[str(t.topic_id)] = name
         doomed = []
         for p in range(t.partitions):
             tp = (name, p)

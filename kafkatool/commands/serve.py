@@ -120,9 +120,15 @@ partition recovers at the next start.
 A log dir whose disk fails (an I/O error of any log operation, a full disk's ENOSPC
 included) goes offline as in Kafka: one ERROR line, its partitions answer
 KAFKA_STORAGE_ERROR until the next start, the other dirs are served, nothing more is
-written to it; a dir that cannot be read at start-up starts offline.  When every log
-dir (standalone: or the first, which holds the metadata) has failed, the broker halts
-with Kafka's fatal line "Shutdown broker because all log dirs in ... have failed".
+written to it (no clean-shutdown marker: the last line is then "shutdown complete
+clean=false marked=... offline=..."); a dir that cannot be read at start-up starts
+offline.  With kafkatool.processes > 1 a dir one process finds failed (at its start or
+restart too) is failed for every process, and the broker halts as a whole.  When every
+log dir (standalone: or the first, which holds the metadata) has failed, the broker
+halts with Kafka's fatal line "Shutdown broker because all log dirs in ... have failed"
+(its last line, exit 1).  A topic deleted while a partition of it is on an offline dir
+stays deleted: when the dir is back, the next start renames that partition's dir to
+<topic>-<p>.<uuid>-stray and keeps it unserved, as Kafka's KRaft broker does.
 
 A configuration or start-up error (no usable log dir included) exits 2; a clean
 shutdown exits 0; a broker whose process died or whose log dirs all failed exits 1.

@@ -122,6 +122,11 @@ def _scan_log_dir(log_dir: Path) -> tuple[list[tuple[Path, TopicPartition]], lis
     return out, skipped
 
 
+def _suffixed(part_dir: Path, suffix: str) -> Path:
+    """UnifiedLog.logDirNameWithSuffix: ``<topic>-<partition>.<32 hex>`` + ``suffix``."""
+    return part_dir.with_name(f"{part_dir.name}.{uuid.uuid4().hex}{suffix}")
+
+
 def log_error_message(lg: Log, action: str) -> str:
     """Kafka's line for an I/O error of a log operation (UnifiedLog/LocalLog's
     maybeHandleIOException messages): ``Error while <action> <topic-partition> in dir <dir>``."""
@@ -287,6 +292,7 @@ class LogManager:
         member: bool = False,
         clean_shutdown: dict[str, bool] | None = None,
         offline: dict[str, str] | None = None,
+        stray: Callable[[TopicPartition, Uuid | None], str | None] | None = None,
     ):
         """``recovery_threads``: Kafka's num.recovery.threads.per.data.dir, the threads that
         load (and after an unclean shutdown recover) one dir's partitions in parallel.
@@ -295,7 +301,9 @@ class LogManager:
         process of the same broker holds the dirs' locks and markers (``clean_shutdown``: what
         it found, by dir); checkpoint writes go to :attr:`checkpoint_sink`.  ``offline``: (broker
         mode) dirs already known to be unusable, with the cause (an unreadable meta.properties:
-        Kafka's initialOfflineDirs); they are not opened."""
+        Kafka's initialOfflineDirs); they are not opened.  ``stray``: (broker mode) why a
+        loaded partition's log is not the metadata's (None: it is); such a log is set aside
+        with :meth:`move_aside_stray` as it loads, never served."""
         self.config = config or LogConfig()
         self.recovery_threads = max(1, recovery_threads)
         self.topic_configs = dict(topic_configs or {})
@@ -331,14 +339,17 @@ class LogManager:
         #: reported failed; it must get :meth:`take_offline` called (None: called at once)
         self.on_offline_dir: Callable[[Path, str, OSError], None] | None = None
         self._failure_lock = threading.Lock()
+        self.stray = stray
+        #: the stray logs set aside at start-up: (partition, its dir, the dir it is now, why)
+        self.moved_aside: list[tuple[TopicPartition, Path, Path, str]] = []
         known_offline = {Path(d): why for d, why in (offline or {}).items()}
         try:
             for d in log_dirs:
                 d = Path(d)
                 if d in known_offline:
                     self._mark_offline_at_start(LogDirState(d, False), known_offline[d])
-                elif self.writable and self.load and not self.member:
-                    self._open_or_fail(d)
+                elif self.writable and self.load:
+                    self._open_or_fail(d)  # a member too: a dir its partitions fail to load in
                 else:
                     self._open_dir(d)
             if self.dirs and not self.live_dirs:
@@ -373,7 +384,8 @@ class LogManager:
             raise
         except OSError as exc:
             self._let_go_of_dir(log_dir)
-            lock.release(log_dir)
+            if not self.member:  # a member holds no lock (the primary releases it when told)
+                lock.release(log_dir)
             state = self.dirs.get(log_dir) or LogDirState(log_dir, False)
             self._mark_offline_at_start(state, f"Error while loading log dir {log_dir}: {exc}")
 
@@ -472,6 +484,13 @@ class LogManager:
             return log
         if path.name.endswith(STRAY_DIR_SUFFIX):
             self.stray_logs[tp] = log  # KRaft: not in the metadata; kept, never served
+            return log
+        why = self.stray(tp, log.topic_id) if self.stray is not None else None
+        if why is not None:
+            # before the duplicate check: the metadata's own log of a topic made again under
+            # the same name may be in another dir
+            log.release()
+            self.move_aside_stray(path, tp, why)
             return log
         if tp in self.logs:
             log.release()
@@ -881,7 +900,7 @@ class LogManager:
             return None
         d = self._log_dir_of.pop(tp)
         log.close()
-        target = log.dir.with_name(f"{log.dir.name}.{os.urandom(16).hex()}{DELETE_DIR_SUFFIX}")
+        target = _suffixed(log.dir, DELETE_DIR_SUFFIX)
         fileops.rename(log.dir, target)
         state = self.dirs[d]
         for name in OFFSET_CHECKPOINTS:
@@ -892,6 +911,27 @@ class LogManager:
             self._write(state, name)
         return target
 
+    def move_aside_stray(self, path: Path, tp: TopicPartition, why: str) -> Path | None:
+        """KRaft's stray replica (LogManager.findStrayReplicas, asyncDelete with isStray): a
+        partition dir whose log is not the metadata's (``why``) is renamed to
+        ``<dir>.<uuid>-stray`` and kept, never served nor loaded as the partition again; its
+        checkpoint entries are forgotten.  ``path`` is not open here, or its log was released
+        (a broker of several processes: the first sets aside the others' before they start).
+        Read-only: nothing renamed, the partition is just not served.  Returns the new dir."""
+        target = None
+        if self.writable:
+            target = _suffixed(path, STRAY_DIR_SUFFIX)
+            fileops.rename(path, target)
+            fileops.fsync_dir(path.parent)
+            state = self.dirs[path.parent]
+            changed = [
+                name for name in OFFSET_CHECKPOINTS if state.checkpoints[name].pop(tp, None) is not None
+            ]
+            for name in changed:
+                self._write(state, name)
+        self.moved_aside.append((tp, path, target or path, why))
+        return target
+
     @staticmethod
     def remove_deleted(paths: list[Path]) -> None:
         for path in paths:
@@ -899,7 +939,7 @@ class LogManager:
 
     def new_future_dir(self, tp: TopicPartition, dest_dir: Path) -> Path:
         """The ``topic-partition.<uuid>-future`` dir a move to ``dest_dir`` copies into."""
-        future = Path(dest_dir) / f"{tp[0]}-{tp[1]}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}"
+        future = _suffixed(Path(dest_dir) / f"{tp[0]}-{tp[1]}", FUTURE_DIR_SUFFIX)
         fileops.mkdir(future)
         return future
 
@@ -932,7 +972,7 @@ class LogManager:
         except BaseException:
             self._reopen(tp, old_dir, old_home, lg)
             raise
-        doomed = old_dir.with_name(f"{old_dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        doomed = _suffixed(old_dir, DELETE_DIR_SUFFIX)
         fileops.rename(old_dir, doomed)
         new = self._reopen(tp, final, dest_dir, lg)
         src, dst = self.dirs[old_home], self.dirs[dest_dir]

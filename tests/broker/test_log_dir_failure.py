@@ -25,7 +25,7 @@ from kafkatool.protocol import generated as G
 from kafkatool.protocol.errors import ErrorCode
 from kafkatool.protocol.generated.list_offsets_request import ListOffsetsPartition, ListOffsetsTopic
 from tests.broker.conftest import REPO, BrokerProcess
-from tests.broker.test_protocol import create_topic, fetch, produce
+from tests.broker.test_protocol import batches_of, create_topic, fetch, produce
 from tests.broker.wire import WireClient
 
 TMPFS_SIZE = "4m"
@@ -469,5 +469,247 @@ def test_the_last_dir_failing_in_a_member_halts_the_whole_broker(can_mount, tmp_
         assert b.proc.returncode == 1, text[-3000:]
         assert f"Shutdown broker because all log dirs in {full} have failed" in text, text[-3000:]
         assert "restarting it" not in text and "Traceback" not in text, text[-3000:]
+    finally:
+        b.kill()
+
+
+def _primary_dirs(c: WireClient) -> dict[str, int]:
+    return {r.log_dir: r.error_code for r in c.request(35, 4, G.DescribeLogDirsRequest(topics=None)).results}
+
+
+def _break_index(part_dir) -> None:
+    """The partition's first offset index becomes a directory: its load meets the kernel's
+    EISDIR, a real I/O error of that partition alone."""
+    index = part_dir / "00000000000000000000.index"
+    index.unlink()
+    index.mkdir()
+
+
+def _two_process_topics(c: WireClient, data, second) -> tuple[str, str, str, str]:
+    """keep0/keep1 in the first dir, other0/bad1 in the second (each process places its first
+    partition in the first dir, its second in the other), every one with a record."""
+    keep0, keep1 = _owned_by(0, "keep"), _owned_by(1, "keep")
+    other0, bad1 = _owned_by(0, "other"), _owned_by(1, "bad")
+    for topic in (keep0, keep1, other0, bad1):
+        create_topic(c, topic)
+    assert _until(lambda: _leader(c, bad1)[1] >= 0 and _leader(c, keep1)[1] >= 0)
+    member = _nodes(c)[_leader(c, bad1)[1]]
+    assert produce(c, keep0, _batch(0)).error_code == 0
+    assert produce(c, other0, _batch(0)).error_code == 0
+    with WireClient(member) as m:
+        for topic in (keep1, bad1):
+            assert produce(m, topic, _batch(0)).error_code == 0
+    assert (data / f"{keep1}-0").is_dir() and (second / f"{bad1}-0").is_dir()
+    assert (data / f"{keep0}-0").is_dir() and (second / f"{other0}-0").is_dir()
+    return keep0, keep1, other0, bad1
+
+
+def _assert_second_dir_offline_for_the_broker(c: WireClient, data, second, topics) -> None:
+    """The second dir is offline in both processes, the first serves in both."""
+    keep0, keep1, other0, bad1 = topics
+    assert _until(lambda: _primary_dirs(c) == {str(data): 0, str(second): ErrorCode.KAFKA_STORAGE_ERROR})
+    assert produce(c, other0, _batch(1)).error_code == ErrorCode.KAFKA_STORAGE_ERROR
+    assert produce(c, keep0, _batch(1)).error_code == 0
+    for topic in (other0, bad1):
+        assert _leader(c, topic) == (ErrorCode.LEADER_NOT_AVAILABLE, -1), topic
+    assert _until(lambda: _leader(c, keep1)[0] == 0)
+    member = _nodes(c)[_leader(c, keep1)[1]]
+    with WireClient(member) as m:
+        assert produce(m, keep1, _batch(1)).error_code == 0
+        assert produce(m, bad1, _batch(1)).error_code == ErrorCode.KAFKA_STORAGE_ERROR
+        assert _primary_dirs(m) == {str(data): 0, str(second): ErrorCode.KAFKA_STORAGE_ERROR}
+
+
+def test_a_dir_a_member_fails_to_load_at_start_up_is_offline_for_the_broker(tmp_path):
+    """kafkatool.processes=2: a partition of the member fails to load (an I/O error in the
+    second dir); the member starts with that dir offline and tells the primary (dir_failed),
+    which takes it offline too: the broker starts and serves the first dir in both processes."""
+    data, second = tmp_path / "data", tmp_path / "second"
+    extra = [f"log.dirs={data},{second}", "kafkatool.processes=2", "num.partitions=1"]
+    b = BrokerProcess(data, extra=extra).start(timeout=40)
+    try:
+        with WireClient(b.bootstrap) as c:
+            topics = _two_process_topics(c, data, second)
+        assert b.stop(timeout=60) == 0
+        _break_index(second / f"{topics[3]}-0")
+        b.start(timeout=40)
+        with WireClient(b.bootstrap) as c:
+            _assert_second_dir_offline_for_the_broker(c, data, second, topics)
+        text = b.log_text()
+        errors = _errors(b)
+        assert len(errors) == 1, errors
+        assert "process=1" in errors[0] and f"Error while loading log dir {second}" in errors[0], errors
+        assert "Is a directory" in errors[0], errors  # a pread on the directory: no file name
+        assert f"log dir {second} is offline: process 1 of this broker found it failed" in text
+        assert "Traceback" not in text
+        assert b.stop(timeout=60) == 0, b.log_text()[-3000:]
+        assert f"shutdown complete clean=false marked={data} offline={second}" in b.log_text()
+    finally:
+        b.kill()
+
+
+def test_a_dir_a_member_fails_to_load_at_its_restart_is_offline_for_the_broker(tmp_path):
+    """kafkatool.processes=2: the member is killed, and its partition in the second dir fails
+    to load at its restart; it comes back with that dir offline (no failed respawn), and the
+    primary takes the dir offline too."""
+    import os
+    import signal
+
+    from tests.broker.test_processes import children
+
+    data, second = tmp_path / "data", tmp_path / "second"
+    extra = [f"log.dirs={data},{second}", "kafkatool.processes=2", "num.partitions=1"]
+    b = BrokerProcess(data, extra=extra).start(timeout=40)
+    try:
+        with WireClient(b.bootstrap) as c:
+            topics = _two_process_topics(c, data, second)
+            [member_pid] = children(b.proc.pid)
+            _break_index(second / f"{topics[3]}-0")
+            os.kill(member_pid, signal.SIGKILL)
+            assert _until(lambda: "is back" in b.log_text(), timeout=30), b.log_text()[-3000:]
+            _assert_second_dir_offline_for_the_broker(c, data, second, topics)
+        text = b.log_text()
+        errors = _errors(b)
+        assert len(errors) == 1, errors
+        assert "process=1" in errors[0] and "Is a directory" in errors[0], errors
+        assert f"log dir {second} is offline: process 1 of this broker found it failed" in text
+        assert "Traceback" not in text and "the broker stops" not in text
+        assert b.stop(timeout=60) == 0, b.log_text()[-3000:]
+        assert f"shutdown complete clean=false marked={data} offline={second}" in b.log_text()
+    finally:
+        b.kill()
+
+
+def test_the_primary_losing_the_metadata_dir_halts_every_process_of_the_broker(can_mount, tmp_path):
+    """kafkatool.processes=2, the first dir (the embedded metadata's) a small tmpfs: the primary's
+    own full disk there halts the broker on purpose (KRaft's metadata log dir), not a crash:
+    Kafka's fatal line is serve's last line, exit status 1, the member is killed first (it
+    neither logs that the primary is gone nor closes its logs, and is not restarted), and no
+    dir gets the clean-shutdown marker."""
+    from tests.broker.test_processes import children, gone
+
+    full, data = tmp_path / "full", tmp_path / "data"
+    full.mkdir()
+    extra = [f"log.dirs={full},{data}", "kafkatool.processes=2", "num.partitions=1"]
+    b = BrokerProcess(full, extra=extra, prefix=_mount_prefix(full)).start(timeout=40)
+    keep0, fill0 = _owned_by(0, "keep"), _owned_by(0, "fill")
+    first1, second1 = _owned_by(1, "first"), _owned_by(1, "second")
+    try:
+        with WireClient(b.bootstrap) as c:
+            for topic in (keep0, fill0, first1, second1):
+                create_topic(c, topic)
+            # each process places its partitions one per dir: fill0 is on the tmpfs
+            assert (data / f"{keep0}-0").is_dir() and not (data / f"{fill0}-0").exists()
+            assert _until(lambda: _leader(c, second1)[1] >= 0)
+            member = _nodes(c)[_leader(c, second1)[1]]
+            with WireClient(member) as m:
+                for topic in (first1, second1):
+                    assert produce(m, topic, _batch(0)).error_code == 0
+            [member_pid] = children(b.proc.pid)
+            try:
+                acked, code = _fill(c, fill0)
+            except OSError:
+                pass  # halted before it answered
+            else:
+                assert code == ErrorCode.KAFKA_STORAGE_ERROR, (acked, code)
+        b.proc.wait(30)
+        text = b.log_text()
+        assert b.proc.returncode == 1, text[-3000:]
+        lines = text.strip().splitlines()
+        assert (
+            f"level=critical logger=kafkatool.broker process=0 Shutdown broker because the metadata log dir {full} has failed"
+            in lines[-1]
+        ), lines[-5:]
+        assert gone(member_pid)
+        for absent in ("primary process of this broker is gone", "restarting it", "Traceback", "exited ("):
+            assert absent not in text, (absent, text[-3000:])
+        assert not (data / ck.CLEAN_SHUTDOWN_FILE).exists()
+    finally:
+        b.kill()
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_topic_deleted_while_its_dir_is_offline_stays_deleted_when_the_dir_is_back(tmp_path, processes):
+    """KRaft's stray replicas (LogManager.findStrayReplicas, asyncDelete isStray): a topic
+    deleted while its partition's dir is offline is gone from the metadata; when the dir is
+    readable again the next start does not bring the topic back from it: its log is renamed to
+    ``<dir>.<uuid>-stray`` and kept (3.7 deletes no stray), never served, and a topic made
+    again under the name starts empty.  processes=2: the member's partition, set aside by the
+    primary before the member starts."""
+    import json
+    import re
+
+    from kafkatool.protocol.generated.metadata_request import MetadataRequestTopic
+
+    data, second = tmp_path / "data", tmp_path / "second"
+    extra = [f"log.dirs={data},{second}", f"kafkatool.processes={processes}", "num.partitions=1"]
+    keep, gone = _owned_by(1, "keep"), _owned_by(1, "gone")
+    b = BrokerProcess(data, extra=extra)
+
+    def topic_error(c: WireClient, topic: str) -> int:
+        req = G.MetadataRequest(topics=[MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False)
+        return c.request(3, 12, req).topics[0].error_code
+
+    def client_of(c: WireClient, topic: str) -> str:
+        assert _until(lambda: _leader(c, topic)[1] >= 0)
+        return _nodes(c)[_leader(c, topic)[1]]
+
+    try:
+        b.start(timeout=40)
+        with WireClient(b.bootstrap) as c:
+            create_topic(c, keep)
+            create_topic(c, gone)  # each process places its partitions one per dir
+            with WireClient(client_of(c, gone)) as m:
+                assert produce(m, keep, _batch(0)).error_code == 0
+                assert produce(m, gone, _batch(0)).error_code == 0
+        assert b.stop(timeout=60) == 0
+        part = second / f"{gone}-0"
+        assert part.is_dir() and (data / f"{keep}-0").is_dir()
+        segment = (part / "00000000000000000000.log").read_bytes()
+        meta = second / "meta.properties"
+        meta_bytes = meta.read_bytes()
+        meta.unlink()
+        meta.mkdir()  # EISDIR: the dir starts offline
+        b.start(timeout=40)
+        with WireClient(b.bootstrap) as c:
+            resp = c.request(20, 1, G.DeleteTopicsRequest(topic_names=[gone], timeout_ms=10000))
+            assert resp.responses[0].error_code == 0
+            assert topic_error(c, gone) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert b.stop(timeout=60) == 0
+        assert part.is_dir()  # out of reach while the dir was offline
+        meta.rmdir()
+        meta.write_bytes(meta_bytes)  # the disk is back
+        b.start(timeout=40)
+        with WireClient(b.bootstrap) as c:
+            assert topic_error(c, gone) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            assert _until(lambda: _leader(c, keep)[0] == 0)
+            with WireClient(client_of(c, keep)) as m:
+                assert produce(m, keep, _batch(1)).error_code == 0
+        assert not part.exists()
+        [stray] = [p for p in second.iterdir() if p.name.startswith(f"{gone}-0.")]
+        assert re.fullmatch(rf"{gone}-0\.[0-9a-f]{{32}}-stray", stray.name), stray.name
+        assert (stray / "00000000000000000000.log").read_bytes() == segment
+        text = b.log_text()
+        assert (
+            f"Found stray log dir {part}: the topicId " in text
+            and "does not exist in the metadata image" in text
+        )
+        assert f"Log for partition {gone}-0 is marked as stray and renamed to {stray}" in text
+        # the one ERROR line is the offline start's
+        assert "Traceback" not in text and len(_errors(b)) == 1, text[-3000:]
+        assert "deleted_topic_ids" not in json.loads((data / "kafkatool-cluster.json").read_text())
+        # a later start keeps it aside; the name made again is a new, empty topic
+        assert b.stop(timeout=60) == 0
+        b.start(timeout=40)
+        with WireClient(b.bootstrap) as c:
+            assert topic_error(c, gone) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            create_topic(c, gone)
+            with WireClient(client_of(c, gone)) as m:
+                assert _until(lambda: produce(m, gone, _batch(7)).error_code == 0)
+                records = fetch(m, gone, 0).responses[0].partitions[0].records
+                [only] = batches_of(records)
+                assert only.base_offset == 0 and b"k7" in bytes(records)
+        assert b.stop(timeout=60) == 0
+        assert stray.is_dir() and (stray / "00000000000000000000.log").read_bytes() == segment
     finally:
         b.kill()

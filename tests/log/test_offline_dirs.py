@@ -133,3 +133,58 @@ def test_a_dir_marked_by_another_process_is_one_failure_with_the_reports(two_dir
     assert m.mark_offline(a.parent / "elsewhere", "x") is False
     assert m.take_offline(b) == [("t", 1), ("u", 0)]
     assert m.report_io_error(a, "Error while flushing", EIO) is True and m.live_dirs == []
+
+
+def test_a_stray_log_is_set_aside_as_it_loads_before_the_duplicate_check(tmp_path):
+    """``stray`` (the broker's KRaft rule): a partition's log whose topic id the metadata lacks
+    is renamed to ``<dir>.<uuid>-stray`` as it loads and never served, even when the metadata's
+    own log of a topic made again under the name is in another dir (Kafka 3.7 refuses such a
+    pair as duplicates); its checkpoint entries go; read-only renames nothing."""
+    import os
+    import re
+
+    from kafkatool.formats.uuid import random_uuid
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    old_id, new_id = random_uuid(os.urandom), random_uuid(os.urandom)
+    m = LogManager([a, b], LogConfig())
+    m.create_log("t", 0, log_dir=b, topic_id=old_id).append_as_leader(batch(3), 0)
+    m.checkpoint_all()
+    m.shutdown()
+    # while b was offline (untouched: its files are put back), a new incarnation made in a
+    kept = {p.name: p.read_bytes() for p in b.iterdir() if p.is_file()}
+    (b / "t-0").rename(tmp_path / "t-0")
+    m = LogManager([a, b], LogConfig())
+    m.create_log("t", 0, log_dir=a, topic_id=new_id)
+    m.shutdown()
+    (tmp_path / "t-0").rename(b / "t-0")
+    for name, data in kept.items():
+        (b / name).write_bytes(data)
+    assert "t 0" in (b / ck.RECOVERY_POINT_CHECKPOINT).read_text()
+
+    def stray(tp, topic_id):
+        return "the topicId does not exist in the metadata image" if topic_id == old_id else None
+
+    with pytest.raises(Exception, match="duplicate log directories"):
+        LogManager([a, b], LogConfig())
+    ro = LogManager([a, b], LogConfig(), writable=False, stray=stray)
+    assert ro.get_log("t", 0).topic_id == new_id and (b / "t-0").is_dir()
+    assert [(tp, path) for tp, path, _, _ in ro.moved_aside] == [(("t", 0), b / "t-0")]
+    ro.close()
+    m = LogManager([a, b], LogConfig(), stray=stray)
+    try:
+        assert m.get_log("t", 0).topic_id == new_id and m.get_log("t", 0).dir.parent == a
+        [(tp, path, target, why)] = m.moved_aside
+        assert tp == ("t", 0) and path == b / "t-0" and not path.exists()
+        assert (
+            re.fullmatch(r"t-0\.[0-9a-f]{32}-stray", target.name)
+            and (target / "00000000000000000000.log").exists()
+        )
+        assert "t 0" not in (b / ck.RECOVERY_POINT_CHECKPOINT).read_text()
+    finally:
+        m.shutdown()
+    m = LogManager([a, b], LogConfig(), stray=stray)  # a -stray dir loads as one, never served
+    try:
+        assert m.get_log("t", 0).dir.parent == a and m.moved_aside == [] and ("t", 0) in m.stray_logs
+    finally:
+        m.shutdown()
