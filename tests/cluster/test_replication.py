@@ -17,7 +17,7 @@ from tests.broker.wire import WireClient
 from tests.cluster.conftest import wait_for, zk_json
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
-from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 
@@ -43,11 +43,11 @@ def read_all(bootstrap: str, topic: str, partition: int = 0, timeout: float = 60
             "auto.offset.reset": "earliest",
         }
     )
+    deadline = time.monotonic() + timeout
     try:
-        lo, hi = c.get_watermark_offsets(TopicPartition(topic, partition), timeout=20)
+        lo, hi = _watermarks(c, TopicPartition(topic, partition), deadline)
         c.assign([TopicPartition(topic, partition, lo)])
         out = []
-        deadline = time.monotonic() + timeout
         while (not out or out[-1][0] < hi - 1) and time.monotonic() < deadline and hi > lo:
             m = c.poll(0.5)
             if m is None or m.error():
@@ -56,6 +56,20 @@ def read_all(bootstrap: str, topic: str, partition: int = 0, timeout: float = 60
         return out
     finally:
         c.close()
+
+
+def _watermarks(c, tp, deadline: float) -> tuple[int, int]:
+    """The partition's watermarks, asked again while its leader answers OFFSET_NOT_AVAILABLE:
+    a leader just elected whose high watermark has not reached its epoch's start yet answers
+    that (Kafka's Partition.fetchOffsetForTimestamp; a Java consumer retries it by itself,
+    librdkafka's get_watermark_offsets hands it back)."""
+    while True:
+        try:
+            return c.get_watermark_offsets(tp, timeout=20)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.OFFSET_NOT_AVAILABLE or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
 
 
 class Writer(threading.Thread):
