@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -371,6 +372,16 @@ def _until(what, timeout: float = 10.0):
     return what()
 
 
+def _two_processes(full: Path, dirs: list[Path]) -> BrokerProcess:
+    """A serve of kafkatool.processes=2 on ``dirs`` (the first holds the metadata), ``full`` a
+    small tmpfs in its own mount namespace, one partition per new topic."""
+    full.mkdir()
+    extra = ["kafkatool.processes=2", "num.partitions=1"]
+    if len(dirs) > 1:
+        extra.insert(0, "log.dirs=" + ",".join(map(str, dirs)))
+    return BrokerProcess(dirs[0], extra=extra, prefix=_mount_prefix(full)).start(timeout=40)
+
+
 def test_a_dir_one_process_finds_failed_is_failed_for_every_process(can_mount, tmp_path):
     """kafkatool.processes=2, the second dir a small tmpfs: the member fills its partition
     there; the dir goes offline for the whole broker (the processes share the dirs): the
@@ -378,9 +389,7 @@ def test_a_dir_one_process_finds_failed_is_failed_for_every_process(can_mount, t
     a leader, DescribeLogDirs (either process) reports the dir failed, one ERROR line in all,
     the first dir serves on in both processes, and the shutdown marks the first dir only."""
     data, full = tmp_path / "data", tmp_path / "full"
-    full.mkdir()
-    extra = [f"log.dirs={data},{full}", "kafkatool.processes=2", "num.partitions=1"]
-    b = BrokerProcess(data, extra=extra, prefix=_mount_prefix(full)).start(timeout=40)
+    b = _two_processes(full, [data, full])
     keep0, keep1 = _owned_by(0, "keep"), _owned_by(1, "keep")
     other0, fill1 = _owned_by(0, "other"), _owned_by(1, "fill")
     try:
@@ -447,9 +456,7 @@ def test_the_last_dir_failing_in_a_member_halts_the_whole_broker(can_mount, tmp_
     live dir; the primary, told, halts the broker: every process gone, Kafka's fatal line,
     exit status 1, no marker (a member does not halt alone to be restarted onto a failed dir)."""
     full = tmp_path / "full"
-    full.mkdir()
-    extra = ["kafkatool.processes=2", "num.partitions=1"]
-    b = BrokerProcess(full, extra=extra, prefix=_mount_prefix(full)).start(timeout=40)
+    b = _two_processes(full, [full])
     fill1 = _owned_by(1, "fill")
     try:
         with WireClient(b.bootstrap) as c:
@@ -589,9 +596,7 @@ def test_the_primary_losing_the_metadata_dir_halts_every_process_of_the_broker(c
     from tests.broker.test_processes import children, gone
 
     full, data = tmp_path / "full", tmp_path / "data"
-    full.mkdir()
-    extra = [f"log.dirs={full},{data}", "kafkatool.processes=2", "num.partitions=1"]
-    b = BrokerProcess(full, extra=extra, prefix=_mount_prefix(full)).start(timeout=40)
+    b = _two_processes(full, [full, data])
     keep0, fill0 = _owned_by(0, "keep"), _owned_by(0, "fill")
     first1, second1 = _owned_by(1, "first"), _owned_by(1, "second")
     try:

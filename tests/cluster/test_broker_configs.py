@@ -18,6 +18,16 @@ from tests.cluster.conftest import kafkatool, wait_for, zk_json
 RATE = "follower.replication.throttled.rate"
 
 
+def _stop(k, broker) -> None:
+    """The test's ZooKeeper client, then its in-process Broker's storage and ZooKeeper session."""
+    k.stop()
+    k.close()
+    if broker is not None and broker.manager is not None:
+        broker.close_storage()
+    if broker is not None and broker.cluster is not None:
+        broker.cluster.zk.close()
+
+
 def _chroot_writer(zk_module: str):
     """A fresh chroot, a started client, and ``put(path, config)``: a config znode's JSON
     (``{"version": 1, "config": ...}``) written at ``chroot + path``, created if missing."""
@@ -397,12 +407,7 @@ def test_zookeeper_topic_overrides_govern_the_logs_from_their_load(tmp_path, zk_
             "2 topics have some, 1 of the 2 with a local log" in r.getMessage() for r in caplog.records
         )
     finally:
-        k.stop()
-        k.close()
-        if broker is not None and broker.manager is not None:
-            broker.close_storage()
-        if broker is not None and broker.cluster is not None:
-            broker.cluster.zk.close()
+        _stop(k, broker)
 
 
 def test_a_broker_takes_change_notifications_of_its_own_entity_and_the_default_only(cluster):
@@ -722,12 +727,7 @@ def test_leader_and_isr_answers_a_partition_whose_stored_overrides_are_refused(t
         assert broker.manager.logs[("worse", 0)].config.cleanup_policy == ("compact", "delete")
         assert broker.metadata.topics["worse"].configs == {"cleanup.policy": "compact,delete"}
     finally:
-        k.stop()
-        k.close()
-        if broker is not None and broker.manager is not None:
-            broker.close_storage()
-        if broker is not None and broker.cluster is not None:
-            broker.cluster.zk.close()
+        _stop(k, broker)
 
 
 def test_a_topic_whose_stored_overrides_are_refused_is_in_metadata_on_every_broker(cluster):
