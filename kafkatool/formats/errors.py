@@ -49,3 +49,11 @@ class CompressionError(FormatError):
     """A compressed payload that cannot be decompressed (or a codec not allowed here)."""
 
     kind = "compression"
+
+
+class InvalidRecordError(FormatError):
+    """Kafka's InvalidRecordException (org.apache.kafka.common): records that break a rule of
+    the format or of LogValidator rather than being damaged bytes; a produce answers
+    INVALID_RECORD, without a message (hasCustomErrorMessage false)."""
+
+    kind = "invalid_record"

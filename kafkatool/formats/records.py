@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from kafkatool.formats import compression, java_utf8
 from kafkatool.formats.crc import crc32, crc32c
-from kafkatool.formats.errors import CorruptRecordError, FormatError, TruncatedError
+from kafkatool.formats.errors import CorruptRecordError, FormatError, InvalidRecordError, TruncatedError
 from kafkatool.formats.varint import ZIGZAG_14, write_uvarint, zigzag32, zigzag64
 from kafkatool.formats.varint import read_zz32 as _read_zz32
 from kafkatool.formats.varint import read_zz64 as _read_zz64
@@ -671,8 +671,6 @@ class LegacyBatch:
                     f"inner message at byte {pos} of the decompressed wrapper runs past its end",
                     self.position,
                 )
-            if msg.codec != compression.NONE:
-                raise CorruptRecordError("nested compression inside a wrapper message", self.position)
             inner.append(msg)
             pos = msg.end
         if not inner:
@@ -690,7 +688,22 @@ class LegacyBatch:
     def count(self) -> int:
         if self.codec == compression.NONE:
             return 1
-        return len(self._inner_entries())
+        inner = self._inner_entries()
+        for i, msg in enumerate(inner):
+            if msg.codec != compression.NONE:
+                raise self._nested_error(i, msg)
+        return len(inner)
+
+    def _nested_error(self, index: int, msg: LegacyBatch) -> InvalidRecordError:
+        """An inner message that is itself compressed: Kafka's DeepRecordsIterator throws
+        InvalidRecordException when it reaches it (makeNext, after the messages before it were
+        handed out), so a produce answers INVALID_RECORD (no record error); the bytes are not
+        damaged, and recovery (which reads no inner message) keeps them."""
+        return InvalidRecordError(
+            f"Inner messages must not be compressed (inner message {index} of the wrapper message "
+            f"at offset {self.offset} is {msg.codec_name})",
+            self.position,
+        )
 
     def records(self, *, max_size: int | None = None) -> Iterator[Record]:
         inner = self._inner_entries(max_size=max_size)
@@ -701,7 +714,9 @@ class LegacyBatch:
             base = 0 if self.offset == 0 else self.offset - last_rel
         else:
             base = None
-        for msg in inner:
+        for i, msg in enumerate(inner):
+            if wrapper and msg.codec != compression.NONE:
+                raise self._nested_error(i, msg)
             key, value = msg._key_value()
             if base is not None:
                 offset = base + msg.offset

@@ -44,7 +44,7 @@ from kafkatool.formats import index as fx
 from kafkatool.formats import properties as props
 from kafkatool.formats import records as R
 from kafkatool.formats.checkpoint import LEADER_EPOCH_CHECKPOINT
-from kafkatool.formats.errors import CorruptRecordError, FormatError
+from kafkatool.formats.errors import CorruptRecordError, FormatError, InvalidRecordError
 from kafkatool.formats.uuid import Uuid
 from kafkatool.log import fileops
 from kafkatool.log.config import LogConfig
@@ -71,7 +71,7 @@ from kafkatool.log.segment import (
     scan_for_recovery,
     segment_file_paths,
 )
-from kafkatool.log.validator import InvalidRecordError, validate_batches, validate_records
+from kafkatool.log.validator import validate_batches, validate_records
 
 PARTITION_METADATA_FILE = props.PARTITION_METADATA_FILE
 INDEX_FILE_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)

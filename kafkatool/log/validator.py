@@ -32,7 +32,7 @@ from __future__ import annotations
 from kafkatool.errors import KafkatoolError
 from kafkatool.formats import compression
 from kafkatool.formats import records as R
-from kafkatool.formats.errors import FormatError
+from kafkatool.formats.errors import InvalidRecordError
 from kafkatool.log.config import LONG_MAX, LogConfig
 
 _WRAP = 1 << 64
@@ -76,13 +76,6 @@ def _record_string(batch, r: R.Record) -> str:
         f"Record(magic={r.magic}, attributes={attributes}, compression=none, crc={r.crc}, "
         f"{kind}={r.timestamp}, key={key} bytes, value={value} bytes)"
     )
-
-
-class InvalidRecordError(FormatError):
-    """A batch breaks LogValidator.validateBatch's rules (Kafka's InvalidRecordException: the
-    partition's error is INVALID_RECORD, without a message in the answer)."""
-
-    kind = "invalid_record"
 
 
 def validate_batches(batches: list, client: bool, log_dir, target_codec: int | None) -> int | None:

@@ -459,6 +459,36 @@ def test_produce_legacy_message_set_v2(c):
     assert b.magic == 2 and [r.value for r in b.records()] == [b"a", b"b"]
 
 
+def test_produce_of_a_compressed_inner_message_is_invalid_record(c):
+    """Kafka 3.7: the deep iterator's InvalidRecordException ("Inner messages must not be
+    compressed"), INVALID_RECORD, not CORRUPT_MESSAGE; nothing is appended."""
+    create_topic(c, "legacy-nested")
+    deeper = R.encode_legacy_message(1, b"k", b"v", offset=0, timestamp=5)
+    inner = R.encode_legacy_message(1, b"k0", b"v0", offset=0, timestamp=5) + R.encode_legacy_message(
+        1, None, compression.compress(compression.SNAPPY, deeper, magic=1), offset=1, attributes=2
+    )
+    for magic in (0, 1):
+        wrapper = R.encode_legacy_message(
+            magic, None, compression.compress(compression.GZIP, inner, magic=1), offset=1, attributes=1
+        )
+        if magic == 0:  # v0 messages inside a v0 wrapper
+            wrapper = R.encode_legacy_message(
+                0,
+                None,
+                compression.compress(
+                    compression.GZIP,
+                    R.encode_legacy_message(0, b"k0", b"v0", offset=0)
+                    + R.encode_legacy_message(0, None, b"x" * 20, offset=1, attributes=1),
+                    magic=0,
+                ),
+                offset=1,
+                attributes=1,
+            )
+        r = produce(c, "legacy-nested", wrapper, version=2)
+        assert (r.error_code, r.base_offset) == (ErrorCode.INVALID_RECORD, -1)
+    assert produce(c, "legacy-nested", batch(1)).base_offset == 0
+
+
 def test_long_poll_waits_for_data_and_keeps_order(broker, c):
     create_topic(c, "lp")
     with WireClient(broker.bootstrap) as waiter:

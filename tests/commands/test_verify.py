@@ -225,6 +225,28 @@ def test_legacy_inner_message_crc(tmp_path):
     assert [(f["kind"], f["offset"]) for f in fs] == [("crc_mismatch", 1)]
 
 
+def test_a_compressed_inner_message_is_record_corrupt_and_kept_by_recovery(tmp_path):
+    """A wrapper whose inner message is itself compressed: a produce answers INVALID_RECORD
+    (Kafka's InvalidRecordException), verify still reports record_corrupt (its records cannot
+    be decoded as Kafka reads them), and recovery, which reads no inner message (Kafka's
+    LogSegment.recover: the wrapper's CRC), keeps it."""
+    from kafkatool.formats import compression
+    from kafkatool.log.segment import scan_for_recovery
+
+    deeper = R.encode_legacy_message(1, b"k", b"v", offset=0, timestamp=5)
+    inner = R.encode_legacy_message(1, b"k0", b"v0", offset=0, timestamp=5) + R.encode_legacy_message(
+        1, None, compression.compress(2, deeper, magic=1), offset=1, timestamp=5, attributes=2
+    )
+    data = R.encode_legacy_message(1, None, compression.compress(2, inner, magic=1), offset=1, attributes=2)
+    pdir = tmp_path / "t-0"
+    pdir.mkdir()
+    (pdir / f"{0:020d}.log").write_bytes(data)
+    _, fs, _ = findings(pdir / f"{0:020d}.log")
+    assert [(f["kind"], f["position"], f["offset"]) for f in fs] == [("record_corrupt", 0, 1)]
+    assert "Inner messages must not be compressed (inner message 1 " in fs[0]["message"]
+    assert scan_for_recovery(data, 0, 4096).valid_bytes == len(data)
+
+
 def test_deep_checks_find_what_the_crc_cannot(tmp_path):
     # a producer bug: count says 3, records area holds 2 (CRC computed over the lie)
     b = bytearray(R.build_record_batch([b"a", b"b"], base_offset=0, last_offset_delta=2))

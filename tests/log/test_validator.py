@@ -9,7 +9,7 @@ import pytest
 from kafkatool.formats import compression
 from kafkatool.formats import records as R
 from kafkatool.formats.crc import crc32c
-from kafkatool.formats.errors import CorruptRecordError
+from kafkatool.formats.errors import CorruptRecordError, InvalidRecordError
 from kafkatool.log.config import LONG_MAX, LogConfig
 from kafkatool.log.log import (
     ORIGIN_COORDINATOR,
@@ -18,7 +18,7 @@ from kafkatool.log.log import (
     RecordTooLargeError,
     UnknownCodecError,
 )
-from kafkatool.log.validator import InvalidRecordError, RecordValidationError
+from kafkatool.log.validator import RecordValidationError
 
 NOW = 1_700_000_000_000
 HOUR = 3_600_000
@@ -500,3 +500,36 @@ def test_a_timestamp_below_minus_one_is_refused_only_where_kafka_rebuilds(tmp_pa
     forced = make_log(tmp_path / "f", compression_type="gzip")
     with pytest.raises(IllegalArgumentError):
         forced.append_as_leader(bytearray(batch(-5)), 0)
+
+
+def nested_wrapper(codec: int = compression.GZIP, first_key: bytes | None = b"k0") -> bytes:
+    """A v1 wrapper whose second inner message is itself a compressed wrapper (every CRC right)."""
+    deeper = R.encode_legacy_message(1, b"k", b"v", offset=0, timestamp=NOW)
+    inner = R.encode_legacy_message(1, first_key, b"v0", offset=0, timestamp=NOW) + R.encode_legacy_message(
+        1, None, compression.compress(codec, deeper, magic=1), offset=1, timestamp=NOW, attributes=codec
+    )
+    return R.encode_legacy_message(
+        1, None, compression.compress(codec, inner, magic=1), offset=1, timestamp=NOW, attributes=codec
+    )
+
+
+@pytest.mark.parametrize("compacted", [False, True])
+def test_a_compressed_inner_message_is_invalid_record_not_corrupt(tmp_path, compacted):
+    """AbstractLegacyRecordBatch's DeepRecordsIterator (3.7.0) throws InvalidRecordException
+    "Inner messages must not be compressed" when it reaches the compressed inner message, after
+    the messages before it were validated; LogValidator's validateRecordCompression record error
+    is never reached, so the partition answers INVALID_RECORD with no record error (a keyless
+    message before it on a compacted topic loses its record error too)."""
+    lg = make_log(tmp_path, **({"cleanup_policy": ("compact",)} if compacted else {}))
+    data = nested_wrapper(first_key=None if compacted else b"k0")
+    (w,) = R.iter_batches(data)
+    w.ensure_valid()  # the bytes are not damaged
+    with pytest.raises(InvalidRecordError, match="^Inner messages must not be compressed") as exc:
+        lg.append_as_leader(bytearray(data), 0)
+    assert not isinstance(exc.value, CorruptRecordError) and exc.value.position == 0
+    assert lg.log_end_offset == 0
+    # the messages before it are handed out first, as Kafka's iterator does
+    it = w.records()
+    assert next(it).value == b"v0"
+    with pytest.raises(InvalidRecordError):
+        next(it)
