@@ -209,6 +209,19 @@ class CloseConnection(KafkatoolError):
     """Raised by the router: log the reason and close this connection (Kafka's behaviour for bad input)."""
 
 
+class RequestFailed(KafkatoolError):
+    """A handler's failure that Kafka answers for the whole request as the client sent it
+    (KafkaApis.handleError -> AbstractRequest.getErrorResponse), raised before the handler
+    answers anything: the router answers ``answer(request)`` (which raises CloseConnection where
+    Kafka has no answer, acks=0).  A wrapper that narrowed the request (security/acl_rules: the
+    topics the principal may not write) puts it back before the error goes on, as Kafka's
+    authorization leaves the request whole."""
+
+    def __init__(self, detail: str, answer):
+        super().__init__(detail)
+        self.answer = answer
+
+
 class FrameProtocol(asyncio.BufferedProtocol):
     """Size-prefixed frames received with ``recv_into`` (see the module docstring), as
     writable ``bytearray``s in arrival order; also the transport's write flow control."""

@@ -18,7 +18,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kafkatool.broker.network import CloseConnection, FinalResponse
+from kafkatool.broker.network import CloseConnection, FinalResponse, RequestFailed
 from kafkatool.broker.processes import LOCAL_APIS
 from kafkatool.formats.schema import Message, SchemaDecodeError, UnsupportedVersionError, in_range
 from kafkatool.protocol.apis import API_BY_KEY, API_VERSIONS_KEY
@@ -135,6 +135,8 @@ class Router:
                 result = route.handler(ctx, body)
             except CloseConnection:
                 raise
+            except RequestFailed as exc:
+                result = exc.answer(body)  # KafkaApis.handleError: the request as it came
             except Exception as exc:
                 log.exception(
                     "handler failed api=%s version=%d", API_BY_KEY[header.api_key].name, header.api_version

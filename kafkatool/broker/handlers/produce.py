@@ -205,7 +205,9 @@ def _unknown_codec_below_v7(broker, req) -> bool:
     """ProduceRequest.validateRecords below v7 reads the compression type of the first batch
     of every partition the metadata knows (its zstd rule), once the batch is whole and of magic
     2: bits that name no codec throw CompressionType.forId's IllegalArgumentException, which is
-    no ApiException, out of KafkaApis.handleProduceRequest (read at 3.7.0)."""
+    no ApiException, out of KafkaApis.handleProduceRequest (read at 3.7.0).  Only the topics
+    the principal may write are validated (authorization comes first there): ``req`` holds only
+    those when ACLs are on."""
     for td in req.topic_data:
         t = broker.topic(td.name)
         if t is None:
@@ -255,8 +257,16 @@ def handle_produce(ctx, req):
     broker = ctx.broker
     acks = req.acks
     if 3 <= ctx.header.api_version < 7 and _unknown_codec_below_v7(broker, req):
+        # thrown out of handleProduceRequest, after authorization (the ACL rule asked only
+        # about the topics the principal may write): every partition of the request as the
+        # client sent it answers, the topics it may not write too (handleError)
+        from kafkatool.broker.network import RequestFailed
+
         log.error("produce v%d: a record batch with an unknown compression type", ctx.version)
-        return _whole_request_error(req, ErrorCode.UNKNOWN_SERVER_ERROR)
+        raise RequestFailed(
+            "a record batch with an unknown compression type",
+            lambda whole: _whole_request_error(whole, ErrorCode.UNKNOWN_SERVER_ERROR),
+        )
     if acks not in (0, 1, -1):
         return _whole_request_error(req, ErrorCode.INVALID_REQUIRED_ACKS)
     todo = txn_verification.pending(broker, req)

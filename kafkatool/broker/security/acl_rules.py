@@ -22,6 +22,7 @@ import copy
 import inspect
 import logging
 
+from kafkatool.broker.network import RequestFailed
 from kafkatool.broker.security import acl as A
 from kafkatool.protocol.errors import ErrorCode as E
 
@@ -170,9 +171,19 @@ def _produce(ctx, req, handler):
         "responses", TopicProduceResponse, PartitionProduceResponse, "name", "partition_responses", "index",
         lambda t: [p.index for p in t.partition_data],
     )  # fmt: skip
-    kept, denied = _split(ctx, req.topic_data, lambda t: t.name, A.WRITE)
+    whole = req.topic_data
+    kept, denied = _split(ctx, whole, lambda t: t.name, A.WRITE)
     if not denied:
         return handler(ctx, req)
+    req.topic_data = kept
+    try:
+        result = handler(ctx, req) if kept else None
+    except RequestFailed:
+        # thrown out of KafkaApis.handleProduceRequest after authorization (an authorized
+        # partition's unknown codec bits below v7): handleError answers every partition of the
+        # request, the denied ones too
+        req.topic_data = whole
+        raise
     if req.acks == 0:
         # the allowed partitions are appended first (Kafka answers for all of them at once); a
         # failure among them closes the connection in the handler already
@@ -186,14 +197,12 @@ def _produce(ctx, req, handler):
         def close(_):
             raise _acks0_failed(failed)
 
-        req.topic_data = kept
-        return _then(handler(ctx, req), close)
+        return _then(result, close)
     if not kept:
         resp = ProduceResponse(responses=[], throttle_time_ms=0)
         add(resp, denied, ctx)
         return resp
-    req.topic_data = kept
-    return _then(handler(ctx, req), lambda resp: add(resp, denied, ctx) or resp)
+    return _then(result, lambda resp: add(resp, denied, ctx) or resp)
 
 
 def _fetch(ctx, req, handler):

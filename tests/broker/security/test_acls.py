@@ -518,3 +518,66 @@ def test_an_incremental_fetch_is_authorized_for_every_partition_of_its_session(s
         assert [(t.topic, [p.error_code for p in t.partitions]) for t in r2.responses] == [("sess-acl", [29])]
     finally:
         conn.close()
+
+
+def test_unknown_codec_bits_below_v7_answer_every_partition_even_those_not_writable(secured):
+    """KafkaApis.handleProduceRequest (3.7.0) authorizes every topic first, then runs
+    ProduceRequest.validateRecords on the authorized partitions the metadata knows: below v7 an
+    authorized partition's compression bits that name no codec throw IllegalArgumentException out
+    of the handler, and handleError answers UNKNOWN_SERVER_ERROR for every partition of the
+    request, the topic alice may not write included; the same bits in a topic she may not write
+    are never looked at (TOPIC_AUTHORIZATION_FAILED, the rest appended)."""
+    from kafkatool.assign.kafka_client import Connection
+    from kafkatool.formats import records as R
+    from kafkatool.formats.crc import crc32c
+    from kafkatool.protocol.generated import ListOffsetsRequest, ProduceRequest
+    from kafkatool.protocol.generated.list_offsets_request import ListOffsetsPartition, ListOffsetsTopic
+    from kafkatool.protocol.generated.produce_request import PartitionProduceData, TopicProduceData
+
+    _, _, sasl, _ = secured
+    good = R.build_record_batch([R.SimpleRecord(b"v", b"k", (), 0)])
+    bad = bytearray(good)
+    bad[21:23] = (6).to_bytes(2, "big")  # codec bits 6: no codec
+    bad[17:21] = crc32c(bytes(bad[21:])).to_bytes(4, "big")
+    conn = Connection("127.0.0.1", sasl, timeout=10, security=_alice())
+
+    def end_offset() -> int:
+        req = ListOffsetsRequest(
+            replica_id=-1,
+            isolation_level=0,
+            topics=[
+                ListOffsetsTopic(
+                    name="orders", partitions=[ListOffsetsPartition(partition_index=1, timestamp=-1)]
+                )
+            ],
+        )
+        return conn.request(2, req, version=1).topics[0].partitions[0].offset
+
+    def produce(orders: bytes, secret: bytes, version: int) -> list:
+        req = ProduceRequest(
+            transactional_id=None,
+            acks=1,
+            timeout_ms=5000,
+            topic_data=[
+                TopicProduceData(
+                    name="secret", partition_data=[PartitionProduceData(index=0, records=secret)]
+                ),
+                TopicProduceData(
+                    name="orders", partition_data=[PartitionProduceData(index=1, records=orders)]
+                ),
+            ],
+        )
+        resp = conn.request(0, req, version=version)
+        return sorted((t.name, p.index, p.error_code) for t in resp.responses for p in t.partition_responses)
+
+    try:
+        before = end_offset()
+        for version in (3, 5, 6):
+            assert produce(bytes(bad), good, version) == [("orders", 1, -1), ("secret", 0, -1)]
+        assert end_offset() == before
+        assert produce(good, bytes(bad), 5) == [("orders", 1, 0), ("secret", 0, 29)]
+        assert end_offset() == before + 1
+        # from v7 validateRecords reads no codec: the log answers for the partition alone
+        assert produce(bytes(bad), good, 7) == [("orders", 1, -1), ("secret", 0, 29)]
+    finally:
+        conn.close()
