@@ -44,8 +44,9 @@ state Kafka repairs at start-up, or suspicious metadata), info (noted only).
 Read-only: never modifies anything, safe on a running broker's log dir.
 
 Noted (info), for instance: a record header key that is not valid UTF-8
-(header_key_not_utf8, once per batch: the first such key's record offset,
-byte position and bytes, and how many the batch holds).  Kafka accepts such a
+(header_key_not_utf8, once per batch: the first such key's record offset, the
+key's own byte position (in a compressed batch, in its decompressed records)
+and bytes, and how many the batch holds).  Kafka accepts such a
 key; a client reads it as Java's String(bytes, UTF_8), each malformed
 sequence one U+FFFD.  The summary counts findings by severity and by kind.
 

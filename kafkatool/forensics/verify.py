@@ -637,23 +637,32 @@ def _note_header_keys(batch, recs, rep: SegmentReport) -> None:
     """One ``info`` finding for a batch whose record header keys include one that is not UTF-8
     (walk_headers keeps its bytes as surrogate escapes): Kafka never refuses it, a Java client
     sees the String Kafka makes of it (java_utf8: one U+FFFD per malformed sequence).  A
-    forensic note, not damage: the first such key, where its record is, how many there are."""
-    bad = [
-        (r, i, key)
-        for r in recs
-        if r.headers
-        for i, (key, _) in enumerate(r.headers)
-        if R.kafka_header_key(key) != key
-    ]
+    forensic note, not damage: the first such key, where the key's bytes are (the walk that
+    found it is run again for its position, so the decoder keeps none), how many there are."""
+    bad = []
+    keys_before = 0  # header keys of the batch before the first bad one
+    for r in recs:
+        if r.headers:
+            for i, (key, _) in enumerate(r.headers):
+                if R.kafka_header_key(key) != key:
+                    if not bad:
+                        first = keys_before + i
+                    bad.append((r, i, key))
+            if not bad:
+                keys_before += len(r.headers)
     if not bad:
         return
     r, i, key = bad[0]
+    key_at: list[int] = []
+    for _ in batch.records(key_at=key_at):
+        pass
+    at = key_at[first]
     raw = R.header_key_bytes(key)
     shown = raw[:_KEY_HEX_SHOWN].hex(" ") + (f" ... ({len(raw)} bytes)" if len(raw) > _KEY_HEX_SHOWN else "")
     if batch.codec == 0:
-        position, end, where = r.position, r.position + r.size_in_bytes, f"at byte {r.position}"
-    else:  # a record's position is inside the decompressed stream: the finding spans the batch
-        position, end, where = batch.position, batch.end, f"at byte {r.position} of the decompressed records"
+        position, end, where = at, at + len(raw), f"at byte {at}"
+    else:  # a position inside the decompressed stream: the finding spans the batch
+        position, end, where = batch.position, batch.end, f"at byte {at} of the decompressed records"
     more = f"; {len(bad)} header keys of this batch are not UTF-8" if len(bad) > 1 else ""
     rep.findings.append(
         Finding(

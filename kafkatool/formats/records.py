@@ -144,11 +144,12 @@ def parse_control_record(record: Record) -> ControlRecord:
     return marker
 
 
-def walk_headers(data, pos: int, rec_end: int, out: list | None) -> int:
+def walk_headers(data, pos: int, rec_end: int, out: list | None, key_at: list | None = None) -> int:
     """Read a record's headers from their count at ``pos``, with DefaultRecord.readFrom's
     structure rules (the count in [0, bytes left], no negative key length, no field past the
     record); returns the position after them.  The one header walker: the decoder passes
-    ``out`` to get the headers, the cleaner's key scan None to check them only.
+    ``out`` to get the headers, the cleaner's key scan None to check them only; with ``out``,
+    ``key_at`` (verify's header key findings) gets each key's byte position in ``data``.
 
     A key is decoded with ``surrogateescape``: Kafka never refuses a key that is not UTF-8
     (RecordHeader.key is Java's String of the bytes, malformed sequences as U+FFFD), and the
@@ -185,6 +186,8 @@ def walk_headers(data, pos: int, rec_end: int, out: list | None) -> int:
         if out is not None:
             key = str(data[kstart : kstart + klen], "utf-8", "surrogateescape")
             out.append((key, None if vstart < 0 else bytes(data[vstart:pos])))
+            if key_at is not None:
+                key_at.append(kstart)
     return pos
 
 
@@ -219,12 +222,15 @@ def decode_records_v2(
     log_append_time: int | None = None,
     base_sequence: int = NO_SEQUENCE,
     position_base: int = 0,
+    key_at: list | None = None,
 ) -> Iterator[Record]:
     """Decode ``count`` v2 records from ``data`` (already decompressed).
 
     ``position_base`` is added to positions in errors and records (the byte
     position of ``data[0]`` in the caller's coordinates; for compressed
-    batches positions are inside the decompressed stream).
+    batches positions are inside the decompressed stream).  ``key_at`` gets the
+    byte position of every header key, record after record, in the same coordinates once
+    every record was read.
     """
     end = len(data)
     pos = 0
@@ -264,7 +270,7 @@ def decode_records_v2(
                 if pos < rec_end and not data[pos]:
                     pos += 1  # no headers (most records)
                 else:
-                    pos = walk_headers(data, pos, rec_end, headers)
+                    pos = walk_headers(data, pos, rec_end, headers, key_at)
             except TruncatedError as exc:
                 raise CorruptRecordError(exc.message, exc.position) from None
             if pos != rec_end:
@@ -293,6 +299,8 @@ def decode_records_v2(
     except FormatError as exc:
         # errors inside (the varint readers' too) are relative to ``data``: one shift for all
         raise exc.shifted(position_base) from None
+    if key_at and position_base:
+        key_at[:] = [k + position_base for k in key_at]
     if pos != end:
         more = _whole_records(data, pos, end)
         held = f"; they hold {more} more whole records" if more else ""
@@ -522,7 +530,8 @@ class RecordBatch:
                 else type(exc)(f"{exc.message} in the batch at offset {self.base_offset}", self.position)
             ) from None
 
-    def records(self, *, max_size: int | None = None) -> Iterator[Record]:
+    def records(self, *, max_size: int | None = None, key_at: list | None = None) -> Iterator[Record]:
+        """The batch's records (``key_at``: see :func:`decode_records_v2`)."""
         if self.records_count < 0:
             raise CorruptRecordError(f"negative record count {self.records_count}", self.position + 57)
         if self.end > len(self.buf):
@@ -541,6 +550,7 @@ class RecordBatch:
             # positions inside a decompressed stream are not file positions:
             # report the start of the record area instead.
             position_base=0 if compressed else self.position + RECORD_BATCH_OVERHEAD,
+            key_at=key_at,
         )
 
     def __iter__(self) -> Iterator[Record]:

@@ -396,19 +396,23 @@ def test_a_header_key_that_is_not_utf8_is_a_note_with_its_place(tmp_path):
     b1 = R.read_batch(data, len(plain))
     rec = list(b1.records())[1]
     assert first["file"] == str(log) and first["severity"] == "info" and first["offset"] == 2
-    # an uncompressed record: its own bytes in the file
-    assert (first["position"], first["end"]) == (rec.position, rec.position + rec.size_in_bytes)
-    assert b"trace-\xed\xa0\x80" in data[first["position"] : first["end"]]
-    assert "header 1 key of the record at offset 2" in first["message"]
+    # an uncompressed record: the key's own bytes in the file (its length varint just before)
+    key = b"trace-\xed\xa0\x80"
+    at = data.index(key, rec.position)
+    assert (first["position"], first["end"]) == (at, at + len(key)) and data[at - 1] == 2 * len(key)
+    assert f"header 1 key of the record at offset 2 (at byte {at})" in first["message"]
     assert "74 72 61 63 65 2d ed a0 80" in first["message"] and "'trace-\ufffd'" in first["message"]
     assert "2 header keys of this batch" in first["message"]
     # a compressed batch: the batch's bytes, the record's place in the decompressed stream
     b2 = R.read_batch(data, b1.end)
     assert (second["position"], second["end"], second["offset"]) == (b2.position, b2.end, 4)
-    assert "of the decompressed records" in second["message"] and "'\ufffd'" in second["message"]
+    stream = b2.record_data()
+    zat = bytes(stream).index(b"\xc3")
+    assert f"(at byte {zat} of the decompressed records)" in second["message"]
+    assert "'\ufffd'" in second["message"]
     res = run(log)
     assert res.exit_code == 0
-    assert "header_key_not_utf8" in res.stdout and f"@ byte {rec.position}" in res.stdout
+    assert "header_key_not_utf8" in res.stdout and f"@ byte {at}" in res.stdout
     assert "2 notes" in res.stdout
     # --quick decodes no record: nothing to note
     code, fs, _ = findings("--quick", log)

@@ -348,3 +348,25 @@ def test_record_timestamps_match_the_decoded_records(codec):
     legacy = R.build_legacy_message_set(recs[:2], magic=1, codec=min(codec, compression.LZ4))
     # uncompressed: each message is its own batch; compressed: one wrapper
     assert [ts for lb in R.iter_batches(legacy) for _, ts in R.record_timestamps(lb)] == [5000, 1000]
+
+
+@pytest.mark.parametrize("codec", [compression.NONE, compression.GZIP])
+def test_header_key_positions_are_asked_for_not_kept(codec):
+    """walk_headers' key_at (verify's header key findings): every key's byte position, record
+    after record, in the coordinates of Record.position (the buffer's, or the decompressed
+    stream's); the decoder keeps none without it."""
+    recs = [
+        R.SimpleRecord(b"v", b"k0", [("a", b"1"), (b"\xff\xfe", None)], 5),
+        R.SimpleRecord(b"v", b"k1", (), 5),
+        R.SimpleRecord(b"v", b"k2", [("long-key-" * 10, b"")], 5),
+    ]
+    pad = b"\x00" * 7
+    buf = pad + R.build_record_batch(recs, codec=codec)
+    b = R.read_batch(buf, len(pad))
+    key_at: list[int] = []
+    got = list(b.records(key_at=key_at))
+    assert got == list(b.records())
+    stream = bytes(buf) if codec == compression.NONE else bytes(b.record_data())
+    keys = [R.header_key_bytes(k) for r in got for k, _ in r.headers]
+    assert len(key_at) == len(keys) == 3
+    assert [stream[p : p + len(k)] for p, k in zip(key_at, keys, strict=True)] == keys
