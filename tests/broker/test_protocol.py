@@ -536,6 +536,11 @@ def test_produce_errors(c):
     assert produce(c, "nope-topic", batch(1)).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert produce(c, "perr", batch(1), partition=5).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert produce(c, "perr", batch(1), acks=2).error_code == ErrorCode.INVALID_REQUIRED_ACKS
+    # KafkaApis sets aside the partitions the metadata does not know before the append's acks check
+    assert produce(c, "nope-topic", batch(1), acks=2).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert (
+        produce(c, "perr", batch(1), partition=5, acks=2).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    )
     assert (
         produce(c, "perr", batch(1, codec=4), version=6).error_code == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
     )

@@ -222,11 +222,19 @@ def _unknown_codec_below_v7(broker, req) -> bool:
     return False
 
 
-def _whole_request_error(req, code: int):
+def _whole_request_error(req, code: int, broker=None):
     """Every partition of the request answered with ``code`` and no message: an invalid acks
-    (KafkaApis), or RequestHandlerHelper.handleError's ProduceRequest.getErrorResponse
-    (ApiError.fromThrowable: no message for UNKNOWN_SERVER_ERROR); acks=0 has no answer, the
-    connection is closed."""
+    (ReplicaManager.appendRecords; with ``broker``, a partition the metadata does not know
+    answers UNKNOWN_TOPIC_OR_PARTITION, as KafkaApis sets those aside before the append), or
+    RequestHandlerHelper.handleError's ProduceRequest.getErrorResponse (ApiError.fromThrowable:
+    no message for UNKNOWN_SERVER_ERROR); acks=0 has no answer, the connection is closed."""
+
+    def code_of(name: str, index: int) -> int:
+        if broker is None:
+            return code
+        t = broker.topic(name)
+        return code if t is not None and 0 <= index < t.partitions else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
     if req.acks == 0:
         from kafkatool.broker.network import CloseConnection
 
@@ -238,7 +246,7 @@ def _whole_request_error(req, code: int):
                 partition_responses=[
                     PartitionProduceResponse(
                         index=p.index,
-                        error_code=code,
+                        error_code=code_of(td.name, p.index),
                         base_offset=-1,
                         log_append_time_ms=-1,
                         log_start_offset=-1,
@@ -268,7 +276,7 @@ def handle_produce(ctx, req):
             lambda whole: _whole_request_error(whole, ErrorCode.UNKNOWN_SERVER_ERROR),
         )
     if acks not in (0, 1, -1):
-        return _whole_request_error(req, ErrorCode.INVALID_REQUIRED_ACKS)
+        return _whole_request_error(req, ErrorCode.INVALID_REQUIRED_ACKS, broker)
     todo = txn_verification.pending(broker, req)
     txn_errors = txn_verification.verify(broker, todo, ctx.version) if todo is not None else None
     conn = ctx.connection
