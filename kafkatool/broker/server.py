@@ -366,6 +366,7 @@ class Broker:
             stray=stray,
         )
         self.manager.on_offline_dir = self._on_offline_dir
+        foreign, foreign_epochs = self._foreign_logs(dirs)
         for d, why in self.manager.offline_dirs.items():
             if str(d) in self._told_offline:
                 # the process that found it wrote the ERROR line
@@ -393,21 +394,8 @@ class Broker:
         on_disk: dict[str, dict[int, Uuid | None]] = {}
         for (topic, part), lg in self.manager.logs.items():
             on_disk.setdefault(topic, {})[part] = lg.topic_id
-        foreign_epochs = {}
-        if self.processes is not None and not self.is_member:
-            # the other processes' partitions are on disk too
-            for path, topic, part, topic_id, epoch in _foreign_partitions(dirs, self.manager.logs):
-                why = (
-                    None
-                    if path.parent in self.manager.offline_dirs
-                    else self._stray_reason((topic, part), topic_id)
-                )
-                if why is not None:
-                    self.manager.move_aside_stray(path, (topic, part), why)
-                    continue
-                on_disk.setdefault(topic, {})[part] = topic_id
-                if epoch is not None:
-                    foreign_epochs[(topic, part)] = epoch
+        for topic, part, topic_id in foreign:
+            on_disk.setdefault(topic, {})[part] = topic_id
         for (topic, part), path, target, why in self.manager.moved_aside:
             log.info("Found stray log dir %s: %s", path, why)
             if target != path:
@@ -484,18 +472,53 @@ class Broker:
         )
         return self.startup
 
+    def _foreign_logs(self, dirs: list[Path]) -> tuple[list, dict]:
+        """The first process of several: the other processes' partitions on disk ((topic,
+        partition, topic id) and the latest epoch of each), their strays set aside first (the
+        rule of :meth:`_stray_reason`).  Renaming a stray that fails (an I/O error) takes its
+        dir offline from the start, as a load error there does (UnifiedLog.renameDir's
+        maybeHandleIOException: "Error while renaming dir for T-P in log dir D")."""
+        found: list[tuple[str, int, Uuid | None]] = []
+        epochs: dict[tuple[str, int], int] = {}
+        if self.processes is None or self.is_member:
+            return found, epochs
+        for path, topic, part, topic_id, epoch in _foreign_partitions(dirs, self.manager.logs):
+            why = (
+                None
+                if path.parent in self.manager.offline_dirs
+                else self._stray_reason((topic, part), topic_id)
+            )
+            if why is not None:
+                try:
+                    self.manager.move_aside_stray(path, (topic, part), why)
+                except OSError as exc:
+                    self.manager.fail_at_start(
+                        path.parent,
+                        f"Error while renaming dir for {topic}-{part} in log dir {path.parent}: {exc}",
+                    )
+                continue  # never the topic's log: not adopted
+            found.append((topic, part, topic_id))
+            if epoch is not None:
+                epochs[(topic, part)] = epoch
+        return found, epochs
+
     def _stray_reason(self, tp: tuple[str, int], topic_id: Uuid | None) -> str | None:
         """Why a partition's log found at start-up is not the metadata's (None: it may be).
-        Kafka's KRaft broker calls a log whose topic id its metadata image lacks a stray
-        (LogManager.findStrayReplicas); here the embedded metadata adopts a topic found on
-        disk (a Kafka log dir), so a stray is a log of a topic deleted while its log dir was
-        offline (MetadataStore.deleted_topic_ids), by its topic id, or, with no
-        partition.metadata, by its name while no topic of that name exists."""
+        Kafka's KRaft broker calls a log whose topic id is not in its metadata image a stray
+        (LogManager.findStrayReplicas: image.getPartition(topicId, p) is None): a log whose
+        topic id differs from the metadata's id for its topic's name (the topic was deleted and
+        made again while the log was away), or is the id of a topic deleted while its log dir
+        was offline (MetadataStore.deleted_topic_ids).  Here the embedded metadata adopts a
+        topic it does not hold that is found on disk (a Kafka log dir), so such a log is no
+        stray.  A log without partition.metadata (an adopted dir of a Kafka before 2.8) is
+        given the metadata's id of its name (LogManager.getOrCreateLog: "we may get a log that
+        does not have a topic ID. Assign it here"), unless the name is of a topic deleted while
+        its dir was offline and not made again (3.7.0 has no rule for a log with no id in KRaft
+        mode: findStrayReplicas throws, a fatal start-up fault)."""
         deleted = self.metadata.deleted_topic_ids
-        if not deleted:
-            return None
         if topic_id is not None:
-            if str(topic_id) in deleted:
+            t = self.metadata.topics.get(tp[0])
+            if str(topic_id) in deleted or (t is not None and t.topic_id != topic_id):
                 return f"the topicId {topic_id} does not exist in the metadata image"
             return None
         if tp[0] in deleted.values() and tp[0] not in self.metadata.topics:

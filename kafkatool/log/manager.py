@@ -383,11 +383,16 @@ class LogManager:
         except lock.LogDirLockedError:
             raise
         except OSError as exc:
-            self._let_go_of_dir(log_dir)
-            if not self.member:  # a member holds no lock (the primary releases it when told)
-                lock.release(log_dir)
-            state = self.dirs.get(log_dir) or LogDirState(log_dir, False)
-            self._mark_offline_at_start(state, f"Error while loading log dir {log_dir}: {exc}")
+            self.fail_at_start(log_dir, f"Error while loading log dir {log_dir}: {exc}")
+
+    def fail_at_start(self, log_dir: Path, why: str) -> None:
+        """A dir whose start-up met an I/O error (loading it, or setting aside a stray there)
+        is offline from the start: its logs are let go of and its lock released."""
+        self._let_go_of_dir(log_dir)
+        if not self.member:  # a member holds no lock (the primary releases it when told)
+            lock.release(log_dir)
+        state = self.dirs.get(log_dir) or LogDirState(log_dir, False)
+        self._mark_offline_at_start(state, why)
 
     def _mark_offline_at_start(self, state: LogDirState, why: str) -> None:
         state.offline = why
