@@ -995,7 +995,7 @@ class LogManager:
     def _reopen(self, tp: TopicPartition, path: Path, home: Path, old: Log) -> Log:
         lg = Log(
             path,
-            self.config_for(tp[0]),
+            self.topic_configs.get(tp[0], old.config),  # a topic refused since: its log's own
             log_start_offset=old.log_start_offset,
             recovery_point=old.log_end_offset,
             had_clean_shutdown=True,
