@@ -367,6 +367,29 @@ class Broker:
         )
         self.manager.on_offline_dir = self._on_offline_dir
         foreign, foreign_epochs = self._foreign_logs(dirs)
+        on_disk: dict[str, dict[int, Uuid | None]] = {}
+        for (topic, part), lg in self.manager.logs.items():
+            on_disk.setdefault(topic, {})[part] = lg.topic_id
+        for _path, topic, part, topic_id in foreign:
+            on_disk.setdefault(topic, {})[part] = topic_id
+        compacted = {tp[0] for st in self.manager.dirs.values() for tp in st.cleaner_offsets}
+        if self.cluster is None and not self.is_member:  # a member takes the primary's metadata
+            notes += self.metadata.reconcile(on_disk, compacted=compacted, kraft=kraft)
+            if stray is not None:
+                # a topic adopted from logs of different topic ids has one: the others are
+                # strays now (as they would be at every later start)
+                paths = {(topic, part): path for path, topic, part, _id in foreign}
+                for name in sorted(set(on_disk) - in_file):
+                    for part, topic_id in sorted(on_disk[name].items()):
+                        why = self._stray_reason((name, part), topic_id)
+                        if why is None:
+                            continue
+                        if (name, part) in paths:
+                            if paths[(name, part)].parent in self.manager.offline_dirs:
+                                continue  # out of reach: the start the dir is back sets it aside
+                            self.manager.move_aside_or_fail(paths[(name, part)], (name, part), why)
+                        else:
+                            self.manager.set_aside_loaded((name, part), why)
         for d, why in self.manager.offline_dirs.items():
             if str(d) in self._told_offline:
                 # the process that found it wrote the ERROR line
@@ -391,11 +414,6 @@ class Broker:
         elif writable:
             # the event loop takes checkpoint snapshots; the scheduler thread writes the files
             self.manager.checkpoint_writer = self.workers.checkpoint_writer(self.manager)
-        on_disk: dict[str, dict[int, Uuid | None]] = {}
-        for (topic, part), lg in self.manager.logs.items():
-            on_disk.setdefault(topic, {})[part] = lg.topic_id
-        for topic, part, topic_id in foreign:
-            on_disk.setdefault(topic, {})[part] = topic_id
         for (topic, part), path, target, why in self.manager.moved_aside:
             log.info("Found stray log dir %s: %s", path, why)
             if target != path:
@@ -406,9 +424,6 @@ class Broker:
                 notes.append(f"{path}: a stray log ({why}), not served (--read-only renames nothing)")
         if stray is not None and writable and not self.manager.offline_dirs:
             self.metadata.deleted_topic_ids.clear()  # every dir was read: none is left
-        compacted = {tp[0] for st in self.manager.dirs.values() for tp in st.cleaner_offsets}
-        if self.cluster is None and not self.is_member:  # a member takes the primary's metadata
-            notes += self.metadata.reconcile(on_disk, compacted=compacted, kraft=kraft)
         for (name, p), epoch in foreign_epochs.items():
             # Metadata names the epoch the owner's log has (a dir written by Kafka has some)
             t = self.metadata.topics.get(name)
@@ -473,12 +488,11 @@ class Broker:
         return self.startup
 
     def _foreign_logs(self, dirs: list[Path]) -> tuple[list, dict]:
-        """The first process of several: the other processes' partitions on disk ((topic,
+        """The first process of several: the other processes' partitions on disk ((dir, topic,
         partition, topic id) and the latest epoch of each), their strays set aside first (the
-        rule of :meth:`_stray_reason`).  Renaming a stray that fails (an I/O error) takes its
-        dir offline from the start, as a load error there does (UnifiedLog.renameDir's
-        maybeHandleIOException: "Error while renaming dir for T-P in log dir D")."""
-        found: list[tuple[str, int, Uuid | None]] = []
+        rule of :meth:`_stray_reason`; a rename that fails takes the dir offline:
+        LogManager.move_aside_or_fail)."""
+        found: list[tuple[Path, str, int, Uuid | None]] = []
         epochs: dict[tuple[str, int], int] = {}
         if self.processes is None or self.is_member:
             return found, epochs
@@ -489,15 +503,9 @@ class Broker:
                 else self._stray_reason((topic, part), topic_id)
             )
             if why is not None:
-                try:
-                    self.manager.move_aside_stray(path, (topic, part), why)
-                except OSError as exc:
-                    self.manager.fail_at_start(
-                        path.parent,
-                        f"Error while renaming dir for {topic}-{part} in log dir {path.parent}: {exc}",
-                    )
+                self.manager.move_aside_or_fail(path, (topic, part), why)
                 continue  # never the topic's log: not adopted
-            found.append((topic, part, topic_id))
+            found.append((path, topic, part, topic_id))
             if epoch is not None:
                 epochs[(topic, part)] = epoch
         return found, epochs

@@ -687,7 +687,9 @@ class LogManager:
     def abandon_log(self, tp: TopicPartition) -> None:
         """After a failure: release the files without flushing, snapshotting or recording
         checkpoints (the next start-up treats the partition as not shut down cleanly)."""
-        log = self.logs.pop(tp)
+        log = self.logs.pop(tp, None)
+        if log is None:
+            return  # its dir failed at start (a rename before it)
         self._log_dir_of.pop(tp)
         log.release()
 
@@ -936,6 +938,26 @@ class LogManager:
                 self._write(state, name)
         self.moved_aside.append((tp, path, target or path, why))
         return target
+
+    def move_aside_or_fail(self, path: Path, tp: TopicPartition, why: str) -> None:
+        """Start-up: :meth:`move_aside_stray`, and if the rename meets an I/O error the dir is
+        offline from the start, as a load error there (UnifiedLog.renameDir's
+        maybeHandleIOException: "Error while renaming dir for T-P in log dir D")."""
+        try:
+            self.move_aside_stray(path, tp, why)
+        except OSError as exc:
+            d = path.parent
+            self.fail_at_start(d, f"Error while renaming dir for {tp[0]}-{tp[1]} in log dir {d}: {exc}")
+
+    def set_aside_loaded(self, tp: TopicPartition, why: str) -> None:
+        """Start-up: a loaded log found a stray once the metadata adopted its topic (logs of one
+        topic with different topic ids) is let go of and set aside (:meth:`move_aside_or_fail`)."""
+        log = self.logs.pop(tp, None)
+        if log is None:
+            return  # its dir failed at start (a rename before it)
+        self._log_dir_of.pop(tp)
+        log.release()
+        self.move_aside_or_fail(log.dir, tp, why)
 
     @staticmethod
     def remove_deleted(paths: list[Path]) -> None:
