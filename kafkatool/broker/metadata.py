@@ -224,13 +224,20 @@ class MetadataStore:
             ]
         notes += [n for la in kraft for n in la.notes]
         for name, parts in sorted(partitions_on_disk.items()):
-            ids = {u for u in parts.values() if u is not None}
+            ids = [u for _p, u in sorted(parts.items()) if u is not None]
             count = max(parts) + 1
             t = self.topics.get(name)
             if t is None:
-                topic_id = next(iter(ids)) if len(ids) == 1 else random_uuid(os.urandom)
-                if len(ids) > 1:
-                    notes.append(f"topic {name}: partitions carry different topic ids; assigned {topic_id}")
+                # the id most of its logs carry (a tie: the lowest partition's); a log of
+                # another id is a stray (a KRaft image has one id per topic)
+                topic_id = max(ids, key=lambda u: (ids.count(u), -ids.index(u))) if ids else None
+                if topic_id is None:
+                    topic_id = random_uuid(os.urandom)
+                if len(set(ids)) > 1:
+                    notes.append(
+                        f"topic {name}: partitions carry different topic ids; took {topic_id}, "
+                        "the logs of the others are strays"
+                    )
                 configs, source = {}, None
                 evidence = topic_settings.ConfigLayer(
                     topic_settings.SOURCE_CLEANER_CHECKPOINT,

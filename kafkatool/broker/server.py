@@ -366,6 +366,30 @@ class Broker:
             stray=stray,
         )
         self.manager.on_offline_dir = self._on_offline_dir
+        foreign, foreign_epochs = self._foreign_logs(dirs)
+        on_disk: dict[str, dict[int, Uuid | None]] = {}
+        for (topic, part), lg in self.manager.logs.items():
+            on_disk.setdefault(topic, {})[part] = lg.topic_id
+        for _path, topic, part, topic_id in foreign:
+            on_disk.setdefault(topic, {})[part] = topic_id
+        compacted = {tp[0] for st in self.manager.dirs.values() for tp in st.cleaner_offsets}
+        if self.cluster is None and not self.is_member:  # a member takes the primary's metadata
+            notes += self.metadata.reconcile(on_disk, compacted=compacted, kraft=kraft)
+            if stray is not None:
+                # a topic adopted from logs of different topic ids has one: the others are
+                # strays now (as they would be at every later start)
+                paths = {(topic, part): path for path, topic, part, _id in foreign}
+                for name in sorted(set(on_disk) - in_file):
+                    for part, topic_id in sorted(on_disk[name].items()):
+                        why = self._stray_reason((name, part), topic_id)
+                        if why is None:
+                            continue
+                        if (name, part) in paths:
+                            if paths[(name, part)].parent in self.manager.offline_dirs:
+                                continue  # out of reach: the start the dir is back sets it aside
+                            self.manager.move_aside_or_fail(paths[(name, part)], (name, part), why)
+                        else:
+                            self.manager.set_aside_loaded((name, part), why)
         for d, why in self.manager.offline_dirs.items():
             if str(d) in self._told_offline:
                 # the process that found it wrote the ERROR line
@@ -390,24 +414,6 @@ class Broker:
         elif writable:
             # the event loop takes checkpoint snapshots; the scheduler thread writes the files
             self.manager.checkpoint_writer = self.workers.checkpoint_writer(self.manager)
-        on_disk: dict[str, dict[int, Uuid | None]] = {}
-        for (topic, part), lg in self.manager.logs.items():
-            on_disk.setdefault(topic, {})[part] = lg.topic_id
-        foreign_epochs = {}
-        if self.processes is not None and not self.is_member:
-            # the other processes' partitions are on disk too
-            for path, topic, part, topic_id, epoch in _foreign_partitions(dirs, self.manager.logs):
-                why = (
-                    None
-                    if path.parent in self.manager.offline_dirs
-                    else self._stray_reason((topic, part), topic_id)
-                )
-                if why is not None:
-                    self.manager.move_aside_stray(path, (topic, part), why)
-                    continue
-                on_disk.setdefault(topic, {})[part] = topic_id
-                if epoch is not None:
-                    foreign_epochs[(topic, part)] = epoch
         for (topic, part), path, target, why in self.manager.moved_aside:
             log.info("Found stray log dir %s: %s", path, why)
             if target != path:
@@ -418,9 +424,6 @@ class Broker:
                 notes.append(f"{path}: a stray log ({why}), not served (--read-only renames nothing)")
         if stray is not None and writable and not self.manager.offline_dirs:
             self.metadata.deleted_topic_ids.clear()  # every dir was read: none is left
-        compacted = {tp[0] for st in self.manager.dirs.values() for tp in st.cleaner_offsets}
-        if self.cluster is None and not self.is_member:  # a member takes the primary's metadata
-            notes += self.metadata.reconcile(on_disk, compacted=compacted, kraft=kraft)
         for (name, p), epoch in foreign_epochs.items():
             # Metadata names the epoch the owner's log has (a dir written by Kafka has some)
             t = self.metadata.topics.get(name)
@@ -484,18 +487,46 @@ class Broker:
         )
         return self.startup
 
+    def _foreign_logs(self, dirs: list[Path]) -> tuple[list, dict]:
+        """The first process of several: the other processes' partitions on disk ((dir, topic,
+        partition, topic id) and the latest epoch of each), their strays set aside first (the
+        rule of :meth:`_stray_reason`; a rename that fails takes the dir offline:
+        LogManager.move_aside_or_fail)."""
+        found: list[tuple[Path, str, int, Uuid | None]] = []
+        epochs: dict[tuple[str, int], int] = {}
+        if self.processes is None or self.is_member:
+            return found, epochs
+        for path, topic, part, topic_id, epoch in _foreign_partitions(dirs, self.manager.logs):
+            why = (
+                None
+                if path.parent in self.manager.offline_dirs
+                else self._stray_reason((topic, part), topic_id)
+            )
+            if why is not None:
+                self.manager.move_aside_or_fail(path, (topic, part), why)
+                continue  # never the topic's log: not adopted
+            found.append((path, topic, part, topic_id))
+            if epoch is not None:
+                epochs[(topic, part)] = epoch
+        return found, epochs
+
     def _stray_reason(self, tp: tuple[str, int], topic_id: Uuid | None) -> str | None:
         """Why a partition's log found at start-up is not the metadata's (None: it may be).
-        Kafka's KRaft broker calls a log whose topic id its metadata image lacks a stray
-        (LogManager.findStrayReplicas); here the embedded metadata adopts a topic found on
-        disk (a Kafka log dir), so a stray is a log of a topic deleted while its log dir was
-        offline (MetadataStore.deleted_topic_ids), by its topic id, or, with no
-        partition.metadata, by its name while no topic of that name exists."""
+        Kafka's KRaft broker calls a log whose topic id is not in its metadata image a stray
+        (LogManager.findStrayReplicas: image.getPartition(topicId, p) is None): a log whose
+        topic id differs from the metadata's id for its topic's name (the topic was deleted and
+        made again while the log was away), or is the id of a topic deleted while its log dir
+        was offline (MetadataStore.deleted_topic_ids).  Here the embedded metadata adopts a
+        topic it does not hold that is found on disk (a Kafka log dir), so such a log is no
+        stray.  A log without partition.metadata (an adopted dir of a Kafka before 2.8) is
+        given the metadata's id of its name (LogManager.getOrCreateLog: "we may get a log that
+        does not have a topic ID. Assign it here"), unless the name is of a topic deleted while
+        its dir was offline and not made again (3.7.0 has no rule for a log with no id in KRaft
+        mode: findStrayReplicas throws, a fatal start-up fault)."""
         deleted = self.metadata.deleted_topic_ids
-        if not deleted:
-            return None
         if topic_id is not None:
-            if str(topic_id) in deleted:
+            t = self.metadata.topics.get(tp[0])
+            if str(topic_id) in deleted or (t is not None and t.topic_id != topic_id):
                 return f"the topicId {topic_id} does not exist in the metadata image"
             return None
         if tp[0] in deleted.values() and tp[0] not in self.metadata.topics:

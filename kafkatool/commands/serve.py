@@ -128,7 +128,10 @@ log dir (standalone: or the first, which holds the metadata) has failed, the bro
 halts with Kafka's fatal line "Shutdown broker because all log dirs in ... have failed"
 (its last line, exit 1).  A topic deleted while a partition of it is on an offline dir
 stays deleted: when the dir is back, the next start renames that partition's dir to
-<topic>-<p>.<uuid>-stray and keeps it unserved, as Kafka's KRaft broker does.
+<topic>-<p>.<uuid>-stray and keeps it unserved, as Kafka's KRaft broker does; so it
+does with a log whose topic id is not the metadata's for its topic (a topic deleted
+and made again while the log was away).  A stray that cannot be renamed takes its dir
+offline.
 
 A configuration or start-up error (no usable log dir included) exits 2; a clean
 shutdown exits 0; a broker whose process died or whose log dirs all failed exits 1.

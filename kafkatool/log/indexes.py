@@ -109,15 +109,27 @@ class _FileIndex:
     def _pread(self, n: int, position: int) -> bytes:
         self._write_pending()
         if self._fd >= 0:
-            return os.pread(self._fd, n, position)
+            try:
+                return os.pread(self._fd, n, position)
+            except OSError as exc:
+                raise self._named(exc) from None
         try:
             fd = os.open(self.path, os.O_RDONLY)
         except FileNotFoundError:
             return b""
         try:
             return os.pread(fd, n, position)
+        except OSError as exc:
+            raise self._named(exc) from None
         finally:
             os.close(fd)
+
+    def _named(self, exc: OSError) -> OSError:
+        """A read's error naming the index (a pread on a descriptor names no file): the one
+        line a failed dir gets names it.  Only errors take this path (a try costs nothing)."""
+        if exc.filename is not None or exc.errno is None:
+            return exc
+        return OSError(exc.errno, exc.strerror, str(self.path))
 
     def release(self) -> None:
         """Let go of the descriptor (the segment is no longer active); reads reopen."""

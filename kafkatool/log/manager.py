@@ -383,11 +383,16 @@ class LogManager:
         except lock.LogDirLockedError:
             raise
         except OSError as exc:
-            self._let_go_of_dir(log_dir)
-            if not self.member:  # a member holds no lock (the primary releases it when told)
-                lock.release(log_dir)
-            state = self.dirs.get(log_dir) or LogDirState(log_dir, False)
-            self._mark_offline_at_start(state, f"Error while loading log dir {log_dir}: {exc}")
+            self.fail_at_start(log_dir, f"Error while loading log dir {log_dir}: {exc}")
+
+    def fail_at_start(self, log_dir: Path, why: str) -> None:
+        """A dir whose start-up met an I/O error (loading it, or setting aside a stray there)
+        is offline from the start: its logs are let go of and its lock released."""
+        self._let_go_of_dir(log_dir)
+        if not self.member:  # a member holds no lock (the primary releases it when told)
+            lock.release(log_dir)
+        state = self.dirs.get(log_dir) or LogDirState(log_dir, False)
+        self._mark_offline_at_start(state, why)
 
     def _mark_offline_at_start(self, state: LogDirState, why: str) -> None:
         state.offline = why
@@ -682,7 +687,9 @@ class LogManager:
     def abandon_log(self, tp: TopicPartition) -> None:
         """After a failure: release the files without flushing, snapshotting or recording
         checkpoints (the next start-up treats the partition as not shut down cleanly)."""
-        log = self.logs.pop(tp)
+        log = self.logs.pop(tp, None)
+        if log is None:
+            return  # its dir failed at start (a rename before it)
         self._log_dir_of.pop(tp)
         log.release()
 
@@ -932,6 +939,26 @@ class LogManager:
         self.moved_aside.append((tp, path, target or path, why))
         return target
 
+    def move_aside_or_fail(self, path: Path, tp: TopicPartition, why: str) -> None:
+        """Start-up: :meth:`move_aside_stray`, and if the rename meets an I/O error the dir is
+        offline from the start, as a load error there (UnifiedLog.renameDir's
+        maybeHandleIOException: "Error while renaming dir for T-P in log dir D")."""
+        try:
+            self.move_aside_stray(path, tp, why)
+        except OSError as exc:
+            d = path.parent
+            self.fail_at_start(d, f"Error while renaming dir for {tp[0]}-{tp[1]} in log dir {d}: {exc}")
+
+    def set_aside_loaded(self, tp: TopicPartition, why: str) -> None:
+        """Start-up: a loaded log found a stray once the metadata adopted its topic (logs of one
+        topic with different topic ids) is let go of and set aside (:meth:`move_aside_or_fail`)."""
+        log = self.logs.pop(tp, None)
+        if log is None:
+            return  # its dir failed at start (a rename before it)
+        self._log_dir_of.pop(tp)
+        log.release()
+        self.move_aside_or_fail(log.dir, tp, why)
+
     @staticmethod
     def remove_deleted(paths: list[Path]) -> None:
         for path in paths:
@@ -990,7 +1017,7 @@ class LogManager:
     def _reopen(self, tp: TopicPartition, path: Path, home: Path, old: Log) -> Log:
         lg = Log(
             path,
-            self.config_for(tp[0]),
+            self.topic_configs.get(tp[0], old.config),  # a topic refused since: its log's own
             log_start_offset=old.log_start_offset,
             recovery_point=old.log_end_offset,
             had_clean_shutdown=True,

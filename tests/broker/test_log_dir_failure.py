@@ -546,7 +546,8 @@ def test_a_dir_a_member_fails_to_load_at_start_up_is_offline_for_the_broker(tmp_
         errors = _errors(b)
         assert len(errors) == 1, errors
         assert "process=1" in errors[0] and f"Error while loading log dir {second}" in errors[0], errors
-        assert "Is a directory" in errors[0], errors  # a pread on the directory: no file name
+        index = second / f"{topics[3]}-0" / "00000000000000000000.index"
+        assert f"Is a directory: '{index}'" in errors[0], errors  # the pread's error names the index
         assert f"log dir {second} is offline: process 1 of this broker found it failed" in text
         assert "Traceback" not in text
         assert b.stop(timeout=60) == 0, b.log_text()[-3000:]
@@ -578,7 +579,8 @@ def test_a_dir_a_member_fails_to_load_at_its_restart_is_offline_for_the_broker(t
         text = b.log_text()
         errors = _errors(b)
         assert len(errors) == 1, errors
-        assert "process=1" in errors[0] and "Is a directory" in errors[0], errors
+        index = second / f"{topics[3]}-0" / "00000000000000000000.index"
+        assert "process=1" in errors[0] and f"Is a directory: '{index}'" in errors[0], errors
         assert f"log dir {second} is offline: process 1 of this broker found it failed" in text
         assert "Traceback" not in text and "the broker stops" not in text
         assert b.stop(timeout=60) == 0, b.log_text()[-3000:]
@@ -716,5 +718,102 @@ def test_a_topic_deleted_while_its_dir_is_offline_stays_deleted_when_the_dir_is_
                 assert only.base_offset == 0 and b"k7" in bytes(records)
         assert b.stop(timeout=60) == 0
         assert stray.is_dir() and (stray / "00000000000000000000.log").read_bytes() == segment
+    finally:
+        b.kill()
+
+
+def _old_log_of_a_topic_made_again(
+    b: BrokerProcess, data: Path, second: Path, gone: str
+) -> tuple[Path, bytes]:
+    """``gone`` gets a record; its dir is taken away while the broker deletes the
+    topic and makes it again (a new topic id, its log in one of the dirs), then put back in the
+    dir that does not hold the new log.  Returns that dir and the old segment's bytes."""
+    b.start(timeout=40)
+    with WireClient(b.bootstrap) as c:
+        create_topic(c, gone)
+        assert _until(lambda: _leader(c, gone)[1] >= 0)
+        with WireClient(_nodes(c)[_leader(c, gone)[1]]) as m:
+            assert produce(m, gone, _batch(0)).error_code == 0
+    assert b.stop(timeout=60) == 0
+    [old] = [d / f"{gone}-0" for d in (data, second) if (d / f"{gone}-0").is_dir()]
+    segment = (old / "00000000000000000000.log").read_bytes()
+    away = data.parent / "away"
+    shutil.move(old, away)
+    b.start(timeout=40)
+    with WireClient(b.bootstrap) as c:
+        resp = c.request(20, 1, G.DeleteTopicsRequest(topic_names=[gone], timeout_ms=10000))
+        assert resp.responses[0].error_code == 0
+        create_topic(c, gone)
+        assert _until(lambda: _leader(c, gone)[1] >= 0)
+    assert b.stop(timeout=60) == 0
+    home = data if (second / f"{gone}-0").is_dir() else second
+    assert not (home / f"{gone}-0").exists()
+    shutil.move(away, home / f"{gone}-0")
+    return home / f"{gone}-0", segment
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_log_whose_topic_id_is_not_the_metadatas_is_a_stray(tmp_path, processes):
+    """KRaft (LogManager.findStrayReplicas): a log whose partition.metadata names another topic
+    id than the metadata's for its topic (the topic deleted and made again while the log was
+    away) is a stray: set aside as ``<dir>.<uuid>-stray``, not served, not a duplicate of the
+    new topic's log (on main: 'duplicate log directories', exit 2).  processes=2: the member's
+    partition, set aside by the primary."""
+    import re
+
+    data, second = tmp_path / "data", tmp_path / "second"
+    gone = _owned_by(1, "gone")
+    extra = [f"log.dirs={data},{second}", f"kafkatool.processes={processes}", "num.partitions=1"]
+    b = BrokerProcess(data, extra=extra)
+    try:
+        part, segment = _old_log_of_a_topic_made_again(b, data, second, gone)
+        b.start(timeout=40)
+        with WireClient(b.bootstrap) as c:
+            assert _until(lambda: _leader(c, gone)[1] >= 0)
+            with WireClient(_nodes(c)[_leader(c, gone)[1]]) as m:
+                assert _until(lambda: produce(m, gone, _batch(7)).error_code == 0)
+                [only] = batches_of(fetch(m, gone, 0).responses[0].partitions[0].records)
+                assert only.base_offset == 0  # the new topic's log, not the old one's
+        assert b.stop(timeout=60) == 0
+        assert not part.exists()
+        [stray] = [p for p in part.parent.iterdir() if p.name.startswith(f"{gone}-0.")]
+        assert re.fullmatch(rf"{gone}-0\.[0-9a-f]{{32}}-stray", stray.name), stray.name
+        assert (stray / "00000000000000000000.log").read_bytes() == segment
+        text = b.log_text()
+        assert f"Found stray log dir {part}: the topicId " in text, text[-3000:]
+        assert f"Log for partition {gone}-0 is marked as stray and renamed to {stray}" in text
+        assert "Traceback" not in text and not _errors(b), text[-3000:]
+    finally:
+        b.kill()
+
+
+def test_a_member_stray_that_cannot_be_renamed_takes_its_dir_offline(can_mount, tmp_path):
+    """processes=2: the primary sets aside the member's stray log, and the rename fails (the
+    partition dir is a bind mount of itself in the broker's mount namespace: EBUSY, a real
+    error of the kernel): the dir is offline from the start for both processes, as any load
+    error there, with one ERROR line naming the partition and the dir; the broker runs (on
+    main: exit 2)."""
+    data, second = tmp_path / "data", tmp_path / "second"
+    gone = _owned_by(1, "gone")
+    extra = [f"log.dirs={data},{second}", "kafkatool.processes=2", "num.partitions=1"]
+    part, _segment = _old_log_of_a_topic_made_again(BrokerProcess(data, extra=extra), data, second, gone)
+    script = 'mount --bind "$0" "$0" && exec "$@"'
+    b = BrokerProcess(data, extra=extra, prefix=["unshare", "-rm", "sh", "-c", script, str(part)])
+    try:
+        b.start(timeout=40)
+        home = part.parent
+        other = data if home == second else second
+        with WireClient(b.bootstrap) as c:
+            assert _until(
+                lambda: _primary_dirs(c) == {str(other): 0, str(home): ErrorCode.KAFKA_STORAGE_ERROR}
+            )
+        text = b.log_text()
+        errors = _errors(b)
+        assert len(errors) == 1, errors
+        assert f"Error while renaming dir for {gone}-0 in log dir {home}" in errors[0], errors
+        assert "Device or resource busy" in errors[0], errors
+        assert "Traceback" not in text
+        assert b.stop(timeout=60) == 0, b.log_text()[-3000:]
+        assert part.is_dir()  # nothing renamed
     finally:
         b.kill()

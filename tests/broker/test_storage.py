@@ -239,3 +239,42 @@ def test_node_id_comes_from_meta_properties(make_broker, tmp_path):
         raise AssertionError("a mismatching broker.id must be refused")
     except RuntimeError as exc:
         assert "does not match" in str(exc)
+
+
+def test_an_adopted_topic_whose_logs_carry_different_topic_ids(make_broker, tmp_path):
+    """A Kafka dir whose orders-0/1 carry one topic id and orders-2 another (KRaft's image has
+    one id per topic; LogManager.findStrayReplicas): the topic is adopted with the id most of its
+    logs carry, orders-2's log is set aside at this first start as <dir>.<uuid>-stray (kept,
+    byte-identical) and partition 2 starts empty; a later start keeps it so (on main: served at
+    the first start, then every log set aside once the random id was stored). A log with no
+    partition.metadata (a Kafka before 2.8) is the topic's and gets its id."""
+    import re
+
+    root, info = kafka_log_dir(tmp_path / "kafka-logs")
+    other = random_uuid(os.urandom)
+    pdir = make_partition(root, "orders-2", segments=1, batches_per_segment=5)
+    fileops.atomic_write(pdir / props.PARTITION_METADATA_FILE, props.encode_partition_metadata(other))
+    make_partition(root, "orders-3", segments=1, batches_per_segment=4)  # no partition.metadata
+    segment = (pdir / "00000000000000000000.log").read_bytes()
+    b = make_broker(root)
+    for _start in range(2):
+        b.start()
+        with WireClient(b.bootstrap) as c:
+            md = c.request(3, 12, G.MetadataRequest(topics=None))
+            (t,) = [t for t in md.topics if t.name == "orders"]
+            assert t.topic_id.bytes == info["topic_id"].raw and len(t.partitions) == 4
+            assert [r.offset for r in all_records(c, "orders", 0)] == list(range(120))
+            assert all_records(c, "orders", 2) == []
+            kept = [r.offset for r in all_records(c, "orders", 3)]  # 4 batches of several records
+            assert len(kept) > 4 and kept == list(range(len(kept)))
+        text = b.log_text()
+        assert b.stop() == 0
+        assert "Traceback" not in text
+        if _start == 0:
+            assert f"Found stray log dir {pdir}: the topicId {other} does not exist" in text
+            assert "Log for partition orders-2 is marked as stray and renamed to" in text
+    meta3 = props.decode_partition_metadata((root / "orders-3" / props.PARTITION_METADATA_FILE).read_bytes())
+    assert meta3.topic_id == info["topic_id"]
+    [stray] = [p for p in root.iterdir() if p.name.startswith("orders-2.")]
+    assert re.fullmatch(r"orders-2\.[0-9a-f]{32}-stray", stray.name), stray.name
+    assert (stray / "00000000000000000000.log").read_bytes() == segment

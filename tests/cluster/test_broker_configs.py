@@ -596,7 +596,7 @@ def test_leader_and_isr_answers_a_partition_whose_stored_overrides_are_refused(t
 
     chroot, k, put = _chroot_writer(zk_module)
 
-    def leader_and_isr(epoch: int, *topics: str):
+    def leader_and_isr(epoch: int, *topics: str, partition: int = 0):
         states = [
             LeaderAndIsrTopicState(
                 topic_name=t,
@@ -604,7 +604,7 @@ def test_leader_and_isr_answers_a_partition_whose_stored_overrides_are_refused(t
                 partition_states=[
                     LeaderAndIsrPartitionState(
                         topic_name=t,
-                        partition_index=0,
+                        partition_index=partition,
                         controller_epoch=1,
                         leader=1,
                         leader_epoch=epoch,
@@ -659,6 +659,19 @@ def test_leader_and_isr_answers_a_partition_whose_stored_overrides_are_refused(t
             "expected delete and/or compact"
         ]
         assert all(r.exc_info is None for r in caplog.records)
+        # a refused notification for a topic whose overrides were taken: its log keeps them
+        # (LogManager.updateTopicConfig threw), a log made later reads ZooKeeper again
+        # (getOrCreateLog -> fetchLogConfig) and is refused; on main it got the old ones
+        put("/config/topics/good", {"cleanup.policy": "shred"})
+        broker.cluster._apply_topic_configs("good", {"cleanup.policy": "shred"})
+        assert broker.manager.logs[("good", 0)].config.cleanup_policy == ("compact",)
+        assert broker.metadata.topics["good"].configs == {"cleanup.policy": "shred"}
+        assert leader_and_isr(1, "good", partition=1) == (0, {("good", 1): -1})
+        assert ("good", 1) not in broker.manager.logs
+        put("/config/topics/good", {"cleanup.policy": "delete"})  # fixed: the next one is made
+        assert leader_and_isr(2, "good", partition=1) == (0, {("good", 1): 0})
+        assert broker.manager.logs[("good", 1)].config.cleanup_policy == ("delete",)
+        assert broker.manager.logs[("good", 0)].config.cleanup_policy == ("compact",)
         # UpdateMetadata: the partition is cached, the answer NONE
         caplog.clear()
         req = UpdateMetadataRequest(
@@ -776,7 +789,15 @@ def test_a_topic_whose_stored_overrides_are_refused_is_in_metadata_on_every_brok
         )
         assert md.topics[0].error_code == 0 and len(md.topics[0].partitions) == 2
         assert produce(c, "zkbad", batch(1)).error_code == 6  # NOT_LEADER_OR_FOLLOWER
-        assert describe(c, "zkbad", ["cleanup.policy"])[1]["cleanup.policy"].value == "shred"
+        # ZkAdminManager's ConfigHelper builds LogConfig.fromProps of /config/topics/T: its
+        # ConfigException answers UNKNOWN_SERVER_ERROR with no message and no configs
+        res, configs = describe(c, "zkbad", ["cleanup.policy"])
+        assert (res.error_code, res.error_message, configs) == (-1, None, {})  # UNKNOWN_SERVER_ERROR
+        assert (
+            "Error processing describe configs request for resource DescribeConfigsResource("
+            "resourceType=2, resourceName='zkbad', configurationKeys=[cleanup.policy]): "
+            "invalid value 'shred' for cleanup.policy"
+        ) in b1.log_text()
         assert inc(c, 2, "zkbad", ("cleanup.policy", 0, "compact")) == (0, None)
     for n, b in cluster.brokers.items():
         with WireClient(b.bootstrap) as c:

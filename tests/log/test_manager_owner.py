@@ -189,3 +189,25 @@ def test_only_the_log_manager_locks_a_dir_or_writes_its_checkpoints():
         if used:
             offenders.append(f"{rel}: {sorted(used)}")
     assert offenders == []
+
+
+def test_replace_with_future_keeps_the_logs_config_when_the_topic_has_no_logconfig(tmp_path):
+    """A topic whose stored overrides the engine refused since its log was made (cluster mode:
+    no manager.topic_configs entry, Kafka's logs keep theirs): the moved log keeps its own
+    config, not the broker's defaults."""
+    d1 = _broker_dir(tmp_path)
+    d2 = tmp_path / "logs2"
+    mgr = LogManager([d1, d2], CFG)
+    own = LogConfig(segment_bytes=2_000, cleanup_policy=("compact",))
+    mgr.get_log("b", 0).config = own
+    assert "b" not in mgr.topic_configs
+    future = mgr.new_future_dir(("b", 0), d2)
+
+    def copy_rest(old: Path, fut: Path) -> None:
+        for n in os.listdir(old):
+            if (old / n).is_file():
+                (fut / n).write_bytes((old / n).read_bytes())
+
+    new = mgr.replace_with_future(("b", 0), future, d2, copy_rest)
+    assert new.config is own and mgr.get_log("b", 0).config is own
+    mgr.shutdown()

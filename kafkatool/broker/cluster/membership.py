@@ -433,6 +433,13 @@ class Cluster:
                 return
         except ConfigError as exc:  # Kafka's ZkConfigManager logs the failed change and goes on
             log.error("topic configs of %s in ZooKeeper not applied: %s", name, exc)
+            t = self.broker.metadata.topics.get(name)
+            if t is not None:
+                # the logs keep theirs (updateTopicConfig threw before any); a log made later
+                # reads /config/topics/T again (getOrCreateLog -> fetchLogConfig) and is refused:
+                # the stored overrides with no LogConfig, as ReplicaManager._ensure_topic keeps them
+                t.configs = dict(configs)
+                self.broker.manager.topic_configs.pop(name, None)
             return
         log.info("topic configs of %s reloaded from ZooKeeper: %s", name, configs)
 

@@ -592,6 +592,25 @@ def handle_describe_configs(ctx, req):
                     f"Topic {res.resource_name} does not exist",
                 )
                 continue
+            try:
+                broker.config.log_config(t.configs)
+            except C.ConfigError as exc:
+                # ConfigHelper.describeConfigs builds LogConfig.fromProps of the stored overrides
+                # (ZooKeeper mode: /config/topics/T as the engine refused it); its ConfigException
+                # answers UNKNOWN_SERVER_ERROR (Errors.forException) with no message, logged
+                keys_text = (
+                    "null" if res.configuration_keys is None else f"[{', '.join(res.configuration_keys)}]"
+                )
+                log.error(
+                    "Error processing describe configs request for resource DescribeConfigsResource("
+                    "resourceType=%d, resourceName='%s', configurationKeys=%s): %s",
+                    res.resource_type,
+                    res.resource_name,
+                    keys_text,
+                    exc,
+                )
+                r.error_code, r.error_message = ErrorCode.UNKNOWN_SERVER_ERROR, None
+                continue
             r.configs = _describe_topic(broker, t, keys, v, include_synonyms, include_doc)
         elif res.resource_type in (BROKER, BROKER_LOGGER):
             name = res.resource_name or ""
