@@ -129,18 +129,20 @@ def test_delete_log_renames_and_forgets_its_entries(tmp_path):
     mgr.shutdown()
 
 
+def _copy_rest(old: Path, fut: Path) -> None:
+    """The log-dir move's copy step: every file of the partition dir into the future dir."""
+    for n in os.listdir(old):
+        if (old / n).is_file():
+            (fut / n).write_bytes((old / n).read_bytes())
+
+
 def test_replace_with_future_moves_the_log_and_its_checkpoint_entries(tmp_path):
     d1 = _broker_dir(tmp_path)
     d2 = tmp_path / "logs2"
     mgr = LogManager([d1, d2], CFG)
     future = mgr.new_future_dir(("b", 0), d2)
 
-    def copy_rest(old: Path, fut: Path) -> None:
-        for n in os.listdir(old):
-            if (old / n).is_file():
-                (fut / n).write_bytes((old / n).read_bytes())
-
-    new = mgr.replace_with_future(("b", 0), future, d2, copy_rest)
+    new = mgr.replace_with_future(("b", 0), future, d2, _copy_rest)
     assert mgr.log_dir_of("b", 0) == d2 and new.dir == d2 / "b-0" and not (d1 / "b-0").exists()
     assert [name for name in os.listdir(d1) if name.startswith("b-0")] == []
     assert _cp(d2, ck.CLEANER_OFFSET_CHECKPOINT) == {("b", 0): 4}
@@ -203,11 +205,6 @@ def test_replace_with_future_keeps_the_logs_config_when_the_topic_has_no_logconf
     assert "b" not in mgr.topic_configs
     future = mgr.new_future_dir(("b", 0), d2)
 
-    def copy_rest(old: Path, fut: Path) -> None:
-        for n in os.listdir(old):
-            if (old / n).is_file():
-                (fut / n).write_bytes((old / n).read_bytes())
-
-    new = mgr.replace_with_future(("b", 0), future, d2, copy_rest)
+    new = mgr.replace_with_future(("b", 0), future, d2, _copy_rest)
     assert new.config is own and mgr.get_log("b", 0).config is own
     mgr.shutdown()
