@@ -77,6 +77,13 @@ def test_describe_configs_sources_types_synonyms(broker):
         create(c, "adm-cfg", 1, configs={"retention.ms": "5000"})
         res, cfg = describe(c, "adm-cfg")
         assert res.error_code == 0
+        # a topic the metadata does not know: ConfigHelper answers the code alone, no message
+        missing, _ = describe(c, "adm-cfg-none")
+        assert (missing.error_code, missing.error_message, missing.configs) == (
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            None,
+            [],
+        )
         r = cfg["retention.ms"]
         assert (r.value, r.config_source, r.config_type) == ("5000", 1, 5)
         # ConfigHelper.configSynonyms of log.retention.ms: only log.retention.hours has a value

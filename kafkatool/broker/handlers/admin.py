@@ -587,10 +587,8 @@ def handle_describe_configs(ctx, req):
         if res.resource_type == TOPIC:
             t = broker.topic(res.resource_name)
             if t is None:
-                r.error_code, r.error_message = (
-                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                    f"Topic {res.resource_name} does not exist",
-                )
+                # ConfigHelper.describeConfigs: the error code alone, no message (read at 3.7.0)
+                r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             try:
                 broker.config.log_config(t.configs)
