@@ -92,40 +92,38 @@ def _foreign_partitions(dirs: list[Path], loaded) -> list[tuple[Path, str, int, 
     return out
 
 
-def unreadable_dirs(dirs: list[Path]) -> dict[str, str]:
-    """The log dirs whose meta.properties cannot be read (an I/O error, or bytes that are not
-    a properties file; a missing one is a new dir), with the cause: Kafka's
-    MetaPropertiesEnsemble.Loader puts them in errorLogDirs and the broker starts with them
-    offline."""
+def load_meta_properties(dirs: list[Path]) -> tuple[dict[Path, object], dict[str, str]]:
+    """Every log dir's meta.properties, read once (Kafka's MetaPropertiesEnsemble.Loader):
+    (the dirs that have one readable -> its MetaProperties, the dirs whose file cannot be read
+    -> why: an I/O error or bytes that are not a properties file; Kafka puts those in
+    errorLogDirs and the broker starts with them offline).  A missing file is a new dir."""
     from kafkatool.formats import properties as props
 
-    out = {}
+    metas: dict[Path, object] = {}
+    unreadable: dict[str, str] = {}
     for d in dirs:
         path = d / props.META_PROPERTIES_FILE
         try:
-            props.decode_meta_properties(path.read_bytes())
+            metas[d] = props.decode_meta_properties(path.read_bytes())
         except (FileNotFoundError, NotADirectoryError):
             continue
         except (OSError, ValueError, FormatError) as exc:
-            out[str(d)] = f"Error while reading meta.properties file {path}: {exc}"
-    return out
+            unreadable[str(d)] = f"Error while reading meta.properties file {path}: {exc}"
+    return metas, unreadable
 
 
-def stored_node_id(dirs: list[Path], configured: int | None = None) -> int | None:
-    """node.id / broker.id from the log dirs' meta.properties (None when there is none), checked
-    as Kafka checks them at start-up (MetaPropertiesEnsemble.verify with the configured id): every
-    dir's stored id is ``configured`` or, none configured, the first dir's; OSError otherwise."""
+def stored_node_id(metas: dict[Path, object], configured: int | None = None) -> int | None:
+    """node.id / broker.id from the log dirs' meta.properties (``load_meta_properties``; None
+    when there is none), checked as Kafka checks them at start-up (MetaPropertiesEnsemble.verify
+    with the configured id): every dir's stored id is ``configured`` or, none configured, the
+    first dir's; OSError otherwise."""
     from kafkatool.formats import properties as props
 
     found: tuple[int, Path] | None = None
-    for d in dirs:
-        path = d / props.META_PROPERTIES_FILE
-        try:
-            meta = props.decode_meta_properties(path.read_bytes())
-        except (OSError, ValueError, FormatError):
-            continue
+    for d, meta in metas.items():
         if meta.node_id is None:
             continue
+        path = d / props.META_PROPERTIES_FILE
         if configured is not None and meta.node_id != configured:
             raise OSError(
                 f"configured node id {configured} does not match the id {meta.node_id} stored in "
@@ -280,7 +278,8 @@ class Broker:
             if missing:
                 raise OSError(f"log dir {missing[0]} does not exist (--read-only never creates one)")
         offline = dict(self._told_offline)  # dirs another process of this broker found failed
-        for d, why in (unreadable_dirs(dirs) if writable else {}).items():
+        metas, unreadable = load_meta_properties(dirs)
+        for d, why in (unreadable if writable else {}).items():
             offline.setdefault(d, why)
         new_dirs = []
         for d in dirs:
@@ -292,7 +291,7 @@ class Broker:
                     raise
                 offline.setdefault(str(d), f"Error while listing log dir {d}: {exc}")
         explicit = self.config.explicit_node_id
-        stored = stored_node_id(dirs, explicit) if not self.is_member else None
+        stored = stored_node_id(metas, explicit) if not self.is_member else None
         if stored is not None and explicit is None:
             self.node_id = stored  # serving a copied log dir: keep its broker's id
         from kafkatool.broker import processes
