@@ -68,12 +68,17 @@ def codec_from_name(name: str) -> int:
         raise ValueError(f"unknown compression codec {name!r} (expected one of {known})") from None
 
 
+def is_known(codec: int) -> bool:
+    """A codec id Kafka's CompressionType.forId knows (0-4); other bits make it throw."""
+    return codec in CODEC_NAMES
+
+
 def _codec_name(codec: int) -> str:
     return CODEC_NAMES.get(codec, f"codec {codec}")
 
 
 def _check_codec(codec: int, magic: int) -> None:
-    if codec not in CODEC_NAMES:
+    if not is_known(codec):
         raise CompressionError(f"unsupported compression codec {codec} (Kafka knows 0-4)")
     if magic not in (0, 1, 2):
         raise CompressionError(f"unsupported message format magic {magic}")

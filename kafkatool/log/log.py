@@ -818,7 +818,7 @@ class Log:
             # Kafka's isValid: size and CRC; a client's offset range and count are
             # LogValidator's (validate_batches: INVALID_RECORD), not a corrupt batch here
             b.ensure_checksum()
-            if b.codec > compression.ZSTD:
+            if b.codec not in compression.CODEC_NAMES:  # compression.is_known, without a call per batch
                 # the compression type is read here (sourceCompression); no codec has these bits
                 raise UnknownCodecError(
                     f"Unknown compression type id: {b.codec} in the batch in the append to {self.dir.name}",

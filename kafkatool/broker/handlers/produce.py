@@ -217,7 +217,7 @@ def _unknown_codec_below_v7(broker, req) -> bool:
             if rec is None or not 0 <= p.index < t.partitions or len(rec) < R.RECORD_BATCH_OVERHEAD:
                 continue
             b = R.RecordBatch(rec, 0)  # the header's fields (only a magic-2 one is looked at)
-            if b.magic == 2 and b.codec > compression.ZSTD and b.end <= len(rec):
+            if b.magic == 2 and not compression.is_known(b.codec) and b.end <= len(rec):
                 return True
     return False
 
