@@ -1210,6 +1210,19 @@ def encode_legacy_message(
     return struct.pack(">qi", offset, len(message)) + message
 
 
+def overflow_entry(remaining: int, max_size: int) -> bytes:
+    """The overflow entry a sized record set ends in (LazyDownConversionRecordsSend's
+    buildOverflowBatch): offset -1 and a length past the set's end, zero filled, at most
+    ``max_size`` and at least an entry header long, cut to the ``remaining`` bytes; a client
+    reads it as a partial entry and ignores it."""
+    n = max(LOG_OVERHEAD, min(remaining + 1, max_size))
+    head = _OVERFLOW_HEAD.pack(-1, max(remaining + 1, RECORD_BATCH_OVERHEAD))
+    return (head + bytes(n - LOG_OVERHEAD))[:remaining]
+
+
+_OVERFLOW_HEAD = struct.Struct(">qi")
+
+
 def down_convert_batch(b: Batch, magic: int, fetch_offset: int) -> bytes | None:
     """RecordsUtil.downConvert of one batch (the fetch path's down-conversion for Fetch v0-3): a control batch gives nothing, a zstd one None;
     one at or below ``magic`` is kept as it is; an uncompressed one gives its records from the

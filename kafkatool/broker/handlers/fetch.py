@@ -327,10 +327,6 @@ def _refuse(read: _Read, pd, error: int) -> None:
 #: LazyDownConversionRecordsSend.MAX_READ_SIZE: after the first, batches are converted this
 #: many bytes of them at a time
 _CONVERT_CHUNK = 128 * 1024
-#: Records.LOG_OVERHEAD and DefaultRecordBatch.RECORD_BATCH_OVERHEAD (the overflow entry)
-_LOG_OVERHEAD = 12
-_BATCH_OVERHEAD = 61
-_OVERFLOW_HEAD = struct.Struct(">qi")
 
 
 def _down_convert(data: bytes, magic: int, fetch_offset: int) -> bytes | None:
@@ -351,7 +347,7 @@ def _down_convert(data: bytes, magic: int, fetch_offset: int) -> bytes | None:
         if first is None:
             return None
     if not first:
-        return _overflow(_LOG_OVERHEAD) if batches else b""
+        return _overflow(R.LOG_OVERHEAD) if batches else b""
     size = max(len(data), len(first))
     out = bytearray(first)
     while i < len(batches) and len(out) < size:
@@ -374,9 +370,7 @@ def _down_convert(data: bytes, magic: int, fetch_offset: int) -> bytes | None:
 
 def _overflow(remaining: int) -> bytes:
     """LazyDownConversionRecordsSend.buildOverflowBatch, as much of it as ``remaining`` takes."""
-    n = max(_LOG_OVERHEAD, min(remaining + 1, _CONVERT_CHUNK))
-    head = _OVERFLOW_HEAD.pack(-1, max(remaining + 1, _BATCH_OVERHEAD))
-    return (head + bytes(n - _LOG_OVERHEAD))[:remaining]
+    return R.overflow_entry(remaining, _CONVERT_CHUNK)
 
 
 def _encode(header, read: _Read, fctx, broker=None, conn=None):
