@@ -12,6 +12,13 @@ need_apt=()
 command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
 command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
 command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)  # the cluster tests' network namespaces
+# Python 3.11 or newer with pip: the machine's own python3 if it has both (a pyenv build, say),
+# else Debian's (bookworm's python3 is 3.11; pip and venv are packages of their own there)
+if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1; then
+  need_apt+=(python3 python3-pip python3-venv)
+elif ! python3 -m pip --version >/dev/null 2>&1; then
+  need_apt+=(python3-pip python3-venv)
+fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -19,6 +26,12 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}"
 fi
 
+# Debian's python3 is marked externally managed (PEP 668): pip refuses to install into it
+# unless told to.  As root it installs into /usr/local/lib/python3.*/dist-packages, beside (not
+# over) what apt installed, which is what this machine-wide test set-up wants.
+if python3 -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")))'; then
+  export PIP_BREAK_SYSTEM_PACKAGES=1
+fi
 python3 -m pip install -q --disable-pip-version-check -e '.[dev]'
 
 # man pages where man(1) finds them (`man kafkatool`); without the rights, say so and go on
