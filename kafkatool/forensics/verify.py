@@ -600,6 +600,20 @@ def _check_records(batch, rep: SegmentReport, first: int | None) -> int | None:
                 )
         return first
     # legacy
+    if batch.inner_leftover:
+        # Kafka's deep iterator ends the inner set there without an error: a produce takes the
+        # wrapper, a consumer never sees those bytes
+        rep.findings.append(
+            Finding(
+                name,
+                pos,
+                batch.end,
+                last,
+                "record_corrupt",
+                f"{batch.inner_leftover} bytes after the last whole inner message of the wrapper at "
+                f"offset {last} are not read (Kafka ends the wrapper's message set there)",
+            )
+        )
     for r in recs:
         if not r.is_valid:
             rep.findings.append(

@@ -57,3 +57,24 @@ class InvalidRecordError(FormatError):
     INVALID_RECORD, without a message (hasCustomErrorMessage false)."""
 
     kind = "invalid_record"
+
+
+class IllegalArgumentError(FormatError):
+    """Input on which Kafka throws IllegalArgumentException, no ApiException: a produce answers
+    UNKNOWN_SERVER_ERROR without a message (ReplicaManager.appendToLocalLog's catch-all,
+    hasCustomErrorMessage = false).  A record timestamp below -1 in an append that LogValidator
+    rebuilds (MemoryRecordsBuilder.appendWithOffset); compression bits that name no codec
+    (CompressionType.forId: "Unknown compression type id: N")."""
+
+    kind = "illegal_argument"
+
+
+class WrapperStreamError(CompressionError):
+    """A legacy wrapper's compressed inner message set that its codec cannot read: Kafka's deep
+    iterator (AbstractLegacyRecordBatch.DeepRecordsIterator) wraps the stream's IOException in a
+    KafkaException, no ApiException, so a produce answers UNKNOWN_SERVER_ERROR without a message;
+    verify calls it a compression finding."""
+
+
+#: Kafka's exceptions that are no ApiException (a produce's UNKNOWN_SERVER_ERROR, no message)
+UNCHECKED_ERRORS = (IllegalArgumentError, WrapperStreamError)

@@ -16,7 +16,15 @@ from dataclasses import dataclass, field
 
 from kafkatool.formats import compression, java_utf8
 from kafkatool.formats.crc import crc32, crc32c
-from kafkatool.formats.errors import CorruptRecordError, FormatError, InvalidRecordError, TruncatedError
+from kafkatool.formats.errors import (
+    CompressionError,
+    CorruptRecordError,
+    FormatError,
+    IllegalArgumentError,
+    InvalidRecordError,
+    TruncatedError,
+    WrapperStreamError,
+)
 from kafkatool.formats.varint import ZIGZAG_14, write_uvarint, zigzag32, zigzag64
 from kafkatool.formats.varint import read_zz32 as _read_zz32
 from kafkatool.formats.varint import read_zz64 as _read_zz64
@@ -104,6 +112,12 @@ class Record:
     crc: int | None = None
     is_valid: bool = True
     magic: int = 2
+    #: the message's own attributes byte, and its CRC as computed
+    attributes: int = 0
+    computed_crc: int | None = None
+    #: the type Kafka's LegacyRecord.timestampType() gives: an inner v1 message takes its
+    #: wrapper's, magic 0 has none
+    timestamp_type: int = NO_TIMESTAMP_TYPE
     position: int = 0  # byte position of the record (v2) or message (legacy) in its buffer
 
     @property
@@ -566,13 +580,25 @@ class RecordBatch:
 class LegacyBatch:
     """One top-level entry of a magic 0/1 message set (a plain message or a compressed wrapper)."""
 
-    __slots__ = ("buf", "position", "offset", "message_size", "crc", "magic", "attributes", "timestamp")
+    __slots__ = (
+        "buf",
+        "position",
+        "offset",
+        "message_size",
+        "crc",
+        "magic",
+        "attributes",
+        "timestamp",
+        "inner_leftover",
+    )
 
     def __init__(self, buf, position: int = 0):
         if position + LOG_OVERHEAD + LEGACY_OVERHEAD_V0 > len(buf):
             raise TruncatedError("legacy message header runs past the end of the data", position)
         self.buf = buf
         self.position = position
+        #: bytes after the last whole inner message of a wrapper (known once it was read)
+        self.inner_leftover = 0
         self.offset, self.message_size, self.crc, self.magic, self.attributes = _LEGACY_V0.unpack_from(
             buf, position
         )
@@ -650,13 +676,32 @@ class LegacyBatch:
         return _legacy_key_value(self.buf, self.position, self.magic, self.end)
 
     def _inner_entries(self, *, max_size: int | None = None) -> list[LegacyBatch]:
+        """The wrapper's inner messages as Kafka's deep iterator reads them
+        (AbstractLegacyRecordBatch.DeepRecordsIterator and its DataLogInputStream, 3.7.0), its
+        checks and their exceptions: a zstd wrapper, a null value and a set of no messages are
+        InvalidRecordException; a stream its codec cannot read is a KafkaException
+        (WrapperStreamError); an inner size below 14 is CorruptRecordException.  The set ends
+        where fewer than a message's 12-byte log header remain or where a message is cut short:
+        Kafka ends the iteration there without an error (the bytes left: ``inner_leftover``)."""
         if self.codec == compression.NONE:
             return [self]
+        if self.codec == compression.ZSTD:
+            raise InvalidRecordError(
+                f"Invalid wrapper compressionType found in legacy deep record iterator {self.magic}",
+                self.position,
+            )
         _, value = self._key_value()
         if value is None:
-            raise CorruptRecordError("compressed wrapper message has a null value", self.position)
+            raise InvalidRecordError(
+                f"Found invalid compressed record set with null value (magic = {self.magic})", self.position
+            )
         try:
             data = compression.decompress(self.codec, value, magic=self.magic, max_size=max_size)
+        except CompressionError as exc:
+            cls = CompressionError if exc.kind == "too_large" else WrapperStreamError
+            raise cls(
+                f"{exc.message} in the wrapper message at offset {self.offset}", self.position, kind=exc.kind
+            ) from None
         except FormatError as exc:
             raise type(exc)(
                 f"{exc.message} in the wrapper message at offset {self.offset}", self.position
@@ -664,27 +709,29 @@ class LegacyBatch:
         inner: list[LegacyBatch] = []
         pos = 0
         end = len(data)
-        while pos < end:
-            if end - pos < LOG_OVERHEAD + LEGACY_OVERHEAD_V0:
+        while end - pos >= LOG_OVERHEAD:
+            (size,) = _I32.unpack_from(data, pos + 8)
+            if size < LEGACY_OVERHEAD_V0:
                 raise CorruptRecordError(
-                    f"{end - pos} stray bytes at the end of the wrapper message's inner message set",
+                    f"Record size is less than the minimum record overhead ({LEGACY_OVERHEAD_V0}) (inner "
+                    f"message at byte {pos} of the wrapper message at offset {self.offset}, size {size})",
                     self.position,
                 )
+            if pos + LOG_OVERHEAD + size > end:
+                break
             try:
                 msg = LegacyBatch(data, pos)
             except FormatError as exc:
                 raise CorruptRecordError(
                     f"inner message at byte {pos} of the decompressed wrapper: {exc.message}", self.position
                 ) from None
-            if msg.end > end:
-                raise CorruptRecordError(
-                    f"inner message at byte {pos} of the decompressed wrapper runs past its end",
-                    self.position,
-                )
             inner.append(msg)
             pos = msg.end
+        self.inner_leftover = end - pos
         if not inner:
-            raise CorruptRecordError("compressed wrapper message holds no messages", self.position)
+            raise InvalidRecordError(
+                "Found invalid compressed record set with no inner records", self.position
+            )
         return inner
 
     @property
@@ -704,11 +751,19 @@ class LegacyBatch:
                 raise self._nested_error(i, msg)
         return len(inner)
 
-    def _nested_error(self, index: int, msg: LegacyBatch) -> InvalidRecordError:
+    def _nested_error(self, index: int, msg: LegacyBatch) -> FormatError:
         """An inner message that is itself compressed: Kafka's DeepRecordsIterator throws
         InvalidRecordException when it reaches it (makeNext, after the messages before it were
         handed out), so a produce answers INVALID_RECORD (no record error); the bytes are not
-        damaged, and recovery (which reads no inner message) keeps them."""
+        damaged, and recovery (which reads no inner message) keeps them.  Compression bits that
+        name no codec (5-7) are CompressionType.forId's IllegalArgumentException there
+        (isCompressed)."""
+        if not compression.is_known(msg.codec):
+            return IllegalArgumentError(
+                f"Unknown compression type id: {msg.codec} (inner message {index} of the wrapper message "
+                f"at offset {self.offset})",
+                self.position,
+            )
         return InvalidRecordError(
             f"Inner messages must not be compressed (inner message {index} of the wrapper message "
             f"at offset {self.offset} is {msg.codec_name})",
@@ -716,36 +771,54 @@ class LegacyBatch:
         )
 
     def records(self, *, max_size: int | None = None) -> Iterator[Record]:
+        """The messages as Kafka's legacy batch hands them out: a plain message itself; a
+        wrapper's inner messages (DeepRecordsIterator) with absolute offsets (v1: the wrapper's
+        offset less the last inner one, a wrapper offset of 0 meaning base 0, some librdkafka
+        producers; a non-zero wrapper offset below the last inner one is InvalidRecordException),
+        an inner v1 message taking its wrapper's timestamp type and, for LogAppendTime, its
+        timestamp."""
         inner = self._inner_entries(max_size=max_size)
         wrapper = inner[0] is not self
-        if wrapper and self.magic >= 1:
-            last_rel = inner[-1].offset
-            # A v1 wrapper offset of 0 (some librdkafka producers) means base 0.
-            base = 0 if self.offset == 0 else self.offset - last_rel
-        else:
-            base = None
+        base = None
+        if wrapper and self.magic == 1:
+            if self.offset == 0:
+                base = 0
+            else:
+                last_rel = inner[-1].offset
+                if self.offset < last_rel:
+                    raise InvalidRecordError(
+                        "Found invalid wrapper offset in compressed v1 message set, wrapper offset "
+                        f"'{self.offset}' is less than the last inner message offset '{last_rel}' and it "
+                        "is not zero.",
+                        self.position,
+                    )
+                base = self.offset - last_rel
+        wrapper_type = self.timestamp_type
         for i, msg in enumerate(inner):
             if wrapper and msg.codec != compression.NONE:
                 raise self._nested_error(i, msg)
             key, value = msg._key_value()
-            if base is not None:
-                offset = base + msg.offset
-            else:
-                offset = msg.offset
-            if wrapper and self.magic == 1 and self.timestamp_type == LOG_APPEND_TIME:
-                ts = self.timestamp
-            else:
-                ts = msg.timestamp
+            offset = msg.offset if base is None else base + msg.offset
+            ts_type = msg.timestamp_type
+            ts = msg.timestamp
+            if wrapper and msg.magic == 1:
+                ts_type = wrapper_type
+                if wrapper_type == LOG_APPEND_TIME:
+                    ts = self.timestamp
+            computed = msg.compute_crc()
             yield Record(
                 offset=offset,
                 timestamp=ts,
                 key=key,
                 value=value,
                 crc=msg.crc,
-                is_valid=msg.is_valid(),
+                is_valid=msg.message_size >= LEGACY_OVERHEAD_V0 and computed == msg.crc,
                 magic=msg.magic,
                 size_in_bytes=msg.size,
                 position=msg.position if not wrapper else self.position,
+                attributes=msg.attributes,
+                computed_crc=computed,
+                timestamp_type=ts_type,
             )
 
     def __iter__(self) -> Iterator[Record]:

@@ -44,7 +44,7 @@ from kafkatool.formats import index as fx
 from kafkatool.formats import properties as props
 from kafkatool.formats import records as R
 from kafkatool.formats.checkpoint import LEADER_EPOCH_CHECKPOINT
-from kafkatool.formats.errors import CorruptRecordError, FormatError, InvalidRecordError
+from kafkatool.formats.errors import CorruptRecordError, FormatError, IllegalArgumentError, InvalidRecordError
 from kafkatool.formats.uuid import Uuid
 from kafkatool.log import fileops
 from kafkatool.log.config import LogConfig
@@ -71,7 +71,7 @@ from kafkatool.log.segment import (
     scan_for_recovery,
     segment_file_paths,
 )
-from kafkatool.log.validator import validate_batches, validate_records
+from kafkatool.log.validator import validate_append
 
 PARTITION_METADATA_FILE = props.PARTITION_METADATA_FILE
 INDEX_FILE_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
@@ -97,15 +97,6 @@ class OffsetOutOfRangeError(KafkatoolError):
 
 class RecordTooLargeError(FormatError):
     kind = "record_too_large"
-
-
-class IllegalArgumentError(FormatError):
-    """Input on which Kafka's append throws IllegalArgumentException, no ApiException:
-    ReplicaManager.appendToLocalLog's catch-all answers UNKNOWN_SERVER_ERROR without a message
-    (hasCustomErrorMessage = false).  Here: a record timestamp below -1 in an append that
-    LogValidator rebuilds (MemoryRecordsBuilder.appendWithOffset)."""
-
-    kind = "illegal_argument"
 
 
 class UnknownCodecError(IllegalArgumentError):
@@ -713,7 +704,7 @@ class Log:
     ) -> AppendInfo:
         """Assign offsets from the log end offset by rewriting the batch headers in place
         (``baseOffset``, ``partitionLeaderEpoch``; for LogAppendTime also the timestamp and
-        CRC) and append.  LogValidator's rebuild is the one exception (``validate_batches``
+        CRC) and append.  LogValidator's rebuild is the one exception (``validate_append``
         decides: legacy magic 0/1 input, or a compression.type naming another codec): one new
         v2 batch of every record.  ``validated``: the caller (the produce path) has already run
         ``analyze_and_validate`` on these very batches (Kafka's order); otherwise it runs here.
@@ -742,8 +733,9 @@ class Log:
         # UnifiedLog.append: size and CRC, then LogValidator's batch and record rules for every
         # origin here (CLIENT and COORDINATOR; on the batches as they came: a legacy message set
         # is its own batches there), then producer state
-        codec = validate_batches(batches, origin == ORIGIN_CLIENT, self.dir, self.config.target_codec)
-        validate_records(batches, self.config, ts_type, now, self.dir, codec is None)
+        codec = validate_append(
+            batches, origin == ORIGIN_CLIENT, self.config, ts_type, now, self.dir, self.config.target_codec
+        )
         if codec is not None:
             buf, batches = self._rebuild(batches, codec, now if ts_type == "LogAppendTime" else None)
         # UnifiedLog.append: after LogValidator, before producer state
@@ -816,7 +808,7 @@ class Log:
                     b.position,
                 )
             # Kafka's isValid: size and CRC; a client's offset range and count are
-            # LogValidator's (validate_batches: INVALID_RECORD), not a corrupt batch here
+            # LogValidator's (validator._validate_batch: INVALID_RECORD), not a corrupt batch here
             b.ensure_checksum()
             if b.codec not in compression.CODEC_NAMES:  # compression.is_known, without a call per batch
                 # the compression type is read here (sourceCompression); no codec has these bits
@@ -860,7 +852,7 @@ class Log:
         return info
 
     def _rebuild(self, batches: list[R.Batch], codec: int, log_append_time: int | None):
-        """LogValidator's rebuild of an append (validator.validate_batches says when): one v2
+        """LogValidator's rebuild of an append (validator.rebuild_codec says when): one v2
         batch of ``codec`` holding every record, whose size is checked against
         max.message.bytes again (messageSizeMaybeChanged)."""
         try:

@@ -22,6 +22,11 @@ to CreateTime (its records read as the batch's maxTimestamp, so that stays), and
 records were read gets their greatest timestamp as its maxTimestamp.  A batch nothing made us
 read keeps its header's maxTimestamp (the producers' own).
 
+A legacy set (magic 0/1) gets Kafka's checks of its messages too: a compressed wrapper's inner
+messages are always read (LogValidator rebuilds the set anyway), one of another magic than the
+wrapper's is a record error and an inner message's own CRC is checked (CORRUPT_MESSAGE); the deep
+iterator's own refusals are the format's (``records.LegacyBatch.records``).
+
 A batch with record errors raises :class:`RecordValidationError` (Kafka's
 RecordValidationException: processRecordErrors), one error per offending record, its index
 counted from 0 in each batch; nothing of the append is written.
@@ -32,7 +37,7 @@ from __future__ import annotations
 from kafkatool.errors import KafkatoolError
 from kafkatool.formats import compression
 from kafkatool.formats import records as R
-from kafkatool.formats.errors import InvalidRecordError
+from kafkatool.formats.errors import CorruptRecordError, InvalidRecordError
 from kafkatool.log.config import LONG_MAX, LogConfig
 
 _WRAP = 1 << 64
@@ -62,35 +67,56 @@ class RecordValidationError(KafkatoolError):
 
 
 def _record_string(batch, r: R.Record) -> str:
-    """Kafka's Record.toString (DefaultRecord, LegacyRecord) in a record error's message."""
+    """Kafka's toString of a record in a record error's message: DefaultRecord's, or for magic 0
+    and 1 the legacy batch entry the iterator hands out (AbstractLegacyRecordBatch.toString around
+    LegacyRecord.toString: the message's own attributes and CRC, the timestamp type and timestamp
+    the record reports, no timestamp at magic 0)."""
     key = 0 if r.key is None else len(r.key)
     value = 0 if r.value is None else len(r.value)
     if batch.magic >= 2:
         return (
             f"DefaultRecord(offset={r.offset}, timestamp={r.timestamp}, key={key} bytes, value={value} bytes)"
         )
-    # a message of a compressed wrapper is itself uncompressed; it carries the timestamp type
-    attributes = batch.attributes & ~R.CODEC_MASK
-    kind = R.TIMESTAMP_TYPE_NAMES.get(batch.timestamp_type, "NoTimestampType")
+    codec = compression.CODEC_NAMES[r.attributes & R.CODEC_MASK]  # a compressed one is never handed out
+    stamp = f"{R.TIMESTAMP_TYPE_NAMES[r.timestamp_type]}={r.timestamp}, " if r.magic > 0 else ""
     return (
-        f"Record(magic={r.magic}, attributes={attributes}, compression=none, crc={r.crc}, "
-        f"{kind}={r.timestamp}, key={key} bytes, value={value} bytes)"
+        f"LegacyRecordBatch(offset={r.offset}, Record(magic={r.magic}, attributes={r.attributes}, "
+        f"compression={codec}, crc={r.crc}, {stamp}key={key} bytes, value={value} bytes))"
     )
 
 
-def validate_batches(batches: list, client: bool, log_dir, target_codec: int | None) -> int | None:
-    """LogValidator.validateBatch, batch by batch (after the size and CRC checks, before the
-    records' rules), after getFirstBatchAndMaybeValidateNoMoreBatches: an append of v2 batches
-    or of a compressed legacy message is one batch; every batch has the first one's magic; a
-    ``client``'s v2 batch has a consistent offset range and record count, no control batch,
-    and a sequence number when it has a producer id.
+def validate_append(
+    batches: list,
+    client: bool,
+    config: LogConfig,
+    timestamp_type: str,
+    now_ms: int,
+    log_dir,
+    target_codec: int | None,
+) -> int | None:
+    """LogValidator.validateMessagesAndAssignOffsets' checks of an append (``log_dir``: the
+    partition's dir, whose name is Kafka's TopicPartition.toString in a message), in Kafka's
+    order: getFirstBatchAndMaybeValidateNoMoreBatches, then batch by batch validateBatch
+    (:func:`_validate_batch`) and the batch's records (:func:`_validate_records`), whose errors
+    end the append at the first batch that has any (processRecordErrors after each batch: an
+    uncompressed legacy set is a batch per message).  Returns the codec LogValidator rebuilds the
+    append with (:func:`rebuild_codec`), None when it is appended in place."""
+    codec = rebuild_codec(batches, log_dir, target_codec)
+    first = batches[0]
+    for b in batches:
+        _validate_batch(b, first, client, log_dir)
+        _validate_records(b, config, timestamp_type, now_ms, log_dir, codec is None)
+    return codec
 
-    Returns whether LogValidator rebuilds the append (one v2 batch of every record,
-    ``records.rebuild_as_v2``) and with which codec, given the log's compression.type
-    ``target_codec`` (None: ``producer``); None: the batches are appended as they are, offsets
-    assigned in place (the produce path's common case, decided without another call).  With
-    toMagic 2 (validateMessagesAndAssignOffsets): a legacy (magic 0/1) set is always converted,
-    into one batch for the whole set (convertAndAssignOffsetsNonCompressed when it is
+
+def rebuild_codec(batches: list, log_dir, target_codec: int | None) -> int | None:
+    """getFirstBatchAndMaybeValidateNoMoreBatches (an append of v2 batches or of a compressed
+    legacy message is one batch), then whether LogValidator rebuilds the append (one v2 batch of
+    every record, ``records.rebuild_as_v2``) and with which codec, given the log's
+    compression.type ``target_codec`` (None: ``producer``); None: the batches are appended as
+    they are, offsets assigned in place (the produce path's common case, decided without another
+    call).  With toMagic 2 (validateMessagesAndAssignOffsets): a legacy (magic 0/1) set is always
+    converted, into one batch for the whole set (convertAndAssignOffsetsNonCompressed when it is
     uncompressed and stays so, buildRecordsAndAssignOffsets otherwise), with the source's codec
     unless compression.type names another; a v2 batch is rebuilt only when compression.type
     names a codec other than its own, except an uncompressed control batch (a coordinator's
@@ -101,124 +127,149 @@ def validate_batches(batches: list, client: bool, log_dir, target_codec: int | N
             f"Compressed outer record has more than one batch in topic partition {log_dir.name}",
             batches[1].position,
         )
-    first = batches[0].magic
-    for b in batches:
-        if b.magic != first:
-            raise InvalidRecordError(
-                f"Batch magic {b.magic} is not the same as the first batch's magic byte {first} in "
-                f"topic partition {log_dir.name}",
-                b.position,
-            )
-        if not client:
-            continue
-        if b.magic >= 2:
-            count = b.records_count
-            if b.last_offset_delta + 1 != count or count <= 0:  # lastOffset - baseOffset + 1
-                tp = log_dir.name
-                base, last = b.base_offset, b.last_offset
-                if last - base + 1 <= 0:
-                    why = f"Batch has an invalid offset range: [{base}, {last}]"
-                elif count <= 0:
-                    why = f"Invalid reported count for record batch: {count}"
-                else:
-                    why = f"Inconsistent batch offset range [{base}, {last}] and count of records {count}"
-                raise InvalidRecordError(f"{why} in topic partition {tp}", b.position)
-        if b.attributes & R.CONTROL_MASK:
-            raise InvalidRecordError(
-                f"Clients are not allowed to write control records in topic partition {log_dir.name}",
-                b.position,
-            )
-        if b.producer_id >= 0 and b.base_sequence < 0:
-            raise InvalidRecordError(
-                f"Invalid sequence number {b.base_sequence} in record batch with producerId {b.producer_id} "
-                f"in topic partition {log_dir.name}",
-                b.position,
-            )
-    if first >= 2:
+    b = batches[0]
+    if b.magic >= 2:
         if target_codec is None:
             return None
-        b = batches[0]
         if target_codec == b.codec or (b.codec == compression.NONE and b.is_control):
             return None
         return target_codec
     # a set of several messages is uncompressed (above): the first message's codec is the set's
-    return batches[0].codec if target_codec is None else target_codec
+    return b.codec if target_codec is None else target_codec
 
 
-def validate_records(
-    batches: list, config: LogConfig, timestamp_type: str, now_ms: int, log_dir, in_place: bool = True
+def _validate_batch(b, first, client: bool, log_dir) -> None:
+    """LogValidator.validateBatch: every batch has the first one's magic; a ``client``'s v2
+    batch has a consistent offset range and record count, no control batch, and a sequence
+    number when it has a producer id."""
+    if b.magic != first.magic:
+        raise InvalidRecordError(
+            f"Batch magic {b.magic} is not the same as the first batch's magic byte {first.magic} in "
+            f"topic partition {log_dir.name}",
+            b.position,
+        )
+    if not client:
+        return
+    if b.magic >= 2:
+        count = b.records_count
+        if b.last_offset_delta + 1 != count or count <= 0:  # lastOffset - baseOffset + 1
+            tp = log_dir.name
+            base, last = b.base_offset, b.last_offset
+            if last - base + 1 <= 0:
+                why = f"Batch has an invalid offset range: [{base}, {last}]"
+            elif count <= 0:
+                why = f"Invalid reported count for record batch: {count}"
+            else:
+                why = f"Inconsistent batch offset range [{base}, {last}] and count of records {count}"
+            raise InvalidRecordError(f"{why} in topic partition {tp}", b.position)
+    if b.attributes & R.CONTROL_MASK:
+        raise InvalidRecordError(
+            f"Clients are not allowed to write control records in topic partition {log_dir.name}",
+            b.position,
+        )
+    if b.producer_id >= 0 and b.base_sequence < 0:
+        raise InvalidRecordError(
+            f"Invalid sequence number {b.base_sequence} in record batch with producerId {b.producer_id} "
+            f"in topic partition {log_dir.name}",
+            b.position,
+        )
+
+
+def _validate_records(
+    b, config: LogConfig, timestamp_type: str, now_ms: int, log_dir, in_place: bool = True
 ) -> None:
-    """Raise RecordValidationError for the first batch of ``batches`` with record errors
-    (``log_dir``: the partition's dir, whose name is Kafka's TopicPartition.toString in a
-    message); on a CreateTime topic, write each v2 batch's timestamp fields as Kafka does (above)
-    into its buffer, which must be writable, and its parsed header, unless the append is rebuilt
-    (not ``in_place``: Kafka then sets nothing on the source batch, whose records a rebuild
-    reads as they came)."""
+    """LogValidator.validateRecord on each record of the batch ``b``: raise RecordValidationError
+    when it has record errors; on a CreateTime topic, write a v2 batch's timestamp fields as Kafka
+    does (above) into its buffer, which must be writable, and its parsed header, unless the append
+    is rebuilt (not ``in_place``: Kafka then sets nothing on the source batch, whose records a
+    rebuild reads as they came).
+
+    A compressed legacy wrapper's inner messages are always read (the rebuild reads them anyway):
+    one whose magic is not the wrapper's is a record error (INVALID_RECORD, "'s magic does not
+    match outer magic"), and the others' own CRC is checked (LegacyRecord.ensureValid), a wrong
+    one ending the append with CorruptRecordException (CORRUPT_MESSAGE, no record error: the
+    catch around it takes InvalidRecordException only, which CorruptRecordException is not).  A
+    plain legacy message's CRC is the batch's, checked before (analyzeAndValidateRecords)."""
     compacted = config.compact
     create_time = timestamp_type == "CreateTime"
     before = config.timestamp_before_max_ms if create_time else LONG_MAX
     after = config.timestamp_after_max_ms if create_time else LONG_MAX
     limited = before != LONG_MAX or after != LONG_MAX
-    for b in batches:
-        set_append_time = b.timestamp_type == R.LOG_APPEND_TIME
-        if not compacted and not (limited and b.magic > 0):
-            if not set_append_time:
-                continue  # nothing to check, nothing to write: the header stays as it is
-            if create_time and b.max_timestamp != R.NO_TIMESTAMP:
-                if b.magic >= 2 and in_place:  # its records all read as maxTimestamp, inside no limit here
-                    R.set_max_timestamp(b.buf, b.position, R.CREATE_TIME, b.max_timestamp)
-                    b.attributes &= ~R.TIMESTAMP_TYPE_MASK
-                continue
-        errors: list[tuple[int, str]] = []
-        timestamp_error = False
-        if compacted or set_append_time:
-            stamps = ((r.offset, r.timestamp, r) for r in b.records())
-        else:
-            stamps = ((offset, ts, None) for offset, ts in R.record_timestamps(b))
-        max_ts = R.NO_TIMESTAMP
-        for index, (offset, ts, record) in enumerate(stamps):
-            if ts > max_ts:
-                max_ts = ts
-            if compacted and record.key is None:
+    deep = b.magic < 2 and b.codec != compression.NONE
+    set_append_time = b.timestamp_type == R.LOG_APPEND_TIME
+    if not compacted and not deep and not (limited and b.magic > 0):
+        if not set_append_time:
+            return  # nothing to check, nothing to write: the header stays as it is
+        if create_time and b.max_timestamp != R.NO_TIMESTAMP:
+            if b.magic >= 2 and in_place:  # its records all read as maxTimestamp, inside no limit here
+                R.set_max_timestamp(b.buf, b.position, R.CREATE_TIME, b.max_timestamp)
+                b.attributes &= ~R.TIMESTAMP_TYPE_MASK
+            return
+    errors: list[tuple[int, str]] = []
+    timestamp_error = False
+    if compacted or set_append_time or deep:
+        stamps = ((r.offset, r.timestamp, r) for r in b.records())
+    else:
+        stamps = ((offset, ts, None) for offset, ts in R.record_timestamps(b))
+    max_ts = R.NO_TIMESTAMP
+    for index, (offset, ts, record) in enumerate(stamps):
+        if deep:
+            if record.magic != b.magic:
                 errors.append(
                     (
                         index,
-                        "Compacted topic cannot accept message without key in topic partition "
-                        f"{log_dir.name}",
+                        f"Record {_record_string(b, record)}'s magic does not match outer magic {b.magic} "
+                        f"in topic partition {log_dir.name}",
                     )
                 )
-            elif create_time and ts != R.NO_TIMESTAMP:
-                diff = now_ms - ts
-                if diff > before or -diff > after:
-                    timestamp_error = True
-                    errors.append(
-                        (
-                            index,
-                            f"Timestamp {ts} of message with offset {offset} is out of range. The "
-                            f"timestamp should be within [{_java_long(now_ms - before)}, "
-                            f"{_java_long(now_ms + after)}]",
-                        )
-                    )
-            elif set_append_time:
+                continue
+            if not record.is_valid:
+                raise CorruptRecordError(
+                    f"Record is corrupt (stored crc = {record.crc}, computed crc = {record.computed_crc})",
+                    b.position,
+                    kind="crc_mismatch",
+                )
+        if ts > max_ts:
+            max_ts = ts
+        if compacted and record.key is None:
+            errors.append(
+                (
+                    index,
+                    f"Compacted topic cannot accept message without key in topic partition {log_dir.name}",
+                )
+            )
+        elif create_time and ts != R.NO_TIMESTAMP:
+            diff = now_ms - ts
+            if diff > before or -diff > after:
                 timestamp_error = True
                 errors.append(
                     (
                         index,
-                        f"Invalid timestamp type in message {_record_string(b, record)}. Producer "
-                        "should not set timestamp type to LogAppendTime.",
+                        f"Timestamp {ts} of message with offset {offset} is out of range. The "
+                        f"timestamp should be within [{_java_long(now_ms - before)}, "
+                        f"{_java_long(now_ms + after)}]",
                     )
                 )
-        if errors:
-            if timestamp_error:
-                message = "One or more records have been rejected due to invalid timestamp"
-            else:
-                shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
-                message = (
-                    f"One or more records have been rejected due to {len(errors)} record errors in "
-                    f"total, and only showing the first three errors at most: [{shown}]"
+        elif set_append_time:
+            timestamp_error = True
+            errors.append(
+                (
+                    index,
+                    f"Invalid timestamp type in message {_record_string(b, record)}. Producer "
+                    "should not set timestamp type to LogAppendTime.",
                 )
-            raise RecordValidationError(timestamp_error, message, errors)
-        if create_time and in_place and b.magic >= 2 and (set_append_time or max_ts != b.max_timestamp):
-            R.set_max_timestamp(b.buf, b.position, R.CREATE_TIME, max_ts)
-            b.attributes &= ~R.TIMESTAMP_TYPE_MASK
-            b.max_timestamp = max_ts
+            )
+    if errors:
+        if timestamp_error:
+            message = "One or more records have been rejected due to invalid timestamp"
+        else:
+            shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
+            message = (
+                f"One or more records have been rejected due to {len(errors)} record errors in "
+                f"total, and only showing the first three errors at most: [{shown}]"
+            )
+        raise RecordValidationError(timestamp_error, message, errors)
+    if create_time and in_place and b.magic >= 2 and (set_append_time or max_ts != b.max_timestamp):
+        R.set_max_timestamp(b.buf, b.position, R.CREATE_TIME, max_ts)
+        b.attributes &= ~R.TIMESTAMP_TYPE_MASK
+        b.max_timestamp = max_ts

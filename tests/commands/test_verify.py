@@ -417,3 +417,45 @@ def test_a_header_key_that_is_not_utf8_is_a_note_with_its_place(tmp_path):
     # --quick decodes no record: nothing to note
     code, fs, _ = findings("--quick", log)
     assert code == 0 and fs == []
+
+
+def _legacy_wrapper(inner: bytes, offset: int) -> bytes:
+    from kafkatool.formats import compression
+
+    value = compression.compress(compression.GZIP, inner, magic=1)
+    return R.encode_legacy_message(1, None, value, offset=offset, timestamp=5, attributes=compression.GZIP)
+
+
+def _verify_one(tmp_path, data: bytes):
+    pdir = tmp_path / "t-0"
+    pdir.mkdir(parents=True)
+    (pdir / f"{0:020d}.log").write_bytes(data)
+    return findings(pdir / f"{0:020d}.log")
+
+
+def test_legacy_sets_a_produce_refuses_are_still_reported(tmp_path):
+    """What the produce path refuses as Kafka 3.7 does, verify reads and reports: an inner
+    message's own CRC (CORRUPT_MESSAGE there), a wrapper offset below its last inner offset and
+    a wrapper of no messages (the deep iterator's InvalidRecordException)."""
+    m0 = R.encode_legacy_message(1, b"k0", b"v0", offset=0, timestamp=5)
+    bad = bytearray(R.encode_legacy_message(1, b"k1", b"v1", offset=1, timestamp=5))
+    bad[-1] ^= 1
+    _, fs, _ = _verify_one(tmp_path / "crc", _legacy_wrapper(m0 + bytes(bad), 1))
+    assert [(f["kind"], f["offset"]) for f in fs] == [("crc_mismatch", 1)]
+    m3 = R.encode_legacy_message(1, b"k1", b"v1", offset=3, timestamp=5)
+    _, fs, _ = _verify_one(tmp_path / "off", _legacy_wrapper(m0 + m3, 2))
+    assert [f["kind"] for f in fs] == ["record_corrupt"]
+    assert "wrapper offset '2' is less than the last inner message offset '3'" in fs[0]["message"]
+    _, fs, _ = _verify_one(tmp_path / "empty", _legacy_wrapper(b"", 0))
+    assert [f["kind"] for f in fs] == ["record_corrupt"] and "no inner records" in fs[0]["message"]
+
+
+def test_bytes_after_a_wrappers_last_whole_inner_message_are_reported(tmp_path):
+    """Kafka's deep iterator ends a wrapper's set where a message is cut short (a produce takes
+    it, a consumer never sees the rest); verify says how many bytes are not read."""
+    m0 = R.encode_legacy_message(1, b"k0", b"v0", offset=0, timestamp=5)
+    cut = R.encode_legacy_message(1, b"k1", b"v1", offset=1, timestamp=5)[:-2]
+    code, fs, _ = _verify_one(tmp_path, _legacy_wrapper(m0 + cut, 1))
+    assert code == 1
+    assert [(f["kind"], f["position"]) for f in fs] == [("record_corrupt", 0)]
+    assert fs[0]["message"].startswith(f"{len(cut)} bytes after the last whole inner message")

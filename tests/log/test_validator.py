@@ -4,6 +4,8 @@ topic, and a client's LogAppendTime; a batch is read only when it might break a 
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 
 from kafkatool.formats import compression
@@ -533,3 +535,233 @@ def test_a_compressed_inner_message_is_invalid_record_not_corrupt(tmp_path, comp
     assert next(it).value == b"v0"
     with pytest.raises(InvalidRecordError):
         next(it)
+
+
+# ---- legacy (magic 0/1) sets: the deep iterator's and validateRecord's checks, Kafka 3.7.0
+
+
+def message(magic: int, key, value, offset: int, ts: int = NOW, attributes: int = 0) -> bytes:
+    return R.encode_legacy_message(magic, key, value, offset=offset, timestamp=ts, attributes=attributes)
+
+
+def wrapper(
+    magic: int,
+    inner: bytes,
+    offset: int,
+    codec: int = compression.GZIP,
+    timestamp: int = NOW,
+    lat: bool = False,
+) -> bytes:
+    """A compressed wrapper of ``inner`` (the inner entries' bytes as given, compressed as is),
+    CreateTime or (``lat``) LogAppendTime."""
+    value = compression.compress(codec, inner, magic=magic)
+    attributes = codec | (R.TIMESTAMP_TYPE_MASK if lat else 0)
+    return R.encode_legacy_message(
+        magic, None, value, offset=offset, timestamp=timestamp, attributes=attributes
+    )
+
+
+def refused_with(lg: Log, data, cls) -> Exception:
+    with pytest.raises(cls) as info:
+        lg.append_as_leader(bytearray(data), 0)
+    assert lg.log_end_offset == 0  # nothing of the append was written
+    return info.value
+
+
+def damaged(entry: bytes) -> bytes:
+    """``entry`` with the last byte of its value flipped: its own CRC fails."""
+    out = bytearray(entry)
+    out[-1] ^= 1
+    return bytes(out)
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+@pytest.mark.parametrize("codec", [compression.GZIP, compression.SNAPPY, compression.LZ4])
+def test_an_inner_message_with_a_wrong_crc_is_corrupt_message(tmp_path, magic, codec):
+    """validateRecord checks a wrapper's inner messages with LegacyRecord.ensureValid, whose
+    CorruptRecordException the catch (InvalidRecordException only) lets through: CORRUPT_MESSAGE,
+    no record error, though the wrapper's own CRC is right; the messages before it are not
+    appended either."""
+    bad = damaged(message(magic, b"k1", b"v1", 1))
+    data = wrapper(magic, message(magic, b"k0", b"v0", 0) + bad, 1, codec)
+    (w,) = R.iter_batches(data)
+    w.ensure_valid()
+    stored = int.from_bytes(bad[12:16], "big")
+    computed = R.LegacyBatch(bad).compute_crc()
+    err = refused_with(make_log(tmp_path), data, CorruptRecordError)
+    assert err.message == f"Record is corrupt (stored crc = {stored}, computed crc = {computed})"
+    assert err.position == 0
+
+
+def test_a_plain_legacy_message_with_a_wrong_crc_is_corrupt_before_anything_else(tmp_path):
+    """An uncompressed message is its own batch: analyzeAndValidateRecords' isValid, before
+    LogValidator (a compacted topic's missing key is not reached)."""
+    data = message(1, None, b"v0", 0) + damaged(message(1, b"k1", b"v1", 1))
+    err = refused_with(make_log(tmp_path, cleanup_policy=("compact",)), data, CorruptRecordError)
+    assert err.kind == "crc_mismatch" and err.position == len(message(1, None, b"v0", 0))
+
+
+def test_an_inner_message_of_another_magic_is_a_record_error(tmp_path):
+    """validateRecord's hasMagic: INVALID_RECORD with a record error naming the entry as Kafka's
+    toString prints it (LegacyRecordBatch around LegacyRecord: the inner message's own attributes
+    and CRC; magic 0 has no timestamp, a v1 message in a v0 wrapper reads NoTimestampType); its
+    CRC is not looked at (validateRecord returns first)."""
+    v0 = damaged(message(0, b"k1", b"v1", 1))
+    crc = int.from_bytes(v0[12:16], "big")
+    err = refused(make_log(tmp_path), wrapper(1, message(1, b"k0", b"v0", 0) + v0, 7))
+    assert not err.invalid_timestamp and err.error_name == "INVALID_RECORD"
+    text = (
+        f"Record LegacyRecordBatch(offset=7, Record(magic=0, attributes=0, compression=none, crc={crc}, "
+        "key=2 bytes, value=2 bytes))'s magic does not match outer magic 1 in topic partition t-0"
+    )
+    assert err.record_errors == [(1, text)]
+    assert err.message == (
+        "One or more records have been rejected due to 1 record errors in total, and only showing "
+        f"the first three errors at most: [RecordError(batchIndex=1, message='{text}')]"
+    )
+    v1 = message(1, None, b"xyz", 4, ts=55, attributes=R.TIMESTAMP_TYPE_MASK)
+    crc = int.from_bytes(v1[12:16], "big")
+    err = refused(make_log(tmp_path / "b"), wrapper(0, v1 + message(0, b"k", b"v", 5), 5))
+    assert err.record_errors == [
+        (
+            0,
+            f"Record LegacyRecordBatch(offset=4, Record(magic=1, attributes=8, compression=none, crc={crc}, "
+            "NoTimestampType=55, key=0 bytes, value=3 bytes))'s magic does not match outer magic 0 in "
+            "topic partition t-0",
+        )
+    ]
+
+
+def test_a_v1_wrapper_offset_below_its_last_inner_offset_is_invalid_record(tmp_path):
+    """DeepRecordsIterator: a non-zero v1 wrapper offset below the last inner (relative) offset
+    is InvalidRecordException; 0 means base 0 (librdkafka) and inner offsets with gaps are only
+    rebuilt (offsets 0..n-1 at the log end)."""
+    inner = message(1, b"k0", b"v0", 0) + message(1, b"k1", b"v1", 3)
+    err = refused_with(make_log(tmp_path), wrapper(1, inner, 2), InvalidRecordError)
+    assert not isinstance(err, CorruptRecordError)
+    assert err.message == (
+        "Found invalid wrapper offset in compressed v1 message set, wrapper offset '2' is less than "
+        "the last inner message offset '3' and it is not zero."
+    )
+    for offset in (0, 3, 9):
+        lg = make_log(tmp_path / str(offset))
+        assert lg.append_as_leader(bytearray(wrapper(1, inner, offset)), 0).last_offset == 1
+
+
+@pytest.mark.parametrize(
+    ("data", "text"),
+    [
+        (wrapper(1, b"", 0), "Found invalid compressed record set with no inner records"),
+        (wrapper(0, b"\0" * 11, 0), "Found invalid compressed record set with no inner records"),
+        (
+            R.encode_legacy_message(1, None, None, attributes=compression.GZIP),
+            "Found invalid compressed record set with null value (magic = 1)",
+        ),
+        (
+            R.encode_legacy_message(0, None, b"x", attributes=compression.ZSTD),
+            "Invalid wrapper compressionType found in legacy deep record iterator 0",
+        ),
+    ],
+)
+def test_the_deep_iterators_own_refusals_are_invalid_record(tmp_path, data, text):
+    err = refused_with(make_log(tmp_path), data, InvalidRecordError)
+    assert not isinstance(err, CorruptRecordError) and err.message == text
+
+
+def test_an_unreadable_wrapper_stream_is_kafkas_unchecked_exception(tmp_path):
+    """The deep iterator wraps the stream's IOException in a KafkaException (no ApiException):
+    UNKNOWN_SERVER_ERROR at the produce path, a compression finding for verify."""
+    from kafkatool.formats.errors import UNCHECKED_ERRORS, CompressionError
+
+    good = wrapper(1, message(1, b"k", b"v", 0), 0)
+    cut = compression.compress(compression.GZIP, message(1, b"k", b"v", 0), magic=1)[:-12]
+    for data in (
+        R.encode_legacy_message(1, None, b"\x1f\x8b not gzip", attributes=compression.GZIP),
+        R.encode_legacy_message(1, None, cut, attributes=compression.GZIP),
+    ):
+        err = refused_with(make_log(tmp_path / str(len(data))), data, CompressionError)
+        assert isinstance(err, UNCHECKED_ERRORS)
+    assert make_log(tmp_path / "ok").append_as_leader(bytearray(good), 0).last_offset == 0
+
+
+def test_an_inner_size_below_the_overhead_is_corrupt_and_a_cut_tail_ends_the_set(tmp_path):
+    """DataLogInputStream: an inner size below 14 is CorruptRecordException; fewer than 12 bytes
+    left, or a message cut short, end the set without an error (Kafka appends what came before)."""
+    first = message(1, b"k0", b"v0", 0)
+    tiny = struct.pack(">qi", 1, 13) + b"\0" * 13
+    err = refused_with(make_log(tmp_path), wrapper(1, first + tiny, 1), CorruptRecordError)
+    assert err.message.startswith("Record size is less than the minimum record overhead (14)")
+    for tail in (message(1, b"k1", b"v1", 1)[:-1], b"\0" * 11):
+        data = wrapper(1, first + tail, 1)
+        (w,) = R.iter_batches(data)
+        assert [r.value for r in w.records()] == [b"v0"] and w.inner_leftover == len(tail)
+        lg = make_log(tmp_path / str(len(tail)))
+        info = lg.append_as_leader(bytearray(data), 0)
+        assert (info.first_offset, info.last_offset) == (0, 0)
+
+
+def test_an_inner_codec_that_kafka_does_not_know_is_illegal_argument(tmp_path):
+    """makeNext's isCompressed reads CompressionType.forId: bits 5-7 throw
+    IllegalArgumentException (UNKNOWN_SERVER_ERROR), not the nested-compression refusal."""
+    inner = message(1, b"k0", b"v0", 0) + message(1, b"k1", b"v1", 1, attributes=5)
+    err = refused_with(make_log(tmp_path), wrapper(1, inner, 1), IllegalArgumentError)
+    assert err.message.startswith("Unknown compression type id: 5")
+
+
+def test_keyless_legacy_messages_on_a_compacted_topic(tmp_path):
+    """A plain legacy set is a batch per message, each with its record index 0, and the first
+    batch with errors ends the append (processRecordErrors after each batch); a wrapper's inner
+    messages are one batch.  A later message's other magic (validateBatch) comes after an earlier
+    message's record errors."""
+    compact = {"cleanup_policy": ("compact",)}
+    text = "Compacted topic cannot accept message without key in topic partition t-0"
+    plain = message(1, b"k0", b"v0", 0) + message(1, None, b"v1", 1) + message(1, None, b"v2", 2)
+    assert refused(make_log(tmp_path / "p", **compact), plain).record_errors == [(0, text)]
+    err = refused(make_log(tmp_path / "w", **compact), wrapper(1, plain, 2))
+    assert err.record_errors == [(1, text), (2, text)] and err.error_name == "INVALID_RECORD"
+    mixed = message(1, None, b"v0", 0) + message(0, b"k", b"v1", 1)
+    assert refused(make_log(tmp_path / "m", **compact), mixed).record_errors == [(0, text)]
+    err = refused_with(make_log(tmp_path / "n"), mixed, InvalidRecordError)
+    assert (
+        err.message
+        == "Batch magic 0 is not the same as the first batch's magic byte 1 in topic partition t-0"
+    )
+
+
+def test_a_legacy_log_append_time_message_names_the_entry_as_kafka_prints_it(tmp_path):
+    """A client's LogAppendTime on a LogAppendTime topic: the record error prints the entry
+    (LegacyRecordBatch(offset=...) around the message: its own attributes, the wrapper's type and
+    timestamp for an inner v1 message; a plain message its own offset as sent)."""
+    lg = make_log(tmp_path, message_timestamp_type="LogAppendTime")
+    inner = message(1, b"k0", b"v0", 0, ts=3)
+    crc = int.from_bytes(inner[12:16], "big")
+    err = refused(lg, wrapper(1, inner, 4, timestamp=NOW - 9, lat=True))
+    assert err.invalid_timestamp and err.record_errors == [
+        (
+            0,
+            f"Invalid timestamp type in message LegacyRecordBatch(offset=4, Record(magic=1, attributes=0, "
+            f"compression=none, crc={crc}, LogAppendTime={NOW - 9}, key=2 bytes, value=2 bytes)). Producer "
+            "should not set timestamp type to LogAppendTime.",
+        )
+    ]
+    plain = message(1, b"k", b"v", 6, ts=11, attributes=R.TIMESTAMP_TYPE_MASK)
+    crc = int.from_bytes(plain[12:16], "big")
+    assert refused(lg, plain).record_errors == [
+        (
+            0,
+            f"Invalid timestamp type in message LegacyRecordBatch(offset=6, Record(magic=1, attributes=8, "
+            f"compression=none, crc={crc}, LogAppendTime=11, key=1 bytes, value=1 bytes)). Producer "
+            "should not set timestamp type to LogAppendTime.",
+        )
+    ]
+
+
+def test_a_v0_message_in_a_log_append_time_v1_wrapper_keeps_no_timestamp():
+    """Only an inner v1 message takes the wrapper's timestamp (DeepRecordsIterator wraps magic 1
+    alone); a v0 one reads -1, NoTimestampType."""
+    data = wrapper(1, message(0, b"a", b"b", 0) + message(1, b"c", b"d", 1, ts=2), 1, timestamp=77, lat=True)
+    (w,) = R.iter_batches(data)
+    assert [(r.timestamp, r.timestamp_type) for r in w.records()] == [
+        (-1, R.NO_TIMESTAMP_TYPE),
+        (77, R.LOG_APPEND_TIME),
+    ]

@@ -5,7 +5,7 @@ CRC is checked once, and the bytes go to the segment as they came.  Records
 are decoded only by the log: its record rules (log/validator.py: a compacted
 topic's keys, a CreateTime topic's timestamp limits) when a batch might break
 them, and LogValidator's rebuild of a legacy message set or of a batch whose
-codec the topic's compression.type overrides (validator.validate_batches).
+codec the topic's compression.type overrides (validator.rebuild_codec).
 Idempotent producers are checked by the log itself (Log.append_as_leader with
 Kafka's CLIENT origin): a retry of one of a producer's last five batches gets
 the original offsets, an old epoch or a sequence gap an error.
@@ -23,8 +23,8 @@ from kafkatool.broker.txn import verification as txn_verification
 from kafkatool.errors import KafkatoolError
 from kafkatool.formats import compression
 from kafkatool.formats import records as R
-from kafkatool.formats.errors import CorruptRecordError, FormatError
-from kafkatool.log.log import IllegalArgumentError, RecordBatchTooLargeError, RecordTooLargeError
+from kafkatool.formats.errors import UNCHECKED_ERRORS, CorruptRecordError, FormatError
+from kafkatool.log.log import RecordBatchTooLargeError, RecordTooLargeError
 from kafkatool.log.producer_state import ProducerStateError
 from kafkatool.log.validator import RecordValidationError
 from kafkatool.protocol.errors import ErrorCode
@@ -173,8 +173,9 @@ def _append_partition(
     except RecordTooLargeError as exc:
         resp.error_code = ErrorCode.MESSAGE_TOO_LARGE
         detail = str(exc)
-    except IllegalArgumentError as exc:
-        # an unknown codec, a negative timestamp to rebuild: ReplicaManager's catch-all
+    except UNCHECKED_ERRORS as exc:
+        # an unknown codec, a negative timestamp to rebuild, a legacy wrapper's unreadable
+        # stream (KafkaException): ReplicaManager's catch-all
         resp.error_code = ErrorCode.UNKNOWN_SERVER_ERROR
         detail = str(exc)
     except CorruptRecordError as exc:

@@ -1,0 +1,191 @@
+"""Legacy message sets (magic 0 and 1) in Produce v0-v2, answered as Kafka 3.7.0 answers them:
+the error code per partition, and the error message and record errors ReplicaManager puts in
+the partition's answer (a RecordValidationException's own; none for any other exception).  A
+Produce response below v8 carries neither message nor record errors on the wire, so those are
+read from the handler's answer on an in-process broker (real storage in a temp dir) before it
+is encoded; the codes are also checked over a socket against a `kafkatool serve`."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from kafkatool.broker.config import BrokerConfig
+from kafkatool.broker.router import RequestContext
+from kafkatool.broker.server import Broker
+from kafkatool.formats import compression
+from kafkatool.formats import records as R
+from kafkatool.protocol import generated as G
+from kafkatool.protocol.errors import ErrorCode
+from kafkatool.protocol.framing import encode_request, parse_request
+from kafkatool.protocol.generated.produce_request import PartitionProduceData, TopicProduceData
+from tests.broker.test_protocol import batches_of, create_topic, fetch, produce
+from tests.broker.wire import DispatchConn, WireClient
+
+TS = 1_700_000_000_000
+
+
+def message(magic: int, key, value, offset: int, ts: int = TS, attributes: int = 0) -> bytes:
+    return R.encode_legacy_message(magic, key, value, offset=offset, timestamp=ts, attributes=attributes)
+
+
+def wrapper(magic: int, inner: bytes, offset: int, codec: int = compression.GZIP) -> bytes:
+    value = compression.compress(codec, inner, magic=magic)
+    return R.encode_legacy_message(magic, None, value, offset=offset, timestamp=TS, attributes=codec)
+
+
+def damaged(entry: bytes) -> bytes:
+    out = bytearray(entry)
+    out[-1] ^= 1
+    return bytes(out)
+
+
+def crc_of(entry: bytes) -> int:
+    return struct.unpack_from(">I", entry, 12)[0]
+
+
+M0 = message(1, b"k0", b"v0", 0)
+BAD = damaged(message(1, b"k1", b"v1", 1))
+V0 = message(0, b"k1", b"v1", 1)
+MAGIC_TEXT = (
+    f"Record LegacyRecordBatch(offset=1, Record(magic=0, attributes=0, compression=none, crc={crc_of(V0)}, "
+    "key=2 bytes, value=2 bytes))'s magic does not match outer magic 1 in topic partition {topic}-0"
+)
+KEY_TEXT = "Compacted topic cannot accept message without key in topic partition {topic}-0"
+
+
+def shown(*errors: tuple[int, str]) -> str:
+    inner = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors)
+    return (
+        f"One or more records have been rejected due to {len(errors)} record errors in total, and only "
+        f"showing the first three errors at most: [{inner}]"
+    )
+
+
+#: (name, topic configs, records, error code, record errors (index, text with {topic}))
+CASES = [
+    ("inner-crc", {}, wrapper(1, M0 + BAD, 1), ErrorCode.CORRUPT_MESSAGE, []),
+    (
+        "inner-crc-v0",
+        {},
+        wrapper(0, message(0, b"a", b"b", 0) + damaged(V0), 1),
+        ErrorCode.CORRUPT_MESSAGE,
+        [],
+    ),
+    ("plain-crc", {}, M0 + BAD, ErrorCode.CORRUPT_MESSAGE, []),
+    ("inner-magic", {}, wrapper(1, M0 + V0, 1), ErrorCode.INVALID_RECORD, [(1, MAGIC_TEXT)]),
+    # the mismatched message's CRC is not looked at: validateRecord returns first
+    ("inner-magic-crc", {}, wrapper(1, M0 + damaged(V0), 1), ErrorCode.INVALID_RECORD, None),
+    (
+        "wrapper-offset",
+        {},
+        wrapper(1, M0 + message(1, b"k1", b"v1", 3), 2),
+        ErrorCode.INVALID_RECORD,
+        [],
+    ),
+    ("empty", {}, wrapper(1, b"", 0), ErrorCode.INVALID_RECORD, []),
+    ("null-value", {}, R.encode_legacy_message(1, None, None, attributes=1), ErrorCode.INVALID_RECORD, []),
+    ("zstd", {}, R.encode_legacy_message(1, None, b"x", attributes=4), ErrorCode.INVALID_RECORD, []),
+    (
+        "bad-stream",
+        {},
+        R.encode_legacy_message(1, None, b"\x1f\x8b junk", attributes=1),
+        ErrorCode.UNKNOWN_SERVER_ERROR,
+        [],
+    ),
+    (
+        "inner-small",
+        {},
+        wrapper(1, M0 + struct.pack(">qi", 1, 13) + bytes(13), 1),
+        ErrorCode.CORRUPT_MESSAGE,
+        [],
+    ),
+    (
+        "inner-codec-5",
+        {},
+        wrapper(1, M0 + message(1, b"k1", b"v1", 1, attributes=5), 1),
+        ErrorCode.UNKNOWN_SERVER_ERROR,
+        [],
+    ),
+    (
+        "keyless-plain",
+        {"cleanup.policy": "compact"},
+        M0 + message(1, None, b"v1", 1) + message(1, None, b"v2", 2),
+        ErrorCode.INVALID_RECORD,
+        [(0, KEY_TEXT)],
+    ),
+    (
+        "keyless-wrapped",
+        {"cleanup.policy": "compact"},
+        wrapper(1, M0 + message(1, None, b"v1", 1) + message(1, None, b"v2", 2), 2),
+        ErrorCode.INVALID_RECORD,
+        [(1, KEY_TEXT), (2, KEY_TEXT)],
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def inproc(tmp_path_factory):
+    d = tmp_path_factory.mktemp("legacy-inproc")
+    b = Broker(BrokerConfig.load(None, [f"log.dirs={d}", "listeners=PLAINTEXT://127.0.0.1:0"]))
+    b.open_storage()
+    try:
+        yield b
+    finally:
+        b.close_storage()
+
+
+def answer(broker, topic: str, data: bytes, version: int = 2):
+    """The produce handler's answer to a request of ``version`` as it comes (before encoding)."""
+    req = G.ProduceRequest(
+        transactional_id=None,
+        acks=1,
+        timeout_ms=5000,
+        topic_data=[
+            TopicProduceData(name=topic, partition_data=[PartitionProduceData(index=0, records=data)])
+        ],
+    )
+    header, body = parse_request(bytearray(encode_request(0, version, 1, "legacy-test", req)[4:]))
+    resp = broker.router.routes[0].handler(RequestContext(broker, DispatchConn(), header), body)
+    return resp.responses[0].partition_responses[0]
+
+
+@pytest.mark.parametrize(
+    ("name", "configs", "data", "code", "record_errors"), CASES, ids=[c[0] for c in CASES]
+)
+def test_the_answer_is_kafkas(inproc, name, configs, data, code, record_errors):
+    topic = f"legacy-{name}"
+    inproc.create_topic(topic, 1, configs)
+    r = answer(inproc, topic, data)
+    assert (r.error_code, r.base_offset) == (code, -1)
+    if record_errors is None:  # only the code is the point
+        return
+    want = [(i, text.format(topic=topic)) for i, text in record_errors]
+    assert [(e.batch_index, e.batch_index_error_message) for e in r.record_errors] == want
+    # only a RecordValidationException's message reaches the answer (hasCustomErrorMessage)
+    assert r.error_message == (shown(*want) if want else None)
+    assert inproc.get_log(topic, 0).log_end_offset == 0
+
+
+def test_a_cut_tail_in_a_wrapper_is_dropped_as_kafka_does(inproc):
+    """The deep iterator ends the set at a message cut short: the messages before it are taken."""
+    inproc.create_topic("legacy-tail", 1, {})
+    r = answer(inproc, "legacy-tail", wrapper(1, M0 + message(1, b"k1", b"v1", 1)[:-3], 1))
+    assert (r.error_code, r.base_offset, r.record_errors, r.error_message) == (0, 0, [], None)
+    assert inproc.get_log("legacy-tail", 0).log_end_offset == 1
+
+
+def test_the_codes_on_the_wire(broker):
+    """Produce v0 and v2 frames of crafted legacy sets against a `kafkatool serve`: each
+    partition's code as Kafka's, nothing appended, and the broker keeps serving."""
+    with WireClient(broker.bootstrap) as c:
+        for name, configs, data, code, _ in CASES:
+            topic = f"wire-{name}"
+            create_topic(c, topic, configs={k: v for k, v in configs.items()})
+            for version in (0, 2):
+                r = produce(c, topic, data, version=version)
+                assert (r.error_code, r.base_offset) == (code, -1), (name, version)
+            assert batches_of(fetch(c, topic, 0).responses[0].partitions[0].records) == []
+        ok = R.build_legacy_message_set([R.SimpleRecord(b"a", b"k"), R.SimpleRecord(b"b", b"k")], magic=1)
+        assert produce(c, "wire-inner-crc", ok, version=2).error_code == 0
