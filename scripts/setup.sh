@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything kafkatool and its tests need on a fresh Debian machine:
 # Debian's ZooKeeper (the tests start a real server), kcat (a real librdkafka
-# client), a Java runtime for ZooKeeper and Spark, iproute2 (network namespaces for the
-# cluster's partition test), then this package with its
+# client), a JDK for ZooKeeper and Spark, iproute2 (network namespaces for the
+# cluster's partition test), man, Python 3.11+ with pip, then this package with its
 # dev extras.  Idempotent; run as root (or with sudo available).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,7 +10,9 @@ cd "$(dirname "$0")/.."
 need_apt=()
 [ -f /usr/share/java/zookeeper.jar ] || need_apt+=(zookeeper)
 command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
-command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
+# a JDK, not only a runtime: tests compile a Java program to compare our UTF-8 decoding with Java's
+command -v javac >/dev/null 2>&1 || need_apt+=(openjdk-17-jdk-headless)
+command -v man >/dev/null 2>&1 || need_apt+=(man-db)  # the man pages' install test reads them with man
 command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)  # the cluster tests' network namespaces
 # Python 3.11 or newer with pip: the machine's own python3 if it has both (a pyenv build, say),
 # else Debian's (bookworm's python3 is 3.11; pip and venv are packages of their own there)
