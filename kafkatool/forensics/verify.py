@@ -614,6 +614,36 @@ def _check_records(batch, rep: SegmentReport, first: int | None) -> int | None:
                 f"offset {last} are not read (Kafka ends the wrapper's message set there)",
             )
         )
+    if batch.value_leftover:
+        # LegacyRecord reads a key and a value by their lengths and ignores what follows: a
+        # produce takes the message, a consumer never sees those bytes
+        what = "its inner messages" if batch.codec != 0 else "the message"
+        rep.findings.append(
+            Finding(
+                name,
+                pos,
+                batch.end,
+                last,
+                "record_corrupt",
+                f"{batch.value_leftover} bytes after the value of {what} at offset {last} are not read "
+                "(Kafka's LegacyRecord ignores them)",
+            )
+        )
+    for r in recs:
+        if r.magic != batch.magic:
+            # LogValidator.validateRecord's hasMagic: a produce refuses it with a record error
+            rep.findings.append(
+                Finding(
+                    name,
+                    pos,
+                    batch.end,
+                    r.offset,
+                    "record_corrupt",
+                    f"inner message at offset {r.offset} of the wrapper at offset {last} has magic "
+                    f"{r.magic}, not its wrapper's {batch.magic}",
+                )
+            )
+            break
     for r in recs:
         if not r.is_valid:
             rep.findings.append(

@@ -69,12 +69,30 @@ class IllegalArgumentError(FormatError):
     kind = "illegal_argument"
 
 
-class WrapperStreamError(CompressionError):
-    """A legacy wrapper's compressed inner message set that its codec cannot read: Kafka's deep
-    iterator (AbstractLegacyRecordBatch.DeepRecordsIterator) wraps the stream's IOException in a
-    KafkaException, no ApiException, so a produce answers UNKNOWN_SERVER_ERROR without a message;
-    verify calls it a compression finding."""
+class StreamError(CompressionError):
+    """A compressed record stream its codec cannot read: Kafka wraps the stream's IOException in
+    a KafkaException, no ApiException, so a produce answers UNKNOWN_SERVER_ERROR without a
+    message; verify calls it a compression finding.  A legacy wrapper's inner message set
+    (AbstractLegacyRecordBatch.DeepRecordsIterator) and a v2 batch's record area
+    (DefaultRecordBatch: compressedIterator's wrapForInput, StreamRecordIterator.readNext
+    "Failed to decompress record stream") alike; a stream that decompresses but holds too few
+    or too many records is InvalidRecordException there (InvalidRecordError)."""
+
+
+class LegacyFieldError(CorruptRecordError):
+    """A legacy message (magic 0/1, or an inner message of another magic, read with the v1
+    layout) whose key or value length does not fit it: Kafka's LegacyRecord.keySize(), key()
+    and value() read them with ByteBuffer.getInt and Utils.sizeDelimited, which throw
+    IndexOutOfBoundsException (a length field past the message) or IllegalArgumentException
+    (a key or value running past it), no ApiException: a produce answers UNKNOWN_SERVER_ERROR
+    without a message.  A negative length is a null key or value, bytes after the value are
+    ignored.  ``has_key``: what LegacyRecord.hasKey() answers (keySize() >= 0), None where
+    keySize() itself throws.  Still a corrupt record for the readers (verify, dump)."""
+
+    def __init__(self, message: str, position: int | None = None, *, has_key: bool | None = None):
+        super().__init__(message, position)
+        self.has_key = has_key
 
 
 #: Kafka's exceptions that are no ApiException (a produce's UNKNOWN_SERVER_ERROR, no message)
-UNCHECKED_ERRORS = (IllegalArgumentError, WrapperStreamError)
+UNCHECKED_ERRORS = (IllegalArgumentError, StreamError, LegacyFieldError)

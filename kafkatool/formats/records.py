@@ -22,8 +22,9 @@ from kafkatool.formats.errors import (
     FormatError,
     IllegalArgumentError,
     InvalidRecordError,
+    LegacyFieldError,
+    StreamError,
     TruncatedError,
-    WrapperStreamError,
 )
 from kafkatool.formats.varint import ZIGZAG_14, write_uvarint, zigzag32, zigzag64
 from kafkatool.formats.varint import read_zz32 as _read_zz32
@@ -127,6 +128,17 @@ class Record:
     @property
     def value_size(self) -> int:
         return -1 if self.value is None else len(self.value)
+
+
+@dataclass(slots=True)
+class UnreadableRecord(Record):
+    """A legacy message whose key or value Kafka's LegacyRecord cannot read (``error``, a
+    :class:`LegacyFieldError`), as ``LegacyBatch.records(lenient=True)`` hands it out: key and
+    value None.  LogValidator reads a message's key and value only after its checks
+    (validateRecord) or, for an uncompressed set kept uncompressed, before them all
+    (estimateSizeInBytes); the validator raises ``error`` where Kafka's read would throw."""
+
+    error: LegacyFieldError | None = None
 
 
 @dataclass(slots=True)
@@ -312,17 +324,27 @@ def decode_records_v2(
             )
     except FormatError as exc:
         # errors inside (the varint readers' too) are relative to ``data``: one shift for all
-        raise exc.shifted(position_base) from None
+        raise _invalid_record(exc).shifted(position_base) from None
     if key_at and position_base:
         key_at[:] = [k + position_base for k in key_at]
     if pos != end:
         more = _whole_records(data, pos, end)
         held = f"; they hold {more} more whole records" if more else ""
-        raise CorruptRecordError(
+        raise InvalidRecordError(
             f"batch declares {count} records but {end - pos} bytes are left after them{held}",
             position_base + pos,
             kind="bad_count",
         )
+
+
+def _invalid_record(exc: FormatError) -> FormatError:
+    """A v2 record that does not decode is Kafka's InvalidRecordException, whatever broke
+    (DefaultRecord.readFrom: "Found invalid record structure", "Invalid record size ...";
+    DefaultRecordBatch.RecordIterator: "Incorrect declared batch size ..."), so a produce
+    answers INVALID_RECORD; the error keeps its kind (verify's and recovery's category)."""
+    if isinstance(exc, InvalidRecordError):
+        return exc
+    return InvalidRecordError(exc.message, exc.position, kind=exc.kind)
 
 
 def record_timestamps(batch: Batch) -> Iterator[tuple[int, int]]:
@@ -362,8 +384,14 @@ def record_timestamps(batch: Batch) -> Iterator[tuple[int, int]]:
             off_delta, pos = _read_zz32(data, pos, rec_end)
             yield base_offset + off_delta, base_ts + ts_delta if append_time is None else append_time
             pos = rec_end
+        if pos != end:  # RecordIterator.next's ensureNoneRemaining after the last record
+            raise InvalidRecordError(
+                f"batch declares {batch.records_count} records but {end - pos} bytes are left after them",
+                pos,
+                kind="bad_count",
+            )
     except FormatError as exc:
-        raise exc.shifted(shift) from None
+        raise _invalid_record(exc).shifted(shift) from None
 
 
 def _whole_records(data, pos: int, end: int) -> int:
@@ -538,11 +566,16 @@ class RecordBatch:
         try:
             return compression.decompress(self.codec, area, magic=2, max_size=max_size)
         except FormatError as exc:
-            raise (
-                exc.shifted(self.position + RECORD_BATCH_OVERHEAD)
-                if exc.position is not None
-                else type(exc)(f"{exc.message} in the batch at offset {self.base_offset}", self.position)
-            ) from None
+            # DefaultRecordBatch wraps the codec's IOException in a KafkaException (StreamError);
+            # "too_large" is our own limit, not the stream's
+            cls = StreamError if isinstance(exc, CompressionError) and exc.kind != "too_large" else type(exc)
+            if exc.position is not None:
+                err = cls(exc.message, exc.position + self.position + RECORD_BATCH_OVERHEAD, kind=exc.kind)
+            else:
+                err = cls(
+                    f"{exc.message} in the batch at offset {self.base_offset}", self.position, kind=exc.kind
+                )
+            raise err from None
 
     def records(self, *, max_size: int | None = None, key_at: list | None = None) -> Iterator[Record]:
         """The batch's records (``key_at``: see :func:`decode_records_v2`)."""
@@ -590,23 +623,29 @@ class LegacyBatch:
         "attributes",
         "timestamp",
         "inner_leftover",
+        "value_leftover",
     )
 
-    def __init__(self, buf, position: int = 0):
+    def __init__(self, buf, position: int = 0, *, inner: bool = False):
+        """``inner``: a wrapper's inner message, which Kafka reads whatever its magic (the
+        deep iterator checks none): any magic but 0 with the v1 layout (LegacyRecord), so one
+        of magic 2 or more is validateRecord's "magic does not match" record error."""
+        # 12 + 14 bytes: the log header, then crc, magic, attributes and (v1) the timestamp
         if position + LOG_OVERHEAD + LEGACY_OVERHEAD_V0 > len(buf):
             raise TruncatedError("legacy message header runs past the end of the data", position)
         self.buf = buf
         self.position = position
         #: bytes after the last whole inner message of a wrapper (known once it was read)
         self.inner_leftover = 0
+        #: bytes after the value of the message, and of a wrapper's inner messages once they
+        #: were all read (LegacyRecord ignores them)
+        self.value_leftover = 0
         self.offset, self.message_size, self.crc, self.magic, self.attributes = _LEGACY_V0.unpack_from(
             buf, position
         )
-        if self.magic not in (0, 1):
+        if self.magic not in (0, 1) and not inner:
             raise CorruptRecordError(f"invalid magic {self.magic} for a legacy message", position + 16)
-        if self.magic == 1:
-            if position + LOG_OVERHEAD + LEGACY_OVERHEAD_V1 > len(buf):
-                raise TruncatedError("legacy v1 message header runs past the end of the data", position)
+        if self.magic != 0:
             (self.timestamp,) = _LEGACY_V1_TS.unpack_from(buf, position + 18)
         else:
             self.timestamp = NO_TIMESTAMP
@@ -663,24 +702,31 @@ class LegacyBatch:
         return crc32(memoryview(self.buf)[self.position + 16 : self.end])
 
     def is_valid(self) -> bool:
-        overhead = LEGACY_OVERHEAD_V1 if self.magic == 1 else LEGACY_OVERHEAD_V0
-        return self.message_size >= overhead and self.end <= len(self.buf) and self.compute_crc() == self.crc
+        """LegacyRecord.isValid: 14 bytes or more and the CRC, at either magic (a v1 message
+        smaller than its 22-byte header is valid there: its key and value are not read)."""
+        return (
+            self.message_size >= LEGACY_OVERHEAD_V0
+            and self.end <= len(self.buf)
+            and self.compute_crc() == self.crc
+        )
 
     def ensure_valid(self) -> None:
-        overhead = LEGACY_OVERHEAD_V1 if self.magic == 1 else LEGACY_OVERHEAD_V0
-        _ensure_valid(self, self.message_size, overhead, "message")
+        _ensure_valid(self, self.message_size, LEGACY_OVERHEAD_V0, "message")
 
     ensure_checksum = ensure_valid  # a message's header has no count to check
 
-    def _key_value(self) -> tuple[bytes | None, bytes | None]:
-        return _legacy_key_value(self.buf, self.position, self.magic, self.end)
+    def key_value(self) -> tuple[bytes | None, bytes | None]:
+        """The message's own key and value as LegacyRecord reads them (a wrapper's value is its
+        compressed inner set): LegacyFieldError where Kafka's read throws."""
+        key, value, self.value_leftover = _legacy_key_value(self.buf, self.position, self.magic, self.end)
+        return key, value
 
     def _inner_entries(self, *, max_size: int | None = None) -> list[LegacyBatch]:
         """The wrapper's inner messages as Kafka's deep iterator reads them
         (AbstractLegacyRecordBatch.DeepRecordsIterator and its DataLogInputStream, 3.7.0), its
         checks and their exceptions: a zstd wrapper, a null value and a set of no messages are
         InvalidRecordException; a stream its codec cannot read is a KafkaException
-        (WrapperStreamError); an inner size below 14 is CorruptRecordException.  The set ends
+        (StreamError); an inner size below 14 is CorruptRecordException.  The set ends
         where fewer than a message's 12-byte log header remain or where a message is cut short:
         Kafka ends the iteration there without an error (the bytes left: ``inner_leftover``)."""
         if self.codec == compression.NONE:
@@ -690,7 +736,7 @@ class LegacyBatch:
                 f"Invalid wrapper compressionType found in legacy deep record iterator {self.magic}",
                 self.position,
             )
-        _, value = self._key_value()
+        _, value = self.key_value()
         if value is None:
             raise InvalidRecordError(
                 f"Found invalid compressed record set with null value (magic = {self.magic})", self.position
@@ -698,7 +744,7 @@ class LegacyBatch:
         try:
             data = compression.decompress(self.codec, value, magic=self.magic, max_size=max_size)
         except CompressionError as exc:
-            cls = CompressionError if exc.kind == "too_large" else WrapperStreamError
+            cls = CompressionError if exc.kind == "too_large" else StreamError
             raise cls(
                 f"{exc.message} in the wrapper message at offset {self.offset}", self.position, kind=exc.kind
             ) from None
@@ -720,7 +766,7 @@ class LegacyBatch:
             if pos + LOG_OVERHEAD + size > end:
                 break
             try:
-                msg = LegacyBatch(data, pos)
+                msg = LegacyBatch(data, pos, inner=True)
             except FormatError as exc:
                 raise CorruptRecordError(
                     f"inner message at byte {pos} of the decompressed wrapper: {exc.message}", self.position
@@ -739,7 +785,7 @@ class LegacyBatch:
         """First offset (decompresses a wrapper, as Kafka's legacy batches do)."""
         if self.codec == compression.NONE:
             return self.offset
-        return next(iter(self.records())).offset
+        return next(iter(self.records(lenient=True))).offset  # an offset needs no key or value
 
     @property
     def count(self) -> int:
@@ -770,13 +816,14 @@ class LegacyBatch:
             self.position,
         )
 
-    def records(self, *, max_size: int | None = None) -> Iterator[Record]:
+    def records(self, *, max_size: int | None = None, lenient: bool = False) -> Iterator[Record]:
         """The messages as Kafka's legacy batch hands them out: a plain message itself; a
         wrapper's inner messages (DeepRecordsIterator) with absolute offsets (v1: the wrapper's
         offset less the last inner one, a wrapper offset of 0 meaning base 0, some librdkafka
         producers; a non-zero wrapper offset below the last inner one is InvalidRecordException),
         an inner v1 message taking its wrapper's timestamp type and, for LogAppendTime, its
-        timestamp."""
+        timestamp.  A message whose key or value Kafka cannot read raises LegacyFieldError, or
+        with ``lenient`` is handed out as an :class:`UnreadableRecord` (LogValidator's order)."""
         inner = self._inner_entries(max_size=max_size)
         wrapper = inner[0] is not self
         base = None
@@ -794,10 +841,24 @@ class LegacyBatch:
                     )
                 base = self.offset - last_rel
         wrapper_type = self.timestamp_type
+        stray = 0
         for i, msg in enumerate(inner):
             if wrapper and msg.codec != compression.NONE:
                 raise self._nested_error(i, msg)
-            key, value = msg._key_value()
+            cls, error = Record, None
+            try:
+                key, value = msg.key_value()
+            except LegacyFieldError as exc:
+                if wrapper:
+                    exc = LegacyFieldError(
+                        f"inner message {i} of the wrapper message at offset {self.offset}: {exc.message}",
+                        self.position,
+                        has_key=exc.has_key,
+                    )
+                if not lenient:
+                    raise exc from None
+                cls, error, key, value = UnreadableRecord, exc, None, None
+            stray += msg.value_leftover
             offset = msg.offset if base is None else base + msg.offset
             ts_type = msg.timestamp_type
             ts = msg.timestamp
@@ -806,7 +867,7 @@ class LegacyBatch:
                 if wrapper_type == LOG_APPEND_TIME:
                     ts = self.timestamp
             computed = msg.compute_crc()
-            yield Record(
+            record = cls(
                 offset=offset,
                 timestamp=ts,
                 key=key,
@@ -820,6 +881,11 @@ class LegacyBatch:
                 computed_crc=computed,
                 timestamp_type=ts_type,
             )
+            if error is not None:
+                record.error = error
+            yield record
+        if wrapper:
+            self.value_leftover += stray
 
     def __iter__(self) -> Iterator[Record]:
         return self.records()
@@ -831,24 +897,39 @@ class LegacyBatch:
         )
 
 
-def _legacy_key_value(buf, position: int, magic: int, end: int) -> tuple[bytes | None, bytes | None]:
-    pos = position + LOG_OVERHEAD + (LEGACY_OVERHEAD_V1 - 8 if magic == 1 else LEGACY_OVERHEAD_V0 - 8)
+def _legacy_key_value(buf, position: int, magic: int, end: int) -> tuple[bytes | None, bytes | None, int]:
+    """(key, value, bytes after the value) of the message at ``position`` as Kafka's LegacyRecord
+    reads them (keySize, key(), value(): Utils.sizeDelimited): the v0 layout at magic 0, the v1
+    layout at any other; a negative length is null; a length field past the message or a key or
+    value running past it throws there (LegacyFieldError); bytes after the value are ignored."""
+    pos = position + LOG_OVERHEAD + (LEGACY_OVERHEAD_V0 - 8 if magic == 0 else LEGACY_OVERHEAD_V1 - 8)
     out = []
+    has_key = None
     for what in ("key", "value"):
         if pos + 4 > end:
-            raise CorruptRecordError(f"message {what} length runs past the message", pos)
+            raise LegacyFieldError(
+                f"the message's {what} length field at byte {pos} is past its end at {end} "
+                "(LegacyRecord: IndexOutOfBoundsException)",
+                pos,
+                has_key=has_key,
+            )
         (n,) = _I32.unpack_from(buf, pos)
         pos += 4
+        if has_key is None:
+            has_key = n >= 0
         if n < 0:
             out.append(None)
             continue
         if pos + n > end:
-            raise CorruptRecordError(f"message {what} of {n} bytes runs past the message", pos)
+            raise LegacyFieldError(
+                f"the message's {what} of {n} bytes runs past its end at {end} "
+                "(LegacyRecord: IllegalArgumentException)",
+                pos - 4,
+                has_key=has_key,
+            )
         out.append(bytes(buf[pos : pos + n]))
         pos += n
-    if pos != end:
-        raise CorruptRecordError(f"{end - pos} stray bytes at the end of the message", pos)
-    return out[0], out[1]
+    return out[0], out[1], end - pos
 
 
 Batch = RecordBatch | LegacyBatch
@@ -916,12 +997,9 @@ def check_entry_header(size: int, magic: int, position: int, data_end: int) -> b
         return True
     if magic < 0:
         raise CorruptRecordError(f"unknown magic {magic}", position + 16, kind="bad_magic")
-    if magic == 1 and size < LEGACY_OVERHEAD_V1:
-        raise CorruptRecordError(
-            f"v1 message size {size} is smaller than the minimum {LEGACY_OVERHEAD_V1}",
-            position,
-            kind="bad_length",
-        )
+    # a v1 message of 14-21 bytes passes here as in Kafka (the log input streams check only the
+    # v0 overhead, "stricter checking is done later"): it is valid with its CRC (isValid) and
+    # kept by recovery; reading its key or value throws (LegacyFieldError)
     return True
 
 

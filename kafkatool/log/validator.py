@@ -25,7 +25,11 @@ read keeps its header's maxTimestamp (the producers' own).
 A legacy set (magic 0/1) gets Kafka's checks of its messages too: a compressed wrapper's inner
 messages are always read (LogValidator rebuilds the set anyway), one of another magic than the
 wrapper's is a record error and an inner message's own CRC is checked (CORRUPT_MESSAGE); the deep
-iterator's own refusals are the format's (``records.LegacyBatch.records``).
+iterator's own refusals are the format's (``records.LegacyBatch.records``).  A message whose key or
+value LegacyRecord cannot read (``records.UnreadableRecord``) fails where Kafka's read of them
+throws: after the batch's checks (the rebuild reads them), inside them where hasKey or a record
+error's text reads them, and before them all for an uncompressed set kept uncompressed
+(estimateSizeInBytes).
 
 A batch with record errors raises :class:`RecordValidationError` (Kafka's
 RecordValidationException: processRecordErrors), one error per offending record, its index
@@ -71,6 +75,8 @@ def _record_string(batch, r: R.Record) -> str:
     and 1 the legacy batch entry the iterator hands out (AbstractLegacyRecordBatch.toString around
     LegacyRecord.toString: the message's own attributes and CRC, the timestamp type and timestamp
     the record reports, no timestamp at magic 0)."""
+    if isinstance(r, R.UnreadableRecord):
+        raise r.error  # LegacyRecord.toString reads the key and value: it throws there
     key = 0 if r.key is None else len(r.key)
     value = 0 if r.value is None else len(r.value)
     if batch.magic >= 2:
@@ -83,6 +89,16 @@ def _record_string(batch, r: R.Record) -> str:
         f"LegacyRecordBatch(offset={r.offset}, Record(magic={r.magic}, attributes={r.attributes}, "
         f"compression={codec}, crc={r.crc}, {stamp}key={key} bytes, value={value} bytes))"
     )
+
+
+def _has_key(r: R.Record) -> bool:
+    """LegacyRecord.hasKey (keySize() >= 0), which throws where the key length is not in the
+    message; a v2 record's key is not null."""
+    if isinstance(r, R.UnreadableRecord):
+        if r.error.has_key is None:
+            raise r.error
+        return r.error.has_key
+    return r.key is not None
 
 
 def validate_append(
@@ -103,10 +119,25 @@ def validate_append(
     append with (:func:`rebuild_codec`), None when it is appended in place."""
     codec = rebuild_codec(batches, log_dir, target_codec)
     first = batches[0]
+    if codec is not None and first.magic < 2 and codec == compression.NONE:  # one test for v2 in place
+        _size_converted(batches)
     for b in batches:
         _validate_batch(b, first, client, log_dir)
         _validate_records(b, config, timestamp_type, now_ms, log_dir, codec is None)
     return codec
+
+
+def _size_converted(batches: list) -> None:
+    """convertAndAssignOffsetsNonCompressed (a legacy set uncompressed and kept so) sizes the
+    converted set before any check (AbstractRecords.estimateSizeInBytes: every message's key()
+    and value()): a message whose key or value Kafka cannot read throws there
+    (LegacyFieldError), before validateBatch and any record error.  A set with a compressed
+    wrapper goes the compressed way (its records checked first, then read for the rebuild)."""
+    if any(b.codec != compression.NONE for b in batches):
+        return
+    for b in batches:
+        if b.magic < 2:
+            b.key_value()
 
 
 def rebuild_codec(batches: list, log_dir, target_codec: int | None) -> int | None:
@@ -207,7 +238,11 @@ def _validate_records(
             return
     errors: list[tuple[int, str]] = []
     timestamp_error = False
-    if compacted or set_append_time or deep:
+    if b.magic < 2:
+        # a message whose key or value does not fit is read by validateRecord's checks as far
+        # as they go (its magic, CRC, keySize, timestamp), its key and value only after them
+        stamps = ((r.offset, r.timestamp, r) for r in b.records(lenient=True))
+    elif compacted or set_append_time:
         stamps = ((r.offset, r.timestamp, r) for r in b.records())
     else:
         stamps = ((offset, ts, None) for offset, ts in R.record_timestamps(b))
@@ -231,7 +266,7 @@ def _validate_records(
                 )
         if ts > max_ts:
             max_ts = ts
-        if compacted and record.key is None:
+        if compacted and record.key is None and not _has_key(record):  # a call only for a null key
             errors.append(
                 (
                     index,

@@ -8,6 +8,7 @@ is encoded; the codes are also checked over a socket against a `kafkatool serve`
 from __future__ import annotations
 
 import struct
+import zlib
 
 import pytest
 
@@ -45,6 +46,25 @@ def crc_of(entry: bytes) -> int:
     return struct.unpack_from(">I", entry, 12)[0]
 
 
+def forged(magic: int, fields: bytes, offset: int, ts: int = TS, attributes: int = 0) -> bytes:
+    """A message of ``magic`` whose bytes after the header (key and value lengths and bytes,
+    as the client wrote them) are ``fields``, with a valid CRC: the v0 layout at magic 0, the
+    v1 layout (a timestamp) at any other, as Kafka's LegacyRecord reads it."""
+    body = struct.pack(">bb", magic, attributes) + (struct.pack(">q", ts) if magic != 0 else b"") + fields
+    return struct.pack(">qiI", offset, len(body) + 4, zlib.crc32(body)) + body
+
+
+def kv(
+    key: bytes | None, value: bytes | None, key_len: int | None = None, value_len: int | None = None
+) -> bytes:
+    """Key and value fields, their lengths as given (default: the bytes' own, -1 for None)."""
+    k = key or b""
+    v = value or b""
+    kl = (-1 if key is None else len(k)) if key_len is None else key_len
+    vl = (-1 if value is None else len(v)) if value_len is None else value_len
+    return struct.pack(">i", kl) + k + struct.pack(">i", vl) + v
+
+
 M0 = message(1, b"k0", b"v0", 0)
 BAD = damaged(message(1, b"k1", b"v1", 1))
 V0 = message(0, b"k1", b"v1", 1)
@@ -53,6 +73,24 @@ MAGIC_TEXT = (
     "key=2 bytes, value=2 bytes))'s magic does not match outer magic 1 in topic partition {topic}-0"
 )
 KEY_TEXT = "Compacted topic cannot accept message without key in topic partition {topic}-0"
+# an inner message of magic 2, read with the v1 layout (LegacyRecord: any magic but 0)
+V2_INNER = forged(2, kv(b"k1", b"v1"), 1)
+
+
+def magic2_text(outer: int) -> str:
+    return (
+        f"Record LegacyRecordBatch(offset=1, Record(magic=2, attributes=0, compression=none, "
+        f"crc={crc_of(V2_INNER)}, CreateTime={TS}, key=2 bytes, value=2 bytes))'s magic does not match "
+        f"outer magic {outer} in topic partition {{topic}}-0"
+    )
+
+
+# CRC-valid messages whose key or value LegacyRecord cannot read (Utils.sizeDelimited: a length
+# past the message throws IllegalArgumentException, a length field past it
+# IndexOutOfBoundsException; no ApiException: UNKNOWN_SERVER_ERROR)
+KEY_PAST = forged(1, kv(b"k1", b"v1", key_len=50), 1)
+VALUE_PAST = forged(1, kv(b"k1", b"v1", value_len=3), 1)
+NO_VALUE_FIELD = forged(1, struct.pack(">i", 2) + b"k1", 1)
 
 
 def shown(*errors: tuple[int, str]) -> str:
@@ -108,6 +146,74 @@ CASES = [
         ErrorCode.UNKNOWN_SERVER_ERROR,
         [],
     ),
+    # 1. an inner message of magic 2 or more: validateRecord's magic record error
+    ("inner-magic-2", {}, wrapper(1, M0 + V2_INNER, 1), ErrorCode.INVALID_RECORD, [(1, magic2_text(1))]),
+    (
+        "inner-magic-2-v0",
+        {},
+        wrapper(0, message(0, b"a", b"b", 0) + V2_INNER, 1),
+        ErrorCode.INVALID_RECORD,
+        [(1, magic2_text(0))],
+    ),
+    # ... whose record error's text (LegacyRecord.toString) cannot read its key: that throws
+    (
+        "inner-magic-2-short",
+        {},
+        wrapper(1, M0 + forged(2, b"", 1), 1),
+        ErrorCode.UNKNOWN_SERVER_ERROR,
+        [],
+    ),
+    # 2. key or value lengths that do not fit a CRC-valid message
+    ("plain-key-past", {}, M0 + KEY_PAST, ErrorCode.UNKNOWN_SERVER_ERROR, []),
+    ("plain-value-past", {}, M0 + VALUE_PAST, ErrorCode.UNKNOWN_SERVER_ERROR, []),
+    ("plain-no-value-field", {}, M0 + NO_VALUE_FIELD, ErrorCode.UNKNOWN_SERVER_ERROR, []),
+    ("plain-v0-key-past", {}, forged(0, kv(b"k", b"v", key_len=9), 0), ErrorCode.UNKNOWN_SERVER_ERROR, []),
+    ("wrapped-key-past", {}, wrapper(1, M0 + KEY_PAST, 1), ErrorCode.UNKNOWN_SERVER_ERROR, []),
+    ("wrapped-value-past", {}, wrapper(1, M0 + VALUE_PAST, 1), ErrorCode.UNKNOWN_SERVER_ERROR, []),
+    (
+        "wrapper-key-past",
+        {},
+        forged(1, kv(None, compression.compress(compression.GZIP, M0), key_len=1000), 0, attributes=1),
+        ErrorCode.UNKNOWN_SERVER_ERROR,
+        [],
+    ),
+    # an uncompressed set kept uncompressed is sized first (estimateSizeInBytes reads every
+    # key and value): that throws before the first message's record error
+    (
+        "plain-key-past-after-keyless",
+        {"cleanup.policy": "compact"},
+        message(1, None, b"v0", 0) + KEY_PAST,
+        ErrorCode.UNKNOWN_SERVER_ERROR,
+        [],
+    ),
+    # recompressed (compression.type), the records are checked first: the record error wins
+    (
+        "plain-key-past-after-keyless-gzip",
+        {"cleanup.policy": "compact", "compression.type": "gzip"},
+        message(1, None, b"v0", 0) + KEY_PAST,
+        ErrorCode.INVALID_RECORD,
+        [(0, KEY_TEXT)],
+    ),
+    # in a wrapper too: validateRecord's errors come before the rebuild reads a key
+    (
+        "wrapped-key-past-then-magic",
+        {},
+        wrapper(1, forged(1, kv(b"k", b"v", key_len=50), 0) + V0, 1),
+        ErrorCode.INVALID_RECORD,
+        [(1, MAGIC_TEXT)],
+    ),
+    # hasKey reads the key length: a compacted topic's check throws where it is past the message
+    (
+        "wrapped-no-key-field-compacted",
+        {"cleanup.policy": "compact"},
+        wrapper(1, message(1, None, b"v0", 0) + forged(1, b"\0\0", 1), 1),
+        ErrorCode.UNKNOWN_SERVER_ERROR,
+        [],
+    ),
+    # 3. a top-level v1 message smaller than the v1 header (14-21 bytes), CRC valid: its key or
+    # value length field is past its end
+    ("v1-14-bytes", {}, forged(1, b"", 0), ErrorCode.UNKNOWN_SERVER_ERROR, []),
+    ("v1-21-bytes", {}, forged(1, struct.pack(">i", -1) + b"\0\0\0", 0), ErrorCode.UNKNOWN_SERVER_ERROR, []),
     (
         "keyless-plain",
         {"cleanup.policy": "compact"},
@@ -174,6 +280,27 @@ def test_a_cut_tail_in_a_wrapper_is_dropped_as_kafka_does(inproc):
     r = answer(inproc, "legacy-tail", wrapper(1, M0 + message(1, b"k1", b"v1", 1)[:-3], 1))
     assert (r.error_code, r.base_offset, r.record_errors, r.error_message) == (0, 0, [], None)
     assert inproc.get_log("legacy-tail", 0).log_end_offset == 1
+
+
+def test_lengths_kafka_reads_past_are_taken(inproc):
+    """LegacyRecord reads a negative key or value length as null (Utils.sizeDelimited: size < 0),
+    not only -1, and ignores bytes after the value: the messages are taken, as Kafka takes them
+    (their records as Kafka reads them; a null key is a compacted topic's record error)."""
+    neg = forged(1, kv(None, b"v0", key_len=-7), 0)
+    tail = forged(1, kv(b"k1", b"v1") + b"xyz", 1)
+    inproc.create_topic("legacy-lengths", 1, {})
+    for data in (neg + tail, wrapper(1, neg + tail, 1)):
+        r = answer(inproc, "legacy-lengths", data)
+        assert (r.error_code, r.record_errors) == (0, [])
+    stored = [(x.key, x.value) for b in inproc.get_log("legacy-lengths", 0).batches(0) for x in b.records()]
+    assert stored == [(None, b"v0"), (b"k1", b"v1")] * 2
+    inproc.create_topic("legacy-lengths-compact", 1, {"cleanup.policy": "compact"})
+    r = answer(inproc, "legacy-lengths-compact", wrapper(1, tail + neg, 1))
+    want = KEY_TEXT.format(topic="legacy-lengths-compact")
+    assert (r.error_code, [(e.batch_index, e.batch_index_error_message) for e in r.record_errors]) == (
+        ErrorCode.INVALID_RECORD,
+        [(1, want)],
+    )
 
 
 def test_the_codes_on_the_wire(broker):

@@ -301,7 +301,7 @@ def test_fetch_v0_to_v3_down_converts(c):
 
 def _inner(wrapper) -> list:
     """The inner messages of a legacy wrapper as stored in it (v1: relative offsets)."""
-    key, value = wrapper._key_value()
+    key, value = wrapper.key_value()
     assert key is None
     return batches_of(compression.decompress(wrapper.codec, value, magic=wrapper.magic))
 
@@ -336,7 +336,7 @@ def test_down_conversion_keeps_a_compressed_batch_compressed(c, codec):
             assert w.timestamp == 2_003 and w.timestamp_type == R.CREATE_TIME
         if codec == compression.LZ4:
             # KafkaLZ4BlockOutputStream: magic 0 keeps the broken header checksum (KAFKA-3160)
-            frame = w._key_value()[1]
+            frame = w.key_value()[1]
             assert frame[6] == compression.lz4_header_checksum(frame[:6], magic)
         # as long as the batch read or the wrapper, whichever is longer
         assert len(records) == max(len(stored), w.size)

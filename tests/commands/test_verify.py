@@ -459,3 +459,50 @@ def test_bytes_after_a_wrappers_last_whole_inner_message_are_reported(tmp_path):
     assert code == 1
     assert [(f["kind"], f["position"]) for f in fs] == [("record_corrupt", 0)]
     assert fs[0]["message"].startswith(f"{len(cut)} bytes after the last whole inner message")
+
+
+def _forged(magic: int, fields: bytes, offset: int) -> bytes:
+    """A message whose bytes after the header are ``fields``, its CRC valid (the v1 layout at
+    any magic but 0, as Kafka's LegacyRecord reads it)."""
+    import zlib
+
+    body = struct.pack(">bb", magic, 0) + (struct.pack(">q", 5) if magic else b"") + fields
+    return struct.pack(">qiI", offset, len(body) + 4, zlib.crc32(body)) + body
+
+
+def test_messages_a_produce_cannot_read_are_reported_and_kept_by_recovery(tmp_path):
+    """CRC-valid messages Kafka keeps in a log (LogSegment.recover: ensureValid, the size of a v0
+    message and the CRC) but whose key or value LegacyRecord cannot read (a produce's
+    UNKNOWN_SERVER_ERROR), a v1 message smaller than its header among them; bytes after a
+    value (ignored by Kafka); an inner message of magic 2 (a produce's record error): verify
+    reads on past each and reports it, recovery keeps them all."""
+    from kafkatool.log.segment import scan_for_recovery
+
+    m0 = R.encode_legacy_message(1, b"k0", b"v0", offset=0, timestamp=5)
+    after = R.encode_legacy_message(1, b"k9", b"v9", offset=9, timestamp=5)
+    cases = [
+        ("short", _forged(1, b"", 1), "length field"),
+        (
+            "key-past",
+            _forged(1, struct.pack(">i", 40) + b"k1" + struct.pack(">i", 2) + b"v1", 1),
+            "runs past",
+        ),
+        (
+            "value-past",
+            _forged(0, struct.pack(">i", 2) + b"k1" + struct.pack(">i", 9) + b"v1", 1),
+            "runs past",
+        ),
+        (
+            "tail",
+            _forged(1, struct.pack(">i", 2) + b"k1" + struct.pack(">i", 2) + b"v1xyz", 1),
+            "3 bytes after",
+        ),
+        ("magic-2", _legacy_wrapper(m0 + _forged(2, struct.pack(">ii", -1, -1), 1), 1), "has magic 2"),
+    ]
+    for name, bad, text in cases:
+        data = m0 + bad + after
+        assert scan_for_recovery(data, 0, 4096).valid_bytes == len(data), name
+        code, fs, summary = _verify_one(tmp_path / name, data)
+        assert code == 1, name
+        assert [(f["kind"], f["position"]) for f in fs] == [("record_corrupt", len(m0))], name
+        assert text in fs[0]["message"], (name, fs[0]["message"])

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from kafkatool.formats import compression
 from kafkatool.formats import records as R
 from kafkatool.formats.crc import crc32c
-from kafkatool.formats.errors import CorruptRecordError, FormatError
+from kafkatool.formats.errors import FormatError, InvalidRecordError
 from kafkatool.formats.varint import write_uvarint, zigzag32
 
 
@@ -139,7 +139,7 @@ def test_legacy_wrapper_of_records_with_gaps(magic, codec):
     assert [(r.offset, r.key, r.value) for r in out] == [(o, k, v) for o, _, k, v in entries]
     if magic == 1:
         assert [r.timestamp for r in out] == [7, 9, 8]
-    inner = list(R.iter_batches(compression.decompress(codec, w._key_value()[1], magic=magic)))
+    inner = list(R.iter_batches(compression.decompress(codec, w.key_value()[1], magic=magic)))
     assert [m.offset for m in inner] == ([0, 3, 10] if magic == 1 else [100, 103, 110])
 
 
@@ -319,7 +319,8 @@ def test_a_rebuilt_record_writes_such_a_key_as_kafka_writes_it():
     ],
 )
 def test_header_structure_errors(tail, message):
-    """Kafka's readFrom rules on the headers, with the position of the field."""
+    """Kafka's readFrom rules on the headers, with the position of the field: its
+    InvalidRecordException (a produce's INVALID_RECORD), a corrupt record to verify."""
     body = b"\x00\x00\x00\x02k\x02v" + tail
     rec = write_uvarint(zigzag32(len(body))) + body
     good = R.build_record_batch([R.SimpleRecord(b"v", b"k", (), 0)], base_timestamp=0)
@@ -328,9 +329,9 @@ def test_header_structure_errors(tail, message):
     struct.pack_into(">I", head, 17, crc32c(bytes(head[21:]) + rec))
     b = R.read_batch(bytes(head) + rec)
     assert b.is_valid()
-    with pytest.raises(CorruptRecordError) as e:
+    with pytest.raises(InvalidRecordError) as e:
         list(b.records())
-    assert e.value.message == message
+    assert (e.value.message, e.value.kind) == (message, "corrupt_record")
     assert 61 < e.value.position <= 61 + len(rec)
 
 

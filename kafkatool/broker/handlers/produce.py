@@ -174,8 +174,10 @@ def _append_partition(
         resp.error_code = ErrorCode.MESSAGE_TOO_LARGE
         detail = str(exc)
     except UNCHECKED_ERRORS as exc:
-        # an unknown codec, a negative timestamp to rebuild, a legacy wrapper's unreadable
-        # stream (KafkaException): ReplicaManager's catch-all
+        # an unknown codec, a negative timestamp to rebuild, a compressed stream its codec
+        # cannot read (KafkaException: a legacy wrapper's or a v2 batch's), a legacy key or
+        # value that LegacyRecord cannot read (the ByteBuffer's exceptions): ReplicaManager's
+        # catch-all
         resp.error_code = ErrorCode.UNKNOWN_SERVER_ERROR
         detail = str(exc)
     except CorruptRecordError as exc:
