@@ -600,6 +600,18 @@ class Connection:
                         item = await item
                     except asyncio.CancelledError:
                         return
+                    except CloseConnection as exc:
+                        # as the reader does for one answered at once: one line; the answers
+                        # before it are written (FIFO), then the connection is closed
+                        log.warning(
+                            "closing connection peer=%s client_id=%s reason=%s",
+                            self.peer,
+                            self.client_id,
+                            exc,
+                        )
+                        self._closed = True
+                        self.transport.close()
+                        return
                     except Exception:
                         log.exception("request failed peer=%s", self.peer)
                         self.transport.abort()

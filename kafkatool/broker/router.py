@@ -169,9 +169,14 @@ class Router:
         return asyncio.ensure_future(answer_then_close())
 
     async def _finish(self, header: RequestHeader, awaitable):
+        """An answer that waited (a long poll, acks=all, a KIP-890 verification); a
+        CloseConnection goes on to the connection's writer (one line, then closed).  The
+        request itself is not held here (acks=all waits long after its records were appended:
+        see produce._append_all), so a handler whose waiting part can fail the whole request
+        answers RequestFailed itself (fetch's long poll)."""
         try:
             result = await awaitable
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, CloseConnection):
             raise
         except Exception:
             log.exception(

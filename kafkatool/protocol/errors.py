@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+from kafkatool.formats.errors import UNCHECKED_ERRORS, CorruptRecordError, FormatError
 from kafkatool.formats.schema import SchemaDecodeError, SchemaEncodeError, UnsupportedVersionError
 
 __all__ = [
@@ -12,6 +13,7 @@ __all__ = [
     "ProtocolDecodeError",
     "SchemaEncodeError",
     "UnsupportedVersionError",
+    "record_error_code",
 ]
 
 #: The decode error of the wire codec: a FormatError (with .position) like every byte codec's.
@@ -178,3 +180,15 @@ _RETRIABLE = frozenset(
         ErrorCode.UNKNOWN_TOPIC_ID,
     }
 )
+
+
+def record_error_code(exc: FormatError) -> int:
+    """Errors.forException of what Kafka throws where our record codecs raise ``exc``: no
+    ApiException (formats.errors.UNCHECKED_ERRORS: IllegalArgumentException, a stream's
+    KafkaException, LegacyRecord's ByteBuffer exceptions) is UNKNOWN_SERVER_ERROR,
+    CorruptRecordException CORRUPT_MESSAGE, the rest InvalidRecordException's INVALID_RECORD."""
+    if isinstance(exc, UNCHECKED_ERRORS):
+        return ErrorCode.UNKNOWN_SERVER_ERROR
+    if isinstance(exc, CorruptRecordError):
+        return ErrorCode.CORRUPT_MESSAGE
+    return ErrorCode.INVALID_RECORD

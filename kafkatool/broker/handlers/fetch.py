@@ -33,9 +33,10 @@ import os
 import struct
 
 from kafkatool.broker.handlers.metadata import current_leader, from_wire_uuid, node_endpoint
-from kafkatool.broker.network import FileSlice, Parts
+from kafkatool.broker.network import CloseConnection, FileSlice, Parts, RequestFailed
 from kafkatool.formats import compression
 from kafkatool.formats import records as R
+from kafkatool.formats.errors import FormatError
 from kafkatool.formats.schema import uvarint_bytes
 from kafkatool.log.log import (
     ISOLATION_COMMITTED,
@@ -43,7 +44,7 @@ from kafkatool.log.log import (
     ISOLATION_LOG_END,
     OffsetOutOfRangeError,
 )
-from kafkatool.protocol.errors import ErrorCode
+from kafkatool.protocol.errors import ErrorCode, record_error_code
 from kafkatool.protocol.framing import encode_response
 from kafkatool.protocol.generated import FetchResponse
 from kafkatool.protocol.generated.fetch_response import (
@@ -329,7 +330,7 @@ def _refuse(read: _Read, pd, error: int) -> None:
 _CONVERT_CHUNK = 128 * 1024
 
 
-def _down_convert(data: bytes, magic: int, fetch_offset: int) -> bytes | None:
+def _down_convert(data: bytes, magic: int, fetch_offset: int, version: int) -> bytes | None:
     """Batches as a v0/v1 message set with the same offsets, sized as Kafka's
     LazyDownConversionRecords: the first batch that converts to something is converted at once,
     the answer is max(bytes read, that conversion) long, the rest is converted in chunks of
@@ -337,12 +338,24 @@ def _down_convert(data: bytes, magic: int, fetch_offset: int) -> bytes | None:
     overflow entry (offset -1, a length past the answer's end: a client ignores it). None: the
     first batch to convert is zstd, which has no v0/v1 form (the partition answers
     UNSUPPORTED_COMPRESSION_TYPE); a later chunk holding one ends the answer in the overflow
-    entry (the client's next fetch starts there). A partial trailing batch is not converted."""
+    entry (the client's next fetch starts there). A partial trailing batch is not converted.
+    A batch that cannot be read: the first one fails the whole fetch (RequestFailed, its error
+    for every partition, as Kafka's handleError answers), a later one closes the connection."""
     batches = list(R.iter_batches(data))
     i = 0
     first = b""
     while i < len(batches) and not first:
-        first = R.down_convert_batch(batches[i], magic, fetch_offset)
+        try:
+            first = R.down_convert_batch(batches[i], magic, fetch_offset)
+        except FormatError as exc:
+            # LazyDownConversionRecords converts its first batch in KafkaApis' handler:
+            # what it throws (only UnsupportedCompressionTypeException is caught there) goes
+            # to handleError, which answers the whole fetch with its error
+            code = record_error_code(exc)
+            raise RequestFailed(
+                f"down-converting the batch at offset {batches[i].base_offset}: {exc}",
+                lambda whole, code=code: _whole_request_error(whole, code, version),
+            ) from None
         i += 1
         if first is None:
             return None
@@ -358,7 +371,12 @@ def _down_convert(data: bytes, magic: int, fetch_offset: int) -> bytes | None:
             chunk.append(batches[i])
             read += batches[i].size
             i += 1
-        converted = [R.down_convert_batch(b, magic, fetch_offset) for b in chunk]
+        try:
+            converted = [R.down_convert_batch(b, magic, fetch_offset) for b in chunk]
+        except FormatError as exc:
+            # LazyDownConversionRecordsSend converts the rest while the answer is being sent:
+            # a failure there ends the send, and the connection
+            raise CloseConnection(f"down-converting a fetched batch failed: {exc}") from None
         if None in converted:
             break
         out += b"".join(converted)
@@ -371,6 +389,30 @@ def _down_convert(data: bytes, magic: int, fetch_offset: int) -> bytes | None:
 def _overflow(remaining: int) -> bytes:
     """LazyDownConversionRecordsSend.buildOverflowBatch, as much of it as ``remaining`` takes."""
     return R.overflow_entry(remaining, _CONVERT_CHUNK)
+
+
+def _whole_request_error(req, code: int, version: int) -> FetchResponse:
+    """FetchRequest.getErrorResponse: every partition of the request as the client sent it
+    answers ``code`` (FetchResponse.partitionResponse: nothing but the error) below v13, the
+    top-level error code says it too (from v7; v13 on: only there)."""
+    topics = []
+    if version < 13:
+        for ft in req.topics:
+            parts = [
+                PartitionData(
+                    partition_index=fp.partition,
+                    error_code=code,
+                    high_watermark=-1,
+                    last_stable_offset=-1,
+                    log_start_offset=-1,
+                    aborted_transactions=None,
+                    preferred_read_replica=-1,
+                    records=b"",
+                )
+                for fp in ft.partitions
+            ]
+            topics.append(FetchableTopicResponse(topic=ft.topic, topic_id=ft.topic_id, partitions=parts))
+    return FetchResponse(throttle_time_ms=0, error_code=code, session_id=req.session_id, responses=topics)
 
 
 def _encode(header, read: _Read, fctx, broker=None, conn=None):
@@ -393,7 +435,7 @@ def _encode(header, read: _Read, fctx, broker=None, conn=None):
             data = b"".join(s.read_bytes() for s in sl)
             how = convert.get(key)
             if how is not None:
-                data = _down_convert(data, *how)
+                data = _down_convert(data, *how, version)
                 if data is None:
                     _refuse(read, pd, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
                     continue
@@ -487,7 +529,10 @@ async def _long_poll(broker, req, fctx, header, tps, conn, denied=frozenset()):
             read = _read(broker, req, fctx.topics, version, denied)
             left = deadline - loop.time()
             if read.errors or read.bytes >= req.min_bytes or left <= 0:
-                return _encode(header, read, fctx, broker, conn)
+                try:
+                    return _encode(header, read, fctx, broker, conn)
+                except RequestFailed as exc:  # as the router answers it for a fetch answered at once
+                    return exc.answer(req)
             # the waiter is this request's own: the deadline completes it (no wait_for, whose
             # extra future, task wrapping and callbacks each parked follower fetch paid)
             timer = loop.call_at(deadline, _expire, fut)

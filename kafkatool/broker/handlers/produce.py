@@ -23,11 +23,11 @@ from kafkatool.broker.txn import verification as txn_verification
 from kafkatool.errors import KafkatoolError
 from kafkatool.formats import compression
 from kafkatool.formats import records as R
-from kafkatool.formats.errors import UNCHECKED_ERRORS, CorruptRecordError, FormatError
+from kafkatool.formats.errors import FormatError
 from kafkatool.log.log import RecordBatchTooLargeError, RecordTooLargeError
 from kafkatool.log.producer_state import ProducerStateError
 from kafkatool.log.validator import RecordValidationError
-from kafkatool.protocol.errors import ErrorCode
+from kafkatool.protocol.errors import ErrorCode, record_error_code
 from kafkatool.protocol.generated import InitProducerIdResponse, ProduceResponse
 from kafkatool.protocol.generated.produce_response import (
     BatchIndexAndErrorMessage,
@@ -173,18 +173,12 @@ def _append_partition(
     except RecordTooLargeError as exc:
         resp.error_code = ErrorCode.MESSAGE_TOO_LARGE
         detail = str(exc)
-    except UNCHECKED_ERRORS as exc:
+    except FormatError as exc:
         # an unknown codec, a negative timestamp to rebuild, a compressed stream its codec
         # cannot read (KafkaException: a legacy wrapper's or a v2 batch's), a legacy key or
         # value that LegacyRecord cannot read (the ByteBuffer's exceptions): ReplicaManager's
-        # catch-all
-        resp.error_code = ErrorCode.UNKNOWN_SERVER_ERROR
-        detail = str(exc)
-    except CorruptRecordError as exc:
-        resp.error_code = ErrorCode.CORRUPT_MESSAGE
-        detail = str(exc)
-    except FormatError as exc:
-        resp.error_code = ErrorCode.INVALID_RECORD
+        # catch-all, UNKNOWN_SERVER_ERROR; else CORRUPT_MESSAGE or INVALID_RECORD
+        resp.error_code = record_error_code(exc)
         detail = str(exc)
     except OSError as exc:
         # UnifiedLog.append's maybeHandleIOException: the log dir goes offline
