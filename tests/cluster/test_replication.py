@@ -192,6 +192,86 @@ def test_two_brokers_down_refuses_acks_all(cluster):
     assert got == list(range(100))
 
 
+def _produce_all(bootstrap: str, parts: dict[str, list[int]], timeout_ms: int) -> dict[tuple[str, int], int]:
+    """One acks=-1 Produce v9 of a one-record batch to each partition of ``parts`` (topic ->
+    partitions): (topic, partition) -> error."""
+    from kafkatool.formats import records as R
+    from kafkatool.protocol.generated import ProduceRequest
+    from kafkatool.protocol.generated.produce_request import PartitionProduceData, TopicProduceData
+
+    batch = R.build_record_batch([R.SimpleRecord(b"v", None, (), 0)])
+    req = ProduceRequest(
+        transactional_id=None,
+        acks=-1,
+        timeout_ms=timeout_ms,
+        topic_data=[
+            TopicProduceData(
+                name=t, partition_data=[PartitionProduceData(index=p, records=batch) for p in ps]
+            )
+            for t, ps in parts.items()
+        ],
+    )
+    with WireClient(bootstrap, timeout=timeout_ms / 1000 + 20) as c:
+        resp = c.request(0, 9, req)
+    return {(r.name, pr.index): pr.error_code for r in resp.responses for pr in r.partition_responses}
+
+
+def test_acks_all_waits_for_each_partition_and_times_out_on_a_stopped_follower(cluster):
+    """DelayedProduce (replica.await_replication): an acks=all request is answered once the ISR of
+    every partition it wrote has the records; while a follower still in the ISR stops fetching
+    (SIGSTOP: the high watermark waits for it) the request waits its whole timeout and answers
+    REQUEST_TIMED_OUT for each partition that follower holds, NONE for the others; the records
+    stay in the log.  A follower's parked fetch that its peer's high-watermark move woke still
+    wakes on the next append: single-record requests one after another are each answered well
+    within replica.fetch.wait.max.ms (500 ms), which a missed wake-up costs each of them."""
+    import os
+    import signal
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    # leader 1 everywhere: dp's partitions on all three brokers, dq's on two each
+    layouts = {"dp": [[1, 2, 3], [1, 3, 2]], "dq": [[1, 2], [1, 3]]}
+    new = [
+        NewTopic(
+            t,
+            num_partitions=2,
+            replication_factor=-1,
+            replica_assignment=a,
+            config={"min.insync.replicas": "2"},
+        )
+        for t, a in layouts.items()
+    ]
+    for f in admin.create_topics(new, request_timeout=30).values():
+        f.result(timeout=40)
+    for t, a in layouts.items():
+        for p in (0, 1):
+            wait_for(lambda t=t, p=p, n=len(a[p]): len(partition_state(cluster, t, p)["isr"]) == n, 30, "ISR")
+            assert partition_state(cluster, t, p)["leader"] == 1
+    leader = cluster.brokers[1].bootstrap
+    both = {"dp": [0, 1], "dq": [0, 1]}
+    assert set(_produce_all(leader, both, 30000).values()) == {0}
+    t0 = time.monotonic()
+    for i in range(30):
+        assert _produce_all(leader, {"dp": [i % 2]}, 30000) == {("dp", i % 2): 0}
+    assert time.monotonic() - t0 < 7.5  # 30 x 0.25 s; a missed wake-up costs 0.5 s each
+    stopped = cluster.brokers[3].proc
+    os.kill(stopped.pid, signal.SIGSTOP)
+    try:
+        # well within replica.lag.time.max.ms (10 s here): broker 3 stays in the ISR
+        t0 = time.monotonic()
+        got = _produce_all(leader, both, 1500)
+        waited = time.monotonic() - t0
+    finally:
+        os.kill(stopped.pid, signal.SIGCONT)
+    # REQUEST_TIMED_OUT where broker 3 is a replica; dq-0 is on brokers 1 and 2 only
+    assert got == {("dp", 0): 7, ("dp", 1): 7, ("dq", 0): 0, ("dq", 1): 7}
+    assert waited >= 1.4  # answered at the timeout, not when dq-0 was done
+    assert set(_produce_all(leader, both, 30000).values()) == {0}
+    for t in layouts:
+        for p in (0, 1):
+            n = 1 + (15 if t == "dp" else 0) + 1 + 1  # the timed-out record included
+            assert len(read_all(leader, t, p)) == n
+
+
 def test_refusals_are_one_line(tmp_path, zk_module):
     """No broker.id, or a log dir of another cluster: exit 2 with one line, no traceback."""
     import subprocess

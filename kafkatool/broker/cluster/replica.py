@@ -108,6 +108,22 @@ class Partition:
         return min(self.log.config.min_insync_replicas, max(1, len(self.replicas)))
 
 
+class _Delayed:
+    """One acks=all request (or coordinator write) in the purgatory: answered when
+    ``remaining`` partitions are done."""
+
+    __slots__ = ("fut", "remaining")
+
+    def __init__(self, fut: asyncio.Future):
+        self.fut = fut
+        self.remaining = 0
+
+
+def _expire(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
 class ReplicaManager:
     def __init__(self, broker):
         self.broker = broker
@@ -123,7 +139,7 @@ class ReplicaManager:
         self.lag_ms = self.config.int("replica.lag.time.max.ms")
         self._alter_queue: dict[TP, tuple] = {}
         #: acks=all produces and coordinator writes waiting for the high watermark
-        self._purgatory: dict[TP, list[tuple[int, asyncio.Future]]] = {}
+        self._purgatory: dict[TP, list[tuple[int, _Delayed]]] = {}
         self._alter_wakeup: asyncio.Event | None = None
         self._tasks: list[asyncio.Task] = []
         self.fetchers = None  # FetcherManager, made in start()
@@ -720,20 +736,12 @@ class ReplicaManager:
                 ErrorCode(pd.error_code).name,
             )
 
-    # ------------------------------------------------------------------ acks=all
     # ------------------------------------------------------------------ the produce purgatory
-    def _watch_hw(self, tp: TP, offset: int) -> asyncio.Future:
-        """A future completed when ``tp``'s high watermark reaches ``offset`` or this broker stops
-        leading it (DelayedProduce's purgatory key: one sorted list per partition)."""
-        fut = asyncio.get_running_loop().create_future()
-        part = self.local.get(tp)
-        if part is None or part.leader != self.node_id or part.log.high_watermark >= offset:
-            fut.set_result(None)
-            return fut
-        self._purgatory.setdefault(tp, []).append((offset, fut))
-        return fut
-
     def _complete_purgatory(self, tp: TP, *, all_of_it: bool = False) -> None:
+        """DelayedProduce.tryComplete for the requests waiting on ``tp``: each whose required
+        offset the high watermark reached, or all of them (``all_of_it``, or this broker no
+        longer leads ``tp``), counts the partition as done; a request is answered once every
+        partition it waits on is."""
         waiting = self._purgatory.get(tp)
         if not waiting:
             return
@@ -744,26 +752,42 @@ class ReplicaManager:
             else None
         )
         keep = []
-        for offset, fut in waiting:
-            if fut.done():
-                continue
+        for offset, delayed in waiting:
+            if delayed.fut.done():
+                continue  # expired
             if hw is None or hw >= offset:
-                fut.set_result(None)
+                delayed.remaining -= 1
+                if not delayed.remaining:
+                    delayed.fut.set_result(None)
             else:
-                keep.append((offset, fut))
+                keep.append((offset, delayed))
         if keep:
             self._purgatory[tp] = keep
         else:
             del self._purgatory[tp]
 
     async def _await_hw(self, items: list[tuple[TP, int]], timeout_ms: int) -> None:
-        futs = [self._watch_hw(tp, offset) for tp, offset in items]
-        pending = [f for f in futs if not f.done()]
-        if pending:
-            await asyncio.wait(pending, timeout=max(timeout_ms, 0) / 1000.0)
-        for f in pending:
-            if not f.done():
-                f.cancel()
+        """Until the high watermark of each (partition, offset) reaches the offset, this broker
+        stops leading it, or ``timeout_ms`` passes: one waiter for the whole request, keyed
+        under each partition it still waits on (DelayedProduce's watch keys)."""
+        delayed = None
+        for tp, offset in items:
+            part = self.local.get(tp)
+            if part is None or part.leader != self.node_id or part.log.high_watermark >= offset:
+                continue
+            if delayed is None:
+                delayed = _Delayed(asyncio.get_running_loop().create_future())
+            delayed.remaining += 1
+            self._purgatory.setdefault(tp, []).append((offset, delayed))
+        if delayed is None:
+            return
+        timer = asyncio.get_running_loop().call_later(max(timeout_ms, 0) / 1000.0, _expire, delayed.fut)
+        try:
+            await delayed.fut
+        finally:
+            timer.cancel()
+            if not delayed.fut.done():
+                delayed.fut.cancel()  # cancelled: the purgatory drops it at its next pass
 
     async def await_replication(self, waits: list[tuple], timeout_ms: int) -> None:
         """DelayedProduce: each (response, topic, partition, required offset) completes when the

@@ -107,9 +107,14 @@ def _replica_id(req, version: int) -> int:
     return req.replica_id
 
 
-def _read(broker, req, topics, version: int, denied: set[str] | frozenset = frozenset()) -> _Read:
+def _read(
+    broker, req, topics, version: int, denied: set[str] | frozenset = frozenset(), *, again: bool = False
+) -> _Read:
     """``topics``: FetchTopic-shaped, what the fetch context reads; ``denied``: topics the
-    authorizer refused (TOPIC_AUTHORIZATION_FAILED, nothing read)."""
+    authorizer refused (TOPIC_AUTHORIZATION_FAILED, nothing read).  ``again``: a parked fetch
+    read once more (DelayedFetch's completion): a follower's fetch state was recorded by its
+    first read and is not recorded again (Kafka's updateFollowerFetchState runs once per
+    fetch, in fetchMessages, never in DelayedFetch.onComplete)."""
     out = _Read()
     if version >= 4 and req.isolation_level == 1:
         isolation = ISOLATION_COMMITTED
@@ -206,9 +211,10 @@ def _read(broker, req, topics, version: int, denied: set[str] | frozenset = froz
                 pd.high_watermark = lg.high_watermark
                 pd.last_stable_offset = lg.last_stable_offset
                 pd.log_start_offset = lg.log_start_offset
-                broker.replicas.record_follower_fetch(
-                    name, idx, replica_id, fp.fetch_offset, fp.log_start_offset
-                )
+                if not again:
+                    broker.replicas.record_follower_fetch(
+                        name, idx, replica_id, fp.fetch_offset, fp.log_start_offset
+                    )
                 continue
             limit = min(fp.partition_max_bytes, remaining)
             try:
@@ -231,7 +237,7 @@ def _read(broker, req, topics, version: int, denied: set[str] | frozenset = froz
             pd.high_watermark = info.high_watermark
             pd.last_stable_offset = info.last_stable_offset
             pd.log_start_offset = info.log_start_offset
-            if replica_id >= 0 and broker.replicas is not None:
+            if replica_id >= 0 and broker.replicas is not None and not again:
                 # Partition.updateFollowerFetchState: the follower's log end offset is its fetch offset
                 broker.replicas.record_follower_fetch(
                     name, idx, replica_id, fp.fetch_offset, fp.log_start_offset
@@ -495,7 +501,13 @@ def handle_fetch(ctx, req):
         and req.min_bytes <= 1
     ):
         return _encode(header, read, fctx, broker, ctx.connection)
-    return _long_poll(broker, req, fctx, header, read.tps, ctx.connection, denied)
+    # DelayedFetch: parked from here, in this same step of the event loop, so no append between
+    # this read and the wait goes unseen; the wait's first read is the one just made
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + req.max_wait_ms / 1000.0
+    park = _park(broker, loop, read.tps, deadline)
+    view = _follower_view(broker, read.tps) if read.follower else None
+    return _long_poll(broker, req, fctx, header, read.tps, ctx.connection, denied, deadline, park, view)
 
 
 def _denied(broker, topics, version: int, may_read) -> set[str]:
@@ -514,34 +526,69 @@ def _topic_of(broker, ft, by_id: bool):
     return broker.topic(ft.topic), ft.topic
 
 
-def _expire(fut: asyncio.Future) -> None:
+def _park(broker, loop, tps, deadline: float) -> tuple[asyncio.Future, asyncio.TimerHandle]:
+    """A waiter woken by an append or a high watermark move on one of ``tps`` (Broker.wake) or
+    by the deadline, which also forgets it (a wait cancelled before it began leaves nothing)."""
+    fut = broker.waiter(tps)
+    return fut, loop.call_at(deadline, _expire, broker, fut, tps)
+
+
+def _expire(broker, fut: asyncio.Future, tps) -> None:
+    broker.drop_waiter(fut, tps)
     if not fut.done():
         fut.set_result(None)
 
 
-async def _long_poll(broker, req, fctx, header, tps, conn, denied=frozenset()):
+async def _long_poll(broker, req, fctx, header, tps, conn, denied, deadline: float, park, view):
+    """Wait (``park``: :func:`_park`'s, made by the handler) until the fetch has ``min_bytes``,
+    an error or its deadline, reading again after each wake-up (the waiter is this request's
+    own: no wait_for, whose extra future, task wrapping and callbacks each parked follower
+    fetch paid).  A follower's fetch (``view``: :func:`_follower_view` as of its last read,
+    taken in the same step of the event loop; None for a consumer's) reads again only when
+    that changed: the high watermark one follower's fetch moves wakes the other follower's
+    parked fetch, which has nothing new (Kafka's DelayedFetch.tryComplete checks the log end
+    offset, no read)."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + req.max_wait_ms / 1000.0
     version = header.api_version
     while True:
-        fut = broker.waiter(tps)
+        fut, timer = park
         try:
-            read = _read(broker, req, fctx.topics, version, denied)
-            left = deadline - loop.time()
-            if read.errors or read.bytes >= req.min_bytes or left <= 0:
-                try:
-                    return _encode(header, read, fctx, broker, conn)
-                except RequestFailed as exc:  # as the router answers it for a fetch answered at once
-                    return exc.answer(req)
-            # the waiter is this request's own: the deadline completes it (no wait_for, whose
-            # extra future, task wrapping and callbacks each parked follower fetch paid)
-            timer = loop.call_at(deadline, _expire, fut)
-            try:
-                await fut
-            finally:
-                timer.cancel()
+            await fut
         finally:
+            timer.cancel()
             broker.drop_waiter(fut, tps)
+        if view is not None and deadline > loop.time():
+            now = _follower_view(broker, tps)
+            if now == view:
+                park = _park(broker, loop, tps, deadline)
+                continue
+            view = now
+        read = _read(broker, req, fctx.topics, version, denied, again=True)
+        if read.errors or read.bytes >= req.min_bytes or deadline - loop.time() <= 0:
+            try:
+                return _encode(header, read, fctx, broker, conn)
+            except RequestFailed as exc:  # as the router answers it for a fetch answered at once
+                return exc.answer(req)
+        park = _park(broker, loop, tps, deadline)
+
+
+def _follower_view(broker, tps) -> tuple:
+    """What a follower's fetch reads besides the bytes' own limits: per partition its log (a
+    failed dir's is gone), log end and log start offsets, and leadership (leader, epoch)."""
+    rm = broker.replicas
+    out = []
+    for tp in tps:
+        lg = broker.get_log(*tp)
+        part = rm.local.get(tp) if rm is not None else None
+        out.append(
+            (
+                lg,
+                lg.log_end_offset if lg is not None else -1,
+                lg.log_start_offset if lg is not None else -1,
+                (part.leader, part.leader_epoch) if part is not None else None,
+            )
+        )
+    return tuple(out)
 
 
 def register(router) -> None:
