@@ -15,42 +15,13 @@ from __future__ import annotations
 import threading
 
 from kafkatool.formats import records as R
-from kafkatool.protocol import generated as G
 from kafkatool.protocol.errors import ErrorCode
-from kafkatool.protocol.generated.fetch_request import FetchPartition, FetchTopic
 from tests.broker.test_produce_v2_stream import STREAMS, TS
-from tests.broker.test_protocol import create_topic, fetch, produce
+from tests.broker.test_protocol import create_topic, fetch, fetch_req, produce
 from tests.broker.wire import WireClient
 
 GARBAGE = STREAMS[0][1]  # gzip codec bits, garbage where the stream should be, CRC right
 GOOD = R.build_record_batch([R.SimpleRecord(b"v", b"k", (), TS)])
-
-
-def fetch_request(topic: str, partitions: int, *, max_wait: int = 0) -> G.FetchRequest:
-    return G.FetchRequest(
-        replica_id=-1,
-        max_wait_ms=max_wait,
-        min_bytes=1,
-        max_bytes=1 << 20,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=[
-            FetchTopic(
-                topic=topic,
-                partitions=[
-                    FetchPartition(
-                        partition=p,
-                        fetch_offset=0,
-                        partition_max_bytes=1 << 20,
-                        current_leader_epoch=-1,
-                        log_start_offset=-1,
-                    )
-                    for p in range(partitions)
-                ],
-            )
-        ],
-    )
 
 
 def answers(resp) -> list[tuple]:
@@ -67,7 +38,7 @@ def test_an_unreadable_first_batch_fails_the_whole_fetch(broker):
         assert produce(c, "dc-first", GARBAGE).error_code == 0  # appended unread
         assert produce(c, "dc-first", GOOD, partition=1).error_code == 0
         for version in (0, 1, 2, 3):
-            resp = c.request(1, version, fetch_request("dc-first", 2))
+            resp = c.request(1, version, fetch_req("dc-first", 0, partition=(0, 1)))
             unknown = ErrorCode.UNKNOWN_SERVER_ERROR
             assert answers(resp) == [(0, unknown, -1, -1, b""), (1, unknown, -1, -1, b"")], version
         # the connection goes on serving, and a fetch that needs no conversion reads both
@@ -83,7 +54,7 @@ def test_an_unreadable_later_batch_closes_the_connection(broker):
         create_topic(c, "dc-later")
         assert produce(c, "dc-later", GOOD).error_code == 0
         assert produce(c, "dc-later", GARBAGE).error_code == 0
-        c.send(1, 1, fetch_request("dc-later", 1))
+        c.send(1, 1, fetch_req("dc-later", 0))
         assert c.closed_by_peer(), "the connection should close"
     log = broker.log_text()
     assert "down-converting a fetched batch failed" in log
@@ -93,7 +64,7 @@ def test_an_unreadable_later_batch_closes_the_connection(broker):
 def test_a_long_poll_that_reads_an_unreadable_first_batch_fails_the_whole_fetch(broker):
     with WireClient(broker.bootstrap) as c, WireClient(broker.bootstrap) as writer:
         create_topic(c, "dc-poll")
-        c.send(1, 1, fetch_request("dc-poll", 1, max_wait=10_000))  # parked: nothing to read yet
+        c.send(1, 1, fetch_req("dc-poll", 0, max_wait=10_000))  # parked: nothing to read yet
         done = threading.Event()
         resp = []
 

@@ -81,7 +81,7 @@ def fetch_req(
     topic: str | tuple[str, ...],
     offset: int,
     *,
-    partition: int = 0,
+    partition: int | tuple[int, ...] = 0,
     max_wait: int = 0,
     min_bytes: int = 1,
     max_bytes: int = 50 << 20,
@@ -89,6 +89,7 @@ def fetch_req(
     session_id: int = 0,
     epoch: int = -1,
 ):
+    """A Fetch request of each partition (one, or a tuple) of each topic from ``offset``."""
     return G.FetchRequest(
         replica_id=-1,
         max_wait_ms=max_wait,
@@ -102,12 +103,13 @@ def fetch_req(
                 topic=name,
                 partitions=[
                     FetchPartition(
-                        partition=partition,
+                        partition=p,
                         fetch_offset=offset,
                         partition_max_bytes=partition_max,
                         current_leader_epoch=-1,
                         log_start_offset=-1,
                     )
+                    for p in ((partition,) if isinstance(partition, int) else partition)
                 ],
             )
             for name in ((topic,) if isinstance(topic, str) else topic)

@@ -134,16 +134,7 @@ def _read(
         parts = []
         for fp in ft.partitions:
             idx = fp.partition
-            pd = PartitionData(
-                partition_index=idx,
-                error_code=0,
-                high_watermark=-1,
-                last_stable_offset=-1,
-                log_start_offset=-1,
-                aborted_transactions=None,
-                preferred_read_replica=-1,
-                records=b"",
-            )
+            pd = _partition_response(idx, 0)
             parts.append(pd)
             if t is None and by_id:
                 pd.error_code = ErrorCode.UNKNOWN_TOPIC_ID
@@ -397,6 +388,21 @@ def _overflow(remaining: int) -> bytes:
     return R.overflow_entry(remaining, _CONVERT_CHUNK)
 
 
+def _partition_response(index: int, error: int) -> PartitionData:
+    """FetchResponse.partitionResponse: a partition's answer with nothing but its error (high
+    watermark, last stable and log start offsets -1, no records)."""
+    return PartitionData(
+        partition_index=index,
+        error_code=error,
+        high_watermark=-1,
+        last_stable_offset=-1,
+        log_start_offset=-1,
+        aborted_transactions=None,
+        preferred_read_replica=-1,
+        records=b"",
+    )
+
+
 def _whole_request_error(req, code: int, version: int) -> FetchResponse:
     """FetchRequest.getErrorResponse: every partition of the request as the client sent it
     answers ``code`` (FetchResponse.partitionResponse: nothing but the error) below v13, the
@@ -404,19 +410,7 @@ def _whole_request_error(req, code: int, version: int) -> FetchResponse:
     topics = []
     if version < 13:
         for ft in req.topics:
-            parts = [
-                PartitionData(
-                    partition_index=fp.partition,
-                    error_code=code,
-                    high_watermark=-1,
-                    last_stable_offset=-1,
-                    log_start_offset=-1,
-                    aborted_transactions=None,
-                    preferred_read_replica=-1,
-                    records=b"",
-                )
-                for fp in ft.partitions
-            ]
+            parts = [_partition_response(fp.partition, code) for fp in ft.partitions]
             topics.append(FetchableTopicResponse(topic=ft.topic, topic_id=ft.topic_id, partitions=parts))
     return FetchResponse(throttle_time_ms=0, error_code=code, session_id=req.session_id, responses=topics)
 
