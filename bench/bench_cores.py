@@ -1,6 +1,6 @@
 """Every core (issue 16): the broker on 1 core, then on 2 cores as 2 processes, same load, one run.
 
-``kafkatool serve`` is started three times (a fresh log dir each time):
+``kafkatool serve`` is started three times (a fresh log dir each time, deleted after its run):
 
 (a) under ``taskset -c 0``, one process (the baseline);
 (b) under ``taskset -c 0,1`` with ``kafkatool.processes=2``: two processes on the same log
@@ -38,6 +38,18 @@ broker: the same code measured 167-291 MB/s from one run to the next.  So (a), (
 (c) are run in ``--rounds`` rounds, alternating their order (a b c, then c b a, ...), and
 each figure is the median over the rounds; the per-round ratios are printed beside it.
 
+Page state: each run's log dir is deleted when the run ends, so every run writes into pages the
+run before it freed.  Until session 16 the dirs were kept until the end (and a round's run
+appended to the same setup's log of the round before): each run then wrote into pages the
+machine had not held for a while, and on this virtual machine, whose balloon hands free pages
+back to the host, the first write to such a page costs a host fault (bench_limits' "new pages"
+ceiling).  That cost is per byte, so the 2-core run, writing 1.5-1.8x the bytes per second, met it
+harder.  The same code, 16 KiB produce: with the dirs kept 1 core 171 MB/s, 2 processes 257
+(1.50x; session 15 measured the broker at 5.41 and 6.94 CPU-s per GB that way); with each
+deleted 233-243 and 435-440 MB/s (1.79x, 1.89x; 3.75-3.89 and 3.98-4.03 CPU-s per GB: the
+two set-ups then cost the same per byte).  The CPU-seconds per GB below the table show which
+regime a run was in.
+
 Opt-in, never part of the test suite; needs ``taskset`` and at least 2 cores.
 """
 
@@ -71,11 +83,21 @@ from kafkatool.protocol.generated.produce_request import PartitionProduceData, T
 PARTITIONS = 16
 
 
+def _tag(cpus: str, processes: int) -> str:
+    return cpus.replace(",", "-") + (
+        f"-p{processes}" if processes > 1 else ""
+    )  # a comma would split log.dirs
+
+
+def _data_dir(workdir: Path, cpus: str, processes: int) -> Path:
+    return workdir / f"data-{_tag(cpus, processes)}"
+
+
 def start_pinned(workdir: Path, cpus: str, processes: int = 1) -> BB.Target:
     """``kafkatool serve`` under ``taskset -c cpus`` (its other processes inherit the
     affinity); ``processes`` > 1 sets ``kafkatool.processes``."""
     port = BB.free_port()
-    tag = cpus.replace(",", "-") + (f"-p{processes}" if processes > 1 else "")  # a comma would split log.dirs
+    tag = _tag(cpus, processes)
     log = open(workdir / f"serve-{tag}.log", "wb")
     proc = subprocess.Popen(
         [
@@ -92,7 +114,7 @@ def start_pinned(workdir: Path, cpus: str, processes: int = 1) -> BB.Target:
             "-o",
             f"listeners=PLAINTEXT://127.0.0.1:{port}",
             "-o",
-            f"log.dirs={workdir / ('data-' + tag)}",
+            f"log.dirs={_data_dir(workdir, cpus, processes)}",
         ]
         + (["-o", f"kafkatool.processes={processes}"] if processes > 1 else []),
         cwd=BB.REPO,
@@ -160,8 +182,13 @@ def run(workdir: Path, cpus: str, seconds: float, processes: int = 1, load_here:
     """One serve under ``taskset -c cpus``; ``load_here``: the load generators (threads and
     processes started by this thread from now on inherit its affinity) run on ``cpus`` too."""
     t = start_pinned(workdir, cpus, processes)
-    with _load_on(cpus if load_here else None):
-        return _measure(t, processes, seconds)
+    try:
+        with _load_on(cpus if load_here else None):
+            return _measure(t, processes, seconds)
+    finally:
+        # every run starts from the same state: the run before it wrote its data and freed it
+        # (see the module's docstring: "Page state")
+        shutil.rmtree(_data_dir(workdir, cpus, processes), ignore_errors=True)
 
 
 class _load_on:
