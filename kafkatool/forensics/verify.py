@@ -528,49 +528,39 @@ def _check_records(batch, rep: SegmentReport, first: int | None) -> int | None:
     name = rep.file
     pos = batch.position
     last = batch.last_offset
+
+    def add(offset: int | None, kind: str, message: str, severity: str = ERROR) -> None:
+        """A finding about this batch (its whole byte range), at ``offset``."""
+        rep.findings.append(Finding(name, pos, batch.end, offset, kind, message, severity))
+
     try:
         recs = list(batch.records())
     except FormatError as exc:
         kind = exc.kind if exc.kind in ("compression", "bad_count") else "record_corrupt"
-        rep.findings.append(
-            Finding(
-                name,
-                pos,
-                batch.end,
-                last,
-                kind,
-                f"records of the batch at offset {first if first is not None else last} "
-                f"cannot be decoded: {exc.message}",
-            )
+        add(
+            last,
+            kind,
+            f"records of the batch at offset {first if first is not None else last} "
+            f"cannot be decoded: {exc.message}",
         )
         return first
     if not recs:
         return first
     if batch.magic == 2:
         if len(recs) != batch.records_count:
-            rep.findings.append(
-                Finding(
-                    name,
-                    pos,
-                    batch.end,
-                    last,
-                    "bad_count",
-                    f"batch declares {batch.records_count} records and holds {len(recs)}",
-                )
+            add(
+                last,
+                "bad_count",
+                f"batch declares {batch.records_count} records and holds {len(recs)}",
             )
         prev = None
         for r in recs:
             if r.offset > last or r.offset < batch.base_offset or (prev is not None and r.offset <= prev):
-                rep.findings.append(
-                    Finding(
-                        name,
-                        pos,
-                        batch.end,
-                        r.offset,
-                        "record_offset",
-                        f"record offset {r.offset} is out of order or outside the batch "
-                        f"[{batch.base_offset}, {last}]",
-                    )
+                add(
+                    r.offset,
+                    "record_offset",
+                    f"record offset {r.offset} is out of order or outside the batch "
+                    f"[{batch.base_offset}, {last}]",
                 )
                 break
             prev = r.offset
@@ -582,93 +572,62 @@ def _check_records(batch, rep: SegmentReport, first: int | None) -> int | None:
             try:
                 R.parse_control_record(recs[0])
             except FormatError as exc:
-                rep.findings.append(Finding(name, pos, batch.end, last, "bad_control_record", exc.message))
+                add(last, "bad_control_record", exc.message)
         elif batch.timestamp_type == R.CREATE_TIME and not batch.has_delete_horizon:
             mx = max(r.timestamp for r in recs)
             if mx != batch.max_timestamp:
-                rep.findings.append(
-                    Finding(
-                        name,
-                        pos,
-                        batch.end,
-                        last,
-                        "timestamp_mismatch",
-                        f"batch maxTimestamp {batch.max_timestamp} but its records' largest "
-                        f"timestamp is {mx}",
-                        WARNING,
-                    )
+                add(
+                    last,
+                    "timestamp_mismatch",
+                    f"batch maxTimestamp {batch.max_timestamp} but its records' largest timestamp is {mx}",
+                    WARNING,
                 )
         return first
     # legacy
     if batch.inner_leftover:
         # Kafka's deep iterator ends the inner set there without an error: a produce takes the
         # wrapper, a consumer never sees those bytes
-        rep.findings.append(
-            Finding(
-                name,
-                pos,
-                batch.end,
-                last,
-                "record_corrupt",
-                f"{batch.inner_leftover} bytes after the last whole inner message of the wrapper at "
-                f"offset {last} are not read (Kafka ends the wrapper's message set there)",
-            )
+        add(
+            last,
+            "record_corrupt",
+            f"{batch.inner_leftover} bytes after the last whole inner message of the wrapper at "
+            f"offset {last} are not read (Kafka ends the wrapper's message set there)",
         )
     if batch.value_leftover:
         # LegacyRecord reads a key and a value by their lengths and ignores what follows: a
         # produce takes the message, a consumer never sees those bytes
         what = "its inner messages" if batch.codec != 0 else "the message"
-        rep.findings.append(
-            Finding(
-                name,
-                pos,
-                batch.end,
-                last,
-                "record_corrupt",
-                f"{batch.value_leftover} bytes after the value of {what} at offset {last} are not read "
-                "(Kafka's LegacyRecord ignores them)",
-            )
+        add(
+            last,
+            "record_corrupt",
+            f"{batch.value_leftover} bytes after the value of {what} at offset {last} are not read "
+            "(Kafka's LegacyRecord ignores them)",
         )
     for r in recs:
         if r.magic != batch.magic:
             # LogValidator.validateRecord's hasMagic: a produce refuses it with a record error
-            rep.findings.append(
-                Finding(
-                    name,
-                    pos,
-                    batch.end,
-                    r.offset,
-                    "record_corrupt",
-                    f"inner message at offset {r.offset} of the wrapper at offset {last} has magic "
-                    f"{r.magic}, not its wrapper's {batch.magic}",
-                )
+            add(
+                r.offset,
+                "record_corrupt",
+                f"inner message at offset {r.offset} of the wrapper at offset {last} has magic "
+                f"{r.magic}, not its wrapper's {batch.magic}",
             )
             break
     for r in recs:
         if not r.is_valid:
-            rep.findings.append(
-                Finding(
-                    name,
-                    pos,
-                    batch.end,
-                    r.offset,
-                    "crc_mismatch",
-                    f"inner message at offset {r.offset} of the wrapper at offset {last} "
-                    f"fails its CRC (stored {r.crc})",
-                )
+            add(
+                r.offset,
+                "crc_mismatch",
+                f"inner message at offset {r.offset} of the wrapper at offset {last} "
+                f"fails its CRC (stored {r.crc})",
             )
             break
     if recs[-1].offset != last:
-        rep.findings.append(
-            Finding(
-                name,
-                pos,
-                batch.end,
-                last,
-                "record_offset",
-                f"wrapper offset {last} is not its last inner offset {recs[-1].offset}",
-                WARNING,
-            )
+        add(
+            last,
+            "record_offset",
+            f"wrapper offset {last} is not its last inner offset {recs[-1].offset}",
+            WARNING,
         )
     return recs[0].offset
 
