@@ -545,7 +545,7 @@ class Connection:
             if exc.partial:
                 log.info("client disconnected mid-request peer=%s bytes=%d", self.peer, len(exc.partial))
         except CloseConnection as exc:
-            log.warning("closing connection peer=%s client_id=%s reason=%s", self.peer, self.client_id, exc)
+            self._log_close(exc)
         except (ConnectionError, OSError):
             pass
         except asyncio.CancelledError:
@@ -559,6 +559,10 @@ class Connection:
                 except Exception:
                     pass
             await self._finish()
+
+    def _log_close(self, exc: CloseConnection) -> None:
+        """The one line for a connection closed on bad input (Kafka closes it too)."""
+        log.warning("closing connection peer=%s client_id=%s reason=%s", self.peer, self.client_id, exc)
 
     async def _finish(self) -> None:
         # let already queued responses go out (a client pipelining then half-closing still gets them)
@@ -603,12 +607,7 @@ class Connection:
                     except CloseConnection as exc:
                         # as the reader does for one answered at once: one line; the answers
                         # before it are written (FIFO), then the connection is closed
-                        log.warning(
-                            "closing connection peer=%s client_id=%s reason=%s",
-                            self.peer,
-                            self.client_id,
-                            exc,
-                        )
+                        self._log_close(exc)
                         self._closed = True
                         self.transport.close()
                         return
