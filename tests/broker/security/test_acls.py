@@ -425,13 +425,27 @@ def test_every_cluster_api_has_its_acl_rule():
     assert served - set(RULES) - UNCHECKED == set()
 
 
+def _produce_request(parts: list[tuple[str, int, bytes]], transactional_id: str | None = None):
+    """A Produce request (acks=1) of one batch for each (topic, partition, records), in order."""
+    from kafkatool.protocol.generated import ProduceRequest
+    from kafkatool.protocol.generated.produce_request import PartitionProduceData, TopicProduceData
+
+    return ProduceRequest(
+        transactional_id=transactional_id,
+        acks=1,
+        timeout_ms=5000,
+        topic_data=[
+            TopicProduceData(name=t, partition_data=[PartitionProduceData(index=i, records=r)])
+            for t, i, r in parts
+        ],
+    )
+
+
 def test_produce_checks_the_transactional_id_only_for_transactional_records(secured):
     """RequestUtils.hasTransactionalRecords decides: plain records with a foreign transactional id
     go in; transactional records need WRITE on a transactional id (none given: refused)."""
     from kafkatool.assign.kafka_client import Connection
     from kafkatool.formats import records as R
-    from kafkatool.protocol.generated import ProduceRequest
-    from kafkatool.protocol.generated.produce_request import PartitionProduceData, TopicProduceData
 
     _, _, sasl, _ = secured
     sec = _alice()
@@ -439,16 +453,7 @@ def test_produce_checks_the_transactional_id_only_for_transactional_records(secu
     def produce(tid, batch) -> int:
         conn = Connection("127.0.0.1", sasl, timeout=10, security=sec)
         try:
-            req = ProduceRequest(
-                transactional_id=tid,
-                acks=1,
-                timeout_ms=5000,
-                topic_data=[
-                    TopicProduceData(
-                        name="orders", partition_data=[PartitionProduceData(index=0, records=batch)]
-                    )
-                ],
-            )
+            req = _produce_request([("orders", 0, batch)], tid)
             return conn.request(0, req, version=9).responses[0].partition_responses[0].error_code
         finally:
             conn.close()
@@ -530,9 +535,8 @@ def test_unknown_codec_bits_below_v7_answer_every_partition_even_those_not_writa
     from kafkatool.assign.kafka_client import Connection
     from kafkatool.formats import records as R
     from kafkatool.formats.crc import crc32c
-    from kafkatool.protocol.generated import ListOffsetsRequest, ProduceRequest
+    from kafkatool.protocol.generated import ListOffsetsRequest
     from kafkatool.protocol.generated.list_offsets_request import ListOffsetsPartition, ListOffsetsTopic
-    from kafkatool.protocol.generated.produce_request import PartitionProduceData, TopicProduceData
 
     _, _, sasl, _ = secured
     good = R.build_record_batch([R.SimpleRecord(b"v", b"k", (), 0)])
@@ -554,19 +558,7 @@ def test_unknown_codec_bits_below_v7_answer_every_partition_even_those_not_writa
         return conn.request(2, req, version=1).topics[0].partitions[0].offset
 
     def produce(orders: bytes, secret: bytes, version: int) -> list:
-        req = ProduceRequest(
-            transactional_id=None,
-            acks=1,
-            timeout_ms=5000,
-            topic_data=[
-                TopicProduceData(
-                    name="secret", partition_data=[PartitionProduceData(index=0, records=secret)]
-                ),
-                TopicProduceData(
-                    name="orders", partition_data=[PartitionProduceData(index=1, records=orders)]
-                ),
-            ],
-        )
+        req = _produce_request([("secret", 0, secret), ("orders", 1, orders)])
         resp = conn.request(0, req, version=version)
         return sorted((t.name, p.index, p.error_code) for t in resp.responses for p in t.partition_responses)
 
