@@ -56,6 +56,9 @@ from kafkatool.protocol.generated.fetch_request import FetchPartition, FetchTopi
 from kafkatool.protocol.generated.produce_request import PartitionProduceData, TopicProduceData  # noqa: E402
 from tests.pycache import use_bytecode_cache  # noqa: E402
 
+sys.path.insert(0, str(REPO / "bench"))
+from quiet import proc_cpu  # noqa: E402
+
 # the brokers the benches start read compiled modules, as an installed kafkatool does
 # (start-up figures without compiling 350 modules from source first)
 use_bytecode_cache()
@@ -97,17 +100,21 @@ class Target:
     def cpu_seconds(self) -> float:
         """CPU seconds (user + system) of the broker's process and of its child processes
         alive now (a child that has exited is skipped: its time is no longer in /proc)."""
-        tick = os.sysconf("SC_CLK_TCK")
-        total = 0
+        return sum(self.cpu_split())
+
+    def cpu_split(self) -> tuple[float, float]:
+        """(user, system) CPU seconds, as :meth:`cpu_seconds` counts them."""
+        user = system = 0.0
         for pid in self.pids():
             try:
-                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                u, s = proc_cpu(pid)
             except OSError:
                 if pid == self.pid:
                     raise
                 continue
-            total += int(fields[11]) + int(fields[12])
-        return total / tick
+            user += u
+            system += s
+        return user, system
 
     def peak_rss_mb(self) -> float:
         """Peak RSS (VmHWM) of the broker's primary process only: with ``kafkatool.processes``
@@ -439,7 +446,7 @@ def produce_raw(
                     sock.sendall(bursts[done])
                     inflight += done
 
-    cpu0 = t.cpu_seconds()
+    (user0, sys0), gen0 = t.cpu_split(), os.times()
     t0 = time.perf_counter()
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(connections)]
     for th in threads:
@@ -449,10 +456,17 @@ def produce_raw(
     for th in threads:
         th.join()
     dt = time.perf_counter() - t0
-    cpu = t.cpu_seconds() - cpu0
+    (user1, sys1), gen1 = t.cpu_split(), os.times()
+    cpu = user1 + sys1 - user0 - sys0
     reqs = sum(counts) * per_request
     total = reqs * len(data)
-    return Result(total / dt / 1e6, reqs * n / dt, cpu / (total / 1e9) if total else 0.0, sum(errors))
+    r = Result(total / dt / 1e6, reqs * n / dt, cpu / (total / 1e9) if total else 0.0, sum(errors))
+    if reqs:
+        # CPU per batch: the broker's (user, system) and this load generator's own
+        r.extra["broker_user_us"] = (user1 - user0) / reqs * 1e6
+        r.extra["broker_sys_us"] = (sys1 - sys0) / reqs * 1e6
+        r.extra["generator_us"] = (gen1.user + gen1.system - gen0.user - gen0.system) / reqs * 1e6
+    return r
 
 
 def produce_librdkafka(

@@ -18,7 +18,10 @@ The single broker and the cluster are both up for the whole run and the produce 
 alternate between them, each round to a new topic deleted afterwards; the throughput
 ratio is that of the medians over the rounds (see ``run`` for why).  It prints each figure
 and the ratio cluster/single (target: throughput >= 0.5, p99 <= 5 ms
-at 1,000 msg/s).  ``--jepsen SECONDS`` also runs the Jepsen-style checker
+at 1,000 msg/s), and where the CPU went (``cpu_note``): the brokers' CPU per GB and how much
+of it the kernel's (each byte is received and written by all three, sent twice), the
+client's, and the most the machine's cores allow with the brokers' own (user) CPU at zero,
+which bounds the ratio whatever the broker's code does.  ``--jepsen SECONDS`` also runs the Jepsen-style checker
 (tests/cluster/jepsen.py) for that long and prints its report.
 """
 
@@ -30,6 +33,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -38,6 +42,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 import bench_broker  # noqa: E402
 from bench_broker import Target, latency, produce_librdkafka, start_ours  # noqa: E402
+from quiet import proc_cpu  # noqa: E402
 from table import emit, limit_row, ratio_row  # noqa: E402
 
 from tests.cluster.conftest import Cluster, wait_for  # noqa: E402
@@ -67,24 +72,26 @@ def _delete(bootstrap: str, topic: str) -> None:
     fs[topic].result(timeout=60)
 
 
-def _cpu(pids: list[int]) -> float:
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0
+def _cpu(pids: list[int]) -> tuple[float, float]:
+    """(user, system) CPU seconds of the processes ``pids`` together."""
+    user = system = 0.0
     for pid in pids:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])
-    return total / tick
+        u, s = proc_cpu(pid)
+        user += u
+        system += s
+    return user, system
 
 
 def _produce(t: Target, topic: str, records: int, broker_pids: list[int], queue: int | None) -> dict:
-    c0, b0 = os.times(), _cpu(broker_pids)
+    c0, (u0, s0) = os.times(), _cpu(broker_pids)
     thr = produce_librdkafka(t, topic, 1024, records, queue)
-    c1, b1 = os.times(), _cpu(broker_pids)
+    c1, (u1, s1) = os.times(), _cpu(broker_pids)
     gb = records * 1024 / 1e9
     return {
         "mb_s": thr.mb_s,
         "errors": thr.errors,
-        "brokers_cpu_s_per_gb": (b1 - b0) / gb,
+        "brokers_cpu_s_per_gb": (u1 + s1 - u0 - s0) / gb,
+        "brokers_sys_s_per_gb": (s1 - s0) / gb,
         "client_cpu_s_per_gb": (c1.user + c1.system - c0.user - c0.system) / gb,
     }
 
@@ -241,14 +248,17 @@ def main() -> None:
         lat = res["latency"]["cluster"]
         emit(
             [
-                ratio_row(
-                    "cluster",
-                    "produce RF 3 acks=all vs one broker (median)",
-                    _median(rounds, "default", "cluster", "mb_s"),
-                    "MB/s",
-                    _median(rounds, "default", "single", "mb_s"),
-                    "one broker",
-                    0.5,
+                replace(
+                    ratio_row(
+                        "cluster",
+                        "produce RF 3 acks=all vs one broker (median)",
+                        _median(rounds, "default", "cluster", "mb_s"),
+                        "MB/s",
+                        _median(rounds, "default", "single", "mb_s"),
+                        "one broker",
+                        0.5,
+                    ),
+                    note=cpu_note(rounds),
                 ),
                 limit_row("cluster", "RF 3 acks=all p99 @1000 msg/s", lat["p99_ms"], "ms", 5.0),
                 limit_row("cluster", "failover: producing again after", res["resumed_s"], "s"),
@@ -257,6 +267,26 @@ def main() -> None:
         return
     for row in table(res):
         print(row)
+
+
+def cpu_note(rounds: list) -> str:
+    """Where the cluster's CPU went (medians over the rounds of librdkafka's default queue) and
+    what the cores allow with the brokers' kernel work and the client's CPU as measured and the
+    brokers' own (user) CPU at zero: the machine's bound on this ratio, whatever the broker's
+    code does.  Every process shares the machine's cores here (brokers, client, ZooKeeper)."""
+    brokers = _median(rounds, "default", "cluster", "brokers_cpu_s_per_gb")
+    system = _median(rounds, "default", "cluster", "brokers_sys_s_per_gb")
+    client = _median(rounds, "default", "cluster", "client_cpu_s_per_gb")
+    single = _median(rounds, "default", "single", "mb_s")
+    cores = os.cpu_count() or 1
+    text = f"CPU-s per GB: brokers {brokers:.2f} (system {system:.2f}), client {client:.2f}"
+    if system + client > 0 and single:
+        bound = cores / (system + client) * 1000
+        text += (
+            f"; {cores} cores allow at most {bound:.0f} MB/s ({bound / single:.2f} of one broker) "
+            "with the brokers' user CPU at zero"
+        )
+    return text
 
 
 def _median(rounds: list, variant: str, which: str, key: str) -> float:
@@ -284,11 +314,13 @@ def table(res: dict) -> list[str]:
         )
         for key, name in (
             ("brokers_cpu_s_per_gb", "broker cpu-s/GB, all brokers"),
+            ("brokers_sys_s_per_gb", "  of which system (kernel)"),
             ("client_cpu_s_per_gb", "client cpu-s/GB"),
         ):
             a = _median(rounds, variant, "single", key)
             b = _median(rounds, variant, "cluster", key)
             rows.append(f"{'  ' + name:40s} {a:14.2f} {b:14.2f} {b / a if a else 0:7.2f}")
+    rows.append(f"  {cpu_note(rounds)}")
     for k in ("p50_ms", "p99_ms"):
         a, b = lat["single"][k], lat["cluster"][k]
         t = "<=5" if k == "p99_ms" else ""

@@ -32,13 +32,12 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from quiet import proc_cpu  # noqa: E402
 from table import Row, emit, render  # noqa: E402
 
 from tests.broker.wire import WireClient  # noqa: E402
 from tests.ports import free_port  # noqa: E402
 from tests.segments import make_batches, write_segment  # noqa: E402
-
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def build_log_dir(root: Path) -> Path:
@@ -93,8 +92,7 @@ def serve_once(python: str, root: Path) -> tuple[float, float]:
                 time.sleep(0.005)
                 continue
             wall = time.perf_counter() - t0
-            stat = Path(f"/proc/{p.pid}/stat").read_text().rsplit(")", 1)[1].split()
-            return (int(stat[11]) + int(stat[12])) / CLK_TCK, wall
+            return sum(proc_cpu(p.pid)), wall
         raise RuntimeError("serve did not answer ApiVersions within 60 s")
     finally:
         p.terminate()

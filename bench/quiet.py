@@ -40,6 +40,13 @@ def _dirty_mb() -> float:
     return kb / 1024
 
 
+def proc_cpu(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of process ``pid`` so far (/proc/PID/stat's utime, stime)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
 def _cpu_times() -> tuple[int, int] | None:
     """(busy, total) jiffies of all cores since boot, from /proc/stat's first line."""
     try:
