@@ -10,10 +10,13 @@ bytes), before producer state is looked at, on batches whose CRC was checked.
 
 Kafka walks every record; the bytes are only passed along here, so a batch is read only when it
 might break a rule: never with both limits at their default (Long.MAX_VALUE) on a topic that is
-not compacted.  With a limit set every record's timestamp is read (``records.record_timestamps``:
-its varints only, a compressed batch decompressed, as Kafka's skipKeyValueIterator): neither end
-of a batch's range is in its header (a v2 timestamp delta is signed, so baseTimestamp is not the
-least, and maxTimestamp is what the client wrote, not what the records say).
+not compacted.  With a limit set every record's timestamp is read: neither end of a batch's range
+is in its header (a v2 timestamp delta is signed, so baseTimestamp is not the least, and
+maxTimestamp is what the client wrote, not what the records say).  A v2 batch's records are read
+by the reader Kafka uses, which decides which records are refused
+(``records.skip_key_value_records``, keys, values and headers skipped, a compressed batch
+decompressed): DefaultRecord.readPartiallyFrom for a compressed batch kept in place (Kafka's
+skipKeyValueIterator: a record's declared length is never looked at), readFrom for any other.
 
 On a CreateTime topic Kafka then writes the batch's timestamp fields from its records
 (assignOffsetsNonCompressed, and the in-place branch of validateMessagesAndAssignOffsetsCompressed:
@@ -70,19 +73,29 @@ class RecordValidationError(KafkatoolError):
         return "INVALID_TIMESTAMP" if self.invalid_timestamp else "INVALID_RECORD"
 
 
-def _record_string(batch, r: R.Record) -> str:
-    """Kafka's toString of a record in a record error's message: DefaultRecord's, or for magic 0
-    and 1 the legacy batch entry the iterator hands out (AbstractLegacyRecordBatch.toString around
-    LegacyRecord.toString: the message's own attributes and CRC, the timestamp type and timestamp
-    the record reports, no timestamp at magic 0)."""
+def _record_string(batch, offset: int, timestamp: int, r, partial: bool) -> str:
+    """Kafka's toString of a record in a record error's message.  A v2 record (``r``: its key and
+    value sizes, negative for null) is DefaultRecord's (a null key or value 0 bytes), or, read by
+    readPartiallyFrom (``partial``), PartialDefaultRecord's (the sizes as written).  For magic 0
+    and 1 (``r``: the Record) the legacy batch entry the iterator hands out
+    (AbstractLegacyRecordBatch.toString around LegacyRecord.toString: the message's own
+    attributes and CRC, the timestamp type and timestamp the record reports, no timestamp at
+    magic 0)."""
+    if batch.magic >= 2:
+        key, value = r
+        if partial:
+            return (
+                f"PartialDefaultRecord(offset={offset}, timestamp={timestamp}, key={key} bytes, "
+                f"value={value} bytes)"
+            )
+        return (
+            f"DefaultRecord(offset={offset}, timestamp={timestamp}, key={max(key, 0)} bytes, "
+            f"value={max(value, 0)} bytes)"
+        )
     if isinstance(r, R.UnreadableRecord):
         raise r.error  # LegacyRecord.toString reads the key and value: it throws there
     key = 0 if r.key is None else len(r.key)
     value = 0 if r.value is None else len(r.value)
-    if batch.magic >= 2:
-        return (
-            f"DefaultRecord(offset={r.offset}, timestamp={r.timestamp}, key={key} bytes, value={value} bytes)"
-        )
     codec = compression.CODEC_NAMES[r.attributes & R.CODEC_MASK]  # a compressed one is never handed out
     stamp = f"{R.TIMESTAMP_TYPE_NAMES[r.timestamp_type]}={r.timestamp}, " if r.magic > 0 else ""
     return (
@@ -91,9 +104,11 @@ def _record_string(batch, r: R.Record) -> str:
     )
 
 
-def _has_key(r: R.Record) -> bool:
-    """LegacyRecord.hasKey (keySize() >= 0), which throws where the key length is not in the
-    message; a v2 record's key is not null."""
+def _has_key(r) -> bool:
+    """Record.hasKey: a v2 record's (``r``: its key and value sizes) key size is not negative;
+    LegacyRecord.hasKey (keySize() >= 0) throws where the key length is not in the message."""
+    if type(r) is tuple:
+        return r[0] >= 0
     if isinstance(r, R.UnreadableRecord):
         if r.error.has_key is None:
             raise r.error
@@ -238,14 +253,15 @@ def _validate_records(
             return
     errors: list[tuple[int, str]] = []
     timestamp_error = False
-    if b.magic < 2:
+    # validateMessagesAndAssignOffsetsCompressed reads a compressed batch it keeps in place with
+    # skipKeyValueIterator (readPartiallyFrom), any other v2 batch is read whole (readFrom)
+    partial = in_place and b.codec != compression.NONE
+    if b.magic >= 2:
+        stamps = ((o, ts, (k, v)) for o, ts, k, v in R.skip_key_value_records(b, partial=partial))
+    else:
         # a message whose key or value does not fit is read by validateRecord's checks as far
         # as they go (its magic, CRC, keySize, timestamp), its key and value only after them
         stamps = ((r.offset, r.timestamp, r) for r in b.records(lenient=True))
-    elif compacted or set_append_time:
-        stamps = ((r.offset, r.timestamp, r) for r in b.records())
-    else:
-        stamps = ((offset, ts, None) for offset, ts in R.record_timestamps(b))
     max_ts = R.NO_TIMESTAMP
     for index, (offset, ts, record) in enumerate(stamps):
         if deep:
@@ -253,8 +269,8 @@ def _validate_records(
                 errors.append(
                     (
                         index,
-                        f"Record {_record_string(b, record)}'s magic does not match outer magic {b.magic} "
-                        f"in topic partition {log_dir.name}",
+                        f"Record {_record_string(b, offset, ts, record, False)}'s magic does not match "
+                        f"outer magic {b.magic} in topic partition {log_dir.name}",
                     )
                 )
                 continue
@@ -266,7 +282,7 @@ def _validate_records(
                 )
         if ts > max_ts:
             max_ts = ts
-        if compacted and record.key is None and not _has_key(record):  # a call only for a null key
+        if compacted and not _has_key(record):
             errors.append(
                 (
                     index,
@@ -290,8 +306,8 @@ def _validate_records(
             errors.append(
                 (
                     index,
-                    f"Invalid timestamp type in message {_record_string(b, record)}. Producer "
-                    "should not set timestamp type to LogAppendTime.",
+                    f"Invalid timestamp type in message {_record_string(b, offset, ts, record, partial)}. "
+                    "Producer should not set timestamp type to LogAppendTime.",
                 )
             )
     if errors:
