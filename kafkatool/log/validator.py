@@ -127,32 +127,42 @@ def validate_append(
 ) -> int | None:
     """LogValidator.validateMessagesAndAssignOffsets' checks of an append (``log_dir``: the
     partition's dir, whose name is Kafka's TopicPartition.toString in a message), in Kafka's
-    order: getFirstBatchAndMaybeValidateNoMoreBatches, then batch by batch validateBatch
+    order: a set converted uncompressed is read first (:func:`_size_converted`), then
+    getFirstBatchAndMaybeValidateNoMoreBatches, then batch by batch validateBatch
     (:func:`_validate_batch`) and the batch's records (:func:`_validate_records`), whose errors
     end the append at the first batch that has any (processRecordErrors after each batch: an
     uncompressed legacy set is a batch per message).  Returns the codec LogValidator rebuilds the
     append with (:func:`rebuild_codec`), None when it is appended in place."""
-    codec = rebuild_codec(batches, log_dir, target_codec)
     first = batches[0]
-    if codec is not None and first.magic < 2 and codec == compression.NONE:  # one test for v2 in place
-        _size_converted(batches)
+    if first.magic < 2 or len(batches) > 1:  # one test for the common single v2 batch
+        _size_converted(batches, target_codec)
+    codec = rebuild_codec(batches, log_dir, target_codec)
     for b in batches:
         _validate_batch(b, first, client, log_dir)
         _validate_records(b, config, timestamp_type, now_ms, log_dir, codec is None)
     return codec
 
 
-def _size_converted(batches: list) -> None:
-    """convertAndAssignOffsetsNonCompressed (a legacy set uncompressed and kept so) sizes the
-    converted set before any check (AbstractRecords.estimateSizeInBytes: every message's key()
-    and value()): a message whose key or value Kafka cannot read throws there
-    (LegacyFieldError), before validateBatch and any record error.  A set with a compressed
-    wrapper goes the compressed way (its records checked first, then read for the rebuild)."""
-    if any(b.codec != compression.NONE for b in batches):
+def _size_converted(batches: list, target_codec: int | None) -> None:
+    """convertAndAssignOffsetsNonCompressed, LogValidator's way for a set with no compressed
+    batch that stays uncompressed and is not all of magic 2 (records.hasMatchingMagic), sizes the
+    converted set first (AbstractRecords.estimateSizeInBytes: every record of every batch, a
+    message's key() and value(), a v2 batch's records as DefaultRecord.readFrom reads them), before
+    getFirstBatchAndMaybeValidateNoMoreBatches and any batch or record check: what that read
+    throws wins, e.g. a legacy message whose key or value Kafka cannot read (LegacyFieldError)
+    after a v2 batch is UNKNOWN_SERVER_ERROR, not the set's "more than one batch".  A set with a
+    compressed batch, or recompressed, goes the compressed way (the one-batch check first, then
+    its records, then the rebuild reads them: validateMessagesAndAssignOffsetsCompressed)."""
+    if target_codec not in (None, compression.NONE):
+        return
+    if any(b.codec != compression.NONE for b in batches) or all(b.magic >= 2 for b in batches):
         return
     for b in batches:
         if b.magic < 2:
             b.key_value()
+        else:
+            for _ in R.skip_key_value_records(b, partial=False):
+                pass
 
 
 def rebuild_codec(batches: list, log_dir, target_codec: int | None) -> int | None:
