@@ -375,7 +375,7 @@ def scan_keys(batch: R.RecordBatch) -> list[tuple[int, bytes | None, bool]]:
     Headers are walked by the decoder's own walker (``walk_headers``: count, key and value
     lengths, Kafka's structure rules) without making their keys and values, so a batch the
     decoder refuses for its headers is refused here too, as Kafka's cleaner refuses it.
-    The record prefix is read inline, not by a reader shared with records.record_timestamps:
+    The record prefix is read inline, not by a reader shared with records.skip_key_value_records:
     why is said there (measured: a shared one costs this loop 5-8%)."""
     count = batch.records_count
     if count <= 0:

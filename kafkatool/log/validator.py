@@ -10,10 +10,13 @@ bytes), before producer state is looked at, on batches whose CRC was checked.
 
 Kafka walks every record; the bytes are only passed along here, so a batch is read only when it
 might break a rule: never with both limits at their default (Long.MAX_VALUE) on a topic that is
-not compacted.  With a limit set every record's timestamp is read (``records.record_timestamps``:
-its varints only, a compressed batch decompressed, as Kafka's skipKeyValueIterator): neither end
-of a batch's range is in its header (a v2 timestamp delta is signed, so baseTimestamp is not the
-least, and maxTimestamp is what the client wrote, not what the records say).
+not compacted.  With a limit set every record's timestamp is read: neither end of a batch's range
+is in its header (a v2 timestamp delta is signed, so baseTimestamp is not the least, and
+maxTimestamp is what the client wrote, not what the records say).  A v2 batch's records are read
+by the reader Kafka uses, which decides which records are refused
+(``records.skip_key_value_records``, keys, values and headers skipped, a compressed batch
+decompressed): DefaultRecord.readPartiallyFrom for a compressed batch kept in place (Kafka's
+skipKeyValueIterator: a record's declared length is never looked at), readFrom for any other.
 
 On a CreateTime topic Kafka then writes the batch's timestamp fields from its records
 (assignOffsetsNonCompressed, and the in-place branch of validateMessagesAndAssignOffsetsCompressed:
@@ -70,19 +73,29 @@ class RecordValidationError(KafkatoolError):
         return "INVALID_TIMESTAMP" if self.invalid_timestamp else "INVALID_RECORD"
 
 
-def _record_string(batch, r: R.Record) -> str:
-    """Kafka's toString of a record in a record error's message: DefaultRecord's, or for magic 0
-    and 1 the legacy batch entry the iterator hands out (AbstractLegacyRecordBatch.toString around
-    LegacyRecord.toString: the message's own attributes and CRC, the timestamp type and timestamp
-    the record reports, no timestamp at magic 0)."""
+def _record_string(batch, offset: int, timestamp: int, r, partial: bool) -> str:
+    """Kafka's toString of a record in a record error's message.  A v2 record (``r``: its key and
+    value sizes, negative for null) is DefaultRecord's (a null key or value 0 bytes), or, read by
+    readPartiallyFrom (``partial``), PartialDefaultRecord's (the sizes as written).  For magic 0
+    and 1 (``r``: the Record) the legacy batch entry the iterator hands out
+    (AbstractLegacyRecordBatch.toString around LegacyRecord.toString: the message's own
+    attributes and CRC, the timestamp type and timestamp the record reports, no timestamp at
+    magic 0)."""
+    if batch.magic >= 2:
+        key, value = r
+        if partial:
+            return (
+                f"PartialDefaultRecord(offset={offset}, timestamp={timestamp}, key={key} bytes, "
+                f"value={value} bytes)"
+            )
+        return (
+            f"DefaultRecord(offset={offset}, timestamp={timestamp}, key={max(key, 0)} bytes, "
+            f"value={max(value, 0)} bytes)"
+        )
     if isinstance(r, R.UnreadableRecord):
         raise r.error  # LegacyRecord.toString reads the key and value: it throws there
     key = 0 if r.key is None else len(r.key)
     value = 0 if r.value is None else len(r.value)
-    if batch.magic >= 2:
-        return (
-            f"DefaultRecord(offset={r.offset}, timestamp={r.timestamp}, key={key} bytes, value={value} bytes)"
-        )
     codec = compression.CODEC_NAMES[r.attributes & R.CODEC_MASK]  # a compressed one is never handed out
     stamp = f"{R.TIMESTAMP_TYPE_NAMES[r.timestamp_type]}={r.timestamp}, " if r.magic > 0 else ""
     return (
@@ -91,9 +104,11 @@ def _record_string(batch, r: R.Record) -> str:
     )
 
 
-def _has_key(r: R.Record) -> bool:
-    """LegacyRecord.hasKey (keySize() >= 0), which throws where the key length is not in the
-    message; a v2 record's key is not null."""
+def _has_key(r) -> bool:
+    """Record.hasKey: a v2 record's (``r``: its key and value sizes) key size is not negative;
+    LegacyRecord.hasKey (keySize() >= 0) throws where the key length is not in the message."""
+    if type(r) is tuple:
+        return r[0] >= 0
     if isinstance(r, R.UnreadableRecord):
         if r.error.has_key is None:
             raise r.error
@@ -112,32 +127,42 @@ def validate_append(
 ) -> int | None:
     """LogValidator.validateMessagesAndAssignOffsets' checks of an append (``log_dir``: the
     partition's dir, whose name is Kafka's TopicPartition.toString in a message), in Kafka's
-    order: getFirstBatchAndMaybeValidateNoMoreBatches, then batch by batch validateBatch
+    order: a set converted uncompressed is read first (:func:`_size_converted`), then
+    getFirstBatchAndMaybeValidateNoMoreBatches, then batch by batch validateBatch
     (:func:`_validate_batch`) and the batch's records (:func:`_validate_records`), whose errors
     end the append at the first batch that has any (processRecordErrors after each batch: an
     uncompressed legacy set is a batch per message).  Returns the codec LogValidator rebuilds the
     append with (:func:`rebuild_codec`), None when it is appended in place."""
-    codec = rebuild_codec(batches, log_dir, target_codec)
     first = batches[0]
-    if codec is not None and first.magic < 2 and codec == compression.NONE:  # one test for v2 in place
-        _size_converted(batches)
+    if first.magic < 2 or len(batches) > 1:  # one test for the common single v2 batch
+        _size_converted(batches, target_codec)
+    codec = rebuild_codec(batches, log_dir, target_codec)
     for b in batches:
         _validate_batch(b, first, client, log_dir)
         _validate_records(b, config, timestamp_type, now_ms, log_dir, codec is None)
     return codec
 
 
-def _size_converted(batches: list) -> None:
-    """convertAndAssignOffsetsNonCompressed (a legacy set uncompressed and kept so) sizes the
-    converted set before any check (AbstractRecords.estimateSizeInBytes: every message's key()
-    and value()): a message whose key or value Kafka cannot read throws there
-    (LegacyFieldError), before validateBatch and any record error.  A set with a compressed
-    wrapper goes the compressed way (its records checked first, then read for the rebuild)."""
-    if any(b.codec != compression.NONE for b in batches):
+def _size_converted(batches: list, target_codec: int | None) -> None:
+    """convertAndAssignOffsetsNonCompressed, LogValidator's way for a set with no compressed
+    batch that stays uncompressed and is not all of magic 2 (records.hasMatchingMagic), sizes the
+    converted set first (AbstractRecords.estimateSizeInBytes: every record of every batch, a
+    message's key() and value(), a v2 batch's records as DefaultRecord.readFrom reads them), before
+    getFirstBatchAndMaybeValidateNoMoreBatches and any batch or record check: what that read
+    throws wins, e.g. a legacy message whose key or value Kafka cannot read (LegacyFieldError)
+    after a v2 batch is UNKNOWN_SERVER_ERROR, not the set's "more than one batch".  A set with a
+    compressed batch, or recompressed, goes the compressed way (the one-batch check first, then
+    its records, then the rebuild reads them: validateMessagesAndAssignOffsetsCompressed)."""
+    if target_codec not in (None, compression.NONE):
+        return
+    if any(b.codec != compression.NONE for b in batches) or all(b.magic >= 2 for b in batches):
         return
     for b in batches:
         if b.magic < 2:
             b.key_value()
+        else:
+            for _ in R.skip_key_value_records(b, partial=False):
+                pass
 
 
 def rebuild_codec(batches: list, log_dir, target_codec: int | None) -> int | None:
@@ -238,14 +263,15 @@ def _validate_records(
             return
     errors: list[tuple[int, str]] = []
     timestamp_error = False
-    if b.magic < 2:
+    # validateMessagesAndAssignOffsetsCompressed reads a compressed batch it keeps in place with
+    # skipKeyValueIterator (readPartiallyFrom), any other v2 batch is read whole (readFrom)
+    partial = in_place and b.codec != compression.NONE
+    if b.magic >= 2:
+        stamps = ((o, ts, (k, v)) for o, ts, k, v in R.skip_key_value_records(b, partial=partial))
+    else:
         # a message whose key or value does not fit is read by validateRecord's checks as far
         # as they go (its magic, CRC, keySize, timestamp), its key and value only after them
         stamps = ((r.offset, r.timestamp, r) for r in b.records(lenient=True))
-    elif compacted or set_append_time:
-        stamps = ((r.offset, r.timestamp, r) for r in b.records())
-    else:
-        stamps = ((offset, ts, None) for offset, ts in R.record_timestamps(b))
     max_ts = R.NO_TIMESTAMP
     for index, (offset, ts, record) in enumerate(stamps):
         if deep:
@@ -253,8 +279,8 @@ def _validate_records(
                 errors.append(
                     (
                         index,
-                        f"Record {_record_string(b, record)}'s magic does not match outer magic {b.magic} "
-                        f"in topic partition {log_dir.name}",
+                        f"Record {_record_string(b, offset, ts, record, False)}'s magic does not match "
+                        f"outer magic {b.magic} in topic partition {log_dir.name}",
                     )
                 )
                 continue
@@ -266,7 +292,7 @@ def _validate_records(
                 )
         if ts > max_ts:
             max_ts = ts
-        if compacted and record.key is None and not _has_key(record):  # a call only for a null key
+        if compacted and not _has_key(record):
             errors.append(
                 (
                     index,
@@ -290,8 +316,8 @@ def _validate_records(
             errors.append(
                 (
                     index,
-                    f"Invalid timestamp type in message {_record_string(b, record)}. Producer "
-                    "should not set timestamp type to LogAppendTime.",
+                    f"Invalid timestamp type in message {_record_string(b, offset, ts, record, partial)}. "
+                    "Producer should not set timestamp type to LogAppendTime.",
                 )
             )
     if errors:

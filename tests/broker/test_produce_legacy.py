@@ -23,6 +23,7 @@ from kafkatool.protocol.framing import encode_request, parse_request
 from kafkatool.protocol.generated.produce_request import PartitionProduceData, TopicProduceData
 from tests.broker.test_protocol import batches_of, create_topic, fetch, produce
 from tests.broker.wire import DispatchConn, WireClient
+from tests.formats.test_records import v2_batch as v2
 
 TS = 1_700_000_000_000
 
@@ -91,6 +92,12 @@ def magic2_text(outer: int) -> str:
 KEY_PAST = forged(1, kv(b"k1", b"v1", key_len=50), 1)
 VALUE_PAST = forged(1, kv(b"k1", b"v1", value_len=3), 1)
 NO_VALUE_FIELD = forged(1, struct.pack(">i", 2) + b"k1", 1)
+
+
+V2_OK = R.build_record_batch([R.SimpleRecord(b"v", b"k", (), TS)])
+V2_GZIP = R.build_record_batch([R.SimpleRecord(b"v", b"k", (), TS)], codec=compression.GZIP)
+V2_LONG_VARINT = v2(b"\xff" * 5 + V2_OK[61:], 1, compression.NONE)
+V2_CUT = v2(V2_OK[61:-2], 1, compression.NONE)
 
 
 def shown(*errors: tuple[int, str]) -> str:
@@ -214,6 +221,33 @@ CASES = [
     # value length field is past its end
     ("v1-14-bytes", {}, forged(1, b"", 0), ErrorCode.UNKNOWN_SERVER_ERROR, []),
     ("v1-21-bytes", {}, forged(1, struct.pack(">i", -1) + b"\0\0\0", 0), ErrorCode.UNKNOWN_SERVER_ERROR, []),
+    # 4. Produce v0-2 takes a set that starts with a v2 batch and goes on with legacy messages
+    # (ProduceRequest.validateRecords checks nothing below v3).  Uncompressed and kept so, it is
+    # LogValidator.convertAndAssignOffsetsNonCompressed's: estimateSizeInBytes reads every record
+    # of every batch (the v2 batch's by DefaultRecord.readFrom, each message's key and value)
+    # before getFirstBatchAndMaybeValidateNoMoreBatches refuses a v2 batch with others
+    # (INVALID_RECORD): what the read throws wins
+    ("v2-then-legacy", {}, V2_OK + M0, ErrorCode.INVALID_RECORD, []),
+    ("v2-then-key-past", {}, V2_OK + KEY_PAST, ErrorCode.UNKNOWN_SERVER_ERROR, []),
+    ("v2-then-no-value-field", {}, V2_OK + NO_VALUE_FIELD, ErrorCode.UNKNOWN_SERVER_ERROR, []),
+    # a v2 record's length varint longer than 5 bytes: ByteUtils.readVarint's
+    # IllegalArgumentException, which the uncompressed iterator lets through
+    ("v2-long-varint-then-legacy", {}, V2_LONG_VARINT + M0, ErrorCode.UNKNOWN_SERVER_ERROR, []),
+    ("v2-cut-record-then-key-past", {}, V2_CUT + KEY_PAST, ErrorCode.INVALID_RECORD, []),
+    # led by a legacy message the v2 batch is read too, before validateBatch's magic check
+    ("legacy-then-v2", {}, M0 + V2_OK, ErrorCode.INVALID_RECORD, []),
+    ("legacy-then-v2-long-varint", {}, M0 + V2_LONG_VARINT, ErrorCode.UNKNOWN_SERVER_ERROR, []),
+    # compressed (a batch, or compression.type): validateMessagesAndAssignOffsetsCompressed,
+    # whose first step is the one-batch check: nothing is read
+    (
+        "v2-then-key-past-gzip-topic",
+        {"compression.type": "gzip"},
+        V2_OK + KEY_PAST,
+        ErrorCode.INVALID_RECORD,
+        [],
+    ),
+    ("v2-gzip-then-key-past", {}, V2_GZIP + KEY_PAST, ErrorCode.INVALID_RECORD, []),
+    ("v2-then-key-past-wrapped", {}, V2_OK + wrapper(1, KEY_PAST, 1), ErrorCode.INVALID_RECORD, []),
     (
         "keyless-plain",
         {"cleanup.policy": "compact"},

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from kafkatool.formats import compression
 from kafkatool.formats import records as R
 from kafkatool.formats.crc import crc32c
-from kafkatool.formats.errors import FormatError, InvalidRecordError
+from kafkatool.formats.errors import FormatError, IllegalArgumentError, InvalidRecordError
 from kafkatool.formats.varint import write_uvarint, zigzag32
 
 
@@ -335,20 +335,146 @@ def test_header_structure_errors(tail, message):
     assert 61 < e.value.position <= 61 + len(rec)
 
 
+@pytest.mark.parametrize("partial", [False, True])
 @pytest.mark.parametrize("codec", [compression.NONE, compression.GZIP, compression.ZSTD])
-def test_record_timestamps_match_the_decoded_records(codec):
-    """Signed timestamp deltas (a first record later than the others), LogAppendTime, legacy."""
+def test_skip_key_value_records_match_the_decoded_records(codec, partial):
+    """Signed timestamp deltas (a first record later than the others), null and empty keys and
+    values, headers, LogAppendTime: both readers see what the decoder sees."""
     stamps = [5000, 1000, -1, 9000, 4000]
-    recs = [R.SimpleRecord(b"v" * i, b"k", [("h", b"1")], ts) for i, ts in enumerate(stamps)]
+    keys = [b"k", None, b"", b"key", None]
+    values = [b"v" * 70, b"", None, b"v", b"vv"]
+    recs = [
+        R.SimpleRecord(v, k, [("h", b"1")] * (i % 3), ts)
+        for i, (k, v, ts) in enumerate(zip(keys, values, stamps, strict=True))
+    ]
     data = bytearray(R.build_record_batch(recs, codec=codec, base_offset=7))
     b = R.RecordBatch(data)
-    assert list(R.record_timestamps(b)) == [(r.offset, r.timestamp) for r in b.records()]
-    assert [ts for _, ts in R.record_timestamps(b)] == stamps
+    sizes = [
+        (r.offset, r.timestamp, -1 if r.key is None else len(r.key), -1 if r.value is None else len(r.value))
+        for r in b.records()
+    ]
+    assert list(R.skip_key_value_records(b, partial=partial)) == sizes
+    assert [ts for _, ts, _, _ in sizes] == stamps
     R.set_log_append_time(data, 0, 123)
-    assert list(R.record_timestamps(R.RecordBatch(data))) == [(7 + i, 123) for i in range(5)]
-    legacy = R.build_legacy_message_set(recs[:2], magic=1, codec=min(codec, compression.LZ4))
-    # uncompressed: each message is its own batch; compressed: one wrapper
-    assert [ts for lb in R.iter_batches(legacy) for _, ts in R.record_timestamps(lb)] == [5000, 1000]
+    assert [ts for _, ts, _, _ in R.skip_key_value_records(R.RecordBatch(data), partial=partial)] == [123] * 5
+
+
+def v2_batch(area: bytes, count: int, codec: int = compression.GZIP, attributes: int = 0) -> bytes:
+    """A v2 batch of ``count`` records whose record area is ``area`` as given (already compressed
+    for a ``codec``), its CRC right."""
+    out = bytearray(R.build_record_batch([R.SimpleRecord(b"v", b"k", (), 1_700_000_000_000)])[:61] + area)
+    struct.pack_into(">i", out, 8, len(out) - 12)
+    struct.pack_into(">hi", out, 21, codec | attributes, count - 1)
+    struct.pack_into(">i", out, 57, count)
+    struct.pack_into(">I", out, 17, crc32c(bytes(out[21:])))
+    return bytes(out)
+
+
+def field_batch(area: bytes, count: int, codec: int) -> R.RecordBatch:
+    """A v2 batch of ``count`` records whose record area is ``area`` (compressed with ``codec``)."""
+    return R.RecordBatch(
+        v2_batch(area if codec == compression.NONE else compression.compress(codec, area), count, codec)
+    )
+
+
+def record(fields: bytes, length: int | None = None) -> bytes:
+    return write_uvarint(zigzag32(len(fields) if length is None else length)) + fields
+
+
+FIELDS = b"\x00\x00\x00\x04k0\x04v0\x00"  # attributes, deltas 0, key "k0", value "v0", no header
+
+
+@pytest.mark.parametrize("codec", [compression.NONE, compression.GZIP])
+def test_read_from_holds_a_record_to_its_length_read_partially_from_does_not(codec):
+    """DefaultRecord.readFrom refuses a record whose fields do not end at its declared length;
+    readPartiallyFrom (a compressed batch Kafka keeps in place) reads the fields one after the
+    other and never looks at it, so the next record is read where the fields ended."""
+    for length in (len(FIELDS) + 2, len(FIELDS) - 2, -1):
+        b = field_batch(record(FIELDS, length) + record(FIELDS), 2, codec)
+        with pytest.raises(InvalidRecordError):
+            list(R.skip_key_value_records(b, partial=False))
+        assert list(R.skip_key_value_records(b, partial=True)) == [(0, b.base_timestamp, 2, 2)] * 2
+    # bytes left after the last record's fields: readFrom's length check inside its length,
+    # ensureNoneRemaining after it, and for readPartiallyFrom always the latter
+    for area, inside in ((record(FIELDS + b"\0"), True), (record(FIELDS) + b"\0", False)):
+        b = field_batch(record(FIELDS) + area, 2, codec)
+        for partial in (False, True):
+            with pytest.raises(InvalidRecordError) as e:
+                list(R.skip_key_value_records(b, partial=partial))
+            assert ("records still remaining" in e.value.message) == (partial or not inside)
+
+
+@pytest.mark.parametrize("partial", [False, True])
+@pytest.mark.parametrize(
+    "fields",
+    [
+        b"\x00\x00\x00\x50k0\x04v0\x00",  # a key of 40 bytes
+        b"\x00\x00\x00\x04k0\x50v0\x00",  # a value of 40 bytes
+        b"\x00\x00\x00\x04k0\x04v0\x64",  # 50 headers
+        b"\x00\x00\x00\x04k0\x04v0\x01",  # -1 headers
+        b"\x00\x00\x00\x04k0\x04v0\x02\x01\x00",  # a header key of length -1
+        b"\x00\x00\x00\x04k0\x04v0\x02\x50hk\x00",  # a header key of 40 bytes
+        b"\x00\x00\x00\x04k0\x04v0\x02\x04hk\x50",  # a header value of 40 bytes
+        b"\x00\x00\x00\x04k0\x04v0",  # no header count
+        b"\x00",  # attributes only
+    ],
+)
+def test_a_field_past_the_batch_is_invalid_record_for_both_readers(fields, partial):
+    for codec in (compression.NONE, compression.GZIP):
+        b = field_batch(record(fields), 1, codec)
+        with pytest.raises(InvalidRecordError):
+            list(R.skip_key_value_records(b, partial=partial))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.data())
+def test_read_from_refuses_the_records_the_decoder_refuses(data):
+    """The walk's readFrom (``partial=False``) and the decoder hold a record to the same rules:
+    on a mutated record area one refuses what the other refuses (the decoder also refuses a
+    length varint longer than 5 bytes, as InvalidRecordError), and where both read, they read the
+    same offsets, timestamps and sizes (any negative size a null)."""
+    codec = data.draw(st.sampled_from([compression.NONE, compression.GZIP]))
+    recs = [
+        R.SimpleRecord(b"v" * i, b"k%d" % i if i % 3 else None, [("h", b"1")] * (i % 2), 10 + i)
+        for i in range(6)
+    ]
+    area = bytearray(R.build_record_batch(recs)[61:])
+    for _ in range(data.draw(st.integers(1, 3))):
+        area[data.draw(st.integers(0, len(area) - 1))] = data.draw(st.integers(0, 255))
+    b = field_batch(bytes(area), data.draw(st.integers(5, 7)), codec)
+    try:
+        decoded = [
+            (
+                r.offset,
+                r.timestamp,
+                -1 if r.key is None else len(r.key),
+                -1 if r.value is None else len(r.value),
+            )
+            for r in b.records()
+        ]
+    except InvalidRecordError:
+        decoded = None
+    try:
+        walked = [
+            (o, ts, max(k, -1), max(v, -1)) for o, ts, k, v in R.skip_key_value_records(b, partial=False)
+        ]
+    except (InvalidRecordError, IllegalArgumentError):
+        walked = None
+    assert walked == decoded
+
+
+def test_a_record_length_varint_too_long_is_illegal_argument_only_uncompressed():
+    """ByteUtils.readVarint's IllegalArgumentException: the uncompressed iterator catches only a
+    BufferUnderflowException, StreamRecordIterator makes it InvalidRecordException."""
+    area = b"\xff" * 5 + FIELDS
+    with pytest.raises(IllegalArgumentError):
+        list(R.skip_key_value_records(field_batch(area, 1, compression.NONE), partial=False))
+    for partial in (False, True):
+        with pytest.raises(InvalidRecordError):
+            list(R.skip_key_value_records(field_batch(area, 1, compression.GZIP), partial=partial))
+    with pytest.raises(InvalidRecordError) as e:  # RecordIterator's constructor
+        list(R.skip_key_value_records(field_batch(record(FIELDS), -1, compression.NONE), partial=False))
+    assert e.value.message == "Found invalid record count -1 in magic v2 batch"
 
 
 @pytest.mark.parametrize("codec", [compression.NONE, compression.GZIP])
