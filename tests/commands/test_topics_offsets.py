@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from kafkatool.cli import app
 from tests.broker.conftest import BrokerProcess, free_port
+from tests.broker.security.test_sasl import secured  # noqa: F401 (its SASL_SSL broker)
 
 ck = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient, OffsetSpec  # noqa: E402
@@ -259,3 +260,30 @@ def test_delete_records_file_not_utf8_or_missing(broker, tmp_path):
         "delete-records", "--offset-json-file", tmp_path / "nope.json", "--bootstrap-server", broker.bootstrap
     )
     assert "nope.json" in one_line_error(missing)
+
+
+def test_over_sasl_ssl_with_command_config(secured, tmp_path):  # noqa: F811
+    """--command-config: both commands reach a SASL_SSL listener (the leader's address from its
+    Metadata, the same security), and without it they cannot (one line, exit 2)."""
+    p = ck.Producer({"bootstrap.servers": secured.bootstrap, "linger.ms": 0})
+    for i in range(4):
+        p.produce("secured-offsets", value=b"x", partition=0, timestamp=T0 + i)
+    assert p.flush(15) == 0
+    cfg = tmp_path / "client.properties"
+    cfg.write_text(
+        "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\nssl.truststore.type=PEM\n"
+        f"ssl.truststore.location={secured.ca.path}\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="bob" password="bob-secret";\n'
+    )
+    sec = ["--bootstrap-server", secured.sasl_ssl, "--command-config", cfg]
+    assert run("get-offsets", "--topic", "secured-offsets", *sec).stdout == "secured-offsets:0:4\n"
+    f = tmp_path / "o.json"
+    f.write_text(json.dumps({"partitions": [{"topic": "secured-offsets", "partition": 0, "offset": -1}]}))
+    res = run("delete-records", "--offset-json-file", f, *sec)
+    assert res.exit_code == 0 and res.stdout.endswith("partition: secured-offsets-0\tlow_watermark: 4\n"), (
+        res.output
+    )
+    earliest = run("get-offsets", "--topic", "secured-offsets", "--time", "earliest", *sec)
+    assert earliest.stdout == "secured-offsets:0:4\n"
+    one_line_error(run("get-offsets", "--topic", "secured-offsets", "--bootstrap-server", secured.sasl_ssl))
