@@ -196,6 +196,13 @@ def test_filters_and_kafkas_order(broker):
     ]
     offline = run("get-offsets", "--topic-partitions", "many:-2", "--log-dir", broker.data_dir)
     assert offline.stdout.split() == ["many:0:0", "many:1:0"]
+    # a partition answered with an error: GetOffsetShell's stderr line, exit 1 (and so offline)
+    for where in (boot, ["--log-dir", broker.data_dir]):
+        res = run("get-offsets", "--topic", "many", "--partitions", 4, "--time", -7, *where)
+        assert res.stdout == "" and res.exit_code == 1, res.output
+        assert res.stderr.strip() == (
+            "kafkatool: error: Skip getting offsets for topic-partition many-4 due to error: INVALID_REQUEST"
+        )
     res = run("get-offsets", "--topic", "none.*", *boot)
     assert one_line_error(res, 1).endswith("Could not match any topic-partitions with the specified filters")
 
