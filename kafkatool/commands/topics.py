@@ -1,5 +1,6 @@
-"""``kafkatool topics``: kafka-topics.sh (list, describe, create, delete, alter --partitions) through
-a cluster, and ``describe --log-dir`` on a log dir or a backup of one."""
+"""``kafkatool topics``: kafka-topics.sh (list, describe, create, delete, alter --partitions),
+kafka-get-offsets.sh (get-offsets) and kafka-delete-records.sh (delete-records) through a cluster,
+and ``describe --log-dir`` / ``get-offsets --log-dir`` on a log dir or a backup of one."""
 
 from __future__ import annotations
 
@@ -17,12 +18,15 @@ from kafkatool.commands.common import (
     emit_json,
     error_line,
     handle_errors,
+    modify_exit,
 )
 
 HELP = (
     "Topics like kafka-topics.sh: list, describe (with its partition filters), create, delete, alter "
-    "--partitions through --bootstrap-server; describe offline on a log dir or a backup (--log-dir): "
-    "partitions, sizes, offsets, segment counts and the configs the dir holds."
+    "--partitions through --bootstrap-server; partition offsets like kafka-get-offsets.sh (get-offsets) "
+    "and records deleted like kafka-delete-records.sh (delete-records); describe and get-offsets offline "
+    "on a log dir or a backup (--log-dir): partitions, sizes, offsets, segment counts and the configs "
+    "the dir holds."
 )
 TOPIC_HELP = "The topic, or a regular expression matched against whole names (list, describe, delete, alter)."
 
@@ -329,6 +333,172 @@ def alter(
     raise typer.Exit(EXIT_FINDINGS if failed else EXIT_OK)
 
 
+GET_OFFSETS_HELP = (
+    "Partition offsets in kafka-get-offsets.sh's lines, TOPIC:PARTITION:OFFSET (GetOffsetShell): "
+    "ListOffsets at each partition's leader as Kafka's admin client asks (READ_UNCOMMITTED; v7 for "
+    "max-timestamp), in GetOffsetShell's order (by TOPIC-PARTITION as text: t-10 before t-2). A "
+    "partition with no such offset (a timestamp after every record) is left out, as Kafka leaves it "
+    'out (--json: "offset": null). A partition answered with an error is reported on stderr ("Skip '
+    'getting offsets for topic-partition T-P due to error: ...") and makes the exit status 1, as '
+    "nothing matching the filters does. With --log-dir the same answers come from a log dir or a "
+    "backup, read-only, by the broker's own ListOffsets rule."
+)
+GET_OFFSETS_TIME_HELP = (
+    "Which offset: -1 or latest (the high watermark), -2 or earliest (the log start offset), -3 or "
+    "max-timestamp (the record with the largest timestamp), or a timestamp in ms (the first record "
+    "at or after it); any other number is sent as it is (-4: the earliest local offset)."
+)
+
+
+@handle_errors
+def get_offsets(
+    topic: str | None = typer.Option(
+        None,
+        "--topic",
+        metavar="TOPIC",
+        help="The topic, or a regular expression matched against whole names (default: every topic).",
+    ),
+    partitions: str | None = typer.Option(
+        None,
+        "--partitions",
+        metavar="ID[,ID...]",
+        help="Comma-separated partition ids (default: every partition). Not with --topic-partitions.",
+    ),
+    topic_partitions: str | None = typer.Option(
+        None,
+        "--topic-partitions",
+        metavar="PATTERN[,PATTERN...]",
+        help="Comma-separated TOPIC-REGEX:PARTITIONS patterns, PARTITIONS a number, N-M (M excluded), N- "
+        "or -M, or left out for all (e.g. orders:0-3,audit:5-,:1). Not with --topic or --partitions.",
+    ),
+    time_spec: str = typer.Option("latest", "--time", metavar="TIME", help=GET_OFFSETS_TIME_HELP),
+    exclude_internal: bool = typer.Option(
+        False, "--exclude-internal-topics", help="Leave out internal topics (included by default)."
+    ),
+    bootstrap_server: str | None = _bootstrap(False),
+    command_config: str | None = command_config_option(),
+    log_dir: list[Path] = typer.Option(
+        None,
+        "--log-dir",
+        metavar="DIR",
+        help="A log dir or a backup instead of a cluster, read-only (a running broker's dir too): the "
+        "same answers by the broker's own ListOffsets rule, the log end offset standing for the high "
+        "watermark (the dir holds none that is current).",
+    ),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """kafka-get-offsets.sh (GetOffsetShell): see GET_OFFSETS_HELP."""
+    from kafkatool.assign import offsets as O
+
+    spec = O.parse_time(time_spec)
+    flt = O.partition_filter(topic, partitions, topic_partitions)
+    if bool(bootstrap_server) == bool(log_dir):
+        raise CommandError("give exactly one of --bootstrap-server and --log-dir")
+    if log_dir:
+        from kafkatool.commands.topic_sources import targets
+
+        dirs = sorted({t.log_dir for t in targets(list(log_dir))})
+        answers = O.get_offsets_offline(dirs, flt, exclude_internal, spec)
+    else:
+        with _admin(bootstrap_server) as admin:
+            answers = O.get_offsets_live(admin, flt, exclude_internal, spec)
+    if not answers:
+        error_line("Could not match any topic-partitions with the specified filters")
+        raise typer.Exit(EXIT_FINDINGS)
+    failed = False
+    for (t, p), a in answers.items():  # GetOffsetShell reports the errors first, in its list's order
+        if a.error_code:
+            failed = True
+            if not json_out:
+                error_line(f"Skip getting offsets for topic-partition {t}-{p} due to error: {a.error}")
+    for (t, p), a in sorted(answers.items(), key=lambda kv: O.output_order(kv[0])):
+        if json_out:
+            row = {"type": "offset", "topic": t, "partition": p}
+            if a.error_code:
+                row.update(offset=None, error_code=a.error_code, error=a.error)
+            else:
+                found = a.offset != -1
+                row.update(offset=a.offset if found else None, timestamp=a.timestamp if found else None)
+            emit_json(row)
+        elif not a.error_code and a.offset != -1:
+            typer.echo(f"{t}:{p}:{a.offset}")
+    raise typer.Exit(EXIT_FINDINGS if failed else EXIT_OK)
+
+
+DELETE_RECORDS_HELP = (
+    "Delete the records below an offset of each partition (DeleteRecords at its leader: the log "
+    "start offset moves there) as kafka-delete-records.sh (DeleteRecordsCommand) does, in its lines: "
+    '"Executing records delete operation", "Records delete operation completed:", then '
+    '"partition: T-P<TAB>low_watermark: N" or "partition: T-P<TAB>error: ..." per partition (exit 1 '
+    "if any failed). Online only, no --log-dir: deleting records offline is `kafkatool retention`'s "
+    "job (whole segments, by the topic's retention, as a broker's retention deletes them); a log "
+    "start offset inside a segment is the broker's to move, in its memory and its "
+    "log-start-offset-checkpoint, and a broker running on the dir would overwrite a change made "
+    "beside it."
+)
+
+
+@handle_errors
+def delete_records(
+    offset_json_file: Path = typer.Option(
+        ...,
+        "--offset-json-file",
+        metavar="FILE",
+        help="The offset per partition below which records are deleted (-1: the high watermark): "
+        '{"partitions": [{"topic": "foo", "partition": 1, "offset": 1}], "version": 1}.',
+    ),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Print the partitions and offsets that would be asked for; send nothing."
+    ),
+    bootstrap_server: str = _bootstrap(),
+    command_config: str | None = command_config_option(),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """kafka-delete-records.sh (DeleteRecordsCommand): see DELETE_RECORDS_HELP."""
+    from kafkatool.assign import offsets as O
+    from kafkatool.log.file_records import read_regular
+
+    source = str(offset_json_file)
+    raw = read_regular(offset_json_file)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CommandError(
+            f"{source}: byte {exc.start}: not UTF-8: The input string is not a valid JSON"
+        ) from None
+    offsets = O.parse_offset_json(text, source)
+    if dry_run:
+        for (t, p), off in sorted(offsets.items(), key=lambda kv: O.output_order(kv[0])):
+            if json_out:
+                emit_json(
+                    {"type": "delete_records", "topic": t, "partition": p, "offset": off, "dry_run": True}
+                )
+            else:
+                typer.echo(f"partition: {t}-{p}\toffset: {off}")
+        raise typer.Exit(modify_exit(dry_run=True, would_change=bool(offsets), remaining=False))
+    if not json_out:
+        typer.echo("Executing records delete operation")
+    with _admin(bootstrap_server) as admin:
+        answers = O.delete_records(admin, offsets) if offsets else {}
+    if not json_out:
+        typer.echo("Records delete operation completed:")
+    failed = False
+    for (t, p), a in sorted(answers.items(), key=lambda kv: O.output_order(kv[0])):
+        failed |= bool(a.error_code)
+        if json_out:
+            row = {"type": "delete_records", "topic": t, "partition": p, "offset": offsets[(t, p)]}
+            if a.error_code:
+                row.update(low_watermark=None, error_code=a.error_code, error=a.error)
+            else:
+                row.update(low_watermark=a.offset)
+            emit_json(row)
+        elif a.error_code:
+            typer.echo(f"partition: {t}-{p}\terror: {a.error}")
+        else:
+            typer.echo(f"partition: {t}-{p}\tlow_watermark: {a.offset}")
+    raise typer.Exit(EXIT_FINDINGS if failed else EXIT_OK)
+
+
 def register(app: typer.Typer) -> None:
     sub = typer.Typer(name="topics", help=HELP, no_args_is_help=True)
     sub.command("list")(list_topics)
@@ -336,4 +506,12 @@ def register(app: typer.Typer) -> None:
     sub.command("create")(create)
     sub.command("delete")(delete)
     sub.command("alter")(alter)
+    sub.command("get-offsets", help=GET_OFFSETS_HELP, short_help="Partition offsets (kafka-get-offsets.sh).")(
+        get_offsets
+    )
+    sub.command(
+        "delete-records",
+        help=DELETE_RECORDS_HELP,
+        short_help="Delete records below an offset (kafka-delete-records.sh).",
+    )(delete_records)
     app.add_typer(sub, name="topics")

@@ -84,6 +84,10 @@ ISOLATION_LOG_END = "log_end"
 ISOLATION_HIGH_WATERMARK = "high_watermark"
 ISOLATION_COMMITTED = "committed"
 
+#: ListOffsets' special timestamps (ListOffsetsRequest; -4/-5: KIP-405/KIP-1005)
+LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, MAX_TIMESTAMP = -1, -2, -3
+EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP = -4, -5
+
 
 ORIGIN_CLIENT = "client"
 ORIGIN_COORDINATOR = "coordinator"
@@ -1061,13 +1065,75 @@ class Log:
             yield from seg.batches(found.position)
 
     # ------------------------------------------------------------------ offsets
-    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int, int] | None:
-        """ListOffsets by time: (timestamp, offset, leader epoch) of the first record at or
-        after ``timestamp``, searching the first segment whose largest timestamp reaches it."""
+    def list_offset(self, spec: int, upper: int) -> tuple[int, int] | None:
+        """The (timestamp, offset) ListOffsets answers for ``spec`` on this local log
+        (Partition.fetchOffsetForTimestamp over UnifiedLog.fetchOffsetByTimestamp), ``upper``
+        the last fetchable offset (high watermark, last stable offset, or the log end for a
+        replica); None: no such offset (-1, -1). The broker's handler and the offline
+        ``topics get-offsets --log-dir`` both answer with it. ``spec`` below
+        LATEST_TIERED_TIMESTAMP raises ValueError (the handler's INVALID_REQUEST)."""
+        if spec in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            # without tiered storage the local log start is the log start (KIP-405)
+            return R.NO_TIMESTAMP, self.log_start_offset
+        if spec == LATEST_TIMESTAMP:
+            return R.NO_TIMESTAMP, upper
+        if spec == LATEST_TIERED_TIMESTAMP:
+            return None  # no tiered offset: Kafka answers -1 with no error (KIP-1005)
+        if spec == MAX_TIMESTAMP:
+            return self.max_timestamp_offset(upper)
+        if spec < 0:
+            raise ValueError(f"ListOffsets timestamp {spec} names no offset")
+        found = self.offset_for_timestamp(spec, upper)
+        return None if found is None else found[:2]
+
+    def offset_for_timestamp(self, target: int, upper: int | None = None) -> tuple[int, int, int] | None:
+        """ListOffsets by time: (timestamp, offset, leader epoch of its batch) of the first record
+        at or after ``target`` and at or above the log start offset, if it is below ``upper``
+        (default: the log end offset). Starts in the first segment whose largest timestamp
+        reaches ``target``, at the time index's entry for it."""
+        upper = self._log_end_offset if upper is None else upper
+        start_offset = self.log_start_offset
         for seg in self.segments:
-            if seg.largest_timestamp >= timestamp:
-                return seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
+            if seg.base_offset >= upper:
+                break
+            if seg.max_timestamp_so_far < target:
+                continue
+            entry = seg.time_index.lookup(target)
+            found = seg.translate_offset(max(entry.offset, start_offset, seg.base_offset))
+            if found is None:
+                continue
+            for b in seg.batches(found.position):
+                if b.last_offset < start_offset:
+                    continue
+                if b.base_offset >= upper if b.magic >= 2 else b.last_offset >= upper:
+                    return None
+                if b.max_timestamp < target:
+                    continue
+                for r in b.records():
+                    if r.timestamp >= target and start_offset <= r.offset < upper:
+                        return r.timestamp, r.offset, b.partition_leader_epoch
         return None
+
+    def max_timestamp_offset(self, upper: int) -> tuple[int, int] | None:
+        """ListOffsets MAX_TIMESTAMP: (timestamp, offset) of the first record holding the largest
+        timestamp of the data batches below ``upper`` (control batches left out)."""
+        best = None
+        for seg in self.segments:
+            if seg.base_offset >= upper:
+                break
+            for b in seg.batches():
+                if b.last_offset < self.log_start_offset or b.is_control:
+                    continue
+                if b.last_offset >= upper:
+                    break
+                if best is None or b.max_timestamp > best.max_timestamp:
+                    best = b
+        if best is None:
+            return None
+        for r in best.records():
+            if r.timestamp == best.max_timestamp:
+                return r.timestamp, r.offset
+        return best.max_timestamp, best.last_offset
 
     @_locked
     def become_leader(self, leader_epoch: int) -> int:

@@ -412,18 +412,6 @@ class Segment:
     def last_modified_ms(self) -> int:
         return int(os.stat(self.log_path).st_mtime * 1000)
 
-    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> tuple[int, int, int] | None:
-        """Kafka's findOffsetByTimestamp: (timestamp, offset, leader epoch) of the first record
-        with timestamp >= ``timestamp`` and offset >= ``starting_offset``."""
-        ts_entry = self.time_index.lookup(timestamp)
-        position = self.offset_index.lookup(max(ts_entry.offset, starting_offset)).position
-        for batch in self.batches(position):
-            if batch.max_timestamp >= timestamp:
-                for record in batch.records():
-                    if record.timestamp >= timestamp and record.offset >= starting_offset:
-                        return record.timestamp, record.offset, batch.partition_leader_epoch
-        return None
-
     # --- recovery
     def recover(
         self,

@@ -309,6 +309,42 @@ def test_offset_for_timestamp(tmp_path):
     log.close()
 
 
+def test_list_offset_is_listoffsets_rule(tmp_path):
+    """Log.list_offset, the one ListOffsets rule (the broker's handler and get-offsets --log-dir):
+    earliest/latest/max-timestamp/by time, nothing at or above the last fetchable offset, nothing
+    below the log start offset."""
+    from kafkatool.log.log import (
+        EARLIEST_LOCAL_TIMESTAMP,
+        EARLIEST_TIMESTAMP,
+        LATEST_TIERED_TIMESTAMP,
+        LATEST_TIMESTAMP,
+        MAX_TIMESTAMP,
+    )
+
+    log = Log(tmp_path / "t-0", LogConfig(segment_bytes=2_000, index_interval_bytes=300))
+    for i in range(30):
+        log.append_as_leader(batch(2, size=200, ts=10_000 + 10 * i), leader_epoch=0)
+    log.append_as_leader(batch(2, size=200, ts=50_000), leader_epoch=0)  # offsets 60, 61: 61 the largest
+    log.append_as_leader(batch(2, size=200, ts=20_000), leader_epoch=0)  # 62, 63
+    log.update_high_watermark(64)
+    assert log.list_offset(EARLIEST_TIMESTAMP, 64) == (-1, 0) == log.list_offset(EARLIEST_LOCAL_TIMESTAMP, 64)
+    assert log.list_offset(LATEST_TIMESTAMP, 64) == (-1, 64)
+    assert log.list_offset(LATEST_TIERED_TIMESTAMP, 64) is None
+    assert log.list_offset(MAX_TIMESTAMP, 64) == (50_001, 61)
+    assert log.list_offset(MAX_TIMESTAMP, 60) == (10_291, 59)  # the largest below the bound
+    assert log.list_offset(10_101, 64) == (10_101, 21)
+    assert log.list_offset(10_292, 64) == (50_000, 60)
+    assert log.list_offset(10_292, 60) is None  # found at or above the last fetchable offset
+    assert log.list_offset(50_001, 64) == (50_001, 61)
+    assert log.list_offset(50_002, 64) is None
+    with pytest.raises(ValueError):
+        log.list_offset(-6, 64)
+    assert log.increment_log_start_offset(23)
+    assert log.list_offset(EARLIEST_TIMESTAMP, 64) == (-1, 23)
+    assert log.list_offset(0, 64) == (10_111, 23)  # the first record at or above the log start
+    log.close()
+
+
 def test_an_index_write_that_fails_leaves_the_log_consistent(tmp_path, monkeypatch):
     """A full disk can fail the offset index's write after the batch's bytes are written: the
     append fails as a whole (the caller answers KAFKA_STORAGE_ERROR), the next append gets the

@@ -119,40 +119,17 @@ def committed_offsets(admin: KafkaAdmin, group: str, node: int) -> dict[tuple[st
 def list_offsets(
     admin: KafkaAdmin, tps: list[tuple[str, int]], spec: int
 ) -> dict[tuple[str, int], int | None]:
-    """ListOffsets at ``spec`` (LATEST, EARLIEST or a timestamp) from each partition's leader;
-    None where the partition is unknown, leaderless or has no offset for the timestamp."""
-    from kafkatool.protocol.generated.list_offsets_request import ListOffsetsPartition, ListOffsetsTopic
+    """ListOffsets at ``spec`` (LATEST, EARLIEST or a timestamp) from each partition's leader
+    (assign/offsets, the one client of it); None where the partition is unknown, leaderless or
+    has no offset for the timestamp."""
+    from kafkatool.assign.offsets import list_offsets as ask
 
     out: dict[tuple[str, int], int | None] = dict.fromkeys(tps)
     if not tps:
         return out
-    meta = admin.metadata(sorted({t for t, _ in tps}))
-    by_leader: dict[int, dict[str, list[int]]] = {}
-    for t, p in tps:
-        info = meta.topics.get(t, {}).get(p)
-        if info is None or info.leader < 0:
-            continue
-        by_leader.setdefault(info.leader, {}).setdefault(t, []).append(p)
-    for leader, topics in sorted(by_leader.items()):
-        req = API_BY_KEY[LIST_OFFSETS].request(
-            replica_id=-1,
-            isolation_level=0,
-            topics=[
-                ListOffsetsTopic(
-                    name=t,
-                    partitions=[
-                        ListOffsetsPartition(partition_index=p, current_leader_epoch=-1, timestamp=spec)
-                        for p in ps
-                    ],
-                )
-                for t, ps in sorted(topics.items())
-            ],
-        )
-        resp = admin.request(LIST_OFFSETS, req, leader)
-        for t in resp.topics:
-            for p in t.partitions:
-                if p.error_code == 0 and p.offset >= 0:
-                    out[(t.name, p.partition_index)] = p.offset
+    for tp, answer in ask(admin, list(tps), spec).items():
+        if answer.error_code == 0 and answer.offset >= 0:
+            out[tp] = answer.offset
     return out
 
 

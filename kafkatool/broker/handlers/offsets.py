@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import logging
 
-from kafkatool.log.log import OffsetOutOfRangeError
+from kafkatool.log.log import (
+    LATEST_TIERED_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    OffsetOutOfRangeError,
+)
 from kafkatool.protocol.errors import ErrorCode
 from kafkatool.protocol.generated import (
     DeleteRecordsResponse,
@@ -26,12 +31,8 @@ from kafkatool.protocol.generated.offset_for_leader_epoch_response import (
 
 log = logging.getLogger("kafkatool.broker")
 
-LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 #: ListOffsetsRequest.CONSUMER_REPLICA_ID: a client's request (-2 is the debugging one)
 CONSUMER_REPLICA_ID = -1
-#: KIP-405/KIP-1005 (v8/v9): without tiered storage the local log start is the log start, and
-#: there is no tiered offset (Kafka answers -1 with no error)
-EARLIEST_LOCAL, LATEST_TIERED = -4, -5
 
 
 def epoch_for_offset(lg, offset: int) -> int:
@@ -53,52 +54,6 @@ def check_leader_epoch(t, partition: int, requested: int) -> int:
     if requested < ours:
         return ErrorCode.FENCED_LEADER_EPOCH
     return 0
-
-
-def offset_for_timestamp(lg, target: int, upper: int) -> tuple[int, int] | None:
-    """(timestamp, offset) of the first record with timestamp >= target below ``upper``."""
-    for seg in lg.segments:
-        if seg.base_offset >= upper:
-            break
-        if seg.max_timestamp_so_far < target:
-            continue
-        entry = seg.time_index.lookup(target)
-        start = max(entry.offset, lg.log_start_offset, seg.base_offset)
-        found = seg.translate_offset(start)
-        if found is None:
-            continue
-        for b in seg.batches(found.position):
-            if b.last_offset < lg.log_start_offset:
-                continue
-            if b.base_offset >= upper if b.magic >= 2 else b.last_offset >= upper:
-                return None
-            if b.max_timestamp < target:
-                continue
-            for r in b.records():
-                if r.timestamp >= target and r.offset >= lg.log_start_offset and r.offset < upper:
-                    return r.timestamp, r.offset
-    return None
-
-
-def max_timestamp_offset(lg, upper: int) -> tuple[int, int] | None:
-    best = None
-    for seg in lg.segments:
-        if seg.base_offset >= upper:
-            break
-        for b in seg.batches():
-            if b.last_offset < lg.log_start_offset or b.is_control:
-                continue
-            if b.last_offset >= upper:
-                break
-            if best is None or b.max_timestamp > best[0].max_timestamp:
-                best = (b,)
-    if best is None:
-        return None
-    b = best[0]
-    for r in b.records():
-        if r.timestamp == b.max_timestamp:
-            return r.timestamp, r.offset
-    return b.max_timestamp, b.last_offset
 
 
 def handle_list_offsets(ctx, req):
@@ -149,31 +104,21 @@ def handle_list_offsets(ctx, req):
                 and broker.replicas is not None
                 and broker.replicas.lagging_epoch_start(key) is not None
             )
-            lookup = None  # a timestamp lookup's (timestamp, offset) below ``upper``
-            if ts == EARLIEST or ts == EARLIEST_LOCAL:
-                offset, stamp = lg.log_start_offset, -1
-            elif ts == LATEST:
-                offset, stamp = upper, -1
-            elif ts == LATEST_TIERED:
-                offset, stamp = -1, -1
-            elif ts == MAX_TIMESTAMP or ts >= 0:
-                # UnifiedLog.fetchOffsetByTimestamp runs in maybeHandleIOException: an I/O error
-                # reading the time index or the segment takes the log dir offline and the
-                # partition answers KAFKA_STORAGE_ERROR (ReplicaManager.fetchOffset)
-                try:
-                    if ts == MAX_TIMESTAMP:
-                        lookup = max_timestamp_offset(lg, upper)
-                    else:
-                        lookup = offset_for_timestamp(lg, ts, upper)
-                except OSError as exc:
-                    broker.report_log_error(lg, "fetching offset by timestamp for", exc)
-                    pr.error_code = ErrorCode.KAFKA_STORAGE_ERROR
-                    continue
-                stamp, offset = lookup if lookup is not None else (-1, -1)
-            else:
+            if ts < LATEST_TIERED_TIMESTAMP:
                 pr.error_code = ErrorCode.INVALID_REQUEST
                 continue
-            if lagging and (ts == LATEST or (lookup is None and (ts >= 0 or ts == MAX_TIMESTAMP))):
+            # UnifiedLog.fetchOffsetByTimestamp runs in maybeHandleIOException: an I/O error
+            # reading the time index or the segment takes the log dir offline and the
+            # partition answers KAFKA_STORAGE_ERROR (ReplicaManager.fetchOffset)
+            try:
+                found = lg.list_offset(ts, upper)
+            except OSError as exc:
+                broker.report_log_error(lg, "fetching offset by timestamp for", exc)
+                pr.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+                continue
+            stamp, offset = found if found is not None else (-1, -1)
+            lookup_missed = found is None and (ts >= 0 or ts == MAX_TIMESTAMP)
+            if lagging and (ts == LATEST_TIMESTAMP or lookup_missed):
                 pr.error_code, pr.offset, pr.timestamp = ErrorCode.OFFSET_NOT_AVAILABLE, -1, -1
                 continue
             if v == 0:
@@ -182,7 +127,7 @@ def handle_list_offsets(ctx, req):
             pr.offset = offset
             pr.timestamp = stamp
             if offset >= 0 and v >= 4:
-                if ts == LATEST:
+                if ts == LATEST_TIMESTAMP:
                     latest = lg.leader_epoch_cache.latest_epoch
                     pr.leader_epoch = latest if latest is not None else -1
                 else:
