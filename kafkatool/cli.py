@@ -39,6 +39,7 @@ COMMAND_MODULES = [
     "acls",
     "topics",
     "configs",
+    "log_dirs",
 ]
 
 

@@ -121,7 +121,7 @@ def describe_offline(log_dirs: list[Path], pattern: str | None, exclude_internal
                         node,
                         [node],
                         [node],
-                        size=sum(s.size for s in segs),
+                        size=lg.size,  # Log.size: what DescribeLogDirs answers
                         log_start_offset=lg.log_start_offset,
                         log_end_offset=lg.log_end_offset,
                         segments=len(segs),

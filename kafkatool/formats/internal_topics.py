@@ -56,6 +56,7 @@ from kafkatool.formats.generated import (
     TransactionLogValue,
     VotersRecord,
 )
+from kafkatool.formats.java_collections import signed32, topic_partition_hash
 from kafkatool.formats.schema import Message, SchemaDecodeError, json_dumps_java, r_uvarint
 
 __all__ = [
@@ -358,27 +359,9 @@ def decode_offsets_record(key, value, *, offset: int = -1) -> tuple[str, str | N
 # ----------------------------------------------------------------------------- __transaction_state
 
 
-def _java_string_hash(s: str) -> int:
-    h = 0
-    b = s.encode("utf-16-be", "surrogatepass")
-    for i in range(0, len(b), 2):
-        h = (31 * h + ((b[i] << 8) | b[i + 1])) & 0xFFFFFFFF
-    return h
-
-
-def _s32(x: int) -> int:
-    x &= 0xFFFFFFFF
-    return x - 0x100000000 if x & 0x80000000 else x
-
-
 def _scala_table_size_for(capacity: int) -> int:
     c = max(capacity - 1, 4)
     return min((1 << (c.bit_length() - 1)) * 2, 1 << 30)
-
-
-def _topic_partition_hash(tp: tuple[str, int]) -> int:
-    """TopicPartition.hashCode: 31 * (31 + partition) + topic.hashCode (int32)."""
-    return (31 * (31 + tp[1]) + _java_string_hash(tp[0])) & 0xFFFFFFFF
 
 
 def _scala_hash_set_order(groups: list[list[tuple[str, int]]]) -> list[tuple[str, int]]:
@@ -402,10 +385,10 @@ def _scala_hash_set_order(groups: list[list[tuple[str, int]]]) -> list[tuple[str
             if len(incoming) <= 4 and size + 1 >= int(cap * 0.75):
                 cap *= 2
             if tp not in members:
-                h = _topic_partition_hash(tp)
+                h = topic_partition_hash(tp) & 0xFFFFFFFF
                 members[tp] = h ^ (h >> 16)
                 size += 1
-    return sorted(members, key=lambda tp: (members[tp] & (cap - 1), _s32(members[tp])))
+    return sorted(members, key=lambda tp: (members[tp] & (cap - 1), signed32(members[tp])))
 
 
 def transaction_log_record_dict(key, value) -> dict:

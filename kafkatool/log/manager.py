@@ -160,6 +160,18 @@ _LOG_DIR_MARKERS = {
 }
 
 
+def log_end_offset_lag(current: Log | None, log_end_offset: int, is_future: bool) -> int:
+    """ReplicaManager.getLogEndOffsetLag, the offsetLag DescribeLogDirs answers for a replica
+    whose log ends at ``log_end_offset``: a current replica's high watermark minus it (never
+    below 0), a future replica's current replica's log end minus it; -1 (INVALID_OFFSET_LAG)
+    without a current replica (not created, or in an offline dir)."""
+    if current is None:
+        return -1
+    if is_future:
+        return current.log_end_offset - log_end_offset
+    return max(current.high_watermark - log_end_offset, 0)
+
+
 def looks_like_log_dir(path: Path) -> bool:
     """A log dir: Kafka's marker files, or partition dirs (``topic-N``) inside."""
     names = set(os.listdir(path))

@@ -42,7 +42,8 @@ MAX_TRUNCATION_ROUNDS = 32
 
 def fetcher_index(topic: str, partition: int, n: int) -> int:
     """AbstractFetcherManager.getFetcherId: ``Utils.abs(31 * topic.hashCode + partition) % n``."""
-    from kafkatool.broker.group.hashing import INT32_MIN, java_string_hash
+    from kafkatool.broker.group.hashing import INT32_MIN
+    from kafkatool.formats.java_collections import java_string_hash
 
     h = (31 * java_string_hash(topic) + partition) & 0xFFFFFFFF
     h = h - 0x100000000 if h & 0x80000000 else h

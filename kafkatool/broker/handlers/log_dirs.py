@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafkatool.log.log import Log
+from kafkatool.log.manager import log_end_offset_lag
 from kafkatool.protocol.errors import ErrorCode
 from kafkatool.protocol.generated import AlterReplicaLogDirsResponse, DescribeLogDirsResponse
 from kafkatool.protocol.generated.alter_replica_log_dirs_response import (
@@ -282,12 +283,12 @@ def handle_alter_replica_log_dirs(ctx, req):
     )
 
 
-def _future_lag(lg: Log, mv: LogDirMove) -> int:
-    """Offsets the future replica is behind: from the first segment not copied whole yet."""
+def _future_end(lg: Log, mv: LogDirMove) -> int:
+    """Where the future replica's log ends: at the first segment not copied whole yet."""
     for seg in lg.segments:
         if seg.log_path.name not in mv.copied:
-            return lg.log_end_offset - seg.base_offset
-    return 0
+            return seg.base_offset
+    return lg.log_end_offset
 
 
 def handle_describe_log_dirs(ctx, req):
@@ -303,7 +304,10 @@ def handle_describe_log_dirs(ctx, req):
             continue
         by_dir.setdefault(manager.log_dir_of(*tp), {}).setdefault(tp[0], []).append(
             DescribeLogDirsPartition(
-                partition_index=tp[1], partition_size=lg.size, offset_lag=0, is_future_key=False
+                partition_index=tp[1],
+                partition_size=lg.size,
+                offset_lag=log_end_offset_lag(lg, lg.log_end_offset, False),
+                is_future_key=False,
             )
         )
     for tp, mv in sorted(moves(broker).items()):
@@ -314,7 +318,7 @@ def handle_describe_log_dirs(ctx, req):
             DescribeLogDirsPartition(
                 partition_index=tp[1],
                 partition_size=mv.bytes_copied,
-                offset_lag=_future_lag(lg, mv),
+                offset_lag=log_end_offset_lag(lg, _future_end(lg, mv), True),
                 is_future_key=True,
             )
         )
