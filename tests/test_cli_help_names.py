@@ -59,3 +59,24 @@ def test_issue12_cases_in_rendered_help():
     assert "--override KEY=VALUE" in serve
     restore = runner.invoke(app, ["zk", "restore", "--help"]).output
     assert "--timeout SECONDS" in restore and re.search(r"^\s+FILE\s+A dump", restore, re.M)
+
+
+def test_help_text_from_a_docstring_is_dedented():
+    """A command's description comes from its docstring, whose continuation lines carry the
+    code's indent: rendered, its first paragraph is the docstring's words with single spaces
+    (the exit contract appended to the help once kept the indent: "equal to the     default")."""
+    runner = CliRunner()
+    checked = 0
+    for path, cmd in _commands():
+        doc = cmd.callback.__doc__ if cmd.callback is not None else None
+        if not path or not doc or "\n" not in doc.split("\n\n")[0].strip():
+            continue  # one-line first paragraphs cannot show it
+        words = " ".join(doc.split("\n\n")[0].split())
+        if not " ".join((cmd.help or "").split()).startswith(words):
+            continue  # its help is given apart from the docstring
+        out = runner.invoke(app, [*path, "--help"]).output
+        described = out.split("\n\n")[1]  # after the usage line
+        assert "".join(described.split()) == "".join(words.split()), path  # rich may wrap at a hyphen
+        assert "   " not in described, (path, described)
+        checked += 1
+    assert checked >= 5

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import inspect
 import json
 import os
 import sys
@@ -267,7 +268,9 @@ def apply_exit_contract(app: typer.Typer) -> None:
     """Append :data:`EXIT_CONTRACT` to the help of every command and group."""
 
     def add(info) -> None:
-        text = (
+        # a docstring's continuation lines carry the code's indent: dedented as click dedents
+        # the docstrings it reads itself (inspect.cleandoc)
+        text = inspect.cleandoc(
             info.help or (info.callback.__doc__ if getattr(info, "callback", None) else "") or ""
         ).rstrip()
         if EXIT_CONTRACT not in text:
