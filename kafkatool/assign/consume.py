@@ -37,9 +37,9 @@ ISOLATION_LEVELS = {"read_uncommitted": READ_UNCOMMITTED, "read_committed": READ
 #: the Java consumer's defaults (fetch.max.wait.ms 500, fetch.max.bytes 50 MiB,
 #: max.partition.fetch.bytes 1 MiB, fetch.min.bytes 1)
 FETCH_MAX_WAIT_MS, FETCH_MAX_BYTES, PARTITION_MAX_BYTES = 500, 52428800, 1048576
-#: a partition's fetch errors (leader moves, an unreachable leader) tolerated in a row before
-#: the command gives up, each after a metadata refresh and this pause
-MAX_FAILURES, RETRY_BACKOFF_S = 10, 0.3
+#: a partition's fetch errors (leader moves, an unreachable or restarting leader) tolerated in
+#: a row before the command gives up, each after a metadata refresh and this pause (~30 s)
+MAX_FAILURES, RETRY_BACKOFF_S = 60, 0.5
 
 TopicPartition = tuple[str, int]
 
@@ -262,7 +262,7 @@ class LiveConsumer:
             try:
                 self.admin.metadata([self.topic], keep=True)
             except KafkaAdminError:
-                pass  # the next poll counts the failure again
+                self.admin.forget(None)  # the next poll counts the failure again
         return got
 
     def _partition_answer(self, tp: TopicPartition, p) -> list[ConsumerRecord]:

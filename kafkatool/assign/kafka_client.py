@@ -305,13 +305,18 @@ class KafkaAdmin:
         self._nodes[node_id] = conn
         return conn
 
-    def forget(self, node_id: int) -> None:
-        """Close and drop the connection to ``node_id`` (it failed; the next request reconnects)."""
-        conn = self._nodes.pop(node_id, None)
-        if conn is not None:
-            if conn is self._bootstrap:
-                self._bootstrap = None
-            conn.close()
+    def forget(self, node_id: int | None) -> None:
+        """Close and drop the connection to ``node_id`` (None: the bootstrap connection) after it
+        failed; the next request connects again."""
+        conn = self._bootstrap if node_id is None else self._nodes.pop(node_id, None)
+        if conn is None:
+            return
+        if conn is self._bootstrap:
+            self._bootstrap = None
+        for n, c in list(self._nodes.items()):
+            if c is conn:
+                del self._nodes[n]
+        conn.close()
 
     def controller(self) -> Connection:
         """The node Java's admin sends controller requests to (Metadata's controller_id)."""

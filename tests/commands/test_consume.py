@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import time
 
 import pytest
@@ -352,3 +353,45 @@ def test_log_dir_gives_the_live_output(data, tmp_path):
     res = consume("--topic", "txn", *offline)
     assert count_line(res) == "Processed a total of 9 messages"
     assert "does not exist" in one_line_error(consume("--topic", "nope", *offline))
+
+
+def test_leaders_on_two_nodes_and_a_restarted_leader_are_followed(tmp_path):
+    """A broker of two processes (two nodes, each leading some partitions): consume reads every
+    partition at its own leader, and when one node is killed (its partitions without a leader,
+    then back with a new epoch) it follows them through Metadata: every record once, in order."""
+    import signal
+    import subprocess
+    import sys
+
+    from tests.broker.conftest import REPO
+    from tests.broker.test_processes import children, produce, wait_until
+
+    b = BrokerProcess(tmp_path / "data", extra=["kafkatool.processes=2", *OVERRIDES]).start(timeout=40)
+    try:
+        create_topic(b.bootstrap, "spread", 4)
+        produce(b.bootstrap, "spread", 4, 10)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "kafkatool", "consume", "--topic", "spread", "--from-beginning",
+             "--max-messages", "80", "--timeout-ms", "40000", "--property", "print.partition=true",
+             "--bootstrap-server", b.bootstrap],
+            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        try:
+            first = [proc.stdout.readline() for _ in range(40)]
+            [member] = children(b.proc.pid)
+            os.kill(member, signal.SIGKILL)
+            wait_until(lambda: [c for c in children(b.proc.pid) if c != member], timeout=30)
+            produce(b.bootstrap, "spread", 4, 10)
+            rest, err = proc.communicate(timeout=90)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+        assert proc.returncode == 0, err
+        lines = [x.decode().rstrip("\n") for x in first] + rest.decode().splitlines()
+        per = {p: [v for v in lines if v.startswith(f"Partition:{p}\t")] for p in range(4)}
+        for p in range(4):
+            assert per[p] == [f"Partition:{p}\t{p}:{i}" for i in range(10)] * 2, per[p]
+        assert err.decode().strip().splitlines()[-1] == "Processed a total of 80 messages"
+    finally:
+        b.stop()
