@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from kafkatool.cli import app
 from tests.broker.conftest import BrokerProcess, free_port
+from tests.broker.security.test_sasl import secured  # noqa: F401 (its SASL_SSL broker)
 
 ck = pytest.importorskip("confluent_kafka")
 
@@ -395,3 +396,35 @@ def test_leaders_on_two_nodes_and_a_restarted_leader_are_followed(tmp_path):
         assert err.decode().strip().splitlines()[-1] == "Processed a total of 80 messages"
     finally:
         b.stop()
+
+
+def test_over_sasl_ssl_with_command_config(secured, tmp_path):  # noqa: F811
+    """--command-config: consume reaches a SASL_SSL listener (ListOffsets and Fetch at the
+    leader with the same security); without it, one line and exit 2."""
+    p = ck.Producer({"bootstrap.servers": secured.bootstrap, "linger.ms": 0})
+    for i in range(3):
+        p.produce("secured-consume", key=b"k%d" % i, value=b"v%d" % i, partition=0, timestamp=T0 + i)
+    assert p.flush(15) == 0
+    cfg = tmp_path / "client.properties"
+    cfg.write_text(
+        "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\nssl.truststore.type=PEM\n"
+        f"ssl.truststore.location={secured.ca.path}\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="bob" password="bob-secret";\n'
+    )
+    sec = ["--bootstrap-server", secured.sasl_ssl, "--command-config", cfg]
+    out = ok(
+        consume(
+            "--topic",
+            "secured-consume",
+            "--from-beginning",
+            "--exit-at-end",
+            "--property",
+            "print.key=true",
+            *sec,
+        )
+    )
+    assert out == b"k0\tv0\nk1\tv1\nk2\tv2\n"
+    one_line_error(
+        consume("--topic", "secured-consume", "--exit-at-end", "--bootstrap-server", secured.sasl_ssl)
+    )
