@@ -38,6 +38,7 @@ COMMAND_MODULES = [
     "health",
     "acls",
     "topics",
+    "consume",
     "configs",
     "log_dirs",
 ]

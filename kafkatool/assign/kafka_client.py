@@ -40,6 +40,8 @@ CLIENT_MAX = {
     9: 7,  # OffsetFetch (v8+ batches groups)
     10: 4,  # FindCoordinator
     2: 7,  # ListOffsets
+    # consume (assign/consume.py): v13+ names topics by id only
+    1: 12,  # Fetch
     15: 5,  # DescribeGroups
     16: 5,  # ListGroups
     42: 2,  # DeleteGroups
@@ -303,6 +305,19 @@ class KafkaAdmin:
         self._nodes[node_id] = conn
         return conn
 
+    def forget(self, node_id: int | None) -> None:
+        """Close and drop the connection to ``node_id`` (None: the bootstrap connection) after it
+        failed; the next request connects again."""
+        conn = self._bootstrap if node_id is None else self._nodes.pop(node_id, None)
+        if conn is None:
+            return
+        if conn is self._bootstrap:
+            self._bootstrap = None
+        for n, c in list(self._nodes.items()):
+            if c is conn:
+                del self._nodes[n]
+        conn.close()
+
     def controller(self) -> Connection:
         """The node Java's admin sends controller requests to (Metadata's controller_id)."""
         meta = self.metadata_cached()
@@ -321,8 +336,9 @@ class KafkaAdmin:
     def metadata_cached(self) -> ClusterMetadata:
         return self._meta if self._meta is not None else self.metadata()
 
-    def metadata(self, topics: list[str] | None = None) -> ClusterMetadata:
-        """Brokers, controller and (all or the named) topics; never auto-creates."""
+    def metadata(self, topics: list[str] | None = None, *, keep: bool = False) -> ClusterMetadata:
+        """Brokers, controller and (all or the named) topics; never auto-creates. The answer
+        for all topics, or with ``keep`` for the named ones, becomes metadata_cached()'s."""
         conn = self._any()
         version = conn.version_for(METADATA)
         info = API_BY_KEY[METADATA]
@@ -366,7 +382,7 @@ class KafkaAdmin:
                 )
                 for p in t.partitions
             }
-        if topics is None:
+        if topics is None or keep:
             self._meta = meta
         elif self._meta is None:
             self._meta = meta

@@ -181,8 +181,12 @@ def _max_compaction_delay(log: Log, config: LogConfig, first_dirty: int, now_ms:
 # ---------------------------------------------------------------- transactions
 
 
-class _TxnMetadata:
-    """Kafka's CleanedTransactionMetadata: which markers and aborted batches may go."""
+class TxnMetadata:
+    """Kafka's CleanedTransactionMetadata: which markers and aborted batches may go. Its batch
+    rule is also the consumer's (CompletedFetch.nextFetchedRecord for read_committed: a
+    transactional batch of a producer with an aborted transaction begun at or below the batch's
+    last offset is dropped until that producer's ABORT marker), which `kafkatool consume` runs
+    over a Fetch answer's aborted transactions."""
 
     def __init__(self) -> None:
         self.committed: set[int] = set()
@@ -547,7 +551,7 @@ class Cleaner:
         m = self.map
         m.clear()
         dirty = self.log.segments_in_range(start, end)
-        txn = _TxnMetadata()
+        txn = TxnMetadata()
         txn.add_aborted(self.log.collect_aborted(start, end))
         for i, seg in enumerate(dirty):
             next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
@@ -559,7 +563,7 @@ class Cleaner:
         return False
 
     def _map_segment(
-        self, seg: Segment, start: int, next_start: int, txn: _TxnMetadata, stats: CleanStats
+        self, seg: Segment, start: int, next_start: int, txn: TxnMetadata, stats: CleanStats
     ) -> bool:
         m = self.map
         limit = m.max_entries
@@ -607,7 +611,7 @@ class Cleaner:
         groups = group_segments_by_size(
             segments, config.segment_bytes, config.segment_index_bytes, first_uncleanable
         )
-        txn = _TxnMetadata()
+        txn = TxnMetadata()
         last_records = self.last_records
         if last_records is None:
             last_records = {
@@ -632,7 +636,7 @@ class Cleaner:
     def _clean_group(
         self,
         group: list[Segment],
-        txn: _TxnMetadata,
+        txn: TxnMetadata,
         last_records: dict[int, tuple[int, int]],
         legacy_horizon: int,
         upper_bound: int,
@@ -697,7 +701,7 @@ class Cleaner:
         self,
         seg: Segment,
         sink: _Sink,
-        txn: _TxnMetadata,
+        txn: TxnMetadata,
         last_records: dict[int, tuple[int, int]],
         retain_legacy_deletes: bool,
         upper_bound: int,

@@ -99,7 +99,7 @@ def open_for_maintenance(
         )
     log = manager.open_log(part_dir, tp, config)
     if not manager.writable:
-        _replay_producer_state(log, now_ms)
+        replay_producer_state(log, now_ms)
     if tp in state.high_watermarks:
         source = HW_FROM_CHECKPOINT
     else:
@@ -108,8 +108,9 @@ def open_for_maintenance(
     return OpenedLog(log, tp, source, notes)
 
 
-def _replay_producer_state(log: Log, now_ms: int) -> None:
-    """Producer state of a read-only log (dry runs): the latest snapshot, then the batches after it."""
+def replay_producer_state(log: Log, now_ms: int) -> None:
+    """Producer state of a read-only log (dry runs, `consume --log-dir`): the latest snapshot,
+    then the batches after it."""
     psm: ProducerStateManager = log.producer_state
     psm.load_from_snapshot(log.log_start_offset, now_ms)
     start = max(psm.map_end_offset, log.log_start_offset)

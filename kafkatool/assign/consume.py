@@ -1,0 +1,342 @@
+"""Records of a topic as a consumer gets them (kafka-console-consumer.sh, kcat -C), from a live
+cluster or read-only from log dirs, with the same rules on both:
+
+* live: the tool assigns itself the partitions (no consumer group), asks each partition's
+  leader for its start with ListOffsets (the isolation level's latest: the high watermark or
+  the last stable offset) and reads with Fetch at the leader, following a moved leader through
+  Metadata (a bounded number of times in a row); an out-of-range position is reset to the
+  latest offset, as ConsoleConsumer's auto.offset.reset=latest does;
+* offline: the storage engine's own read path (:meth:`kafkatool.log.log.Log.read`, which the
+  broker's Fetch handler serves from, with the aborted transactions of the ``.txnindex``s it
+  lists) on a LogManager opened read-only, producer state replayed for the last stable offset;
+* both: a Fetch answer's batches become records as Kafka's consumer makes them
+  (CompletedFetch): records below the fetch offset skipped, control batches never handed out,
+  and for read_committed the batches of aborted transactions dropped by the rule the cleaner
+  uses too (:class:`kafkatool.log.cleaner.TxnMetadata`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from kafkatool.assign.kafka_client import KafkaAdmin, KafkaAdminError, describe_error
+from kafkatool.errors import KafkatoolError
+from kafkatool.formats import records as R
+from kafkatool.formats.message_formatter import ConsumerRecord
+from kafkatool.log.cleaner import TxnMetadata
+from kafkatool.log.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from kafkatool.protocol.apis import API_BY_KEY
+from kafkatool.protocol.errors import ErrorCode
+
+FETCH = 1
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1
+ISOLATION_LEVELS = {"read_uncommitted": READ_UNCOMMITTED, "read_committed": READ_COMMITTED}
+#: the Java consumer's defaults (fetch.max.wait.ms 500, fetch.max.bytes 50 MiB,
+#: max.partition.fetch.bytes 1 MiB, fetch.min.bytes 1)
+FETCH_MAX_WAIT_MS, FETCH_MAX_BYTES, PARTITION_MAX_BYTES = 500, 52428800, 1048576
+#: a partition's fetch errors (leader moves, an unreachable or restarting leader) tolerated in
+#: a row before the command gives up, each after a metadata refresh and this pause (~30 s)
+MAX_FAILURES, RETRY_BACKOFF_S = 60, 0.5
+
+TopicPartition = tuple[str, int]
+
+
+class ConsumeError(KafkatoolError):
+    """The consumer cannot go on: one line, exit 2."""
+
+
+# ----------------------------------------------------------------------------- CompletedFetch
+def fetched_records(
+    topic: str,
+    partition: int,
+    data: bytes,
+    fetch_offset: int,
+    aborted: list | None,
+    read_committed: bool,
+) -> tuple[list[ConsumerRecord], int]:
+    """The records a consumer hands out from one partition's Fetch answer (``data``: the
+    batches as sent, a batch cut short at the end ignored), and the next fetch offset: past the
+    last whole batch read, control and aborted batches included (Kafka's nextFetchOffset)."""
+    txn = TxnMetadata()
+    if read_committed and aborted:
+        txn.add_aborted(list(aborted))
+    out: list[ConsumerRecord] = []
+    next_offset = fetch_offset
+    for batch in R.iter_batches(data):
+        if batch.last_offset < fetch_offset:
+            continue
+        magic2 = batch.magic >= 2
+        if read_committed and magic2 and batch.has_producer_id:
+            if batch.is_control:
+                txn.on_control_batch(batch)  # an ABORT marker ends the producer's aborted range
+            elif txn.on_batch(batch):
+                next_offset = batch.next_offset
+                continue
+        if magic2 and batch.is_control:
+            next_offset = batch.next_offset
+            continue
+        batch_type = batch.timestamp_type if magic2 else None
+        for r in batch.records():
+            if r.offset < fetch_offset:
+                continue
+            out.append(
+                ConsumerRecord(
+                    topic,
+                    partition,
+                    r.offset,
+                    r.timestamp,
+                    batch_type if batch_type is not None else r.timestamp_type,
+                    r.key,
+                    r.value,
+                    r.headers,
+                )
+            )
+        next_offset = max(next_offset, batch.next_offset)
+    return out, next_offset
+
+
+# ----------------------------------------------------------------------------- start offsets
+def parse_offset(text: str) -> int:
+    """ConsoleConsumer's --offset: earliest, latest (any case) or a non-negative long."""
+    low = text.lower()
+    if low == "earliest":
+        return EARLIEST_TIMESTAMP
+    if low == "latest":
+        return LATEST_TIMESTAMP
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value < 2**63 or not text.strip().lstrip("+").isdigit():
+        raise ConsumeError(
+            f"The provided offset value '{text}' is incorrect. Valid values are 'earliest', 'latest', "
+            "or a non-negative long."
+        )
+    return value
+
+
+# ----------------------------------------------------------------------------- state
+@dataclass
+class PartitionState:
+    position: int
+    #: --exit-at-end: the high watermark / last stable offset read at the start
+    end: int | None = None
+    failures: int = 0
+    done: bool = False
+
+
+# ----------------------------------------------------------------------------- live
+class LiveConsumer:
+    """Fetch from each partition's leader, the tool assigning itself the partitions."""
+
+    def __init__(
+        self,
+        admin: KafkaAdmin,
+        topic: str,
+        partition: int | None,
+        start: int,
+        isolation: int,
+        *,
+        exit_at_end: bool,
+    ):
+        self.admin = admin
+        self.topic = topic
+        self.isolation = isolation
+        self.exit_at_end = exit_at_end
+        meta = admin.metadata([topic], keep=True)
+        code = meta.topic_errors.get(topic)
+        if code is not None or topic not in meta.topics:
+            code = code or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                raise ConsumeError(f"Topic '{topic}' does not exist")
+            raise ConsumeError(f"topic {topic}: {describe_error(code)}")
+        parts = sorted(meta.topics[topic])
+        if partition is not None:
+            if partition not in parts:
+                raise ConsumeError(f"Topic '{topic}' has no partition {partition} (partitions: {len(parts)})")
+            parts = [partition]
+        self.partitions = [(topic, p) for p in parts]
+        self.states: dict[TopicPartition, PartitionState] = {}
+        if start >= 0:
+            for tp in self.partitions:
+                self.states[tp] = PartitionState(start)
+        else:
+            for tp, off in self._list(self.partitions, start).items():
+                self.states[tp] = PartitionState(off)
+        if exit_at_end:
+            for tp, off in self._list(self.partitions, LATEST_TIMESTAMP).items():
+                st = self.states[tp]
+                st.end = off
+                st.done = st.position >= off
+
+    def _list(self, tps: list[TopicPartition], spec: int) -> dict[TopicPartition, int]:
+        from kafkatool.assign.offsets import list_offsets
+
+        out = {}
+        for tp, a in list_offsets(self.admin, tps, spec, self.isolation).items():
+            if a.error_code:
+                raise ConsumeError(f"ListOffsets {tp[0]}-{tp[1]}: {a.error}")
+            out[tp] = a.offset
+        return out
+
+    @property
+    def finished(self) -> bool:
+        return all(s.done for s in self.states.values())
+
+    def _leaders(self) -> dict[int, list[TopicPartition]]:
+        meta = self.admin.metadata_cached()
+        out: dict[int, list[TopicPartition]] = {}
+        for tp in self.partitions:
+            if self.states[tp].done:
+                continue
+            info = meta.topics.get(tp[0], {}).get(tp[1])
+            if info is None or info.leader < 0:
+                self._failed(tp, f"no leader ({describe_error(info.error if info else 3)})")
+                continue
+            out.setdefault(info.leader, []).append(tp)
+        return out
+
+    def _failed(self, tp: TopicPartition, why: str) -> None:
+        st = self.states[tp]
+        st.failures += 1
+        if st.failures > MAX_FAILURES:
+            raise ConsumeError(f"{tp[0]}-{tp[1]}: giving up after {MAX_FAILURES} failed fetches: {why}")
+        self._refresh = True
+
+    def poll(self, max_wait_ms: int) -> list[ConsumerRecord]:
+        """One Fetch at each leader of the partitions not done; their records."""
+        from kafkatool.protocol.generated.fetch_request import FetchPartition, FetchTopic
+
+        self._refresh = False
+        got: list[ConsumerRecord] = []
+        leaders = self._leaders()
+        for leader, tps in sorted(leaders.items()):
+            req = API_BY_KEY[FETCH].request(
+                replica_id=-1,
+                max_wait_ms=max(0, max_wait_ms),
+                min_bytes=1,
+                max_bytes=FETCH_MAX_BYTES,
+                isolation_level=self.isolation,
+                session_id=0,
+                session_epoch=-1,
+                topics=[
+                    FetchTopic(
+                        topic=self.topic,
+                        partitions=[
+                            FetchPartition(
+                                partition=p,
+                                current_leader_epoch=-1,
+                                fetch_offset=self.states[(t, p)].position,
+                                log_start_offset=-1,
+                                partition_max_bytes=PARTITION_MAX_BYTES,
+                            )
+                            for t, p in tps
+                        ],
+                    )
+                ],
+                forgotten_topics_data=[],
+                rack_id="",
+            )
+            try:
+                resp = self.admin.request(FETCH, req, leader)
+            except KafkaAdminError as exc:
+                self.admin.forget(leader)
+                for tp in tps:
+                    self._failed(tp, str(exc))
+                continue
+            if resp.error_code:
+                for tp in tps:
+                    self._failed(tp, describe_error(resp.error_code))
+                continue
+            for t in resp.responses:
+                for p in t.partitions:
+                    tp = (t.topic, p.partition_index)
+                    if tp not in self.states:
+                        continue
+                    got.extend(self._partition_answer(tp, p))
+        if self._refresh:
+            time.sleep(RETRY_BACKOFF_S)
+            try:
+                self.admin.metadata([self.topic], keep=True)
+            except KafkaAdminError:
+                self.admin.forget(None)  # the next poll counts the failure again
+        return got
+
+    def _partition_answer(self, tp: TopicPartition, p) -> list[ConsumerRecord]:
+        st = self.states[tp]
+        if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            st.position = self._list([tp], LATEST_TIMESTAMP)[tp]  # auto.offset.reset=latest
+            return []
+        if p.error_code:
+            self._failed(tp, describe_error(p.error_code))
+            return []
+        st.failures = 0
+        data = bytes(p.records or b"")
+        recs, nxt = fetched_records(
+            tp[0], tp[1], data, st.position, p.aborted_transactions, self.isolation == READ_COMMITTED
+        )
+        if st.end is not None:
+            recs = [r for r in recs if r.offset < st.end]
+        st.position = nxt
+        if st.end is not None and st.position >= st.end:
+            st.done = True
+        return recs
+
+
+# ----------------------------------------------------------------------------- offline
+def consume_offline(
+    log_dirs: list[Path],
+    topic: str,
+    partition: int | None,
+    start: int,
+    isolation: int,
+    on_partition: Callable[[TopicPartition], None] | None = None,
+) -> Iterator[ConsumerRecord]:
+    """The records a consumer would get from the data of ``log_dirs``, read-only (a running
+    broker's dir too), partition after partition: from ``start`` (EARLIEST/LATEST or an offset:
+    one outside the log is reset to the latest, as the live command does) to the log end offset
+    (read_uncommitted: the dir holds no current high watermark, the log end stands for it) or
+    the last stable offset (read_committed, by the engine's rule over the replayed producer
+    state)."""
+    from kafkatool.log.log import ISOLATION_COMMITTED, ISOLATION_HIGH_WATERMARK
+    from kafkatool.log.maintenance import replay_producer_state
+    from kafkatool.log.manager import LogManager
+
+    committed = isolation == READ_COMMITTED
+    with LogManager(log_dirs, writable=False) as mgr:
+        logs = {p: lg for (t, p), lg in mgr.logs.items() if t == topic}
+        if not logs:
+            raise ConsumeError(f"Topic '{topic}' does not exist in {', '.join(map(str, log_dirs))}")
+        if partition is not None:
+            if partition not in logs:
+                raise ConsumeError(f"Topic '{topic}' has no partition {partition} in the log dirs")
+            logs = {partition: logs[partition]}
+        now = int(time.time() * 1000)
+        for p, lg in sorted(logs.items()):
+            replay_producer_state(lg, now)
+            lg.update_high_watermark(lg.log_end_offset)
+            upper = lg.last_stable_offset if committed else lg.high_watermark
+            if start == EARLIEST_TIMESTAMP:
+                pos = lg.log_start_offset
+            elif start == LATEST_TIMESTAMP or not lg.log_start_offset <= start <= lg.log_end_offset:
+                pos = upper
+            else:
+                pos = start
+            for _ in range(2**31):  # bounded: each round moves the position past a batch
+                if pos >= upper:
+                    break
+                info = lg.read(
+                    pos,
+                    PARTITION_MAX_BYTES,
+                    isolation=ISOLATION_COMMITTED if committed else ISOLATION_HIGH_WATERMARK,
+                    min_one_message=True,
+                )
+                data = info.read_bytes()
+                recs, nxt = fetched_records(topic, p, data, pos, info.aborted_transactions, committed)
+                yield from recs
+                if nxt <= pos:
+                    break  # nothing whole to read below the bound (damage past it)
+                pos = nxt
