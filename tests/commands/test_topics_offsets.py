@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from kafkatool.cli import app
 from tests.broker.conftest import BrokerProcess, free_port
-from tests.broker.security.test_sasl import secured  # noqa: F401 (its SASL_SSL broker)
+from tests.broker.security.test_sasl import command_config, secured  # noqa: F401 (its SASL_SSL broker)
 
 ck = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient, OffsetSpec  # noqa: E402
@@ -276,13 +276,7 @@ def test_over_sasl_ssl_with_command_config(secured, tmp_path):  # noqa: F811
     for i in range(4):
         p.produce("secured-offsets", value=b"x", partition=0, timestamp=T0 + i)
     assert p.flush(15) == 0
-    cfg = tmp_path / "client.properties"
-    cfg.write_text(
-        "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\nssl.truststore.type=PEM\n"
-        f"ssl.truststore.location={secured.ca.path}\n"
-        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
-        'username="bob" password="bob-secret";\n'
-    )
+    cfg = command_config(secured, tmp_path / "client.properties")
     sec = ["--bootstrap-server", secured.sasl_ssl, "--command-config", cfg]
     assert run("get-offsets", "--topic", "secured-offsets", *sec).stdout == "secured-offsets:0:4\n"
     f = tmp_path / "o.json"

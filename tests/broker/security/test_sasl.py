@@ -67,6 +67,18 @@ def secured(tmp_path_factory):
     b.stop()
 
 
+def command_config(b, path):
+    """A kafkatool --command-config file (Kafka's client properties) for ``b``'s SASL_SSL
+    listener as SCRAM-SHA-512 user bob, trusting the test CA; returns ``path``."""
+    path.write_text(
+        "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\nssl.truststore.type=PEM\n"
+        f"ssl.truststore.location={b.ca.path}\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="bob" password="bob-secret";\n'
+    )
+    return path
+
+
 def ck_conf(b, protocol, mechanism, user, password):
     conf = {
         "bootstrap.servers": b.sasl_plaintext if protocol == "SASL_PLAINTEXT" else b.sasl_ssl,
