@@ -38,6 +38,7 @@ COMMAND_MODULES = [
     "health",
     "acls",
     "topics",
+    "produce",
     "configs",
     "log_dirs",
 ]

@@ -49,6 +49,9 @@ CLIENT_MAX = {
     29: 3,  # DescribeAcls
     30: 3,  # CreateAcls
     31: 3,  # DeleteAcls
+    # the producer (assign/producer.py): Produce as Kafka 3.7's producer sends it (v3+: v2 batches)
+    0: 9,  # Produce
+    22: 4,  # InitProducerId
 }
 
 
@@ -228,6 +231,16 @@ class Connection:
     def request(self, api_key: int, body: Message, version: int | None = None) -> Message:
         return self._roundtrip(api_key, self.version_for(api_key) if version is None else version, body)
 
+    def send_only(self, api_key: int, body: Message, version: int | None = None) -> None:
+        """A request the broker does not answer (Produce with acks=0)."""
+        self._correlation += 1
+        version = self.version_for(api_key) if version is None else version
+        frame = encode_request(api_key, version, self._correlation, self.client_id, body)
+        try:
+            self.sock.sendall(frame)
+        except OSError as exc:
+            raise KafkaAdminError(f"{self.address}: cannot send: {exc.strerror or exc}") from None
+
 
 @dataclass
 class PartitionInfo:
@@ -316,13 +329,23 @@ class KafkaAdmin:
         conn = self._any() if node_id is None else self.node(node_id)
         return conn.request(api_key, body)
 
+    def forget(self, node_id: int) -> None:
+        """Close the connection to ``node_id`` (a lost or broken one): the next use reconnects."""
+        conn = self._nodes.pop(node_id, None)
+        if conn is None:
+            return
+        conn.close()
+        if conn is self._bootstrap:
+            self._bootstrap = None
+
     # -- Metadata ---------------------------------------------------------------------------------
 
     def metadata_cached(self) -> ClusterMetadata:
         return self._meta if self._meta is not None else self.metadata()
 
-    def metadata(self, topics: list[str] | None = None) -> ClusterMetadata:
-        """Brokers, controller and (all or the named) topics; never auto-creates."""
+    def metadata(self, topics: list[str] | None = None, *, auto_create: bool = False) -> ClusterMetadata:
+        """Brokers, controller and (all or the named) topics; auto-creates only with
+        ``auto_create`` (a producer's request, allow.auto.create.topics)."""
         conn = self._any()
         version = conn.version_for(METADATA)
         info = API_BY_KEY[METADATA]
@@ -332,7 +355,7 @@ class KafkaAdmin:
             wanted = [] if version == 0 else None
         else:
             wanted = [MetadataRequestTopic(name=t) for t in topics]
-        req = info.request(topics=wanted, allow_auto_topic_creation=False)
+        req = info.request(topics=wanted, allow_auto_topic_creation=auto_create)
         resp = conn.request(METADATA, req, version)
         meta = ClusterMetadata(
             cluster_id=resp.cluster_id,
