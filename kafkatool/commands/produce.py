@@ -10,6 +10,7 @@ import typer
 
 from kafkatool.commands.common import (
     EXIT_FINDINGS,
+    EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
     CommandError,
@@ -192,6 +193,7 @@ def produce(
     import time
 
     producer = None
+    interrupted = False
     try:
         with KafkaAdmin(bootstrap_server, client_id="console-producer") as admin:
             producer = Producer(
@@ -210,32 +212,40 @@ def produce(
             )
             producer.start()
             source = LineSource(stream)
-            while not source.eof:
-                deadline = producer.next_deadline()
-                timeout = None if deadline is None else deadline - time.monotonic()
-                for line in source.poll(timeout):
-                    try:
-                        parsed = reader.parse(line)
-                    except LineReaderError as exc:
-                        counts["failed"] += 1
-                        error_line(str(exc))
-                        source.eof = True
-                        break
-                    order.append(line.number)
-                    producer.append(line.number, SimpleRecord(parsed.value, parsed.key, parsed.headers))
-                    if sync:
-                        producer.send_ready(flush=True)
-                        if counts["failed"]:
-                            source.eof = True  # Kafka's --sync: the first failure ends the run
+            try:
+                while not source.eof:
+                    deadline = producer.next_deadline()
+                    timeout = None if deadline is None else deadline - time.monotonic()
+                    for line in source.poll(timeout):
+                        try:
+                            parsed = reader.parse(line)
+                        except LineReaderError as exc:
+                            counts["failed"] += 1
+                            error_line(str(exc))
+                            source.eof = True
                             break
-                producer.send_ready(flush=False)
-            producer.send_ready(flush=True)
+                        order.append(line.number)
+                        producer.append(line.number, SimpleRecord(parsed.value, parsed.key, parsed.headers))
+                        if sync:
+                            producer.send_ready(flush=True)
+                            if counts["failed"]:
+                                source.eof = True  # Kafka's --sync: the first failure ends the run
+                                break
+                    producer.send_ready(flush=False)
+                producer.send_ready(flush=True)
+            except KeyboardInterrupt:
+                # Ctrl-C: what was read is still sent, as ConsoleProducer's shutdown hook closes
+                # (flushes) its producer; then the contract's 130
+                interrupted = True
+                producer.send_ready(flush=True)
     finally:
         if file is not None:
             stream.close()
     flush_json()
     sent = producer.sent_bytes if producer is not None else 0
     sys.stderr.write(f"kafkatool: {counts['ok']} records, {sent} bytes, {counts['failed']} errors\n")
+    if interrupted:
+        raise typer.Exit(EXIT_INTERRUPTED)
     if counts["failed"]:
         raise typer.Exit(EXIT_FINDINGS if counts["ok"] else EXIT_USAGE)
     raise typer.Exit(EXIT_OK)

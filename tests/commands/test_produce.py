@@ -7,6 +7,7 @@ too large named by its line, and bad input refused in one line."""
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import struct
 import subprocess
@@ -21,6 +22,7 @@ from kafkatool.assign.producer import murmur2, partition_for_key
 from kafkatool.formats import compression
 from kafkatool.formats.records import iter_batches
 from tests.broker.conftest import REPO, BrokerProcess, free_port
+from tests.broker.security.test_sasl import secured  # noqa: F401 (its SASL_SSL broker)
 
 ck = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
@@ -485,3 +487,81 @@ def test_invalid_record_names_each_line_with_its_record_error(broker):
     assert "Compacted topic cannot accept message without key" in errors[1]
     assert "part of a batch which had one more more invalid records" in errors[0]
     assert [r[3] for r in consume(broker, "compacted", 1, partitions=1)] == [b"first"]
+
+
+def test_broker_killed_and_restarted_mid_stream(tmp_path):
+    """A crash (SIGKILL) between two parts of the input: the producer waits for the broker to be
+    back, sends the rest with the sequences the restarted broker's producer state expects, and
+    every line is in the log once."""
+    b = BrokerProcess(tmp_path / "data", port=free_port(), extra=["num.partitions=1"]).start()
+    cmd = [sys.executable, "-m", "kafkatool", "produce", "--bootstrap-server", b.bootstrap,
+           "--topic", "crash", "--timeout", "50", "--json"]  # fmt: skip
+    proc = subprocess.Popen(
+        cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO
+    )
+    try:
+        first = [b"before %d" % i for i in range(20)]
+        proc.stdin.write(b"\n".join(first) + b"\n")
+        proc.stdin.flush()
+        rows = [json.loads(proc.stdout.readline()) for _ in first]  # all acknowledged
+        assert [r["offset"] for r in rows] == list(range(20))
+        b.kill()
+        second = [b"after %d" % i for i in range(20)]
+        proc.stdin.write(b"\n".join(second) + b"\n")
+        proc.stdin.flush()
+        time.sleep(1.0)  # the producer finds the broker gone and waits
+        b.spawn().await_ready()
+        proc.stdin.close()
+        assert proc.wait(60) == 0, proc.stderr.read()
+        rows += [json.loads(x) for x in proc.stdout.read().splitlines()]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        b.stop()
+    b.start()
+    try:
+        got = consume(b, "crash", 40, partitions=1)
+    finally:
+        b.stop()
+    assert [r[3] for r in got] == first + second
+    assert [r["offset"] for r in rows] == list(range(40))
+
+
+def test_ctrl_c_sends_what_was_read_then_exits_130(broker):
+    create(broker, "interrupt", 1)
+    cmd = [sys.executable, "-m", "kafkatool", "produce", "--bootstrap-server", broker.bootstrap,
+           "--topic", "interrupt", "--timeout", "60000"]  # fmt: skip
+    proc = subprocess.Popen(
+        cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO
+    )
+    try:
+        proc.stdin.write(b"typed\n")
+        proc.stdin.flush()
+        time.sleep(1.5)  # read, waiting for its linger of 60 s
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 130
+        assert proc.stderr.read().decode().splitlines()[-1].startswith("kafkatool: 1 records, ")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert [r[3] for r in consume(broker, "interrupt", 1, partitions=1)] == [b"typed"]
+
+
+def test_over_sasl_ssl_with_command_config(secured, tmp_path):  # noqa: F811
+    cfg = tmp_path / "client.properties"
+    cfg.write_text(
+        "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\nssl.truststore.type=PEM\n"
+        f"ssl.truststore.location={secured.ca.path}\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="bob" password="bob-secret";\n'
+    )
+    via = _Via(secured.sasl_ssl)
+    res = produce(via, "--topic", "secured-produce", "--command-config", cfg, "--json", stdin=b"s1\ns2\n")
+    assert res.returncode == 0, res.stderr
+    assert [r["offset"] for r in json_rows(res)] == [0, 1]
+    assert [r[3] for r in consume(secured, "secured-produce", 2, partitions=1)] == [b"s1", b"s2"]
+    # without it the SASL_SSL listener cannot be spoken to: one line, exit 2
+    one_line(produce(via, "--topic", "secured-produce", stdin=b"s3\n"))
