@@ -178,8 +178,8 @@ class Producer:
                 meta = self.admin.metadata([self.topic], auto_create=True)
             except KafkaAdminError:
                 self.admin.close()
-                if time.monotonic() >= deadline:
-                    raise
+                if first or time.monotonic() >= deadline:
+                    raise  # an unreachable cluster at the start: one line, at once
                 time.sleep(min(backoff, max(0.0, deadline - time.monotonic())))
                 backoff = min(backoff * 2, RETRY_BACKOFF_MAX_MS / 1000)
                 continue
@@ -190,7 +190,7 @@ class Producer:
                 self.leaders = {p: i.leader for p, i in parts.items()}
                 if all(leader >= 0 for leader in self.leaders.values()) or time.monotonic() >= deadline:
                     return
-            elif time.monotonic() >= deadline:
+            elif time.monotonic() >= deadline or (code and not _retriable(code)):
                 if first:
                     reason = describe_error(code) if code else "no partitions"
                     raise ProducerError(f"Topic {self.topic} not present in metadata ({reason})", code)

@@ -7,6 +7,7 @@ too large named by its line, and bad input refused in one line."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import struct
@@ -21,7 +22,7 @@ import pytest
 from kafkatool.assign.producer import murmur2, partition_for_key
 from kafkatool.formats import compression
 from kafkatool.formats.records import iter_batches
-from tests.broker.conftest import REPO, BrokerProcess, free_port
+from tests.broker.conftest import REPO, BrokerProcess, free_port, make_broker  # noqa: F401
 from tests.broker.security.test_sasl import secured  # noqa: F401 (its SASL_SSL broker)
 
 ck = pytest.importorskip("confluent_kafka")
@@ -262,6 +263,9 @@ def test_bad_input_is_one_line(broker):
     assert "unknown property 'parse.keys'" in line
     line = one_line(produce(broker, "--topic", "bad", "--compression-codec", "brotli", stdin=b"x\n"))
     assert "--compression-codec" in line
+    assert one_line(produce(broker, "--topic", "bad", "--file", "/nonexistent")).endswith(
+        "/nonexistent: No such file or directory"
+    )
     line = one_line(produce(broker, "--topic", "bad", "--partition", 5, stdin=b"x\n"))
     assert "Invalid partition given with record: 5 is not in the range [0...1)." in line
     line = one_line(
@@ -565,3 +569,47 @@ def test_over_sasl_ssl_with_command_config(secured, tmp_path):  # noqa: F811
     assert [r[3] for r in consume(secured, "secured-produce", 2, partitions=1)] == [b"s1", b"s2"]
     # without it the SASL_SSL listener cannot be spoken to: one line, exit 2
     one_line(produce(via, "--topic", "secured-produce", stdin=b"s3\n"))
+
+
+def test_leaders_lost_and_back_are_followed(make_broker):  # noqa: F811
+    """kafkatool.processes=2: the broker is two nodes; SIGKILL of the member takes its partitions'
+    leader away until the primary restarts it with a new leader epoch (NOT_LEADER_OR_FOLLOWER,
+    LEADER_NOT_AVAILABLE, a lost connection). The producer follows the metadata back: every line
+    once, in order per partition, the offsets it prints the ones the consumer reads."""
+    from tests.broker.test_processes import OVERRIDES, children, free_base_port, gone, wait_until
+
+    b = make_broker(port=free_base_port(2, 1), extra=OVERRIDES).start(timeout=40)
+    create(b, "moving", 4)
+    cmd = [sys.executable, "-m", "kafkatool", "produce", "--bootstrap-server", b.bootstrap, "--topic", "moving",
+           "--property", "parse.key=true", "--timeout", "20", "--json"]  # fmt: skip
+    proc = subprocess.Popen(
+        cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO
+    )
+    try:
+        first = [b"k%d\tbefore %d" % (i, i) for i in range(40)]
+        proc.stdin.write(b"\n".join(first) + b"\n")
+        proc.stdin.flush()
+        rows = [json.loads(proc.stdout.readline()) for _ in first]
+        [member] = children(b.proc.pid)
+        os.kill(member, signal.SIGKILL)
+        assert wait_until(lambda: gone(member), timeout=20)
+        second = [b"k%d\tafter %d" % (i, i) for i in range(40)]
+        proc.stdin.write(b"\n".join(second) + b"\n")
+        proc.stdin.close()
+        assert proc.wait(90) == 0, proc.stderr.read()
+        rows += [json.loads(x) for x in proc.stdout.read().splitlines()]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert wait_until(lambda: len(children(b.proc.pid)) == 1, timeout=30)  # the member is back
+    got = consume(b, "moving", 80)
+    assert len(got) == 80
+    assert {(r["partition"], r["offset"]) for r in rows} == {(r[0], r[1]) for r in got}
+    for part in range(4):
+        values = [r[3] for r in got if r[0] == part]
+        expected = [
+            x.split(b"\t")[1] for x in first + second if partition_for_key(x.split(b"\t")[0], 4) == part
+        ]
+        assert values == expected
+    assert len({r[0] for r in got}) == 4
