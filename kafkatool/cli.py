@@ -39,6 +39,7 @@ COMMAND_MODULES = [
     "acls",
     "topics",
     "consume",
+    "produce",
     "configs",
     "log_dirs",
 ]

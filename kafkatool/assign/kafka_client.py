@@ -51,6 +51,9 @@ CLIENT_MAX = {
     29: 3,  # DescribeAcls
     30: 3,  # CreateAcls
     31: 3,  # DeleteAcls
+    # the producer (assign/producer.py): Produce as Kafka 3.7's producer sends it (v3+: v2 batches)
+    0: 9,  # Produce
+    22: 4,  # InitProducerId
 }
 
 
@@ -230,6 +233,16 @@ class Connection:
     def request(self, api_key: int, body: Message, version: int | None = None) -> Message:
         return self._roundtrip(api_key, self.version_for(api_key) if version is None else version, body)
 
+    def send_only(self, api_key: int, body: Message, version: int | None = None) -> None:
+        """A request the broker does not answer (Produce with acks=0)."""
+        self._correlation += 1
+        version = self.version_for(api_key) if version is None else version
+        frame = encode_request(api_key, version, self._correlation, self.client_id, body)
+        try:
+            self.sock.sendall(frame)
+        except OSError as exc:
+            raise KafkaAdminError(f"{self.address}: cannot send: {exc.strerror or exc}") from None
+
 
 @dataclass
 class PartitionInfo:
@@ -336,9 +349,12 @@ class KafkaAdmin:
     def metadata_cached(self) -> ClusterMetadata:
         return self._meta if self._meta is not None else self.metadata()
 
-    def metadata(self, topics: list[str] | None = None, *, keep: bool = False) -> ClusterMetadata:
-        """Brokers, controller and (all or the named) topics; never auto-creates. The answer
-        for all topics, or with ``keep`` for the named ones, becomes metadata_cached()'s."""
+    def metadata(
+        self, topics: list[str] | None = None, *, keep: bool = False, auto_create: bool = False
+    ) -> ClusterMetadata:
+        """Brokers, controller and (all or the named) topics; auto-creates only with
+        ``auto_create`` (a producer's request, allow.auto.create.topics). The answer for all
+        topics, or with ``keep`` for the named ones, becomes metadata_cached()'s."""
         conn = self._any()
         version = conn.version_for(METADATA)
         info = API_BY_KEY[METADATA]
@@ -348,7 +364,7 @@ class KafkaAdmin:
             wanted = [] if version == 0 else None
         else:
             wanted = [MetadataRequestTopic(name=t) for t in topics]
-        req = info.request(topics=wanted, allow_auto_topic_creation=False)
+        req = info.request(topics=wanted, allow_auto_topic_creation=auto_create)
         resp = conn.request(METADATA, req, version)
         meta = ClusterMetadata(
             cluster_id=resp.cluster_id,
