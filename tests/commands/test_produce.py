@@ -23,7 +23,7 @@ from kafkatool.assign.producer import murmur2, partition_for_key
 from kafkatool.formats import compression
 from kafkatool.formats.records import iter_batches
 from tests.broker.conftest import REPO, BrokerProcess, free_port, make_broker  # noqa: F401
-from tests.broker.security.test_sasl import secured  # noqa: F401 (its SASL_SSL broker)
+from tests.broker.security.test_sasl import command_config, secured  # noqa: F401 (its SASL_SSL broker)
 
 ck = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
@@ -555,13 +555,7 @@ def test_ctrl_c_sends_what_was_read_then_exits_130(broker):
 
 
 def test_over_sasl_ssl_with_command_config(secured, tmp_path):  # noqa: F811
-    cfg = tmp_path / "client.properties"
-    cfg.write_text(
-        "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\nssl.truststore.type=PEM\n"
-        f"ssl.truststore.location={secured.ca.path}\n"
-        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
-        'username="bob" password="bob-secret";\n'
-    )
+    cfg = command_config(secured, tmp_path / "client.properties")
     via = _Via(secured.sasl_ssl)
     res = produce(via, "--topic", "secured-produce", "--command-config", cfg, "--json", stdin=b"s1\ns2\n")
     assert res.returncode == 0, res.stderr
