@@ -35,21 +35,17 @@ DEFAULTS = {
 }
 
 
-def parse_properties(items: list[str]) -> dict[str, str]:
-    """--property key=value (CommandLineUtils.parseKeyValueArgs: split at the first '=', a
-    missing value is ""). A name LineMessageReader does not take is refused: kafkatool has no
+def check_properties(props: dict[str, str]) -> dict[str, str]:
+    """The --property names LineMessageReader takes; another is refused: kafkatool has no
     --line-reader, so it can only be a typo (Kafka passes it to a custom reader)."""
-    out: dict[str, str] = {}
-    for item in items:
-        key, _, value = item.partition("=")
+    for key in props:
         if key not in DEFAULTS:
             raise LineReaderError(
-                f"--property {item!r}: unknown property {key!r} (LineMessageReader takes "
+                f"--property {key}={props[key]!r}: unknown property {key!r} (LineMessageReader takes "
                 + ", ".join(DEFAULTS)
                 + ")"
             )
-        out[key] = value
-    return out
+    return props
 
 
 @dataclass

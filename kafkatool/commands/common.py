@@ -285,6 +285,20 @@ def apply_exit_contract(app: typer.Typer) -> None:
     walk(app)
 
 
+# ----------------------------------------------------------------------------- --property
+def property_args(items: list[str] | None) -> dict[str, str]:
+    """The console tools' ``--property KEY=VALUE`` (repeatable; CommandLineUtils.parseKeyValueArgs:
+    split at the first '=', the value may hold more). An item without '=' is refused (Kafka
+    takes it as an empty value, which silently turns a ``print.key`` into false): one line."""
+    out: dict[str, str] = {}
+    for item in items or []:
+        k, sep, v = item.partition("=")
+        if not sep or not k.strip():
+            raise CommandError(f"--property {item!r}: expected KEY=VALUE")
+        out[k.strip()] = v
+    return out
+
+
 # ----------------------------------------------------------------------------- --command-config
 COMMAND_CONFIG_HELP = (
     "Kafka client properties for --bootstrap-server connections, as Kafka's tools take them: "

@@ -17,6 +17,7 @@ from kafkatool.commands.common import (
     command_config_option,
     error_line,
     handle_errors,
+    property_args,
 )
 
 HELP = """Print a topic's records as kafka-console-consumer.sh does (ConsoleConsumer and its
@@ -50,16 +51,6 @@ PROPERTY_HELP = (
     "(a tab), line.separator (a newline), headers.separator (,), null.literal (null), key.deserializer, "
     "value.deserializer, headers.deserializer (StringDeserializer or ByteArrayDeserializer)."
 )
-
-
-def _properties(items: list[str] | None) -> dict[str, str]:
-    out = {}
-    for item in items or []:
-        k, sep, v = item.partition("=")
-        if not sep or not k.strip():
-            raise CommandError(f"--property {item!r}: expected KEY=VALUE")
-        out[k.strip()] = v
-    return out
 
 
 @handle_errors
@@ -128,7 +119,7 @@ def consume(
         raise CommandError(f"--max-messages {max_messages}: must not be negative")
     if timeout_ms is not None and timeout_ms < 0:
         raise CommandError(f"--timeout-ms {timeout_ms}: must not be negative")
-    formatter = F.MessageFormatter(_properties(prop))
+    formatter = F.MessageFormatter(property_args(prop))
     render = F.json_line if json_out else formatter.format
     isolation = C.ISOLATION_LEVELS[isolation_level]
     if offset is not None:

@@ -18,6 +18,7 @@ from kafkatool.commands.common import (
     emit_json,
     error_line,
     handle_errors,
+    property_args,
 )
 
 HELP = """Write records to a topic, one per input line, as kafka-console-producer.sh (Kafka 3.7's
@@ -50,9 +51,9 @@ ACKS = {"0": 0, "1": 1, "-1": -1, "all": -1}
 
 
 def _reader_props(prop: list[str]) -> dict[str, str]:
-    from kafkatool.assign.line_reader import parse_properties
+    from kafkatool.assign.line_reader import check_properties
 
-    return parse_properties(prop or [])
+    return check_properties(property_args(prop))
 
 
 @handle_errors
