@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kafkatool.assign.kafka_client import KafkaAdmin, KafkaAdminError, describe_error
+from kafkatool.assign.topics import topic_regex
 from kafkatool.log.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from kafkatool.protocol.apis import API_BY_KEY
-from kafkatool.protocol.errors import ErrorCode
+from kafkatool.protocol.errors import ErrorCode, is_retriable
 
 LIST_OFFSETS, DELETE_RECORDS = 2, 21
 #: ListOffsets v7 is the first with MAX_TIMESTAMP (ListOffsetsRequest.Builder.forConsumer)
@@ -59,18 +60,6 @@ def parse_time(text: str) -> int:
 #: GetOffsetShell's --topic-partitions rule: [TOPIC-REGEX][:N | :N- | :-N | :N-M]
 TOPIC_PARTITION_PATTERN = re.compile(r"([^:,]*)(?::(?:([0-9]*)|(?:([0-9]*)-([0-9]*))))?")
 JAVA_INT_MAX = 2**31 - 1
-
-
-def topic_regex(raw: str) -> re.Pattern:
-    """Kafka's TopicFilter: trimmed, ',' means '|', spaces and surrounding quotes dropped,
-    matched against whole names."""
-    rx = raw.strip().replace(",", "|").replace(" ", "")
-    rx = re.sub(r"""^["']+""", "", rx)
-    rx = re.sub(r"""["']+$""", "", rx)
-    try:
-        return re.compile(rx)
-    except re.error:
-        raise OffsetsInputError(f"{rx} is an invalid regex.") from None
 
 
 @dataclass(frozen=True)
@@ -155,13 +144,6 @@ class PartitionAnswer:
         return describe_error(self.error_code, self.message) if self.error_code else None
 
 
-def _retriable(code: int) -> bool:
-    try:
-        return ErrorCode(code).retriable
-    except ValueError:
-        return False
-
-
 def _by_leader(admin: KafkaAdmin, tps, answers: dict, final: set) -> dict[int, list[TopicPartition]]:
     """The pending partitions grouped by their leader now; the others get their metadata error
     (a topic or partition the metadata does not have is ``final``: not asked again, as the admin
@@ -200,7 +182,7 @@ def _ask_leaders(admin: KafkaAdmin, tps: list[TopicPartition], send) -> dict[Top
             answers.pop(tp, None)
         for leader, group in sorted(_by_leader(admin, pending, answers, final).items()):
             send(admin.node(leader), group, answers)
-        pending = [tp for tp in pending if tp not in final and _retriable(answers[tp].error_code)]
+        pending = [tp for tp in pending if tp not in final and is_retriable(answers[tp].error_code)]
         if not pending or attempt == RETRIES:
             break
         time.sleep(RETRY_BACKOFF_S)

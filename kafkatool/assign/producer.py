@@ -32,7 +32,7 @@ from kafkatool.assign.kafka_client import KafkaAdmin, KafkaAdminError, describe_
 from kafkatool.formats import compression
 from kafkatool.formats.records import SimpleRecord, build_record_batch, encode_record_v2
 from kafkatool.protocol.apis import API_BY_KEY
-from kafkatool.protocol.errors import ErrorCode
+from kafkatool.protocol.errors import ErrorCode, is_retriable
 
 PRODUCE, INIT_PRODUCER_ID = 0, 22
 #: Kafka 3.7 producer defaults the console producer does not change
@@ -190,7 +190,7 @@ class Producer:
                 self.leaders = {p: i.leader for p, i in parts.items()}
                 if all(leader >= 0 for leader in self.leaders.values()) or time.monotonic() >= deadline:
                     return
-            elif time.monotonic() >= deadline or (code and not _retriable(code)):
+            elif time.monotonic() >= deadline or (code and not is_retriable(code)):
                 if first:
                     reason = describe_error(code) if code else "no partitions"
                     raise ProducerError(f"Topic {self.topic} not present in metadata ({reason})", code)
@@ -212,7 +212,7 @@ class Producer:
             if resp.error_code == 0:
                 self.producer_id, self.producer_epoch = resp.producer_id, resp.producer_epoch
                 return
-            retriable = _retriable(resp.error_code)
+            retriable = is_retriable(resp.error_code)
             if not retriable or time.monotonic() >= deadline:
                 raise ProducerError(f"InitProducerId: {describe_error(resp.error_code)}", resp.error_code)
             time.sleep(self.retry_backoff)
@@ -384,7 +384,7 @@ class Producer:
                 self._done(b, -1, -1)  # Kafka's producer: appended before, offset unknown
             elif p.error_code == ErrorCode.MESSAGE_TOO_LARGE and len(b.records) > 1:
                 self._split(b)
-            elif _retriable(p.error_code):
+            elif is_retriable(p.error_code):
                 self._retry(b, describe_error(p.error_code, p.error_message), counts=True)
                 self._refresh_quietly()
             else:
@@ -456,13 +456,6 @@ class Producer:
         queue[0:1] = new
         if self.idempotence and b.base_sequence >= 0:
             self.sequences[b.partition] = b.base_sequence
-
-
-def _retriable(code: int) -> bool:
-    try:
-        return ErrorCode(code).retriable
-    except ValueError:
-        return False
 
 
 CODECS = {name: codec for codec, name in compression.CODEC_NAMES.items()}

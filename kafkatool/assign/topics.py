@@ -50,19 +50,28 @@ class TopicRow:
         return max((len(p.replicas) for p in self.partitions), default=0)
 
 
+def topic_regex(raw: str) -> re.Pattern:
+    """Kafka's TopicFilter (server-common, the IncludeList of TopicCommand's --topic and of
+    GetOffsetShell's): trimmed, ',' means '|', spaces and surrounding quotes dropped, matched
+    against whole names."""
+    rx = raw.strip().replace(",", "|").replace(" ", "")
+    rx = re.sub(r"""^["']+""", "", rx)
+    rx = re.sub(r"""["']+$""", "", rx)
+    try:
+        return re.compile(rx)
+    except re.error as exc:
+        # Kafka's words, then what is wrong with it
+        raise KafkaAdminError(f"{rx} is an invalid regex. (a regular expression: {exc})") from None
+
+
 def select(names, pattern: str | None, exclude_internal: bool, internal_of) -> list[str]:
-    """TopicCommand's --topic (a regular expression, matched whole) and --exclude-internal."""
-    rx = None
-    if pattern:
-        try:
-            rx = re.compile(pattern)
-        except re.error as exc:
-            raise KafkaAdminError(f"--topic {pattern!r}: not a regular expression: {exc}") from None
+    """TopicCommand's --topic (TopicFilter.IncludeList: :func:`topic_regex`) and --exclude-internal."""
+    rx = topic_regex(pattern) if pattern else None
     out = []
     for n in sorted(names):
         if exclude_internal and internal_of(n):
             continue
-        if rx is not None and not (n == pattern or rx.fullmatch(n)):
+        if rx is not None and not rx.fullmatch(n):
             continue
         out.append(n)
     return out

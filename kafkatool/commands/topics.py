@@ -28,7 +28,10 @@ HELP = (
     "on a log dir or a backup (--log-dir): partitions, sizes, offsets, segment counts and the configs "
     "the dir holds."
 )
-TOPIC_HELP = "The topic, or a regular expression matched against whole names (list, describe, delete, alter)."
+TOPIC_HELP = (
+    "The topic, or a regular expression matched against whole names (list, describe, delete, alter; "
+    "Kafka's TopicFilter: a comma also separates alternatives)."
+)
 
 
 def _admin(bootstrap_server: str):

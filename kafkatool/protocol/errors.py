@@ -10,6 +10,7 @@ from kafkatool.formats.schema import SchemaDecodeError, SchemaEncodeError, Unsup
 __all__ = [
     "ErrorCode",
     "exception_class",
+    "is_retriable",
     "FrameTooLargeError",
     "ProtocolDecodeError",
     "SchemaEncodeError",
@@ -181,6 +182,11 @@ _RETRIABLE = frozenset(
         ErrorCode.UNKNOWN_TOPIC_ID,
     }
 )
+
+
+def is_retriable(code: int) -> bool:
+    """Whether Kafka's exception for ``code`` is a RetriableException (an unknown code: no)."""
+    return code in _RETRIABLE
 
 
 def record_error_code(exc: FormatError) -> int:

@@ -54,6 +54,9 @@ def test_create_list_describe_alter_delete(broker):
     assert run("create", "--topic", "orders", "--partitions", 3, "--if-not-exists", *boot).exit_code == 0
     assert run("create", "--topic", "plain", *boot).exit_code == 0  # the broker's defaults
     assert run("list", *boot).stdout.split() == ["orders", "plain"]
+    # --topic is Kafka's TopicFilter (IncludeList): ',' separates alternatives, quotes dropped
+    assert run("list", "--topic", "'orders, plain'", *boot).stdout.split() == ["orders", "plain"]
+    assert run("list", "--topic", "ord.*", *boot).stdout.split() == ["orders"]
 
     res = run("describe", "--topic", "orders", *boot)
     assert res.exit_code == 0, res.output
