@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 
 from kafkatool.log.log import (
-    LATEST_TIERED_TIMESTAMP,
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
     OffsetOutOfRangeError,
@@ -104,14 +103,14 @@ def handle_list_offsets(ctx, req):
                 and broker.replicas is not None
                 and broker.replicas.lagging_epoch_start(key) is not None
             )
-            if ts < LATEST_TIERED_TIMESTAMP:
-                pr.error_code = ErrorCode.INVALID_REQUEST
-                continue
             # UnifiedLog.fetchOffsetByTimestamp runs in maybeHandleIOException: an I/O error
             # reading the time index or the segment takes the log dir offline and the
             # partition answers KAFKA_STORAGE_ERROR (ReplicaManager.fetchOffset)
             try:
                 found = lg.list_offset(ts, upper)
+            except ValueError:  # a negative timestamp that names no offset
+                pr.error_code = ErrorCode.INVALID_REQUEST
+                continue
             except OSError as exc:
                 broker.report_log_error(lg, "fetching offset by timestamp for", exc)
                 pr.error_code = ErrorCode.KAFKA_STORAGE_ERROR
