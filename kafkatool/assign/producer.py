@@ -30,7 +30,13 @@ from dataclasses import dataclass, field
 
 from kafkatool.assign.kafka_client import KafkaAdmin, KafkaAdminError, describe_error, error_name
 from kafkatool.formats import compression
-from kafkatool.formats.records import SimpleRecord, build_record_batch, encode_record_v2
+from kafkatool.formats.records import (
+    RECORD_BATCH_OVERHEAD,
+    SimpleRecord,
+    build_record_batch,
+    encode_record_v2,
+    increment_sequence,
+)
 from kafkatool.protocol.apis import API_BY_KEY
 from kafkatool.protocol.errors import ErrorCode, is_retriable
 
@@ -40,9 +46,6 @@ MAX_REQUEST_SIZE = 1048576
 DELIVERY_TIMEOUT_MS = 120000
 TRANSACTION_TIMEOUT_MS = 60000
 RETRY_BACKOFF_MAX_MS = 1000
-#: the v2 batch header, as the producer's estimate of a batch's size counts it
-BATCH_OVERHEAD = 61
-INT32_MAX = 2**31 - 1
 
 
 class ProducerError(KafkaAdminError):
@@ -102,17 +105,12 @@ class _Record:
 class _Batch:
     partition: int
     records: list[_Record] = field(default_factory=list)
-    size: int = BATCH_OVERHEAD
+    size: int = RECORD_BATCH_OVERHEAD
     created: float = 0.0
     attempts: int = 0
     base_sequence: int = -1
     data: bytes | None = None
     not_before: float = 0.0
-
-
-def _increment_sequence(seq: int, n: int) -> int:
-    """DefaultRecordBatch.incrementSequence: sequences wrap at Integer.MAX_VALUE to 0."""
-    return (seq + n) % (INT32_MAX + 1)
 
 
 class Producer:
@@ -238,12 +236,12 @@ class Producer:
         record.timestamp = int(time.time() * 1000)
         size = len(encode_record_v2(0, 0, record.key, record.value, record.headers))
         partition = self._choose(record.key, size)
-        if size + BATCH_OVERHEAD > MAX_REQUEST_SIZE:
+        if size + RECORD_BATCH_OVERHEAD > MAX_REQUEST_SIZE:
             self.on_outcome(
                 Outcome(
                     number,
                     partition,
-                    error=f"RecordTooLargeException: The message is {size + BATCH_OVERHEAD} bytes when "
+                    error=f"RecordTooLargeException: The message is {size + RECORD_BATCH_OVERHEAD} bytes when "
                     f"serialized which is larger than {MAX_REQUEST_SIZE}, which is the value of the "
                     "max.request.size configuration.",
                 )
@@ -326,7 +324,7 @@ class Producer:
             if self.idempotence:
                 seq = self.sequences.get(b.partition, 0)
                 b.base_sequence = seq
-                self.sequences[b.partition] = _increment_sequence(seq, len(b.records))
+                self.sequences[b.partition] = increment_sequence(seq, len(b.records))
             b.data = build_record_batch(
                 [r.record for r in b.records],
                 codec=self.codec,
@@ -450,7 +448,7 @@ class Producer:
         half = len(b.records) // 2
         parts = [b.records[:half], b.records[half:]]
         new = [
-            _Batch(b.partition, rs, BATCH_OVERHEAD + sum(r.size for r in rs), b.created, b.attempts)
+            _Batch(b.partition, rs, RECORD_BATCH_OVERHEAD + sum(r.size for r in rs), b.created, b.attempts)
             for rs in parts
         ]
         queue[0:1] = new

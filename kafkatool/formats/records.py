@@ -154,6 +154,12 @@ class ControlRecord:
         return CONTROL_TYPE_NAMES.get(self.type, "UNKNOWN")
 
 
+def increment_sequence(sequence: int, increment: int) -> int:
+    """DefaultRecordBatch.incrementSequence: a producer's sequence numbers wrap from
+    Integer.MAX_VALUE to 0."""
+    return (sequence + increment) & 0x7FFFFFFF
+
+
 def parse_control_record(record: Record) -> ControlRecord:
     key = record.key
     if key is None or len(key) < 4:
@@ -305,9 +311,7 @@ def decode_records_v2(
                     start,
                 )
             if base_sequence >= 0:
-                seq = base_sequence + off_delta
-                if seq > 0x7FFFFFFF:
-                    seq -= 0x80000000
+                seq = increment_sequence(base_sequence, off_delta)
             else:
                 seq = NO_SEQUENCE
             yield Record(
@@ -622,8 +626,7 @@ class RecordBatch:
     def last_sequence(self) -> int:
         if self.base_sequence == NO_SEQUENCE:
             return NO_SEQUENCE
-        seq = self.base_sequence + self.last_offset_delta
-        return seq - 0x80000000 if seq > 0x7FFFFFFF else seq
+        return increment_sequence(self.base_sequence, self.last_offset_delta)
 
     # --- bytes and checks
     def raw(self) -> memoryview:
