@@ -194,7 +194,10 @@ class LiveConsumer:
                 continue
             info = meta.topics.get(tp[0], {}).get(tp[1])
             if info is None or info.leader < 0:
-                self._failed(tp, f"no leader ({describe_error(info.error if info else 3)})")
+                self._failed(
+                    tp,
+                    f"no leader ({describe_error(info.error if info else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)})",
+                )
                 continue
             out.setdefault(info.leader, []).append(tp)
         return out

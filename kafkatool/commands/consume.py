@@ -3,6 +3,7 @@ and kcat -C, through a cluster or read-only from log dirs or a backup."""
 
 from __future__ import annotations
 
+import itertools
 import sys
 import time
 from pathlib import Path
@@ -157,11 +158,8 @@ def consume(
         except C.ConsumeError as exc:
             raise CommandError(str(exc)) from None
         try:
-            if first is not None and limit != 0:
-                if not emit([first]):
-                    for r in records:
-                        if emit([r]):
-                            break
+            if first is not None:
+                emit(itertools.chain([first], records))  # one flush at the end, not one per record
         finally:
             records.close()
             report()
