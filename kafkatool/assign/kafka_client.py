@@ -159,14 +159,18 @@ class Connection:
             buf += chunk
         return bytes(buf)
 
-    def _roundtrip(self, api_key: int, version: int, body: Message) -> Message:
+    def _send(self, api_key: int, version: int, body: Message) -> int:
+        """Write one request; its correlation id."""
         self._correlation += 1
-        corr = self._correlation
-        frame = encode_request(api_key, version, corr, self.client_id, body)
+        frame = encode_request(api_key, version, self._correlation, self.client_id, body)
         try:
             self.sock.sendall(frame)
         except OSError as exc:
             raise KafkaAdminError(f"{self.address}: cannot send: {exc.strerror or exc}") from None
+        return self._correlation
+
+    def _roundtrip(self, api_key: int, version: int, body: Message) -> Message:
+        corr = self._send(api_key, version, body)
         (size,) = _SIZE.unpack(self._recv_exact(4))
         if size < 4:
             raise KafkaAdminError(f"{self.address}: response frame of {size} bytes")
@@ -235,13 +239,7 @@ class Connection:
 
     def send_only(self, api_key: int, body: Message, version: int | None = None) -> None:
         """A request the broker does not answer (Produce with acks=0)."""
-        self._correlation += 1
-        version = self.version_for(api_key) if version is None else version
-        frame = encode_request(api_key, version, self._correlation, self.client_id, body)
-        try:
-            self.sock.sendall(frame)
-        except OSError as exc:
-            raise KafkaAdminError(f"{self.address}: cannot send: {exc.strerror or exc}") from None
+        self._send(api_key, self.version_for(api_key) if version is None else version, body)
 
 
 @dataclass
