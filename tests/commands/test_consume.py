@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from kafkatool.cli import app
 from tests.broker.conftest import BrokerProcess, free_port
 from tests.broker.security.test_sasl import command_config, secured  # noqa: F401 (its SASL_SSL broker)
+from tests.cli_result import one_line_error
 
 ck = pytest.importorskip("confluent_kafka")
 
@@ -54,15 +55,6 @@ def ok(res) -> bytes:
 
 def count_line(res) -> str:
     return res.stderr.strip().splitlines()[-1]
-
-
-def one_line_error(res, code: int = 2) -> str:
-    assert res.exit_code == code, res.output
-    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
-    assert "Traceback" not in res.output
-    lines = [x for x in res.output.splitlines() if x.strip()]
-    assert len(lines) == 1, res.output
-    return lines[0]
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from kafkatool.cli import app
 from tests.broker.conftest import BrokerProcess, free_port
 from tests.broker.security.test_sasl import command_config, secured  # noqa: F401 (its SASL_SSL broker)
+from tests.cli_result import one_line_error
 
 ck = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient, OffsetSpec  # noqa: E402
@@ -26,14 +27,6 @@ TIMESTAMPS = [T0 + i for i in range(5)] + [T1, T1 + 1, T1 + 100, T1 + 3, T1 + 4]
 
 def run(*args):
     return runner.invoke(app, ["topics", *map(str, args)])
-
-
-def one_line_error(res, code: int = 2) -> str:
-    assert res.exit_code == code, res.output
-    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
-    lines = [x for x in res.output.splitlines() if x.strip()]
-    assert len(lines) == 1 and "Traceback" not in res.output, res.output
-    return lines[0]
 
 
 def offsets_of(res) -> dict[tuple[str, int], int]:
