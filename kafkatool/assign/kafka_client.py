@@ -102,6 +102,11 @@ def use_client_security(security) -> None:
     _client_security = security
 
 
+def client_security():
+    """The security set by use_client_security (None: PLAINTEXT)."""
+    return _client_security
+
+
 class Connection:
     """One socket to one broker, with the API versions it advertised."""
 
