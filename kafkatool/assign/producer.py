@@ -9,8 +9,12 @@
   is left out: one client thread has no queues to weigh).
 - Batches: one open batch per partition, sent when it reaches batch.size, when linger.ms passed
   since its first record, or at the end of the input; each request carries at most one batch per
-  partition of its leader, up to max.request.size, one request in flight per broker, so a
-  partition's records are appended in input order even across retries.
+  partition of its leader, up to max.request.size. Up to max.in.flight.requests.per.connection
+  requests (5) are written to a leader back to back before their answers are read, the n-th with
+  each partition's n-th batch, and every answer is handled before the next round; a batch sent
+  before goes alone until it is answered (RecordAccumulator.shouldStopDrainBatchesForPartition),
+  so with idempotence a partition's records are appended in input order even across retries
+  (without it, as in Kafka, a retried batch may land after a later one).
 - Retries: a retriable partition error (NOT_LEADER_OR_FOLLOWER, a leader moving ...) or a lost
   connection refreshes the metadata and sends the batch again to the partition's leader then,
   retry.backoff.ms apart (doubling up to retry.backoff.max.ms, as Kafka 3.7's producer), at most
@@ -185,6 +189,7 @@ class Producer:
         self.retry_backoff_max = max(settings.retry_backoff_max_ms, 0) / 1000
         self.delivery_timeout = settings.delivery_timeout_ms / 1000
         self.max_request_size = settings.max_request_size
+        self.max_in_flight = max(1, settings.max_in_flight)
         self.idempotence = settings.idempotence
         self.fixed_partition = partition
         self.on_outcome = on_outcome
@@ -360,12 +365,15 @@ class Producer:
                     return
 
     def _send_round(self) -> None:
+        """One round: to each leader up to max.in.flight.requests.per.connection Produce requests
+        written back to back, the n-th carrying the n-th sendable batch of each of its partitions,
+        then their answers read in order; every answer is handled before the next round."""
         self._maybe_bump_epoch()
         now = time.monotonic()
         wait = [q[0].not_before for q in self.ready.values() if q]
         if wait and min(wait) > now:
             time.sleep(min(wait) - now)
-        by_leader: dict[int, list[_Batch]] = {}
+        layers: dict[int, list[list[_Batch]]] = {}
         no_leader = False
         for p, queue in sorted(self.ready.items()):
             if not queue or queue[0].not_before > time.monotonic():
@@ -375,18 +383,40 @@ class Producer:
                 self._retry(queue[0], describe_error(ErrorCode.LEADER_NOT_AVAILABLE), counts=False)
                 no_leader = True
                 continue
-            by_leader.setdefault(leader, []).append(queue[0])
+            if queue[0].data is not None:
+                # a batch sent before goes alone until it is answered
+                # (RecordAccumulator.shouldStopDrainBatchesForPartition): no batch after it can
+                # be appended before it
+                take = queue[:1]
+            else:
+                take = []
+                for b in queue[: self.max_in_flight]:
+                    if b.data is not None:
+                        break
+                    take.append(b)
+            rows = layers.setdefault(leader, [])
+            for n, b in enumerate(take):
+                if len(rows) <= n:
+                    rows.append([])
+                rows[n].append(b)
         if no_leader:
             self._refresh_quietly()
-        for leader, batches in sorted(by_leader.items()):
-            request, size = [], 0
-            for b in batches:
-                data = self._encode(b)
-                if request and size + len(data) > self.max_request_size:
-                    continue  # the next round
-                request.append(b)
-                size += len(data)
-            self._send(leader, request)
+        for leader, rows in sorted(layers.items()):
+            requests, deferred = [], set()
+            for row in rows:
+                request, size = [], 0
+                for b in row:
+                    if b.partition in deferred:
+                        continue
+                    data = self._encode(b)
+                    if request and size + len(data) > self.max_request_size:
+                        deferred.add(b.partition)  # this one and the partition's later ones: next round
+                        continue
+                    request.append(b)
+                    size += len(data)
+                if request:
+                    requests.append(request)
+            self._send(leader, requests)
 
     # -- producer id, epoch and sequences (TransactionManager's part for an idempotent producer) --
 
@@ -394,7 +424,8 @@ class Producer:
         st = self.sequences.get(partition)
         if st is None or (st.producer_id, st.producer_epoch) != (self.producer_id, self.producer_epoch):
             # maybeUpdateProducerIdAndEpoch: a partition's first batch after a new id or epoch
-            # starts at sequence 0 (its earlier batches are all answered: one in flight)
+            # starts at sequence 0 (called for a batch to encode, when the partition has no
+            # batch sent and unanswered: those go first, alone)
             st = self.sequences[partition] = _Sequences(self.producer_id, self.producer_epoch)
         return st
 
@@ -421,34 +452,39 @@ class Producer:
         self.epoch_bumps += 1
         for p in sorted(self._bump_partitions):
             self._sequences(p)  # the new epoch: from sequence 0
-            queue = self.ready.get(p) or []
-            if queue and queue[0].data is not None:
-                b = queue[0]
+            for b in self.ready.get(p) or []:
+                if b.data is None:
+                    break  # the rest get their sequences when they are sent
                 b.data = None
                 self._encode(b)
                 b.sequence_reset = True
         self._bump_partitions.clear()
 
     def _encode(self, b: _Batch) -> bytes:
+        """The batch's bytes; a batch encoded the first time takes the partition's next sequence
+        (RecordAccumulator.drain's setProducerState)."""
         if b.data is None:
             if self.idempotence:
                 st = self._sequences(b.partition)
                 b.base_sequence = st.next_sequence
                 st.next_sequence = increment_sequence(st.next_sequence, len(b.records))
-            b.producer = (self.producer_id, self.producer_epoch)
-            b.data = build_record_batch(
-                [r.record for r in b.records],
-                codec=self.codec,
-                producer_id=self.producer_id,
-                producer_epoch=self.producer_epoch,
-                base_sequence=b.base_sequence,
-            )
+            self._build(b, (self.producer_id, self.producer_epoch))
         return b.data
 
-    def _send(self, leader: int, batches: list[_Batch]) -> None:
+    def _build(self, b: _Batch, producer: tuple[int, int]) -> None:
+        b.producer = producer
+        b.data = build_record_batch(
+            [r.record for r in b.records],
+            codec=self.codec,
+            producer_id=producer[0],
+            producer_epoch=producer[1],
+            base_sequence=b.base_sequence,
+        )
+
+    def _request(self, batches: list[_Batch]):
         from kafkatool.protocol.generated.produce_request import PartitionProduceData, TopicProduceData
 
-        req = API_BY_KEY[PRODUCE].request(
+        return API_BY_KEY[PRODUCE].request(
             transactional_id=None,
             acks=self.acks,
             timeout_ms=self.settings.request_timeout_ms,
@@ -459,39 +495,54 @@ class Producer:
                 )
             ],
         )
+
+    def _send(self, leader: int, requests: list[list[_Batch]]) -> None:
+        """Write ``requests`` to the leader back to back, then read and handle their answers."""
+        answered = 0
         try:
             conn = self.admin.node(leader)
             if self.acks == 0:
-                conn.send_only(PRODUCE, req)
-                resp = None
+                for batches in requests:
+                    conn.send_only(PRODUCE, self._request(batches))
+                pending = [None] * len(requests)
             else:
-                resp = conn.request(PRODUCE, req)
+                pending = [conn.send_request(PRODUCE, self._request(batches)) for batches in requests]
+            refresh = False
+            for batches, sent in zip(requests, pending, strict=True):
+                resp = conn.receive(sent) if sent is not None else None
+                answered += 1
+                refresh |= self._answers(leader, batches, resp)
         except KafkaAdminError as exc:
-            # lost or no connection: the answer is unknown; sent again (idempotence keeps a
-            # batch that was appended from being appended twice)
+            # lost or no connection: the answers not read are unknown; those batches are sent
+            # again with their bytes and sequences (idempotence keeps a batch that was appended
+            # from being appended twice: the broker remembers a producer's last 5 batches)
             self.admin.close()
-            for b in batches:
-                self._retry(b, str(exc), counts=False)
+            for batches in requests[answered:]:
+                for b in batches:
+                    self._retry(b, str(exc), counts=False)
+            refresh = True
+        if refresh:
             self._refresh_quietly()
-            return
+
+    def _answers(self, leader: int, batches: list[_Batch], resp) -> bool:
+        """One request's answer for each of its batches; True if the metadata should be refreshed."""
+        if resp is None:  # acks=0
+            for b in batches:
+                self._done(b, -1, -1)
+            return False
         answers = {}
-        if resp is not None:
-            for t in resp.responses:
-                for p in t.partition_responses:
-                    if t.name == self.topic:
-                        answers[p.index] = p
+        for t in resp.responses:
+            for p in t.partition_responses:
+                if t.name == self.topic:
+                    answers[p.index] = p
         refresh = False
         for b in batches:
-            if resp is None:
-                self._done(b, -1, -1)
-                continue
             p = answers.get(b.partition)
             if p is None:
                 self._fail(b, f"the response from broker {leader} has no result for partition {b.partition}")
             else:
                 refresh |= self._answer(b, p)
-        if refresh:
-            self._refresh_quietly()
+        return refresh
 
     def _answer(self, b: _Batch, p) -> bool:
         """Sender.completeBatch for one partition's answer; True if the metadata should be
@@ -545,8 +596,10 @@ class Producer:
 
     def _pop(self, b: _Batch) -> None:
         queue = self.ready.get(b.partition, [])
-        if queue and queue[0] is b:
-            queue.pop(0)
+        for i, x in enumerate(queue):
+            if x is b:
+                del queue[i]
+                return
 
     def _done(self, b: _Batch, base_offset: int, log_append_time: int) -> None:
         self._pop(b)
@@ -605,19 +658,23 @@ class Producer:
 
     def _split(self, b: _Batch) -> None:
         """MESSAGE_TOO_LARGE for several records: the batch in halves, in its place, again
-        (Sender's splitAndReenqueue; the halves get sequences when they are sent)."""
+        (Sender's splitAndReenqueue). With idempotence the halves share the batch's sequences
+        and producer epoch (RecordAccumulator.splitAndReenqueue), so the partition's later batches
+        keep theirs."""
         queue = self.ready[b.partition]
         half = len(b.records) // 2
-        parts = [b.records[:half], b.records[half:]]
-        new = [
-            _Batch(b.partition, rs, RECORD_BATCH_OVERHEAD + sum(r.size for r in rs), b.created, b.attempts)
-            for rs in parts
-        ]
-        queue[0:1] = new
-        if self.idempotence and b.base_sequence >= 0:
-            st = self._batch_sequences(b)
-            if st is not None:
-                st.next_sequence = b.base_sequence
+        new = []
+        for rs in (b.records[:half], b.records[half:]):
+            part = _Batch(
+                b.partition, rs, RECORD_BATCH_OVERHEAD + sum(r.size for r in rs), b.created, b.attempts
+            )
+            if self.idempotence and b.base_sequence >= 0:
+                part.base_sequence = increment_sequence(b.base_sequence, len(new[0].records) if new else 0)
+                part.sequence_reset = b.sequence_reset
+                self._build(part, b.producer)
+            new.append(part)
+        at = next(i for i, x in enumerate(queue) if x is b)
+        queue[at : at + 1] = new
 
 
 CODECS = {name: codec for codec, name in compression.CODEC_NAMES.items()}

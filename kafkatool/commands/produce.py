@@ -166,7 +166,7 @@ def produce(
         help="A producer config (repeatable), over --producer.config's: acks, compression.type (replaced "
         "by --compression-codec, as kafka-console-producer.sh does), linger.ms, batch.size, "
         "enable.idempotence, retries, retry.backoff.ms, retry.backoff.max.ms, delivery.timeout.ms, "
-        "request.timeout.ms, max.request.size, client.id, max.in.flight.requests.per.connection, "
+        "request.timeout.ms, max.request.size, client.id, max.in.flight.requests.per.connection (requests written before their answers are read, default 5), "
         "partitioner.ignore.keys; security.protocol, ssl.*, sasl.* as in --command-config.",
     ),
     producer_config: Path | None = typer.Option(

@@ -20,7 +20,7 @@ from kafkatool.formats.records import iter_batches
 from kafkatool.protocol.errors import ErrorCode
 from tests.broker.conftest import REPO, BrokerProcess, free_port
 from tests.broker.security.test_sasl import command_config, secured  # noqa: F401 (its SASL_SSL broker)
-from tests.commands.test_produce import _Via, consume, create, json_rows, one_line, produce
+from tests.commands.test_produce import _Via, consume, create, json_rows, one_line, produce, proxied  # noqa: F401
 
 ck = pytest.importorskip("confluent_kafka")
 
@@ -302,6 +302,35 @@ def test_security_configs_from_the_producer_config(secured, tmp_path):  # noqa: 
     assert res.returncode == 0, res.stderr
     assert not warnings(res)  # the security configs are known, none is "supplied but isn't a known config"
     assert [r["offset"] for r in json_rows(res)] == [0, 1]
+
+
+# ----------------------------------------------------------------------------- several in flight
+
+
+@pytest.mark.parametrize("in_flight, idempotent", [(5, True), (1, True), (5, False)])
+def test_requests_in_flight_and_a_lost_answer(proxied, in_flight, idempotent):  # noqa: F811
+    """max.in.flight.requests.per.connection requests written back to back (the proxy sees them
+    unanswered together); the first answer is lost and the connection closed, so the requests
+    behind it are unanswered too: sent again, the idempotent producer's batches are each appended
+    once, in order (the broker answers a resent batch from its last five); without idempotence
+    the same fault appends batches twice (the control)."""
+    b, proxy = proxied
+    lines = [b"r%03d" % i for i in range(100)]
+    proxy.armed = 1
+    res = produce(
+        _Via(b.client_bootstrap), "--topic", "inflight", "--batch-size", 150, "--json",
+        "--producer-property", f"max.in.flight.requests.per.connection={in_flight}",
+        "--producer-property", f"enable.idempotence={str(idempotent).lower()}",
+        stdin=b"\n".join(lines) + b"\n",
+    )  # fmt: skip
+    assert proxy.dropped == 1 and res.returncode == 0, res.stderr
+    assert proxy.max_outstanding == 1 if in_flight == 1 else proxy.max_outstanding >= 2
+    values = [r[3] for r in consume(_Via(b.bootstrap), "inflight", len(lines), partitions=1)]
+    if idempotent:
+        assert values == lines
+        assert [r["offset"] for r in json_rows(res)] == list(range(len(lines)))
+    else:
+        assert len(values) > len(lines) and sorted(set(values)) == lines
 
 
 # ----------------------------------------------------------------------------- KIP-360
