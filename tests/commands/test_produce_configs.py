@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -393,3 +394,75 @@ def test_lost_acknowledged_batches_bump_the_epoch(tmp_path):
         (first[0].producer_id, epoch, 5),
         (first[0].producer_id, epoch + 1, 0),  # the bump: same producer id, sequence 0
     ]
+
+
+def _line(stream, timeout: float = 30.0) -> bytes:
+    """One line of a child's pipe, waiting at most ``timeout`` seconds."""
+    import os
+    import select
+
+    buf = b""
+    deadline = time.monotonic() + timeout
+    while not buf.endswith(b"\n"):
+        left = deadline - time.monotonic()
+        assert left > 0 and select.select([stream], [], [], left)[0], f"no line within {timeout}s: {buf!r}"
+        chunk = os.read(stream.fileno(), 1)
+        assert chunk, f"the stream ended: {buf!r}"
+        buf += chunk
+    return buf
+
+
+def test_a_newer_epoch_of_its_producer_id_fails_a_batch_and_is_passed(broker):
+    """Another writer appends with the producer's id at a higher epoch (a zombie's mirror image):
+    the broker answers the producer's next batch INVALID_PRODUCER_EPOCH, a failed batch (Kafka's
+    InvalidProducerEpochException, not retried) named by its lines; the producer bumps its epoch,
+    meets OUT_OF_ORDER_SEQUENCE_NUMBER there (the other writer's sequence 0 is taken), bumps again
+    and goes on at sequence 0 of the epoch after."""
+    from kafkatool.assign.kafka_client import KafkaAdmin
+    from kafkatool.formats.records import SimpleRecord, build_record_batch
+    from kafkatool.protocol.apis import API_BY_KEY
+    from kafkatool.protocol.generated.produce_request import PartitionProduceData, TopicProduceData
+
+    create(broker, "fenced", 1)
+    cmd = [sys.executable, "-m", "kafkatool", "produce", "--bootstrap-server", broker.bootstrap,
+           "--topic", "fenced", "--timeout", "30", "--json"]  # fmt: skip
+    proc = subprocess.Popen(
+        cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO
+    )
+    try:
+        proc.stdin.write(b"first 0\nfirst 1\n")
+        proc.stdin.flush()
+        assert [json.loads(_line(proc.stdout))["offset"] for _ in range(2)] == [0, 1]
+        [mine] = batches(broker, "fenced")
+        other = build_record_batch(
+            [SimpleRecord(b"other", None, (), int(time.time() * 1000))],
+            producer_id=mine.producer_id,
+            producer_epoch=mine.producer_epoch + 1,
+            base_sequence=0,
+        )
+        req = API_BY_KEY[0].request(
+            transactional_id=None, acks=-1, timeout_ms=5000,
+            topic_data=[TopicProduceData(name="fenced", partition_data=[PartitionProduceData(index=0, records=other)])],
+        )  # fmt: skip
+        with KafkaAdmin(broker.bootstrap) as admin:
+            [answer] = admin.request(0, req).responses[0].partition_responses
+        assert (answer.error_code, answer.base_offset) == (0, 2)
+        proc.stdin.write(b"second 0\nsecond 1\n")
+        proc.stdin.flush()
+        errors = [_line(proc.stderr).decode() for _ in range(2)]
+        assert [e.split(":")[2].strip() for e in errors] == ["line 3", "line 4"], errors
+        assert all("INVALID_PRODUCER_EPOCH" in e for e in errors), errors
+        proc.stdin.write(b"third 0\nthird 1\n")
+        proc.stdin.close()
+        assert proc.wait(60) == 1  # some records failed
+        rows = [json.loads(x) for x in proc.stdout.read().splitlines()]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert [(r["line"], r["offset"]) for r in rows] == [(5, 3), (6, 4)]
+    got = [(x.producer_id, x.producer_epoch, x.base_sequence, x.count) for x in batches(broker, "fenced")]
+    pid, epoch = mine.producer_id, mine.producer_epoch
+    assert got == [(pid, epoch, 0, 2), (pid, epoch + 1, 0, 1), (pid, epoch + 2, 0, 2)]
+    values = [r[3] for r in consume(broker, "fenced", 5, partitions=1)]
+    assert values == [b"first 0", b"first 1", b"other", b"third 0", b"third 1"]
