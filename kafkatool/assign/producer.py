@@ -140,8 +140,8 @@ class _Sequences:
 def idempotent_retry(
     code: int, *, log_start_offset: int, sequence_reset: bool, base_sequence: int, last_acked_sequence: int
 ) -> tuple[bool, bool]:
-    """TransactionManager.canRetry for an idempotent producer whose partition has one batch in
-    flight (so no unresolved sequences): (retry the batch, bump the epoch first).
+    """TransactionManager.canRetry for an idempotent producer (no unresolved sequences here: every
+    answer of a round is handled before the next is sent): (retry the batch, bump the epoch first).
 
     UNKNOWN_PRODUCER_ID (a broker before KIP-360 lost the producer's state): retried, after an epoch
     bump unless the answer has no log start offset yet or the batch's sequence was already reset.
