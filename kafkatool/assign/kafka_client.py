@@ -102,6 +102,11 @@ def use_client_security(security) -> None:
     _client_security = security
 
 
+def client_security():
+    """The security set by use_client_security (None: PLAINTEXT)."""
+    return _client_security
+
+
 class Connection:
     """One socket to one broker, with the API versions it advertised."""
 
@@ -170,7 +175,11 @@ class Connection:
         return self._correlation
 
     def _roundtrip(self, api_key: int, version: int, body: Message) -> Message:
-        corr = self._send(api_key, version, body)
+        return self._receive(api_key, version, self._send(api_key, version, body))
+
+    def _receive(self, api_key: int, version: int, corr: int) -> Message:
+        """The next response on the connection, which must answer request ``corr`` (a broker
+        answers a connection's requests in order)."""
         (size,) = _SIZE.unpack(self._recv_exact(4))
         if size < 4:
             raise KafkaAdminError(f"{self.address}: response frame of {size} bytes")
@@ -240,6 +249,16 @@ class Connection:
     def send_only(self, api_key: int, body: Message, version: int | None = None) -> None:
         """A request the broker does not answer (Produce with acks=0)."""
         self._send(api_key, self.version_for(api_key) if version is None else version, body)
+
+    def send_request(self, api_key: int, body: Message) -> tuple[int, int, int]:
+        """Write a request without waiting for its answer (several in flight on the connection,
+        the producer's max.in.flight.requests.per.connection); :meth:`receive` reads the answers
+        in the order the requests were written."""
+        version = self.version_for(api_key)
+        return api_key, version, self._send(api_key, version, body)
+
+    def receive(self, pending: tuple[int, int, int]) -> Message:
+        return self._receive(*pending)
 
 
 @dataclass

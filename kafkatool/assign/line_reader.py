@@ -35,13 +35,31 @@ DEFAULTS = {
 }
 
 
-def check_properties(props: dict[str, str]) -> dict[str, str]:
-    """The --property names LineMessageReader takes; another is refused: kafkatool has no
-    --line-reader, so it can only be a typo (Kafka passes it to a custom reader)."""
+#: the names Kafka gives LineMessageReader: 3.7's (ConsoleProducer's --line-reader default,
+#: classOf[LineMessageReader].getName) and 4.0's (org.apache.kafka.tools, after ConsoleProducer
+#: moved to the tools module)
+READER_CLASSES = ("kafka.tools.ConsoleProducer$LineMessageReader", "org.apache.kafka.tools.LineMessageReader")
+
+
+def check_reader_class(name: str) -> None:
+    """--line-reader: LineMessageReader by one of its class names; another reader class is Java
+    code kafkatool cannot run."""
+    if name.strip() not in READER_CLASSES:
+        raise LineReaderError(
+            f"--line-reader {name}: kafkatool reads lines with LineMessageReader only ("
+            + " or ".join(READER_CLASSES)
+            + ")"
+        )
+
+
+def check_properties(props: dict[str, str], where: str = "--property") -> dict[str, str]:
+    """The property names LineMessageReader takes (``where``: --property or the --reader-config
+    file); another is refused: kafkatool runs no other reader, so it can only be a typo (Kafka
+    hands it to a custom reader)."""
     for key in props:
         if key not in DEFAULTS:
             raise LineReaderError(
-                f"--property {key}={props[key]!r}: unknown property {key!r} (LineMessageReader takes "
+                f"{where} {key}={props[key]!r}: unknown property {key!r} (LineMessageReader takes "
                 + ", ".join(DEFAULTS)
                 + ")"
             )

@@ -9,16 +9,29 @@
   is left out: one client thread has no queues to weigh).
 - Batches: one open batch per partition, sent when it reaches batch.size, when linger.ms passed
   since its first record, or at the end of the input; each request carries at most one batch per
-  partition of its leader, up to max.request.size, one request in flight per broker, so a
-  partition's records are appended in input order even across retries.
+  partition of its leader, up to max.request.size. Up to max.in.flight.requests.per.connection
+  requests (5) are written to a leader back to back before their answers are read, the n-th with
+  each partition's n-th batch, and every answer is handled before the next round; a batch sent
+  before goes alone until it is answered (RecordAccumulator.shouldStopDrainBatchesForPartition),
+  so with idempotence a partition's records are appended in input order even across retries
+  (without it, as in Kafka, a retried batch may land after a later one).
 - Retries: a retriable partition error (NOT_LEADER_OR_FOLLOWER, a leader moving ...) or a lost
   connection refreshes the metadata and sends the batch again to the partition's leader then,
-  retry.backoff.ms apart (doubling up to 1 s, as Kafka 3.7's producer), at most ``retries`` times
-  for error answers; a broker that cannot be reached is waited for up to delivery.timeout.ms.
-  MESSAGE_TOO_LARGE for a batch of several records splits it (Sender's splitAndReenqueue).
+  retry.backoff.ms apart (doubling up to retry.backoff.max.ms, as Kafka 3.7's producer), at most
+  ``retries`` times for error answers; a broker that cannot be reached is waited for up to
+  delivery.timeout.ms. MESSAGE_TOO_LARGE for a batch of several records splits it (Sender's
+  splitAndReenqueue).
 - Idempotence: InitProducerId, then sequence numbers per partition; a batch sent again keeps its
   bytes and sequence, so the broker's producer state answers a retry of an appended batch with the
-  original offsets (never a second copy).
+  original offsets (never a second copy). KIP-360's recovery as TransactionManager runs it for an
+  idempotent producer: OUT_OF_ORDER_SEQUENCE_NUMBER for the batch after the last acknowledged one
+  (the broker lost acknowledged batches: a truncated log, an unclean election) or
+  UNKNOWN_PRODUCER_ID (a broker before 2.5 lost the producer) bumps the epoch (by the producer
+  itself, a new producer id at epoch 32767), the partition's batch starts again at sequence 0
+  and is sent again; a batch that fails or is given up on bumps it too, so the next batch is
+  never out of order; every other partition starts at sequence 0 of the new epoch with its next
+  batch. PRODUCER_FENCED and CLUSTER_AUTHORIZATION_FAILED are fatal (every later record fails),
+  INVALID_PRODUCER_EPOCH fails the batch (Kafka's InvalidProducerEpochException) and bumps.
 """
 
 from __future__ import annotations
@@ -29,6 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kafkatool.assign.kafka_client import KafkaAdmin, KafkaAdminError, describe_error, error_name
+from kafkatool.assign.producer_config import INT_MAX, ProducerSettings
 from kafkatool.formats import compression
 from kafkatool.formats.records import (
     RECORD_BATCH_OVERHEAD,
@@ -41,11 +55,6 @@ from kafkatool.protocol.apis import API_BY_KEY
 from kafkatool.protocol.errors import ErrorCode, is_retriable
 
 PRODUCE, INIT_PRODUCER_ID = 0, 22
-#: Kafka 3.7 producer defaults the console producer does not change
-MAX_REQUEST_SIZE = 1048576
-DELIVERY_TIMEOUT_MS = 120000
-TRANSACTION_TIMEOUT_MS = 60000
-RETRY_BACKOFF_MAX_MS = 1000
 
 
 class ProducerError(KafkaAdminError):
@@ -111,6 +120,48 @@ class _Batch:
     base_sequence: int = -1
     data: bytes | None = None
     not_before: float = 0.0
+    #: its sequence was given again from 0 by an epoch bump (ProducerBatch.sequenceHasBeenReset)
+    sequence_reset: bool = False
+    #: the producer id and epoch it was encoded with
+    producer: tuple[int, int] = (-1, -1)
+
+
+@dataclass
+class _Sequences:
+    """TxnPartitionEntry: the producer id and epoch a partition's sequences belong to, the next
+    one and the last acknowledged."""
+
+    producer_id: int = -1
+    producer_epoch: int = -1
+    next_sequence: int = 0
+    last_acked_sequence: int = -1
+
+
+def idempotent_retry(
+    code: int, *, log_start_offset: int, sequence_reset: bool, base_sequence: int, last_acked_sequence: int
+) -> tuple[bool, bool]:
+    """TransactionManager.canRetry for an idempotent producer (no unresolved sequences here: every
+    answer of a round is handled before the next is sent): (retry the batch, bump the epoch first).
+
+    UNKNOWN_PRODUCER_ID (a broker before KIP-360 lost the producer's state): retried, after an epoch
+    bump unless the answer has no log start offset yet or the batch's sequence was already reset.
+    OUT_OF_ORDER_SEQUENCE_NUMBER for the batch right after the last acknowledged one (a gap in the
+    broker's log: data lost by truncation or an unclean election): bump, then retried from sequence
+    0; for any other batch retried as it is. Anything else: retried if retriable."""
+    if code == ErrorCode.UNKNOWN_PRODUCER_ID:
+        if log_start_offset == -1 or sequence_reset:
+            return True, False
+        return True, True
+    if code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
+        if sequence_reset or base_sequence - last_acked_sequence != 1:
+            return True, False
+        return True, True
+    return is_retriable(code), False
+
+
+#: errors after which Kafka's idempotent producer refuses every further send
+#: (TransactionManager.maybeTransitionToErrorState)
+FATAL = {ErrorCode.PRODUCER_FENCED, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, ErrorCode.UNSUPPORTED_VERSION}
 
 
 class Producer:
@@ -120,28 +171,26 @@ class Producer:
         self,
         admin: KafkaAdmin,
         topic: str,
+        settings: ProducerSettings,
         *,
-        acks: int,
-        codec: int,
-        batch_size: int,
-        linger_ms: int,
-        request_timeout_ms: int,
-        retries: int,
-        retry_backoff_ms: int,
-        idempotence: bool,
         partition: int | None,
         on_outcome: Callable[[Outcome], None],
+        sync: bool = False,
     ):
         self.admin = admin
         self.topic = topic
-        self.acks = acks
-        self.codec = codec
-        self.batch_size = max(1, batch_size)
-        self.linger = linger_ms / 1000
-        self.request_timeout_ms = request_timeout_ms
-        self.retries = retries
-        self.retry_backoff = retry_backoff_ms / 1000
-        self.idempotence = idempotence
+        self.settings = settings
+        self.acks = settings.acks
+        self.codec = settings.codec
+        self.batch_size = max(1, settings.batch_size)
+        self.linger = 0.0 if sync else settings.linger_ms / 1000
+        self.retries = settings.retries
+        self.retry_backoff = settings.retry_backoff_ms / 1000
+        self.retry_backoff_max = max(settings.retry_backoff_max_ms, 0) / 1000
+        self.delivery_timeout = settings.delivery_timeout_ms / 1000
+        self.max_request_size = settings.max_request_size
+        self.max_in_flight = max(1, settings.max_in_flight)
+        self.idempotence = settings.idempotence
         self.fixed_partition = partition
         self.on_outcome = on_outcome
         self.producer_id, self.producer_epoch = -1, -1
@@ -149,10 +198,21 @@ class Producer:
         self.partitions = 0
         self.open: dict[int, _Batch] = {}
         self.ready: dict[int, list[_Batch]] = {}  # closed batches per partition, in order
-        self.sequences: dict[int, int] = {}
+        self.sequences: dict[int, _Sequences] = {}
+        self._bump_partitions: set[int] = set()
+        #: epoch bumps made (KIP-360), for the summary and the tests
+        self.epoch_bumps = 0
+        #: the error after which nothing more is sent (a fenced producer ...), None while fine
+        self.fatal: str | None = None
         self._sticky: int | None = None
         self._sticky_bytes = 0
         self.sent_bytes = 0
+
+    def _backoff(self, attempts: int) -> float:
+        """ExponentialBackoff(retry.backoff.ms, 2, retry.backoff.max.ms) without its jitter."""
+        return min(
+            self.retry_backoff * (2 ** min(attempts, 30)), max(self.retry_backoff_max, self.retry_backoff)
+        )
 
     # -- set-up ------------------------------------------------------------------------------
 
@@ -170,7 +230,7 @@ class Producer:
 
     def refresh(self, wait_s: float = 0.0, first: bool = False) -> None:
         deadline = time.monotonic() + wait_s
-        backoff = self.retry_backoff
+        attempts = 0
         while True:
             try:
                 meta = self.admin.metadata([self.topic], auto_create=True)
@@ -178,8 +238,8 @@ class Producer:
                 self.admin.close()
                 if first or time.monotonic() >= deadline:
                     raise  # an unreachable cluster at the start: one line, at once
-                time.sleep(min(backoff, max(0.0, deadline - time.monotonic())))
-                backoff = min(backoff * 2, RETRY_BACKOFF_MAX_MS / 1000)
+                time.sleep(min(self._backoff(attempts), max(0.0, deadline - time.monotonic())))
+                attempts += 1
                 continue
             code = meta.topic_errors.get(self.topic)
             parts = meta.topics.get(self.topic)
@@ -193,16 +253,19 @@ class Producer:
                     reason = describe_error(code) if code else "no partitions"
                     raise ProducerError(f"Topic {self.topic} not present in metadata ({reason})", code)
                 return
-            time.sleep(min(backoff, max(0.0, deadline - time.monotonic())))
-            backoff = min(backoff * 2, RETRY_BACKOFF_MAX_MS / 1000)
+            time.sleep(min(self._backoff(attempts), max(0.0, deadline - time.monotonic())))
+            attempts += 1
 
     def _init_producer_id(self) -> None:
+        """InitProducerId for an idempotent producer (no transactional id; Kafka's transaction
+        timeout Integer.MAX_VALUE, which the broker ignores without one)."""
         info = API_BY_KEY[INIT_PRODUCER_ID]
-        deadline = time.monotonic() + DELIVERY_TIMEOUT_MS / 1000
+        deadline = time.monotonic() + self.delivery_timeout
+        attempts = 0
         while True:
             req = info.request(
                 transactional_id=None,
-                transaction_timeout_ms=TRANSACTION_TIMEOUT_MS,
+                transaction_timeout_ms=INT_MAX,
                 producer_id=-1,
                 producer_epoch=-1,
             )
@@ -210,17 +273,20 @@ class Producer:
             if resp.error_code == 0:
                 self.producer_id, self.producer_epoch = resp.producer_id, resp.producer_epoch
                 return
-            retriable = is_retriable(resp.error_code)
-            if not retriable or time.monotonic() >= deadline:
-                raise ProducerError(f"InitProducerId: {describe_error(resp.error_code)}", resp.error_code)
-            time.sleep(self.retry_backoff)
+            code = resp.error_code
+            if code in (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED):
+                code = ErrorCode.PRODUCER_FENCED  # InitProducerIdHandler: both are a fence
+            if not is_retriable(code) or time.monotonic() >= deadline:
+                raise ProducerError(f"InitProducerId: {describe_error(code)}", code)
+            time.sleep(self._backoff(attempts))
+            attempts += 1
 
     # -- accumulate ----------------------------------------------------------------------------
 
     def _choose(self, key: bytes | None, size: int) -> int:
         if self.fixed_partition is not None:
             return self.fixed_partition
-        if key is not None:
+        if key is not None and not self.settings.ignore_keys:
             return partition_for_key(key, self.partitions)
         if self._sticky is None or self._sticky_bytes >= self.batch_size:
             available = [p for p, leader in self.leaders.items() if leader >= 0] or list(self.leaders)
@@ -236,13 +302,17 @@ class Producer:
         record.timestamp = int(time.time() * 1000)
         size = len(encode_record_v2(0, 0, record.key, record.value, record.headers))
         partition = self._choose(record.key, size)
-        if size + RECORD_BATCH_OVERHEAD > MAX_REQUEST_SIZE:
+        if self.fatal is not None:
+            # KafkaProducer.send after a fatal error: refused at once
+            self.on_outcome(Outcome(number, partition, error=self.fatal))
+            return partition
+        if size + RECORD_BATCH_OVERHEAD > self.max_request_size:
             self.on_outcome(
                 Outcome(
                     number,
                     partition,
                     error=f"RecordTooLargeException: The message is {size + RECORD_BATCH_OVERHEAD} bytes when "
-                    f"serialized which is larger than {MAX_REQUEST_SIZE}, which is the value of the "
+                    f"serialized which is larger than {self.max_request_size}, which is the value of the "
                     "max.request.size configuration.",
                 )
             )
@@ -284,6 +354,9 @@ class Producer:
             if flush or now >= b.created + self.linger:
                 self._close(p)
         while any(self.ready.values()):
+            if self.fatal is not None:
+                self._fail_all()
+                return
             self._send_round()
             if not flush:
                 # what is left is waiting for a retry's backoff or a leader: sent on the next call
@@ -292,11 +365,15 @@ class Producer:
                     return
 
     def _send_round(self) -> None:
+        """One round: to each leader up to max.in.flight.requests.per.connection Produce requests
+        written back to back, the n-th carrying the n-th sendable batch of each of its partitions,
+        then their answers read in order; every answer is handled before the next round."""
+        self._maybe_bump_epoch()
         now = time.monotonic()
         wait = [q[0].not_before for q in self.ready.values() if q]
         if wait and min(wait) > now:
             time.sleep(min(wait) - now)
-        by_leader: dict[int, list[_Batch]] = {}
+        layers: dict[int, list[list[_Batch]]] = {}
         no_leader = False
         for p, queue in sorted(self.ready.items()):
             if not queue or queue[0].not_before > time.monotonic():
@@ -306,41 +383,111 @@ class Producer:
                 self._retry(queue[0], describe_error(ErrorCode.LEADER_NOT_AVAILABLE), counts=False)
                 no_leader = True
                 continue
-            by_leader.setdefault(leader, []).append(queue[0])
+            if queue[0].data is not None:
+                # a batch sent before goes alone until it is answered
+                # (RecordAccumulator.shouldStopDrainBatchesForPartition): no batch after it can
+                # be appended before it
+                take = queue[:1]
+            else:
+                take = []
+                for b in queue[: self.max_in_flight]:
+                    if b.data is not None:
+                        break
+                    take.append(b)
+            rows = layers.setdefault(leader, [])
+            for n, b in enumerate(take):
+                if len(rows) <= n:
+                    rows.append([])
+                rows[n].append(b)
         if no_leader:
             self._refresh_quietly()
-        for leader, batches in sorted(by_leader.items()):
-            request, size = [], 0
-            for b in batches:
-                data = self._encode(b)
-                if request and size + len(data) > MAX_REQUEST_SIZE:
-                    continue  # the next round
-                request.append(b)
-                size += len(data)
-            self._send(leader, request)
+        for leader, rows in sorted(layers.items()):
+            requests, deferred = [], set()
+            for row in rows:
+                request, size = [], 0
+                for b in row:
+                    if b.partition in deferred:
+                        continue
+                    data = self._encode(b)
+                    if request and size + len(data) > self.max_request_size:
+                        deferred.add(b.partition)  # this one and the partition's later ones: next round
+                        continue
+                    request.append(b)
+                    size += len(data)
+                if request:
+                    requests.append(request)
+            self._send(leader, requests)
+
+    # -- producer id, epoch and sequences (TransactionManager's part for an idempotent producer) --
+
+    def _sequences(self, partition: int) -> _Sequences:
+        st = self.sequences.get(partition)
+        if st is None or (st.producer_id, st.producer_epoch) != (self.producer_id, self.producer_epoch):
+            # maybeUpdateProducerIdAndEpoch: a partition's first batch after a new id or epoch
+            # starts at sequence 0 (called for a batch to encode, when the partition has no
+            # batch sent and unanswered: those go first, alone)
+            st = self.sequences[partition] = _Sequences(self.producer_id, self.producer_epoch)
+        return st
+
+    def _batch_sequences(self, b: _Batch) -> _Sequences | None:
+        """The sequences of a sent batch's partition, if they still belong to the batch's producer
+        id and epoch (a batch sent before an epoch bump keeps its own: it may have been appended)."""
+        st = self.sequences.get(b.partition)
+        if st is None or (st.producer_id, st.producer_epoch) != b.producer:
+            return None
+        return st
+
+    def _maybe_bump_epoch(self) -> None:
+        """bumpIdempotentEpochAndResetIdIfNeeded: the epoch of an idempotent producer is bumped by
+        the producer itself (the broker takes a higher epoch starting at sequence 0); at 32767 a new
+        producer id is asked for. The partitions that asked for it have the sequences of their
+        batch in flight started again from 0 (startSequencesAtBeginning)."""
+        if not self._bump_partitions:
+            return
+        if self.producer_epoch >= 32767:
+            self.producer_id, self.producer_epoch = -1, -1
+            self._init_producer_id()
+        else:
+            self.producer_epoch += 1
+        self.epoch_bumps += 1
+        for p in sorted(self._bump_partitions):
+            self._sequences(p)  # the new epoch: from sequence 0
+            for b in self.ready.get(p) or []:
+                if b.data is None:
+                    break  # the rest get their sequences when they are sent
+                b.data = None
+                self._encode(b)
+                b.sequence_reset = True
+        self._bump_partitions.clear()
 
     def _encode(self, b: _Batch) -> bytes:
+        """The batch's bytes; a batch encoded the first time takes the partition's next sequence
+        (RecordAccumulator.drain's setProducerState)."""
         if b.data is None:
             if self.idempotence:
-                seq = self.sequences.get(b.partition, 0)
-                b.base_sequence = seq
-                self.sequences[b.partition] = increment_sequence(seq, len(b.records))
-            b.data = build_record_batch(
-                [r.record for r in b.records],
-                codec=self.codec,
-                producer_id=self.producer_id,
-                producer_epoch=self.producer_epoch,
-                base_sequence=b.base_sequence,
-            )
+                st = self._sequences(b.partition)
+                b.base_sequence = st.next_sequence
+                st.next_sequence = increment_sequence(st.next_sequence, len(b.records))
+            self._build(b, (self.producer_id, self.producer_epoch))
         return b.data
 
-    def _send(self, leader: int, batches: list[_Batch]) -> None:
+    def _build(self, b: _Batch, producer: tuple[int, int]) -> None:
+        b.producer = producer
+        b.data = build_record_batch(
+            [r.record for r in b.records],
+            codec=self.codec,
+            producer_id=producer[0],
+            producer_epoch=producer[1],
+            base_sequence=b.base_sequence,
+        )
+
+    def _request(self, batches: list[_Batch]):
         from kafkatool.protocol.generated.produce_request import PartitionProduceData, TopicProduceData
 
-        req = API_BY_KEY[PRODUCE].request(
+        return API_BY_KEY[PRODUCE].request(
             transactional_id=None,
             acks=self.acks,
-            timeout_ms=self.request_timeout_ms,
+            timeout_ms=self.settings.request_timeout_ms,
             topic_data=[
                 TopicProduceData(
                     name=self.topic,
@@ -348,47 +495,89 @@ class Producer:
                 )
             ],
         )
+
+    def _send(self, leader: int, requests: list[list[_Batch]]) -> None:
+        """Write ``requests`` to the leader back to back, then read and handle their answers."""
+        answered = 0
         try:
             conn = self.admin.node(leader)
             if self.acks == 0:
-                conn.send_only(PRODUCE, req)
-                resp = None
+                for batches in requests:
+                    conn.send_only(PRODUCE, self._request(batches))
+                pending = [None] * len(requests)
             else:
-                resp = conn.request(PRODUCE, req)
+                pending = [conn.send_request(PRODUCE, self._request(batches)) for batches in requests]
+            refresh = False
+            for batches, sent in zip(requests, pending, strict=True):
+                resp = conn.receive(sent) if sent is not None else None
+                answered += 1
+                refresh |= self._answers(leader, batches, resp)
         except KafkaAdminError as exc:
-            # lost or no connection: the answer is unknown; sent again (idempotence keeps a
-            # batch that was appended from being appended twice)
+            # lost or no connection: the answers not read are unknown; those batches are sent
+            # again with their bytes and sequences (idempotence keeps a batch that was appended
+            # from being appended twice: the broker remembers a producer's last 5 batches)
             self.admin.close()
-            for b in batches:
-                self._retry(b, str(exc), counts=False)
+            for batches in requests[answered:]:
+                for b in batches:
+                    self._retry(b, str(exc), counts=False)
+            refresh = True
+        if refresh:
             self._refresh_quietly()
-            return
-        answers = {}
-        if resp is not None:
-            for t in resp.responses:
-                for p in t.partition_responses:
-                    if t.name == self.topic:
-                        answers[p.index] = p
-        for b in batches:
-            if resp is None:
+
+    def _answers(self, leader: int, batches: list[_Batch], resp) -> bool:
+        """One request's answer for each of its batches; True if the metadata should be refreshed."""
+        if resp is None:  # acks=0
+            for b in batches:
                 self._done(b, -1, -1)
-                continue
+            return False
+        answers = {}
+        for t in resp.responses:
+            for p in t.partition_responses:
+                if t.name == self.topic:
+                    answers[p.index] = p
+        refresh = False
+        for b in batches:
             p = answers.get(b.partition)
             if p is None:
                 self._fail(b, f"the response from broker {leader} has no result for partition {b.partition}")
-            elif p.error_code == 0:
-                self._done(b, p.base_offset, p.log_append_time_ms)
-            elif p.error_code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
-                self._done(b, -1, -1)  # Kafka's producer: appended before, offset unknown
-            elif p.error_code == ErrorCode.MESSAGE_TOO_LARGE and len(b.records) > 1:
-                self._split(b)
-            elif is_retriable(p.error_code):
-                self._retry(b, describe_error(p.error_code, p.error_message), counts=True)
-                self._refresh_quietly()
             else:
-                self._fail(
-                    b, describe_error(p.error_code, p.error_message), p.record_errors or [], p.error_code
+                refresh |= self._answer(b, p)
+        return refresh
+
+    def _answer(self, b: _Batch, p) -> bool:
+        """Sender.completeBatch for one partition's answer; True if the metadata should be
+        refreshed."""
+        code = p.error_code
+        if code == 0:
+            self._done(b, p.base_offset, p.log_append_time_ms)
+            return False
+        if code == ErrorCode.MESSAGE_TOO_LARGE and len(b.records) > 1:
+            self._split(b)
+            return False
+        why = describe_error(code, p.error_message)
+        retry, bump = False, False
+        if time.monotonic() - b.created <= self.delivery_timeout and b.attempts < self.retries:
+            if self.idempotence:
+                st = self._batch_sequences(b)
+                retry, bump = idempotent_retry(
+                    code,
+                    log_start_offset=p.log_start_offset,
+                    sequence_reset=b.sequence_reset,
+                    base_sequence=b.base_sequence,
+                    last_acked_sequence=st.last_acked_sequence if st is not None else -1,
                 )
+            else:
+                retry = is_retriable(code)
+        if retry:
+            if bump:
+                self._bump_partitions.add(b.partition)
+            self._retry(b, why, counts=True)
+            return is_retriable(code)
+        if code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
+            self._done(b, -1, -1)  # Kafka's producer: appended before, offset unknown
+            return False
+        self._fail(b, why, p.record_errors or [], code)
+        return False
 
     def _refresh_quietly(self) -> None:
         try:
@@ -400,19 +589,29 @@ class Producer:
         now = time.monotonic()
         if counts:
             b.attempts += 1
-        if (counts and b.attempts > self.retries) or now - b.created > DELIVERY_TIMEOUT_MS / 1000:
+        if (counts and b.attempts > self.retries) or now - b.created > self.delivery_timeout:
             self._fail(b, why)
             return
-        b.not_before = now + min(self.retry_backoff * (2 ** min(b.attempts, 10)), RETRY_BACKOFF_MAX_MS / 1000)
+        b.not_before = now + self._backoff(b.attempts)
 
     def _pop(self, b: _Batch) -> None:
         queue = self.ready.get(b.partition, [])
-        if queue and queue[0] is b:
-            queue.pop(0)
+        for i, x in enumerate(queue):
+            if x is b:
+                del queue[i]
+                return
 
     def _done(self, b: _Batch, base_offset: int, log_append_time: int) -> None:
         self._pop(b)
         self.sent_bytes += len(b.data)
+        if self.idempotence and b.base_sequence >= 0:
+            # handleCompletedBatch: the partition's last acknowledged sequence
+            st = self._batch_sequences(b)
+            if st is not None:
+                last = increment_sequence(b.base_sequence, len(b.records) - 1)
+                st.last_acked_sequence = (
+                    last if st.last_acked_sequence < 0 else max(st.last_acked_sequence, last)
+                )
         for i, r in enumerate(b.records):
             offset = base_offset + i if base_offset >= 0 else -1
             ts = log_append_time if log_append_time >= 0 else r.record.timestamp
@@ -421,9 +620,18 @@ class Producer:
     def _fail(self, b: _Batch, why: str, record_errors=(), code: int | None = None) -> None:
         self._pop(b)
         named = {e.batch_index: e.batch_index_error_message for e in record_errors}
-        if self.idempotence and b.base_sequence >= 0:
-            # the broker did not append it: the partition's next batch takes its sequence
-            self._resequence(b)
+        if code in FATAL and self.idempotence:
+            self.fatal = why
+        elif self.idempotence and b.base_sequence >= 0:
+            if code == ErrorCode.UNKNOWN_PRODUCER_ID:
+                # handleFailedBatch: the broker has no state for the producer and takes sequence
+                # 0 next (resetSequenceForPartition)
+                self.sequences.pop(b.partition, None)
+            else:
+                # the batch was not appended or its fate is unknown: the partition's sequences
+                # go on from 0 in a new epoch, so a later batch is never out of order
+                # (handleFailedBatch's epoch bump, maybeResolveSequences' for a batch given up on)
+                self._bump_partitions.add(b.partition)
         for i, r in enumerate(b.records):
             text = why
             if named:
@@ -437,23 +645,36 @@ class Producer:
                 )
             self.on_outcome(Outcome(r.number, b.partition, error=text))
 
-    def _resequence(self, failed: _Batch) -> None:
-        # only a partition's first batch is ever encoded (one in flight): the next one is
-        # encoded with the sequence the broker expects now
-        self.sequences[failed.partition] = failed.base_sequence
+    def _fail_all(self) -> None:
+        """After a fatal error: every queued record fails with it."""
+        for p in list(self.open):
+            self._close(p)
+        for queue in self.ready.values():
+            while queue:
+                b = queue[0]
+                self._pop(b)
+                for r in b.records:
+                    self.on_outcome(Outcome(r.number, b.partition, error=self.fatal))
 
     def _split(self, b: _Batch) -> None:
-        """MESSAGE_TOO_LARGE for several records: the batch in halves, in its place, again."""
+        """MESSAGE_TOO_LARGE for several records: the batch in halves, in its place, again
+        (Sender's splitAndReenqueue). With idempotence the halves share the batch's sequences
+        and producer epoch (RecordAccumulator.splitAndReenqueue), so the partition's later batches
+        keep theirs."""
         queue = self.ready[b.partition]
         half = len(b.records) // 2
-        parts = [b.records[:half], b.records[half:]]
-        new = [
-            _Batch(b.partition, rs, RECORD_BATCH_OVERHEAD + sum(r.size for r in rs), b.created, b.attempts)
-            for rs in parts
-        ]
-        queue[0:1] = new
-        if self.idempotence and b.base_sequence >= 0:
-            self.sequences[b.partition] = b.base_sequence
+        new = []
+        for rs in (b.records[:half], b.records[half:]):
+            part = _Batch(
+                b.partition, rs, RECORD_BATCH_OVERHEAD + sum(r.size for r in rs), b.created, b.attempts
+            )
+            if self.idempotence and b.base_sequence >= 0:
+                part.base_sequence = increment_sequence(b.base_sequence, len(new[0].records) if new else 0)
+                part.sequence_reset = b.sequence_reset
+                self._build(part, b.producer)
+            new.append(part)
+        at = next(i for i, x in enumerate(queue) if x is b)
+        queue[at : at + 1] = new
 
 
 CODECS = {name: codec for codec, name in compression.CODEC_NAMES.items()}

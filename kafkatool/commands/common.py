@@ -286,15 +286,16 @@ def apply_exit_contract(app: typer.Typer) -> None:
 
 
 # ----------------------------------------------------------------------------- --property
-def property_args(items: list[str] | None) -> dict[str, str]:
-    """The console tools' ``--property KEY=VALUE`` (repeatable; CommandLineUtils.parseKeyValueArgs:
-    split at the first '=', the value may hold more). An item without '=' is refused (Kafka
-    takes it as an empty value, which silently turns a ``print.key`` into false): one line."""
+def property_args(items: list[str] | None, option: str = "--property") -> dict[str, str]:
+    """The console tools' ``--property KEY=VALUE`` and ``--producer-property`` / ``--consumer-property``
+    (repeatable; CommandLineUtils.parseKeyValueArgs: split at the first '=', the value may hold
+    more). An item without '=' is refused (Kafka takes it as an empty value, which silently turns a
+    ``print.key`` into false): one line naming ``option``."""
     out: dict[str, str] = {}
     for item in items or []:
         k, sep, v = item.partition("=")
         if not sep or not k.strip():
-            raise CommandError(f"--property {item!r}: expected KEY=VALUE")
+            raise CommandError(f"{option} {item!r}: expected KEY=VALUE")
         out[k.strip()] = v
     return out
 

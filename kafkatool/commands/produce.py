@@ -35,32 +35,105 @@ instead of stopping the run).
 
 Partitions: --partition, else Kafka's default partitioner: a keyed record goes to
 murmur2(key) % partitions (Utils.murmur2, the partition Java's and librdkafka's murmur2 partitioners
-choose), an unkeyed one to a sticky partition, chosen at random among those with a leader and kept
-until --batch-size bytes went to it. The producer is idempotent by default when acks is all, as
-Kafka's: InitProducerId, sequence numbers, and a batch sent again after a lost answer is
-recognised by the broker, never appended twice. Retriable errors and leader changes are followed
-(metadata refreshed, --message-send-max-retries times, --retry-backoff-ms apart and doubling up to
-1 s); an unreachable broker is waited for up to 120 s (the producer's delivery.timeout.ms).
+choose), an unkeyed one (every one with partitioner.ignore.keys=true) to a sticky partition, chosen at
+random among those with a leader and kept until batch.size bytes went to it. The producer is
+idempotent by default, as Kafka's: InitProducerId, sequence numbers, and a batch sent again after a
+lost answer is recognised by the broker, never appended twice. When the broker lost acknowledged
+batches (OUT_OF_ORDER_SEQUENCE_NUMBER for the next batch, UNKNOWN_PRODUCER_ID from an old broker) the
+producer bumps its epoch and sends the batch again from sequence 0 (KIP-360), as Kafka's producer
+does; PRODUCER_FENCED ends the run. Retriable errors and leader changes are followed (metadata
+refreshed, retries times, retry.backoff.ms apart and doubling up to retry.backoff.max.ms); an
+unreachable broker is waited for up to delivery.timeout.ms (120 s).
+
+Producer configs as kafka-console-producer.sh merges them: --producer.config FILE, then each
+--producer-property KEY=VALUE over it, then a dedicated option (--request-required-acks, --timeout,
+--batch-size, --request-timeout-ms, --message-send-max-retries, --retry-backoff-ms) when given; an
+option not given only fills in its default where the config is not set. compression.type is always
+--compression-codec's. Kafka's checks and messages: a conflict (enable.idempotence=true with acks
+not all, retries=0 or max.in.flight.requests.per.connection over 5; delivery.timeout.ms below
+linger.ms + request.timeout.ms) or a bad value is one line, exit 2. A config Kafka's producer does
+not know is warned about ("... was supplied but isn't a known config.") and the run goes on, as in
+Kafka; transactional.id, partitioner.class and interceptor.classes are refused. security.protocol,
+ssl.* and sasl.* join --command-config's.
 
 A record the cluster refuses (MESSAGE_TOO_LARGE, INVALID_RECORD with its record error) or a line
 that cannot be parsed is one line on stderr naming its input line; a parse error ends the input
 (what was read before it is sent). At the end a summary line on stderr: records acknowledged,
 their batch bytes, errors. Exit 1 if a record failed, 2 if none could be sent."""
 
-ACKS = {"0": 0, "1": 1, "-1": -1, "all": -1}
+#: ConsoleProducer's dedicated options and the producer configs they set (maybeMergeOptions)
+OPTION_CONFIGS = {
+    "linger_ms": "linger.ms",
+    "acks": "acks",
+    "request_timeout_ms": "request.timeout.ms",
+    "retries": "retries",
+    "retry_backoff_ms": "retry.backoff.ms",
+    "batch_size": "batch.size",
+}
 
 
-def _reader_props(prop: list[str]) -> dict[str, str]:
+def _load_properties(path: Path) -> dict[str, str]:
+    """Utils.loadProps: a Java properties file (ISO-8859-1)."""
+    from kafkatool.formats.properties import parse_properties_text
+
+    with open(path, encoding="latin-1") as f:
+        return parse_properties_text(f.read())
+
+
+def _reader_props(reader_config: Path | None, prop: list[str]) -> dict[str, str]:
+    """ConsoleProducer.getReaderProps: the --reader-config file, --property over it."""
     from kafkatool.assign.line_reader import check_properties
 
-    return check_properties(property_args(prop))
+    props = {}
+    if reader_config is not None:
+        props = check_properties(_load_properties(reader_config), f"--reader-config {reader_config}:")
+    props.update(check_properties(property_args(prop)))
+    return props
+
+
+def _settings(producer_config: Path | None, producer_property: list[str], codec: str, options: dict):
+    """The producer's configs as ConsoleProducer.producerProps merges them and Kafka's producer
+    checks them (assign/producer_config); security configs join --command-config's."""
+    from kafkatool.assign import kafka_client
+    from kafkatool.assign.producer_config import console_producer_props, producer_settings
+
+    notes: list[str] = []
+    file_props = _load_properties(producer_config) if producer_config is not None else {}
+    items = property_args(producer_property, "--producer-property")
+    config_options = {OPTION_CONFIGS[k]: v for k, v in options.items() if k in OPTION_CONFIGS}
+    props = console_producer_props(file_props, items, config_options, codec, notes)
+    if options.get("idempotence") is not None:
+        props["enable.idempotence"] = "true" if options["idempotence"] else "false"
+    settings = producer_settings(props)
+    settings.notes[:0] = notes
+    if settings.security:
+        from kafkatool.broker.config import ConfigError
+        from kafkatool.broker.security.client import ClientSecurity
+
+        given = kafka_client.client_security()
+        merged = {**(given.props if given is not None else {}), **settings.security}
+        try:
+            kafka_client.use_client_security(ClientSecurity(merged))
+        except ConfigError as exc:
+            raise CommandError(f"producer configs: {exc}") from None
+    return settings
 
 
 @handle_errors
 def produce(
     topic: str = typer.Option(..., "--topic", metavar="TOPIC", help="The topic to produce records to."),
-    bootstrap_server: str = typer.Option(
-        ..., "--bootstrap-server", metavar="HOST:PORT[,HOST:PORT]", help="The cluster to write to."
+    bootstrap_server: str | None = typer.Option(
+        None,
+        "--bootstrap-server",
+        metavar="HOST:PORT[,HOST:PORT]",
+        help="The cluster to write to (required).",
+    ),
+    broker_list: str | None = typer.Option(
+        None,
+        "--broker-list",
+        metavar="HOST:PORT[,HOST:PORT]",
+        help="DEPRECATED, use --bootstrap-server instead; ignored if --bootstrap-server is specified "
+        "(kafka-console-producer.sh's).",
     ),
     command_config: str | None = command_config_option(),
     file: Path | None = typer.Option(
@@ -73,40 +146,80 @@ def produce(
         help="A LineMessageReader property (repeatable): parse.key, key.separator, parse.headers, "
         "headers.delimiter, headers.separator, headers.key.separator, null.marker, ignore.error.",
     ),
+    reader_config: Path | None = typer.Option(
+        None,
+        "--reader-config",
+        metavar="FILE",
+        help="LineMessageReader properties from a file; --property takes precedence over it.",
+    ),
+    line_reader: str | None = typer.Option(
+        None,
+        "--line-reader",
+        metavar="CLASS",
+        help="The reader class: LineMessageReader only (kafka.tools.ConsoleProducer$LineMessageReader, "
+        "Kafka 3.7's default, or org.apache.kafka.tools.LineMessageReader, Kafka 4.0's).",
+    ),
+    producer_property: list[str] = typer.Option(
+        None,
+        "--producer-property",
+        metavar="KEY=VALUE",
+        help="A producer config (repeatable), over --producer.config's: acks, compression.type (replaced "
+        "by --compression-codec, as kafka-console-producer.sh does), linger.ms, batch.size, "
+        "enable.idempotence, retries, retry.backoff.ms, retry.backoff.max.ms, delivery.timeout.ms, "
+        "request.timeout.ms, max.request.size, client.id, max.in.flight.requests.per.connection (requests written before their answers are read, default 5), "
+        "partitioner.ignore.keys; security.protocol, ssl.*, sasl.* as in --command-config.",
+    ),
+    producer_config: Path | None = typer.Option(
+        None,
+        "--producer.config",
+        metavar="FILE",
+        help="Producer configs from a properties file; --producer-property takes precedence over it.",
+    ),
     partition: int | None = typer.Option(
         None, "--partition", metavar="N", help="Write every record to this partition."
     ),
-    acks: str = typer.Option(
-        "-1",
+    acks: str | None = typer.Option(
+        None,
         "--request-required-acks",
         metavar="ACKS",
-        help="The acks of the produce requests: 0, 1, -1 or all (ConsoleProducer's default: -1).",
+        help="The acks of the produce requests: 0, 1, -1 or all (acks; default -1, ConsoleProducer's).",
+        show_default=False,
     ),
     codec: str = typer.Option(
-        "none", "--compression-codec", metavar="CODEC", help="none, gzip, snappy, lz4 or zstd."
+        "none",
+        "--compression-codec",
+        metavar="CODEC",
+        help="none, gzip, snappy, lz4 or zstd (compression.type).",
     ),
-    batch_size: int = typer.Option(
-        16384, "--batch-size", metavar="BYTES", help="Bytes per partition batch (batch.size)."
+    batch_size: int | None = typer.Option(
+        None, "--batch-size", metavar="BYTES", help="Bytes per partition batch (batch.size; default 16384)."
     ),
-    linger_ms: int = typer.Option(
-        1000,
+    linger_ms: int | None = typer.Option(
+        None,
         "--timeout",
         "--linger-ms",
         metavar="MS",
         help="How long a batch waits for more records before it is sent (linger.ms; ConsoleProducer's "
         "--timeout, default 1000).",
     ),
-    request_timeout_ms: int = typer.Option(
-        1500, "--request-timeout-ms", metavar="MS", help="The brokers' ack timeout of a produce request."
+    request_timeout_ms: int | None = typer.Option(
+        None,
+        "--request-timeout-ms",
+        metavar="MS",
+        help="The brokers' ack timeout of a produce request (request.timeout.ms; default 1500).",
     ),
-    retries: int = typer.Option(
-        3,
+    retries: int | None = typer.Option(
+        None,
         "--message-send-max-retries",
         metavar="N",
-        help="Retries of a batch answered with a retriable error.",
+        help="Retries of a batch answered with a retriable error (retries; default 3).",
     ),
-    retry_backoff_ms: int = typer.Option(
-        100, "--retry-backoff-ms", metavar="MS", help="The first wait before a retry (doubles up to 1 s)."
+    retry_backoff_ms: int | None = typer.Option(
+        None,
+        "--retry-backoff-ms",
+        metavar="MS",
+        help="The first wait before a retry (retry.backoff.ms; default 100, doubling up to "
+        "retry.backoff.max.ms, 1000).",
     ),
     sync: bool = typer.Option(
         False, "--sync", help="Send each record alone and wait for its acknowledgement before the next."
@@ -114,7 +227,8 @@ def produce(
     idempotence: bool | None = typer.Option(
         None,
         "--idempotence/--no-idempotence",
-        help="Idempotent producer (enable.idempotence); default: on when acks is all, as Kafka's producer.",
+        help="Idempotent producer (enable.idempotence=true/false); default: on unless acks is not all, "
+        "retries is 0 or max.in.flight.requests.per.connection is over 5, as Kafka's producer.",
         show_default=False,
     ),
     json_out: bool = typer.Option(
@@ -125,33 +239,39 @@ def produce(
 ) -> None:
     """kafka-console-producer.sh / kcat -P: see HELP."""
     from kafkatool.assign.kafka_client import KafkaAdmin
-    from kafkatool.assign.line_reader import LineMessageReader, LineReaderError, LineSource
+    from kafkatool.assign.line_reader import (
+        LineMessageReader,
+        LineReaderError,
+        LineSource,
+        check_reader_class,
+    )
     from kafkatool.assign.producer import CODECS, Outcome, Producer
     from kafkatool.formats.records import SimpleRecord
 
-    reader = LineMessageReader(_reader_props(prop))
-    if acks.strip().lower() not in ACKS:
-        raise CommandError(f"--request-required-acks {acks!r}: expected 0, 1, -1 or all")
-    acks_value = ACKS[acks.strip().lower()]
+    bootstrap = bootstrap_server or broker_list
+    if not bootstrap:
+        raise CommandError("Missing required option(s) [bootstrap-server]")
+    if line_reader is not None:
+        check_reader_class(line_reader)
+    reader = LineMessageReader(_reader_props(reader_config, prop))
     if codec.lower() not in CODECS:
         raise CommandError(f"--compression-codec {codec!r}: expected none, gzip, snappy, lz4 or zstd")
-    for name, value, low in (
-        ("--batch-size", batch_size, 0),
-        ("--timeout", linger_ms, 0),
-        ("--request-timeout-ms", request_timeout_ms, 1),
-        ("--message-send-max-retries", retries, 0),
-        ("--retry-backoff-ms", retry_backoff_ms, 0),
-    ):
-        if value < low:
-            raise CommandError(f"{name} {value}: must be at least {low}")
-    if idempotence is None:
-        idempotence = acks_value == -1
-    elif idempotence and acks_value != -1:
-        raise CommandError(
-            "Must set acks to all in order to use the idempotent producer. Otherwise we cannot guarantee idempotence."
-        )
-    if idempotence and retries == 0:
-        raise CommandError("Must set retries to non-zero when using the idempotent producer.")
+    options = {
+        "linger_ms": linger_ms,
+        "acks": acks,
+        "request_timeout_ms": request_timeout_ms,
+        "retries": retries,
+        "retry_backoff_ms": retry_backoff_ms,
+        "batch_size": batch_size,
+    }
+    settings = _settings(
+        producer_config,
+        producer_property,
+        codec.lower(),
+        {**{k: None if v is None else str(v) for k, v in options.items()}, "idempotence": idempotence},
+    )
+    for note in settings.notes:
+        sys.stderr.write(f"kafkatool: warning: {note}\n")
 
     if file is not None:
         # a pipe (--file <(cmd)) is input as good as a file: only what cannot be read is refused
@@ -196,21 +316,8 @@ def produce(
     producer = None
     interrupted = False
     try:
-        with KafkaAdmin(bootstrap_server, client_id="console-producer") as admin:
-            producer = Producer(
-                admin,
-                topic,
-                acks=acks_value,
-                codec=CODECS[codec.lower()],
-                batch_size=batch_size,
-                linger_ms=0 if sync else linger_ms,
-                request_timeout_ms=request_timeout_ms,
-                retries=retries,
-                retry_backoff_ms=retry_backoff_ms,
-                idempotence=idempotence,
-                partition=partition,
-                on_outcome=on_outcome,
-            )
+        with KafkaAdmin(bootstrap, client_id=settings.client_id) as admin:
+            producer = Producer(admin, topic, settings, partition=partition, on_outcome=on_outcome, sync=sync)
             producer.start()
             source = LineSource(stream)
             try:
@@ -233,6 +340,8 @@ def produce(
                                 source.eof = True  # Kafka's --sync: the first failure ends the run
                                 break
                     producer.send_ready(flush=False)
+                    if producer.fatal is not None:
+                        source.eof = True  # KafkaProducer.send throws after a fatal error: the run ends
                 producer.send_ready(flush=True)
             except KeyboardInterrupt:
                 # Ctrl-C: what was read is still sent, as ConsoleProducer's shutdown hook closes

@@ -379,6 +379,13 @@ def get_offsets(
         False, "--exclude-internal-topics", help="Leave out internal topics (included by default)."
     ),
     bootstrap_server: str | None = _bootstrap(False),
+    broker_list: str | None = typer.Option(
+        None,
+        "--broker-list",
+        metavar="HOST:PORT",
+        help="DEPRECATED, use --bootstrap-server instead; ignored if --bootstrap-server is specified "
+        "(GetOffsetShell's, which takes it without a warning).",
+    ),
     command_config: str | None = command_config_option(),
     log_dir: list[Path] = typer.Option(
         None,
@@ -395,6 +402,8 @@ def get_offsets(
 
     spec = O.parse_time(time_spec)
     flt = O.partition_filter(topic, partitions, topic_partitions)
+    # GetOffsetShell: --bootstrap-server is required unless --broker-list is given, and wins over it
+    bootstrap_server = bootstrap_server or broker_list
     if bool(bootstrap_server) == bool(log_dir):
         raise CommandError("give exactly one of --bootstrap-server and --log-dir")
     if log_dir:

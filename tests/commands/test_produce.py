@@ -320,13 +320,15 @@ def test_bad_input_is_one_line(broker):
 class DroppingProxy:
     """A TCP proxy in front of the broker (which advertises the proxy's port) that, while armed,
     forwards a Produce request and then drops its answer, closing the client's connection: the
-    batch is appended, the producer never hears of it and must send it again."""
+    batch is appended, the producer never hears of it and must send it again. It also records the
+    most Produce requests one connection had unanswered at once (``max_outstanding``)."""
 
     def __init__(self, target_port: int):
         self.port = free_port()
         self.target = target_port
         self.armed = 0
         self.dropped = 0
+        self.max_outstanding = 0
         self.lock = threading.Lock()
         self.server = socket.create_server(("127.0.0.1", self.port))
         self.server.settimeout(0.2)
@@ -352,7 +354,7 @@ class DroppingProxy:
             except OSError:
                 client.close()
                 continue
-            produce_ids: set[int] = set()
+            produce_ids: dict[int, bool] = {}  # correlation id -> answered
             threading.Thread(target=self._up, args=(client, upstream, produce_ids), daemon=True).start()
             threading.Thread(target=self._down, args=(upstream, client, produce_ids), daemon=True).start()
 
@@ -378,7 +380,10 @@ class DroppingProxy:
         for frame in self._frames(client):
             api_key, _v, corr = struct.unpack(">hhi", frame[4:12])
             if api_key == 0:
-                produce_ids.add(corr)
+                with self.lock:
+                    produce_ids[corr] = False
+                    outstanding = sum(1 for answered in produce_ids.values() if not answered)
+                    self.max_outstanding = max(self.max_outstanding, outstanding)
             try:
                 upstream.sendall(frame)
             except OSError:
@@ -390,6 +395,8 @@ class DroppingProxy:
         for frame in self._frames(upstream):
             (corr,) = struct.unpack(">i", frame[4:8])
             with self.lock:
+                if corr in produce_ids:
+                    produce_ids[corr] = True
                 drop = corr in produce_ids and self.armed > 0
                 if drop:
                     self.armed -= 1
