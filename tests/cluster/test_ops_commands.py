@@ -78,13 +78,17 @@ def finish(proc: subprocess.Popen, reader: Lines, timeout: float) -> tuple[int, 
     return rc, proc.stderr.read().decode()
 
 
-def produce_confluent(cluster, topic: str, values: list[bytes], partition: int, **kw) -> None:
+def produce_confluent(cluster, topic: str, values: list[bytes], partition: int, **config) -> None:
+    """``values`` to ``partition`` with librdkafka (idempotent, acks=all), each one acknowledged."""
+    errors = []
     p = confluent_kafka.Producer(
         {"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5}
+        | config
     )
     for v in values:
-        p.produce(topic, v, partition=partition, **kw)
+        p.produce(topic, v, partition=partition, on_delivery=lambda err, _m: err and errors.append(err))
     assert p.flush(60) == 0
+    assert not errors, errors[:3]
 
 
 # ----------------------------------------------------------------------------- produce
@@ -226,6 +230,32 @@ def offsets_of(r) -> dict[tuple[str, int], int]:
     return out
 
 
+def epochs_at(bootstrap: str, topic: str, timestamps: list[int]) -> list[tuple[int, int, int]]:
+    """(error, offset, leader epoch) of ListOffsets v8 at ``bootstrap`` for partition 0."""
+    from kafkatool.protocol.generated import ListOffsetsRequest
+    from kafkatool.protocol.generated.list_offsets_request import ListOffsetsPartition, ListOffsetsTopic
+    from tests.broker.wire import WireClient
+
+    out = []
+    with WireClient(bootstrap) as c:
+        for ts in timestamps:
+            req = ListOffsetsRequest(
+                replica_id=-1,
+                isolation_level=0,
+                topics=[
+                    ListOffsetsTopic(
+                        name=topic,
+                        partitions=[
+                            ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=ts)
+                        ],
+                    )
+                ],
+            )
+            p = c.request(2, 8, req).topics[0].partitions[0]
+            out.append((p.error_code, p.offset, p.leader_epoch))
+    return out
+
+
 def test_get_offsets_asks_the_current_leaders_and_names_an_offline_partition(cluster):
     """Right after partition 0's leader is killed (the metadata still names it until its
     ZooKeeper session expires) `topics get-offsets` answers latest, earliest, max-timestamp and a
@@ -270,6 +300,17 @@ def test_get_offsets_asks_the_current_leaders_and_names_an_offline_partition(clu
         (topic, 0): 3,
         (topic, 1): 0,
     }
+    # the leader epochs the new leader answers (ListOffsets v8): a lookup's is the epoch written in
+    # the batch holding the offset found (UnifiedLog.fetchOffsetByTimestamp), latest the
+    # partition's current epoch
+    now = partition_state(cluster, topic, 0)
+    assert now["leader_epoch"] > states[0]["leader_epoch"]
+    assert epochs_at(cluster.brokers[now["leader"]].bootstrap, topic, [-3, 1003, -1, -2]) == [
+        (0, 5, states[0]["leader_epoch"]),
+        (0, 3, states[0]["leader_epoch"]),
+        (0, 10, now["leader_epoch"]),
+        (0, 0, states[0]["leader_epoch"]),
+    ]
     # the offline partition: named on stderr, exit 1, the others printed
     r = get_offsets(cluster, "--topic", "ops-.*")
     assert r.returncode == 1, r.stdout + r.stderr
@@ -278,3 +319,148 @@ def test_get_offsets_asks_the_current_leaders_and_names_an_offline_partition(clu
     assert line.startswith(
         "kafkatool: error: Skip getting offsets for topic-partition ops-solo-0 due to error: LEADER_NOT_AVAILABLE"
     ), line
+
+
+# ----------------------------------------------------------------------------- delete-records, log-dirs
+@pytest.fixture
+def checkpointing_cluster(tmp_path, zk_module):
+    """Three brokers that checkpoint log start offsets and run retention every half second (the
+    followers' log start offsets and their segments deleted below it are seen on disk)."""
+    from tests.cluster.conftest import Cluster
+
+    c = Cluster(
+        tmp_path,
+        zk_module,
+        3,
+        [
+            "num.partitions=1",
+            "offsets.topic.num.partitions=3",
+            "log.flush.start.offset.checkpoint.interval.ms=300",
+            "log.retention.check.interval.ms=500",
+        ],
+    )
+    try:
+        yield c.start()
+    finally:
+        c.stop()
+
+
+def log_start_offsets(broker) -> dict[str, int]:
+    """The broker's log-start-offset-checkpoint: topic-partition -> offset."""
+    path = broker.data_dir / "log-start-offset-checkpoint"
+    if not path.exists():
+        return {}
+    lines = path.read_text().splitlines()[2:]
+    return {f"{t}-{p}": int(o) for t, p, o in (x.split() for x in lines)}
+
+
+def describe_log_dirs(cluster, *args) -> tuple[subprocess.CompletedProcess, dict | None]:
+    r = kafkatool("log-dirs", "describe", "--bootstrap-server", cluster.bootstrap, *args)
+    assert "Traceback" not in r.stdout + r.stderr, r.stderr
+    lines = r.stdout.splitlines()
+    return r, (json.loads(lines[2]) if len(lines) > 2 else None)
+
+
+def test_delete_records_moves_every_replicas_log_start_and_log_dirs_lists_the_live_brokers(
+    checkpointing_cluster, tmp_path
+):
+    """`topics delete-records` moves the log start offset on the leader and, through the
+    followers' fetches, on the followers (their checkpoints, their segments below it deleted,
+    their sizes in `log-dirs describe` the leader's); against a partition whose only replica is
+    down it names the partition with an error and exits 1. `log-dirs describe` asks the three
+    brokers, then, one broker stopped, the two left (Kafka's cluster is its live brokers) and
+    refuses the stopped one in --broker-list as LogDirsCommand does."""
+    cluster = checkpointing_cluster
+    topic = "ops-del"
+    create_topic(cluster, topic, 2, 3, min_insync_replicas=2, segment_bytes=2048)
+    states = wait_isr(cluster, topic, 2)
+    produce_confluent(
+        cluster, topic, [b"r%03d" % i + b"x" * 60 for i in range(300)], 0, **{"batch.size": 1000}
+    )
+    solo = (set(cluster.brokers) - {states[0]["leader"]}).pop()
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([confluent_kafka.admin.NewTopic("ops-del-solo", 1, replica_assignment=[[solo]])])[
+        "ops-del-solo"
+    ].result(30)
+    wait_for(
+        lambda: partition_state(cluster, "ops-del-solo", 0)["leader"] == solo, 20, "ops-del-solo's leader"
+    )
+    produce_confluent(cluster, "ops-del-solo", [b"s"] * 5, 0)
+
+    def sizes() -> dict[int, int]:
+        return {
+            i: sum(f.stat().st_size for f in (b.data_dir / f"{topic}-0").glob("*.log"))
+            for i, b in cluster.brokers.items()
+            if b.alive()
+        }
+
+    wait_for(lambda: len(set(sizes().values())) == 1, 30, "the followers to catch up")
+    spec = tmp_path / "delete.json"
+    spec.write_text(
+        json.dumps({"partitions": [{"topic": topic, "partition": 0, "offset": 200}], "version": 1})
+    )
+    r = kafkatool(
+        "topics", "delete-records", "--offset-json-file", spec, "--bootstrap-server", cluster.bootstrap
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.splitlines() == [
+        "Executing records delete operation",
+        "Records delete operation completed:",
+        f"partition: {topic}-0\tlow_watermark: 200",
+    ]
+    # every replica: log start offset 200 in its checkpoint, the segments below it deleted
+    wait_for(
+        lambda: all(log_start_offsets(b).get(f"{topic}-0") == 200 for b in cluster.brokers.values()),
+        20,
+        "every replica's log-start-offset-checkpoint at 200",
+    )
+    wait_for(lambda: len(set(sizes().values())) == 1, 20, "the followers' segments below 200 deleted")
+    r, doc = describe_log_dirs(cluster, "--topic-list", topic)
+    assert r.returncode == 0, r.stderr
+    got = {
+        (b["broker"], p["partition"]): p["size"]
+        for b in doc["brokers"]
+        for d in b["logDirs"]
+        for p in d["partitions"]
+    }
+    assert got == {(i, f"{topic}-{p}"): s for i, s in sizes().items() for p in [0]} | {
+        (i, f"{topic}-1"): 0 for i in cluster.brokers
+    }
+    assert [o for o, _ in read_all(cluster.bootstrap, topic, 0)] == list(range(200, 300))
+    # the broker holding ops-del-solo's only replica stops: that partition has no leader
+    cluster.brokers[solo].stop(timeout=60)
+    spec.write_text(
+        json.dumps(
+            {
+                "partitions": [
+                    {"topic": topic, "partition": 0, "offset": 250},
+                    {"topic": "ops-del-solo", "partition": 0, "offset": 3},
+                ]
+            }
+        )
+    )
+    r = kafkatool(
+        "topics", "delete-records", "--offset-json-file", spec, "--bootstrap-server", cluster.bootstrap
+    )
+    assert r.returncode == 1, r.stdout + r.stderr
+    out = r.stdout.splitlines()
+    assert out[:3] == [
+        "Executing records delete operation",
+        "Records delete operation completed:",
+        f"partition: {topic}-0\tlow_watermark: 250",
+    ], out
+    assert out[3].startswith("partition: ops-del-solo-0\terror: LEADER_NOT_AVAILABLE"), out
+    # log-dirs describe: the live brokers; the stopped one refused from --broker-list
+    alive = sorted(i for i, b in cluster.brokers.items() if b.alive())
+    r, doc = describe_log_dirs(cluster)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[1] == "Received log directory information from brokers " + ",".join(
+        map(str, alive)
+    )
+    assert [b["broker"] for b in doc["brokers"]] == alive
+    r, doc = describe_log_dirs(cluster, "--broker-list", "1,2,3")
+    assert r.returncode == 2 and doc is None, r.stdout + r.stderr  # the exit contract: a usage error
+    assert (
+        f"ERROR: The given brokers do not exist from --broker-list: {solo}. Current existent brokers: "
+        + ",".join(map(str, alive))
+    ) in r.stdout + r.stderr

@@ -327,21 +327,35 @@ def test_list_offset_is_listoffsets_rule(tmp_path):
     log.append_as_leader(batch(2, size=200, ts=50_000), leader_epoch=0)  # offsets 60, 61: 61 the largest
     log.append_as_leader(batch(2, size=200, ts=20_000), leader_epoch=0)  # 62, 63
     log.update_high_watermark(64)
-    assert log.list_offset(EARLIEST_TIMESTAMP, 64) == (-1, 0) == log.list_offset(EARLIEST_LOCAL_TIMESTAMP, 64)
-    assert log.list_offset(LATEST_TIMESTAMP, 64) == (-1, 64)
+    assert (
+        log.list_offset(EARLIEST_TIMESTAMP, 64) == (-1, 0, 0) == log.list_offset(EARLIEST_LOCAL_TIMESTAMP, 64)
+    )
+    assert log.list_offset(LATEST_TIMESTAMP, 64) == (-1, 64, 0)
     assert log.list_offset(LATEST_TIERED_TIMESTAMP, 64) is None
-    assert log.list_offset(MAX_TIMESTAMP, 64) == (50_001, 61)
-    assert log.list_offset(MAX_TIMESTAMP, 60) == (10_291, 59)  # the largest below the bound
-    assert log.list_offset(10_101, 64) == (10_101, 21)
-    assert log.list_offset(10_292, 64) == (50_000, 60)
+    # KAFKA-16310 (3.7.1, 3.8): the offset of the record with the largest timestamp, not its
+    # batch's last offset (3.7.0's)
+    assert log.list_offset(MAX_TIMESTAMP, 64) == (50_001, 61, 0)
+    # Partition.fetchOffsetForTimestamp: the largest timestamp's offset is not below the last
+    # fetchable offset, so there is no answer (not a smaller timestamp below the bound)
+    assert log.list_offset(MAX_TIMESTAMP, 60) is None
+    assert log.list_offset(10_101, 64) == (10_101, 21, 0)
+    assert log.list_offset(10_292, 64) == (50_000, 60, 0)
     assert log.list_offset(10_292, 60) is None  # found at or above the last fetchable offset
-    assert log.list_offset(50_001, 64) == (50_001, 61)
+    assert log.list_offset(50_001, 64) == (50_001, 61, 0)
     assert log.list_offset(50_002, 64) is None
     with pytest.raises(ValueError):
         log.list_offset(-6, 64)
+    # a later epoch: latest answers the cache's latest epoch, a lookup the epoch of the batch
+    # holding the offset found
+    log.append_as_leader(batch(2, size=200, ts=60_000), leader_epoch=2)  # 64, 65
+    log.update_high_watermark(66)
+    assert log.list_offset(LATEST_TIMESTAMP, 66) == (-1, 66, 2)
+    assert log.list_offset(MAX_TIMESTAMP, 66) == (60_001, 65, 2)
+    assert log.list_offset(50_001, 66) == (50_001, 61, 0)
+    assert log.list_offset(50_002, 66) == (60_000, 64, 2)
     assert log.increment_log_start_offset(23)
-    assert log.list_offset(EARLIEST_TIMESTAMP, 64) == (-1, 23)
-    assert log.list_offset(0, 64) == (10_111, 23)  # the first record at or above the log start
+    assert log.list_offset(EARLIEST_TIMESTAMP, 66) == (-1, 23, 0)
+    assert log.list_offset(0, 66) == (10_111, 23, 0)  # the first record at or above the log start
     log.close()
 
 
