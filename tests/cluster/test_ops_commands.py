@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -52,19 +53,29 @@ class Lines(threading.Thread):
         for line in self.proc.stdout:
             self.rows.append(json.loads(line))
 
+    def stderr(self) -> str:
+        self.proc.err_file.seek(0)
+        return self.proc.err_file.read().decode(errors="replace")
+
     def wait_count(self, n: int, timeout: float, what: str) -> None:
-        wait_for(lambda: len(self.rows) >= n or self.proc.poll() is not None, timeout, what)
-        assert len(self.rows) >= n, (len(self.rows), self.proc.stderr.read().decode()[-3000:])
+        deadline = time.monotonic() + timeout
+        while len(self.rows) < n and self.proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(self.rows) >= n, (what, len(self.rows), self.stderr()[-3000:])
 
 
 def popen(*args) -> subprocess.Popen:
-    return subprocess.Popen(
+    """The command with its stderr in a file (read while it runs)."""
+    err = tempfile.TemporaryFile()
+    proc = subprocess.Popen(
         [sys.executable, "-m", "kafkatool", *map(str, args)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=err,
         cwd=REPO,
     )
+    proc.err_file = err
+    return proc
 
 
 def finish(proc: subprocess.Popen, reader: Lines, timeout: float) -> tuple[int, str]:
@@ -75,7 +86,7 @@ def finish(proc: subprocess.Popen, reader: Lines, timeout: float) -> tuple[int, 
             proc.kill()
             proc.wait(10)
     reader.join(10)
-    return rc, proc.stderr.read().decode()
+    return rc, reader.stderr()
 
 
 def produce_confluent(cluster, topic: str, values: list[bytes], partition: int, **config) -> None:
