@@ -8,6 +8,8 @@ output parsed; the records are read back with librdkafka (confluent_kafka)."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -410,9 +412,34 @@ def test_delete_records_moves_every_replicas_log_start_and_log_dirs_lists_the_li
     spec.write_text(
         json.dumps({"partitions": [{"topic": topic, "partition": 0, "offset": 200}], "version": 1})
     )
-    r = kafkatool(
-        "topics", "delete-records", "--offset-json-file", spec, "--bootstrap-server", cluster.bootstrap
-    )
+    # DelayedDeleteRecords: the answer waits for the low watermark, the smallest log start offset
+    # of the live replicas; a follower stopped (SIGSTOP, its ZooKeeper session still alive) holds
+    # it back until it fetches again
+    follower = cluster.brokers[next(i for i in states[0]["isr"] if i != states[0]["leader"])]
+    done: dict[str, subprocess.CompletedProcess] = {}
+    os.kill(follower.proc.pid, signal.SIGSTOP)
+    try:
+        run = threading.Thread(
+            target=lambda: done.setdefault(
+                "r",
+                kafkatool(
+                    "topics",
+                    "delete-records",
+                    "--offset-json-file",
+                    spec,
+                    "--bootstrap-server",
+                    cluster.bootstrap,
+                ),
+            ),
+            daemon=True,
+        )
+        run.start()
+        run.join(2.0)
+        assert run.is_alive(), f"answered while a live follower had not moved its log start: {done}"
+    finally:
+        os.kill(follower.proc.pid, signal.SIGCONT)
+    run.join(40)
+    r = done["r"]
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.splitlines() == [
         "Executing records delete operation",

@@ -172,6 +172,7 @@ def handle_delete_records(ctx, req):
     broker = ctx.broker
     out = []
     changed = False
+    waits = []  # (result, partition, requested offset): DelayedDeleteRecords in cluster mode
     for rt in req.topics:
         t = broker.topic(rt.name)
         parts = []
@@ -208,9 +209,24 @@ def handle_delete_records(ctx, req):
                 r.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
                 continue
             r.low_watermark = lg.log_start_offset
+            if broker.replicas is not None:
+                # ReplicaManager.deleteRecords: the answer is the low watermark (the smallest log
+                # start offset of the live replicas), waited for until it reaches the offset
+                key = (rt.name, rp.partition_index)
+                low = broker.replicas.low_watermark(key)
+                r.low_watermark = low if low is not None else r.low_watermark
+                if low is not None and low < offset:
+                    waits.append((r, key, offset))
         out.append(DeleteRecordsTopicResult(name=rt.name, partitions=parts))
     if changed:
         broker.manager.checkpoint_log_start_offsets()
+    if waits:
+
+        async def replicated():
+            await broker.replicas.await_low_watermark(waits, req.timeout_ms)
+            return DeleteRecordsResponse(throttle_time_ms=0, topics=out)
+
+        return replicated()
     return DeleteRecordsResponse(throttle_time_ms=0, topics=out)
 
 
