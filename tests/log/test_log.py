@@ -397,3 +397,30 @@ def test_an_index_write_that_fails_leaves_the_log_consistent(tmp_path, monkeypat
         assert seg.offset_index.lookup(offsets[-1]).offset <= offsets[-1]
     finally:
         lg.close()
+
+
+def test_max_timestamp_looks_at_every_batch_and_answers_its_epoch(tmp_path):
+    """MAX_TIMESTAMP as Kafka 3.8's fetchOffsetByTimestamp: the first batch holding the largest
+    timestamp, a transaction marker's too (LogSegment.append counts every batch), the offset of
+    its first record with that timestamp and the epoch written in that batch."""
+    from kafkatool.log.log import MAX_TIMESTAMP, ORIGIN_COORDINATOR
+
+    log = Log(tmp_path / "t-0", LogConfig())
+    records = [R.SimpleRecord(b"v%d" % i, None, (), ts) for i, ts in enumerate([100, 300, 300, 200])]
+    log.append_as_leader(
+        R.build_record_batch(
+            records, producer_id=7, producer_epoch=0, base_sequence=0, is_transactional=True
+        ),
+        1,
+    )  # 0-3: the first record at 300 is offset 1
+    log.update_high_watermark(4)
+    assert log.list_offset(MAX_TIMESTAMP, 4) == (300, 1, 1)
+    log.append_as_leader(
+        R.build_control_batch(R.COMMIT, producer_id=7, producer_epoch=0, timestamp=900),
+        3,
+        origin=ORIGIN_COORDINATOR,
+    )  # 4: the marker, written at a later time
+    assert log.list_offset(MAX_TIMESTAMP, 4) is None  # the largest timestamp is not fetchable yet
+    log.update_high_watermark(5)
+    assert log.list_offset(MAX_TIMESTAMP, 5) == (900, 4, 3)
+    log.close()
