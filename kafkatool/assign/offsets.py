@@ -25,9 +25,15 @@ MAX_TIMESTAMP_VERSION = 7
 READ_UNCOMMITTED = 0
 #: DeleteRecords' timeout_ms (the brokers' wait for the followers' low watermarks)
 DELETE_RECORDS_TIMEOUT_MS = 30000
-#: a retriable partition error (a leader moving, a lagging new leader) is asked again this
-#: many times, a metadata refresh and a pause apart, before it is reported
-RETRIES, RETRY_BACKOFF_S = 5, 0.3
+#: Kafka's admin client asks again, a metadata refresh and a pause apart, a partition answered
+#: with a retriable error (a leader moving, a lagging new leader) or whose leader cannot be
+#: reached (a broker just killed that the metadata names until its ZooKeeper session expires):
+#: until default.api.timeout.ms, retry.backoff.ms doubling up to retry.backoff.max.ms
+API_TIMEOUT_S, RETRY_BACKOFF_S, RETRY_BACKOFF_MAX_S = 60.0, 0.1, 1.0
+#: a partition the metadata gives no leader (every replica down) is asked about this many
+#: times, then reported with the metadata's error; Kafka's PartitionLeaderStrategy waits for
+#: a leader until default.api.timeout.ms and reports a TimeoutException
+NO_LEADER_RETRIES = 5
 
 TopicPartition = tuple[str, int]
 
@@ -166,26 +172,61 @@ def _by_leader(admin: KafkaAdmin, tps, answers: dict, final: set) -> dict[int, l
             )
             final.add((t, p))
         elif info.leader < 0:
-            answers[(t, p)] = PartitionAnswer(error_code=info.error or ErrorCode.LEADER_NOT_AVAILABLE)
+            answers[(t, p)] = PartitionAnswer(
+                error_code=info.error or ErrorCode.LEADER_NOT_AVAILABLE,
+                message="the partition has no leader (offline replicas: "
+                + (",".join(map(str, info.offline)) or "none")
+                + ")",
+            )
         else:
             out.setdefault(info.leader, []).append((t, p))
     return out
 
 
 def _ask_leaders(admin: KafkaAdmin, tps: list[TopicPartition], send) -> dict[TopicPartition, PartitionAnswer]:
-    """Each partition's request at its leader, a retriable error asked again (bounded)."""
+    """Each partition's request at its leader, a retriable error or an unreachable leader asked
+    again (bounded in time, and in tries for a partition without a leader)."""
     answers: dict[TopicPartition, PartitionAnswer] = {}
     final: set[TopicPartition] = set()
+    leaderless: dict[TopicPartition, int] = {}
     pending = list(dict.fromkeys(tps))
-    for attempt in range(RETRIES + 1):
+    deadline = time.monotonic() + API_TIMEOUT_S
+    backoff = RETRY_BACKOFF_S
+    answers_seen = False
+    while True:
         for tp in pending:
             answers.pop(tp, None)
-        for leader, group in sorted(_by_leader(admin, pending, answers, final).items()):
-            send(admin.node(leader), group, answers)
+        try:
+            groups = _by_leader(admin, pending, answers, final)
+            answers_seen = True
+        except KafkaAdminError as exc:
+            if exc.code is not None or not answers_seen or time.monotonic() >= deadline:
+                raise  # an unreachable cluster at the start: one line, at once
+            admin.forget(None)  # the bootstrap connection failed: another server next time
+            groups = {}
+            for tp in pending:
+                answers[tp] = PartitionAnswer(error_code=ErrorCode.NETWORK_EXCEPTION, message=str(exc))
+        for leader, group in sorted(groups.items()):
+            try:
+                send(admin.node(leader), group, answers)
+            except KafkaAdminError as exc:
+                if exc.code is not None:
+                    raise
+                admin.forget(leader)  # asked again at the leader the metadata names then
+                for tp in group:
+                    answers[tp] = PartitionAnswer(
+                        error_code=ErrorCode.NETWORK_EXCEPTION, message=f"leader {leader}: {exc}"
+                    )
+        for tp in pending:
+            if answers[tp].error_code == ErrorCode.LEADER_NOT_AVAILABLE:
+                leaderless[tp] = leaderless.get(tp, 0) + 1
+                if leaderless[tp] > NO_LEADER_RETRIES:
+                    final.add(tp)
         pending = [tp for tp in pending if tp not in final and is_retriable(answers[tp].error_code)]
-        if not pending or attempt == RETRIES:
+        if not pending or time.monotonic() + backoff >= deadline:
             break
-        time.sleep(RETRY_BACKOFF_S)
+        time.sleep(backoff)
+        backoff = min(backoff * 2, RETRY_BACKOFF_MAX_S)
     return {tp: answers[tp] for tp in dict.fromkeys(tps)}  # in the order asked
 
 

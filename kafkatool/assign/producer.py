@@ -335,10 +335,11 @@ class Producer:
             self.ready.setdefault(partition, []).append(batch)
 
     def next_deadline(self) -> float | None:
-        """When the oldest open batch's linger.ms runs out (None: no open batch)."""
-        if not self.open:
-            return None
-        return min(b.created for b in self.open.values()) + self.linger
+        """When something is due: the oldest open batch's linger.ms running out, or a batch
+        waiting for its retry's backoff, sent then with no input coming (None: nothing)."""
+        due = [b.created + self.linger for b in self.open.values()]
+        due += [q[0].not_before for q in self.ready.values() if q]
+        return min(due) if due else None
 
     def pending(self) -> bool:
         return bool(self.open) or any(self.ready.values())

@@ -343,7 +343,11 @@ GET_OFFSETS_HELP = (
     "partition with no such offset (a timestamp after every record) is left out, as Kafka leaves it "
     'out (--json: "offset": null). A partition answered with an error is reported on stderr ("Skip '
     'getting offsets for topic-partition T-P due to error: ...") and makes the exit status 1, as '
-    "nothing matching the filters does. With --log-dir the same answers come from a log dir or a "
+    "nothing matching the filters does. A leader moving or out of reach (a broker just killed) is "
+    "asked again, for up to 60 s as the admin client's default.api.timeout.ms; a partition with no "
+    "leader at all (every replica down) is reported as LEADER_NOT_AVAILABLE after 5 tries (Kafka's "
+    "admin client waits the 60 s, then reports a TimeoutException). With --log-dir the same answers "
+    "come from a log dir or a "
     "backup, read-only, by the broker's own ListOffsets rule."
 )
 GET_OFFSETS_TIME_HELP = (
@@ -442,8 +446,10 @@ DELETE_RECORDS_HELP = (
     "start offset moves there) as kafka-delete-records.sh (DeleteRecordsCommand) does, in its lines: "
     '"Executing records delete operation", "Records delete operation completed:", then '
     '"partition: T-P<TAB>low_watermark: N" or "partition: T-P<TAB>error: ..." per partition (exit 1 '
-    "if any failed). Online only, no --log-dir: deleting records offline is `kafkatool retention`'s "
-    "job (whole segments, by the topic's retention, as a broker's retention deletes them); a log "
+    "if any failed; a leader moving or out of reach is asked again, a partition without a leader "
+    "reported as get-offsets reports it). In a cluster the answer comes once every live replica's "
+    "log start offset reached the offset (Kafka's DelayedDeleteRecords). Online only, no --log-dir: "
+    "deleting records offline is `kafkatool retention`'s job (whole segments, by the topic's retention, as a broker's retention deletes them); a log "
     "start offset inside a segment is the broker's to move, in its memory and its "
     "log-start-offset-checkpoint, and a broker running on the dir would overwrite a change made "
     "beside it."

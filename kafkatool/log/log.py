@@ -1065,26 +1065,32 @@ class Log:
             yield from seg.batches(found.position)
 
     # ------------------------------------------------------------------ offsets
-    def list_offset(self, spec: int, upper: int) -> tuple[int, int] | None:
-        """The (timestamp, offset) ListOffsets answers for ``spec`` on this local log
-        (Partition.fetchOffsetForTimestamp over UnifiedLog.fetchOffsetByTimestamp), ``upper``
-        the last fetchable offset (high watermark, last stable offset, or the log end for a
-        replica); None: no such offset (-1, -1). The broker's handler and the offline
-        ``topics get-offsets --log-dir`` both answer with it. ``spec`` below
-        LATEST_TIERED_TIMESTAMP raises ValueError (the handler's INVALID_REQUEST)."""
+    def list_offset(self, spec: int, upper: int) -> tuple[int, int, int] | None:
+        """The (timestamp, offset, leader epoch) ListOffsets answers for ``spec`` on this local
+        log (Partition.fetchOffsetForTimestamp over UnifiedLog.fetchOffsetByTimestamp, Kafka
+        3.8), ``upper`` the last fetchable offset (high watermark, last stable offset, or the log
+        end for a replica); None: no such offset (-1, -1); an epoch of -1: none. The broker's
+        handler and the offline ``topics get-offsets --log-dir`` both answer with it. ``spec``
+        below LATEST_TIERED_TIMESTAMP raises ValueError (the handler's INVALID_REQUEST).
+        Earliest: the leader-epoch cache's first epoch if it starts at or below the log start;
+        latest: its latest epoch; by time and max-timestamp: the epoch written in the batch
+        holding the offset found (FileRecords.searchForTimestamp, RecordBatch.partitionLeaderEpoch),
+        not the cache's."""
         if spec in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             # without tiered storage the local log start is the log start (KIP-405)
-            return R.NO_TIMESTAMP, self.log_start_offset
+            entries = self.leader_epoch_cache.entries
+            epoch = entries[0][0] if entries and entries[0][1] <= self.log_start_offset else -1
+            return R.NO_TIMESTAMP, self.log_start_offset, epoch
         if spec == LATEST_TIMESTAMP:
-            return R.NO_TIMESTAMP, upper
+            latest = self.leader_epoch_cache.latest_epoch
+            return R.NO_TIMESTAMP, upper, -1 if latest is None else latest
         if spec == LATEST_TIERED_TIMESTAMP:
             return None  # no tiered offset: Kafka answers -1 with no error (KIP-1005)
         if spec == MAX_TIMESTAMP:
             return self.max_timestamp_offset(upper)
         if spec < 0:
             raise ValueError(f"ListOffsets timestamp {spec} names no offset")
-        found = self.offset_for_timestamp(spec, upper)
-        return None if found is None else found[:2]
+        return self.offset_for_timestamp(spec, upper)
 
     def offset_for_timestamp(self, target: int, upper: int | None = None) -> tuple[int, int, int] | None:
         """ListOffsets by time: (timestamp, offset, leader epoch of its batch) of the first record
@@ -1111,29 +1117,34 @@ class Log:
                     continue
                 for r in b.records():
                     if r.timestamp >= target and start_offset <= r.offset < upper:
-                        return r.timestamp, r.offset, b.partition_leader_epoch
+                        return r.timestamp, r.offset, max(b.partition_leader_epoch, -1)
         return None
 
-    def max_timestamp_offset(self, upper: int) -> tuple[int, int] | None:
-        """ListOffsets MAX_TIMESTAMP: (timestamp, offset) of the first record holding the largest
-        timestamp of the data batches below ``upper`` (control batches left out)."""
-        best = None
-        for seg in self.segments:
-            if seg.base_offset >= upper:
-                break
-            for b in seg.batches():
-                if b.last_offset < self.log_start_offset or b.is_control:
-                    continue
-                if b.last_offset >= upper:
-                    break
-                if best is None or b.max_timestamp > best.max_timestamp:
-                    best = b
-        if best is None:
+    def max_timestamp_offset(self, upper: int) -> tuple[int, int, int] | None:
+        """ListOffsets MAX_TIMESTAMP as Kafka 3.7.1/3.8 answer it (UnifiedLog.fetchOffsetByTimestamp
+        after KAFKA-16310, which 3.7.0 had broken by answering the batch's last offset): the first
+        batch holding the log's largest timestamp (in the first segment whose largest timestamp
+        it is; any batch, a control batch's too, as Kafka looks at every batch), the offset of
+        its first record with that timestamp (RecordBatch.offsetOfMaxTimestamp) and the batch's
+        leader epoch. None when no record holds it or that offset is not below ``upper``
+        (Partition.fetchOffsetForTimestamp keeps no answer at or above the last fetchable offset:
+        no smaller timestamp is answered instead)."""
+        segs = [seg for seg in self.segments if seg.size > 0]
+        if not segs:
             return None
+        top = max(seg.max_timestamp_so_far for seg in segs)
+        seg = next(seg for seg in segs if seg.max_timestamp_so_far == top)
+        best = next((b for b in seg.batches() if b.max_timestamp == top), None)
+        if best is None or best.magic == 0:
+            return None  # a v0 message has no timestamp (offsetOfMaxTimestamp: empty)
         for r in best.records():
             if r.timestamp == best.max_timestamp:
-                return r.timestamp, r.offset
-        return best.max_timestamp, best.last_offset
+                return (
+                    (r.timestamp, r.offset, max(best.partition_leader_epoch, -1))
+                    if r.offset < upper
+                    else None
+                )
+        return None
 
     @_locked
     def become_leader(self, leader_epoch: int) -> int:

@@ -327,21 +327,35 @@ def test_list_offset_is_listoffsets_rule(tmp_path):
     log.append_as_leader(batch(2, size=200, ts=50_000), leader_epoch=0)  # offsets 60, 61: 61 the largest
     log.append_as_leader(batch(2, size=200, ts=20_000), leader_epoch=0)  # 62, 63
     log.update_high_watermark(64)
-    assert log.list_offset(EARLIEST_TIMESTAMP, 64) == (-1, 0) == log.list_offset(EARLIEST_LOCAL_TIMESTAMP, 64)
-    assert log.list_offset(LATEST_TIMESTAMP, 64) == (-1, 64)
+    assert (
+        log.list_offset(EARLIEST_TIMESTAMP, 64) == (-1, 0, 0) == log.list_offset(EARLIEST_LOCAL_TIMESTAMP, 64)
+    )
+    assert log.list_offset(LATEST_TIMESTAMP, 64) == (-1, 64, 0)
     assert log.list_offset(LATEST_TIERED_TIMESTAMP, 64) is None
-    assert log.list_offset(MAX_TIMESTAMP, 64) == (50_001, 61)
-    assert log.list_offset(MAX_TIMESTAMP, 60) == (10_291, 59)  # the largest below the bound
-    assert log.list_offset(10_101, 64) == (10_101, 21)
-    assert log.list_offset(10_292, 64) == (50_000, 60)
+    # KAFKA-16310 (3.7.1, 3.8): the offset of the record with the largest timestamp, not its
+    # batch's last offset (3.7.0's)
+    assert log.list_offset(MAX_TIMESTAMP, 64) == (50_001, 61, 0)
+    # Partition.fetchOffsetForTimestamp: the largest timestamp's offset is not below the last
+    # fetchable offset, so there is no answer (not a smaller timestamp below the bound)
+    assert log.list_offset(MAX_TIMESTAMP, 60) is None
+    assert log.list_offset(10_101, 64) == (10_101, 21, 0)
+    assert log.list_offset(10_292, 64) == (50_000, 60, 0)
     assert log.list_offset(10_292, 60) is None  # found at or above the last fetchable offset
-    assert log.list_offset(50_001, 64) == (50_001, 61)
+    assert log.list_offset(50_001, 64) == (50_001, 61, 0)
     assert log.list_offset(50_002, 64) is None
     with pytest.raises(ValueError):
         log.list_offset(-6, 64)
+    # a later epoch: latest answers the cache's latest epoch, a lookup the epoch of the batch
+    # holding the offset found
+    log.append_as_leader(batch(2, size=200, ts=60_000), leader_epoch=2)  # 64, 65
+    log.update_high_watermark(66)
+    assert log.list_offset(LATEST_TIMESTAMP, 66) == (-1, 66, 2)
+    assert log.list_offset(MAX_TIMESTAMP, 66) == (60_001, 65, 2)
+    assert log.list_offset(50_001, 66) == (50_001, 61, 0)
+    assert log.list_offset(50_002, 66) == (60_000, 64, 2)
     assert log.increment_log_start_offset(23)
-    assert log.list_offset(EARLIEST_TIMESTAMP, 64) == (-1, 23)
-    assert log.list_offset(0, 64) == (10_111, 23)  # the first record at or above the log start
+    assert log.list_offset(EARLIEST_TIMESTAMP, 66) == (-1, 23, 0)
+    assert log.list_offset(0, 66) == (10_111, 23, 0)  # the first record at or above the log start
     log.close()
 
 
@@ -383,3 +397,30 @@ def test_an_index_write_that_fails_leaves_the_log_consistent(tmp_path, monkeypat
         assert seg.offset_index.lookup(offsets[-1]).offset <= offsets[-1]
     finally:
         lg.close()
+
+
+def test_max_timestamp_looks_at_every_batch_and_answers_its_epoch(tmp_path):
+    """MAX_TIMESTAMP as Kafka 3.8's fetchOffsetByTimestamp: the first batch holding the largest
+    timestamp, a transaction marker's too (LogSegment.append counts every batch), the offset of
+    its first record with that timestamp and the epoch written in that batch."""
+    from kafkatool.log.log import MAX_TIMESTAMP, ORIGIN_COORDINATOR
+
+    log = Log(tmp_path / "t-0", LogConfig())
+    records = [R.SimpleRecord(b"v%d" % i, None, (), ts) for i, ts in enumerate([100, 300, 300, 200])]
+    log.append_as_leader(
+        R.build_record_batch(
+            records, producer_id=7, producer_epoch=0, base_sequence=0, is_transactional=True
+        ),
+        1,
+    )  # 0-3: the first record at 300 is offset 1
+    log.update_high_watermark(4)
+    assert log.list_offset(MAX_TIMESTAMP, 4) == (300, 1, 1)
+    log.append_as_leader(
+        R.build_control_batch(R.COMMIT, producer_id=7, producer_epoch=0, timestamp=900),
+        3,
+        origin=ORIGIN_COORDINATOR,
+    )  # 4: the marker, written at a later time
+    assert log.list_offset(MAX_TIMESTAMP, 4) is None  # the largest timestamp is not fetchable yet
+    log.update_high_watermark(5)
+    assert log.list_offset(MAX_TIMESTAMP, 5) == (900, 4, 3)
+    log.close()

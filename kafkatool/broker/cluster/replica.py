@@ -140,6 +140,8 @@ class ReplicaManager:
         self._alter_queue: dict[TP, tuple] = {}
         #: acks=all produces and coordinator writes waiting for the high watermark
         self._purgatory: dict[TP, list[tuple[int, _Delayed]]] = {}
+        #: DeleteRecords waiting for the low watermark (woken to look again)
+        self._low_watermark_waiters: dict[TP, list[asyncio.Future]] = {}
         self._alter_wakeup: asyncio.Event | None = None
         self._tasks: list[asyncio.Task] = []
         self.fetchers = None  # FetcherManager, made in start()
@@ -435,6 +437,8 @@ class ReplicaManager:
             )
             for b in req.live_brokers
         }
+        for tp in list(self._low_watermark_waiters):
+            self._wake_low_watermark(tp)  # a replica on a broker gone no longer holds it back
         from kafkatool.broker.cluster.controller import LEADER_DURING_DELETE
 
         touched = set()
@@ -582,8 +586,11 @@ class ReplicaManager:
             fs.last_caught_up_ms = max(fs.last_caught_up_ms, now)
         elif fetch_offset >= fs.last_fetch_leader_leo >= 0:
             fs.last_caught_up_ms = max(fs.last_caught_up_ms, fs.last_fetch_ms)
+        moved = fs.log_start != log_start
         fs.leo, fs.log_start = fetch_offset, log_start
         fs.last_fetch_leader_leo, fs.last_fetch_ms = leo, now
+        if moved:
+            self._wake_low_watermark(part.tp)
         self._maybe_expand_isr(part, replica_id, fs)
         self.maybe_increment_hw(part)
 
@@ -742,6 +749,7 @@ class ReplicaManager:
         offset the high watermark reached, or all of them (``all_of_it``, or this broker no
         longer leads ``tp``), counts the partition as done; a request is answered once every
         partition it waits on is."""
+        self._wake_low_watermark(tp)  # DeleteRecords waiting on it look again too
         waiting = self._purgatory.get(tp)
         if not waiting:
             return
@@ -809,6 +817,65 @@ class ReplicaManager:
             else:
                 resp.error_code = ErrorCode.REQUEST_TIMED_OUT
                 resp.base_offset = -1
+
+    def low_watermark(self, tp: TP) -> int | None:
+        """Partition.lowWatermarkIfLeader: the smallest log start offset of this leader's log and
+        of every other replica on a live broker, as each last fetched (-1 for one that has not
+        fetched since this broker leads); None when this broker does not lead ``tp``."""
+        part = self.local.get(tp)
+        if part is None or part.leader != self.node_id:
+            return None
+        low = part.log.log_start_offset
+        for rid in part.replicas:
+            if rid != self.node_id and rid in self.live_brokers:
+                fs = part.followers.get(rid)
+                low = min(low, fs.log_start if fs is not None else -1)
+        return low
+
+    async def await_low_watermark(self, waits: list[tuple], timeout_ms: int) -> None:
+        """DelayedDeleteRecords: each (response, partition, requested offset) is answered with
+        the low watermark once it reaches the offset (the followers moved their log start
+        offsets, told by the leader's fetch answers), NOT_LEADER_OR_FOLLOWER when this broker
+        stops leading the partition, or REQUEST_TIMED_OUT at ``timeout_ms`` (the response keeps
+        the low watermark it had)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout_ms, 0) / 1000.0
+        pending = list(waits)
+        while pending:
+            still = []
+            for resp, tp, offset in pending:
+                low = self.low_watermark(tp)
+                if low is None:
+                    resp.error_code, resp.low_watermark = ErrorCode.NOT_LEADER_OR_FOLLOWER, -1
+                elif low >= offset:
+                    resp.error_code, resp.low_watermark = ErrorCode.NONE, low
+                else:
+                    still.append((resp, tp, offset))
+            pending = still
+            left = deadline - loop.time()
+            if not pending or left <= 0:
+                break
+            fut = loop.create_future()
+            for _, tp, _ in pending:
+                self._low_watermark_waiters.setdefault(tp, []).append(fut)
+            try:
+                await asyncio.wait_for(fut, left)
+            except TimeoutError:
+                pass
+            finally:
+                for _, tp, _ in pending:
+                    waiters = self._low_watermark_waiters.get(tp, [])
+                    if fut in waiters:
+                        waiters.remove(fut)
+                    if not waiters:
+                        self._low_watermark_waiters.pop(tp, None)
+        for resp, _tp, _offset in pending:
+            resp.error_code = ErrorCode.REQUEST_TIMED_OUT
+
+    def _wake_low_watermark(self, tp: TP) -> None:
+        for fut in self._low_watermark_waiters.pop(tp, ()):
+            if not fut.done():
+                fut.set_result(None)
 
     async def await_log_end(self, tp: TP, timeout_ms: int) -> bool:
         """Wait until the high watermark reaches the log end offset as it is now (what this

@@ -34,16 +34,6 @@ log = logging.getLogger("kafkatool.broker")
 CONSUMER_REPLICA_ID = -1
 
 
-def epoch_for_offset(lg, offset: int) -> int:
-    epoch = -1
-    for e, start in lg.leader_epoch_cache.entries:
-        if start <= offset:
-            epoch = e
-        else:
-            break
-    return epoch
-
-
 def check_leader_epoch(t, partition: int, requested: int) -> int:
     if requested < 0:
         return 0
@@ -115,7 +105,7 @@ def handle_list_offsets(ctx, req):
                 broker.report_log_error(lg, "fetching offset by timestamp for", exc)
                 pr.error_code = ErrorCode.KAFKA_STORAGE_ERROR
                 continue
-            stamp, offset = found if found is not None else (-1, -1)
+            stamp, offset, epoch = found if found is not None else (-1, -1, -1)
             lookup_missed = found is None and (ts >= 0 or ts == MAX_TIMESTAMP)
             if lagging and (ts == LATEST_TIMESTAMP or lookup_missed):
                 pr.error_code, pr.offset, pr.timestamp = ErrorCode.OFFSET_NOT_AVAILABLE, -1, -1
@@ -126,11 +116,7 @@ def handle_list_offsets(ctx, req):
             pr.offset = offset
             pr.timestamp = stamp
             if offset >= 0 and v >= 4:
-                if ts == LATEST_TIMESTAMP:
-                    latest = lg.leader_epoch_cache.latest_epoch
-                    pr.leader_epoch = latest if latest is not None else -1
-                else:
-                    pr.leader_epoch = epoch_for_offset(lg, offset)
+                pr.leader_epoch = epoch
         topics.append(ListOffsetsTopicResponse(name=rt.name, partitions=parts))
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
 
@@ -186,6 +172,7 @@ def handle_delete_records(ctx, req):
     broker = ctx.broker
     out = []
     changed = False
+    waits = []  # (result, partition, requested offset): DelayedDeleteRecords in cluster mode
     for rt in req.topics:
         t = broker.topic(rt.name)
         parts = []
@@ -222,9 +209,24 @@ def handle_delete_records(ctx, req):
                 r.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
                 continue
             r.low_watermark = lg.log_start_offset
+            if broker.replicas is not None:
+                # ReplicaManager.deleteRecords: the answer is the low watermark (the smallest log
+                # start offset of the live replicas), waited for until it reaches the offset
+                key = (rt.name, rp.partition_index)
+                low = broker.replicas.low_watermark(key)
+                r.low_watermark = low if low is not None else r.low_watermark
+                if low is not None and low < offset:
+                    waits.append((r, key, offset))
         out.append(DeleteRecordsTopicResult(name=rt.name, partitions=parts))
     if changed:
         broker.manager.checkpoint_log_start_offsets()
+    if waits:
+
+        async def replicated():
+            await broker.replicas.await_low_watermark(waits, req.timeout_ms)
+            return DeleteRecordsResponse(throttle_time_ms=0, topics=out)
+
+        return replicated()
     return DeleteRecordsResponse(throttle_time_ms=0, topics=out)
 
 
