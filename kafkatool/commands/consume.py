@@ -272,9 +272,11 @@ def consume(
         for r in records:
             if count == limit:
                 break
-            out.write(render(r))
+            # counted before it is written, as ConsoleConsumer.process: a Ctrl-C that lands as
+            # the write returns (the line already out) does not leave it out of the count
             count += 1
             n += 1
+            out.write(render(r))
         out.flush()
         return n
 

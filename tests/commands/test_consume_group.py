@@ -429,6 +429,12 @@ def test_include_picks_topics_by_regex(broker):
     # an internal topic never matches (exclude.internal.topics)
     res = run("consume", *boot(broker), "--include", "__.*", "--from-beginning", "--exit-at-end")
     assert res.exit_code == 0 and res.stdout == ""
+    # the same pattern read-only from the broker's log dir: the same records
+    res = run("consume", "--log-dir", broker.data_dir, "--include", "inc-.*")
+    assert res.exit_code == 0, res.output
+    assert sorted(res.stdout.split()) == sorted(want)
+    res = run("consume", "--log-dir", broker.data_dir, "--include", "__consumer_offsets|inc-a")
+    assert sorted(res.stdout.split()) == sorted(v for v in want if v.startswith("a-"))
 
 
 def test_include_group_picks_up_a_new_topic(broker, tmp_path):
@@ -472,3 +478,77 @@ def test_a_static_member_does_not_leave(broker):
     again = run(*args, "--max-messages", 2, "--timeout-ms", 10000)
     assert again.exit_code == 0, again.output
     assert sorted(again.stdout.split()) == sorted(more)
+
+
+def test_shares_a_group_with_kafka_python(broker, tmp_path):
+    """kafka-python's range assignor leads (it joined first) and assigns the kafkatool member
+    its range; every record read once between them."""
+    kafka = pytest.importorskip("kafka")
+    from kafka.coordinator.assignors.range import RangePartitionAssignor
+
+    bs = broker.bootstrap
+    create(bs, "kp", 6)
+    kp = kafka.KafkaConsumer(
+        "kp",
+        bootstrap_servers=bs,
+        group_id="gkp",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        session_timeout_ms=10000,
+        heartbeat_interval_ms=500,
+        partition_assignment_strategy=[RangePartitionAssignor],
+    )
+    k = None
+    try:
+        wait_for("kafka-python member assigned", lambda: kp.poll(200) == {} and kp.assignment())
+        k = Member(
+            tmp_path, "k", "--bootstrap-server", bs, "--topic", "kp", "--group", "gkp", "--from-beginning"
+        )
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline:
+            kp.poll(200)
+            state, members = members_of(bs, "gkp")
+            if (
+                state == "Stable"
+                and len(members) == 2
+                and all(members.values())
+                and len(kp.assignment()) == 3
+            ):
+                break
+        theirs = sorted(tp.partition for tp in kp.assignment())
+        assert theirs in ([0, 1, 2], [3, 4, 5])
+        values = produce(bs, "kp", 6, "kp")
+        got: list[str] = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(got) + len(k.values()) < len(values):
+            for records in kp.poll(200).values():
+                got.extend(r.value.decode() for r in records)
+        assert {int(v.split("-")[1]) for v in got} == set(theirs)
+        assert sorted(got + k.values()) == sorted(values)
+    finally:
+        kp.close()
+        if k is not None:
+            k.kill()
+
+
+def test_the_leader_rejoins_when_a_topic_grows(broker, tmp_path):
+    """Partitions added to a subscribed topic: the leader sees the count change at a metadata
+    refresh and rejoins, so the new partition is assigned and read (ConsumerCoordinator's
+    assignment snapshot rule)."""
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    bs = broker.bootstrap
+    create(bs, "grow", 1)
+    m = Member(tmp_path, "grow", "--bootstrap-server", bs, "--topic", "grow", "--group", "ggrow",
+               "--from-beginning", "--consumer-property", "metadata.max.age.ms=500")  # fmt: skip
+    try:
+        stable_with(bs, "ggrow", 1)
+        admin = AdminClient({"bootstrap.servers": bs})
+        admin.create_partitions([NewPartitions("grow", 2)])["grow"].result(15)
+        want = produce(bs, "grow", 2, "g", 2)
+        wait_for("the new partition read", lambda: sorted(m.values()) == sorted(want))
+        _, members = members_of(bs, "ggrow")
+        assert list(members.values()) == [[("grow", 0), ("grow", 1)]]
+    finally:
+        m.stop()
+        m.kill()
