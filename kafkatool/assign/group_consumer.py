@@ -310,7 +310,7 @@ class GroupConsumer:
         if self.pattern is not None:
             topics = matching_topics(meta, self.pattern, exclude_internal=self.s.exclude_internal_topics)
         else:
-            topics = [self.topic] if self.topic in meta.topics else []
+            topics = [self.topic]  # subscribe(Collections.singletonList(topic)), as it is
         if topics != self.subscribed:
             if self.joined:
                 self._request_rejoin(f"subscription changed to {topics}")
@@ -480,10 +480,11 @@ class GroupConsumer:
         if sresp.error_code:
             self._group_error(sresp.error_code, "SyncGroup")
         self.generation = generation
+        # positioned before the round counts as done: a coordinator error in OffsetFetch joins again
+        self._position(read_assignment(sresp.assignment))
         self.rejoin_reason = None
         self.joined = True
         self._failures = 0
-        self._position(read_assignment(sresp.assignment))
         self.next_heartbeat = time.monotonic() + self.s.heartbeat_interval_ms / 1000
 
     def _position(self, tps: list[TopicPartition]) -> None:
