@@ -118,6 +118,13 @@ def consume(
         help="Consume every topic whose whole name matches this regular expression (not with --topic; "
         "internal topics left out).",
     ),
+    whitelist: str | None = typer.Option(
+        None,
+        "--whitelist",
+        metavar="REGEX",
+        help="DEPRECATED, use --include instead; ignored if --include specified.",
+        hidden=True,
+    ),
     group: str | None = typer.Option(
         None, "--group", metavar="GROUP", help="The consumer group to join (commits its offsets)."
     ),
@@ -189,8 +196,17 @@ def consume(
     if bool(bootstrap_server) == bool(log_dir):
         raise CommandError("give exactly one of --bootstrap-server and --log-dir")
     # ConsoleConsumer.ConsumerConfig's checks, in its order and words
+    if include is None:
+        include = whitelist  # ConsoleConsumer: --whitelist only where --include is not given
     if (topic is None) == (include is None):
-        raise CommandError("Exactly one of --include/--topic is required.")
+        raise CommandError(
+            "Exactly one of --include/--topic is required."
+            + (
+                " --whitelist is DEPRECATED use --include instead; ignored if --include specified."
+                if whitelist is not None
+                else ""
+            )
+        )
     if partition is not None:
         if topic is None:
             raise CommandError("The topic is required when partition is specified.")

@@ -230,6 +230,7 @@ def test_consumer_protocol_bytes_are_javas():
             "range assignor only",
         ),
         (["--include", "(unclosed"], "is an invalid regex"),
+        (["--topic", "t", "--whitelist", "t.*"], "--whitelist is DEPRECATED use --include instead"),
     ],
 )
 def test_bad_combinations_exit_2_in_one_line(args, words):
@@ -419,6 +420,12 @@ def test_include_picks_topics_by_regex(broker):
     # a Java regex as Pattern.compile takes it: no TopicFilter comma rewrite
     res = run("consume", *boot(broker), "--include", "inc-a|inc-b", "--from-beginning", "--exit-at-end")
     assert sorted(res.stdout.split()) == sorted(want)
+    # the deprecated --whitelist is the same option where --include is not given
+    res = run("consume", *boot(broker), "--whitelist", "inc-a|inc-b", "--from-beginning", "--exit-at-end")
+    assert sorted(res.stdout.split()) == sorted(want)
+    res = run("consume", *boot(broker), "--include", "inc-a", "--whitelist", "inc-b", "--from-beginning",
+              "--exit-at-end")  # fmt: skip
+    assert sorted(res.stdout.split()) == sorted(v for v in want if v.startswith("a-"))
     # in a group: subscribed by pattern, the committed offsets per topic
     res = run("consume", *boot(broker), "--include", "inc-[ab]", "--group", "ginc", "--from-beginning",
               "--timeout-ms", 4000)  # fmt: skip
