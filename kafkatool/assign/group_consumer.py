@@ -238,13 +238,6 @@ def assignment_bytes(partitions: list[TopicPartition]) -> bytes:
     )
 
 
-def read_assignment(raw) -> list[TopicPartition]:
-    decoded = IT.read_consumer_protocol(ConsumerProtocolAssignment, raw or b"")
-    if decoded is None:
-        return []
-    return sorted((tp.topic, p) for tp in decoded[1].assigned_partitions or [] for p in tp.partitions)
-
-
 def read_subscription(raw) -> list[str]:
     decoded = IT.read_consumer_protocol(ConsumerProtocolSubscription, raw or b"")
     return [] if decoded is None else list(decoded[1].topics or [])
@@ -481,7 +474,7 @@ class GroupConsumer:
             self._group_error(sresp.error_code, "SyncGroup")
         self.generation = generation
         # positioned before the round counts as done: a coordinator error in OffsetFetch joins again
-        self._position(read_assignment(sresp.assignment))
+        self._position(IT.assigned_partitions(sresp.assignment))
         self.rejoin_reason = None
         self.joined = True
         self._failures = 0

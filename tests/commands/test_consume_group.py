@@ -162,12 +162,8 @@ def test_consumer_protocol_bytes_are_javas():
     """ConsumerProtocol v3 as Java writes it: int16 version, then the message (a subscription's
     null user data and rack, no owned partitions, the generation; an assignment's null user data);
     read back by the same codec the broker decodes them with."""
-    from kafkatool.assign.group_consumer import (
-        assignment_bytes,
-        read_assignment,
-        read_subscription,
-        subscription_bytes,
-    )
+    from kafkatool.assign.group_consumer import assignment_bytes, read_subscription, subscription_bytes
+    from kafkatool.formats.internal_topics import assigned_partitions
 
     sub = subscription_bytes(["t"], -1)
     assert (
@@ -184,7 +180,7 @@ def test_consumer_protocol_bytes_are_javas():
         + b"\x00\x00\x00\x00\x00\x00\x00\x01"
         + b"\xff" * 4
     )
-    assert read_assignment(asg) == [("t", 0), ("t", 1)]
+    assert assigned_partitions(asg) == [("t", 0), ("t", 1)]
 
 
 # ----------------------------------------------------------------------------- refusals

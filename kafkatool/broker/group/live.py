@@ -20,7 +20,6 @@ from kafkatool.assign import group_client as GC
 from kafkatool.assign.kafka_client import KafkaAdmin, describe_error
 from kafkatool.broker.group.views import Committed, GroupView, MemberRow, build_rows
 from kafkatool.formats import internal_topics as IT
-from kafkatool.formats.generated import ConsumerProtocolAssignment
 from kafkatool.protocol.apis import API_BY_KEY
 from kafkatool.protocol.errors import ErrorCode
 
@@ -73,13 +72,6 @@ def list_groups(admin: KafkaAdmin) -> dict[str, Listed]:
 
 #: the coordinator's node id (FindCoordinator, key type GROUP)
 coordinator = GC.find_coordinator
-
-
-def _assignment_of(raw) -> list[tuple[str, int]]:
-    decoded = IT.read_consumer_protocol(ConsumerProtocolAssignment, raw or b"")
-    if decoded is None:
-        return []
-    return sorted((tp.topic, p) for tp in decoded[1].assigned_partitions or [] for p in tp.partitions)
 
 
 def committed_offsets(admin: KafkaAdmin, group: str, node: int) -> dict[tuple[str, int], Committed]:
@@ -142,7 +134,7 @@ def describe(admin: KafkaAdmin, group: str) -> GroupView:
                 m.group_instance_id,
                 m.client_id,
                 m.client_host,
-                _assignment_of(m.member_assignment),
+                IT.assigned_partitions(m.member_assignment),
             )
             for m in g.members
         ]
