@@ -4,6 +4,7 @@ and kcat -C, through a cluster or read-only from log dirs or a backup."""
 from __future__ import annotations
 
 import itertools
+import signal
 import sys
 import time
 from pathlib import Path
@@ -33,9 +34,9 @@ of the classic consumer group G, as ConsoleConsumer's KafkaConsumer: JoinGroup/S
 protocol type consumer and the range assignor (the one strategy it offers and implements: Java
 members, whose default is [range, cooperative-sticky], and librdkafka's [range, roundrobin] agree
 on it), Heartbeat every heartbeat.interval.ms, a rejoin when the group rebalances, LeaveGroup at
-the end (Ctrl-C too). Each partition starts at the group's committed offset, else at
-auto.offset.reset (latest; earliest with --from-beginning, which is only that reset policy: a
-committed offset wins). Offsets are committed (enable.auto.commit, default true) every
+the end (Ctrl-C and SIGTERM too, exit 130; not a static member's: group.instance.id). Each
+partition starts at the group's committed offset, else at auto.offset.reset (latest; earliest
+with --from-beginning, which is only that reset policy: a committed offset wins). Offsets are committed (enable.auto.commit, default true) every
 auto.commit.interval.ms (5000), before a rebalance takes partitions away and at the end: the
 position after the last record printed. --group with --partition is refused, as Kafka does.
 
@@ -101,6 +102,10 @@ def _consumer_props(config_file: Path | None, items: list[str] | None) -> tuple[
             raise CommandError(f"--consumer-property {item!r}: expected KEY=VALUE")
         given[k.strip()] = v
     return from_file, given
+
+
+def _terminate(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
 def _warn(text: str) -> None:
@@ -358,6 +363,11 @@ def consume(
             raise CommandError(str(exc)) from None
         code = EXIT_OK
         unconsumed: list = []
+        previous_term = None
+        if group_member is not None:
+            # kill (SIGTERM) ends a member as Ctrl-C does, ConsoleConsumer's shutdown hook:
+            # commit and LeaveGroup, not a member left to time out
+            previous_term = signal.signal(signal.SIGTERM, _terminate)
         try:
             last = time.monotonic()
             # every round waits at most FETCH_MAX_WAIT_MS at the broker: the loop ends by an
@@ -392,6 +402,8 @@ def consume(
                 except KeyboardInterrupt:
                     code = EXIT_INTERRUPTED
             report()
+            if previous_term is not None:
+                signal.signal(signal.SIGTERM, previous_term)
     raise typer.Exit(code)
 
 

@@ -336,7 +336,8 @@ def test_two_members_split_then_one_takes_over(broker, tmp_path):
         assert list(taken.values()) == [[("split", p) for p in range(6)]]
         wave2 = produce(bs, "split", 6, "w2")
         wait_for("wave 2 read by B", lambda: len(b.values()) == len(wave1) - len(a.values()) + len(wave2))
-        assert b.stop() == 130
+        assert b.stop(signal.SIGTERM) == 130  # kill ends a member as Ctrl-C does: commit, LeaveGroup
+        assert members_of(bs, "gsplit") == ("Empty", {})
         everything = a.values() + b.values()
         assert sorted(everything) == sorted(wave1 | wave2)  # each once: nothing re-read
         assert committed(bs, "gsplit", "split", 6) == dict.fromkeys(range(6), 2 * PER_PARTITION)
