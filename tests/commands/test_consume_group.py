@@ -282,6 +282,12 @@ def test_commits_visible_and_a_second_run_resumes(broker):
     printed = {p: sum(1 for v in got1 if v.startswith(f"r-{p}-")) for p in range(6)}
     # a partition never fetched from has its reset position (0: earliest) committed, as Kafka's
     assert offsets == printed, (offsets, printed)
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    listed = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("gr")])["gr"].result(15)
+    assert {tp.partition: tp.offset for tp in listed.topic_partitions if tp.topic == "resume"} == printed
     res = run("groups", "describe", *boot(broker), "--group", "gr", "--json")
     rows = {r["partition"]: r for r in map(json.loads, res.stdout.splitlines()) if r["type"] == "offset"}
     assert {p: r["current_offset"] for p, r in rows.items()} == printed
