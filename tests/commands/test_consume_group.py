@@ -352,6 +352,33 @@ def test_two_members_split_then_one_takes_over(broker, tmp_path):
         b.kill()
 
 
+def test_commits_before_a_rebalance_takes_partitions_away(broker, tmp_path):
+    """A reads all 6 partitions alone; B joins: A commits what it printed before it gives up
+    partitions 3-5 (ConsumerCoordinator.onJoinPrepare; the periodic commit is a minute away), so
+    B, --from-beginning, starts them at A's progress: nothing is read twice."""
+    bs = broker.bootstrap
+    create(bs, "handover", 6)
+    common = ["--bootstrap-server", bs, "--topic", "handover", "--group", "ghand", "--from-beginning",
+              "--consumer-property", "auto.commit.interval.ms=60000"]  # fmt: skip
+    a = Member(tmp_path, "ha", *common)
+    b = None
+    try:
+        stable_with(bs, "ghand", 1)
+        wave0 = produce(bs, "handover", 6, "h0")
+        wait_for("A read wave 0", lambda: len(a.values()) == len(wave0))
+        b = Member(tmp_path, "hb", *common)
+        stable_with(bs, "ghand", 2)
+        wave1 = produce(bs, "handover", 6, "h1")
+        wait_for("wave 1 read", lambda: len(a.values()) + len(b.values()) == len(wave0) + len(wave1))
+        time.sleep(1)  # anything read twice would show by now
+        assert sorted(a.values() + b.values()) == sorted(wave0 | wave1)
+        assert all(v.startswith("h1-") for v in b.values())
+    finally:
+        a.kill()
+        if b is not None:
+            b.kill()
+
+
 @pytest.mark.parametrize("first", ["kafkatool", "confluent"])
 def test_shares_a_group_with_confluent_kafka(broker, tmp_path, first):
     """A librdkafka member (range) and a kafkatool member in one group, either of them the
