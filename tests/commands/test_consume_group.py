@@ -302,6 +302,28 @@ def test_commits_visible_and_a_second_run_resumes(broker):
     assert members_of(broker.bootstrap, "gr") == ("Empty", {})
 
 
+def test_auto_commit_while_running_and_off(broker, tmp_path):
+    """Auto commit every auto.commit.interval.ms while the member runs (seen before it exits);
+    enable.auto.commit=false commits nothing, not even at the end (ConsoleConsumer never commits
+    by hand)."""
+    bs = broker.bootstrap
+    create(bs, "autoc", 2)
+    want = produce(bs, "autoc", 2, "ac", 4)
+    m = Member(tmp_path, "autoc", "--bootstrap-server", bs, "--topic", "autoc", "--group", "gauto",
+               "--from-beginning", "--consumer-property", "auto.commit.interval.ms=300")  # fmt: skip
+    try:
+        wait_for("read", lambda: sorted(m.values()) == sorted(want))
+        wait_for("committed while running", lambda: committed(bs, "gauto", "autoc", 2) == {0: 4, 1: 4})
+        assert m.proc.poll() is None
+    finally:
+        m.stop()
+        m.kill()
+    res = run("consume", *boot(broker), "--topic", "autoc", "--group", "goff", "--from-beginning",
+              "--consumer-property", "enable.auto.commit=false", "--max-messages", 8, "--timeout-ms", 10000)  # fmt: skip
+    assert res.exit_code == 0 and sorted(res.stdout.split()) == sorted(want)
+    assert committed(bs, "goff", "autoc", 2) == {0: -1001, 1: -1001}  # OFFSET_INVALID: none
+
+
 def test_reset_none_without_committed_offsets(broker):
     create(broker.bootstrap, "nonetopic", 1)
     res = run(
