@@ -29,8 +29,9 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from kafkatool.assign import client_config as CC
 from kafkatool.assign import group_client as GC
 from kafkatool.assign.consume import (
     MAX_FAILURES,
@@ -58,30 +59,60 @@ LEAVE_REASON = "the consumer is being closed"  # AbstractCoordinator.close
 TopicPartition = tuple[str, int]
 
 # ----------------------------------------------------------------------------- settings
-#: the consumer properties taken (--consumer-property, --consumer.config) with Kafka's defaults;
-#: ConsoleConsumer's own: client.id console-consumer, auto.offset.reset latest (earliest with
-#: --from-beginning)
-DEFAULTS = {
-    "group.id": None,
-    "client.id": "console-consumer",
-    "auto.offset.reset": None,
-    "enable.auto.commit": "true",
-    "auto.commit.interval.ms": "5000",
-    "session.timeout.ms": "45000",
-    "heartbeat.interval.ms": "3000",
-    "max.poll.interval.ms": "300000",
-    "group.instance.id": None,
-    "isolation.level": None,
-    "metadata.max.age.ms": "300000",
-    "partition.assignment.strategy": "range",
-    "exclude.internal.topics": "true",
-    # ConsoleConsumer sets these itself (the --bootstrap-server, ByteArrayDeserializer): taken, unused
-    "bootstrap.servers": None,
-    "key.deserializer": None,
-    "value.deserializer": None,
+#: Kafka 3.7 ConsumerConfig's configs this consumer acts on: name -> (type, default, minimum,
+#: choices); ConsoleConsumer's own defaults: client.id console-consumer, auto.offset.reset latest
+#: (earliest with --from-beginning: None here, decided by the command)
+APPLIED: dict[str, tuple[str, str | None, int | None, list[str] | None]] = {
+    "group.id": ("STRING", None, None, None),
+    "client.id": ("STRING", "console-consumer", None, None),
+    "auto.offset.reset": ("STRING", None, None, ["latest", "earliest", "none"]),
+    "enable.auto.commit": ("BOOLEAN", "true", None, None),
+    "auto.commit.interval.ms": ("INT", "5000", 0, None),
+    "session.timeout.ms": ("INT", "45000", None, None),
+    "heartbeat.interval.ms": ("INT", "3000", None, None),
+    "max.poll.interval.ms": ("INT", "300000", 1, None),
+    "group.instance.id": ("STRING", None, None, None),
+    "isolation.level": ("STRING", None, None, ["read_committed", "read_uncommitted"]),
+    "metadata.max.age.ms": ("LONG", "300000", 0, None),
+    "partition.assignment.strategy": ("STRING", RANGE, None, None),
+    "exclude.internal.topics": ("BOOLEAN", "true", None, None),
 }
-#: client security goes through --command-config (the one place every command takes it)
-SECURITY_PREFIXES = ("security.protocol", "sasl.", "ssl.")
+#: Kafka 3.7 consumer configs taken without effect on which records are printed or committed
+#: (fetch sizes and waits, sockets, backoffs, metrics; what ConsoleConsumer sets itself)
+TAKEN_SILENTLY = frozenset(
+    {
+        "bootstrap.servers",
+        "key.deserializer",
+        "value.deserializer",
+        "fetch.min.bytes",
+        "fetch.max.bytes",
+        "fetch.max.wait.ms",
+        "max.partition.fetch.bytes",
+        "max.poll.records",
+        "check.crcs",
+        "client.rack",
+        "allow.auto.create.topics",
+        "request.timeout.ms",
+        "default.api.timeout.ms",
+        "retry.backoff.ms",
+        "retry.backoff.max.ms",
+        "reconnect.backoff.ms",
+        "reconnect.backoff.max.ms",
+        "connections.max.idle.ms",
+        "send.buffer.bytes",
+        "receive.buffer.bytes",
+        "socket.connection.setup.timeout.ms",
+        "socket.connection.setup.timeout.max.ms",
+        "client.dns.lookup",
+        "metrics.sample.window.ms",
+        "metrics.num.samples",
+        "metrics.recording.level",
+        "metric.reporters",
+        "auto.include.jmx.reporter",
+        "enable.metrics.push",
+        "security.providers",
+    }
+)
 _INSTANCE_ID = re.compile(r"[a-zA-Z0-9._-]+")
 
 
@@ -99,83 +130,73 @@ class ConsumerSettings:
     isolation_level: str | None
     metadata_max_age_ms: int
     exclude_internal_topics: bool
-
-
-def _invalid(key: str, value: str, why: str) -> ConsumeError:
-    # ConfigException's words
-    return ConsumeError(f"Invalid value {value} for configuration {key}: {why}")
+    #: security.protocol, ssl.*, sasl.* as given (for ClientSecurity, over --command-config's)
+    security: dict[str, str] = field(default_factory=dict)
+    #: lines Kafka's consumer logs as warnings (unknown configs)
+    notes: list[str] = field(default_factory=list)
 
 
 def consumer_settings(props: dict[str, str]) -> ConsumerSettings:
-    """The consumer properties, checked as KafkaConsumer's ConfigDef checks them; a key this
-    consumer does not take is refused (one line), as --property is."""
-    for key in props:
-        if key.startswith(SECURITY_PREFIXES):
-            raise ConsumeError(f"consumer property {key}: give client security with --command-config")
-        if key not in DEFAULTS:
-            raise ConsumeError(
-                f"consumer property {key}: not supported by this consumer (supported: {', '.join(DEFAULTS)})"
-            )
-    v = {**DEFAULTS, **props}
+    """The consumer configs, checked as KafkaConsumer's ConfigDef checks them (assign/client_config,
+    the producer's rules too): a wrong value is Kafka's ConfigException (ConsumeError); a name
+    Kafka's consumer does not know is a warning (logUnused) and left out; the consumer's names
+    without effect here are taken silently; security configs go to the client's security;
+    interceptor.classes asks for what this consumer does not do and is refused."""
+    notes: list[str] = []
+    security: dict[str, str] = {}
+    for name in props:
+        if name in APPLIED or name in TAKEN_SILENTLY:
+            continue
+        if CC.is_security_config(name):
+            security[name] = props[name]
+        elif name == "interceptor.classes":
+            if props[name].strip():
+                raise ConsumeError(f"{name}={props[name]}: kafkatool consume has no interceptors; leave it out")
+        else:
+            notes.append(CC.unknown_config(name))
 
-    def integer(key: str, least: int | None = None) -> int:
-        raw = v[key].strip()
+    def value(name: str):
+        kind, default, low, choices = APPLIED[name]
+        raw = props.get(name, default)
+        if raw is None:
+            return None
+        if name == "isolation.level":
+            raw = raw.strip().lower()  # CaseInsensitiveValidString
         try:
-            n = int(raw)
-        except ValueError:
-            raise _invalid(key, raw, "Not a number of type INT") from None
-        if not -(2**31) <= n < 2**31:
-            raise _invalid(key, raw, "Not a number of type INT")
-        if least is not None and n < least:
-            raise _invalid(key, raw, f"Value must be at least {least}")
-        return n
+            return CC.parse_value(name, raw, kind, low, None, choices)
+        except CC.ClientConfigError as exc:
+            raise ConsumeError(str(exc)) from None
 
-    def boolean(key: str) -> bool:
-        raw = v[key].strip().lower()
-        if raw not in ("true", "false"):
-            raise _invalid(key, v[key], "Expected value to be either true or false")
-        return raw == "true"
-
-    reset = v["auto.offset.reset"]
-    if reset is not None and reset not in ("latest", "earliest", "none"):
-        raise _invalid("auto.offset.reset", reset, "String must be one of: latest, earliest, none")
-    isolation = v["isolation.level"]
-    if isolation is not None:
-        isolation = isolation.strip().lower()
-        if isolation not in ("read_committed", "read_uncommitted"):
-            raise _invalid(
-                "isolation.level",
-                v["isolation.level"],
-                "String must be one of: read_committed, read_uncommitted",
-            )
-    strategies = [s.strip() for s in v["partition.assignment.strategy"].split(",") if s.strip()]
-    if not any(s in RANGE_NAMES for s in strategies):
+    strategies = [x.strip() for x in value("partition.assignment.strategy").split(",") if x.strip()]
+    if not any(x in RANGE_NAMES for x in strategies):
         raise ConsumeError(
-            f"partition.assignment.strategy {v['partition.assignment.strategy']}: this consumer "
+            f"partition.assignment.strategy {props['partition.assignment.strategy']}: this consumer "
             f"implements the range assignor only (range, {RANGE_NAMES[1]})"
         )
-    instance = v["group.instance.id"]
+    instance = value("group.instance.id")
     if instance is not None and (not _INSTANCE_ID.fullmatch(instance) or len(instance) > 249):
         # JoinGroupRequest.validateGroupInstanceId
         raise ConsumeError(
-            f'Group instance id "{instance}" is illegal, it contains a character other than ASCII '
+            f"Group instance id \"{instance}\" is illegal, it contains a character other than ASCII "
             "alphanumerics, '.', '_' and '-'"
             if instance
             else "Group instance id must be non-empty string"
         )
     s = ConsumerSettings(
-        group_id=v["group.id"],
-        client_id=v["client.id"],
-        auto_offset_reset=reset,
-        enable_auto_commit=boolean("enable.auto.commit"),
-        auto_commit_interval_ms=integer("auto.commit.interval.ms", 0),
-        session_timeout_ms=integer("session.timeout.ms"),
-        heartbeat_interval_ms=integer("heartbeat.interval.ms"),
-        max_poll_interval_ms=integer("max.poll.interval.ms", 1),
+        group_id=value("group.id"),
+        client_id=value("client.id"),
+        auto_offset_reset=value("auto.offset.reset"),
+        enable_auto_commit=value("enable.auto.commit"),
+        auto_commit_interval_ms=value("auto.commit.interval.ms"),
+        session_timeout_ms=value("session.timeout.ms"),
+        heartbeat_interval_ms=value("heartbeat.interval.ms"),
+        max_poll_interval_ms=value("max.poll.interval.ms"),
         group_instance_id=instance,
-        isolation_level=isolation,
-        metadata_max_age_ms=integer("metadata.max.age.ms", 0),
-        exclude_internal_topics=boolean("exclude.internal.topics"),
+        isolation_level=value("isolation.level"),
+        metadata_max_age_ms=value("metadata.max.age.ms"),
+        exclude_internal_topics=value("exclude.internal.topics"),
+        security=security,
+        notes=notes,
     )
     if s.heartbeat_interval_ms >= s.session_timeout_ms:
         raise ConsumeError("Heartbeat must be set lower than the session timeout")  # Heartbeat's check

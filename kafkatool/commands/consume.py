@@ -16,9 +16,11 @@ from kafkatool.commands.common import (
     EXIT_OK,
     EXIT_USAGE,
     CommandError,
+    add_client_security,
     command_config_option,
     error_line,
     handle_errors,
+    load_properties_file,
     property_args,
 )
 
@@ -69,39 +71,16 @@ PROPERTY_HELP = (
 )
 
 CONSUMER_PROPERTY_HELP = (
-    "A consumer property, KEY=VALUE (repeatable; wins over --consumer.config): group.id, client.id "
-    "(console-consumer), auto.offset.reset (latest|earliest|none), enable.auto.commit (true), "
-    "auto.commit.interval.ms (5000), session.timeout.ms (45000), heartbeat.interval.ms (3000), "
-    "max.poll.interval.ms (300000, the rebalance timeout), group.instance.id (a static member: no "
-    "LeaveGroup), isolation.level, metadata.max.age.ms (300000), partition.assignment.strategy (must "
-    "name range), exclude.internal.topics (true). Any other key is refused; client security goes in "
-    "--command-config."
+    "A consumer config, KEY=VALUE (repeatable; wins over --consumer.config), checked as Kafka's "
+    "consumer checks it: group.id, client.id (console-consumer), auto.offset.reset "
+    "(latest|earliest|none), enable.auto.commit (true), auto.commit.interval.ms (5000), "
+    "session.timeout.ms (45000), heartbeat.interval.ms (3000), max.poll.interval.ms (300000, the "
+    "rebalance timeout), group.instance.id (a static member: no LeaveGroup), isolation.level, "
+    "metadata.max.age.ms (300000), partition.assignment.strategy (must name range), "
+    "exclude.internal.topics (true); security.protocol, ssl.*, sasl.* as in --command-config. Kafka's "
+    "fetch, socket and metrics configs are taken without effect; a name Kafka's consumer does not "
+    "know is warned about, as Kafka does."
 )
-
-
-def _consumer_props(config_file: Path | None, items: list[str] | None) -> tuple[dict, dict]:
-    """(--consumer.config's properties, --consumer-property's): Utils.loadProps and
-    parseKeyValueArgs, the project's KEY=VALUE rule."""
-    from_file: dict[str, str] = {}
-    if config_file is not None:
-        from kafkatool.formats import properties as P
-        from kafkatool.formats.errors import FormatError
-
-        try:
-            text = config_file.read_bytes().decode("latin-1")  # Properties.load(InputStream)
-        except OSError as exc:
-            raise CommandError(f"--consumer.config {config_file}: {exc.strerror or exc}") from None
-        try:
-            from_file = P.parse_properties_text(text)
-        except FormatError as exc:
-            raise CommandError(f"--consumer.config {config_file}: {exc}") from None
-    given = {}
-    for item in items or []:
-        k, sep, v = item.partition("=")
-        if not sep or not k.strip():
-            raise CommandError(f"--consumer-property {item!r}: expected KEY=VALUE")
-        given[k.strip()] = v
-    return from_file, given
 
 
 def _terminate(signum, frame) -> None:
@@ -222,7 +201,8 @@ def consume(
     if partition is not None and partition < 0:
         raise CommandError(f"--partition {partition}: a partition is a number from 0")
     start_at = C.parse_offset(offset) if offset is not None else None
-    from_file, given = _consumer_props(consumer_config, consumer_property)
+    from_file = load_properties_file(consumer_config, "--consumer.config") if consumer_config else {}
+    given = property_args(consumer_property, "--consumer-property")
     group_ids = []
     for g in (group, from_file.get("group.id"), given.get("group.id")):
         if g is not None and g not in group_ids:
@@ -249,6 +229,9 @@ def consume(
         settings = G.consumer_settings(props)
     except C.ConsumeError as exc:
         raise CommandError(str(exc)) from None
+    add_client_security(settings.security, "consumer configs")
+    for note in settings.notes:
+        _warn(note)
     if settings.auto_offset_reset is None:
         settings.auto_offset_reset = "earliest" if from_beginning else "latest"
     if isolation_level is None:

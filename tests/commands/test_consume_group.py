@@ -206,8 +206,8 @@ def test_consumer_protocol_bytes_are_javas():
             ["--topic", "t", "--from-beginning", "--consumer-property", "auto.offset.reset=latest"],
             "Can't simultaneously specify --from-beginning and 'auto.offset.reset=latest', please remove one option",
         ),
-        (["--topic", "t", "--consumer-property", "fetch.min.bytes=1"], "consumer property fetch.min.bytes"),
-        (["--topic", "t", "--consumer-property", "sasl.mechanism=PLAIN"], "--command-config"),
+        (["--topic", "t", "--consumer-property", "interceptor.classes=a.B"], "has no interceptors"),
+        (["--topic", "t", "--consumer-property", "security.protocol=SASL_SSH"], "consumer configs: security"),
         (["--topic", "t", "--consumer-property", "nokey"], "expected KEY=VALUE"),
         (
             ["--topic", "t", "--consumer-property", "session.timeout.ms=soon"],
@@ -233,6 +233,24 @@ def test_bad_combinations_exit_2_in_one_line(args, words):
     # refused before any connection: the bootstrap server is never reached
     line = one_line_error(run("consume", "--bootstrap-server", "127.0.0.1:1", *args))
     assert words in line
+
+
+def test_unknown_configs_are_warned_about_and_known_ones_taken(broker):
+    """Kafka's consumer logs a name it does not know and goes on (AbstractConfig.logUnused), and
+    takes its own fetch/socket configs: the same records, one warning line for the unknown one."""
+    create(broker.bootstrap, "cfgwarn", 1)
+    want = produce(broker.bootstrap, "cfgwarn", 1, "w", 2)
+    res = run(
+        "consume", *boot(broker), "--topic", "cfgwarn", "--from-beginning", "--exit-at-end",
+        "--consumer-property", "fetch.min.bytes=1", "--consumer-property", "max.poll.records=10",
+        "--consumer-property", "no.such.config=1",
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert sorted(res.stdout.split()) == sorted(want)
+    assert res.stderr.splitlines() == [
+        "kafkatool: WARNING: The configuration 'no.such.config' was supplied but isn't a known config.",
+        "Processed a total of 2 messages",
+    ]
 
 
 def test_group_needs_a_cluster(tmp_path):
