@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 from kafkatool.assign.group_consumer import range_assign
 from kafkatool.cli import app
 from tests.broker.conftest import REPO, BrokerProcess, free_port
+from tests.broker.security.test_sasl import command_config, secured  # noqa: F401 (its SASL_SSL broker)
 from tests.cli_result import one_line_error
 
 ck = pytest.importorskip("confluent_kafka")
@@ -635,3 +636,20 @@ def test_the_leader_rejoins_when_a_topic_grows(broker, tmp_path):
     finally:
         m.stop()
         m.kill()
+
+
+def test_a_group_over_sasl_ssl_with_the_consumer_config(secured, tmp_path):  # noqa: F811
+    """The security configs of --consumer.config (kafka-console-consumer.sh's usual place for
+    them) reach every connection: a group member over SASL_SSL with SCRAM, no --command-config."""
+    p = ck.Producer({"bootstrap.servers": secured.bootstrap, "linger.ms": 0})
+    for i in range(3):
+        p.produce("secured-group", value=b"s%d" % i, partition=0)
+    assert p.flush(15) == 0
+    cfg = command_config(secured, tmp_path / "consumer.properties")
+    with open(cfg, "a") as f:
+        f.write("group.id=gsecure\n")
+    res = run("consume", "--bootstrap-server", secured.sasl_ssl, "--consumer.config", cfg,
+              "--topic", "secured-group", "--from-beginning", "--max-messages", 3, "--timeout-ms", 15000)  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert res.stdout.split() == ["s0", "s1", "s2"]
+    assert committed(secured.bootstrap, "gsecure", "secured-group", 1) == {0: 3}
