@@ -420,6 +420,34 @@ def test_commits_before_a_rebalance_takes_partitions_away(broker, tmp_path):
             b.kill()
 
 
+def test_a_member_whose_session_expired_joins_again(broker, tmp_path):
+    """A member stopped (SIGSTOP) past its session timeout is removed by the coordinator; once
+    it runs again its Heartbeat gets UNKNOWN_MEMBER_ID, it joins anew with a new member id (as
+    AbstractCoordinator's resetGenerationAndRejoin) and reads on from the committed offsets."""
+    bs = broker.bootstrap
+    create(bs, "expire", 2)
+    m = Member(tmp_path, "exp", "--bootstrap-server", bs, "--topic", "expire", "--group", "gexp",
+               "--from-beginning", "--consumer-property", "session.timeout.ms=6000",
+               "--consumer-property", "heartbeat.interval.ms=500",
+               "--consumer-property", "auto.commit.interval.ms=200")  # fmt: skip
+    try:
+        (before,) = stable_with(bs, "gexp", 1)
+        wave0 = produce(bs, "expire", 2, "e0", 2)
+        wait_for("wave 0 read", lambda: sorted(m.values()) == sorted(wave0))
+        wait_for("wave 0 committed", lambda: committed(bs, "gexp", "expire", 2) == {0: 2, 1: 2})
+        m.proc.send_signal(signal.SIGSTOP)
+        wait_for("the member expired", lambda: members_of(bs, "gexp") == ("Empty", {}), timeout=20)
+        m.proc.send_signal(signal.SIGCONT)
+        (after,) = stable_with(bs, "gexp", 1)
+        assert after != before
+        wave1 = produce(bs, "expire", 2, "e1", 2)
+        wait_for("wave 1 read", lambda: sorted(m.values()) == sorted(wave0 | wave1))
+    finally:
+        if m.proc.poll() is None:
+            m.proc.send_signal(signal.SIGCONT)
+        m.kill()
+
+
 @pytest.mark.parametrize("first", ["kafkatool", "confluent"])
 def test_shares_a_group_with_confluent_kafka(broker, tmp_path, first):
     """A librdkafka member (range) and a kafkatool member in one group, either of them the
