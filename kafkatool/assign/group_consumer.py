@@ -151,7 +151,9 @@ def consumer_settings(props: dict[str, str]) -> ConsumerSettings:
             security[name] = props[name]
         elif name == "interceptor.classes":
             if props[name].strip():
-                raise ConsumeError(f"{name}={props[name]}: kafkatool consume has no interceptors; leave it out")
+                raise ConsumeError(
+                    f"{name}={props[name]}: kafkatool consume has no interceptors; leave it out"
+                )
         else:
             notes.append(CC.unknown_config(name))
 
@@ -177,7 +179,7 @@ def consumer_settings(props: dict[str, str]) -> ConsumerSettings:
     if instance is not None and (not _INSTANCE_ID.fullmatch(instance) or len(instance) > 249):
         # JoinGroupRequest.validateGroupInstanceId
         raise ConsumeError(
-            f"Group instance id \"{instance}\" is illegal, it contains a character other than ASCII "
+            f'Group instance id "{instance}" is illegal, it contains a character other than ASCII '
             "alphanumerics, '.', '_' and '-'"
             if instance
             else "Group instance id must be non-empty string"
