@@ -1,11 +1,12 @@
 """Records of a topic as a consumer gets them (kafka-console-consumer.sh, kcat -C), from a live
 cluster or read-only from log dirs, with the same rules on both:
 
-* live: the tool assigns itself the partitions (no consumer group), asks each partition's
-  leader for its start with ListOffsets (the isolation level's latest: the high watermark or
-  the last stable offset) and reads with Fetch at the leader, following a moved leader through
-  Metadata (a bounded number of times in a row); an out-of-range position is reset to the
-  latest offset, as ConsoleConsumer's auto.offset.reset=latest does;
+* live: the partitions are the tool's own choice (no consumer group) or a classic consumer
+  group's (:mod:`kafkatool.assign.group_consumer`); a start is an offset or ListOffsets' earliest
+  or latest at the leader (the isolation level's latest: the high watermark or the last stable
+  offset); Fetch at each leader, following a moved leader through Metadata (a bounded number of
+  times in a row); an out-of-range position is reset by auto.offset.reset (ConsoleConsumer's:
+  latest, earliest with --from-beginning);
 * offline: the storage engine's own read path (:meth:`kafkatool.log.log.Log.read`, which the
   broker's Fetch handler serves from, with the aborted transactions of the ``.txnindex``s it
   lists) on a LogManager opened read-only, producer state replayed for the last stable offset;
@@ -17,6 +18,7 @@ cluster or read-only from log dirs, with the same rules on both:
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -128,49 +130,88 @@ class PartitionState:
     done: bool = False
 
 
+# ----------------------------------------------------------------------------- what to read
+def topic_partitions(meta, topic: str, partition: int | None) -> list[TopicPartition]:
+    """``--topic`` (and ``--partition``) against the cluster's metadata: an unknown topic or
+    partition is an error (one line)."""
+    code = meta.topic_errors.get(topic)
+    if code is not None or topic not in meta.topics:
+        code = code or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            raise ConsumeError(f"Topic '{topic}' does not exist")
+        raise ConsumeError(f"topic {topic}: {describe_error(code)}")
+    parts = sorted(meta.topics[topic])
+    if partition is not None:
+        if partition not in parts:
+            raise ConsumeError(f"Topic '{topic}' has no partition {partition} (partitions: {len(parts)})")
+        parts = [partition]
+    return [(topic, p) for p in parts]
+
+
+def matching_topics(meta, rx: re.Pattern, *, exclude_internal: bool = True) -> list[str]:
+    """The topics a pattern subscription takes (KafkaConsumer.subscribe(Pattern): whole-name
+    matches; exclude.internal.topics, true by default, leaves internal topics out)."""
+    return sorted(
+        t
+        for t in meta.topics
+        if rx.fullmatch(t)
+        and not (exclude_internal and meta.topic_info.get(t, (None, t.startswith("__")))[1])
+    )
+
+
 # ----------------------------------------------------------------------------- live
 class LiveConsumer:
-    """Fetch from each partition's leader, the tool assigning itself the partitions."""
+    """Fetch from each assigned partition's leader. The assignment is the caller's: the tool's
+    own (every partition of the topics, or --partition) or a consumer group's
+    (:mod:`kafkatool.assign.group_consumer`), changed with :meth:`assign`."""
 
     def __init__(
         self,
         admin: KafkaAdmin,
-        topic: str,
-        partition: int | None,
-        start: int,
         isolation: int,
         *,
-        exit_at_end: bool,
+        exit_at_end: bool = False,
+        reset: int | None = LATEST_TIMESTAMP,
     ):
         self.admin = admin
-        self.topic = topic
         self.isolation = isolation
         self.exit_at_end = exit_at_end
-        meta = admin.metadata([topic], keep=True)
-        code = meta.topic_errors.get(topic)
-        if code is not None or topic not in meta.topics:
-            code = code or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                raise ConsumeError(f"Topic '{topic}' does not exist")
-            raise ConsumeError(f"topic {topic}: {describe_error(code)}")
-        parts = sorted(meta.topics[topic])
-        if partition is not None:
-            if partition not in parts:
-                raise ConsumeError(f"Topic '{topic}' has no partition {partition} (partitions: {len(parts)})")
-            parts = [partition]
-        self.partitions = [(topic, p) for p in parts]
+        #: auto.offset.reset: where an out-of-range position goes (None: "none", an error)
+        self.reset = reset
+        self.partitions: list[TopicPartition] = []
         self.states: dict[TopicPartition, PartitionState] = {}
-        if start >= 0:
-            for tp in self.partitions:
+
+    def assign(self, starts: dict[TopicPartition, int]) -> None:
+        """Read these partitions from now on, each from its start: an offset, or
+        EARLIEST/LATEST (ListOffsets at the leader)."""
+        self.partitions = sorted(starts)
+        self.states = {}
+        special: dict[int, list[TopicPartition]] = {}
+        for tp, start in starts.items():
+            if start >= 0:
                 self.states[tp] = PartitionState(start)
-        else:
-            for tp, off in self._list(self.partitions, start).items():
+            else:
+                special.setdefault(start, []).append(tp)
+        for spec, tps in special.items():
+            for tp, off in self._list(tps, spec).items():
                 self.states[tp] = PartitionState(off)
-        if exit_at_end:
+        if self.exit_at_end and self.partitions:
             for tp, off in self._list(self.partitions, LATEST_TIMESTAMP).items():
                 st = self.states[tp]
                 st.end = off
                 st.done = st.position >= off
+
+    def positions(self) -> dict[TopicPartition, int]:
+        """The next offset of each assigned partition (what a consumer commits)."""
+        return {tp: st.position for tp, st in self.states.items()}
+
+    def rewind(self, unconsumed: list[ConsumerRecord]) -> None:
+        """Records handed out but not used go back: each partition's position becomes its first
+        unused offset (ConsoleConsumer's resetUnconsumedOffsets before close)."""
+        for r in unconsumed:
+            st = self.states.get((r.topic, r.partition))
+            if st is not None and r.offset < st.position:
+                st.position = r.offset
 
     def _list(self, tps: list[TopicPartition], spec: int) -> dict[TopicPartition, int]:
         from kafkatool.assign.offsets import list_offsets
@@ -210,13 +251,20 @@ class LiveConsumer:
         self._refresh = True
 
     def poll(self, max_wait_ms: int) -> list[ConsumerRecord]:
-        """One Fetch at each leader of the partitions not done; their records."""
+        """One Fetch at each leader of the partitions not done; their records. Nothing
+        assigned: a pause of ``max_wait_ms``, as a fetch that gets nothing."""
         from kafkatool.protocol.generated.fetch_request import FetchPartition, FetchTopic
 
         self._refresh = False
         got: list[ConsumerRecord] = []
         leaders = self._leaders()
+        if not leaders and not self._refresh:
+            time.sleep(max(0, max_wait_ms) / 1000)
+            return got
         for leader, tps in sorted(leaders.items()):
+            by_topic: dict[str, list[int]] = {}
+            for t, p in tps:
+                by_topic.setdefault(t, []).append(p)
             req = API_BY_KEY[FETCH].request(
                 replica_id=-1,
                 max_wait_ms=max(0, max_wait_ms),
@@ -227,7 +275,7 @@ class LiveConsumer:
                 session_epoch=-1,
                 topics=[
                     FetchTopic(
-                        topic=self.topic,
+                        topic=t,
                         partitions=[
                             FetchPartition(
                                 partition=p,
@@ -236,9 +284,10 @@ class LiveConsumer:
                                 log_start_offset=-1,
                                 partition_max_bytes=PARTITION_MAX_BYTES,
                             )
-                            for t, p in tps
+                            for p in ps
                         ],
                     )
+                    for t, ps in by_topic.items()
                 ],
                 forgotten_topics_data=[],
                 rack_id="",
@@ -263,7 +312,7 @@ class LiveConsumer:
         if self._refresh:
             time.sleep(RETRY_BACKOFF_S)
             try:
-                self.admin.metadata([self.topic], keep=True)
+                self.admin.metadata(sorted({t for t, _ in self.partitions}), keep=True)
             except KafkaAdminError:
                 self.admin.forget(None)  # the next poll counts the failure again
         return got
@@ -271,7 +320,12 @@ class LiveConsumer:
     def _partition_answer(self, tp: TopicPartition, p) -> list[ConsumerRecord]:
         st = self.states[tp]
         if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
-            st.position = self._list([tp], LATEST_TIMESTAMP)[tp]  # auto.offset.reset=latest
+            if self.reset is None:  # auto.offset.reset=none: OffsetOutOfRangeException
+                raise ConsumeError(
+                    f"Fetch position FetchPosition{{offset={st.position}}} is out of range for partition "
+                    f"{tp[0]}-{tp[1]}"
+                )
+            st.position = self._list([tp], self.reset)[tp]  # auto.offset.reset
             return []
         if p.error_code:
             self._failed(tp, describe_error(p.error_code))
@@ -289,17 +343,61 @@ class LiveConsumer:
         return recs
 
 
+class PatternConsumer:
+    """``--include`` without a group: the tool assigns itself every partition of the topics the
+    pattern matches, and at each metadata refresh (metadata.max.age.ms) those of topics that
+    match since, from the reset position (a new topic has no committed offset: Kafka's consumer
+    in its random group starts it at auto.offset.reset too)."""
+
+    def __init__(
+        self, fetcher: LiveConsumer, rx: re.Pattern, start: int, refresh_ms: int, exclude_internal: bool
+    ):
+        self.fetcher = fetcher
+        self.rx = rx
+        self.start = start
+        self.refresh_ms = refresh_ms
+        self.exclude_internal = exclude_internal
+        self.next_refresh = 0.0
+        self._refresh()
+
+    def _refresh(self) -> None:
+        meta = self.fetcher.admin.metadata(keep=True)
+        self.next_refresh = time.monotonic() + self.refresh_ms / 1000
+        tps = [
+            (t, p)
+            for t in matching_topics(meta, self.rx, exclude_internal=self.exclude_internal)
+            for p in sorted(meta.topics[t])
+        ]
+        new = {tp: self.start for tp in tps if tp not in self.fetcher.states}
+        if new:
+            starts = {**self.fetcher.positions(), **new}
+            ends = {tp: st for tp, st in self.fetcher.states.items()}
+            self.fetcher.assign(starts)
+            for tp, st in ends.items():  # partitions already read keep their progress and end
+                self.fetcher.states[tp] = st
+
+    @property
+    def finished(self) -> bool:
+        return self.fetcher.finished
+
+    def poll(self, max_wait_ms: int) -> list[ConsumerRecord]:
+        if time.monotonic() >= self.next_refresh:
+            self._refresh()
+        return self.fetcher.poll(max_wait_ms)
+
+
 # ----------------------------------------------------------------------------- offline
 def consume_offline(
     log_dirs: list[Path],
-    topic: str,
+    topic: str | re.Pattern,
     partition: int | None,
     start: int,
     isolation: int,
     on_partition: Callable[[TopicPartition], None] | None = None,
 ) -> Iterator[ConsumerRecord]:
     """The records a consumer would get from the data of ``log_dirs``, read-only (a running
-    broker's dir too), partition after partition: from ``start`` (EARLIEST/LATEST or an offset:
+    broker's dir too), of ``topic`` or of every topic a pattern (--include) matches but the
+    internal ones, partition after partition: from ``start`` (EARLIEST/LATEST or an offset:
     one outside the log is reset to the latest, as the live command does) to the log end offset
     (read_uncommitted: the dir holds no current high watermark, the log end stands for it) or
     the last stable offset (read_committed, by the engine's rule over the replayed producer
@@ -310,15 +408,24 @@ def consume_offline(
 
     committed = isolation == READ_COMMITTED
     with LogManager(log_dirs, writable=False) as mgr:
-        logs = {p: lg for (t, p), lg in mgr.logs.items() if t == topic}
-        if not logs:
-            raise ConsumeError(f"Topic '{topic}' does not exist in {', '.join(map(str, log_dirs))}")
+        if isinstance(topic, str):
+            logs = {(t, p): lg for (t, p), lg in mgr.logs.items() if t == topic}
+            if not logs:
+                raise ConsumeError(f"Topic '{topic}' does not exist in {', '.join(map(str, log_dirs))}")
+        else:
+            from kafkatool.log.topic_settings import INTERNAL_TOPIC_CONFIGS
+
+            logs = {
+                (t, p): lg
+                for (t, p), lg in mgr.logs.items()
+                if topic.fullmatch(t) and t not in INTERNAL_TOPIC_CONFIGS
+            }
         if partition is not None:
-            if partition not in logs:
+            if (topic, partition) not in logs:
                 raise ConsumeError(f"Topic '{topic}' has no partition {partition} in the log dirs")
-            logs = {partition: logs[partition]}
+            logs = {(topic, partition): logs[(topic, partition)]}
         now = int(time.time() * 1000)
-        for p, lg in sorted(logs.items()):
+        for (t, p), lg in sorted(logs.items()):
             replay_producer_state(lg, now)
             lg.update_high_watermark(lg.log_end_offset)
             upper = lg.last_stable_offset if committed else lg.high_watermark
@@ -338,7 +445,7 @@ def consume_offline(
                     min_one_message=True,
                 )
                 data = info.read_bytes()
-                recs, nxt = fetched_records(topic, p, data, pos, info.aborted_transactions, committed)
+                recs, nxt = fetched_records(t, p, data, pos, info.aborted_transactions, committed)
                 yield from recs
                 if nxt <= pos:
                     break  # nothing whole to read below the bound (damage past it)

@@ -42,6 +42,11 @@ CLIENT_MAX = {
     2: 7,  # ListOffsets
     # consume (assign/consume.py): v13+ names topics by id only
     1: 12,  # Fetch
+    # a classic consumer group member (assign/group_consumer.py), as Kafka 3.7's consumer
+    11: 9,  # JoinGroup
+    14: 5,  # SyncGroup
+    12: 4,  # Heartbeat
+    13: 5,  # LeaveGroup
     15: 5,  # DescribeGroups
     16: 5,  # ListGroups
     42: 2,  # DeleteGroups
@@ -174,7 +179,19 @@ class Connection:
             raise KafkaAdminError(f"{self.address}: cannot send: {exc.strerror or exc}") from None
         return self._correlation
 
-    def _roundtrip(self, api_key: int, version: int, body: Message) -> Message:
+    def _roundtrip(self, api_key: int, version: int, body: Message, timeout: float | None = None) -> Message:
+        if timeout is not None and timeout != self.timeout:
+            # a request the broker may hold longer (JoinGroup: up to the rebalance timeout)
+            self.sock.settimeout(timeout)
+            saved, self.timeout = self.timeout, timeout
+            try:
+                return self._roundtrip(api_key, version, body)
+            finally:
+                self.timeout = saved
+                try:
+                    self.sock.settimeout(saved)
+                except OSError:
+                    pass
         return self._receive(api_key, version, self._send(api_key, version, body))
 
     def _receive(self, api_key: int, version: int, corr: int) -> Message:
@@ -243,8 +260,13 @@ class Connection:
             )
         return hi
 
-    def request(self, api_key: int, body: Message, version: int | None = None) -> Message:
-        return self._roundtrip(api_key, self.version_for(api_key) if version is None else version, body)
+    def request(
+        self, api_key: int, body: Message, version: int | None = None, timeout: float | None = None
+    ) -> Message:
+        """One request and its answer; ``timeout`` (seconds) replaces the connection's for it."""
+        return self._roundtrip(
+            api_key, self.version_for(api_key) if version is None else version, body, timeout
+        )
 
     def send_only(self, api_key: int, body: Message, version: int | None = None) -> None:
         """A request the broker does not answer (Produce with acks=0)."""
@@ -357,9 +379,11 @@ class KafkaAdmin:
             )
         return self.node(meta.controller_id)
 
-    def request(self, api_key: int, body: Message, node_id: int | None = None) -> Message:
+    def request(
+        self, api_key: int, body: Message, node_id: int | None = None, timeout: float | None = None
+    ) -> Message:
         conn = self._any() if node_id is None else self.node(node_id)
-        return conn.request(api_key, body)
+        return conn.request(api_key, body, timeout=timeout)
 
     # -- Metadata ---------------------------------------------------------------------------------
 

@@ -26,19 +26,22 @@ them and Kafka's producer checks them.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
-from kafkatool.errors import KafkatoolError
+from kafkatool.assign.client_config import (
+    INT_MAX,
+    ClientConfigError,
+    is_security_config,
+    parse_value,
+    unknown_config,
+)
 from kafkatool.formats import compression
 
 
-class ProducerConfigError(KafkatoolError):
+class ProducerConfigError(ClientConfigError):
     """Kafka's ConfigException (or a config this producer cannot honour): one line, exit 2."""
 
 
-INT_MAX = 2**31 - 1
-LONG_MAX = 2**63 - 1
 #: ProducerConfig.MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION_FOR_IDEMPOTENCE
 MAX_IN_FLIGHT_FOR_IDEMPOTENCE = 5
 
@@ -106,11 +109,6 @@ TAKEN_SILENTLY = frozenset(
 )
 
 
-def is_security_config(name: str) -> bool:
-    """A config of the client's security (CommonClientConfigs, SslConfigs, SaslConfigs)."""
-    return name == "security.protocol" or name.startswith(("ssl.", "sasl."))
-
-
 @dataclass
 class ProducerSettings:
     """What the producer runs with (assign/producer.Producer's parameters)."""
@@ -164,39 +162,14 @@ def console_producer_props(
     return props
 
 
-def _invalid(name: str, value: str, why: str) -> ProducerConfigError:
-    # ConfigException(name, value, message)
-    return ProducerConfigError(f"Invalid value {value} for configuration {name}: {why}")
-
-
-_INTEGER = re.compile(r"[+-]?[0-9]+\Z")
-
-
 def _parse(name: str, raw: str) -> int | bool | str:
     """ConfigDef.parseType and the value's validator (Range, ValidString)."""
     kind, _default, low, high = APPLIED[name]
-    value = raw.strip()
-    if kind in ("INT", "LONG"):
-        bound = INT_MAX if kind == "INT" else LONG_MAX
-        if not _INTEGER.match(value) or not -bound - 1 <= int(value) <= bound:
-            raise _invalid(name, raw, f"Not a number of type {kind}")
-        number = int(value)
-        if low is not None and number < low:
-            raise _invalid(name, value, f"Value must be at least {low}")
-        if high is not None and number > high:
-            raise _invalid(name, value, f"Value must be no more than {high}")
-        return number
-    if kind == "BOOLEAN":
-        if value.lower() not in ("true", "false"):
-            raise _invalid(name, raw, "Expected value to be either true or false")
-        return value.lower() == "true"
     choices = {
         "acks": ["all", "-1", "0", "1"],
         "compression.type": list(compression.CODEC_NAMES.values()),
     }.get(name)
-    if choices is not None and value not in choices:
-        raise _invalid(name, value, "String must be one of: " + ", ".join(choices))
-    return value
+    return parse_value(name, raw, kind, low, high, choices, ProducerConfigError)
 
 
 def producer_settings(props: dict[str, str]) -> ProducerSettings:
@@ -218,7 +191,7 @@ def producer_settings(props: dict[str, str]) -> ProducerSettings:
                     "interceptors; leave it out"
                 )
         else:
-            notes.append(f"The configuration '{name}' was supplied but isn't a known config.")
+            notes.append(unknown_config(name))
     value = {name: _parse(name, props.get(name, spec[1])) for name, spec in APPLIED.items()}
 
     # postProcessAndValidateIdempotenceConfigs

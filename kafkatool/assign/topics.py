@@ -50,13 +50,17 @@ class TopicRow:
         return max((len(p.replicas) for p in self.partitions), default=0)
 
 
-def topic_regex(raw: str) -> re.Pattern:
+def topic_regex(raw: str, *, topic_filter: bool = True) -> re.Pattern:
     """Kafka's TopicFilter (server-common, the IncludeList of TopicCommand's --topic and of
     GetOffsetShell's): trimmed, ',' means '|', spaces and surrounding quotes dropped, matched
-    against whole names."""
-    rx = raw.strip().replace(",", "|").replace(" ", "")
-    rx = re.sub(r"""^["']+""", "", rx)
-    rx = re.sub(r"""["']+$""", "", rx)
+    against whole names. ``topic_filter=False``: the regex as given, Pattern.compile's (Kafka
+    3.7's ConsoleConsumer subscribes to ``Pattern.compile(include)``, no TopicFilter), matched
+    against whole names all the same (KafkaConsumer's subscribe(Pattern): matcher.matches)."""
+    rx = raw
+    if topic_filter:
+        rx = raw.strip().replace(",", "|").replace(" ", "")
+        rx = re.sub(r"""^["']+""", "", rx)
+        rx = re.sub(r"""["']+$""", "", rx)
     try:
         return re.compile(rx)
     except re.error as exc:

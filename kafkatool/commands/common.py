@@ -327,6 +327,41 @@ def _load_command_config(value):
     return value
 
 
+def add_client_security(security: dict[str, str], what: str) -> None:
+    """Security configs given among a console tool's client configs (security.protocol, ssl.*,
+    sasl.*), as Kafka's clients take them: over --command-config's, for every connection."""
+    if not security:
+        return
+    from kafkatool.assign import kafka_client
+    from kafkatool.broker.config import ConfigError
+    from kafkatool.broker.security.client import ClientSecurity
+
+    given = kafka_client.client_security()
+    try:
+        kafka_client.use_client_security(
+            ClientSecurity({**(given.props if given is not None else {}), **security})
+        )
+    except ConfigError as exc:
+        raise CommandError(f"{what}: {exc}") from None
+
+
+def load_properties_file(path, option: str) -> dict[str, str]:
+    """Utils.loadProps: a Java properties file (ISO-8859-1); an unreadable or malformed file is
+    one line naming ``option`` and the file."""
+    from kafkatool.formats import properties as P
+    from kafkatool.formats.errors import FormatError
+
+    try:
+        with open(path, "rb") as f:
+            text = f.read().decode("latin-1")
+    except OSError as exc:
+        raise CommandError(f"{option} {path}: {exc.strerror or exc}") from None
+    try:
+        return P.parse_properties_text(text)
+    except FormatError as exc:
+        raise CommandError(f"{option} {path}: {exc}") from None
+
+
 def command_config_option():
     """The one declaration of --command-config: every command with --bootstrap-server takes it."""
     import typer

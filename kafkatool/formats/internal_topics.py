@@ -138,6 +138,24 @@ def read_consumer_protocol(cls: type[Message], raw) -> tuple[int, Message] | Non
     return version, msg
 
 
+def write_consumer_protocol(msg: Message, version: int | None = None) -> bytes:
+    """The bytes of a ConsumerProtocolSubscription or ConsumerProtocolAssignment: int16 version,
+    then the message (Kafka's ConsumerProtocol.serializeSubscription/serializeAssignment, which
+    write the newest version unless told otherwise)."""
+    if version is None:
+        version = type(msg).VALID_VERSIONS[1]
+    return _I16.pack(version) + msg.encode(version)
+
+
+def assigned_partitions(raw) -> list[tuple[str, int]]:
+    """A classic consumer group member's assignment bytes (ConsumerProtocolAssignment) as
+    sorted (topic, partition) pairs; none if they do not parse (or are empty)."""
+    decoded = read_consumer_protocol(ConsumerProtocolAssignment, raw or b"")
+    if decoded is None:
+        return []
+    return sorted((tp.topic, p) for tp in decoded[1].assigned_partitions or [] for p in tp.partitions)
+
+
 def _decode_embedded(cls: type[Message], raw):
     """ConsumerProtocol payload -> JSON dict, or None if it does not parse."""
     decoded = read_consumer_protocol(cls, raw)

@@ -16,14 +16,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kafkatool.assign.kafka_client import KafkaAdmin, KafkaAdminError, describe_error
+from kafkatool.assign import group_client as GC
+from kafkatool.assign.kafka_client import KafkaAdmin, describe_error
 from kafkatool.broker.group.views import Committed, GroupView, MemberRow, build_rows
 from kafkatool.formats import internal_topics as IT
-from kafkatool.formats.generated import ConsumerProtocolAssignment
 from kafkatool.protocol.apis import API_BY_KEY
 from kafkatool.protocol.errors import ErrorCode
 
-LIST_OFFSETS, OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 2, 8, 9, 10
+LIST_OFFSETS = 2
 DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE, CONSUMER_GROUP_DESCRIBE = 15, 16, 42, 47, 69
 #: ListOffsets' special timestamps
 LATEST, EARLIEST = -1, -2
@@ -31,13 +31,9 @@ LATEST, EARLIEST = -1, -2
 INACTIVE = ("Empty", "Dead")
 
 
-class GroupsError(KafkaAdminError):
-    """A group operation the cluster refused as a whole (one line, Kafka's wording)."""
-
-
-def _check(code: int, what: str, message: str | None = None) -> None:
-    if code:
-        raise GroupsError(f"{what}: {describe_error(code, message)}", code)
+#: a group operation the cluster refused as a whole (one line, Kafka's wording)
+GroupsError = GC.GroupRequestError
+_check = GC.check
 
 
 # ----------------------------------------------------------------------------- listing
@@ -74,46 +70,13 @@ def list_groups(admin: KafkaAdmin) -> dict[str, Listed]:
 # ----------------------------------------------------------------------------- one group
 
 
-def coordinator(admin: KafkaAdmin, group: str) -> int:
-    """The coordinator's node id (FindCoordinator, key type GROUP)."""
-    conn = admin._any()
-    version = conn.version_for(FIND_COORDINATOR)
-    info = API_BY_KEY[FIND_COORDINATOR]
-    req = info.request(key_type=0, coordinator_keys=[group]) if version >= 4 else info.request(key=group)
-    resp = conn.request(FIND_COORDINATOR, req, version)
-    if version >= 4:
-        (c,) = resp.coordinators
-        _check(c.error_code, f"FindCoordinator for group '{group}'", c.error_message)
-        node, host, port = c.node_id, c.host, c.port
-    else:
-        _check(resp.error_code, f"FindCoordinator for group '{group}'", resp.error_message)
-        node, host, port = resp.node_id, resp.host, resp.port
-    meta = admin.metadata_cached()
-    if node not in meta.brokers:
-        meta.brokers[node] = (host, port, None)
-    return node
-
-
-def _assignment_of(raw) -> list[tuple[str, int]]:
-    decoded = IT.read_consumer_protocol(ConsumerProtocolAssignment, raw or b"")
-    if decoded is None:
-        return []
-    return sorted((tp.topic, p) for tp in decoded[1].assigned_partitions or [] for p in tp.partitions)
+#: the coordinator's node id (FindCoordinator, key type GROUP)
+coordinator = GC.find_coordinator
 
 
 def committed_offsets(admin: KafkaAdmin, group: str, node: int) -> dict[tuple[str, int], Committed]:
     """OffsetFetch of every partition the group committed (topics null: all)."""
-    req = API_BY_KEY[OFFSET_FETCH].request(group_id=group, topics=None, require_stable=True)
-    resp = admin.request(OFFSET_FETCH, req, node)
-    _check(resp.error_code, f"OffsetFetch for group '{group}'")
-    out = {}
-    for t in resp.topics:
-        for p in t.partitions:
-            if p.error_code:
-                _check(p.error_code, f"OffsetFetch {t.name}-{p.partition_index} for group '{group}'")
-            if p.committed_offset >= 0:
-                out[(t.name, p.partition_index)] = Committed(p.committed_offset, p.metadata or "")
-    return out
+    return {tp: Committed(off, meta) for tp, (off, meta) in GC.offset_fetch(admin, group, node).items()}
 
 
 def list_offsets(
@@ -171,7 +134,7 @@ def describe(admin: KafkaAdmin, group: str) -> GroupView:
                 m.group_instance_id,
                 m.client_id,
                 m.client_host,
-                _assignment_of(m.member_assignment),
+                IT.assigned_partitions(m.member_assignment),
             )
             for m in g.members
         ]
@@ -232,34 +195,7 @@ def commit_offsets(
 ) -> dict[tuple[str, int], int]:
     """OffsetCommit as Java's alterConsumerGroupOffsets sends it (generation -1, no member):
     the coordinator accepts it only while the group has no members."""
-    from kafkatool.protocol.generated.offset_commit_request import (
-        OffsetCommitRequestPartition,
-        OffsetCommitRequestTopic,
-    )
-
-    node = coordinator(admin, group)
-    by_topic: dict[str, list[tuple[int, int]]] = {}
-    for (t, p), off in offsets.items():
-        by_topic.setdefault(t, []).append((p, off))
-    req = API_BY_KEY[OFFSET_COMMIT].request(
-        group_id=group,
-        generation_id_or_member_epoch=-1,
-        member_id="",
-        group_instance_id=None,
-        retention_time_ms=-1,
-        topics=[
-            OffsetCommitRequestTopic(
-                name=t,
-                partitions=[
-                    OffsetCommitRequestPartition(partition_index=p, committed_offset=o, committed_metadata="")
-                    for p, o in sorted(ps)
-                ],
-            )
-            for t, ps in sorted(by_topic.items())
-        ],
-    )
-    resp = admin.request(OFFSET_COMMIT, req, node)
-    return {(t.name, p.partition_index): p.error_code for t in resp.topics for p in t.partitions}
+    return GC.offset_commit(admin, group, coordinator(admin, group), offsets)
 
 
 def topic_partitions(admin: KafkaAdmin, topics: list[str]) -> list[tuple[str, int]]:

@@ -24,7 +24,6 @@ from kafkatool.broker.group.consumer import ConsumerGroup
 from kafkatool.broker.group.coordinator import Group, expiring_offsets, group_from_loaded
 from kafkatool.broker.group.views import Committed, GroupView, MemberRow, build_rows
 from kafkatool.formats import internal_topics as IT
-from kafkatool.formats.generated import ConsumerProtocolAssignment
 from kafkatool.log.manager import LogManager
 
 #: offsets.retention.minutes' default (7 days), in milliseconds
@@ -34,12 +33,8 @@ DEFAULT_RETENTION_MS = 10080 * 60 * 1000
 def _classic(group: Group) -> tuple[str, list[MemberRow]]:
     members = []
     for m in group.members.values():
-        decoded = IT.read_consumer_protocol(ConsumerProtocolAssignment, getattr(m, "assignment", b"") or b"")
-        parts = []
-        if decoded is not None:
-            for tp in decoded[1].assigned_partitions or []:
-                parts.extend((tp.topic, p) for p in tp.partitions)
-        members.append(MemberRow(m.member_id, m.group_instance_id, m.client_id, m.client_host, sorted(parts)))
+        parts = IT.assigned_partitions(getattr(m, "assignment", b""))
+        members.append(MemberRow(m.member_id, m.group_instance_id, m.client_id, m.client_host, parts))
     state = group.state.value if (group.members or len(group.offsets)) else "Dead"
     return state, members
 

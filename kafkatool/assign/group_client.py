@@ -1,0 +1,115 @@
+"""A consumer group's coordinator requests on the one admin client, once for every caller:
+FindCoordinator, OffsetFetch and OffsetCommit. ``kafkatool groups --bootstrap-server``
+(broker/group/live.py: Java's admin, a commit without a member) and ``kafkatool consume --group``
+(assign/group_consumer.py: a member's commit with its generation) send them through here."""
+
+from __future__ import annotations
+
+from kafkatool.assign.kafka_client import KafkaAdmin, KafkaAdminError, describe_error
+from kafkatool.protocol.apis import API_BY_KEY
+
+OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 8, 9, 10
+
+TopicPartition = tuple[str, int]
+
+
+class GroupRequestError(KafkaAdminError):
+    """A group request the cluster refused as a whole (one line, Kafka's wording; ``code``)."""
+
+
+def check(code: int, what: str, message: str | None = None) -> None:
+    if code:
+        raise GroupRequestError(f"{what}: {describe_error(code, message)}", code)
+
+
+def find_coordinator(admin: KafkaAdmin, group: str) -> int:
+    """The group coordinator's node id (FindCoordinator, key type GROUP); its address joins the
+    cached metadata's brokers if it is not there."""
+    conn = admin._any()
+    version = conn.version_for(FIND_COORDINATOR)
+    info = API_BY_KEY[FIND_COORDINATOR]
+    req = info.request(key_type=0, coordinator_keys=[group]) if version >= 4 else info.request(key=group)
+    resp = conn.request(FIND_COORDINATOR, req, version)
+    if version >= 4:
+        (c,) = resp.coordinators
+        check(c.error_code, f"FindCoordinator for group '{group}'", c.error_message)
+        node, host, port = c.node_id, c.host, c.port
+    else:
+        check(resp.error_code, f"FindCoordinator for group '{group}'", resp.error_message)
+        node, host, port = resp.node_id, resp.host, resp.port
+    meta = admin.metadata_cached()
+    if node not in meta.brokers:
+        meta.brokers[node] = (host, port, None)
+    return node
+
+
+def offset_fetch(
+    admin: KafkaAdmin, group: str, node: int, tps: list[TopicPartition] | None = None
+) -> dict[TopicPartition, tuple[int, str]]:
+    """OffsetFetch (require_stable, as Java's consumer and admin ask) of ``tps`` (None: every
+    partition the group committed): ``{tp: (offset, metadata)}`` for the partitions with a
+    committed offset. An error, the group's or a partition's, raises GroupRequestError with
+    its code (UNSTABLE_OFFSET_COMMIT: a transaction's offsets are pending, ask again)."""
+    from kafkatool.protocol.generated.offset_fetch_request import OffsetFetchRequestTopic
+
+    topics = None
+    if tps is not None:
+        by_topic: dict[str, list[int]] = {}
+        for t, p in tps:
+            by_topic.setdefault(t, []).append(p)
+        topics = [
+            OffsetFetchRequestTopic(name=t, partition_indexes=sorted(ps))
+            for t, ps in sorted(by_topic.items())
+        ]
+    req = API_BY_KEY[OFFSET_FETCH].request(group_id=group, topics=topics, require_stable=True)
+    resp = admin.request(OFFSET_FETCH, req, node)
+    check(resp.error_code, f"OffsetFetch for group '{group}'")
+    out = {}
+    for t in resp.topics:
+        for p in t.partitions:
+            check(p.error_code, f"OffsetFetch {t.name}-{p.partition_index} for group '{group}'")
+            if p.committed_offset >= 0:
+                out[(t.name, p.partition_index)] = (p.committed_offset, p.metadata or "")
+    return out
+
+
+def offset_commit(
+    admin: KafkaAdmin,
+    group: str,
+    node: int,
+    offsets: dict[TopicPartition, int],
+    *,
+    generation: int = -1,
+    member_id: str = "",
+    group_instance_id: str | None = None,
+) -> dict[TopicPartition, int]:
+    """OffsetCommit: an error code per partition. Without a member (generation -1, as Java's
+    alterConsumerGroupOffsets) the coordinator takes it only while the group has no members;
+    a member commits with its generation and member id (ConsumerCoordinator)."""
+    from kafkatool.protocol.generated.offset_commit_request import (
+        OffsetCommitRequestPartition,
+        OffsetCommitRequestTopic,
+    )
+
+    by_topic: dict[str, list[tuple[int, int]]] = {}
+    for (t, p), off in offsets.items():
+        by_topic.setdefault(t, []).append((p, off))
+    req = API_BY_KEY[OFFSET_COMMIT].request(
+        group_id=group,
+        generation_id_or_member_epoch=generation,
+        member_id=member_id,
+        group_instance_id=group_instance_id,
+        retention_time_ms=-1,
+        topics=[
+            OffsetCommitRequestTopic(
+                name=t,
+                partitions=[
+                    OffsetCommitRequestPartition(partition_index=p, committed_offset=o, committed_metadata="")
+                    for p, o in sorted(ps)
+                ],
+            )
+            for t, ps in sorted(by_topic.items())
+        ],
+    )
+    resp = admin.request(OFFSET_COMMIT, req, node)
+    return {(t.name, p.partition_index): p.error_code for t in resp.topics for p in t.partitions}
