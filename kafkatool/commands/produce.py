@@ -14,10 +14,12 @@ from kafkatool.commands.common import (
     EXIT_OK,
     EXIT_USAGE,
     CommandError,
+    add_client_security,
     command_config_option,
     emit_json,
     error_line,
     handle_errors,
+    load_properties_file,
     property_args,
 )
 
@@ -72,21 +74,15 @@ OPTION_CONFIGS = {
 }
 
 
-def _load_properties(path: Path) -> dict[str, str]:
-    """Utils.loadProps: a Java properties file (ISO-8859-1)."""
-    from kafkatool.formats.properties import parse_properties_text
-
-    with open(path, encoding="latin-1") as f:
-        return parse_properties_text(f.read())
-
-
 def _reader_props(reader_config: Path | None, prop: list[str]) -> dict[str, str]:
     """ConsoleProducer.getReaderProps: the --reader-config file, --property over it."""
     from kafkatool.assign.line_reader import check_properties
 
     props = {}
     if reader_config is not None:
-        props = check_properties(_load_properties(reader_config), f"--reader-config {reader_config}:")
+        props = check_properties(
+            load_properties_file(reader_config, "--reader-config"), f"--reader-config {reader_config}:"
+        )
     props.update(check_properties(property_args(prop)))
     return props
 
@@ -94,11 +90,12 @@ def _reader_props(reader_config: Path | None, prop: list[str]) -> dict[str, str]
 def _settings(producer_config: Path | None, producer_property: list[str], codec: str, options: dict):
     """The producer's configs as ConsoleProducer.producerProps merges them and Kafka's producer
     checks them (assign/producer_config); security configs join --command-config's."""
-    from kafkatool.assign import kafka_client
     from kafkatool.assign.producer_config import console_producer_props, producer_settings
 
     notes: list[str] = []
-    file_props = _load_properties(producer_config) if producer_config is not None else {}
+    file_props = (
+        load_properties_file(producer_config, "--producer.config") if producer_config is not None else {}
+    )
     items = property_args(producer_property, "--producer-property")
     config_options = {OPTION_CONFIGS[k]: v for k, v in options.items() if k in OPTION_CONFIGS}
     props = console_producer_props(file_props, items, config_options, codec, notes)
@@ -106,16 +103,7 @@ def _settings(producer_config: Path | None, producer_property: list[str], codec:
         props["enable.idempotence"] = "true" if options["idempotence"] else "false"
     settings = producer_settings(props)
     settings.notes[:0] = notes
-    if settings.security:
-        from kafkatool.broker.config import ConfigError
-        from kafkatool.broker.security.client import ClientSecurity
-
-        given = kafka_client.client_security()
-        merged = {**(given.props if given is not None else {}), **settings.security}
-        try:
-            kafka_client.use_client_security(ClientSecurity(merged))
-        except ConfigError as exc:
-            raise CommandError(f"producer configs: {exc}") from None
+    add_client_security(settings.security, "producer configs")
     return settings
 
 
