@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 import typer.testing
 
+from tests import server_logs
 from tests.pycache import use_bytecode_cache
 
 # typer's CliRunner builds the whole click command tree from the functions' signatures on
@@ -46,3 +47,43 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+_LOG_SIZES = pytest.StashKey[dict]()
+_SPAWNED = pytest.StashKey[list]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Where each broker's log stands before the test's fixtures run (tests/server_logs.py)."""
+    item.stash[_LOG_SIZES] = server_logs.log_sizes()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed setup, test or teardown carries what every broker logged during the test: a CI
+    flake's broker side reaches the CI output instead of staying in a lost temporary dir."""
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.failed:
+        for title, text in server_logs.logged_since(item.stash.get(_LOG_SIZES, {})):
+            rep.sections.append((title, text))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    item.stash[_SPAWNED] = server_logs.spawned()
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """A broker the test body started and did not stop (a failed assertion before its stop, no
+    finally) is killed when the test's fixtures are done, not left serving for the session."""
+    yield
+    if _SPAWNED in item.stash:
+        server_logs.kill_leftovers(item.stash[_SPAWNED])
+
+
+def pytest_sessionfinish(session, exitstatus):
+    server_logs.kill_all()
