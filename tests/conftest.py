@@ -50,7 +50,6 @@ def pytest_collection_modifyitems(config, items):
 
 
 _LOG_SIZES = pytest.StashKey[dict]()
-_SPAWNED = pytest.StashKey[list]()
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -72,17 +71,19 @@ def pytest_runtest_makereport(item, call):
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item):
-    item.stash[_SPAWNED] = server_logs.spawned()
+    before = server_logs.spawned()
     yield
+    server_logs.note_started_since(before)
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_teardown(item, nextitem):
-    """A broker the test body started and did not stop (a failed assertion before its stop, no
-    finally) is killed when the test's fixtures are done, not left serving for the session."""
+    """A broker a test body started and did not stop (a failed assertion before its stop, no
+    finally) is killed when its module's tests and fixtures are done, not left serving for the
+    rest of the session."""
     yield
-    if _SPAWNED in item.stash:
-        server_logs.kill_leftovers(item.stash[_SPAWNED])
+    if nextitem is None or getattr(nextitem, "module", None) is not getattr(item, "module", None):
+        server_logs.kill_leftovers()
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -64,17 +64,24 @@ def logged_since(sizes: dict[Path, int]) -> list[tuple[str, str]]:
     return out
 
 
-def kill_leftovers(before: list) -> list[str]:
-    """Kill the brokers spawned since ``before`` that still run; their addresses. A process an
-    older broker object took over (a test restarts a module fixture's broker as a new object and
-    hands it the process: ``b.proc = b2.proc``) is that fixture's to stop."""
-    left = []
-    adopted = {id(b.proc) for b in before if b.proc is not None}
-    for b in _brokers:
-        if b not in before and b.alive() and id(b.proc) not in adopted:
-            left.append(b.bootstrap)
-            b.kill()
-    return left
+_started_in_tests: list = []  # brokers a test body spawned, in the module running now
+
+
+def note_started_since(before: list) -> None:
+    """The brokers spawned since ``before`` (a test's body ran between): killed at its module's end."""
+    _started_in_tests.extend(b for b in _brokers if b not in before and b not in _started_in_tests)
+
+
+def kill_leftovers() -> list[str]:
+    """Kill the brokers test bodies of the module that ended started and nothing stopped (a failed
+    assertion before the stop, no finally); their addresses. At the module's end, not the test's:
+    a test may hand one to a module fixture (test_acls restarts its broker as a new object and
+    gives the fixture's object the process), which has stopped it by then."""
+    left = [b for b in _started_in_tests if b.alive()]
+    for b in left:
+        b.kill()
+    _started_in_tests.clear()
+    return [b.bootstrap for b in left]
 
 
 def kill_all() -> None:
