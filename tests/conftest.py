@@ -49,13 +49,13 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-_LOG_SIZES = pytest.StashKey[dict]()
+_LOG_MARK = pytest.StashKey[tuple]()
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
     """Where each broker's log stands before the test's fixtures run (tests/server_logs.py)."""
-    item.stash[_LOG_SIZES] = server_logs.log_sizes()
+    item.stash[_LOG_MARK] = server_logs.mark()
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -65,15 +65,15 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     rep = outcome.get_result()
     if rep.failed:
-        for title, text in server_logs.logged_since(item.stash.get(_LOG_SIZES, {})):
+        for title, text in server_logs.logged_since(item.stash.get(_LOG_MARK, (0, {}))):
             rep.sections.append((title, text))
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item):
-    before = server_logs.spawned()
+    count = server_logs.known()
     yield
-    server_logs.note_started_since(before)
+    server_logs.note_started_since(count)
 
 
 @pytest.hookimpl(hookwrapper=True)
