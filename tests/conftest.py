@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 import typer.testing
 
+from tests import server_logs
 from tests.pycache import use_bytecode_cache
 
 # typer's CliRunner builds the whole click command tree from the functions' signatures on
@@ -46,3 +47,44 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+_LOG_MARK = pytest.StashKey[tuple]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Where each broker's log stands before the test's fixtures run (tests/server_logs.py)."""
+    item.stash[_LOG_MARK] = server_logs.mark()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed setup, test or teardown carries what every broker logged during the test: a CI
+    flake's broker side reaches the CI output instead of staying in a lost temporary dir."""
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.failed:
+        for title, text in server_logs.logged_since(item.stash.get(_LOG_MARK, (0, {}))):
+            rep.sections.append((title, text))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    count = server_logs.known()
+    yield
+    server_logs.note_started_since(count)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """A broker a test body started and did not stop (a failed assertion before its stop, no
+    finally) is killed when its module's tests and fixtures are done, not left serving for the
+    rest of the session."""
+    yield
+    if nextitem is None or getattr(nextitem, "module", None) is not getattr(item, "module", None):
+        server_logs.kill_leftovers()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    server_logs.kill_all()

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import server_logs
 from tests.broker.wire import WireClient
 from tests.ports import free_port
 
@@ -80,6 +81,7 @@ class BrokerProcess:
         self.proc = subprocess.Popen(
             cmd, cwd=REPO, stdout=self._log, stderr=self._log, start_new_session=True
         )
+        server_logs.register(self)  # a failing test's report shows this log (tests/conftest.py)
         return self
 
     def await_ready(self, timeout: float = 20.0) -> BrokerProcess:

@@ -443,9 +443,20 @@ def test_concurrent_rebalances_of_chained_groups(gbroker):
 
 
 def test_kafka_python_members_then_librdkafka_joins(gbroker):
-    """Two kafka-python members, then a librdkafka member in the same group (all range)."""
+    """Two kafka-python members, then a librdkafka member in the same group (all range).
+
+    kafka-python 3.0.12 runs a JoinGroup/SyncGroup round as a task of its I/O thread that poll()
+    awaits for at most its timeout; a round that completes while no poll() awaits it can be lost:
+    seen under load, the next poll sends a new JoinGroup (a leader's starts a new rebalance, as
+    Kafka's coordinator does for a leader's JoinGroup in Stable: a storm that never settled when
+    two members were polled in turn, 200 ms each, from one thread), or the consumer stops
+    heartbeating and its poll() returns at once from then on (the broker expels it after the
+    session timeout, and it never rejoins). So each kafka-python consumer polls in a thread of its
+    own, as an application runs one, with a poll timeout (5 s) that a join under load fits in, not
+    one that cuts most joins in two; the main thread reads their assignments and polls librdkafka."""
     from kafka import KafkaConsumer
     from kafka.coordinator.assignors.range import RangePartitionAssignor
+    from kafka.structs import TopicPartition as KTP
 
     bs = gbroker.bootstrap
     topic, group = name("gk"), name("gkg")
@@ -463,41 +474,72 @@ def test_kafka_python_members_then_librdkafka_joins(gbroker):
             partition_assignment_strategy=[RangePartitionAssignor],
         )
 
-    k1, k2 = kp(), kp()
-    ck = None
+    lock = threading.Lock()
     got: dict[str, list] = {}
+    failures: list[str] = []
+    stop = threading.Event()
 
-    def parts(c):
-        if hasattr(c, "consume"):
-            return partitions_of(c)
-        return {tp.partition for tp in c.assignment()}
+    def kafka_python_loop(label, c):
+        try:
+            while not stop.is_set():
+                recs = [(r.partition, r.offset) for rs in c.poll(timeout_ms=5000).values() for r in rs]
+                with lock:
+                    got.setdefault(label, []).extend(recs)
+        except Exception as exc:  # reported by the main thread
+            failures.append(f"{label}: {exc!r}")
 
-    def poll_all():
-        for label, c in (("k1", k1), ("k2", k2)):
-            # not shorter: kafka-python 3.0.12 can lose a leader's SyncGroup completion when poll()
-            # returns early mid-join (seen in its own debug log; the broker's answers were right)
-            for _tp, recs in c.poll(timeout_ms=200).items():
-                got.setdefault(label, []).extend((r.partition, r.offset) for r in recs)
-        if ck is not None:
-            for m in ck.consume(100, 0.03):
-                assert m.error() is None
+    def consume_ck():
+        """The librdkafka member is used by this thread alone (confluent-kafka serializes calls
+        on one consumer: an assignment() beside another thread's consume loop waits for a gap)."""
+        if ck is None:
+            return
+        msgs = ck.consume(100, 0.2)
+        with lock:
+            for m in msgs:
+                assert m.error() is None, m.error()
                 got.setdefault("ck", []).append((m.partition(), m.offset()))
 
+    def parts(c) -> set[int]:
+        # kafka-python's assignment() takes its subscription state's lock: safe beside its poll
+        return {tp.partition for tp in c.assignment()}
+
+    def split(consumers) -> bool:
+        assert not failures, failures
+        return split_ok([parts(c) for c in consumers], 6)
+
+    def consumed() -> int:
+        assert not failures, failures
+        with lock:
+            return sum(len(v) for v in got.values())
+
+    k1, k2 = kp(), kp()
+    ck = None
+    threads = [
+        threading.Thread(target=kafka_python_loop, args=(label, c), daemon=True)
+        for label, c in (("k1", k1), ("k2", k2))
+    ]
     try:
-        wait_for(lambda: split_ok([parts(k1), parts(k2)], 6), 40, poll_all, "kafka-python split")
+        for t in threads:
+            t.start()
+        wait_for(lambda: split([k1, k2]), 40, what="kafka-python split")
         ck = ck_consumer(bs, group, **{"partition.assignment.strategy": "range"})
         ck.subscribe([topic])
-        wait_for(lambda: split_ok([parts(k1), parts(k2), parts(ck)], 6), 40, poll_all, "three-client split")
+        wait_for(lambda: split([k1, k2, ck]), 40, consume_ck, "three-client split")
         produce(bs, topic, 90, 6)
-        wait_for(lambda: sum(len(v) for v in got.values()) >= 90, 30, poll_all, "all records")
+        wait_for(lambda: consumed() >= 90, 30, consume_ck, "all records")
+        stop.set()
+        for t in threads:
+            t.join(15)
+        assert not failures, failures
         seen = [r for v in got.values() for r in v]
         assert len(seen) == len(set(seen)) == 90
-        k1.commit()
-        from kafka.structs import TopicPartition as KTP
-
+        k1.commit()  # its poll thread is done: one thread uses a kafka-python consumer at a time
         mine = sorted(parts(k1))
         assert [k1.committed(KTP(topic, p)) for p in mine] == [15] * len(mine)
     finally:
+        stop.set()
+        for t in threads:
+            t.join(15)
         k1.close()
         k2.close()
         if ck is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -203,13 +204,17 @@ def test_parked_join_answers_in_order_on_one_connection(b):
 
         t = threading.Thread(target=second)
         t.start()
-        # A learns of the rebalance from its heartbeat, then rejoins; both complete generation 2
-        for _ in range(100):
+        # A learns of the rebalance from its heartbeat, then rejoins; both complete generation 2.
+        # Bounded in time, not in count: a loaded machine runs the other thread's JoinGroup
+        # after 100 back-to-back heartbeats of ~1 ms each (the broker had not received it)
+        deadline = time.monotonic() + 20
+        while True:
             hb = c1.request(
                 12, 3, G.HeartbeatRequest(group_id="parked", generation_id=1, member_id=a.member_id)
             )
-            if hb.error_code == E.REBALANCE_IN_PROGRESS:
+            if hb.error_code != E.NONE or time.monotonic() > deadline:
                 break
+            time.sleep(0.01)
         assert hb.error_code == E.REBALANCE_IN_PROGRESS
         a2 = join(c1, 5, "parked", a.member_id)
         t.join(10)

@@ -743,6 +743,126 @@ def test_leader_and_isr_answers_a_partition_whose_stored_overrides_are_refused(t
         _stop(k, broker)
 
 
+def test_metadata_has_a_topic_from_the_controllers_update_metadata_only(tmp_path, zk_module):
+    """Kafka's ZkMetadataCache is fed by UpdateMetadata alone (getTopicMetadata lists the topics
+    and partitions of its partitionStates). The controller sends a new topic's LeaderAndIsr
+    before its UpdateMetadata, and the LeaderAndIsr makes the logs here at once: between the two
+    Metadata must not show the topic with the partitions this broker replicates and no leader (a
+    client would take it for a smaller topic, a partitioner would map keys by it), nor a partition
+    added later before the controller's UpdateMetadata tells of it. (Seen under load by the
+    cluster test below: broker 1 answered [(0, -1, LEADER_NOT_AVAILABLE)] for a 2-partition topic.)"""
+    from kafkatool.broker.cluster.fetcher import FetcherManager
+    from kafkatool.broker.server import Broker
+    from kafkatool.formats.schema import ZERO_UUID
+    from kafkatool.protocol import generated as G
+    from kafkatool.protocol.errors import ErrorCode
+    from kafkatool.protocol.framing import encode_request, parse_response
+    from kafkatool.protocol.generated.leader_and_isr_request import (
+        LeaderAndIsrPartitionState,
+        LeaderAndIsrTopicState,
+    )
+    from kafkatool.protocol.generated.metadata_request import MetadataRequestTopic
+    from kafkatool.protocol.generated.update_metadata_request import (
+        UpdateMetadataBroker,
+        UpdateMetadataPartitionState,
+        UpdateMetadataTopicState,
+    )
+    from tests.broker.wire import DispatchConn
+
+    chroot, k, put = _chroot_writer(zk_module)
+    # the topic as the admin client wrote it (no controller runs here: the test is its requests)
+    put("/config/topics/fresh", {"retention.ms": "1234"})
+    k.create(chroot + "/brokers/topics/fresh", b'{"version":2,"partitions":{"0":[1],"1":[1]}}', makepath=True)
+    broker = None
+
+    def leader_and_isr(partition: int) -> int:
+        state = LeaderAndIsrPartitionState(
+            topic_name="fresh",
+            partition_index=partition,
+            controller_epoch=1,
+            leader=1,
+            leader_epoch=0,
+            isr=[1],
+            partition_epoch=0,
+            replicas=[1],
+            is_new=True,
+        )
+        req = G.LeaderAndIsrRequest(
+            controller_id=1,
+            controller_epoch=1,
+            broker_epoch=-1,
+            topic_states=[
+                LeaderAndIsrTopicState(topic_name="fresh", topic_id=ZERO_UUID, partition_states=[state])
+            ],
+            live_leaders=[],
+        )
+        return broker.replicas.handle_leader_and_isr(req).partition_errors[0].error_code
+
+    def update_metadata(partitions: int) -> int:
+        states = [
+            UpdateMetadataPartitionState(
+                topic_name="fresh",
+                partition_index=p,
+                controller_epoch=1,
+                leader=1,
+                leader_epoch=0,
+                isr=[1],
+                zk_version=0,
+                replicas=[1],
+            )
+            for p in range(partitions)
+        ]
+        req = G.UpdateMetadataRequest(
+            controller_id=1,
+            controller_epoch=1,
+            broker_epoch=-1,
+            topic_states=[
+                UpdateMetadataTopicState(topic_name="fresh", topic_id=ZERO_UUID, partition_states=states)
+            ]
+            if states
+            else [],
+            live_brokers=[UpdateMetadataBroker(id_=1, endpoints=[], rack=None)],
+        )
+        return broker.replicas.handle_update_metadata(req).error_code
+
+    def metadata(topics, auto: bool = False):
+        """What a client reads: (every topic's name, fresh's error and partitions)."""
+        req = G.MetadataRequest(
+            topics=None if topics is None else [MetadataRequestTopic(name=t) for t in topics],
+            allow_auto_topic_creation=auto,
+        )
+        frame = encode_request(3, 12, 1, "test", req)[4:]
+        resp = parse_response(broker.router.dispatch(DispatchConn(), bytearray(frame))[4:], 3, 12)[1]
+        fresh = [(t.error_code, [(p.partition_index, p.error_code, p.leader_id) for p in t.partitions])
+                 for t in resp.topics if t.name == "fresh"]  # fmt: skip
+        return sorted(t.name for t in resp.topics), fresh
+
+    try:
+        broker = Broker(_in_process_config(zk_module + chroot, tmp_path / "data"))
+        broker.open_storage()
+        broker.replicas.fetchers = FetcherManager(broker.replicas)  # leaders only here
+        assert update_metadata(0) == 0  # the controller's first: the live brokers, no partitions
+        assert leader_and_isr(0) == 0
+        assert ("fresh", 0) in broker.manager.logs  # made at once, as Kafka's makeLeader does
+        assert metadata(None) == ([], [])
+        assert metadata(["fresh"]) == (["fresh"], [(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, [])])
+        # a client that may auto-create it: LEADER_NOT_AVAILABLE (AutoTopicCreationManager on
+        # TopicExistsException), and the topic's stored configs are left as they are
+        assert metadata(["fresh"], auto=True) == (["fresh"], [(ErrorCode.LEADER_NOT_AVAILABLE, [])])
+        assert json.loads(k.get(chroot + "/config/topics/fresh")[0])["config"] == {"retention.ms": "1234"}
+        assert update_metadata(2) == 0
+        whole = [(0, [(0, 0, 1), (1, 0, 1)])]
+        assert metadata(None) == (["fresh"], whole)
+        assert metadata(["fresh"]) == (["fresh"], whole)
+        # a partition added (CreatePartitions): known once the controller's UpdateMetadata says so
+        assert leader_and_isr(2) == 0
+        assert metadata(["fresh"]) == (["fresh"], whole)
+        assert update_metadata(3) == 0
+        assert metadata(["fresh"]) == (["fresh"], [(0, [(0, 0, 1), (1, 0, 1), (2, 0, 1)])])
+    finally:
+        _stop(k, broker)
+
+
 def test_a_topic_whose_stored_overrides_are_refused_is_in_metadata_on_every_broker(cluster):
     """A topic written with overrides the log engine refuses (kafka-topics --zookeeper and a
     hand-written /config/topics/T): the leaders' LeaderAndIsr fail its logs, yet every broker's

@@ -176,7 +176,12 @@ def test_the_leader_side_throttle_alone_slows_a_new_replica(cluster):
     ):
         r = kafkatool("configs", "alter", *args, "--zookeeper", cluster.connect)
         assert r.returncode == 0, r.stdout + r.stderr
-    time.sleep(1.0)  # the config change notifications reach broker 1
+    # broker 1, the leader, throttles by the configs it holds: wait until it took both (its
+    # DescribeConfigs answers from them), not a fixed second (ZooKeeper's change notifications
+    # reach a loaded broker later)
+    t_alter = time.monotonic()
+    wait_for(lambda: _leader_throttle_taken(cluster), 30, "broker 1 to take the throttle configs", step=0.05)
+    print(f"broker 1 took the throttle configs {time.monotonic() - t_alter:.2f}s after the alter")
     r = kafkatool(
         "reassign",
         "execute",
@@ -192,6 +197,20 @@ def test_the_leader_side_throttle_alone_slows_a_new_replica(cluster):
     print(f"900 KB copied under a 150 KB/s leader-side throttle in {took:.1f}s")
     assert took >= 3.0, f"the leader throttle was not honoured: {took:.1f}s"  # unthrottled: well under 1 s
     assert log_bytes(cluster.brokers[2], "lslow") == log_bytes(cluster.brokers[1], "lslow")
+
+
+def _leader_throttle_taken(cluster) -> bool:
+    from tests.broker.test_admin import describe
+    from tests.broker.wire import WireClient
+
+    with WireClient(cluster.brokers[1].bootstrap) as c:
+        replicas = describe(c, "lslow", keys=["leader.replication.throttled.replicas"])[1]
+        rate = describe(c, "1", keys=["leader.replication.throttled.rate"], rtype=4)[1]
+    got = (
+        replicas.get("leader.replication.throttled.replicas"),
+        rate.get("leader.replication.throttled.rate"),
+    )
+    return [e.value if e is not None else None for e in got] == ["0:1", "150000"]
 
 
 def _plan(cluster, topic: str, replicas: list[int]) -> str:

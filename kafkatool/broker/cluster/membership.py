@@ -288,6 +288,11 @@ class Cluster:
                 replication_factor,
                 rng=kafka_placement.JavaRandom(int.from_bytes(os.urandom(6), "big")),
             )
+        if self.zk.exists(paths.topic(name)) is not None:
+            # AdminZkClient.validateTopicCreate's TopicExistsException, before anything is written:
+            # a topic this broker does not know yet (its UpdateMetadata is still to come) keeps
+            # its configs when a client's Metadata would auto-create it or CreateTopics names it
+            raise ZkNodeExistsError(paths.topic(name))
         topic_id = random_uuid(os.urandom)
         # the whole config first (a stale one of a deleted topic is replaced), then the topic
         self.write_topic_configs(name, configs, notify=False)

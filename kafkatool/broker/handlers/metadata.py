@@ -97,20 +97,26 @@ def current_leader(broker, t, partition: int) -> tuple[int, int]:
     return broker.partition_leader(t.name, partition), t.leader_epoch(partition)
 
 
+def _cached_partitions(broker, t) -> list[int]:
+    """The partitions of ``t`` a cluster member's Metadata answers with: those the controller's
+    UpdateMetadata told of (ZkMetadataCache.getTopicMetadata lists its partitionStates alone).
+    A LeaderAndIsr registers a topic here earlier, to make its logs (the controller sends it
+    before the UpdateMetadata); a topic none of whose partitions is cached is not in Metadata."""
+    cache = broker.replicas.cache
+    return [p for p in range(t.partitions) if (t.name, p) in cache]
+
+
+def _in_metadata(broker, t):
+    """``t`` if Metadata knows the topic, else None (a cluster member's: see _cached_partitions)."""
+    if t is None or broker.replicas is None or _cached_partitions(broker, t):
+        return t
+    return None
+
+
 def _cluster_partition(broker, t, p: int) -> MetadataResponsePartition:
     """ZkMetadataCache.getPartitionMetadata: from the controller's UpdateMetadata only."""
     rm = broker.replicas
-    v = rm.cache.get((t.name, p))
-    if v is None:
-        return MetadataResponsePartition(
-            error_code=ErrorCode.LEADER_NOT_AVAILABLE,
-            partition_index=p,
-            leader_id=-1,
-            leader_epoch=-1,
-            replica_nodes=[],
-            isr_nodes=[],
-            offline_replicas=[],
-        )
+    v = rm.cache[(t.name, p)]
     alive = v.leader in rm.live_brokers
     return MetadataResponsePartition(
         error_code=0 if alive else ErrorCode.LEADER_NOT_AVAILABLE,
@@ -132,7 +138,7 @@ def topic_entry(broker, t) -> MetadataResponseTopic:
             name=t.name,
             topic_id=wire_uuid(t.topic_id),
             is_internal=t.is_internal,
-            partitions=[_cluster_partition(broker, t, p) for p in range(t.partitions)],
+            partitions=[_cluster_partition(broker, t, p) for p in _cached_partitions(broker, t)],
             topic_authorized_operations=AUTHORIZED_OPS_OMITTED,
         )
     # positional arguments and one replica list per topic (the encoder only reads them): a
@@ -182,13 +188,14 @@ def handle_metadata(ctx, req):
     topics_out = []
     if req.topics is None or (v == 0 and not req.topics):
         for t in sorted(broker.metadata.topics.values(), key=lambda t: t.name):
-            topics_out.append(topic_entry(broker, t))
+            if _in_metadata(broker, t) is not None:
+                topics_out.append(topic_entry(broker, t))
     else:
         allow_auto = req.allow_auto_topic_creation if v >= 4 else True
         for rt in req.topics:
             name = rt.name
             if name is None and rt.topic_id is not None and rt.topic_id != ZERO_UUID:
-                t = broker.metadata.topic_by_id(from_wire_uuid(rt.topic_id))
+                t = _in_metadata(broker, broker.metadata.topic_by_id(from_wire_uuid(rt.topic_id)))
                 if t is None:
                     topics_out.append(
                         MetadataResponseTopic(
@@ -201,11 +208,11 @@ def handle_metadata(ctx, req):
                 else:
                     topics_out.append(topic_entry(broker, t))
                 continue
-            t = broker.topic(name or "")
+            t = _in_metadata(broker, broker.topic(name or ""))
             if t is None and name == "__consumer_offsets" and getattr(broker, "group_coordinator", None):
                 # an internal topic is created with its own settings (compacted, offsets.topic.num.partitions)
                 if broker.group_coordinator.ensure_offsets_topic() is None:
-                    t = broker.topic(name)
+                    t = _in_metadata(broker, broker.topic(name))
             if t is None:
                 err = topic_name_error(name or "")
                 if err is not None:
