@@ -566,6 +566,79 @@ def test_refused_alters_answer_as_zookeeper_mode_kafka(cluster):
         assert "retention.ms" not in (zk_json(cluster, "/config/topics/zkalter") or {}).get("config", {})
 
 
+def _leader_and_isr(broker, topics, partitions=(0,), epoch: int = 0):
+    """The controller's LeaderAndIsr (controller 1, epoch 1) making broker 1 the only replica
+    and leader of each topic's partitions, handled in process; its answer."""
+    from kafkatool.formats.schema import ZERO_UUID
+    from kafkatool.protocol.generated import LeaderAndIsrRequest
+    from kafkatool.protocol.generated.leader_and_isr_request import (
+        LeaderAndIsrPartitionState,
+        LeaderAndIsrTopicState,
+    )
+
+    states = [
+        LeaderAndIsrTopicState(
+            topic_name=t,
+            topic_id=ZERO_UUID,
+            partition_states=[
+                LeaderAndIsrPartitionState(
+                    topic_name=t,
+                    partition_index=p,
+                    controller_epoch=1,
+                    leader=1,
+                    leader_epoch=epoch,
+                    isr=[1],
+                    partition_epoch=epoch,
+                    replicas=[1],
+                    is_new=True,
+                )
+                for p in partitions
+            ],
+        )
+        for t in topics
+    ]
+    req = LeaderAndIsrRequest(
+        controller_id=1, controller_epoch=1, broker_epoch=-1, topic_states=states, live_leaders=[]
+    )
+    return broker.replicas.handle_leader_and_isr(req)
+
+
+def _update_metadata(broker, topic: str, partitions: int, epoch: int = 0) -> int:
+    """The controller's UpdateMetadata: broker 1 alive, leader of the topic's first
+    ``partitions`` partitions (none: only the live brokers), handled in process; its error."""
+    from kafkatool.formats.schema import ZERO_UUID
+    from kafkatool.protocol.generated import UpdateMetadataRequest
+    from kafkatool.protocol.generated.update_metadata_request import (
+        UpdateMetadataBroker,
+        UpdateMetadataPartitionState,
+        UpdateMetadataTopicState,
+    )
+
+    states = [
+        UpdateMetadataPartitionState(
+            topic_name=topic,
+            partition_index=p,
+            controller_epoch=1,
+            leader=1,
+            leader_epoch=epoch,
+            isr=[1],
+            zk_version=epoch,
+            replicas=[1],
+        )
+        for p in range(partitions)
+    ]
+    req = UpdateMetadataRequest(
+        controller_id=1,
+        controller_epoch=1,
+        broker_epoch=-1,
+        topic_states=[UpdateMetadataTopicState(topic_name=topic, topic_id=ZERO_UUID, partition_states=states)]
+        if states
+        else [],
+        live_brokers=[UpdateMetadataBroker(id_=1, endpoints=[], rack=None)],
+    )
+    return broker.replicas.handle_update_metadata(req).error_code
+
+
 def test_leader_and_isr_answers_a_partition_whose_stored_overrides_are_refused(tmp_path, zk_module, caplog):
     """Overrides written to /config/topics/T behind the brokers' back that the log engine refuses
     (Kafka's LogConfig.fromProps throws a ConfigException creating the log in makeLeader /
@@ -581,46 +654,12 @@ def test_leader_and_isr_answers_a_partition_whose_stored_overrides_are_refused(t
 
     from kafkatool.broker.handlers.metadata import topic_entry
     from kafkatool.broker.server import Broker
-    from kafkatool.formats.schema import ZERO_UUID
-    from kafkatool.protocol.generated import LeaderAndIsrRequest, UpdateMetadataRequest
-    from kafkatool.protocol.generated.leader_and_isr_request import (
-        LeaderAndIsrPartitionState,
-        LeaderAndIsrTopicState,
-    )
-    from kafkatool.protocol.generated.update_metadata_request import (
-        UpdateMetadataBroker,
-        UpdateMetadataPartitionState,
-        UpdateMetadataTopicState,
-    )
     from tests.segments import make_partition
 
     chroot, k, put = _chroot_writer(zk_module)
 
     def leader_and_isr(epoch: int, *topics: str, partition: int = 0):
-        states = [
-            LeaderAndIsrTopicState(
-                topic_name=t,
-                topic_id=ZERO_UUID,
-                partition_states=[
-                    LeaderAndIsrPartitionState(
-                        topic_name=t,
-                        partition_index=partition,
-                        controller_epoch=1,
-                        leader=1,
-                        leader_epoch=epoch,
-                        isr=[1],
-                        partition_epoch=epoch,
-                        replicas=[1],
-                        is_new=True,
-                    )
-                ],
-            )
-            for t in topics
-        ]
-        req = LeaderAndIsrRequest(
-            controller_id=1, controller_epoch=1, broker_epoch=-1, topic_states=states, live_leaders=[]
-        )
-        r = broker.replicas.handle_leader_and_isr(req)
+        r = _leader_and_isr(broker, topics, (partition,), epoch)
         return r.error_code, {(e.topic_name, e.partition_index): e.error_code for e in r.partition_errors}
 
     broker = None
@@ -674,32 +713,7 @@ def test_leader_and_isr_answers_a_partition_whose_stored_overrides_are_refused(t
         assert broker.manager.logs[("good", 0)].config.cleanup_policy == ("compact",)
         # UpdateMetadata: the partition is cached, the answer NONE
         caplog.clear()
-        req = UpdateMetadataRequest(
-            controller_id=1,
-            controller_epoch=1,
-            broker_epoch=-1,
-            topic_states=[
-                UpdateMetadataTopicState(
-                    topic_name="bad",
-                    topic_id=ZERO_UUID,
-                    partition_states=[
-                        UpdateMetadataPartitionState(
-                            topic_name="bad",
-                            partition_index=p,
-                            controller_epoch=1,
-                            leader=1,
-                            leader_epoch=1,
-                            isr=[1],
-                            zk_version=1,
-                            replicas=[1],
-                        )
-                        for p in range(2)
-                    ],
-                )
-            ],
-            live_brokers=[UpdateMetadataBroker(id_=1, endpoints=[], rack=None)],
-        )
-        assert broker.replicas.handle_update_metadata(req).error_code == 0
+        assert _update_metadata(broker, "bad", 2, epoch=1) == 0
         assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == []
         # Metadata (every topic, as ZkMetadataCache) shows it with the controller's partitions
         assert "bad" in broker.metadata.topics
@@ -753,20 +767,10 @@ def test_metadata_has_a_topic_from_the_controllers_update_metadata_only(tmp_path
     cluster test below: broker 1 answered [(0, -1, LEADER_NOT_AVAILABLE)] for a 2-partition topic.)"""
     from kafkatool.broker.cluster.fetcher import FetcherManager
     from kafkatool.broker.server import Broker
-    from kafkatool.formats.schema import ZERO_UUID
     from kafkatool.protocol import generated as G
     from kafkatool.protocol.errors import ErrorCode
     from kafkatool.protocol.framing import encode_request, parse_response
-    from kafkatool.protocol.generated.leader_and_isr_request import (
-        LeaderAndIsrPartitionState,
-        LeaderAndIsrTopicState,
-    )
     from kafkatool.protocol.generated.metadata_request import MetadataRequestTopic
-    from kafkatool.protocol.generated.update_metadata_request import (
-        UpdateMetadataBroker,
-        UpdateMetadataPartitionState,
-        UpdateMetadataTopicState,
-    )
     from tests.broker.wire import DispatchConn
 
     chroot, k, put = _chroot_writer(zk_module)
@@ -776,54 +780,10 @@ def test_metadata_has_a_topic_from_the_controllers_update_metadata_only(tmp_path
     broker = None
 
     def leader_and_isr(partition: int) -> int:
-        state = LeaderAndIsrPartitionState(
-            topic_name="fresh",
-            partition_index=partition,
-            controller_epoch=1,
-            leader=1,
-            leader_epoch=0,
-            isr=[1],
-            partition_epoch=0,
-            replicas=[1],
-            is_new=True,
-        )
-        req = G.LeaderAndIsrRequest(
-            controller_id=1,
-            controller_epoch=1,
-            broker_epoch=-1,
-            topic_states=[
-                LeaderAndIsrTopicState(topic_name="fresh", topic_id=ZERO_UUID, partition_states=[state])
-            ],
-            live_leaders=[],
-        )
-        return broker.replicas.handle_leader_and_isr(req).partition_errors[0].error_code
+        return _leader_and_isr(broker, ["fresh"], (partition,)).partition_errors[0].error_code
 
     def update_metadata(partitions: int) -> int:
-        states = [
-            UpdateMetadataPartitionState(
-                topic_name="fresh",
-                partition_index=p,
-                controller_epoch=1,
-                leader=1,
-                leader_epoch=0,
-                isr=[1],
-                zk_version=0,
-                replicas=[1],
-            )
-            for p in range(partitions)
-        ]
-        req = G.UpdateMetadataRequest(
-            controller_id=1,
-            controller_epoch=1,
-            broker_epoch=-1,
-            topic_states=[
-                UpdateMetadataTopicState(topic_name="fresh", topic_id=ZERO_UUID, partition_states=states)
-            ]
-            if states
-            else [],
-            live_brokers=[UpdateMetadataBroker(id_=1, endpoints=[], rack=None)],
-        )
-        return broker.replicas.handle_update_metadata(req).error_code
+        return _update_metadata(broker, "fresh", partitions)
 
     def metadata(topics, auto: bool = False):
         """What a client reads: (every topic's name, fresh's error and partitions)."""
