@@ -41,6 +41,7 @@ from kafkatool.assign.consume import (
     matching_topics,
 )
 from kafkatool.assign.kafka_client import KafkaAdmin, KafkaAdminError, describe_error
+from kafkatool.broker.group.assignors import range_ranges
 from kafkatool.errors import KafkatoolError
 from kafkatool.formats import internal_topics as IT
 from kafkatool.formats.generated import ConsumerProtocolAssignment, ConsumerProtocolSubscription
@@ -210,31 +211,11 @@ def range_assign(
     partitions_per_topic: dict[str, int],
     members: dict[str, tuple[list[str], str | None]],
 ) -> dict[str, list[TopicPartition]]:
-    """Kafka's RangeAssignor (without rack awareness: this consumer sends no rack): for each
-    topic, its subscribers in MemberInfo order (static members by group.instance.id first, then
-    member ids) each take a range of consecutive partitions, the first ``n % c`` one more.
-    ``members``: member id -> (subscribed topics, group.instance.id); a topic without metadata
-    is skipped."""
-    out: dict[str, list[TopicPartition]] = {m: [] for m in members}
-    per_topic: dict[str, list[str]] = {}
-    for member, (topics, _instance) in members.items():
-        for t in topics:
-            per_topic.setdefault(t, []).append(member)
-
-    def order(member: str):
-        instance = members[member][1]
-        return (0, instance, "") if instance is not None else (1, "", member)
-
-    for topic, n in partitions_per_topic.items():
-        consumers = sorted(per_topic.get(topic, []), key=order)
-        if n <= 0 or not consumers:
-            continue
-        each, extra = divmod(n, len(consumers))
-        for i, member in enumerate(consumers):
-            start = each * i + min(i, extra)
-            length = each + (1 if i < extra else 0)
-            out[member].extend((topic, p) for p in range(start, start + length))
-    return out
+    """Kafka's RangeAssignor (without rack awareness: this consumer sends no rack), the rule
+    broker/group/assignors.range_ranges runs for KIP-848 groups too. ``members``: member id ->
+    (subscribed topics, group.instance.id); a topic without metadata is skipped."""
+    got = range_ranges(members, partitions_per_topic)
+    return {m: [(t, p) for t, r in sorted(a.items()) for p in r] for m, a in got.items()}
 
 
 def subscription_bytes(topics: list[str], generation: int) -> bytes:

@@ -11,10 +11,11 @@ Kafka's ``org.apache.kafka.coordinator.group.assignor``:
   topic by topic (fewest subscribers first) among the members subscribed to it,
   keeping a member's partitions up to its balanced share of the topic, then
   giving each remaining partition to the least-loaded subscriber.
-* ``range``: ``RangeAssignor``: for each topic, its subscribers sorted by
-  instance id (static members first) then member id get consecutive ranges,
-  the first ``partitions % subscribers`` one partition more (co-partitioned
-  topics line up).
+* ``range``: ``RangeAssignor`` (Kafka 3.9+; 3.7-3.8's was sticky): for each
+  topic, its subscribers sorted by instance id (static members first) then
+  member id get consecutive ranges, the first ``partitions % subscribers`` one
+  partition more (co-partitioned topics line up): :func:`range_ranges`, the
+  client's RangeAssignor too (``consume --group``'s leader).
 
 An assignment is ``{topic id: frozenset(partitions)}``; members and topics are
 walked in sorted order so that an assignment is a pure function of its inputs.
@@ -23,11 +24,14 @@ walked in sorted order so that an assignment is a pure function of its inputs.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
 __all__ = ["ASSIGNORS", "MemberSpec", "assign"]
 
 Assignment = dict[uuid.UUID, frozenset[int]]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -125,32 +129,40 @@ def _uniform_heterogeneous(members, partitions) -> dict[str, Assignment]:
     return {mid: _freeze(a) for mid, a in out.items()}
 
 
-def _range_order(m: MemberSpec):
-    # RangeAssignor.sortMemberIds: static members (by instance id) first, then by member id
-    return (0, m.instance_id, "") if m.instance_id is not None else (1, "", m.member_id)
+def range_ranges(
+    subscriptions: dict[str, tuple[Iterable[T], str | None]], partitions: dict[T, int]
+) -> dict[str, dict[T, range]]:
+    """The range rule, one for both sides that run it: Kafka 3.9+'s server-side RangeAssignor
+    (KIP-848 groups) and the client's RangeAssignor of a classic group (without rack awareness),
+    which give the same answer: for each topic, its subscribers sorted as ``sortMemberIds`` /
+    ``MemberInfo`` sort them (static members first, by group.instance.id, then the others by
+    member id) each take the next consecutive range, the first ``partitions % subscribers`` of
+    them one partition more. ``subscriptions``: member id -> (topics, group.instance.id); a topic
+    absent from ``partitions`` (no metadata) is skipped. Every member is in the answer."""
+
+    def order(member: str):
+        instance = subscriptions[member][1]
+        return (0, instance, "") if instance is not None else (1, "", member)
+
+    subscribers: dict[T, list[str]] = {}
+    for member in sorted(subscriptions, key=order):
+        for t in subscriptions[member][0]:
+            if t in partitions:
+                subscribers.setdefault(t, []).append(member)
+    out: dict[str, dict[T, range]] = {m: {} for m in subscriptions}
+    for t, members in subscribers.items():
+        each, extra = divmod(partitions[t], len(members))
+        for i, member in enumerate(members):
+            start = each * i + min(i, extra)
+            length = each + (1 if i < extra else 0)
+            if length > 0:
+                out[member][t] = range(start, start + length)
+    return out
 
 
 def range_(members: list[MemberSpec], partitions: dict[uuid.UUID, int]) -> dict[str, Assignment]:
-    ordered = sorted(members, key=_range_order)
-    subscribers: dict[uuid.UUID, int] = {}
-    for m in ordered:
-        for t in m.topics:
-            subscribers[t] = subscribers.get(t, 0) + 1
-    state = {t: [*divmod(partitions[t], k), 0] for t, k in subscribers.items()}  # quota, extra, next
-    out: dict[str, Assignment] = {}
-    for m in ordered:
-        a: dict[uuid.UUID, frozenset[int]] = {}
-        for t in sorted(m.topics):
-            quota, extra, start = state[t]
-            if extra > 0:
-                quota += 1
-                state[t][1] = extra - 1
-            end = min(start + quota, partitions[t])
-            state[t][2] = end
-            if start < end:
-                a[t] = frozenset(range(start, end))
-        out[m.member_id] = a
-    return out
+    got = range_ranges({m.member_id: (m.topics, m.instance_id) for m in members}, partitions)
+    return {mid: {t: frozenset(r) for t, r in a.items()} for mid, a in got.items()}
 
 
 ASSIGNORS = {"uniform": uniform, "range": range_}
