@@ -27,6 +27,23 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
+def tcp_sockets(pid: int, *where: str) -> list[tuple[str, str]]:
+    """The TCP sockets process ``pid`` holds among those ``ss`` shows for ``where`` (ss's own
+    state and address filter words), each as its line and its tcp_info line (``lastsnd``,
+    ``lastrcv``, ... when ss has one): what the kernel knows of a broker's connections, which
+    a stopped process cannot change."""
+    out = subprocess.run(
+        ["ss", "-Htinp", *where], capture_output=True, text=True, timeout=10, check=True
+    ).stdout
+    found: list[list[str]] = []
+    for line in out.splitlines():
+        if line[:1].isspace() and found:  # the tcp_info line of the socket above
+            found[-1][1] = line.strip()
+        else:
+            found.append([line.strip(), ""])
+    return [(head, info) for head, info in found if f"pid={pid}," in head]
+
+
 class BrokerProcess:
     def __init__(
         self,

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import time
 import uuid
 
 import pytest
 
-from tests.broker.conftest import BrokerProcess
+from tests.broker.conftest import BrokerProcess, tcp_sockets
 from tests.zk.conftest import run_zookeeper
 
 
@@ -116,6 +117,66 @@ def wait_for(pred, timeout: float, what: str, step: float = 0.1):
             return last
         time.sleep(step)
     raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+def _links(follower: BrokerProcess, leader: BrokerProcess) -> dict[str, tuple[int, dict[str, int]]]:
+    """``follower``'s connections to ``leader`` by local address: (Recv-Q, tcp_info counters)."""
+    where = ("state", "established", "dst", f"{leader.host}:{leader.port}")
+    out = {}
+    for head, info in tcp_sockets(follower.proc.pid, *where):  # head: "Recv-Q Send-Q local peer users"
+        fields = head.split()
+        counters = {k: int(v) for k, v in re.findall(r"\b(\w+):(\d+)\b", info)}
+        out[fields[2]] = (int(fields[0]), counters)
+    return out
+
+
+def fetch_link(follower: BrokerProcess, leader: BrokerProcess, timeout: float = 30.0) -> str:
+    """The local address of ``follower``'s fetch connection to ``leader``: the one on which
+    its requests keep coming while the partitions it copies from there take no writes (a
+    fetch parked for replica.fetch.wait.max.ms, then the next), three of them within
+    ``timeout``; its other connections to ``leader`` (to the controller) carry a request now
+    and then."""
+    before = {addr: c.get("data_segs_out", 0) for addr, (_, c) in _links(follower, leader).items()}
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for addr, (_, c) in _links(follower, leader).items():
+            if c.get("data_segs_out", 0) - before.setdefault(addr, c.get("data_segs_out", 0)) >= 3:
+                return addr
+        time.sleep(0.1)
+    raise AssertionError(f"no fetch connection from {follower.bootstrap} to {leader.bootstrap} in {timeout}s")
+
+
+def wait_answered(links: dict[BrokerProcess, str], leader: BrokerProcess, timeout: float = 30.0) -> None:
+    """Until the fetch each stopped (SIGSTOP) follower had parked at ``leader``, on its
+    connection ``links[follower]`` (:func:`fetch_link`), has its answer, so a write to
+    ``leader`` from now on reaches none of them (once running again a follower would read
+    and append an answer carrying one).
+
+    The kernel shows it: an answer sent to a stopped process stays in its receive queue
+    (Recv-Q > 0); data last received, not sent (tcp_info's ``lastrcv`` below ``lastsnd``,
+    milliseconds since), is an answer already read. Equal times are a request sent in the
+    tick its predecessor's answer came (an idle partition's fetches are never answered in
+    the tick they are sent), so still waiting; a connection gone has nothing parked."""
+    start = time.monotonic()
+    waiting: list[str] = []
+    while time.monotonic() < start + timeout:
+        waiting = []
+        for follower, addr in links.items():
+            with open(f"/proc/{follower.proc.pid}/stat") as f:
+                state = f.read().rpartition(")")[2].split()[0]
+            if state not in ("T", "t"):
+                waiting.append(f"{follower.bootstrap} not stopped yet (state {state})")
+                continue
+            link = _links(follower, leader).get(addr)
+            if link is not None:
+                recv_q, c = link
+                if recv_q == 0 and c.get("lastrcv", 0) >= c.get("lastsnd", 0):  # absent: 0 ms ago
+                    waiting.append(f"{follower.bootstrap} {addr}: {c}")
+        if not waiting:
+            print(f"fetches parked at {leader.bootstrap} answered in {time.monotonic() - start:.2f}s")
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"fetches parked at {leader.bootstrap} unanswered after {timeout}s: {waiting}")
 
 
 @pytest.fixture(scope="module")

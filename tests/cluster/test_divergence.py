@@ -14,12 +14,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
 from tests.broker.conftest import REPO
-from tests.cluster.conftest import wait_for
+from tests.cluster.conftest import fetch_link, wait_answered, wait_for
 from tests.cluster.test_replication import create_topic, partition_state, read_all
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -62,10 +61,11 @@ def test_a_returning_leader_truncates_what_it_alone_had(cluster):
     wait_for(
         lambda: all(len(log_bytes(f, "div")) == len(log_bytes(a, "div")) for f in followers), 20, "followers"
     )
+    links = {f: fetch_link(f, a) for f in followers}
     for f in followers:
         os.kill(f.proc.pid, signal.SIGSTOP)
     try:
-        time.sleep(1.0)  # parked fetches come back empty before the writes below
+        wait_answered(links, a)  # their parked fetches come back empty before the writes below
         produce(a.bootstrap, "div", [b"only-on-a-%d" % i for i in range(20)], "1")
         a.kill()
     finally:

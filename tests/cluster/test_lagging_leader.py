@@ -19,7 +19,7 @@ from kafkatool.protocol import generated as G
 from kafkatool.protocol.errors import ErrorCode
 from kafkatool.protocol.generated.list_offsets_request import ListOffsetsPartition, ListOffsetsTopic
 from tests.broker.wire import WireClient
-from tests.cluster.conftest import Cluster, wait_for, zk_json
+from tests.cluster.conftest import Cluster, fetch_link, wait_answered, wait_for, zk_json
 from tests.cluster.test_divergence import log_bytes, produce
 from tests.cluster.test_replication import partition_state
 
@@ -73,8 +73,9 @@ def test_a_new_leader_answers_offset_not_available_until_its_high_watermark_catc
     produce(cluster.bootstrap, "lag", [b"base-%d" % i for i in range(100)], "all")
     a, b, c = (cluster.brokers[i] for i in (a_id, b_id, c_id))
     wait_for(lambda: log_bytes(b, "lag") == log_bytes(c, "lag") == log_bytes(a, "lag"), 20, "followers")
+    link = fetch_link(c, a)
     os.kill(c.proc.pid, signal.SIGSTOP)
-    time.sleep(1.0)  # its parked fetch comes back empty before the writes below
+    wait_answered({c: link}, a)  # its parked fetch comes back empty before the writes below
     # acks=1: B copies them, the high watermark stays at 100 (C, in the ISR, does not fetch)
     produce(a.bootstrap, "lag", [b"more-%d" % i for i in range(20)], "1")
     wait_for(lambda: log_bytes(b, "lag") == log_bytes(a, "lag"), 20, "B to copy the new records")
