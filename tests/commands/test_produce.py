@@ -317,6 +317,18 @@ def test_bad_input_is_one_line(broker):
 # ----------------------------------------------------------------------------- a lost answer
 
 
+def _close_both(*socks) -> None:
+    """Close a proxied connection at once: shutdown() first, so the other pump's blocked recv()
+    returns and the client sees the connection end (a bare close() from another thread leaves
+    that recv() holding the socket open, and the client waits for its own timeout)."""
+    for s in socks:
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        s.close()
+
+
 class DroppingProxy:
     """A TCP proxy in front of the broker (which advertises the proxy's port) that, while armed,
     forwards a Produce request and then drops its answer, closing the client's connection: the
@@ -388,8 +400,7 @@ class DroppingProxy:
                 upstream.sendall(frame)
             except OSError:
                 break
-        for s in (client, upstream):
-            s.close()
+        _close_both(client, upstream)
 
     def _down(self, upstream, client, produce_ids):
         for frame in self._frames(upstream):
@@ -407,8 +418,7 @@ class DroppingProxy:
                 client.sendall(frame)
             except OSError:
                 break
-        for s in (client, upstream):
-            s.close()
+        _close_both(client, upstream)
 
 
 @pytest.fixture
