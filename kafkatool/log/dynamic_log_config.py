@@ -92,6 +92,23 @@ def value_error(name: str, type_: int, value: str, at_least: int | None = None) 
     """ConfigDef.parse's message for a dynamic value of ``name`` (of ``type_``; ``at_least``: a
     lower bound of the caller's, for a config this module has none for) that Kafka's definition
     of it refuses; None when it takes it."""
+    lo, hi = _BETWEEN.get(name, (_AT_LEAST.get(name, at_least), None))
+    return config_value_error(name, type_, value, lo, hi, _ONE_OF.get(name))
+
+
+def config_value_error(
+    name: str,
+    type_: int,
+    value: str,
+    lo: float | None = None,
+    hi: float | None = None,
+    allowed: Collection[str] | None = None,
+) -> str | None:
+    """ConfigDef.parseType of ``value`` as ``type_`` (topic_settings' INT, SHORT, LONG, DOUBLE,
+    BOOLEAN, STRING, LIST) and its validator (Range.between(lo, hi) / atLeast(lo), ValidString.in
+    / ValidList.in ``allowed``), the one rule of a config value for the broker's dynamic configs
+    and the console tools' client configs (assign/client_config): ConfigException's message
+    ("Invalid value V for configuration N: ..."), or None when Kafka takes the value."""
     raw = str(value).strip()
 
     def bad(shown, why: str) -> str:
@@ -99,8 +116,8 @@ def value_error(name: str, type_: int, value: str, at_least: int | None = None) 
 
     number: int | float | None = None
     if type_ in _INT_RANGE:
-        lo, hi = _INT_RANGE[type_]
-        if re.fullmatch(r"[+-]?[0-9]+", raw) is None or not lo <= int(raw) <= hi:
+        smallest, largest = _INT_RANGE[type_]
+        if re.fullmatch(r"[+-]?[0-9]+", raw) is None or not smallest <= int(raw) <= largest:
             return bad(value, f"Not a number of type {_TYPE_NAME[type_]}")
         number = int(raw)
     elif type_ == ts.DOUBLE:
@@ -112,12 +129,10 @@ def value_error(name: str, type_: int, value: str, at_least: int | None = None) 
         if raw.lower() not in ("true", "false"):
             return bad(value, "Expected value to be either true or false")
     if number is not None:
-        lo, hi = _BETWEEN.get(name, (_AT_LEAST.get(name, at_least), None))
         if lo is not None and number < lo:
             return bad(number, f"Value must be at least {lo}")
         if hi is not None and number > hi:
             return bad(number, f"Value must be no more than {hi}")
-    allowed = _ONE_OF.get(name)
     if allowed is not None:
         items = [x.strip() for x in raw.split(",")] if type_ == ts.LIST and raw else [raw]
         for item in items:
