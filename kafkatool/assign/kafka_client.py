@@ -235,7 +235,8 @@ class Connection:
                 continue
             if resp.error_code:
                 raise KafkaAdminError(
-                    f"{self.address}: ApiVersions failed: {describe_error(resp.error_code)}"
+                    f"{self.address}: ApiVersions failed: {describe_error(resp.error_code)}",
+                    resp.error_code,
                 )
             self.versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
             return
