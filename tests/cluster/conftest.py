@@ -187,7 +187,14 @@ def zk_module(tmp_path_factory):
 
 @pytest.fixture
 def cluster(tmp_path, zk_module):
-    c = Cluster(tmp_path, zk_module, 3, ["num.partitions=1", "offsets.topic.num.partitions=3"])
+    # no initial rebalance delay (Kafka's own integration tests run with 0): a group's first
+    # join is not held 3 s waiting for members that are not coming
+    c = Cluster(
+        tmp_path,
+        zk_module,
+        3,
+        ["num.partitions=1", "offsets.topic.num.partitions=3", "group.initial.rebalance.delay.ms=0"],
+    )
     try:
         yield c.start()
     finally:
