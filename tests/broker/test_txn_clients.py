@@ -48,11 +48,19 @@ def _at_high_watermarks(c, tps) -> bool:
     return True
 
 
-def read_all(bootstrap: str, topic: str, partitions: int, isolation: str, want: int, timeout: float = 10.0):
+def read_all(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    isolation: str,
+    want: int,
+    timeout: float = 10.0,
+    until=None,
+):
     """Values read from the beginning of every partition (assign, no group). Once ``want``
     have come it reads on until every partition's position is its high watermark, or 0.7 s
     more (read_committed's open transactions or trailing markers keep positions below it),
-    so that records beyond ``want`` show."""
+    so that records beyond ``want`` show. ``until(values)`` true ends the read at once."""
     from confluent_kafka import Consumer, TopicPartition
 
     c = Consumer(
@@ -71,6 +79,8 @@ def read_all(bootstrap: str, topic: str, partitions: int, isolation: str, want: 
     settle = None
     try:
         while time.monotonic() < deadline:
+            if until is not None and until(out):
+                break
             if len(out) >= want and settle is None:
                 if _at_high_watermarks(c, tps):
                     break
@@ -115,9 +125,13 @@ def test_confluent_commit_and_abort(xbroker):
     p.produce(topic, value=b"open", partition=0)
     p.flush(10)
     assert "open" not in read_all(bs, topic, 1, "read_committed", 10**9, timeout=2)
-    assert "open" in read_all(bs, topic, 1, "read_uncommitted", 10**9, timeout=2)
+
+    def has_open(values: list[str]) -> bool:
+        return "open" in values
+
+    assert "open" in read_all(bs, topic, 1, "read_uncommitted", 10**9, timeout=10, until=has_open)
     p.commit_transaction(20)
-    assert "open" in read_all(bs, topic, 1, "read_committed", 10**9, timeout=3)
+    assert "open" in read_all(bs, topic, 1, "read_committed", 10**9, timeout=10, until=has_open)
 
 
 def test_confluent_send_offsets_to_transaction(xbroker):
