@@ -179,8 +179,10 @@ def wait_answered(links: dict[BrokerProcess, str], leader: BrokerProcess, timeou
     raise AssertionError(f"fetches parked at {leader.bootstrap} unanswered after {timeout}s: {waiting}")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def zk_module(tmp_path_factory):
+    """One ZooKeeper server for every cluster test (each Cluster has a chroot of its own;
+    starting and stopping a server per module cost about 0.8 s each)."""
     with run_zookeeper(tmp_path_factory.mktemp("zk")) as hostport:
         yield hostport
 
