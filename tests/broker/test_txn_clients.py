@@ -9,6 +9,7 @@ import uuid
 import pytest
 
 from tests.broker.conftest import BrokerProcess
+from tests.client_checks import at_high_watermarks
 
 OVERRIDES = [
     "num.partitions=1",
@@ -34,18 +35,6 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(15)
-
-
-def _at_high_watermarks(c, tps) -> bool:
-    """The consumer has been given every record below each partition's high watermark (as
-    its last fetch of the partition said, which came after the records were written):
-    nothing more (no duplicate, no extra record) can come."""
-    for tp in c.position(tps):
-        _, high = c.get_watermark_offsets(tp, cached=True)
-        # unknown (no fetch answered yet) is negative; so is the position before any record
-        if high < 0 or max(tp.offset, 0) < high:
-            return False
-    return True
 
 
 def read_all(
@@ -82,7 +71,7 @@ def read_all(
             if until is not None and until(out):
                 break
             if len(out) >= want and settle is None:
-                if _at_high_watermarks(c, tps):
+                if at_high_watermarks(c, tps):
                     break
                 settle = time.monotonic() + 0.7
             if settle is not None and time.monotonic() > settle:

@@ -280,7 +280,7 @@ def test_sasl_ssl_listener_ignores_the_broker_wide_client_auth(tmp_path, pki):
     """KIP-684 (Kafka's ChannelBuilders): ``ssl.client.auth`` set broker-wide asks SSL listeners for
     client certificates, not SASL_SSL ones, whose clients SASL authenticates; a SASL_SSL listener
     asks only through its own ``listener.name.<name>.ssl.client.auth``."""
-    from confluent_kafka.admin import AdminClient
+    from tests.client_checks import metadata_or_refusal
 
     jaas = (
         "org.apache.kafka.common.security.plain.PlainLoginModule required "
@@ -304,19 +304,9 @@ def test_sasl_ssl_listener_ignores_the_broker_wide_client_auth(tmp_path, pki):
 
     def cluster_id(conf):
         """The cluster id librdkafka reads, or None once the broker refused the handshake for
-        want of a client certificate (TLS alert 116, as the client's error callback reports
-        it: no need to wait out the client's timeout, which it keeps retrying until)."""
-        errors = []
-        admin = AdminClient({**conf, "error_cb": errors.append})
-        deadline = time.monotonic() + 6
-        while time.monotonic() < deadline:
-            try:
-                return admin.list_topics(timeout=0.5).cluster_id
-            except Exception:  # noqa: BLE001 - not answered (yet)
-                admin.poll(0)  # serves error_cb
-            if any("alert certificate required" in e.str() for e in errors):
-                return None
-        raise AssertionError(f"neither answered nor refused in 6 s: {[e.str() for e in errors][-3:]}")
+        want of a client certificate (TLS alert 116)."""
+        md = metadata_or_refusal(conf, "alert certificate required")
+        return None if md is None else md.cluster_id
 
     def sasl_conf(bootstrap):
         return {
