@@ -131,19 +131,36 @@ def _links(follower: BrokerProcess, leader: BrokerProcess) -> dict[str, tuple[in
 
 
 def fetch_link(follower: BrokerProcess, leader: BrokerProcess, timeout: float = 30.0) -> str:
-    """The local address of ``follower``'s fetch connection to ``leader``: the one on which
+    """The local address of ``follower``'s fetch connection to ``leader`` (:func:`fetch_links`)."""
+    return fetch_links([follower], leader, timeout)[follower]
+
+
+def fetch_links(
+    followers: list[BrokerProcess], leader: BrokerProcess, timeout: float = 30.0
+) -> dict[BrokerProcess, str]:
+    """The local address of each follower's fetch connection to ``leader``: the one on which
     its requests keep coming while the partitions it copies from there take no writes (a
     fetch parked for replica.fetch.wait.max.ms, then the next), three of them within
     ``timeout``; its other connections to ``leader`` (to the controller) carry a request now
-    and then."""
-    before = {addr: c.get("data_segs_out", 0) for addr, (_, c) in _links(follower, leader).items()}
+    and then. The followers are watched together (each needs about three fetch waits)."""
+    before = {
+        f: {addr: c.get("data_segs_out", 0) for addr, (_, c) in _links(f, leader).items()} for f in followers
+    }
+    found: dict[BrokerProcess, str] = {}
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        for addr, (_, c) in _links(follower, leader).items():
-            if c.get("data_segs_out", 0) - before.setdefault(addr, c.get("data_segs_out", 0)) >= 3:
-                return addr
+        for f in followers:
+            if f in found:
+                continue
+            for addr, (_, c) in _links(f, leader).items():
+                if c.get("data_segs_out", 0) - before[f].setdefault(addr, c.get("data_segs_out", 0)) >= 3:
+                    found[f] = addr
+                    break
+        if len(found) == len(followers):
+            return found
         time.sleep(0.1)
-    raise AssertionError(f"no fetch connection from {follower.bootstrap} to {leader.bootstrap} in {timeout}s")
+    missing = ", ".join(f.bootstrap for f in followers if f not in found)
+    raise AssertionError(f"no fetch connection from {missing} to {leader.bootstrap} in {timeout}s")
 
 
 def wait_answered(links: dict[BrokerProcess, str], leader: BrokerProcess, timeout: float = 30.0) -> None:

@@ -18,7 +18,7 @@ import sys
 import pytest
 
 from tests.broker.conftest import REPO
-from tests.cluster.conftest import fetch_link, wait_answered, wait_for
+from tests.cluster.conftest import fetch_links, wait_answered, wait_for
 from tests.cluster.test_replication import create_topic, partition_state, read_all
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -60,7 +60,7 @@ def test_a_returning_leader_truncates_what_it_alone_had(spark, cluster):
     wait_for(
         lambda: all(len(log_bytes(f, "div")) == len(log_bytes(a, "div")) for f in followers), 20, "followers"
     )
-    links = {f: fetch_link(f, a) for f in followers}
+    links = fetch_links(followers, a)
     for f in followers:
         os.kill(f.proc.pid, signal.SIGSTOP)
     try:
