@@ -51,10 +51,27 @@ class Cluster:
         return self
 
     def stop(self) -> None:
-        for b in self.brokers.values():
+        """Every live broker stopped cleanly (SIGTERM: controlled shutdown): those that are not
+        the controller together (their controlled shutdowns are the controller's to run, one
+        after the other), then the controller."""
+        import threading
+
+        def stop(b: BrokerProcess) -> None:
             with contextlib.suppress(Exception):
                 if b.alive():
                     b.stop(timeout=60)
+
+        controller = None
+        with contextlib.suppress(Exception):
+            controller = zk_json(self, "/controller")["brokerid"] if self.bootstrap else None
+        first = [b for i, b in self.brokers.items() if i != controller]
+        threads = [threading.Thread(target=stop, args=(b,), daemon=True) for b in first]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(90)
+        for b in self.brokers.values():
+            stop(b)
 
     def kazoo(self):
         from kazoo.client import KazooClient
