@@ -172,6 +172,36 @@ def test_open_transaction_shows_everywhere(broker):
     cells = line.split("\t")
     assert cells[0].strip() == str(d["producer_id"]) and cells[3].strip() == "1" and cells[5].strip() == "0"
     assert cells[2].strip() == "-1"  # no marker yet: the coordinator epoch is unknown
+    # the same answer from the replica named by --broker-id (the coordinator's broker: the only one)
+    res = run(
+        "transactions",
+        "describe-producers",
+        "--bootstrap-server",
+        b.bootstrap,
+        "--topic",
+        "open",
+        "--partition",
+        0,
+        "--broker-id",
+        d["coordinator"],
+    )
+    assert res.exit_code == 0 and res.stdout.splitlines() == [head, line], res.output
+    res = run(
+        "transactions",
+        "describe-producers",
+        "--bootstrap-server",
+        b.bootstrap,
+        "--topic",
+        "open",
+        "--partition",
+        0,
+        "--broker-id",
+        99,
+    )
+    assert res.exit_code == 2
+    assert res.stderr.startswith(
+        "kafkatool: error: Failed to describe producers for partition open-0 on broker 99: "
+    )
 
     # open for more than 0 minutes, but the coordinator holds it as ongoing on open-0: not hanging
     res = run(
