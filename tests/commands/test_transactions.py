@@ -231,6 +231,12 @@ def test_usage_refusals_in_kafkas_words(broker):
     assert "requires either --topic or --broker-id to limit the scope of the search" in res.stderr
     res = run("transactions", "find-hanging", "--bootstrap-server", b.bootstrap, "--partition", 0)
     assert res.exit_code == 2 and "The --partition argument requires --topic to be provided" in res.stderr
+    res = run("transactions", "find-hanging", "--bootstrap-server", b.bootstrap, "--topic", "nope")
+    assert res.exit_code == 2
+    assert res.stderr == (
+        "kafkatool: error: Failed to describe 1 topics: UNKNOWN_TOPIC_OR_PARTITION (topic 'nope'). "
+        "Enable debug logging for additional detail.\n"
+    )
     res = run("transactions", "abort", "--bootstrap-server", b.bootstrap, "--topic", "hang", "--partition", 0)
     assert res.exit_code == 2 and "must be identified either with --start-offset" in res.stderr
     res = run(

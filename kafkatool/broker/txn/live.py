@@ -349,7 +349,7 @@ def partitions_to_search(
     meta = admin.metadata([topic] if topic is not None else None)
     if topic is not None and topic not in meta.topics:
         code = meta.topic_errors.get(topic, E.UNKNOWN_TOPIC_OR_PARTITION)
-        raise TxnAdminError(f"Failed to describe 1 topics: {describe_error(code)} (topic '{topic}')", code)
+        raise TxnAdminError(f"{describe_error(code)} (topic '{topic}')", code)
     out = []
     for t in sorted(meta.topics):
         for p, info in sorted(meta.topics[t].items()):
