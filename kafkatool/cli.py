@@ -34,6 +34,7 @@ COMMAND_MODULES = [
     "fleet",
     "users",
     "groups",
+    "transactions",
     "leader_election",
     "health",
     "acls",

@@ -1,5 +1,6 @@
 """A consumer group's coordinator requests on the one admin client, once for every caller:
-FindCoordinator, OffsetFetch and OffsetCommit. ``kafkatool groups --bootstrap-server``
+FindCoordinator (also a transactional id's, for ``kafkatool transactions``), OffsetFetch and
+OffsetCommit. ``kafkatool groups --bootstrap-server``
 (broker/group/live.py: Java's admin, a commit without a member) and ``kafkatool consume --group``
 (assign/group_consumer.py: a member's commit with its generation) send them through here."""
 
@@ -22,20 +23,24 @@ def check(code: int, what: str, message: str | None = None) -> None:
         raise GroupRequestError(f"{what}: {describe_error(code, message)}", code)
 
 
-def find_coordinator(admin: KafkaAdmin, group: str) -> int:
-    """The group coordinator's node id (FindCoordinator, key type GROUP); its address joins the
-    cached metadata's brokers if it is not there."""
+def find_coordinator(admin: KafkaAdmin, key: str, key_type: int = 0) -> int:
+    """The coordinator's node id (FindCoordinator; key type 0: a group, 1: a transactional id);
+    its address joins the cached metadata's brokers if it is not there."""
     conn = admin._any()
     version = conn.version_for(FIND_COORDINATOR)
     info = API_BY_KEY[FIND_COORDINATOR]
-    req = info.request(key_type=0, coordinator_keys=[group]) if version >= 4 else info.request(key=group)
+    if version >= 4:
+        req = info.request(key_type=key_type, coordinator_keys=[key])
+    else:
+        req = info.request(key=key, key_type=key_type)
+    what = f"FindCoordinator for {'transactional id' if key_type == 1 else 'group'} '{key}'"
     resp = conn.request(FIND_COORDINATOR, req, version)
     if version >= 4:
         (c,) = resp.coordinators
-        check(c.error_code, f"FindCoordinator for group '{group}'", c.error_message)
+        check(c.error_code, what, c.error_message)
         node, host, port = c.node_id, c.host, c.port
     else:
-        check(resp.error_code, f"FindCoordinator for group '{group}'", resp.error_message)
+        check(resp.error_code, what, resp.error_message)
         node, host, port = resp.node_id, resp.host, resp.port
     meta = admin.metadata_cached()
     if node not in meta.brokers:

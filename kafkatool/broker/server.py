@@ -204,10 +204,13 @@ class Broker:
         self._told_offline: dict[str, str] = {}
         #: after close_storage: (the dirs that got the clean-shutdown marker, the offline dirs)
         self.closed_dirs: tuple[list[Path], list[Path]] | None = None
-        if config.int("kafkatool.processes") > 1 and not read_only:
+        if not read_only:
             from kafkatool.broker.cluster.txn_markers import handle_write_txn_markers
 
-            # the transaction coordinator (the primary) asks each partition's owner for its markers
+            # every writable broker serves WriteTxnMarkers, as Kafka's does: a cluster's and a
+            # broker of several processes' transaction coordinator sends each partition's
+            # leader its markers, and an admin aborts a hanging transaction with it
+            # (Admin.abortTransaction, `kafkatool transactions abort`)
             self.router.register(27, 0, 1, handle_write_txn_markers)
         if config.get("zookeeper.connect") and not read_only:
             from kafkatool.broker.cluster import handlers as cluster_handlers
