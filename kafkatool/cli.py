@@ -42,6 +42,7 @@ COMMAND_MODULES = [
     "produce",
     "configs",
     "log_dirs",
+    "perf",
 ]
 
 
