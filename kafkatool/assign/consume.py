@@ -172,10 +172,15 @@ class LiveConsumer:
         *,
         exit_at_end: bool = False,
         reset: int | None = LATEST_TIMESTAMP,
+        max_bytes: int = FETCH_MAX_BYTES,
+        partition_max_bytes: int = PARTITION_MAX_BYTES,
     ):
         self.admin = admin
         self.isolation = isolation
         self.exit_at_end = exit_at_end
+        #: fetch.max.bytes and max.partition.fetch.bytes of each Fetch
+        self.max_bytes = max_bytes
+        self.partition_max_bytes = partition_max_bytes
         #: auto.offset.reset: where an out-of-range position goes (None: "none", an error)
         self.reset = reset
         self.partitions: list[TopicPartition] = []
@@ -269,7 +274,7 @@ class LiveConsumer:
                 replica_id=-1,
                 max_wait_ms=max(0, max_wait_ms),
                 min_bytes=1,
-                max_bytes=FETCH_MAX_BYTES,
+                max_bytes=self.max_bytes,
                 isolation_level=self.isolation,
                 session_id=0,
                 session_epoch=-1,
@@ -282,7 +287,7 @@ class LiveConsumer:
                                 current_leader_epoch=-1,
                                 fetch_offset=self.states[(t, p)].position,
                                 log_start_offset=-1,
-                                partition_max_bytes=PARTITION_MAX_BYTES,
+                                partition_max_bytes=self.partition_max_bytes,
                             )
                             for p in ps
                         ],

@@ -18,6 +18,10 @@
   and at the end, of each assigned partition's position (the next offset after the records the
   command printed: unprinted records are given back first, ConsoleConsumer's
   resetUnconsumedOffsets).
+* A RebalanceListener (ConsumerRebalanceListener) hears of the partitions revoked before a rejoin
+  (none at the first join: no generation yet, as Kafka's onJoinPrepare) and of each assignment
+  (`perf consume` times its rebalances by it). fetch.max.bytes and max.partition.fetch.bytes
+  size each Fetch.
 * The subscription: a topic, or a pattern matched against the cluster's topics at every metadata
   refresh (metadata.max.age.ms); the leader rejoins when a subscribed topic's partition count
   changes, any member when its pattern matches another set of topics (ConsumerCoordinator's
@@ -30,6 +34,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from kafkatool.assign import client_config as CC
 from kafkatool.assign import group_client as GC
@@ -77,6 +82,8 @@ APPLIED: dict[str, tuple[str, str | None, int | None, list[str] | None]] = {
     "metadata.max.age.ms": ("LONG", "300000", 0, None),
     "partition.assignment.strategy": ("STRING", RANGE, None, None),
     "exclude.internal.topics": ("BOOLEAN", "true", None, None),
+    "fetch.max.bytes": ("INT", "52428800", 0, None),
+    "max.partition.fetch.bytes": ("INT", "1048576", 0, None),
 }
 #: Kafka 3.7 consumer configs taken without effect on which records are printed or committed
 #: (fetch sizes and waits, sockets, backoffs, metrics; what ConsoleConsumer sets itself)
@@ -86,9 +93,7 @@ TAKEN_SILENTLY = frozenset(
         "key.deserializer",
         "value.deserializer",
         "fetch.min.bytes",
-        "fetch.max.bytes",
         "fetch.max.wait.ms",
-        "max.partition.fetch.bytes",
         "max.poll.records",
         "check.crcs",
         "client.rack",
@@ -131,6 +136,9 @@ class ConsumerSettings:
     isolation_level: str | None
     metadata_max_age_ms: int
     exclude_internal_topics: bool
+    #: fetch.max.bytes and max.partition.fetch.bytes: the byte limits of each Fetch
+    fetch_max_bytes: int = 52428800
+    max_partition_fetch_bytes: int = 1048576
     #: security.protocol, ssl.*, sasl.* as given (for ClientSecurity, over --command-config's)
     security: dict[str, str] = field(default_factory=dict)
     #: lines Kafka's consumer logs as warnings (unknown configs)
@@ -198,6 +206,8 @@ def consumer_settings(props: dict[str, str]) -> ConsumerSettings:
         isolation_level=value("isolation.level"),
         metadata_max_age_ms=value("metadata.max.age.ms"),
         exclude_internal_topics=value("exclude.internal.topics"),
+        fetch_max_bytes=value("fetch.max.bytes"),
+        max_partition_fetch_bytes=value("max.partition.fetch.bytes"),
         security=security,
         notes=notes,
     )
@@ -248,6 +258,16 @@ def read_subscription(raw) -> list[str]:
 
 
 # ----------------------------------------------------------------------------- the member
+class RebalanceListener(Protocol):
+    """ConsumerRebalanceListener: told of the partitions given up before a rejoin (an eager
+    member gives up all of them; not at the first join, which has no generation yet) and of
+    those a completed join assigned."""
+
+    def on_partitions_revoked(self, partitions: list[TopicPartition]) -> None: ...
+
+    def on_partitions_assigned(self, partitions: list[TopicPartition]) -> None: ...
+
+
 class _Rejoin(KafkatoolError):
     """A join round must start again (an error the coordinator protocol retries); caught inside
     this module."""
@@ -267,8 +287,10 @@ class GroupConsumer:
         isolation: int,
         exit_at_end: bool = False,
         log: Callable[[str], None],
+        listener: RebalanceListener | None = None,
     ):
         assert settings.group_id is not None
+        self.listener = listener
         self.admin = admin
         self.s = settings
         self.group = settings.group_id
@@ -278,7 +300,14 @@ class GroupConsumer:
         self.reset = {"earliest": EARLIEST_TIMESTAMP, "latest": LATEST_TIMESTAMP, "none": None}[
             settings.auto_offset_reset or "latest"
         ]
-        self.fetcher = LiveConsumer(admin, isolation, exit_at_end=exit_at_end, reset=self.reset)
+        self.fetcher = LiveConsumer(
+            admin,
+            isolation,
+            exit_at_end=exit_at_end,
+            reset=self.reset,
+            max_bytes=settings.fetch_max_bytes,
+            partition_max_bytes=settings.max_partition_fetch_bytes,
+        )
         self.exit_at_end = exit_at_end
         self.member_id = ""
         self.generation = -1
@@ -408,6 +437,9 @@ class GroupConsumer:
         if self.joined and self.fetcher.partitions:
             if self.s.enable_auto_commit:
                 self.commit(sync=True)
+        if self.listener is not None and self.generation != -1 and self.member_id:
+            # EAGER onJoinPrepare: every partition revoked (none lost: the generation is kept)
+            self.listener.on_partitions_revoked(list(self.fetcher.partitions))
         self.fetcher.assign({})
         self.joined = False
         self.leader = False
@@ -477,8 +509,12 @@ class GroupConsumer:
         if sresp.error_code:
             self._group_error(sresp.error_code, "SyncGroup")
         self.generation = generation
+        assigned = IT.assigned_partitions(sresp.assignment)
+        if self.listener is not None:
+            # onJoinComplete: the listener hears of the assignment before the positions are fetched
+            self.listener.on_partitions_assigned(list(assigned))
         # positioned before the round counts as done: a coordinator error in OffsetFetch joins again
-        self._position(IT.assigned_partitions(sresp.assignment))
+        self._position(assigned)
         self.rejoin_reason = None
         self.joined = True
         self._failures = 0

@@ -48,8 +48,8 @@ from kafkatool.formats.records import (
     RECORD_BATCH_OVERHEAD,
     SimpleRecord,
     build_record_batch,
-    encode_record_v2,
     increment_sequence,
+    record_v2_size,
 )
 from kafkatool.protocol.apis import API_BY_KEY
 from kafkatool.protocol.errors import ErrorCode, is_retriable
@@ -300,7 +300,7 @@ class Producer:
     def append(self, number: int, record: SimpleRecord) -> int:
         """Queue one record (its timestamp set now, as KafkaProducer.send does); its partition."""
         record.timestamp = int(time.time() * 1000)
-        size = len(encode_record_v2(0, 0, record.key, record.value, record.headers))
+        size = record_v2_size(0, 0, record.key, record.value, record.headers)
         partition = self._choose(record.key, size)
         if self.fatal is not None:
             # KafkaProducer.send after a fatal error: refused at once

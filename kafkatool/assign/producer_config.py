@@ -229,10 +229,11 @@ def producer_settings(props: dict[str, str]) -> ProducerSettings:
     if "transactional.id" in props:
         if not idempotence:
             raise ProducerConfigError("Cannot set a transactional.id without also enabling idempotence.")
-        # ConsoleProducer never calls initTransactions: KafkaProducer.send refuses every record
+        # ConsoleProducer never calls initTransactions: KafkaProducer.send refuses every record;
+        # this producer runs no transactions at all
         raise ProducerConfigError(
             "transactional.id: Cannot perform a 'send' before completing a call to initTransactions when "
-            "transactions are enabled (kafka-console-producer.sh does not run transactions)"
+            "transactions are enabled (kafkatool's producer does not run transactions)"
         )
 
     # KafkaProducer.configureDeliveryTimeout

@@ -77,8 +77,9 @@ CONSUMER_PROPERTY_HELP = (
     "session.timeout.ms (45000), heartbeat.interval.ms (3000), max.poll.interval.ms (300000, the "
     "rebalance timeout), group.instance.id (a static member: no LeaveGroup), isolation.level, "
     "metadata.max.age.ms (300000), partition.assignment.strategy (must name range), "
-    "exclude.internal.topics (true); security.protocol, ssl.*, sasl.* as in --command-config. Kafka's "
-    "fetch, socket and metrics configs are taken without effect; a name Kafka's consumer does not "
+    "exclude.internal.topics (true), fetch.max.bytes (52428800), max.partition.fetch.bytes "
+    "(1048576); security.protocol, ssl.*, sasl.* as in --command-config. Kafka's other fetch, "
+    "socket and metrics configs are taken without effect; a name Kafka's consumer does not "
     "know is warned about, as Kafka does."
 )
 
@@ -323,7 +324,14 @@ def consume(
                     log=_warn,
                 )
             else:
-                fetcher = C.LiveConsumer(admin, isolation, exit_at_end=exit_at_end, reset=reset_spec)
+                fetcher = C.LiveConsumer(
+                    admin,
+                    isolation,
+                    exit_at_end=exit_at_end,
+                    reset=reset_spec,
+                    max_bytes=settings.fetch_max_bytes,
+                    partition_max_bytes=settings.max_partition_fetch_bytes,
+                )
                 if pattern is not None:
                     consumer = C.PatternConsumer(
                         fetcher,
