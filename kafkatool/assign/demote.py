@@ -2,7 +2,7 @@
 maintenance without moving data (Cruise Control's demote_broker, as a reassignment plan).
 
 Each partition whose preferred leader (first replica) is a demoted broker gets a new replica
-order: first the in-sync replica on a non-demoted broker that keeps preferred leaders best
+order: first the live, in-sync replica on a non-demoted broker that keeps preferred leaders best
 balanced (fewest preferred leaders so far, then its place in the list), then the other
 non-demoted replicas, then the demoted ones (so an election after a failure, which takes
 the first live in-sync replica in assignment order, also avoids them), each group in its
@@ -39,9 +39,11 @@ def plan_demotion(
     current: Mapping[TopicPartition, Sequence[int]],
     demoted: Collection[int],
     isr: Mapping[TopicPartition, Sequence[int] | None] | None = None,
+    live: Collection[int] | None = None,
 ) -> Demotion:
     """``isr`` None: unknown for every partition, all replicas assumed in sync; a partition
-    missing from it (or mapped to None) has no known ISR and is left."""
+    missing from it (or mapped to None) has no known ISR and is left.  ``live``: the registered
+    brokers, when known (a preferred election elects only a live replica)."""
     demoted = set(demoted)
     leaders: dict[int, int] = {}
     for replicas in current.values():
@@ -74,7 +76,18 @@ def plan_demotion(
                 )
             )
             continue
-        choices.append((tp, candidates))
+        alive = [b for b in candidates if live is None or b in live]
+        if not alive:
+            result.left.append(
+                LeftPartition(
+                    tp,
+                    replicas,
+                    _list(in_sync),
+                    f"no in-sync replica outside the demoted brokers is alive (candidates {candidates})",
+                )
+            )
+            continue
+        choices.append((tp, alive))
     for tp, candidates in sorted(choices, key=lambda c: (len(c[1]), c[0])):
         replicas = list(current[tp])
         new_leader = min(candidates, key=lambda b: (leaders.get(b, 0), replicas.index(b)))

@@ -283,7 +283,7 @@ def _demote(
     notes = []
     if isr is None:
         notes.append("ISR unknown (--current): every replica is assumed in sync.")
-    result = plan_demotion(current, demoted, isr)
+    result = plan_demotion(current, demoted, isr, None if registered is None else set(registered))
     proposed = result.proposed
     racks = {b: r.rack for b, r in (registered or {}).items()}
     brokers = [Broker(b, racks.get(b)) for b in sorted(holding)]
@@ -402,7 +402,8 @@ def generate(
         metavar="ID,ID",
         help="Instead of placing replicas: move preferred leadership off these brokers (e.g. before "
         "maintenance) without moving data. Each partition whose first replica is a demoted broker gets a "
-        "new order: the in-sync replica on another broker that keeps preferred leaders best balanced "
+        "new order: the in-sync replica on another (registered, when the cluster is read) broker that "
+        "keeps preferred leaders best balanced "
         "first, the demoted brokers last. A partition with no such replica is left and reported (exit "
         "1). Prints the preferred leader election that makes the new order take effect once the plan "
         "is executed. Takes no --broker-list, --strategy, --replication-factor, --seed or --start-index.",

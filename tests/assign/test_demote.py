@@ -61,3 +61,12 @@ def test_without_isr_every_replica_counts_as_in_sync():
     # u-0 makes 2 a leader already: t-0 and t-1 both go to 3 (fewest preferred leaders first)
     assert result.proposed == {("t", 0): [3, 2, 1], ("t", 1): [3, 2, 1]}
     assert not result.left
+
+
+def test_the_new_leader_must_be_alive_when_the_live_brokers_are_known():
+    current = {("t", 0): [1, 2, 3], ("t", 1): [1, 2]}
+    result = plan_demotion(current, {1}, {("t", 0): [1, 2, 3], ("t", 1): [1, 2]}, live={1, 3})
+    assert result.proposed == {("t", 0): [3, 2, 1]}
+    assert [(x.tp, x.reason) for x in result.left] == [
+        (("t", 1), "no in-sync replica outside the demoted brokers is alive (candidates [2])")
+    ]
