@@ -21,8 +21,9 @@ from kafkatool.protocol.errors import ErrorCode, is_retriable
 LIST_OFFSETS, DELETE_RECORDS = 2, 21
 #: ListOffsets v7 is the first with MAX_TIMESTAMP (ListOffsetsRequest.Builder.forConsumer)
 MAX_TIMESTAMP_VERSION = 7
-#: the admin client's isolation level (ListOffsetsOptions' default): READ_UNCOMMITTED
-READ_UNCOMMITTED = 0
+#: the admin client's isolation level (ListOffsetsOptions' default): READ_UNCOMMITTED, the high
+#: watermark for LATEST; READ_COMMITTED: the last stable offset
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 #: DeleteRecords' timeout_ms (the brokers' wait for the followers' low watermarks)
 DELETE_RECORDS_TIMEOUT_MS = 30000
 #: Kafka's admin client asks again, a metadata refresh and a pause apart, a partition answered
@@ -234,13 +235,15 @@ def list_offsets(
     admin: KafkaAdmin, tps: list[TopicPartition], spec: int, isolation: int = READ_UNCOMMITTED
 ) -> dict[TopicPartition, PartitionAnswer]:
     """ListOffsets at ``spec`` (a timestamp or one of ListOffsets' special ones) for each
-    partition, at its leader, as the admin client asks (ListOffsetsHandler): v1 at least, v7 at
-    least for MAX_TIMESTAMP (an older broker: UNSUPPORTED_VERSION for that partition)."""
+    partition, at its leader, as the admin client asks (ListOffsetsHandler): v1 at least, v2 at
+    least for READ_COMMITTED, v7 at least for MAX_TIMESTAMP (an older broker:
+    UNSUPPORTED_VERSION for that partition)."""
     from kafkatool.protocol.generated.list_offsets_request import ListOffsetsPartition, ListOffsetsTopic
 
     def send(conn, group, answers):
         version = conn.version_for(LIST_OFFSETS)
-        if version < (MAX_TIMESTAMP_VERSION if spec == MAX_TIMESTAMP else 1):
+        # v2 is the first with an isolation level (READ_COMMITTED: the last stable offset)
+        if version < (MAX_TIMESTAMP_VERSION if spec == MAX_TIMESTAMP else 2 if isolation else 1):
             for tp in group:
                 answers[tp] = PartitionAnswer(
                     error_code=ErrorCode.UNSUPPORTED_VERSION,

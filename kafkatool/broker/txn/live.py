@@ -3,12 +3,15 @@ Admin calls behind kafka-transactions.sh see them, on the project's one blocking
 (:class:`~kafkatool.assign.kafka_client.KafkaAdmin`):
 
 * listTransactions: ListTransactions at every broker (each coordinates its own ids);
-* describeTransactions: FindCoordinator (key type 1, TRANSACTION) then DescribeTransactions
-  at that coordinator;
+* describeTransactions: FindCoordinator (key type 1, TRANSACTION; every id in one request from
+  v4 on) then one DescribeTransactions at each coordinator with its ids;
 * describeProducers: DescribeProducers at the partition's leader, or at the replica named by
   ``broker_id``;
 * abortTransaction: WriteTxnMarkers (ABORT, the producer's id, epoch and coordinator epoch)
-  at the partition's leader, refusals in AbortTransactionHandler's words.
+  at the partition's leader, refusals in AbortTransactionHandler's words;
+* find-hanging's coordinator half (:func:`coordinator_view`): what the coordinators hold of a
+  set of producer ids, the input of the one rule (:func:`kafkatool.broker.txn.views.hanging`),
+  for ``transactions find-hanging`` and ``kafkatool health``.
 
 Retriable answers (a moving leader or coordinator, a coordinator still loading) are asked
 again a bounded number of times (Java's admin retries until default.api.timeout.ms); what is
@@ -93,45 +96,74 @@ def list_transactions(
 def describe_transaction(admin: KafkaAdmin, transactional_id: str) -> Description | None:
     """The coordinator's state of ``transactional_id``; None when the coordinator does not
     know it (TRANSACTIONAL_ID_NOT_FOUND)."""
+    return describe_transactions(admin, [transactional_id])[transactional_id]
+
+
+def _quoted(transactional_id: str) -> str:
+    return f"DescribeTransactions request for transactionalId `{transactional_id}`"
+
+
+def describe_transactions(admin: KafkaAdmin, transactional_ids) -> dict[str, Description | None]:
+    """Admin.describeTransactions: each id's coordinator (FindCoordinator, one request for every
+    id from v4 on), then one DescribeTransactions per coordinator with all of its ids; None for
+    an id its coordinator does not know (TRANSACTIONAL_ID_NOT_FOUND). Any other refusal raises
+    TxnAdminError in DescribeTransactionsHandler's words (the admin's result fails)."""
     from kafkatool.protocol.generated.describe_transactions_request import DescribeTransactionsRequest
 
-    quoted = f"DescribeTransactions request for transactionalId `{transactional_id}`"
-    code = 0
+    pending = list(dict.fromkeys(transactional_ids))
+    out: dict[str, Description | None] = {}
+    codes: dict[str, int] = {}
     for attempt in range(TRIES):
+        if not pending:
+            break
         if attempt:
             time.sleep(BACKOFF)
-        try:
-            node = GC.find_coordinator(admin, transactional_id, key_type=1)
-        except GC.GroupRequestError as exc:
-            if exc.code in _RETRY_COORDINATOR and attempt < TRIES - 1:
-                continue
-            raise TxnAdminError(str(exc), exc.code) from None
-        resp = admin.request(
-            DESCRIBE_TRANSACTIONS, DescribeTransactionsRequest(transactional_ids=[transactional_id]), node
+        by_node: dict[int, list[str]] = {}
+        for tid, node in GC.find_coordinators(admin, pending, key_type=1).items():
+            if isinstance(node, GC.GroupRequestError):
+                if node.code in _RETRY_COORDINATOR and attempt < TRIES - 1:
+                    codes[tid] = node.code
+                    continue
+                raise TxnAdminError(str(node), node.code)
+            by_node.setdefault(node, []).append(tid)
+        for node, ids in sorted(by_node.items()):
+            resp = admin.request(
+                DESCRIBE_TRANSACTIONS, DescribeTransactionsRequest(transactional_ids=ids), node
+            )
+            states = {s.transactional_id: s for s in resp.transaction_states}
+            for tid in ids:
+                st = states.get(tid)
+                if st is None:
+                    raise TxnAdminError(f"{_quoted(tid)} got no answer for the id")
+                code = codes[tid] = st.error_code
+                if code in _RETRY_COORDINATOR:
+                    continue
+                if code == E.TRANSACTIONAL_ID_NOT_FOUND:
+                    out[tid] = None
+                elif code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+                    raise TxnAdminError(f"{_quoted(tid)} failed due to authorization failure", code)
+                elif code:
+                    raise TxnAdminError(
+                        _message(code, f"{_quoted(tid)} failed due to unexpected error"), code
+                    )
+                else:
+                    out[tid] = Description(
+                        tid,
+                        node,
+                        st.producer_id,
+                        st.producer_epoch,
+                        state_name(st.transaction_state),
+                        st.transaction_timeout_ms,
+                        st.transaction_start_time_ms,
+                        {(t.topic, p) for t in st.topics for p in t.partitions},
+                    )
+        pending = [tid for tid in pending if tid not in out]
+    if pending:
+        code = codes.get(pending[0], 0)
+        raise TxnAdminError(
+            _message(code, f"{_quoted(pending[0])} failed: the coordinator did not answer"), code
         )
-        (st,) = [s for s in resp.transaction_states if s.transactional_id == transactional_id] or [None]
-        if st is None:
-            raise TxnAdminError(f"{quoted} got no answer for the id")
-        code = st.error_code
-        if code in _RETRY_COORDINATOR:
-            continue
-        if code == E.TRANSACTIONAL_ID_NOT_FOUND:
-            return None
-        if code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
-            raise TxnAdminError(f"{quoted} failed due to authorization failure", code)
-        if code:
-            raise TxnAdminError(_message(code, f"{quoted} failed due to unexpected error"), code)
-        return Description(
-            transactional_id,
-            node,
-            st.producer_id,
-            st.producer_epoch,
-            state_name(st.transaction_state),
-            st.transaction_timeout_ms,
-            st.transaction_start_time_ms,
-            {(t.topic, p) for t in st.topics for p in t.partitions},
-        )
-    raise TxnAdminError(_message(code, f"{quoted} failed: the coordinator did not answer"), code)
+    return out
 
 
 def not_found_message(transactional_id: str) -> str:
@@ -366,3 +398,33 @@ def lookup_transactional_ids(admin: KafkaAdmin, producer_ids: set[int]) -> dict[
             if pid in producer_ids:
                 out[pid] = tid
     return out
+
+
+class SearchError(TxnAdminError):
+    """A step of find-hanging that failed: ``what`` in TransactionsCommand's words, then the
+    admin's error (``cause``)."""
+
+    def __init__(self, what: str, cause: KafkaAdminError):
+        super().__init__(f"{what}: {cause}", getattr(cause, "code", None))
+        self.what = what
+        self.cause = cause
+
+
+def coordinator_view(
+    admin: KafkaAdmin, producer_ids: set[int]
+) -> tuple[dict[int, str], dict[str, Description | None]]:
+    """What the coordinators hold of these producers, the input of
+    :func:`kafkatool.broker.txn.views.hanging`: {producer id: transactional id} (ListTransactions
+    filtered by producer id at every broker, one request each) and each of those ids'
+    description (DescribeTransactions, one request per coordinator)."""
+    if not producer_ids:
+        return {}, {}
+    try:
+        tids = lookup_transactional_ids(admin, producer_ids)
+    except KafkaAdminError as exc:
+        raise SearchError(f"Failed to list transactions for {len(producer_ids)} producers", exc) from None
+    try:
+        descriptions = describe_transactions(admin, tids.values())
+    except KafkaAdminError as exc:
+        raise SearchError(f"Failed to describe {len(set(tids.values()))} transactions", exc) from None
+    return tids, descriptions
