@@ -43,6 +43,7 @@ COMMAND_MODULES = [
     "produce",
     "configs",
     "log_dirs",
+    "metadata_shell",
     "perf",
 ]
 
