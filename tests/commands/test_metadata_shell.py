@@ -3,6 +3,7 @@ generated record codecs, replayed into Kafka's image and browsed with Kafka 3.7'
 
 from __future__ import annotations
 
+import io
 import json
 import struct
 import uuid
@@ -391,3 +392,143 @@ def test_globs_and_ls_columns_as_kafkas_own_tests():
     lines = ls_lines(["alphabet", "beta", "gamma", "theta", "zeta"], 18)
     assert "\n".join(lines).strip() == "alphabet  theta\nbeta      zeta\ngamma" and lines[2] == "gamma     "
     assert ls_lines(["foo", "foobarbaz", "quux"], 18) == ["foo        quux", "foobarbaz  "]
+
+
+def _image(values: list[bytes]):
+    """The image and the refusals of ``values`` fed through the codecs and the Replayer."""
+    from kafkatool.formats.internal_topics import cluster_metadata_record_dict
+    from kafkatool.formats.metadata_image import Replayer
+
+    image = MetadataImage()
+    replayer = Replayer(image)
+    refused = []
+    for i, v in enumerate(values):
+        refused += [why for _, why in replayer.apply(cluster_metadata_record_dict(v), ("f", i, 0))]
+    return image, replayer, refused
+
+
+def test_the_other_deltas():
+    from kafkatool.commands.metadata_shell import _redaction
+    from kafkatool.formats.generated.abort_transaction_record import AbortTransactionRecord
+    from kafkatool.formats.generated.begin_transaction_record import BeginTransactionRecord
+    from kafkatool.formats.generated.broker_registration_change_record import BrokerRegistrationChangeRecord
+    from kafkatool.formats.generated.delegation_token_record import DelegationTokenRecord
+    from kafkatool.formats.generated.end_transaction_record import EndTransactionRecord
+    from kafkatool.formats.generated.register_controller_record import (
+        ControllerEndpoint,
+        RegisterControllerRecord,
+    )
+    from kafkatool.formats.generated.remove_access_control_entry_record import RemoveAccessControlEntryRecord
+    from kafkatool.formats.generated.unregister_broker_record import UnregisterBrokerRecord
+    from kafkatool.formats.metadata_image import root_node
+
+    image, replayer, refused = _image(
+        [
+            broker(1, 10, True),
+            broker(3, 30, False),
+            rec(
+                BrokerRegistrationChangeRecord(
+                    broker_id=1, broker_epoch=10, fenced=-1, in_controlled_shutdown=1
+                )
+            ),
+            rec(
+                BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=9, fenced=1)
+            ),  # stale epoch: refused
+            rec(UnregisterBrokerRecord(broker_id=3, broker_epoch=30)),
+            rec(
+                RegisterControllerRecord(
+                    controller_id=3000,
+                    incarnation_id=INCARNATION,
+                    zk_migration_ready=False,
+                    end_points=[
+                        ControllerEndpoint(name="CONTROLLER", host="c", port=9093, security_protocol=0)
+                    ],
+                )
+            ),
+            rec(FeatureLevelRecord(name="kraft.version", feature_level=1)),
+            rec(FeatureLevelRecord(name="group.version", feature_level=1)),
+            rec(FeatureLevelRecord(name="group.version", feature_level=0)),  # level 0: gone
+            rec(
+                DelegationTokenRecord(
+                    owner="User:bob",
+                    requester="User:bob",
+                    renewers=["User:carol"],
+                    issue_timestamp=1,
+                    max_timestamp=3,
+                    expiration_timestamp=2,
+                    token_id="tok1",
+                )
+            ),  # fmt: skip
+            rec(RemoveAccessControlEntryRecord(id_=ACL)),  # no such ACL: refused
+            rec(BeginTransactionRecord(name="t1")),
+            rec(TopicRecord(name="aborted", topic_id=FOO)),
+            rec(AbortTransactionRecord(reason="x")),
+            rec(BeginTransactionRecord(name="t2")),
+            rec(TopicRecord(name="committed", topic_id=BAR)),
+            rec(EndTransactionRecord()),
+            rec(BeginTransactionRecord(name="t3")),
+            rec(TopicRecord(name="open", topic_id=GHOST)),
+        ]
+    )
+    assert refused == [
+        "Tried to change broker 1, but the given epoch, 9, did not match the current broker epoch, 10",
+        f"Failed to find existing ACL with ID {uuid_bytes_to_string(ACL.bytes)} in either image or changes",
+    ]
+    assert (image.brokers[1].fenced, image.brokers[1].in_controlled_shutdown, 3 in image.brokers) == (
+        False,
+        True,
+        False,
+    )
+    assert set(image.topic_ids) == {"committed"} and len(replayer.pending) == 1
+    root = root_node(image, {"version": "v", "commitId": "c"})
+    out = io.StringIO()
+    from kafkatool.forensics.metadata_shell import Shell
+
+    shell = Shell(root, _redaction(), out)
+    shell.run(["cat", "/image/cluster/controllers/3000", "/image/delegationToken/tok1", "/local/*"])
+    shell.run(["ls", "/image/features"])
+    assert out.getvalue().splitlines() == [
+        f"ControllerRegistration(id=3000, incarnationId={uuid_bytes_to_string(INCARNATION.bytes)}, "
+        "zkMigrationReady=false, listeners=[Endpoint(listenerName='CONTROLLER', securityProtocol=PLAINTEXT, "
+        "host='c', port=9093)], supportedFeatures={})",
+        "DelegationTokenDatatokenId=[redacted](owner=[redacted](tokenRequester=[redacted](renewers=[redacted], "
+        "issueTimestamp=[redacted], maxTimestamp=[redacted]), expiryTimestamp=[redacted]",
+        "c",
+        "v",
+        "finalized_kraft.version",
+        "metadataVersion",
+        "zkMigrationState",
+    ]
+
+
+def test_the_latest_snapshot_replaces_the_image_and_nothing_is_written(tmp_path):
+    mdir = write_metadata_dir(tmp_path / "__cluster_metadata-0")
+    header = struct.pack(">hq", 0, T0 + 9) + b"\x00"
+    newer = R.build_record_batch(
+        [R.SimpleRecord(header, struct.pack(">hh", 0, R.SNAPSHOT_HEADER), (), T0)], is_control=True
+    ) + batch([rec(TopicRecord(name="only", topic_id=GHOST))], 0)
+    (mdir / "00000000000000000022-0000000002.checkpoint").write_bytes(newer)
+    (mdir / "00000000000000000030-0000000002.checkpoint.part").write_bytes(b"in progress")
+    (mdir.parent / ".lock").write_bytes(b"")
+    before = {p: (p.stat().st_mtime_ns, p.is_file() and p.read_bytes()) for p in tmp_path.rglob("*")}
+    r = run("-d", str(mdir), "find", "/image/topics/byName", "/image/provenance")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        "/image/topics/byName", "/image/topics/byName/only", "/image/topics/byName/only/id", "/image/topics/byName/only/name", "/image/provenance",
+    ]  # fmt: skip
+    assert run("-d", str(mdir), "cat", "/image/provenance").stdout == (
+        "offset 21, epoch 2, time 2023-11-14T22:13:20.009Z[UTC]\n"
+    )
+    assert {p: (p.stat().st_mtime_ns, p.is_file() and p.read_bytes()) for p in tmp_path.rglob("*")} == before
+
+
+def test_help_man_history(mdir):
+    r = run("-d", str(mdir), stdin="help\nman cat\nman nope\nls -h\n")
+    lines = r.stdout.splitlines()
+    assert (
+        lines[0] == "Welcome to the Apache Kafka metadata shell."
+        and "    cat                  Show the contents of metadata files." in lines
+    )
+    assert "cat: Show the contents of metadata files." in lines
+    assert "man: unknown command nope. Type help to get a list of commands." in lines
+    assert "ls: List metadata nodes." in lines
