@@ -111,6 +111,8 @@ def _report(source: Path, load) -> bool:
         )
     if load.damage is not None:
         error_line(load.damage.line())
+    for gap in load.gaps:
+        error_line(gap)
     for note in load.notes[:MAX_NOTES]:
         error_line(f"record skipped: {note}")
     if len(load.notes) > MAX_NOTES:
@@ -120,7 +122,7 @@ def _report(source: Path, load) -> bool:
             f"kafkatool: note: {source}: {load.pending} records of a metadata transaction that has not "
             "ended are not in the image\n"
         )
-    return load.damage is not None or bool(load.notes)
+    return load.damage is not None or bool(load.notes) or bool(load.gaps)
 
 
 @handle_errors

@@ -17,7 +17,9 @@ a live broker's dir or on a backup.
 Damage stops the reading where it is (:class:`Damage`: file, batch offset, byte position, and
 the offset the image holds the records up to): an entry whose size or magic is impossible, a
 batch whose CRC does not match, records that do not decode, or bytes at the end that are not a
-whole batch (a torn write; a zero-filled tail is not damage).  A record whose value is not a
+whole batch (a torn write; a zero-filled tail is not damage).  Offsets the dir lacks (a log that
+starts after the snapshot's end, or after 0 with no snapshot; a jump between batches) are noted
+in :attr:`MetadataLoad.gaps` and the reading goes on.  A record whose value is not a
 metadata record Kafka knows, or that the image refuses, is skipped with a note, as Kafka's
 loader logs it and goes on.
 """
@@ -72,6 +74,9 @@ class MetadataLoad:
     batches: int = 0
     #: the records of a KIP-868 transaction still open at the end, not in the image
     pending: int = 0
+    #: offsets the dir lacks (a log that starts after the snapshot's end, or after 0 with no
+    #: snapshot; a jump between batches): the image misses their records
+    gaps: list[str] = field(default_factory=list)
 
 
 def metadata_files(mdir: Path) -> tuple[Path | None, list[Path]]:
@@ -95,6 +100,8 @@ class _Reader:
         self.load = load
         self.replayer = Replayer(load.image)
         self.last_read = -1
+        #: the offset the next log batch should start at (directory mode)
+        self.next_offset: int | None = None
 
     def read(self, path: Path, *, snapshot: bool, start: int = 0, file_mode: bool = False) -> bool:
         """Apply ``path``'s records at offsets >= ``start``; False once damage stopped it."""
@@ -137,6 +144,14 @@ class _Reader:
             return False
         if not snapshot and batch.last_offset < start:
             return True
+        if not snapshot and not file_mode and self.next_offset is not None:
+            if batch.base_offset > self.next_offset:
+                self.load.gaps.append(
+                    f"{path}: offsets {self.next_offset} to {batch.base_offset - 1} are missing before the "
+                    f"batch at byte {batch.position}: the image lacks their records"
+                )
+        if not snapshot and not file_mode:
+            self.next_offset = max(self.next_offset or 0, batch.next_offset)
         try:
             records = list(batch.records())
         except FormatError as exc:
@@ -221,12 +236,14 @@ def load_directory(mdir: Path) -> MetadataLoad:
     reader = _Reader(load)
     snapshot, logs = metadata_files(mdir)
     start = 0
+    reader.next_offset = 0
     if snapshot is not None:
         sid = _snapshot_id(snapshot)
         start = sid[0] if sid else 0
         if not reader.read(snapshot, snapshot=True):
             return load
         reader.last_read = max(reader.last_read, start - 1)
+        reader.next_offset = start
     for log in logs:
         if not reader.read(log, snapshot=False, start=start):
             break

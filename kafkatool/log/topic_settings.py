@@ -633,6 +633,7 @@ def read_kraft(log_dir: Path, node_id: int | None = None) -> ConfigLayer | None:
         return layer
     if load.damage is not None:
         layer.notes.append(f"metadata log damaged: {load.damage.line()}")
+    layer.notes += load.gaps
     image = load.image
     topics: dict[str | None, dict[str, str]] = {name: {} for name in image.topic_ids}
     for name, configs in image.topic_configs().items():

@@ -532,3 +532,23 @@ def test_help_man_history(mdir):
     assert "cat: Show the contents of metadata files." in lines
     assert "man: unknown command nope. Type help to get a list of commands." in lines
     assert "ls: List metadata nodes." in lines
+
+
+def test_offsets_the_dir_lacks(tmp_path):
+    mdir = tmp_path / "__cluster_metadata-0"
+    mdir.mkdir()
+    log = mdir / "00000000000000000005.log"
+    log.write_bytes(
+        batch([rec(TopicRecord(name="late", topic_id=FOO))], 5) + batch([config(2, "late", "a", "b")], 9)
+    )
+    r = run("-d", str(tmp_path), "ls", "/image/topics/byName")
+    assert (r.returncode, r.stdout) == (1, "late\n")
+    second = len(batch([rec(TopicRecord(name="late", topic_id=FOO))], 5))
+    assert r.stderr.splitlines() == [
+        f"kafkatool: error: {log}: offsets 0 to 4 are missing before the batch at byte 0: the image lacks their records",
+        f"kafkatool: error: {log}: offsets 6 to 8 are missing before the batch at byte {second}: the image lacks "
+        "their records",
+    ]
+    assert ts.read_kraft(tmp_path, node_id=1).notes == [
+        line[len("kafkatool: error: ") :] for line in r.stderr.splitlines()
+    ]
