@@ -62,6 +62,21 @@ CLIENT_MAX = {
 }
 
 
+#: retry.backoff.ms and retry.backoff.max.ms, the clients' defaults (KIP-580)
+RETRY_BACKOFF_MS, RETRY_BACKOFF_MAX_MS = 100, 1000
+
+
+def backoff_s(
+    attempts: int, backoff_ms: float = RETRY_BACKOFF_MS, max_ms: float = RETRY_BACKOFF_MAX_MS
+) -> float:
+    """Kafka's clients' ExponentialBackoff(retry.backoff.ms, 2, retry.backoff.max.ms) without its
+    jitter, in seconds: the wait before try ``attempts + 1`` (0: the first retry), the one rule of
+    the producer's retries, the consumer's metadata refreshes and the admin calls' retries."""
+    if backoff_ms >= max_ms:
+        return backoff_ms / 1000
+    return min(backoff_ms * 2 ** min(attempts, 40), max_ms) / 1000
+
+
 class KafkaAdminError(KafkatoolError):
     """A failed admin operation; ``code`` is Kafka's error code when the broker sent one."""
 

@@ -41,7 +41,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kafkatool.assign.kafka_client import KafkaAdmin, KafkaAdminError, describe_error, error_name
+from kafkatool.assign.kafka_client import KafkaAdmin, KafkaAdminError, backoff_s, describe_error, error_name
 from kafkatool.assign.producer_config import INT_MAX, ProducerSettings
 from kafkatool.formats import compression
 from kafkatool.formats.records import (
@@ -185,8 +185,6 @@ class Producer:
         self.batch_size = max(1, settings.batch_size)
         self.linger = 0.0 if sync else settings.linger_ms / 1000
         self.retries = settings.retries
-        self.retry_backoff = settings.retry_backoff_ms / 1000
-        self.retry_backoff_max = max(settings.retry_backoff_max_ms, 0) / 1000
         self.delivery_timeout = settings.delivery_timeout_ms / 1000
         self.max_request_size = settings.max_request_size
         self.max_in_flight = max(1, settings.max_in_flight)
@@ -210,9 +208,7 @@ class Producer:
 
     def _backoff(self, attempts: int) -> float:
         """ExponentialBackoff(retry.backoff.ms, 2, retry.backoff.max.ms) without its jitter."""
-        return min(
-            self.retry_backoff * (2 ** min(attempts, 30)), max(self.retry_backoff_max, self.retry_backoff)
-        )
+        return backoff_s(attempts, self.settings.retry_backoff_ms, max(self.settings.retry_backoff_max_ms, 0))
 
     # -- set-up ------------------------------------------------------------------------------
 
