@@ -127,6 +127,63 @@ def client_security():
     return _client_security
 
 
+@dataclass
+class AdminTimeouts:
+    """How long and how often Kafka's admin client asks again for a call that failed with a
+    retriable error or a lost connection (KafkaAdminClient.Call.fail): until
+    default.api.timeout.ms after the call was made, retry.backoff.ms doubling up to
+    retry.backoff.max.ms apart (:func:`backoff_s`)."""
+
+    api_timeout_ms: int = 60000
+    backoff_ms: int = RETRY_BACKOFF_MS
+    backoff_max_ms: int = RETRY_BACKOFF_MAX_MS
+
+    def backoff(self, attempts: int) -> float:
+        return backoff_s(attempts, self.backoff_ms, self.backoff_max_ms)
+
+    def wait(self, attempts: int, deadline: float) -> bool:
+        """The pause after failed try ``attempts + 1`` of a call due by ``deadline``
+        (time.monotonic()); True when the call timed out instead: a next try would come after the
+        deadline, so it waits until then and gives up (a call times out at its deadline)."""
+        import time
+
+        pause = self.backoff(attempts)
+        left = deadline - time.monotonic()
+        if pause >= left:
+            time.sleep(max(0.0, left))
+            return True
+        time.sleep(pause)
+        return False
+
+
+def admin_timeouts() -> AdminTimeouts:
+    """The admin client's default.api.timeout.ms, retry.backoff.ms and retry.backoff.max.ms from
+    --command-config (AdminClientConfig's defaults where not set), parsed as its ConfigDef parses
+    them; a default.api.timeout.ms set below request.timeout.ms is refused in Kafka's words
+    (KafkaAdminClient.configureDefaultApiTimeoutMs), one not set is raised to it."""
+    from kafkatool.assign.client_config import parse_value
+
+    props = _client_security.props if _client_security is not None else {}
+
+    def get(name: str, kind: str, default: str) -> int:
+        return parse_value(name, props.get(name, default), kind, 0)
+
+    request_timeout = get("request.timeout.ms", "INT", "30000")
+    api_timeout = get("default.api.timeout.ms", "INT", "60000")
+    if api_timeout < request_timeout:
+        if "default.api.timeout.ms" in props:
+            raise KafkaAdminError(
+                "The specified value of default.api.timeout.ms must be no smaller than the value of "
+                "request.timeout.ms."
+            )
+        api_timeout = request_timeout
+    return AdminTimeouts(
+        api_timeout,
+        get("retry.backoff.ms", "LONG", str(RETRY_BACKOFF_MS)),
+        get("retry.backoff.max.ms", "LONG", str(RETRY_BACKOFF_MAX_MS)),
+    )
+
+
 class Connection:
     """One socket to one broker, with the API versions it advertised."""
 
@@ -399,6 +456,36 @@ class KafkaAdmin:
     ) -> Message:
         conn = self._any() if node_id is None else self.node(node_id)
         return conn.request(api_key, body, timeout=timeout)
+
+    def request_until(
+        self, api_key: int, body: Message, node_id: int, deadline: float, timeouts: AdminTimeouts
+    ) -> Message:
+        """A request to one node (Kafka's ConstantNodeIdProvider) asked again, as the admin client
+        asks, while the node cannot be reached (a broker just killed that the metadata still
+        names) or is not in the metadata (refreshed before each try), until ``deadline``
+        (time.monotonic(): the call's default.api.timeout.ms) with ``timeouts``' backoff; then
+        one line naming the call, its tries and the last failure. An answer with an error code
+        is the caller's."""
+        name = API_BY_KEY[api_key].name
+        tries = 0
+        while True:
+            tries += 1
+            try:
+                return self.request(api_key, body, node_id)
+            except KafkaAdminError as exc:
+                if exc.code is not None:
+                    raise
+                last = exc
+            self.forget(node_id)
+            if timeouts.wait(tries - 1, deadline):
+                raise KafkaAdminError(
+                    f"{name} at broker {node_id}: timed out after {tries} attempt(s) "
+                    f"(default.api.timeout.ms {timeouts.api_timeout_ms}): {last}"
+                )
+            try:
+                self.metadata(topics=[], keep=True)
+            except KafkaAdminError:
+                self.forget(None)  # the bootstrap connection failed too: another server next time
 
     # -- Metadata ---------------------------------------------------------------------------------
 
