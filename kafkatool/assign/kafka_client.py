@@ -85,6 +85,11 @@ class KafkaAdminError(KafkatoolError):
         self.code = code
 
 
+class RequestTimeout(KafkaAdminError):
+    """No answer within the client's request timeout (Kafka's NetworkClient: request.timeout.ms,
+    after which the connection is closed and the request failed)."""
+
+
 def error_name(code: int) -> str:
     try:
         return ErrorCode(code).name
@@ -184,22 +189,57 @@ def admin_timeouts() -> AdminTimeouts:
     )
 
 
+def _connect(host: str, port: int, timeout: float, send_buffer: int, receive_buffer: int) -> socket.socket:
+    """socket.create_connection, with SO_SNDBUF / SO_RCVBUF set before the connect as Kafka's
+    Selector sets send.buffer.bytes / receive.buffer.bytes (-1: the OS's own, autotuned)."""
+    if send_buffer < 0 and receive_buffer < 0:
+        return socket.create_connection((host, port), timeout=timeout)
+    last: OSError | None = None
+    for family, kind, proto, _name, address in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM):
+        sock = socket.socket(family, kind, proto)
+        try:
+            if send_buffer >= 0:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
+            if receive_buffer >= 0:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+            sock.settimeout(timeout)
+            sock.connect(address)
+            return sock
+        except OSError as exc:
+            sock.close()
+            last = exc
+    raise last if last is not None else OSError(f"no address for {host}")
+
+
 class Connection:
     """One socket to one broker, with the API versions it advertised."""
 
-    def __init__(self, host: str, port: int, *, timeout: float, client_id: str = CLIENT_ID, security=None):
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        timeout: float,
+        client_id: str = CLIENT_ID,
+        security=None,
+        buffers: tuple[int, int] = (-1, -1),
+    ):
         self.address = f"{host}:{port}"
         self.timeout = timeout
         self.client_id = client_id
         self._correlation = 0
         connect_timeout = min(timeout, CONNECT_TIMEOUT)
         try:
-            self.sock = socket.create_connection((host, port), timeout=connect_timeout)
+            self.sock = _connect(host, port, connect_timeout, *buffers)
         except TimeoutError:
             raise KafkaAdminError(f"{self.address}: no connection within {connect_timeout:g}s") from None
         except OSError as exc:
             raise KafkaAdminError(f"{self.address}: cannot connect: {exc.strerror or exc}") from None
-        self.sock.settimeout(timeout)
+        # the connection's set-up (TLS, ApiVersions, SASL) gets at least CONNECT_TIMEOUT, as
+        # Kafka's clients bound it by socket.connection.setup.timeout.ms, not by a short
+        # request.timeout.ms; its requests get ``timeout`` from then on
+        self.timeout = max(timeout, CONNECT_TIMEOUT)
+        self.sock.settimeout(self.timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.versions: dict[int, tuple[int, int]] = {}
         security = security if security is not None else _client_security
@@ -209,6 +249,8 @@ class Connection:
             self._negotiate()
             if security is not None:
                 security.authenticate(self._roundtrip)
+            self.timeout = timeout
+            self.sock.settimeout(timeout)
         except KafkaAdminError:
             self.close()
             raise
@@ -233,7 +275,7 @@ class Connection:
             try:
                 chunk = self.sock.recv(n - len(buf))
             except TimeoutError:
-                raise KafkaAdminError(f"{self.address}: no response within {self.timeout:g}s") from None
+                raise RequestTimeout(f"{self.address}: no response within {self.timeout:g}s") from None
             except OSError as exc:
                 raise KafkaAdminError(f"{self.address}: connection lost: {exc.strerror or exc}") from None
             if not chunk:
@@ -381,10 +423,20 @@ class ClusterMetadata:
 class KafkaAdmin:
     """Bootstrap + one connection per node id; use as a context manager."""
 
-    def __init__(self, bootstrap: str, *, timeout: float = DEFAULT_TIMEOUT, client_id: str = CLIENT_ID):
+    def __init__(
+        self,
+        bootstrap: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        client_id: str = CLIENT_ID,
+        buffers: tuple[int, int] = (-1, -1),
+    ):
+        """``timeout``: the wait for an answer (seconds); ``buffers``: every connection's
+        (send.buffer.bytes, receive.buffer.bytes), -1 the OS's."""
         self.servers = parse_bootstrap(bootstrap)
         self.timeout = timeout
         self.client_id = client_id
+        self.buffers = buffers
         self._bootstrap: Connection | None = None
         self._nodes: dict[int, Connection] = {}
         self._meta: ClusterMetadata | None = None
@@ -407,7 +459,9 @@ class KafkaAdmin:
         errors = []
         for host, port in self.servers:
             try:
-                self._bootstrap = Connection(host, port, timeout=self.timeout, client_id=self.client_id)
+                self._bootstrap = Connection(
+                    host, port, timeout=self.timeout, client_id=self.client_id, buffers=self.buffers
+                )
                 return self._bootstrap
             except KafkaAdminError as exc:
                 errors.append(str(exc))
@@ -425,7 +479,9 @@ class KafkaAdmin:
         if boot.address == f"{host}:{port}":
             conn = boot
         else:
-            conn = Connection(host, port, timeout=self.timeout, client_id=self.client_id)
+            conn = Connection(
+                host, port, timeout=self.timeout, client_id=self.client_id, buffers=self.buffers
+            )
         self._nodes[node_id] = conn
         return conn
 
