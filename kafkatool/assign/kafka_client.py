@@ -146,6 +146,21 @@ class AdminTimeouts:
     def backoff(self, attempts: int) -> float:
         return backoff_s(attempts, self.backoff_ms, self.backoff_max_ms)
 
+    def attempts(self):
+        """A call's tries as Kafka's admin client makes them (KafkaAdminClient.Call): yields
+        0, 1, 2, ..., the first at once and each next after :meth:`backoff`, until
+        default.api.timeout.ms after the first (a try due after that is not made: the loop
+        ends at the deadline). The caller breaks out on an answer it keeps."""
+        import time
+
+        deadline = time.monotonic() + self.api_timeout_ms / 1000
+        attempt = 0
+        while True:
+            yield attempt
+            if self.wait(attempt, deadline):
+                return
+            attempt += 1
+
     def wait(self, attempts: int, deadline: float) -> bool:
         """The pause after failed try ``attempts + 1`` of a call due by ``deadline``
         (time.monotonic()); True when the call timed out instead: a next try would come after the
