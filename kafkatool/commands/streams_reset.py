@@ -159,7 +159,7 @@ def streams_reset(
     """Reset a Kafka Streams application (kafka-streams-application-reset.sh)."""
     from kafkatool.assign import streams_reset as S
     from kafkatool.assign import topics as T
-    from kafkatool.assign.group_consumer import consumer_settings
+    from kafkatool.assign.group_consumer import auto_offset_reset
     from kafkatool.assign.kafka_client import KafkaAdmin, describe_error
     from kafkatool.broker.group import live
     from kafkatool.commands.groups import read_reset_plan, reset_spec
@@ -185,7 +185,7 @@ def streams_reset(
     spec = reset_spec(kind, to_offset, shift_by, to_datetime, by_duration)
     props = load_properties_file(command_config, "--config-file") if command_config else {}
     try:
-        spec.uncommitted = consumer_settings(props).auto_offset_reset or "latest"
+        spec.uncommitted = auto_offset_reset(props)
     except KafkatoolError as exc:
         raise CommandError(f"--config-file {command_config}: {exc}") from None
     if from_file is not None:

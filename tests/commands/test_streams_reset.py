@@ -389,3 +389,22 @@ def test_a_crashed_dynamic_member_is_removed_by_member_id(cluster):
     assert members["removed"] and [m["client_id"] for m in members["members"]] == ["crashed"]
     assert _committed(b.bootstrap, "crash") == {("in", 0): 2, ("in", 1): 2}
     assert _first_offsets(b.bootstrap, "crash") == {0: 2, 1: 2}
+
+
+def test_shift_by_starts_an_uncommitted_partition_at_the_consumers_auto_offset_reset(cluster, tmp_path):
+    """StreamsResetter shifts from the embedded consumer's position: the committed offset, else
+    auto.offset.reset (latest unless --config-file says otherwise)."""
+    b, _, _ = cluster
+    for appid in ("shift-latest", "shift-earliest"):
+        _footprint(cluster, appid, {("in", 0): 5})
+    cfg = tmp_path / "consumer.properties"
+    cfg.write_text("auto.offset.reset=earliest\nclient.id=ignored\n")
+    res = run("streams-reset", "--application-id", "shift-earliest", "--bootstrap-server", b.bootstrap,
+              "--input-topics", "in", "--shift-by", "2", "--config-file", cfg)  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert _committed(b.bootstrap, "shift-earliest") == {("in", 0): 7, ("in", 1): 2}
+    res = run("streams-reset", "--application-id", "shift-latest", "--bootstrap-server", b.bootstrap,
+              "--input-topics", "in", "--shift-by", "2")  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert f"New offset ({N + 2}) is higher than latest offset. Value will be set to {N}" in res.stdout
+    assert _committed(b.bootstrap, "shift-latest") == {("in", 0): 7, ("in", 1): N}
