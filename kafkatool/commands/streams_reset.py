@@ -366,8 +366,8 @@ def streams_reset(
             "application_id": app,
             "dry_run": dry_run,
             "members_removed": 0 if dry_run else len(members),
-            "input_topics_not_found": not_found["input"] if inputs or intermediates else [],
-            "intermediate_topics_not_found": not_found["intermediate"] if inputs or intermediates else [],
+            "input_topics_not_found": not_found["input"],
+            "intermediate_topics_not_found": not_found["intermediate"],
             "offsets": len(new) + len(ends),
             "internal_topics": to_delete,
         }
