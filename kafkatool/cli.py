@@ -34,6 +34,7 @@ COMMAND_MODULES = [
     "fleet",
     "users",
     "groups",
+    "streams_reset",
     "transactions",
     "leader_election",
     "health",

@@ -227,6 +227,20 @@ def consumer_settings(props: dict[str, str]) -> ConsumerSettings:
     return s
 
 
+def auto_offset_reset(props: dict[str, str]) -> str:
+    """A KafkaConsumer's auto.offset.reset among ``props`` (default latest), checked as
+    consumer_settings checks it; the other configs are not looked at (StreamsResetter's embedded
+    consumer, which only asks for a position)."""
+    kind, _default, low, choices = APPLIED["auto.offset.reset"]
+    raw = props.get("auto.offset.reset")
+    if raw is None:
+        return "latest"
+    try:
+        return CC.parse_value("auto.offset.reset", raw, kind, low, None, choices)
+    except CC.ClientConfigError as exc:
+        raise ConsumeError(str(exc)) from None
+
+
 # ----------------------------------------------------------------------------- RangeAssignor
 def range_assign(
     partitions_per_topic: dict[str, int],
