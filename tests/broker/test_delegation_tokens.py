@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from kafkatool.broker.security import acl as A
 from kafkatool.cli import app
+from kafkatool.protocol.apis import API_BY_KEY
 from tests.broker.conftest import BrokerProcess, free_port
 
 runner = CliRunner()
@@ -239,11 +240,29 @@ def test_create_login_renew_expire(broker):
 
 def test_expired_token_is_removed_by_the_check(broker):
     b = broker
-    tok = create(b, "alice", "--max-life-time-period", 1500)
-    assert tok["max_timestamp"] - tok["issue_timestamp"] == 1500
+    tok = create(b, "alice", "--max-life-time-period", 2500)
+    assert tok["max_timestamp"] - tok["issue_timestamp"] == 2500
     assert tok["expiry_timestamp"] == tok["max_timestamp"]  # min(max, issue + expiry.time.ms)
     props = token_props(b, tok, "short")
     assert token_login(b, props) is None
+    # the session ends with the token (ReauthInfo: the credential's expiry, sent to the client)
+    from kafkatool.broker.security.client import ClientSecurity
+    from tests.broker.wire import WireClient
+
+    with WireClient(b.sasl) as w:
+        steps = ClientSecurity.from_file(props).sasl_exchange()
+        api_key, version, body = next(steps)
+        try:
+            while True:
+                last = w.request(api_key, version, body)
+                api_key, version, body = steps.send(last)
+        except StopIteration:
+            pass
+        assert 0 < last.session_lifetime_ms <= tok["expiry_timestamp"] - time.time() * 1000 + 50
+        # once it ends, the broker closes the connection at the next request
+        time.sleep(max(0.0, (tok["expiry_timestamp"] - time.time() * 1000) / 1000) + 0.1)
+        w.send(18, 3, API_BY_KEY[18].request(client_software_name="wire", client_software_version="1.0"))
+        assert w.closed_by_peer()
     deadline = time.monotonic() + 10
     while tok["token_id"] in described(b, "alice") and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -5,7 +5,9 @@ either raw length-prefixed tokens (SaslHandshake v0) or SaslAuthenticate request
 (v1); any other request before authentication closes it, as Kafka does.  PLAIN checks
 ``user_<name>="password"`` entries of the listener's
 ``listener.name.<name>.plain.sasl.jaas.config``; SCRAM-SHA-256/512 use the credentials
-stored in the cluster metadata (scram.py).  A failure answers
+stored in the cluster metadata (scram.py), or with the extension ``tokenauth=true`` a
+delegation token's (tokens.py: the principal is the token's owner, the connection is
+token-authenticated and its session ends at the token's expiry).  A failure answers
 SASL_AUTHENTICATION_FAILED with Kafka's message after
 ``connection.failed.authentication.delay.ms`` and closes the connection, with one
 "Failed authentication" log line.  ``connections.max.reauth.ms`` (KIP-368) gives each
