@@ -476,18 +476,10 @@ def _live_hanging(bootstrap_server, broker_id, topic, partition, max_ms):
                 )
             found += V.candidates(list(answers.values()), _now_ms(), max_ms)
         groups = V.by_producer(found)
-        if not groups:
-            return [], _now_ms()
         try:
-            tids = live.lookup_transactional_ids(admin, set(groups))
-        except KafkaAdminError as exc:
-            raise _fail(f"Failed to list transactions for {len(groups)} producers", exc) from None
-        descriptions = {}
-        try:
-            for tid in dict.fromkeys(tids.values()):
-                descriptions[tid] = live.describe_transaction(admin, tid)
-        except KafkaAdminError as exc:
-            raise _fail(f"Failed to describe {len(set(tids.values()))} transactions", exc) from None
+            tids, descriptions = live.coordinator_view(admin, set(groups))
+        except live.SearchError as exc:
+            raise _fail(exc.what, exc.cause) from None
         return V.hanging(groups, tids, descriptions), _now_ms()
 
 

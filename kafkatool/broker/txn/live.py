@@ -3,31 +3,38 @@ Admin calls behind kafka-transactions.sh see them, on the project's one blocking
 (:class:`~kafkatool.assign.kafka_client.KafkaAdmin`):
 
 * listTransactions: ListTransactions at every broker (each coordinates its own ids);
-* describeTransactions: FindCoordinator (key type 1, TRANSACTION) then DescribeTransactions
-  at that coordinator;
+* describeTransactions: FindCoordinator (key type 1, TRANSACTION; every id in one request from
+  v4 on) then one DescribeTransactions at each coordinator with its ids;
 * describeProducers: DescribeProducers at the partition's leader, or at the replica named by
   ``broker_id``;
 * abortTransaction: WriteTxnMarkers (ABORT, the producer's id, epoch and coordinator epoch)
-  at the partition's leader, refusals in AbortTransactionHandler's words.
+  at the partition's leader, refusals in AbortTransactionHandler's words;
+* find-hanging's coordinator half (:func:`coordinator_view`): what the coordinators hold of a
+  set of producer ids, the input of the one rule (:func:`kafkatool.broker.txn.views.hanging`),
+  for ``transactions find-hanging`` and ``kafkatool health``.
 
 Retriable answers (a moving leader or coordinator, a coordinator still loading) are asked
-again a bounded number of times (Java's admin retries until default.api.timeout.ms); what is
-left is :class:`TxnAdminError` with Kafka's message.
+again as Java's admin asks, with its backoff until default.api.timeout.ms (the one rule,
+kafka_client.AdminTimeouts.attempts); what is left is :class:`TxnAdminError` with Kafka's message.
 """
 
 from __future__ import annotations
 
-import time
-
 from kafkatool.assign import group_client as GC
-from kafkatool.assign.kafka_client import KafkaAdmin, KafkaAdminError, describe_error, error_name
+from kafkatool.assign.kafka_client import (
+    KafkaAdmin,
+    KafkaAdminError,
+    admin_timeouts,
+    describe_error,
+    error_name,
+)
 from kafkatool.broker.txn.views import Description, PartitionProducers, Producer, state_name
 from kafkatool.protocol.apis import API_BY_KEY
 from kafkatool.protocol.errors import ErrorCode as E
 
 DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS, WRITE_TXN_MARKERS = 61, 65, 66, 27
-#: tries of a request whose answer is retriable, and the pause between them (seconds)
-TRIES, BACKOFF = 10, 0.2
+# a request whose answer is retriable is asked again as Kafka's admin client asks, until
+# default.api.timeout.ms (kafka_client.admin_timeouts: 60 s, or --command-config's)
 _RETRY_LEADER = (
     E.NOT_LEADER_OR_FOLLOWER,
     E.LEADER_NOT_AVAILABLE,
@@ -61,11 +68,10 @@ def list_transactions(
         req = API_BY_KEY[LIST_TRANSACTIONS].request(
             state_filters=[], producer_id_filters=sorted(producer_ids or []), duration_filter=-1
         )
-        for attempt in range(TRIES):
+        for _ in admin_timeouts().attempts():
             resp = admin.request(LIST_TRANSACTIONS, req, node)
-            if resp.error_code != E.COORDINATOR_LOAD_IN_PROGRESS or attempt == TRIES - 1:
+            if resp.error_code != E.COORDINATOR_LOAD_IN_PROGRESS:
                 break
-            time.sleep(BACKOFF)
         code = resp.error_code
         if code == E.COORDINATOR_NOT_AVAILABLE:
             raise TxnAdminError(
@@ -93,45 +99,77 @@ def list_transactions(
 def describe_transaction(admin: KafkaAdmin, transactional_id: str) -> Description | None:
     """The coordinator's state of ``transactional_id``; None when the coordinator does not
     know it (TRANSACTIONAL_ID_NOT_FOUND)."""
+    return describe_transactions(admin, [transactional_id])[transactional_id]
+
+
+def _quoted(transactional_id: str) -> str:
+    return f"DescribeTransactions request for transactionalId `{transactional_id}`"
+
+
+def describe_transactions(admin: KafkaAdmin, transactional_ids) -> dict[str, Description | None]:
+    """Admin.describeTransactions: each id's coordinator (FindCoordinator, one request for every
+    id from v4 on), then one DescribeTransactions per coordinator with all of its ids; None for
+    an id its coordinator does not know (TRANSACTIONAL_ID_NOT_FOUND). Any other refusal raises
+    TxnAdminError in DescribeTransactionsHandler's words (the admin's result fails)."""
     from kafkatool.protocol.generated.describe_transactions_request import DescribeTransactionsRequest
 
-    quoted = f"DescribeTransactions request for transactionalId `{transactional_id}`"
-    code = 0
-    for attempt in range(TRIES):
-        if attempt:
-            time.sleep(BACKOFF)
-        try:
-            node = GC.find_coordinator(admin, transactional_id, key_type=1)
-        except GC.GroupRequestError as exc:
-            if exc.code in _RETRY_COORDINATOR and attempt < TRIES - 1:
-                continue
-            raise TxnAdminError(str(exc), exc.code) from None
-        resp = admin.request(
-            DESCRIBE_TRANSACTIONS, DescribeTransactionsRequest(transactional_ids=[transactional_id]), node
+    pending = list(dict.fromkeys(transactional_ids))
+    out: dict[str, Description | None] = {}
+    codes: dict[str, int] = {}
+    unfound: dict[str, GC.GroupRequestError] = {}  # the last retriable FindCoordinator refusal
+    for _ in admin_timeouts().attempts():
+        if not pending:
+            break
+        by_node: dict[int, list[str]] = {}
+        for tid, node in GC.find_coordinators(admin, pending, key_type=1).items():
+            if isinstance(node, GC.GroupRequestError):
+                if node.code in _RETRY_COORDINATOR:
+                    codes[tid] = node.code
+                    unfound[tid] = node
+                    continue
+                raise TxnAdminError(str(node), node.code)
+            unfound.pop(tid, None)
+            by_node.setdefault(node, []).append(tid)
+        for node, ids in sorted(by_node.items()):
+            resp = admin.request(
+                DESCRIBE_TRANSACTIONS, DescribeTransactionsRequest(transactional_ids=ids), node
+            )
+            states = {s.transactional_id: s for s in resp.transaction_states}
+            for tid in ids:
+                st = states.get(tid)
+                if st is None:
+                    raise TxnAdminError(f"{_quoted(tid)} got no answer for the id")
+                code = codes[tid] = st.error_code
+                if code in _RETRY_COORDINATOR:
+                    continue
+                if code == E.TRANSACTIONAL_ID_NOT_FOUND:
+                    out[tid] = None
+                elif code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+                    raise TxnAdminError(f"{_quoted(tid)} failed due to authorization failure", code)
+                elif code:
+                    raise TxnAdminError(
+                        _message(code, f"{_quoted(tid)} failed due to unexpected error"), code
+                    )
+                else:
+                    out[tid] = Description(
+                        tid,
+                        node,
+                        st.producer_id,
+                        st.producer_epoch,
+                        state_name(st.transaction_state),
+                        st.transaction_timeout_ms,
+                        st.transaction_start_time_ms,
+                        {(t.topic, p) for t in st.topics for p in t.partitions},
+                    )
+        pending = [tid for tid in pending if tid not in out]
+    if pending:
+        if pending[0] in unfound:
+            raise TxnAdminError(str(unfound[pending[0]]), unfound[pending[0]].code)
+        code = codes.get(pending[0], 0)
+        raise TxnAdminError(
+            _message(code, f"{_quoted(pending[0])} failed: the coordinator did not answer"), code
         )
-        (st,) = [s for s in resp.transaction_states if s.transactional_id == transactional_id] or [None]
-        if st is None:
-            raise TxnAdminError(f"{quoted} got no answer for the id")
-        code = st.error_code
-        if code in _RETRY_COORDINATOR:
-            continue
-        if code == E.TRANSACTIONAL_ID_NOT_FOUND:
-            return None
-        if code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
-            raise TxnAdminError(f"{quoted} failed due to authorization failure", code)
-        if code:
-            raise TxnAdminError(_message(code, f"{quoted} failed due to unexpected error"), code)
-        return Description(
-            transactional_id,
-            node,
-            st.producer_id,
-            st.producer_epoch,
-            state_name(st.transaction_state),
-            st.transaction_timeout_ms,
-            st.transaction_start_time_ms,
-            {(t.topic, p) for t in st.topics for p in t.partitions},
-        )
-    raise TxnAdminError(_message(code, f"{quoted} failed: the coordinator did not answer"), code)
+    return out
 
 
 def not_found_message(transactional_id: str) -> str:
@@ -168,11 +206,10 @@ def describe_producers(
     out: dict[tuple[str, int], PartitionProducers | TxnAdminError] = {}
     pending = list(dict.fromkeys(tps))
     last: dict[tuple[str, int], int] = {}
-    for attempt in range(TRIES):
+    timeouts = admin_timeouts()
+    for attempt in timeouts.attempts():
         if not pending:
             break
-        if attempt:
-            time.sleep(BACKOFF)
         by_node: dict[int, list[tuple[str, int]]] = {}
         for tp in pending:
             if broker_id is not None:
@@ -249,7 +286,9 @@ def describe_producers(
         pending = [tp for tp in pending if tp not in out]
     for tp in pending:
         code = last.get(tp, E.UNKNOWN_TOPIC_OR_PARTITION)
-        out[tp] = TxnAdminError(f"{error_name(code)} after {TRIES} tries", code)
+        out[tp] = TxnAdminError(
+            f"{error_name(code)}: timed out after default.api.timeout.ms {timeouts.api_timeout_ms}", code
+        )
     return out
 
 
@@ -291,9 +330,8 @@ def abort_transaction(
         ]
     )
     code = E.UNKNOWN_TOPIC_OR_PARTITION
-    for attempt in range(TRIES):
-        if attempt:
-            time.sleep(BACKOFF)
+    timeouts = admin_timeouts()
+    for attempt in timeouts.attempts():
         leader, code = _leader(admin, tp, refresh=attempt > 0)
         if leader < 0:
             if code in _RETRY_LEADER:
@@ -332,7 +370,9 @@ def abort_transaction(
             code,
         )
     raise TxnAdminError(
-        f"WriteTxnMarkers request with {spec} failed: still {error_name(code)} after {TRIES} tries", code
+        f"WriteTxnMarkers request with {spec} failed: still {error_name(code)} after default.api.timeout.ms "
+        f"{timeouts.api_timeout_ms}",
+        code,
     )
 
 
@@ -366,3 +406,33 @@ def lookup_transactional_ids(admin: KafkaAdmin, producer_ids: set[int]) -> dict[
             if pid in producer_ids:
                 out[pid] = tid
     return out
+
+
+class SearchError(TxnAdminError):
+    """A step of find-hanging that failed: ``what`` in TransactionsCommand's words, then the
+    admin's error (``cause``)."""
+
+    def __init__(self, what: str, cause: KafkaAdminError):
+        super().__init__(f"{what}: {cause}", getattr(cause, "code", None))
+        self.what = what
+        self.cause = cause
+
+
+def coordinator_view(
+    admin: KafkaAdmin, producer_ids: set[int]
+) -> tuple[dict[int, str], dict[str, Description | None]]:
+    """What the coordinators hold of these producers, the input of
+    :func:`kafkatool.broker.txn.views.hanging`: {producer id: transactional id} (ListTransactions
+    filtered by producer id at every broker, one request each) and each of those ids'
+    description (DescribeTransactions, one request per coordinator)."""
+    if not producer_ids:
+        return {}, {}
+    try:
+        tids = lookup_transactional_ids(admin, producer_ids)
+    except KafkaAdminError as exc:
+        raise SearchError(f"Failed to list transactions for {len(producer_ids)} producers", exc) from None
+    try:
+        descriptions = describe_transactions(admin, tids.values())
+    except KafkaAdminError as exc:
+        raise SearchError(f"Failed to describe {len(set(tids.values()))} transactions", exc) from None
+    return tids, descriptions
