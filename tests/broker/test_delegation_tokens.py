@@ -14,7 +14,6 @@ import time
 import pytest
 from typer.testing import CliRunner
 
-from kafkatool.broker.security import acl as A
 from kafkatool.cli import app
 from kafkatool.protocol.apis import API_BY_KEY
 from tests.broker.conftest import BrokerProcess, free_port
@@ -274,9 +273,6 @@ def test_expired_token_is_removed_by_the_check(broker):
 
 
 def test_owner_and_describe_acls(broker):
-    from kafkatool.assign.kafka_client import KafkaAdmin
-    from kafkatool.broker.security import acl_admin
-
     b = broker
     # creating for another principal needs CREATE_TOKENS on that user
     res = dt(b, "alice", "--create", "--owner-principal", "User:bob")
@@ -292,15 +288,30 @@ def test_owner_and_describe_acls(broker):
         bad.exit_code == 2
         and "expected a string in format principalType:principalName but got nocolon" in bad.output
     )
-    from kafkatool.assign.kafka_client import use_client_security
-
-    use_client_security(None)  # the last command's --command-config: the PLAINTEXT listener here
-    with KafkaAdmin(b.bootstrap) as admin:
-        allow = [
-            A.AclBinding(A.USER, "User:bob", A.LITERAL, "User:alice", "*", A.OP["CREATE_TOKENS"], A.ALLOW),
-            A.AclBinding(A.USER, "User:alice", A.LITERAL, "User:dave", "*", A.OP["DESCRIBE_TOKENS"], A.ALLOW),
-        ]
-        assert acl_admin.create_live(admin, allow) == ["", ""]
+    # kafka-acls.sh's --user-principal resources: CREATE_TOKENS for alice on bob, DESCRIBE_TOKENS
+    # for dave on alice (the PLAINTEXT listener's ANONYMOUS is a super user)
+    for user, who, op in (
+        ("User:bob", "User:alice", "CreateTokens"),
+        ("User:alice", "User:dave", "DescribeTokens"),
+    ):
+        res = run(
+            "acls", "--add", "--bootstrap-server", b.bootstrap, "--user-principal", user,
+            "--allow-principal", who, "--operation", op,
+        )  # fmt: skip
+        assert res.exit_code == 0, res.output
+        assert f"resourceType=USER, name={user}, patternType=LITERAL" in res.output
+    listed = run(
+        "acls", "--list", "--bootstrap-server", b.bootstrap, "--user-principal", "User:bob", "--json"
+    )
+    assert [json.loads(x)["operation"] for x in listed.stdout.splitlines()] == ["CREATE_TOKENS"]
+    wrong = run(
+        "acls", "--add", "--bootstrap-server", b.bootstrap, "--user-principal", "User:bob",
+        "--allow-principal", "User:x", "--operation", "Read",
+    )  # fmt: skip
+    assert (
+        wrong.exit_code == 1
+        and "ACL binding contains invalid operation READ for resource type USER" in wrong.output
+    )
     for_bob = create(b, "alice", "--owner-principal", "User:bob")
     assert for_bob["owner"] == "User:bob" and for_bob["requester"] == "User:alice"
     own = create(b, "alice")
