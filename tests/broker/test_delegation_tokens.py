@@ -369,7 +369,15 @@ def test_token_survives_a_restart(broker):
     ]
     assert stored["owner"] == "User%3Aalice" and "hmac" not in json.dumps(stored)  # the znode's JSON, no HMAC
     b.stop()
+    # a stored token that does not decode is one log line, not a failed start
+    path = b.data_dir / "kafkatool-cluster.json"
+    meta = json.loads(path.read_text())
+    meta["delegation_tokens"]["broken"] = dict(stored, owner="User%zz", tokenId="broken")
+    path.write_text(json.dumps(meta))
     b.start()
     assert token_login(b, token_props(b, tok, "restarted")) is None
+    assert token_login(b, token_props(b, tok, "restarted-again")) is None
+    lines = [x for x in b.log_text().splitlines() if "Error while getting Token for tokenId: broken" in x]
+    assert len(lines) == 1 and "Illegal hex characters" in lines[0], lines
     again = described(b, "bob")[tok["token_id"]]
     assert again == tok

@@ -81,6 +81,8 @@ class EmbeddedTokenStore:
 
     def __init__(self, metadata):
         self.metadata = metadata
+        #: stored tokens that do not decode, logged once each (DelegationTokenManagerZk.loadCache)
+        self._refused: set[str] = set()
 
     def tokens(self) -> dict[str, DelegationTokenInfo]:
         out = {}
@@ -88,7 +90,9 @@ class EmbeddedTokenStore:
             try:
                 out[tid] = delegation_token_from_json(obj, f"{self.metadata.path}: delegation token {tid}")
             except ZkPayloadError as exc:
-                log.error("Error while getting Token for tokenId: %s: %s", tid, exc)
+                if tid not in self._refused:
+                    self._refused.add(tid)
+                    log.error("Error while getting Token for tokenId: %s: %s", tid, exc)
         return out
 
     def put(self, info: DelegationTokenInfo) -> None:
