@@ -10,7 +10,7 @@ HMAC's base64 as password and the extension ``tokenauth=true``; the cache holds 
 credential per token and mechanism derived from that password (a random salt, the mechanism's
 minimum iterations), as DelegationTokenManager.updateCache makes them.
 
-Where tokens live (a :class:`TokenStore`): standalone in the embedded metadata
+Where tokens live (a store: ``tokens()``, ``put``, ``remove``): standalone in the embedded metadata
 (``kafkatool-cluster.json``'s ``delegation_tokens``, the znode's JSON per token; a broker of
 several processes pushes it to its members like every other change), in a ZooKeeper cluster
 under ``/delegation_token/tokens/<tokenId>`` with a ``token_change_`` notification per change
@@ -105,7 +105,8 @@ class EmbeddedTokenStore:
 
 
 class TokenManager:
-    """DelegationTokenManagerZk's rules on a :class:`TokenStore`, and the DelegationTokenCache."""
+    """DelegationTokenManagerZk's rules on a store (:class:`EmbeddedTokenStore`,
+    cluster/token_store.ZkTokenStore), and the DelegationTokenCache."""
 
     def __init__(self, config, store, *, node_id: int = -1):
         self.key = secret_key(config)
