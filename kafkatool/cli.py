@@ -33,6 +33,7 @@ COMMAND_MODULES = [
     "reassign",
     "fleet",
     "users",
+    "delegation_tokens",
     "groups",
     "streams_reset",
     "transactions",
