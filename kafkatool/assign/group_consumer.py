@@ -43,9 +43,12 @@ from kafkatool.assign.consume import (
     RETRY_BACKOFF_S,
     ConsumeError,
     LiveConsumer,
+    NotYet,
     matching_topics,
+    topic_partitions,
+    waiting_line,
 )
-from kafkatool.assign.kafka_client import KafkaAdmin, KafkaAdminError, describe_error
+from kafkatool.assign.kafka_client import KafkaAdmin, KafkaAdminError, backoff_s, describe_error
 from kafkatool.broker.group.assignors import range_ranges
 from kafkatool.errors import KafkatoolError
 from kafkatool.formats import internal_topics as IT
@@ -82,6 +85,9 @@ APPLIED: dict[str, tuple[str, str | None, int | None, list[str] | None]] = {
     "metadata.max.age.ms": ("LONG", "300000", 0, None),
     "partition.assignment.strategy": ("STRING", RANGE, None, None),
     "exclude.internal.topics": ("BOOLEAN", "true", None, None),
+    "allow.auto.create.topics": ("BOOLEAN", "true", None, None),
+    "retry.backoff.ms": ("LONG", "100", 0, None),
+    "retry.backoff.max.ms": ("LONG", "1000", 0, None),
     "fetch.max.bytes": ("INT", "52428800", 0, None),
     "max.partition.fetch.bytes": ("INT", "1048576", 0, None),
 }
@@ -97,11 +103,8 @@ TAKEN_SILENTLY = frozenset(
         "max.poll.records",
         "check.crcs",
         "client.rack",
-        "allow.auto.create.topics",
         "request.timeout.ms",
         "default.api.timeout.ms",
-        "retry.backoff.ms",
-        "retry.backoff.max.ms",
         "reconnect.backoff.ms",
         "reconnect.backoff.max.ms",
         "connections.max.idle.ms",
@@ -136,6 +139,11 @@ class ConsumerSettings:
     isolation_level: str | None
     metadata_max_age_ms: int
     exclude_internal_topics: bool
+    #: allow.auto.create.topics: the Metadata requests of a --topic ask the broker to create it
+    allow_auto_create_topics: bool
+    #: retry.backoff.ms, retry.backoff.max.ms: a metadata refresh's backoff (a topic waited for)
+    retry_backoff_ms: int
+    retry_backoff_max_ms: int
     #: fetch.max.bytes and max.partition.fetch.bytes: the byte limits of each Fetch
     fetch_max_bytes: int = 52428800
     max_partition_fetch_bytes: int = 1048576
@@ -206,6 +214,9 @@ def consumer_settings(props: dict[str, str]) -> ConsumerSettings:
         isolation_level=value("isolation.level"),
         metadata_max_age_ms=value("metadata.max.age.ms"),
         exclude_internal_topics=value("exclude.internal.topics"),
+        allow_auto_create_topics=value("allow.auto.create.topics"),
+        retry_backoff_ms=value("retry.backoff.ms"),
+        retry_backoff_max_ms=value("retry.backoff.max.ms"),
         fetch_max_bytes=value("fetch.max.bytes"),
         max_partition_fetch_bytes=value("max.partition.fetch.bytes"),
         security=security,
@@ -214,6 +225,20 @@ def consumer_settings(props: dict[str, str]) -> ConsumerSettings:
     if s.heartbeat_interval_ms >= s.session_timeout_ms:
         raise ConsumeError("Heartbeat must be set lower than the session timeout")  # Heartbeat's check
     return s
+
+
+def auto_offset_reset(props: dict[str, str]) -> str:
+    """A KafkaConsumer's auto.offset.reset among ``props`` (default latest), checked as
+    consumer_settings checks it; the other configs are not looked at (StreamsResetter's embedded
+    consumer, which only asks for a position)."""
+    kind, _default, low, choices = APPLIED["auto.offset.reset"]
+    raw = props.get("auto.offset.reset")
+    if raw is None:
+        return "latest"
+    try:
+        return CC.parse_value("auto.offset.reset", raw, kind, low, None, choices)
+    except CC.ClientConfigError as exc:
+        raise ConsumeError(str(exc)) from None
 
 
 # ----------------------------------------------------------------------------- RangeAssignor
@@ -323,6 +348,8 @@ class GroupConsumer:
         self.next_heartbeat = now
         self.next_commit = now + settings.auto_commit_interval_ms / 1000
         self.next_metadata = now
+        #: metadata answers in a row without the subscribed topic
+        self._missing = 0
         self._refresh_metadata()
 
     # -- what is subscribed ------------------------------------------------------------------------
@@ -331,12 +358,25 @@ class GroupConsumer:
         """Metadata of the subscription (a pattern: every topic); a rejoin where it changed what
         this member subscribes or, on the leader, a subscribed topic's partition count."""
         wanted = None if self.pattern is not None else sorted({self.topic, *self.group_topics})
-        meta = self.admin.metadata(wanted, keep=True)
+        meta = self._metadata(wanted)
         self.next_metadata = time.monotonic() + self.s.metadata_max_age_ms / 1000
         if self.pattern is not None:
             topics = matching_topics(meta, self.pattern, exclude_internal=self.s.exclude_internal_topics)
         else:
             topics = [self.topic]  # subscribe(Collections.singletonList(topic)), as it is
+            try:
+                topic_partitions(meta, self.topic, None)
+                self._missing = 0
+            except NotYet as exc:
+                # Kafka's consumer asks again, retry.backoff.ms doubling up to retry.backoff.max.ms
+                # apart, while a subscribed topic is unknown (Metadata.requestUpdate); the group
+                # gives this member nothing of it meanwhile
+                if not self._missing:
+                    self.log(waiting_line(exc))
+                self.next_metadata = time.monotonic() + backoff_s(
+                    self._missing, self.s.retry_backoff_ms, self.s.retry_backoff_max_ms
+                )
+                self._missing += 1
         if topics != self.subscribed:
             if self.joined:
                 self._request_rejoin(f"subscription changed to {topics}")
@@ -348,6 +388,13 @@ class GroupConsumer:
                     "cached metadata has changed from "
                     + f"{self.assigned_snapshot} at the beginning of the rebalance to {now}"
                 )
+
+    def _metadata(self, topics: list[str] | None):
+        """A Metadata request as the consumer's (ConsumerMetadata): the named topics with
+        allowAutoTopicCreation (allow.auto.create.topics), every topic for a pattern, without."""
+        return self.admin.metadata(
+            topics, keep=True, auto_create=topics is not None and self.s.allow_auto_create_topics
+        )
 
     # -- the loop ---------------------------------------------------------------------------------
 
@@ -488,9 +535,10 @@ class GroupConsumer:
                 m.member_id: (read_subscription(m.metadata), m.group_instance_id) for m in resp.members
             }
             self.group_topics = sorted({t for topics, _ in members.values() for t in topics})
-            meta = self.admin.metadata(self.group_topics or [], keep=True) if self.group_topics else None
+            meta = self._metadata(self.group_topics) if self.group_topics else None
             counts = {t: len(meta.topics[t]) for t in self.group_topics if meta and t in meta.topics}
-            self.assigned_snapshot = dict(counts)
+            # a subscribed topic without metadata counts 0: its creation is a change (a rejoin)
+            self.assigned_snapshot = {t: counts.get(t, 0) for t in self.group_topics}
             plan = range_assign(counts, members)
             assignments = [
                 SyncGroupRequestAssignment(member_id=m, assignment=assignment_bytes(tps))

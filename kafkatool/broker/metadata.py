@@ -88,6 +88,9 @@ class MetadataStore:
         self.producer_ids_reserved = 0
         #: SCRAM credentials: user -> mechanism -> Kafka's credential text (scram.ScramCredential.to_text)
         self.user_scram: dict[str, dict[str, str]] = {}
+        #: delegation tokens (security/tokens.py): token id -> the JSON object Kafka keeps in
+        #: /delegation_token/tokens/<tokenId> (zk/codecs.delegation_token_json); never the HMAC
+        self.delegation_tokens: dict[str, dict] = {}
         #: ACL bindings (security/acl.AclBinding), sorted
         self.acls: list = []
         #: dynamic group configs (IncrementalAlterConfigs on GROUP resources): group -> name -> value
@@ -134,6 +137,7 @@ class MetadataStore:
             str(g): {str(k): str(v) for k, v in cfg.items()}
             for g, cfg in data.get("group_configs", {}).items()
         }
+        self.delegation_tokens = {str(t): obj for t, obj in data.get("delegation_tokens", {}).items()}
         self.topics = {name: TopicMeta.from_json(name, t) for name, t in data.get("topics", {}).items()}
         self.deleted_topic_ids = {str(i): str(n) for i, n in data.get("deleted_topic_ids", {}).items()}
         self.acls = []
@@ -176,6 +180,8 @@ class MetadataStore:
             data["acls"] = [a.to_json() for a in self.acls]
         if self.group_configs:
             data["group_configs"] = self.group_configs
+        if self.delegation_tokens:
+            data["delegation_tokens"] = dict(sorted(self.delegation_tokens.items()))
         return data
 
     def write_meta_properties(self) -> None:

@@ -108,6 +108,11 @@ class Cluster:
 
         #: SCRAM credentials: /config/users/<user>, as Kafka keeps them in ZooKeeper mode
         self.scram = ZkScramStore(self.zk)
+        from kafkatool.broker.cluster.token_store import ZkTokenStore
+        from kafkatool.broker.security.tokens import secret_key
+
+        #: delegation tokens: /delegation_token (DelegationTokenManagerZk.startup, only with a key)
+        self.tokens = ZkTokenStore(self.zk, enabled=secret_key(self.config) is not None)
         # KafkaServer.startup initializes DynamicBrokerConfig from ZooKeeper before it creates
         # the LogManager: a dynamic topic default governs the logs from their load on
         self._load_broker_configs()
@@ -131,6 +136,7 @@ class Cluster:
         from kazoo.recipe.watchers import ChildrenWatch
 
         ChildrenWatch(self.zk.kazoo, paths.CONFIG_CHANGES, self._config_changes)
+        self.tokens.watch()
 
     def _endpoints(self) -> tuple[list[str], dict[str, str]]:
         out, proto = [], {}

@@ -14,23 +14,27 @@ Admin calls behind kafka-transactions.sh see them, on the project's one blocking
   for ``transactions find-hanging`` and ``kafkatool health``.
 
 Retriable answers (a moving leader or coordinator, a coordinator still loading) are asked
-again a bounded number of times (Java's admin retries until default.api.timeout.ms); what is
-left is :class:`TxnAdminError` with Kafka's message.
+again as Java's admin asks, with its backoff until default.api.timeout.ms (the one rule,
+kafka_client.AdminTimeouts.attempts); what is left is :class:`TxnAdminError` with Kafka's message.
 """
 
 from __future__ import annotations
 
-import time
-
 from kafkatool.assign import group_client as GC
-from kafkatool.assign.kafka_client import KafkaAdmin, KafkaAdminError, describe_error, error_name
+from kafkatool.assign.kafka_client import (
+    KafkaAdmin,
+    KafkaAdminError,
+    admin_timeouts,
+    describe_error,
+    error_name,
+)
 from kafkatool.broker.txn.views import Description, PartitionProducers, Producer, state_name
 from kafkatool.protocol.apis import API_BY_KEY
 from kafkatool.protocol.errors import ErrorCode as E
 
 DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS, WRITE_TXN_MARKERS = 61, 65, 66, 27
-#: tries of a request whose answer is retriable, and the pause between them (seconds)
-TRIES, BACKOFF = 10, 0.2
+# a request whose answer is retriable is asked again as Kafka's admin client asks, until
+# default.api.timeout.ms (kafka_client.admin_timeouts: 60 s, or --command-config's)
 _RETRY_LEADER = (
     E.NOT_LEADER_OR_FOLLOWER,
     E.LEADER_NOT_AVAILABLE,
@@ -64,11 +68,10 @@ def list_transactions(
         req = API_BY_KEY[LIST_TRANSACTIONS].request(
             state_filters=[], producer_id_filters=sorted(producer_ids or []), duration_filter=-1
         )
-        for attempt in range(TRIES):
+        for _ in admin_timeouts().attempts():
             resp = admin.request(LIST_TRANSACTIONS, req, node)
-            if resp.error_code != E.COORDINATOR_LOAD_IN_PROGRESS or attempt == TRIES - 1:
+            if resp.error_code != E.COORDINATOR_LOAD_IN_PROGRESS:
                 break
-            time.sleep(BACKOFF)
         code = resp.error_code
         if code == E.COORDINATOR_NOT_AVAILABLE:
             raise TxnAdminError(
@@ -113,18 +116,19 @@ def describe_transactions(admin: KafkaAdmin, transactional_ids) -> dict[str, Des
     pending = list(dict.fromkeys(transactional_ids))
     out: dict[str, Description | None] = {}
     codes: dict[str, int] = {}
-    for attempt in range(TRIES):
+    unfound: dict[str, GC.GroupRequestError] = {}  # the last retriable FindCoordinator refusal
+    for _ in admin_timeouts().attempts():
         if not pending:
             break
-        if attempt:
-            time.sleep(BACKOFF)
         by_node: dict[int, list[str]] = {}
         for tid, node in GC.find_coordinators(admin, pending, key_type=1).items():
             if isinstance(node, GC.GroupRequestError):
-                if node.code in _RETRY_COORDINATOR and attempt < TRIES - 1:
+                if node.code in _RETRY_COORDINATOR:
                     codes[tid] = node.code
+                    unfound[tid] = node
                     continue
                 raise TxnAdminError(str(node), node.code)
+            unfound.pop(tid, None)
             by_node.setdefault(node, []).append(tid)
         for node, ids in sorted(by_node.items()):
             resp = admin.request(
@@ -159,6 +163,8 @@ def describe_transactions(admin: KafkaAdmin, transactional_ids) -> dict[str, Des
                     )
         pending = [tid for tid in pending if tid not in out]
     if pending:
+        if pending[0] in unfound:
+            raise TxnAdminError(str(unfound[pending[0]]), unfound[pending[0]].code)
         code = codes.get(pending[0], 0)
         raise TxnAdminError(
             _message(code, f"{_quoted(pending[0])} failed: the coordinator did not answer"), code
@@ -200,11 +206,10 @@ def describe_producers(
     out: dict[tuple[str, int], PartitionProducers | TxnAdminError] = {}
     pending = list(dict.fromkeys(tps))
     last: dict[tuple[str, int], int] = {}
-    for attempt in range(TRIES):
+    timeouts = admin_timeouts()
+    for attempt in timeouts.attempts():
         if not pending:
             break
-        if attempt:
-            time.sleep(BACKOFF)
         by_node: dict[int, list[tuple[str, int]]] = {}
         for tp in pending:
             if broker_id is not None:
@@ -281,7 +286,9 @@ def describe_producers(
         pending = [tp for tp in pending if tp not in out]
     for tp in pending:
         code = last.get(tp, E.UNKNOWN_TOPIC_OR_PARTITION)
-        out[tp] = TxnAdminError(f"{error_name(code)} after {TRIES} tries", code)
+        out[tp] = TxnAdminError(
+            f"{error_name(code)}: timed out after default.api.timeout.ms {timeouts.api_timeout_ms}", code
+        )
     return out
 
 
@@ -323,9 +330,8 @@ def abort_transaction(
         ]
     )
     code = E.UNKNOWN_TOPIC_OR_PARTITION
-    for attempt in range(TRIES):
-        if attempt:
-            time.sleep(BACKOFF)
+    timeouts = admin_timeouts()
+    for attempt in timeouts.attempts():
         leader, code = _leader(admin, tp, refresh=attempt > 0)
         if leader < 0:
             if code in _RETRY_LEADER:
@@ -364,7 +370,9 @@ def abort_transaction(
             code,
         )
     raise TxnAdminError(
-        f"WriteTxnMarkers request with {spec} failed: still {error_name(code)} after {TRIES} tries", code
+        f"WriteTxnMarkers request with {spec} failed: still {error_name(code)} after default.api.timeout.ms "
+        f"{timeouts.api_timeout_ms}",
+        code,
     )
 
 
