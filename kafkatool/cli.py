@@ -45,6 +45,7 @@ COMMAND_MODULES = [
     "produce",
     "configs",
     "log_dirs",
+    "metadata_shell",
     "perf",
 ]
 
