@@ -57,7 +57,7 @@ partition leaders with WriteTxnMarkers; producer ids come in blocks from
 listener with its TLS/SASL (sasl.mechanism.inter.broker.protocol, the
 username/password of listener.name.<l>.<mechanism>.sasl.jaas.config); ACLs live
 in /kafka-acl(-extended) and SCRAM credentials in /config/users, as Kafka keeps
-them; auto.leader.rebalance.enable brings preferred leaders back.  zookeeper.session.timeout.ms (18000),
+them (a user principal under its sanitized name, /config/users/alice%40EXAMPLE.COM); auto.leader.rebalance.enable brings preferred leaders back.  zookeeper.session.timeout.ms (18000),
 zookeeper.connection.timeout.ms, and the zookeeper.ssl.* / zookeeper.set.acl
 settings with a JAAS Client section (KAFKA_OPTS) secure the broker's own
 session.  Without zookeeper.connect nothing of this runs.
