@@ -135,6 +135,11 @@ offline.
 
 A configuration or start-up error (no usable log dir included) exits 2; a clean
 shutdown exits 0; a broker whose process died or whose log dirs all failed exits 1.
+A kafkatool-cluster.json (the embedded metadata) whose cluster id, node id, producer
+ids, topics, deleted topic ids or ACLs are damaged refuses the start (exit 2, one line:
+the file, the key and what was expected); a SCRAM credential, delegation token or group
+config entry that cannot be taken is left out (its logins fail, the group runs on the
+defaults), logged once, and dropped at the next save.
 
 Supported properties: {SUPPORTED}."""
 
