@@ -206,3 +206,16 @@ def test_serve_refuses_a_damaged_file_with_one_line(tmp_path):
     assert "Traceback" not in text
     assert "delegation_tokens: expected an object of token id -> token, found 5" in text
     assert 'user_scram_credentials[\\"alice\\"]' in text or 'user_scram_credentials["alice"]' in text
+
+
+def test_users_log_dir_says_the_same_in_one_line(tmp_path):
+    from tests.broker.test_delegation_tokens import run
+
+    d = tmp_path / "data"
+    _write(d, _doc(topics={"orders": _topic(id=None)}))
+    r = run("users", "describe", "--log-dir", str(d))
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert (
+        f'{d / METADATA_FILE}: topics["orders"].id: expected a topic id (a Uuid string), found nothing'
+        in r.output
+    )
