@@ -414,16 +414,18 @@ class Cluster:
                 continue
             try:
                 entity = codecs.decode_config_change(node.data).entity_path
-            except Exception:  # noqa: BLE001 (a foreign notification: skip it, as Kafka logs and skips)
+                # user principals and client ids sanitized (ConfigHandler desanitizes them)
+                kind, name, client = paths.parse_entity_path(entity)
+            except Exception as exc:  # noqa: BLE001 (ZkNodeChangeNotificationListener logs and skips)
+                log.error("config change notification %s not applied: %s", child, exc)
                 continue
-            kind, _, name = entity.partition("/")
             if kind == "topics":
                 configs = self.topic_configs(name)
                 self._loop.call_soon_threadsafe(self._apply_topic_configs, name, configs)
             elif kind == "brokers" and name in (paths.DEFAULT_ENTITY, str(self.node_id)):
                 # BrokerConfigHandler: the default and this broker's own; another broker's is its own
                 self._loop.call_soon_threadsafe(self._load_broker_configs, name)
-            elif kind == "users" and "/" not in name:
+            elif kind == "users" and client is None:
                 self.scram.reload_user(name)
         return True
 
