@@ -33,7 +33,10 @@ COMMAND_MODULES = [
     "reassign",
     "fleet",
     "users",
+    "delegation_tokens",
     "groups",
+    "streams_reset",
+    "transactions",
     "leader_election",
     "health",
     "acls",
@@ -43,6 +46,8 @@ COMMAND_MODULES = [
     "configs",
     "log_dirs",
     "broker_api_versions",
+    "metadata_shell",
+    "perf",
 ]
 
 

@@ -78,6 +78,13 @@ def read_brokers(meta: ClusterMetadata) -> dict[int, Broker]:
 
 def read_current(admin: KafkaAdmin, topics: Iterable[str]) -> dict[TopicPartition, list[int]]:
     """Current replicas of every partition of ``topics``; an unknown topic is an error."""
+    return read_current_and_isr(admin, topics)[0]
+
+
+def read_current_and_isr(
+    admin: KafkaAdmin, topics: Iterable[str]
+) -> tuple[dict[TopicPartition, list[int]], dict[TopicPartition, list[int]]]:
+    """read_current, and each partition's ISR from the same Metadata answer."""
     topics = sorted(set(topics))
     meta = admin.metadata(topics)
     missing = [t for t in topics if t not in meta.topics]
@@ -85,7 +92,8 @@ def read_current(admin: KafkaAdmin, topics: Iterable[str]) -> dict[TopicPartitio
         reasons = {t: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for t in missing} | meta.topic_errors
         detail = ", ".join(f"{t} ({describe_error(reasons[t])})" for t in missing)
         raise AssignError(f"topic{'s' if len(missing) > 1 else ''} not found: {detail}")
-    return meta.assignment()
+    isr = {(t, p): list(i.isr) for t, parts in meta.topics.items() for p, i in parts.items()}
+    return meta.assignment(), isr
 
 
 def list_in_flight(

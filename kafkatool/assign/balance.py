@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kafkatool.assign.errors import AssignError
+from kafkatool.assign.kafka_placement import replication_factor_error
 from kafkatool.assign.model import Broker, TopicPartition, check_racks
 
 
@@ -34,9 +35,17 @@ class ClusterState:
         rack_aware: bool = True,
         other_racks: Mapping[int, str | None] | None = None,
         sizes: Mapping[TopicPartition, int] | None = None,
+        factor: int | None = None,
     ):
+        """``factor``: every partition is to get this many replicas (``drop``/``add`` get them
+        there), so a partition may hold more replicas than there are target brokers, and the
+        factor itself must fit them (Kafka's placement rule and words)."""
         if not brokers:
             raise AssignError("no target brokers")
+        if factor is not None:
+            message = replication_factor_error(factor, len(brokers))
+            if message is not None:
+                raise AssignError(message)
         self.rack_aware = check_racks(brokers, rack_aware=rack_aware)
         self.targets = [b.id for b in brokers]
         self.target_set = set(self.targets)
@@ -50,7 +59,7 @@ class ClusterState:
         for tp, replicas in self.parts.items():
             if len(set(replicas)) != len(replicas):
                 raise AssignError(f"partition {tp[0]}-{tp[1]} lists a broker twice: {replicas}")
-            if len(replicas) > len(self.targets):
+            if factor is None and len(replicas) > len(self.targets):
                 raise AssignError(
                     f"partition {tp[0]}-{tp[1]} has replication factor {len(replicas)}, more than the "
                     f"{len(self.targets)} target brokers"
@@ -89,7 +98,7 @@ class ClusterState:
 
     # -- the rack rule -----------------------------------------------------------------------------
 
-    def _rack_key(self, b: int) -> object:
+    def rack_key(self, b: int) -> object:
         key = self._rack_keys.get(b)
         if key is None:
             rack = self.rack_of.get(b)
@@ -100,7 +109,7 @@ class ClusterState:
         return min(len(self.parts[tp]), len(self.racks)) if self.rack_aware else 0
 
     def distinct_racks(self, replicas: Sequence[int]) -> int:
-        return len({self._rack_key(b) for b in replicas})
+        return len({self.rack_key(b) for b in replicas})
 
     def rack_ok(self, tp: TopicPartition) -> bool:
         return not self.rack_aware or self.distinct_racks(self.parts[tp]) >= self.required_racks(tp)
@@ -111,10 +120,10 @@ class ClusterState:
             return False
         if not self.rack_aware:
             return True
-        src_rack, dst_rack = self._rack_key(src), self._rack_key(dst)
+        src_rack, dst_rack = self.rack_key(src), self.rack_key(dst)
         if src_rack == dst_rack:
             return True
-        keys = [self._rack_key(b) for b in replicas]
+        keys = [self.rack_key(b) for b in replicas]
         before = len(set(keys))
         after = before - (keys.count(src_rack) == 1) + (dst_rack not in keys)
         return after >= min(min(len(replicas), len(self.racks)), before)
@@ -128,6 +137,22 @@ class ClusterState:
         self._remove(tp, src, leader=i == 0)
         replicas[i] = dst
         self._add(tp, dst, leader=i == 0)
+        self.moves += 1
+
+    def drop(self, tp: TopicPartition, b: int) -> None:
+        """Remove the replica on ``b`` (no data moves; the next replica leads if ``b`` led)."""
+        replicas = self.parts[tp]
+        i = replicas.index(b)
+        self._remove(tp, b, leader=i == 0)
+        del replicas[i]
+        if i == 0 and replicas:
+            self.leaders[replicas[0]] = self.leaders.get(replicas[0], 0) + 1
+
+    def add(self, tp: TopicPartition, b: int) -> None:
+        """Append a new replica on ``b`` (a copy of the partition's data)."""
+        replicas = self.parts[tp]
+        replicas.append(b)
+        self._add(tp, b, leader=len(replicas) == 1)
         self.moves += 1
 
     def set_leader(self, tp: TopicPartition, b: int) -> None:
@@ -159,13 +184,15 @@ class ClusterState:
                 replicas = self.parts[tp]
                 per_rack: dict[object, list[int]] = {}
                 for b in replicas:
-                    per_rack.setdefault(self._rack_key(b), []).append(b)
+                    per_rack.setdefault(self.rack_key(b), []).append(b)
                 crowded = [b for bs in per_rack.values() if len(bs) > 1 for b in bs]
                 present = set(per_rack)
-                # Prefer moving a follower off the most loaded broker of a crowded rack.
-                crowded.sort(key=lambda b: (b == replicas[0], _negated(load(b)), b))
+                # Prefer moving a replica the plan copies anyway (not one that holds the data),
+                # then a follower, off the most loaded broker of a crowded rack.
+                orig = self.original[tp]
+                crowded.sort(key=lambda b: (b in orig, b == replicas[0], _negated(load(b)), b))
                 dsts = sorted(
-                    (d for d in self.targets if self._rack_key(d) not in present),
+                    (d for d in self.targets if self.rack_key(d) not in present),
                     key=lambda d: (load(d), d),
                 )
                 if not crowded or not dsts:

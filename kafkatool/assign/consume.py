@@ -24,14 +24,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafkatool.assign.kafka_client import KafkaAdmin, KafkaAdminError, describe_error
+from kafkatool.assign.kafka_client import KafkaAdmin, KafkaAdminError, backoff_s, describe_error
 from kafkatool.errors import KafkatoolError
 from kafkatool.formats import records as R
 from kafkatool.formats.message_formatter import ConsumerRecord
 from kafkatool.log.cleaner import TxnMetadata
 from kafkatool.log.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from kafkatool.protocol.apis import API_BY_KEY
-from kafkatool.protocol.errors import ErrorCode
+from kafkatool.protocol.errors import ErrorCode, is_retriable
 
 FETCH = 1
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
@@ -131,21 +131,36 @@ class PartitionState:
 
 
 # ----------------------------------------------------------------------------- what to read
+class NotYet(ConsumeError):
+    """The topic (or the partition) is not in the cluster's metadata yet: Kafka's consumer asks
+    again (Metadata.requestUpdate on UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE ...) until
+    it is, or until the tool's --timeout-ms or Ctrl-C; the text is the one line said while it
+    waits."""
+
+
 def topic_partitions(meta, topic: str, partition: int | None) -> list[TopicPartition]:
-    """``--topic`` (and ``--partition``) against the cluster's metadata: an unknown topic or
-    partition is an error (one line)."""
+    """``--topic`` (and ``--partition``) against the cluster's metadata: :class:`NotYet` while
+    the topic or partition is missing or being created (a consumer waits for it), ConsumeError
+    for an error Kafka's consumer throws (TopicAuthorizationException, InvalidTopicException)."""
     code = meta.topic_errors.get(topic)
     if code is not None or topic not in meta.topics:
         code = code or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-            raise ConsumeError(f"Topic '{topic}' does not exist")
+            raise NotYet(f"Topic '{topic}' does not exist (UNKNOWN_TOPIC_OR_PARTITION)")
+        if is_retriable(code):
+            raise NotYet(f"Topic '{topic}' is not available yet ({describe_error(code)})")
         raise ConsumeError(f"topic {topic}: {describe_error(code)}")
     parts = sorted(meta.topics[topic])
     if partition is not None:
         if partition not in parts:
-            raise ConsumeError(f"Topic '{topic}' has no partition {partition} (partitions: {len(parts)})")
+            raise NotYet(f"Topic '{topic}' has no partition {partition} (partitions: {len(parts)})")
         parts = [partition]
     return [(topic, p) for p in parts]
+
+
+def waiting_line(exc: NotYet) -> str:
+    """The one line a consumer says when it starts waiting for a topic or partition."""
+    return f"{exc}: waiting for it, as Kafka's consumer does (until --timeout-ms or Ctrl-C)"
 
 
 def matching_topics(meta, rx: re.Pattern, *, exclude_internal: bool = True) -> list[str]:
@@ -172,10 +187,15 @@ class LiveConsumer:
         *,
         exit_at_end: bool = False,
         reset: int | None = LATEST_TIMESTAMP,
+        max_bytes: int = FETCH_MAX_BYTES,
+        partition_max_bytes: int = PARTITION_MAX_BYTES,
     ):
         self.admin = admin
         self.isolation = isolation
         self.exit_at_end = exit_at_end
+        #: fetch.max.bytes and max.partition.fetch.bytes of each Fetch
+        self.max_bytes = max_bytes
+        self.partition_max_bytes = partition_max_bytes
         #: auto.offset.reset: where an out-of-range position goes (None: "none", an error)
         self.reset = reset
         self.partitions: list[TopicPartition] = []
@@ -225,7 +245,10 @@ class LiveConsumer:
 
     @property
     def finished(self) -> bool:
-        return all(s.done for s in self.states.values())
+        """--exit-at-end: every assigned partition reached its end; nothing assigned is never
+        finished (kcat -e: it exits when all *assigned* partitions reached their end, and waits
+        while none is)."""
+        return bool(self.states) and all(s.done for s in self.states.values())
 
     def _leaders(self) -> dict[int, list[TopicPartition]]:
         meta = self.admin.metadata_cached()
@@ -269,7 +292,7 @@ class LiveConsumer:
                 replica_id=-1,
                 max_wait_ms=max(0, max_wait_ms),
                 min_bytes=1,
-                max_bytes=FETCH_MAX_BYTES,
+                max_bytes=self.max_bytes,
                 isolation_level=self.isolation,
                 session_id=0,
                 session_epoch=-1,
@@ -282,7 +305,7 @@ class LiveConsumer:
                                 current_leader_epoch=-1,
                                 fetch_offset=self.states[(t, p)].position,
                                 log_start_offset=-1,
-                                partition_max_bytes=PARTITION_MAX_BYTES,
+                                partition_max_bytes=self.partition_max_bytes,
                             )
                             for p in ps
                         ],
@@ -341,6 +364,81 @@ class LiveConsumer:
         if st.end is not None and st.position >= st.end:
             st.done = True
         return recs
+
+
+class TopicConsumer:
+    """``--topic`` without a group: the tool assigns itself every partition of the topic (or
+    ``--partition``) once the metadata has it. Until then it asks again as Kafka's consumer does
+    (its Metadata request with allowAutoTopicCreation: allow.auto.create.topics, so a broker with
+    auto.create.topics.enable creates the topic), retry.backoff.ms doubling up to
+    retry.backoff.max.ms apart, and says why it waits once (``log``); the command's --timeout-ms,
+    --max-messages and Ctrl-C end the wait as they end a wait for records."""
+
+    def __init__(
+        self,
+        fetcher: LiveConsumer,
+        topic: str,
+        partition: int | None,
+        start: int | None,
+        *,
+        auto_create: bool,
+        backoff_ms: int,
+        backoff_max_ms: int,
+        log: Callable[[str], None],
+    ):
+        self.fetcher = fetcher
+        self.topic = topic
+        self.partition = partition
+        self.start = start
+        self.auto_create = auto_create
+        self.backoff = (backoff_ms, backoff_max_ms)
+        self.log = log
+        self.assigned = False
+        self.said = False
+        self.attempts = 0
+        self.next_try = 0.0
+        # the first ask: an unreachable cluster or a refused topic is one line at once
+        self._try(self.fetcher.admin.metadata([topic], keep=True, auto_create=auto_create))
+
+    def _try(self, meta) -> None:
+        try:
+            tps = topic_partitions(meta, self.topic, self.partition)
+        except NotYet as exc:
+            if not self.said:
+                self.said = True
+                self.log(waiting_line(exc))
+            self.next_try = time.monotonic() + backoff_s(self.attempts, *self.backoff)
+            self.attempts += 1
+            return
+        if self.start is None:  # auto.offset.reset=none and nothing committed (no group)
+            raise ConsumeError(
+                "Undefined offset with no reset policy for partitions: ["
+                + ", ".join(f"{t}-{p}" for t, p in tps)
+                + "]"
+            )
+        self.fetcher.assign(dict.fromkeys(tps, self.start))
+        self.assigned = True
+
+    @property
+    def finished(self) -> bool:
+        return self.assigned and self.fetcher.finished
+
+    def poll(self, max_wait_ms: int) -> list[ConsumerRecord]:
+        if self.assigned:
+            return self.fetcher.poll(max_wait_ms)
+        now = time.monotonic()
+        if now < self.next_try:
+            time.sleep(min(self.next_try - now, max(0, max_wait_ms) / 1000))
+            return []
+        try:
+            meta = self.fetcher.admin.metadata([self.topic], keep=True, auto_create=self.auto_create)
+        except KafkaAdminError:
+            self.fetcher.admin.forget(None)  # another bootstrap server next time
+            self.next_try = time.monotonic() + backoff_s(self.attempts, *self.backoff)
+            self.attempts += 1
+            return []
+        self._try(meta)
+        return []
 
 
 class PatternConsumer:

@@ -6,6 +6,7 @@ ZK-mode controllers watch, written as Kafka's PreferredReplicaLeaderElectionComm
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kafkatool.assign.kafka_client import KafkaAdmin, KafkaAdminError, describe_error
@@ -32,6 +33,14 @@ class Outcome:
     @property
     def name(self) -> str:
         return f"{self.topic}-{self.partition}"
+
+
+def format_election_json(partitions: Iterable[tuple[str, int]]) -> str:
+    """The ``--path-to-json-file`` content for ``partitions`` (what parse_election_json reads)."""
+    return json.dumps(
+        {"partitions": [{"topic": t, "partition": p} for t, p in sorted(set(partitions))]},
+        separators=(",", ":"),
+    )
 
 
 def parse_election_json(text: str, source: str) -> list[tuple[str, int]]:

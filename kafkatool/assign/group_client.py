@@ -1,5 +1,6 @@
 """A consumer group's coordinator requests on the one admin client, once for every caller:
-FindCoordinator, OffsetFetch and OffsetCommit. ``kafkatool groups --bootstrap-server``
+FindCoordinator (also a transactional id's, for ``kafkatool transactions``), OffsetFetch and
+OffsetCommit. ``kafkatool groups --bootstrap-server``
 (broker/group/live.py: Java's admin, a commit without a member) and ``kafkatool consume --group``
 (assign/group_consumer.py: a member's commit with its generation) send them through here."""
 
@@ -22,25 +23,52 @@ def check(code: int, what: str, message: str | None = None) -> None:
         raise GroupRequestError(f"{what}: {describe_error(code, message)}", code)
 
 
-def find_coordinator(admin: KafkaAdmin, group: str) -> int:
-    """The group coordinator's node id (FindCoordinator, key type GROUP); its address joins the
-    cached metadata's brokers if it is not there."""
+def find_coordinator(admin: KafkaAdmin, key: str, key_type: int = 0) -> int:
+    """The coordinator's node id (FindCoordinator; key type 0: a group, 1: a transactional id);
+    its address joins the cached metadata's brokers if it is not there."""
+    node = find_coordinators(admin, [key], key_type)[key]
+    if isinstance(node, GroupRequestError):
+        raise node
+    return node
+
+
+def find_coordinators(
+    admin: KafkaAdmin, keys: list[str], key_type: int = 0
+) -> dict[str, int | GroupRequestError]:
+    """Each key's coordinator (node id) or its refusal: one FindCoordinator with every key from
+    v4 on (KIP-699, as the admin client batches them), one per key before; each coordinator's
+    address joins the cached metadata's brokers if it is not there."""
     conn = admin._any()
     version = conn.version_for(FIND_COORDINATOR)
     info = API_BY_KEY[FIND_COORDINATOR]
-    req = info.request(key_type=0, coordinator_keys=[group]) if version >= 4 else info.request(key=group)
-    resp = conn.request(FIND_COORDINATOR, req, version)
+    kind = "transactional id" if key_type == 1 else "group"
+    answers: list[tuple[str, int, str | None, int, str, int]] = []
+    keys = list(dict.fromkeys(keys))
     if version >= 4:
-        (c,) = resp.coordinators
-        check(c.error_code, f"FindCoordinator for group '{group}'", c.error_message)
-        node, host, port = c.node_id, c.host, c.port
+        resp = conn.request(FIND_COORDINATOR, info.request(key_type=key_type, coordinator_keys=keys), version)
+        by_key = {c.key: c for c in resp.coordinators}
+        for key in keys:
+            c = by_key.get(key)
+            if c is None:
+                answers.append((key, -1, "no answer for the key", -1, "", -1))
+            else:
+                answers.append((key, c.error_code, c.error_message, c.node_id, c.host, c.port))
     else:
-        check(resp.error_code, f"FindCoordinator for group '{group}'", resp.error_message)
-        node, host, port = resp.node_id, resp.host, resp.port
+        for key in keys:
+            resp = conn.request(FIND_COORDINATOR, info.request(key=key, key_type=key_type), version)
+            answers.append((key, resp.error_code, resp.error_message, resp.node_id, resp.host, resp.port))
+    out: dict[str, int | GroupRequestError] = {}
     meta = admin.metadata_cached()
-    if node not in meta.brokers:
-        meta.brokers[node] = (host, port, None)
-    return node
+    for key, code, message, node, host, port in answers:
+        try:
+            check(code, f"FindCoordinator for {kind} '{key}'", message)
+        except GroupRequestError as exc:
+            out[key] = exc
+            continue
+        if node not in meta.brokers:
+            meta.brokers[node] = (host, port, None)
+        out[key] = node
+    return out
 
 
 def offset_fetch(

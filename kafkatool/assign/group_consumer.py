@@ -18,6 +18,10 @@
   and at the end, of each assigned partition's position (the next offset after the records the
   command printed: unprinted records are given back first, ConsoleConsumer's
   resetUnconsumedOffsets).
+* A RebalanceListener (ConsumerRebalanceListener) hears of the partitions revoked before a rejoin
+  (none at the first join: no generation yet, as Kafka's onJoinPrepare) and of each assignment
+  (`perf consume` times its rebalances by it). fetch.max.bytes and max.partition.fetch.bytes
+  size each Fetch.
 * The subscription: a topic, or a pattern matched against the cluster's topics at every metadata
   refresh (metadata.max.age.ms); the leader rejoins when a subscribed topic's partition count
   changes, any member when its pattern matches another set of topics (ConsumerCoordinator's
@@ -30,6 +34,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from kafkatool.assign import client_config as CC
 from kafkatool.assign import group_client as GC
@@ -38,9 +43,12 @@ from kafkatool.assign.consume import (
     RETRY_BACKOFF_S,
     ConsumeError,
     LiveConsumer,
+    NotYet,
     matching_topics,
+    topic_partitions,
+    waiting_line,
 )
-from kafkatool.assign.kafka_client import KafkaAdmin, KafkaAdminError, describe_error
+from kafkatool.assign.kafka_client import KafkaAdmin, KafkaAdminError, backoff_s, describe_error
 from kafkatool.broker.group.assignors import range_ranges
 from kafkatool.errors import KafkatoolError
 from kafkatool.formats import internal_topics as IT
@@ -77,6 +85,11 @@ APPLIED: dict[str, tuple[str, str | None, int | None, list[str] | None]] = {
     "metadata.max.age.ms": ("LONG", "300000", 0, None),
     "partition.assignment.strategy": ("STRING", RANGE, None, None),
     "exclude.internal.topics": ("BOOLEAN", "true", None, None),
+    "allow.auto.create.topics": ("BOOLEAN", "true", None, None),
+    "retry.backoff.ms": ("LONG", "100", 0, None),
+    "retry.backoff.max.ms": ("LONG", "1000", 0, None),
+    "fetch.max.bytes": ("INT", "52428800", 0, None),
+    "max.partition.fetch.bytes": ("INT", "1048576", 0, None),
 }
 #: Kafka 3.7 consumer configs taken without effect on which records are printed or committed
 #: (fetch sizes and waits, sockets, backoffs, metrics; what ConsoleConsumer sets itself)
@@ -86,17 +99,12 @@ TAKEN_SILENTLY = frozenset(
         "key.deserializer",
         "value.deserializer",
         "fetch.min.bytes",
-        "fetch.max.bytes",
         "fetch.max.wait.ms",
-        "max.partition.fetch.bytes",
         "max.poll.records",
         "check.crcs",
         "client.rack",
-        "allow.auto.create.topics",
         "request.timeout.ms",
         "default.api.timeout.ms",
-        "retry.backoff.ms",
-        "retry.backoff.max.ms",
         "reconnect.backoff.ms",
         "reconnect.backoff.max.ms",
         "connections.max.idle.ms",
@@ -131,6 +139,14 @@ class ConsumerSettings:
     isolation_level: str | None
     metadata_max_age_ms: int
     exclude_internal_topics: bool
+    #: allow.auto.create.topics: the Metadata requests of a --topic ask the broker to create it
+    allow_auto_create_topics: bool
+    #: retry.backoff.ms, retry.backoff.max.ms: a metadata refresh's backoff (a topic waited for)
+    retry_backoff_ms: int
+    retry_backoff_max_ms: int
+    #: fetch.max.bytes and max.partition.fetch.bytes: the byte limits of each Fetch
+    fetch_max_bytes: int = 52428800
+    max_partition_fetch_bytes: int = 1048576
     #: security.protocol, ssl.*, sasl.* as given (for ClientSecurity, over --command-config's)
     security: dict[str, str] = field(default_factory=dict)
     #: lines Kafka's consumer logs as warnings (unknown configs)
@@ -198,12 +214,31 @@ def consumer_settings(props: dict[str, str]) -> ConsumerSettings:
         isolation_level=value("isolation.level"),
         metadata_max_age_ms=value("metadata.max.age.ms"),
         exclude_internal_topics=value("exclude.internal.topics"),
+        allow_auto_create_topics=value("allow.auto.create.topics"),
+        retry_backoff_ms=value("retry.backoff.ms"),
+        retry_backoff_max_ms=value("retry.backoff.max.ms"),
+        fetch_max_bytes=value("fetch.max.bytes"),
+        max_partition_fetch_bytes=value("max.partition.fetch.bytes"),
         security=security,
         notes=notes,
     )
     if s.heartbeat_interval_ms >= s.session_timeout_ms:
         raise ConsumeError("Heartbeat must be set lower than the session timeout")  # Heartbeat's check
     return s
+
+
+def auto_offset_reset(props: dict[str, str]) -> str:
+    """A KafkaConsumer's auto.offset.reset among ``props`` (default latest), checked as
+    consumer_settings checks it; the other configs are not looked at (StreamsResetter's embedded
+    consumer, which only asks for a position)."""
+    kind, _default, low, choices = APPLIED["auto.offset.reset"]
+    raw = props.get("auto.offset.reset")
+    if raw is None:
+        return "latest"
+    try:
+        return CC.parse_value("auto.offset.reset", raw, kind, low, None, choices)
+    except CC.ClientConfigError as exc:
+        raise ConsumeError(str(exc)) from None
 
 
 # ----------------------------------------------------------------------------- RangeAssignor
@@ -248,6 +283,16 @@ def read_subscription(raw) -> list[str]:
 
 
 # ----------------------------------------------------------------------------- the member
+class RebalanceListener(Protocol):
+    """ConsumerRebalanceListener: told of the partitions given up before a rejoin (an eager
+    member gives up all of them; not at the first join, which has no generation yet) and of
+    those a completed join assigned."""
+
+    def on_partitions_revoked(self, partitions: list[TopicPartition]) -> None: ...
+
+    def on_partitions_assigned(self, partitions: list[TopicPartition]) -> None: ...
+
+
 class _Rejoin(KafkatoolError):
     """A join round must start again (an error the coordinator protocol retries); caught inside
     this module."""
@@ -267,8 +312,10 @@ class GroupConsumer:
         isolation: int,
         exit_at_end: bool = False,
         log: Callable[[str], None],
+        listener: RebalanceListener | None = None,
     ):
         assert settings.group_id is not None
+        self.listener = listener
         self.admin = admin
         self.s = settings
         self.group = settings.group_id
@@ -278,7 +325,14 @@ class GroupConsumer:
         self.reset = {"earliest": EARLIEST_TIMESTAMP, "latest": LATEST_TIMESTAMP, "none": None}[
             settings.auto_offset_reset or "latest"
         ]
-        self.fetcher = LiveConsumer(admin, isolation, exit_at_end=exit_at_end, reset=self.reset)
+        self.fetcher = LiveConsumer(
+            admin,
+            isolation,
+            exit_at_end=exit_at_end,
+            reset=self.reset,
+            max_bytes=settings.fetch_max_bytes,
+            partition_max_bytes=settings.max_partition_fetch_bytes,
+        )
         self.exit_at_end = exit_at_end
         self.member_id = ""
         self.generation = -1
@@ -294,6 +348,8 @@ class GroupConsumer:
         self.next_heartbeat = now
         self.next_commit = now + settings.auto_commit_interval_ms / 1000
         self.next_metadata = now
+        #: metadata answers in a row without the subscribed topic
+        self._missing = 0
         self._refresh_metadata()
 
     # -- what is subscribed ------------------------------------------------------------------------
@@ -302,12 +358,25 @@ class GroupConsumer:
         """Metadata of the subscription (a pattern: every topic); a rejoin where it changed what
         this member subscribes or, on the leader, a subscribed topic's partition count."""
         wanted = None if self.pattern is not None else sorted({self.topic, *self.group_topics})
-        meta = self.admin.metadata(wanted, keep=True)
+        meta = self._metadata(wanted)
         self.next_metadata = time.monotonic() + self.s.metadata_max_age_ms / 1000
         if self.pattern is not None:
             topics = matching_topics(meta, self.pattern, exclude_internal=self.s.exclude_internal_topics)
         else:
             topics = [self.topic]  # subscribe(Collections.singletonList(topic)), as it is
+            try:
+                topic_partitions(meta, self.topic, None)
+                self._missing = 0
+            except NotYet as exc:
+                # Kafka's consumer asks again, retry.backoff.ms doubling up to retry.backoff.max.ms
+                # apart, while a subscribed topic is unknown (Metadata.requestUpdate); the group
+                # gives this member nothing of it meanwhile
+                if not self._missing:
+                    self.log(waiting_line(exc))
+                self.next_metadata = time.monotonic() + backoff_s(
+                    self._missing, self.s.retry_backoff_ms, self.s.retry_backoff_max_ms
+                )
+                self._missing += 1
         if topics != self.subscribed:
             if self.joined:
                 self._request_rejoin(f"subscription changed to {topics}")
@@ -319,6 +388,13 @@ class GroupConsumer:
                     "cached metadata has changed from "
                     + f"{self.assigned_snapshot} at the beginning of the rebalance to {now}"
                 )
+
+    def _metadata(self, topics: list[str] | None):
+        """A Metadata request as the consumer's (ConsumerMetadata): the named topics with
+        allowAutoTopicCreation (allow.auto.create.topics), every topic for a pattern, without."""
+        return self.admin.metadata(
+            topics, keep=True, auto_create=topics is not None and self.s.allow_auto_create_topics
+        )
 
     # -- the loop ---------------------------------------------------------------------------------
 
@@ -408,6 +484,9 @@ class GroupConsumer:
         if self.joined and self.fetcher.partitions:
             if self.s.enable_auto_commit:
                 self.commit(sync=True)
+        if self.listener is not None and self.generation != -1 and self.member_id:
+            # EAGER onJoinPrepare: every partition revoked (none lost: the generation is kept)
+            self.listener.on_partitions_revoked(list(self.fetcher.partitions))
         self.fetcher.assign({})
         self.joined = False
         self.leader = False
@@ -456,9 +535,10 @@ class GroupConsumer:
                 m.member_id: (read_subscription(m.metadata), m.group_instance_id) for m in resp.members
             }
             self.group_topics = sorted({t for topics, _ in members.values() for t in topics})
-            meta = self.admin.metadata(self.group_topics or [], keep=True) if self.group_topics else None
+            meta = self._metadata(self.group_topics) if self.group_topics else None
             counts = {t: len(meta.topics[t]) for t in self.group_topics if meta and t in meta.topics}
-            self.assigned_snapshot = dict(counts)
+            # a subscribed topic without metadata counts 0: its creation is a change (a rejoin)
+            self.assigned_snapshot = {t: counts.get(t, 0) for t in self.group_topics}
             plan = range_assign(counts, members)
             assignments = [
                 SyncGroupRequestAssignment(member_id=m, assignment=assignment_bytes(tps))
@@ -477,8 +557,12 @@ class GroupConsumer:
         if sresp.error_code:
             self._group_error(sresp.error_code, "SyncGroup")
         self.generation = generation
+        assigned = IT.assigned_partitions(sresp.assignment)
+        if self.listener is not None:
+            # onJoinComplete: the listener hears of the assignment before the positions are fetched
+            self.listener.on_partitions_assigned(list(assigned))
         # positioned before the round counts as done: a coordinator error in OffsetFetch joins again
-        self._position(IT.assigned_partitions(sresp.assignment))
+        self._position(assigned)
         self.rejoin_reason = None
         self.joined = True
         self._failures = 0

@@ -6,14 +6,25 @@ The partition rules (offline, under-replicated, under/at min ISR, replicas or le
 that are not live) and the leftover-throttle rule are ``kafkatool zk check``'s own
 (:func:`kafkatool.zk.check.partition_findings`, :func:`~kafkatool.zk.check.throttle_findings`),
 source-neutral functions it runs over its ZooKeeper snapshot.
+
+Transactions (a live cluster only): hanging transactions by Kafka 3.7's find-hanging rule
+(:func:`kafkatool.broker.txn.views.hanging`, fed by :mod:`kafkatool.broker.txn.live`'s
+DescribeProducers and coordinator view), and last stable offsets that trail their high
+watermarks (ListOffsets READ_COMMITTED against READ_UNCOMMITTED, :mod:`kafkatool.assign.offsets`)
+for longer than the same threshold. Every request is batched per broker: DescribeProducers and
+two ListOffsets per leader, ListTransactions per broker, FindCoordinator once and
+DescribeTransactions per coordinator.
 """
 
 from __future__ import annotations
 
+import re
+import shlex
 import statistics
+import time
 from dataclasses import dataclass, field
 
-from kafkatool.zk.check import ERROR, WARNING, PartitionView, partition_findings, throttle_findings
+from kafkatool.zk.check import ERROR, INFO, WARNING, PartitionView, partition_findings, throttle_findings
 
 #: leader.imbalance.per.broker.percentage's default: the controller rebalances past it
 DEFAULT_IMBALANCE_PERCENT = 10
@@ -28,6 +39,8 @@ class Finding:
     message: str
     #: the command that fixes it (empty when an operator has to look first)
     fix: str = ""
+    #: the topic it is about (None: a broker, group or the cluster); --topic filters on it
+    topic: str | None = field(default=None, compare=False)
 
     def to_json(self) -> dict:
         return {
@@ -62,6 +75,28 @@ class ClusterView:
     unreachable: dict[int, str] = field(default_factory=dict)
     #: where the view came from, for the messages
     source: str = ""
+    #: the transactions check's data (None: not run: ZooKeeper only, or not asked for)
+    transactions: TransactionView | None = None
+    #: the connection options a fix command needs (``--bootstrap-server H:P ...``)
+    connect: str = ""
+
+
+@dataclass
+class TransactionView:
+    """What the transactions findings are judged on, read from a live cluster."""
+
+    #: when the producers were described (epoch ms): ages are measured from it
+    now_ms: int
+    #: each partition checked: its leader's active producers (DescribeProducers)
+    producers: dict[tuple[str, int], object] = field(default_factory=dict)
+    #: (last stable offset, high watermark) of each partition ListOffsets answered for
+    offsets: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict)
+    #: the coordinators' view of the producers asked about (live.coordinator_view); None:
+    #: it could not be read (``unchecked`` says why)
+    transactional_ids: dict[int, str] | None = field(default_factory=dict)
+    descriptions: dict[str, object] = field(default_factory=dict)
+    #: why partitions could not be checked: reason -> partitions
+    unchecked: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------- health
@@ -75,9 +110,23 @@ class Thresholds:
     skew_ratio: float = 2.0
     skew_min_bytes: int = 64 * 1024 * 1024
     max_lag: int = 10_000
+    #: find-hanging's --max-transaction-timeout (Kafka's default: 15 minutes), also how long a
+    #: last stable offset may trail its high watermark
+    max_transaction_timeout_ms: int = 15 * 60_000
+    #: only findings about these topics' partitions and these topics (brokers, groups and the
+    #: cluster are always checked); Kafka's TopicFilter regex
+    topics: re.Pattern | None = None
 
 
 def check(view: ClusterView, t: Thresholds) -> list[Finding]:
+    f = _check(view, t)
+    f += transaction_findings(view.transactions, t, view.connect)
+    if t.topics is not None:
+        f = [x for x in f if x.topic is None or t.topics.fullmatch(x.topic)]
+    return f
+
+
+def _check(view: ClusterView, t: Thresholds) -> list[Finding]:
     f: list[Finding] = []
     if view.controller is None or view.controller < 0:
         f.append(Finding("controller_missing", ERROR, "cluster", "no broker is acting as controller", ""))
@@ -105,7 +154,7 @@ def check(view: ClusterView, t: Thresholds) -> list[Finding]:
                 "under_min_isr": "",
                 "at_min_isr": "",
             }[kind]
-            f.append(Finding(kind, sev, p.name, msg, fix))
+            f.append(Finding(kind, sev, p.name, msg, fix, p.topic))
     # preferred leaders: per broker, the share of the partitions it should lead that it does not
     should: dict[int, int] = {}
     not_led: dict[int, int] = {}
@@ -140,6 +189,7 @@ def check(view: ClusterView, t: Thresholds) -> list[Finding]:
                     f"topic {topic}",
                     f"topic {topic}'s partitions have replication factors {sorted(sizes)}",
                     "kafkatool reassign ...",
+                    topic,
                 )
             )
         if t.min_replication_factor is not None and rf < t.min_replication_factor:
@@ -150,6 +200,7 @@ def check(view: ClusterView, t: Thresholds) -> list[Finding]:
                     f"topic {topic}",
                     f"topic {topic} has replication factor {rf}, below the stated minimum {t.min_replication_factor}",
                     "kafkatool reassign ... (add replicas)",
+                    topic,
                 )
             )
         elif (
@@ -166,6 +217,7 @@ def check(view: ClusterView, t: Thresholds) -> list[Finding]:
                     f"topic {topic} has replication factor {rf}; the cluster's default.replication.factor is "
                     f"{view.default_replication_factor}",
                     "kafkatool reassign ... (or state the intended minimum with --min-replication-factor)",
+                    topic,
                 )
             )
     if view.sizes:
@@ -186,6 +238,7 @@ def check(view: ClusterView, t: Thresholds) -> list[Finding]:
                             f"{topic}-{part} holds {size} bytes, {size / max(median, 1):.1f}x its topic's median "
                             f"of {int(median)} (keys hash unevenly, or a producer pins one partition)",
                             "",
+                            topic,
                         )
                     )
     for group, lag in sorted((view.group_lag or {}).items()):
@@ -207,6 +260,7 @@ def check(view: ClusterView, t: Thresholds) -> list[Finding]:
                 f"{topic}-{part}",
                 f"{topic}-{part} is being reassigned",
                 "kafkatool reassign verify",
+                topic,
             )
         )
     moving = {t_ for t_, _ in view.reassigning}
@@ -218,6 +272,122 @@ def check(view: ClusterView, t: Thresholds) -> list[Finding]:
                 subject,
                 msg,
                 "kafkatool reassign verify (clears throttles), or kafkatool configs alter --delete-config",
+                subject.removeprefix("topic ") if subject.startswith("topic ") else None,
+            )
+        )
+    return f
+
+
+# ----------------------------------------------------------------------------- transactions
+
+
+def _minutes(ms: int) -> str:
+    """A duration for the messages: seconds under a minute, else minutes (one decimal)."""
+    if ms < 60_000:
+        return f"{max(ms, 0) // 1000} s"
+    return f"{ms // 60_000} min" if ms % 60_000 == 0 else f"{ms / 60_000:.1f} min"
+
+
+def _listed(tps: list[tuple[str, int]], most: int = 5) -> str:
+    names = [f"{t}-{p}" for t, p in sorted(tps)]
+    more = f" and {len(names) - most} more" if len(names) > most else ""
+    return ", ".join(names[:most]) + more
+
+
+def transaction_findings(tv: TransactionView | None, t: Thresholds, connect: str = "") -> list[Finding]:
+    """Hanging transactions (Kafka 3.7's find-hanging rule, views.hanging, with
+    ``max_transaction_timeout_ms``), then last stable offsets trailing their high watermarks
+    for longer than that, pinned by a transaction that is not hanging (its coordinator still
+    holds it: a long transaction, or one whose markers are not written)."""
+    from kafkatool.broker.txn import views as V
+
+    if tv is None:
+        return []
+    f: list[Finding] = []
+    for reason, tps in sorted(tv.unchecked.items()):
+        f.append(
+            Finding(
+                "transactions_not_checked",
+                INFO,
+                f"{tps[0][0]}-{tps[0][1]}" if len(tps) == 1 else "cluster",
+                f"transactions not checked on {len(tps)} partition{'s' * (len(tps) != 1)} "
+                f"({_listed(tps)}): {reason}",
+                "",
+                tps[0][0] if len({tp[0] for tp in tps}) == 1 else None,
+            )
+        )
+    if tv.transactional_ids is None:
+        return f
+    pre = f"kafkatool transactions {{}} {connect} " if connect else "kafkatool transactions {} "
+    producers = [pp for pp in tv.producers.values()]
+    max_ms = t.max_transaction_timeout_ms
+    groups = V.by_producer(V.candidates(producers, tv.now_ms, max_ms))
+    hanging = V.hanging(groups, tv.transactional_ids, tv.descriptions)
+    pinned = {(o.topic, o.partition, o.producer.producer_id) for o in hanging}
+    for o in hanging:
+        pr = o.producer
+        if o.transactional_id is None:
+            why = "no transactional id at any coordinator holds the producer id"
+        elif o.coordinator_state is None:
+            why = f"its transactional id {o.transactional_id} is unknown to its coordinator"
+        else:
+            why = (
+                f"the {o.coordinator_state} transaction of its transactional id {o.transactional_id} "
+                f"does not include {o.topic}-{o.partition}"
+            )
+        offsets = tv.offsets.get((o.topic, o.partition))
+        where = f" (high watermark {offsets[1]})" if offsets else ""
+        f.append(
+            Finding(
+                "hanging_transaction",
+                ERROR,
+                f"{o.topic}-{o.partition}",
+                f"{o.topic}-{o.partition} has a hanging transaction: producer id {pr.producer_id}, epoch "
+                f"{pr.producer_epoch}, open since offset {pr.current_txn_start_offset}{where}, last written "
+                f"{_minutes(tv.now_ms - pr.last_timestamp)} ago (threshold {_minutes(max_ms)}); {why}, so "
+                "no marker will end it: the last stable offset stays there, read_committed consumers stall "
+                "and the cleaner cannot compact past it",
+                pre.format("abort") + f"--topic {shlex.quote(o.topic)} --partition {o.partition} "
+                f"--start-offset {pr.current_txn_start_offset}",
+                o.topic,
+            )
+        )
+    for (topic, part), (lso, hw) in sorted(tv.offsets.items()):
+        pp = tv.producers.get((topic, part))
+        if lso >= hw or pp is None:
+            continue
+        pr = next((x for x in pp.producers if x.current_txn_start_offset == lso), None)
+        if pr is None or (topic, part, pr.producer_id) in pinned:
+            continue  # ended since it was asked, or the hanging finding above
+        tid = tv.transactional_ids.get(pr.producer_id)
+        desc = tv.descriptions.get(tid) if tid is not None else None
+        if desc is not None and (topic, part) in desc.partitions and desc.start_ms >= 0:
+            age = tv.now_ms - desc.start_ms
+            what = (
+                f"the transaction of transactional id {tid} (producer id {pr.producer_id}, epoch "
+                f"{pr.producer_epoch}), {desc.state} at its coordinator (broker {desc.coordinator}) for "
+                f"{_minutes(age)}, transaction.timeout.ms {desc.timeout_ms}"
+            )
+            fix = pre.format("describe") + f"--transactional-id {shlex.quote(tid)}"
+        else:
+            age = tv.now_ms - pr.last_timestamp
+            what = (
+                f"the open transaction of producer id {pr.producer_id} (epoch {pr.producer_epoch}), last "
+                f"written {_minutes(age)} ago"
+            )
+            fix = pre.format("describe-producers") + f"--topic {shlex.quote(topic)} --partition {part}"
+        if age <= max_ms:
+            continue
+        f.append(
+            Finding(
+                "last_stable_offset_stuck",
+                WARNING,
+                f"{topic}-{part}",
+                f"{topic}-{part}'s last stable offset {lso} trails its high watermark {hw} by {hw - lso} "
+                f"offsets (threshold {_minutes(max_ms)}): {what}; read_committed consumers wait at {lso} "
+                "until it ends",
+                fix,
+                topic,
             )
         )
     return f
@@ -226,8 +396,16 @@ def check(view: ClusterView, t: Thresholds) -> list[Finding]:
 # ----------------------------------------------------------------------------- loaders
 
 
-def load_from_api(admin, *, with_lag: bool = True, with_sizes: bool = True) -> ClusterView:
-    """Metadata, configs, reassignments, log dir sizes and group lag of a live cluster."""
+def load_from_api(
+    admin,
+    *,
+    with_lag: bool = True,
+    with_sizes: bool = True,
+    max_transaction_timeout_ms: int | None = None,
+    topics: re.Pattern | None = None,
+) -> ClusterView:
+    """Metadata, configs, reassignments, log dir sizes and group lag of a live cluster; with
+    ``max_transaction_timeout_ms``, the transactions of the partitions ``topics`` takes too."""
     from kafkatool.assign.kafka_client import KafkaAdminError, describe_configs, describe_topic_configs
     from kafkatool.protocol.apis import API_BY_KEY
 
@@ -279,7 +457,66 @@ def load_from_api(admin, *, with_lag: bool = True, with_sizes: bool = True) -> C
         for gid in sorted(live.list_groups(admin)):
             g = live.describe(admin, gid)
             view.group_lag[gid] = sum(r.lag for r in g.rows if r.lag is not None)
+    if max_transaction_timeout_ms is not None:
+        checked = [p for p in view.partitions if topics is None or topics.fullmatch(p.topic)]
+        view.transactions = _transactions(admin, checked, view.unreachable, max_transaction_timeout_ms)
     return view
+
+
+def _transactions(
+    admin, partitions: list[PartitionView], unreachable: dict[int, str], max_ms: int
+) -> TransactionView:
+    """DescribeProducers and the last stable offset and high watermark (ListOffsets LATEST,
+    READ_COMMITTED and READ_UNCOMMITTED) of each partition at its leader, then what the
+    coordinators hold of the producers that matter: find-hanging's candidates and each producer
+    whose open transaction pins a last stable offset. A partition without a reachable leader is
+    left out (the offline or unreachable finding names it)."""
+    from kafkatool.assign import offsets as OF
+    from kafkatool.assign.kafka_client import KafkaAdminError
+    from kafkatool.broker.txn import live
+    from kafkatool.broker.txn import views as V
+    from kafkatool.log.log import LATEST_TIMESTAMP
+
+    tps = [(p.topic, p.partition) for p in partitions if p.leader >= 0 and p.leader not in unreachable]
+    tv = TransactionView(now_ms=int(time.time() * 1000))
+    if not tps:
+        return tv
+    try:
+        answers = live.describe_producers(admin, tps)
+    except KafkaAdminError as exc:
+        answers = {tp: exc for tp in tps}
+    for tp, a in answers.items():
+        if isinstance(a, Exception):
+            tv.unchecked.setdefault(f"DescribeProducers: {a}", []).append(tp)
+        else:
+            tv.producers[tp] = a
+    tv.now_ms = int(time.time() * 1000)
+    asked = sorted(tv.producers)
+    if asked:
+        try:
+            committed = OF.list_offsets(admin, asked, LATEST_TIMESTAMP, isolation=OF.READ_COMMITTED)
+            high = OF.list_offsets(admin, asked, LATEST_TIMESTAMP, isolation=OF.READ_UNCOMMITTED)
+        except KafkaAdminError as exc:
+            committed, high = {}, {}
+            tv.unchecked.setdefault(f"ListOffsets: {exc}", []).extend(asked)
+        for tp in asked if committed else ():
+            c, h = committed[tp], high[tp]
+            if c.error or h.error:
+                tv.unchecked.setdefault(f"ListOffsets: {c.error or h.error}", []).append(tp)
+            else:
+                tv.offsets[tp] = (c.offset, h.offset)
+    pids = {o.producer.producer_id for o in V.candidates(list(tv.producers.values()), tv.now_ms, max_ms)}
+    for tp, (lso, hw) in tv.offsets.items():
+        if lso < hw:
+            pids |= {
+                pr.producer_id for pr in tv.producers[tp].producers if pr.current_txn_start_offset == lso
+            }
+    try:
+        tv.transactional_ids, tv.descriptions = live.coordinator_view(admin, pids)
+    except KafkaAdminError as exc:
+        tv.transactional_ids = None
+        tv.unchecked.setdefault(str(exc), []).extend(asked)
+    return tv
 
 
 def _sizes(admin, brokers: list[int], leaders: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:

@@ -62,12 +62,32 @@ CLIENT_MAX = {
 }
 
 
+#: retry.backoff.ms and retry.backoff.max.ms, the clients' defaults (KIP-580)
+RETRY_BACKOFF_MS, RETRY_BACKOFF_MAX_MS = 100, 1000
+
+
+def backoff_s(
+    attempts: int, backoff_ms: float = RETRY_BACKOFF_MS, max_ms: float = RETRY_BACKOFF_MAX_MS
+) -> float:
+    """Kafka's clients' ExponentialBackoff(retry.backoff.ms, 2, retry.backoff.max.ms) without its
+    jitter, in seconds: the wait before try ``attempts + 1`` (0: the first retry), the one rule of
+    the producer's retries, the consumer's metadata refreshes and the admin calls' retries."""
+    if backoff_ms >= max_ms:
+        return backoff_ms / 1000
+    return min(backoff_ms * 2 ** min(attempts, 40), max_ms) / 1000
+
+
 class KafkaAdminError(KafkatoolError):
     """A failed admin operation; ``code`` is Kafka's error code when the broker sent one."""
 
     def __init__(self, message: str, code: int | None = None):
         super().__init__(message)
         self.code = code
+
+
+class RequestTimeout(KafkaAdminError):
+    """No answer within the client's request timeout (Kafka's NetworkClient: request.timeout.ms,
+    after which the connection is closed and the request failed)."""
 
 
 def error_name(code: int) -> str:
@@ -112,22 +132,129 @@ def client_security():
     return _client_security
 
 
+@dataclass
+class AdminTimeouts:
+    """How long and how often Kafka's admin client asks again for a call that failed with a
+    retriable error or a lost connection (KafkaAdminClient.Call.fail): until
+    default.api.timeout.ms after the call was made, retry.backoff.ms doubling up to
+    retry.backoff.max.ms apart (:func:`backoff_s`)."""
+
+    api_timeout_ms: int = 60000
+    backoff_ms: int = RETRY_BACKOFF_MS
+    backoff_max_ms: int = RETRY_BACKOFF_MAX_MS
+
+    def backoff(self, attempts: int) -> float:
+        return backoff_s(attempts, self.backoff_ms, self.backoff_max_ms)
+
+    def attempts(self):
+        """A call's tries as Kafka's admin client makes them (KafkaAdminClient.Call): yields
+        0, 1, 2, ..., the first at once and each next after :meth:`backoff`, until
+        default.api.timeout.ms after the first (a try due after that is not made: the loop
+        ends at the deadline). The caller breaks out on an answer it keeps."""
+        import time
+
+        deadline = time.monotonic() + self.api_timeout_ms / 1000
+        attempt = 0
+        while True:
+            yield attempt
+            if self.wait(attempt, deadline):
+                return
+            attempt += 1
+
+    def wait(self, attempts: int, deadline: float) -> bool:
+        """The pause after failed try ``attempts + 1`` of a call due by ``deadline``
+        (time.monotonic()); True when the call timed out instead: a next try would come after the
+        deadline, so it waits until then and gives up (a call times out at its deadline)."""
+        import time
+
+        pause = self.backoff(attempts)
+        left = deadline - time.monotonic()
+        if pause >= left:
+            time.sleep(max(0.0, left))
+            return True
+        time.sleep(pause)
+        return False
+
+
+def admin_timeouts() -> AdminTimeouts:
+    """The admin client's default.api.timeout.ms, retry.backoff.ms and retry.backoff.max.ms from
+    --command-config (AdminClientConfig's defaults where not set), parsed as its ConfigDef parses
+    them; a default.api.timeout.ms set below request.timeout.ms is refused in Kafka's words
+    (KafkaAdminClient.configureDefaultApiTimeoutMs), one not set is raised to it."""
+    from kafkatool.assign.client_config import parse_value
+
+    props = _client_security.props if _client_security is not None else {}
+
+    def get(name: str, kind: str, default: str) -> int:
+        return parse_value(name, props.get(name, default), kind, 0)
+
+    request_timeout = get("request.timeout.ms", "INT", "30000")
+    api_timeout = get("default.api.timeout.ms", "INT", "60000")
+    if api_timeout < request_timeout:
+        if "default.api.timeout.ms" in props:
+            raise KafkaAdminError(
+                "The specified value of default.api.timeout.ms must be no smaller than the value of "
+                "request.timeout.ms."
+            )
+        api_timeout = request_timeout
+    return AdminTimeouts(
+        api_timeout,
+        get("retry.backoff.ms", "LONG", str(RETRY_BACKOFF_MS)),
+        get("retry.backoff.max.ms", "LONG", str(RETRY_BACKOFF_MAX_MS)),
+    )
+
+
+def _connect(host: str, port: int, timeout: float, send_buffer: int, receive_buffer: int) -> socket.socket:
+    """socket.create_connection, with SO_SNDBUF / SO_RCVBUF set before the connect as Kafka's
+    Selector sets send.buffer.bytes / receive.buffer.bytes (-1: the OS's own, autotuned)."""
+    if send_buffer < 0 and receive_buffer < 0:
+        return socket.create_connection((host, port), timeout=timeout)
+    last: OSError | None = None
+    for family, kind, proto, _name, address in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM):
+        sock = socket.socket(family, kind, proto)
+        try:
+            if send_buffer >= 0:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
+            if receive_buffer >= 0:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+            sock.settimeout(timeout)
+            sock.connect(address)
+            return sock
+        except OSError as exc:
+            sock.close()
+            last = exc
+    raise last if last is not None else OSError(f"no address for {host}")
+
+
 class Connection:
     """One socket to one broker, with the API versions it advertised."""
 
-    def __init__(self, host: str, port: int, *, timeout: float, client_id: str = CLIENT_ID, security=None):
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        timeout: float,
+        client_id: str = CLIENT_ID,
+        security=None,
+        buffers: tuple[int, int] = (-1, -1),
+    ):
         self.address = f"{host}:{port}"
         self.timeout = timeout
         self.client_id = client_id
         self._correlation = 0
         connect_timeout = min(timeout, CONNECT_TIMEOUT)
         try:
-            self.sock = socket.create_connection((host, port), timeout=connect_timeout)
+            self.sock = _connect(host, port, connect_timeout, *buffers)
         except TimeoutError:
             raise KafkaAdminError(f"{self.address}: no connection within {connect_timeout:g}s") from None
         except OSError as exc:
             raise KafkaAdminError(f"{self.address}: cannot connect: {exc.strerror or exc}") from None
-        self.sock.settimeout(timeout)
+        # the connection's set-up (TLS, ApiVersions, SASL) gets at least CONNECT_TIMEOUT, as
+        # Kafka's clients bound it by socket.connection.setup.timeout.ms, not by a short
+        # request.timeout.ms; its requests get ``timeout`` from then on
+        self.timeout = max(timeout, CONNECT_TIMEOUT)
+        self.sock.settimeout(self.timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.versions: dict[int, tuple[int, int]] = {}
         security = security if security is not None else _client_security
@@ -137,6 +264,8 @@ class Connection:
             self._negotiate()
             if security is not None:
                 security.authenticate(self._roundtrip)
+            self.timeout = timeout
+            self.sock.settimeout(timeout)
         except KafkaAdminError:
             self.close()
             raise
@@ -161,7 +290,7 @@ class Connection:
             try:
                 chunk = self.sock.recv(n - len(buf))
             except TimeoutError:
-                raise KafkaAdminError(f"{self.address}: no response within {self.timeout:g}s") from None
+                raise RequestTimeout(f"{self.address}: no response within {self.timeout:g}s") from None
             except OSError as exc:
                 raise KafkaAdminError(f"{self.address}: connection lost: {exc.strerror or exc}") from None
             if not chunk:
@@ -310,10 +439,20 @@ class ClusterMetadata:
 class KafkaAdmin:
     """Bootstrap + one connection per node id; use as a context manager."""
 
-    def __init__(self, bootstrap: str, *, timeout: float = DEFAULT_TIMEOUT, client_id: str = CLIENT_ID):
+    def __init__(
+        self,
+        bootstrap: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        client_id: str = CLIENT_ID,
+        buffers: tuple[int, int] = (-1, -1),
+    ):
+        """``timeout``: the wait for an answer (seconds); ``buffers``: every connection's
+        (send.buffer.bytes, receive.buffer.bytes), -1 the OS's."""
         self.servers = parse_bootstrap(bootstrap)
         self.timeout = timeout
         self.client_id = client_id
+        self.buffers = buffers
         self._bootstrap: Connection | None = None
         self._nodes: dict[int, Connection] = {}
         self._meta: ClusterMetadata | None = None
@@ -336,7 +475,9 @@ class KafkaAdmin:
         errors = []
         for host, port in self.servers:
             try:
-                self._bootstrap = Connection(host, port, timeout=self.timeout, client_id=self.client_id)
+                self._bootstrap = Connection(
+                    host, port, timeout=self.timeout, client_id=self.client_id, buffers=self.buffers
+                )
                 return self._bootstrap
             except KafkaAdminError as exc:
                 errors.append(str(exc))
@@ -354,7 +495,9 @@ class KafkaAdmin:
         if boot.address == f"{host}:{port}":
             conn = boot
         else:
-            conn = Connection(host, port, timeout=self.timeout, client_id=self.client_id)
+            conn = Connection(
+                host, port, timeout=self.timeout, client_id=self.client_id, buffers=self.buffers
+            )
         self._nodes[node_id] = conn
         return conn
 
@@ -385,6 +528,36 @@ class KafkaAdmin:
     ) -> Message:
         conn = self._any() if node_id is None else self.node(node_id)
         return conn.request(api_key, body, timeout=timeout)
+
+    def request_until(
+        self, api_key: int, body: Message, node_id: int, deadline: float, timeouts: AdminTimeouts
+    ) -> Message:
+        """A request to one node (Kafka's ConstantNodeIdProvider) asked again, as the admin client
+        asks, while the node cannot be reached (a broker just killed that the metadata still
+        names) or is not in the metadata (refreshed before each try), until ``deadline``
+        (time.monotonic(): the call's default.api.timeout.ms) with ``timeouts``' backoff; then
+        one line naming the call, its tries and the last failure. An answer with an error code
+        is the caller's."""
+        name = API_BY_KEY[api_key].name
+        tries = 0
+        while True:
+            tries += 1
+            try:
+                return self.request(api_key, body, node_id)
+            except KafkaAdminError as exc:
+                if exc.code is not None:
+                    raise
+                last = exc
+            self.forget(node_id)
+            if timeouts.wait(tries - 1, deadline):
+                raise KafkaAdminError(
+                    f"{name} at broker {node_id}: timed out after {tries} attempt(s) "
+                    f"(default.api.timeout.ms {timeouts.api_timeout_ms}): {last}"
+                )
+            try:
+                self.metadata(topics=[], keep=True)
+            except KafkaAdminError:
+                self.forget(None)  # the bootstrap connection failed too: another server next time
 
     # -- Metadata ---------------------------------------------------------------------------------
 

@@ -147,17 +147,22 @@ def assign_replicas(
     return result
 
 
+def replication_factor_error(replication_factor: int, n_brokers: int) -> str | None:
+    """AdminUtils.assignReplicasToBrokers' replication-factor preconditions, in the words of its
+    InvalidReplicationFactorException (None: the factor can be placed on ``n_brokers``)."""
+    if replication_factor <= 0:
+        return "Replication factor must be larger than 0."
+    if replication_factor > n_brokers:
+        return f"Replication factor: {replication_factor} larger than available brokers: {n_brokers}."
+    return None
+
+
 def validate_placement_args(brokers: Sequence[Broker], n_partitions: int, replication_factor: int) -> None:
     if n_partitions <= 0:
-        raise AssignError(f"number of partitions must be larger than 0 (got {n_partitions})")
-    if replication_factor <= 0:
-        raise AssignError(f"replication factor must be larger than 0 (got {replication_factor})")
-    if not brokers:
-        raise AssignError("no brokers to place replicas on")
-    if replication_factor > len(brokers):
-        raise AssignError(
-            f"replication factor {replication_factor} is larger than the number of brokers ({len(brokers)})"
-        )
+        raise AssignError("Number of partitions must be larger than 0.")
+    message = replication_factor_error(replication_factor, len(brokers))
+    if message is not None:
+        raise AssignError(message)
     ids = [b.id for b in brokers]
     dups = sorted({i for i in ids if ids.count(i) > 1})
     if dups:
@@ -177,10 +182,13 @@ def reassign_as_kafka(
     *,
     seed: int | None,
     start_index: int | None = None,
+    replication_factor: int | None = None,
 ) -> dict[tuple[str, int], list[int]]:
     """kafka-reassign-partitions.sh --generate: every topic placed afresh with Kafka's
     algorithm over ``brokers``, topic by topic in name order, one java.util.Random(seed)
-    drawing each topic's start index and shift (or a fixed ``start_index``)."""
+    drawing each topic's start index and shift (or a fixed ``start_index``).  Each topic keeps
+    its replication factor (Kafka takes one partition's), or takes ``replication_factor``:
+    AdminUtils places any factor from scratch."""
     by_topic: dict[str, dict[int, list[int]]] = {}
     for (t, p), r in current.items():
         by_topic.setdefault(t, {})[p] = r
@@ -188,7 +196,7 @@ def reassign_as_kafka(
     proposed = {}
     for topic in sorted(by_topic):
         parts = by_topic[topic]
-        rfs = sorted({len(r) for r in parts.values()})
+        rfs = sorted({len(r) for r in parts.values()}) if replication_factor is None else [replication_factor]
         if len(rfs) > 1:
             raise AssignError(
                 f"topic {topic} has partitions with different replication factors ({','.join(map(str, rfs))}); "

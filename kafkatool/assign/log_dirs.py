@@ -111,17 +111,25 @@ def choose_brokers(wanted: list[int], cluster_nodes: list[int]) -> BrokerChoice:
 # ----------------------------------------------------------------------------- live
 
 
-def describe_live(admin, brokers: list[int]) -> list[BrokerLogDirs]:
+def describe_live(admin, brokers: list[int], timeouts=None) -> list[BrokerLogDirs]:
     """DescribeLogDirs for every topic (``topics`` null, as Kafka's admin asks) at each broker,
     straight to that broker (not the controller).  A broker that answers no dir answers its
-    error (v4), or, before v4, CLUSTER_AUTHORIZATION_FAILED, as Kafka's admin reads it."""
-    from kafkatool.assign.kafka_client import KafkaAdminError, describe_error
+    error (v4), or, before v4, CLUSTER_AUTHORIZATION_FAILED, as Kafka's admin reads it.  A
+    broker that cannot be reached (killed, still in the metadata) is asked again until the calls'
+    default.api.timeout.ms (one deadline for all, as the admin client's concurrent calls), then
+    it is one line (:meth:`KafkaAdmin.request_until`)."""
+    import time
+
+    from kafkatool.assign.kafka_client import KafkaAdminError, admin_timeouts, describe_error
     from kafkatool.protocol.apis import API_BY_KEY
     from kafkatool.protocol.errors import ErrorCode
 
+    timeouts = timeouts or admin_timeouts()
+    deadline = time.monotonic() + timeouts.api_timeout_ms / 1000
     out = []
     for b in brokers:
-        resp = admin.request(DESCRIBE_LOG_DIRS, API_BY_KEY[DESCRIBE_LOG_DIRS].request(topics=None), b)
+        req = API_BY_KEY[DESCRIBE_LOG_DIRS].request(topics=None)
+        resp = admin.request_until(DESCRIBE_LOG_DIRS, req, b, deadline, timeouts)
         if not resp.results:
             code = getattr(resp, "error_code", 0) or ErrorCode.CLUSTER_AUTHORIZATION_FAILED
             raise KafkaAdminError(f"DescribeLogDirs at broker {b}: {describe_error(code)}", code)

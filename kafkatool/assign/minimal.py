@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 
 from kafkatool.assign.balance import ClusterState
@@ -36,33 +37,44 @@ def plan_minimal(
 ) -> dict[TopicPartition, list[int]]:
     """The new assignment of every partition in ``current`` (unchanged ones included)."""
     state = ClusterState(current, brokers, rack_aware=rack_aware, other_racks=other_racks)
-    ideal = replica_targets(state, fractional=True)
-    rack_members: dict[object, list[int]] = {}
-    for b in state.targets:
-        rack_members.setdefault(state.rack_of.get(b) if state.rack_aware else None, []).append(b)
-
-    def load(b: int) -> tuple:
-        """How far above its fair share a broker's rack is, then the broker itself."""
-        members = rack_members.get(state.rack_of.get(b) if state.rack_aware else None, [b])
-        rack_over = sum(state.count.get(m, 0) - ideal.get(m, 0) for m in members)
-        return (rack_over, state.count.get(b, 0) - ideal.get(b, 0))
-
+    load = fair_share_load(state)
     state.evacuate(load)
     state.fix_racks(load)
     # The forced moves are done: hand the "+1" slots to the brokers that hold most now.
-    _balance_counts(state, replica_targets(state))
+    balance_counts(state, replica_targets(state))
     if balance_leaders:
         state.balance_leaders()
     return state.assignment()
 
 
-def replica_targets(state: ClusterState, *, fractional: bool = False) -> dict[int, float]:
-    """Exact replica count per target broker (or its fair share, ``fractional``)."""
-    total = sum(len(r) for r in state.parts.values())
+def fair_share_load(state: ClusterState, factor: int | None = None) -> Callable[[int], tuple]:
+    """A broker's load as the count planners rank it, read live: how far above its fair share
+    (``replica_targets``, every partition at ``factor`` replicas if given) the broker's rack is,
+    then the broker itself."""
+    ideal = replica_targets(state, fractional=True, factor=factor)
+    rack_members: dict[object, list[int]] = {}
+    for b in state.targets:
+        rack_members.setdefault(state.rack_of.get(b) if state.rack_aware else None, []).append(b)
+
+    def load(b: int) -> tuple:
+        members = rack_members.get(state.rack_of.get(b) if state.rack_aware else None, [b])
+        rack_over = sum(state.count.get(m, 0) - ideal.get(m, 0) for m in members)
+        return (rack_over, state.count.get(b, 0) - ideal.get(b, 0))
+
+    return load
+
+
+def replica_targets(
+    state: ClusterState, *, fractional: bool = False, factor: int | None = None
+) -> dict[int, float]:
+    """Exact replica count per target broker (or its fair share, ``fractional``); with
+    ``factor``, as if every partition had that many replicas."""
+    rfs = [factor if factor is not None else len(r) for r in state.parts.values()]
+    total = sum(rfs)
     groups: dict[object, list[int]] = {}
     for b in state.targets:
         groups.setdefault(state.rack_of.get(b) if state.rack_aware else None, []).append(b)
-    group_totals = _group_totals(state, groups, total)
+    group_totals = _group_totals(state, groups, total, rfs)
     targets: dict[int, float] = {}
     for key, members in groups.items():
         if fractional:
@@ -75,14 +87,15 @@ def replica_targets(state: ClusterState, *, fractional: bool = False) -> dict[in
     return targets
 
 
-def _group_totals(state: ClusterState, groups: dict[object, list[int]], total: int) -> dict[object, int]:
+def _group_totals(
+    state: ClusterState, groups: dict[object, list[int]], total: int, rfs: list[int]
+) -> dict[object, int]:
     if len(groups) == 1:
         return {next(iter(groups)): total}
     n_racks = len(groups)
     lo = dict.fromkeys(groups, 0)
     hi = dict.fromkeys(groups, 0)
-    for replicas in state.parts.values():
-        rf = len(replicas)
+    for rf in rfs:
         for key, members in groups.items():
             if rf >= n_racks:
                 lo[key] += 1
@@ -136,7 +149,12 @@ def _water_fill(
     return filled(points[-1])
 
 
-def _balance_counts(state: ClusterState, targets: Mapping[int, int]) -> None:
+def balance_counts(state: ClusterState, targets: Mapping[int, int], *, free_only: bool = False) -> None:
+    """Move replicas from brokers above their target count to brokers below it.
+
+    ``free_only``: only moves that copy nothing more than the plan already copies (a replica
+    the plan added moves on, or a partition keeps a broker that held it instead of another
+    that holds it), and never a preferred leader."""
     lo_lead, hi_lead = state.leader_bounds()
 
     def excess() -> dict[int, int]:
@@ -156,6 +174,16 @@ def _balance_counts(state: ClusterState, targets: Mapping[int, int]) -> None:
             return False
         return None
 
+    def cost(tp: TopicPartition, src: int, dst: int) -> int:
+        """Replicas the move src -> dst adds to those the plan copies (-1, 0 or 1)."""
+        orig = state.original[tp]
+        return (dst not in orig) - (src not in orig)
+
+    def allowed(tp: TopicPartition, src: int, dst: int) -> bool:
+        if not state.can_move(tp, src, dst):
+            return False
+        return not free_only or (cost(tp, src, dst) <= 0 and state.parts[tp][0] != src)
+
     def skew(topic: str, src: int, dst: int) -> int:
         return state.topic_count.get((topic, src), 0) - state.topic_count.get((topic, dst), 0)
 
@@ -166,23 +194,20 @@ def _balance_counts(state: ClusterState, targets: Mapping[int, int]) -> None:
         adding to the replicas moved.  Then the topic most skewed towards src, a leader or a
         follower as the leader balance asks, partitions not moved yet first (each keeps an
         original replica where it can)."""
-
-        def cost(tp: TopicPartition) -> int:
-            orig = state.original[tp]
-            return (dst not in orig) - (src not in orig)
-
         moved = 0
         cands = sorted(
             (tp for tp in state.on_broker.get(src, ()) if state.can_move(tp, src, dst)),
-            key=lambda tp: (cost(tp), state.parts[tp] != state.original[tp], tp),
+            key=lambda tp: (cost(tp, src, dst), state.parts[tp] != state.original[tp], tp),
         )
         paid = []
         for tp in cands:
-            if cost(tp) > 0:
+            if cost(tp, src, dst) > 0:
                 paid.append(tp)
-            elif moved < k and state.can_move(tp, src, dst):
+            elif moved < k and allowed(tp, src, dst):
                 state.move(tp, src, dst)
                 moved += 1
+        if free_only:
+            return moved
         groups: dict[str, tuple[list, list]] = {}
         for tp in paid:
             groups.setdefault(tp[0], ([], []))[0 if state.parts[tp][0] == src else 1].append(tp)
@@ -208,9 +233,37 @@ def _balance_counts(state: ClusterState, targets: Mapping[int, int]) -> None:
         return moved
 
     def best(src: int, dst: int) -> TopicPartition | None:
-        return next((tp for tp in sorted(state.on_broker.get(src, ())) if state.can_move(tp, src, dst)), None)
+        return next((tp for tp in sorted(state.on_broker.get(src, ())) if allowed(tp, src, dst)), None)
 
-    while True:
+    def free_path(sources: list[int], sinks: set[int]) -> list[tuple[TopicPartition, int, int]] | None:
+        """The shortest chain of free moves from a broker of ``sources`` to one of ``sinks``
+        (each step a follower moving to a broker that held the partition, or a replica the plan
+        added moving on)."""
+        prev: dict[int, tuple[int, TopicPartition] | None] = dict.fromkeys(sources)
+        queue = deque(sources)
+        while queue:
+            a = queue.popleft()
+            for tp in sorted(state.on_broker.get(a, ())):
+                replicas = state.parts[tp]
+                if replicas[0] == a:
+                    continue
+                orig = state.original[tp]
+                for c in orig if a in orig else state.targets:
+                    if c in prev or c in replicas or not state.can_move(tp, a, c):
+                        continue
+                    prev[c] = (a, tp)
+                    if c in sinks:
+                        path = []
+                        node = c
+                        while prev[node] is not None:
+                            a2, tp2 = prev[node]
+                            path.append((tp2, a2, node))
+                            node = a2
+                        return path[::-1]
+                    queue.append(c)
+        return None
+
+    for _ in range(sum(state.count.values()) + 1):
         ex, de = excess(), deficit()
         if not ex or not de:
             return
@@ -225,6 +278,15 @@ def _balance_counts(state: ClusterState, targets: Mapping[int, int]) -> None:
                 break
         if done:
             continue
+        if free_only:
+            path = free_path(sorted(ex, key=lambda b: (-ex[b], b)), set(de))
+            if path is None:
+                return
+            for tp, a, c in path:
+                if not allowed(tp, a, c):
+                    break
+                state.move(tp, a, c)
+            continue
         # No direct move keeps the rack rule: go through a broker that is at its target.
         for src in sorted(ex, key=lambda b: (-ex[b], b)):
             for dst in sorted(de, key=lambda d: (-de[d], d)):
@@ -238,7 +300,7 @@ def _balance_counts(state: ClusterState, targets: Mapping[int, int]) -> None:
                         (
                             tp
                             for tp in sorted(state.on_broker.get(src, ()))
-                            if tp != tp2 and state.can_move(tp, src, mid)
+                            if tp != tp2 and allowed(tp, src, mid)
                         ),
                         None,
                     )

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafkatool.assign.kafka_client import KafkaAdmin, KafkaAdminError, describe_error
+from kafkatool.assign.kafka_client import KafkaAdmin, KafkaAdminError, admin_timeouts, describe_error
 from kafkatool.assign.topics import topic_regex
 from kafkatool.log.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from kafkatool.protocol.apis import API_BY_KEY
@@ -21,15 +21,16 @@ from kafkatool.protocol.errors import ErrorCode, is_retriable
 LIST_OFFSETS, DELETE_RECORDS = 2, 21
 #: ListOffsets v7 is the first with MAX_TIMESTAMP (ListOffsetsRequest.Builder.forConsumer)
 MAX_TIMESTAMP_VERSION = 7
-#: the admin client's isolation level (ListOffsetsOptions' default): READ_UNCOMMITTED
-READ_UNCOMMITTED = 0
+#: the admin client's isolation level (ListOffsetsOptions' default): READ_UNCOMMITTED, the high
+#: watermark for LATEST; READ_COMMITTED: the last stable offset
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 #: DeleteRecords' timeout_ms (the brokers' wait for the followers' low watermarks)
 DELETE_RECORDS_TIMEOUT_MS = 30000
 #: Kafka's admin client asks again, a metadata refresh and a pause apart, a partition answered
 #: with a retriable error (a leader moving, a lagging new leader) or whose leader cannot be
 #: reached (a broker just killed that the metadata names until its ZooKeeper session expires):
 #: until default.api.timeout.ms, retry.backoff.ms doubling up to retry.backoff.max.ms
-API_TIMEOUT_S, RETRY_BACKOFF_S, RETRY_BACKOFF_MAX_S = 60.0, 0.1, 1.0
+#: (kafka_client.admin_timeouts: --command-config's, else the admin client's defaults)
 #: a partition the metadata gives no leader (every replica down) is asked about this many
 #: times, then reported with the metadata's error; Kafka's PartitionLeaderStrategy waits for
 #: a leader until default.api.timeout.ms and reports a TimeoutException
@@ -190,8 +191,9 @@ def _ask_leaders(admin: KafkaAdmin, tps: list[TopicPartition], send) -> dict[Top
     final: set[TopicPartition] = set()
     leaderless: dict[TopicPartition, int] = {}
     pending = list(dict.fromkeys(tps))
-    deadline = time.monotonic() + API_TIMEOUT_S
-    backoff = RETRY_BACKOFF_S
+    timeouts = admin_timeouts()
+    deadline = time.monotonic() + timeouts.api_timeout_ms / 1000
+    tries = 0
     answers_seen = False
     while True:
         for tp in pending:
@@ -223,10 +225,9 @@ def _ask_leaders(admin: KafkaAdmin, tps: list[TopicPartition], send) -> dict[Top
                 if leaderless[tp] > NO_LEADER_RETRIES:
                     final.add(tp)
         pending = [tp for tp in pending if tp not in final and is_retriable(answers[tp].error_code)]
-        if not pending or time.monotonic() + backoff >= deadline:
+        if not pending or timeouts.wait(tries, deadline):
             break
-        time.sleep(backoff)
-        backoff = min(backoff * 2, RETRY_BACKOFF_MAX_S)
+        tries += 1
     return {tp: answers[tp] for tp in dict.fromkeys(tps)}  # in the order asked
 
 
@@ -234,13 +235,15 @@ def list_offsets(
     admin: KafkaAdmin, tps: list[TopicPartition], spec: int, isolation: int = READ_UNCOMMITTED
 ) -> dict[TopicPartition, PartitionAnswer]:
     """ListOffsets at ``spec`` (a timestamp or one of ListOffsets' special ones) for each
-    partition, at its leader, as the admin client asks (ListOffsetsHandler): v1 at least, v7 at
-    least for MAX_TIMESTAMP (an older broker: UNSUPPORTED_VERSION for that partition)."""
+    partition, at its leader, as the admin client asks (ListOffsetsHandler): v1 at least, v2 at
+    least for READ_COMMITTED, v7 at least for MAX_TIMESTAMP (an older broker:
+    UNSUPPORTED_VERSION for that partition)."""
     from kafkatool.protocol.generated.list_offsets_request import ListOffsetsPartition, ListOffsetsTopic
 
     def send(conn, group, answers):
         version = conn.version_for(LIST_OFFSETS)
-        if version < (MAX_TIMESTAMP_VERSION if spec == MAX_TIMESTAMP else 1):
+        # v2 is the first with an isolation level (READ_COMMITTED: the last stable offset)
+        if version < (MAX_TIMESTAMP_VERSION if spec == MAX_TIMESTAMP else 2 if isolation else 1):
             for tp in group:
                 answers[tp] = PartitionAnswer(
                     error_code=ErrorCode.UNSUPPORTED_VERSION,

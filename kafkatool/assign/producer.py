@@ -21,6 +21,13 @@
   ``retries`` times for error answers; a broker that cannot be reached is waited for up to
   delivery.timeout.ms. MESSAGE_TOO_LARGE for a batch of several records splits it (Sender's
   splitAndReenqueue).
+- Memory, metadata, waits: batches not answered yet hold buffer.memory (each at least batch.size,
+  as BufferPool allocates; a record larger than buffer.memory is refused, as KafkaProducer
+  refuses it); a new batch that would pass it first sends and answers what waits (Kafka's send()
+  blocks until memory frees, every batch sendable meanwhile). Metadata older than
+  metadata.max.age.ms is asked for again before a record is placed; the start waits up to
+  max.block.ms for the topic (and --partition); no answer within request.timeout.ms drops the
+  connection and retries the batch (REQUEST_TIMED_OUT, counted against retries).
 - Idempotence: InitProducerId, then sequence numbers per partition; a batch sent again keeps its
   bytes and sequence, so the broker's producer state answers a retry of an appended batch with the
   original offsets (never a second copy). KIP-360's recovery as TransactionManager runs it for an
@@ -41,15 +48,22 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kafkatool.assign.kafka_client import KafkaAdmin, KafkaAdminError, describe_error, error_name
+from kafkatool.assign.kafka_client import (
+    KafkaAdmin,
+    KafkaAdminError,
+    RequestTimeout,
+    backoff_s,
+    describe_error,
+    error_name,
+)
 from kafkatool.assign.producer_config import INT_MAX, ProducerSettings
 from kafkatool.formats import compression
 from kafkatool.formats.records import (
     RECORD_BATCH_OVERHEAD,
     SimpleRecord,
     build_record_batch,
-    encode_record_v2,
     increment_sequence,
+    record_v2_size,
 )
 from kafkatool.protocol.apis import API_BY_KEY
 from kafkatool.protocol.errors import ErrorCode, is_retriable
@@ -124,6 +138,8 @@ class _Batch:
     sequence_reset: bool = False
     #: the producer id and epoch it was encoded with
     producer: tuple[int, int] = (-1, -1)
+    #: the bytes of buffer.memory it holds until it is answered (BufferPool: at least batch.size)
+    alloc: int = 0
 
 
 @dataclass
@@ -185,8 +201,6 @@ class Producer:
         self.batch_size = max(1, settings.batch_size)
         self.linger = 0.0 if sync else settings.linger_ms / 1000
         self.retries = settings.retries
-        self.retry_backoff = settings.retry_backoff_ms / 1000
-        self.retry_backoff_max = max(settings.retry_backoff_max_ms, 0) / 1000
         self.delivery_timeout = settings.delivery_timeout_ms / 1000
         self.max_request_size = settings.max_request_size
         self.max_in_flight = max(1, settings.max_in_flight)
@@ -207,51 +221,63 @@ class Producer:
         self._sticky: int | None = None
         self._sticky_bytes = 0
         self.sent_bytes = 0
+        #: buffer.memory held by the batches not answered yet
+        self.allocated = 0
+        self._metadata_at = 0.0
 
     def _backoff(self, attempts: int) -> float:
         """ExponentialBackoff(retry.backoff.ms, 2, retry.backoff.max.ms) without its jitter."""
-        return min(
-            self.retry_backoff * (2 ** min(attempts, 30)), max(self.retry_backoff_max, self.retry_backoff)
-        )
+        return backoff_s(attempts, self.settings.retry_backoff_ms, max(self.settings.retry_backoff_max_ms, 0))
 
     # -- set-up ------------------------------------------------------------------------------
 
-    def start(self, wait_s: float = 5.0) -> None:
-        """The topic's partitions and leaders (bounded wait for a topic being created), and a
-        producer id when idempotent."""
-        self.refresh(wait_s, first=True)
-        if self.fixed_partition is not None and not 0 <= self.fixed_partition < self.partitions:
-            raise ProducerError(
-                f"Invalid partition given with record: {self.fixed_partition} is not in the range "
-                f"[0...{self.partitions})."
-            )
+    def start(self) -> None:
+        """The topic's partitions and leaders, waited for up to max.block.ms as
+        KafkaProducer.waitOnMetadata waits (a topic being created; a --partition the topic does
+        not have yet), and a producer id when idempotent."""
+        self.refresh(self.settings.max_block_ms / 1000, first=True)
         if self.idempotence:
             self._init_producer_id()
 
     def refresh(self, wait_s: float = 0.0, first: bool = False) -> None:
+        max_block = self.settings.max_block_ms
         deadline = time.monotonic() + wait_s
         attempts = 0
         while True:
             try:
                 meta = self.admin.metadata([self.topic], auto_create=True)
-            except KafkaAdminError:
+            except KafkaAdminError as exc:
                 self.admin.close()
-                if first or time.monotonic() >= deadline:
+                if (first and not isinstance(exc, RequestTimeout)) or time.monotonic() >= deadline:
                     raise  # an unreachable cluster at the start: one line, at once
                 time.sleep(min(self._backoff(attempts), max(0.0, deadline - time.monotonic())))
                 attempts += 1
                 continue
+            self._metadata_at = time.monotonic()
             code = meta.topic_errors.get(self.topic)
             parts = meta.topics.get(self.topic)
-            if parts:
+            wanted = self.fixed_partition
+            if parts and (not first or wanted is None or wanted < len(parts)):
                 self.partitions = len(parts)
                 self.leaders = {p: i.leader for p, i in parts.items()}
                 if all(leader >= 0 for leader in self.leaders.values()) or time.monotonic() >= deadline:
                     return
-            elif time.monotonic() >= deadline or (code and not is_retriable(code)):
+            elif code and not is_retriable(code):
                 if first:
-                    reason = describe_error(code) if code else "no partitions"
-                    raise ProducerError(f"Topic {self.topic} not present in metadata ({reason})", code)
+                    raise ProducerError(
+                        f"Topic {self.topic} not present in metadata ({describe_error(code)})", code
+                    )
+                return
+            elif time.monotonic() >= deadline:
+                if first:
+                    # KafkaProducer.waitOnMetadata's TimeoutException
+                    raise ProducerError(
+                        f"Topic {self.topic} not present in metadata after {max_block} ms."
+                        if not parts
+                        else f"Partition {wanted} of topic {self.topic} with partition count {len(parts)} is "
+                        f"not present in metadata after {max_block} ms.",
+                        code,
+                    )
                 return
             time.sleep(min(self._backoff(attempts), max(0.0, deadline - time.monotonic())))
             attempts += 1
@@ -269,7 +295,16 @@ class Producer:
                 producer_id=-1,
                 producer_epoch=-1,
             )
-            resp = self.admin.request(INIT_PRODUCER_ID, req)
+            try:
+                resp = self.admin.request(INIT_PRODUCER_ID, req)
+            except RequestTimeout:
+                # no answer within request.timeout.ms: the connection is dropped, asked again
+                self.admin.close()
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(self._backoff(attempts))
+                attempts += 1
+                continue
             if resp.error_code == 0:
                 self.producer_id, self.producer_epoch = resp.producer_id, resp.producer_epoch
                 return
@@ -298,9 +333,13 @@ class Producer:
         return self._sticky
 
     def append(self, number: int, record: SimpleRecord) -> int:
-        """Queue one record (its timestamp set now, as KafkaProducer.send does); its partition."""
+        """Queue one record (its timestamp set now, as KafkaProducer.send does); its partition.
+        Metadata older than metadata.max.age.ms is asked for again first (new partitions)."""
+        if time.monotonic() - self._metadata_at >= self.settings.metadata_max_age_ms / 1000:
+            self._metadata_at = time.monotonic()  # a failed refresh is not tried again per record
+            self._refresh_quietly()
         record.timestamp = int(time.time() * 1000)
-        size = len(encode_record_v2(0, 0, record.key, record.value, record.headers))
+        size = record_v2_size(0, 0, record.key, record.value, record.headers)
         partition = self._choose(record.key, size)
         if self.fatal is not None:
             # KafkaProducer.send after a fatal error: refused at once
@@ -317,12 +356,39 @@ class Producer:
                 )
             )
             return partition
+        memory = self.settings.buffer_memory
+        if size + RECORD_BATCH_OVERHEAD > memory:
+            self.on_outcome(
+                Outcome(
+                    number,
+                    partition,
+                    error=f"RecordTooLargeException: The message is {size + RECORD_BATCH_OVERHEAD} bytes when "
+                    "serialized which is larger than the total memory buffer you have configured with the "
+                    "buffer.memory configuration.",
+                )
+            )
+            return partition
         batch = self.open.get(partition)
         if batch is not None and batch.size + size > self.batch_size and batch.records:
             self._close(partition)
             batch = None
         if batch is None:
-            batch = self.open[partition] = _Batch(partition, created=time.monotonic())
+            alloc = max(self.batch_size, size + RECORD_BATCH_OVERHEAD)
+            if alloc > memory:
+                # BufferPool.allocate's IllegalArgumentException: KafkaProducer.send throws it and
+                # kafka-console-producer.sh ends; here the record fails and the run ends
+                self.fatal = (
+                    f"IllegalArgumentException: Attempt to allocate {alloc} bytes, but there is a hard limit "
+                    f"of {memory} on memory allocations."
+                )
+                self.on_outcome(Outcome(number, partition, error=self.fatal))
+                return partition
+            if self.allocated + alloc > memory:
+                # BufferPool exhausted: Kafka's send() blocks until answered batches free memory,
+                # and every batch is sendable meanwhile (RecordAccumulator.ready's "exhausted")
+                self.send_ready(flush=True)
+            batch = self.open[partition] = _Batch(partition, created=time.monotonic(), alloc=alloc)
+            self.allocated += alloc
         batch.records.append(_Record(number, record, size))
         batch.size += size
         if batch.size >= self.batch_size:
@@ -516,11 +582,15 @@ class Producer:
         except KafkaAdminError as exc:
             # lost or no connection: the answers not read are unknown; those batches are sent
             # again with their bytes and sequences (idempotence keeps a batch that was appended
-            # from being appended twice: the broker remembers a producer's last 5 batches)
+            # from being appended twice: the broker remembers a producer's last 5 batches). No
+            # answer within request.timeout.ms is Sender's REQUEST_TIMED_OUT ("Disconnected from
+            # node N due to timeout"), a retry that counts against retries
             self.admin.close()
+            timed_out = isinstance(exc, RequestTimeout)
+            why = f"{describe_error(ErrorCode.REQUEST_TIMED_OUT)}: {exc}" if timed_out else str(exc)
             for batches in requests[answered:]:
                 for b in batches:
-                    self._retry(b, str(exc), counts=False)
+                    self._retry(b, why, counts=timed_out)
             refresh = True
         if refresh:
             self._refresh_quietly()
@@ -600,6 +670,7 @@ class Producer:
         for i, x in enumerate(queue):
             if x is b:
                 del queue[i]
+                self.allocated -= b.alloc
                 return
 
     def _done(self, b: _Batch, base_offset: int, log_append_time: int) -> None:
@@ -669,6 +740,8 @@ class Producer:
             part = _Batch(
                 b.partition, rs, RECORD_BATCH_OVERHEAD + sum(r.size for r in rs), b.created, b.attempts
             )
+            part.alloc = max(self.batch_size, part.size)
+            self.allocated += part.alloc
             if self.idempotence and b.base_sequence >= 0:
                 part.base_sequence = increment_sequence(b.base_sequence, len(new[0].records) if new else 0)
                 part.sequence_reset = b.sequence_reset
@@ -676,6 +749,7 @@ class Producer:
             new.append(part)
         at = next(i for i, x in enumerate(queue) if x is b)
         queue[at : at + 1] = new
+        self.allocated -= b.alloc
 
 
 CODECS = {name: codec for codec, name in compression.CODEC_NAMES.items()}

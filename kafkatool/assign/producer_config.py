@@ -6,9 +6,10 @@ them and Kafka's producer checks them.
   default ``none`` included: 3.7 overwrites a compression.type of the file or a property, and so do
   we, with a warning when they differ); ``client.id`` is ``console-producer`` unless set; a dedicated
   option (``--timeout``, ``--request-required-acks``, ``--request-timeout-ms``,
-  ``--message-send-max-retries``, ``--retry-backoff-ms``, ``--batch-size``) wins when it is given and
-  otherwise only fills in its default where the config is not set
-  (CommandLineUtils.maybeMergeOptions).
+  ``--message-send-max-retries``, ``--retry-backoff-ms``, ``--socket-buffer-size``,
+  ``--max-memory-bytes``, ``--batch-size``, ``--max-partition-memory-bytes``,
+  ``--metadata-expiry-ms``, ``--max-block-ms``) wins when it is given and otherwise only fills in
+  its default where the config is not set (CommandLineUtils.maybeMergeOptions).
 - Checks (ProducerConfig's ConfigDef and postProcessAndValidateIdempotenceConfigs,
   KafkaProducer.configureDeliveryTimeout): a value of the wrong type or out of range, an explicit
   ``enable.idempotence=true`` with ``acks`` not all, ``retries=0`` or more than 5 requests in
@@ -17,8 +18,9 @@ them and Kafka's producer checks them.
   only defaulted turn it off, with Kafka's log line as a note.
 - Names: a config Kafka 3.7's producer does not know is warned about in Kafka's words
   ("... was supplied but isn't a known config.") and left out, as Kafka's AbstractConfig.logUnused
-  does; Kafka's own names that do not change what is written (buffer.memory, metrics.*, socket
-  buffers ...) are taken silently; ``transactional.id``, ``partitioner.class`` and
+  does (KIP-390's compression.<codec>.level are Kafka 3.8's: 3.7 warns about them and writes its
+  default levels, and so do we); Kafka's own names that do not change what is written (reconnect
+  backoffs, metrics.* ...) are taken silently; ``transactional.id``, ``partitioner.class`` and
   ``interceptor.classes`` ask for what this producer does not do and are refused; security
   configs (``security.protocol``, ``ssl.*``, ``sasl.*``) are handed to the client's security
   (broker/security/client.ClientSecurity, the parser of ``--command-config``).
@@ -53,7 +55,11 @@ CONSOLE_DEFAULTS = {
     "request.timeout.ms": "1500",
     "retries": "3",
     "retry.backoff.ms": "100",
+    "send.buffer.bytes": "102400",
+    "buffer.memory": "33554432",
     "batch.size": "16384",
+    "metadata.max.age.ms": "300000",
+    "max.block.ms": "60000",
 }
 
 #: Kafka 3.7 ProducerConfig's configs this producer acts on: name -> (type, default, minimum,
@@ -73,22 +79,22 @@ APPLIED: dict[str, tuple[str, str, int | None, int | None]] = {
     "client.id": ("STRING", "", None, None),
     "max.in.flight.requests.per.connection": ("INT", "5", 1, None),
     "partitioner.ignore.keys": ("BOOLEAN", "false", None, None),
+    "buffer.memory": ("LONG", "33554432", 0, None),
+    "max.block.ms": ("LONG", "60000", 0, None),
+    "metadata.max.age.ms": ("LONG", "300000", 0, None),
+    "send.buffer.bytes": ("INT", "131072", -1, None),
+    "receive.buffer.bytes": ("INT", "32768", -1, None),
 }
 
 #: Kafka 3.7 producer configs taken without effect on what is written or how it is acknowledged
-#: (memory, sockets, metadata ages, metrics; the serializers and bootstrap.servers ConsoleProducer
+#: (reconnects, idle connections, metrics; the serializers and bootstrap.servers ConsoleProducer
 #: sets itself)
 TAKEN_SILENTLY = frozenset(
     {
         "bootstrap.servers",
         "key.serializer",
         "value.serializer",
-        "buffer.memory",
-        "max.block.ms",
-        "metadata.max.age.ms",
         "metadata.max.idle.ms",
-        "send.buffer.bytes",
-        "receive.buffer.bytes",
         "reconnect.backoff.ms",
         "reconnect.backoff.max.ms",
         "connections.max.idle.ms",
@@ -127,6 +133,16 @@ class ProducerSettings:
     client_id: str
     max_in_flight: int
     ignore_keys: bool
+    #: buffer.memory: the bytes of batches waiting to be sent or answered (each takes at least
+    #: batch.size, as BufferPool allocates them); a record larger is refused
+    buffer_memory: int = 33554432
+    #: max.block.ms: the wait for the topic's metadata at the start
+    max_block_ms: int = 60000
+    #: metadata.max.age.ms: the metadata is asked for again when it is older
+    metadata_max_age_ms: int = 300000
+    #: send.buffer.bytes, receive.buffer.bytes (-1: the OS's)
+    send_buffer: int = 131072
+    receive_buffer: int = 32768
     #: security.protocol, ssl.*, sasl.* as given (for ClientSecurity)
     security: dict[str, str] = field(default_factory=dict)
     #: lines Kafka's producer logs as warnings or notes (unknown configs, idempotence turned off)
@@ -136,13 +152,15 @@ class ProducerSettings:
 def console_producer_props(
     file_props: dict[str, str],
     properties: dict[str, str],
-    options: dict[str, str | None],
+    options: list[tuple[str, str | None]],
     compression_codec: str,
     notes: list[str],
 ) -> dict[str, str]:
     """ConsoleProducer.producerProps: the file, the --producer-property items over it,
     compression.type from --compression-codec, client.id's default, then each dedicated option
-    (``options``: config name -> the option's value, None when not given) by maybeMergeOptions."""
+    (``options``: (config name, the option's value or None when not given), in ConsoleProducer's
+    order: --batch-size, then --max-partition-memory-bytes, both batch.size) by
+    maybeMergeOptions."""
     props = dict(file_props)
     props.update(properties)
     given = props.get("compression.type")
@@ -154,7 +172,7 @@ def console_producer_props(
     props["compression.type"] = compression_codec
     if props.get("client.id") is None:
         props["client.id"] = "console-producer"
-    for name, value in options.items():
+    for name, value in options:
         if value is not None:
             props[name] = value
         elif name not in props and name in CONSOLE_DEFAULTS:
@@ -229,10 +247,11 @@ def producer_settings(props: dict[str, str]) -> ProducerSettings:
     if "transactional.id" in props:
         if not idempotence:
             raise ProducerConfigError("Cannot set a transactional.id without also enabling idempotence.")
-        # ConsoleProducer never calls initTransactions: KafkaProducer.send refuses every record
+        # ConsoleProducer never calls initTransactions: KafkaProducer.send refuses every record;
+        # this producer runs no transactions at all
         raise ProducerConfigError(
             "transactional.id: Cannot perform a 'send' before completing a call to initTransactions when "
-            "transactions are enabled (kafka-console-producer.sh does not run transactions)"
+            "transactions are enabled (kafkatool's producer does not run transactions)"
         )
 
     # KafkaProducer.configureDeliveryTimeout
@@ -265,6 +284,11 @@ def producer_settings(props: dict[str, str]) -> ProducerSettings:
         client_id=value["client.id"],
         max_in_flight=value["max.in.flight.requests.per.connection"],
         ignore_keys=value["partitioner.ignore.keys"],
+        buffer_memory=value["buffer.memory"],
+        max_block_ms=value["max.block.ms"],
+        metadata_max_age_ms=value["metadata.max.age.ms"],
+        send_buffer=value["send.buffer.bytes"],
+        receive_buffer=value["receive.buffer.bytes"],
         security=security,
         notes=notes,
     )

@@ -103,6 +103,20 @@ def read_current(zk: KafkaZk, topics: Iterable[str]) -> dict[TopicPartition, lis
     return assignment_of(nodes)
 
 
+def read_isr(zk: KafkaZk, topics: Iterable[str]) -> dict[TopicPartition, list[int] | None]:
+    """Each partition's ISR from its state znode (``.../partitions/P/state``, the controller's
+    LeaderAndIsr); None for a partition whose state is missing or does not decode."""
+    out: dict[TopicPartition, list[int] | None] = {}
+    for t, ts in zk.topic_states(sorted(set(topics))).items():
+        pids = set(ts.partition_dirs)
+        if ts.assignment is not None and ts.assignment.value is not None:
+            pids |= set(ts.assignment.value.partitions)
+        for p in sorted(pids):
+            typed = ts.states.get(p)
+            out[(t, p)] = list(typed.value.isr) if typed is not None and typed.value is not None else None
+    return out
+
+
 @dataclass
 class ReassignmentState:
     """What is in flight in the cluster."""
@@ -256,7 +270,7 @@ def _config_ops(
         (
             "create",
             f"{paths.CONFIG_CHANGES}/{paths.CONFIG_CHANGE_PREFIX}",
-            codecs.encode_config_change(f"{entity_type}/{name}"),
+            codecs.encode_config_change(paths.entity_path(entity_type, name)),
             True,
         )
     )

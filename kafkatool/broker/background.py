@@ -188,10 +188,13 @@ class Workers:
         self.scheduler.shutdown(wait=True, cancel_futures=True)
 
 
-async def _every(seconds: float, fn, name: str, executor=None) -> None:
+async def _every(seconds: float, fn, name: str, executor=None, first: float | None = None) -> None:
+    """Run ``fn`` every ``seconds`` (the first time after ``first``, default ``seconds``)."""
     loop = asyncio.get_running_loop()
+    delay = seconds if first is None else first
     while True:
-        await asyncio.sleep(seconds)
+        await asyncio.sleep(delay)
+        delay = seconds
         try:
             if executor is None:
                 fn()
@@ -302,4 +305,25 @@ def start_background(broker) -> list[asyncio.Task]:
     from kafkatool.broker import maintenance
 
     tasks.extend(maintenance.start(broker))
+    from kafkatool.broker.security import tokens
+
+    if tokens.secret_key(cfg) is not None and not broker.is_member:
+        # KafkaController's delete-expired-tokens task (the active controller's, in a cluster)
+        tasks.append(
+            asyncio.create_task(
+                _every(
+                    cfg.int(tokens.EXPIRY_CHECK_INTERVAL) / 1000,
+                    lambda: _expire_tokens(broker),
+                    "delete-expired-tokens",
+                    first=0,
+                )
+            )
+        )
     return tasks
+
+
+def _expire_tokens(broker) -> None:
+    cluster = broker.cluster
+    if cluster is not None and (cluster.controller is None or not cluster.controller.active):
+        return
+    broker.token_manager.expire_tokens()

@@ -270,6 +270,22 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _d("super.users", STRING, None, "Principals allowed everything: User:a;User:b."),
         _d("allow.everyone.if.no.acl.found", BOOLEAN, False, "Allow a resource no ACL names."),
         _d("connections.max.reauth.ms", LONG, 0, "SASL session lifetime (KIP-368); 0: no re-authentication."),
+        # delegation tokens (broker/security/tokens.py)
+        _d(
+            "delegation.token.secret.key",
+            PASSWORD,
+            None,
+            "Key of the tokens' HMACs, the same on every broker; tokens are off without it.",
+        ),
+        _d("delegation.token.master.key", PASSWORD, None, "Deprecated name of delegation.token.secret.key."),
+        _d("delegation.token.max.lifetime.ms", LONG, 7 * 24 * 3600 * 1000, "Longest a token lives, renewed."),
+        _d("delegation.token.expiry.time.ms", LONG, 24 * 3600 * 1000, "How long a token lives unrenewed."),
+        _d(
+            "delegation.token.expiry.check.interval.ms",
+            LONG,
+            3600 * 1000,
+            "How often expired tokens are removed.",
+        ),
         _d(
             "connection.failed.authentication.delay.ms",
             INT,
@@ -1016,6 +1032,9 @@ class BrokerConfig:
             "socket.request.max.bytes",
             "log.segment.bytes",
             "num.network.threads",
+            "delegation.token.max.lifetime.ms",
+            "delegation.token.expiry.time.ms",
+            "delegation.token.expiry.check.interval.ms",
         ):
             _parse_int(name, self.get(name), 1)
         cleaner_io_rate(self.get("log.cleaner.io.max.bytes.per.second"))

@@ -474,6 +474,8 @@ class Connection:
         self.listener = listener
         #: Kafka principal ("User:name"): from the TLS certificate or SASL, else ANONYMOUS
         self.principal = principal
+        #: authenticated with a delegation token (KafkaPrincipal.tokenAuthenticated)
+        self.token_authenticated = False
         #: segment bytes cannot be spliced into a TLS stream: buffered writes instead of sendfile
         self.tls = writer.get_extra_info("ssl_object") is not None
         #: the TCP socket, for TCP_CORK around responses sent with sendfile (None on TLS)

@@ -266,6 +266,7 @@ class _Caller:
 
     def __init__(self, broker, who: dict):
         self.principal = who.get("principal") or PROCESS_PRINCIPAL
+        self.token_authenticated = bool(who.get("token_authenticated"))
         name = who.get("listener")
         self.listener = next((lst for lst in broker.config.listeners if lst.name == name), None)
         self.peer = who.get("peer") or "127.0.0.1:0"
@@ -299,6 +300,7 @@ def who_of(conn) -> dict:
     lst = getattr(conn, "listener", None)
     return {
         "principal": getattr(conn, "principal", None),
+        "token_authenticated": getattr(conn, "token_authenticated", False),
         "listener": getattr(lst, "name", None),
         "peer": getattr(conn, "peer", None),
         "client_id": getattr(conn, "client_id", None),

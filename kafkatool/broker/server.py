@@ -177,11 +177,15 @@ class Broker:
         from kafkatool.broker.handlers import register_all
 
         register_all(self.router)
-        from kafkatool.broker.security import acl_api, sasl, users
+        from kafkatool.broker.security import acl_api, sasl, tokens, users
 
         sasl.register(self.router)
         users.register(self.router)
         acl_api.register(self.router)
+        if not read_only:
+            tokens.register(self.router)
+        #: delegation tokens (security/tokens.TokenManager), made at first use
+        self._token_manager = None
         #: the ACL authorizer (authorizer.class.name), set once the metadata store is open
         self.authorizer = None
         #: ZooKeeper cluster mode (zookeeper.connect): membership, controller, replication
@@ -204,10 +208,13 @@ class Broker:
         self._told_offline: dict[str, str] = {}
         #: after close_storage: (the dirs that got the clean-shutdown marker, the offline dirs)
         self.closed_dirs: tuple[list[Path], list[Path]] | None = None
-        if config.int("kafkatool.processes") > 1 and not read_only:
+        if not read_only:
             from kafkatool.broker.cluster.txn_markers import handle_write_txn_markers
 
-            # the transaction coordinator (the primary) asks each partition's owner for its markers
+            # every writable broker serves WriteTxnMarkers, as Kafka's does: a cluster's and a
+            # broker of several processes' transaction coordinator sends each partition's
+            # leader its markers, and an admin aborts a hanging transaction with it
+            # (Admin.abortTransaction, `kafkatool transactions abort`)
             self.router.register(27, 0, 1, handle_write_txn_markers)
         if config.get("zookeeper.connect") and not read_only:
             from kafkatool.broker.cluster import handlers as cluster_handlers
@@ -237,6 +244,25 @@ class Broker:
         if self.cluster is not None:
             return self.cluster.scram
         return self.metadata
+
+    @property
+    def token_manager(self):
+        """Delegation tokens: ZooKeeper's /delegation_token in cluster mode, else the embedded
+        metadata (security/tokens.py)."""
+        if self._token_manager is None:
+            from kafkatool.broker.security import tokens
+
+            store = (
+                self.cluster.tokens if self.cluster is not None else tokens.EmbeddedTokenStore(self.metadata)
+            )
+            self._token_manager = tokens.TokenManager(self.config, store, node_id=self.node_id)
+        return self._token_manager
+
+    def token_credential(self, token_id: str, mechanism: str):
+        """A delegation token's SCRAM credential, owner name and expiry (None: no such token)."""
+        if self.metadata is None and self.cluster is None:
+            return None
+        return self.token_manager.credential(token_id, mechanism)
 
     def _install_authorizer(self) -> None:
         """ACLs (authorizer.class.name): every handler is wrapped with its rule once."""
@@ -1101,7 +1127,7 @@ class Broker:
             if lst.sasl:
                 from kafkatool.broker.security.sasl import ListenerSasl
 
-                sasl_settings = ListenerSasl(self.config, lst, self.scram_credential)
+                sasl_settings = ListenerSasl(self.config, lst, self.scram_credential, self.token_credential)
             server = await asyncio.start_server(
                 functools.partial(self._accept, lst, ctx, mapper, sasl_settings),
                 lst.host or None,

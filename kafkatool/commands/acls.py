@@ -21,8 +21,8 @@ from kafkatool.commands.common import (
 )
 
 HELP = (
-    "ACLs like kafka-acls.sh: --list, --add, --remove for topics, groups, the cluster and transactional "
-    "ids, through --bootstrap-server or offline on a stopped kafkatool serve's log dir (--log-dir)."
+    "ACLs like kafka-acls.sh: --list, --add, --remove for topics, groups, the cluster, transactional "
+    "ids, user principals (CreateTokens, DescribeTokens) and delegation tokens (Describe), through --bootstrap-server or offline on a stopped kafkatool serve's log dir (--log-dir)."
 )
 
 
@@ -52,12 +52,14 @@ def _print_grouped(title: str, bindings) -> None:
         console.print()
 
 
-def _resources(topic, group, cluster, transactional_id, pattern: int):
+def _resources(topic, group, cluster, transactional_id, pattern: int, users=(), tokens=()):
     from kafkatool.broker.security import acl as A
 
     out = [(A.TOPIC, t, pattern) for t in topic or []]
     out += [(A.GROUP, g, pattern) for g in group or []]
     out += [(A.TRANSACTIONAL_ID, t, pattern) for t in transactional_id or []]
+    out += [(A.DELEGATION_TOKEN, t, pattern) for t in tokens or []]
+    out += [(A.USER, u, pattern) for u in users or []]
     if cluster:
         out.append((A.CLUSTER, A.CLUSTER_NAME, A.LITERAL))
     return out
@@ -82,7 +84,8 @@ def _ops(names: list[str] | None, resource_type: int, producer: bool, consumer: 
     for n in names or ["All"]:
         key = n.strip().upper().replace("-", "_")
         key = {"CLUSTERACTION": "CLUSTER_ACTION", "DESCRIBECONFIGS": "DESCRIBE_CONFIGS", "ALTERCONFIGS": "ALTER_CONFIGS",
-               "IDEMPOTENTWRITE": "IDEMPOTENT_WRITE"}.get(key, key)  # fmt: skip
+               "IDEMPOTENTWRITE": "IDEMPOTENT_WRITE", "CREATETOKENS": "CREATE_TOKENS",
+               "DESCRIBETOKENS": "DESCRIBE_TOKENS"}.get(key, key)  # fmt: skip
         if key not in A.OP or A.OP[key] in (0, 1):
             raise CommandError(
                 f"--operation {n!r}: not one of {', '.join(v for k, v in A.OPERATIONS.items() if k > 1)}"
@@ -112,6 +115,15 @@ def acls(
     transactional_id: list[str] = typer.Option(
         None, "--transactional-id", metavar="ID", help="A transactional id resource."
     ),
+    user_principal: list[str] = typer.Option(
+        None,
+        "--user-principal",
+        metavar="User:NAME",
+        help="A user principal resource (CreateTokens: create tokens for it; DescribeTokens: see its tokens).",
+    ),
+    delegation_token: list[str] = typer.Option(
+        None, "--delegation-token", metavar="TOKEN_ID", help="A delegation token resource (Describe)."
+    ),
     pattern_type: str = typer.Option(
         None,
         "--resource-pattern-type",
@@ -134,7 +146,7 @@ def acls(
         None,
         "--operation",
         metavar="OP",
-        help="Read, Write, Create, Delete, Alter, Describe, ClusterAction, DescribeConfigs, AlterConfigs, IdempotentWrite, All.",
+        help="Read, Write, Create, Delete, Alter, Describe, ClusterAction, DescribeConfigs, AlterConfigs, IdempotentWrite, CreateTokens, DescribeTokens, All.",
     ),
     producer: bool = typer.Option(
         False,
@@ -177,7 +189,7 @@ def acls(
             raise CommandError(
                 f"--resource-pattern-type {pattern_type}: {'LITERAL or PREFIXED' if add else 'LITERAL, PREFIXED, ANY or MATCH'}"
             )
-    resources = _resources(topic, group, cluster, transactional_id, pt)
+    resources = _resources(topic, group, cluster, transactional_id, pt, user_principal, delegation_token)
     if producer and not topic:
         raise CommandError("--producer needs --topic")
     if producer and idempotent:
@@ -200,7 +212,9 @@ def acls(
     entries = [(p, h, A.ALLOW) for p in allow_principal or [] for h in (allow_host or ["*"])]
     entries += [(p, h, A.DENY) for p in deny_principal or [] for h in (deny_host or ["*"])]
     if not resources:
-        raise CommandError("name a resource: --topic, --group, --cluster or --transactional-id")
+        raise CommandError(
+            "name a resource: --topic, --group, --cluster, --transactional-id, --user-principal or --delegation-token"
+        )
     if add:
         if not entries:
             raise CommandError("--add needs --allow-principal or --deny-principal")

@@ -362,15 +362,17 @@ def load_properties_file(path, option: str) -> dict[str, str]:
         raise CommandError(f"{option} {path}: {exc}") from None
 
 
-def command_config_option():
-    """The one declaration of --command-config: every command with --bootstrap-server takes it."""
+def command_config_option(*aliases: str, help: str = COMMAND_CONFIG_HELP):
+    """The one declaration of --command-config: every command with --bootstrap-server takes it
+    (``aliases``: the name the Kafka tool a command follows gives it, e.g. --config-file)."""
     import typer
 
     return typer.Option(
         None,
         "--command-config",
+        *aliases,
         metavar="FILE",
-        help=COMMAND_CONFIG_HELP,
+        help=help,
         callback=_load_command_config,
         show_default=False,
     )

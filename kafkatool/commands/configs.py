@@ -68,7 +68,11 @@ def _entity_type_option():
 
 def _entity_name_option():
     return typer.Option(
-        None, "--entity-name", metavar="NAME", help="The topic, broker id, user or client id."
+        None,
+        "--entity-name",
+        metavar="NAME",
+        help="The topic, broker id, user or client id (a user principal or client id is kept in "
+        "ZooKeeper under Kafka's sanitized name: alice@EXAMPLE.COM at /config/users/alice%40EXAMPLE.COM).",
     )
 
 

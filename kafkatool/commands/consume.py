@@ -50,6 +50,14 @@ watermark, or the last stable offset with read_committed) unless --from-beginnin
 auto.offset.reset say otherwise; a position out of range restarts at auto.offset.reset. It runs
 until --max-messages, --timeout-ms or --exit-at-end ends it, or Ctrl-C (exit 130).
 
+A --topic (or --partition) the cluster does not have is waited for, as Kafka's consumer waits: its
+Metadata requests ask the broker to create the topic (allow.auto.create.topics, default true; a
+broker with auto.create.topics.enable=true does, and the topic is read), and otherwise the command
+says once on stderr that it waits and asks again (retry.backoff.ms doubling up to
+retry.backoff.max.ms) until the topic is there, --timeout-ms passes (exit 0, as ConsoleConsumer's
+timeout) or Ctrl-C. A group member meanwhile is given no partition of it and joins again once it
+exists.
+
 With --log-dir (repeatable: a broker's log dirs, a backup, a running broker's dir too; no lock,
 nothing written) the same records come from the data on disk through the storage engine's
 own read path, from the log start offset (or --offset) to the log end (read_uncommitted) or
@@ -77,8 +85,10 @@ CONSUMER_PROPERTY_HELP = (
     "session.timeout.ms (45000), heartbeat.interval.ms (3000), max.poll.interval.ms (300000, the "
     "rebalance timeout), group.instance.id (a static member: no LeaveGroup), isolation.level, "
     "metadata.max.age.ms (300000), partition.assignment.strategy (must name range), "
-    "exclude.internal.topics (true); security.protocol, ssl.*, sasl.* as in --command-config. Kafka's "
-    "fetch, socket and metrics configs are taken without effect; a name Kafka's consumer does not "
+    "exclude.internal.topics (true), allow.auto.create.topics (true: a --topic's Metadata asks the broker "
+    "to create it), retry.backoff.ms (100), retry.backoff.max.ms (1000), fetch.max.bytes (52428800), "
+    "max.partition.fetch.bytes (1048576); security.protocol, ssl.*, sasl.* as in --command-config. "
+    "Kafka's other fetch, socket and metrics configs are taken without effect; a name Kafka's consumer does not "
     "know is warned about, as Kafka does."
 )
 
@@ -148,8 +158,10 @@ def consume(
     exit_at_end: bool = typer.Option(
         False,
         "--exit-at-end",
-        help="Exit at each partition's high watermark (read_committed: last stable offset) as read at "
-        "the start, or when the group assigned it (kcat -e).",
+        help="Exit once every assigned partition reached its high watermark (read_committed: last "
+        "stable offset) as read at the start, or when the group assigned it (kcat -e); while nothing "
+        "is assigned (a group member given no partition, a topic not there yet, an --include that "
+        "matches nothing) it waits.",
     ),
     prop: list[str] = typer.Option(None, "--property", metavar="KEY=VALUE", help=PROPERTY_HELP),
     consumer_property: list[str] = typer.Option(
@@ -311,8 +323,6 @@ def consume(
         group_member = None
         try:
             if settings.group_id is not None:
-                if topic is not None:
-                    C.topic_partitions(admin.metadata([topic], keep=True), topic, None)
                 consumer = group_member = G.GroupConsumer(
                     admin,
                     settings,
@@ -323,7 +333,14 @@ def consume(
                     log=_warn,
                 )
             else:
-                fetcher = C.LiveConsumer(admin, isolation, exit_at_end=exit_at_end, reset=reset_spec)
+                fetcher = C.LiveConsumer(
+                    admin,
+                    isolation,
+                    exit_at_end=exit_at_end,
+                    reset=reset_spec,
+                    max_bytes=settings.fetch_max_bytes,
+                    partition_max_bytes=settings.max_partition_fetch_bytes,
+                )
                 if pattern is not None:
                     consumer = C.PatternConsumer(
                         fetcher,
@@ -333,15 +350,16 @@ def consume(
                         settings.exclude_internal_topics,
                     )
                 else:
-                    tps = C.topic_partitions(admin.metadata([topic], keep=True), topic, partition)
-                    if start is None:  # auto.offset.reset=none and nothing committed (no group)
-                        raise C.ConsumeError(
-                            "Undefined offset with no reset policy for partitions: ["
-                            + ", ".join(f"{t}-{p}" for t, p in tps)
-                            + "]"
-                        )
-                    fetcher.assign(dict.fromkeys(tps, start))
-                    consumer = fetcher
+                    consumer = C.TopicConsumer(
+                        fetcher,
+                        topic,
+                        partition,
+                        start,
+                        auto_create=settings.allow_auto_create_topics,
+                        backoff_ms=settings.retry_backoff_ms,
+                        backoff_max_ms=settings.retry_backoff_max_ms,
+                        log=_warn,
+                    )
         except C.ConsumeError as exc:
             raise CommandError(str(exc)) from None
         code = EXIT_OK

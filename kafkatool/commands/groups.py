@@ -555,6 +555,49 @@ def _duration_ms(value: str) -> int:
     return int(delta.total_seconds() * 1000)
 
 
+def reset_spec(
+    kind: str, to_offset: int | None, shift_by: int | None, to_datetime: str | None, by_duration: str | None
+):
+    """The reset scenario ``kind`` (an option name without its dashes) with its value, as
+    ConsumerGroupCommand and StreamsResetter read their options: --to-datetime by
+    Utils.getDateTime (here: epoch ms or ISO-8601, UTC unless a zone is given), --by-duration
+    by Duration.parse, from now. The one reading of reset options (groups reset-offsets,
+    streams-reset); a --from-file plan is read_reset_plan's."""
+    from kafkatool.broker.group import live
+    from kafkatool.commands.topic_sources import parse_now
+
+    spec = live.ResetSpec("to-datetime" if kind == "by-duration" else kind)
+    if kind == "to-offset":
+        spec.value = to_offset
+    elif kind == "shift-by":
+        spec.value = shift_by
+    elif kind == "to-datetime":
+        spec.value = parse_now(to_datetime, flag="--to-datetime")
+    elif kind == "by-duration":
+        spec.value = int(datetime.now(UTC).timestamp() * 1000) - _duration_ms(by_duration)
+    return spec
+
+
+def read_reset_plan(
+    path: Path, groups: list[str], *, group_column: bool = True
+) -> dict[str, dict[tuple[str, int], int]]:
+    """--from-file: a reset plan CSV (views.parse_reset_csv, ConsumerGroupCommand's format;
+    ``group_column`` False: TOPIC,PARTITION,OFFSET lines only, StreamsResetter's); an unreadable
+    or malformed file is one line naming it (and the line)."""
+    from kafkatool.broker.group.views import parse_reset_csv
+    from kafkatool.log.file_records import read_regular
+
+    raw = read_regular(path)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CommandError(f"{path}: byte {exc.start}: not UTF-8") from None
+    try:
+        return parse_reset_csv(text, groups, source=str(path), group_column=group_column)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+
+
 @handle_errors
 def reset_offsets(
     group: list[str] = typer.Option(None, "--group", metavar="GROUP", help="A group to reset (repeatable)."),
@@ -607,8 +650,7 @@ def reset_offsets(
     """Move a group's committed offsets, like kafka-consumer-groups.sh --reset-offsets: a dry run
     unless --execute; only a group with no active members (Empty or Dead)."""
     from kafkatool.broker.group import live
-    from kafkatool.broker.group.views import parse_reset_csv, reset_csv
-    from kafkatool.commands.topic_sources import parse_now
+    from kafkatool.broker.group.views import reset_csv
 
     if bool(group) == all_groups:
         raise CommandError("give --group G (repeatable) or --all-groups")
@@ -635,26 +677,16 @@ def reset_offsets(
         )
     if from_file is None and bool(topic) == all_topics:
         raise CommandError("One of the reset scopes should be defined: --all-topics, --topic.")
-    kind = chosen[0]
-    spec = live.ResetSpec("to-datetime" if kind == "by-duration" else kind)
-    if kind == "to-offset":
-        spec.value = to_offset
-    elif kind == "shift-by":
-        spec.value = shift_by
-    elif kind == "to-datetime":
-        spec.value = parse_now(to_datetime, flag="--to-datetime")
-    elif kind == "by-duration":
-        spec.value = int(datetime.now(UTC).timestamp() * 1000) - _duration_ms(by_duration)
+    spec = reset_spec(chosen[0], to_offset, shift_by, to_datetime, by_duration)
     plans: dict[str, dict[tuple[str, int], int]] = {}
     if from_file is not None:
-        try:
-            text = from_file.read_text()
-        except OSError as exc:
-            raise CommandError(f"{from_file}: {exc.strerror or exc}") from None
-        try:
-            plans = parse_reset_csv(text, list(group or []), source=str(from_file))
-        except ValueError as exc:
-            raise CommandError(str(exc)) from None
+        plans = read_reset_plan(from_file, list(group or []))
+
+    def warn(note) -> None:
+        text = live.group_command_warning(note)
+        if text and not json_out:
+            err_console.print(f"WARN {text}")
+
     result: dict[str, dict[tuple[str, int], int]] = {}
     refused = []
     changing: set[str] = set()
@@ -669,7 +701,7 @@ def reset_offsets(
                 )
                 refused.append(gid)
                 continue
-            if kind == "from-file":
+            if spec.kind == "from-file":
                 if gid not in plans:
                     error_line(f"No reset plan for group {gid} found")
                     result[gid] = {}
@@ -680,7 +712,6 @@ def reset_offsets(
                 scope = sorted(view.committed)
             else:
                 scope = _partition_args(admin, list(topic))
-            warn = (lambda msg: err_console.print(f"WARN {msg}")) if not json_out else (lambda msg: None)
             new = live.plan_reset(admin, view, scope, spec, warn)
             result[gid] = new
             if any(view.committed.get(tp) != off for tp, off in new.items()):

@@ -30,7 +30,10 @@ DESCRIBE_HELP = """Each log dir of each broker with its partitions (kafka-log-di
 the lines "Querying brokers for log directories information" and "Received log directory
 information from brokers IDS", then one line of Kafka's JSON, its keys in Kafka's order (an
 error is null or Kafka's exception class, e.g. org.apache.kafka.common.errors.KafkaStorageException
-for an offline dir). DescribeLogDirs goes to each broker itself, not to the controller.
+for an offline dir). DescribeLogDirs goes to each broker itself, not to the controller; a broker
+that cannot be reached (killed, still in the metadata) is asked again as Kafka's admin client asks
+(retry.backoff.ms doubling up to retry.backoff.max.ms) until default.api.timeout.ms (60000, or
+--command-config's), then the command fails in one line.
 
 \b
 {"brokers":[{"broker":ID,"logDirs":[{"partitions":[{"partition":"T-P",
@@ -103,8 +106,9 @@ def describe(
         intro = "Reading log directories information from " + ",".join(d.path for b in found for d in b.dirs)
         outro = "Read log directory information of brokers "
     else:
-        from kafkatool.assign.kafka_client import KafkaAdmin
+        from kafkatool.assign.kafka_client import KafkaAdmin, admin_timeouts
 
+        timeouts = admin_timeouts()  # --command-config's, checked before anything is asked
         with KafkaAdmin(bootstrap_server, client_id="kafkatool-log-dirs") as admin:
             choice = L.choose_brokers(wanted, list(admin.metadata(topics=[]).brokers))
             if choice.missing:
@@ -112,7 +116,7 @@ def describe(
             intro = "Querying brokers for log directories information"
             if not json_out:
                 typer.echo(intro)
-            result = L.describe_live(admin, choice.existing)
+            result = L.describe_live(admin, choice.existing, timeouts)
         outro = "Received log directory information from brokers "
     if json_out:
         _emit_lines(L.keep_topics(result, topics))

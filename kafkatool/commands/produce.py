@@ -49,8 +49,13 @@ unreachable broker is waited for up to delivery.timeout.ms (120 s).
 
 Producer configs as kafka-console-producer.sh merges them: --producer.config FILE, then each
 --producer-property KEY=VALUE over it, then a dedicated option (--request-required-acks, --timeout,
---batch-size, --request-timeout-ms, --message-send-max-retries, --retry-backoff-ms) when given; an
-option not given only fills in its default where the config is not set. compression.type is always
+--batch-size, --max-partition-memory-bytes, --request-timeout-ms, --message-send-max-retries,
+--retry-backoff-ms, --socket-buffer-size, --max-memory-bytes, --metadata-expiry-ms, --max-block-ms)
+when given; an option not given only fills in its default where the config is not set. Each is
+applied as Kafka's producer applies it (request.timeout.ms also bounds the wait for any answer,
+then the connection is dropped and the batch retried; send.buffer.bytes and receive.buffer.bytes
+size the sockets; buffer.memory bounds what waits; metadata.max.age.ms refreshes the metadata;
+max.block.ms bounds the start's wait for the topic). compression.type is always
 --compression-codec's. Kafka's checks and messages: a conflict (enable.idempotence=true with acks
 not all, retries=0 or max.in.flight.requests.per.connection over 5; delivery.timeout.ms below
 linger.ms + request.timeout.ms) or a bad value is one line, exit 2. A config Kafka's producer does
@@ -63,15 +68,22 @@ that cannot be parsed is one line on stderr naming its input line; a parse error
 (what was read before it is sent). At the end a summary line on stderr: records acknowledged,
 their batch bytes, errors. Exit 1 if a record failed, 2 if none could be sent."""
 
-#: ConsoleProducer's dedicated options and the producer configs they set (maybeMergeOptions)
-OPTION_CONFIGS = {
-    "linger_ms": "linger.ms",
-    "acks": "acks",
-    "request_timeout_ms": "request.timeout.ms",
-    "retries": "retries",
-    "retry_backoff_ms": "retry.backoff.ms",
-    "batch_size": "batch.size",
-}
+#: ConsoleProducer's dedicated options and the producer configs they set, in its
+#: maybeMergeOptions order (--max-partition-memory-bytes after --batch-size: it wins when both
+#: are given)
+OPTION_CONFIGS = [
+    ("linger_ms", "linger.ms"),
+    ("acks", "acks"),
+    ("request_timeout_ms", "request.timeout.ms"),
+    ("retries", "retries"),
+    ("retry_backoff_ms", "retry.backoff.ms"),
+    ("socket_buffer_size", "send.buffer.bytes"),
+    ("max_memory_bytes", "buffer.memory"),
+    ("batch_size", "batch.size"),
+    ("max_partition_memory_bytes", "batch.size"),
+    ("metadata_expiry_ms", "metadata.max.age.ms"),
+    ("max_block_ms", "max.block.ms"),
+]
 
 
 def _reader_props(reader_config: Path | None, prop: list[str]) -> dict[str, str]:
@@ -97,7 +109,7 @@ def _settings(producer_config: Path | None, producer_property: list[str], codec:
         load_properties_file(producer_config, "--producer.config") if producer_config is not None else {}
     )
     items = property_args(producer_property, "--producer-property")
-    config_options = {OPTION_CONFIGS[k]: v for k, v in options.items() if k in OPTION_CONFIGS}
+    config_options = [(config, options.get(key)) for key, config in OPTION_CONFIGS]
     props = console_producer_props(file_props, items, config_options, codec, notes)
     if options.get("idempotence") is not None:
         props["enable.idempotence"] = "true" if options["idempotence"] else "false"
@@ -155,7 +167,9 @@ def produce(
         "by --compression-codec, as kafka-console-producer.sh does), linger.ms, batch.size, "
         "enable.idempotence, retries, retry.backoff.ms, retry.backoff.max.ms, delivery.timeout.ms, "
         "request.timeout.ms, max.request.size, client.id, max.in.flight.requests.per.connection (requests written before their answers are read, default 5), "
-        "partitioner.ignore.keys; security.protocol, ssl.*, sasl.* as in --command-config.",
+        "partitioner.ignore.keys, buffer.memory, max.block.ms, metadata.max.age.ms, send.buffer.bytes, "
+        "receive.buffer.bytes; security.protocol, ssl.*, sasl.* as in --command-config. Kafka 3.8's "
+        "compression.gzip/lz4/zstd.level are warned about and not applied, as Kafka 3.7 does.",
     ),
     producer_config: Path | None = typer.Option(
         None,
@@ -194,7 +208,8 @@ def produce(
         None,
         "--request-timeout-ms",
         metavar="MS",
-        help="The brokers' ack timeout of a produce request (request.timeout.ms; default 1500).",
+        help="The brokers' ack timeout of a produce request and the producer's wait for any answer, "
+        "after which it drops the connection and retries (request.timeout.ms; default 1500).",
     ),
     retries: int | None = typer.Option(
         None,
@@ -208,6 +223,43 @@ def produce(
         metavar="MS",
         help="The first wait before a retry (retry.backoff.ms; default 100, doubling up to "
         "retry.backoff.max.ms, 1000).",
+    ),
+    max_partition_memory_bytes: int | None = typer.Option(
+        None,
+        "--max-partition-memory-bytes",
+        metavar="BYTES",
+        help="batch.size, as --batch-size (ConsoleProducer's second option for it: it wins when both are "
+        "given; default 16384).",
+    ),
+    max_memory_bytes: int | None = typer.Option(
+        None,
+        "--max-memory-bytes",
+        metavar="BYTES",
+        help="buffer.memory (default 33554432): the bytes of batches waiting to be sent or answered, each "
+        "counted at least batch.size as Kafka's BufferPool allocates them; when they would pass it, what is "
+        "waiting is sent before more is read (Kafka's producer blocks the reader and sends at once); a "
+        "record larger than it is refused as Kafka refuses it.",
+    ),
+    socket_buffer_size: int | None = typer.Option(
+        None,
+        "--socket-buffer-size",
+        metavar="BYTES",
+        help="send.buffer.bytes, the SO_SNDBUF of the producer's connections (ConsoleProducer's default "
+        "102400; -1: the OS's).",
+    ),
+    metadata_expiry_ms: int | None = typer.Option(
+        None,
+        "--metadata-expiry-ms",
+        metavar="MS",
+        help="metadata.max.age.ms (default 300000): the topic's metadata is asked for again when it is "
+        "older (new partitions are used from then on).",
+    ),
+    max_block_ms: int | None = typer.Option(
+        None,
+        "--max-block-ms",
+        metavar="MS",
+        help="max.block.ms (default 60000): how long the start waits for the topic's metadata (a topic being "
+        'created); then "Topic T not present in metadata after MS ms.", exit 2.',
     ),
     sync: bool = typer.Option(
         False, "--sync", help="Send each record alone and wait for its acknowledgement before the next."
@@ -251,6 +303,11 @@ def produce(
         "retries": retries,
         "retry_backoff_ms": retry_backoff_ms,
         "batch_size": batch_size,
+        "max_partition_memory_bytes": max_partition_memory_bytes,
+        "max_memory_bytes": max_memory_bytes,
+        "socket_buffer_size": socket_buffer_size,
+        "metadata_expiry_ms": metadata_expiry_ms,
+        "max_block_ms": max_block_ms,
     }
     settings = _settings(
         producer_config,
@@ -304,7 +361,13 @@ def produce(
     producer = None
     interrupted = False
     try:
-        with KafkaAdmin(bootstrap, client_id=settings.client_id) as admin:
+        with KafkaAdmin(
+            bootstrap,
+            client_id=settings.client_id,
+            # request.timeout.ms bounds the wait for every answer (NetworkClient's request timeout)
+            timeout=max(settings.request_timeout_ms, 1) / 1000,
+            buffers=(settings.send_buffer, settings.receive_buffer),
+        ) as admin:
             producer = Producer(admin, topic, settings, partition=partition, on_outcome=on_outcome, sync=sync)
             producer.start()
             source = LineSource(stream)

@@ -197,28 +197,216 @@ def _render_report(rep: dict) -> None:
 # ---------------------------------------------------------------- generate
 
 
+def _read_current(topics, zookeeper, bootstrap_server, current_file, *, with_isr=False):
+    """(current assignment of ``topics``, registered brokers or None, ISR or None) from the one
+    source given: ZooKeeper (topic znodes, and with ``with_isr`` the partition state znodes),
+    Metadata, or a --current file (no brokers, ISR unknown)."""
+    from kafkatool.assign import formats
+
+    if zookeeper is not None:
+        from kafkatool.assign import zk_reassign
+
+        with _connect(zookeeper) as zk:
+            registered = zk_reassign.read_brokers(zk)
+            current = zk_reassign.read_current(zk, topics)
+            isr = zk_reassign.read_isr(zk, topics) if with_isr else None
+        return current, registered, isr
+    if bootstrap_server is not None:
+        from kafkatool.assign import api_reassign
+
+        with _admin(bootstrap_server) as admin:
+            current, isr = api_reassign.read_current_and_isr(admin, topics)
+            registered = api_reassign.read_brokers(admin.metadata_cached())
+        return current, registered, isr if with_isr else None
+    targets = formats.parse_reassignment(_read(current_file), str(current_file))
+    allc = formats.targets_to_assignment(targets)
+    missing = [t for t in topics if not any(tp[0] == t for tp in allc)]
+    if missing:
+        raise CommandError(
+            f"{current_file}: topic{'s' if len(missing) > 1 else ''} not found: {', '.join(missing)}"
+        )
+    return {tp: r for tp, r in allc.items() if tp[0] in set(topics)}, None, None
+
+
+def _where_args(zookeeper, bootstrap_server) -> list[str]:
+    """The cluster options of a printed command: those generate read from, else a placeholder."""
+    if bootstrap_server is not None:
+        return ["--bootstrap-server", bootstrap_server]
+    if zookeeper is not None:
+        return ["--zookeeper", zookeeper]
+    return ["--bootstrap-server", "HOST:PORT"]
+
+
+def _election_command(partitions, zookeeper, bootstrap_server) -> list[str]:
+    """The leader-election command line that makes the demotion's new orders take effect."""
+    args = ["kafkatool", "leader-election", "--election-type", "preferred"]
+    args += _where_args(zookeeper, bootstrap_server)
+    if len(partitions) == 1:
+        ((t, p),) = partitions
+        return [*args, "--topic", t, "--partition", str(p)]
+    return [*args, "--path-to-json-file", "ELECTION.json"]
+
+
+def _demote(
+    topics_to_move_json_file,
+    zookeeper,
+    bootstrap_server,
+    current_file,
+    demote_brokers,
+    sizes_file,
+    output,
+    as_json,
+) -> None:
+    import shlex
+
+    from kafkatool.assign import formats, plan
+    from kafkatool.assign.demote import plan_demotion
+    from kafkatool.assign.election import format_election_json
+    from kafkatool.assign.model import Broker, parse_broker_list
+
+    topics = formats.parse_topics_to_move(_read(topics_to_move_json_file), str(topics_to_move_json_file))
+    demoted_list = parse_broker_list(demote_brokers)
+    if any(b.rack is not None for b in demoted_list):
+        raise CommandError(f"--demote-brokers {demote_brokers!r}: broker ids only, no racks")
+    demoted = [b.id for b in demoted_list]
+    sizes = formats.parse_sizes(_read(sizes_file), str(sizes_file)) if sizes_file else None
+    current, registered, isr = _read_current(topics, zookeeper, bootstrap_server, current_file, with_isr=True)
+    holding = {b for replicas in current.values() for b in replicas}
+    unknown = [b for b in demoted if b not in holding and (registered is None or b not in registered)]
+    if unknown:
+        raise CommandError(
+            f"--demote-brokers: broker{'s' if len(unknown) > 1 else ''} {','.join(map(str, unknown))} "
+            f"hold{'' if len(unknown) > 1 else 's'} no replica of these topics"
+            + (" and is not registered" if registered is not None and len(unknown) == 1 else "")
+            + (" and are not registered" if registered is not None and len(unknown) > 1 else "")
+        )
+    notes = []
+    if isr is None:
+        notes.append("ISR unknown (--current): every replica is assumed in sync.")
+    result = plan_demotion(current, demoted, isr, None if registered is None else set(registered))
+    proposed = result.proposed
+    racks = {b: r.rack for b, r in (registered or {}).items()}
+    brokers = [Broker(b, racks.get(b)) for b in sorted(holding)]
+    rep = plan.report(current, proposed, brokers, sizes).to_dict()
+    proposed_text = formats.format_reassignment(proposed)
+    shown_current = {tp: current[tp] for tp in proposed}
+    if output is not None and proposed:
+        fileops.atomic_write(output, (proposed_text + "\n").encode(), mode=0o600)
+    where = _where_args(zookeeper, bootstrap_server)
+    execute = [
+        "kafkatool",
+        "reassign",
+        "execute",
+        "--reassignment-json-file",
+        str(output or "PLAN.json"),
+        *where,
+    ]
+    command = _election_command(list(proposed), zookeeper, bootstrap_server) if proposed else None
+    election = format_election_json(proposed) if proposed else None
+    left = [
+        {"topic": x.tp[0], "partition": x.tp[1], "replicas": x.replicas, "isr": x.isr, "reason": x.reason}
+        for x in result.left
+    ]
+    if as_json:
+        emit_json(
+            {
+                "type": "plan",
+                "strategy": "demote",
+                "demoted_brokers": demoted,
+                "current": json.loads(formats.format_reassignment(shown_current)),
+                "proposed": json.loads(proposed_text),
+                "report": rep,
+                "left": left,
+                "election": json.loads(election) if election else None,
+                "election_command": shlex.join(command) if command else None,
+                "execute_command": shlex.join(execute) if proposed else None,
+                "notes": notes,
+            }
+        )
+        raise typer.Exit(EXIT_FINDINGS if left else EXIT_OK)
+    for note in notes:
+        console.print(f"Note: {note}")
+    if proposed:
+        print(f"Current partition replica assignment\n{formats.format_reassignment(shown_current)}\n")
+        print(f"Proposed partition reassignment configuration\n{proposed_text}\n")
+    else:
+        names = f"broker{'s' if len(demoted) > 1 else ''} {','.join(map(str, demoted))}"
+        console.print(
+            f"No partition of these topics can move its preferred leader off {names}: nothing to change."
+            if left
+            else f"No partition of these topics has its preferred leader on {names}: nothing to change."
+        )
+    _render_report(rep)
+    if left:
+        print(f"{len(left)} partition(s) keep a demoted broker as preferred leader (left as they are):")
+        for x in result.left:
+            print(f"  {x.tp[0]}-{x.tp[1]} replicas {x.replicas}: {x.reason}")
+    if proposed:
+        print(
+            "The plan moves no data: executed, it changes the order of the replicas only:\n"
+            f"{shlex.join(execute)}\n"
+            "then a preferred leader election moves leadership to the new first replicas (where they are "
+            "alive and in sync):"
+        )
+        print(shlex.join(command))
+        if len(proposed) > 1:
+            print(f"with ELECTION.json holding:\n{election}")
+    raise typer.Exit(EXIT_FINDINGS if left else EXIT_OK)
+
+
 def generate(
     topics_to_move_json_file: Path = typer.Option(
         ..., "--topics-to-move-json-file", help='Topics to move: {"version":1,"topics":[{"topic":"a"}]}.'
     ),
-    broker_list: str = typer.Option(..., "--broker-list", help=BROKER_LIST_HELP),
-    zookeeper: str | None = _zk_option(" Source of the current assignment and racks."),
+    broker_list: str | None = typer.Option(
+        None, "--broker-list", help=BROKER_LIST_HELP + " Required, except with --demote-brokers."
+    ),
+    zookeeper: str | None = _zk_option(
+        " Source of the current assignment and racks (and, for --demote-brokers, of the ISR: the "
+        "partitions' state znodes)."
+    ),
     bootstrap_server: str | None = _bootstrap_option(
-        " Source of the current assignment and racks (Metadata)."
+        " Source of the current assignment, racks and ISR (Metadata)."
     ),
     command_config: str | None = command_config_option(),
     current_file: Path | None = typer.Option(
         None,
         "--current",
         help="Read the current assignment from this reassignment-format JSON file instead of ZooKeeper "
-        "(e.g. the 'Current partition replica assignment' Kafka printed).",
+        "(e.g. the 'Current partition replica assignment' Kafka printed). The ISR is then unknown: "
+        "--demote-brokers assumes every replica in sync.",
     ),
-    strategy: str = typer.Option(
-        "kafka",
+    strategy: str | None = typer.Option(
+        None,
         "--strategy",
-        help="kafka: Kafka's own placement (AdminUtils; ignores where replicas are now). minimal: balance "
-        "replica and leader counts per broker and rack moving as few replicas as possible. size: balance "
-        "bytes per broker (needs --sizes).",
+        help="kafka (the default): Kafka's own placement (AdminUtils; ignores where replicas are now). "
+        "minimal: balance replica and leader counts per broker and rack moving as few replicas as "
+        "possible. size: balance bytes per broker (needs --sizes).",
+    ),
+    replication_factor: int | None = typer.Option(
+        None,
+        "--replication-factor",
+        metavar="N",
+        help="Give every partition of the topics exactly N replicas on the --broker-list brokers, raising "
+        "or lowering (Kafka has no tool for it). With --strategy minimal or size every replica that can "
+        "stay stays and preferred leaders are kept: lowering drops followers (never data moved; those "
+        "off the target brokers first, racks kept spread, from the most loaded brokers), raising adds "
+        "followers where replicas (minimal; then preferred leaders) or bytes (size) are lowest, on racks "
+        "the partition lacks first (Kafka's rack-aware rule); replicas off the target brokers move. "
+        "With --strategy kafka, Kafka's placement of N replicas from scratch. Only added replicas count "
+        "as data moved. Refused as Kafka refuses it when N exceeds the target brokers.",
+    ),
+    demote_brokers: str | None = typer.Option(
+        None,
+        "--demote-brokers",
+        metavar="ID,ID",
+        help="Instead of placing replicas: move preferred leadership off these brokers (e.g. before "
+        "maintenance) without moving data. Each partition whose first replica is a demoted broker gets a "
+        "new order: the in-sync replica on another (registered, when the cluster is read) broker that "
+        "keeps preferred leaders best balanced "
+        "first, the demoted brokers last. A partition with no such replica is left and reported (exit "
+        "1). Prints the preferred leader election that makes the new order take effect once the plan "
+        "is executed. Takes no --broker-list, --strategy, --replication-factor, --seed or --start-index.",
     ),
     sizes_file: Path | None = typer.Option(None, "--sizes", help=SIZES_HELP),
     seed: int | None = typer.Option(
@@ -240,7 +428,7 @@ def generate(
 ) -> None:
     """Propose a reassignment of the given topics onto the given brokers.
 
-    Prints Kafka's two blocks (current, proposed) and what the plan moves: replicas, bytes, preferred leaders, and the balance per broker and rack before and after. --strategy minimal and size propose only the partitions that change.
+    Prints Kafka's two blocks (current, proposed) and what the plan moves: replicas, bytes, preferred leaders, and the balance per broker and rack before and after. --strategy minimal and size propose only the partitions that change. --replication-factor N changes the topics' replication factor; --demote-brokers moves preferred leadership off brokers (exit 1 when a partition keeps a demoted preferred leader).
     """
     del command_config  # applied by the option itself (one place: commands/common.py)
     _generate(**locals())
@@ -255,6 +443,8 @@ def _generate(
     bootstrap_server,
     current_file,
     strategy,
+    replication_factor,
+    demote_brokers,
     sizes_file,
     seed,
     start_index,
@@ -263,12 +453,44 @@ def _generate(
     as_json,
 ) -> None:
     from kafkatool.assign import formats, plan
+    from kafkatool.assign.kafka_placement import replication_factor_error
     from kafkatool.assign.model import Broker, check_racks, parse_broker_list
 
-    if strategy not in ("kafka", "minimal", "size"):
-        raise CommandError(f"--strategy must be kafka, minimal or size, not {strategy!r}")
     if sum(x is not None for x in (zookeeper, bootstrap_server, current_file)) != 1:
         raise CommandError("give exactly one of --zookeeper, --bootstrap-server and --current")
+    if demote_brokers is not None:
+        given = [
+            name
+            for name, value in (
+                ("--broker-list", broker_list),
+                ("--strategy", strategy),
+                ("--replication-factor", replication_factor),
+                ("--seed", seed),
+                ("--start-index", start_index),
+            )
+            if value is not None
+        ]
+        if given:
+            raise CommandError(
+                f"--demote-brokers moves no replica: {', '.join(given)} "
+                f"do{'es' if len(given) == 1 else ''} not apply"
+            )
+        _demote(
+            topics_to_move_json_file,
+            zookeeper,
+            bootstrap_server,
+            current_file,
+            demote_brokers,
+            sizes_file,
+            output,
+            as_json,
+        )
+        return
+    if broker_list is None:
+        raise CommandError("--broker-list is required (except with --demote-brokers)")
+    strategy = strategy or "kafka"
+    if strategy not in ("kafka", "minimal", "size"):
+        raise CommandError(f"--strategy must be kafka, minimal or size, not {strategy!r}")
     if strategy == "size" and sizes_file is None:
         raise CommandError("--strategy size needs --sizes FILE")
     if strategy != "kafka" and (seed is not None or start_index is not None):
@@ -279,21 +501,14 @@ def _generate(
         raise CommandError(f"--start-index must be >= 0, not {start_index}")
     topics = formats.parse_topics_to_move(_read(topics_to_move_json_file), str(topics_to_move_json_file))
     wanted = parse_broker_list(broker_list)
+    if replication_factor is not None:
+        message = replication_factor_error(replication_factor, len(wanted))
+        if message is not None:
+            raise CommandError(message)
     sizes = formats.parse_sizes(_read(sizes_file), str(sizes_file)) if sizes_file else None
     other_racks: dict[int, str | None] = {}
-    if zookeeper is not None or bootstrap_server is not None:
-        if zookeeper is not None:
-            from kafkatool.assign import zk_reassign
-
-            with _connect(zookeeper) as zk:
-                registered = zk_reassign.read_brokers(zk)
-                current = zk_reassign.read_current(zk, topics)
-        else:
-            from kafkatool.assign import api_reassign
-
-            with _admin(bootstrap_server) as admin:
-                current = api_reassign.read_current(admin, topics)
-                registered = api_reassign.read_brokers(admin.metadata_cached())
+    current, registered, _isr = _read_current(topics, zookeeper, bootstrap_server, current_file)
+    if registered is not None:
         unknown = [b.id for b in wanted if b.id not in registered]
         if unknown:
             raise CommandError(
@@ -304,14 +519,6 @@ def _generate(
         brokers = [b if given_racks else Broker(b.id, registered[b.id].rack) for b in wanted]
         other_racks = {b: r.rack for b, r in registered.items()}
     else:
-        targets = formats.parse_reassignment(_read(current_file), str(current_file))
-        allc = formats.targets_to_assignment(targets)
-        missing = [t for t in topics if not any(tp[0] == t for tp in allc)]
-        if missing:
-            raise CommandError(
-                f"{current_file}: topic{'s' if len(missing) > 1 else ''} not found: {', '.join(missing)}"
-            )
-        current = {tp: r for tp, r in allc.items() if tp[0] in set(topics)}
         brokers = wanted
     rack_aware = check_racks(brokers, rack_aware=not disable_rack_aware)
     if not rack_aware:
@@ -323,11 +530,25 @@ def _generate(
 
         if start_index is None and seed is None:
             seed = secrets.randbits(63)
-        proposed = reassign_as_kafka(current, brokers, seed=seed, start_index=start_index)
+        proposed = reassign_as_kafka(
+            current, brokers, seed=seed, start_index=start_index, replication_factor=replication_factor
+        )
         used_seed = seed if start_index is None else None
         shown_current = current
     else:
-        if strategy == "minimal":
+        if replication_factor is not None:
+            from kafkatool.assign.factor import plan_replication_factor
+
+            new = plan_replication_factor(
+                current,
+                brokers,
+                replication_factor,
+                strategy=strategy,
+                sizes=sizes,
+                rack_aware=rack_aware,
+                other_racks=other_racks,
+            )
+        elif strategy == "minimal":
             from kafkatool.assign.minimal import plan_minimal
 
             new = plan_minimal(current, brokers, rack_aware=rack_aware, other_racks=other_racks)
@@ -347,13 +568,21 @@ def _generate(
             obj["seed"] = used_seed
         if start_index is not None:
             obj["start_index"] = start_index
+        if replication_factor is not None:
+            obj["replication_factor"] = replication_factor
         obj["current"] = json.loads(formats.format_reassignment(shown_current))
         obj["proposed"] = json.loads(proposed_text)
         obj["report"] = rep
         emit_json(obj)
         return
     if not proposed:
-        console.print("The brokers are already balanced for these topics: nothing to move.")
+        if replication_factor is not None:
+            console.print(
+                f"Every partition of these topics has {replication_factor} replicas on the target brokers: "
+                "nothing to move."
+            )
+        else:
+            console.print("The brokers are already balanced for these topics: nothing to move.")
         _render_report(rep)
         return
     # Kafka's two blocks first, byte for byte, so scripts that cut them out keep working.

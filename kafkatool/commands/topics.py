@@ -344,9 +344,9 @@ GET_OFFSETS_HELP = (
     'out (--json: "offset": null). A partition answered with an error is reported on stderr ("Skip '
     'getting offsets for topic-partition T-P due to error: ...") and makes the exit status 1, as '
     "nothing matching the filters does. A leader moving or out of reach (a broker just killed) is "
-    "asked again, for up to 60 s as the admin client's default.api.timeout.ms; a partition with no "
-    "leader at all (every replica down) is reported as LEADER_NOT_AVAILABLE after 5 tries (Kafka's "
-    "admin client waits the 60 s, then reports a TimeoutException). With --log-dir the same answers "
+    "asked again, until the admin client's default.api.timeout.ms (60000, or --command-config's); a "
+    "partition with no leader at all (every replica down) is reported as LEADER_NOT_AVAILABLE after 5 "
+    "tries (Kafka's admin client waits the timeout, then reports a TimeoutException). With --log-dir the same answers "
     "come from a log dir or a "
     "backup, read-only, by the broker's own ListOffsets rule."
 )

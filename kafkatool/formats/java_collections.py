@@ -44,6 +44,12 @@ def java_int_hash(i: int) -> int:
     return signed32(i)
 
 
+def java_long_hash(v: int) -> int:
+    """``Long.hashCode``: (int) (value ^ (value >>> 32))."""
+    u = v & 0xFFFFFFFFFFFFFFFF
+    return signed32(u ^ (u >> 32))
+
+
 def topic_partition_hash(tp: tuple[str, int]) -> int:
     """``TopicPartition.hashCode``: 31 * (31 + partition) + topic.hashCode (signed int32)."""
     return signed32(31 * (31 + tp[1]) + java_string_hash(tp[0]))

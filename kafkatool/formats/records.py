@@ -26,7 +26,14 @@ from kafkatool.formats.errors import (
     StreamError,
     TruncatedError,
 )
-from kafkatool.formats.varint import ZIGZAG_14, write_uvarint, zigzag32, zigzag64
+from kafkatool.formats.varint import (
+    ZIGZAG_14,
+    append_uvarint,
+    size_of_uvarint,
+    write_uvarint,
+    zigzag32,
+    zigzag64,
+)
 from kafkatool.formats.varint import read_zz32 as _read_zz32
 from kafkatool.formats.varint import read_zz64 as _read_zz64
 
@@ -1275,6 +1282,19 @@ def _uv(value: int) -> bytes:
     return write_uvarint(value)
 
 
+def _written_header_key(hkey: str | bytes) -> bytes:
+    """A header key's bytes as written: a str as Kafka writes a String, a bytes key as it is."""
+    if isinstance(hkey, str):
+        try:
+            return hkey.encode("utf-8")
+        except UnicodeEncodeError:
+            # DefaultRecord.writeTo writes Utils.utf8(header.key()): Kafka's String of the
+            # bytes it read, so a rebuilt record's key that was not UTF-8 is written with
+            # U+FFFD for each malformed sequence, as Kafka writes it (DESIGN.md)
+            return java_utf8.encode(kafka_header_key(hkey))
+    return bytes(hkey)  # given as bytes: written as they are
+
+
 def encode_record_v2(
     offset_delta: int,
     timestamp_delta: int,
@@ -1282,39 +1302,61 @@ def encode_record_v2(
     value: bytes | None,
     headers: Iterable[tuple[str | bytes, bytes | None]] = (),
 ) -> bytes:
-    parts = [b"\x00", _uv(zigzag64(timestamp_delta)), _uv(zigzag32(offset_delta))]
+    """DefaultRecord.writeTo: the length-prefixed record (its size is :func:`record_v2_size`)."""
+    body = bytearray(b"\x00")
+    append_uvarint(body, zigzag64(timestamp_delta))
+    append_uvarint(body, zigzag32(offset_delta))
     if key is None:
-        parts.append(b"\x01")
+        body.append(1)
     else:
-        parts.append(_uv(zigzag32(len(key))))
-        parts.append(bytes(key))
+        append_uvarint(body, zigzag32(len(key)))
+        body += key
     if value is None:
-        parts.append(b"\x01")
+        body.append(1)
     else:
-        parts.append(_uv(zigzag32(len(value))))
-        parts.append(bytes(value))
+        append_uvarint(body, zigzag32(len(value)))
+        body += value
     headers = list(headers)
-    parts.append(_uv(zigzag32(len(headers))))
+    append_uvarint(body, zigzag32(len(headers)))
     for hkey, hval in headers:
-        if isinstance(hkey, str):
-            try:
-                hk = hkey.encode("utf-8")
-            except UnicodeEncodeError:
-                # DefaultRecord.writeTo writes Utils.utf8(header.key()): Kafka's String of the
-                # bytes it read, so a rebuilt record's key that was not UTF-8 is written with
-                # U+FFFD for each malformed sequence, as Kafka writes it (DESIGN.md)
-                hk = java_utf8.encode(kafka_header_key(hkey))
-        else:
-            hk = bytes(hkey)  # given as bytes: written as they are
-        parts.append(_uv(zigzag32(len(hk))))
-        parts.append(hk)
+        hk = _written_header_key(hkey)
+        append_uvarint(body, zigzag32(len(hk)))
+        body += hk
         if hval is None:
-            parts.append(b"\x01")
+            body.append(1)
         else:
-            parts.append(_uv(zigzag32(len(hval))))
-            parts.append(bytes(hval))
-    body = b"".join(parts)
-    return _uv(zigzag32(len(body))) + body
+            append_uvarint(body, zigzag32(len(hval)))
+            body += hval
+    out = bytearray()
+    append_uvarint(out, zigzag32(len(body)))
+    out += body
+    return bytes(out)
+
+
+def _field_size(data) -> int:
+    return 1 if data is None else size_of_uvarint(zigzag32(len(data))) + len(data)
+
+
+def record_v2_size(
+    offset_delta: int,
+    timestamp_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Sequence[tuple[str | bytes, bytes | None]] = (),
+) -> int:
+    """DefaultRecord.sizeInBytes: the length of what :func:`encode_record_v2` writes, counted
+    without writing it (the producer sizes every record it batches)."""
+    body = (
+        1
+        + size_of_uvarint(zigzag64(timestamp_delta))
+        + size_of_uvarint(zigzag32(offset_delta))
+        + _field_size(key)
+        + _field_size(value)
+        + size_of_uvarint(zigzag32(len(headers)))
+    )
+    for hkey, hval in headers:
+        body += _field_size(_written_header_key(hkey)) + _field_size(hval)
+    return size_of_uvarint(zigzag32(body)) + body
 
 
 def build_record_batch(

@@ -257,6 +257,8 @@ class Log:
         #: counting, not left for the cyclic collector; None: a roll flushes inline
         self.flush_scheduler: Callable[[Log, int], None] | None = None
         self.closed = False
+        #: the dir's clean-shutdown marker at open: a read-only log rebuilds producer state by it
+        self._had_clean_shutdown = had_clean_shutdown
         if writable:
             self.dir.mkdir(parents=True, exist_ok=True)
         self.leader_epoch_cache = LeaderEpochCache(self.dir / LEADER_EPOCH_CHECKPOINT, writable=writable)
@@ -588,6 +590,27 @@ class Log:
         self.load_result.deleted_segments.append(seg.base_offset)
         self.load_result.removed_files.append((str(seg.log_path), why))
 
+    def rebuild_producer_state(self, now_ms: int | None = None) -> None:
+        """A read-only log's producer state as the broker rebuilds it at start-up (the same
+        stray-snapshot rule, snapshot choice and replay, UnifiedLog.rebuildProducerState),
+        nothing written: the offline readers' one way to it (`consume --log-dir`, dry runs,
+        `transactions --log-dir`). ``now_ms``: the instant producer expiry is judged at
+        (None: the log's clock)."""
+        if self.writable:
+            raise ValueError(
+                "rebuild_producer_state is for a read-only log (a writable one rebuilt it at load)"
+            )
+        psm = self.producer_state
+        snapshots = psm.remove_stray_snapshots(self._bases)
+        self._replay_producer_state(
+            psm,
+            self.log_start_offset,
+            self.log_end_offset,
+            self._had_clean_shutdown,
+            snapshots,
+            now_ms=now_ms,
+        )
+
     def _replay_producer_state(
         self,
         psm: ProducerStateManager,
@@ -595,6 +618,8 @@ class Log:
         last_offset: int,
         reload_from_clean_shutdown: bool,
         snapshots: dict[int, Path] | None = None,
+        *,
+        now_ms: int | None = None,
     ) -> None:
         """Kafka's UnifiedLog.rebuildProducerState; ``snapshots``: the snapshot files as just
         listed (None: list them)."""
@@ -604,7 +629,7 @@ class Log:
             to_snapshot.add(last_base)
             if len(self._bases) > 1:
                 to_snapshot.add(self._bases[-2])
-        now = self.clock()
+        now = self.clock() if now_ms is None else now_ms
         if snapshots is None:
             snapshots = psm.snapshot_files()
         if not snapshots and reload_from_clean_shutdown:

@@ -34,7 +34,6 @@ from kafkatool.log.manager import (  # noqa: F401 (find_targets, LogDirTargets: 
     find_targets,
     partition_dirs,
 )
-from kafkatool.log.producer_state import ProducerStateManager
 from kafkatool.log.recovery import QUARANTINE_DIR, plan_partition, utc_stamp
 from kafkatool.log.segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX
 
@@ -109,19 +108,9 @@ def open_for_maintenance(
 
 
 def replay_producer_state(log: Log, now_ms: int) -> None:
-    """Producer state of a read-only log (dry runs, `consume --log-dir`): the latest snapshot,
-    then the batches after it."""
-    psm: ProducerStateManager = log.producer_state
-    psm.load_from_snapshot(log.log_start_offset, now_ms)
-    start = max(psm.map_end_offset, log.log_start_offset)
-    if start >= log.log_end_offset:
-        return
-    for batch in log.batches(start):
-        if batch.last_offset < start:
-            continue
-        completed = psm.update(batch)
-        if completed is not None:
-            psm.complete_txn(completed)
+    """Producer state of a read-only log (dry runs, `consume --log-dir`): the broker's start-up
+    rebuild (:meth:`Log.rebuild_producer_state`), nothing written."""
+    log.rebuild_producer_state(now_ms)
 
 
 # ---------------------------------------------------------------- quarantine

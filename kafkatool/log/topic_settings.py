@@ -38,6 +38,7 @@ from typing import TypeVar
 from kafkatool.errors import KafkatoolError
 from kafkatool.formats.errors import FormatError
 from kafkatool.formats.properties import decode_properties
+from kafkatool.log import embedded_metadata
 from kafkatool.log.config import LONG_MAX, LogConfig
 
 HOUR_MS = 3_600_000
@@ -207,7 +208,7 @@ SOURCE_CLUSTER = "live cluster (DescribeConfigs)"
 SOURCE_INTERNAL = "internal topic (Kafka creates it compacted)"
 SOURCE_CLEANER_CHECKPOINT = "cleaner-offset-checkpoint lists it (compacted by the log cleaner)"
 
-EMBEDDED_METADATA_FILE = "kafkatool-cluster.json"
+EMBEDDED_METADATA_FILE = embedded_metadata.FILE
 #: the dynamic broker configs of ``kafkatool serve`` (IncrementalAlterConfigs of a BROKER resource:
 #: this broker's and the cluster-wide defaults), in its first log dir; Kafka keeps them in
 #: ZooKeeper or the metadata log, so they survive restarts
@@ -564,23 +565,20 @@ def internal_layer() -> ConfigLayer:
 
 
 def read_embedded(log_dir: Path) -> ConfigLayer | None:
-    """Topic configs of ``kafkatool serve``'s embedded metadata in ``log_dir`` (None: no file)."""
+    """Topic configs of ``kafkatool serve``'s embedded metadata in ``log_dir`` (None: no file),
+    checked as the broker checks it (log/embedded_metadata: a file it refuses gives no configs
+    and a note saying why)."""
     path = Path(log_dir) / EMBEDDED_METADATA_FILE
     try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
+        checked = embedded_metadata.read(path)
+    except embedded_metadata.EmbeddedMetadataError as exc:
+        return ConfigLayer(SOURCE_EMBEDDED, {}, [f"{exc}; its topic configs are not used"], kept_in=str(path))
+    if checked is None:
         return None
-    except (OSError, ValueError) as exc:
-        return ConfigLayer(
-            SOURCE_EMBEDDED,
-            {},
-            [f"{path}: unreadable ({exc}); its topic configs are not used"],
-            kept_in=str(path),
-        )
-    topics = {}
-    for name, t in (data.get("topics") or {}).items():
-        if isinstance(t, dict):
-            topics[str(name)] = {str(k): str(v) for k, v in (t.get("configs") or {}).items()}
+    topics = {
+        str(name): {str(k): str(v) for k, v in t.get("configs", {}).items()}
+        for name, t in checked.data.get("topics", {}).items()
+    }
     return ConfigLayer(SOURCE_EMBEDDED, topics, whole=True, kept_in=str(path))
 
 
@@ -610,88 +608,39 @@ def read_dynamic_broker_configs(log_dir: Path) -> ConfigLayer | None:
 
 
 def read_kraft(log_dir: Path, node_id: int | None = None) -> ConfigLayer | None:
-    """Replay ``__cluster_metadata-0`` in ``log_dir`` (latest snapshot, then the log) for topic configs.
-
-    TopicRecord names a topic id, ConfigRecord (resource type 2, topic) sets or (null value)
-    deletes a config, RemoveTopicRecord drops the topic.  None when the dir has no metadata log.
-    The dynamic broker configs (resource type 4) are the cluster-wide default ("") and those of
-    ``node_id``, the broker reading the dir (Kafka's configured node.id, which must match
-    meta.properties; None: the dir's meta.properties says).
+    """The configs of ``__cluster_metadata-0`` in ``log_dir`` (latest snapshot, then the log), as
+    the broker's image holds them after a load (log/metadata_log.load_directory, the one replay:
+    a ConfigRecord with a null value deletes the config, a RemoveTopicRecord drops the topic and
+    its configs).  Every topic of the image is in the layer, with or without configs.  None when
+    the dir has no metadata log.  The dynamic broker configs (resource type 4) are the
+    cluster-wide default ("") and those of ``node_id``, the broker reading the dir (Kafka's
+    configured node.id, which must match meta.properties; None: the dir's meta.properties says).
     """
-    from kafkatool.formats.internal_topics import cluster_metadata_record_dict
-    from kafkatool.log.file_records import FileRecords
+    from kafkatool.log.metadata_log import load_directory
 
     mdir = Path(log_dir) / CLUSTER_METADATA_DIR
     if not mdir.is_dir():
         return None
     layer = ConfigLayer(SOURCE_KRAFT, kept_in=str(mdir))
-    configs: dict[str, dict[str, str]] = {}
-    ids: dict[str, str] = {}
     if node_id is None:
         node_id = node_id_of(Path(log_dir))
-    #: resource name ("" = cluster default, else a node id) -> dynamic broker configs
-    brokers: dict[str, dict[str, str]] = {}
-    snapshots = sorted(mdir.glob("*.checkpoint"))
-    start = -1
-    files: list[Path] = []
-    if snapshots:
-        files.append(snapshots[-1])
-        try:
-            start = int(snapshots[-1].name.split("-")[0])
-        except ValueError:
-            start = -1
-    files += sorted(p for p in mdir.glob("*.log"))
-
-    #: (resource type, resource name, config) -> where the record that set it is
-    origins: dict[tuple[int, str, str], tuple[str, int, int]] = {}
-
-    def apply(rec: dict, where: tuple[str, int, int]) -> None:
-        kind, data = rec["type"], rec["data"]
-        if kind == "TOPIC_RECORD":
-            ids[data["topicId"]] = data["name"]
-            configs.setdefault(data["name"], {})
-        elif kind == "REMOVE_TOPIC_RECORD":
-            name = ids.pop(data["topicId"], None)
-            if name is not None:
-                configs.pop(name, None)
-                for key in [k for k in origins if k[:2] == (2, name)]:
-                    del origins[key]
-        elif kind == "CONFIG_RECORD" and data.get("resourceType") in (2, 4):
-            target = configs if data["resourceType"] == 2 else brokers
-            t = target.setdefault(data["resourceName"], {})
-            key = (data["resourceType"], data["resourceName"], data["name"])
-            if data.get("value") is None:
-                t.pop(data["name"], None)
-                origins.pop(key, None)
-            else:
-                t[data["name"]] = data["value"]
-                origins[key] = where
-
-    for path in files:
-        is_snapshot = path.suffix == ".checkpoint"
-        try:
-            with FileRecords(path) as fr:
-                for batch in fr.batches():
-                    if batch.is_control or (not is_snapshot and batch.next_offset <= start):
-                        continue
-                    for r in batch.records():
-                        if not is_snapshot and r.offset < start:
-                            continue
-                        try:
-                            apply(
-                                cluster_metadata_record_dict(r.value), (str(path), r.offset, batch.position)
-                            )
-                        except FormatError:
-                            continue
-        except FormatError as exc:
-            layer.notes.append(f"{path}: metadata log unreadable after byte {exc.position}: {exc}")
-        except OSError as exc:
-            layer.notes.append(f"{path}: {exc.strerror or exc}")
-    layer.topics = configs
-    layer.broker_default = dict(brokers.get("", {}))
-    layer.broker_node = dict(brokers.get(str(node_id), {})) if node_id is not None else {}
-    for (kind, name, config), where in origins.items():
-        if kind == 2 and config in configs.get(name, ()):
+    try:
+        load = load_directory(mdir)
+    except OSError as exc:
+        layer.notes.append(f"{exc.filename or mdir}: {exc.strerror or exc}")
+        return layer
+    if load.damage is not None:
+        layer.notes.append(f"metadata log damaged: {load.damage.line()}")
+    layer.notes += load.gaps
+    image = load.image
+    topics: dict[str | None, dict[str, str]] = {name: {} for name in image.topic_ids}
+    for name, configs in image.topic_configs().items():
+        topics.setdefault(name, {}).update(configs)
+    layer.topics = topics
+    layer.broker_default = dict(image.configs.get((4, ""), {}))
+    layer.broker_node = dict(image.configs.get((4, str(node_id)), {})) if node_id is not None else {}
+    for (kind, name, config), where in image.config_origins.items():
+        if kind == 2 and config in topics.get(name, ()):
             layer.origins[(TOPIC_ORIGIN, name, config)] = where
         elif kind == 4 and name in ("", str(node_id)):
             layer.origins[(BROKER_ORIGIN, name != "", config)] = where

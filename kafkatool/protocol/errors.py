@@ -9,6 +9,7 @@ from kafkatool.formats.schema import SchemaDecodeError, SchemaEncodeError, Unsup
 
 __all__ = [
     "ErrorCode",
+    "default_message",
     "exception_class",
     "is_retriable",
     "FrameTooLargeError",
@@ -334,3 +335,28 @@ def exception_class(code: int) -> str | None:
         return None
     name = _EXCEPTION_CLASSES.get(code, _EXCEPTION_CLASSES[ErrorCode.UNKNOWN_SERVER_ERROR])
     return name if "." in name else _ERRORS_PACKAGE + name
+
+
+#: Errors' default messages (Kafka 3.7), the text of the exception a client makes of a code the
+#: broker sent without a message: those the delegation-token APIs answer
+_DEFAULT_MESSAGES = {
+    ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED: "Delegation Token feature is not enabled.",
+    ErrorCode.DELEGATION_TOKEN_NOT_FOUND: "Delegation Token is not found on server.",
+    ErrorCode.DELEGATION_TOKEN_OWNER_MISMATCH: "Specified Principal is not valid Owner/Renewer.",
+    ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED: (
+        "Delegation Token requests are not allowed on PLAINTEXT/1-way SSL channels and on "
+        "delegation token authenticated channels."
+    ),
+    ErrorCode.DELEGATION_TOKEN_AUTHORIZATION_FAILED: "Delegation Token authorization failed.",
+    ErrorCode.DELEGATION_TOKEN_EXPIRED: "Delegation Token is expired.",
+    ErrorCode.INVALID_PRINCIPAL_TYPE: "Supplied principalType is not supported.",
+    ErrorCode.NOT_CONTROLLER: "This is not the correct controller for this cluster.",
+    ErrorCode.UNKNOWN_SERVER_ERROR: (
+        "The server experienced an unexpected error when processing the request."
+    ),
+}
+
+
+def default_message(code: int) -> str | None:
+    """Errors.message() of ``code`` where kafkatool's tools print it (None: not in the table)."""
+    return _DEFAULT_MESSAGES.get(code)

@@ -15,6 +15,8 @@ from kafkatool.zk.client import ConfigEntity, KafkaZk, TopicState, Typed, ZNodeS
 
 ERROR = "error"
 WARNING = "warning"
+#: a note that changes no exit status (health: a check that could not run on some partitions)
+INFO = "info"
 
 
 @dataclass

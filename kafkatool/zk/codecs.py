@@ -17,6 +17,7 @@ from typing import Any
 
 from kafkatool.formats.errors import FormatError
 from kafkatool.zk import paths
+from kafkatool.zk.sanitizer import desanitize, sanitize
 
 
 class ZkPayloadError(FormatError):
@@ -707,6 +708,122 @@ def encode_acl_change(resource_type: str, name: str, pattern_type: str = "LITERA
     )
 
 
+# ---------------------------------------------------------------- delegation tokens
+
+
+def parse_kafka_principal(text: str) -> tuple[str, str]:
+    """SecurityUtils.parseKafkaPrincipal: ``Type:name`` split at the first colon; ValueError
+    (IllegalArgumentException) with Kafka's message otherwise."""
+    if text:
+        ptype, sep, name = text.partition(":")
+        if sep:
+            return ptype, name
+    raise ValueError(f"expected a string in format principalType:principalName but got {text}")
+
+
+#: DelegationTokenManagerZk.CurrentVersion
+DELEGATION_TOKEN_VERSION = 3
+#: the order Jackson writes DelegationTokenManagerZk.toJsonCompatibleMap in: a Scala 2.13
+#: immutable HashMap of these eight keys (``mutable.Map.toMap``) iterates so (checked with
+#: scala-library 2.13 on a JDK 17); the keys are fixed, so the order is too
+_TOKEN_KEY_ORDER = (
+    "issueTimestamp",
+    "renewers",
+    "tokenRequester",
+    "tokenId",
+    "owner",
+    "expiryTimestamp",
+    "maxTimestamp",
+    "version",
+)
+
+
+@dataclass
+class DelegationTokenInfo:
+    """Kafka's TokenInformation: principals as ``Type:name`` strings, times in epoch ms."""
+
+    token_id: str
+    owner: str
+    token_requester: str
+    renewers: list[str]
+    issue_timestamp: int
+    max_timestamp: int
+    expiry_timestamp: int
+
+    def owner_or_renewer(self, principal: str) -> bool:
+        """TokenInformation.ownerOrRenewer."""
+        return principal in (self.owner, self.token_requester) or principal in self.renewers
+
+    def may_renew(self, principal: str) -> bool:
+        """DelegationTokenManagerZk.allowedToRenew: the owner or a renewer (not the requester)."""
+        return principal == self.owner or principal in self.renewers
+
+
+def delegation_token_json(info: DelegationTokenInfo) -> dict:
+    """DelegationTokenManagerZk.toJsonCompatibleMap in Jackson's order (principals sanitized)."""
+    values = {
+        "version": DELEGATION_TOKEN_VERSION,
+        "owner": sanitize(info.owner),
+        "tokenRequester": sanitize(info.token_requester),
+        "renewers": [sanitize(r) for r in info.renewers],
+        "issueTimestamp": info.issue_timestamp,
+        "maxTimestamp": info.max_timestamp,
+        "expiryTimestamp": info.expiry_timestamp,
+        "tokenId": info.token_id,
+    }
+    return {k: values[k] for k in _TOKEN_KEY_ORDER}
+
+
+def encode_delegation_token(info: DelegationTokenInfo) -> bytes:
+    """DelegationTokenInfoZNode.encode: the bytes of ``/delegation_token/tokens/<tokenId>``."""
+    return _dumps(delegation_token_json(info))
+
+
+def delegation_token_from_json(obj: Any, what: str = "delegation token") -> DelegationTokenInfo:
+    """DelegationTokenManagerZk.fromBytes of a parsed object: versions 1-3 (before 3 the
+    requester is the owner); ZkPayloadError for anything it would refuse."""
+    if not isinstance(obj, dict):
+        raise ZkPayloadError(f"{what}: expected a JSON object, got {type(obj).__name__}", 0)
+    version = _int(obj, "version", what)
+    if not 0 < version <= DELEGATION_TOKEN_VERSION:
+        raise ZkPayloadError(f"{what}: version {version} is not 1-{DELEGATION_TOKEN_VERSION}")
+
+    def principal(value: Any, key: str) -> str:
+        if not isinstance(value, str):
+            raise ZkPayloadError(f"{what}: {key!r} is not a string")
+        try:
+            text = desanitize(value)
+            parse_kafka_principal(text)
+        except ValueError as exc:
+            raise ZkPayloadError(f"{what}: {key!r}: {exc}") from None
+        return text
+
+    owner = principal(_str(obj, "owner", what), "owner")
+    requester = principal(_str(obj, "tokenRequester", what), "tokenRequester") if version >= 3 else owner
+    renewers = obj.get("renewers")
+    if not isinstance(renewers, list):
+        raise ZkPayloadError(f"{what}: 'renewers' is not a list")
+    return DelegationTokenInfo(
+        token_id=_str(obj, "tokenId", what),
+        owner=owner,
+        token_requester=requester,
+        renewers=[principal(r, "renewers") for r in renewers],
+        issue_timestamp=_int(obj, "issueTimestamp", what),
+        max_timestamp=_int(obj, "maxTimestamp", what),
+        expiry_timestamp=_int(obj, "expiryTimestamp", what),
+    )
+
+
+def decode_delegation_token(data: bytes | None, what: str = "delegation token") -> DelegationTokenInfo:
+    """DelegationTokenInfoZNode.decode."""
+    return delegation_token_from_json(_json(data, what), what)
+
+
+def encode_token_change(token_id: str) -> bytes:
+    """DelegationTokenChangeNotificationSequenceZNode.encode: the token id's UTF-8 bytes."""
+    return token_id.encode("utf-8")
+
+
 # ---------------------------------------------------------------- producer ids, features, migration
 
 
@@ -846,7 +963,7 @@ def _decoder(kind: str, params: dict) -> Callable[[bytes | None], Any]:
     if kind == "isr_change":
         return lambda d: decode_partition_list(d, "isr change notification")
     if kind == "delegation_token":
-        return lambda d: _object(d, "delegation token")
+        return lambda d: decode_delegation_token(d, f"/delegation_token/tokens/{params['token']}")
     if kind == "token_change":
         return lambda d: _text(d, "token change")
     return _SIMPLE[kind]

@@ -98,7 +98,7 @@ def test_place_seed_is_reproducible_and_reported():
     [
         (
             ["--brokers", "0,1", "--partitions", 2, "--replication-factor", 3],
-            "replication factor 3 is larger than the number of brokers (2)",
+            "Replication factor: 3 larger than available brokers: 2.",
         ),
         (
             ["--brokers", "0:a,1,2:b", "--partitions", 2, "--replication-factor", 2],
@@ -214,7 +214,7 @@ def test_generate_input_errors(offline, tmp_path):
         "--current",
         tmp / "current.json",
     )
-    assert r.exit_code == 2 and "replication factor 2 is larger than the number of brokers (1)" in r.stderr
+    assert r.exit_code == 2 and "topic a: Replication factor: 2 larger than available brokers: 1." in r.stderr
     r = run(
         "generate",
         "--topics-to-move-json-file",

@@ -262,9 +262,9 @@ def test_seeded_placement_draws_start_then_shift():
 @pytest.mark.parametrize(
     "spec, n, rf, message",
     [
-        ([0, 1], 3, 3, "replication factor 3 is larger than the number of brokers (2)"),
-        ([0, 1], 0, 1, "number of partitions must be larger than 0"),
-        ([0, 1], 2, 0, "replication factor must be larger than 0"),
+        ([0, 1], 3, 3, "Replication factor: 3 larger than available brokers: 2."),
+        ([0, 1], 0, 1, "Number of partitions must be larger than 0."),
+        ([0, 1], 2, 0, "Replication factor must be larger than 0."),
         ([0, 0, 1], 2, 2, "duplicate entries: 0"),
         ({0: "a", 1: None, 2: "b"}, 2, 2, "not all brokers have rack information (no rack on broker 1)"),
     ],

@@ -65,3 +65,26 @@ def test_every_broker_answers_for_its_own_dirs(cluster):
     res = run("--bootstrap-server", first, "--broker-list", "3")
     assert res.exit_code == 0, res.output
     assert [b["broker"] for b in json.loads(res.stdout.splitlines()[2])["brokers"]] == [3]
+
+    # a broker SIGKILLed, still in the metadata (its ZooKeeper session has not expired): asked
+    # again as Kafka's admin client asks, until default.api.timeout.ms, then one line, exit 2
+    import time
+
+    from tests.broker.conftest import BrokerProcess
+
+    dead: BrokerProcess = cluster.brokers[3]
+    dead.kill()
+    config = dead.data_dir.parent / "admin.properties"
+    config.write_text("default.api.timeout.ms=1500\nrequest.timeout.ms=1000\n")
+    began = time.monotonic()
+    res = run("--bootstrap-server", first, "--command-config", config)
+    took = time.monotonic() - began
+    assert res.exit_code == 2 and 1.4 <= took < 10, (took, res.output)
+    (line,) = res.stderr.splitlines()
+    assert line.startswith("kafkatool: error: DescribeLogDirs at broker 3: timed out after ")
+    assert "attempt(s) (default.api.timeout.ms 1500): " in line, line
+    # back while the tool asks again (default.api.timeout.ms 60000): every broker's answer
+    dead.spawn()
+    res = run("--bootstrap-server", first, "--topic-list", "spread")
+    assert res.exit_code == 0, res.output
+    assert [b["broker"] for b in json.loads(res.stdout.splitlines()[2])["brokers"]] == [1, 2, 3]

@@ -224,3 +224,90 @@ def _plan(cluster, topic: str, replicas: list[int]) -> str:
 
 def _isr(cluster, topic: str) -> list[int]:
     return zk_json(cluster, f"/brokers/topics/{topic}/partitions/0/state")["isr"]
+
+
+def test_generate_a_replication_factor_raise_then_a_demotion(cluster, tmp_path):
+    """``reassign generate --replication-factor 2`` on the live cluster (Metadata), executed and
+    verified: every partition gets a second replica holding the data, leaders kept; then
+    ``--demote-brokers 1`` (ISR from Metadata) reorders the partition broker 1 leads, and the
+    election the plan prints moves its leadership."""
+    import shlex
+
+    from kafka.admin import KafkaAdminClient
+    from kafka.admin import NewTopic as KpNewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap.split(","))
+    try:
+        admin.create_topics(
+            [
+                KpNewTopic(
+                    name="grow",
+                    num_partitions=-1,
+                    replication_factor=-1,
+                    replica_assignments={0: [1], 1: [2], 2: [3]},
+                )
+            ],
+            timeout_ms=30000,
+        )
+    finally:
+        admin.close()
+    wait_for(lambda: partition_state(cluster, "grow", 0)["leader"] == 1, 20, "grow-0 led by broker 1")
+    values = [b"g%d" % i for i in range(200)]
+    produce(cluster.bootstrap, "grow", values, "all")
+    (tmp_path / "topics.json").write_text('{"version":1,"topics":[{"topic":"grow"}]}')
+    where = ["--bootstrap-server", cluster.bootstrap]
+
+    def execute_and_verify(plan) -> None:
+        r = kafkatool("reassign", "execute", "--reassignment-json-file", plan, *where)
+        assert r.returncode == 0, r.stdout + r.stderr
+        last = []
+
+        def verified() -> bool:
+            r = kafkatool("reassign", "verify", "--reassignment-json-file", plan, *where)
+            last[:] = [r.stdout + r.stderr]
+            return r.returncode == 0
+
+        try:
+            wait_for(verified, 60, "reassign verify to report completion", step=0.5)
+        except AssertionError:
+            raise AssertionError(last[0]) from None
+
+    plan = tmp_path / "rf2.json"
+    r = kafkatool(
+        "reassign", "generate", "--topics-to-move-json-file", tmp_path / "topics.json",
+        "--broker-list", "1,2,3", "--strategy", "minimal", "--replication-factor", 2,
+        "--output", plan, "--json", *where,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads(r.stdout)["report"]["replicas_moved"] == 3
+    execute_and_verify(plan)
+    replicas = assignment(cluster, "grow")["partitions"]
+    assert {p: r[0] for p, r in replicas.items()} == {"0": 1, "1": 2, "2": 3}  # leaders kept
+    assert all(len(set(r)) == 2 for r in replicas.values())
+    assert sorted(sum(replicas.values(), [])) == [1, 1, 2, 2, 3, 3]
+    for p in range(3):
+        wait_for(lambda p=p: len(partition_state(cluster, "grow", p)["isr"]) == 2, 30, f"grow-{p} ISR of 2")
+    follower = replicas["0"][1]
+    assert log_bytes(cluster.brokers[follower], "grow") == log_bytes(cluster.brokers[1], "grow")
+
+    demote = tmp_path / "demote.json"
+    r = kafkatool(
+        "reassign", "generate", "--topics-to-move-json-file", tmp_path / "topics.json",
+        "--demote-brokers", 1, "--output", demote, "--json", *where,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    obj = json.loads(r.stdout)
+    assert obj["proposed"]["partitions"] == [
+        {"topic": "grow", "partition": 0, "replicas": [follower, 1], "log_dirs": ["any", "any"]}
+    ]
+    assert obj["report"]["replicas_moved"] == 0 and obj["notes"] == []
+    execute_and_verify(demote)
+    assert assignment(cluster, "grow")["partitions"]["0"] == [follower, 1]
+    assert partition_state(cluster, "grow", 0)["leader"] == 1  # the order alone elects no one
+    command = shlex.split(obj["election_command"])
+    assert command[:2] == ["kafkatool", "leader-election"]
+    assert command[-4:] == ["--topic", "grow", "--partition", "0"]
+    r = kafkatool(*command[1:])
+    assert r.returncode == 0, r.stdout + r.stderr
+    wait_for(lambda: partition_state(cluster, "grow", 0)["leader"] == follower, 20, "the preferred leader")
+    assert [v for _, v in read_all(cluster.bootstrap, "grow")] == values

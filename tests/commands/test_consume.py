@@ -289,8 +289,64 @@ def test_ctrl_c_exits_130_with_the_count(data):
     assert err.decode().strip().splitlines()[-1] == "Processed a total of 6 messages"
 
 
+def test_a_missing_topic_is_created_or_waited_for(data, tmp_path):
+    """Kafka's console consumer does not stop at a topic the cluster lacks: its Metadata request
+    asks the broker to create it (allow.auto.create.topics, default true; the broker's
+    auto.create.topics.enable is true by default), and without that it waits, asking again, until
+    its timeout or Ctrl-C. The command says so once on stderr, however many times it asks."""
+    import subprocess
+    import sys
+
+    from confluent_kafka.admin import AdminClient
+
+    from tests.broker.conftest import REPO
+
+    def topics() -> set[str]:
+        return set(AdminClient({"bootstrap.servers": data.bootstrap}).list_topics(timeout=10).topics)
+
+    res = consume("--topic", "auto-made", "--from-beginning", "--exit-at-end", *live(data))
+    assert ok(res) == b"" and count_line(res) == "Processed a total of 0 messages"
+    assert "auto-made" in topics()
+
+    no_create = ["--consumer-property", "allow.auto.create.topics=false"]
+    began = time.monotonic()
+    res = consume("--topic", "not-made", *no_create, "--timeout-ms", 1500, *live(data))
+    assert time.monotonic() - began >= 1.5
+    assert ok(res) == b""
+    assert res.stderr.splitlines() == [
+        "kafkatool: WARNING: Topic 'not-made' does not exist (UNKNOWN_TOPIC_OR_PARTITION): waiting for it, "
+        "as Kafka's consumer does (until --timeout-ms or Ctrl-C)",
+        "Processed a total of 0 messages",
+    ]
+    assert "not-made" not in topics()
+    # --exit-at-end has nothing assigned to end: it waits as well
+    res = consume("--topic", "plain", "--partition", 5, "--exit-at-end", "--timeout-ms", 300, *live(data))
+    assert ok(res) == b"" and res.stderr.splitlines()[0].startswith(
+        "kafkatool: WARNING: Topic 'plain' has no partition 5 (partitions: 2): waiting for it"
+    )
+
+    # the wait ends when the topic is made: its records are read
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kafkatool", "consume", "--topic", "made-later", *no_create, "--from-beginning",
+         "--max-messages", "1", *live(data)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )  # fmt: skip
+    try:
+        assert b"waiting for it" in proc.stderr.readline()
+        create_topic(data.bootstrap, "made-later", 1)
+        p = ck.Producer({"bootstrap.servers": data.bootstrap, "linger.ms": 0})
+        p.produce("made-later", value=b"hello", partition=0)
+        assert p.flush(15) == 0
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert (proc.returncode, out) == (0, b"hello\n")
+    assert err.decode().splitlines() == ["Processed a total of 1 messages"]
+
+
 def test_bad_input(data):
-    assert "does not exist" in one_line_error(consume("--topic", "nope", "--exit-at-end", *live(data)))
     assert one_line_error(consume("--topic", "plain", "--offset", 3, *live(data))).endswith(
         "The partition is required when offset is specified."
     )

@@ -532,8 +532,10 @@ def test_include_picks_topics_by_regex(broker):
     assert sorted(res.stdout.split()) == sorted(want)
     assert committed(bs, "ginc", "inc-a", 2) == {0: 3, 1: 3}
     assert committed(bs, "ginc", "inc-b", 2) == {0: 3, 1: 3}
-    # an internal topic never matches (exclude.internal.topics)
-    res = run("consume", *boot(broker), "--include", "__.*", "--from-beginning", "--exit-at-end")
+    # an internal topic never matches (exclude.internal.topics): nothing assigned, so
+    # --exit-at-end waits (kcat -e) until --timeout-ms
+    res = run("consume", *boot(broker), "--include", "__.*", "--from-beginning", "--exit-at-end",
+              "--timeout-ms", 300)  # fmt: skip
     assert res.exit_code == 0 and res.stdout == ""
     # the same pattern read-only from the broker's log dir: the same records
     res = run("consume", "--log-dir", broker.data_dir, "--include", "inc-.*")
@@ -559,6 +561,70 @@ def test_include_group_picks_up_a_new_topic(broker, tmp_path):
         assert list(members.values()) == [[("late-1", 0), ("late-2", 0)]]
     finally:
         m.stop()
+        m.kill()
+
+
+def test_exit_at_end_waits_while_nothing_is_assigned(broker, tmp_path):
+    """kcat -e in a group exits once every *assigned* partition reached its end: a member given no
+    partition (two members, one partition) waits, and once the other leaves it takes the
+    partition, reads it to its end and exits."""
+    bs = broker.bootstrap
+    create(bs, "lone", 1)
+    want = produce(bs, "lone", 1, "lone", 3)
+    # client ids order the member ids, so the range rule gives the partition to "a"
+    a = Member(tmp_path, "a", "--bootstrap-server", bs, "--topic", "lone", "--group", "glone",
+               "--from-beginning", "--consumer-property", "client.id=a",
+               "--consumer-property", "enable.auto.commit=false")  # fmt: skip
+    b = None
+    try:
+        stable_with(bs, "glone", 1)
+        b = Member(tmp_path, "b", "--bootstrap-server", bs, "--topic", "lone", "--group", "glone",
+                   "--from-beginning", "--exit-at-end", "--consumer-property", "client.id=b")  # fmt: skip
+
+        def both_in():
+            state, members = members_of(bs, "glone")
+            return state == "Stable" and len(members) == 2 and members
+
+        members = wait_for("b joined", both_in)
+        assert sorted(members.values()) == [[], [("lone", 0)]]
+        time.sleep(1)  # several fetch rounds of b with nothing assigned
+        assert b.proc.poll() is None, b.err.read_text()
+        # Ctrl-C; a read the partition again from the start after the rebalance: it commits nothing
+        assert a.stop() == 130 and set(a.values()) == want
+        assert b.proc.wait(30) == 0, b.err.read_text()
+        assert sorted(b.values()) == sorted(want)  # a committed nothing: from the beginning
+    finally:
+        a.kill()
+        if b is not None:
+            b.kill()
+
+
+def test_a_member_waits_for_its_topic(broker, tmp_path):
+    """A group member's Metadata asks the broker to create its topic (allow.auto.create.topics);
+    with it false the member joins, is given nothing, says once that it waits, and once the topic
+    is made the leader's metadata changed: it joins again and reads it."""
+    from confluent_kafka.admin import AdminClient
+
+    bs = broker.bootstrap
+    res = run("consume", *boot(broker), "--topic", "g-auto", "--group", "gauto", "--timeout-ms", 500)
+    assert res.exit_code == 0, res.output
+    assert "g-auto" in AdminClient({"bootstrap.servers": bs}).list_topics(timeout=10).topics
+    m = Member(tmp_path, "gwait", "--bootstrap-server", bs, "--topic", "g-later", "--group", "gwait",
+               "--from-beginning", "--consumer-property", "allow.auto.create.topics=false")  # fmt: skip
+    try:
+        wait_for("the waiting line", lambda: "waiting for it" in m.err.read_text())
+        assert m.proc.poll() is None
+        create(bs, "g-later", 2)
+        want = produce(bs, "g-later", 2, "gl", 2)
+        wait_for("the new topic read", lambda: sorted(m.values()) == sorted(want))
+        assert m.stop() == 130
+        err = m.err.read_text().splitlines()
+        assert err == [
+            "kafkatool: WARNING: Topic 'g-later' does not exist (UNKNOWN_TOPIC_OR_PARTITION): waiting for it, "
+            "as Kafka's consumer does (until --timeout-ms or Ctrl-C)",
+            "Processed a total of 4 messages",
+        ]
+    finally:
         m.kill()
 
 

@@ -1,16 +1,29 @@
 """kafkatool health (issue 15) against a real `kafkatool serve`: nothing on a healthy cluster,
 each planted problem found with its subject and fix (a lagging group, throttles left behind,
-a replication factor below the stated minimum, a skewed partition)."""
+a replication factor below the stated minimum, a skewed partition, a hanging transaction, a last
+stable offset a long transaction holds back).
+
+One broker for the module (transaction.partition.verification.enable=false, the only way a
+leader takes the hanging transaction's late batch: tests/commands/test_transactions.py); the
+tests run in file order, the first one counting the cluster's topics before the second adds its
+own."""
 
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 from typer.testing import CliRunner
 
 from kafkatool.cli import app
-from tests.broker.conftest import BrokerProcess, free_port
+from tests.broker.conftest import REPO, BrokerProcess, free_port
+from tests.commands.test_transactions import KILLED_PRODUCER, MINUTE, stray_batch
 
 ck = pytest.importorskip("confluent_kafka")
 runner = CliRunner()
@@ -24,11 +37,19 @@ def findings(res) -> list[dict]:
     return [json.loads(x) for x in res.stdout.splitlines() if x.startswith('{"type": "finding"')]
 
 
-@pytest.fixture
-def broker(tmp_path):
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    b = BrokerProcess(tmp_path / "data", port=free_port(), extra=["num.partitions=1"]).start()
+    b = BrokerProcess(
+        tmp_path_factory.mktemp("health") / "data",
+        port=free_port(),
+        extra=[
+            "num.partitions=1",
+            "transaction.partition.verification.enable=false",
+            "transaction.state.log.num.partitions=3",
+        ],
+    ).start()
     try:
         admin = AdminClient({"bootstrap.servers": b.bootstrap})
         for f in admin.create_topics([NewTopic("t", 3, 1)]).values():
@@ -91,9 +112,157 @@ def test_healthy_then_each_planted_problem(broker):
     assert "195 records behind" in lag["message"] and "kafkatool groups" in lag["fix"]
     # warnings only: --fail-on error passes
     assert run("--bootstrap-server", b.bootstrap, "--max-lag", "100", "--fail-on", "error").exit_code == 0
+    # the broker's throttle is a finding whatever --topic says: cleared for the next test
+    res_b = ConfigResource(
+        ResourceType.BROKER, node,
+        incremental_configs=[ConfigEntry("leader.replication.throttled.rate", None, incremental_operation=AlterConfigOpType.DELETE)],
+    )  # fmt: skip
+    for f in admin.incremental_alter_configs([res_b]).values():
+        f.result(15)
 
 
 def test_unreachable_is_could_not_run():
     res = run("--bootstrap-server", "127.0.0.1:1")
     assert res.exit_code == 2 and "Traceback" not in res.output
     assert run().exit_code == 2
+
+
+def test_hanging_transaction_and_stuck_last_stable_offset(broker):
+    """t-hang's producer wrote 3 records on hang-0 in a transaction and was SIGKILLed: its
+    coordinator holds hang-0 as Ongoing (a long transaction, not hanging); its late batch on
+    stray-0, a partition never added, 3 minutes old, is a hanging transaction."""
+    from confluent_kafka.admin import NewTopic
+
+    from kafkatool.assign.kafka_client import KafkaAdmin
+    from kafkatool.broker.txn import live
+
+    b, admin = broker
+    for f in admin.create_topics([NewTopic(t, 1, 1) for t in ("hang", "stray")]).values():
+        f.result(15)
+    killed = subprocess.Popen(
+        [sys.executable, "-c", KILLED_PRODUCER, b.bootstrap],
+        cwd=REPO,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert killed.stdout.readline().strip() == "written"
+    finally:
+        os.kill(killed.pid, signal.SIGKILL)
+        killed.wait(10)
+        killed.stdout.close()
+        killed.stdin.close()
+    with KafkaAdmin(b.bootstrap) as a:
+        d = live.describe_transaction(a, "t-hang")
+    stray_batch(b.bootstrap, "stray", d.producer_id, d.producer_epoch, int(time.time() * 1000) - 3 * MINUTE)
+    sel = ["--bootstrap-server", b.bootstrap, "--topic", "hang,stray", "--no-lag"]
+
+    # Kafka's 15 minutes: neither is old enough
+    res = run(*sel)
+    assert res.exit_code == 0, res.output
+    assert "healthy: 1 brokers, 2 topics, 2 partitions checked, nothing found" in res.stdout
+
+    # 2 minutes: stray-0's transaction (last written 3 minutes ago) hangs; hang-0's is seconds old
+    res = run(*sel, "--max-transaction-timeout", 2)
+    assert res.exit_code == 1, res.output
+    abort = (
+        f"kafkatool transactions abort --bootstrap-server {b.bootstrap} --topic stray --partition 0 "
+        "--start-offset 0"
+    )
+    lines = res.stdout.splitlines()
+    assert lines[0].split()[:3] == ["ERROR", "hanging_transaction", "stray-0:"], res.output
+    assert f"producer id {d.producer_id}, epoch {d.producer_epoch}, open since offset 0 " in res.stdout
+    assert "the Ongoing transaction of its transactional id t-hang does not include stray-0" in res.stdout
+    assert lines[1].strip() == f"fix: {abort}"
+    assert lines[-1] == "1 errors, 0 warnings in 1 brokers, 2 topics, 2 partitions"
+
+    # 0 minutes: hang-0's last stable offset, held at 0 by the transaction its coordinator still
+    # holds, trails its high watermark (3): a warning, not a hanging transaction
+    res = run(*sel, "--max-transaction-timeout", 0, "--json")
+    assert res.exit_code == 1, res.output
+    got = {(f["kind"], f["severity"], f["subject"]): f for f in findings(res)}
+    assert set(got) == {
+        ("hanging_transaction", "error", "stray-0"),
+        ("last_stable_offset_stuck", "warning", "hang-0"),
+    }, res.output
+    lso = got["last_stable_offset_stuck", "warning", "hang-0"]
+    assert set(lso) == {"type", "kind", "severity", "subject", "message", "fix"}
+    assert "last stable offset 0 trails its high watermark 3 by 3 offsets" in lso["message"]
+    assert "transactional id t-hang" in lso["message"] and "Ongoing at its coordinator" in lso["message"]
+    assert (
+        lso["fix"]
+        == f"kafkatool transactions describe --bootstrap-server {b.bootstrap} --transactional-id t-hang"
+    )
+    assert got["hanging_transaction", "error", "stray-0"]["fix"] == abort
+    # the warning alone does not fail --fail-on error; the hanging transaction does
+    assert run(*sel, "--max-transaction-timeout", 0, "--topic", "hang", "--fail-on", "error").exit_code == 0
+
+    # the printed fix, run as it is: the hanging transaction is gone
+    fixed = runner.invoke(app, shlex.split(abort)[1:])
+    assert fixed.exit_code == 0, fixed.output
+    res = run(*sel, "--max-transaction-timeout", 0, "--json")
+    assert res.exit_code == 1, res.output
+    assert [(f["kind"], f["subject"]) for f in findings(res)] == [("last_stable_offset_stuck", "hang-0")]
+    res = run(*sel, "--max-transaction-timeout", 2, "--no-transactions")
+    assert res.exit_code == 0, res.output
+
+
+def test_transaction_rules_on_a_view():
+    """The transactions findings' judgement on data as the cluster answered it: the hanging rule
+    is views.hanging (a producer no coordinator holds), a last stable offset held by a
+    transaction its coordinator holds is a warning once the transaction is older than the
+    threshold (its age: the coordinator's start time, else the producer's last write), a
+    partition that could not be asked is a note that fails nothing, and --topic filters."""
+    import re
+
+    from kafkatool.assign import health as H
+    from kafkatool.broker.txn.views import Description, PartitionProducers, Producer
+
+    now = 10**12
+    tv = H.TransactionView(
+        now_ms=now,
+        producers={
+            ("a", 0): PartitionProducers("a", 0, [Producer(7, 1, 5, now - 10 * MINUTE, -1, 40)]),
+            ("b", 0): PartitionProducers("b", 0, [Producer(8, 0, 9, now - MINUTE, 3, 100)]),
+            ("c", 0): PartitionProducers("c", 0, [Producer(9, 0, 0, now - 2 * MINUTE, -1, 5)]),
+        },
+        offsets={("a", 0): (40, 50), ("b", 0): (100, 120), ("c", 0): (5, 6)},
+        transactional_ids={8: "x"},
+        descriptions={"x": Description("x", 2, 8, 0, "PrepareCommit", 60000, now - 20 * MINUTE, {("b", 0)})},
+        unchecked={"DescribeProducers: TOPIC_AUTHORIZATION_FAILED": [("d", 0)]},
+    )
+    t = H.Thresholds(max_transaction_timeout_ms=5 * MINUTE)
+    got = H.transaction_findings(tv, t, "--bootstrap-server h:1")
+    assert [(f.kind, f.severity, f.subject) for f in got] == [
+        ("transactions_not_checked", "info", "d-0"),
+        ("hanging_transaction", "error", "a-0"),
+        ("last_stable_offset_stuck", "warning", "b-0"),
+    ]
+    assert "no transactional id at any coordinator holds the producer id" in got[1].message
+    assert (
+        got[1].fix
+        == "kafkatool transactions abort --bootstrap-server h:1 --topic a --partition 0 --start-offset 40"
+    )
+    assert (
+        "by 20 offsets" in got[2].message
+        and "PrepareCommit at its coordinator (broker 2) for 20 min" in got[2].message
+    )
+    # c-0: no coordinator holds it and its last write (2 minutes) is within the threshold; at
+    # 1 minute it hangs too
+    one = H.transaction_findings(tv, H.Thresholds(max_transaction_timeout_ms=MINUTE))
+    assert [(f.kind, f.subject) for f in one if f.subject in ("a-0", "c-0")] == [
+        ("hanging_transaction", "a-0"), ("hanging_transaction", "c-0"),
+    ]  # fmt: skip
+    # b-0's transaction, 20 minutes old, is within a 30-minute threshold
+    assert "b-0" not in [
+        f.subject for f in H.transaction_findings(tv, H.Thresholds(max_transaction_timeout_ms=30 * MINUTE))
+    ]
+    view = H.ClusterView(brokers={1}, controller=1, partitions=[], transactions=tv)
+    assert [
+        f.subject
+        for f in H.check(view, H.Thresholds(max_transaction_timeout_ms=5 * MINUTE, topics=re.compile("b")))
+    ] == ["b-0"]
+    # the coordinators' view could not be read: nothing judged, the reason noted
+    tv.transactional_ids = None
+    assert [f.kind for f in H.transaction_findings(tv, t)] == ["transactions_not_checked"]

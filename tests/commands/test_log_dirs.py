@@ -234,6 +234,9 @@ def test_offline_on_the_stopped_broker_with_a_future_dir_laid_out(broker):
 
 def test_bad_input_is_one_line_exit_2(tmp_path):
     (tmp_path / "cat.jpg").write_bytes(b"\xff\xd8 not kafka")
+    # the admin client's timeouts, checked as KafkaAdminClient checks them, before any request
+    (tmp_path / "short.properties").write_text("default.api.timeout.ms=1000\n")
+    (tmp_path / "nan.properties").write_text("default.api.timeout.ms=2147483648\n")
     for args, words in [
         ((), "exactly one of --bootstrap-server and --log-dir"),
         (("--log-dir", tmp_path, "--bootstrap-server", "127.0.0.1:1"), "exactly one of"),
@@ -242,7 +245,11 @@ def test_bad_input_is_one_line_exit_2(tmp_path):
         (("--log-dir", tmp_path, "--broker-list", "1,x"), 'For input string: "x"'),
         (("--bootstrap-server", "127.0.0.1:1"), "cannot connect"),
         (("--bootstrap-server", "nohostport"), "is not host:port"),
-    ]:
+        (("--bootstrap-server", "127.0.0.1:1", "--command-config", tmp_path / "short.properties"),
+         "The specified value of default.api.timeout.ms must be no smaller than the value of request.timeout.ms."),
+        (("--bootstrap-server", "127.0.0.1:1", "--command-config", tmp_path / "nan.properties"),
+         "Invalid value 2147483648 for configuration default.api.timeout.ms: Not a number of type INT"),
+    ]:  # fmt: skip
         res = run(*args)
         assert res.exit_code == 2, (args, res.output)
         assert res.stdout == "" and len(res.stderr.strip().splitlines()) == 1 and words in res.stderr, (

@@ -254,8 +254,11 @@ def one_line(res, code: int = 2) -> str:
 
 
 def test_bad_input_is_one_line(broker):
-    line = one_line(produce(broker, "--topic", "no-such-topic", stdin=b"x\n"))
-    assert "Topic no-such-topic not present in metadata" in line and "UNKNOWN_TOPIC_OR_PARTITION" in line
+    # waited for max.block.ms (KafkaProducer.waitOnMetadata), then its TimeoutException's words
+    began = time.monotonic()
+    line = one_line(produce(broker, "--topic", "no-such-topic", "--max-block-ms", 700, stdin=b"x\n"))
+    assert time.monotonic() - began >= 0.7
+    assert line == "kafkatool: error: Topic no-such-topic not present in metadata after 700 ms."
     create(broker, "bad", 1)
     line = one_line(produce(broker, "--topic", "bad", "--property", "headers.separator=\t", stdin=b"x\n"))
     assert line == "kafkatool: error: headers.delimiter and headers.separator may not be equal"
@@ -266,8 +269,10 @@ def test_bad_input_is_one_line(broker):
     assert one_line(produce(broker, "--topic", "bad", "--file", "/nonexistent")).endswith(
         "/nonexistent: No such file or directory"
     )
-    line = one_line(produce(broker, "--topic", "bad", "--partition", 5, stdin=b"x\n"))
-    assert "Invalid partition given with record: 5 is not in the range [0...1)." in line
+    line = one_line(produce(broker, "--topic", "bad", "--partition", 5, "--max-block-ms", 300, stdin=b"x\n"))
+    assert line == (
+        "kafkatool: error: Partition 5 of topic bad with partition count 1 is not present in metadata after 300 ms."
+    )
     line = one_line(
         produce(broker, "--topic", "bad", "--request-required-acks", 1, "--idempotence", stdin=b"")
     )
@@ -340,6 +345,9 @@ class DroppingProxy:
         self.target = target_port
         self.armed = 0
         self.dropped = 0
+        #: Produce answers to swallow, the connection left open (a broker that never answers)
+        self.swallow = 0
+        self.swallowed = 0
         self.max_outstanding = 0
         self.lock = threading.Lock()
         self.server = socket.create_server(("127.0.0.1", self.port))
@@ -412,8 +420,14 @@ class DroppingProxy:
                 if drop:
                     self.armed -= 1
                     self.dropped += 1
+                swallow = corr in produce_ids and not drop and self.swallow > 0
+                if swallow:
+                    self.swallow -= 1
+                    self.swallowed += 1
             if drop:
                 break
+            if swallow:
+                continue
             try:
                 client.sendall(frame)
             except OSError:
@@ -465,6 +479,115 @@ def test_lost_answer_is_retried_without_duplicate_when_idempotent(proxied, idemp
     else:
         # the control: the same fault without idempotence appends the batch twice
         assert len(values) > len(lines) and sorted(set(values)) == sorted(lines)
+
+
+def test_request_timeout_bounds_the_wait_for_an_answer(proxied):
+    """request.timeout.ms is also the producer's wait for an answer (NetworkClient's request
+    timeout): an answer that never comes drops the connection after it and the batch is sent
+    again (appended once: idempotence), not after a fixed socket timeout; each such retry counts
+    against retries (Sender: REQUEST_TIMED_OUT)."""
+    b, proxy = proxied
+    via = _Via(b.client_bootstrap)
+    proxy.swallow = 1
+    began = time.monotonic()
+    res = produce(via, "--topic", "slow", "--request-timeout-ms", 1000, "--json", stdin=b"one\n")
+    took = time.monotonic() - began
+    assert proxy.swallowed == 1 and res.returncode == 0, res.stderr
+    assert 1.0 <= took < 8, took  # the fixed 10 s socket timeout before
+    assert [r[3] for r in consume(_Via(b.bootstrap), "slow", 1, partitions=1)] == [b"one"]
+    proxy.swallow = 10
+    res = produce(via, "--topic", "slow", "--request-timeout-ms", 300, "--message-send-max-retries", 1,
+                  "--no-idempotence", stdin=b"two\n")  # fmt: skip
+    assert proxy.swallowed == 3, proxy.swallowed  # the first try and one retry
+    err = res.stderr.decode()
+    assert (
+        res.returncode == 2 and "line 1: REQUEST_TIMED_OUT: " in err and "no response within 0.3s" in err
+    ), err
+
+
+def _send_buffer(pid: int, port: int) -> int:
+    """SO_SNDBUF of process ``pid``'s connection to ``port`` as the kernel holds it (ss's tb)."""
+    import re
+
+    out = subprocess.run(["ss", "-Htmnp", "dst", f"127.0.0.1:{port}"], capture_output=True, text=True,
+                         timeout=10, check=True).stdout  # fmt: skip
+    lines = out.splitlines()
+    for i, line in enumerate(lines):
+        if f"pid={pid}," in line and i + 1 < len(lines):
+            return int(re.search(r"\btb(\d+)", lines[i + 1]).group(1))
+    raise AssertionError(f"no connection of {pid} to {port}: {out}")
+
+
+def test_metadata_expiry_and_socket_buffer_are_applied(broker):
+    """--metadata-expiry-ms (metadata.max.age.ms): partitions added while the producer runs are
+    used once its metadata is that old (a key's partition is murmur2 % the new count);
+    --socket-buffer-size (send.buffer.bytes) is its connections' SO_SNDBUF (Linux doubles it)."""
+    from confluent_kafka.admin import NewPartitions
+
+    create(broker, "expiry", 1)
+    cmd = [sys.executable, "-m", "kafkatool", "produce", "--bootstrap-server", broker.bootstrap, "--topic",
+           "expiry", "--timeout", "0", "--metadata-expiry-ms", "200", "--socket-buffer-size", "50000",
+           "--property", "parse.key=true", "--json"]  # fmt: skip
+    key = next(k for k in (b"k%d" % i for i in range(100)) if partition_for_key(k, 4) != 0)
+    proc = subprocess.Popen(
+        cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO
+    )
+    try:
+        proc.stdin.write(key + b"\tbefore\n")
+        proc.stdin.flush()
+        assert json.loads(proc.stdout.readline())["partition"] == 0
+        assert _send_buffer(proc.pid, broker.port) == 100000
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # kept: its handle must outlive the call
+        admin.create_partitions([NewPartitions("expiry", 4)])["expiry"].result(15)
+        time.sleep(0.3)
+        proc.stdin.write(key + b"\tafter\n")
+        proc.stdin.close()
+        assert json.loads(proc.stdout.readline())["partition"] == partition_for_key(key, 4)
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
+def test_buffer_memory_bounds_what_waits(broker):
+    """--max-memory-bytes (buffer.memory): a record larger is refused in Kafka's words; when a new
+    batch would pass it, what waits is sent at once (Kafka's send() blocks, every batch sendable),
+    not after linger.ms."""
+    create(broker, "memory", 2)
+    res = produce(broker, "--topic", "memory", "--max-memory-bytes", 200, "--batch-size", 100, "--partition", 0,
+                  stdin=b"small\n" + b"x" * 300 + b"\n")  # fmt: skip
+    assert res.returncode == 1
+    assert (
+        "line 2: RecordTooLargeException: The message is 370 bytes when serialized which is larger than the "
+        "total memory buffer you have configured with the buffer.memory configuration."
+    ) in res.stderr.decode()
+    # a batch.size above buffer.memory: BufferPool refuses the allocation, the run ends
+    res = produce(broker, "--topic", "memory", "--max-memory-bytes", 1000, stdin=b"a\nb\n")
+    assert res.returncode == 2
+    assert (
+        "line 1: IllegalArgumentException: Attempt to allocate 16384 bytes, but there is a hard limit of 1000 on "
+        "memory allocations." in res.stderr.decode()
+    )
+    keys = [next(k for k in (b"m%d" % i for i in range(100)) if partition_for_key(k, 2) == p) for p in (0, 1)]
+    cmd = [sys.executable, "-m", "kafkatool", "produce", "--bootstrap-server", broker.bootstrap, "--topic",
+           "memory", "--timeout", "60000", "--max-memory-bytes", "16384", "--batch-size", "16384",
+           "--property", "parse.key=true", "--json"]  # fmt: skip
+    proc = subprocess.Popen(
+        cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO
+    )
+    try:
+        proc.stdin.write(keys[1] + b"\tfirst\n" + keys[0] + b"\tsecond\n")
+        proc.stdin.flush()
+        row = json.loads(proc.stdout.readline())  # long before linger.ms (60 s)
+        assert (row["line"], row["partition"]) == (1, 1) and proc.poll() is None
+        proc.stdin.close()
+        assert json.loads(proc.stdout.readline())["line"] == 2
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
 
 
 def test_a_line_is_sent_after_linger_while_the_input_stays_open(broker):

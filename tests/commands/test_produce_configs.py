@@ -53,7 +53,9 @@ def warnings(res) -> list[str]:
 
 def settings_of(file_props=None, props=None, options=None, codec="none"):
     notes: list[str] = []
-    merged = console_producer_props(file_props or {}, props or {}, options or {}, codec, notes)
+    merged = console_producer_props(
+        file_props or {}, props or {}, list((options or {}).items()), codec, notes
+    )
     s = producer_settings(merged)
     s.notes[:0] = notes
     return s
@@ -136,6 +138,70 @@ def test_names_unknown_taken_and_security():
     )
     assert s.notes == ["The configuration 'foo.bar' was supplied but isn't a known config."]
     assert s.security == {"security.protocol": "SSL", "ssl.truststore.location": "/t"}
+
+
+def test_console_producer_memory_socket_and_metadata_options():
+    """ConsoleProducer 3.7's --max-partition-memory-bytes, --socket-buffer-size, --max-memory-bytes,
+    --metadata-expiry-ms and --max-block-ms: batch.size, send.buffer.bytes, buffer.memory,
+    metadata.max.age.ms and max.block.ms by maybeMergeOptions, with ConsoleProducer's defaults
+    where nothing sets them (send.buffer.bytes 102400, not the producer's 131072), and
+    ProducerConfig's checks."""
+    from kafkatool.commands.produce import OPTION_CONFIGS
+
+    def merged(**given):
+        return [(config, given.get(key)) for key, config in OPTION_CONFIGS]
+
+    notes: list[str] = []
+    s = producer_settings(console_producer_props({}, {}, merged(), "none", notes))
+    assert (s.batch_size, s.send_buffer, s.receive_buffer, s.buffer_memory, s.metadata_max_age_ms,
+            s.max_block_ms) == (16384, 102400, 32768, 33554432, 300000, 60000)  # fmt: skip
+    # --max-partition-memory-bytes is merged after --batch-size: it wins when both are given
+    s = producer_settings(
+        console_producer_props(
+            {}, {}, merged(batch_size="100", max_partition_memory_bytes="200"), "none", notes
+        )
+    )
+    assert s.batch_size == 200
+    s = producer_settings(console_producer_props({}, {"batch.size": "300"}, merged(), "none", notes))
+    assert s.batch_size == 300  # neither given: the config stays
+    s = producer_settings(
+        console_producer_props(
+            {"send.buffer.bytes": "-1", "buffer.memory": "5"},
+            {},
+            merged(socket_buffer_size="4096", metadata_expiry_ms="10", max_block_ms="20"),
+            "none",
+            notes,
+        )
+    )
+    assert (s.send_buffer, s.buffer_memory, s.metadata_max_age_ms, s.max_block_ms) == (4096, 5, 10, 20)
+    for props, message in [
+        ({"send.buffer.bytes": "-2"}, "Invalid value -2 for configuration send.buffer.bytes: Value must be at least -1"),
+        ({"buffer.memory": "lots"}, "Invalid value lots for configuration buffer.memory: Not a number of type LONG"),
+        ({"max.block.ms": "-1"}, "Invalid value -1 for configuration max.block.ms: Value must be at least 0"),
+    ]:  # fmt: skip
+        with pytest.raises(ProducerConfigError) as exc:
+            producer_settings(props)
+        assert str(exc.value) == message
+    assert not notes
+
+
+def test_compression_levels_are_kafka_38s_so_37_warns_and_writes_its_default(broker):
+    """compression.gzip.level (KIP-390) is Kafka 3.8's: Kafka 3.7's producer warns that it is not
+    a known config and compresses at its default level (GZIPOutputStream's 6), and so do we."""
+    from kafkatool.formats import compression as Z
+
+    create(broker, "levels", 1)
+    lines = [b"level %d " % i + b"abcdefgh" * (i % 40) for i in range(200)]
+    res = produce(broker, "--topic", "levels", "--compression-codec", "gzip",
+                  "--producer-property", "compression.gzip.level=1", stdin=b"\n".join(lines) + b"\n")  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert warnings(res) == [
+        "kafkatool: warning: The configuration 'compression.gzip.level' was supplied but isn't a known config."
+    ]
+    (batch, *_) = batches(broker, "levels")
+    payload = bytes(batch.raw()[61:])
+    plain = Z.decompress(Z.GZIP, payload)
+    assert payload == Z.compress(Z.GZIP, plain) != Z.compress(Z.GZIP, plain, level=1)
 
 
 def test_idempotent_retry_is_transaction_managers_can_retry():

@@ -49,6 +49,9 @@ def test_orders_a_jdk_printed():
 
 def test_hashes():
     assert J.java_string_hash("") == 0 and J.java_string_hash("hello") == 99162322
+    # Long.hashCode: (int) (v ^ (v >>> 32))
+    assert J.java_long_hash(7) == 7 and J.java_long_hash(-1) == 0 and J.java_long_hash(2**32) == 1
+    assert J.java_long_hash(-(2**63)) == -(2**31)
     assert J.java_string_hash("polygenelubricants") == -(2**31)  # Java's famous MIN_VALUE hash
     assert J.topic_partition_hash(("t", 0)) == 31 * 31 + ord("t")
     assert J.table_size_for(0) == 1 and J.table_size_for(3) == 4 and J.table_size_for(16) == 16
@@ -64,7 +67,8 @@ public class Order {
       String[] f = sc.nextLine().split(" ");
       int cap = Integer.parseInt(f[0]);
       Map<Object, Integer> m = cap < 0 ? new HashMap<>() : new HashMap<>(cap);
-      for (int i = 2; i < f.length; i++) m.put(f[1].equals("i") ? (Object) Integer.valueOf(f[i]) : f[i], 0);
+      for (int i = 2; i < f.length; i++)
+        m.put(f[1].equals("i") ? (Object) Integer.valueOf(f[i]) : f[1].equals("l") ? (Object) Long.valueOf(f[i]) : f[i], 0);
       StringBuilder out = new StringBuilder();
       for (Object k : m.keySet()) out.append(k).append(' ');
       System.out.println(out.toString().trim());
@@ -76,8 +80,8 @@ public class Order {
 
 @pytest.mark.skipif(shutil.which("javac") is None, reason="no JDK here")
 def test_random_maps_against_the_jdk(tmp_path):
-    """300 random maps, each put into a real HashMap: the same order wherever no bucket
-    became a tree (nine keys in one bucket of a table of 64 or more: Java ties those by
+    """400 random maps (Integer, String and Long keys), each put into a real HashMap: the same
+    order wherever no bucket became a tree (nine keys in one bucket of a table of 64 or more: Java ties those by
     identity hash codes, no fixed order)."""
     (tmp_path / "Order.java").write_text(_JAVA)
     subprocess.run(["javac", "Order.java"], cwd=tmp_path, check=True, timeout=120)
@@ -93,6 +97,13 @@ def test_random_maps_against_the_jdk(tmp_path):
             cases.append(
                 (cap, "s", keys, J.hash_map_order(keys, J.java_string_hash, None if cap < 0 else cap))
             )
+    for _ in range(100):  # Long keys (producer ids: kafka-transactions.sh's HashMap<Long, ...>)
+        cap = rnd.choice([-1, 0, 3, 16])
+        keys = [
+            rnd.choice([rnd.randrange(0, 5000), rnd.randrange(-(2**63), 2**63)])
+            for _ in range(rnd.randrange(1, 60))
+        ]
+        cases.append((cap, "l", keys, J.hash_map_order(keys, J.java_long_hash, None if cap < 0 else cap)))
     stdin = "".join(f"{c} {k} {' '.join(map(str, ks))}\n" for c, k, ks, _ in cases)
     out = subprocess.run(
         ["java", "-cp", str(tmp_path), "Order"],

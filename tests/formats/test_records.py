@@ -497,3 +497,22 @@ def test_header_key_positions_are_asked_for_not_kept(codec):
     keys = [R.header_key_bytes(k) for r in got for k, _ in r.headers]
     assert len(key_at) == len(keys) == 3
     assert [stream[p : p + len(k)] for p, k in zip(key_at, keys, strict=True)] == keys
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    offset_delta=st.integers(0, 2**31 - 1),
+    timestamp_delta=st.integers(-(2**63), 2**63 - 1),
+    key=st.none() | st.binary(max_size=300),
+    value=st.none() | st.binary(max_size=20000),
+    headers=st.lists(
+        st.tuples(st.text(max_size=20) | st.binary(max_size=20), st.none() | st.binary(max_size=200)),
+        max_size=5,
+    ),
+)
+def test_record_size_is_the_encoded_length(offset_delta, timestamp_delta, key, value, headers):
+    """DefaultRecord.sizeInBytes (what the producer batches by) against what writeTo writes."""
+    encoded = R.encode_record_v2(offset_delta, timestamp_delta, key, value, headers)
+    assert R.record_v2_size(offset_delta, timestamp_delta, key, value, headers) == len(encoded)
+    rec = next(iter(R.RecordBatch(R.build_record_batch([R.SimpleRecord(value, key, headers, 5)])).records()))
+    assert (rec.key, rec.value) == (key, value)

@@ -482,3 +482,52 @@ def test_place_new_topic_on_registered_brokers(kafka_cluster):
     assert r.exit_code == 2 and "--brokers: unknown broker id 9" in r.stderr
     r = run("place", "-z", kafka_cluster.connect, "--topic", "nope", "--partitions", 1)
     assert r.exit_code == 2 and "topic not found: nope" in r.stderr
+
+
+def test_generate_demote_takes_the_isr_from_the_partition_state(zk_chroot, tmp_path):
+    """--demote-brokers with --zookeeper: the ISR of each partition's state znode decides who
+    may lead; a partition with no in-sync replica off the demoted broker is left (exit 1)."""
+    from tests.zk.kafka_layout import BrokerSpec, ClusterSpec, PartitionSpec, TopicSpec
+
+    spec = ClusterSpec(
+        brokers={b: BrokerSpec([f"PLAINTEXT://127.0.0.1:{19090 + b}"]) for b in range(1, 4)},
+        topics={
+            "t": TopicSpec(
+                {
+                    0: PartitionSpec([1, 2, 3], isr=[1, 3]),  # 2 is behind: 3 must lead
+                    1: PartitionSpec([1, 2], isr=[1]),  # nobody else in sync: left
+                    2: PartitionSpec([2, 1]),
+                }
+            )
+        },
+    )
+    hosts, chroot = zk_chroot.split("/", 1)
+    cluster = seed_cluster(hosts, "/" + chroot, spec)
+    try:
+        topics = tmp_path / "topics.json"
+        topics.write_text('{"version":1,"topics":[{"topic":"t"}]}')
+        r = run(
+            "generate", "--topics-to-move-json-file", topics, "--demote-brokers", 1,
+            "--zookeeper", cluster.connect, "--json",
+        )  # fmt: skip
+        assert r.exit_code == 1, r.stdout + r.stderr
+        obj = json.loads(r.stdout)
+        assert obj["proposed"]["partitions"] == [
+            {"topic": "t", "partition": 0, "replicas": [3, 2, 1], "log_dirs": ["any", "any", "any"]}
+        ]
+        assert obj["left"] == [
+            {
+                "topic": "t",
+                "partition": 1,
+                "replicas": [1, 2],
+                "isr": [1],
+                "reason": "no replica outside the demoted brokers is in sync (ISR [1])",
+            }
+        ]
+        assert obj["notes"] == []
+        assert obj["election_command"] == (
+            f"kafkatool leader-election --election-type preferred --zookeeper {cluster.connect} "
+            "--topic t --partition 0"
+        )
+    finally:
+        cluster.close()

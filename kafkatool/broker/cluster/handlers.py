@@ -87,6 +87,4 @@ def register(router) -> None:
     router.register(6, 5, 6, handle_update_metadata)
     router.register(7, 0, 3, handle_controlled_shutdown)
     router.register(56, 0, 1, handle_alter_partition)
-    from kafkatool.broker.cluster.txn_markers import handle_write_txn_markers
-
-    router.register(27, 0, 1, handle_write_txn_markers)
+    # WriteTxnMarkers (27): every writable broker registers it (broker/server.py)

@@ -108,6 +108,11 @@ class Cluster:
 
         #: SCRAM credentials: /config/users/<user>, as Kafka keeps them in ZooKeeper mode
         self.scram = ZkScramStore(self.zk)
+        from kafkatool.broker.cluster.token_store import ZkTokenStore
+        from kafkatool.broker.security.tokens import secret_key
+
+        #: delegation tokens: /delegation_token (DelegationTokenManagerZk.startup, only with a key)
+        self.tokens = ZkTokenStore(self.zk, enabled=secret_key(self.config) is not None)
         # KafkaServer.startup initializes DynamicBrokerConfig from ZooKeeper before it creates
         # the LogManager: a dynamic topic default governs the logs from their load on
         self._load_broker_configs()
@@ -131,6 +136,7 @@ class Cluster:
         from kazoo.recipe.watchers import ChildrenWatch
 
         ChildrenWatch(self.zk.kazoo, paths.CONFIG_CHANGES, self._config_changes)
+        self.tokens.watch()
 
     def _endpoints(self) -> tuple[list[str], dict[str, str]]:
         out, proto = [], {}
@@ -408,16 +414,18 @@ class Cluster:
                 continue
             try:
                 entity = codecs.decode_config_change(node.data).entity_path
-            except Exception:  # noqa: BLE001 (a foreign notification: skip it, as Kafka logs and skips)
+                # user principals and client ids sanitized (ConfigHandler desanitizes them)
+                kind, name, client = paths.parse_entity_path(entity)
+            except Exception as exc:  # noqa: BLE001 (ZkNodeChangeNotificationListener logs and skips)
+                log.error("config change notification %s not applied: %s", child, exc)
                 continue
-            kind, _, name = entity.partition("/")
             if kind == "topics":
                 configs = self.topic_configs(name)
                 self._loop.call_soon_threadsafe(self._apply_topic_configs, name, configs)
             elif kind == "brokers" and name in (paths.DEFAULT_ENTITY, str(self.node_id)):
                 # BrokerConfigHandler: the default and this broker's own; another broker's is its own
                 self._loop.call_soon_threadsafe(self._load_broker_configs, name)
-            elif kind == "users" and "/" not in name:
+            elif kind == "users" and client is None:
                 self.scram.reload_user(name)
         return True
 

@@ -76,6 +76,8 @@ from kafkatool.formats.generated.consumer_group_partition_metadata_value import 
 from kafkatool.formats.generated.consumer_group_target_assignment_member_value import (
     TopicPartition as TargetTopicPartition,
 )
+from kafkatool.log import topic_settings as ts
+from kafkatool.log.dynamic_log_config import config_value_error
 from kafkatool.protocol.errors import ErrorCode
 
 log = logging.getLogger("kafkatool.broker.group")
@@ -983,7 +985,9 @@ GROUP_CONFIGS = {
 
 
 def validate_group_configs(props: dict[str, str], broker_cfg) -> None:
-    """GroupConfig.validate: known names, ints of at least 1, each within the broker's
+    """GroupConfig.validate: known names, each value parsed as ConfigDef parses an INT with its
+    atLeast(1) validator (log/dynamic_log_config.config_value_error, the one rule: a value past
+    Integer.MAX_VALUE is "Not a number of type INT"), each within the broker's
     group.consumer.min/max bounds, the session timeout above the heartbeat interval (a name not
     set takes GroupConfig's default, as ConfigDef.parse does). ``broker_cfg(name)`` gives an int
     broker setting. Raises ConsumerGroupError(INVALID_CONFIG)."""
@@ -992,17 +996,10 @@ def validate_group_configs(props: dict[str, str], broker_cfg) -> None:
     for name, raw in props.items():
         if name not in GROUP_CONFIGS:
             raise ConsumerGroupError(bad, f"Unknown group config name: {name}")
-        try:
-            v = int(str(raw).strip())
-        except ValueError:
-            raise ConsumerGroupError(
-                bad, f"Invalid value {raw} for configuration {name}: Not a number of type INT"
-            ) from None
-        if v < 1 or v > 2**31 - 1:
-            raise ConsumerGroupError(
-                bad, f"Invalid value {raw} for configuration {name}: Value must be at least 1"
-            )
-        values[name] = v
+        message = config_value_error(name, ts.INT, str(raw), 1)
+        if message is not None:
+            raise ConsumerGroupError(bad, message)
+        values[name] = int(str(raw).strip())
     session = values.get(
         "consumer.session.timeout.ms", CONSUMER_DEFAULTS["group.consumer.session.timeout.ms"]
     )

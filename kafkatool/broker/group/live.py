@@ -24,6 +24,7 @@ from kafkatool.protocol.apis import API_BY_KEY
 from kafkatool.protocol.errors import ErrorCode
 
 LIST_OFFSETS = 2
+LEAVE_GROUP = 13
 DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE, CONSUMER_GROUP_DESCRIBE = 15, 16, 42, 47, 69
 #: ListOffsets' special timestamps
 LATEST, EARLIEST = -1, -2
@@ -198,6 +199,45 @@ def commit_offsets(
     return GC.offset_commit(admin, group, coordinator(admin, group), offsets)
 
 
+#: KafkaAdminClient.DEFAULT_LEAVE_GROUP_REASON
+ADMIN_LEAVE_REASON = "member was removed by an admin"
+
+
+def remove_members(admin: KafkaAdmin, group: str, members: list[MemberRow]) -> dict[str, int]:
+    """Admin.removeMembersFromConsumerGroup of every member described (RemoveMembersFromConsumer-
+    GroupOptions() without members): LeaveGroup v3+ at the coordinator with one identity per
+    member, a static one by its group.instance.id alone, a dynamic one by its member id, each with
+    the admin's reason. An error code per member (its instance id or member id); a refusal of the
+    whole request raises GroupsError. Before v3 (a broker older than 2.4) one LeaveGroup per
+    dynamic member; a static member cannot be named there (UNSUPPORTED_VERSION)."""
+    from kafkatool.protocol.generated.leave_group_request import MemberIdentity
+
+    node = coordinator(admin, group)
+    conn = admin.node(node)
+    version = conn.version_for(LEAVE_GROUP)
+    info = API_BY_KEY[LEAVE_GROUP]
+    out: dict[str, int] = {}
+    if version >= 3:
+        identities = [
+            MemberIdentity(member_id="", group_instance_id=m.instance_id, reason=ADMIN_LEAVE_REASON)
+            if m.instance_id is not None
+            else MemberIdentity(member_id=m.member_id, group_instance_id=None, reason=ADMIN_LEAVE_REASON)
+            for m in members
+        ]
+        resp = conn.request(LEAVE_GROUP, info.request(group_id=group, members=identities), version)
+        _check(resp.error_code, f"LeaveGroup of group '{group}'")
+        for r in resp.members:
+            out[r.group_instance_id if r.group_instance_id is not None else r.member_id] = r.error_code
+        return out
+    for m in members:
+        if m.instance_id is not None:
+            out[m.instance_id] = ErrorCode.UNSUPPORTED_VERSION
+            continue
+        resp = conn.request(LEAVE_GROUP, info.request(group_id=group, member_id=m.member_id), version)
+        out[m.member_id] = resp.error_code
+    return out
+
+
 def topic_partitions(admin: KafkaAdmin, topics: list[str]) -> list[tuple[str, int]]:
     """Every partition of the topics (an unknown topic is an error, as describeTopics fails)."""
     meta = admin.metadata(topics)
@@ -212,11 +252,56 @@ def topic_partitions(admin: KafkaAdmin, topics: list[str]) -> list[tuple[str, in
 
 @dataclass
 class ResetSpec:
-    """One of ConsumerGroupCommand's reset scenarios."""
+    """One reset scenario of ConsumerGroupCommand (and of StreamsResetter, which has the same
+    ones but --to-current)."""
 
     kind: str  # to-earliest, to-latest, to-current, to-offset, shift-by, to-datetime, from-file
     value: int = 0
     plan: dict[tuple[str, int], int] | None = None
+    #: shift-by where the group committed nothing: None refuses (ConsumerGroupCommand); a
+    #: consumer's auto.offset.reset (StreamsResetter's consumer.position): "latest", "earliest"
+    #: or "none" (NoOffsetForPartitionException)
+    uncommitted: str | None = None
+
+
+#: ResetNote kinds
+ABOVE_LATEST, AT_LATEST, BELOW_EARLIEST, AT_EARLIEST, EMPTY = (
+    "above_latest",
+    "at_latest",
+    "below_earliest",
+    "at_earliest",
+    "empty",
+)
+
+
+@dataclass(frozen=True)
+class ResetNote:
+    """What plan_reset tells about one partition: a requested offset at or past a bound of the
+    log (``value``: the offset it gets), or a partition without an offset for the time
+    (EMPTY: the log end). Each tool words the notes it prints (group_command_warning here)."""
+
+    kind: str
+    tp: tuple[str, int]
+    requested: int | None
+    value: int
+
+
+def group_command_warning(note: ResetNote) -> str | None:
+    """ConsumerGroupCommand's line for a note (it says nothing of an offset at a bound)."""
+    t, p = note.tp
+    if note.kind == ABOVE_LATEST:
+        return (
+            f"New offset ({note.requested}) is higher than latest offset for topic partition "
+            f"{t}-{p}. Value will be set to {note.value}"
+        )
+    if note.kind == BELOW_EARLIEST:
+        return (
+            f"New offset ({note.requested}) is lower than earliest offset for topic partition "
+            f"{t}-{p}. Value will be set to {note.value}"
+        )
+    if note.kind == EMPTY:
+        return f"Partition {p} from topic {t} is empty. Falling back to latest known offset."
+    return None
 
 
 def plan_reset(
@@ -224,9 +309,11 @@ def plan_reset(
     view: GroupView,
     partitions: list[tuple[str, int]],
     spec: ResetSpec,
-    warn: Callable[[str], None],
+    note: Callable[[ResetNote], None],
 ) -> dict[tuple[str, int], int]:
-    """The new offsets (prepareOffsetsToReset); ``warn`` gets Kafka's clamping/fallback lines."""
+    """The new offsets (ConsumerGroupCommand.prepareOffsetsToReset, StreamsResetter.maybeReset:
+    the same clamping into [log start, log end] and fallbacks); ``note`` gets a ResetNote for
+    each partition whose offset met a bound or had none."""
     current = view.committed
 
     def clamp(requested: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
@@ -237,21 +324,17 @@ def plan_reset(
             end, start = ends.get(tp), starts.get(tp)
             if end is None:
                 raise GroupsError(f"Error getting ending offset of topic partition: {tp[0]}-{tp[1]}")
-            if off > end:
-                warn(
-                    f"New offset ({off}) is higher than latest offset for topic partition {tp[0]}-{tp[1]}. Value will be set to {end}"
-                )
+            if off >= end:
+                note(ResetNote(ABOVE_LATEST if off > end else AT_LATEST, tp, off, end))
                 off = end
-            elif start is not None and off < start:
-                warn(
-                    f"New offset ({off}) is lower than earliest offset for topic partition {tp[0]}-{tp[1]}. Value will be set to {start}"
-                )
+            elif start is not None and off <= start:
+                note(ResetNote(BELOW_EARLIEST if off < start else AT_EARLIEST, tp, off, start))
                 off = start
             out[tp] = off
         return out
 
-    def fetched(spec_ts: int, what: str) -> dict[tuple[str, int], int]:
-        got = list_offsets(admin, partitions, spec_ts)
+    def fetched(spec_ts: int, what: str, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        got = list_offsets(admin, tps, spec_ts)
         for tp, off in got.items():
             if off is None:
                 raise GroupsError(f"Error getting {what} offset of topic partition: {tp[0]}-{tp[1]}")
@@ -260,28 +343,39 @@ def plan_reset(
     if spec.kind == "to-offset":
         return clamp(dict.fromkeys(partitions, spec.value))
     if spec.kind == "to-earliest":
-        return fetched(EARLIEST, "starting")
+        return fetched(EARLIEST, "starting", partitions)
     if spec.kind == "to-latest":
-        return fetched(LATEST, "ending")
+        return fetched(LATEST, "ending", partitions)
     if spec.kind == "shift-by":
         missing = [tp for tp in partitions if tp not in current]
-        if missing:
+        if missing and spec.uncommitted not in ("latest", "earliest"):
             t, p = missing[0]
+            if spec.uncommitted == "none":
+                raise GroupsError(
+                    "Undefined offset with no reset policy for partitions: "
+                    f"[{', '.join(f'{t}-{p}' for t, p in missing)}]"
+                )
             raise GroupsError(
                 f"Cannot shift offset for partition {t}-{p} since there is no current committed offset"
             )
-        return clamp({tp: current[tp] + spec.value for tp in partitions})
+        position = dict(current)
+        if missing:  # the consumer's position: auto.offset.reset
+            if spec.uncommitted == "latest":
+                position.update(fetched(LATEST, "ending", missing))
+            else:
+                position.update(fetched(EARLIEST, "starting", missing))
+        return clamp({tp: position[tp] + spec.value for tp in partitions})
     if spec.kind == "to-datetime":
         got = list_offsets(admin, partitions, spec.value)
         empty = [tp for tp, off in got.items() if off is None]
-        for t, p in empty:
-            warn(f"Partition {p} from topic {t} is empty. Falling back to latest known offset.")
         ends = list_offsets(admin, empty, LATEST)
         out = {}
         for tp in partitions:
             off = got[tp] if got[tp] is not None else ends.get(tp)
             if off is None:
                 raise GroupsError(f"Error getting offset by timestamp of topic partition: {tp[0]}-{tp[1]}")
+            if got[tp] is None:
+                note(ResetNote(EMPTY, tp, None, off))
             out[tp] = off
         return out
     if spec.kind == "from-file":

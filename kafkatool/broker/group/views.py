@@ -117,19 +117,22 @@ def reset_csv(offsets: dict[str, dict[tuple[str, int], int]], *, with_group: boo
     return "".join(line + "\n" for line in lines)
 
 
-def parse_reset_csv(text: str, groups: list[str], *, source: str) -> dict[str, dict[tuple[str, int], int]]:
+def parse_reset_csv(
+    text: str, groups: list[str], *, source: str, group_column: bool = True
+) -> dict[str, dict[tuple[str, int], int]]:
     """Read a reset plan back (ConsumerGroupCommand's parseResetPlan): with one ``--group`` the
     three-column form names that group's offsets; otherwise every line names its group.
-    Raises ValueError naming the file and line."""
+    ``group_column`` False (StreamsResetter's parseResetPlan, one group): only
+    TOPIC,PARTITION,OFFSET lines. Raises ValueError naming the file and line."""
     out: dict[str, dict[tuple[str, int], int]] = {}
     lines = [x.strip() for x in text.splitlines() if x.strip()]
-    single = len(groups) == 1 and bool(lines) and len(lines[0].split(",")) == 3
+    single = len(groups) == 1 and bool(lines) and (not group_column or len(lines[0].split(",")) == 3)
     for n, line in enumerate(lines, 1):
         cells = line.split(",")
         try:
             if single and len(cells) == 3:
                 gid, (topic, part, off) = groups[0], cells
-            elif len(cells) == 4:
+            elif len(cells) == 4 and group_column:
                 gid, topic, part, off = cells
             else:
                 raise ValueError(

@@ -8,6 +8,7 @@ import json
 import logging
 import re
 
+from kafkatool.assign.kafka_placement import replication_factor_error
 from kafkatool.broker import config as C
 from kafkatool.broker import loggers
 from kafkatool.broker.group.consumer import GROUP_CONFIGS, ConsumerGroupError, validate_group_configs
@@ -122,15 +123,9 @@ def _create_one(broker, ct, version: int, validate_only: bool) -> CreatableTopic
         rf = ct.replication_factor
     if assignment is not None:
         rf = len(next(iter(assignment.values())))
-    if not ct.assignments and rf <= 0:
-        r.error_code, r.error_message = (
-            ErrorCode.INVALID_REPLICATION_FACTOR,
-            "Replication factor must be larger than 0.",
-        )
-        return r
-    if rf > len(live):
-        r.error_code = ErrorCode.INVALID_REPLICATION_FACTOR
-        r.error_message = f"Replication factor: {rf} larger than available brokers: {len(live)}."
+    rf_error = replication_factor_error(rf, len(live))
+    if rf_error is not None and (rf > 0 or not ct.assignments):
+        r.error_code, r.error_message = ErrorCode.INVALID_REPLICATION_FACTOR, rf_error
         return r
     configs = {}
     for c in ct.configs:

@@ -17,6 +17,7 @@ from kafkatool.broker.group.offsets import NO_LEADER_EPOCH, OffsetAndMetadata
 from kafkatool.broker.txn import state_log as S
 from kafkatool.broker.txn.coordinator import TxnError, txn_coordinator
 from kafkatool.broker.txn.offsets import txn_commit_offsets
+from kafkatool.broker.txn.views import active_producers
 from kafkatool.log.topic_settings import topic_name_error
 from kafkatool.protocol.errors import ErrorCode
 from kafkatool.protocol.generated import (
@@ -384,9 +385,9 @@ def handle_describe_producers(ctx, req):
                     last_sequence=e.last_sequence,
                     last_timestamp=e.last_timestamp,
                     coordinator_epoch=e.coordinator_epoch,
-                    current_txn_start_offset=e.current_txn_first_offset,
+                    current_txn_start_offset=e.current_txn_start_offset,
                 )
-                for _, e in sorted(lg.producer_state.producers.items())
+                for e in active_producers(lg)
             ]
             parts.append(ProducersPartition(partition_index=p, error_code=0, active_producers=active))
         topics.append(ProducersTopic(name=rt.name, partitions=parts))

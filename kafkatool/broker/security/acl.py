@@ -18,20 +18,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from kafkatool.errors import KafkatoolError
+from kafkatool.formats.acl_codes import OPERATIONS, PATTERN_TYPES, PERMISSIONS, RESOURCE_TYPES
 from kafkatool.protocol.errors import ErrorCode
 
-# Kafka's codes (org.apache.kafka.common.resource.ResourceType, acl.AclOperation, ...)
-RESOURCE_TYPES = {
-    0: "UNKNOWN", 1: "ANY", 2: "TOPIC", 3: "GROUP", 4: "CLUSTER", 5: "TRANSACTIONAL_ID",
-    6: "DELEGATION_TOKEN", 7: "USER",
-}  # fmt: skip
-PATTERN_TYPES = {0: "UNKNOWN", 1: "ANY", 2: "MATCH", 3: "LITERAL", 4: "PREFIXED"}
-OPERATIONS = {
-    0: "UNKNOWN", 1: "ANY", 2: "ALL", 3: "READ", 4: "WRITE", 5: "CREATE", 6: "DELETE", 7: "ALTER",
-    8: "DESCRIBE", 9: "CLUSTER_ACTION", 10: "DESCRIBE_CONFIGS", 11: "ALTER_CONFIGS",
-    12: "IDEMPOTENT_WRITE", 13: "CREATE_TOKENS", 14: "DESCRIBE_TOKENS",
-}  # fmt: skip
-PERMISSIONS = {0: "UNKNOWN", 1: "ANY", 2: "DENY", 3: "ALLOW"}
+# Kafka's codes: formats/acl_codes, the one table
 RT = {v: k for k, v in RESOURCE_TYPES.items()}
 PT = {v: k for k, v in PATTERN_TYPES.items()}
 OP = {v: k for k, v in OPERATIONS.items()}

@@ -983,6 +983,12 @@ RULES = {
     50: _cluster_whole(A.DESCRIBE),
     51: _cluster_whole(A.ALTER),
     60: lambda ctx, req, handler: handler(ctx, req),  # DescribeCluster: brokers only, as Metadata
+    # delegation tokens: the handlers ask KafkaApis' questions (CREATE_TOKENS on the owner,
+    # DESCRIBE on each token, DESCRIBE_TOKENS on its owner) themselves (security/tokens.py)
+    38: lambda ctx, req, handler: handler(ctx, req),
+    39: lambda ctx, req, handler: handler(ctx, req),
+    40: lambda ctx, req, handler: handler(ctx, req),
+    41: lambda ctx, req, handler: handler(ctx, req),
     61: _describe_producers,
     65: _describe_transactions,
     66: _list_transactions,

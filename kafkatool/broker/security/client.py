@@ -4,7 +4,10 @@
 ``ssl.keystore.*`` (PEM or PKCS12, as the broker reads them) and
 ``ssl.endpoint.identification.algorithm``; ``sasl.mechanism`` PLAIN, SCRAM-SHA-256 or
 SCRAM-SHA-512 with the credentials of ``sasl.jaas.config`` (PlainLoginModule /
-ScramLoginModule ``username``/``password``) or ``sasl.username``/``sasl.password``.
+ScramLoginModule ``username``/``password``) or ``sasl.username``/``sasl.password``.  A
+ScramLoginModule with ``tokenauth="true"`` logs in with a delegation token (the token id as
+username, its HMAC's base64 as password): the client-first message carries the SCRAM
+extension ``tokenauth=true``, as Kafka's ScramLoginModule has it sent.
 The wire client (assign/kafka_client.py) calls :meth:`wrap` on each new socket and
 :meth:`authenticate` after ApiVersions, as Kafka's clients do.
 """
@@ -41,9 +44,13 @@ class ClientSecurity:
                 raise ConfigError(f"sasl.mechanism {self.mechanism}: one of {', '.join(SUPPORTED)}")
             user, password = props.get("sasl.username"), props.get("sasl.password")
             jaas = props.get("sasl.jaas.config")
+            #: SCRAM extensions of the client-first message (ScramLoginModule: tokenauth)
+            self.scram_extensions: dict[str, str] = {}
             if jaas:
                 _cls, opts = parse_jaas(jaas, "sasl.jaas.config")
                 user, password = opts.get("username", user), opts.get("password", password)
+                if opts.get("tokenauth", "").lower() == "true" and self.mechanism.startswith("SCRAM-"):
+                    self.scram_extensions["tokenauth"] = "true"
             if not user or password is None:
                 raise ConfigError(
                     "SASL needs sasl.jaas.config (username=, password=) or sasl.username/sasl.password"
@@ -127,7 +134,7 @@ class ClientSecurity:
         algo = scram.MECHANISMS[self.mechanism][0]
         name = self.username.replace("=", "=3D").replace(",", "=2C")
         cnonce = base64.b64encode(os.urandom(18)).decode().replace(",", "A")
-        first_bare = f"n={name},r={cnonce}"
+        first_bare = f"n={name},r={cnonce}" + "".join(f",{k}={v}" for k, v in self.scram_extensions.items())
         server_first = check(
             (yield (36, 1, SaslAuthenticateRequest(auth_bytes=f"n,,{first_bare}".encode())))
         ).decode()

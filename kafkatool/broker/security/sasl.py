@@ -5,7 +5,9 @@ either raw length-prefixed tokens (SaslHandshake v0) or SaslAuthenticate request
 (v1); any other request before authentication closes it, as Kafka does.  PLAIN checks
 ``user_<name>="password"`` entries of the listener's
 ``listener.name.<name>.plain.sasl.jaas.config``; SCRAM-SHA-256/512 use the credentials
-stored in the cluster metadata (scram.py).  A failure answers
+stored in the cluster metadata (scram.py), or with the extension ``tokenauth=true`` a
+delegation token's (tokens.py: the principal is the token's owner, the connection is
+token-authenticated and its session ends at the token's expiry).  A failure answers
 SASL_AUTHENTICATION_FAILED with Kafka's message after
 ``connection.failed.authentication.delay.ms`` and closes the connection, with one
 "Failed authentication" log line.  ``connections.max.reauth.ms`` (KIP-368) gives each
@@ -91,7 +93,7 @@ class PlainServer:
 class ListenerSasl:
     """A SASL listener's settings: enabled mechanisms, PLAIN users, re-auth and failure delay."""
 
-    def __init__(self, config, listener, credentials):
+    def __init__(self, config, listener, credentials, tokens=None):
         get = lambda name: config.listener_setting(listener, name)  # noqa: E731
         raw = get("sasl.enabled.mechanisms") or "GSSAPI"
         self.mechanisms = [m.strip().upper() for m in raw.split(",") if m.strip()]
@@ -120,11 +122,13 @@ class ListenerSasl:
         self.reauth_ms = int(get("connections.max.reauth.ms") or 0)
         self.failure_delay = int(get("connection.failed.authentication.delay.ms") or 100) / 1000.0
         self.credentials = credentials  # (user, mechanism) -> ScramCredential | None
+        #: (token id, mechanism) -> (ScramCredential, owner name, expiry ms) | None (delegation tokens)
+        self.tokens = tokens
 
     def server(self, mechanism: str):
         if mechanism == "PLAIN":
             return PlainServer(self.plain_users)
-        return scram.ScramServer(mechanism, self.credentials)
+        return scram.ScramServer(mechanism, self.credentials, self.tokens)
 
 
 class AuthFailed(CloseConnection):
@@ -230,9 +234,7 @@ class SaslSession:
             )
         lifetime = 0
         if self.server.complete:
-            self._complete()
-            if self.settings.reauth_ms > 0:
-                lifetime = self.settings.reauth_ms
+            lifetime = self._complete()
         return SaslAuthenticateResponse(
             error_code=0, error_message=None, auth_bytes=reply, session_lifetime_ms=lifetime
         )
@@ -247,19 +249,32 @@ class SaslSession:
             self._complete()
         return len(reply).to_bytes(4, "big") + reply
 
-    def _complete(self) -> None:
-        principal = f"User:{self.server.username}"
+    def _complete(self) -> int:
+        """Authenticated: the principal, and the session lifetime told to the client
+        (ReauthInfo.calcCompletionTimesAndReturnSessionLifetimeMs: connections.max.reauth.ms,
+        a delegation token's expiry, the sooner of both; 0: none)."""
+        server = self.server
+        principal = f"User:{getattr(server, 'authorization_id', None) or server.username}"
         if self.reauthenticating and principal != self.principal:
             self._fail(
                 f"Cannot change principals during re-authentication from {self.principal}: {principal}"
             )
         self.principal = principal
         self.conn.principal = principal
+        self.conn.token_authenticated = getattr(server, "token_authenticated", False)
         self.state = "done"
         self.reauthenticating = False
-        self.expiry = (
-            time.monotonic() + self.settings.reauth_ms / 1000.0 if self.settings.reauth_ms > 0 else None
-        )
+        credential_expiry = getattr(server, "token_expiry_ms", None)
+        reauth = self.settings.reauth_ms
+        if credential_expiry is None and reauth <= 0:
+            self.expiry = None
+            return 0
+        lifetimes = [reauth] if reauth > 0 else []
+        if credential_expiry is not None:
+            lifetimes.append(credential_expiry - int(time.time() * 1000))
+        lifetime = max(0, min(lifetimes))
+        self.expiry = time.monotonic() + lifetime / 1000.0
+        return lifetime
 
 
 # ---------------------------------------------------------------------- handlers (Kafka's KafkaApis)

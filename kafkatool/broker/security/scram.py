@@ -118,15 +118,34 @@ INVALID_CREDENTIALS = (
 )
 
 
-class ScramServer:
-    """One SCRAM exchange on the broker: client-first -> server-first -> client-final -> server-final."""
+def scram_extensions(text: str) -> dict[str, str]:
+    """ScramExtensions of a client-first message (``key=value`` after the nonce, comma-separated)."""
+    out = {}
+    for item in filter(None, text.split(",")):
+        key, _, value = item.partition("=")
+        out[key] = value
+    return out
 
-    def __init__(self, mechanism: str, lookup):
+
+class ScramServer:
+    """One SCRAM exchange on the broker: client-first -> server-first -> client-final -> server-final.
+
+    With the extension ``tokenauth=true`` the user name is a delegation token's id, its
+    credential the token's (``token_lookup``: (token id, mechanism) -> (credential, owner name,
+    expiry timestamp) or None), and the session's principal the token's owner."""
+
+    def __init__(self, mechanism: str, lookup, token_lookup=None):
         self.mechanism = mechanism
         self.algo = MECHANISMS[mechanism][0]
         self.lookup = lookup  # (username, mechanism) -> ScramCredential | None
+        self.token_lookup = token_lookup
         self.state = "first"
         self.username: str | None = None
+        #: ScramSaslServer.getAuthorizationID: the user, or the token's owner
+        self.authorization_id: str | None = None
+        self.token_authenticated = False
+        #: the token's expiry timestamp (CREDENTIAL_LIFETIME_MS), None for a user's password
+        self.token_expiry_ms: int | None = None
         self.complete = False
 
     def _fail(self, detail: str):
@@ -142,11 +161,18 @@ class ScramServer:
             m = _CLIENT_FIRST.fullmatch(text)
             if m is None:
                 self._fail(f"Invalid SCRAM client first message format: {text!r}")
-            ext = m.group("ext") or ""
-            if "tokenauth=true" in ext.split(","):
-                self._fail("delegation tokens are not supported")
+            ext = scram_extensions(m.group("ext") or "")
             self.username = sasl_name_to_username(m.group("name"))
-            cred = self.lookup(self.username, self.mechanism)
+            # ScramExtensions.tokenAuthenticated: Boolean.parseBoolean of tokenauth
+            if ext.get("tokenauth", "").lower() == "true":
+                token = self.token_lookup(self.username, self.mechanism) if self.token_lookup else None
+                if token is None:
+                    self._fail(f"Token Authentication failed: Invalid tokenId : {self.username}")
+                cred, self.authorization_id, self.token_expiry_ms = token
+                self.token_authenticated = True
+            else:
+                cred = self.lookup(self.username, self.mechanism)
+                self.authorization_id = self.username
             if cred is None:
                 self._fail("Authentication failed: Invalid user credentials")
             authzid = m.group("authzid") or ""

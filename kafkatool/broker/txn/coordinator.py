@@ -169,9 +169,7 @@ class TransactionCoordinator:
                 loader.feed(batch)
         for msg in loader.skipped:
             log.warning("%s: skipped an undecodable record at %s", S.TRANSACTION_STATE_TOPIC, msg)
-        for tid, rec in loader.txns.items():
-            if rec.state == S.DEAD:
-                continue
+        for tid, rec in loader.current().items():
             md = TxnMetadata(
                 tid,
                 rec.producer_id,

@@ -121,3 +121,8 @@ class StateLoader:
                 self.txns.pop(tid, None)
             else:
                 self.txns[tid] = value
+
+    def current(self) -> dict[str, TxnRecord]:
+        """The transactional ids a coordinator holds after this load: a Dead one is gone
+        (TransactionStateManager skips it), the rest as last written."""
+        return {tid: rec for tid, rec in self.txns.items() if rec.state != DEAD}

@@ -555,3 +555,24 @@ def test_coordinator_writes_meet_the_logs_record_rules(tmp_path):
         assert env.gc.handle_offset_fetch("simple", [tp], False)[1][0][1].offset == 5
 
     run(tmp_path, body, "log.message.timestamp.before.max.ms=60000")
+
+
+def test_group_configs_are_parsed_as_configdef_parses_them():
+    """GroupConfig.validate parses each value with ConfigDef (INT, atLeast(1)): the broker's one
+    rule, log/dynamic_log_config.config_value_error, so a value past Integer.MAX_VALUE is
+    "Not a number of type INT" (not a range error), and Range's message shows the parsed value."""
+    from kafkatool.broker.group.consumer import ConsumerGroupError, validate_group_configs
+
+    bounds = BrokerConfig({}).int
+    for raw, words in [
+        ("2147483648", "Invalid value 2147483648 for configuration consumer.session.timeout.ms: Not a number of type INT"),
+        ("abc", "Invalid value abc for configuration consumer.session.timeout.ms: Not a number of type INT"),
+        (" 0", "Invalid value 0 for configuration consumer.session.timeout.ms: Value must be at least 1"),
+    ]:  # fmt: skip
+        try:
+            validate_group_configs({"consumer.session.timeout.ms": raw}, bounds)
+        except ConsumerGroupError as exc:
+            assert (exc.code, str(exc)) == (E.INVALID_CONFIG, words)
+        else:
+            raise AssertionError(f"{raw!r} was taken")
+    validate_group_configs({"consumer.session.timeout.ms": " 50000 "}, bounds)  # ConfigDef trims
