@@ -8,7 +8,6 @@ import typer
 from kafkatool.commands.common import (
     EXIT_FINDINGS,
     EXIT_OK,
-    CommandError,
     command_config_option,
     emit_json,
     error_line,
@@ -81,20 +80,13 @@ def broker_api_versions(
 
 
 def _request_timeout() -> float:
-    """request.timeout.ms of --command-config (the tool's AdminConfig: an INT), in seconds."""
+    """request.timeout.ms of --command-config (BrokerApiVersionsCommand's AdminConfig default:
+    5000), in seconds."""
     from kafkatool.assign import api_versions as A
-    from kafkatool.assign import kafka_client
-    from kafkatool.assign.client_config import ClientConfigError, parse_value
+    from kafkatool.assign.kafka_client import command_config_number
 
-    security = kafka_client.client_security()
-    raw = None if security is None else security.props.get("request.timeout.ms")
-    if raw is None:
-        return A.DEFAULT_REQUEST_TIMEOUT_MS / 1000
-    try:
-        ms = parse_value("request.timeout.ms", raw, "INT")
-    except ClientConfigError as exc:
-        raise CommandError(f"--command-config: {exc}") from None
-    return max(int(ms), 1) / 1000
+    ms = command_config_number("request.timeout.ms", "INT", str(A.DEFAULT_REQUEST_TIMEOUT_MS))
+    return max(ms, 1) / 1000
 
 
 def register(app: typer.Typer) -> None:
