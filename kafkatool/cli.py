@@ -45,6 +45,7 @@ COMMAND_MODULES = [
     "produce",
     "configs",
     "log_dirs",
+    "broker_api_versions",
     "metadata_shell",
     "perf",
 ]

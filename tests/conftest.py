@@ -28,6 +28,33 @@ def client_batches_dir() -> Path:
     return CLIENT_BATCHES
 
 
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory):
+    """One local Spark session for the whole suite: its JVM's start costs 8-10 s, paid once by
+    the first test that asks for it (the fleet scan's tests, and the cluster test that scans
+    its brokers' dirs), in-process fleet scans reuse it (SparkSession.getOrCreate)."""
+    # loopback only, and every scratch dir under pytest's tmp (CI runs as root with any HOME)
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    tmp = tmp_path_factory.mktemp("spark")
+    from kafkatool.fleet.job import make_spark
+
+    session = make_spark(
+        "local[2]",
+        app_name="kafkatool-fleet-tests",
+        conf={
+            "spark.driver.host": "127.0.0.1",
+            "spark.driver.bindAddress": "127.0.0.1",
+            "spark.sql.shuffle.partitions": "4",
+            "spark.default.parallelism": "4",
+            "spark.local.dir": str(tmp / "local"),
+            "spark.sql.warehouse.dir": str(tmp / "warehouse"),
+            "spark.driver.extraJavaOptions": f"-Djava.io.tmpdir={tmp} -Dderby.system.home={tmp}",
+        },
+    )
+    yield session
+    session.stop()
+
+
 @pytest.fixture(autouse=True)
 def _no_client_security_left_over():
     """A command run in-process with --command-config sets TLS/SASL for every connection the

@@ -176,17 +176,22 @@ class AdminTimeouts:
         return False
 
 
+def command_config_number(name: str, kind: str, default: str) -> int:
+    """A number of --command-config (INT or LONG; ``default`` where it is not set), parsed as
+    the client's ConfigDef parses it (Range.atLeast(0)), refused in ConfigException's words."""
+    from kafkatool.assign.client_config import parse_value
+
+    props = _client_security.props if _client_security is not None else {}
+    return parse_value(name, props.get(name, default), kind, 0)
+
+
 def admin_timeouts() -> AdminTimeouts:
     """The admin client's default.api.timeout.ms, retry.backoff.ms and retry.backoff.max.ms from
     --command-config (AdminClientConfig's defaults where not set), parsed as its ConfigDef parses
     them; a default.api.timeout.ms set below request.timeout.ms is refused in Kafka's words
     (KafkaAdminClient.configureDefaultApiTimeoutMs), one not set is raised to it."""
-    from kafkatool.assign.client_config import parse_value
-
     props = _client_security.props if _client_security is not None else {}
-
-    def get(name: str, kind: str, default: str) -> int:
-        return parse_value(name, props.get(name, default), kind, 0)
+    get = command_config_number
 
     request_timeout = get("request.timeout.ms", "INT", "30000")
     api_timeout = get("default.api.timeout.ms", "INT", "60000")
@@ -364,7 +369,8 @@ class Connection:
                 continue
             if resp.error_code:
                 raise KafkaAdminError(
-                    f"{self.address}: ApiVersions failed: {describe_error(resp.error_code)}"
+                    f"{self.address}: ApiVersions failed: {describe_error(resp.error_code)}",
+                    resp.error_code,
                 )
             self.versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
             return

@@ -9,6 +9,7 @@ import uuid
 import pytest
 
 from tests.broker.conftest import BrokerProcess
+from tests.client_checks import at_high_watermarks
 
 OVERRIDES = [
     "num.partitions=1",
@@ -36,23 +37,19 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(15)
 
 
-def _at_high_watermarks(c, tps) -> bool:
-    """The consumer has been given every record below each partition's high watermark (as
-    its last fetch of the partition said, which came after the records were written):
-    nothing more (no duplicate, no extra record) can come."""
-    for tp in c.position(tps):
-        _, high = c.get_watermark_offsets(tp, cached=True)
-        # unknown (no fetch answered yet) is negative; so is the position before any record
-        if high < 0 or max(tp.offset, 0) < high:
-            return False
-    return True
-
-
-def read_all(bootstrap: str, topic: str, partitions: int, isolation: str, want: int, timeout: float = 10.0):
+def read_all(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    isolation: str,
+    want: int,
+    timeout: float = 10.0,
+    until=None,
+):
     """Values read from the beginning of every partition (assign, no group). Once ``want``
     have come it reads on until every partition's position is its high watermark, or 0.7 s
     more (read_committed's open transactions or trailing markers keep positions below it),
-    so that records beyond ``want`` show."""
+    so that records beyond ``want`` show. ``until(values)`` true ends the read at once."""
     from confluent_kafka import Consumer, TopicPartition
 
     c = Consumer(
@@ -71,8 +68,10 @@ def read_all(bootstrap: str, topic: str, partitions: int, isolation: str, want: 
     settle = None
     try:
         while time.monotonic() < deadline:
+            if until is not None and until(out):
+                break
             if len(out) >= want and settle is None:
-                if _at_high_watermarks(c, tps):
+                if at_high_watermarks(c, tps):
                     break
                 settle = time.monotonic() + 0.7
             if settle is not None and time.monotonic() > settle:
@@ -115,9 +114,13 @@ def test_confluent_commit_and_abort(xbroker):
     p.produce(topic, value=b"open", partition=0)
     p.flush(10)
     assert "open" not in read_all(bs, topic, 1, "read_committed", 10**9, timeout=2)
-    assert "open" in read_all(bs, topic, 1, "read_uncommitted", 10**9, timeout=2)
+
+    def has_open(values: list[str]) -> bool:
+        return "open" in values
+
+    assert "open" in read_all(bs, topic, 1, "read_uncommitted", 10**9, timeout=10, until=has_open)
     p.commit_transaction(20)
-    assert "open" in read_all(bs, topic, 1, "read_committed", 10**9, timeout=3)
+    assert "open" in read_all(bs, topic, 1, "read_committed", 10**9, timeout=10, until=has_open)
 
 
 def test_confluent_send_offsets_to_transaction(xbroker):

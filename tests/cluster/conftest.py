@@ -51,10 +51,27 @@ class Cluster:
         return self
 
     def stop(self) -> None:
-        for b in self.brokers.values():
+        """Every live broker stopped cleanly (SIGTERM: controlled shutdown): those that are not
+        the controller together (their controlled shutdowns are the controller's to run, one
+        after the other), then the controller."""
+        import threading
+
+        def stop(b: BrokerProcess) -> None:
             with contextlib.suppress(Exception):
                 if b.alive():
                     b.stop(timeout=60)
+
+        controller = None
+        with contextlib.suppress(Exception):
+            controller = zk_json(self, "/controller")["brokerid"] if self.bootstrap else None
+        first = [b for i, b in self.brokers.items() if i != controller]
+        threads = [threading.Thread(target=stop, args=(b,), daemon=True) for b in first]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(90)
+        for b in self.brokers.values():
+            stop(b)
 
     def kazoo(self):
         from kazoo.client import KazooClient
@@ -131,19 +148,36 @@ def _links(follower: BrokerProcess, leader: BrokerProcess) -> dict[str, tuple[in
 
 
 def fetch_link(follower: BrokerProcess, leader: BrokerProcess, timeout: float = 30.0) -> str:
-    """The local address of ``follower``'s fetch connection to ``leader``: the one on which
+    """The local address of ``follower``'s fetch connection to ``leader`` (:func:`fetch_links`)."""
+    return fetch_links([follower], leader, timeout)[follower]
+
+
+def fetch_links(
+    followers: list[BrokerProcess], leader: BrokerProcess, timeout: float = 30.0
+) -> dict[BrokerProcess, str]:
+    """The local address of each follower's fetch connection to ``leader``: the one on which
     its requests keep coming while the partitions it copies from there take no writes (a
     fetch parked for replica.fetch.wait.max.ms, then the next), three of them within
     ``timeout``; its other connections to ``leader`` (to the controller) carry a request now
-    and then."""
-    before = {addr: c.get("data_segs_out", 0) for addr, (_, c) in _links(follower, leader).items()}
+    and then. The followers are watched together (each needs about three fetch waits)."""
+    before = {
+        f: {addr: c.get("data_segs_out", 0) for addr, (_, c) in _links(f, leader).items()} for f in followers
+    }
+    found: dict[BrokerProcess, str] = {}
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        for addr, (_, c) in _links(follower, leader).items():
-            if c.get("data_segs_out", 0) - before.setdefault(addr, c.get("data_segs_out", 0)) >= 3:
-                return addr
+        for f in followers:
+            if f in found:
+                continue
+            for addr, (_, c) in _links(f, leader).items():
+                if c.get("data_segs_out", 0) - before[f].setdefault(addr, c.get("data_segs_out", 0)) >= 3:
+                    found[f] = addr
+                    break
+        if len(found) == len(followers):
+            return found
         time.sleep(0.1)
-    raise AssertionError(f"no fetch connection from {follower.bootstrap} to {leader.bootstrap} in {timeout}s")
+    missing = ", ".join(f.bootstrap for f in followers if f not in found)
+    raise AssertionError(f"no fetch connection from {missing} to {leader.bootstrap} in {timeout}s")
 
 
 def wait_answered(links: dict[BrokerProcess, str], leader: BrokerProcess, timeout: float = 30.0) -> None:
@@ -179,15 +213,24 @@ def wait_answered(links: dict[BrokerProcess, str], leader: BrokerProcess, timeou
     raise AssertionError(f"fetches parked at {leader.bootstrap} unanswered after {timeout}s: {waiting}")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def zk_module(tmp_path_factory):
+    """One ZooKeeper server for every cluster test (each Cluster has a chroot of its own;
+    starting and stopping a server per module cost about 0.8 s each)."""
     with run_zookeeper(tmp_path_factory.mktemp("zk")) as hostport:
         yield hostport
 
 
 @pytest.fixture
 def cluster(tmp_path, zk_module):
-    c = Cluster(tmp_path, zk_module, 3, ["num.partitions=1", "offsets.topic.num.partitions=3"])
+    # no initial rebalance delay (Kafka's own integration tests run with 0): a group's first
+    # join is not held 3 s waiting for members that are not coming
+    c = Cluster(
+        tmp_path,
+        zk_module,
+        3,
+        ["num.partitions=1", "offsets.topic.num.partitions=3", "group.initial.rebalance.delay.ms=0"],
+    )
     try:
         yield c.start()
     finally:

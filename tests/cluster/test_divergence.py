@@ -18,7 +18,7 @@ import sys
 import pytest
 
 from tests.broker.conftest import REPO
-from tests.cluster.conftest import fetch_link, wait_answered, wait_for
+from tests.cluster.conftest import fetch_links, wait_answered, wait_for
 from tests.cluster.test_replication import create_topic, partition_state, read_all
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -38,19 +38,18 @@ def log_bytes(broker, topic: str) -> bytes:
 
 
 def fleet_scan(dirs) -> list[dict]:
-    p = subprocess.run(
-        [sys.executable, "-m", "kafkatool", "fleet", "scan", "--json", *map(str, dirs)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=dict(os.environ, PYTHONPATH=str(REPO)),
-    )
-    assert p.returncode in (0, 1), p.stderr[-2000:]
-    return [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+    """`kafkatool fleet scan --json DIR...` in-process, on the suite's Spark session (the
+    ``spark`` fixture: the JVM starts once for the suite, not once per scan)."""
+    from typer.testing import CliRunner
+
+    from kafkatool.cli import app
+
+    r = CliRunner().invoke(app, ["fleet", "scan", "--json", *map(str, dirs)])
+    assert r.exit_code in (0, 1), r.output[-2000:]
+    return [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
 
 
-def test_a_returning_leader_truncates_what_it_alone_had(cluster):
+def test_a_returning_leader_truncates_what_it_alone_had(spark, cluster):
     create_topic(cluster, "div", 1, 3, min_insync_replicas=1)
     st = wait_for(
         lambda: (s := partition_state(cluster, "div", 0)) and len(s["isr"]) == 3 and s, 20, "ISR of 3"
@@ -61,7 +60,7 @@ def test_a_returning_leader_truncates_what_it_alone_had(cluster):
     wait_for(
         lambda: all(len(log_bytes(f, "div")) == len(log_bytes(a, "div")) for f in followers), 20, "followers"
     )
-    links = {f: fetch_link(f, a) for f in followers}
+    links = fetch_links(followers, a)
     for f in followers:
         os.kill(f.proc.pid, signal.SIGSTOP)
     try:

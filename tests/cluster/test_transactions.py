@@ -10,7 +10,7 @@ import time
 import pytest
 
 from tests.cluster.conftest import wait_for
-from tests.cluster.test_replication import create_topic
+from tests.cluster.test_replication import create_topic, partition_state
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition  # noqa: E402
@@ -19,6 +19,10 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition  
 def read_committed(
     bootstrap: str, topic: str, partitions: int, expect: int, timeout: float = 60
 ) -> list[bytes]:
+    """Every record a read_committed consumer gets from the partitions: at least ``expect`` of
+    them, and then on until its position on each partition is that partition's end (ListOffsets
+    at read_committed: the last stable offset, past the last transaction's marker), so whatever
+    the log holds up to there that it should not show (an aborted record) is read, not missed."""
     c = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -31,17 +35,23 @@ def read_committed(
     try:
         c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         out: list[bytes] = []
+        ends = None
         deadline = time.monotonic() + timeout
-        quiet_until = None
         while time.monotonic() < deadline:
             m = c.poll(0.3)
-            if m is None or m.error():
-                if len(out) >= expect:
-                    quiet_until = quiet_until or time.monotonic() + 2
-                    if time.monotonic() > quiet_until:
-                        break
+            if m is not None and not m.error():
+                out.append(m.value())
                 continue
-            out.append(m.value())
+            if len(out) < expect:
+                continue
+            if ends is None:
+                ends = [
+                    c.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1]
+                    for p in range(partitions)
+                ]
+            at = c.position([TopicPartition(topic, p) for p in range(partitions)])
+            if all(max(tp.offset, 0) >= end for tp, end in zip(at, ends, strict=True)):
+                break
         return out
     finally:
         c.close()
@@ -88,6 +98,13 @@ def test_transactions_across_brokers_and_coordinator_failover(cluster):
         k.close()
     cluster.brokers[leader].kill()
     t0 = time.monotonic()
+    # a producer made before the controller moved the partition (the dead broker's ZooKeeper
+    # session expires first) finds the dead coordinator and waits out its whole timeout
+    wait_for(
+        lambda: partition_state(cluster, "__transaction_state", part)["leader"] not in (leader, -1),
+        60,
+        f"__transaction_state-{part} to have a leader other than {leader}",
+    )
 
     def again():
         q = txn_producer(cluster.bootstrap)
@@ -141,7 +158,6 @@ def test_leaders_verify_transactional_writes_with_a_coordinator_on_another_broke
     from kafkatool.protocol.errors import ErrorCode
     from tests.broker.test_txn_protocol import add_partitions, end_txn, init_pid, txn_produce
     from tests.broker.wire import WireClient
-    from tests.cluster.test_replication import partition_state
 
     create_topic(cluster, "ver", 9, 1)  # Kafka's placement: three partitions led by each broker
     tid = "ver-t"

@@ -24,6 +24,7 @@ from kafkatool.formats import compression
 from kafkatool.formats.records import iter_batches
 from tests.broker.conftest import REPO, BrokerProcess, free_port, make_broker  # noqa: F401
 from tests.broker.security.test_sasl import command_config, secured  # noqa: F401 (its SASL_SSL broker)
+from tests.client_checks import at_high_watermarks
 
 ck = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
@@ -51,26 +52,25 @@ def create(broker, topic: str, partitions: int = PARTITIONS, config: dict | None
 
 
 def consume(broker, topic: str, count: int, partitions: int = PARTITIONS, timeout: float = 20.0) -> list:
-    """Every record of the topic (at least ``count``; waits up to ``timeout``), as
-    (partition, offset, key, value, headers), in offset order per partition."""
+    """Every record of the topic (at least ``count``, and on to every partition's high
+    watermark; waits up to ``timeout``), as (partition, offset, key, value, headers), in offset
+    order per partition."""
     c = ck.Consumer(
         {"bootstrap.servers": broker.bootstrap, "group.id": f"check-{topic}", "enable.auto.commit": False}
     )
     out = []
     try:
         c.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in range(partitions)])
+        tps = [ck.TopicPartition(topic, p) for p in range(partitions)]
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             m = c.poll(0.2)
             if m is None:
-                if len(out) >= count:
-                    # a short grace for a duplicate that would follow
-                    extra = c.poll(0.5)
-                    if extra is None:
-                        break
-                    m = extra
-                else:
-                    continue
+                # at least ``count``, and then everything up to the high watermarks (a duplicate
+                # or an extra record would be below them)
+                if len(out) >= count and at_high_watermarks(c, tps):
+                    break
+                continue
             if m.error():
                 continue
             out.append((m.partition(), m.offset(), m.key(), m.value(), m.headers() or []))

@@ -3,7 +3,8 @@ real ``kafkatool serve`` advertises, built from the protocol codecs, seeded.
 
 The broker must never crash nor log a traceback, must answer or close each connection (a
 marker ApiVersions request after each fuzzed frame is answered, or the connection is closed;
-never a hang), stay within a stated memory bound, and serve a real client afterwards.  The
+never a hang: only a request the broker may hold, a Fetch long poll or a group's join, may
+stay unanswered), stay within a stated memory bound, and serve a real client afterwards.  The
 default run sends 3,000 frames; ``pytest -m slow tests/faults`` sends 1,000,000
 (``FUZZ_CASES`` overrides either).  A failure names its seed: ``FUZZ_SEED=n``."""
 
@@ -114,6 +115,15 @@ def _answered_or_closed(sock: socket.socket, deadline: float) -> str:
     return "pending"
 
 
+#: APIs whose answer the broker may hold back: a Fetch long poll (a fuzzed max_wait_ms), a
+#: JoinGroup or SyncGroup waiting for the group; their marker is waited for briefly (a held
+#: answer is legitimate, and waiting longer tells nothing), any other's for long (it answers at
+#: once: no answer in that time is a hang)
+HOLDING_APIS = frozenset({1, 11, 14})
+HELD_WAIT_S = 0.25
+ANSWER_WAIT_S = 5.0
+
+
 def run_fuzz(broker: BrokerProcess, n: int, seed: int) -> dict[str, int]:
     with WireClient(broker.bootstrap) as c:
         resp = c.api_versions()
@@ -142,7 +152,12 @@ def run_fuzz(broker: BrokerProcess, n: int, seed: int) -> dict[str, int]:
             sock = None
             continue
         # a fuzzed long poll or a join may hold its answer back; anything else answers at once
-        outcome = _answered_or_closed(sock, time.monotonic() + 2.0)
+        (key,) = struct.unpack_from(">h", data, 4)
+        held = key in HOLDING_APIS
+        outcome = _answered_or_closed(sock, time.monotonic() + (HELD_WAIT_S if held else ANSWER_WAIT_S))
+        assert outcome != "pending" or held, (
+            f"FUZZ_SEED={seed}: case {i} (API key {key}) neither answered nor closed in {ANSWER_WAIT_S}s"
+        )
         counts[outcome] += 1
         if outcome != "answered":
             sock.close()
