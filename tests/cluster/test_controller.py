@@ -96,13 +96,6 @@ def test_controller_failover_fencing_and_rebalance(rebalancing_cluster):
         "preferred leaders again (auto.leader.rebalance.enable)",
         step=0.5,
     )
-
-
-def zk_json_or_none(cluster, path: str):
-    try:
-        return zk_json(cluster, path)
-    except Exception:  # noqa: BLE001 (no controller at this instant)
-        return None
     # a topic written by another tool (kafka-topics.sh --zookeeper writes only /brokers/topics/T)
     k = cluster.kazoo()
     try:
@@ -128,6 +121,13 @@ def zk_json_or_none(cluster, path: str):
     assert "controlled shutdown succeeded" in cluster.brokers[leader].log_text()
     st = partition_state(cluster, "cf", 0)
     assert st["leader"] not in (leader, -1) and leader not in st["isr"], st
+
+
+def zk_json_or_none(cluster, path: str):
+    try:
+        return zk_json(cluster, path)
+    except Exception:  # noqa: BLE001 (no controller at this instant)
+        return None
 
 
 def test_fetcher_index_is_kafkas():
