@@ -303,6 +303,10 @@ def alter(
         emit_json(
             {"type": "config", "entity_type": entity_type, "entity": name, "set": sets, "deleted": deletes}
         )
+    elif zookeeper is not None and entity_type in ("users", "clients"):
+        # alterConfigWithZk's line: the entity as ConfigCommand's ConfigEntity prints it
+        label = C.zk_entity_label(entity_type, "<default>" if name is None else name)
+        console.print(f"Completed updating config for entity: {label}.", highlight=False)
     elif name is None:
         console.print(f"Completed updating default config for {entity_type} in the cluster.")
     else:

@@ -49,9 +49,7 @@ def test_alter_and_describe_through_zookeeper(kafka_cluster):
         "producer_byte_rate=1048576",
         *z,
     )
-    assert (
-        res.exit_code == 0 and "Completed updating default config for clients in the cluster." in res.stdout
-    )
+    assert res.exit_code == 0 and "Completed updating config for entity: default client-id." in res.stdout
     got = json.loads(kafka_cluster.admin.get("/config/clients/<default>")[0])["config"]
     assert got["producer_byte_rate"] == "1048576" and got["consumer_byte_rate"] == "2097152"  # the rest kept
     missing = run(
@@ -87,12 +85,19 @@ def test_client_quotas_in_zookeeper(kafka_cluster):
     assert res.exit_code == 2 and "Invalid value x for configuration producer_byte_rate" in res.output
     res = run("alter", "--entity-type", "clients", "--entity-name", "app", "--add-config", "foo=1", *z)
     assert res.exit_code == 2 and "Unknown Dynamic Configuration: Set(foo)." in res.output
+    res = run("alter", "--entity-type", "users", "--entity-name", "alice", "--entity-type", "clients",
+              "--entity-name", "app", "--add-config", "consumer_byte_rate=4096", *z)  # fmt: skip
+    assert (
+        res.stdout.strip() == "Completed updating config for entity: user-principal 'alice', client-id 'app'."
+    )
+    got = json.loads(kafka_cluster.admin.get("/config/users/alice/clients/app")[0])["config"]
+    assert got == {"producer_byte_rate": "1048576", "consumer_byte_rate": "4096"}
     zk = KafkaZk(kafka_cluster.connect)
     zk.start()
     try:
         store = ZkQuotaStore(zk)
         assert store.entries() == {
-            ("alice", "app"): {"producer_byte_rate": "1048576"},
+            ("alice", "app"): {"producer_byte_rate": "1048576", "consumer_byte_rate": "4096"},
             (None, DEFAULT): {"consumer_byte_rate": "2097152"},
         }
         before = set(kafka_cluster.admin.get_children("/config/changes"))
