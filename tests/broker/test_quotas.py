@@ -321,3 +321,30 @@ def test_request_percentage_throttles_and_mutes(broker):
         t0 = time.monotonic()
         c.request(18, 3, ApiVersionsRequest(client_software_name="t", client_software_version="1"))
         assert time.monotonic() - t0 >= throttle / 1000 * 0.8
+
+
+def test_acks0_produce_mutes_without_closing(broker):
+    """Produce acks=0 past producer_byte_rate: no answer, the connection stays open, and the
+    next request is read only once the throttle time has passed (Kafka mutes, never closes)."""
+    from kafkatool.protocol.generated.api_versions_request import ApiVersionsRequest
+    from tests.broker.test_protocol import batch, produce
+
+    res = configs("alter", "--entity-type", "clients", "--entity-name", "acks0",
+                  "--add-config", "producer_byte_rate=900", "--bootstrap-server", broker.bootstrap)  # fmt: skip
+    assert res.exit_code == 0, res.output
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for f in admin.create_topics([NewTopic("acks0", 1, 1)]).values():
+        f.result(15)
+    with WireClient(broker.bootstrap, client_id="acks0") as c:
+        # about 10,100 bytes in the window's first 10 s: ~1,010 B/s against 900, ~1.2 s owed
+        produce(c, "acks0", batch(1, size=10_000), acks=0)
+        t0 = time.monotonic()
+        assert (
+            c.request(
+                18, 3, ApiVersionsRequest(client_software_name="t", client_software_version="1")
+            ).error_code
+            == 0
+        )
+        assert 0.8 <= time.monotonic() - t0 < 5
