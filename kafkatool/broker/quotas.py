@@ -323,16 +323,14 @@ class MutationQuota:
         """False: a strict quota refuses the mutation (THROTTLING_QUOTA_EXCEEDED)."""
         now = now_ms()
         if self.strict:
-            owed = self.sensor.throttle_ms(now)
-            if owed > 0:
-                self.throttle, self.recorded_ms = owed, now
+            if self.sensor.measure(now) < 0:  # Sensor.checkQuotas: a bucket in debt refuses
+                self.throttle, self.recorded_ms = self.sensor.throttle_ms(now), now
                 return False
             self.sensor.record(permits, now)
             return True
         self.sensor.record(permits, now)
-        owed = self.sensor.throttle_ms(now)
-        if owed > 0:
-            self.throttle, self.recorded_ms = owed, now
+        if self.sensor.measure(now) < 0:
+            self.throttle, self.recorded_ms = self.sensor.throttle_ms(now), now
         return True
 
     def throttle_time(self) -> int:
@@ -627,6 +625,8 @@ def parse_filter(components, strict: bool) -> dict:
     for c in components:
         et = c.entity_type
         if c.match_type == MATCH_EXACT:
+            if c.match is None:  # ClientQuotaFilterComponent.ofEntity(type, null): Optional.of's NPE
+                raise QuotaRequestError(UNKNOWN_SERVER_ERROR, None)
             match = c.match
         elif c.match_type == MATCH_DEFAULT:
             match = DEFAULT
