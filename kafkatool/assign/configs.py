@@ -158,14 +158,20 @@ def describe_zk(zk, entity_type: str, name: str | None) -> list[Entry]:
 
 
 def alter_zk(
-    zk, entity_type: str, name: str | None, set_keys: dict[str, str], delete_keys: list[str]
+    zk,
+    entity_type: str,
+    name: str | None,
+    set_keys: dict[str, str],
+    delete_keys: list[str],
+    client: str | None = None,
 ) -> dict[str, str]:
+    """``client``: a user's client id (``<default>`` the default), for users/<u>/clients/<c>."""
     if entity_type == "topics":
         validate_topic_keys(set_keys)
         if zk.topic_assignment(name) is None:
             raise ConfigsError(f"Topic {name} does not exist")
     return zk.change_entity_config(
-        entity_type, zk_name(entity_type, name), set_keys=set_keys, delete_keys=delete_keys
+        entity_type, zk_name(entity_type, name), client=client, set_keys=set_keys, delete_keys=delete_keys
     )
 
 
@@ -539,38 +545,36 @@ def zk_quota_check(entity_type: str, set_keys: dict[str, str]) -> None:
             ) from None
 
 
-def zk_entity_label(entity_type: str, name: str) -> str:
-    """ConfigCommand.ConfigEntity.toString of a users/clients entity path."""
+def zk_entity_label(entity_type: str, name: str, client: str | None = None) -> str:
+    """ConfigCommand.ConfigEntity.toString of a users/clients entity (real names, ``<default>``)."""
     word = {"users": "user-principal", "clients": "client-id"}
 
     def one(t: str, n: str) -> str:
         return f"default {word[t]}" if n == "<default>" else f"{word[t]} '{n}'"
 
-    parts = name.split("/")
-    if entity_type == "users" and len(parts) == 3 and parts[1] == "clients":
-        return f"{one('users', parts[0])}, {one('clients', parts[2])}"
+    if client is not None:
+        return f"{one('users', name)}, {one('clients', client)}"
     return one(entity_type, name)
 
 
-def describe_zk_quota_lines(zk, entity_type: str, name: str | None) -> list[str]:
+def describe_zk_quota_lines(zk, entity_type: str, name: str | None, client: str | None = None) -> list[str]:
     """describeConfigWithZk's lines for users and clients: ``Configs for <entity> are k=v,...``
     (Properties' order, a ConcurrentHashMap of 16 bins); all entities of the type without a name
     (a user without configs of its own is left out)."""
     from kafkatool.formats.java_collections import hash_map_order, java_string_hash
 
     if name is not None:
-        ents = [zk.entity_config(entity_type, name)]
-        names = [name]
+        ents = [zk.entity_config(entity_type, name, client)]
+        keys = [(name, client)]
     else:
-        ents = [e for e in zk.entity_configs(entity_type) if "/" not in e.name]
-        names = [e.name for e in ents]
+        ents = [e for e in zk.entity_configs(entity_type) if e.client is None and e.error is None]
+        keys = [(e.name, None) for e in ents]
     out = []
-    for n, ent in zip(names, ents, strict=True):
+    for (n, c), ent in zip(keys, ents, strict=True):
         cfg = ent.config.config if ent is not None and ent.config is not None else {}
         if not cfg and name is None and entity_type == "users":
             continue
         order = hash_map_order(cfg, java_string_hash, 16)
-        out.append(
-            f"Configs for {zk_entity_label(entity_type, n)} are {','.join(f'{k}={cfg[k]}' for k in order)}"
-        )
+        line = ",".join(f"{k}={cfg[k]}" for k in order)
+        out.append(f"Configs for {zk_entity_label(entity_type, n, c)} are {line}")
     return out

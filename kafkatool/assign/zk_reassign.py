@@ -270,7 +270,7 @@ def _config_ops(
         (
             "create",
             f"{paths.CONFIG_CHANGES}/{paths.CONFIG_CHANGE_PREFIX}",
-            codecs.encode_config_change(f"{entity_type}/{name}"),
+            codecs.encode_config_change(paths.entity_path(entity_type, name)),
             True,
         )
     )

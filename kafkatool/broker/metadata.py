@@ -22,10 +22,11 @@ from pathlib import Path
 from kafkatool.formats import properties as props
 from kafkatool.formats.errors import FormatError
 from kafkatool.formats.uuid import Uuid, random_uuid
-from kafkatool.log import fileops, topic_settings
+from kafkatool.log import embedded_metadata, fileops, topic_settings
+from kafkatool.log.embedded_metadata import EmbeddedMetadataError
 
-METADATA_FILE = "kafkatool-cluster.json"
-FORMAT_VERSION = 1
+METADATA_FILE = embedded_metadata.FILE
+FORMAT_VERSION = embedded_metadata.FORMAT_VERSION
 INTERNAL_TOPICS = frozenset(topic_settings.INTERNAL_TOPIC_CONFIGS)
 log = logging.getLogger("kafkatool.broker")
 
@@ -112,23 +113,22 @@ class MetadataStore:
 
     # ------------------------------------------------------------------ load/save
     def _load(self) -> None:
-        data = None
-        try:
-            data = json.loads(self.path.read_text())
+        """The file's contents, checked by log/embedded_metadata (EmbeddedMetadataError, an
+        OSError: serve refuses to start, exit 2)."""
+        checked = embedded_metadata.read(self.path)
+        if checked is not None:
             self.found_file = True
-        except FileNotFoundError:
-            pass
-        except (ValueError, OSError) as exc:
-            raise OSError(f"{self.path}: unreadable cluster metadata: {exc}") from None
-        if data is not None:
-            self.apply_json(data)
+            self.apply_json(checked.data)
+            for note in checked.skipped:
+                log.error("%s", note)
         if self.cluster_id is None:
             self.cluster_id = self._cluster_id_from_meta_properties()
         if self.cluster_id is None:
             self.cluster_id = new_cluster_id()
 
     def apply_json(self, data: dict) -> None:
-        """Take the contents of a metadata file (as :meth:`to_json` gives them)."""
+        """Take the contents of a metadata file (as :meth:`to_json` gives them), checked as
+        log/embedded_metadata.check leaves them."""
         self.cluster_id = data.get("cluster_id") or self.cluster_id
         self.producer_ids_reserved = int(data.get("producer_ids_reserved", 0))
         self.user_scram = {
@@ -153,9 +153,25 @@ class MetadataStore:
         self.deleted_topic_ids = {str(i): str(n) for i, n in data.get("deleted_topic_ids", {}).items()}
         self.acls = []
         if data.get("acls"):
-            from kafkatool.broker.security.acl import AclBinding
+            self.acls = sorted(self._acl(i, a) for i, a in enumerate(data["acls"]))
 
-            self.acls = sorted(AclBinding.from_json(a) for a in data["acls"])
+    def _acl(self, i: int, obj: dict):
+        """A stored ACL binding (its fields strings: embedded_metadata.check); EmbeddedMetadataError
+        for names Kafka's AclAuthorizer would not load (it does not start on an ACL znode it
+        cannot parse)."""
+        from kafkatool.broker.security.acl import AclBinding, AclError
+
+        try:
+            binding = AclBinding.from_json(obj)
+            binding.validate()
+        except KeyError as exc:
+            why = f"a name Kafka does not know: {exc.args[0]}"
+        except AclError as exc:
+            why = str(exc)
+        else:
+            return binding
+        where = embedded_metadata.key_path("acls", i)
+        raise EmbeddedMetadataError(f"{self.path}: {where}: expected an ACL binding Kafka loads, found {why}")
 
     def _cluster_id_from_meta_properties(self) -> str | None:
         for d in self.log_dirs:

@@ -543,36 +543,32 @@ def _zk_part(name: str):
     return DEFAULT if name == DEFAULT_NAME else name
 
 
-def zk_entity_path(entity: Entity) -> tuple[str, str]:
-    """(entity type, name) of ZooKeeper's /config/<type>/<name> for an entity."""
+def zk_entity_path(entity: Entity) -> tuple[str, str, str | None]:
+    """(entity type, name, client id or None) of an entity as the zk client's entity functions
+    take it (real names; ``<default>`` for a default part; they sanitize)."""
     user, client = entity
     u = None if user is None else (DEFAULT_NAME if user is DEFAULT else user)
     c = None if client is None else (DEFAULT_NAME if client is DEFAULT else client)
-    if u is not None and c is not None:
-        return "users", f"{u}/clients/{c}"
     if u is not None:
-        return "users", u
-    return "clients", c
+        return "users", u, c
+    return "clients", c, None
 
 
-def zk_entity(entity_type: str, name: str) -> Entity | None:
-    """The entity of /config/users/<name> or /config/clients/<name> (None: not a quota entity)."""
+def zk_entity(entity_type: str, name: str, client: str | None = None) -> Entity | None:
+    """The entity of /config/users/<name>[/clients/<client>] or /config/clients/<name> (real
+    names, as the zk client gives them); None: not a quota entity."""
     if entity_type == "clients":
         return None, _zk_part(name)
     if entity_type != "users":
         return None
-    parts = name.split("/")
-    if len(parts) == 1:
-        return _zk_part(parts[0]), None
-    if len(parts) == 3 and parts[1] == "clients":
-        return _zk_part(parts[0]), _zk_part(parts[2])
-    return None
+    return _zk_part(name), None if client is None else _zk_part(client)
 
 
 class ZkQuotaStore:
     """Cluster mode: ZooKeeper's /config/users/<u>, /config/clients/<c> and
-    /config/users/<u>/clients/<c>, as Kafka keeps them (AdminZkClient), changed with a config
-    change notification every broker follows (ConfigHandler)."""
+    /config/users/<u>/clients/<c>, as Kafka keeps them (AdminZkClient: names sanitized by the zk
+    client's entity functions), changed with a config change notification every broker follows
+    (ConfigHandler)."""
 
     def __init__(self, zk):
         self.zk = zk
@@ -581,24 +577,24 @@ class ZkQuotaStore:
         out = {}
         for etype in ("users", "clients"):
             for ent in self.zk.entity_configs(etype):
-                entity = zk_entity(etype, ent.name)
-                if entity is None or ent.config is None:
+                if ent.error is not None or ent.config is None:
                     continue
+                entity = zk_entity(etype, ent.name, ent.client)
                 configs = quota_configs(ent.config.config)
-                if configs:
+                if entity is not None and configs:
                     out[entity] = configs
         return out
 
     def entry(self, entity: Entity) -> dict[str, str]:
-        etype, name = zk_entity_path(entity)
-        ent = self.zk.entity_config(etype, name)
+        etype, name, client = zk_entity_path(entity)
+        ent = self.zk.entity_config(etype, name, client)
         return quota_configs(ent.config.config) if ent is not None and ent.config is not None else {}
 
     def alter(self, entity: Entity, configs: dict[str, str]) -> None:
-        etype, name = zk_entity_path(entity)
+        etype, name, client = zk_entity_path(entity)
         before = self.entry(entity)
         self.zk.change_entity_config(
-            etype, name, set_keys=configs, delete_keys=[k for k in before if k not in configs]
+            etype, name, client=client, set_keys=configs, delete_keys=[k for k in before if k not in configs]
         )
 
 

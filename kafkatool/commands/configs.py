@@ -98,7 +98,9 @@ def _entity_name_option():
         None,
         "--entity-name",
         metavar="NAME",
-        help="The topic, broker id, user or client id (one per --entity-type).",
+        help="The topic, broker id, user or client id, one per --entity-type (a user principal or client "
+        "id is kept in ZooKeeper under Kafka's sanitized name: alice@EXAMPLE.COM at "
+        "/config/users/alice%40EXAMPLE.COM).",
     )
 
 
@@ -188,18 +190,19 @@ def _describe_quotas(entities, bootstrap_server, zookeeper, timeout: float, json
     if zookeeper is not None:
         from kafkatool.commands.zk import connect
 
+        client = None
         if len(entities) == 2:
             (_, u), (_, c) = entities
             if u is None or c is None:
                 raise CommandError(
                     "through --zookeeper a user's client needs both names (or --entity-default)"
                 )
-            etype, name = "users", f"{u or '<default>'}/clients/{c or '<default>'}"
+            etype, name, client = "users", u or "<default>", c or "<default>"
         else:
             etype, n = entities[0]
             name = None if n is None else (n or "<default>")
         with connect(zookeeper, timeout, writable=False) as zk:
-            lines = C.describe_zk_quota_lines(zk, etype, name)
+            lines = C.describe_zk_quota_lines(zk, etype, name, client)
         for line in lines:
             emit_json({"type": "config_line", "line": line}) if json_out else console.print(
                 line, highlight=False
@@ -274,10 +277,11 @@ def alter(
         else:
             console.print(f"Completed updating default config for {etype} in the cluster.")
         raise typer.Exit(EXIT_OK)
+    client = None  # through --zookeeper, a user's client id: users/<u>/clients/<c>
     if quota_entities is not None and len(quota_entities) == 2:
         entity_type = ["users"]
         u, c = quota_entities[0][1], quota_entities[1][1]
-        entity_name = [f"{u or '<default>'}/clients/{c or '<default>'}"]
+        entity_name, client = [u or "<default>"], c or "<default>"
         entity_default = False
     entity_type, entity_name = _single(entity_type, entity_name)
     name = _entity(entity_type, entity_name, entity_default)
@@ -291,7 +295,7 @@ def alter(
         from kafkatool.commands.zk import connect
 
         with connect(zookeeper, timeout) as zk:
-            C.alter_zk(zk, entity_type, name, sets, deletes)
+            C.alter_zk(zk, entity_type, name, sets, deletes, client=client)
     else:
         from kafkatool.assign.kafka_client import KafkaAdmin
 
@@ -305,7 +309,7 @@ def alter(
         )
     elif zookeeper is not None and entity_type in ("users", "clients"):
         # alterConfigWithZk's line: the entity as ConfigCommand's ConfigEntity prints it
-        label = C.zk_entity_label(entity_type, "<default>" if name is None else name)
+        label = C.zk_entity_label(entity_type, "<default>" if name is None else name, client)
         console.print(f"Completed updating config for entity: {label}.", highlight=False)
     elif name is None:
         console.print(f"Completed updating default config for {entity_type} in the cluster.")

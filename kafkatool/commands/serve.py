@@ -57,7 +57,7 @@ partition leaders with WriteTxnMarkers; producer ids come in blocks from
 listener with its TLS/SASL (sasl.mechanism.inter.broker.protocol, the
 username/password of listener.name.<l>.<mechanism>.sasl.jaas.config); ACLs live
 in /kafka-acl(-extended) and SCRAM credentials in /config/users, as Kafka keeps
-them; auto.leader.rebalance.enable brings preferred leaders back.  zookeeper.session.timeout.ms (18000),
+them (a user principal under its sanitized name, /config/users/alice%40EXAMPLE.COM); auto.leader.rebalance.enable brings preferred leaders back.  zookeeper.session.timeout.ms (18000),
 zookeeper.connection.timeout.ms, and the zookeeper.ssl.* / zookeeper.set.acl
 settings with a JAAS Client section (KAFKA_OPTS) secure the broker's own
 session.  Without zookeeper.connect nothing of this runs.
@@ -135,6 +135,11 @@ offline.
 
 A configuration or start-up error (no usable log dir included) exits 2; a clean
 shutdown exits 0; a broker whose process died or whose log dirs all failed exits 1.
+A kafkatool-cluster.json (the embedded metadata) whose cluster id, node id, producer
+ids, topics, deleted topic ids or ACLs are damaged refuses the start (exit 2, one line:
+the file, the key and what was expected); a SCRAM credential, delegation token or group
+config entry that cannot be taken is left out (its logins fail, the group runs on the
+defaults), logged once, and dropped at the next save.
 
 Supported properties: {SUPPORTED}."""
 

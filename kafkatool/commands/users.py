@@ -7,7 +7,6 @@ dir (``--log-dir``: the embedded metadata, under the dir's lock, by the broker's
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
@@ -44,10 +43,10 @@ def _store(log_dir: Path, writable: bool):
             f"{log_dir}: no kafkatool serve metadata ({METADATA_FILE}); a Kafka broker keeps SCRAM "
             "credentials in ZooKeeper (/config/users, see `kafkatool zk`) or its KRaft metadata log"
         )
-    try:
-        node_id = int(json.loads(path.read_text()).get("node_id", -1))
-    except (ValueError, OSError) as exc:
-        raise CommandError(f"{path}: unreadable: {exc}") from None
+    from kafkatool.log import embedded_metadata
+
+    checked = embedded_metadata.read(path)  # EmbeddedMetadataError: one line, exit 2
+    node_id = checked.data.get("node_id", -1) if checked is not None else -1
     return MetadataStore([log_dir], node_id, writable=writable)
 
 

@@ -228,6 +228,7 @@ def get_cmd(
         sys.stdout.buffer.write(node.data)
         sys.stdout.flush()
         return
+    entity = _entity_of(node.path, decoded)
     if as_json:
         emit_json(
             {
@@ -238,6 +239,7 @@ def get_cmd(
                 "decoded": codecs.to_jsonable(decoded.value) if decoded.ok else None,
                 "error": decoded.error,
                 "stat": node.stat.to_json(),
+                **({"entity": entity} if entity is not None else {}),
             }
         )
     else:
@@ -246,6 +248,15 @@ def get_cmd(
             f"[bold]{_esc(node.path)}[/]  ({kind}; version {node.stat.version}; "
             f"{'ephemeral' if node.stat.ephemeral else 'persistent'}; {node.stat.data_length} bytes)"
         )
+        if entity is not None:
+            label = entity.get("error") or "/".join(
+                [
+                    entity["entity_type"],
+                    entity["name"],
+                    *(["clients", entity["client"]] if "client" in entity else []),
+                ]
+            )
+            console.print(f"entity: {_esc(label)}")
         if decoded.error:
             console.print(f"[red]undecodable {decoded.kind} payload:[/] {_esc(decoded.error)}")
             console.print(_esc(_raw_text(node.data)))
@@ -255,6 +266,27 @@ def get_cmd(
             console.print(_esc(_raw_text(node.data)))
     if decoded.error:
         raise typer.Exit(EXIT_FINDINGS)
+
+
+def _entity_of(path: str, decoded) -> dict | None:
+    """The entity a /config znode or a config change notification is about, by its real names
+    (a user principal or client id desanitized: the path shows Kafka's sanitized one)."""
+    from kafkatool.zk import paths
+
+    if decoded.kind == "entity_config":
+        entity_path = paths.normalize(path)[len(paths.CONFIG) + 1 :]
+    elif decoded.kind == "config_change" and decoded.ok:
+        entity_path = decoded.value.entity_path
+    else:
+        return None
+    try:
+        entity_type, name, client = paths.parse_entity_path(entity_path)
+    except ValueError as exc:
+        return {"error": f"not an entity path Kafka reads: {exc}"}
+    out = {"entity_type": entity_type, "name": name}
+    if client is not None:
+        out["client"] = client
+    return out
 
 
 def _raw_text(data: bytes) -> str:
@@ -853,6 +885,9 @@ def configs_cmd(
 ) -> None:
     """Dynamic config overrides under /config, flagging replication throttles and leftover ones.
 
+    Users and client ids are shown by their real names (Kafka keeps them sanitized: the path,
+    /config/users/alice%40EXAMPLE.COM, is the znode's; --json adds "client" for a user's client).
+
     Exit 1 when a leftover throttle (no reassignment moving that topic, or none at all for
     broker rates) or an undecodable config is found.
     """
@@ -869,7 +904,10 @@ def configs_cmd(
     findings = 0
     rows = []
     for e in entities:
+        # the real names (a user principal or client id desanitized) and the znode's raw path
         row: dict[str, Any] = {"type": "config", "entity_type": e.entity_type, "name": e.name, "path": e.path}
+        if e.client is not None:
+            row["client"] = e.client
         if e.error:
             findings += 1
             row.update(error=e.error)
@@ -892,7 +930,9 @@ def configs_cmd(
     else:
         t = _table("entity", "config")
         for r in rows:
-            name = _esc(f"{r['entity_type']}/{r['name']}")
+            name = _esc(
+                f"{r['entity_type']}/{r['name']}" + (f"/clients/{r['client']}" if "client" in r else "")
+            )
             if "error" in r:
                 t.add_row(name, f"[red]undecodable: {_esc(r['error'])}[/]")
                 continue

@@ -38,6 +38,7 @@ from typing import TypeVar
 from kafkatool.errors import KafkatoolError
 from kafkatool.formats.errors import FormatError
 from kafkatool.formats.properties import decode_properties
+from kafkatool.log import embedded_metadata
 from kafkatool.log.config import LONG_MAX, LogConfig
 
 HOUR_MS = 3_600_000
@@ -207,7 +208,7 @@ SOURCE_CLUSTER = "live cluster (DescribeConfigs)"
 SOURCE_INTERNAL = "internal topic (Kafka creates it compacted)"
 SOURCE_CLEANER_CHECKPOINT = "cleaner-offset-checkpoint lists it (compacted by the log cleaner)"
 
-EMBEDDED_METADATA_FILE = "kafkatool-cluster.json"
+EMBEDDED_METADATA_FILE = embedded_metadata.FILE
 #: the dynamic broker configs of ``kafkatool serve`` (IncrementalAlterConfigs of a BROKER resource:
 #: this broker's and the cluster-wide defaults), in its first log dir; Kafka keeps them in
 #: ZooKeeper or the metadata log, so they survive restarts
@@ -564,23 +565,20 @@ def internal_layer() -> ConfigLayer:
 
 
 def read_embedded(log_dir: Path) -> ConfigLayer | None:
-    """Topic configs of ``kafkatool serve``'s embedded metadata in ``log_dir`` (None: no file)."""
+    """Topic configs of ``kafkatool serve``'s embedded metadata in ``log_dir`` (None: no file),
+    checked as the broker checks it (log/embedded_metadata: a file it refuses gives no configs
+    and a note saying why)."""
     path = Path(log_dir) / EMBEDDED_METADATA_FILE
     try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
+        checked = embedded_metadata.read(path)
+    except embedded_metadata.EmbeddedMetadataError as exc:
+        return ConfigLayer(SOURCE_EMBEDDED, {}, [f"{exc}; its topic configs are not used"], kept_in=str(path))
+    if checked is None:
         return None
-    except (OSError, ValueError) as exc:
-        return ConfigLayer(
-            SOURCE_EMBEDDED,
-            {},
-            [f"{path}: unreadable ({exc}); its topic configs are not used"],
-            kept_in=str(path),
-        )
-    topics = {}
-    for name, t in (data.get("topics") or {}).items():
-        if isinstance(t, dict):
-            topics[str(name)] = {str(k): str(v) for k, v in (t.get("configs") or {}).items()}
+    topics = {
+        str(name): {str(k): str(v) for k, v in t.get("configs", {}).items()}
+        for name, t in checked.data.get("topics", {}).items()
+    }
     return ConfigLayer(SOURCE_EMBEDDED, topics, whole=True, kept_in=str(path))
 
 

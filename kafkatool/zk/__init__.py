@@ -3,6 +3,8 @@
 - ``paths``: every path Kafka uses (``paths.topic(t)``, ``paths.partition_state(t, p)``,
   ``paths.REASSIGN_PARTITIONS``...), ``split_connect("h:2181/chroot")`` -> (hosts, chroot),
   ``classify(path)`` -> what Kafka stores there.
+- ``sanitizer``: Kafka's Sanitizer (``sanitize``/``desanitize``), the names of user principals and
+  client ids in ZooKeeper; ``paths.entity_path(type, name, client)`` applies it.
 - ``codecs``: pure, version-tolerant ``decode_*``/``encode_*`` per payload (dataclasses out,
   unknown keys kept in ``extra``; ``ZkPayloadError`` with a byte position otherwise), and
   ``decode_path(path, data)`` picking the codec by path.
@@ -12,7 +14,8 @@
   ``Typed(path, value, stat, raw, error)``: ``cluster_id``, ``controller``, ``controller_epoch``,
   ``brokers``, ``sessions``, ``topic_states``, ``reassign_partitions``, ``entity_configs``,
   ``acl_resources``, ``migration``.  Writes: ``create_reassignment``, ``delete_reassignment``,
-  ``resign_controller``, ``change_entity_config`` (+ config change notification).  Errors are
+  ``resign_controller``, ``change_entity_config`` (+ config change notification); the
+  entity-config functions take and give real names (sanitized paths inside).  Errors are
   ``ZkError`` subclasses (``ZkConnectionError``, ``ZkNoNodeError``, ``ZkNodeExistsError``,
   ``ZkBadVersionError``, ``ZkNotEmptyError``).
 - ``discovery.find_kafka_roots``: the Kafka chroots in a shared ensemble.

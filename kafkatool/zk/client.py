@@ -21,6 +21,10 @@ from typing import Any
 from kafkatool.errors import KafkatoolError
 from kafkatool.zk import codecs, paths
 
+log = logging.getLogger("kafkatool.zk")
+#: AdminZkClient.changeEntityConfig's quota entity types: a znode left empty is deleted
+_QUOTA_ENTITY_TYPES = ("users", "clients", "ips")
+
 
 class ZkError(KafkatoolError):
     """A ZooKeeper operation that failed; commands report it as one line (exit 2)."""
@@ -145,16 +149,29 @@ class AclResource:
 
 @dataclass
 class ConfigEntity:
+    """A ``/config`` entity by its real name: a user principal or client id desanitized
+    (``path`` is the znode, ``alice%40EXAMPLE.COM``); ``client``: the client id of a
+    ``users/<user>/clients/<client>`` pair. A user or client znode whose name does not
+    desanitize keeps it as ``name``, with ``error`` saying so and no config."""
+
     entity_type: str
     name: str
     path: str
     config: codecs.EntityConfig | None
     stat: ZNodeStat
     error: str | None = None
+    client: str | None = None
 
     @property
     def entity_path(self) -> str:
-        return f"{self.entity_type}/{self.name}"
+        """The path a config change notification names (AdminZkClient's, names sanitized)."""
+        return self.path[len(paths.CONFIG) + 1 :]
+
+    @property
+    def label(self) -> str:
+        """``users/alice@EXAMPLE.COM/clients/app``: the real names, for display."""
+        text = f"{self.entity_type}/{self.name}"
+        return text if self.client is None else f"{text}/clients/{self.client}"
 
 
 @dataclass
@@ -580,33 +597,45 @@ class KafkaZk:
             lambda d: codecs.decode_partition_list(d, paths.PREFERRED_REPLICA_ELECTION),
         )
 
-    def entity_config(self, entity_type: str, name: str) -> ConfigEntity | None:
-        path = paths.config_entity(entity_type, name)
+    def entity_config(self, entity_type: str, name: str, client: str | None = None) -> ConfigEntity | None:
+        """``/config/<type>/<name>`` by the entity's real name (a user principal or client id is
+        read at its sanitized znode, paths.entity_path); ``client``: a user's client id."""
+        path = paths.config_entity(entity_type, name, client)
         t = self._typed(path, lambda d: codecs.decode_entity_config(d, path))
         if t is None:
             return None
-        return ConfigEntity(entity_type, name, path, t.value, t.stat, t.error)
+        return ConfigEntity(entity_type, name, path, t.value, t.stat, t.error, client)
 
     def entity_configs(self, entity_type: str) -> list[ConfigEntity]:
-        """All entities of a type; for users also the ``<user>/clients/<client>`` pairs."""
-        names = self.children_or_empty(f"{paths.CONFIG}/{entity_type}")
+        """All entities of a type by their real names (AdminZkClient.fetchAllEntityConfigs); for
+        users also the ``<user>/clients/<client>`` pairs (fetchAllChildEntityConfigs)."""
+        root = f"{paths.CONFIG}/{entity_type}"
+        segments = [(u, None) for u in self.children_or_empty(root)]
         if entity_type == "users":
-            clients = self.children_many([f"{paths.CONFIG}/users/{u}/clients" for u in names])
-            names = [
-                n
-                for u in names
-                for n in [
-                    u,
-                    *(f"{u}/clients/{c}" for c in clients[f"{paths.CONFIG}/users/{u}/clients"] or []),
-                ]
+            clients = self.children_many([f"{root}/{u}/clients" for u, _ in segments])
+            segments = [
+                pair
+                for u, _ in segments
+                for pair in [(u, None), *((u, c) for c in clients[f"{root}/{u}/clients"] or [])]
             ]
-        nodes = self.get_many([paths.config_entity(entity_type, n) for n in names])
+        node_paths = [f"{root}/{u}" if c is None else f"{root}/{u}/clients/{c}" for u, c in segments]
+        nodes = self.get_many(node_paths)
         out = []
-        for name in names:
-            path = paths.config_entity(entity_type, name)
+        for (segment, client_segment), path in zip(segments, node_paths, strict=True):
+            try:
+                name = paths.entity_name(entity_type, segment)
+                client = None if client_segment is None else paths.entity_name("clients", client_segment)
+            except ValueError as exc:
+                node = nodes[path]
+                if node is not None:
+                    error = f"{self.display(path)}: not a sanitized name (Sanitizer.desanitize: {exc})"
+                    out.append(
+                        ConfigEntity(entity_type, segment, path, None, node.stat, error, client_segment)
+                    )
+                continue
             t = self._typed(path, lambda d, p=path: codecs.decode_entity_config(d, p), nodes[path])
             if t is not None:
-                out.append(ConfigEntity(entity_type, name, path, t.value, t.stat, t.error))
+                out.append(ConfigEntity(entity_type, name, path, t.value, t.stat, t.error, client))
         return out
 
     def acl_resources(self) -> list[AclResource]:
@@ -626,6 +655,27 @@ class KafkaZk:
         return out
 
     # ------------------------------------------------------------ Kafka: writes
+
+    def _clean_quota_node(self, path: str, client: str | None) -> bool:
+        """AdminZkClient.tryCleanQuotaNodes: an entity znode left without configs and children is
+        deleted (so are a user/client pair's ``clients`` node once it has no other client, and
+        the user's node once it has neither configs nor other children); False: it has children."""
+        if self.children_or_empty(path):
+            return False
+        target = path
+        if client is not None:
+            clients_path = paths.parent(path)
+            user_path = paths.parent(clients_path)
+            if self.children_or_empty(clients_path) == [paths.basename(path)]:
+                target = clients_path
+                user = self.get_or_none(user_path)
+                user_config = codecs.decode_entity_config(user.data if user else None, user_path).config
+                if not user_config and self.children_or_empty(user_path) == ["clients"]:
+                    target = user_path
+        log.info("Deleting zk node %s since the node of %s is empty.", target, path)
+        with contextlib.suppress(ZkNoNodeError):
+            self.delete(target, recursive=True)
+        return True
 
     def create_reassignment(self, assignment) -> str:
         """Start a legacy ZK-mode reassignment: create /admin/reassign_partitions (persistent).
@@ -662,26 +712,33 @@ class KafkaZk:
         entity_type: str,
         name: str,
         *,
+        client: str | None = None,
         set_keys: dict[str, str] | None = None,
         delete_keys: tuple[str, ...] | list[str] = (),
         notify: bool = True,
     ) -> dict[str, str]:
-        """Alter ``/config/<type>/<name>`` as AdminZkClient.changeConfigs does and return the new config.
+        """Alter an entity's config as AdminZkClient.changeConfigs does and return the new config;
+        ``name`` (and a user's ``client``) are the real names, sanitized into the znode path and
+        the notification (paths.entity_path).
 
         Read-modify-write with the znode's version (retried on a concurrent change), then a
         ``/config/changes/config_change_`` sequential node ``{"version":2,"entity_path":...}``
-        so that brokers reload the entity.  A config that becomes empty is written as ``{}``
-        (Kafka keeps the znode).
+        so that brokers reload the entity.  A topic's or broker's config that becomes empty is
+        written as ``{}`` (Kafka keeps the znode); a user's, client's or ip's znode is deleted
+        instead when it has no children (AdminZkClient.tryCleanQuotaNodes).
         """
         if self.read_only:
             raise ZkError("connection is read-only")
-        path = paths.config_entity(entity_type, name)
+        entity_path = paths.entity_path(entity_type, name, client)
+        path = f"{paths.CONFIG}/{entity_path}"
         for _ in range(10):
             node = self.get_or_none(path)
             current = codecs.decode_entity_config(node.data if node else None, path).config
             new = {k: v for k, v in current.items() if k not in set(delete_keys)}
             new.update({k: str(v) for k, v in (set_keys or {}).items()})
             data = codecs.encode_entity_config(new)
+            if not new and entity_type in _QUOTA_ENTITY_TYPES and self._clean_quota_node(path, client):
+                break
             try:
                 if node is None:
                     self.create(path, data, makepath=True)
@@ -695,7 +752,7 @@ class KafkaZk:
         if notify:
             self.create(
                 f"{paths.CONFIG_CHANGES}/{paths.CONFIG_CHANGE_PREFIX}",
-                codecs.encode_config_change(f"{entity_type}/{name}"),
+                codecs.encode_config_change(entity_path),
                 sequence=True,
                 makepath=True,
             )

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from kafkatool.formats.errors import FormatError
 from kafkatool.zk import paths
+from kafkatool.zk.sanitizer import desanitize, sanitize
 
 
 class ZkPayloadError(FormatError):
@@ -709,26 +709,6 @@ def encode_acl_change(resource_type: str, name: str, pattern_type: str = "LITERA
 
 
 # ---------------------------------------------------------------- delegation tokens
-
-
-def sanitize(name: str) -> str:
-    """Kafka's Sanitizer.sanitize: URLEncoder's UTF-8 form (letters, digits and ``.-*_`` kept,
-    space ``+``), then ``*`` as ``%2A`` and ``+`` as ``%20``: letters, digits and ``._-`` stay."""
-    from urllib.parse import quote
-
-    return quote(name, safe="").replace("~", "%7E")
-
-
-def desanitize(name: str) -> str:
-    """Sanitizer.desanitize (URLDecoder: ``+`` is a space); ValueError for a broken %-escape."""
-    from urllib.parse import unquote_to_bytes
-
-    if re.search(r"%(?![0-9A-Fa-f]{2})", name):
-        raise ValueError(f"URLDecoder: Illegal hex characters in escape (%) pattern in {name!r}")
-    try:
-        return unquote_to_bytes(name.replace("+", " ")).decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{name!r}: not UTF-8 once decoded") from exc
 
 
 def parse_kafka_principal(text: str) -> tuple[str, str]:

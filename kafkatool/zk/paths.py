@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from kafkatool.zk.sanitizer import desanitize, sanitize
+
 CLUSTER = "/cluster"
 CLUSTER_ID = "/cluster/id"
 CONTROLLER = "/controller"
@@ -49,6 +51,9 @@ TOKEN_CHANGE_PREFIX = "token_change_"
 # Entity types under /config.
 CONFIG_ENTITY_TYPES = ("topics", "clients", "users", "brokers", "ips")
 DEFAULT_ENTITY = "<default>"
+#: the entity types whose names Kafka keeps sanitized (Sanitizer: ConfigCommand.sanitizeName,
+#: ZkAdminManager, ConfigHandler's desanitize): user principals and client ids
+SANITIZED_ENTITY_TYPES = ("users", "clients")
 
 # Top-level Kafka nodes: a dump of "the Kafka subtree" covers these.
 KAFKA_TOP_LEVEL = (
@@ -118,9 +123,54 @@ def delete_topic(name: str) -> str:
     return f"{DELETE_TOPICS}/{name}"
 
 
-def config_entity(entity_type: str, name: str) -> str:
-    """``/config/<type>/<name>``; ``name`` may be nested (``alice/clients/app``) and is not re-sanitized."""
-    return f"{CONFIG}/{entity_type}/{name}"
+def entity_segment(entity_type: str, name: str) -> str:
+    """The znode name of an entity: a user principal or client id sanitized (``alice@EXAMPLE.COM``
+    -> ``alice%40EXAMPLE.COM``), the default entity ``<default>`` as it is, any other name as it is
+    (topics, broker ids, ips)."""
+    if entity_type in SANITIZED_ENTITY_TYPES and name != DEFAULT_ENTITY:
+        return sanitize(name)
+    return name
+
+
+def entity_name(entity_type: str, segment: str) -> str:
+    """The entity a znode name stands for (the inverse of :func:`entity_segment`); ValueError with
+    URLDecoder's words for a user or client znode that is not a sanitized name."""
+    if entity_type in SANITIZED_ENTITY_TYPES and segment != DEFAULT_ENTITY:
+        return desanitize(segment)
+    return segment
+
+
+def entity_path(entity_type: str, name: str, client: str | None = None) -> str:
+    """AdminZkClient's entity path of a config change notification and of ``/config/...``:
+    ``topics/T``, ``users/<user>``, ``users/<user>/clients/<client id>``, ``clients/<client id>``,
+    names sanitized by :func:`entity_segment` (``name`` and ``client`` are the real names)."""
+    path = f"{entity_type}/{entity_segment(entity_type, name)}"
+    if client is not None:
+        if entity_type != "users":
+            raise ValueError(f"a client id under {entity_type}: only users have clients")
+        path += f"/clients/{entity_segment('clients', client)}"
+    return path
+
+
+def parse_entity_path(path: str) -> tuple[str, str, str | None]:
+    """(entity type, real name, real client id or None) of an entity path as Kafka writes it in a
+    config change notification (ZkConfigManager: ``<type>/<name>``, for users also
+    ``users/<user>/clients/<client>``, UserConfigHandler's split); ValueError for anything else."""
+    entity_type, sep, rest = path.partition("/")
+    if not sep or not rest:
+        raise ValueError(f"Invalid entity path: {path}")
+    if entity_type == "users":
+        parts = rest.split("/")
+        if len(parts) == 3 and parts[1] == "clients":
+            return entity_type, entity_name("users", parts[0]), entity_name("clients", parts[2])
+        if len(parts) != 1:
+            raise ValueError(f"Invalid quota entity path: {rest}")
+    return entity_type, entity_name(entity_type, rest), None
+
+
+def config_entity(entity_type: str, name: str, client: str | None = None) -> str:
+    """``/config/<entity path>`` of an entity by its real name (see :func:`entity_path`)."""
+    return f"{CONFIG}/{entity_path(entity_type, name, client)}"
 
 
 def acl_resource(resource_type: str, name: str, pattern_type: str = "LITERAL") -> str:

@@ -86,9 +86,9 @@ def test_alter_ops_checks():
         Q.parse_entity([("user", "")])
     with pytest.raises(Q.QuotaRequestError, match="Invalid empty client quota entity"):
         Q.parse_entity([])
-    assert Q.zk_entity("users", "<default>/clients/app") == (DEFAULT, "app")
-    assert Q.zk_entity_path(("alice", DEFAULT)) == ("users", "alice/clients/<default>")
-    assert Q.zk_entity_path((None, "app")) == ("clients", "app")
+    assert Q.zk_entity("users", "<default>", "app") == (DEFAULT, "app")
+    assert Q.zk_entity_path(("alice", DEFAULT)) == ("users", "alice", "<default>")
+    assert Q.zk_entity_path((None, "app")) == ("clients", "app", None)
 
 
 # ------------------------------------------------------------------ a broker
@@ -348,3 +348,18 @@ def test_acks0_produce_mutes_without_closing(broker):
             == 0
         )
         assert 0.8 <= time.monotonic() - t0 < 5
+
+
+def test_damaged_stored_quotas_are_left_out():
+    """The embedded metadata's client_quotas: an entry the broker cannot take is left out and
+    named (file, key path, what was found), the others kept; never a refused start."""
+    from kafkatool.log import embedded_metadata
+
+    good = {"entity": {"user": "alice"}, "configs": {"producer_byte_rate": "1024"}}
+    checked = embedded_metadata.check(
+        {"client_quotas": [good, {"entity": {"team": "x"}, "configs": {}}, "nope"]}, "kafkatool-cluster.json"
+    )
+    assert checked.data["client_quotas"] == [good]
+    assert [n.split(": ")[1] for n in checked.skipped] == ["client_quotas[1]", "client_quotas[2]"]
+    whole = embedded_metadata.check({"client_quotas": {"a": 1}}, "f")
+    assert "client_quotas" not in whole.data and len(whole.skipped) == 1

@@ -245,7 +245,7 @@ def seed_cluster(hosts: str, chroot: str, spec: ClusterSpec | None = None) -> Se
         )
     # Quotas: a user/client pair and the client default.
     admin.create(
-        paths.config_entity("users", "alice/clients/app"),
+        paths.config_entity("users", "alice", "app"),
         codecs.encode_entity_config({"producer_byte_rate": "1048576"}),
         makepath=True,
     )

@@ -414,9 +414,11 @@ class Cluster:
                 continue
             try:
                 entity = codecs.decode_config_change(node.data).entity_path
-            except Exception:  # noqa: BLE001 (a foreign notification: skip it, as Kafka logs and skips)
+                # user principals and client ids sanitized (ConfigHandler desanitizes them)
+                kind, name, client = paths.parse_entity_path(entity)
+            except Exception as exc:  # noqa: BLE001 (ZkNodeChangeNotificationListener logs and skips)
+                log.error("config change notification %s not applied: %s", child, exc)
                 continue
-            kind, _, name = entity.partition("/")
             if kind == "topics":
                 configs = self.topic_configs(name)
                 self._loop.call_soon_threadsafe(self._apply_topic_configs, name, configs)
@@ -424,19 +426,17 @@ class Cluster:
                 # BrokerConfigHandler: the default and this broker's own; another broker's is its own
                 self._loop.call_soon_threadsafe(self._load_broker_configs, name)
             elif kind in ("users", "clients"):
-                if kind == "users" and "/" not in name:
+                if kind == "users" and client is None:
                     self.scram.reload_user(name)
-                self._quota_change(kind, name)
+                self._quota_change(kind, name, client)
         return True
 
-    def _quota_change(self, kind: str, name: str) -> None:
+    def _quota_change(self, kind: str, name: str, client: str | None) -> None:
         """QuotaConfigHandler (UserConfigHandler, ClientIdConfigHandler): the entity's quota
         configs as ZooKeeper has them now, applied on the event loop."""
         from kafkatool.broker import quotas
 
-        entity = quotas.zk_entity(kind, name)
-        if entity is None:
-            return
+        entity = quotas.zk_entity(kind, name, client)
         try:
             configs = quotas.ZkQuotaStore(self.zk).entry(entity)
         except ZkError as exc:

@@ -1,7 +1,9 @@
 """SCRAM credentials of a ZooKeeper-mode cluster, where Kafka keeps them: the
-``SCRAM-SHA-256`` / ``SCRAM-SHA-512`` keys of ``/config/users/<user>`` (Kafka's credential
-text ``salt=...,stored_key=...,server_key=...,iterations=N``), changed with a config change
-notification that every broker applies.  The SASL server and the user APIs
+``SCRAM-SHA-256`` / ``SCRAM-SHA-512`` keys of ``/config/users/<sanitized user>`` (Kafka's
+credential text ``salt=...,stored_key=...,server_key=...,iterations=N``; the user principal
+through Sanitizer, ``alice%40EXAMPLE.COM``, by zk/client's entity-config functions), changed
+with a config change notification that every broker applies (UserConfigHandler: the user
+desanitized, never ``<default>``, whose znode holds quotas only).  The SASL server and the user APIs
 (broker/security/users) see this store as they see the embedded metadata: a
 ``user_scram`` dict and ``save()`` after a change."""
 
@@ -11,6 +13,7 @@ import logging
 
 from kafkatool.broker.security import scram
 from kafkatool.zk.client import ZkError
+from kafkatool.zk.paths import DEFAULT_ENTITY
 
 log = logging.getLogger("kafkatool.broker.security")
 
@@ -20,6 +23,8 @@ class ZkScramStore:
         self.zk = zk
         self.user_scram: dict[str, dict[str, str]] = {}
         self._written: dict[str, dict[str, str]] = {}
+        #: user znodes whose names do not desanitize, logged once each
+        self._refused: set[str] = set()
         self.reload()
 
     def _creds(self, config: dict[str, str]) -> dict[str, str]:
@@ -29,8 +34,11 @@ class ZkScramStore:
         out = {}
         try:
             for ent in self.zk.entity_configs("users"):
-                if "/" in ent.name or ent.config is None:
-                    continue  # <user>/clients/<client>: quotas only
+                if ent.error is not None and ent.path not in self._refused:
+                    self._refused.add(ent.path)
+                    log.error("SCRAM credentials of %s not loaded: %s", ent.path, ent.error)
+                if ent.client is not None or ent.config is None or ent.name == DEFAULT_ENTITY:
+                    continue  # <user>/clients/<client> and <default>: quotas only
                 creds = self._creds(ent.config.config)
                 if creds:
                     out[ent.name] = creds
@@ -41,6 +49,9 @@ class ZkScramStore:
         self._written = {u: dict(c) for u, c in out.items()}
 
     def reload_user(self, user: str) -> None:
+        """A change notification of ``users/<sanitized user>``, ``user`` desanitized."""
+        if user == DEFAULT_ENTITY:
+            return
         try:
             ent = self.zk.entity_config("users", user)
         except ZkError as exc:
