@@ -81,8 +81,8 @@ def _resource(entity_type: str, name: str | None) -> tuple[int, str]:
     rtype = ENTITY_TYPES[entity_type][0]
     if rtype is None:
         raise ConfigsError(
-            f"--entity-type {entity_type} through --bootstrap-server needs the client-quota APIs, which this "
-            "command does not speak yet; use --zookeeper (or kafkatool users for SCRAM credentials)"
+            f"--entity-type {entity_type} has no ConfigResource: its quotas go through "
+            "describe_quotas_live/alter_quotas_live (DescribeClientQuotas, AlterClientQuotas)"
         )
     return rtype, "" if name is None else name
 
