@@ -81,8 +81,8 @@ def _resource(entity_type: str, name: str | None) -> tuple[int, str]:
     rtype = ENTITY_TYPES[entity_type][0]
     if rtype is None:
         raise ConfigsError(
-            f"--entity-type {entity_type} through --bootstrap-server needs the client-quota APIs, which this "
-            "command does not speak yet; use --zookeeper (or kafkatool users for SCRAM credentials)"
+            f"--entity-type {entity_type} has no ConfigResource: its quotas go through "
+            "describe_quotas_live/alter_quotas_live (DescribeClientQuotas, AlterClientQuotas)"
         )
     return rtype, "" if name is None else name
 
@@ -158,14 +158,20 @@ def describe_zk(zk, entity_type: str, name: str | None) -> list[Entry]:
 
 
 def alter_zk(
-    zk, entity_type: str, name: str | None, set_keys: dict[str, str], delete_keys: list[str]
+    zk,
+    entity_type: str,
+    name: str | None,
+    set_keys: dict[str, str],
+    delete_keys: list[str],
+    client: str | None = None,
 ) -> dict[str, str]:
+    """``client``: a user's client id (``<default>`` the default), for users/<u>/clients/<c>."""
     if entity_type == "topics":
         validate_topic_keys(set_keys)
         if zk.topic_assignment(name) is None:
             raise ConfigsError(f"Topic {name} does not exist")
     return zk.change_entity_config(
-        entity_type, zk_name(entity_type, name), set_keys=set_keys, delete_keys=delete_keys
+        entity_type, zk_name(entity_type, name), client=client, set_keys=set_keys, delete_keys=delete_keys
     )
 
 
@@ -329,3 +335,246 @@ def apply(admin: KafkaAdmin, desired: dict[str, TopicWant], drift: list[Drift]) 
                 err = str(exc)
             results += [(d, err) for d in ds if d.action in ("set", "delete")]
     return results
+
+
+# ------------------------------------------------------------------ client quotas (users, clients)
+DESCRIBE_CLIENT_QUOTAS = 48
+ALTER_CLIENT_QUOTAS = 49
+DESCRIBE_USER_SCRAM = 50
+#: kafka-configs.sh's entity type -> ClientQuotaEntity's, and the word its lines use
+QUOTA_ENTITY = {"users": "user", "clients": "client-id"}
+QUOTA_WORD = {"user": "user-principal", "client-id": "client-id"}
+
+
+def quota_keys() -> dict[str, str]:
+    from kafkatool.broker.quotas import QUOTA_TYPES
+
+    return QUOTA_TYPES
+
+
+def _scala_set(names) -> str:
+    return f"Set({', '.join(names)})"
+
+
+def quota_components(entities: list[tuple[str, str | None]]) -> list:
+    """ConfigCommand.getAllClientQuotasConfigs' filter: a name is ofEntity, "" ofDefaultEntity,
+    None ofEntityType."""
+    from kafkatool.protocol.generated.describe_client_quotas_request import ComponentData
+
+    out = []
+    for etype, name in entities:
+        et = QUOTA_ENTITY[etype]
+        if name is None:
+            out.append(ComponentData(entity_type=et, match_type=2, match=None))
+        elif name == "":
+            out.append(ComponentData(entity_type=et, match_type=1, match=None))
+        else:
+            out.append(ComponentData(entity_type=et, match_type=0, match=name))
+    return out
+
+
+def _entity_hash(entity: dict) -> int:
+    """ClientQuotaEntity.hashCode: Objects.hash(entries), a HashMap's hashCode."""
+    from kafkatool.formats.java_collections import java_string_hash, signed32
+
+    h = 0
+    for k, v in entity.items():
+        h += java_string_hash(k) ^ (java_string_hash(v) if v is not None else 0)
+    return signed32(31 + signed32(h))
+
+
+def describe_quotas_live(
+    admin: KafkaAdmin, entities: list[tuple[str, str | None]]
+) -> list[tuple[dict, dict]]:
+    """DescribeClientQuotas with ClientQuotaFilter.containsOnly, in the order Kafka's admin
+    client's HashMap gives them: [(entity {type: name or None}, {key: value})]."""
+    from kafkatool.formats.java_collections import hash_map_order, java_string_hash
+
+    req = API_BY_KEY[DESCRIBE_CLIENT_QUOTAS].request(components=quota_components(entities), strict=True)
+    resp = admin._any().request(DESCRIBE_CLIENT_QUOTAS, req)
+    if resp.error_code:
+        raise KafkaAdminError(describe_error(resp.error_code, resp.error_message), resp.error_code)
+    found = []
+    for e in resp.entries or []:
+        entity = {x.entity_type: x.entity_name for x in e.entity}
+        values = {v.key: v.value for v in e.values}
+        order = hash_map_order(values, java_string_hash, len(values))
+        found.append((entity, {k: values[k] for k in order}))
+    keys = list(range(len(found)))
+    order = hash_map_order(keys, lambda i: _entity_hash(found[i][0]), len(found))
+    return [found[i] for i in order]
+
+
+def quota_line(entity: dict, values: dict) -> str:
+    """ConfigCommand.describeQuotaConfigs' line."""
+    from kafkatool.formats.schema import java_double_str
+
+    parts = []
+    for et in ("user", "client-id", "ip"):
+        if et in entity:
+            name = entity[et]
+            word = QUOTA_WORD.get(et, et)
+            parts.append(f"{word} '{name}'" if name is not None else f"the default {word}")
+    vals = ", ".join(f"{k}={java_double_str(v)}" for k, v in values.items())
+    return f"Quota configs for {', '.join(parts)} are {vals}"
+
+
+def describe_scram_live(admin: KafkaAdmin, users: list[str]) -> list[str]:
+    """describeClientQuotaAndUserScramCredentialConfigs' SCRAM lines (users with credentials)."""
+    from kafkatool.broker.security import scram
+    from kafkatool.protocol.generated.describe_user_scram_credentials_request import UserName
+
+    req = API_BY_KEY[DESCRIBE_USER_SCRAM].request(users=[UserName(name=u) for u in users] if users else None)
+    resp = admin._any().request(DESCRIBE_USER_SCRAM, req)
+    out = []
+    for r in resp.results:
+        if r.error_code == 91:  # RESOURCE_NOT_FOUND: DescribeUserScramCredentialsResult.users leaves it out
+            continue
+        if r.error_code:
+            out.append(
+                f"Error retrieving SCRAM credential configs for user-principal '{r.user}': "
+                f"{describe_error(r.error_code, r.error_message)}"
+            )
+            continue
+        text = ", ".join(
+            f"{scram.MECHANISM_CODES.get(i.mechanism, i.mechanism)}=iterations={i.iterations}"
+            for i in r.credential_infos
+        )
+        out.append(f"SCRAM credential configs for user-principal '{r.user}' are {text}")
+    return out
+
+
+def check_quota_keys(
+    entities: list[tuple[str, str | None]], sets: dict[str, str], deletes: list[str]
+) -> None:
+    """ConfigCommand.alterConfig's checks for users and clients through --bootstrap-server."""
+    from kafkatool.broker.quotas import SCRAM_KEYS
+
+    keys = quota_keys()
+    scram_add = [k for k in sets if k in SCRAM_KEYS]
+    unknown_add = [k for k in sets if k not in keys and k not in SCRAM_KEYS]
+    scram_del = [k for k in deletes if k in SCRAM_KEYS]
+    unknown_del = [k for k in deletes if k not in keys and k not in SCRAM_KEYS]
+    quota_change = any(k in keys for k in sets) or any(k in keys for k in deletes)
+    types = [t for t, _ in entities]
+    if types[0] == "clients" or len(types) == 2:
+        if unknown_add or scram_add:
+            raise ConfigsError(
+                "Only quota configs can be added for 'clients' using --bootstrap-server. "
+                f"Unexpected config names: {_scala_set(unknown_add + scram_add)}"
+            )
+        if unknown_del or scram_del:
+            raise ConfigsError(
+                "Only quota configs can be deleted for 'clients' using --bootstrap-server. "
+                f"Unexpected config names: {_scala_set(unknown_del + scram_del)}"
+            )
+        return
+    if unknown_add:
+        raise ConfigsError(
+            "Only quota and SCRAM credential configs can be added for 'users' using --bootstrap-server. "
+            f"Unexpected config names: {_scala_set(unknown_add)}"
+        )
+    if unknown_del:
+        raise ConfigsError(
+            "Only quota and SCRAM credential configs can be deleted for 'users' using --bootstrap-server. "
+            f"Unexpected config names: {_scala_set(unknown_del)}"
+        )
+    if scram_add or scram_del:
+        if any(n == "" for _, n in entities):
+            raise ConfigsError(
+                "The use of --entity-default or --user-defaults is not allowed with User SCRAM Credentials "
+                "using --bootstrap-server."
+            )
+        if quota_change:
+            raise ConfigsError(
+                "Cannot alter both quota and SCRAM credential configs simultaneously for 'users' using "
+                "--bootstrap-server."
+            )
+        raise ConfigsError("SCRAM credentials: use kafkatool users (AlterUserScramCredentials)")
+
+
+def alter_quotas_live(
+    admin: KafkaAdmin, entities: list[tuple[str, str]], set_keys: dict[str, str], delete_keys: list[str]
+) -> None:
+    """ConfigCommand.alterQuotaConfigs: deletes must name configs the entity has; values are
+    doubles; one AlterClientQuotas entry."""
+    from kafkatool.protocol.generated.alter_client_quotas_request import EntityData, EntryData, OpData
+
+    check_quota_keys(entities, set_keys, delete_keys)
+    old = describe_quotas_live(admin, entities)
+    have = old[0][1] if old else {}
+    invalid = [k for k in delete_keys if k not in have]
+    if invalid:
+        raise ConfigsError(f"Invalid config(s): {','.join(invalid)}")
+    ops = []
+    for k, v in set_keys.items():
+        try:
+            value = float(v.strip())
+        except ValueError:
+            raise ConfigsError(f"Cannot parse quota configuration value for {k}: {v}") from None
+        ops.append(OpData(key=k, value=value, remove=False))
+    ops += [OpData(key=k, value=0.0, remove=True) for k in delete_keys]
+    entity = [EntityData(entity_type=QUOTA_ENTITY[t], entity_name=n or None) for t, n in entities]
+    req = API_BY_KEY[ALTER_CLIENT_QUOTAS].request(
+        entries=[EntryData(entity=entity, ops=ops)], validate_only=False
+    )
+    (r,) = admin._any().request(ALTER_CLIENT_QUOTAS, req).entries
+    if r.error_code:
+        raise KafkaAdminError(describe_error(r.error_code, r.error_message), r.error_code)
+
+
+def zk_quota_check(entity_type: str, set_keys: dict[str, str]) -> None:
+    """DynamicConfig.User/Client.validate: known names only, values of their types."""
+    from kafkatool.broker.quotas import SCRAM_KEYS
+
+    keys = quota_keys()
+    allowed = set(keys) | (set(SCRAM_KEYS) if entity_type == "users" else set())
+    unknown = [k for k in set_keys if k not in allowed]
+    if unknown:
+        raise ConfigsError(f"Unknown Dynamic Configuration: {_scala_set(unknown)}.")
+    for k, v in set_keys.items():
+        kind = keys.get(k)
+        try:
+            if kind == "LONG":
+                int(v.strip())
+            elif kind == "DOUBLE":
+                float(v.strip())
+        except ValueError:
+            raise ConfigsError(
+                f"Invalid value {v} for configuration {k}: Not a number of type {kind}"
+            ) from None
+
+
+def zk_entity_label(entity_type: str, name: str, client: str | None = None) -> str:
+    """ConfigCommand.ConfigEntity.toString of a users/clients entity (real names, ``<default>``)."""
+    word = {"users": "user-principal", "clients": "client-id"}
+
+    def one(t: str, n: str) -> str:
+        return f"default {word[t]}" if n == "<default>" else f"{word[t]} '{n}'"
+
+    if client is not None:
+        return f"{one('users', name)}, {one('clients', client)}"
+    return one(entity_type, name)
+
+
+def describe_zk_quota_lines(zk, entity_type: str, name: str | None, client: str | None = None) -> list[str]:
+    """describeConfigWithZk's lines for users and clients: ``Configs for <entity> are k=v,...``
+    (Properties' order, a ConcurrentHashMap of 16 bins); all entities of the type without a name
+    (a user without configs of its own is left out)."""
+    from kafkatool.formats.java_collections import hash_map_order, java_string_hash
+
+    if name is not None:
+        ents = [zk.entity_config(entity_type, name, client)]
+        keys = [(name, client)]
+    else:
+        ents = [e for e in zk.entity_configs(entity_type) if e.client is None and e.error is None]
+        keys = [(e.name, None) for e in ents]
+    out = []
+    for (n, c), ent in zip(keys, ents, strict=True):
+        cfg = ent.config.config if ent is not None and ent.config is not None else {}
+        if not cfg and name is None and entity_type == "users":
+            continue
+        order = hash_map_order(cfg, java_string_hash, 16)
+        line = ",".join(f"{k}={cfg[k]}" for k in order)
+        out.append(f"Configs for {zk_entity_label(entity_type, n, c)} are {line}")
+    return out

@@ -475,6 +475,13 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ),
         _d("num.network.threads", INT, 3),
         _d(
+            "quota.window.num",
+            INT,
+            11,
+            "Samples kept of each client quota's rate (ClientQuotaManagerConfig).",
+        ),
+        _d("quota.window.size.seconds", INT, 1, "The time span of each client quota sample."),
+        _d(
             "num.io.threads",
             INT,
             8,
@@ -1032,6 +1039,8 @@ class BrokerConfig:
             "socket.request.max.bytes",
             "log.segment.bytes",
             "num.network.threads",
+            "quota.window.num",
+            "quota.window.size.seconds",
             "delegation.token.max.lifetime.ms",
             "delegation.token.expiry.time.ms",
             "delegation.token.expiry.check.interval.ms",

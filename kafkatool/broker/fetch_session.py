@@ -275,6 +275,19 @@ class FetchContext:
         responses[:] = kept_topics
         return 0, session.id
 
+    def throttled(self) -> tuple[int, int]:
+        """FetchContext.getThrottledResponse's (error, session id): an empty answer that leaves
+        the session as it was (a full fetch makes none; an incremental one keeps its epoch
+        check)."""
+        kind = self.kind
+        if kind == FetchContext.ERROR:
+            return self.error, INVALID_SESSION_ID
+        if kind != FetchContext.INCREMENTAL:
+            return 0, INVALID_SESSION_ID
+        if self.session.epoch != next_epoch(self._req_epoch):
+            return ErrorCode.INVALID_FETCH_SESSION_EPOCH, self.session.id
+        return 0, self.session.id
+
     def _create(self, responses: list) -> int:
         """FullFetchContext.updateAndGenerateResponseData: a session of every partition asked
         for, remembering what this answer tells the client."""

@@ -96,6 +96,8 @@ class MetadataStore:
         self.acls: list = []
         #: dynamic group configs (IncrementalAlterConfigs on GROUP resources): group -> name -> value
         self.group_configs: dict[str, dict[str, str]] = {}
+        #: client quotas (broker/quotas.py): entity (user, client-id) -> quota configs
+        self.client_quotas: dict[tuple, dict[str, str]] = {}
         #: ZooKeeper cluster mode: topics live in ZooKeeper and reach this store through the
         #: controller's UpdateMetadata; the file keeps only what is the broker's own
         self.persist_topics = True
@@ -138,6 +140,15 @@ class MetadataStore:
             for g, cfg in data.get("group_configs", {}).items()
         }
         self.delegation_tokens = {str(t): obj for t, obj in data.get("delegation_tokens", {}).items()}
+        if data.get("client_quotas"):
+            from kafkatool.broker.quotas import entity_from_json
+
+            self.client_quotas = {
+                entity_from_json(q["entity"]): {str(k): str(v) for k, v in q["configs"].items()}
+                for q in data["client_quotas"]
+            }
+        else:
+            self.client_quotas = {}
         self.topics = {name: TopicMeta.from_json(name, t) for name, t in data.get("topics", {}).items()}
         self.deleted_topic_ids = {str(i): str(n) for i, n in data.get("deleted_topic_ids", {}).items()}
         self.acls = []
@@ -198,6 +209,16 @@ class MetadataStore:
             data["group_configs"] = self.group_configs
         if self.delegation_tokens:
             data["delegation_tokens"] = dict(sorted(self.delegation_tokens.items()))
+        if self.client_quotas:
+            from kafkatool.broker.quotas import entity_to_json
+
+            data["client_quotas"] = sorted(
+                (
+                    {"entity": entity_to_json(e), "configs": dict(sorted(c.items()))}
+                    for e, c in self.client_quotas.items()
+                ),
+                key=lambda q: json.dumps(q["entity"], sort_keys=True),
+            )
         return data
 
     def write_meta_properties(self) -> None:

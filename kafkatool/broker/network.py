@@ -239,6 +239,8 @@ class FrameProtocol(asyncio.BufferedProtocol):
         self._error: BaseException | None = None
         self._waiter: asyncio.Future | None = None
         self._reading = True
+        #: a client quota's throttle (KIP-219): nothing is read from the socket meanwhile
+        self._muted = False
         self._write_paused = False
         self._drain_waiters: list[asyncio.Future] = []
 
@@ -361,12 +363,25 @@ class FrameProtocol(asyncio.BufferedProtocol):
                 self._waiter = None
         item = self.frames.popleft()
         if not self._reading and len(self.frames) <= MAX_QUEUED_FRAMES // 4 and self._error is None:
-            if not isinstance(item, CloseConnection):
+            if not isinstance(item, CloseConnection) and not self._muted:
                 self._reading = True
                 self.transport.resume_reading()
         if isinstance(item, CloseConnection):
             raise item
         return item
+
+    def mute(self) -> None:
+        """Stop reading the socket (a throttled connection, SocketServer's channel mute)."""
+        if not self._muted:
+            self._muted = True
+            if self._reading and not self.transport.is_closing():
+                self.transport.pause_reading()
+
+    def unmute(self) -> None:
+        if self._muted:
+            self._muted = False
+            if self._reading and not self.transport.is_closing():
+                self.transport.resume_reading()
 
     async def drain(self) -> None:
         if self.transport.is_closing():
@@ -500,6 +515,8 @@ class Connection:
         self._writer_task: asyncio.Task | None = None
         self.client_id: str | None = None
         self.last_active = time.monotonic()
+        #: a client quota's throttle: no request is read before this (time.monotonic), 0 none
+        self.muted_until = 0.0
         #: set once the last produce whose append had to wait (KIP-890 verification) appended:
         #: the connection's next produce appends after it (handlers/produce.handle_produce)
         self.produce_appended: asyncio.Future | None = None
@@ -528,6 +545,11 @@ class Connection:
                     self._flush(pending)
                     if self.transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
                         await frames.drain()
+                if self.muted_until:
+                    if pending:
+                        self._flush(pending)
+                    await self._wait_throttle()
+                    continue
                 frame = await frames.read_frame()
                 self.last_active = time.monotonic()
                 result = router.dispatch(self, frame)
@@ -561,6 +583,23 @@ class Connection:
                 except Exception:
                     pass
             await self._finish()
+
+    def throttle(self, ms: int) -> None:
+        """KIP-219: the answer goes out at once with its throttle time, and the connection
+        reads nothing more until ``ms`` from now (a longer throttle already running stays)."""
+        until = time.monotonic() + ms / 1000.0
+        if until > self.muted_until:
+            self.muted_until = until
+            self.frames.mute()
+
+    async def _wait_throttle(self) -> None:
+        delay = self.muted_until - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+            if self.muted_until - time.monotonic() > 0:
+                return  # extended meanwhile (an answer that waited, throttled as it came)
+        self.muted_until = 0.0
+        self.frames.unmute()
 
     def _log_close(self, exc: CloseConnection) -> None:
         """The one line for a connection closed on bad input (Kafka closes it too)."""

@@ -869,6 +869,7 @@ class Member(ProcessGroup):
             self.pending = payload  # before this process's storage is open: applied then
             return
         broker.metadata.apply_json(payload["metadata"])
+        broker.reload_quotas()
         self.take_dynamic_configs(payload)
         loggers.apply_overrides(payload.get("loggers", {}))
         if broker.manager is not None:

@@ -15,6 +15,7 @@ import asyncio
 import gc
 import inspect
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -46,6 +47,8 @@ class RequestContext:
     broker: object
     connection: object
     header: RequestHeader
+    #: the request's client-quota accounting (broker/quotas.QuotaRequest) while a quota is set
+    quota: object = None
 
     @property
     def version(self) -> int:
@@ -118,6 +121,9 @@ class Router:
         if self.forward is not None and header.api_key not in LOCAL_APIS:
             return asyncio.ensure_future(self.forward(conn, bytes(frame)))
         ctx = RequestContext(self.broker, conn, header)
+        quotas = self.broker.quotas
+        if quotas.enabled:  # the one check a request pays when no quota is set anywhere
+            ctx.quota = quotas.begin(conn, header, len(frame))
         # the cyclic collector waits while the handler builds and the encoder writes the
         # answer: its young collections then run between requests, when the request's
         # objects are gone, instead of promoting them to the old generation.  An answer
@@ -142,6 +148,8 @@ class Router:
                     "handler failed api=%s version=%d", API_BY_KEY[header.api_key].name, header.api_version
                 )
                 raise CloseConnection(f"internal error handling the request: {exc}") from None
+            if ctx.quota is not None:
+                return self._throttled(ctx, body, result)
             if result is None:
                 return None
             if isinstance(result, Message):
@@ -153,6 +161,28 @@ class Router:
         finally:
             if hold:
                 gc.enable()
+
+    def _throttled(self, ctx: RequestContext, body, result):
+        """A handler's answer while client quotas are set: recorded and given its throttle
+        time (broker/quotas.QuotaManagers.finish) as it is encoded; an answer already encoded
+        (Fetch) did its own."""
+        quotas = self.broker.quotas
+        header = ctx.header
+        if result is None or isinstance(result, Message):
+            quotas.finish(ctx, body, result)
+            return None if result is None else self._encode(header, result)
+        if inspect.isawaitable(result):
+            q = ctx.quota
+            q.thread_ns = time.perf_counter_ns() - q.start_ns  # the loop's time, not the wait
+
+            async def finish():
+                answer = await result
+                if answer is None or isinstance(answer, Message):
+                    quotas.finish(ctx, body, answer)
+                return answer
+
+            return asyncio.ensure_future(self._finish(header, finish()))
+        return self._encode(header, result)
 
     def _refuse(self, conn, header: RequestHeader | None, exc: CloseConnection):
         """Authentication failed: Kafka's one log line, the error answer after the failure delay, close."""

@@ -163,7 +163,11 @@ class Broker:
         #: the event loop serving requests (a failed log dir is handled on it)
         self._loop: asyncio.AbstractEventLoop | None = None
         from kafkatool.broker.fetch_session import CACHE_SLOTS_CONFIG, FetchManager
+        from kafkatool.broker.quotas import QuotaManagers
 
+        #: client quotas (broker/quotas.py): this process's own accounting, as each Kafka
+        #: broker counts its own; ``quotas.enabled`` is the one flag a request checks
+        self.quotas = QuotaManagers(config.int("quota.window.num"), config.int("quota.window.size.seconds"))
         #: this process's incremental fetch sessions (KIP-227)
         self.fetch_sessions = FetchManager(config.int(CACHE_SLOTS_CONFIG))
         from kafkatool.broker.background import Workers
@@ -244,6 +248,27 @@ class Broker:
         if self.cluster is not None:
             return self.cluster.scram
         return self.metadata
+
+    @property
+    def quota_store(self):
+        """Where client quotas live: ZooKeeper's /config/users and /config/clients in cluster
+        mode, else the embedded metadata (broker/quotas.py)."""
+        from kafkatool.broker import quotas
+
+        if self.cluster is not None:
+            return quotas.ZkQuotaStore(self.cluster.zk)
+        return quotas.EmbeddedQuotaStore(self.metadata)
+
+    def reload_quotas(self) -> None:
+        """Take every quota entity of the store (start, a member's metadata push, an alter)."""
+        from kafkatool.zk.client import ZkError
+
+        try:
+            entries = self.quota_store.entries()
+        except ZkError as exc:
+            log.warning("client quotas not reloaded: %s", exc)
+            return
+        self.quotas.load(entries)
 
     @property
     def token_manager(self):
@@ -347,6 +372,7 @@ class Broker:
             self.replicas = self.cluster.replicas
             self.cluster.connect()
         self._install_authorizer()
+        self.reload_quotas()
         kraft: list = []
         notes: list[str] = []
         if self.cluster is None and not self.is_member:  # a member takes the primary's

@@ -50,6 +50,28 @@ def _entity(entity_type: str, entity_name: str | None, entity_default: bool) -> 
     return None if entity_default else entity_name
 
 
+def _entities(
+    types: list[str], names: list[str] | None, entity_default: bool, *, describe: bool
+) -> list[tuple[str, str | None]] | None:
+    """kafka-configs.sh's users and clients entities: --entity-type users [--entity-type clients]
+    with a --entity-name each, --entity-default standing for the last type's name ("" the
+    default, None any: describe only); None for the other entity types (one of them)."""
+    names = list(names or [])
+    if not any(t in ("users", "clients") for t in types):
+        return None
+    if len(types) > 2 or len(set(types)) != len(types) or not set(types) <= {"users", "clients"}:
+        raise CommandError("--entity-type: users, clients, or users then clients")
+    if len(types) == 2 and types != ["users", "clients"]:
+        raise CommandError("give --entity-type users before --entity-type clients")
+    if entity_default:
+        names.append("")
+    if len(names) > len(types):
+        raise CommandError("More entity names specified than entity types")
+    if not describe and len(names) != len(types):
+        raise CommandError("Exactly one entity name must be specified for every entity type")
+    return [(t, names[i] if i < len(names) else None) for i, t in enumerate(types)]
+
+
 def _sources(bootstrap_server: str | None, zookeeper: str | None) -> None:
     if (bootstrap_server is None) == (zookeeper is None):
         raise CommandError("give exactly one of --bootstrap-server and --zookeeper")
@@ -63,7 +85,12 @@ def _label(entity_type: str, name: str | None) -> str:
 
 # the options describe and alter share (one declaration each); _entity() checks them
 def _entity_type_option():
-    return typer.Option(..., "--entity-type", metavar="TYPE", help=ENTITY_HELP)
+    return typer.Option(
+        ...,
+        "--entity-type",
+        metavar="TYPE",
+        help=ENTITY_HELP + " Twice for a user's client: users, then clients.",
+    )
 
 
 def _entity_name_option():
@@ -71,19 +98,24 @@ def _entity_name_option():
         None,
         "--entity-name",
         metavar="NAME",
-        help="The topic, broker id, user or client id (a user principal or client id is kept in "
-        "ZooKeeper under Kafka's sanitized name: alice@EXAMPLE.COM at /config/users/alice%40EXAMPLE.COM).",
+        help="The topic, broker id, user or client id, one per --entity-type (a user principal or client "
+        "id is kept in ZooKeeper under Kafka's sanitized name: alice@EXAMPLE.COM at "
+        "/config/users/alice%40EXAMPLE.COM).",
     )
 
 
 def _entity_default_option():
-    return typer.Option(False, "--entity-default", help="The cluster-wide default (brokers, users, clients).")
+    return typer.Option(
+        False,
+        "--entity-default",
+        help="The cluster-wide default (brokers, users, clients; with two entity types, the last one's).",
+    )
 
 
 @handle_errors
 def describe(
-    entity_type: str = _entity_type_option(),
-    entity_name: str | None = _entity_name_option(),
+    entity_type: list[str] = _entity_type_option(),
+    entity_name: list[str] | None = _entity_name_option(),
     entity_default: bool = _entity_default_option(),
     all_configs: bool = typer.Option(
         False, "--all", help="Every config, not only the dynamic ones (through --bootstrap-server)."
@@ -96,11 +128,16 @@ def describe(
     timeout: float = zookeeper_timeout_option(),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
-    """An entity's configs in kafka-configs.sh --describe's lines."""
+    """An entity's configs in kafka-configs.sh --describe's lines (users and clients: their
+    quotas, through --bootstrap-server DescribeClientQuotas, and a user's SCRAM mechanisms)."""
     from kafkatool.assign import configs as C
 
-    name = _entity(entity_type, entity_name, entity_default)
     _sources(bootstrap_server, zookeeper)
+    quota_entities = _entities(entity_type, entity_name, entity_default, describe=True)
+    if quota_entities is not None:
+        _describe_quotas(quota_entities, bootstrap_server, zookeeper, timeout, json_out)
+    entity_type, entity_name = _single(entity_type, entity_name)
+    name = _entity(entity_type, entity_name, entity_default)
     if zookeeper is not None:
         if all_configs:
             raise CommandError("--all needs --bootstrap-server (ZooKeeper holds only the dynamic configs)")
@@ -137,10 +174,65 @@ def describe(
     raise typer.Exit(EXIT_OK)
 
 
+def _single(types: list[str], names: list[str] | None) -> tuple[str, str | None]:
+    if len(types) != 1:
+        raise CommandError("give one --entity-type (two only for users then clients)")
+    names = list(names or [])
+    if len(names) > 1:
+        raise CommandError("More entity names specified than entity types")
+    return types[0], (names[0] if names else None)
+
+
+def _describe_quotas(entities, bootstrap_server, zookeeper, timeout: float, json_out: bool) -> None:
+    """kafka-configs.sh --describe of users and clients (exits)."""
+    from kafkatool.assign import configs as C
+
+    if zookeeper is not None:
+        from kafkatool.commands.zk import connect
+
+        client = None
+        if len(entities) == 2:
+            (_, u), (_, c) = entities
+            if u is None or c is None:
+                raise CommandError(
+                    "through --zookeeper a user's client needs both names (or --entity-default)"
+                )
+            etype, name, client = "users", u or "<default>", c or "<default>"
+        else:
+            etype, n = entities[0]
+            name = None if n is None else (n or "<default>")
+        with connect(zookeeper, timeout, writable=False) as zk:
+            lines = C.describe_zk_quota_lines(zk, etype, name, client)
+        for line in lines:
+            emit_json({"type": "config_line", "line": line}) if json_out else console.print(
+                line, highlight=False
+            )
+        raise typer.Exit(EXIT_OK)
+    from kafkatool.assign.kafka_client import KafkaAdmin
+
+    with KafkaAdmin(bootstrap_server, client_id="kafkatool-configs") as admin:
+        found = C.describe_quotas_live(admin, entities)
+        names = [n for _, n in entities]
+        scram = []
+        if all(t == "users" for t, _ in entities) and "" not in names:
+            scram = C.describe_scram_live(admin, [n for n in names if n is not None])
+    if json_out:
+        for entity, values in found:
+            emit_json({"type": "quota", "entity": entity, "values": values})
+        for line in scram:
+            emit_json({"type": "config_line", "line": line})
+        raise typer.Exit(EXIT_OK)
+    for entity, values in found:
+        console.print(C.quota_line(entity, values), highlight=False)
+    for line in scram:
+        console.print(line, highlight=False)
+    raise typer.Exit(EXIT_OK)
+
+
 @handle_errors
 def alter(
-    entity_type: str = _entity_type_option(),
-    entity_name: str | None = _entity_name_option(),
+    entity_type: list[str] = _entity_type_option(),
+    entity_name: list[str] | None = _entity_name_option(),
     entity_default: bool = _entity_default_option(),
     add_config: str | None = typer.Option(
         None,
@@ -164,17 +256,46 @@ def alter(
     """Set and delete an entity's dynamic configs (kafka-configs.sh --alter)."""
     from kafkatool.assign import configs as C
 
-    name = _entity(entity_type, entity_name, entity_default)
     _sources(bootstrap_server, zookeeper)
+    quota_entities = _entities(entity_type, entity_name, entity_default, describe=False)
+    if quota_entities is not None and bootstrap_server is not None:
+        sets = C.parse_add_config(add_config) if add_config else {}
+        deletes = C.parse_delete_config(delete_config) if delete_config else []
+        if not sets and not deletes:
+            raise CommandError("give --add-config and/or --delete-config")
+        from kafkatool.assign.kafka_client import KafkaAdmin
+
+        with KafkaAdmin(bootstrap_server, client_id="kafkatool-configs") as admin:
+            C.alter_quotas_live(admin, quota_entities, sets, deletes)
+        etype, ename = quota_entities[0]
+        if json_out:
+            emit_json({"type": "config", "entity_type": etype, "entity": ename or None,
+                       "entities": [{"type": t, "name": n or None} for t, n in quota_entities],
+                       "set": sets, "deleted": deletes})  # fmt: skip
+        elif ename:
+            console.print(f"Completed updating config for {_SINGULAR[etype]} {ename}.")
+        else:
+            console.print(f"Completed updating default config for {etype} in the cluster.")
+        raise typer.Exit(EXIT_OK)
+    client = None  # through --zookeeper, a user's client id: users/<u>/clients/<c>
+    if quota_entities is not None and len(quota_entities) == 2:
+        entity_type = ["users"]
+        u, c = quota_entities[0][1], quota_entities[1][1]
+        entity_name, client = [u or "<default>"], c or "<default>"
+        entity_default = False
+    entity_type, entity_name = _single(entity_type, entity_name)
+    name = _entity(entity_type, entity_name, entity_default)
     sets = C.parse_add_config(add_config) if add_config else {}
     deletes = C.parse_delete_config(delete_config) if delete_config else []
     if not sets and not deletes:
         raise CommandError("give --add-config and/or --delete-config")
+    if zookeeper is not None and entity_type in ("users", "clients"):
+        C.zk_quota_check(entity_type, sets)
     if zookeeper is not None:
         from kafkatool.commands.zk import connect
 
         with connect(zookeeper, timeout) as zk:
-            C.alter_zk(zk, entity_type, name, sets, deletes)
+            C.alter_zk(zk, entity_type, name, sets, deletes, client=client)
     else:
         from kafkatool.assign.kafka_client import KafkaAdmin
 
@@ -186,6 +307,10 @@ def alter(
         emit_json(
             {"type": "config", "entity_type": entity_type, "entity": name, "set": sets, "deleted": deletes}
         )
+    elif zookeeper is not None and entity_type in ("users", "clients"):
+        # alterConfigWithZk's line: the entity as ConfigCommand's ConfigEntity prints it
+        label = C.zk_entity_label(entity_type, "<default>" if name is None else name, client)
+        console.print(f"Completed updating config for entity: {label}.", highlight=False)
     elif name is None:
         console.print(f"Completed updating default config for {entity_type} in the cluster.")
     else:

@@ -13,7 +13,8 @@ Two classes of damage, by what Kafka would do with the same damage in its own st
   topic's logs as a stranger's (a new id, its configs gone), hand out producer ids again, or
   drop a DENY.
 - left out and logged once (:class:`Checked.skipped`): ``user_scram_credentials``,
-  ``group_configs`` and ``delegation_tokens`` (the whole key or one entry). Kafka carries on
+  ``group_configs``, ``delegation_tokens`` and ``client_quotas`` (the whole key or one entry;
+  a quota Kafka cannot parse is logged and not applied by its ConfigHandler). Kafka carries on
   without a credential or token it cannot load (DelegationTokenManagerZk.loadCache logs and
   skips; a user without credentials cannot log in) and a group without its dynamic configs
   runs on the broker's defaults: the broker fails closed, and the next save writes the file
@@ -197,7 +198,38 @@ def check(data: Any, where: str) -> Checked:
             else:
                 leave_out((key, name), entry_expected, entry, f"the entry ({what})")
         out[key] = kept
+    if "client_quotas" in data:
+        # a quota Kafka cannot take is logged and not applied (ConfigHandler's change fails)
+        value = data["client_quotas"]
+        what = "the broker applies no quota of it"
+        if not isinstance(value, list):
+            leave_out(("client_quotas",), "a list of client quota entities", value, f"every entry ({what})")
+            out.pop("client_quotas")
+        else:
+            kept_quotas = []
+            for i, q in enumerate(value):
+                if _quota_entry(q):
+                    kept_quotas.append(q)
+                else:
+                    leave_out(
+                        ("client_quotas", i),
+                        'a quota entity ({"entity": {"user"/"client-id": name or null}, "configs": {...}})',
+                        q,
+                        f"the entry ({what})",
+                    )
+            out["client_quotas"] = kept_quotas
     return Checked(out, skipped)
+
+
+def _quota_entry(q: Any) -> bool:
+    if not isinstance(q, dict) or not isinstance(q.get("entity"), dict):
+        return False
+    entity = q["entity"]
+    if not entity or not set(entity) <= {"user", "client-id"}:
+        return False
+    if not all(v is None or (isinstance(v, str) and v) for v in entity.values()):
+        return False
+    return isinstance(q.get("configs"), dict) and all(isinstance(v, str) for v in q["configs"].values())
 
 
 def _str_map(value: Any) -> bool:

@@ -59,8 +59,8 @@ def test_unknown_api_key_and_version(fb):
     with WireClient(fb.bootstrap) as c:
         c.send_raw(frame(struct.pack(">hhi", 0, 99, 1) + b"\x00\x01x" + b"\x00" * 20))
         assert c.closed_by_peer()
-    with WireClient(fb.bootstrap) as c:  # a known schema this broker does not serve (client quotas)
-        c.send(48, 0, G.DescribeClientQuotasRequest(components=[], strict=False))
+    with WireClient(fb.bootstrap) as c:  # a known schema this broker does not serve (UpdateFeatures)
+        c.send(57, 0, G.UpdateFeaturesRequest(timeout_ms=1000, feature_updates=[]))
         assert c.closed_by_peer()
     with WireClient(fb.bootstrap) as c:  # a served API at a version above the advertised range
         produce_max = next(k.max_version for k in c.api_versions().api_keys if k.api_key == 0)

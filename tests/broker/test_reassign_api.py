@@ -403,8 +403,9 @@ def test_client_negotiates_versions_and_reads_metadata(rbroker):
         assert conn.versions[18] == (0, 4)
         assert conn.version_for(45) == 0 and conn.version_for(3) == 12
         assert conn.version_for(34) == 2 and conn.version_for(35) == 4
-        with pytest.raises(KafkaAdminError, match="does not support DescribeClientQuotas"):
-            conn.version_for(48)  # an API the broker does not serve
+        assert conn.version_for(48) == 1  # DescribeClientQuotas
+        with pytest.raises(KafkaAdminError, match="does not support UpdateFeatures"):
+            conn.version_for(57)  # an API the broker does not serve
     finally:
         conn.close()
     with KafkaAdmin(f"127.0.0.1:{free_port()},{rbroker.bootstrap}") as admin:  # first one is down

@@ -49,12 +49,65 @@ def test_alter_and_describe_through_zookeeper(kafka_cluster):
         "producer_byte_rate=1048576",
         *z,
     )
-    assert (
-        res.exit_code == 0 and "Completed updating default config for clients in the cluster." in res.stdout
-    )
+    assert res.exit_code == 0 and "Completed updating config for entity: default client-id." in res.stdout
     got = json.loads(kafka_cluster.admin.get("/config/clients/<default>")[0])["config"]
     assert got["producer_byte_rate"] == "1048576" and got["consumer_byte_rate"] == "2097152"  # the rest kept
     missing = run(
         "alter", "--entity-type", "topics", "--entity-name", "nope", "--add-config", "retention.ms=1", *z
     )
     assert missing.exit_code == 2 and "Topic nope does not exist" in missing.output
+
+
+def test_client_quotas_in_zookeeper(kafka_cluster):
+    """Quota entities where Kafka keeps them: describeConfigWithZk's lines, and the broker's
+    ZkQuotaStore reading and writing them (with the change notification brokers follow)."""
+    from kafkatool.broker.quotas import DEFAULT, ZkQuotaStore
+    from kafkatool.zk.client import KafkaZk
+
+    z = ["--zookeeper", kafka_cluster.connect]
+    res = run("describe", "--entity-type", "users", "--entity-name", "alice",
+              "--entity-type", "clients", "--entity-name", "app", *z)  # fmt: skip
+    assert res.stdout.splitlines() == [
+        "Configs for user-principal 'alice', client-id 'app' are producer_byte_rate=1048576"
+    ]
+    res = run("describe", "--entity-type", "clients", "--entity-default", *z)
+    assert res.stdout.splitlines() == ["Configs for default client-id are consumer_byte_rate=2097152"]
+    res = run(
+        "alter",
+        "--entity-type",
+        "clients",
+        "--entity-name",
+        "app",
+        "--add-config",
+        "producer_byte_rate=x",
+        *z,
+    )
+    assert res.exit_code == 2 and "Invalid value x for configuration producer_byte_rate" in res.output
+    res = run("alter", "--entity-type", "clients", "--entity-name", "app", "--add-config", "foo=1", *z)
+    assert res.exit_code == 2 and "Unknown Dynamic Configuration: Set(foo)." in res.output
+    res = run("alter", "--entity-type", "users", "--entity-name", "alice", "--entity-type", "clients",
+              "--entity-name", "app", "--add-config", "consumer_byte_rate=4096", *z)  # fmt: skip
+    assert (
+        res.stdout.strip() == "Completed updating config for entity: user-principal 'alice', client-id 'app'."
+    )
+    got = json.loads(kafka_cluster.admin.get("/config/users/alice/clients/app")[0])["config"]
+    assert got == {"producer_byte_rate": "1048576", "consumer_byte_rate": "4096"}
+    zk = KafkaZk(kafka_cluster.connect)
+    zk.start()
+    try:
+        store = ZkQuotaStore(zk)
+        assert store.entries() == {
+            ("alice", "app"): {"producer_byte_rate": "1048576", "consumer_byte_rate": "4096"},
+            (None, DEFAULT): {"consumer_byte_rate": "2097152"},
+        }
+        before = set(kafka_cluster.admin.get_children("/config/changes"))
+        store.alter((DEFAULT, None), {"request_percentage": "50.0"})
+        got = json.loads(kafka_cluster.admin.get("/config/users/<default>")[0])
+        assert got == {"version": 1, "config": {"request_percentage": "50.0"}}
+        (change,) = set(kafka_cluster.admin.get_children("/config/changes")) - before
+        assert (
+            json.loads(kafka_cluster.admin.get(f"/config/changes/{change}")[0])["entity_path"]
+            == "users/<default>"
+        )
+    finally:
+        zk.close()

@@ -425,9 +425,24 @@ class Cluster:
             elif kind == "brokers" and name in (paths.DEFAULT_ENTITY, str(self.node_id)):
                 # BrokerConfigHandler: the default and this broker's own; another broker's is its own
                 self._loop.call_soon_threadsafe(self._load_broker_configs, name)
-            elif kind == "users" and client is None:
-                self.scram.reload_user(name)
+            elif kind in ("users", "clients"):
+                if kind == "users" and client is None:
+                    self.scram.reload_user(name)
+                self._quota_change(kind, name, client)
         return True
+
+    def _quota_change(self, kind: str, name: str, client: str | None) -> None:
+        """QuotaConfigHandler (UserConfigHandler, ClientIdConfigHandler): the entity's quota
+        configs as ZooKeeper has them now, applied on the event loop."""
+        from kafkatool.broker import quotas
+
+        entity = quotas.zk_entity(kind, name, client)
+        try:
+            configs = quotas.ZkQuotaStore(self.zk).entry(entity)
+        except ZkError as exc:
+            log.warning("client quotas of %s not reloaded: %s", quotas.describe_entity(entity), exc)
+            return
+        self._loop.call_soon_threadsafe(self.broker.quotas.update_entity, entity, configs)
 
     def _apply_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         """TopicConfigHandler: the topic's logs on this broker take the new overrides, also

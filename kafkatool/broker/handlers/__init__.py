@@ -15,3 +15,6 @@ def register_all(router) -> None:
     from kafkatool.broker.handlers import txn
 
     txn.register(router)  # after produce: takes over InitProducerId (22) for transactional ids
+    from kafkatool.broker.handlers import client_quotas
+
+    client_quotas.register(router)

@@ -63,7 +63,18 @@ def _topic_configs_view(broker, t) -> list[tuple[str, str | None, int, int]]:
 
 
 # ---------------------------------------------------------------- CreateTopics
-def _create_one(broker, ct, version: int, validate_only: bool) -> CreatableTopicResult:
+#: ThrottlingQuotaExceededException's words (Errors.THROTTLING_QUOTA_EXCEEDED)
+THROTTLED_MSG = "The throttling quota has been exceeded."
+
+
+def _mutation_quota(ctx, strict_since: int):
+    """KIP-599's controller mutation quota of this request (None: none applies)."""
+    if ctx.quota is None:
+        return None
+    return ctx.broker.quotas.new_mutation_quota(ctx, strict_since)
+
+
+def _create_one(broker, ct, version: int, validate_only: bool, mutation=None) -> CreatableTopicResult:
     r = CreatableTopicResult(
         name=ct.name,
         topic_id=ZERO_UUID,
@@ -146,6 +157,10 @@ def _create_one(broker, ct, version: int, validate_only: bool) -> CreatableTopic
     r.replication_factor = rf
     if validate_only:
         return r
+    if mutation is not None and not mutation.record(parts):
+        r.error_code, r.error_message = ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED_MSG
+        r.num_partitions = r.replication_factor = -1
+        return r
     try:
         t = broker.create_topic(ct.name, parts, configs, replication_factor=rf, assignment=assignment)
     except ZkNodeExistsError:
@@ -223,6 +238,7 @@ def handle_create_topics(ctx, req):
         return _not_controller([ct.name for ct in req.topics])
     results = []
     names = [ct.name for ct in req.topics]
+    mutation = _mutation_quota(ctx, 6)
     if _requested_partitions(broker, req.topics) > MAX_PARTITIONS_PER_BATCH:
         # every topic of the request fails, as Kafka's validateTotalNumberOfPartitions does
         for ct in req.topics:
@@ -248,7 +264,7 @@ def handle_create_topics(ctx, req):
                 )
             )
             continue
-        results.append(_create_one(broker, ct, v, validate_only))
+        results.append(_create_one(broker, ct, v, validate_only, mutation))
     resp = CreateTopicsResponse(throttle_time_ms=0, topics=results)
     if _propagates(broker) and not validate_only and req.timeout_ms > 0:
         made = [r for r in results if r.error_code == 0]
@@ -275,6 +291,7 @@ def handle_delete_topics(ctx, req):
             ],
         )
     out = []
+    mutation = _mutation_quota(ctx, 5)
     for name, tid in wanted:
         r = DeletableTopicResult(name=name, topic_id=ZERO_UUID, error_code=0, error_message=None)
         out.append(r)
@@ -295,6 +312,9 @@ def handle_delete_topics(ctx, req):
             continue
         if not broker.config.bool("delete.topic.enable"):
             r.error_code, r.error_message = ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false"
+            continue
+        if mutation is not None and not mutation.record(t.partitions):
+            r.error_code, r.error_message = ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED_MSG
             continue
         broker.delete_topic(t.name)
     resp = DeleteTopicsResponse(throttle_time_ms=0, responses=out)
@@ -350,6 +370,7 @@ def handle_create_partitions(ctx, req):
         )
     live = set(broker.replicas.live_brokers) if cluster is not None else {broker.node_id}
     out = []
+    mutation = _mutation_quota(ctx, 3)
     for rt in req.topics:
         r = CreatePartitionsTopicResult(name=rt.name, error_code=0, error_message=None)
         out.append(r)
@@ -381,6 +402,9 @@ def handle_create_partitions(ctx, req):
             r.error_code, r.error_message = ErrorCode.POLICY_VIOLATION, READ_ONLY_MSG
             continue
         if not req.validate_only:
+            if mutation is not None and not mutation.record(rt.count - t.partitions):
+                r.error_code, r.error_message = ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED_MSG
+                continue
             broker.add_partitions(rt.name, rt.count)
     resp = CreatePartitionsResponse(throttle_time_ms=0, results=out)
     # as Kafka, a timeout <= 0 answers at once

@@ -31,6 +31,7 @@ import asyncio
 import logging
 import os
 import struct
+import time
 
 from kafkatool.broker.handlers.metadata import current_leader, from_wire_uuid, node_endpoint
 from kafkatool.broker.network import CloseConnection, FileSlice, Parts, RequestFailed
@@ -108,7 +109,14 @@ def _replica_id(req, version: int) -> int:
 
 
 def _read(
-    broker, req, topics, version: int, denied: set[str] | frozenset = frozenset(), *, again: bool = False
+    broker,
+    req,
+    topics,
+    version: int,
+    denied: set[str] | frozenset = frozenset(),
+    *,
+    again: bool = False,
+    quota_cap: int | None = None,
 ) -> _Read:
     """``topics``: FetchTopic-shaped, what the fetch context reads; ``denied``: topics the
     authorizer refused (TOPIC_AUTHORIZATION_FAILED, nothing read).  ``again``: a parked fetch
@@ -127,6 +135,10 @@ def _read(
     remaining = req.max_bytes if version >= 3 else 2**31 - 1
     if remaining <= 0:
         remaining = 2**31 - 1
+    if quota_cap is not None and not out.follower:
+        # a consumer under consumer_byte_rate asks for no more than the quota window holds
+        # (KafkaApis: getMaxValueInQuotaWindow), else its answer is throttled whatever it reads
+        remaining = min(remaining, quota_cap)
     min_one = True
     by_id = version >= TOPIC_IDS_FROM
     for ft in topics:
@@ -415,8 +427,48 @@ def _whole_request_error(req, code: int, version: int) -> FetchResponse:
     return FetchResponse(throttle_time_ms=0, error_code=code, session_id=req.session_id, responses=topics)
 
 
-def _encode(header, read: _Read, fctx, broker=None, conn=None):
+def _quota_cap(broker, quota) -> int | None:
+    if quota is None or not broker.quotas.fetch.enabled:
+        return None
+    cap = broker.quotas.fetch.max_value_in_window(quota.user, quota.client_id)
+    return None if cap is None else max(0, min(int(cap), 2**31 - 1))
+
+
+def _throttled(header, read: _Read, fctx, broker, conn, quota) -> bytes | None:
+    """KafkaApis' consumer fetch under client quotas: the request time and the answer's bytes
+    recorded; throttled, the answer is empty (the bytes unrecorded, the session untouched:
+    FetchContext.getThrottledResponse) and carries the throttle time, and the connection mutes."""
+    from kafkatool.broker import quotas as Q
+
+    quota.done = True
+    if read.follower:
+        return None  # a replica's fetch is exempt (sendResponseExemptThrottle)
+    quotas = broker.quotas
+    now = Q.now_ms()
+    t = quotas.request_throttle(quota, now)
+    size = 0
+    if quotas.fetch.enabled:
+        probe = FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=read.topics)
+        size = len(encode_response(API_KEY, header.api_version, 0, probe)) + read.bytes
+        t = max(t, quotas.fetch.record_and_throttle(quota.user, quota.client_id, size, now))
+    if t <= 0:
+        return None
+    if size:
+        quotas.fetch.unrecord(quota.user, quota.client_id, size, now)
+    Q.throttle_connection(conn, t)
+    error, session_id = fctx.throttled()
+    # Fetch v0 has no throttle_time_ms: the client learns nothing but the empty answer
+    throttle = t if header.api_version >= 1 else 0
+    resp = FetchResponse(throttle_time_ms=throttle, error_code=error, session_id=session_id, responses=[])
+    return encode_response(API_KEY, header.api_version, header.correlation_id, resp)
+
+
+def _encode(header, read: _Read, fctx, broker=None, conn=None, quota=None):
     version = header.api_version
+    if quota is not None and not quota.done:
+        answer = _throttled(header, read, fctx, broker, conn, quota)
+        if answer is not None:
+            return answer
     error, session_id = fctx.finish(read.topics, lambda pd: id(pd) in read.slices)
     convert = _fit_to_version(read, version)
     resp = FetchResponse(throttle_time_ms=0, error_code=error, session_id=session_id, responses=read.topics)
@@ -486,7 +538,9 @@ def handle_fetch(ctx, req):
     topics = fctx.topics
     may_read = getattr(ctx, "acl_may_read", None)
     denied = _denied(broker, topics, version, may_read) if may_read is not None else frozenset()
-    read = _read(broker, req, topics, version, denied)
+    quota = ctx.quota
+    cap = _quota_cap(broker, quota)
+    read = _read(broker, req, topics, version, denied, quota_cap=cap)
     if (
         read.errors
         or read.bytes >= req.min_bytes
@@ -494,14 +548,18 @@ def handle_fetch(ctx, req):
         or read.bytes > 0
         and req.min_bytes <= 1
     ):
-        return _encode(header, read, fctx, broker, ctx.connection)
+        return _encode(header, read, fctx, broker, ctx.connection, quota)
     # DelayedFetch: parked from here, in this same step of the event loop, so no append between
     # this read and the wait goes unseen; the wait's first read is the one just made
     loop = asyncio.get_running_loop()
     deadline = loop.time() + req.max_wait_ms / 1000.0
     park = _park(broker, loop, read.tps, deadline)
     view = _follower_view(broker, read.tps) if read.follower else None
-    return _long_poll(broker, req, fctx, header, read.tps, ctx.connection, denied, deadline, park, view)
+    if quota is not None:
+        quota.thread_ns = time.perf_counter_ns() - quota.start_ns  # the loop's time, not the wait
+    return _long_poll(
+        broker, req, fctx, header, read.tps, ctx.connection, denied, deadline, park, view, quota, cap
+    )
 
 
 def _denied(broker, topics, version: int, may_read) -> set[str]:
@@ -533,7 +591,9 @@ def _expire(broker, fut: asyncio.Future, tps) -> None:
         fut.set_result(None)
 
 
-async def _long_poll(broker, req, fctx, header, tps, conn, denied, deadline: float, park, view):
+async def _long_poll(
+    broker, req, fctx, header, tps, conn, denied, deadline: float, park, view, quota=None, cap=None
+):
     """Wait (``park``: :func:`_park`'s, made by the handler) until the fetch has ``min_bytes``,
     an error or its deadline, reading again after each wake-up (the waiter is this request's
     own: no wait_for, whose extra future, task wrapping and callbacks each parked follower
@@ -557,10 +617,10 @@ async def _long_poll(broker, req, fctx, header, tps, conn, denied, deadline: flo
                 park = _park(broker, loop, tps, deadline)
                 continue
             view = now
-        read = _read(broker, req, fctx.topics, version, denied, again=True)
+        read = _read(broker, req, fctx.topics, version, denied, again=True, quota_cap=cap)
         if read.errors or read.bytes >= req.min_bytes or deadline - loop.time() <= 0:
             try:
-                return _encode(header, read, fctx, broker, conn)
+                return _encode(header, read, fctx, broker, conn, quota)
             except RequestFailed as exc:  # as the router answers it for a fetch answered at once
                 return exc.answer(req)
         park = _park(broker, loop, tps, deadline)
