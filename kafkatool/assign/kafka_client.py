@@ -255,17 +255,25 @@ class Connection:
             raise KafkaAdminError(f"{self.address}: no connection within {connect_timeout:g}s") from None
         except OSError as exc:
             raise KafkaAdminError(f"{self.address}: cannot connect: {exc.strerror or exc}") from None
-        # the connection's set-up (TLS, ApiVersions, SASL) gets at least CONNECT_TIMEOUT, as
-        # Kafka's clients bound it by socket.connection.setup.timeout.ms, not by a short
-        # request.timeout.ms; its requests get ``timeout`` from then on
-        self.timeout = max(timeout, CONNECT_TIMEOUT)
-        self.sock.settimeout(self.timeout)
+        # the channel's set-up gets at least CONNECT_TIMEOUT, as Kafka's clients bound it by
+        # socket.connection.setup.timeout.ms, not by a short request.timeout.ms: the TLS
+        # handshake and, on a SASL connection, the authenticator's exchange (which sends the
+        # ApiVersions request itself: SaslClientAuthenticator); without SASL, ApiVersions is
+        # the channel's first request once it is ready, bounded by ``timeout`` as any other
+        # (NetworkClient)
+        security = security if security is not None else _client_security
+        sasl = security is not None and security.mechanism is not None
+        setup = max(timeout, CONNECT_TIMEOUT)
+        self.timeout = setup
+        self.sock.settimeout(setup)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.versions: dict[int, tuple[int, int]] = {}
-        security = security if security is not None else _client_security
         try:
             if security is not None:
                 self.sock = security.wrap(self.sock, host)
+            if not sasl:
+                self.timeout = timeout
+                self.sock.settimeout(timeout)
             self._negotiate()
             if security is not None:
                 security.authenticate(self._roundtrip)

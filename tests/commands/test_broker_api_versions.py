@@ -170,6 +170,28 @@ def test_request_timeout_of_the_command_config_is_taken(brokers, tmp_path):
     assert "request.timeout.ms" in line and "-5" in line, line
 
 
+def test_request_timeout_of_the_command_config_bounds_a_silent_broker(tmp_path):
+    """A broker that accepts and never answers (a listening socket nobody reads) is given up
+    on after request.timeout.ms: one line, exit 2 (it was the bootstrap). Without SASL the
+    ApiVersions request is the channel's first request, bounded by request.timeout.ms, not by
+    the connection set-up's timeout (NetworkClient)."""
+    import socket
+    import time
+
+    cfg = tmp_path / "client.properties"
+    cfg.write_text("request.timeout.ms=300\n")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        t0 = time.monotonic()
+        line = one_line_error(
+            run("--bootstrap-server", f"127.0.0.1:{s.getsockname()[1]}", "--command-config", cfg)
+        )
+        took = time.monotonic() - t0
+    assert "no response within 0.3s" in line, line
+    assert took < 5, took
+
+
 def test_node_api_versions_text():
     """NodeApiVersions.apiVersionToText for what a real broker here never answers: an API the
     client does not know, ranges with no version in common, a single version."""
