@@ -268,6 +268,24 @@ def test_usage_refusals_in_kafkas_words(broker):
     assert "Could not find any open transactions starting at offset 99 on partition hang-0" in res.stderr
 
 
+def test_a_partition_without_a_leader_is_asked_for_until_the_api_timeout(broker, tmp_path):
+    """describe-producers of a partition the cluster does not have: Kafka's admin asks the
+    metadata again (UNKNOWN_TOPIC_OR_PARTITION is retriable for a partition's leader) until
+    default.api.timeout.ms, here --command-config's 1.5 s, then fails the call."""
+    b, _ = broker
+    config = tmp_path / "admin.properties"
+    config.write_text("default.api.timeout.ms=1500\nrequest.timeout.ms=1000\n")
+    args = ["--bootstrap-server", b.bootstrap, "--command-config", str(config)]
+    started = time.monotonic()
+    res = run("transactions", "describe-producers", *args, "--topic", "hang", "--partition", 99)
+    took = time.monotonic() - started
+    assert res.exit_code == 2, res.output
+    assert "UNKNOWN_TOPIC_OR_PARTITION: timed out after default.api.timeout.ms 1500" in res.stderr
+    assert res.stderr.count("\n") == 1 and "Traceback" not in res.output
+    # asked until the deadline, not once (retry.backoff.ms 100 doubling to 1 s: 4 tries)
+    assert took >= 1.4, took
+
+
 def test_hanging_found_then_aborted(broker):
     b, _ = broker
     res = run(
@@ -558,21 +576,3 @@ def test_offline_without_the_coordinators_partitions(broker, tmp_path):
     assert head.endswith("LastStableOffset\tTransactionalId\tCoordinatorState\t")
     assert [c.strip() for c in line.split("\t")][-4:] == ["0", "-", "-", ""]
     assert "the log dirs hold no __transaction_state partition" in res.stderr
-
-
-def test_a_partition_without_a_leader_is_asked_for_until_the_api_timeout(broker, tmp_path):
-    """describe-producers of a partition the cluster does not have: Kafka's admin asks the
-    metadata again (UNKNOWN_TOPIC_OR_PARTITION is retriable for a partition's leader) until
-    default.api.timeout.ms, here --command-config's 1.5 s, then fails the call."""
-    b, _ = broker
-    config = tmp_path / "admin.properties"
-    config.write_text("default.api.timeout.ms=1500\nrequest.timeout.ms=1000\n")
-    args = ["--bootstrap-server", b.bootstrap, "--command-config", str(config)]
-    started = time.monotonic()
-    res = run("transactions", "describe-producers", *args, "--topic", "hang", "--partition", 99)
-    took = time.monotonic() - started
-    assert res.exit_code == 2, res.output
-    assert "UNKNOWN_TOPIC_OR_PARTITION: timed out after default.api.timeout.ms 1500" in res.stderr
-    assert res.stderr.count("\n") == 1 and "Traceback" not in res.output
-    # asked until the deadline, not once (retry.backoff.ms 100 doubling to 1 s: 4 tries)
-    assert took >= 1.4, took
