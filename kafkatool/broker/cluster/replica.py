@@ -726,6 +726,12 @@ class ReplicaManager:
             return  # local state changed meanwhile: ignore (Partition.handleAlterPartitionUpdate)
         if pd.error_code == ErrorCode.NONE:
             if pd.leader_epoch == part.leader_epoch and pd.partition_epoch >= part.partition_epoch:
+                # Partition.handleAlterPartitionUpdate: IsrShrinksPerSec / IsrExpandsPerSec
+                m = self.broker.metrics
+                if len(pd.isr) < len(part.isr):
+                    m.isr_shrinks += 1
+                elif len(pd.isr) > len(part.isr):
+                    m.isr_expands += 1
                 part.isr = list(pd.isr)
                 part.partition_epoch = pd.partition_epoch
                 part.pending_isr = None
