@@ -331,7 +331,7 @@ def _controller_gauges(broker) -> dict[str, int]:
             "GlobalTopicCount": topics,
             "GlobalPartitionCount": partitions,
         }
-    if broker.is_member or broker.metadata is None:
+    if broker.is_member or broker.metadata is None or broker.manager is None:
         return {
             "ActiveControllerCount": 0,
             "OfflinePartitionsCount": 0,

@@ -268,3 +268,34 @@ def test_each_process_of_a_broker_of_several_has_its_own_endpoint(tmp_path):
             assert len(logs) == value(s, "kafka_server_replicamanager_partitioncount")
     finally:
         assert b.stop() == 0
+
+
+def test_bad_http_input_is_answered_or_closed_without_a_traceback(served):
+    import socket
+    from urllib.parse import urlsplit
+
+    u = urlsplit(served.metrics_url)
+    for raw in (b"BREW /metrics HTCPCP/1.0\r\n\r\n", b"\x00\xff garbage\r\n\r\n", b"GET /metrics"):
+        with socket.create_connection((u.hostname, u.port), timeout=10) as s:
+            s.sendall(raw)
+            s.shutdown(socket.SHUT_WR)  # a request cut short ends at EOF
+            answer = s.recv(200)
+        assert answer == b"" or answer.startswith(b"HTTP/1.1 405 "), answer
+    assert "Traceback" not in served.log_text()
+    assert scrape_text(served.metrics_url)  # still serving
+
+
+def test_a_metrics_port_another_process_listens_on_is_refused():
+    from kafkatool.broker.config import BrokerConfig, ConfigError
+    from kafkatool.broker.processes import check_ports
+
+    cfg = BrokerConfig(
+        {
+            "listeners": "PLAINTEXT://127.0.0.1:9092",
+            "kafkatool.processes.port.step": "10",
+            "kafkatool.metrics.prometheus.listener": "http://127.0.0.1:9082",
+        }
+    )
+    with pytest.raises(ConfigError, match=r"process 1's port 9092 is process 0's PLAINTEXT port too"):
+        check_ports(cfg, 2)
+    check_ports(cfg, 1)  # one process: 9082 is free of 9092
