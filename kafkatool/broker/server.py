@@ -723,6 +723,7 @@ class Broker:
                     lg.become_leader(epoch)
         for name in set(seen) - set(self.metadata.topics):
             self.manager.topic_configs.pop(name, None)
+            self.metrics.topics.remove(name)  # BrokerTopicStats.removeMetrics
         self._remember_metadata()
         if doomed:
             self.manager.remove_deleted(doomed)

@@ -299,3 +299,21 @@ def test_a_metrics_port_another_process_listens_on_is_refused():
     with pytest.raises(ConfigError, match=r"process 1's port 9092 is process 0's PLAINTEXT port too"):
         check_ports(cfg, 2)
     check_ports(cfg, 1)  # one process: 9082 is free of 9092
+
+
+def test_a_deleted_topic_takes_its_meters_and_log_gauges_with_it(served):
+    """BrokerTopicStats.removeMetrics: the topic's series go; the broker-wide ones keep counting."""
+    from kafkatool.protocol import generated as G
+
+    data = R.build_record_batch([R.SimpleRecord(b"v", None, [], 1)])
+    with WireClient(served.bootstrap) as w:
+        create_topic(w, "mt-del", 1)
+        assert produce(w, "mt-del", data).error_code == 0
+        before = scrape(served.metrics_url)
+        assert value(before, "kafka_server_brokertopicmetrics_messagesin_total", topic="mt-del") == 1
+        resp = w.request(20, 1, G.DeleteTopicsRequest(topic_names=["mt-del"], timeout_ms=10000))
+        assert resp.responses[0].error_code == 0
+    after = scrape(served.metrics_url)
+    assert not [k for k in after if ("topic", "mt-del") in k[1]]
+    total = "kafka_server_brokertopicmetrics_messagesin_total"
+    assert value(after, total) >= value(before, total)

@@ -557,6 +557,8 @@ class ReplicaManager:
             ):
                 self.broker.metadata.topics.pop(ts.topic_name, None)
                 self.broker.manager.topic_configs.pop(ts.topic_name, None)
+                # ReplicaManager.maybeRemoveTopicMetrics: no partition of the topic left here
+                self.broker.metrics.topics.remove(ts.topic_name)
         self._notify_coordinators([], resigned)
         return StopReplicaResponse(error_code=0, partition_errors=errors)
 
