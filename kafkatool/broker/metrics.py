@@ -353,13 +353,28 @@ def _controller_gauges(broker) -> dict[str, int]:
     }
 
 
-def _group_gauges(broker) -> tuple[int, int] | None:
-    """GroupMetadataManager's NumGroups and NumOffsets (the coordinator's process only)."""
+#: GroupMetadataManager's gauges of groups in a state: (gauge, GroupState value)
+_GROUP_STATES = (
+    ("NumGroupsPreparingRebalance", "PreparingRebalance"),
+    ("NumGroupsCompletingRebalance", "CompletingRebalance"),
+    ("NumGroupsStable", "Stable"),
+    ("NumGroupsDead", "Dead"),
+    ("NumGroupsEmpty", "Empty"),
+)
+
+
+def _group_gauges(broker) -> dict[str, int] | None:
+    """GroupMetadataManager's NumOffsets, NumGroups and its groups by state (the coordinator's
+    process only)."""
     gc = getattr(broker, "group_coordinator", None)
     if gc is None or broker.is_member:
         return None
     groups = list(gc.groups.values())
-    return len(groups), sum(len(g.offsets.offsets) for g in groups)
+    out = {"NumOffsets": sum(len(g.offsets.offsets) for g in groups), "NumGroups": len(groups)}
+    states = [g.state.value for g in groups]
+    for gauge, state in _GROUP_STATES:
+        out[gauge] = states.count(state)
+    return out
 
 
 def _first(item):
@@ -420,7 +435,7 @@ class _Collector:
         m.add_sample(name, {}, s.state)
         yield m
         if s.groups is not None:
-            for gauge, v in zip(("NumGroups", "NumOffsets"), s.groups, strict=True):
+            for gauge, v in s.groups.items():
                 name = f"kafka_coordinator_group_groupmetadatamanager_{gauge.lower()}"
                 m = family(
                     name, "gauge", _help("kafka.coordinator.group", "GroupMetadataManager", gauge, "Value")

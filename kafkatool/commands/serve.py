@@ -130,7 +130,8 @@ offlinereplicacount, isrshrinks_total, isrexpands_total), KafkaController
 globalpartitioncount), RequestMetrics (kafka_network_requestmetrics_requests_total by
 request and version; totaltimems quantiles 0.50-0.999 over the last 1024 requests and
 totaltimems_count), Log (kafka_log_log_size, logendoffset, logstartoffset,
-numlogsegments per partition), GroupMetadataManager (numgroups, numoffsets),
+numlogsegments per partition), GroupMetadataManager (numgroups, numoffsets, and
+numgroups by state: numgroupsstable, numgroupsempty, ...),
 KafkaServer BrokerState and socket-server-metrics connection-count.  With
 kafkatool.processes > 1 process k serves its own endpoint at port + k x
 kafkatool.processes.port.step, one per node as each Kafka broker has its exporter.  A

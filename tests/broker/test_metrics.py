@@ -138,6 +138,13 @@ def test_produce_and_fetch_move_kafkas_meters(served):
     assert value(after, "kafka_server_kafkaserver_brokerstate") == 3  # RUNNING
     assert value(after, "kafka_coordinator_group_groupmetadatamanager_numgroups") >= 1
     assert value(after, "kafka_coordinator_group_groupmetadatamanager_numoffsets") >= 1
+    # the assign-only consumer's group holds offsets and no members: Empty
+    assert value(after, "kafka_coordinator_group_groupmetadatamanager_numgroupsempty") >= 1
+    by_state = sum(
+        value(after, f"kafka_coordinator_group_groupmetadatamanager_numgroups{s}")
+        for s in ("preparingrebalance", "completingrebalance", "stable", "dead", "empty")
+    )
+    assert by_state == value(after, "kafka_coordinator_group_groupmetadatamanager_numgroups")
 
 
 def test_a_batch_over_max_message_bytes_is_rejected_bytes(served):
