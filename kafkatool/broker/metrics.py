@@ -267,6 +267,8 @@ class Snapshot:
         self.replica = _replica_gauges(broker, self.logs)
         self.controller = _controller_gauges(broker)
         self.groups = _group_gauges(broker)
+        cleaner = getattr(broker, "cleaner", None)  # maintenance.CleanerState, while it runs
+        self.cleaner = None if cleaner is None else (cleaner.last_stats, cleaner.max_dirty_ratio)
         self.state = BROKER_SHUTTING_DOWN if broker.stopping else BROKER_RUNNING
         self.connections = broker.connection_counts()
 
@@ -440,6 +442,18 @@ class _Collector:
                 m = family(
                     name, "gauge", _help("kafka.coordinator.group", "GroupMetadataManager", gauge, "Value")
                 )
+                m.add_sample(name, {}, v)
+                yield m
+        if s.cleaner is not None:
+            (seconds, read, written), dirty = s.cleaner
+            # LogCleaner's and LogCleanerManager's gauges (Ints in Kafka: truncated)
+            for mtype, gauge, v in (
+                ("LogCleaner", "max-clean-time-secs", int(seconds)),
+                ("LogCleaner", "cleaner-recopy-percent", int(100 * written / max(read, 1))),
+                ("LogCleanerManager", "max-dirty-percent", int(100 * dirty)),
+            ):
+                name = f"kafka_log_{mtype.lower()}_{gauge.replace('-', '_')}"
+                m = family(name, "gauge", _help("kafka.log", mtype, gauge, "Value"))
                 m.add_sample(name, {}, v)
                 yield m
         yield from self._requests()

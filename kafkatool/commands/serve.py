@@ -131,7 +131,9 @@ globalpartitioncount), RequestMetrics (kafka_network_requestmetrics_requests_tot
 request and version; totaltimems quantiles 0.50-0.999 over the last 1024 requests and
 totaltimems_count), Log (kafka_log_log_size, logendoffset, logstartoffset,
 numlogsegments per partition), GroupMetadataManager (numgroups, numoffsets, and
-numgroups by state: numgroupsstable, numgroupsempty, ...),
+numgroups by state: numgroupsstable, numgroupsempty, ...), LogCleaner
+(max_clean_time_secs, cleaner_recopy_percent: the last round) and LogCleanerManager
+(max_dirty_percent: the last pass),
 KafkaServer BrokerState and socket-server-metrics connection-count.  With
 kafkatool.processes > 1 process k serves its own endpoint at port + k x
 kafkatool.processes.port.step, one per node as each Kafka broker has its exporter.  A

@@ -30,7 +30,11 @@ def served(tmp_path_factory):
     port = free_port()
     b = BrokerProcess(
         tmp_path_factory.mktemp("metrics") / "data",
-        extra=["num.partitions=1", f"kafkatool.metrics.prometheus.listener=http://127.0.0.1:{port}"],
+        extra=[
+            "num.partitions=1",
+            "log.cleaner.backoff.ms=100",
+            f"kafkatool.metrics.prometheus.listener=http://127.0.0.1:{port}",
+        ],
     ).start()
     b.metrics_url = f"http://127.0.0.1:{port}/metrics"
     yield b
@@ -324,3 +328,27 @@ def test_a_deleted_topic_takes_its_meters_and_log_gauges_with_it(served):
     assert not [k for k in after if ("topic", "mt-del") in k[1]]
     total = "kafka_server_brokertopicmetrics_messagesin_total"
     assert value(after, total) >= value(before, total)
+
+
+def test_the_cleaners_last_round_is_in_its_gauges(served):
+    """LogCleaner's max-clean-time-secs and cleaner-recopy-percent (the last round's), and
+    LogCleanerManager's max-dirty-percent, from the broker's cleaner: a compacted topic whose
+    keys repeat is cleaned, and the round copied only part of what it read."""
+    keys = [b"k%d" % i for i in range(10)]
+    with WireClient(served.bootstrap) as w:
+        configs = {"cleanup.policy": "compact", "segment.bytes": "2048", "min.cleanable.dirty.ratio": "0.01"}
+        create_topic(w, "mt-compact", 1, configs=configs)
+        for _ in range(20):
+            batch = R.build_record_batch([R.SimpleRecord(b"x" * 100, k, [], 1) for k in keys])
+            assert produce(w, "mt-compact", batch).error_code == 0
+    recopy = 0.0
+    for _ in range(100):  # the cleaner backs off 100 ms between passes: bounded at ~20 s
+        now = scrape(served.metrics_url)
+        recopy = value(now, "kafka_log_logcleaner_cleaner_recopy_percent")
+        if recopy:
+            break
+        time.sleep(0.2)
+    assert 0 < recopy < 100, recopy  # duplicates dropped, the latest values copied
+    assert value(now, "kafka_log_logcleaner_max_clean_time_secs") >= 0
+    assert 0 <= value(now, "kafka_log_logcleanermanager_max_dirty_percent") <= 100
+    assert "kafka_log_logcleanermanager_max_dirty_percent gauge" in scrape_text(served.metrics_url)
