@@ -390,6 +390,10 @@ class _Collector:
         self.snap = snap
 
     def collect(self):
+        # a family with no sample is not written (the exporter writes what MBeans matched)
+        return (m for m in self._families() if m.samples)
+
+    def _families(self):
         from prometheus_client.core import Metric
 
         s = self.snap
