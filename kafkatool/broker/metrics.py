@@ -552,9 +552,14 @@ class Endpoint:
         self.bound: tuple[str, int] | None = None
 
     async def start(self) -> None:
-        self.server = await asyncio.start_server(
-            self._serve, self.host or None, self.port, reuse_address=True
-        )
+        try:
+            self.server = await asyncio.start_server(
+                self._serve, self.host or None, self.port, reuse_address=True
+            )
+        except OSError as exc:  # serve's "cannot listen" line, naming the property
+            raise OSError(
+                exc.errno, f"{LISTENER_CONFIG}=http://{self.host}:{self.port}: {exc.strerror}"
+            ) from None
         sock = self.server.sockets[0].getsockname()
         self.bound = (sock[0], sock[1])
         log.info("Prometheus metrics at http://%s:%d/metrics", sock[0], sock[1])

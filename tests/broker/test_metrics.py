@@ -224,27 +224,35 @@ def test_http(served):
     assert e.value.code == 404
 
 
-def test_a_listener_that_is_not_http_host_port_refuses_the_start(tmp_path):
-    cmd = [
-        sys.executable,
-        "-m",
-        "kafkatool",
-        "serve",
-        "--no-banner",
-        "-o",
-        f"listeners=PLAINTEXT://127.0.0.1:{free_port()}",
-        "-o",
-        f"log.dirs={tmp_path / 'd'}",
-        "-o",
-        "kafkatool.metrics.prometheus.listener=127.0.0.1:9404",
-    ]
-    r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=60)
+@pytest.mark.parametrize("taken", [False, True], ids=["not-http-host-port", "port-taken"])
+def test_a_listener_serve_cannot_use_refuses_the_start_in_one_line(tmp_path, taken):
+    import socket
+
+    with socket.socket() as held:
+        if taken:
+            held.bind(("127.0.0.1", 0))
+            held.listen()
+            value_, expect = f"http://127.0.0.1:{held.getsockname()[1]}", "address already in use"
+        else:
+            value_, expect = "127.0.0.1:9404", "expected http://host:port"
+        cmd = [
+            sys.executable,
+            "-m",
+            "kafkatool",
+            "serve",
+            "--no-banner",
+            "-o",
+            f"listeners=PLAINTEXT://127.0.0.1:{free_port()}",
+            "-o",
+            f"log.dirs={tmp_path / 'd'}",
+            "-o",
+            f"kafkatool.metrics.prometheus.listener={value_}",
+        ]
+        r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2, r.stderr
-    lines = [x for x in r.stderr.splitlines() if x.strip()]
     assert "Traceback" not in r.stderr
-    assert any("kafkatool.metrics.prometheus.listener" in x and "http://host:port" in x for x in lines), (
-        r.stderr
-    )
+    lines = [x for x in r.stderr.splitlines() if "kafkatool.metrics.prometheus.listener" in x]
+    assert len(lines) == 1 and expect in lines[0], r.stderr
 
 
 def test_each_process_of_a_broker_of_several_has_its_own_endpoint(tmp_path):
