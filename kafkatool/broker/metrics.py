@@ -22,6 +22,7 @@ under the GIL.
 from __future__ import annotations
 
 import asyncio
+import gc
 import gzip
 import logging
 import time
@@ -592,7 +593,17 @@ class Endpoint:
                 await self._answer(writer, 404, b"Not Found\n", "text/plain", head_only=method == "HEAD")
                 return
             gz = "gzip" in headers.get("accept-encoding", "")
-            snap = Snapshot(self.broker)
+            # the cyclic collector waits while the copies are made, as it waits for a handler
+            # (Router.dispatch): a full collection set off by the snapshot's allocations would
+            # run on the event loop (measured: 90 ms at 10,000 partitions, against 3-6 ms)
+            hold = gc.isenabled()
+            if hold:
+                gc.disable()
+            try:
+                snap = Snapshot(self.broker)
+            finally:
+                if hold:
+                    gc.enable()
             body = await asyncio.get_running_loop().run_in_executor(None, render, snap, gz)
             await self._answer(writer, 200, body, CONTENT_TYPE, head_only=method == "HEAD", gz=gz)
         except (ConnectionError, OSError):
