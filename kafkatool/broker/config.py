@@ -519,6 +519,15 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             300000,
             "kafkatool's own: the window kafkatool.processes.restarts.max counts deaths in.",
         ),
+        _d(
+            "kafkatool.metrics.prometheus.listener",
+            STRING,
+            None,
+            "kafkatool's own: http://host:port where GET /metrics answers the broker's metrics in "
+            "Prometheus text format, named as the Prometheus JMX exporter's stock Kafka rules name "
+            "Kafka's MBeans (broker/metrics.py); off when unset. Process k of kafkatool.processes "
+            "listens on port + k x kafkatool.processes.port.step.",
+        ),
         _d("cluster.id", STRING, None, "Cluster id for a new data dir (default: random)."),
         # ZooKeeper cluster mode (broker/cluster): Kafka 3.x names and defaults
         _d(
@@ -1047,6 +1056,10 @@ class BrokerConfig:
         ):
             _parse_int(name, self.get(name), 1)
         cleaner_io_rate(self.get("log.cleaner.io.max.bytes.per.second"))
+        from kafkatool.broker.metrics import LISTENER_CONFIG, parse_listener
+
+        if self.get(LISTENER_CONFIG):
+            parse_listener(self.get(LISTENER_CONFIG))
         err = self.requirement_error()
         if err is not None:
             raise ConfigError(err)

@@ -110,6 +110,13 @@ class CleanerState:
         #: tp -> the Log whose data stopped a round (Kafka's markPartitionUncleanable: the
         #: cleaner skips it until the log goes; a recreated topic is a new Log)
         self.uncleanable: dict = {}
+        #: the last pass's greatest cleanable ratio of a compacted log with data, due or not
+        #: (LogCleanerManager.dirtiestLogCleanableRatio: its max-dirty-percent gauge)
+        self.max_dirty_ratio = 0.0
+        #: the last round that ran: (seconds, bytes read, bytes written) of the segments it
+        #: cleaned (the cleaner thread's lastStats: max-clean-time-secs, cleaner-recopy-percent);
+        #: one tuple, replaced whole, so another thread reads it in one step
+        self.last_stats: tuple[float, int, int] = (0.0, 0, 0)
 
     def save(self) -> None:
         self.broker.manager.checkpoint_cleaner_offsets()
@@ -139,15 +146,19 @@ class CleanerState:
         now = _now_ms() if now_ms is None else now_ms
         cfg = self.broker.config
         best = None
+        dirtiest = 0.0
         for tp, lg in logs:
             if not lg.config.compact or lg.closed or self.uncleanable.get(tp) is lg:
                 continue
             with lg.lock:
                 rng = cleanable_offsets(lg, lg.config, checkpoints.get(tp), now)
+            if rng.clean_bytes + rng.cleanable_bytes > 0:
+                dirtiest = max(dirtiest, rng.dirty_ratio)
             if rng.not_due_reason(lg.config) is None and (
                 best is None or rng.dirty_ratio > best[2].dirty_ratio
             ):
                 best = (tp, lg, rng)
+        self.max_dirty_ratio = dirtiest
         if best is None:
             return None
         tp, lg, rng = best
@@ -219,6 +230,7 @@ class CleanerState:
             return tp, lg, result, time.monotonic() - t0
         result.rounds.append(rnd)
         result.stats.add(rnd.stats)
+        self.last_stats = (time.monotonic() - t0, rnd.stats.bytes_before, rnd.stats.bytes_after)
         result.checkpoint_after = rnd.end_offset if installed else None
         return tp, lg, result, time.monotonic() - t0
 

@@ -63,6 +63,8 @@ from dataclasses import dataclass, field
 
 from kafkatool.broker import loggers
 from kafkatool.broker.metadata import INTERNAL_TOPICS
+from kafkatool.broker.metrics import LISTENER_CONFIG as METRICS_LISTENER_CONFIG
+from kafkatool.broker.metrics import parse_listener, process_listener
 from kafkatool.broker.security.acl import PROCESS_PRINCIPAL
 from kafkatool.errors import KafkatoolError
 
@@ -161,6 +163,22 @@ def check_ports(config, count: int) -> None:
                             "the processes' ports apart)"
                         )
                 taken.append((lst.host, lst.port, k, lst.name))
+        if what == "listeners" and config.get(METRICS_LISTENER_CONFIG):
+            # the Prometheus endpoints move by the same step and may meet no listener's port
+            host, port = parse_listener(config.get(METRICS_LISTENER_CONFIG))
+            for k in range(count):
+                if not port:
+                    break
+                p = port + k * step
+                if p > 65535:
+                    raise ConfigError(
+                        f"{METRICS_LISTENER_CONFIG}: process {k}'s port would be {p}, above 65535"
+                    )
+                for lhost, lport, j, name in taken:
+                    if lport == p and (lhost == host or {lhost, host} & _WILDCARDS):
+                        raise ConfigError(
+                            f"{METRICS_LISTENER_CONFIG}: process {k}'s port {p} is process {j}'s {name} port too"
+                        )
 
 
 class ChannelClosed(KafkatoolError, ConnectionError):
@@ -935,6 +953,9 @@ def member_config(config_data: dict, index: int):
             explicit[key] = ",".join(
                 f"{lst.name}://{lst.host or ''}:{lst.port}" for lst in process_listeners(lsts, index, step)
             )
+    if explicit.get(METRICS_LISTENER_CONFIG):
+        # each process its own Prometheus endpoint, as each node of a Kafka cluster its exporter
+        explicit[METRICS_LISTENER_CONFIG] = process_listener(explicit[METRICS_LISTENER_CONFIG], index, step)
     return BrokerConfig(explicit)
 
 

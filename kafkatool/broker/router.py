@@ -18,7 +18,9 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from time import perf_counter
 
+from kafkatool.broker.handlers.fetch import fetch_replica_id
 from kafkatool.broker.network import CloseConnection, FinalResponse, RequestFailed
 from kafkatool.broker.processes import LOCAL_APIS
 from kafkatool.formats.schema import Message, SchemaDecodeError, UnsupportedVersionError, in_range
@@ -136,6 +138,11 @@ class Router:
         hold = gc.isenabled()
         if hold:
             gc.disable()
+        started = perf_counter()
+        timed = True  # RequestChannel's updateRequestMetrics: once the answer is done
+        # a Fetch also counts as FetchConsumer or FetchFollower (taken now: a waiting answer
+        # holds nothing of the request, whose records pin a pooled frame buffer)
+        follower = header.api_key == 1 and fetch_replica_id(body, header.api_version) >= 0
         try:
             try:
                 result = route.handler(ctx, body)
@@ -147,6 +154,11 @@ class Router:
                 log.exception(
                     "handler failed api=%s version=%d", API_BY_KEY[header.api_key].name, header.api_version
                 )
+                # the unexpected failure Kafka's Failed{Produce,Fetch}RequestsPerSec count
+                if header.api_key == 0:
+                    self.broker.metrics.topics.all.failed_produce += 1
+                elif header.api_key == 1:
+                    self.broker.metrics.topics.all.failed_fetch += 1
                 raise CloseConnection(f"internal error handling the request: {exc}") from None
             if ctx.quota is not None:
                 return self._throttled(ctx, body, result)
@@ -156,9 +168,12 @@ class Router:
                 # the common answer, checked first: isawaitable asks the Awaitable ABC
                 return self._encode(header, result)
             if inspect.isawaitable(result):
-                return asyncio.ensure_future(self._finish(header, result))
+                timed = False
+                return asyncio.ensure_future(self._finish(header, result, started, follower))
             return self._encode(header, result)
         finally:
+            if timed:
+                self.broker.metrics.requests.record(header.api_key, header.api_version, started, follower)
             if hold:
                 gc.enable()
 
@@ -198,7 +213,7 @@ class Router:
 
         return asyncio.ensure_future(answer_then_close())
 
-    async def _finish(self, header: RequestHeader, awaitable):
+    async def _finish(self, header: RequestHeader, awaitable, started: float, follower: bool):
         """An answer that waited (a long poll, acks=all, a KIP-890 verification); a
         CloseConnection goes on to the connection's writer (one line, then closed).  The
         request itself is not held here (acks=all waits long after its records were appended:
@@ -206,6 +221,7 @@ class Router:
         answers RequestFailed itself (fetch's long poll)."""
         try:
             result = await awaitable
+            return None if result is None else self._encode(header, result)
         except (asyncio.CancelledError, CloseConnection):
             raise
         except Exception:
@@ -213,7 +229,8 @@ class Router:
                 "handler failed api=%s version=%d", API_BY_KEY[header.api_key].name, header.api_version
             )
             raise
-        return None if result is None else self._encode(header, result)
+        finally:
+            self.broker.metrics.requests.record(header.api_key, header.api_version, started, follower)
 
     @staticmethod
     def _encode(header: RequestHeader, result):

@@ -224,6 +224,14 @@ class Broker:
             from kafkatool.broker.cluster import handlers as cluster_handlers
 
             cluster_handlers.register(self.router)
+        from kafkatool.broker.metrics import BrokerMetrics
+        from kafkatool.protocol.apis import API_BY_KEY
+
+        #: what the broker counts as it serves (broker/metrics.py: Kafka's MBeans through the
+        #: Prometheus JMX exporter's rules); the endpoint (kafkatool.metrics.prometheus.listener)
+        #: starts with the listeners
+        self.metrics = BrokerMetrics({k: (a.name, a.max_version) for k, a in API_BY_KEY.items()})
+        self._metrics_endpoint = None
 
     def join_group(
         self, group, *, clean_shutdown: dict[str, bool], offline: dict[str, str] | None = None
@@ -741,6 +749,7 @@ class Broker:
                     lg.become_leader(epoch)
         for name in set(seen) - set(self.metadata.topics):
             self.manager.topic_configs.pop(name, None)
+            self.metrics.topics.remove(name)  # BrokerTopicStats.removeMetrics
         self._remember_metadata()
         if doomed:
             self.manager.remove_deleted(doomed)
@@ -1023,6 +1032,7 @@ class Broker:
             self.cluster.delete_topic(name)  # /admin/delete_topics: the controller deletes
             return
         t = self.metadata.topics.pop(name)
+        self.metrics.topics.remove(name)  # BrokerTopicStats.removeMetrics
         if self.manager.offline_dirs:
             # a partition there is out of reach: its log, found again once the dir is back,
             # is a stray (Kafka: its topic id is gone from the metadata image)
@@ -1172,6 +1182,7 @@ class Broker:
             self._servers.append(server)
             sock = server.sockets[0].getsockname()
             self.bound.append((sock[0], sock[1]))
+        await self._start_metrics_endpoint()
         from kafkatool.broker.background import start_background
 
         for d in self._offline_at_start:
@@ -1196,6 +1207,33 @@ class Broker:
             from kafkatool.broker.txn.coordinator import txn_coordinator
 
             txn_coordinator(self)  # reload transactions, finish Prepare*, start the timeout checks
+
+    async def _start_metrics_endpoint(self) -> None:
+        """The Prometheus endpoint (kafkatool.metrics.prometheus.listener), if configured: each
+        process of a broker of several on its own port (the config a member gets has it moved,
+        processes.member_config), as each node of a Kafka cluster has its own exporter."""
+        from kafkatool.broker.metrics import LISTENER_CONFIG, Endpoint, parse_listener
+
+        value = self.config.get(LISTENER_CONFIG)
+        if not value:
+            return
+        host, port = parse_listener(value)
+        self._metrics_endpoint = Endpoint(self, host, port)
+        await self._metrics_endpoint.start()
+
+    @property
+    def metrics_bound(self) -> tuple[str, int] | None:
+        """(host, port) the Prometheus endpoint listens on (None: off)."""
+        return self._metrics_endpoint.bound if self._metrics_endpoint is not None else None
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping is not None and self._stopping.is_set()
+
+    def connection_counts(self) -> list[tuple[str, int]]:
+        """Open connections per listener (socket-server-metrics' connection-count)."""
+        per = getattr(self, "_per_listener", None) or {}
+        return [(lst.name, per.get(lst.name, 0)) for lst in self.config.listeners]
 
     # ------------------------------------------------------------------ connection limits
     def _limits(self):
@@ -1363,6 +1401,8 @@ class Broker:
             await self.cluster.shutdown()
         for s in self._servers:
             s.close()
+        if self._metrics_endpoint is not None:
+            self._metrics_endpoint.close()
         await stop_tasks(self._background, "background")
         if self._connections:
             log.info("closing client connections count=%d", len(self._connections))

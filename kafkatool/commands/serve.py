@@ -117,6 +117,28 @@ ports.  More than kafkatool.processes.restarts.max (3) deaths within
 kafkatool.processes.restarts.window.ms (300000) stop the broker (exit 1), and every
 partition recovers at the next start.
 
+Metrics: kafkatool.metrics.prometheus.listener=http://127.0.0.1:9404 (kafkatool's own
+property, off by default) answers GET /metrics in Prometheus text format with Kafka
+3.7's broker MBeans as the Prometheus JMX exporter's stock Kafka rules
+(kafka-2_0_0.yml) name them, so Kafka dashboards and alerts work unchanged:
+BrokerTopicMetrics (kafka_server_brokertopicmetrics_messagesin_total, bytesin, bytesout,
+bytesrejected, failed/total produce and fetch requests, per topic and broker-wide;
+replicationbytesin/out), ReplicaManager (partitioncount, leadercount,
+underreplicatedpartitions, underminisrpartitioncount, atminisrpartitioncount,
+offlinereplicacount, isrshrinks_total, isrexpands_total), KafkaController
+(activecontrollercount, offlinepartitionscount, globaltopiccount,
+globalpartitioncount), RequestMetrics (kafka_network_requestmetrics_requests_total by
+request and version; totaltimems quantiles 0.50-0.999 over the last 1024 requests and
+totaltimems_count), Log (kafka_log_log_size, logendoffset, logstartoffset,
+numlogsegments per partition), GroupMetadataManager (numgroups, numoffsets, and
+numgroups by state: numgroupsstable, numgroupsempty, ...), LogCleaner
+(max_clean_time_secs, cleaner_recopy_percent: the last round) and LogCleanerManager
+(max_dirty_percent: the last pass),
+KafkaServer BrokerState and socket-server-metrics connection-count.  With
+kafkatool.processes > 1 process k serves its own endpoint at port + k x
+kafkatool.processes.port.step, one per node as each Kafka broker has its exporter.  A
+value that is not http://host:port refuses the start (exit 2).
+
 A log dir whose disk fails (an I/O error of any log operation, a full disk's ENOSPC
 included) goes offline as in Kafka: one ERROR line, its partitions answer
 KAFKA_STORAGE_ERROR until the next start, the other dirs are served, nothing more is

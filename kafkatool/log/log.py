@@ -354,7 +354,13 @@ class Log:
 
     @property
     def size(self) -> int:
-        return sum(s.size for s in self._segments.values())
+        # the list is taken in one step: a metrics scrape reads it from another thread
+        return sum(s.size for s in list(self._segments.values()))
+
+    @property
+    def num_segments(self) -> int:
+        """UnifiedLog.numberOfSegments (the Log MBean's NumLogSegments)."""
+        return len(self._bases)
 
     @property
     def last_stable_offset(self) -> int:

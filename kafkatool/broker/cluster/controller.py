@@ -227,6 +227,25 @@ class Controller:
     def _on_unclean_enabled(self) -> None:
         self._elect_partitions(self._partitions_needing_leader())
 
+    def metric_counts(self) -> tuple[int, int, int] | None:
+        """KafkaController's GlobalTopicCount, GlobalPartitionCount and OfflinePartitionsCount
+        (partitions whose leader is none or not live, a topic being deleted left out), or None
+        when this broker is not the active controller.  Read from another thread: every
+        structure is copied first (a copy of a dict is one step under the GIL)."""
+        if not self.active:
+            return None
+        assignments = dict(self.assignments)
+        states = dict(self.states)
+        live = set(self.live)
+        deleting = set(self.deleting)
+        partitions = sum(len(a) for a in assignments.values())
+        offline = sum(
+            1
+            for tp, st in states.items()
+            if tp[0] not in deleting and (st.leader == NO_LEADER or st.leader not in live)
+        )
+        return len(assignments), partitions, offline
+
     def session_renewed(self) -> None:
         """After a ZooKeeper session expiry the broker re-registered: resign and re-elect."""
         self._put(("reelect",))

@@ -382,6 +382,8 @@ class ReplicaFetcher:
                         if first is not None and first.base_offset > 0:
                             lg.truncate_fully_and_start_at(first.base_offset)
                     lg.append_as_follower(view[start:])
+                    # ReplicaFetcherThread.processPartitionData: updateReplicationBytesIn(records.sizeInBytes)
+                    self.rm.broker.metrics.topics.all.replication_bytes_in += len(view)
                 except FormatError as exc:
                     log.warning("%s-%d: follower append failed: %s", part.tp[0], part.tp[1], exc)
                     self.truncating.add(part.tp)

@@ -557,6 +557,8 @@ class ReplicaManager:
             ):
                 self.broker.metadata.topics.pop(ts.topic_name, None)
                 self.broker.manager.topic_configs.pop(ts.topic_name, None)
+                # ReplicaManager.maybeRemoveTopicMetrics: no partition of the topic left here
+                self.broker.metrics.topics.remove(ts.topic_name)
         self._notify_coordinators([], resigned)
         return StopReplicaResponse(error_code=0, partition_errors=errors)
 
@@ -726,6 +728,12 @@ class ReplicaManager:
             return  # local state changed meanwhile: ignore (Partition.handleAlterPartitionUpdate)
         if pd.error_code == ErrorCode.NONE:
             if pd.leader_epoch == part.leader_epoch and pd.partition_epoch >= part.partition_epoch:
+                # Partition.handleAlterPartitionUpdate: IsrShrinksPerSec / IsrExpandsPerSec
+                m = self.broker.metrics
+                if len(pd.isr) < len(part.isr):
+                    m.isr_shrinks += 1
+                elif len(pd.isr) > len(part.isr):
+                    m.isr_expands += 1
                 part.isr = list(pd.isr)
                 part.partition_epoch = pd.partition_epoch
                 part.pending_isr = None

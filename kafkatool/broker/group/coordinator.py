@@ -864,10 +864,10 @@ class GroupCoordinator:
                 raise LogDirOfflineError(f"{P.OFFSETS_TOPIC}-{group.partition} is on an offline log dir")
             raise LookupError(f"{P.OFFSETS_TOPIC}-{group.partition} is not available")
         t = self.broker.topic(P.OFFSETS_TOPIC)
+        batch = P.build_batch(records, now_ms())
         try:
-            lg.append_as_leader(
-                P.build_batch(records, now_ms()), t.leader_epoch(group.partition), origin=ORIGIN_COORDINATOR
-            )
+            info = lg.append_as_leader(batch, t.leader_epoch(group.partition), origin=ORIGIN_COORDINATOR)
+            self.broker.metrics.topics.coordinator_append(P.OFFSETS_TOPIC, info, len(batch))
         except OSError as exc:
             self.broker.report_log_error(lg, "appending records to", exc)
             raise

@@ -86,6 +86,7 @@ class _Read:
         "logs",
         "follower",
         "storage_errors",
+        "sized",
     )
 
     def __init__(self):
@@ -100,9 +101,13 @@ class _Read:
         self.logs = {}
         self.storage_errors = False
         self.follower = False
+        #: (id(PartitionData), the topic's TopicCounters, bytes read) for BytesOut, counted
+        #: once the answer is made (_count_bytes_out)
+        self.sized = []
 
 
-def _replica_id(req, version: int) -> int:
+def fetch_replica_id(req, version: int) -> int:
+    """FetchRequest.replicaId: a follower's broker id (0 or more), -1 for a consumer."""
     if version >= REPLICA_STATE_FROM:
         return req.replica_state.replica_id if req.replica_state is not None else -1
     return req.replica_id
@@ -128,7 +133,7 @@ def _read(
         isolation = ISOLATION_COMMITTED
     else:
         isolation = ISOLATION_HIGH_WATERMARK
-    replica_id = _replica_id(req, version)
+    replica_id = fetch_replica_id(req, version)
     if replica_id >= 0:
         isolation = ISOLATION_LOG_END
         out.follower = True
@@ -141,8 +146,10 @@ def _read(
         remaining = min(remaining, quota_cap)
     min_one = True
     by_id = version >= TOPIC_IDS_FROM
+    stats = broker.metrics.topics
     for ft in topics:
         t, name = _topic_of(broker, ft, by_id)
+        tc = None  # the topic's BrokerTopicMetrics, looked up at its first partition read
         parts = []
         for fp in ft.partitions:
             idx = fp.partition
@@ -168,6 +175,12 @@ def _read(
                 if pd.error_code == ErrorCode.KAFKA_STORAGE_ERROR:
                     out.storage_errors = True  # an offline dir's partition
                 continue
+            if tc is None:
+                tc = stats.topic(name)
+            if not again:
+                # ReplicaManager.fetchMessages marks every partition it reads, once per request
+                tc.total_fetch += 1
+                stats.all.total_fetch += 1
             if version < 10:
                 out.logs[id(pd)] = (lg.config, fp.fetch_offset)
             not_leader = broker.leader_error(name, idx)
@@ -258,6 +271,7 @@ def _read(
                     size += s.size
             if size:
                 out.slices[id(pd)] = slices
+                out.sized.append((id(pd), tc, size))
                 out.bytes += size
                 remaining -= size
                 min_one = False
@@ -492,6 +506,7 @@ def _encode(header, read: _Read, fctx, broker=None, conn=None, quota=None):
                     _refuse(read, pd, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
                     continue
             pd.records = data
+        _count_bytes_out(broker, read, by_pd)
         return encode_response(API_KEY, version, header.correlation_id, resp)
     # splice: tokens in the encoded response are replaced by length + file slices
     tokens = []
@@ -519,7 +534,23 @@ def _encode(header, read: _Read, fctx, broker=None, conn=None, quota=None):
         total += len(prefix) + size - old_prefix - _TOKEN_LEN
     parts.append(body[pos:])
     parts.insert(0, _I32.pack(total))
+    _count_bytes_out(broker, read, by_pd)
     return parts
+
+
+def _count_bytes_out(broker, read: _Read, by_pd: dict) -> None:
+    """BrokerTopicStats.updateBytesOut as the answer is made (KafkaApis: "record the bytes out
+    metrics only when the response is being sent"): a consumer's bytes per topic and for the
+    broker, a follower's as ReplicationBytesOutPerSec (broker-wide only, as Kafka's)."""
+    ac = broker.metrics.topics.all
+    slices = read.slices
+    if read.follower:
+        ac.replication_bytes_out += sum(n for key, _, n in read.sized if key in by_pd and key in slices)
+        return
+    for key, tc, n in read.sized:
+        if key in by_pd and key in slices:
+            tc.bytes_out += n
+            ac.bytes_out += n
 
 
 def handle_fetch(ctx, req):
@@ -531,7 +562,7 @@ def handle_fetch(ctx, req):
             throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, session_id=0, responses=[]
         )
         return encode_response(API_KEY, version, header.correlation_id, resp)
-    fctx = broker.fetch_sessions.new_context(req, version, _replica_id(req, version) >= 0)
+    fctx = broker.fetch_sessions.new_context(req, version, fetch_replica_id(req, version) >= 0)
     if fctx.kind == fctx.ERROR:
         resp = FetchResponse(throttle_time_ms=0, error_code=fctx.error, session_id=0, responses=[])
         return encode_response(API_KEY, version, header.correlation_id, resp)

@@ -39,6 +39,10 @@ from kafkatool.protocol.generated.produce_response import (
 
 log = logging.getLogger("kafkatool.broker")
 
+#: ProduceError codes FailedProduceRequestsPerSec counts: thrown by the append, not one of the
+#: exceptions ReplicaManager.appendToLocalLog leaves out (NotLeader, RecordTooLarge, Corrupt...)
+_FAILED_PRODUCE = frozenset({ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.INVALID_TXN_STATE})
+
 #: v10 adds the KIP-951 leader hints, v11 TRANSACTION_ABORTABLE (a failed KIP-890 verification)
 MAX_VERSION = 11
 LEADER_HINTS_FROM = 10
@@ -107,11 +111,17 @@ def _append_partition(
     lg, resp.error_code = broker.partition_log(t, index)
     if lg is None:
         return resp
+    # BrokerTopicMetrics (ReplicaManager.appendToLocalLog): the topic's and the broker's
+    stats = broker.metrics.topics
+    tc, ac = stats.topic(topic_name), stats.all
+    tc.total_produce += 1
+    ac.total_produce += 1
     not_leader = broker.leader_error(topic_name, index)
     if not_leader is not None:
         resp.error_code = not_leader
         return resp
     detail = None
+    failed = False  # an error FailedProduceRequestsPerSec counts (not one of Kafka's "known" ones)
     try:
         if broker.read_only:
             read_only.log_refusal("produce to", topic_name, ctx.header.client_id)
@@ -144,10 +154,12 @@ def _append_partition(
         resp.base_offset = info.first_offset
         resp.log_append_time_ms = info.log_append_time if info.log_append_time is not None else -1
         resp.log_start_offset = lg.log_start_offset
+        stats.appended(tc, info, len(records))
         if waits is not None and acks == -1:
             # DelayedProduce: answered once the ISR has it (broker/cluster/replica.await_replication)
             waits.append((resp, topic_name, index, info.last_offset + 1))
     except ProducerStateError as exc:
+        failed = True
         resp.error_code = (
             ErrorCode.INVALID_PRODUCER_EPOCH
             if exc.kind == "invalid_producer_epoch"
@@ -155,11 +167,13 @@ def _append_partition(
         )
         detail = exc.message
     except ProduceError as exc:
+        failed = exc.code in _FAILED_PRODUCE
         resp.error_code = exc.code
         resp.error_message = exc.message
         detail = exc.detail
     except RecordValidationError as exc:
         # ReplicaManager: a RecordValidationException's error, own message and record errors
+        failed = True
         resp.error_code = ErrorCode[exc.error_name]
         resp.error_message = detail = exc.message
         resp.record_errors = [
@@ -171,6 +185,8 @@ def _append_partition(
         resp.error_code = ErrorCode.RECORD_LIST_TOO_LARGE
         detail = str(exc)
     except RecordTooLargeError as exc:
+        tc.bytes_rejected += len(records)  # UnifiedLog: bytesRejectedRate.mark(records.sizeInBytes)
+        ac.bytes_rejected += len(records)
         resp.error_code = ErrorCode.MESSAGE_TOO_LARGE
         detail = str(exc)
     except FormatError as exc:
@@ -179,6 +195,7 @@ def _append_partition(
         # value that LegacyRecord cannot read (the ByteBuffer's exceptions): ReplicaManager's
         # catch-all, UNKNOWN_SERVER_ERROR; else CORRUPT_MESSAGE or INVALID_RECORD
         resp.error_code = record_error_code(exc)
+        failed = resp.error_code != ErrorCode.CORRUPT_MESSAGE
         detail = str(exc)
     except OSError as exc:
         # UnifiedLog.append's maybeHandleIOException: the log dir goes offline
@@ -187,6 +204,9 @@ def _append_partition(
         detail = str(exc)
     if resp.error_code:
         resp.base_offset = -1
+        if failed:
+            tc.failed_produce += 1
+            ac.failed_produce += 1
         if log.isEnabledFor(logging.DEBUG):
             log.debug(
                 "produce error topic=%s partition=%d code=%d msg=%s",

@@ -243,12 +243,10 @@ class TransactionCoordinator:
             t = self.broker.topic(S.TRANSACTION_STATE_TOPIC)
             if lg is None or t is None:
                 continue
+            batch = S.build_batch(md.transactional_id, None, now)
             try:
-                lg.append_as_leader(
-                    S.build_batch(md.transactional_id, None, now),
-                    t.leader_epoch(p),
-                    origin=ORIGIN_COORDINATOR,
-                )
+                info = lg.append_as_leader(batch, t.leader_epoch(p), origin=ORIGIN_COORDINATOR)
+                self.broker.metrics.topics.coordinator_append(S.TRANSACTION_STATE_TOPIC, info, len(batch))
             except (OSError, RecordValidationError) as exc:
                 if isinstance(exc, OSError):
                     self.broker.report_log_error(lg, "appending records to", exc)
@@ -317,12 +315,10 @@ class TransactionCoordinator:
                 ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{S.TRANSACTION_STATE_TOPIC}-{p} unavailable"
             )
         t = self.broker.topic(S.TRANSACTION_STATE_TOPIC)
+        batch = S.build_batch(md.transactional_id, md.record(), now_ms())
         try:
-            lg.append_as_leader(
-                S.build_batch(md.transactional_id, md.record(), now_ms()),
-                t.leader_epoch(p),
-                origin=ORIGIN_COORDINATOR,
-            )
+            info = lg.append_as_leader(batch, t.leader_epoch(p), origin=ORIGIN_COORDINATOR)
+            self.broker.metrics.topics.coordinator_append(S.TRANSACTION_STATE_TOPIC, info, len(batch))
         except OSError as exc:
             self.broker.report_log_error(lg, "appending records to", exc)
             raise TxnError(ErrorCode.NOT_COORDINATOR, str(exc)) from None
@@ -566,6 +562,7 @@ class TransactionCoordinator:
             first = entry.current_txn_first_offset if entry is not None else -1
             try:
                 info = lg.append_as_leader(batch, t.leader_epoch(p), origin=ORIGIN_COORDINATOR)
+                self.broker.metrics.topics.coordinator_append(topic, info, len(batch))
             except ProducerStateError as exc:
                 log.info("marker refused by %s-%d: %s", topic, p, exc.message)
                 code = (

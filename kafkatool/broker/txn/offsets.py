@@ -73,7 +73,8 @@ def txn_commit_offsets(
             is_transactional=True,
         )
         try:
-            lg.append_as_leader(batch, t.leader_epoch(group.partition), origin=ORIGIN_COORDINATOR)
+            info = lg.append_as_leader(batch, t.leader_epoch(group.partition), origin=ORIGIN_COORDINATOR)
+            broker.metrics.topics.coordinator_append(P.OFFSETS_TOPIC, info, len(batch))
         except RecordTooLargeError:
             code = ErrorCode.INVALID_COMMIT_OFFSET_SIZE
         except RecordValidationError as exc:
