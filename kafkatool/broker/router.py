@@ -161,7 +161,9 @@ class Router:
                     self.broker.metrics.topics.all.failed_fetch += 1
                 raise CloseConnection(f"internal error handling the request: {exc}") from None
             if ctx.quota is not None:
-                return self._throttled(ctx, body, result)
+                if inspect.isawaitable(result):
+                    timed = False  # recorded by _finish once the answer is done
+                return self._throttled(ctx, body, result, started, follower)
             if result is None:
                 return None
             if isinstance(result, Message):
@@ -177,7 +179,7 @@ class Router:
             if hold:
                 gc.enable()
 
-    def _throttled(self, ctx: RequestContext, body, result):
+    def _throttled(self, ctx: RequestContext, body, result, started: float, follower: bool):
         """A handler's answer while client quotas are set: recorded and given its throttle
         time (broker/quotas.QuotaManagers.finish) as it is encoded; an answer already encoded
         (Fetch) did its own."""
@@ -196,7 +198,7 @@ class Router:
                     quotas.finish(ctx, body, answer)
                 return answer
 
-            return asyncio.ensure_future(self._finish(header, finish()))
+            return asyncio.ensure_future(self._finish(header, finish(), started, follower))
         return self._encode(header, result)
 
     def _refuse(self, conn, header: RequestHeader | None, exc: CloseConnection):
