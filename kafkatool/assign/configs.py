@@ -532,17 +532,17 @@ def zk_quota_check(entity_type: str, set_keys: dict[str, str]) -> None:
     unknown = [k for k in set_keys if k not in allowed]
     if unknown:
         raise ConfigsError(f"Unknown Dynamic Configuration: {_scala_set(unknown)}.")
+    from kafkatool.log import topic_settings as ts
+    from kafkatool.log.dynamic_log_config import config_value_error
+
     for k, v in set_keys.items():
         kind = keys.get(k)
-        try:
-            if kind == "LONG":
-                int(v.strip())
-            elif kind == "DOUBLE":
-                float(v.strip())
-        except ValueError:
-            raise ConfigsError(
-                f"Invalid value {v} for configuration {k}: Not a number of type {kind}"
-            ) from None
+        if kind is None:
+            continue  # a SCRAM credential: preProcessScramCredentials checks it
+        # ConfigDef.parseType, the one rule (Long.parseLong's range and digits: no 1_000)
+        message = config_value_error(k, ts.LONG if kind == "LONG" else ts.DOUBLE, v)
+        if message is not None:
+            raise ConfigsError(message)
 
 
 def zk_entity_label(entity_type: str, name: str, client: str | None = None) -> str:

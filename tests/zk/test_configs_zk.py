@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from kafkatool.cli import app
@@ -111,3 +112,20 @@ def test_client_quotas_in_zookeeper(kafka_cluster):
         )
     finally:
         zk.close()
+
+
+def test_quota_values_are_parsed_as_configdef_parses_them():
+    """DynamicConfig.Client/User.validate parses with ConfigDef (the one rule,
+    log/dynamic_log_config.config_value_error): Long.parseLong takes no 1_000 and nothing past
+    Long.MAX_VALUE, Double.parseDouble no 1_0; Python's int()/float() took all three."""
+    from kafkatool.assign.configs import ConfigsError, zk_quota_check
+
+    zk_quota_check("clients", {"producer_byte_rate": " 1024 ", "request_percentage": "12.5"})
+    for key, value, kind in [
+        ("producer_byte_rate", "1_000", "LONG"),
+        ("consumer_byte_rate", "9223372036854775808", "LONG"),
+        ("request_percentage", "1_0", "DOUBLE"),
+    ]:
+        with pytest.raises(ConfigsError) as exc:
+            zk_quota_check("users", {key: value})
+        assert str(exc.value) == f"Invalid value {value} for configuration {key}: Not a number of type {kind}"
