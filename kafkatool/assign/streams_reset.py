@@ -25,6 +25,7 @@ from kafkatool.assign.kafka_client import KafkaAdmin
 from kafkatool.errors import KafkatoolError
 from kafkatool.formats.java_collections import (
     hash_map_order,
+    java_collection_str,
     java_string_hash,
     set_copy_capacity,
     topic_partition_hash,
@@ -64,11 +65,6 @@ def list_topics(admin: KafkaAdmin) -> list[str]:
     meta = admin.metadata()
     names = [t for t in meta.topics if not meta.topic_info.get(t, (None, t.startswith("__")))[1]]
     return hash_map_order(names, java_string_hash)
-
-
-def java_list(items) -> str:
-    """Java's AbstractCollection.toString: ``[a, b]``."""
-    return "[" + ", ".join(str(x) for x in items) + "]"
 
 
 def subscribed_partitions(
@@ -116,7 +112,7 @@ def active_members_message(group: str, members: list) -> str:
     """StreamsResetter.maybeDeleteActiveConsumers' refusal."""
     return (
         f"Consumer group '{group}' is still active and has following members: "
-        f"{java_list(member_description(m) for m in members)}. "
+        f"{java_collection_str(member_description(m) for m in members)}. "
         "Make sure to stop all running application instances before running the reset tool. "
         "You can use option '--force' to remove active members from the group."
     )

@@ -15,6 +15,7 @@ import sys
 
 import typer
 
+from kafkatool.broker.security.token_views import token_date, token_json, token_table
 from kafkatool.commands.common import (
     EXIT_FINDINGS,
     EXIT_OK,
@@ -25,6 +26,7 @@ from kafkatool.commands.common import (
     error_line,
     handle_errors,
 )
+from kafkatool.formats.java_collections import java_collection_str
 
 HELP = (
     "Create, renew, expire or describe delegation tokens (KIP-48) through a cluster, like Kafka "
@@ -42,57 +44,6 @@ HELP = (
     "DelegationTokenOwnerMismatchException: Specified Principal is not valid Owner/Renewer.) "
     "and exits 1."
 )
-
-_DATE = "yyyy-MM-dd'T'HH:mm"
-
-
-def _java_list(items: list[str]) -> str:
-    """java.util.List.toString."""
-    return "[" + ", ".join(items) + "]"
-
-
-def _table(tokens, out) -> None:
-    """DelegationTokenCommand.printToken: a blank line, the header, and a blank line before each row."""
-    from kafkatool.formats.java_format import SimpleDateFormat
-
-    fmt = SimpleDateFormat(_DATE)
-    widths = (15, 30, 15, 15, 25, 15, 15, 15)
-
-    def line(cells) -> str:
-        return "\n" + " ".join(f"{c:<{w}}" for c, w in zip(cells, widths, strict=True)) + "\n"
-
-    out.write(
-        line(("TOKENID", "HMAC", "OWNER", "REQUESTER", "RENEWERS", "ISSUEDATE", "EXPIRYDATE", "MAXDATE"))
-    )
-    for info, mac in tokens:
-        out.write(
-            line(
-                (
-                    info.token_id,
-                    base64.b64encode(mac).decode(),
-                    info.owner,
-                    info.token_requester,
-                    _java_list(info.renewers),
-                    fmt.format(info.issue_timestamp),
-                    fmt.format(info.expiry_timestamp),
-                    fmt.format(info.max_timestamp),
-                )
-            )
-        )
-
-
-def _token_json(info, mac: bytes) -> dict:
-    return {
-        "type": "token",
-        "token_id": info.token_id,
-        "hmac": base64.b64encode(mac).decode(),
-        "owner": info.owner,
-        "requester": info.token_requester,
-        "renewers": info.renewers,
-        "issue_timestamp": info.issue_timestamp,
-        "expiry_timestamp": info.expiry_timestamp,
-        "max_timestamp": info.max_timestamp,
-    }
 
 
 def _check_options(action: str, given: dict[str, bool]) -> None:
@@ -213,16 +164,16 @@ def delegation_tokens(
                 renewer_names = [f"{t}:{n}" for t, n in renewers]
                 if not json_out:
                     out.write(
-                        f"Calling create token operation with renewers :{_java_list(renewer_names)} , "
+                        f"Calling create token operation with renewers :{java_collection_str(renewer_names)} , "
                         f"max-life-time-period :{life}\n"
                     )
                 owner = f"{owners[0][0]}:{owners[0][1]}" if owners else None
                 info, token_hmac = T.create_live(admin, renewer_names, life, owner)
                 if json_out:
-                    emit_json(_token_json(info, token_hmac))
+                    emit_json(token_json(info, token_hmac))
                 else:
                     out.write(f"Created delegation token with tokenId : {info.token_id}\n")
-                    _table([(info, token_hmac)], out)
+                    out.write(token_table([(info, token_hmac)]))
             elif action in ("renew", "expire"):
                 period = renew_time_period if action == "renew" else expiry_time_period
                 period = -1 if period is None else period
@@ -234,26 +185,24 @@ def delegation_tokens(
                 if json_out:
                     emit_json({"type": action, "expiry_timestamp": expiry})
                 else:
-                    from kafkatool.formats.java_format import SimpleDateFormat
-
                     # Kafka's tool ends this line without a newline
-                    out.write(
-                        f"Completed {action} operation. New expiry date : {SimpleDateFormat(_DATE).format(expiry)}"
-                    )
+                    out.write(f"Completed {action} operation. New expiry date : {token_date(expiry)}")
             else:
                 names = [f"{t}:{n}" for t, n in owners]
                 if not json_out:
                     if names:
-                        out.write(f"Calling describe token operation for owners: {_java_list(names)}\n")
+                        out.write(
+                            f"Calling describe token operation for owners: {java_collection_str(names)}\n"
+                        )
                     else:
                         out.write("Calling describe token operation for current user.\n")
                 found = T.describe_live(admin, names or None)
                 if json_out:
                     for info, token_hmac in found:
-                        emit_json(_token_json(info, token_hmac))
+                        emit_json(token_json(info, token_hmac))
                 else:
                     out.write(f"Total number of tokens : {len(found)}")
-                    _table(found, out)
+                    out.write(token_table(found))
     except T.TokenRefused as exc:
         out.flush()
         error_line(str(exc))

@@ -26,6 +26,7 @@ from kafkatool.commands.common import (
     load_properties_file,
     modify_exit,
 )
+from kafkatool.formats.java_collections import java_collection_str
 
 HELP = """Reset a Kafka Streams application, as Kafka 3.7's kafka-streams-application-reset.sh:
 the application's consumer group (its application id) gets the input topics' offsets moved (to
@@ -262,9 +263,9 @@ def streams_reset(
             say("No input or intermediate topics specified. Skipping seek.")
         else:
             if inputs:
-                say(f"Reset-offsets for input topics {S.java_list(inputs)}")
+                say(f"Reset-offsets for input topics {java_collection_str(inputs)}")
             if intermediates:
-                say(f"Seek-to-end for intermediate topics {S.java_list(intermediates)}")
+                say(f"Seek-to-end for intermediate topics {java_collection_str(intermediates)}")
             for what, sep in (("input", " "), ("intermediate", "")):
                 if not_found[what]:
                     say(f"Following {what} topics are not found, skipping them")
@@ -333,7 +334,9 @@ def streams_reset(
 
         # maybeDeleteInternalTopics
         to_delete = specified or inferred
-        say(f"Deleting {'specified' if specified else 'inferred'} internal topics {S.java_list(to_delete)}")
+        say(
+            f"Deleting {'specified' if specified else 'inferred'} internal topics {java_collection_str(to_delete)}"
+        )
         results = T.delete(admin, to_delete) if to_delete and not dry_run else {}
     for t in to_delete:
         code, msg = results.get(t, (0, None))

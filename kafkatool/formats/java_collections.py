@@ -130,3 +130,9 @@ def java_map(pairs: Iterable[tuple[str, object]], capacity: int | None = None) -
     ``put``s of ``pairs`` (what Jackson writes for it)."""
     d = dict(pairs)
     return {k: d[k] for k in hash_map_order(d, java_string_hash, capacity)}
+
+
+def java_collection_str(items: Iterable[object]) -> str:
+    """Java's AbstractCollection.toString (a List, a Set in its iteration order) and
+    Arrays.toString: ``[a, b]``, ``[]`` when empty; each element as ``str`` gives it."""
+    return "[" + ", ".join(str(x) for x in items) + "]"

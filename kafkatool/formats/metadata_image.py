@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 from kafkatool.errors import KafkatoolError
 from kafkatool.formats.acl_codes import OPERATIONS, PATTERN_TYPES, PERMISSIONS, RESOURCE_TYPES
+from kafkatool.formats.java_collections import java_collection_str
 from kafkatool.formats.schema import java_double_str
 from kafkatool.formats.uuid import UuidError, uuid_bytes_from_string
 
@@ -92,10 +93,6 @@ def _uuid_key(text: str) -> tuple[int, int]:
         return (0, 0)
     hi, lo = int.from_bytes(raw[:8], "big", signed=True), int.from_bytes(raw[8:], "big", signed=True)
     return (hi, lo)
-
-
-def _java_array(values: Iterable) -> str:
-    return "[" + ", ".join(str(v) for v in values) + "]"
 
 
 def _java_bool(b: bool) -> str:
@@ -199,11 +196,11 @@ class Partition:
 
     def __str__(self) -> str:
         return (
-            f"PartitionRegistration(replicas={_java_array(self.replicas)}, "
-            f"directories={_java_array(self.directories)}, isr={_java_array(self.isr)}, "
-            f"removingReplicas={_java_array(self.removing_replicas)}, "
-            f"addingReplicas={_java_array(self.adding_replicas)}, elr={_java_array(self.elr)}, "
-            f"lastKnownElr={_java_array(self.last_known_elr)}, leader={self.leader}, "
+            f"PartitionRegistration(replicas={java_collection_str(self.replicas)}, "
+            f"directories={java_collection_str(self.directories)}, isr={java_collection_str(self.isr)}, "
+            f"removingReplicas={java_collection_str(self.removing_replicas)}, "
+            f"addingReplicas={java_collection_str(self.adding_replicas)}, elr={java_collection_str(self.elr)}, "
+            f"lastKnownElr={java_collection_str(self.last_known_elr)}, leader={self.leader}, "
             f"leaderRecoveryState={LEADER_RECOVERY_STATES[self.leader_recovery_state]}, "
             f"leaderEpoch={self.leader_epoch}, partitionEpoch={self.partition_epoch})"
         )
@@ -311,7 +308,7 @@ class Broker:
             f"supportedFeatures={{{_features_str(self.supported_features)}}}, rack={rack}, "
             f"fenced={_java_bool(self.fenced)}, inControlledShutdown={_java_bool(self.in_controlled_shutdown)}, "
             f"isMigratingZkBroker={_java_bool(self.is_migrating_zk_broker)}, "
-            f"directories={_java_array(self.directories)})"
+            f"directories={java_collection_str(self.directories)})"
         )
 
     def to_json(self) -> dict:
