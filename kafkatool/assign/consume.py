@@ -501,7 +501,6 @@ def consume_offline(
     the last stable offset (read_committed, by the engine's rule over the replayed producer
     state)."""
     from kafkatool.log.log import ISOLATION_COMMITTED, ISOLATION_HIGH_WATERMARK
-    from kafkatool.log.maintenance import replay_producer_state
     from kafkatool.log.manager import LogManager
 
     committed = isolation == READ_COMMITTED
@@ -524,7 +523,7 @@ def consume_offline(
             logs = {(topic, partition): logs[(topic, partition)]}
         now = int(time.time() * 1000)
         for (t, p), lg in sorted(logs.items()):
-            replay_producer_state(lg, now)
+            lg.rebuild_producer_state(now)
             lg.update_high_watermark(lg.log_end_offset)
             upper = lg.last_stable_offset if committed else lg.high_watermark
             if start == EARLIEST_TIMESTAMP:

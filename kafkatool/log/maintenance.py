@@ -98,19 +98,13 @@ def open_for_maintenance(
         )
     log = manager.open_log(part_dir, tp, config)
     if not manager.writable:
-        replay_producer_state(log, now_ms)
+        log.rebuild_producer_state(now_ms)
     if tp in state.high_watermarks:
         source = HW_FROM_CHECKPOINT
     else:
         log.update_high_watermark(log.log_end_offset)
         source = HW_FROM_LOG_END
     return OpenedLog(log, tp, source, notes)
-
-
-def replay_producer_state(log: Log, now_ms: int) -> None:
-    """Producer state of a read-only log (dry runs, `consume --log-dir`): the broker's start-up
-    rebuild (:meth:`Log.rebuild_producer_state`), nothing written."""
-    log.rebuild_producer_state(now_ms)
 
 
 # ---------------------------------------------------------------- quarantine
