@@ -299,6 +299,41 @@ def test_killed_run_is_aborted_by_the_next_producer_of_its_id(broker, tmp_path):
     assert sorted(kafkatool_values(broker.bootstrap, "tx-kill", "read_committed")) == sorted(committed)
 
 
+def test_ctrl_c_aborts_the_open_transaction(broker, tmp_path):
+    """Ctrl-C: the open transaction is aborted (KafkaProducer.close()'s rule), at once rather than
+    after transaction.timeout.ms; the summary, exit 130."""
+    create(broker.bootstrap, "tx-int")
+    payloads = tmp_path / "int.txt"
+    payloads.write_text("interrupted\n")
+    proc = subprocess.Popen(
+        perf_cmd(broker.bootstrap, "--topic", "tx-int", "--num-records", 100000, "--payload-file", payloads,
+                 "--throughput", 200, "--transaction-duration-ms", 600000, "--transactional-id", "tx-int-id"),
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        for _ in range(150):  # bounded: records in the log within 15 s
+            time.sleep(0.1)
+            if sum(log_end_offsets(broker.bootstrap, "tx-int")) >= 20:
+                break
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert TOTAL.match(out.splitlines()[-1])
+    assert librdkafka_values(broker.bootstrap, "tx-int", "read_committed") == []
+    assert len(librdkafka_values(broker.bootstrap, "tx-int", "read_uncommitted")) >= 20
+    described = subprocess.run(
+        [sys.executable, "-m", "kafkatool", "transactions", "describe", "--bootstrap-server", broker.bootstrap,
+         "--transactional-id", "tx-int-id"],
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert "CompleteAbort" in described.stdout, described.stdout
+
+
 # ----------------------------------------------------------------------------- options
 def test_transaction_options(broker):
     create(broker.bootstrap, "tx-opts", 1)
