@@ -59,6 +59,10 @@ CLIENT_MAX = {
     # the producer (assign/producer.py): Produce as Kafka 3.7's producer sends it (v3+: v2 batches)
     0: 9,  # Produce
     22: 4,  # InitProducerId
+    # its transactions as Kafka 3.7's client sends them (AddPartitionsToTxn v4+ is KIP-890's
+    # broker-to-broker form; EndTxn v4 is 3.8's)
+    24: 3,  # AddPartitionsToTxn
+    26: 3,  # EndTxn
 }
 
 

@@ -18,6 +18,13 @@ project's one producer (:mod:`kafkatool.assign.producer`) and consumer group mem
   batch is full or an open batch's linger.ms ran out, and no earlier than the last round took
   after that round's end: while Kafka's sender thread has requests in flight, its producer's
   caller goes on appending, which is what fills batches at linger.ms=0 under load.
+* Transactions (``--transaction-duration-ms``): ProducerPerformance's loop: a transaction begun
+  before a record when none is open, committed after the send of the record whose send time is
+  the duration or more past the transaction's start, the last one committed at the end. A
+  transaction that cannot be committed (a failed batch: abortable) ends the run as Kafka's
+  send() and commitTransaction() end it, by an exception: here the transaction is aborted
+  (KafkaProducer.close() aborts an incomplete one) and the error is the run's; a fenced producer
+  (fatal) aborts nothing. Ctrl-C aborts the open transaction.
 * The consumer joins its group (perf-consumer-NNNNN unless --group), subscribes to the topic
   with ConsumerPerfRebListener's rebalance time, polls (100 ms) until ``--messages`` records or
   ``--timeout`` ms without a record; the CSV-like lines of ConsumerPerformance.
@@ -333,6 +340,12 @@ class ProduceResult:
     summary: ProducerSummary
     failed: int = 0
     interrupted: bool = False
+    #: the records that failed for a reason of the producer or its transaction (Outcome.shared:
+    #: counted in ``failed``, not one line each)
+    shared: int = 0
+    #: why a transactional run ended early: the fatal error, or the abortable one of the
+    #: transaction it aborted (None: every transaction committed)
+    transaction_error: str | None = None
 
 
 class _Driver:
@@ -391,6 +404,7 @@ class ProduceRun:
         self.on_error = on_error
         self.sent: dict[int, tuple[int, int]] = {}
         self.failed = 0
+        self.shared = 0
 
     def outcome(self, o) -> None:
         start, size = self.sent.pop(o.number)
@@ -399,33 +413,64 @@ class ProduceRun:
             self.stats.record(int(at - start), size, at)
         else:
             self.failed += 1
-            self.on_error(o.number, o.error)
+            if o.shared:
+                self.shared += 1  # the producer's or the transaction's error, said once
+            else:
+                self.on_error(o.number, o.error)
 
-    def run(self, producer, payloads: Payloads, throughput: int) -> ProduceResult:
+    def run(
+        self, producer, payloads: Payloads, throughput: int, transaction_duration_ms: int = 0
+    ) -> ProduceResult:
+        """ProducerPerformance's loop; transactions of ``transaction_duration_ms`` when above 0."""
         from kafkatool.formats.records import SimpleRecord
 
         driver = _Driver(producer)
         start_ms = now_ms()
         throttler = ThroughputThrottler(throughput, start_ms)
+        transactions = transaction_duration_ms > 0
         interrupted = False
+        current_size = 0
+        transaction_start = 0
         try:
             for i in range(self.num_records):
                 payload = payloads.next()
+                if transactions and current_size == 0:
+                    producer.begin_transaction()
+                    transaction_start = now_ms()
                 send_start = now_ms()
                 self.sent[i] = (send_start, len(payload))
                 producer.append(i, SimpleRecord(payload))
                 driver.maybe_round()
-                if producer.fatal is not None:
-                    break  # KafkaProducer.send throws after a fatal error
+                if producer.fatal is not None or producer.abortable is not None:
+                    break  # KafkaProducer.send throws after a fatal error, or in an abortable transaction
+                current_size += 1
+                if transactions and transaction_duration_ms <= send_start - transaction_start:
+                    if not producer.commit_transaction():
+                        break  # commitTransaction throws
+                    current_size = 0
                 if throttler.should_throttle(i, send_start):
                     throttler.throttle(driver.wait)
+            if (
+                transactions
+                and producer.in_transaction
+                and producer.fatal is None
+                and producer.abortable is None
+            ):
+                producer.commit_transaction()
         except KeyboardInterrupt:
             interrupted = True
+        transaction_error = (producer.fatal or producer.abortable) if transactions else None
         try:
-            producer.send_ready(flush=True)  # producer.close(): what was sent is acknowledged
+            if transactions:
+                # KafkaProducer.close(): an incomplete transaction is aborted
+                if producer.in_transaction:
+                    producer.abort_transaction()
+                transaction_error = producer.fatal or transaction_error  # a fence found by the abort
+            else:
+                producer.send_ready(flush=True)  # producer.close(): what was sent is acknowledged
         except KeyboardInterrupt:
             interrupted = True
-        return ProduceResult(self.stats.total(), self.failed, interrupted)
+        return ProduceResult(self.stats.total(), self.failed, interrupted, self.shared, transaction_error)
 
 
 # ----------------------------------------------------------------------------- consumer

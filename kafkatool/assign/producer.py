@@ -39,6 +39,27 @@
   never out of order; every other partition starts at sequence 0 of the new epoch with its next
   batch. PRODUCER_FENCED and CLUSTER_AUTHORIZATION_FAILED are fatal (every later record fails),
   INVALID_PRODUCER_EPOCH fails the batch (Kafka's InvalidProducerEpochException) and bumps.
+- Transactions (a ``transactional.id``: TransactionManager's transactional half, Kafka 3.7's client
+  versions): :meth:`Producer.start` finds the id's coordinator (FindCoordinator key type 1) and
+  asks it for the producer id (InitProducerId with the id and transaction.timeout.ms), waiting up
+  to max.block.ms; :meth:`begin_transaction`, then before a round's first batch to a partition
+  not yet in the transaction AddPartitionsToTxn v3 (the client form; v4+ is KIP-890's broker-to-
+  broker verification) with every such partition, then transactional batches (the producer id,
+  epoch and sequences of the idempotent path, the isTransactional bit, Produce's
+  transactional_id); :meth:`commit_transaction` answers every batch, then EndTxn(commit);
+  :meth:`abort_transaction` fails the batches not sent ("Failing batch since transaction was
+  aborted", or the error that made it abortable) and sends EndTxn(abort), then, after a failed
+  batch, InitProducerId with the current id and epoch (KIP-360's bump: the sequences start again
+  at 0). No EndTxn for a transaction no partition was added to. NOT_COORDINATOR and
+  COORDINATOR_NOT_AVAILABLE find the coordinator again, a lost connection too; CONCURRENT_TRANSACTIONS,
+  COORDINATOR_LOAD_IN_PROGRESS and other retriable answers are asked again retry.backoff.ms apart
+  (AddPartitionsToTxn's first CONCURRENT_TRANSACTIONS of a transaction 20 ms, as Kafka's), up to
+  max.block.ms (InitProducerId, EndTxn: "Timeout expired after N ms while awaiting ...") or
+  delivery.timeout.ms (AddPartitionsToTxn, whose batches expire then). PRODUCER_FENCED and
+  INVALID_PRODUCER_EPOCH of a coordinator, TRANSACTIONAL_ID_AUTHORIZATION_FAILED and
+  INVALID_TXN_STATE are fatal (:attr:`Producer.fatal`); a failed batch, an unauthorized topic or
+  an unknown producer id make the transaction abortable only (:attr:`Producer.abortable`: nothing
+  more is sent until it is aborted), as in Kafka.
 """
 
 from __future__ import annotations
@@ -66,13 +87,21 @@ from kafkatool.formats.records import (
     record_v2_size,
 )
 from kafkatool.protocol.apis import API_BY_KEY
-from kafkatool.protocol.errors import ErrorCode, is_retriable
+from kafkatool.protocol.errors import ErrorCode, default_message, is_retriable
 
-PRODUCE, INIT_PRODUCER_ID = 0, 22
+PRODUCE, INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN = 0, 22, 24, 26
+#: TransactionManager.ADD_PARTITIONS_RETRY_BACKOFF_MS: the first AddPartitionsToTxn of a transaction
+#: answered CONCURRENT_TRANSACTIONS (the last one still completing) is asked again this soon
+ADD_PARTITIONS_RETRY_BACKOFF_MS = 20
 
 
 class ProducerError(KafkaAdminError):
     """The producer cannot go on (no cluster, unknown topic, a fatal idempotence error)."""
+
+
+def kafka_error(code: int, message: str | None = None) -> str:
+    """An error code with the broker's message, else Kafka's default one (Errors.message())."""
+    return describe_error(code, message or default_message(code))
 
 
 def murmur2(data: bytes) -> int:
@@ -115,6 +144,10 @@ class Outcome:
     offset: int = -1
     timestamp: int = -1
     error: str | None = None
+    #: failed for a reason of the producer, not of the record: it failed (fenced ...), or the
+    #: transaction became abortable or was aborted before the record was sent (``error`` is
+    #: that reason, the same for every such record: a caller says it once)
+    shared: bool = False
 
 
 @dataclass
@@ -151,33 +184,55 @@ class _Sequences:
     producer_epoch: int = -1
     next_sequence: int = 0
     last_acked_sequence: int = -1
+    #: the last offset acknowledged (TxnPartitionEntry.lastAckedOffset)
+    last_acked_offset: int = -1
 
 
 def idempotent_retry(
-    code: int, *, log_start_offset: int, sequence_reset: bool, base_sequence: int, last_acked_sequence: int
+    code: int,
+    *,
+    log_start_offset: int,
+    sequence_reset: bool,
+    base_sequence: int,
+    last_acked_sequence: int,
+    transactional: bool = False,
+    last_acked_offset: int = -1,
 ) -> tuple[bool, bool]:
-    """TransactionManager.canRetry for an idempotent producer (no unresolved sequences here: every
-    answer of a round is handled before the next is sent): (retry the batch, bump the epoch first).
+    """TransactionManager.canRetry (no unresolved sequences here: every answer of a round is
+    handled before the next is sent): (retry the batch, the partition's sequences start again
+    from 0 first: for an idempotent producer by a bump of its own epoch, for a transactional one
+    at the same epoch, startSequencesAtBeginning).
 
-    UNKNOWN_PRODUCER_ID (a broker before KIP-360 lost the producer's state): retried, after an epoch
-    bump unless the answer has no log start offset yet or the batch's sequence was already reset.
-    OUT_OF_ORDER_SEQUENCE_NUMBER for the batch right after the last acknowledged one (a gap in the
-    broker's log: data lost by truncation or an unclean election): bump, then retried from sequence
-    0; for any other batch retried as it is. Anything else: retried if retriable."""
+    UNKNOWN_PRODUCER_ID (the broker lost the producer's state): retried as it is without a log
+    start offset in the answer or when the batch's sequence was already reset; from sequence 0
+    when the last acknowledged offset is below the log start offset (retention removed the
+    producer's records) or the producer is idempotent; a transactional producer's batch fails
+    otherwise (the transaction becomes abortable). OUT_OF_ORDER_SEQUENCE_NUMBER for the batch
+    right after the last acknowledged one (a gap in the broker's log: data lost by truncation or
+    an unclean election): an idempotent producer bumps and retries from sequence 0, a
+    transactional one's batch fails; for any other batch retried as it is. Anything else:
+    retried if retriable."""
     if code == ErrorCode.UNKNOWN_PRODUCER_ID:
         if log_start_offset == -1 or sequence_reset:
             return True, False
-        return True, True
+        if last_acked_offset < log_start_offset or not transactional:
+            return True, True
+        return False, False
     if code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
         if sequence_reset or base_sequence - last_acked_sequence != 1:
             return True, False
-        return True, True
+        return (False, False) if transactional else (True, True)
     return is_retriable(code), False
 
 
 #: errors after which Kafka's idempotent producer refuses every further send
 #: (TransactionManager.maybeTransitionToErrorState)
-FATAL = {ErrorCode.PRODUCER_FENCED, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, ErrorCode.UNSUPPORTED_VERSION}
+FATAL = {
+    ErrorCode.PRODUCER_FENCED,
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    ErrorCode.UNSUPPORTED_VERSION,
+}
 
 
 class Producer:
@@ -205,6 +260,8 @@ class Producer:
         self.max_request_size = settings.max_request_size
         self.max_in_flight = max(1, settings.max_in_flight)
         self.idempotence = settings.idempotence
+        #: transactional.id (None: not transactional; idempotence is then on, producer_config's check)
+        self.transactional_id = settings.transactional_id
         self.fixed_partition = partition
         self.on_outcome = on_outcome
         self.producer_id, self.producer_epoch = -1, -1
@@ -218,6 +275,22 @@ class Producer:
         self.epoch_bumps = 0
         #: the error after which nothing more is sent (a fenced producer ...), None while fine
         self.fatal: str | None = None
+        #: a transactional producer's ABORTABLE_ERROR: the error after which nothing more is sent
+        #: until the transaction is aborted, None while fine
+        self.abortable: str | None = None
+        #: the transaction coordinator's node id (None: to be found)
+        self.coordinator: int | None = None
+        #: a transaction begun and not yet committed or aborted
+        self.in_transaction = False
+        #: the partitions added to the transaction (partitionsInTransaction), and whether any was
+        #: (transactionStarted: without it EndTxn is not sent)
+        self.txn_partitions: set[int] = set()
+        self._txn_started = False
+        #: an abort is followed by InitProducerId's epoch bump (epochBumpRequired after a failed batch)
+        self._txn_bump = False
+        #: transactions committed and aborted (for the tests and a summary)
+        self.committed = 0
+        self.aborted = 0
         self._sticky: int | None = None
         self._sticky_bytes = 0
         self.sent_bytes = 0
@@ -236,7 +309,9 @@ class Producer:
         KafkaProducer.waitOnMetadata waits (a topic being created; a --partition the topic does
         not have yet), and a producer id when idempotent."""
         self.refresh(self.settings.max_block_ms / 1000, first=True)
-        if self.idempotence:
+        if self.transactional_id is not None:
+            self._init_transactions()
+        elif self.idempotence:
             self._init_producer_id()
 
     def refresh(self, wait_s: float = 0.0, first: bool = False) -> None:
@@ -316,6 +391,257 @@ class Producer:
             time.sleep(self._backoff(attempts))
             attempts += 1
 
+    # -- transactions (TransactionManager's transactional half) ---------------------------------
+
+    def _coordinator_call(self, api_key: int, make: Callable[[], object], code_of, deadline: float):
+        """One request to the transaction coordinator as TxnRequestHandler runs it: the
+        coordinator found first (FindCoordinator key type 1, at any broker); NOT_COORDINATOR,
+        COORDINATOR_NOT_AVAILABLE or a lost connection find it again, other retriable answers
+        (CONCURRENT_TRANSACTIONS, COORDINATOR_LOAD_IN_PROGRESS) are asked again retry.backoff.ms
+        apart (``code_of(resp)`` may set ``self._retry_backoff_ms``), until ``deadline``
+        (time.monotonic()). The answer and its code (0 or one that is not retried); the deadline
+        passed: (None, None)."""
+        from kafkatool.assign.group_client import find_coordinators
+
+        backoff_ms = self.settings.retry_backoff_ms
+        while True:
+            code, resp = None, None
+            if self.coordinator is None:
+                try:
+                    found = find_coordinators(self.admin, [self.transactional_id], key_type=1)[
+                        self.transactional_id
+                    ]
+                except KafkaAdminError:
+                    self.admin.close()  # no broker answered: every connection again
+                    found = None
+                if isinstance(found, KafkaAdminError):
+                    if found.code is not None and not is_retriable(found.code):
+                        if found.code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+                            return None, found.code
+                        raise ProducerError(
+                            f"Could not find a coordinator with type TRANSACTION with key "
+                            f"{self.transactional_id} due to unexpected error: {found}",
+                            found.code,
+                        )
+                elif found is not None:
+                    self.coordinator = found
+            if self.coordinator is not None:
+                try:
+                    resp = self.admin.request(api_key, make(), node_id=self.coordinator)
+                except KafkaAdminError:
+                    # disconnected (or no answer within request.timeout.ms): Kafka looks the
+                    # coordinator up again and sends the request again
+                    self.admin.forget(self.coordinator)
+                    self.coordinator = None
+                else:
+                    code, backoff_ms = code_of(resp)
+                    if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
+                        self.admin.forget(self.coordinator)
+                        self.coordinator = None
+                    elif code == 0 or not is_retriable(code):
+                        return resp, code
+            if time.monotonic() >= deadline:
+                return None, None
+            time.sleep(min(backoff_ms / 1000, max(0.0, deadline - time.monotonic())))
+            backoff_ms = self.settings.retry_backoff_ms
+
+    def _init_transactions(self, bump: bool = False) -> None:
+        """initTransactions (or, ``bump``, the epoch bump after an aborted transaction that lost a
+        batch): InitProducerId with the transactional id and transaction.timeout.ms at the
+        coordinator, within max.block.ms; the sequences start again at 0 in the new epoch. A
+        failure is :class:`ProducerError` at the start, fatal after it."""
+        info = API_BY_KEY[INIT_PRODUCER_ID]
+        max_block = self.settings.max_block_ms
+        pid, epoch = (self.producer_id, self.producer_epoch) if bump else (-1, -1)
+        resp, code = self._coordinator_call(
+            INIT_PRODUCER_ID,
+            lambda: info.request(
+                transactional_id=self.transactional_id,
+                transaction_timeout_ms=self.settings.transaction_timeout_ms,
+                producer_id=pid,
+                producer_epoch=epoch,
+            ),
+            lambda r: (r.error_code, self.settings.retry_backoff_ms),
+            time.monotonic() + max_block / 1000,
+        )
+        if code == 0:
+            self.producer_id, self.producer_epoch = resp.producer_id, resp.producer_epoch
+            self.sequences.clear()  # resetSequenceNumbers
+            return
+        if code is None:
+            why = f"TimeoutException: Timeout expired after {max_block}ms while awaiting InitProducerId"
+        elif code in (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED):
+            code = ErrorCode.PRODUCER_FENCED  # InitProducerIdHandler: both are a fence
+            why = kafka_error(code)
+        elif code in (
+            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+        ):
+            why = kafka_error(code)
+        else:
+            why = f"Unexpected error in InitProducerIdResponse; {kafka_error(code)}"
+        if not bump:
+            raise ProducerError(f"InitProducerId for transactional id '{self.transactional_id}': {why}", code)
+        self.fatal = why
+
+    def begin_transaction(self) -> None:
+        """beginTransaction: the records appended from now on are this transaction's."""
+        if self.transactional_id is None or self.in_transaction:
+            raise ProducerError("beginTransaction: not a transactional producer, or a transaction is open")
+        self.in_transaction = True
+        self.txn_partitions.clear()
+        self._txn_started = False
+
+    def _add_partitions(self, partitions: list[int]) -> bool:
+        """AddPartitionsToTxn v3 (the client's) for the partitions about to get their first batch
+        of the transaction, asked again while retriable up to delivery.timeout.ms; False if the
+        transaction cannot go on (``abortable`` or ``fatal`` says why)."""
+        from kafkatool.protocol.generated.add_partitions_to_txn_request import AddPartitionsToTxnTopic
+
+        info = API_BY_KEY[ADD_PARTITIONS_TO_TXN]
+        errors: dict[int, int] = {}
+
+        def code_of(resp) -> tuple[int, int]:
+            errors.clear()
+            for t in resp.results_by_topic_v3_and_below:
+                for r in t.results_by_partition:
+                    if t.name == self.topic and r.partition_error_code:
+                        errors[r.partition_index] = r.partition_error_code
+            codes = set(errors.values())
+            backoff = self.settings.retry_backoff_ms
+            for first in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
+                if first in codes:
+                    return first, backoff
+            if ErrorCode.CONCURRENT_TRANSACTIONS in codes:
+                # maybeOverrideRetryBackoffMs: the previous transaction is still completing
+                return ErrorCode.CONCURRENT_TRANSACTIONS, (
+                    min(backoff, ADD_PARTITIONS_RETRY_BACKOFF_MS) if not self.txn_partitions else backoff
+                )
+            for c in sorted(codes):
+                if is_retriable(c):
+                    return c, backoff
+            for c in (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED):
+                if c in codes:
+                    return c, backoff
+            return (
+                min(codes - {ErrorCode.OPERATION_NOT_ATTEMPTED}, default=0) or min(codes, default=0)
+            ), backoff
+
+        timeout = self.settings.delivery_timeout_ms
+        resp, code = self._coordinator_call(
+            ADD_PARTITIONS_TO_TXN,
+            lambda: info.request(
+                v3_and_below_transactional_id=self.transactional_id,
+                v3_and_below_producer_id=self.producer_id,
+                v3_and_below_producer_epoch=self.producer_epoch,
+                v3_and_below_topics=[AddPartitionsToTxnTopic(name=self.topic, partitions=sorted(partitions))],
+            ),
+            code_of,
+            time.monotonic() + timeout / 1000,
+        )
+        if code == 0:
+            self.txn_partitions.update(partitions)
+            self._txn_started = True
+            return True
+        if code is None:
+            # the batches waiting for their partitions expire (delivery.timeout.ms), which makes
+            # the transaction abortable
+            self.abortable = (
+                f"TimeoutException: partitions {sorted(partitions)} of {self.topic} not added to the transaction "
+                f"within delivery.timeout.ms ({timeout} ms)"
+            )
+            self._txn_bump = True
+        elif code in (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED):
+            self.fatal = kafka_error(ErrorCode.PRODUCER_FENCED)
+        elif code in (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, ErrorCode.INVALID_TXN_STATE):
+            self.fatal = kafka_error(code)
+        elif code == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+            self.abortable = f"TopicAuthorizationException: Not authorized to access topics: [{self.topic}]"
+        elif code in (ErrorCode.UNKNOWN_PRODUCER_ID, ErrorCode.INVALID_PRODUCER_ID_MAPPING):
+            self.abortable = kafka_error(code)  # abortableErrorIfPossible: the abort bumps the epoch
+            self._txn_bump = True
+        else:
+            named = ", ".join(f"{self.topic}-{p}={error_name(c)}" for p, c in sorted(errors.items()))
+            self.abortable = f"Could not add partitions to transaction due to errors: {{{named}}}"
+        return False
+
+    def _end_txn(self, commit: bool) -> bool:
+        """EndTxn at the coordinator (none if no partition was added: Kafka completes such a
+        transaction without it), within max.block.ms; True when it is complete."""
+        if self._txn_started:
+            info = API_BY_KEY[END_TXN]
+            max_block = self.settings.max_block_ms
+            resp, code = self._coordinator_call(
+                END_TXN,
+                lambda: info.request(
+                    transactional_id=self.transactional_id,
+                    producer_id=self.producer_id,
+                    producer_epoch=self.producer_epoch,
+                    committed=commit,
+                ),
+                lambda r: (r.error_code, self.settings.retry_backoff_ms),
+                time.monotonic() + max_block / 1000,
+            )
+            if code != 0:
+                if code is None:
+                    self.fatal = (
+                        f"TimeoutException: Timeout expired after {max_block}ms while awaiting "
+                        f"EndTxn({str(commit).lower()})"
+                    )
+                elif code in (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED):
+                    self.fatal = kafka_error(ErrorCode.PRODUCER_FENCED)
+                elif code in (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, ErrorCode.INVALID_TXN_STATE):
+                    self.fatal = kafka_error(code)
+                elif code in (ErrorCode.UNKNOWN_PRODUCER_ID, ErrorCode.INVALID_PRODUCER_ID_MAPPING):
+                    # abortableErrorIfPossible: a commit becomes an abort; an abort goes on with
+                    # InitProducerId's bump, which ends the transaction at the coordinator
+                    self._txn_bump = True
+                    if commit:
+                        self.abortable = kafka_error(code)
+                        return False
+                else:
+                    self.fatal = f"Unhandled error in EndTxnResponse: {kafka_error(code)}"
+                if self.fatal is not None or self.abortable is not None:
+                    return False
+        self.in_transaction = False
+        self.txn_partitions.clear()
+        self._txn_started = False
+        return True
+
+    def commit_transaction(self) -> bool:
+        """commitTransaction: every batch of the transaction sent and answered, then
+        EndTxn(commit). False if it was not committed: ``abortable`` (abort it) or ``fatal``."""
+        self.send_ready(flush=True)
+        if self.fatal is not None or self.abortable is not None:
+            return False
+        if not self._end_txn(commit=True):
+            return False
+        self.committed += 1
+        return True
+
+    def abort_transaction(self) -> bool:
+        """abortTransaction: the batches not sent fail (with the error that made the transaction
+        abortable, else TransactionAbortedException's words), EndTxn(abort), then, after a failed
+        batch, InitProducerId's epoch bump; the producer is ready for the next transaction. False
+        after a fatal error (Kafka's abortTransaction throws it)."""
+        self._fail_all(
+            self.fatal
+            or self.abortable
+            or "TransactionAbortedException: Failing batch since transaction was aborted"
+        )
+        if self.fatal is not None or not self.in_transaction:
+            return False
+        if not self._end_txn(commit=False):
+            return False
+        if self._txn_bump:
+            self._init_transactions(bump=True)
+            if self.fatal is not None:
+                return False
+        self._txn_bump = False
+        self.abortable = None
+        self.aborted += 1
+        return True
+
     # -- accumulate ----------------------------------------------------------------------------
 
     def _choose(self, key: bytes | None, size: int) -> int:
@@ -341,10 +667,16 @@ class Producer:
         record.timestamp = int(time.time() * 1000)
         size = record_v2_size(0, 0, record.key, record.value, record.headers)
         partition = self._choose(record.key, size)
-        if self.fatal is not None:
-            # KafkaProducer.send after a fatal error: refused at once
-            self.on_outcome(Outcome(number, partition, error=self.fatal))
+        if self.fatal is not None or self.abortable is not None:
+            # KafkaProducer.send after a fatal error, or in a transaction that must be aborted:
+            # refused at once
+            self.on_outcome(Outcome(number, partition, error=self.fatal or self.abortable, shared=True))
             return partition
+        if self.transactional_id is not None and not self.in_transaction:
+            # TransactionManager.maybeAddPartition's IllegalStateException
+            raise ProducerError(
+                f"Cannot add partition {self.topic}-{partition} to transaction while in state READY"
+            )
         if size + RECORD_BATCH_OVERHEAD > self.max_request_size:
             self.on_outcome(
                 Outcome(
@@ -421,8 +753,10 @@ class Producer:
             if flush or now >= b.created + self.linger:
                 self._close(p)
         while any(self.ready.values()):
-            if self.fatal is not None:
-                self._fail_all()
+            if self.fatal is not None or self.abortable is not None:
+                # Sender: a fatal error fails every batch; an abortable transaction its undrained
+                # ones (abortUndrainedBatches with the last error)
+                self._fail_all(self.fatal or self.abortable)
                 return
             self._send_round()
             if not flush:
@@ -440,6 +774,12 @@ class Producer:
         wait = [q[0].not_before for q in self.ready.values() if q]
         if wait and min(wait) > now:
             time.sleep(min(wait) - now)
+        if self.transactional_id is not None:
+            # AddPartitionsToTxn before a partition's first batch of the transaction (the Sender
+            # drains no batch of a partition not in it yet)
+            new = sorted(p for p, q in self.ready.items() if q and p not in self.txn_partitions)
+            if new and not self._add_partitions(new):
+                return
         layers: dict[int, list[list[_Batch]]] = {}
         no_leader = False
         for p, queue in sorted(self.ready.items()):
@@ -511,12 +851,18 @@ class Producer:
         batch in flight started again from 0 (startSequencesAtBeginning)."""
         if not self._bump_partitions:
             return
-        if self.producer_epoch >= 32767:
+        if self.transactional_id is not None:
+            # a transactional producer never bumps its own epoch: the partition's sequences start
+            # again from 0 at the same one (TransactionManager.canRetry's startSequencesAtBeginning)
+            for p in self._bump_partitions:
+                self.sequences[p] = _Sequences(self.producer_id, self.producer_epoch)
+        elif self.producer_epoch >= 32767:
             self.producer_id, self.producer_epoch = -1, -1
             self._init_producer_id()
+            self.epoch_bumps += 1
         else:
             self.producer_epoch += 1
-        self.epoch_bumps += 1
+            self.epoch_bumps += 1
         for p in sorted(self._bump_partitions):
             self._sequences(p)  # the new epoch: from sequence 0
             for b in self.ready.get(p) or []:
@@ -546,13 +892,14 @@ class Producer:
             producer_id=producer[0],
             producer_epoch=producer[1],
             base_sequence=b.base_sequence,
+            is_transactional=self.transactional_id is not None,
         )
 
     def _request(self, batches: list[_Batch]):
         from kafkatool.protocol.generated.produce_request import PartitionProduceData, TopicProduceData
 
         return API_BY_KEY[PRODUCE].request(
-            transactional_id=None,
+            transactional_id=self.transactional_id,
             acks=self.acks,
             timeout_ms=self.settings.request_timeout_ms,
             topic_data=[
@@ -625,7 +972,7 @@ class Producer:
         if code == ErrorCode.MESSAGE_TOO_LARGE and len(b.records) > 1:
             self._split(b)
             return False
-        why = describe_error(code, p.error_message)
+        why = kafka_error(code, p.error_message)
         retry, bump = False, False
         if time.monotonic() - b.created <= self.delivery_timeout and b.attempts < self.retries:
             if self.idempotence:
@@ -636,6 +983,8 @@ class Producer:
                     sequence_reset=b.sequence_reset,
                     base_sequence=b.base_sequence,
                     last_acked_sequence=st.last_acked_sequence if st is not None else -1,
+                    transactional=self.transactional_id is not None,
+                    last_acked_offset=st.last_acked_offset if st is not None else -1,
                 )
             else:
                 retry = is_retriable(code)
@@ -684,6 +1033,8 @@ class Producer:
                 st.last_acked_sequence = (
                     last if st.last_acked_sequence < 0 else max(st.last_acked_sequence, last)
                 )
+                if base_offset >= 0:
+                    st.last_acked_offset = max(st.last_acked_offset, base_offset + len(b.records) - 1)
         for i, r in enumerate(b.records):
             offset = base_offset + i if base_offset >= 0 else -1
             ts = log_append_time if log_append_time >= 0 else r.record.timestamp
@@ -692,8 +1043,21 @@ class Producer:
     def _fail(self, b: _Batch, why: str, record_errors=(), code: int | None = None) -> None:
         self._pop(b)
         named = {e.batch_index: e.batch_index_error_message for e in record_errors}
+        # a transactional producer's batch refused for its epoch: the producer was fenced (the
+        # abort that follows says so), not a fault of these records
+        shared = self.transactional_id is not None and code in (
+            ErrorCode.INVALID_PRODUCER_EPOCH,
+            ErrorCode.PRODUCER_FENCED,
+            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        )
         if code in FATAL and self.idempotence:
             self.fatal = why
+        elif self.transactional_id is not None:
+            # maybeTransitionToErrorState: the transaction can only be aborted now, and the abort
+            # bumps the epoch (so the sequences start again at 0, whatever this batch left)
+            if self.abortable is None:
+                self.abortable = why
+            self._txn_bump = True
         elif self.idempotence and b.base_sequence >= 0:
             if code == ErrorCode.UNKNOWN_PRODUCER_ID:
                 # handleFailedBatch: the broker has no state for the producer and takes sequence
@@ -715,10 +1079,11 @@ class Producer:
                     else "Failed to append record because it was part of a batch which had one more "
                     "more invalid records"
                 )
-            self.on_outcome(Outcome(r.number, b.partition, error=text))
+            self.on_outcome(Outcome(r.number, b.partition, error=text, shared=shared))
 
-    def _fail_all(self) -> None:
-        """After a fatal error: every queued record fails with it."""
+    def _fail_all(self, why: str) -> None:
+        """After a fatal error, or in a transaction that is aborted: every queued record fails
+        with ``why``, unsent (``shared``)."""
         for p in list(self.open):
             self._close(p)
         for queue in self.ready.values():
@@ -726,7 +1091,7 @@ class Producer:
                 b = queue[0]
                 self._pop(b)
                 for r in b.records:
-                    self.on_outcome(Outcome(r.number, b.partition, error=self.fatal))
+                    self.on_outcome(Outcome(r.number, b.partition, error=why, shared=True))
 
     def _split(self, b: _Batch) -> None:
         """MESSAGE_TOO_LARGE for several records: the batch in halves, in its place, again

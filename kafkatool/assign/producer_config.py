@@ -20,10 +20,15 @@ them and Kafka's producer checks them.
   ("... was supplied but isn't a known config.") and left out, as Kafka's AbstractConfig.logUnused
   does (KIP-390's compression.<codec>.level are Kafka 3.8's: 3.7 warns about them and writes its
   default levels, and so do we); Kafka's own names that do not change what is written (reconnect
-  backoffs, metrics.* ...) are taken silently; ``transactional.id``, ``partitioner.class`` and
-  ``interceptor.classes`` ask for what this producer does not do and are refused; security
-  configs (``security.protocol``, ``ssl.*``, ``sasl.*``) are handed to the client's security
+  backoffs, metrics.* ...) are taken silently; ``partitioner.class`` and ``interceptor.classes``
+  ask for what this producer does not do and are refused; security configs
+  (``security.protocol``, ``ssl.*``, ``sasl.*``) are handed to the client's security
   (broker/security/client.ClientSecurity, the parser of ``--command-config``).
+- Transactions: ``transactional.id`` (ConfigDef's NonEmptyString; idempotence required, Kafka's
+  words) and ``transaction.timeout.ms`` are the producer's (assign/producer runs the transactions
+  of ``perf produce``); kafka-console-producer.sh never calls initTransactions, so there a
+  transactional.id is refused (:func:`refuse_console_transactions`), as Kafka's producer refuses
+  every send of it.
 """
 
 from __future__ import annotations
@@ -84,6 +89,7 @@ APPLIED: dict[str, tuple[str, str, int | None, int | None]] = {
     "metadata.max.age.ms": ("LONG", "300000", 0, None),
     "send.buffer.bytes": ("INT", "131072", -1, None),
     "receive.buffer.bytes": ("INT", "32768", -1, None),
+    "transaction.timeout.ms": ("INT", "60000", None, None),
 }
 
 #: Kafka 3.7 producer configs taken without effect on what is written or how it is acknowledged
@@ -109,7 +115,6 @@ TAKEN_SILENTLY = frozenset(
         "enable.metrics.push",
         "partitioner.adaptive.partitioning.enable",
         "partitioner.availability.timeout.ms",
-        "transaction.timeout.ms",
         "security.providers",
     }
 )
@@ -143,6 +148,9 @@ class ProducerSettings:
     #: send.buffer.bytes, receive.buffer.bytes (-1: the OS's)
     send_buffer: int = 131072
     receive_buffer: int = 32768
+    #: transactional.id (None: not transactional) and transaction.timeout.ms (InitProducerId's)
+    transactional_id: str | None = None
+    transaction_timeout_ms: int = 60000
     #: security.protocol, ssl.*, sasl.* as given (for ClientSecurity)
     security: dict[str, str] = field(default_factory=dict)
     #: lines Kafka's producer logs as warnings or notes (unknown configs, idempotence turned off)
@@ -201,7 +209,7 @@ def producer_settings(props: dict[str, str]) -> ProducerSettings:
         if is_security_config(name):
             security[name] = props[name]
         elif name == "transactional.id":
-            continue  # refused below, once idempotence is decided (Kafka's order)
+            continue  # checked below, once idempotence is decided (Kafka's order)
         elif name in ("partitioner.class", "interceptor.classes"):
             if props[name].strip():
                 raise ProducerConfigError(
@@ -244,15 +252,16 @@ def producer_settings(props: dict[str, str]) -> ProducerSettings:
             # Kafka logs the retries and acks cases at INFO: only the in-flight one is a warning
             notes += [d for d in disable if "in.flight" in d]
             idempotence = False
+    transactional_id = None
     if "transactional.id" in props:
+        # ConfigDef: a STRING is trimmed, NonEmptyString refuses ""
+        transactional_id = props["transactional.id"].strip()
+        if not transactional_id:
+            raise ProducerConfigError(
+                f"Invalid value {transactional_id} for configuration transactional.id: String must be non-empty"
+            )
         if not idempotence:
             raise ProducerConfigError("Cannot set a transactional.id without also enabling idempotence.")
-        # ConsoleProducer never calls initTransactions: KafkaProducer.send refuses every record;
-        # this producer runs no transactions at all
-        raise ProducerConfigError(
-            "transactional.id: Cannot perform a 'send' before completing a call to initTransactions when "
-            "transactions are enabled (kafkatool's producer does not run transactions)"
-        )
 
     # KafkaProducer.configureDeliveryTimeout
     linger = min(value["linger.ms"], INT_MAX)
@@ -289,6 +298,21 @@ def producer_settings(props: dict[str, str]) -> ProducerSettings:
         metadata_max_age_ms=value["metadata.max.age.ms"],
         send_buffer=value["send.buffer.bytes"],
         receive_buffer=value["receive.buffer.bytes"],
+        transactional_id=transactional_id,
+        transaction_timeout_ms=value["transaction.timeout.ms"],
         security=security,
         notes=notes,
     )
+
+
+def refuse_console_transactions(settings: ProducerSettings) -> None:
+    """kafka-console-producer.sh with a transactional.id: ConsoleProducer never calls
+    initTransactions, so Kafka's KafkaProducer.send refuses every record (an
+    IllegalStateException, the tool's stack trace); refused here before anything is sent."""
+    if settings.transactional_id is not None:
+        raise ProducerConfigError(
+            f"transactional.id={settings.transactional_id}: kafka-console-producer.sh never calls "
+            "initTransactions, so Kafka's producer refuses every send (\"Cannot perform a 'send' before "
+            'completing a call to initTransactions when transactions are enabled."); leave it out, or run '
+            "transactions with kafkatool perf produce --transaction-duration-ms"
+        )

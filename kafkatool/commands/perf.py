@@ -52,12 +52,33 @@ configs).
 The producer has no I/O thread: a batch goes when it is full or its linger.ms ran out, and never
 before the previous round of requests took its own time again after its end, which is when
 Kafka's sender thread would be free; meanwhile the records sent are appended, as in Kafka, where
-the caller goes on while requests are in flight. --transaction-duration-ms and --print-metrics are
-refused: this producer runs no transactions and keeps no Kafka client metrics.
+the caller goes on while requests are in flight. --print-metrics is refused: this producer keeps
+no Kafka client metrics.
+
+Transactions as Kafka 3.7's tool runs them: with --transaction-duration-ms N above 0 the records
+go in transactions of --transactional-id (default performance-producer-default-transactional-id,
+which replaces a transactional.id of the producer configs, as in 3.7), each committed after the
+record sent N ms or more after it began, the last at the end; the lines are the same. Where 3.7
+runs none, or fails every send: a --transactional-id or a producer configs' transactional.id
+without --transaction-duration-ms runs transactions of 3000 ms (Kafka 4.0's rule; 3.7 ignores
+the option and fails every send with the config), a warning says so; a non-positive
+--transaction-duration-ms with a transactional id is refused ("--transaction-duration-ms should
+be greater than zero", 4.0's words), without one it means no transactions (3.7). transaction.timeout.ms
+(60000) is the coordinator's abort of an open transaction. A transaction that cannot be committed
+(a record the cluster refused) is aborted and ends the run; a producer fenced by another with the
+same transactional id ends it too: one line on stderr with the reason, exit 1 (2 if no record was
+acknowledged). Ctrl-C aborts the open transaction.
 
 --json: one object per window and one summary (records, records_per_sec, mb_per_sec,
 avg_latency_ms, max_latency_ms, and p50_ms, p95_ms, p99_ms, p999_ms and the payload bytes). A failed record is a line on
-stderr (the first 100; Kafka prints each one's stack trace), exit 1 (2 if none was acknowledged)."""
+stderr (the first 100; Kafka prints each one's stack trace); records that failed because the
+producer did (fenced ...) or their transaction was aborted are one line with their count; exit 1
+(2 if none was acknowledged)."""
+
+#: ProducerPerformance's --transactional-id default (Kafka 3.7)
+DEFAULT_TRANSACTIONAL_ID = "performance-producer-default-transactional-id"
+#: ProducerPerformance.DEFAULT_TRANSACTION_DURATION_MS (Kafka 4.0): a transactional id without a duration
+DEFAULT_TRANSACTION_DURATION_MS = 3000
 
 CONSUME_HELP = """Read --messages records of a topic as kafka-consumer-perf-test.sh (Kafka 3.7's
 ConsumerPerformance) does, as a member of the consumer group --group (default perf-consumer-N, N
@@ -98,6 +119,38 @@ def _perf_props(items: list[str]) -> dict[str, str]:
             raise _invalid_prop(prop)
         out[pieces[0]] = pieces[1]
     return out
+
+
+def transaction_props(
+    props: dict[str, str], transactional_id: str | None, duration_ms: int | None
+) -> tuple[int, list[str]]:
+    """ProducerPerformance's transaction options over the producer configs ``props`` (changed in
+    place): the transaction duration (0: no transactions) and the warnings to print. Kafka 3.7:
+    a duration above 0 turns transactions on with --transactional-id (its default included),
+    which replaces the configs' transactional.id. Where 3.7 runs none although an id is given,
+    Kafka 4.0's rule: transactions of 3000 ms; a duration not above 0 with an id is refused."""
+    configured = props.get("transactional.id")
+    if duration_ms is not None and duration_ms > 0:
+        tid = transactional_id if transactional_id is not None else DEFAULT_TRANSACTIONAL_ID
+        warnings = []
+        if configured is not None and configured != tid:
+            warnings.append(
+                f"transactional.id={configured} of the producer configs is replaced by --transactional-id "
+                f"({tid}), as Kafka 3.7's kafka-producer-perf-test.sh does"
+            )
+        props["transactional.id"] = tid
+        return duration_ms, warnings
+    if transactional_id is None and configured is None:
+        return 0, []  # 3.7: no transactions (a duration of 0 or below among them)
+    if duration_ms is not None:
+        raise CommandError("--transaction-duration-ms should be greater than zero")
+    if transactional_id is not None:
+        props["transactional.id"] = transactional_id
+    return DEFAULT_TRANSACTION_DURATION_MS, [
+        f"transactional id {props['transactional.id']} without --transaction-duration-ms: transactions of "
+        f"{DEFAULT_TRANSACTION_DURATION_MS} ms (Kafka 4.0's tool; 3.7's runs none with --transactional-id "
+        "and fails every send with a transactional.id config)"
+    ]
 
 
 @handle_errors
@@ -145,17 +198,19 @@ def produce(
     print_metrics: bool = typer.Option(
         False, "--print-metrics", help="Refused: kafkatool's producer keeps no Kafka client metrics."
     ),
-    transactional_id: str = typer.Option(
-        "performance-producer-default-transactional-id",
+    transactional_id: str | None = typer.Option(
+        None,
         "--transactional-id",
         metavar="TRANSACTIONAL-ID",
-        help="Used only with --transaction-duration-ms > 0, which is refused.",
+        help=f"The transactional id of the transactions (default {DEFAULT_TRANSACTIONAL_ID}); without "
+        f"--transaction-duration-ms, transactions of {DEFAULT_TRANSACTION_DURATION_MS} ms.",
     ),
-    transaction_duration_ms: int = typer.Option(
-        0,
+    transaction_duration_ms: int | None = typer.Option(
+        None,
         "--transaction-duration-ms",
         metavar="TRANSACTION-DURATION",
-        help="Transactions of this age; refused above 0: kafkatool's producer runs no transactions.",
+        help="The max age of each transaction: commitTransaction is called after this time has elapsed. "
+        "Transactions are only enabled if this value is positive (or a transactional id is given).",
     ),
     bootstrap_server: str | None = typer.Option(
         None,
@@ -189,23 +244,19 @@ def produce(
         )
     if print_metrics:
         raise CommandError("--print-metrics: kafkatool's producer keeps no Kafka client metrics to print")
-    if transaction_duration_ms > 0:
-        raise CommandError(
-            f"--transaction-duration-ms {transaction_duration_ms}: kafkatool's producer does not run "
-            f"transactions (initTransactions/commitTransaction for {transactional_id})"
-        )
     if not producer_props and producer_config is None and bootstrap_server is None:
         raise CommandError("Either --producer-props or --producer.config must be specified.")
     props = load_properties_file(producer_config, "--producer.config") if producer_config is not None else {}
     props.update(_perf_props([*(producer_props or []), *extra]))
     props.setdefault("client.id", "perf-producer-client")
+    duration, warnings = transaction_props(props, transactional_id, transaction_duration_ms)
     if bootstrap_server is not None:
         props["bootstrap.servers"] = bootstrap_server
     if not props.get("bootstrap.servers", "").strip():
         raise CommandError('Missing required configuration "bootstrap.servers" which has no default value.')
     settings = producer_settings(props)
     add_client_security(settings.security, "producer configs")
-    for note in settings.notes:
+    for note in [*warnings, *settings.notes]:
         sys.stderr.write(f"kafkatool: warning: {note}\n")
 
     out = sys.stdout
@@ -238,9 +289,19 @@ def produce(
         run = P.ProduceRun(num_records, stats, on_error)
         producer = Producer(admin, topic, settings, partition=None, on_outcome=run.outcome)
         producer.start()
-        result = run.run(producer, payloads, throughput)
+        result = run.run(producer, payloads, throughput, duration)
     if shown[0] > 100:
         error_line(f"{shown[0] - 100} more records failed")
+    if result.transaction_error is not None:
+        # one line: why the run's transactions ended (fenced, or the transaction it aborted)
+        ended = "" if producer.fatal is not None else "transaction aborted: "
+        shared = f", {result.shared} records failed with it" if result.shared else ""
+        error_line(
+            f"transactional id '{settings.transactional_id}': {ended}{result.transaction_error} "
+            f"({producer.committed} transactions committed, {producer.aborted} aborted{shared})"
+        )
+    elif result.shared:
+        error_line(f"{result.shared} records failed: {producer.fatal}")
     if json_out:
         emit_json(result.summary.json())
     else:
@@ -248,7 +309,7 @@ def produce(
     out.flush()
     if result.interrupted:
         raise typer.Exit(EXIT_INTERRUPTED)
-    if result.failed:
+    if result.failed or result.transaction_error is not None:
         raise typer.Exit(EXIT_FINDINGS if result.summary.records else EXIT_USAGE)
     raise typer.Exit(EXIT_OK)
 

@@ -60,8 +60,10 @@ max.block.ms bounds the start's wait for the topic). compression.type is always
 not all, retries=0 or max.in.flight.requests.per.connection over 5; delivery.timeout.ms below
 linger.ms + request.timeout.ms) or a bad value is one line, exit 2. A config Kafka's producer does
 not know is warned about ("... was supplied but isn't a known config.") and the run goes on, as in
-Kafka; transactional.id, partitioner.class and interceptor.classes are refused. security.protocol,
-ssl.* and sasl.* join --command-config's.
+Kafka; partitioner.class and interceptor.classes are refused, and so is transactional.id (Kafka's
+console producer never calls initTransactions, so its producer refuses every send; transactions
+are perf produce's --transaction-duration-ms). security.protocol, ssl.* and sasl.* join
+--command-config's.
 
 A record the cluster refuses (MESSAGE_TOO_LARGE, INVALID_RECORD with its record error) or a line
 that cannot be parsed is one line on stderr naming its input line; a parse error ends the input
@@ -102,7 +104,11 @@ def _reader_props(reader_config: Path | None, prop: list[str]) -> dict[str, str]
 def _settings(producer_config: Path | None, producer_property: list[str], codec: str, options: dict):
     """The producer's configs as ConsoleProducer.producerProps merges them and Kafka's producer
     checks them (assign/producer_config); security configs join --command-config's."""
-    from kafkatool.assign.producer_config import console_producer_props, producer_settings
+    from kafkatool.assign.producer_config import (
+        console_producer_props,
+        producer_settings,
+        refuse_console_transactions,
+    )
 
     notes: list[str] = []
     file_props = (
@@ -114,6 +120,7 @@ def _settings(producer_config: Path | None, producer_property: list[str], codec:
     if options.get("idempotence") is not None:
         props["enable.idempotence"] = "true" if options["idempotence"] else "false"
     settings = producer_settings(props)
+    refuse_console_transactions(settings)
     settings.notes[:0] = notes
     add_client_security(settings.security, "producer configs")
     return settings

@@ -338,8 +338,24 @@ def exception_class(code: int) -> str | None:
 
 
 #: Errors' default messages (Kafka 3.7), the text of the exception a client makes of a code the
-#: broker sent without a message: those the delegation-token APIs answer
+#: broker sent without a message: those the delegation-token APIs answer, and the transaction
+#: errors the producer reports (assign/producer)
 _DEFAULT_MESSAGES = {
+    ErrorCode.PRODUCER_FENCED: (
+        "There is a newer producer with the same transactionalId which fences the current one."
+    ),
+    ErrorCode.INVALID_PRODUCER_EPOCH: "Producer attempted to produce with an old epoch.",
+    ErrorCode.INVALID_TXN_STATE: "The producer attempted a transactional operation in an invalid state.",
+    ErrorCode.INVALID_PRODUCER_ID_MAPPING: (
+        "The producer attempted to use a producer id which is not currently assigned to its transactional id."
+    ),
+    ErrorCode.INVALID_TRANSACTION_TIMEOUT: (
+        "The transaction timeout is larger than the maximum value allowed by the broker (as configured by "
+        "transaction.max.timeout.ms)."
+    ),
+    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "Transactional Id authorization failed.",
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
+    ErrorCode.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
     ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED: "Delegation Token feature is not enabled.",
     ErrorCode.DELEGATION_TOKEN_NOT_FOUND: "Delegation Token is not found on server.",
     ErrorCode.DELEGATION_TOKEN_OWNER_MISMATCH: "Specified Principal is not valid Owner/Renewer.",
