@@ -466,6 +466,24 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _d("offsets.commit.timeout.ms", INT, 5000, "Cluster mode: how long a commit waits for the ISR."),
         _d("producer.id.expiration.ms", INT, 86400000),
         _d("transaction.max.timeout.ms", INT, 900000),
+        _d(
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+            INT,
+            10000,
+            "How often the transaction coordinator aborts transactions past their timeout.",
+        ),
+        _d(
+            "transactional.id.expiration.ms",
+            INT,
+            604800000,
+            "A transactional id idle this long is forgotten.",
+        ),
+        _d(
+            "transaction.remove.expired.transaction.cleanup.interval.ms",
+            INT,
+            3600000,
+            "How often expired transactional ids are removed.",
+        ),
         _d("log.message.format.version", STRING, "3.0-IV1", "Deprecated; ignored for message format v2."),
         _d(
             "transaction.partition.verification.enable",

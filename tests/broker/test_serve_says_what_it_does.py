@@ -92,6 +92,21 @@ def test_unknown_configs_is_one_table():
     assert "did you mean 'num.partitions'" in got["num.partitons"]
 
 
+def test_every_setting_a_coordinator_reads_is_a_known_config():
+    """The coordinators read their settings with Kafka's defaults of their own (int_or); each
+    name must be in BROKER_CONFIGS with the same default, or setting it in server.properties
+    is warned as unknown while it takes effect (transaction.abort.timed.out.transaction.cleanup
+    .interval.ms was)."""
+    from kafkatool.broker.group import consumer, coordinator
+    from kafkatool.broker.txn import coordinator as txn
+
+    for defaults in (txn.DEFAULTS, coordinator.DEFAULTS, consumer.CONSUMER_DEFAULTS):
+        for name, default in defaults.items():
+            assert name in BROKER_CONFIGS, name
+            assert str(BROKER_CONFIGS[name].default) == str(default), name
+    assert unknown_configs(list(txn.DEFAULTS)) == []
+
+
 def test_serve_help_lists_supported_properties():
     p = subprocess.run(
         [sys.executable, "-m", "kafkatool", "serve", "--help"],
