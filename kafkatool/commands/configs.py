@@ -124,7 +124,9 @@ def describe(
         None, "--bootstrap-server", metavar="HOST:PORT", help="The cluster to ask (DescribeConfigs)."
     ),
     command_config: str | None = command_config_option(),
-    zookeeper: str | None = zookeeper_option("Read /config/<type>/<name> instead."),
+    zookeeper: str | None = zookeeper_option(
+        "Read /config/<type>/<name> instead (users and brokers only, as Kafka 3.7's kafka-configs.sh)."
+    ),
     timeout: float = zookeeper_timeout_option(),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
@@ -133,6 +135,8 @@ def describe(
     from kafkatool.assign import configs as C
 
     _sources(bootstrap_server, zookeeper)
+    if zookeeper is not None:
+        C.zk_entity_types_check(entity_type)
     quota_entities = _entities(entity_type, entity_name, entity_default, describe=True)
     if quota_entities is not None:
         _describe_quotas(quota_entities, bootstrap_server, zookeeper, timeout, json_out)
@@ -187,22 +191,13 @@ def _describe_quotas(entities, bootstrap_server, zookeeper, timeout: float, json
     """kafka-configs.sh --describe of users and clients (exits)."""
     from kafkatool.assign import configs as C
 
-    if zookeeper is not None:
+    if zookeeper is not None:  # users alone (zk_entity_types_check)
         from kafkatool.commands.zk import connect
 
-        client = None
-        if len(entities) == 2:
-            (_, u), (_, c) = entities
-            if u is None or c is None:
-                raise CommandError(
-                    "through --zookeeper a user's client needs both names (or --entity-default)"
-                )
-            etype, name, client = "users", u or "<default>", c or "<default>"
-        else:
-            etype, n = entities[0]
-            name = None if n is None else (n or "<default>")
+        ((etype, n),) = entities
+        name = None if n is None else (n or "<default>")
         with connect(zookeeper, timeout, writable=False) as zk:
-            lines = C.describe_zk_quota_lines(zk, etype, name, client)
+            lines = C.describe_zk_quota_lines(zk, etype, name)
         for line in lines:
             emit_json({"type": "config_line", "line": line}) if json_out else console.print(
                 line, highlight=False
@@ -248,7 +243,9 @@ def alter(
     ),
     command_config: str | None = command_config_option(),
     zookeeper: str | None = zookeeper_option(
-        "Write /config/<type>/<name> and its change notification instead."
+        "Write /config/<type>/<name> and its change notification instead: a user's SCRAM credentials "
+        "(salted here) or a broker's dynamic configs, the only ones Kafka 3.7's kafka-configs.sh "
+        "alters through ZooKeeper (quotas and topics need --bootstrap-server)."
     ),
     timeout: float = zookeeper_timeout_option(),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
@@ -257,6 +254,8 @@ def alter(
     from kafkatool.assign import configs as C
 
     _sources(bootstrap_server, zookeeper)
+    if zookeeper is not None:
+        C.zk_entity_types_check(entity_type)
     quota_entities = _entities(entity_type, entity_name, entity_default, describe=False)
     if quota_entities is not None and bootstrap_server is not None:
         sets = C.parse_add_config(add_config) if add_config else {}
@@ -277,25 +276,20 @@ def alter(
         else:
             console.print(f"Completed updating default config for {etype} in the cluster.")
         raise typer.Exit(EXIT_OK)
-    client = None  # through --zookeeper, a user's client id: users/<u>/clients/<c>
-    if quota_entities is not None and len(quota_entities) == 2:
-        entity_type = ["users"]
-        u, c = quota_entities[0][1], quota_entities[1][1]
-        entity_name, client = [u or "<default>"], c or "<default>"
-        entity_default = False
     entity_type, entity_name = _single(entity_type, entity_name)
     name = _entity(entity_type, entity_name, entity_default)
     sets = C.parse_add_config(add_config) if add_config else {}
     deletes = C.parse_delete_config(delete_config) if delete_config else []
     if not sets and not deletes:
         raise CommandError("give --add-config and/or --delete-config")
-    if zookeeper is not None and entity_type in ("users", "clients"):
-        C.zk_quota_check(entity_type, sets)
+    if zookeeper is not None and entity_type == "users":
+        C.zk_user_check(sets, deletes)
+        sets = C.zk_scram_credentials(sets)
     if zookeeper is not None:
         from kafkatool.commands.zk import connect
 
         with connect(zookeeper, timeout) as zk:
-            C.alter_zk(zk, entity_type, name, sets, deletes, client=client)
+            C.alter_zk(zk, entity_type, name, sets, deletes)
     else:
         from kafkatool.assign.kafka_client import KafkaAdmin
 
@@ -305,11 +299,18 @@ def alter(
             C.alter_live(admin, entity_type, name, sets, deletes)
     if json_out:
         emit_json(
-            {"type": "config", "entity_type": entity_type, "entity": name, "set": sets, "deleted": deletes}
+            {
+                "type": "config",
+                "entity_type": entity_type,
+                "entity": name,
+                "deleted": deletes,
+                # a SCRAM credential ZooKeeper keeps is not shown (as describe's sensitive values)
+                "set": {k: None if entity_type == "users" else v for k, v in sets.items()},
+            }  # fmt: skip
         )
-    elif zookeeper is not None and entity_type in ("users", "clients"):
+    elif zookeeper is not None:
         # alterConfigWithZk's line: the entity as ConfigCommand's ConfigEntity prints it
-        label = C.zk_entity_label(entity_type, "<default>" if name is None else name, client)
+        label = C.zk_entity_label(entity_type, "<default>" if name is None else name)
         console.print(f"Completed updating config for entity: {label}.", highlight=False)
     elif name is None:
         console.print(f"Completed updating default config for {entity_type} in the cluster.")
