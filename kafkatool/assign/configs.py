@@ -144,7 +144,9 @@ def alter_live(
 def zk_name(entity_type: str, name: str | None) -> str:
     if ENTITY_TYPES[entity_type][1] is None:
         raise ConfigsError(f"--entity-type {entity_type} is not kept in ZooKeeper")
-    return "<default>" if name is None else name
+    from kafkatool.zk.paths import DEFAULT
+
+    return DEFAULT if name is None else name  # a user named <default> is a name (%3Cdefault%3E)
 
 
 def describe_zk(zk, entity_type: str, name: str | None) -> list[Entry]:
@@ -589,37 +591,40 @@ def zk_scram_credentials(sets: dict[str, str]) -> dict[str, str]:
 
 
 def zk_entity_label(entity_type: str, name: str, client: str | None = None) -> str:
-    """ConfigCommand.ConfigEntity.toString (real names, ``<default>``): ``user-principal 'u'``,
-    ``default client-id``, ``brokers '1'``."""
+    """ConfigCommand.ConfigEntity.toString (real names or DEFAULT): ``user-principal 'u'``,
+    ``default client-id``, ``brokers '1'``; the default is the entity at the znode ``<default>``,
+    so a user named ``<default>`` is ``user-principal '<default>'``."""
+    from kafkatool.zk.paths import DEFAULT_ENTITY, entity_segment
+
     word = {"users": "user-principal", "clients": "client-id", "topics": "topic"}
 
-    def one(t: str, n: str) -> str:
+    def one(t: str, n) -> str:
         w = word.get(t, t)
-        return f"default {w}" if n == "<default>" else f"{w} '{n}'"
+        return f"default {w}" if entity_segment(t, n) == DEFAULT_ENTITY else f"{w} '{n}'"
 
     if client is not None:
         return f"{one('users', name)}, {one('clients', client)}"
     return one(entity_type, name)
 
 
-def describe_zk_quota_lines(zk, entity_type: str, name: str | None, client: str | None = None) -> list[str]:
-    """describeConfigWithZk's lines for users and clients: ``Configs for <entity> are k=v,...``
+def describe_zk_quota_lines(zk, entity_type: str, name) -> list[str]:
+    """describeConfigWithZk's lines for users (``name`` a real name or DEFAULT): ``Configs for <entity> are k=v,...``
     (Properties' order, a ConcurrentHashMap of 16 bins); all entities of the type without a name
     (a user without configs of its own is left out)."""
     from kafkatool.formats.java_collections import hash_map_order, java_string_hash
 
     if name is not None:
-        ents = [zk.entity_config(entity_type, name, client)]
-        keys = [(name, client)]
+        ents = [zk.entity_config(entity_type, name)]
+        keys = [name]
     else:
         ents = [e for e in zk.entity_configs(entity_type) if e.client is None and e.error is None]
-        keys = [(e.name, None) for e in ents]
+        keys = [e.name for e in ents]
     out = []
-    for (n, c), ent in zip(keys, ents, strict=True):
+    for n, ent in zip(keys, ents, strict=True):
         cfg = ent.config.config if ent is not None and ent.config is not None else {}
         if not cfg and name is None and entity_type == "users":
             continue
         order = hash_map_order(cfg, java_string_hash, 16)
         line = ",".join(f"{k}={cfg[k]}" for k in order)
-        out.append(f"Configs for {zk_entity_label(entity_type, n, c)} are {line}")
+        out.append(f"Configs for {zk_entity_label(entity_type, n)} are {line}")
     return out

@@ -195,7 +195,7 @@ def _describe_quotas(entities, bootstrap_server, zookeeper, timeout: float, json
         from kafkatool.commands.zk import connect
 
         ((etype, n),) = entities
-        name = None if n is None else (n or "<default>")
+        name = None if n is None else C.zk_name(etype, n or None)
         with connect(zookeeper, timeout, writable=False) as zk:
             lines = C.describe_zk_quota_lines(zk, etype, name)
         for line in lines:
@@ -310,7 +310,7 @@ def alter(
         )
     elif zookeeper is not None:
         # alterConfigWithZk's line: the entity as ConfigCommand's ConfigEntity prints it
-        label = C.zk_entity_label(entity_type, "<default>" if name is None else name)
+        label = C.zk_entity_label(entity_type, C.zk_name(entity_type, name))
         console.print(f"Completed updating config for entity: {label}.", highlight=False)
     elif name is None:
         console.print(f"Completed updating default config for {entity_type} in the cluster.")

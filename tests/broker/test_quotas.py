@@ -86,8 +86,8 @@ def test_alter_ops_checks():
         Q.parse_entity([("user", "")])
     with pytest.raises(Q.QuotaRequestError, match="Invalid empty client quota entity"):
         Q.parse_entity([])
-    assert Q.zk_entity("users", "<default>", "app") == (DEFAULT, "app")
-    assert Q.zk_entity_path(("alice", DEFAULT)) == ("users", "alice", "<default>")
+    assert Q.zk_entity("users", DEFAULT, "app") == (DEFAULT, "app")
+    assert Q.zk_entity_path(("alice", DEFAULT)) == ("users", "alice", DEFAULT)
     assert Q.zk_entity_path((None, "app")) == ("clients", "app", None)
 
 

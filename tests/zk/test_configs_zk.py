@@ -98,10 +98,12 @@ def test_zk_entity_line():
     """ConfigCommand.ConfigEntity.toString, alterConfigWithZk's and describeConfigWithZk's name of
     the entity."""
     from kafkatool.assign.configs import zk_entity_label
+    from kafkatool.zk.paths import DEFAULT
 
     assert zk_entity_label("brokers", "1") == "brokers '1'"
     assert zk_entity_label("brokers", "<default>") == "default brokers"
-    assert zk_entity_label("users", "<default>") == "default user-principal"
+    assert zk_entity_label("users", DEFAULT) == "default user-principal"
+    assert zk_entity_label("users", "<default>") == "user-principal '<default>'"
     assert zk_entity_label("users", "a b", "c") == "user-principal 'a b', client-id 'c'"
 
 
@@ -135,5 +137,42 @@ def test_client_quotas_in_zookeeper(kafka_cluster):
             json.loads(kafka_cluster.admin.get(f"/config/changes/{change}")[0])["entity_path"]
             == "users/<default>"
         )
+    finally:
+        zk.close()
+
+
+def test_a_user_named_default_is_not_the_default_user(kafka_cluster):
+    """ConfigCommand.sanitizeName: --entity-name '<default>' is Sanitizer's %3Cdefault%3E, only
+    --entity-default (an empty name) the <default> znode; the broker's stores (ZkAdminManager's
+    sanitizeEntityName, UserConfigHandler) keep the two apart the same way."""
+    from kafkatool.broker.cluster.scram_store import ZkScramStore
+    from kafkatool.broker.quotas import DEFAULT, ZkQuotaStore
+    from kafkatool.zk.client import KafkaZk
+
+    z = ["--zookeeper", kafka_cluster.connect]
+    for who in (["--entity-name", "<default>"], ["--entity-default"]):
+        res = run("alter", "--entity-type", "users", *who, "--add-config", "SCRAM-SHA-512=[password=p]", *z)
+        assert res.exit_code == 0, res.output
+    assert res.stdout.strip() == "Completed updating config for entity: default user-principal."
+    assert {"%3Cdefault%3E", "<default>"} <= set(kafka_cluster.admin.get_children("/config/users"))
+    res = run("describe", "--entity-type", "users", "--entity-name", "<default>", *z)
+    assert res.stdout.startswith("Configs for user-principal '<default>' are SCRAM-SHA-512=salt=")
+    res = run("describe", "--entity-type", "users", "--entity-default", *z)
+    assert res.stdout.startswith("Configs for default user-principal are SCRAM-SHA-512=salt=")
+    res = run("describe", "--entity-type", "users", *z)
+    lines = sorted(line.split(" are ")[0] for line in res.stdout.splitlines())
+    assert lines == ["Configs for default user-principal", "Configs for user-principal '<default>'"]
+    zk = KafkaZk(kafka_cluster.connect)
+    zk.start()
+    try:
+        # the user <default> has SCRAM credentials, the default user's znode holds none Kafka loads
+        assert set(ZkScramStore(zk).user_scram) == {"<default>"}
+        store = ZkQuotaStore(zk)
+        store.alter(("<default>", None), {"producer_byte_rate": "1024"})
+        got = json.loads(kafka_cluster.admin.get("/config/users/%3Cdefault%3E")[0])["config"]
+        assert got["producer_byte_rate"] == "1024" and "SCRAM-SHA-512" in got
+        entries = store.entries()
+        assert entries[("<default>", None)] == {"producer_byte_rate": "1024"}
+        assert (DEFAULT, None) not in entries
     finally:
         zk.close()
