@@ -7,6 +7,7 @@ difference between a desired state (YAML or JSON) and a cluster, Kafka's default
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 
 from kafkatool.assign.kafka_client import (
@@ -143,35 +144,34 @@ def alter_live(
 def zk_name(entity_type: str, name: str | None) -> str:
     if ENTITY_TYPES[entity_type][1] is None:
         raise ConfigsError(f"--entity-type {entity_type} is not kept in ZooKeeper")
-    return "<default>" if name is None else name
+    from kafkatool.zk.paths import DEFAULT
+
+    return DEFAULT if name is None else name  # a user named <default> is a name (%3Cdefault%3E)
 
 
 def describe_zk(zk, entity_type: str, name: str | None) -> list[Entry]:
     ent = zk.entity_config(entity_type, zk_name(entity_type, name))
     if ent is None or ent.config is None:
         return []
-    src = {
-        "topics": "DYNAMIC_TOPIC_CONFIG",
-        "brokers": "DYNAMIC_BROKER_CONFIG" if name else "DYNAMIC_DEFAULT_BROKER_CONFIG",
-    }
-    return [Entry(k, v, src.get(entity_type, "ZOOKEEPER")) for k, v in sorted(ent.config.config.items())]
+    src = (
+        "DYNAMIC_BROKER_CONFIG" if name else "DYNAMIC_DEFAULT_BROKER_CONFIG"
+    )  # brokers: users have their lines
+    return [Entry(k, v, src) for k, v in sorted(ent.config.config.items())]
 
 
 def alter_zk(
-    zk,
-    entity_type: str,
-    name: str | None,
-    set_keys: dict[str, str],
-    delete_keys: list[str],
-    client: str | None = None,
+    zk, entity_type: str, name: str | None, set_keys: dict[str, str], delete_keys: list[str]
 ) -> dict[str, str]:
-    """``client``: a user's client id (``<default>`` the default), for users/<u>/clients/<c>."""
-    if entity_type == "topics":
-        validate_topic_keys(set_keys)
-        if zk.topic_assignment(name) is None:
-            raise ConfigsError(f"Topic {name} does not exist")
+    """alterConfigWithZk's write of a user's SCRAM credentials or a broker's dynamic configs (the
+    entity types --zookeeper takes: zk_entity_types_check)."""
+    # every config to delete must be there
+    ent = zk.entity_config(entity_type, zk_name(entity_type, name))
+    have = ent.config.config if ent is not None and ent.config is not None else {}
+    invalid = [k for k in delete_keys if k not in have]
+    if invalid:
+        raise ConfigsError(f"Invalid config(s): {','.join(invalid)}")
     return zk.change_entity_config(
-        entity_type, zk_name(entity_type, name), client=client, set_keys=set_keys, delete_keys=delete_keys
+        entity_type, zk_name(entity_type, name), set_keys=set_keys, delete_keys=delete_keys
     )
 
 
@@ -523,58 +523,108 @@ def alter_quotas_live(
         raise KafkaAdminError(describe_error(r.error_code, r.error_message), r.error_code)
 
 
-def zk_quota_check(entity_type: str, set_keys: dict[str, str]) -> None:
-    """DynamicConfig.User/Client.validate: known names only, values of their types."""
+#: ConfigCommand.ZkSupportedConfigTypes (Kafka 3.x): the entity types --zookeeper may describe or
+#: alter (a user's SCRAM credentials, a stopped broker's dynamic configs); the rest needs a broker
+ZK_ENTITY_TYPES = ("users", "brokers")
+#: ScramMechanism.minIterations() (4096 for both)
+SCRAM_MIN_ITERATIONS = 4096
+
+
+def zk_entity_types_check(types: list[str]) -> None:
+    """ConfigCommandOptions.checkArgs with --zookeeper: every entity type one it may use."""
+    for t in types:
+        if t not in ZK_ENTITY_TYPES:
+            raise ConfigsError(
+                f"Invalid entity type {t}, the entity type must be one of {', '.join(ZK_ENTITY_TYPES)} "
+                "with a --zookeeper argument"
+            )
+
+
+def _properties_str(values: dict[str, str]) -> str:
+    """java.util.Properties.toString (its ConcurrentHashMap of 16 bins' order)."""
+    from kafkatool.formats.java_collections import hash_map_order, java_string_hash
+
+    return "{" + ", ".join(f"{k}={values[k]}" for k in hash_map_order(values, java_string_hash, 16)) + "}"
+
+
+def zk_user_check(sets: dict[str, str], deletes: list[str]) -> None:
+    """alterConfigWithZk's requirement for users: only SCRAM credentials are added or deleted
+    through ZooKeeper (a quota needs --bootstrap-server, AlterClientQuotas)."""
     from kafkatool.broker.quotas import SCRAM_KEYS
 
-    keys = quota_keys()
-    allowed = set(keys) | (set(SCRAM_KEYS) if entity_type == "users" else set())
-    unknown = [k for k in set_keys if k not in allowed]
-    if unknown:
-        raise ConfigsError(f"Unknown Dynamic Configuration: {_scala_set(unknown)}.")
-    from kafkatool.log import topic_settings as ts
-    from kafkatool.log.dynamic_log_config import config_value_error
+    if all(k in SCRAM_KEYS for k in sets) and all(k in SCRAM_KEYS for k in deletes):
+        return
+    # parseConfigsToBeDeleted: a Scala Buffer of the names, List() without --delete-config
+    deleted = f"ArrayBuffer({', '.join(deletes)})" if deletes else "List()"
+    raise ConfigsError(
+        "requirement failed: --bootstrap-server option must be specified to update users configs: "
+        f"{{add: {_properties_str(sets)}, delete: {deleted}}}. User configuration updates using "
+        "ZooKeeper are only supported for SCRAM credential updates."
+    )
 
-    for k, v in set_keys.items():
-        kind = keys.get(k)
-        if kind is None:
-            continue  # a SCRAM credential: preProcessScramCredentials checks it
-        # ConfigDef.parseType, the one rule (Long.parseLong's range and digits: no 1_000)
-        message = config_value_error(k, ts.LONG if kind == "LONG" else ts.DOUBLE, v)
-        if message is not None:
-            raise ConfigsError(message)
+
+#: preProcessScramCredentials' pattern (Java's ``.``: no line terminator)
+_SCRAM_VALUE = re.compile("(?:iterations=([0-9]*),)?password=([^\n\r\u0085\u2028\u2029]*)")
+
+
+def zk_scram_credentials(sets: dict[str, str]) -> dict[str, str]:
+    """preProcessScramCredentials: ``[iterations=N,]password=P`` becomes the credential ZooKeeper
+    keeps (ScramCredentialUtils.credentialToString: salt, stored and server key, iterations), the
+    password never written."""
+    from kafkatool.broker.security import scram
+
+    out = dict(sets)
+    for mechanism in scram.MECHANISMS:
+        value = sets.get(mechanism)
+        if value is None:
+            continue
+        m = _SCRAM_VALUE.fullmatch(value)
+        if m is None or m.group(1) == "" or (m.group(1) and int(m.group(1)) > 2**31 - 1):
+            raise ConfigsError(f"Invalid credential property {mechanism}={value}")
+        iterations = int(m.group(1)) if m.group(1) is not None else SCRAM_MIN_ITERATIONS
+        if iterations < SCRAM_MIN_ITERATIONS:
+            raise ConfigsError(
+                f"Iterations {iterations} is less than the minimum {SCRAM_MIN_ITERATIONS} required for {mechanism}"
+            )
+        out[mechanism] = scram.new_credential(mechanism, m.group(2), iterations).to_text()
+    return out
 
 
 def zk_entity_label(entity_type: str, name: str, client: str | None = None) -> str:
-    """ConfigCommand.ConfigEntity.toString of a users/clients entity (real names, ``<default>``)."""
-    word = {"users": "user-principal", "clients": "client-id"}
+    """ConfigCommand.ConfigEntity.toString (real names or DEFAULT): ``user-principal 'u'``,
+    ``default client-id``, ``brokers '1'``; the default is the entity at the znode ``<default>``,
+    so a user named ``<default>`` is ``user-principal '<default>'``."""
+    from kafkatool.zk.paths import DEFAULT_ENTITY, entity_segment
 
-    def one(t: str, n: str) -> str:
-        return f"default {word[t]}" if n == "<default>" else f"{word[t]} '{n}'"
+    word = {"users": "user-principal", "clients": "client-id", "topics": "topic"}
+
+    def one(t: str, n) -> str:
+        w = word.get(t, t)
+        return f"default {w}" if entity_segment(t, n) == DEFAULT_ENTITY else f"{w} '{n}'"
 
     if client is not None:
         return f"{one('users', name)}, {one('clients', client)}"
     return one(entity_type, name)
 
 
-def describe_zk_quota_lines(zk, entity_type: str, name: str | None, client: str | None = None) -> list[str]:
-    """describeConfigWithZk's lines for users and clients: ``Configs for <entity> are k=v,...``
+def describe_zk_quota_lines(zk, entity_type: str, name) -> list[str]:
+    """describeConfigWithZk's lines for users (``name`` a real name or DEFAULT): ``Configs for <entity> are k=v,...``
     (Properties' order, a ConcurrentHashMap of 16 bins); all entities of the type without a name
     (a user without configs of its own is left out)."""
     from kafkatool.formats.java_collections import hash_map_order, java_string_hash
 
     if name is not None:
-        ents = [zk.entity_config(entity_type, name, client)]
-        keys = [(name, client)]
+        ents = [zk.entity_config(entity_type, name)]
+        keys = [name]
     else:
         ents = [e for e in zk.entity_configs(entity_type) if e.client is None and e.error is None]
-        keys = [(e.name, None) for e in ents]
+        keys = [e.name for e in ents]
     out = []
-    for (n, c), ent in zip(keys, ents, strict=True):
+    for n, ent in zip(keys, ents, strict=True):
         cfg = ent.config.config if ent is not None and ent.config is not None else {}
         if not cfg and name is None and entity_type == "users":
             continue
         order = hash_map_order(cfg, java_string_hash, 16)
         line = ",".join(f"{k}={cfg[k]}" for k in order)
-        out.append(f"Configs for {zk_entity_label(entity_type, n, c)} are {line}")
+        out.append(f"Configs for {zk_entity_label(entity_type, n)} are {line}")
     return out

@@ -102,6 +102,11 @@ class TopicCounters:
         self.total_fetch = 0
 
 
+#: the TopicCounters removeOldLeaderMetrics closes (MessagesIn, BytesIn, BytesRejected,
+#: FailedProduceRequests, TotalProduceRequests; Kafka's conversion and remote-storage meters too)
+LEADER_ONLY_METERS = ("messages_in", "bytes_in", "bytes_rejected", "failed_produce", "total_produce")
+
+
 class AllTopicsCounters(TopicCounters):
     """The broker-wide BrokerTopicMetrics (no topic tag): also the replication meters, which
     Kafka keeps only there."""
@@ -129,7 +134,19 @@ class BrokerTopicStats:
         return c
 
     def remove(self, name: str) -> None:
+        """removeMetrics: the topic is deleted, or this broker hosts no partition of it."""
         self.topics.pop(name, None)
+
+    def remove_leader_metrics(self, name: str) -> None:
+        """removeOldLeaderMetrics: this broker leads no partition of the topic any more, so the
+        meters only a leader marks close (a follower's fetch meters stay); marked again, one
+        starts from 0 as Kafka's recreated meter. Zeroed in place: the exposition leaves a topic's
+        meter out until its first mark. (removeOldFollowerMetrics has nothing to close here:
+        Kafka keeps the replication meters broker-wide only.)"""
+        c = self.topics.get(name)
+        if c is not None:
+            for attr in LEADER_ONLY_METERS:
+                setattr(c, attr, 0)
 
     def appended(self, tc: TopicCounters, info, size: int) -> None:
         """A leader append that succeeded (ReplicaManager.appendToLocalLog): its records

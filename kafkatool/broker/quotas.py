@@ -26,6 +26,7 @@ from collections.abc import Mapping
 
 from kafkatool.errors import KafkatoolError
 from kafkatool.formats.schema import java_double_str
+from kafkatool.zk.paths import DEFAULT  # the default entity of a type, one sentinel with ZooKeeper's
 
 log = logging.getLogger("kafkatool.broker.quotas")
 
@@ -43,8 +44,6 @@ QUOTA_TYPES = {
 SCRAM_KEYS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 #: ClientQuotaEntity's entity types
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
-#: ZooKeeper's name of a default entity (ConfigEntityName.Default)
-DEFAULT_NAME = "<default>"
 #: ClientQuotaManagerConfig's defaults (quota.window.num, quota.window.size.seconds)
 DEFAULT_SAMPLES = 11
 DEFAULT_WINDOW_S = 1
@@ -59,16 +58,6 @@ LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
 
 
-class _Default:
-    """The default entity of a type (a null name in the protocol, ``<default>`` in ZooKeeper)."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "DEFAULT"
-
-
-DEFAULT = _Default()
 #: an entity: (user part, client-id part), each None (not part of it), DEFAULT or a name
 Entity = tuple
 
@@ -539,29 +528,23 @@ class EmbeddedQuotaStore:
         self.metadata.save()
 
 
-def _zk_part(name: str):
-    return DEFAULT if name == DEFAULT_NAME else name
-
-
-def zk_entity_path(entity: Entity) -> tuple[str, str, str | None]:
+def zk_entity_path(entity: Entity) -> tuple[str, object, object]:
     """(entity type, name, client id or None) of an entity as the zk client's entity functions
-    take it (real names; ``<default>`` for a default part; they sanitize)."""
+    take it (real names or DEFAULT; they sanitize)."""
     user, client = entity
-    u = None if user is None else (DEFAULT_NAME if user is DEFAULT else user)
-    c = None if client is None else (DEFAULT_NAME if client is DEFAULT else client)
-    if u is not None:
-        return "users", u, c
-    return "clients", c, None
+    if user is not None:
+        return "users", user, client
+    return "clients", client, None
 
 
-def zk_entity(entity_type: str, name: str, client: str | None = None) -> Entity | None:
+def zk_entity(entity_type: str, name, client=None) -> Entity | None:
     """The entity of /config/users/<name>[/clients/<client>] or /config/clients/<name> (real
-    names, as the zk client gives them); None: not a quota entity."""
+    names or DEFAULT, as the zk client gives them); None: not a quota entity."""
     if entity_type == "clients":
-        return None, _zk_part(name)
+        return None, name
     if entity_type != "users":
         return None
-    return _zk_part(name), None if client is None else _zk_part(client)
+    return name, client
 
 
 class ZkQuotaStore:

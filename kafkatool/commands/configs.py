@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from typer.core import TyperCommand
 
 from kafkatool.commands.common import (
     EXIT_FINDINGS,
@@ -36,39 +37,63 @@ _SINGULAR = {
 }
 
 
-def _entity(entity_type: str, entity_name: str | None, entity_default: bool) -> str | None:
+def _entity(entity_type: str, entity_name: str | None) -> str | None:
+    """The one entity of a single --entity-type: its name, None the default ("" from
+    --entity-default or an empty --entity-name, as ConfigCommand)."""
     from kafkatool.assign.configs import ENTITY_TYPES
 
     if entity_type not in ENTITY_TYPES:
         raise CommandError(f"--entity-type {entity_type!r}: one of {', '.join(ENTITY_TYPES)}")
-    if entity_default and entity_name is not None:
-        raise CommandError("give --entity-name or --entity-default, not both")
-    if entity_default and entity_type == "topics":
+    if entity_name == "" and entity_type == "topics":
         raise CommandError("--entity-default is for brokers, users and clients")
-    if not entity_default and entity_name is None:
+    if entity_name is None:
         raise CommandError("give --entity-name NAME (or --entity-default)")
-    return None if entity_default else entity_name
+    return entity_name or None
 
 
-def _entities(
-    types: list[str], names: list[str] | None, entity_default: bool, *, describe: bool
-) -> list[tuple[str, str | None]] | None:
-    """kafka-configs.sh's users and clients entities: --entity-type users [--entity-type clients]
-    with a --entity-name each, --entity-default standing for the last type's name ("" the
-    default, None any: describe only); None for the other entity types (one of them)."""
-    names = list(names or [])
+class EntityOrderCommand(TyperCommand):
+    """--entity-name and --entity-default as ConfigCommand takes them (ConfigCommandOptions.entityNames):
+    one list of names in their command-line order, "" for each --entity-default, the first name
+    for the first --entity-type, the second for the second. The parse gives --entity-name that
+    list; --entity-default stays true when one was given."""
+
+    def make_parser(self, ctx):
+        parser = super().make_parser(ctx)
+        parse = parser.parse_args
+
+        def parse_args(args):
+            opts, rest, order = parse(args)
+            given = iter(opts.get("entity_name") or [])
+            names = [next(given) if p.name == "entity_name" else "" for p in order
+                     if p.name in ("entity_name", "entity_default")]  # fmt: skip
+            if names:
+                opts["entity_name"] = names
+            return opts, rest, order
+
+        parser.parse_args = parse_args
+        return parser
+
+
+def _entities(types: list[str], names: list[str], *, describe: bool) -> list[tuple[str, str | None]] | None:
+    """kafka-configs.sh's users and clients entities: up to two --entity-type (users and clients, in
+    either order), the names (``names``: _entity_names) matched to them in order, "" the default
+    and, for describe, a type without a name any entity of it (None); None for the other entity
+    types (one of them)."""
     if not any(t in ("users", "clients") for t in types):
         return None
-    if len(types) > 2 or len(set(types)) != len(types) or not set(types) <= {"users", "clients"}:
-        raise CommandError("--entity-type: users, clients, or users then clients")
-    if len(types) == 2 and types != ["users", "clients"]:
-        raise CommandError("give --entity-type users before --entity-type clients")
-    if entity_default:
-        names.append("")
+    if len(set(types)) != len(types):
+        dups = [t for i, t in enumerate(types) if t in types[:i]]
+        raise CommandError(f"Duplicate entity type(s) specified: {','.join(dups)}")
+    if len(types) > 1 and set(types) != {"users", "clients"}:
+        raise CommandError("Only 'users' and 'clients' entity types may be specified together")
+    if not describe and not names:
+        raise CommandError(
+            "an entity-name or default entity must be specified with --alter of users, clients, brokers or ips"
+        )
+    if not describe and len(names) != len(types):
+        raise CommandError("An entity name must be specified for every entity type")
     if len(names) > len(types):
         raise CommandError("More entity names specified than entity types")
-    if not describe and len(names) != len(types):
-        raise CommandError("Exactly one entity name must be specified for every entity type")
     return [(t, names[i] if i < len(names) else None) for i, t in enumerate(types)]
 
 
@@ -89,7 +114,7 @@ def _entity_type_option():
         ...,
         "--entity-type",
         metavar="TYPE",
-        help=ENTITY_HELP + " Twice for a user's client: users, then clients.",
+        help=ENTITY_HELP + " Twice for a user's client id: users and clients.",
     )
 
 
@@ -108,7 +133,11 @@ def _entity_default_option():
     return typer.Option(
         False,
         "--entity-default",
-        help="The cluster-wide default (brokers, users, clients; with two entity types, the last one's).",
+        help="The cluster-wide default (brokers, users, clients). With two entity types the names "
+        "(--entity-name, --entity-default) go to the types in their command-line order, as "
+        "kafka-configs.sh: --entity-type users --entity-type clients --entity-default is the "
+        "default user's quotas for any client id; --entity-type users --entity-default "
+        "--entity-type clients --entity-default the default user's default client id.",
     )
 
 
@@ -124,7 +153,9 @@ def describe(
         None, "--bootstrap-server", metavar="HOST:PORT", help="The cluster to ask (DescribeConfigs)."
     ),
     command_config: str | None = command_config_option(),
-    zookeeper: str | None = zookeeper_option("Read /config/<type>/<name> instead."),
+    zookeeper: str | None = zookeeper_option(
+        "Read /config/<type>/<name> instead (users and brokers only, as Kafka 3.7's kafka-configs.sh)."
+    ),
     timeout: float = zookeeper_timeout_option(),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
@@ -133,11 +164,13 @@ def describe(
     from kafkatool.assign import configs as C
 
     _sources(bootstrap_server, zookeeper)
-    quota_entities = _entities(entity_type, entity_name, entity_default, describe=True)
+    if zookeeper is not None:
+        C.zk_entity_types_check(entity_type)
+    quota_entities = _entities(entity_type, entity_name or [], describe=True)
     if quota_entities is not None:
         _describe_quotas(quota_entities, bootstrap_server, zookeeper, timeout, json_out)
     entity_type, entity_name = _single(entity_type, entity_name)
-    name = _entity(entity_type, entity_name, entity_default)
+    name = _entity(entity_type, entity_name)
     if zookeeper is not None:
         if all_configs:
             raise CommandError("--all needs --bootstrap-server (ZooKeeper holds only the dynamic configs)")
@@ -187,22 +220,13 @@ def _describe_quotas(entities, bootstrap_server, zookeeper, timeout: float, json
     """kafka-configs.sh --describe of users and clients (exits)."""
     from kafkatool.assign import configs as C
 
-    if zookeeper is not None:
+    if zookeeper is not None:  # users alone (zk_entity_types_check)
         from kafkatool.commands.zk import connect
 
-        client = None
-        if len(entities) == 2:
-            (_, u), (_, c) = entities
-            if u is None or c is None:
-                raise CommandError(
-                    "through --zookeeper a user's client needs both names (or --entity-default)"
-                )
-            etype, name, client = "users", u or "<default>", c or "<default>"
-        else:
-            etype, n = entities[0]
-            name = None if n is None else (n or "<default>")
+        ((etype, n),) = entities
+        name = None if n is None else C.zk_name(etype, n or None)
         with connect(zookeeper, timeout, writable=False) as zk:
-            lines = C.describe_zk_quota_lines(zk, etype, name, client)
+            lines = C.describe_zk_quota_lines(zk, etype, name)
         for line in lines:
             emit_json({"type": "config_line", "line": line}) if json_out else console.print(
                 line, highlight=False
@@ -248,7 +272,9 @@ def alter(
     ),
     command_config: str | None = command_config_option(),
     zookeeper: str | None = zookeeper_option(
-        "Write /config/<type>/<name> and its change notification instead."
+        "Write /config/<type>/<name> and its change notification instead: a user's SCRAM credentials "
+        "(salted here) or a broker's dynamic configs, the only ones Kafka 3.7's kafka-configs.sh "
+        "alters through ZooKeeper (quotas and topics need --bootstrap-server)."
     ),
     timeout: float = zookeeper_timeout_option(),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
@@ -257,7 +283,9 @@ def alter(
     from kafkatool.assign import configs as C
 
     _sources(bootstrap_server, zookeeper)
-    quota_entities = _entities(entity_type, entity_name, entity_default, describe=False)
+    if zookeeper is not None:
+        C.zk_entity_types_check(entity_type)
+    quota_entities = _entities(entity_type, entity_name or [], describe=False)
     if quota_entities is not None and bootstrap_server is not None:
         sets = C.parse_add_config(add_config) if add_config else {}
         deletes = C.parse_delete_config(delete_config) if delete_config else []
@@ -277,25 +305,20 @@ def alter(
         else:
             console.print(f"Completed updating default config for {etype} in the cluster.")
         raise typer.Exit(EXIT_OK)
-    client = None  # through --zookeeper, a user's client id: users/<u>/clients/<c>
-    if quota_entities is not None and len(quota_entities) == 2:
-        entity_type = ["users"]
-        u, c = quota_entities[0][1], quota_entities[1][1]
-        entity_name, client = [u or "<default>"], c or "<default>"
-        entity_default = False
     entity_type, entity_name = _single(entity_type, entity_name)
-    name = _entity(entity_type, entity_name, entity_default)
+    name = _entity(entity_type, entity_name)
     sets = C.parse_add_config(add_config) if add_config else {}
     deletes = C.parse_delete_config(delete_config) if delete_config else []
     if not sets and not deletes:
         raise CommandError("give --add-config and/or --delete-config")
-    if zookeeper is not None and entity_type in ("users", "clients"):
-        C.zk_quota_check(entity_type, sets)
+    if zookeeper is not None and entity_type == "users":
+        C.zk_user_check(sets, deletes)
+        sets = C.zk_scram_credentials(sets)
     if zookeeper is not None:
         from kafkatool.commands.zk import connect
 
         with connect(zookeeper, timeout) as zk:
-            C.alter_zk(zk, entity_type, name, sets, deletes, client=client)
+            C.alter_zk(zk, entity_type, name, sets, deletes)
     else:
         from kafkatool.assign.kafka_client import KafkaAdmin
 
@@ -305,11 +328,18 @@ def alter(
             C.alter_live(admin, entity_type, name, sets, deletes)
     if json_out:
         emit_json(
-            {"type": "config", "entity_type": entity_type, "entity": name, "set": sets, "deleted": deletes}
+            {
+                "type": "config",
+                "entity_type": entity_type,
+                "entity": name,
+                "deleted": deletes,
+                # a SCRAM credential ZooKeeper keeps is not shown (as describe's sensitive values)
+                "set": {k: None if entity_type == "users" else v for k, v in sets.items()},
+            }  # fmt: skip
         )
-    elif zookeeper is not None and entity_type in ("users", "clients"):
+    elif zookeeper is not None:
         # alterConfigWithZk's line: the entity as ConfigCommand's ConfigEntity prints it
-        label = C.zk_entity_label(entity_type, "<default>" if name is None else name, client)
+        label = C.zk_entity_label(entity_type, C.zk_name(entity_type, name))
         console.print(f"Completed updating config for entity: {label}.", highlight=False)
     elif name is None:
         console.print(f"Completed updating default config for {entity_type} in the cluster.")
@@ -391,7 +421,7 @@ def diff(
 
 def register(app: typer.Typer) -> None:
     sub = typer.Typer(name="configs", help=HELP, no_args_is_help=True)
-    sub.command("describe")(describe)
-    sub.command("alter")(alter)
+    sub.command("describe", cls=EntityOrderCommand)(describe)
+    sub.command("alter", cls=EntityOrderCommand)(alter)
     sub.command("diff")(diff)
     app.add_typer(sub, name="configs")

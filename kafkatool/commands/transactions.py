@@ -123,7 +123,14 @@ def _admin(bootstrap_server: str):
     return KafkaAdmin(bootstrap_server, client_id="kafkatool-transactions")
 
 
-def _offline(log_dir: list[Path], now: str | None, topic: str | None = None, partition: int | None = None):
+def _offline(
+    log_dir: list[Path],
+    now: str | None,
+    topic: str | None = None,
+    partition: int | None = None,
+    *,
+    coordinator: bool = True,
+):
     from kafkatool.broker.txn.offline import read
     from kafkatool.commands.topic_sources import parse_now, targets
 
@@ -132,7 +139,12 @@ def _offline(log_dir: list[Path], now: str | None, topic: str | None = None, par
             raise CommandError(f"{d}: not a directory")
     now_ms = parse_now(now) if now is not None else None
     dirs = sorted({t.log_dir for t in targets(list(log_dir))})
-    return read(dirs, topic=topic, partition=partition, now_ms=now_ms)
+    view = read(dirs, topic=topic, partition=partition, now_ms=now_ms)
+    gap = view.coordinator_gap() if coordinator else None
+    if gap is not None:  # the coordinator's view is partial: said once, on stderr
+        sys.stderr.write(f"kafkatool: WARNING: {gap}\n")
+        sys.stderr.flush()
+    return view
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> None:
@@ -322,7 +334,7 @@ def describe_producers(
     if log_dir:
         if broker_id is not None:
             raise CommandError("--broker-id needs --bootstrap-server (a log dir is one broker's)")
-        view = _offline(log_dir, now, topic, partition)
+        view = _offline(log_dir, now, topic, partition, coordinator=False)
         if not view.partitions:
             raise Failed(
                 f"Failed to describe producers for partition {topic}-{partition}: the log dirs hold no "
@@ -519,7 +531,10 @@ def find_hanging(
     from the __transaction_state partitions in the dirs. What differs: "now" is the newest record
     timestamp in the dirs unless --now is given; a transaction coordinated elsewhere (a cluster
     broker holds only some __transaction_state partitions, or none) cannot be checked and is
-    reported with CoordinatorState "-" (the coordinator's view is incomplete: a note says so);
+    reported with CoordinatorState "-" (the coordinator's view is incomplete: a warning names the
+    partitions missing from the topic's partition count, as the dir's embedded metadata or KRaft
+    log keeps it, else transaction.state.log.num.partitions' default 50; list and describe say
+    the same);
     three columns are added: LastStableOffset, TransactionalId, CoordinatorState."""
     from kafkatool.broker.txn import views as V
 
@@ -528,7 +543,7 @@ def find_hanging(
         raise CommandError("The --partition argument requires --topic to be provided")
     max_ms = max_transaction_timeout * 60_000
     offline = bool(log_dir)
-    note = None
+    note = gap = None
     if offline:
         if broker_id is not None:
             raise CommandError("--broker-id needs --bootstrap-server (a log dir is one broker's)")
@@ -539,19 +554,15 @@ def find_hanging(
         tids = view.transactional_ids(set(groups))
         result = V.hanging(groups, tids, {tid: view.coordinator.get(tid) for tid in tids.values()})
         now_ms = view.now_ms
-        if not view.coordinator_complete and result:
-            if view.state_partitions:
-                have = ",".join(map(str, view.state_partitions))
-                note = (
-                    f"note: the log dirs hold __transaction_state partitions {have} only: a producer no "
-                    "transactional id here holds may be coordinated by another broker"
-                )
-            else:
-                note = (
-                    "note: the log dirs hold no __transaction_state partition: no transactional id is known "
-                    "here, so every open transaction older than the timeout is reported (its coordinator, "
-                    "elsewhere, may hold it as ongoing)"
-                )
+        gap = view.coordinator_gap()  # _offline warned of it
+        if view.state_partitions or not result:
+            note = None if gap is None else f"WARNING: {gap}"
+        else:
+            note = (
+                "note: the log dirs hold no __transaction_state partition: no transactional id is known "
+                "here, so every open transaction older than the timeout is reported (its coordinator, "
+                "elsewhere, may hold it as ongoing)"
+            )
     else:
         if topic is None and broker_id is None:
             raise CommandError(
@@ -596,7 +607,7 @@ def find_hanging(
                 row += [str(o.last_stable_offset), o.transactional_id or "-", o.coordinator_state or "-"]
             rows.append(row)
         _table(HANGING_HEADERS + (OFFLINE_HANGING_HEADERS if offline else []), rows)
-        if note:
+        if note and not note.startswith("WARNING"):
             sys.stderr.write(note + "\n")
     raise typer.Exit(EXIT_FINDINGS if result else EXIT_OK)
 

@@ -51,6 +51,25 @@ TOKEN_CHANGE_PREFIX = "token_change_"
 # Entity types under /config.
 CONFIG_ENTITY_TYPES = ("topics", "clients", "users", "brokers", "ips")
 DEFAULT_ENTITY = "<default>"
+
+
+class _DefaultEntity:
+    """ConfigEntityName.Default as a name of a user or client id: the default entity (a null name
+    in the protocol), kept at the znode ``<default>``. A user or client id literally named
+    ``<default>`` is a name like any other, sanitized as Kafka sanitizes it (``%3Cdefault%3E``:
+    ConfigCommand.sanitizeName, ZkAdminManager.sanitizeEntityName), so the two never meet."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "DEFAULT"
+
+    def __str__(self) -> str:
+        return DEFAULT_ENTITY
+
+
+#: the default user or client id at the zk client's real-name boundary (entity_segment/entity_name)
+DEFAULT = _DefaultEntity()
 #: the entity types whose names Kafka keeps sanitized (Sanitizer: ConfigCommand.sanitizeName,
 #: ZkAdminManager, ConfigHandler's desanitize): user principals and client ids
 SANITIZED_ENTITY_TYPES = ("users", "clients")
@@ -123,27 +142,32 @@ def delete_topic(name: str) -> str:
     return f"{DELETE_TOPICS}/{name}"
 
 
-def entity_segment(entity_type: str, name: str) -> str:
-    """The znode name of an entity: a user principal or client id sanitized (``alice@EXAMPLE.COM``
-    -> ``alice%40EXAMPLE.COM``), the default entity ``<default>`` as it is, any other name as it is
-    (topics, broker ids, ips)."""
-    if entity_type in SANITIZED_ENTITY_TYPES and name != DEFAULT_ENTITY:
+def entity_segment(entity_type: str, name) -> str:
+    """The znode name of an entity: :data:`DEFAULT` is ``<default>``, a user principal or client id
+    sanitized (``alice@EXAMPLE.COM`` -> ``alice%40EXAMPLE.COM``, a user named ``<default>`` ->
+    ``%3Cdefault%3E``), any other name as it is (topics, broker ids and ips, whose ``<default>``
+    is the default)."""
+    if name is DEFAULT:
+        return DEFAULT_ENTITY
+    if entity_type in SANITIZED_ENTITY_TYPES:
         return sanitize(name)
     return name
 
 
-def entity_name(entity_type: str, segment: str) -> str:
-    """The entity a znode name stands for (the inverse of :func:`entity_segment`); ValueError with
-    URLDecoder's words for a user or client znode that is not a sanitized name."""
-    if entity_type in SANITIZED_ENTITY_TYPES and segment != DEFAULT_ENTITY:
-        return desanitize(segment)
+def entity_name(entity_type: str, segment: str):
+    """The entity a znode name stands for (the inverse of :func:`entity_segment`): a user's or
+    client's ``<default>`` is :data:`DEFAULT`; ValueError with URLDecoder's words for a user or
+    client znode that is not a sanitized name."""
+    if entity_type in SANITIZED_ENTITY_TYPES:
+        return DEFAULT if segment == DEFAULT_ENTITY else desanitize(segment)
     return segment
 
 
 def entity_path(entity_type: str, name: str, client: str | None = None) -> str:
     """AdminZkClient's entity path of a config change notification and of ``/config/...``:
     ``topics/T``, ``users/<user>``, ``users/<user>/clients/<client id>``, ``clients/<client id>``,
-    names sanitized by :func:`entity_segment` (``name`` and ``client`` are the real names)."""
+    names sanitized by :func:`entity_segment` (``name`` and ``client`` are the real names or
+    :data:`DEFAULT`)."""
     path = f"{entity_type}/{entity_segment(entity_type, name)}"
     if client is not None:
         if entity_type != "users":

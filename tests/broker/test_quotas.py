@@ -86,8 +86,8 @@ def test_alter_ops_checks():
         Q.parse_entity([("user", "")])
     with pytest.raises(Q.QuotaRequestError, match="Invalid empty client quota entity"):
         Q.parse_entity([])
-    assert Q.zk_entity("users", "<default>", "app") == (DEFAULT, "app")
-    assert Q.zk_entity_path(("alice", DEFAULT)) == ("users", "alice", "<default>")
+    assert Q.zk_entity("users", DEFAULT, "app") == (DEFAULT, "app")
+    assert Q.zk_entity_path(("alice", DEFAULT)) == ("users", "alice", DEFAULT)
     assert Q.zk_entity_path((None, "app")) == ("clients", "app", None)
 
 
@@ -213,6 +213,91 @@ def _produce_flat_out(
     p.purge()
     p.flush(2)
     return acked[0], throttles, span
+
+
+def test_entity_names_go_to_the_entity_types_in_command_line_order(broker):
+    """ConfigCommandOptions.entityNames: --entity-name and --entity-default make one list of names
+    in their command-line order, matched to the --entity-types in order (users and clients in
+    either order); a type left without a name is any entity of it (describe), and alter needs a
+    name for every type."""
+    boot = ["--bootstrap-server", broker.bootstrap]
+    big = "controller_mutation_rate=1000000"  # set, never reached by the other tests
+    made = [
+        (["--entity-type", "users", "--entity-default", "--entity-type", "clients", "--entity-default"], big),
+        (
+            [
+                "--entity-type",
+                "users",
+                "--entity-name",
+                "erin",
+                "--entity-type",
+                "clients",
+                "--entity-default",
+            ],
+            big,
+        ),
+        # clients first, and a default before a name: users gets the default, clients 'app9'
+        (
+            [
+                "--entity-type",
+                "clients",
+                "--entity-name",
+                "app9",
+                "--entity-type",
+                "users",
+                "--entity-name",
+                "fay",
+            ],
+            big,
+        ),
+        (
+            [
+                "--entity-type",
+                "users",
+                "--entity-type",
+                "clients",
+                "--entity-default",
+                "--entity-name",
+                "app9",
+            ],
+            big,
+        ),
+    ]
+    try:
+        for who, value in made:
+            res = configs("alter", *who, "--add-config", value, *boot)
+            assert res.exit_code == 0, (who, res.output)
+        assert res.stdout.strip() == "Completed updating default config for users in the cluster."
+        res = configs("describe", "--entity-type", "users", "--entity-default", "--entity-type", "clients",
+                      "--entity-default", *boot)  # fmt: skip
+        assert res.stdout.splitlines() == [
+            "Quota configs for the default user-principal, the default client-id are controller_mutation_rate=1000000.0"
+        ]
+        # the default user with any client id (not any user with the default client id: erin's)
+        res = configs(
+            "describe", "--entity-type", "users", "--entity-type", "clients", "--entity-default", *boot
+        )
+        assert sorted(res.stdout.splitlines()) == [
+            "Quota configs for the default user-principal, client-id 'app9' are controller_mutation_rate=1000000.0",
+            "Quota configs for the default user-principal, the default client-id are controller_mutation_rate=1000000.0",
+        ]
+        res = configs("describe", "--entity-type", "clients", "--entity-name", "app9", "--entity-type", "users",
+                      "--entity-name", "fay", *boot)  # fmt: skip
+        assert res.stdout.splitlines() == [
+            "Quota configs for user-principal 'fay', client-id 'app9' are controller_mutation_rate=1000000.0"
+        ]
+        res = configs("alter", "--entity-type", "users", "--entity-type", "clients", "--entity-default",
+                      "--add-config", big, *boot)  # fmt: skip
+        assert res.exit_code == 2 and "An entity name must be specified for every entity type" in res.output
+        res = configs("describe", "--entity-type", "users", "--entity-default", "--entity-default", *boot)
+        assert res.exit_code == 2 and "More entity names specified than entity types" in res.output
+        res = configs("describe", "--entity-type", "users", "--entity-type", "users", *boot)
+        assert res.exit_code == 2 and "Duplicate entity type(s) specified: users" in res.output
+    finally:
+        for who, value in made:
+            configs("alter", *who, "--delete-config", value.split("=")[0], *boot)
+    res = configs("describe", "--entity-type", "users", "--entity-type", "clients", *boot)
+    assert "1000000" not in res.stdout
 
 
 def test_producer_held_near_its_quota(broker):

@@ -174,7 +174,14 @@ def test_the_leader_side_throttle_alone_slows_a_new_replica(cluster):
             "leader.replication.throttled.rate=150000",
         ],
     ):
-        r = kafkatool("configs", "alter", *args, "--zookeeper", cluster.connect)
+        # a topic's configs through a broker: Kafka 3.7's kafka-configs.sh takes only users and
+        # brokers through --zookeeper
+        via = (
+            ["--bootstrap-server", cluster.bootstrap]
+            if args[1] == "topics"
+            else ["--zookeeper", cluster.connect]
+        )
+        r = kafkatool("configs", "alter", *args, *via)
         assert r.returncode == 0, r.stdout + r.stderr
     # broker 1, the leader, throttles by the configs it holds: wait until it took both (its
     # DescribeConfigs answers from them), not a fixed second (ZooKeeper's change notifications

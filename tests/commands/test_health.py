@@ -4,9 +4,9 @@ a replication factor below the stated minimum, a skewed partition, a hanging tra
 stable offset a long transaction holds back).
 
 One broker for the module (transaction.partition.verification.enable=false, the only way a
-leader takes the hanging transaction's late batch: tests/commands/test_transactions.py); the
-tests run in file order, the first one counting the cluster's topics before the second adds its
-own."""
+leader takes the hanging transaction's late batch: tests/commands/test_transactions.py); each
+test makes its own topics and counts what it expects relative to what the cluster held before
+it, so any one of them runs alone or in any order."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def findings(res) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient
 
     b = BrokerProcess(
         tmp_path_factory.mktemp("health") / "data",
@@ -51,35 +51,43 @@ def broker(tmp_path_factory):
         ],
     ).start()
     try:
-        admin = AdminClient({"bootstrap.servers": b.bootstrap})
-        for f in admin.create_topics([NewTopic("t", 3, 1)]).values():
-            f.result(15)
-        yield b, admin
+        yield b, AdminClient({"bootstrap.servers": b.bootstrap})
     finally:
         b.stop()
 
 
-def _produce(bootstrap, counts: dict[int, int]) -> None:
+def _produce(bootstrap, topic: str, counts: dict[int, int]) -> None:
     p = ck.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     for part, n in counts.items():
         for _ in range(n):
-            p.produce("t", value=b"x" * 100, partition=part)
+            p.produce(topic, value=b"x" * 100, partition=part)
     assert p.flush(15) == 0
 
 
 def test_healthy_then_each_planted_problem(broker):
+    """The whole cluster: healthy, then the planted problems of this test's topic ht and group
+    slow found (the topics other tests made are counted and judged too: taken from the cluster
+    before this test adds its own)."""
     from confluent_kafka import TopicPartition
-    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 
     b, admin = broker
-    _produce(b.bootstrap, {0: 200, 1: 20, 2: 20})
+    before = admin.list_topics(timeout=10).topics
+    partitions_before = sum(len(t.partitions) for t in before.values())
+    groups_before = len(admin.list_consumer_groups().result(15).valid)
+    for f in admin.create_topics([NewTopic("ht", 3, 1)]).values():
+        f.result(15)
+    _produce(b.bootstrap, "ht", {0: 200, 1: 20, 2: 20})
     ok = run("--bootstrap-server", b.bootstrap, "--skew-min-bytes", 10**9)
     assert ok.exit_code == 0, ok.output
-    assert "healthy: 1 brokers, 1 topics, 3 partitions, 0 consumer groups checked, nothing found" in ok.stdout
+    assert (
+        f"healthy: 1 brokers, {len(before) + 1} topics, {partitions_before + 3} partitions, "
+        f"{groups_before} consumer groups checked, nothing found"
+    ) in ok.stdout
 
     # a lagging group: committed at 5 of 200
     c = ck.Consumer({"bootstrap.servers": b.bootstrap, "group.id": "slow", "enable.auto.commit": False})
-    c.commit(offsets=[TopicPartition("t", 0, 5)], asynchronous=False)
+    c.commit(offsets=[TopicPartition("ht", 0, 5)], asynchronous=False)
     c.close()
     # throttles nobody cleared
     node = str(next(iter(admin.list_topics(timeout=10).brokers)))
@@ -88,37 +96,41 @@ def test_healthy_then_each_planted_problem(broker):
         incremental_configs=[ConfigEntry("leader.replication.throttled.rate", "1000", incremental_operation=AlterConfigOpType.SET)],
     )  # fmt: skip
     res_t = ConfigResource(
-        ResourceType.TOPIC, "t",
+        ResourceType.TOPIC, "ht",
         incremental_configs=[ConfigEntry("leader.replication.throttled.replicas", "0:" + node, incremental_operation=AlterConfigOpType.SET)],
     )  # fmt: skip
-    for f in admin.incremental_alter_configs([res_b, res_t]).values():
-        f.result(15)
+    try:
+        for f in admin.incremental_alter_configs([res_b, res_t]).values():
+            f.result(15)
 
-    res = run(
-        "--bootstrap-server", b.bootstrap, "--json", "--max-lag", "100", "--min-replication-factor", "2",
-        "--skew-min-bytes", "1000", "--skew-ratio", "3",
-    )  # fmt: skip
-    assert res.exit_code == 1, res.output
-    got = {(f["kind"], f["subject"]) for f in findings(res)}
-    assert got == {
-        ("consumer_lag", "group slow"),
-        ("leftover_throttle", "topic t"),
-        ("leftover_throttle", f"broker {node}"),
-        ("replication_factor_below_minimum", "topic t"),
-        ("replication_factor_below_minimum", "topic __consumer_offsets"),  # created by the commit
-        ("partition_skew", "t-0"),
-    }, res.output
-    lag = next(f for f in findings(res) if f["kind"] == "consumer_lag")
-    assert "195 records behind" in lag["message"] and "kafkatool groups" in lag["fix"]
-    # warnings only: --fail-on error passes
-    assert run("--bootstrap-server", b.bootstrap, "--max-lag", "100", "--fail-on", "error").exit_code == 0
-    # the broker's throttle is a finding whatever --topic says: cleared for the next test
-    res_b = ConfigResource(
-        ResourceType.BROKER, node,
-        incremental_configs=[ConfigEntry("leader.replication.throttled.rate", None, incremental_operation=AlterConfigOpType.DELETE)],
-    )  # fmt: skip
-    for f in admin.incremental_alter_configs([res_b]).values():
-        f.result(15)
+        res = run(
+            "--bootstrap-server", b.bootstrap, "--json", "--max-lag", "100", "--min-replication-factor", "2",
+            "--skew-min-bytes", "1000", "--skew-ratio", "3",
+        )  # fmt: skip
+        assert res.exit_code == 1, res.output
+        got = {(f["kind"], f["subject"]) for f in findings(res)}
+        assert got == {
+            ("consumer_lag", "group slow"),
+            ("leftover_throttle", "topic ht"),
+            ("leftover_throttle", f"broker {node}"),
+            ("replication_factor_below_minimum", "topic ht"),
+            ("replication_factor_below_minimum", "topic __consumer_offsets"),  # created by the commit
+            ("partition_skew", "ht-0"),
+            # every topic another test made has one replica too
+            *(("replication_factor_below_minimum", f"topic {t}") for t in before),
+        }, res.output
+        lag = next(f for f in findings(res) if f["kind"] == "consumer_lag")
+        assert "195 records behind" in lag["message"] and "kafkatool groups" in lag["fix"]
+        # warnings only: --fail-on error passes
+        assert run("--bootstrap-server", b.bootstrap, "--max-lag", "100", "--fail-on", "error").exit_code == 0
+    finally:
+        # the broker's throttle is a finding whatever --topic says: cleared for the other tests
+        res_b = ConfigResource(
+            ResourceType.BROKER, node,
+            incremental_configs=[ConfigEntry("leader.replication.throttled.rate", None, incremental_operation=AlterConfigOpType.DELETE)],
+        )  # fmt: skip
+        for f in admin.incremental_alter_configs([res_b]).values():
+            f.result(15)
 
 
 def test_unreachable_is_could_not_run():

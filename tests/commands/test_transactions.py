@@ -557,6 +557,7 @@ def test_offline_on_the_stopped_broker(broker):
         "t-open": "Ongoing",
         "t-hang": "Ongoing",
     }
+    assert "WARNING" not in res.stderr  # every __transaction_state partition is here
 
 
 def test_offline_without_the_coordinators_partitions(broker, tmp_path):
@@ -576,3 +577,36 @@ def test_offline_without_the_coordinators_partitions(broker, tmp_path):
     assert head.endswith("LastStableOffset\tTransactionalId\tCoordinatorState\t")
     assert [c.strip() for c in line.split("\t")][-4:] == ["0", "-", "-", ""]
     assert "the log dirs hold no __transaction_state partition" in res.stderr
+
+
+def test_offline_with_a_coordinator_partition_missing(broker, tmp_path):
+    """A backup that lost one __transaction_state partition: the partition count the dir keeps
+    (serve's embedded metadata: transaction.state.log.num.partitions=3) says which is missing, one
+    warning line on stderr, not a coordinator's view taken as complete. Without a count in the
+    dir (a ZooKeeper-mode broker's dir), transaction.state.log.num.partitions' default, 50."""
+    import shutil
+
+    b, _ = broker
+    b.stop()
+    copy = tmp_path / "copy"
+    shutil.copytree(b.data_dir, copy, ignore=shutil.ignore_patterns("__transaction_state-1"))
+    res = run("transactions", "list", "--log-dir", copy, "--json")
+    assert res.exit_code == 0, res.output
+    assert res.stderr.splitlines() == [
+        f"kafkatool: WARNING: the log dirs hold 2 of the 3 __transaction_state partitions "
+        f"({copy / 'kafkatool-cluster.json'}); missing: 1. The transactional ids those partitions hold "
+        "are unknown here, not absent"
+    ]
+    res = run("transactions", "find-hanging", "--log-dir", copy, "--json")
+    assert "missing: 1." in res.stderr and "missing: 1." in rows(res)[-1]["coordinator_note"]
+    res = run("transactions", "describe", "--log-dir", copy, "--transactional-id", "t-open")
+    assert "missing: 1." in res.stderr
+    res = run("transactions", "describe-producers", "--log-dir", copy, "--topic", "open", "--partition", 0)
+    assert res.exit_code == 0 and "WARNING" not in res.stderr  # the coordinator is not asked
+    (copy / "kafkatool-cluster.json").unlink()
+    res = run("transactions", "list", "--log-dir", copy)
+    assert (
+        "the log dirs hold 2 of the 50 __transaction_state partitions (transaction.state.log.num.partitions' "
+        in res.stderr
+    )
+    assert "missing: 1,3-49." in res.stderr

@@ -250,7 +250,7 @@ def seed_cluster(hosts: str, chroot: str, spec: ClusterSpec | None = None) -> Se
         makepath=True,
     )
     admin.create(
-        paths.config_entity("clients", "<default>"),
+        paths.config_entity("clients", paths.DEFAULT),
         codecs.encode_entity_config({"consumer_byte_rate": "2097152"}),
     )
     admin.create(

@@ -57,9 +57,11 @@ def test_entity_paths():
         paths.entity_path("users", "alice@EXAMPLE.COM", "app 1")
         == "users/alice%40EXAMPLE.COM/clients/app%201"
     )
-    assert paths.entity_path("users", "<default>", "<default>") == "users/<default>/clients/<default>"
+    assert paths.entity_path("users", paths.DEFAULT, paths.DEFAULT) == "users/<default>/clients/<default>"
+    # a user or client id named <default> is a name: Sanitizer's, never the default entity's znode
+    assert paths.entity_path("users", "<default>", "<default>") == "users/%3Cdefault%3E/clients/%3Cdefault%3E"
     assert paths.entity_path("clients", "svc*") == "clients/svc%2A"
-    assert paths.entity_path("clients", "<default>") == "clients/<default>"
+    assert paths.entity_path("clients", paths.DEFAULT) == "clients/<default>"
     # topics, brokers and ips keep their names (Kafka sanitizes only users and clients)
     assert paths.entity_path("topics", "a+b") == "topics/a+b"
     assert paths.entity_path("brokers", "<default>") == "brokers/<default>"
@@ -71,7 +73,12 @@ def test_entity_paths():
 def test_parse_entity_path():
     assert paths.parse_entity_path("users/alice%40EXAMPLE.COM") == ("users", "alice@EXAMPLE.COM", None)
     assert paths.parse_entity_path("users/svc%2A/clients/app%201") == ("users", "svc*", "app 1")
-    assert paths.parse_entity_path("users/<default>/clients/<default>") == ("users", "<default>", "<default>")
+    assert paths.parse_entity_path("users/<default>/clients/<default>") == (
+        "users",
+        paths.DEFAULT,
+        paths.DEFAULT,
+    )
+    assert paths.parse_entity_path("users/%3Cdefault%3E") == ("users", "<default>", None)
     assert paths.parse_entity_path("clients/%E7%94%A8") == ("clients", "用", None)
     assert paths.parse_entity_path("topics/a+b") == ("topics", "a+b", None)
     for bad in ("users", "users/", "users/a/b", "users/a/clients/b/c", "users/100%"):
@@ -165,7 +172,7 @@ def test_entity_configs_in_zookeeper_by_real_names(zk_chroot):
     with KafkaZk(zk_chroot) as zk:
         zk.change_entity_config("users", "alice@EXAMPLE.COM", set_keys={"SCRAM-SHA-256": "cred"})
         zk.change_entity_config("users", "svc*", client="app 1", set_keys={"producer_byte_rate": "1024"})
-        zk.change_entity_config("clients", "<default>", set_keys={"consumer_byte_rate": "2048"})
+        zk.change_entity_config("clients", paths.DEFAULT, set_keys={"consumer_byte_rate": "2048"})
         zk.change_entity_config("clients", "用", set_keys={"request_percentage": "50"})
         assert zk.children("/config/users") == ["alice%40EXAMPLE.COM", "svc%2A"]
         assert zk.children("/config/users/svc%2A/clients") == ["app%201"]
@@ -199,7 +206,7 @@ def test_entity_configs_in_zookeeper_by_real_names(zk_chroot):
             users[("100%", None)].config is None
             and "Incomplete trailing escape" in users[("100%", None)].error
         )
-        assert {e.name for e in zk.entity_configs("clients")} == {"<default>", "用"}
+        assert {e.name for e in zk.entity_configs("clients")} == {paths.DEFAULT, "用"}
         assert zk.entity_config("users", "alice@EXAMPLE.COM").config.config == {"SCRAM-SHA-256": "cred"}
         assert zk.entity_config("users", "alice@example.com") is None
 

@@ -86,20 +86,23 @@ def test_every_zookeeper_option_reads_the_env_var_and_says_so():
 
 
 def test_configs_describe_and_alter(kafka_cluster, live, missing_chroot):
+    # through ZooKeeper Kafka 3.7's kafka-configs.sh takes users and brokers only
+    zk_describe = ["configs", "describe", "--entity-type", "brokers"]
     describe = ["configs", "describe", "--entity-type", "topics"]
     # the environment alone: ZooKeeper
-    r = run(*describe, "--entity-name", "orders", env=kafka_cluster.connect)
+    r = run(*zk_describe, "--entity-default", env=kafka_cluster.connect)
     assert r.exit_code == 0, r.output
-    assert "  retention.ms=86400000 sensitive=false" in r.stdout
+    assert "  log.cleaner.threads=2 sensitive=false" in r.stdout
     r = run(
-        "configs", "alter", "--entity-type", "topics", "--entity-name", "orders",
-        "--add-config", "retention.ms=1000", env=kafka_cluster.connect,
+        "configs", "alter", "--entity-type", "brokers", "--entity-default",
+        "--add-config", "log.cleaner.threads=3", env=kafka_cluster.connect,
     )  # fmt: skip
     assert r.exit_code == 0, r.output
-    assert json.loads(kafka_cluster.admin.get("/config/topics/orders")[0])["config"]["retention.ms"] == "1000"
+    got = json.loads(kafka_cluster.admin.get("/config/brokers/<default>")[0])["config"]
+    assert got["log.cleaner.threads"] == "3"
     # an explicit --zookeeper beats the environment's
-    r = run(*describe, "--entity-name", "orders", "-z", kafka_cluster.connect, env=missing_chroot)
-    assert r.exit_code == 0 and "  retention.ms=1000 sensitive=false" in r.stdout, r.output
+    r = run(*zk_describe, "--entity-default", "-z", kafka_cluster.connect, env=missing_chroot)
+    assert r.exit_code == 0 and "  log.cleaner.threads=3 sensitive=false" in r.stdout, r.output
     # an explicit --bootstrap-server beats the environment's ZooKeeper (which would fail)
     r = run(*describe, "--entity-name", "envtopic", "--bootstrap-server", live.bootstrap, env=missing_chroot)
     assert r.exit_code == 0, r.output

@@ -269,6 +269,11 @@ class ReplicaManager:
         for part in leaders:
             self.fetchers.remove(part.tp)
             self.maybe_increment_hw(part)
+        # ReplicaManager.updateLeaderAndFollowerMetrics (KAFKA-8392): a topic this request made
+        # this broker a follower of, with no partition of it led here, loses its leader meters
+        led = {tp[0] for tp, p in self.local.items() if p.leader == self.node_id}
+        for topic in {p.tp[0] for p, _ in followers} - led:
+            self.broker.metrics.topics.remove_leader_metrics(topic)
         self._notify_coordinators(leaders, [p for p, _ in followers])
         return LeaderAndIsrResponse(error_code=0, partition_errors=errors)
 
@@ -552,13 +557,14 @@ class ReplicaManager:
         if doomed:
             self.broker.manager.remove_deleted(doomed)
         for ts in req.topic_states:
-            if not any(tp[0] == ts.topic_name for tp in self.local) and not any(
-                tp[0] == ts.topic_name for tp in self.cache
-            ):
+            if any(tp[0] == ts.topic_name for tp in self.local):
+                continue
+            # ReplicaManager.maybeRemoveTopicMetrics: no partition of the topic hosted here (the
+            # topic may live on elsewhere: a reassignment moved its replicas away)
+            self.broker.metrics.topics.remove(ts.topic_name)
+            if not any(tp[0] == ts.topic_name for tp in self.cache):
                 self.broker.metadata.topics.pop(ts.topic_name, None)
                 self.broker.manager.topic_configs.pop(ts.topic_name, None)
-                # ReplicaManager.maybeRemoveTopicMetrics: no partition of the topic left here
-                self.broker.metrics.topics.remove(ts.topic_name)
         self._notify_coordinators([], resigned)
         return StopReplicaResponse(error_code=0, partition_errors=errors)
 

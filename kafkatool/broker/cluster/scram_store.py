@@ -13,7 +13,7 @@ import logging
 
 from kafkatool.broker.security import scram
 from kafkatool.zk.client import ZkError
-from kafkatool.zk.paths import DEFAULT_ENTITY
+from kafkatool.zk.paths import DEFAULT
 
 log = logging.getLogger("kafkatool.broker.security")
 
@@ -37,7 +37,7 @@ class ZkScramStore:
                 if ent.error is not None and ent.path not in self._refused:
                     self._refused.add(ent.path)
                     log.error("SCRAM credentials of %s not loaded: %s", ent.path, ent.error)
-                if ent.client is not None or ent.config is None or ent.name == DEFAULT_ENTITY:
+                if ent.client is not None or ent.config is None or ent.name is DEFAULT:
                     continue  # <user>/clients/<client> and <default>: quotas only
                 creds = self._creds(ent.config.config)
                 if creds:
@@ -50,7 +50,7 @@ class ZkScramStore:
 
     def reload_user(self, user: str) -> None:
         """A change notification of ``users/<sanitized user>``, ``user`` desanitized."""
-        if user == DEFAULT_ENTITY:
+        if user is DEFAULT:
             return
         try:
             ent = self.zk.entity_config("users", user)
