@@ -500,6 +500,18 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ),
         _d("quota.window.size.seconds", INT, 1, "The time span of each client quota sample."),
         _d(
+            "replication.quota.window.num",
+            INT,
+            11,
+            "Samples kept of each replication throttle's rate (ReplicationQuotaManagerConfig).",
+        ),
+        _d(
+            "replication.quota.window.size.seconds",
+            INT,
+            1,
+            "The time span of each replication throttle sample.",
+        ),
+        _d(
             "num.io.threads",
             INT,
             8,
@@ -1068,6 +1080,8 @@ class BrokerConfig:
             "num.network.threads",
             "quota.window.num",
             "quota.window.size.seconds",
+            "replication.quota.window.num",
+            "replication.quota.window.size.seconds",
             "delegation.token.max.lifetime.ms",
             "delegation.token.expiry.time.ms",
             "delegation.token.expiry.check.interval.ms",
