@@ -512,6 +512,18 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "The time span of each replication throttle sample.",
         ),
         _d(
+            "alter.log.dirs.replication.quota.window.num",
+            INT,
+            11,
+            "Samples kept of the log-dir move throttle's rate.",
+        ),
+        _d(
+            "alter.log.dirs.replication.quota.window.size.seconds",
+            INT,
+            1,
+            "The time span of each log-dir move throttle sample.",
+        ),
+        _d(
             "num.io.threads",
             INT,
             8,
@@ -1082,6 +1094,8 @@ class BrokerConfig:
             "quota.window.size.seconds",
             "replication.quota.window.num",
             "replication.quota.window.size.seconds",
+            "alter.log.dirs.replication.quota.window.num",
+            "alter.log.dirs.replication.quota.window.size.seconds",
             "delegation.token.max.lifetime.ms",
             "delegation.token.expiry.time.ms",
             "delegation.token.expiry.check.interval.ms",

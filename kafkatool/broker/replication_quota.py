@@ -1,11 +1,11 @@
 """Replication throttles: Kafka 3.7's ReplicationQuotaManager, one per side and broker (QuotaFactory's
-``leader`` and ``follower``).
+``leader`` and ``follower``), and one for moves between log dirs (``alterLogDirs``).
 
 - The measure is broker/rates.py's :class:`SimpleRate` over ``replication.quota.window.num``
-  samples of ``replication.quota.window.size.seconds``: the bytes recorded over the time since
-  the oldest sample, at least one window.
-- The bound is the broker's own dynamic ``<side>.replication.throttled.rate``, Long.MAX_VALUE
-  unset, as Kafka's BrokerConfigHandler applies it: read at each check, so a change takes effect
+  samples of ``replication.quota.window.size.seconds`` (alter.log.dirs.replication.* for the
+  moves): the bytes recorded over the time since the oldest sample, at least one window.
+- The bound is the broker's own dynamic ``<side>.replication.throttled.rate``
+  (``replica.alter.log.dirs.io.max.bytes.per.second``), Long.MAX_VALUE unset, as Kafka's BrokerConfigHandler applies it: read at each check, so a change takes effect
   at once and keeps the samples (updateQuota changes the metric's config).  Kafka 3.7 applies
   neither a cluster-wide default (``--entity-default``, KAFKA-10190) nor server.properties to the
   quota; neither do we.
@@ -23,7 +23,9 @@ Who asks: the leader's fetch handler leaves an out-of-sync follower's throttled 
 records while the quota is exceeded (ReplicaManager.shouldLeaderThrottle) and records the size of
 every throttled partition of a follower's answer (KafkaApis.sizeOfThrottledPartitions); the
 follower's fetcher leaves such a partition out of its fetch (shouldFollowerThrottle) and records
-the bytes it appends of every throttled partition (ReplicaFetcherThread.processPartitionData).
+the bytes it appends of every throttled partition (ReplicaFetcherThread.processPartitionData);
+a log-dir move copies nothing while its quota is exceeded and records what it copies
+(ReplicaAlterLogDirsThread, LocalLeaderEndPoint.buildFetch).
 """
 
 from __future__ import annotations
