@@ -4,9 +4,9 @@ ControllerMutationQuotaManager): ``producer_byte_rate``, ``consumer_byte_rate``,
 
 - The rule (:func:`metric_tags`, :func:`quota_limit`: DefaultQuotaCallback): which sensor a
   (user, client-id) counts in and which of KIP-55's eight entity levels sets its bound.
-- The measures (:class:`Rate`, Kafka's Rate over a SampledStat of ``quota.window.num``
-  samples of ``quota.window.size.seconds``; :class:`TokenBucket`, KIP-599's) and the throttle
-  time (QuotaUtils.throttleTime: ``(observed - bound) / bound * window``, rounded as Java's
+- The measures are broker/rates.py's (Rate over ``quota.window.num`` samples of
+  ``quota.window.size.seconds``, KIP-599's TokenBucket) and so is the throttle time
+  (QuotaUtils.throttleTime: ``(observed - bound) / bound * window``, rounded as Java's
   Math.round; the request quota's capped at one window, boundedThrottleTime).
 - :class:`QuotaManagers`: one manager per quota type, ``enabled`` the one flag a request
   checks (no quota anywhere: nothing measured, nothing set).  The router begins and ends a
@@ -20,10 +20,10 @@ ControllerMutationQuotaManager): ``producer_byte_rate``, ``consumer_byte_rate``,
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Mapping
 
+from kafkatool.broker.rates import DEFAULT_SAMPLES, DEFAULT_WINDOW_S, Rate, TokenBucket, now_ms
 from kafkatool.errors import KafkatoolError
 from kafkatool.formats.schema import java_double_str
 from kafkatool.zk.paths import DEFAULT  # the default entity of a type, one sentinel with ZooKeeper's
@@ -44,9 +44,6 @@ QUOTA_TYPES = {
 SCRAM_KEYS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 #: ClientQuotaEntity's entity types
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
-#: ClientQuotaManagerConfig's defaults (quota.window.num, quota.window.size.seconds)
-DEFAULT_SAMPLES = 11
-DEFAULT_WINDOW_S = 1
 #: ClientQuotaManager.InactiveSensorExpirationTimeSeconds
 INACTIVE_SENSOR_S = 3600
 #: ApiKeys whose clusterAction is true: exempt from the request quota (sendResponseExemptThrottle)
@@ -60,11 +57,6 @@ INT_MAX = 2**31 - 1
 
 #: an entity: (user part, client-id part), each None (not part of it), DEFAULT or a name
 Entity = tuple
-
-
-def java_round(x: float) -> int:
-    """Java's Math.round(double): floor(x + 0.5)."""
-    return math.floor(x + 0.5)
 
 
 # ------------------------------------------------------------------------------ the rule
@@ -104,104 +96,6 @@ def quota_limit(quotas: Mapping, tags: tuple[str, str]) -> float | None:
             if q is not None:
                 return q
     return None
-
-
-# ------------------------------------------------------------------------------ the measures
-class Rate:
-    """Kafka's Rate over a WindowedSum (SampledStat): ``samples`` samples of ``window_ms``,
-    the rate the sum over the elapsed window (at least samples - 1 whole windows)."""
-
-    __slots__ = ("samples", "window_ms", "_samples", "_current", "bound", "last_ms")
-
-    def __init__(
-        self, bound: float, samples: int = DEFAULT_SAMPLES, window_ms: int = DEFAULT_WINDOW_S * 1000
-    ):
-        self.bound = bound
-        self.samples = samples
-        self.window_ms = window_ms
-        self._samples: list[list] = []  # [window start ms, value]
-        self._current = 0
-        self.last_ms = 0
-
-    def record(self, value: float, now_ms: int) -> None:
-        self.last_ms = now_ms
-        if not self._samples:
-            self._samples.append([now_ms, 0.0])
-        sample = self._samples[self._current]
-        if now_ms - sample[0] >= self.window_ms:
-            self._current = (self._current + 1) % self.samples
-            if self._current >= len(self._samples):
-                sample = [now_ms, 0.0]
-                self._samples.append(sample)
-            else:
-                sample = self._samples[self._current]
-                sample[0], sample[1] = now_ms, 0.0
-        sample[1] += value
-
-    def _purge(self, now_ms: int) -> None:
-        expire = self.samples * self.window_ms
-        for s in self._samples:
-            if now_ms - s[0] >= expire:
-                s[0], s[1] = now_ms, 0.0
-
-    def window_size(self, now_ms: int) -> int:
-        self._purge(now_ms)
-        if not self._samples:
-            self._samples.append([now_ms, 0.0])
-        elapsed = now_ms - min(s[0] for s in self._samples)
-        full = elapsed // self.window_ms
-        if full < self.samples - 1:
-            elapsed += (self.samples - 1 - full) * self.window_ms
-        return max(elapsed, 1)
-
-    def measure(self, now_ms: int) -> float:
-        self._purge(now_ms)
-        total = sum(s[1] for s in self._samples)
-        return total / (self.window_size(now_ms) / 1000.0)
-
-    def throttle_ms(self, now_ms: int, cap_ms: int | None = None) -> int:
-        """0 within the bound, else QuotaUtils.throttleTime (capped: boundedThrottleTime)."""
-        value = self.measure(now_ms)
-        if value <= self.bound or self.bound <= 0:
-            return 0
-        t = java_round((value - self.bound) / self.bound * self.window_size(now_ms))
-        return t if cap_ms is None else min(t, cap_ms)
-
-
-class TokenBucket:
-    """KIP-599's TokenBucket: ``samples x window`` seconds of the rate as its burst, full at
-    first use; a strict quota refuses while the tokens are negative."""
-
-    __slots__ = ("bound", "burst", "tokens", "last_ms")
-
-    def __init__(
-        self, bound: float, samples: int = DEFAULT_SAMPLES, window_ms: int = DEFAULT_WINDOW_S * 1000
-    ):
-        self.bound = bound
-        self.burst = samples * window_ms / 1000.0 * bound
-        self.tokens = 0.0
-        self.last_ms = 0
-
-    def _refill(self, now_ms: int) -> None:
-        self.tokens = min(self.burst, self.tokens + self.bound * (now_ms - self.last_ms) / 1000.0)
-        self.last_ms = now_ms
-
-    def measure(self, now_ms: int) -> float:
-        self._refill(now_ms)
-        return self.tokens
-
-    def record(self, value: float, now_ms: int) -> None:
-        self._refill(now_ms)
-        self.tokens = min(self.burst, self.tokens - value)
-
-    def throttle_ms(self, now_ms: int) -> int:
-        """ControllerMutationQuotaManager.throttleTimeMs: -tokens / bound seconds (0: none owed)."""
-        tokens = self.measure(now_ms)
-        return java_round(-tokens / self.bound * 1000) if tokens < 0 and self.bound > 0 else 0
-
-
-def now_ms() -> int:
-    return int(time.monotonic() * 1000)
 
 
 # ------------------------------------------------------------------------------ managers

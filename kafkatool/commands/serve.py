@@ -43,7 +43,10 @@ leader epochs and OffsetForLeaderEpoch truncate a returning replica to the
 divergence point.  SIGTERM does a controlled shutdown (controlled.shutdown.*).
 CreateTopics/DeleteTopics/CreatePartitions/ElectLeaders and partition
 reassignment (/admin/reassign_partitions, AlterPartitionReassignments, with
-follower.replication.throttled.* honoured) go through the controller; topic
+the replication throttles honoured as Kafka's ReplicationQuotaManager: the
+broker's own leader/follower.replication.throttled.rate over
+replication.quota.window.num x replication.quota.window.size.seconds, the
+topics' *.replication.throttled.replicas) go through the controller; topic
 and broker configs live in /config with change notifications, and govern the
 logs from their load (/config/topics/T, /config/brokers/<default> and
 /config/brokers/N, read before the logs open; ZooKeeper is the one store of

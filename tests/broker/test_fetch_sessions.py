@@ -219,6 +219,24 @@ def test_long_poll_keeps_the_session_consistent(broker, c):
     assert fetch(c, {}, session_id=sid, epoch=4).error_code == 0
 
 
+def test_a_fetch_with_nothing_to_read_is_answered_at_once(c):
+    """ReplicaManager.fetchMessages answers at once when the fetch reads no partition: the
+    follower's fetch that forgets its throttled partitions (its session left empty) is not
+    parked for max_wait_ms, which a partition in the session would be."""
+    create_topic(c, "fs-f", partitions=1)
+    sid = fetch(c, {"fs-f": {0: 0}}, epoch=0).session_id
+    t0 = time.monotonic()
+    r = fetch(c, {}, session_id=sid, epoch=1, max_wait=3000)  # fs-f-0: nothing new, parked
+    assert (r.error_code, answered(r)) == (0, {}) and time.monotonic() - t0 >= 2.5
+    t0 = time.monotonic()
+    r = fetch(c, {}, session_id=sid, epoch=2, forget={"fs-f": [0]}, max_wait=3000)
+    # FetchManager closes a session left empty and answers sessionless
+    assert (r.error_code, r.session_id, answered(r)) == (0, 0, {})
+    r = fetch(c, {}, max_wait=3000)  # a sessionless fetch of nothing
+    assert r.error_code == 0 and r.responses == []
+    assert time.monotonic() - t0 < 2.0
+
+
 def test_cache_slots_and_privileged_eviction(make_broker, tmp_path):
     b = make_broker(tmp_path / "data", extra=["max.incremental.fetch.session.cache.slots=1"]).start()
     with WireClient(b.bootstrap) as c:

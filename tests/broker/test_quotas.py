@@ -48,29 +48,6 @@ def test_resolution_order_of_the_eight_levels():
     assert Q.quota_limit({}, Q.metric_tags({}, "u", "c")) is None
 
 
-def test_rate_window_and_throttle_formula():
-    """Rate over 11 one-second samples: the window is at least 10 s from the first record, and
-    the throttle is (observed - bound) / bound x window, Java's Math.round."""
-    r = Q.Rate(bound=1000.0)
-    r.record(5000, 0)
-    assert r.window_size(0) == 10_000
-    assert r.measure(0) == 500.0 and r.throttle_ms(0) == 0
-    r.record(10_000, 500)  # 15,000 bytes over 10.5 s
-    assert r.window_size(500) == 10_500
-    assert r.throttle_ms(500) == Q.java_round((15_000 / 10.5 - 1000) / 1000 * 10_500)
-    assert r.throttle_ms(500, cap_ms=1000) == 1000  # the request quota's bound: one window
-    # samples older than 11 windows are forgotten
-    assert r.measure(20_000) == 0.0
-
-
-def test_token_bucket_burst_and_debt():
-    b = Q.TokenBucket(bound=2.0)  # 2 partitions/s, 11 x 1 s of burst: 22
-    assert b.measure(100_000) == 22.0  # full at first use (refilled since time 0)
-    b.record(30, 100_000)
-    assert b.tokens == -8.0 and b.throttle_ms(100_000) == 4000
-    assert b.throttle_ms(102_000) == 2000  # refilled at the rate
-
-
 def test_alter_ops_checks():
     e = ("alice", None)
     assert Q.apply_ops(e, {}, [("producer_byte_rate", 1024.0), ("request_percentage", 12.5)]) == {

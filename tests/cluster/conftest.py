@@ -29,6 +29,11 @@ class Cluster:
                     "replica.lag.time.max.ms=10000",
                     "controlled.shutdown.retry.backoff.ms=200",
                     "replica.fetch.max.bytes=65536",
+                    # the replication throttles measure over 2 one-second samples, not 11: a
+                    # leader whose followers fetch all along has ~11 s of samples, and Kafka's
+                    # SimpleRate then lets ~11 s of the rate through at once (the throttle tests
+                    # bound what any history lets through: test_reassign)
+                    "replication.quota.window.num=2",
                     *extra,
                 ],
             )

@@ -62,7 +62,9 @@ def on_disk(dirs: list[Path]) -> dict[tuple[str, str], int]:
 def broker(tmp_path_factory):
     base = tmp_path_factory.mktemp("logdirs")
     dirs = [base / "d1", base / "d2"]
-    b = BrokerProcess(dirs[0], extra=[f"log.dirs={dirs[0]},{dirs[1]}"]).start()
+    # a log-dir move copies replica.fetch.max.bytes at a time, the first step whatever the
+    # throttle (Kafka's future-replica fetch): 100 B keeps a throttled move of lda in progress
+    b = BrokerProcess(dirs[0], extra=[f"log.dirs={dirs[0]},{dirs[1]}", "replica.fetch.max.bytes=100"]).start()
     b.dirs = dirs
     try:
         with WireClient(b.bootstrap) as c:
@@ -180,7 +182,7 @@ def test_a_log_dir_move_shows_the_future_replica_live_and_offline(broker):
             _, doc = kafka_output(run("--bootstrap-server", broker.bootstrap, "--topic-list", "lda"))
             got = replicas(doc)
             assert (1, src, "lda-3", False) in got
-            size, lag = got[1, str(dest), "lda-3", True]  # the copy in progress, 20 B/s
+            size, lag = got[1, str(dest), "lda-3", True]  # the copy in progress: 100 B, then 20 B/s
             assert lag == 20 and size < got[1, src, "lda-3", False][0]  # nothing copied whole yet
             _, off = kafka_output(
                 run("--log-dir", broker.dirs[0], "--log-dir", broker.dirs[1], "--topic-list", "lda")

@@ -254,13 +254,12 @@ class ReplicaFetcher:
     async def _fetch_once(self, link: BrokerLink) -> None:
         ready = {tp: p for tp, p in self.partitions.items() if tp not in self.truncating}
         quota = self.rm.follower_quota
-        throttled = {tp for tp in ready if tp not in self.in_sync and quota.is_throttled(*tp)}
+        # shouldFollowerThrottle: an out-of-sync throttled partition is left out of the fetch
+        # while the follower's replication quota is exceeded (the session forgets it meanwhile)
+        throttled = [tp for tp in ready if tp not in self.in_sync and quota.is_throttled(*tp)]
         if throttled and quota.exceeded():
             for tp in throttled:
-                ready.pop(tp, None)
-        if not ready:
-            await asyncio.sleep(min(self.backoff, 0.1) if throttled else self.backoff)
-            return
+                del ready[tp]
         want = {}
         for tp, part in ready.items():
             lg = part.log
@@ -274,6 +273,10 @@ class ReplicaFetcher:
             )
         session = self.session
         send, forget = session.build(want)
+        if not want and not forget:
+            # AbstractFetcherThread.maybeFetch: no fetch to send, back off replica.fetch.backoff.ms
+            await asyncio.sleep(self.backoff)
+            return
         topics: dict[str, list] = {}
         for tp in send:
             leader_epoch, offset, last_epoch, log_start, max_bytes = want[tp]
@@ -348,8 +351,6 @@ class ReplicaFetcher:
                 if pd.error_code:
                     backoff |= self._fetch_error(part, pd)
                     continue
-                if tp in throttled and pd.records:
-                    quota.record(len(pd.records))
                 self._process(part, pd)
                 if part.log.log_end_offset >= pd.high_watermark:
                     self.in_sync.add(tp)
@@ -394,6 +395,10 @@ class ReplicaFetcher:
                     self.rm.broker.report_log_error(lg, "appending records to", exc)
                     self.remove(part.tp)
                     return
+        quota = self.rm.follower_quota
+        if quota.is_throttled(*part.tp):
+            # in sync or not: all throttled replication counts against the quota
+            quota.record(len(data) if data else 0)
         lg.update_high_watermark(min(pd.high_watermark, lg.log_end_offset))
         if pd.log_start_offset > lg.log_start_offset and pd.log_start_offset <= lg.high_watermark:
             try:

@@ -20,8 +20,8 @@ import time
 from dataclasses import dataclass, field
 
 from kafkatool.broker.cluster.client import LinkPool
-from kafkatool.broker.cluster.quota import ReplicationQuota
 from kafkatool.broker.config import ConfigError
+from kafkatool.broker.replication_quota import ReplicationQuota
 from kafkatool.broker.tasks import stop_tasks
 from kafkatool.log.manager import LogDirOfflineError
 from kafkatool.protocol.errors import ErrorCode
@@ -156,12 +156,30 @@ class ReplicaManager:
                 host, port, "txn-verify", self.config.int("request.timeout.ms") / 1000.0
             )
         )
-        #: replication throttles, one per side (broker/cluster/quota.py)
-        self.leader_quota = ReplicationQuota(self, "leader")
-        self.follower_quota = ReplicationQuota(self, "follower")
+        #: replication throttles, one per side (broker/replication_quota.py)
+        self.leader_quota = self._replication_quota("leader")
+        self.follower_quota = self._replication_quota("follower")
         #: TLS/SASL of the inter-broker listener for every link this broker opens
         self.security = inter_broker_security(self.config)
         self.shutting_down = False
+
+    def _replication_quota(self, side: str) -> ReplicationQuota:
+        """QuotaFactory's ``leader`` / ``follower``: ReplicationQuotaManager over the broker's
+        replication.quota.window.* and its topics' <side>.replication.throttled.replicas."""
+        name = f"{side}.replication.throttled.replicas"
+
+        def replicas_of(topic: str) -> str | None:
+            t = self.broker.topic(topic)
+            return t.configs.get(name) if t is not None else None
+
+        return ReplicationQuota(
+            self.config,
+            f"{side}.replication.throttled.rate",
+            self.config.int("replication.quota.window.num"),
+            self.config.int("replication.quota.window.size.seconds"),
+            replicas_of,
+            self.node_id,
+        )
 
     def link(self, host: str, port: int, purpose: str, timeout: float):
         """A connection to another broker on the inter-broker listener (its TLS and SASL)."""
@@ -193,13 +211,15 @@ class ReplicaManager:
         p = self.local.get((topic, partition))
         return p is not None and p.leader == self.node_id
 
-    def leader_throttled(self, topic: str, partition: int, replica_id: int) -> bool:
-        """shouldLeaderThrottle's first half: ``replica_id`` fetches a throttled partition of
-        this leader while out of its ISR (the caller asks the quota)."""
+    def should_leader_throttle(self, topic: str, partition: int, replica_id: int) -> bool:
+        """shouldLeaderThrottle: ``replica_id`` fetches a throttled partition of this leader
+        while out of its ISR and the leader's replication quota is exceeded (the partition's
+        answer then carries no records)."""
         p = self.local.get((topic, partition))
         if p is None or replica_id in p.isr:
             return False
-        return self.leader_quota.is_throttled(topic, partition)
+        q = self.leader_quota
+        return q.is_throttled(topic, partition) and q.exceeded()
 
     def leader_error(self, topic: str, partition: int) -> int | None:
         """None when this broker leads the partition; else Kafka's answer

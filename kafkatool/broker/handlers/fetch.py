@@ -87,6 +87,7 @@ class _Read:
         "follower",
         "storage_errors",
         "sized",
+        "throttled",
     )
 
     def __init__(self):
@@ -104,6 +105,9 @@ class _Read:
         #: (id(PartitionData), the topic's TopicCounters, bytes read) for BytesOut, counted
         #: once the answer is made (_count_bytes_out)
         self.sized = []
+        #: id(PartitionData) of a follower's partitions the leader's replication quota throttles
+        #: (in sync or not): their size is recorded as the answer is made
+        self.throttled = set()
 
 
 def fetch_replica_id(req, version: int) -> int:
@@ -216,22 +220,6 @@ def _read(
                     pd.last_stable_offset = lg.last_stable_offset
                     out.errors = True
                     continue
-            throttled = (
-                replica_id >= 0
-                and broker.replicas is not None
-                and broker.replicas.leader_throttled(name, idx, replica_id)
-            )
-            if throttled and broker.replicas.leader_quota.exceeded():
-                # shouldLeaderThrottle: an out-of-sync follower of a throttled partition gets
-                # no records while the leader's replication quota is used up
-                pd.high_watermark = lg.high_watermark
-                pd.last_stable_offset = lg.last_stable_offset
-                pd.log_start_offset = lg.log_start_offset
-                if not again:
-                    broker.replicas.record_follower_fetch(
-                        name, idx, replica_id, fp.fetch_offset, fp.log_start_offset
-                    )
-                continue
             limit = min(fp.partition_max_bytes, remaining)
             try:
                 info = lg.read(fp.fetch_offset, max(limit, 0), isolation=isolation, min_one_message=min_one)
@@ -263,6 +251,12 @@ def _read(
                     AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
                     for a in (info.aborted_transactions or [])
                 ]
+            if out.follower and broker.replicas is not None:
+                rm = broker.replicas
+                if rm.leader_quota.is_throttled(name, idx):
+                    out.throttled.add(id(pd))
+                    if rm.should_leader_throttle(name, idx, replica_id):
+                        continue  # the read's records replaced by none (readFromLog's checkFetchDataInfo)
             size = 0
             slices = []
             for s in info.slices:
@@ -275,8 +269,6 @@ def _read(
                 out.bytes += size
                 remaining -= size
                 min_one = False
-                if throttled:
-                    broker.replicas.leader_quota.record(size)
         if by_id:
             out.topics.append(FetchableTopicResponse(topic_id=ft.topic_id, partitions=parts))
         else:
@@ -462,8 +454,7 @@ def _throttled(header, read: _Read, fctx, broker, conn, quota) -> bytes | None:
     t = quotas.request_throttle(quota, now)
     size = 0
     if quotas.fetch.enabled:
-        probe = FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=read.topics)
-        size = len(encode_response(API_KEY, header.api_version, 0, probe)) + read.bytes
+        size = answer_size(header.api_version, read.topics, read.slices)
         t = max(t, quotas.fetch.record_and_throttle(quota.user, quota.client_id, size, now))
     if t <= 0:
         return None
@@ -477,6 +468,47 @@ def _throttled(header, read: _Read, fctx, broker, conn, quota) -> bytes | None:
     return encode_response(API_KEY, header.api_version, header.correlation_id, resp)
 
 
+def answer_size(version: int, topics: list, slices: dict) -> int:
+    """FetchResponse.sizeOf: 4 + the size of a FetchResponse of ``topics`` (its partitions' records
+    the ``slices`` of each, id(PartitionData) -> [FileSlice]), as KafkaApis sizes an answer for
+    the consumer quota and the leader's replication quota."""
+    out = bytearray()
+    FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics).encode_into(out, version)
+    size = 4 + len(out)
+    if slices:
+        flexible = version >= FLEXIBLE_FROM
+        for t in topics:
+            for pd in t.partitions:
+                sl = slices.get(id(pd))
+                if sl:
+                    n = sum(s.size for s in sl)
+                    # records encoded as b"": a length of 0 in the probe, n bytes and their length here
+                    size += n + (len(uvarint_bytes(n + 1)) - 1 if flexible else 0)
+    return size
+
+
+def _record_leader_quota(broker, read: _Read, version: int) -> None:
+    """KafkaApis.sizeOfThrottledPartitions: a follower's answer (as the fetch session keeps it)
+    adds the size of its throttled partitions, in sync or not, to the leader's replication
+    quota (an answer with none adds the size of an empty one, as Kafka's)."""
+    if read.throttled:
+        picked = []
+        for t in read.topics:
+            parts = [pd for pd in t.partitions if id(pd) in read.throttled]
+            if parts:
+                picked.append(FetchableTopicResponse(topic=t.topic, topic_id=t.topic_id, partitions=parts))
+        size = answer_size(version, picked, read.slices)
+    else:
+        size = _EMPTY_SIZE.get(version)
+        if size is None:
+            size = _EMPTY_SIZE[version] = answer_size(version, [], {})
+    broker.replicas.leader_quota.record(size)
+
+
+#: FetchResponse.sizeOf of an answer without partitions, per version
+_EMPTY_SIZE: dict[int, int] = {}
+
+
 def _encode(header, read: _Read, fctx, broker=None, conn=None, quota=None):
     version = header.api_version
     if quota is not None and not quota.done:
@@ -484,6 +516,8 @@ def _encode(header, read: _Read, fctx, broker=None, conn=None, quota=None):
         if answer is not None:
             return answer
     error, session_id = fctx.finish(read.topics, lambda pd: id(pd) in read.slices)
+    if read.follower and broker is not None and broker.replicas is not None:
+        _record_leader_quota(broker, read, version)
     convert = _fit_to_version(read, version)
     resp = FetchResponse(throttle_time_ms=0, error_code=error, session_id=session_id, responses=read.topics)
     if read.leaders:
@@ -574,6 +608,7 @@ def handle_fetch(ctx, req):
     read = _read(broker, req, topics, version, denied, quota_cap=cap)
     if (
         read.errors
+        or not read.tps  # nothing to wait on (ReplicaManager.fetchMessages: fetchInfos.isEmpty)
         or read.bytes >= req.min_bytes
         or req.max_wait_ms <= 0
         or read.bytes > 0

@@ -4,8 +4,10 @@ log dirs the way Kafka does, through a ``topic-partition.<uuid>-future`` dir.
 AlterReplicaLogDirs answers at once and starts a move in the background: the
 files of the partition are copied into the future dir in the destination while
 the partition keeps serving (sealed segments whole, the active segment's log up
-to its current size), at most ``replica.alter.log.dirs.io.max.bytes.per.second``
-(a dynamic broker config, read at every chunk).  Then, in one step of the event
+to its current size), throttled as Kafka throttles its future replica's fetches:
+``replica.alter.log.dirs.io.max.bytes.per.second`` (the broker's own dynamic value)
+bounds a ReplicationQuotaManager's rate (broker/replication_quota.py), a step of
+``replica.fetch.max.bytes`` at a time, none while the rate is over it.  Then, in one step of the event
 loop (no request runs in between), the log is closed cleanly, whatever changed
 since is copied (the tail appended to the active segment, rewritten indexes and
 checkpoints, segments the cleaner replaced), the future dir takes the partition's
@@ -28,6 +30,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kafkatool.broker.replication_quota import ReplicationQuota
 from kafkatool.log.log import Log
 from kafkatool.log.manager import log_end_offset_lag
 from kafkatool.protocol.errors import ErrorCode
@@ -47,7 +50,6 @@ log = logging.getLogger("kafkatool.broker")
 ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS = 34, 35
 THROTTLE_CONFIG = "replica.alter.log.dirs.io.max.bytes.per.second"
 CHUNK = 1 << 20
-UNLIMITED = (1 << 63) - 1
 #: what only a write can answer: a move that meets one failed in its destination dir
 DEST_FAILURES = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
 
@@ -72,12 +74,20 @@ def moves(broker) -> dict[TopicPartition, LogDirMove]:
     return table
 
 
-def _rate(broker) -> int | None:
-    try:
-        rate = int(broker.config.get(THROTTLE_CONFIG) or UNLIMITED)
-    except ValueError:
-        return None
-    return None if rate >= UNLIMITED or rate < 0 else rate
+def move_quota(broker) -> ReplicationQuota:
+    """QuotaFactory's ``alterLogDirs``: the ReplicationQuotaManager of every move of this broker
+    (its own dynamic replica.alter.log.dirs.io.max.bytes.per.second over
+    alter.log.dirs.replication.quota.window.num x .window.size.seconds)."""
+    quota = getattr(broker, "log_dir_move_quota", None)
+    if quota is None:
+        cfg = broker.config
+        quota = broker.log_dir_move_quota = ReplicationQuota(
+            cfg,
+            THROTTLE_CONFIG,
+            cfg.int("alter.log.dirs.replication.quota.window.num"),
+            cfg.int("alter.log.dirs.replication.quota.window.size.seconds"),
+        )
+    return quota
 
 
 def _same_dir(a: Path, b: Path) -> bool:
@@ -116,18 +126,25 @@ def _copy_sync(src: Path, dst: Path, start: int, end: int | None) -> int:
 
 
 async def _copy_throttled(broker, mv: LogDirMove, src: Path, dst: Path, end: int) -> None:
+    """As ReplicaAlterLogDirsThread fetches for the future replica: no step while the move quota
+    is exceeded (LocalLeaderEndPoint.buildFetch; the thread backs off replica.fetch.backoff.ms),
+    else up to replica.fetch.max.bytes (its fetch size), recorded (processPartitionData)."""
+    quota = move_quota(broker)
+    step = max(1, broker.config.int("replica.fetch.max.bytes"))
+    backoff = broker.config.int("replica.fetch.backoff.ms") / 1000.0
     with open(src, "rb") as fin, open(dst, "wb") as fout:
         left = end
         while left > 0:
-            rate = _rate(broker)
-            step = CHUNK if rate is None else max(1, min(CHUNK, rate // 10 or 1))
+            while quota.exceeded():
+                await asyncio.sleep(backoff)
             chunk = fin.read(min(step, left))
             if not chunk:
                 break
             fout.write(chunk)
             left -= len(chunk)
             mv.bytes_copied += len(chunk)
-            await asyncio.sleep(0 if rate is None else len(chunk) / rate)
+            quota.record(len(chunk))
+            await asyncio.sleep(0)
         fout.flush()
         os.fsync(fout.fileno())
 
