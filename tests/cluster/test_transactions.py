@@ -263,3 +263,52 @@ def test_leaders_verify_transactional_writes_with_a_coordinator_on_another_broke
     # the committed records are there for a read_committed reader
     got = read_committed(cluster.bootstrap, "ver", 9, 15)
     assert len(got) == 15
+
+
+def test_perf_produce_transactions_with_the_coordinator_and_leaders_on_other_brokers(cluster):
+    """The project's transactional producer (perf produce --transaction-duration-ms) against three
+    brokers: the coordinator found by FindCoordinator at whichever broker leads the id's
+    __transaction_state partition, AddPartitionsToTxn there, batches to three leaders spread over
+    the brokers (so markers cross brokers), many commits; a read_committed reader gets every
+    record exactly once."""
+    import subprocess
+    import sys
+
+    from tests.broker.conftest import REPO
+
+    create_topic(cluster, "ptx", 3, 3, min_insync_replicas=2)
+    leaders = {partition_state(cluster, "ptx", p)["leader"] for p in range(3)}
+    assert len(leaders) >= 2, leaders  # Kafka's placement spreads the leaders
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kafkatool",
+            "perf",
+            "produce",
+            "--bootstrap-server",
+            cluster.bootstrap,
+            "--topic",
+            "ptx",
+            "--num-records",
+            "3000",
+            "--record-size",
+            "100",
+            "--throughput",
+            "3000",  # about a second: three or four transactions of 300 ms
+            "--transactional-id",
+            "perf-tx",
+            "--transaction-duration-ms",
+            "300",
+            "--producer-props",
+            "acks=all",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.splitlines()[-1].startswith("3000 records sent"), p.stdout
+    got = read_committed(cluster.bootstrap, "ptx", 3, 3000)
+    assert len(got) == 3000
