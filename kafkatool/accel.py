@@ -223,20 +223,26 @@ class Status:
 
 
 _finder: AccelFinder | None = None
+_disabled_by: str | None = None  # KAFKATOOL_PURE_PYTHON's value when install() was called
 
 
 def install() -> None:
     """Put the finder first on ``sys.meta_path`` (``import kafkatool`` does), unless disabled or
     nothing was built."""
-    global _finder
-    if _finder is not None or disabled() or not os.path.exists(os.path.join(ACCEL_DIR, MANIFEST_NAME)):
+    global _finder, _disabled_by
+    if _finder is not None:
         return
-    _finder = AccelFinder()
-    sys.meta_path.insert(0, _finder)
+    if disabled():
+        _disabled_by = os.environ[DISABLE_ENV]
+    elif os.path.exists(os.path.join(ACCEL_DIR, MANIFEST_NAME)):
+        _finder = AccelFinder()
+        sys.meta_path.insert(0, _finder)
 
 
 def status() -> Status:
-    """This process's compiled hot path."""
-    if disabled():
-        return Status(dict.fromkeys(MODULES, f"disabled by {DISABLE_ENV}={os.environ[DISABLE_ENV]}"), None)
-    return (_finder or AccelFinder()).status()
+    """This process's compiled hot path (as decided when ``kafkatool`` was imported)."""
+    if _finder is not None:
+        return _finder.status()
+    if _disabled_by is not None:
+        return Status(dict.fromkeys(MODULES, f"disabled by {DISABLE_ENV}={_disabled_by}"), None)
+    return AccelFinder().status()
