@@ -84,7 +84,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import bench_broker as BB  # noqa: E402
 from quiet import OthersLoad  # noqa: E402
-from table import emit, limit_row, ratio_row  # noqa: E402
+from table import emit, hot_path_line, limit_row, ratio_row  # noqa: E402
 
 from kafkatool.protocol.framing import encode_request  # noqa: E402
 
@@ -559,6 +559,7 @@ def main() -> None:
         ap.error("--rounds must be at least 1")
     if args.processes < 1:
         ap.error("--processes must be at least 1")
+    print(hot_path_line(), flush=True)
     multi = args.processes > 1
     seconds = 1.5 if args.quick else args.seconds
     rounds = 1 if args.quick else args.rounds

@@ -35,9 +35,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
 
 from quiet import wait_quiet  # noqa: E402
-from table import Row, render  # noqa: E402
+from table import Row, hot_path_line, render  # noqa: E402
 
 BENCHES = ("limits", "limits-processes", "stalls", "scale", "cores", "cluster")
 
@@ -73,6 +74,8 @@ def main() -> int:
     unknown = [n for n in names if n not in BENCHES]
     if unknown:
         ap.error(f"unknown bench: {', '.join(unknown)}")
+    # every table says which code ran (the benches' brokers decide as this process does)
+    print(hot_path_line(), flush=True)
     rows: list[Row] = []
     failed = []
     for name in names:

@@ -67,6 +67,15 @@ def limit_row(
     return r
 
 
+def hot_path_line() -> str:
+    """Which code the brokers of a bench run: kafkatool's compiled hot path, all of it, part of
+    it or none (kafkatool/accel.py).  They are started from this tree with this environment
+    (KAFKATOOL_PURE_PYTHON included), so they decide as this process does."""
+    from kafkatool import accel
+
+    return accel.status().line()
+
+
 def emit(rows: list[Row]) -> None:
     for r in rows:
         print(r.to_json(), flush=True)

@@ -54,6 +54,9 @@ COMMAND_MODULES = [
 def _print_version(value: bool) -> None:
     if value:
         typer.echo(f"kafkatool {__version__}")
+        from kafkatool import accel
+
+        typer.echo(accel.status().line())
         raise typer.Exit(0)
 
 

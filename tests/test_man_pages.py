@@ -32,7 +32,9 @@ def test_cli_help_and_version():
     assert out.returncode == 0
     from kafkatool import __version__
 
-    assert out.stdout.strip() == f"kafkatool {__version__}"
+    first, second = out.stdout.splitlines()
+    assert first == f"kafkatool {__version__}"
+    assert second.startswith("compiled hot path: ")
     out = subprocess.run([sys.executable, "-m", "kafkatool", "--help"], capture_output=True, text=True)
     assert out.returncode == 0
     from kafkatool.cli import COMMAND_MODULES

@@ -179,6 +179,26 @@ def register(app: typer.Typer) -> None:
     app.command("serve", help=_help(), short_help="Run a Kafka-compatible broker on a Kafka log dir.")(serve)
 
 
+def _log_hot_path(log: logging.Logger) -> None:
+    """One line: whether the compiled hot path runs (kafkatool/accel.py), and if not all of it,
+    which modules run their .py and why; a warning when a build is there but not used."""
+    from kafkatool import accel
+
+    hot = accel.status()
+    line = f"compiled hot path state={hot.state} compiled={hot.compiled} modules={len(hot.reasons)}"
+    if hot.compiled:
+        line += f" cython={json.dumps(hot.cython)}"
+    reasons = set(hot.fallbacks().values())
+    if hot.compiled == 0 and len(reasons) == 1:
+        line += f" reason={json.dumps(reasons.pop())}"
+    elif reasons:
+        line += f" fallback={json.dumps(hot.fallbacks())}"
+    if hot.degraded:
+        log.warning("%s rebuild=%s", line, json.dumps(accel.BUILD_COMMAND))
+    else:
+        log.info("%s", line)
+
+
 def _banner(broker, report, read_only: bool) -> None:
     from rich.panel import Panel
     from rich.table import Table
@@ -213,6 +233,13 @@ def _banner(broker, report, read_only: bool) -> None:
         else "read-write",
     )
     t.add_row("started in", f"{report.seconds:.2f} s")
+    from kafkatool import accel
+
+    hot = accel.status()
+    t.add_row(
+        "hot path",
+        f"compiled, {hot.compiled} of {len(hot.reasons)} modules" if hot.compiled else "pure Python",
+    )
     err_console.print(Panel(t, title=f"kafkatool {__version__} broker", expand=False, border_style="cyan"))
 
 
@@ -294,6 +321,7 @@ def serve(
             loop.add_signal_handler(sig, broker.request_stop)
         if not no_banner:
             _banner(broker, report, read_only)
+        _log_hot_path(log)
         log.info(
             "broker started listeners=%s cluster_id=%s partitions=%d read_only=%s",
             ",".join(f"{h}:{p}" for h, p in broker.bound),

@@ -8,6 +8,7 @@ import zipfile
 from pathlib import Path
 
 import kafkatool
+from kafkatool.accel import ACCEL_DIRNAME
 
 PACKAGE_DIR = Path(kafkatool.__file__).resolve().parent
 
@@ -27,7 +28,11 @@ def build_zip(dest: str | os.PathLike | None = None) -> Path:
     tmp = dest.with_name(dest.name + ".tmp")
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zf:
         for root, dirs, files in os.walk(PACKAGE_DIR):
-            dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not d.startswith("."))
+            # sources only: no bytecode, no compiled hot path (a zip on sys.path cannot load a
+            # binary; the executors run the .py)
+            dirs[:] = sorted(
+                d for d in dirs if d not in ("__pycache__", ACCEL_DIRNAME) and not d.startswith(".")
+            )
             for f in sorted(files):
                 if f.endswith((".pyc", ".pyo")):
                     continue

@@ -484,7 +484,13 @@ class Log:
                     regular = entry.is_file()
                 except OSError:
                     regular = Path(entry.path).is_file()
-                (files.append if regular else others.add)(entry.name)
+                # an if, not `(files.append if regular else others.add)(...)`: Cython (the
+                # compiled hot path, kafkatool/accel.py) cannot type a conditional of a list's
+                # and a set's bound methods and refuses to compile it
+                if regular:
+                    files.append(entry.name)
+                else:
+                    others.add(entry.name)
         files.sort()
         return _DirListing(files, set(files), others)
 

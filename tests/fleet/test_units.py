@@ -161,6 +161,8 @@ def test_zip_imports_in_a_fresh_interpreter(tmp_path):
     names = zipfile.ZipFile(z).namelist()
     assert "kafkatool/fleet/job.py" in names and "kafkatool/__init__.py" in names
     assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
+    # no compiled hot path: a zip cannot load a binary
+    assert not any(n.startswith("kafkatool/_accel/") for n in names)
     code = (
         "import sys; sys.path.insert(0, sys.argv[1]); "
         "import kafkatool.fleet.job, kafkatool.fleet.scan, kafkatool.forensics.verify; "
