@@ -916,7 +916,9 @@ class Log:
         return buf, rebuilt
 
     def _append(self, data, batches: list[R.Batch], info: AppendInfo, now_ms: int) -> None:
-        seg = self._maybe_roll(len(data), info, now_ms)
+        seg = self.active_segment
+        if self.should_roll(seg, len(data), info, now_ms):
+            seg = self.roll(info.first_offset)
         seg.append(info.last_offset, info.max_timestamp, info.offset_of_max_timestamp, data)
         self._log_end_offset = info.last_offset + 1
         psm = self.producer_state
@@ -967,12 +969,6 @@ class Log:
                 f"Message batch size is {size} bytes in append to partition {self.dir.name}, which "
                 f"exceeds the maximum configured segment size of {self.config.segment_bytes}."
             )
-
-    def _maybe_roll(self, size: int, info: AppendInfo, now_ms: int) -> Segment:
-        seg = self.active_segment
-        if self.should_roll(seg, size, info, now_ms):
-            return self.roll(info.first_offset)
-        return seg
 
     @_locked
     def roll(self, expected_next_offset: int | None = None) -> Segment:
