@@ -437,7 +437,14 @@ def gen_decode_value(
             lines.append(f"{ind}else:")
             lines.append(f"{ind}    n, pos = r_ccount(buf, pos, {end})")
         else:
-            lines.append(f"{ind}n, pos = r_count(buf, pos, {end})")
+            # a count that fits the bytes left inline; the helper reads null and rejects the rest
+            st = em.sfmt(">i")
+            lines.append(
+                f"{ind}if {end} - pos >= 4 and 0 <= (n := {st}.unpack_from(buf, pos)[0]) <= {end} - pos - 4:"
+            )
+            lines.append(f"{ind}    pos += 4")
+            lines.append(f"{ind}else:")
+            lines.append(f"{ind}    n, pos = r_count(buf, pos, {end})")
         lines.append(f"{ind}if n < 0:")
         if slot.nullable:
             lines.append(f"{ind}    {var} = None")
@@ -605,7 +612,14 @@ def gen_encode_value(
             lines.append(f'{i2}    w_fixed_array({out}, arr, "{code}")')
         elif ek == "struct":
             fn = f"_e_{f.struct.name}_{slot.child}"
-            lines.append(f"{i2}{count}({out}, arr)")
+            # the count inline (w_count's int32; w_ccount's uvarint n + 1, one byte below 127)
+            if slot.compact:
+                lines.append(f"{i2}if len(arr) < 127:")
+                lines.append(f"{i2}    {out}.append(len(arr) + 1)")
+                lines.append(f"{i2}else:")
+                lines.append(f"{i2}    w_ccount({out}, arr)")
+            else:
+                lines.append(f"{i2}{out} += {em.sfmt('>i')}.pack(len(arr))")
             lines.append(f"{i2}for e in arr:")
             lines.append(f"{i2}    {fn}(e, {out})")
         elif ek == "uuid":

@@ -245,6 +245,44 @@ class BrokerMetrics:
         self.isr_expands = 0
 
 
+class _UncountedTopicStats(BrokerTopicStats):
+    """BrokerTopicStats where nothing reads the counters: every topic marks one throw-away
+    set, and an append's marks are not added up."""
+
+    def __init__(self):
+        super().__init__()
+        self._sink = TopicCounters()
+
+    def topic(self, name: str) -> TopicCounters:
+        return self._sink
+
+    def appended(self, tc: TopicCounters, info, size: int) -> None:
+        pass
+
+
+class _UncountedRequests(RequestMetrics):
+    def record(self, api_key: int, version: int, started: float, follower: bool) -> None:
+        pass
+
+
+class UncountedMetrics(BrokerMetrics):
+    """Broker.metrics when no Prometheus endpoint is configured (LISTENER_CONFIG, which is not
+    dynamic): the endpoint's scrape is the only reader of these counters, so the hot path's
+    calls land in no-ops instead of adding up figures no one reads (chosen once, at start-up:
+    :func:`broker_metrics`)."""
+
+    def __init__(self, api_names: dict[int, tuple[str, int]]):
+        super().__init__(api_names)
+        self.topics = _UncountedTopicStats()
+        self.requests = _UncountedRequests(api_names)
+
+
+def broker_metrics(config, api_names: dict[int, tuple[str, int]]) -> BrokerMetrics:
+    """The broker's metrics: counted when ``config`` has the endpoint, else not."""
+    cls = BrokerMetrics if config.get(LISTENER_CONFIG) else UncountedMetrics
+    return cls(api_names)
+
+
 # ---------------------------------------------------------------------- the scrape
 def _help(domain: str, mtype: str, name: str | None, attr: str) -> str:
     """The 0.x exporter's HELP: the attribute's description and where it came from."""

@@ -44,17 +44,17 @@ class Route:
     handler: Callable
 
 
-@dataclass
 class RequestContext:
-    broker: object
-    connection: object
-    header: RequestHeader
-    #: the request's client-quota accounting (broker/quotas.QuotaRequest) while a quota is set
-    quota: object = None
+    """What a handler gets beside the request: the broker, the connection, the header and its
+    ``version`` (a plain attribute: handlers read it several times per request)."""
 
-    @property
-    def version(self) -> int:
-        return self.header.api_version
+    def __init__(self, broker, connection, header: RequestHeader, quota=None):
+        self.broker = broker
+        self.connection = connection
+        self.header = header
+        self.version = header.api_version
+        #: the request's client-quota accounting (broker/quotas.QuotaRequest) while a quota is set
+        self.quota = quota
 
 
 class Router:

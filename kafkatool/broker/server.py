@@ -224,13 +224,13 @@ class Broker:
             from kafkatool.broker.cluster import handlers as cluster_handlers
 
             cluster_handlers.register(self.router)
-        from kafkatool.broker.metrics import BrokerMetrics
+        from kafkatool.broker.metrics import broker_metrics
         from kafkatool.protocol.apis import API_BY_KEY
 
         #: what the broker counts as it serves (broker/metrics.py: Kafka's MBeans through the
         #: Prometheus JMX exporter's rules); the endpoint (kafkatool.metrics.prometheus.listener)
-        #: starts with the listeners
-        self.metrics = BrokerMetrics({k: (a.name, a.max_version) for k, a in API_BY_KEY.items()})
+        #: starts with the listeners, and without it nothing is counted (no one else reads it)
+        self.metrics = broker_metrics(config, {k: (a.name, a.max_version) for k, a in API_BY_KEY.items()})
         self._metrics_endpoint = None
 
     def join_group(

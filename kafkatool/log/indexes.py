@@ -181,7 +181,8 @@ class _FileIndex:
         return self._length
 
     def is_full(self) -> bool:
-        return fx.offset_index_is_full(self.entries, self.max_entries)
+        n = self._entries  # loaded: a plain read (every append asks, through shouldRoll)
+        return fx.offset_index_is_full(self.entries if n is None else n, self.max_entries)
 
     def reset(self) -> None:
         """Drop every entry (recovery rebuilds from the log), as Kafka's reset does: the count
@@ -190,7 +191,8 @@ class _FileIndex:
         self.entries = 0
 
     def _append_raw(self, packed: bytes) -> None:
-        self._hold()
+        if self._fd < 0:
+            self._hold()
         pos = self._entries * self.entry_size
         if pos + self.entry_size > self._length:
             self.resize(max(self.max_index_size, pos + self.entry_size))
@@ -272,7 +274,9 @@ class OffsetIndex(_FileIndex):
 
     @property
     def last_offset(self) -> int:
-        n = self.entries
+        n = self._entries
+        if n is None:
+            n = self.entries
         if not n:
             return self.base_offset
         if self._last_known[0] == n:
@@ -280,7 +284,9 @@ class OffsetIndex(_FileIndex):
         return self.base_offset + self._entry(n - 1)[0]
 
     def append(self, offset: int, position: int) -> None:
-        n = self.entries
+        n = self._entries
+        if n is None:
+            n = self.entries
         if n and offset <= self.last_offset:
             raise fx.FormatError(
                 f"attempt to append offset {offset} to the offset index at slot {n}, "
@@ -345,11 +351,14 @@ class TimeIndex(_FileIndex):
         return self._last
 
     def is_full(self) -> bool:
-        return fx.time_index_is_full(self.entries, self.max_entries)
+        n = self._entries
+        return fx.time_index_is_full(self.entries if n is None else n, self.max_entries)
 
     def maybe_append(self, timestamp: int, offset: int, *, skip_full_check: bool = False) -> bool:
         """Kafka's TimeIndex.maybeAppend: only a strictly larger timestamp is written."""
-        n = self.entries
+        n = self._entries
+        if n is None:
+            n = self.entries
         if not skip_full_check and fx.time_index_is_full(n, self.max_entries):
             raise fx.FormatError(f"time index {self.path} is full", kind="index_full")
         last = self._last

@@ -43,8 +43,8 @@ class LeaderEpochCache:
         """Record ``epoch`` from ``start_offset`` if it is later than every epoch here: a batch
         of a newer epoch (appended, replicated or recovered) or a leader at a new epoch. A
         negative epoch (a batch without one) records nothing."""
-        latest = self.latest_epoch
-        if epoch >= 0 and (latest is None or epoch > latest):
+        entries = self.entries  # latest_epoch's read, without a call per append
+        if epoch >= 0 and (not entries or epoch > entries[-1][0]):
             self.assign(epoch, start_offset, flush=flush)
 
     def truncate_from_end(self, end_offset: int, *, flush: bool = True) -> None:

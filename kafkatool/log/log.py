@@ -732,7 +732,6 @@ class Log:
         self.topic_id = topic_id
 
     # ------------------------------------------------------------------ append
-    @_locked
     def append_as_leader(
         self,
         records,
@@ -756,78 +755,87 @@ class Log:
         sequence gap raises ProducerStateError.  ``batches``: the caller's parse of
         ``records`` (used only when the bytes are appended in place).  COORDINATOR appends (the group and
         transaction coordinators' own records and markers) check only a marker's producer
-        and coordinator epochs (ProducerAppendInfo.appendEndTxnMarker)."""
-        self._require_writable()
-        if isinstance(records, bytearray) or (isinstance(records, memoryview) and not records.readonly):
-            buf = records  # the request's own buffer: offsets are written into it, no copy
-        else:
-            buf = bytearray(records)
-            batches = None  # parsed over other bytes
-        # ``batches``: the caller's parse of these very bytes (the produce path's validation)
-        batches = list(R.iter_batches(buf)) if batches is None else batches
-        if not batches:
-            raise CorruptRecordError("no complete batch in the records to append", 0)
-        ts_type = timestamp_type or self.config.message_timestamp_type
-        now = self.clock()
-        if not validated:
-            self.analyze_and_validate(batches, origin)
-        # UnifiedLog.append: size and CRC, then LogValidator's batch and record rules for every
-        # origin here (CLIENT and COORDINATOR; on the batches as they came: a legacy message set
-        # is its own batches there), then producer state
-        codec = validate_append(
-            batches, origin == ORIGIN_CLIENT, self.config, ts_type, now, self.dir, self.config.target_codec
-        )
-        if codec is not None:
-            buf, batches = self._rebuild(batches, codec, now if ts_type == "LogAppendTime" else None)
-        # UnifiedLog.append: after LogValidator, before producer state
-        self._check_segment_size(batches[-1].end)
-        if origin == ORIGIN_CLIENT:
+        and coordinator epochs (ProducerAppendInfo.appendEndTxnMarker).  Runs holding the log's
+        lock (``with`` here rather than ``_locked``: the produce path's call, without a wrapper's
+        ``*args, **kwargs``)."""
+        with self.lock:
+            self._require_writable()
+            if isinstance(records, bytearray) or (isinstance(records, memoryview) and not records.readonly):
+                buf = records  # the request's own buffer: offsets are written into it, no copy
+            else:
+                buf = bytearray(records)
+                batches = None  # parsed over other bytes
+            # ``batches``: the caller's parse of these very bytes (the produce path's validation)
+            batches = list(R.iter_batches(buf)) if batches is None else batches
+            if not batches:
+                raise CorruptRecordError("no complete batch in the records to append", 0)
+            ts_type = timestamp_type or self.config.message_timestamp_type
+            now = self.clock()
+            if not validated:
+                self.analyze_and_validate(batches, origin)
+            # UnifiedLog.append: size and CRC, then LogValidator's batch and record rules for every
+            # origin here (CLIENT and COORDINATOR; on the batches as they came: a legacy message set
+            # is its own batches there), then producer state
+            codec = validate_append(
+                batches,
+                origin == ORIGIN_CLIENT,
+                self.config,
+                ts_type,
+                now,
+                self.dir,
+                self.config.target_codec,
+            )
+            if codec is not None:
+                buf, batches = self._rebuild(batches, codec, now if ts_type == "LogAppendTime" else None)
+            # UnifiedLog.append: after LogValidator, before producer state
+            self._check_segment_size(batches[-1].end)
+            if origin == ORIGIN_CLIENT:
+                for b in batches:
+                    dup = self.producer_state.check_client_append(b)
+                    if dup is not None:
+                        return AppendInfo(
+                            dup.first_offset,
+                            dup.last_offset,
+                            dup.timestamp,
+                            dup.last_offset,
+                            dup.timestamp if ts_type == "LogAppendTime" else None,
+                            0,
+                            0,
+                            self.log_start_offset,
+                            duplicate=True,
+                        )
+            elif origin == ORIGIN_COORDINATOR:
+                for b in batches:
+                    self.producer_state.check_marker_append(b)
+            offset = self._log_end_offset
+            first = offset
+            append_time = now if ts_type == "LogAppendTime" else None
+            max_ts, max_ts_offset = R.NO_TIMESTAMP, -1
+            set_base_offset = R.set_base_offset
+            set_epoch = R.set_partition_leader_epoch
             for b in batches:
-                dup = self.producer_state.check_client_append(b)
-                if dup is not None:
-                    return AppendInfo(
-                        dup.first_offset,
-                        dup.last_offset,
-                        dup.timestamp,
-                        dup.last_offset,
-                        dup.timestamp if ts_type == "LogAppendTime" else None,
-                        0,
-                        0,
-                        self.log_start_offset,
-                        duplicate=True,
-                    )
-        elif origin == ORIGIN_COORDINATOR:
-            for b in batches:
-                self.producer_state.check_marker_append(b)
-        offset = self._log_end_offset
-        first = offset
-        append_time = now if ts_type == "LogAppendTime" else None
-        max_ts, max_ts_offset = R.NO_TIMESTAMP, -1
-        set_base_offset = R.set_base_offset
-        set_epoch = R.set_partition_leader_epoch
-        for b in batches:
-            pos = b.position
-            set_base_offset(buf, pos, offset)
-            set_epoch(buf, pos, leader_epoch)
-            # keep the parsed headers in step with the bytes (no second parse)
-            b.base_offset = offset
-            b.partition_leader_epoch = leader_epoch
-            if append_time is not None:
-                R.set_log_append_time(buf, pos, append_time)
-                b.attributes |= R.TIMESTAMP_TYPE_MASK
-                b.max_timestamp = append_time
-            last = offset + b.last_offset_delta
-            ts = b.max_timestamp
-            if ts > max_ts:
-                max_ts, max_ts_offset = ts, last
-            offset = last + 1
-        end = batches[-1].end
-        # Kafka's trimInvalidBytes: a trailing partial batch is dropped, not rejected
-        data = buf if end == len(buf) else memoryview(buf)[:end]
-        info = AppendInfo(first, offset - 1, max_ts, max_ts_offset, append_time, len(batches), end)
-        self.leader_epoch_cache.assign_if_newer(leader_epoch, first)
-        self._append(data, batches, info, now)
-        return info
+                pos = b.position
+                set_base_offset(buf, pos, offset)
+                set_epoch(buf, pos, leader_epoch)
+                # keep the parsed headers in step with the bytes (no second parse)
+                b.base_offset = offset
+                b.partition_leader_epoch = leader_epoch
+                if append_time is not None:
+                    R.set_log_append_time(buf, pos, append_time)
+                    b.attributes |= R.TIMESTAMP_TYPE_MASK
+                    b.max_timestamp = append_time
+                last = offset + b.last_offset_delta
+                ts = b.max_timestamp
+                if ts > max_ts:
+                    max_ts, max_ts_offset = ts, last
+                offset = last + 1
+            end = batches[-1].end
+            # Kafka's trimInvalidBytes: a trailing partial batch is dropped, not rejected
+            data = buf if end == len(buf) else memoryview(buf)[:end]
+            info = AppendInfo(first, offset - 1, max_ts, max_ts_offset, append_time, len(batches), end)
+            self.leader_epoch_cache.assign_if_newer(leader_epoch, first)
+            self._append(data, batches, info, now)
+            return info
 
     def analyze_and_validate(self, batches: list[R.Batch], origin: str = ORIGIN_CLIENT) -> None:
         """UnifiedLog.analyzeAndValidateRecords' checks of a leader append, batch by batch: a
@@ -914,7 +922,9 @@ class Log:
         return buf, rebuilt
 
     def _append(self, data, batches: list[R.Batch], info: AppendInfo, now_ms: int) -> None:
-        seg = self._maybe_roll(len(data), info, now_ms)
+        seg = self.active_segment
+        if self.should_roll(seg, len(data), info, now_ms):
+            seg = self.roll(info.first_offset)
         seg.append(info.last_offset, info.max_timestamp, info.offset_of_max_timestamp, data)
         self._log_end_offset = info.last_offset + 1
         psm = self.producer_state
@@ -965,12 +975,6 @@ class Log:
                 f"Message batch size is {size} bytes in append to partition {self.dir.name}, which "
                 f"exceeds the maximum configured segment size of {self.config.segment_bytes}."
             )
-
-    def _maybe_roll(self, size: int, info: AppendInfo, now_ms: int) -> Segment:
-        seg = self.active_segment
-        if self.should_roll(seg, size, info, now_ms):
-            return self.roll(info.first_offset)
-        return seg
 
     @_locked
     def roll(self, expected_next_offset: int | None = None) -> Segment:

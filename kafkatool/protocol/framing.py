@@ -124,7 +124,10 @@ def _view(frame) -> memoryview:
 def parse_request_header(frame) -> RequestHeader:
     """Parse the header of a request frame (size prefix already removed)."""
     buf = _view(frame)
-    end = len(buf)
+    return _read_header(buf, len(buf))
+
+
+def _read_header(buf: memoryview, end: int) -> RequestHeader:
     if end < 8:
         raise SchemaDecodeError(
             f"request frame of {end} bytes is shorter than a request header", 0, kind="truncated"
@@ -152,10 +155,11 @@ def parse_request(frame) -> tuple[RequestHeader, Message]:
     API key or version, and ``SchemaDecodeError`` for malformed bytes.
     """
     buf = _view(frame)
+    end = len(buf)
     try:
-        header = parse_request_header(buf)
+        header = _read_header(buf, end)
     except SchemaDecodeError:
-        if len(buf) >= 8:
+        if end >= 8:
             api_key, api_version, correlation_id = _HHI.unpack_from(buf, 0)
             info = API_BY_KEY.get(api_key)
             if info is None or not info.supports(api_version):
@@ -174,7 +178,9 @@ def parse_request(frame) -> tuple[RequestHeader, Message]:
             f"(versions {info.min_version}-{info.max_version})",
             header,
         )
-    body, pos = info.request.decode_from(buf, header.body_offset, len(buf), header.api_version)
+    # the version is in the API's range, which is its request class's VALID_VERSIONS (one
+    # schema): that version's decoder at once (Message.decode_from would check the range again)
+    body, _pos = info.request._DECODERS[header.api_version](buf, header.body_offset, end)
     return header, body
 
 

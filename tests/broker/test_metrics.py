@@ -360,3 +360,53 @@ def test_the_cleaners_last_round_is_in_its_gauges(served):
     assert value(now, "kafka_log_logcleaner_max_clean_time_secs") >= 0
     assert 0 <= value(now, "kafka_log_logcleanermanager_max_dirty_percent") <= 100
     assert "kafka_log_logcleanermanager_max_dirty_percent gauge" in scrape_text(served.metrics_url)
+
+
+@pytest.mark.parametrize("endpoint", [True, False])
+def test_the_hot_path_counts_only_for_an_endpoint(tmp_path, endpoint):
+    """The endpoint's scrape is the only reader of the counters: without it a produce adds up
+    no figure (broker_metrics chooses once, at start-up: the topic's marks go to one throw-away
+    set, appends and request times are not recorded); with it, the same produce moves the
+    topic's and the broker's meters and the request's figures (the endpoint is not started here:
+    the choice is the config's)."""
+    from kafkatool.broker.config import BrokerConfig
+    from kafkatool.broker.server import Broker
+    from kafkatool.protocol import generated as G
+    from kafkatool.protocol.framing import encode_request, parse_response
+    from kafkatool.protocol.generated.produce_request import PartitionProduceData, TopicProduceData
+    from tests.broker.wire import DispatchConn
+
+    overrides = [f"log.dirs={tmp_path}", "listeners=PLAINTEXT://127.0.0.1:0"]
+    if endpoint:
+        overrides.append(f"kafkatool.metrics.prometheus.listener=http://127.0.0.1:{free_port()}")
+    b = Broker(BrokerConfig.load(None, overrides))
+    b.open_storage()
+    try:
+        b.create_topic("m", 1, {})
+        data = R.build_record_batch(
+            [R.SimpleRecord(b"v%d" % i, None, (), 1_700_000_000_000) for i in range(3)]
+        )
+        req = G.ProduceRequest(
+            transactional_id=None,
+            acks=1,
+            timeout_ms=5000,
+            topic_data=[
+                TopicProduceData(name="m", partition_data=[PartitionProduceData(index=0, records=data)])
+            ],
+        )
+        frame = bytearray(encode_request(0, 7, 1, "metrics-test", req)[4:])
+        _cid, resp = parse_response(b.router.dispatch(DispatchConn(), frame)[4:], 0, 7)
+        assert resp.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+        m = b.metrics
+        counted = [
+            m.topics.all.messages_in,
+            m.topics.all.bytes_in,
+            sum(t.messages_in for t in m.topics.topics.values()),
+            m.requests.by_key[0].count,
+            m.requests.by_key[0].versions[7],
+        ]
+        assert counted == ([3, len(data), 3, 1, 1] if endpoint else [0, 0, 0, 0, 0])
+        if endpoint:
+            assert m.topics.all.total_produce == 1
+    finally:
+        b.close_storage()

@@ -329,10 +329,9 @@ def _append_all(broker, ctx, req, txn_errors: dict | None):
     out = []
     waits = [] if broker.replicas is not None and acks == -1 else None
     for td in req.topic_data:
-        parts = [
-            _append_partition(broker, ctx, td.name, p.index, p.records, acks, waits, txn_errors)
-            for p in td.partition_data
-        ]
+        parts = []  # a loop, not a list comprehension: a comprehension is a call of its own
+        for p in td.partition_data:
+            parts.append(_append_partition(broker, ctx, td.name, p.index, p.records, acks, waits, txn_errors))
         out.append(TopicProduceResponse(name=td.name, partition_responses=parts))
     if waits:
         # the wait refers to nothing of the request: its records are memoryviews of the

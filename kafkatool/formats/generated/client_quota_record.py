@@ -195,7 +195,10 @@ def _e_ClientQuotaRecord_0(o, out):
     arr = o.entity
     if arr is None:
         null_field("Entity")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_EntityData_0(e, out)
     w_cstr(out, o.key)

@@ -288,13 +288,19 @@ def _e_ConsumerGroupCurrentMemberAssignmentValue_0(o, out):
     arr = o.assigned_partitions
     if arr is None:
         null_field("AssignedPartitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_TopicPartitions_0(e, out)
     arr = o.partitions_pending_revocation
     if arr is None:
         null_field("PartitionsPendingRevocation")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_TopicPartitions_0(e, out)
     if o._unknown_tags:

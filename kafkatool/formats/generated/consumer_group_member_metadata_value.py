@@ -315,7 +315,10 @@ def _e_ClassicMemberMetadata_0(o, out):
     arr = o.supported_protocols
     if arr is None:
         null_field("SupportedProtocols")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_ClassicProtocol_0(e, out)
     if o._unknown_tags:

@@ -248,7 +248,10 @@ def _e_TopicMetadata_0(o, out):
     arr = o.partition_metadata
     if arr is None:
         null_field("PartitionMetadata")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_PartitionMetadata_0(e, out)
     if o._unknown_tags:
@@ -294,7 +297,10 @@ def _e_ConsumerGroupPartitionMetadataValue_0(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_TopicMetadata_0(e, out)
     if o._unknown_tags:

@@ -221,7 +221,10 @@ def _e_ConsumerGroupTargetAssignmentMemberValue_0(o, out):
     arr = o.topic_partitions
     if arr is None:
         null_field("TopicPartitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_TopicPartition_0(e, out)
     if o._unknown_tags:

@@ -173,7 +173,10 @@ def _e_TopicPartition_0(o, out):
 
 def _d_ConsumerProtocolAssignment_0(buf, pos, end):
     """ConsumerProtocolAssignment, versions 0-3."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "AssignedPartitions")
     else:
@@ -194,7 +197,7 @@ def _e_ConsumerProtocolAssignment_0(o, out):
     arr = o.assigned_partitions
     if arr is None:
         null_field("AssignedPartitions")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_TopicPartition_0(e, out)
     w_nbytes(out, o.user_data)

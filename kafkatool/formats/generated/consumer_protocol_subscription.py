@@ -134,7 +134,10 @@ ConsumerProtocolSubscription._FIELDS = (
 
 def _d_ConsumerProtocolSubscription_0(buf, pos, end):
     """ConsumerProtocolSubscription, versions 0."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -210,13 +213,19 @@ def _e_TopicPartition_0(o, out):
 
 def _d_ConsumerProtocolSubscription_1(buf, pos, end):
     """ConsumerProtocolSubscription, versions 1."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
         v_topics, pos = r_str_array(buf, pos, end, n, False)
     v_user_data, pos = r_nbytes(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "OwnedPartitions")
     else:
@@ -245,20 +254,26 @@ def _e_ConsumerProtocolSubscription_1(o, out):
     arr = o.owned_partitions
     if arr is None:
         null_field("OwnedPartitions")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_TopicPartition_0(e, out)
 
 
 def _d_ConsumerProtocolSubscription_2(buf, pos, end):
     """ConsumerProtocolSubscription, versions 2."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
         v_topics, pos = r_str_array(buf, pos, end, n, False)
     v_user_data, pos = r_nbytes(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "OwnedPartitions")
     else:
@@ -291,7 +306,7 @@ def _e_ConsumerProtocolSubscription_2(o, out):
     arr = o.owned_partitions
     if arr is None:
         null_field("OwnedPartitions")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_TopicPartition_0(e, out)
     out += _ST_i.pack(o.generation_id)
@@ -299,13 +314,19 @@ def _e_ConsumerProtocolSubscription_2(o, out):
 
 def _d_ConsumerProtocolSubscription_3(buf, pos, end):
     """ConsumerProtocolSubscription, versions 3."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
         v_topics, pos = r_str_array(buf, pos, end, n, False)
     v_user_data, pos = r_nbytes(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "OwnedPartitions")
     else:
@@ -339,7 +360,7 @@ def _e_ConsumerProtocolSubscription_3(o, out):
     arr = o.owned_partitions
     if arr is None:
         null_field("OwnedPartitions")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_TopicPartition_0(e, out)
     out += _ST_i.pack(o.generation_id)

@@ -230,7 +230,10 @@ def _d_GroupMetadataValue_0(buf, pos, end):
     pos += 4
     v_protocol, pos = r_nstr(buf, pos, end)
     v_leader, pos = r_nstr(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "members")
     else:
@@ -258,7 +261,7 @@ def _e_GroupMetadataValue_0(o, out):
     arr = o.members
     if arr is None:
         null_field("members")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_MemberMetadata_0(e, out)
 
@@ -306,7 +309,10 @@ def _d_GroupMetadataValue_1(buf, pos, end):
     pos += 4
     v_protocol, pos = r_nstr(buf, pos, end)
     v_leader, pos = r_nstr(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "members")
     else:
@@ -334,7 +340,7 @@ def _e_GroupMetadataValue_1(o, out):
     arr = o.members
     if arr is None:
         null_field("members")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_MemberMetadata_1(e, out)
 
@@ -352,7 +358,10 @@ def _d_GroupMetadataValue_2(buf, pos, end):
         truncated(pos, "GroupMetadataValue")
     (v_current_state_timestamp,) = _ST_q.unpack_from(buf, pos)
     pos += 8
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "members")
     else:
@@ -381,7 +390,7 @@ def _e_GroupMetadataValue_2(o, out):
     arr = o.members
     if arr is None:
         null_field("members")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_MemberMetadata_1(e, out)
 
@@ -435,7 +444,10 @@ def _d_GroupMetadataValue_3(buf, pos, end):
         truncated(pos, "GroupMetadataValue")
     (v_current_state_timestamp,) = _ST_q.unpack_from(buf, pos)
     pos += 8
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "members")
     else:
@@ -464,7 +476,7 @@ def _e_GroupMetadataValue_3(o, out):
     arr = o.members
     if arr is None:
         null_field("members")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_MemberMetadata_2(e, out)
 
@@ -579,7 +591,10 @@ def _e_GroupMetadataValue_4(o, out):
     arr = o.members
     if arr is None:
         null_field("members")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_MemberMetadata_3(e, out)
     if o._unknown_tags:

@@ -232,13 +232,19 @@ def _e_LeaderChangeMessage_0(o, out):
     arr = o.voters
     if arr is None:
         null_field("Voters")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_Voter_0(e, out)
     arr = o.granting_voters
     if arr is None:
         null_field("GrantingVoters")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_Voter_0(e, out)
     if o._unknown_tags:
@@ -339,13 +345,19 @@ def _e_LeaderChangeMessage_1(o, out):
     arr = o.voters
     if arr is None:
         null_field("Voters")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_Voter_1(e, out)
     arr = o.granting_voters
     if arr is None:
         null_field("GrantingVoters")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_Voter_1(e, out)
     if o._unknown_tags:

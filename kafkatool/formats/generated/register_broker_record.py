@@ -398,13 +398,19 @@ def _e_RegisterBrokerRecord_0(o, out):
     arr = o.end_points
     if arr is None:
         null_field("EndPoints")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_BrokerEndpoint_0(e, out)
     arr = o.features
     if arr is None:
         null_field("Features")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_BrokerFeature_0(e, out)
     w_ncstr(out, o.rack)
@@ -495,13 +501,19 @@ def _e_RegisterBrokerRecord_1(o, out):
     arr = o.end_points
     if arr is None:
         null_field("EndPoints")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_BrokerEndpoint_0(e, out)
     arr = o.features
     if arr is None:
         null_field("Features")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_BrokerFeature_0(e, out)
     w_ncstr(out, o.rack)
@@ -588,13 +600,19 @@ def _e_RegisterBrokerRecord_2(o, out):
     arr = o.end_points
     if arr is None:
         null_field("EndPoints")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_BrokerEndpoint_0(e, out)
     arr = o.features
     if arr is None:
         null_field("Features")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_BrokerFeature_0(e, out)
     w_ncstr(out, o.rack)
@@ -692,13 +710,19 @@ def _e_RegisterBrokerRecord_3(o, out):
     arr = o.end_points
     if arr is None:
         null_field("EndPoints")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_BrokerEndpoint_0(e, out)
     arr = o.features
     if arr is None:
         null_field("Features")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_BrokerFeature_0(e, out)
     w_ncstr(out, o.rack)

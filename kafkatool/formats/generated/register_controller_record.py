@@ -356,13 +356,19 @@ def _e_RegisterControllerRecord_0(o, out):
     arr = o.end_points
     if arr is None:
         null_field("EndPoints")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_ControllerEndpoint_0(e, out)
     arr = o.features
     if arr is None:
         null_field("Features")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_ControllerFeature_0(e, out)
     if o._unknown_tags:

@@ -285,7 +285,10 @@ def _d_TransactionLogValue_0(buf, pos, end):
         buf, pos
     )
     pos += 15
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         v_transaction_partitions = None
     else:
@@ -324,7 +327,7 @@ def _e_TransactionLogValue_0(o, out):
     if arr is None:
         out += NULL_COUNT
     else:
-        w_count(out, arr)
+        out += _ST_i.pack(len(arr))
         for e in arr:
             _e_PartitionsSchema_0(e, out)
     out += _ST_qq.pack(o.transaction_last_update_timestamp_ms, o.transaction_start_timestamp_ms)
@@ -475,7 +478,10 @@ def _e_TransactionLogValue_1(o, out):
     if arr is None:
         out += b"\x00"
     else:
-        w_ccount(out, arr)
+        if len(arr) < 127:
+            out.append(len(arr) + 1)
+        else:
+            w_ccount(out, arr)
         for e in arr:
             _e_PartitionsSchema_1(e, out)
     out += _ST_qq.pack(o.transaction_last_update_timestamp_ms, o.transaction_start_timestamp_ms)

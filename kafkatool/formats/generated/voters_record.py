@@ -335,7 +335,10 @@ def _e_Voter_0(o, out):
     arr = o.endpoints
     if arr is None:
         null_field("Endpoints")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_Endpoint_0(e, out)
     _e_KRaftVersionFeature_0(not_null(o.k_raft_version_feature, "KRaftVersionFeature"), out)
@@ -388,7 +391,10 @@ def _e_VotersRecord_0(o, out):
     arr = o.voters
     if arr is None:
         null_field("Voters")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_Voter_0(e, out)
     if o._unknown_tags:

@@ -297,7 +297,10 @@ def _d_AddPartitionsToTxnRequest_0(buf, pos, end):
         truncated(pos, "AddPartitionsToTxnRequest")
     v_v3_and_below_producer_id, v_v3_and_below_producer_epoch = _ST_qh.unpack_from(buf, pos)
     pos += 10
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "V3AndBelowTopics")
     else:
@@ -326,7 +329,7 @@ def _e_AddPartitionsToTxnRequest_0(o, out):
     arr = o.v3_and_below_topics
     if arr is None:
         null_field("V3AndBelowTopics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_AddPartitionsToTxnTopic_0(e, out)
 
@@ -441,7 +444,10 @@ def _e_AddPartitionsToTxnRequest_1(o, out):
     arr = o.v3_and_below_topics
     if arr is None:
         null_field("V3AndBelowTopics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_AddPartitionsToTxnTopic_1(e, out)
     if o._unknown_tags:
@@ -498,7 +504,10 @@ def _e_AddPartitionsToTxnTransaction_0(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_AddPartitionsToTxnTopic_1(e, out)
     if o._unknown_tags:
@@ -548,7 +557,10 @@ def _e_AddPartitionsToTxnRequest_2(o, out):
     arr = o.transactions
     if arr is None:
         null_field("Transactions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_AddPartitionsToTxnTransaction_0(e, out)
     if o.v3_and_below_transactional_id != "":

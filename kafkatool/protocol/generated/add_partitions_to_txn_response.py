@@ -258,7 +258,10 @@ def _e_AddPartitionsToTxnPartitionResult_0(o, out):
 def _d_AddPartitionsToTxnTopicResult_0(buf, pos, end):
     """AddPartitionsToTxnTopicResult, versions 0-2."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "ResultsByPartition")
     else:
@@ -279,7 +282,7 @@ def _e_AddPartitionsToTxnTopicResult_0(o, out):
     arr = o.results_by_partition
     if arr is None:
         null_field("ResultsByPartition")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_AddPartitionsToTxnPartitionResult_0(e, out)
 
@@ -290,7 +293,10 @@ def _d_AddPartitionsToTxnResponse_0(buf, pos, end):
         truncated(pos, "AddPartitionsToTxnResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "ResultsByTopicV3AndBelow")
     else:
@@ -317,7 +323,7 @@ def _e_AddPartitionsToTxnResponse_0(o, out):
     arr = o.results_by_topic_v3_and_below
     if arr is None:
         null_field("ResultsByTopicV3AndBelow")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_AddPartitionsToTxnTopicResult_0(e, out)
 
@@ -396,7 +402,10 @@ def _e_AddPartitionsToTxnTopicResult_1(o, out):
     arr = o.results_by_partition
     if arr is None:
         null_field("ResultsByPartition")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_AddPartitionsToTxnPartitionResult_1(e, out)
     if o._unknown_tags:
@@ -454,7 +463,10 @@ def _e_AddPartitionsToTxnResponse_1(o, out):
     arr = o.results_by_topic_v3_and_below
     if arr is None:
         null_field("ResultsByTopicV3AndBelow")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_AddPartitionsToTxnTopicResult_1(e, out)
     if o._unknown_tags:
@@ -503,7 +515,10 @@ def _e_AddPartitionsToTxnResult_0(o, out):
     arr = o.topic_results
     if arr is None:
         null_field("TopicResults")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_AddPartitionsToTxnTopicResult_1(e, out)
     if o._unknown_tags:
@@ -557,7 +572,10 @@ def _e_AddPartitionsToTxnResponse_2(o, out):
     arr = o.results_by_transaction
     if arr is None:
         null_field("ResultsByTransaction")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_AddPartitionsToTxnResult_0(e, out)
     if o.results_by_topic_v3_and_below is None or len(o.results_by_topic_v3_and_below) > 0:

@@ -56,6 +56,7 @@ from kafkatool.formats.schema import (
 _new = object.__new__
 _ST_z = struct.Struct(">?")
 _ST_dz = struct.Struct(">d?")
+_ST_i = struct.Struct(">i")
 
 __all__ = ["AlterClientQuotasRequest", "EntityData", "EntryData", "OpData"]
 
@@ -203,7 +204,10 @@ def _e_OpData_0(o, out):
 
 def _d_EntryData_0(buf, pos, end):
     """EntryData, versions 0."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Entity")
     else:
@@ -211,7 +215,10 @@ def _d_EntryData_0(buf, pos, end):
         for _ in range(n):
             e, pos = _d_EntityData_0(buf, pos, end)
             v_entity.append(e)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Ops")
     else:
@@ -231,20 +238,23 @@ def _e_EntryData_0(o, out):
     arr = o.entity
     if arr is None:
         null_field("Entity")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_EntityData_0(e, out)
     arr = o.ops
     if arr is None:
         null_field("Ops")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_OpData_0(e, out)
 
 
 def _d_AlterClientQuotasRequest_0(buf, pos, end):
     """AlterClientQuotasRequest, versions 0."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Entries")
     else:
@@ -268,7 +278,7 @@ def _e_AlterClientQuotasRequest_0(o, out):
     arr = o.entries
     if arr is None:
         null_field("Entries")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_EntryData_0(e, out)
     out += _ST_z.pack(o.validate_only)
@@ -394,13 +404,19 @@ def _e_EntryData_1(o, out):
     arr = o.entity
     if arr is None:
         null_field("Entity")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_EntityData_1(e, out)
     arr = o.ops
     if arr is None:
         null_field("Ops")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_OpData_1(e, out)
     if o._unknown_tags:
@@ -451,7 +467,10 @@ def _e_AlterClientQuotasRequest_1(o, out):
     arr = o.entries
     if arr is None:
         null_field("Entries")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_EntryData_1(e, out)
     out += _ST_z.pack(o.validate_only)

@@ -167,7 +167,10 @@ def _d_EntryData_0(buf, pos, end):
     (v_error_code,) = _ST_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = r_nstr(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Entity")
     else:
@@ -190,7 +193,7 @@ def _e_EntryData_0(o, out):
     arr = o.entity
     if arr is None:
         null_field("Entity")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_EntityData_0(e, out)
 
@@ -201,7 +204,10 @@ def _d_AlterClientQuotasResponse_0(buf, pos, end):
         truncated(pos, "AlterClientQuotasResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Entries")
     else:
@@ -222,7 +228,7 @@ def _e_AlterClientQuotasResponse_0(o, out):
     arr = o.entries
     if arr is None:
         null_field("Entries")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_EntryData_0(e, out)
 
@@ -306,7 +312,10 @@ def _e_EntryData_1(o, out):
     arr = o.entity
     if arr is None:
         null_field("Entity")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_EntityData_1(e, out)
     if o._unknown_tags:
@@ -358,7 +367,10 @@ def _e_AlterClientQuotasResponse_1(o, out):
     arr = o.entries
     if arr is None:
         null_field("Entries")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_EntryData_1(e, out)
     if o._unknown_tags:

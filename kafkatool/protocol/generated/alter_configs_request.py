@@ -56,6 +56,7 @@ from kafkatool.formats.schema import (
 _new = object.__new__
 _ST_z = struct.Struct(">?")
 _ST_b = struct.Struct(">b")
+_ST_i = struct.Struct(">i")
 
 __all__ = ["AlterConfigsRequest", "AlterConfigsResource", "AlterableConfig"]
 
@@ -173,7 +174,10 @@ def _d_AlterConfigsResource_0(buf, pos, end):
     (v_resource_type,) = _ST_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Configs")
     else:
@@ -196,14 +200,17 @@ def _e_AlterConfigsResource_0(o, out):
     arr = o.configs
     if arr is None:
         null_field("Configs")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_AlterableConfig_0(e, out)
 
 
 def _d_AlterConfigsRequest_0(buf, pos, end):
     """AlterConfigsRequest, versions 0-1."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Resources")
     else:
@@ -227,7 +234,7 @@ def _e_AlterConfigsRequest_0(o, out):
     arr = o.resources
     if arr is None:
         null_field("Resources")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_AlterConfigsResource_0(e, out)
     out += _ST_z.pack(o.validate_only)
@@ -312,7 +319,10 @@ def _e_AlterConfigsResource_1(o, out):
     arr = o.configs
     if arr is None:
         null_field("Configs")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_AlterableConfig_1(e, out)
     if o._unknown_tags:
@@ -363,7 +373,10 @@ def _e_AlterConfigsRequest_1(o, out):
     arr = o.resources
     if arr is None:
         null_field("Resources")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_AlterConfigsResource_1(e, out)
     out += _ST_z.pack(o.validate_only)

@@ -253,7 +253,10 @@ def _e_ReassignableTopic_0(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_ReassignablePartition_0(e, out)
     if o._unknown_tags:
@@ -305,7 +308,10 @@ def _e_AlterPartitionReassignmentsRequest_0(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_ReassignableTopic_0(e, out)
     if o._unknown_tags:

@@ -251,7 +251,10 @@ def _e_ReassignableTopicResponse_0(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_ReassignablePartitionResponse_0(e, out)
     if o._unknown_tags:
@@ -307,7 +310,10 @@ def _e_AlterPartitionReassignmentsResponse_0(o, out):
     arr = o.responses
     if arr is None:
         null_field("Responses")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_ReassignableTopicResponse_0(e, out)
     if o._unknown_tags:

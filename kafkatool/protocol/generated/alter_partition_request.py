@@ -340,7 +340,10 @@ def _e_TopicData_0(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_PartitionData_0(e, out)
     if o._unknown_tags:
@@ -393,7 +396,10 @@ def _e_AlterPartitionRequest_0(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_TopicData_0(e, out)
     if o._unknown_tags:
@@ -517,7 +523,10 @@ def _e_TopicData_1(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_PartitionData_1(e, out)
     if o._unknown_tags:
@@ -570,7 +579,10 @@ def _e_AlterPartitionRequest_1(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_TopicData_1(e, out)
     if o._unknown_tags:
@@ -624,7 +636,10 @@ def _e_TopicData_2(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_PartitionData_1(e, out)
     if o._unknown_tags:
@@ -677,7 +692,10 @@ def _e_AlterPartitionRequest_2(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_TopicData_2(e, out)
     if o._unknown_tags:
@@ -773,7 +791,10 @@ def _e_PartitionData_2(o, out):
     arr = o.new_isr_with_epochs
     if arr is None:
         null_field("NewIsrWithEpochs")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_BrokerState_0(e, out)
     out += _ST_bi.pack(o.leader_recovery_state, o.partition_epoch)
@@ -828,7 +849,10 @@ def _e_TopicData_3(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_PartitionData_2(e, out)
     if o._unknown_tags:
@@ -881,7 +905,10 @@ def _e_AlterPartitionRequest_3(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_TopicData_3(e, out)
     if o._unknown_tags:

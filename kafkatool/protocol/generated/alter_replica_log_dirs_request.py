@@ -196,7 +196,10 @@ def _e_AlterReplicaLogDirTopic_0(o, out):
 def _d_AlterReplicaLogDir_0(buf, pos, end):
     """AlterReplicaLogDir, versions 0-1."""
     v_path, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -217,14 +220,17 @@ def _e_AlterReplicaLogDir_0(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_AlterReplicaLogDirTopic_0(e, out)
 
 
 def _d_AlterReplicaLogDirsRequest_0(buf, pos, end):
     """AlterReplicaLogDirsRequest, versions 0-1."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Dirs")
     else:
@@ -243,7 +249,7 @@ def _e_AlterReplicaLogDirsRequest_0(o, out):
     arr = o.dirs
     if arr is None:
         null_field("Dirs")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_AlterReplicaLogDir_0(e, out)
 
@@ -348,7 +354,10 @@ def _e_AlterReplicaLogDir_1(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_AlterReplicaLogDirTopic_1(e, out)
     if o._unknown_tags:
@@ -394,7 +403,10 @@ def _e_AlterReplicaLogDirsRequest_1(o, out):
     arr = o.dirs
     if arr is None:
         null_field("Dirs")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_AlterReplicaLogDir_1(e, out)
     if o._unknown_tags:

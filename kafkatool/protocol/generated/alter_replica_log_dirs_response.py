@@ -183,7 +183,10 @@ def _e_AlterReplicaLogDirPartitionResult_0(o, out):
 def _d_AlterReplicaLogDirTopicResult_0(buf, pos, end):
     """AlterReplicaLogDirTopicResult, versions 0-1."""
     v_topic_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -204,7 +207,7 @@ def _e_AlterReplicaLogDirTopicResult_0(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_AlterReplicaLogDirPartitionResult_0(e, out)
 
@@ -215,7 +218,10 @@ def _d_AlterReplicaLogDirsResponse_0(buf, pos, end):
         truncated(pos, "AlterReplicaLogDirsResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Results")
     else:
@@ -236,7 +242,7 @@ def _e_AlterReplicaLogDirsResponse_0(o, out):
     arr = o.results
     if arr is None:
         null_field("Results")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_AlterReplicaLogDirTopicResult_0(e, out)
 
@@ -315,7 +321,10 @@ def _e_AlterReplicaLogDirTopicResult_1(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_AlterReplicaLogDirPartitionResult_1(e, out)
     if o._unknown_tags:
@@ -367,7 +376,10 @@ def _e_AlterReplicaLogDirsResponse_1(o, out):
     arr = o.results
     if arr is None:
         null_field("Results")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_AlterReplicaLogDirTopicResult_1(e, out)
     if o._unknown_tags:

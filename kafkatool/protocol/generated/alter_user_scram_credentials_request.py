@@ -294,13 +294,19 @@ def _e_AlterUserScramCredentialsRequest_0(o, out):
     arr = o.deletions
     if arr is None:
         null_field("Deletions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_ScramCredentialDeletion_0(e, out)
     arr = o.upsertions
     if arr is None:
         null_field("Upsertions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_ScramCredentialUpsertion_0(e, out)
     if o._unknown_tags:

@@ -209,7 +209,10 @@ def _e_AlterUserScramCredentialsResponse_0(o, out):
     arr = o.results
     if arr is None:
         null_field("Results")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_AlterUserScramCredentialsResult_0(e, out)
     if o._unknown_tags:

@@ -270,7 +270,10 @@ def _d_ApiVersionsResponse_0(buf, pos, end):
         truncated(pos, "ApiVersionsResponse")
     (v_error_code,) = _ST_h.unpack_from(buf, pos)
     pos += 2
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "ApiKeys")
     else:
@@ -296,7 +299,7 @@ def _e_ApiVersionsResponse_0(o, out):
     arr = o.api_keys
     if arr is None:
         null_field("ApiKeys")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_ApiVersion_0(e, out)
 
@@ -307,7 +310,10 @@ def _d_ApiVersionsResponse_1(buf, pos, end):
         truncated(pos, "ApiVersionsResponse")
     (v_error_code,) = _ST_h.unpack_from(buf, pos)
     pos += 2
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "ApiKeys")
     else:
@@ -337,7 +343,7 @@ def _e_ApiVersionsResponse_1(o, out):
     arr = o.api_keys
     if arr is None:
         null_field("ApiKeys")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_ApiVersion_0(e, out)
     out += _ST_i.pack(o.throttle_time_ms)
@@ -544,7 +550,10 @@ def _e_ApiVersionsResponse_2(o, out):
     arr = o.api_keys
     if arr is None:
         null_field("ApiKeys")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_ApiVersion_1(e, out)
     out += _ST_i.pack(o.throttle_time_ms)
@@ -554,7 +563,10 @@ def _e_ApiVersionsResponse_2(o, out):
         arr = o.supported_features
         if arr is None:
             null_field("SupportedFeatures")
-        w_ccount(t, arr)
+        if len(arr) < 127:
+            t.append(len(arr) + 1)
+        else:
+            w_ccount(t, arr)
         for e in arr:
             _e_SupportedFeatureKey_0(e, t)
         tags.append((0, t))
@@ -567,7 +579,10 @@ def _e_ApiVersionsResponse_2(o, out):
         arr = o.finalized_features
         if arr is None:
             null_field("FinalizedFeatures")
-        w_ccount(t, arr)
+        if len(arr) < 127:
+            t.append(len(arr) + 1)
+        else:
+            w_ccount(t, arr)
         for e in arr:
             _e_FinalizedFeatureKey_0(e, t)
         tags.append((2, t))

@@ -232,7 +232,10 @@ def _e_PartitionData_0(o, out):
 def _d_TopicData_0(buf, pos, end):
     """TopicData, versions 0."""
     v_topic_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -253,7 +256,7 @@ def _e_TopicData_0(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_PartitionData_0(e, out)
 
@@ -261,7 +264,10 @@ def _e_TopicData_0(o, out):
 def _d_BeginQuorumEpochRequest_0(buf, pos, end):
     """BeginQuorumEpochRequest, versions 0."""
     v_cluster_id, pos = r_nstr(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -284,7 +290,7 @@ def _e_BeginQuorumEpochRequest_0(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_TopicData_0(e, out)
 
@@ -371,7 +377,10 @@ def _e_TopicData_1(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_PartitionData_1(e, out)
     if o._unknown_tags:
@@ -478,13 +487,19 @@ def _e_BeginQuorumEpochRequest_1(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_TopicData_1(e, out)
     arr = o.leader_endpoints
     if arr is None:
         null_field("LeaderEndpoints")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_LeaderEndpoint_0(e, out)
     if o._unknown_tags:

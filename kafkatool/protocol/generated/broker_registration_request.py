@@ -379,13 +379,19 @@ def _e_BrokerRegistrationRequest_0(o, out):
     arr = o.listeners
     if arr is None:
         null_field("Listeners")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_Listener_0(e, out)
     arr = o.features
     if arr is None:
         null_field("Features")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_Feature_0(e, out)
     w_ncstr(out, o.rack)
@@ -474,13 +480,19 @@ def _e_BrokerRegistrationRequest_1(o, out):
     arr = o.listeners
     if arr is None:
         null_field("Listeners")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_Listener_0(e, out)
     arr = o.features
     if arr is None:
         null_field("Features")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_Feature_0(e, out)
     w_ncstr(out, o.rack)
@@ -575,13 +587,19 @@ def _e_BrokerRegistrationRequest_2(o, out):
     arr = o.listeners
     if arr is None:
         null_field("Listeners")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_Listener_0(e, out)
     arr = o.features
     if arr is None:
         null_field("Features")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_Feature_0(e, out)
     w_ncstr(out, o.rack)
@@ -685,13 +703,19 @@ def _e_BrokerRegistrationRequest_3(o, out):
     arr = o.listeners
     if arr is None:
         null_field("Listeners")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_Listener_0(e, out)
     arr = o.features
     if arr is None:
         null_field("Features")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_Feature_0(e, out)
     w_ncstr(out, o.rack)

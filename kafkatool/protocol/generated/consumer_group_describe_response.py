@@ -424,7 +424,10 @@ def _e_Assignment_0(o, out):
     arr = o.topic_partitions
     if arr is None:
         null_field("TopicPartitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_TopicPartitions_0(e, out)
     if o._unknown_tags:
@@ -572,7 +575,10 @@ def _e_DescribedGroup_0(o, out):
     arr = o.members
     if arr is None:
         null_field("Members")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_Member_0(e, out)
     out += _ST_i.pack(o.authorized_operations)
@@ -625,7 +631,10 @@ def _e_ConsumerGroupDescribeResponse_0(o, out):
     arr = o.groups
     if arr is None:
         null_field("Groups")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_DescribedGroup_0(e, out)
     if o._unknown_tags:

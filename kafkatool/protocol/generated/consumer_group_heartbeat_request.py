@@ -361,7 +361,10 @@ def _e_ConsumerGroupHeartbeatRequest_0(o, out):
     if arr is None:
         out += b"\x00"
     else:
-        w_ccount(out, arr)
+        if len(arr) < 127:
+            out.append(len(arr) + 1)
+        else:
+            w_ccount(out, arr)
         for e in arr:
             _e_TopicPartitions_0(e, out)
     if o._unknown_tags:
@@ -454,7 +457,10 @@ def _e_ConsumerGroupHeartbeatRequest_1(o, out):
     if arr is None:
         out += b"\x00"
     else:
-        w_ccount(out, arr)
+        if len(arr) < 127:
+            out.append(len(arr) + 1)
+        else:
+            w_ccount(out, arr)
         for e in arr:
             _e_TopicPartitions_0(e, out)
     if o._unknown_tags:

@@ -336,13 +336,19 @@ def _e_ControllerRegistrationRequest_0(o, out):
     arr = o.listeners
     if arr is None:
         null_field("Listeners")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_Listener_0(e, out)
     arr = o.features
     if arr is None:
         null_field("Features")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_Feature_0(e, out)
     if o._unknown_tags:

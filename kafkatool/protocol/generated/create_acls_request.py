@@ -56,6 +56,7 @@ from kafkatool.formats.schema import (
 _new = object.__new__
 _ST_b = struct.Struct(">b")
 _ST_bb = struct.Struct(">bb")
+_ST_i = struct.Struct(">i")
 
 __all__ = ["AclCreation", "CreateAclsRequest"]
 
@@ -183,7 +184,10 @@ def _e_AclCreation_0(o, out):
 
 def _d_CreateAclsRequest_0(buf, pos, end):
     """CreateAclsRequest, versions 0."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Creations")
     else:
@@ -202,7 +206,7 @@ def _e_CreateAclsRequest_0(o, out):
     arr = o.creations
     if arr is None:
         null_field("Creations")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_AclCreation_0(e, out)
 
@@ -248,7 +252,10 @@ def _e_AclCreation_1(o, out):
 
 def _d_CreateAclsRequest_1(buf, pos, end):
     """CreateAclsRequest, versions 1."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Creations")
     else:
@@ -267,7 +274,7 @@ def _e_CreateAclsRequest_1(o, out):
     arr = o.creations
     if arr is None:
         null_field("Creations")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_AclCreation_1(e, out)
 
@@ -364,7 +371,10 @@ def _e_CreateAclsRequest_2(o, out):
     arr = o.creations
     if arr is None:
         null_field("Creations")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_AclCreation_2(e, out)
     if o._unknown_tags:

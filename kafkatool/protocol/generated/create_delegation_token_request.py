@@ -54,6 +54,7 @@ from kafkatool.formats.schema import (
 )
 
 _new = object.__new__
+_ST_i = struct.Struct(">i")
 _ST_q = struct.Struct(">q")
 
 __all__ = ["CreatableRenewers", "CreateDelegationTokenRequest"]
@@ -180,7 +181,10 @@ def _e_CreatableRenewers_0(o, out):
 
 def _d_CreateDelegationTokenRequest_0(buf, pos, end):
     """CreateDelegationTokenRequest, versions 0-1."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Renewers")
     else:
@@ -214,7 +218,7 @@ def _e_CreateDelegationTokenRequest_0(o, out):
     arr = o.renewers
     if arr is None:
         null_field("Renewers")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_CreatableRenewers_0(e, out)
     out += _ST_q.pack(o.max_lifetime_ms)
@@ -305,7 +309,10 @@ def _e_CreateDelegationTokenRequest_1(o, out):
     arr = o.renewers
     if arr is None:
         null_field("Renewers")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_CreatableRenewers_1(e, out)
     out += _ST_q.pack(o.max_lifetime_ms)
@@ -363,7 +370,10 @@ def _e_CreateDelegationTokenRequest_2(o, out):
     arr = o.renewers
     if arr is None:
         null_field("Renewers")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_CreatableRenewers_1(e, out)
     out += _ST_q.pack(o.max_lifetime_ms)

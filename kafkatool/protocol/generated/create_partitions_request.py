@@ -216,7 +216,10 @@ def _d_CreatePartitionsTopic_0(buf, pos, end):
         truncated(pos, "CreatePartitionsTopic")
     (v_count,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         v_assignments = None
     else:
@@ -240,14 +243,17 @@ def _e_CreatePartitionsTopic_0(o, out):
     if arr is None:
         out += NULL_COUNT
     else:
-        w_count(out, arr)
+        out += _ST_i.pack(len(arr))
         for e in arr:
             _e_CreatePartitionsAssignment_0(e, out)
 
 
 def _d_CreatePartitionsRequest_0(buf, pos, end):
     """CreatePartitionsRequest, versions 0-1."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -272,7 +278,7 @@ def _e_CreatePartitionsRequest_0(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_CreatePartitionsTopic_0(e, out)
     out += _ST_iz.pack(o.timeout_ms, o.validate_only)
@@ -382,7 +388,10 @@ def _e_CreatePartitionsTopic_1(o, out):
     if arr is None:
         out += b"\x00"
     else:
-        w_ccount(out, arr)
+        if len(arr) < 127:
+            out.append(len(arr) + 1)
+        else:
+            w_ccount(out, arr)
         for e in arr:
             _e_CreatePartitionsAssignment_1(e, out)
     if o._unknown_tags:
@@ -434,7 +443,10 @@ def _e_CreatePartitionsRequest_1(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_CreatePartitionsTopic_1(e, out)
     out += _ST_iz.pack(o.timeout_ms, o.validate_only)

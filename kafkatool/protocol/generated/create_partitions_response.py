@@ -156,7 +156,10 @@ def _d_CreatePartitionsResponse_0(buf, pos, end):
         truncated(pos, "CreatePartitionsResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Results")
     else:
@@ -177,7 +180,7 @@ def _e_CreatePartitionsResponse_0(o, out):
     arr = o.results
     if arr is None:
         null_field("Results")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_CreatePartitionsTopicResult_0(e, out)
 
@@ -264,7 +267,10 @@ def _e_CreatePartitionsResponse_1(o, out):
     arr = o.results
     if arr is None:
         null_field("Results")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_CreatePartitionsTopicResult_1(e, out)
     if o._unknown_tags:

@@ -277,7 +277,10 @@ def _d_CreatableTopic_0(buf, pos, end):
         truncated(pos, "CreatableTopic")
     v_num_partitions, v_replication_factor = _ST_ih.unpack_from(buf, pos)
     pos += 6
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Assignments")
     else:
@@ -285,7 +288,10 @@ def _d_CreatableTopic_0(buf, pos, end):
         for _ in range(n):
             e, pos = _d_CreatableReplicaAssignment_0(buf, pos, end)
             v_assignments.append(e)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Configs")
     else:
@@ -310,20 +316,23 @@ def _e_CreatableTopic_0(o, out):
     arr = o.assignments
     if arr is None:
         null_field("Assignments")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_CreatableReplicaAssignment_0(e, out)
     arr = o.configs
     if arr is None:
         null_field("Configs")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_CreatableTopicConfig_0(e, out)
 
 
 def _d_CreateTopicsRequest_0(buf, pos, end):
     """CreateTopicsRequest, versions 0."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -348,7 +357,7 @@ def _e_CreateTopicsRequest_0(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_CreatableTopic_0(e, out)
     out += _ST_i.pack(o.timeout_ms)
@@ -358,7 +367,10 @@ def _e_CreateTopicsRequest_0(o, out):
 
 def _d_CreateTopicsRequest_1(buf, pos, end):
     """CreateTopicsRequest, versions 1-4."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -383,7 +395,7 @@ def _e_CreateTopicsRequest_1(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_CreatableTopic_0(e, out)
     out += _ST_iz.pack(o.timeout_ms, o.validate_only)
@@ -545,13 +557,19 @@ def _e_CreatableTopic_1(o, out):
     arr = o.assignments
     if arr is None:
         null_field("Assignments")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_CreatableReplicaAssignment_1(e, out)
     arr = o.configs
     if arr is None:
         null_field("Configs")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_CreatableTopicConfig_1(e, out)
     if o._unknown_tags:
@@ -603,7 +621,10 @@ def _e_CreateTopicsRequest_2(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_CreatableTopic_1(e, out)
     out += _ST_iz.pack(o.timeout_ms, o.validate_only)

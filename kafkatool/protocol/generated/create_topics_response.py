@@ -240,7 +240,10 @@ def _e_CreatableTopicResult_0(o, out):
 
 def _d_CreateTopicsResponse_0(buf, pos, end):
     """CreateTopicsResponse, versions 0."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -260,7 +263,7 @@ def _e_CreateTopicsResponse_0(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_CreatableTopicResult_0(e, out)
 
@@ -295,7 +298,10 @@ def _e_CreatableTopicResult_1(o, out):
 
 def _d_CreateTopicsResponse_1(buf, pos, end):
     """CreateTopicsResponse, versions 1."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -315,7 +321,7 @@ def _e_CreateTopicsResponse_1(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_CreatableTopicResult_1(e, out)
 
@@ -326,7 +332,10 @@ def _d_CreateTopicsResponse_2(buf, pos, end):
         truncated(pos, "CreateTopicsResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -347,7 +356,7 @@ def _e_CreateTopicsResponse_2(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_CreatableTopicResult_1(e, out)
 
@@ -458,7 +467,10 @@ def _e_CreatableTopicResult_2(o, out):
     if arr is None:
         out += b"\x00"
     else:
-        w_ccount(out, arr)
+        if len(arr) < 127:
+            out.append(len(arr) + 1)
+        else:
+            w_ccount(out, arr)
         for e in arr:
             _e_CreatableTopicConfigs_0(e, out)
     tags = list(o._unknown_tags) if o._unknown_tags else []
@@ -515,7 +527,10 @@ def _e_CreateTopicsResponse_3(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_CreatableTopicResult_2(e, out)
     if o._unknown_tags:
@@ -590,7 +605,10 @@ def _e_CreatableTopicResult_3(o, out):
     if arr is None:
         out += b"\x00"
     else:
-        w_ccount(out, arr)
+        if len(arr) < 127:
+            out.append(len(arr) + 1)
+        else:
+            w_ccount(out, arr)
         for e in arr:
             _e_CreatableTopicConfigs_0(e, out)
     tags = list(o._unknown_tags) if o._unknown_tags else []
@@ -647,7 +665,10 @@ def _e_CreateTopicsResponse_4(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_CreatableTopicResult_3(e, out)
     if o._unknown_tags:

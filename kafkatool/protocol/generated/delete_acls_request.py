@@ -56,6 +56,7 @@ from kafkatool.formats.schema import (
 _new = object.__new__
 _ST_b = struct.Struct(">b")
 _ST_bb = struct.Struct(">bb")
+_ST_i = struct.Struct(">i")
 
 __all__ = ["DeleteAclsFilter", "DeleteAclsRequest"]
 
@@ -221,7 +222,10 @@ def _e_DeleteAclsFilter_0(o, out):
 
 def _d_DeleteAclsRequest_0(buf, pos, end):
     """DeleteAclsRequest, versions 0."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Filters")
     else:
@@ -240,7 +244,7 @@ def _e_DeleteAclsRequest_0(o, out):
     arr = o.filters
     if arr is None:
         null_field("Filters")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_DeleteAclsFilter_0(e, out)
 
@@ -286,7 +290,10 @@ def _e_DeleteAclsFilter_1(o, out):
 
 def _d_DeleteAclsRequest_1(buf, pos, end):
     """DeleteAclsRequest, versions 1."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Filters")
     else:
@@ -305,7 +312,7 @@ def _e_DeleteAclsRequest_1(o, out):
     arr = o.filters
     if arr is None:
         null_field("Filters")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_DeleteAclsFilter_1(e, out)
 
@@ -402,7 +409,10 @@ def _e_DeleteAclsRequest_2(o, out):
     arr = o.filters
     if arr is None:
         null_field("Filters")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_DeleteAclsFilter_2(e, out)
     if o._unknown_tags:

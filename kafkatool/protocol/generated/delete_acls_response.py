@@ -251,7 +251,10 @@ def _d_DeleteAclsFilterResult_0(buf, pos, end):
     (v_error_code,) = _ST_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = r_nstr(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "MatchingAcls")
     else:
@@ -274,7 +277,7 @@ def _e_DeleteAclsFilterResult_0(o, out):
     arr = o.matching_acls
     if arr is None:
         null_field("MatchingAcls")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_DeleteAclsMatchingAcl_0(e, out)
 
@@ -285,7 +288,10 @@ def _d_DeleteAclsResponse_0(buf, pos, end):
         truncated(pos, "DeleteAclsResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "FilterResults")
     else:
@@ -306,7 +312,7 @@ def _e_DeleteAclsResponse_0(o, out):
     arr = o.filter_results
     if arr is None:
         null_field("FilterResults")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_DeleteAclsFilterResult_0(e, out)
 
@@ -366,7 +372,10 @@ def _d_DeleteAclsFilterResult_1(buf, pos, end):
     (v_error_code,) = _ST_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = r_nstr(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "MatchingAcls")
     else:
@@ -389,7 +398,7 @@ def _e_DeleteAclsFilterResult_1(o, out):
     arr = o.matching_acls
     if arr is None:
         null_field("MatchingAcls")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_DeleteAclsMatchingAcl_1(e, out)
 
@@ -400,7 +409,10 @@ def _d_DeleteAclsResponse_1(buf, pos, end):
         truncated(pos, "DeleteAclsResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "FilterResults")
     else:
@@ -421,7 +433,7 @@ def _e_DeleteAclsResponse_1(o, out):
     arr = o.filter_results
     if arr is None:
         null_field("FilterResults")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_DeleteAclsFilterResult_1(e, out)
 
@@ -536,7 +548,10 @@ def _e_DeleteAclsFilterResult_2(o, out):
     arr = o.matching_acls
     if arr is None:
         null_field("MatchingAcls")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_DeleteAclsMatchingAcl_2(e, out)
     if o._unknown_tags:
@@ -588,7 +603,10 @@ def _e_DeleteAclsResponse_2(o, out):
     arr = o.filter_results
     if arr is None:
         null_field("FilterResults")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_DeleteAclsFilterResult_2(e, out)
     if o._unknown_tags:

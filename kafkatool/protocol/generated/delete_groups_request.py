@@ -54,6 +54,7 @@ from kafkatool.formats.schema import (
 )
 
 _new = object.__new__
+_ST_i = struct.Struct(">i")
 
 __all__ = ["DeleteGroupsRequest"]
 
@@ -85,7 +86,10 @@ DeleteGroupsRequest._FIELDS = (
 
 def _d_DeleteGroupsRequest_0(buf, pos, end):
     """DeleteGroupsRequest, versions 0-1."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "GroupsNames")
     else:

@@ -148,7 +148,10 @@ def _d_DeleteGroupsResponse_0(buf, pos, end):
         truncated(pos, "DeleteGroupsResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Results")
     else:
@@ -169,7 +172,7 @@ def _e_DeleteGroupsResponse_0(o, out):
     arr = o.results
     if arr is None:
         null_field("Results")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_DeletableGroupResult_0(e, out)
 
@@ -253,7 +256,10 @@ def _e_DeleteGroupsResponse_1(o, out):
     arr = o.results
     if arr is None:
         null_field("Results")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_DeletableGroupResult_1(e, out)
     if o._unknown_tags:

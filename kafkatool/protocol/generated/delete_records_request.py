@@ -177,7 +177,10 @@ def _e_DeleteRecordsPartition_0(o, out):
 def _d_DeleteRecordsTopic_0(buf, pos, end):
     """DeleteRecordsTopic, versions 0-1."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -198,14 +201,17 @@ def _e_DeleteRecordsTopic_0(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_DeleteRecordsPartition_0(e, out)
 
 
 def _d_DeleteRecordsRequest_0(buf, pos, end):
     """DeleteRecordsRequest, versions 0-1."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -229,7 +235,7 @@ def _e_DeleteRecordsRequest_0(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_DeleteRecordsTopic_0(e, out)
     out += _ST_i.pack(o.timeout_ms)
@@ -309,7 +315,10 @@ def _e_DeleteRecordsTopic_1(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_DeleteRecordsPartition_1(e, out)
     if o._unknown_tags:
@@ -360,7 +369,10 @@ def _e_DeleteRecordsRequest_1(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_DeleteRecordsTopic_1(e, out)
     out += _ST_i.pack(o.timeout_ms)

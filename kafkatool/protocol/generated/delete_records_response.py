@@ -183,7 +183,10 @@ def _e_DeleteRecordsPartitionResult_0(o, out):
 def _d_DeleteRecordsTopicResult_0(buf, pos, end):
     """DeleteRecordsTopicResult, versions 0-1."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -204,7 +207,7 @@ def _e_DeleteRecordsTopicResult_0(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_DeleteRecordsPartitionResult_0(e, out)
 
@@ -215,7 +218,10 @@ def _d_DeleteRecordsResponse_0(buf, pos, end):
         truncated(pos, "DeleteRecordsResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -236,7 +242,7 @@ def _e_DeleteRecordsResponse_0(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_DeleteRecordsTopicResult_0(e, out)
 
@@ -316,7 +322,10 @@ def _e_DeleteRecordsTopicResult_1(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_DeleteRecordsPartitionResult_1(e, out)
     if o._unknown_tags:
@@ -368,7 +377,10 @@ def _e_DeleteRecordsResponse_1(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_DeleteRecordsTopicResult_1(e, out)
     if o._unknown_tags:

@@ -115,7 +115,10 @@ DeleteTopicsRequest._FIELDS = (
 
 def _d_DeleteTopicsRequest_0(buf, pos, end):
     """DeleteTopicsRequest, versions 0-3."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "TopicNames")
     else:
@@ -275,7 +278,10 @@ def _e_DeleteTopicsRequest_2(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_DeleteTopicState_0(e, out)
     out += _ST_i.pack(o.timeout_ms)

@@ -155,7 +155,10 @@ def _e_DeletableTopicResult_0(o, out):
 
 def _d_DeleteTopicsResponse_0(buf, pos, end):
     """DeleteTopicsResponse, versions 0."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Responses")
     else:
@@ -175,7 +178,7 @@ def _e_DeleteTopicsResponse_0(o, out):
     arr = o.responses
     if arr is None:
         null_field("Responses")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_DeletableTopicResult_0(e, out)
 
@@ -186,7 +189,10 @@ def _d_DeleteTopicsResponse_1(buf, pos, end):
         truncated(pos, "DeleteTopicsResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Responses")
     else:
@@ -207,7 +213,7 @@ def _e_DeleteTopicsResponse_1(o, out):
     arr = o.responses
     if arr is None:
         null_field("Responses")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_DeletableTopicResult_0(e, out)
 
@@ -293,7 +299,10 @@ def _e_DeleteTopicsResponse_2(o, out):
     arr = o.responses
     if arr is None:
         null_field("Responses")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_DeletableTopicResult_1(e, out)
     if o._unknown_tags:
@@ -385,7 +394,10 @@ def _e_DeleteTopicsResponse_3(o, out):
     arr = o.responses
     if arr is None:
         null_field("Responses")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_DeletableTopicResult_2(e, out)
     if o._unknown_tags:
@@ -478,7 +490,10 @@ def _e_DeleteTopicsResponse_4(o, out):
     arr = o.responses
     if arr is None:
         null_field("Responses")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_DeletableTopicResult_3(e, out)
     if o._unknown_tags:

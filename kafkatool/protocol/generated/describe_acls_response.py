@@ -56,6 +56,7 @@ from kafkatool.formats.schema import (
 _new = object.__new__
 _ST_b = struct.Struct(">b")
 _ST_bb = struct.Struct(">bb")
+_ST_i = struct.Struct(">i")
 _ST_ih = struct.Struct(">ih")
 
 __all__ = ["AclDescription", "DescribeAclsResource", "DescribeAclsResponse"]
@@ -200,7 +201,10 @@ def _d_DescribeAclsResource_0(buf, pos, end):
     (v_resource_type,) = _ST_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Acls")
     else:
@@ -226,7 +230,7 @@ def _e_DescribeAclsResource_0(o, out):
     arr = o.acls
     if arr is None:
         null_field("Acls")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_AclDescription_0(e, out)
 
@@ -238,7 +242,10 @@ def _d_DescribeAclsResponse_0(buf, pos, end):
     v_throttle_time_ms, v_error_code = _ST_ih.unpack_from(buf, pos)
     pos += 6
     v_error_message, pos = r_nstr(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Resources")
     else:
@@ -262,7 +269,7 @@ def _e_DescribeAclsResponse_0(o, out):
     arr = o.resources
     if arr is None:
         null_field("Resources")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_DescribeAclsResource_0(e, out)
 
@@ -278,7 +285,10 @@ def _d_DescribeAclsResource_1(buf, pos, end):
         truncated(pos, "DescribeAclsResource")
     (v_pattern_type,) = _ST_b.unpack_from(buf, pos)
     pos += 1
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Acls")
     else:
@@ -303,7 +313,7 @@ def _e_DescribeAclsResource_1(o, out):
     arr = o.acls
     if arr is None:
         null_field("Acls")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_AclDescription_0(e, out)
 
@@ -315,7 +325,10 @@ def _d_DescribeAclsResponse_1(buf, pos, end):
     v_throttle_time_ms, v_error_code = _ST_ih.unpack_from(buf, pos)
     pos += 6
     v_error_message, pos = r_nstr(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Resources")
     else:
@@ -339,7 +352,7 @@ def _e_DescribeAclsResponse_1(o, out):
     arr = o.resources
     if arr is None:
         null_field("Resources")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_DescribeAclsResource_1(e, out)
 
@@ -436,7 +449,10 @@ def _e_DescribeAclsResource_2(o, out):
     arr = o.acls
     if arr is None:
         null_field("Acls")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_AclDescription_1(e, out)
     if o._unknown_tags:
@@ -492,7 +508,10 @@ def _e_DescribeAclsResponse_2(o, out):
     arr = o.resources
     if arr is None:
         null_field("Resources")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_DescribeAclsResource_2(e, out)
     if o._unknown_tags:

@@ -56,6 +56,7 @@ from kafkatool.formats.schema import (
 _new = object.__new__
 _ST_z = struct.Struct(">?")
 _ST_b = struct.Struct(">b")
+_ST_i = struct.Struct(">i")
 
 __all__ = ["ComponentData", "DescribeClientQuotasRequest"]
 
@@ -148,7 +149,10 @@ def _e_ComponentData_0(o, out):
 
 def _d_DescribeClientQuotasRequest_0(buf, pos, end):
     """DescribeClientQuotasRequest, versions 0."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Components")
     else:
@@ -172,7 +176,7 @@ def _e_DescribeClientQuotasRequest_0(o, out):
     arr = o.components
     if arr is None:
         null_field("Components")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_ComponentData_0(e, out)
     out += _ST_z.pack(o.strict)
@@ -259,7 +263,10 @@ def _e_DescribeClientQuotasRequest_1(o, out):
     arr = o.components
     if arr is None:
         null_field("Components")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_ComponentData_1(e, out)
     out += _ST_z.pack(o.strict)

@@ -55,6 +55,7 @@ from kafkatool.formats.schema import (
 
 _new = object.__new__
 _ST_d = struct.Struct(">d")
+_ST_i = struct.Struct(">i")
 _ST_ih = struct.Struct(">ih")
 
 __all__ = ["DescribeClientQuotasResponse", "EntityData", "EntryData", "ValueData"]
@@ -207,7 +208,10 @@ def _e_ValueData_0(o, out):
 
 def _d_EntryData_0(buf, pos, end):
     """EntryData, versions 0."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Entity")
     else:
@@ -215,7 +219,10 @@ def _d_EntryData_0(buf, pos, end):
         for _ in range(n):
             e, pos = _d_EntityData_0(buf, pos, end)
             v_entity.append(e)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Values")
     else:
@@ -235,13 +242,13 @@ def _e_EntryData_0(o, out):
     arr = o.entity
     if arr is None:
         null_field("Entity")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_EntityData_0(e, out)
     arr = o.values
     if arr is None:
         null_field("Values")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_ValueData_0(e, out)
 
@@ -253,7 +260,10 @@ def _d_DescribeClientQuotasResponse_0(buf, pos, end):
     v_throttle_time_ms, v_error_code = _ST_ih.unpack_from(buf, pos)
     pos += 6
     v_error_message, pos = r_nstr(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         v_entries = None
     else:
@@ -278,7 +288,7 @@ def _e_DescribeClientQuotasResponse_0(o, out):
     if arr is None:
         out += NULL_COUNT
     else:
-        w_count(out, arr)
+        out += _ST_i.pack(len(arr))
         for e in arr:
             _e_EntryData_0(e, out)
 
@@ -402,13 +412,19 @@ def _e_EntryData_1(o, out):
     arr = o.entity
     if arr is None:
         null_field("Entity")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_EntityData_1(e, out)
     arr = o.values
     if arr is None:
         null_field("Values")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_ValueData_1(e, out)
     if o._unknown_tags:
@@ -465,7 +481,10 @@ def _e_DescribeClientQuotasResponse_1(o, out):
     if arr is None:
         out += b"\x00"
     else:
-        w_ccount(out, arr)
+        if len(arr) < 127:
+            out.append(len(arr) + 1)
+        else:
+            w_ccount(out, arr)
         for e in arr:
             _e_EntryData_1(e, out)
     if o._unknown_tags:

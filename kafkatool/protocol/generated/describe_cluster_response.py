@@ -280,7 +280,10 @@ def _e_DescribeClusterResponse_0(o, out):
     arr = o.brokers
     if arr is None:
         null_field("Brokers")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_DescribeClusterBroker_0(e, out)
     out += _ST_i.pack(o.cluster_authorized_operations)
@@ -357,7 +360,10 @@ def _e_DescribeClusterResponse_1(o, out):
     arr = o.brokers
     if arr is None:
         null_field("Brokers")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_DescribeClusterBroker_0(e, out)
     out += _ST_i.pack(o.cluster_authorized_operations)

@@ -57,6 +57,7 @@ _new = object.__new__
 _ST_z = struct.Struct(">?")
 _ST_zz = struct.Struct(">??")
 _ST_b = struct.Struct(">b")
+_ST_i = struct.Struct(">i")
 
 __all__ = ["DescribeConfigsRequest", "DescribeConfigsResource"]
 
@@ -160,7 +161,10 @@ def _d_DescribeConfigsResource_0(buf, pos, end):
     (v_resource_type,) = _ST_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         v_configuration_keys = None
     else:
@@ -187,7 +191,10 @@ def _e_DescribeConfigsResource_0(o, out):
 
 def _d_DescribeConfigsRequest_0(buf, pos, end):
     """DescribeConfigsRequest, versions 0."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Resources")
     else:
@@ -208,7 +215,7 @@ def _e_DescribeConfigsRequest_0(o, out):
     arr = o.resources
     if arr is None:
         null_field("Resources")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_DescribeConfigsResource_0(e, out)
     if o.include_synonyms != False:
@@ -221,7 +228,10 @@ def _e_DescribeConfigsRequest_0(o, out):
 
 def _d_DescribeConfigsRequest_1(buf, pos, end):
     """DescribeConfigsRequest, versions 1-2."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Resources")
     else:
@@ -246,7 +256,7 @@ def _e_DescribeConfigsRequest_1(o, out):
     arr = o.resources
     if arr is None:
         null_field("Resources")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_DescribeConfigsResource_0(e, out)
     out += _ST_z.pack(o.include_synonyms)
@@ -258,7 +268,10 @@ def _e_DescribeConfigsRequest_1(o, out):
 
 def _d_DescribeConfigsRequest_2(buf, pos, end):
     """DescribeConfigsRequest, versions 3."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Resources")
     else:
@@ -283,7 +296,7 @@ def _e_DescribeConfigsRequest_2(o, out):
     arr = o.resources
     if arr is None:
         null_field("Resources")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_DescribeConfigsResource_0(e, out)
     out += _ST_zz.pack(o.include_synonyms, o.include_documentation)
@@ -384,7 +397,10 @@ def _e_DescribeConfigsRequest_3(o, out):
     arr = o.resources
     if arr is None:
         null_field("Resources")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_DescribeConfigsResource_1(e, out)
     out += _ST_zz.pack(o.include_synonyms, o.include_documentation)

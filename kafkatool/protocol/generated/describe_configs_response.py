@@ -289,7 +289,10 @@ def _d_DescribeConfigsResult_0(buf, pos, end):
     (v_resource_type,) = _ST_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Configs")
     else:
@@ -316,7 +319,7 @@ def _e_DescribeConfigsResult_0(o, out):
     arr = o.configs
     if arr is None:
         null_field("Configs")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_DescribeConfigsResourceResult_0(e, out)
 
@@ -327,7 +330,10 @@ def _d_DescribeConfigsResponse_0(buf, pos, end):
         truncated(pos, "DescribeConfigsResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Results")
     else:
@@ -348,7 +354,7 @@ def _e_DescribeConfigsResponse_0(o, out):
     arr = o.results
     if arr is None:
         null_field("Results")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_DescribeConfigsResult_0(e, out)
 
@@ -384,7 +390,10 @@ def _d_DescribeConfigsResourceResult_1(buf, pos, end):
         truncated(pos, "DescribeConfigsResourceResult")
     v_read_only, v_config_source, v_is_sensitive = _ST_zbz.unpack_from(buf, pos)
     pos += 3
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Synonyms")
     else:
@@ -419,7 +428,7 @@ def _e_DescribeConfigsResourceResult_1(o, out):
     arr = o.synonyms
     if arr is None:
         null_field("Synonyms")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_DescribeConfigsSynonym_0(e, out)
 
@@ -436,7 +445,10 @@ def _d_DescribeConfigsResult_1(buf, pos, end):
     (v_resource_type,) = _ST_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Configs")
     else:
@@ -463,7 +475,7 @@ def _e_DescribeConfigsResult_1(o, out):
     arr = o.configs
     if arr is None:
         null_field("Configs")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_DescribeConfigsResourceResult_1(e, out)
 
@@ -474,7 +486,10 @@ def _d_DescribeConfigsResponse_1(buf, pos, end):
         truncated(pos, "DescribeConfigsResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Results")
     else:
@@ -495,7 +510,7 @@ def _e_DescribeConfigsResponse_1(o, out):
     arr = o.results
     if arr is None:
         null_field("Results")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_DescribeConfigsResult_1(e, out)
 
@@ -508,7 +523,10 @@ def _d_DescribeConfigsResourceResult_2(buf, pos, end):
         truncated(pos, "DescribeConfigsResourceResult")
     v_read_only, v_config_source, v_is_sensitive = _ST_zbz.unpack_from(buf, pos)
     pos += 3
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Synonyms")
     else:
@@ -546,7 +564,7 @@ def _e_DescribeConfigsResourceResult_2(o, out):
     arr = o.synonyms
     if arr is None:
         null_field("Synonyms")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_DescribeConfigsSynonym_0(e, out)
     out += _ST_b.pack(o.config_type)
@@ -565,7 +583,10 @@ def _d_DescribeConfigsResult_2(buf, pos, end):
     (v_resource_type,) = _ST_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Configs")
     else:
@@ -592,7 +613,7 @@ def _e_DescribeConfigsResult_2(o, out):
     arr = o.configs
     if arr is None:
         null_field("Configs")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_DescribeConfigsResourceResult_2(e, out)
 
@@ -603,7 +624,10 @@ def _d_DescribeConfigsResponse_2(buf, pos, end):
         truncated(pos, "DescribeConfigsResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Results")
     else:
@@ -624,7 +648,7 @@ def _e_DescribeConfigsResponse_2(o, out):
     arr = o.results
     if arr is None:
         null_field("Results")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_DescribeConfigsResult_2(e, out)
 
@@ -730,7 +754,10 @@ def _e_DescribeConfigsResourceResult_3(o, out):
     arr = o.synonyms
     if arr is None:
         null_field("Synonyms")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_DescribeConfigsSynonym_1(e, out)
     out += _ST_b.pack(o.config_type)
@@ -796,7 +823,10 @@ def _e_DescribeConfigsResult_3(o, out):
     arr = o.configs
     if arr is None:
         null_field("Configs")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_DescribeConfigsResourceResult_3(e, out)
     if o._unknown_tags:
@@ -848,7 +878,10 @@ def _e_DescribeConfigsResponse_3(o, out):
     arr = o.results
     if arr is None:
         null_field("Results")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_DescribeConfigsResult_3(e, out)
     if o._unknown_tags:

@@ -54,6 +54,7 @@ from kafkatool.formats.schema import (
 )
 
 _new = object.__new__
+_ST_i = struct.Struct(">i")
 
 __all__ = ["DescribeDelegationTokenOwner", "DescribeDelegationTokenRequest"]
 
@@ -138,7 +139,10 @@ def _e_DescribeDelegationTokenOwner_0(o, out):
 
 def _d_DescribeDelegationTokenRequest_0(buf, pos, end):
     """DescribeDelegationTokenRequest, versions 0-1."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         v_owners = None
     else:
@@ -158,7 +162,7 @@ def _e_DescribeDelegationTokenRequest_0(o, out):
     if arr is None:
         out += NULL_COUNT
     else:
-        w_count(out, arr)
+        out += _ST_i.pack(len(arr))
         for e in arr:
             _e_DescribeDelegationTokenOwner_0(e, out)
 
@@ -234,7 +238,10 @@ def _e_DescribeDelegationTokenRequest_1(o, out):
     if arr is None:
         out += b"\x00"
     else:
-        w_ccount(out, arr)
+        if len(arr) < 127:
+            out.append(len(arr) + 1)
+        else:
+            w_ccount(out, arr)
         for e in arr:
             _e_DescribeDelegationTokenOwner_1(e, out)
     if o._unknown_tags:

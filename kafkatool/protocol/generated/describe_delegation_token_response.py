@@ -259,7 +259,10 @@ def _d_DescribedDelegationToken_0(buf, pos, end):
     pos += 24
     v_token_id, pos = r_str(buf, pos, end)
     v_hmac, pos = r_bytes(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Renewers")
     else:
@@ -300,7 +303,7 @@ def _e_DescribedDelegationToken_0(o, out):
     arr = o.renewers
     if arr is None:
         null_field("Renewers")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_DescribedDelegationTokenRenewer_0(e, out)
 
@@ -311,7 +314,10 @@ def _d_DescribeDelegationTokenResponse_0(buf, pos, end):
         truncated(pos, "DescribeDelegationTokenResponse")
     (v_error_code,) = _ST_h.unpack_from(buf, pos)
     pos += 2
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Tokens")
     else:
@@ -337,7 +343,7 @@ def _e_DescribeDelegationTokenResponse_0(o, out):
     arr = o.tokens
     if arr is None:
         null_field("Tokens")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_DescribedDelegationToken_0(e, out)
     out += _ST_i.pack(o.throttle_time_ms)
@@ -443,7 +449,10 @@ def _e_DescribedDelegationToken_1(o, out):
     arr = o.renewers
     if arr is None:
         null_field("Renewers")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_DescribedDelegationTokenRenewer_1(e, out)
     if o._unknown_tags:
@@ -500,7 +509,10 @@ def _e_DescribeDelegationTokenResponse_1(o, out):
     arr = o.tokens
     if arr is None:
         null_field("Tokens")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_DescribedDelegationToken_1(e, out)
     out += _ST_i.pack(o.throttle_time_ms)
@@ -573,7 +585,10 @@ def _e_DescribedDelegationToken_2(o, out):
     arr = o.renewers
     if arr is None:
         null_field("Renewers")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_DescribedDelegationTokenRenewer_1(e, out)
     if o._unknown_tags:
@@ -630,7 +645,10 @@ def _e_DescribeDelegationTokenResponse_2(o, out):
     arr = o.tokens
     if arr is None:
         null_field("Tokens")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_DescribedDelegationToken_2(e, out)
     out += _ST_i.pack(o.throttle_time_ms)

@@ -55,6 +55,7 @@ from kafkatool.formats.schema import (
 
 _new = object.__new__
 _ST_z = struct.Struct(">?")
+_ST_i = struct.Struct(">i")
 
 __all__ = ["DescribeGroupsRequest"]
 
@@ -99,7 +100,10 @@ DescribeGroupsRequest._FIELDS = (
 
 def _d_DescribeGroupsRequest_0(buf, pos, end):
     """DescribeGroupsRequest, versions 0-2."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Groups")
     else:
@@ -126,7 +130,10 @@ def _e_DescribeGroupsRequest_0(o, out):
 
 def _d_DescribeGroupsRequest_1(buf, pos, end):
     """DescribeGroupsRequest, versions 3-4."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Groups")
     else:

@@ -255,7 +255,10 @@ def _d_DescribedGroup_0(buf, pos, end):
     v_group_state, pos = r_str(buf, pos, end)
     v_protocol_type, pos = r_str(buf, pos, end)
     v_protocol_data, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Members")
     else:
@@ -285,7 +288,7 @@ def _e_DescribedGroup_0(o, out):
     arr = o.members
     if arr is None:
         null_field("Members")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_DescribedGroupMember_0(e, out)
     if o.authorized_operations != -2147483648:
@@ -294,7 +297,10 @@ def _e_DescribedGroup_0(o, out):
 
 def _d_DescribeGroupsResponse_0(buf, pos, end):
     """DescribeGroupsResponse, versions 0."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Groups")
     else:
@@ -314,7 +320,7 @@ def _e_DescribeGroupsResponse_0(o, out):
     arr = o.groups
     if arr is None:
         null_field("Groups")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_DescribedGroup_0(e, out)
 
@@ -325,7 +331,10 @@ def _d_DescribeGroupsResponse_1(buf, pos, end):
         truncated(pos, "DescribeGroupsResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Groups")
     else:
@@ -346,7 +355,7 @@ def _e_DescribeGroupsResponse_1(o, out):
     arr = o.groups
     if arr is None:
         null_field("Groups")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_DescribedGroup_0(e, out)
 
@@ -361,7 +370,10 @@ def _d_DescribedGroup_1(buf, pos, end):
     v_group_state, pos = r_str(buf, pos, end)
     v_protocol_type, pos = r_str(buf, pos, end)
     v_protocol_data, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Members")
     else:
@@ -395,7 +407,7 @@ def _e_DescribedGroup_1(o, out):
     arr = o.members
     if arr is None:
         null_field("Members")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_DescribedGroupMember_0(e, out)
     out += _ST_i.pack(o.authorized_operations)
@@ -407,7 +419,10 @@ def _d_DescribeGroupsResponse_2(buf, pos, end):
         truncated(pos, "DescribeGroupsResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Groups")
     else:
@@ -428,7 +443,7 @@ def _e_DescribeGroupsResponse_2(o, out):
     arr = o.groups
     if arr is None:
         null_field("Groups")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_DescribedGroup_1(e, out)
 
@@ -472,7 +487,10 @@ def _d_DescribedGroup_2(buf, pos, end):
     v_group_state, pos = r_str(buf, pos, end)
     v_protocol_type, pos = r_str(buf, pos, end)
     v_protocol_data, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Members")
     else:
@@ -506,7 +524,7 @@ def _e_DescribedGroup_2(o, out):
     arr = o.members
     if arr is None:
         null_field("Members")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_DescribedGroupMember_1(e, out)
     out += _ST_i.pack(o.authorized_operations)
@@ -518,7 +536,10 @@ def _d_DescribeGroupsResponse_3(buf, pos, end):
         truncated(pos, "DescribeGroupsResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Groups")
     else:
@@ -539,7 +560,7 @@ def _e_DescribeGroupsResponse_3(o, out):
     arr = o.groups
     if arr is None:
         null_field("Groups")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_DescribedGroup_2(e, out)
 
@@ -649,7 +670,10 @@ def _e_DescribedGroup_3(o, out):
     arr = o.members
     if arr is None:
         null_field("Members")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_DescribedGroupMember_2(e, out)
     out += _ST_i.pack(o.authorized_operations)
@@ -702,7 +726,10 @@ def _e_DescribeGroupsResponse_4(o, out):
     arr = o.groups
     if arr is None:
         null_field("Groups")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_DescribedGroup_3(e, out)
     if o._unknown_tags:

@@ -171,7 +171,10 @@ def _e_DescribableLogDirTopic_0(o, out):
 
 def _d_DescribeLogDirsRequest_0(buf, pos, end):
     """DescribeLogDirsRequest, versions 0-1."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         v_topics = None
     else:
@@ -191,7 +194,7 @@ def _e_DescribeLogDirsRequest_0(o, out):
     if arr is None:
         out += NULL_COUNT
     else:
-        w_count(out, arr)
+        out += _ST_i.pack(len(arr))
         for e in arr:
             _e_DescribableLogDirTopic_0(e, out)
 
@@ -294,7 +297,10 @@ def _e_DescribeLogDirsRequest_1(o, out):
     if arr is None:
         out += b"\x00"
     else:
-        w_ccount(out, arr)
+        if len(arr) < 127:
+            out.append(len(arr) + 1)
+        else:
+            w_ccount(out, arr)
         for e in arr:
             _e_DescribableLogDirTopic_1(e, out)
     if o._unknown_tags:

@@ -246,7 +246,10 @@ def _e_DescribeLogDirsPartition_0(o, out):
 def _d_DescribeLogDirsTopic_0(buf, pos, end):
     """DescribeLogDirsTopic, versions 0-1."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -267,7 +270,7 @@ def _e_DescribeLogDirsTopic_0(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_DescribeLogDirsPartition_0(e, out)
 
@@ -279,7 +282,10 @@ def _d_DescribeLogDirsResult_0(buf, pos, end):
     (v_error_code,) = _ST_h.unpack_from(buf, pos)
     pos += 2
     v_log_dir, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -304,7 +310,7 @@ def _e_DescribeLogDirsResult_0(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_DescribeLogDirsTopic_0(e, out)
 
@@ -315,7 +321,10 @@ def _d_DescribeLogDirsResponse_0(buf, pos, end):
         truncated(pos, "DescribeLogDirsResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Results")
     else:
@@ -337,7 +346,7 @@ def _e_DescribeLogDirsResponse_0(o, out):
     arr = o.results
     if arr is None:
         null_field("Results")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_DescribeLogDirsResult_0(e, out)
 
@@ -423,7 +432,10 @@ def _e_DescribeLogDirsTopic_1(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_DescribeLogDirsPartition_1(e, out)
     if o._unknown_tags:
@@ -480,7 +492,10 @@ def _e_DescribeLogDirsResult_1(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_DescribeLogDirsTopic_1(e, out)
     if o._unknown_tags:
@@ -533,7 +548,10 @@ def _e_DescribeLogDirsResponse_1(o, out):
     arr = o.results
     if arr is None:
         null_field("Results")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_DescribeLogDirsResult_1(e, out)
     if o._unknown_tags:
@@ -586,7 +604,10 @@ def _e_DescribeLogDirsResponse_2(o, out):
     arr = o.results
     if arr is None:
         null_field("Results")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_DescribeLogDirsResult_1(e, out)
     if o._unknown_tags:
@@ -647,7 +668,10 @@ def _e_DescribeLogDirsResult_2(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_DescribeLogDirsTopic_1(e, out)
     out += _ST_qq.pack(o.total_bytes, o.usable_bytes)
@@ -701,7 +725,10 @@ def _e_DescribeLogDirsResponse_3(o, out):
     arr = o.results
     if arr is None:
         null_field("Results")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_DescribeLogDirsResult_2(e, out)
     if o._unknown_tags:

@@ -216,7 +216,10 @@ def _e_DescribeProducersRequest_0(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_TopicRequest_0(e, out)
     if o._unknown_tags:

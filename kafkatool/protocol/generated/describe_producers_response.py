@@ -326,7 +326,10 @@ def _e_PartitionResponse_0(o, out):
     arr = o.active_producers
     if arr is None:
         null_field("ActiveProducers")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_ProducerState_0(e, out)
     if o._unknown_tags:
@@ -375,7 +378,10 @@ def _e_TopicResponse_0(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_PartitionResponse_0(e, out)
     if o._unknown_tags:
@@ -427,7 +433,10 @@ def _e_DescribeProducersResponse_0(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_TopicResponse_0(e, out)
     if o._unknown_tags:

@@ -447,13 +447,19 @@ def _e_PartitionData_0(o, out):
     arr = o.current_voters
     if arr is None:
         null_field("CurrentVoters")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_ReplicaState_0(e, out)
     arr = o.observers
     if arr is None:
         null_field("Observers")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_ReplicaState_0(e, out)
     if o._unknown_tags:
@@ -502,7 +508,10 @@ def _e_TopicData_0(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_PartitionData_0(e, out)
     if o._unknown_tags:
@@ -556,7 +565,10 @@ def _e_DescribeQuorumResponse_0(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_TopicData_0(e, out)
     if o.nodes is None or len(o.nodes) > 0:
@@ -678,13 +690,19 @@ def _e_PartitionData_1(o, out):
     arr = o.current_voters
     if arr is None:
         null_field("CurrentVoters")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_ReplicaState_1(e, out)
     arr = o.observers
     if arr is None:
         null_field("Observers")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_ReplicaState_1(e, out)
     if o._unknown_tags:
@@ -733,7 +751,10 @@ def _e_TopicData_1(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_PartitionData_1(e, out)
     if o._unknown_tags:
@@ -787,7 +808,10 @@ def _e_DescribeQuorumResponse_1(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_TopicData_1(e, out)
     if o.nodes is None or len(o.nodes) > 0:
@@ -916,13 +940,19 @@ def _e_PartitionData_2(o, out):
     arr = o.current_voters
     if arr is None:
         null_field("CurrentVoters")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_ReplicaState_2(e, out)
     arr = o.observers
     if arr is None:
         null_field("Observers")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_ReplicaState_2(e, out)
     if o._unknown_tags:
@@ -971,7 +1001,10 @@ def _e_TopicData_2(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_PartitionData_2(e, out)
     if o._unknown_tags:
@@ -1062,7 +1095,10 @@ def _e_Node_0(o, out):
     arr = o.listeners
     if arr is None:
         null_field("Listeners")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_Listener_0(e, out)
     if o._unknown_tags:
@@ -1130,13 +1166,19 @@ def _e_DescribeQuorumResponse_2(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_TopicData_2(e, out)
     arr = o.nodes
     if arr is None:
         null_field("Nodes")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_Node_0(e, out)
     if o._unknown_tags:

@@ -550,7 +550,10 @@ def _e_DescribeTopicPartitionsResponseTopic_0(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_DescribeTopicPartitionsResponsePartition_0(e, out)
     out += _ST_i.pack(o.topic_authorized_operations)
@@ -647,7 +650,10 @@ def _e_DescribeTopicPartitionsResponse_0(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_DescribeTopicPartitionsResponseTopic_0(e, out)
     x = o.next_cursor

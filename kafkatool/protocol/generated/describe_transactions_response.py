@@ -330,7 +330,10 @@ def _e_TransactionState_0(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_TopicData_0(e, out)
     if o._unknown_tags:
@@ -382,7 +385,10 @@ def _e_DescribeTransactionsResponse_0(o, out):
     arr = o.transaction_states
     if arr is None:
         null_field("TransactionStates")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_TransactionState_0(e, out)
     if o._unknown_tags:

@@ -168,7 +168,10 @@ def _e_DescribeUserScramCredentialsRequest_0(o, out):
     if arr is None:
         out += b"\x00"
     else:
-        w_ccount(out, arr)
+        if len(arr) < 127:
+            out.append(len(arr) + 1)
+        else:
+            w_ccount(out, arr)
         for e in arr:
             _e_UserName_0(e, out)
     if o._unknown_tags:

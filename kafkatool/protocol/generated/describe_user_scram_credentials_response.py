@@ -256,7 +256,10 @@ def _e_DescribeUserScramCredentialsResult_0(o, out):
     arr = o.credential_infos
     if arr is None:
         null_field("CredentialInfos")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_CredentialInfo_0(e, out)
     if o._unknown_tags:
@@ -312,7 +315,10 @@ def _e_DescribeUserScramCredentialsResponse_0(o, out):
     arr = o.results
     if arr is None:
         null_field("Results")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_DescribeUserScramCredentialsResult_0(e, out)
     if o._unknown_tags:

@@ -178,7 +178,10 @@ def _e_TopicPartitions_0(o, out):
 
 def _d_ElectLeadersRequest_0(buf, pos, end):
     """ElectLeadersRequest, versions 0."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         v_topic_partitions = None
     else:
@@ -206,7 +209,7 @@ def _e_ElectLeadersRequest_0(o, out):
     if arr is None:
         out += NULL_COUNT
     else:
-        w_count(out, arr)
+        out += _ST_i.pack(len(arr))
         for e in arr:
             _e_TopicPartitions_0(e, out)
     out += _ST_i.pack(o.timeout_ms)
@@ -218,7 +221,10 @@ def _d_ElectLeadersRequest_1(buf, pos, end):
         truncated(pos, "ElectLeadersRequest")
     (v_election_type,) = _ST_b.unpack_from(buf, pos)
     pos += 1
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         v_topic_partitions = None
     else:
@@ -245,7 +251,7 @@ def _e_ElectLeadersRequest_1(o, out):
     if arr is None:
         out += NULL_COUNT
     else:
-        w_count(out, arr)
+        out += _ST_i.pack(len(arr))
         for e in arr:
             _e_TopicPartitions_0(e, out)
     out += _ST_i.pack(o.timeout_ms)
@@ -360,7 +366,10 @@ def _e_ElectLeadersRequest_2(o, out):
     if arr is None:
         out += b"\x00"
     else:
-        w_ccount(out, arr)
+        if len(arr) < 127:
+            out.append(len(arr) + 1)
+        else:
+            w_ccount(out, arr)
         for e in arr:
             _e_TopicPartitions_1(e, out)
     out += _ST_i.pack(o.timeout_ms)

@@ -190,7 +190,10 @@ def _e_PartitionResult_0(o, out):
 def _d_ReplicaElectionResult_0(buf, pos, end):
     """ReplicaElectionResult, versions 0-1."""
     v_topic, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "PartitionResult")
     else:
@@ -211,7 +214,7 @@ def _e_ReplicaElectionResult_0(o, out):
     arr = o.partition_result
     if arr is None:
         null_field("PartitionResult")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_PartitionResult_0(e, out)
 
@@ -222,7 +225,10 @@ def _d_ElectLeadersResponse_0(buf, pos, end):
         truncated(pos, "ElectLeadersResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "ReplicaElectionResults")
     else:
@@ -246,7 +252,7 @@ def _e_ElectLeadersResponse_0(o, out):
     arr = o.replica_election_results
     if arr is None:
         null_field("ReplicaElectionResults")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_ReplicaElectionResult_0(e, out)
 
@@ -257,7 +263,10 @@ def _d_ElectLeadersResponse_1(buf, pos, end):
         truncated(pos, "ElectLeadersResponse")
     v_throttle_time_ms, v_error_code = _ST_ih.unpack_from(buf, pos)
     pos += 6
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "ReplicaElectionResults")
     else:
@@ -279,7 +288,7 @@ def _e_ElectLeadersResponse_1(o, out):
     arr = o.replica_election_results
     if arr is None:
         null_field("ReplicaElectionResults")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_ReplicaElectionResult_0(e, out)
 
@@ -361,7 +370,10 @@ def _e_ReplicaElectionResult_1(o, out):
     arr = o.partition_result
     if arr is None:
         null_field("PartitionResult")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_PartitionResult_1(e, out)
     if o._unknown_tags:
@@ -414,7 +426,10 @@ def _e_ElectLeadersResponse_2(o, out):
     arr = o.replica_election_results
     if arr is None:
         null_field("ReplicaElectionResults")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_ReplicaElectionResult_1(e, out)
     if o._unknown_tags:

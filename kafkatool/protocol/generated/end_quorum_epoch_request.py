@@ -321,7 +321,10 @@ def _e_PartitionData_0(o, out):
 def _d_TopicData_0(buf, pos, end):
     """TopicData, versions 0."""
     v_topic_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -342,7 +345,7 @@ def _e_TopicData_0(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_PartitionData_0(e, out)
 
@@ -350,7 +353,10 @@ def _e_TopicData_0(o, out):
 def _d_EndQuorumEpochRequest_0(buf, pos, end):
     """EndQuorumEpochRequest, versions 0."""
     v_cluster_id, pos = r_nstr(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -372,7 +378,7 @@ def _e_EndQuorumEpochRequest_0(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_TopicData_0(e, out)
 
@@ -458,7 +464,10 @@ def _e_PartitionData_1(o, out):
     arr = o.preferred_candidates
     if arr is None:
         null_field("PreferredCandidates")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_ReplicaInfo_0(e, out)
     if o._unknown_tags:
@@ -507,7 +516,10 @@ def _e_TopicData_1(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_PartitionData_1(e, out)
     if o._unknown_tags:
@@ -608,13 +620,19 @@ def _e_EndQuorumEpochRequest_1(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_TopicData_1(e, out)
     arr = o.leader_endpoints
     if arr is None:
         null_field("LeaderEndpoints")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_LeaderEndpoint_0(e, out)
     if o._unknown_tags:

@@ -220,7 +220,10 @@ def _e_PartitionData_0(o, out):
 def _d_TopicData_0(buf, pos, end):
     """TopicData, versions 0."""
     v_topic_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -241,7 +244,7 @@ def _e_TopicData_0(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_PartitionData_0(e, out)
 
@@ -252,7 +255,10 @@ def _d_EndQuorumEpochResponse_0(buf, pos, end):
         truncated(pos, "EndQuorumEpochResponse")
     (v_error_code,) = _ST_h.unpack_from(buf, pos)
     pos += 2
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -274,7 +280,7 @@ def _e_EndQuorumEpochResponse_0(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_TopicData_0(e, out)
     if o.node_endpoints is None or len(o.node_endpoints) > 0:
@@ -362,7 +368,10 @@ def _e_TopicData_1(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_PartitionData_1(e, out)
     if o._unknown_tags:
@@ -471,7 +480,10 @@ def _e_EndQuorumEpochResponse_1(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_TopicData_1(e, out)
     tags = list(o._unknown_tags) if o._unknown_tags else []
@@ -480,7 +492,10 @@ def _e_EndQuorumEpochResponse_1(o, out):
         arr = o.node_endpoints
         if arr is None:
             null_field("NodeEndpoints")
-        w_ccount(t, arr)
+        if len(arr) < 127:
+            t.append(len(arr) + 1)
+        else:
+            w_ccount(t, arr)
         for e in arr:
             _e_NodeEndpoint_0(e, t)
         tags.append((0, t))

@@ -386,7 +386,10 @@ def _e_FetchPartition_0(o, out):
 def _d_FetchTopic_0(buf, pos, end):
     """FetchTopic, versions 0-4."""
     v_topic, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -408,7 +411,7 @@ def _e_FetchTopic_0(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_FetchPartition_0(e, out)
 
@@ -419,7 +422,10 @@ def _d_FetchRequest_0(buf, pos, end):
         truncated(pos, "FetchRequest")
     v_replica_id, v_max_wait_ms, v_min_bytes = _ST_iii.unpack_from(buf, pos)
     pos += 12
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -453,7 +459,7 @@ def _e_FetchRequest_0(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_FetchTopic_0(e, out)
     if o.forgotten_topics_data is None or len(o.forgotten_topics_data) > 0:
@@ -466,7 +472,10 @@ def _d_FetchRequest_1(buf, pos, end):
         truncated(pos, "FetchRequest")
     v_replica_id, v_max_wait_ms, v_min_bytes, v_max_bytes = _ST_iiii.unpack_from(buf, pos)
     pos += 16
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -500,7 +509,7 @@ def _e_FetchRequest_1(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_FetchTopic_0(e, out)
     if o.forgotten_topics_data is None or len(o.forgotten_topics_data) > 0:
@@ -513,7 +522,10 @@ def _d_FetchRequest_2(buf, pos, end):
         truncated(pos, "FetchRequest")
     v_replica_id, v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level = _ST_iiiib.unpack_from(buf, pos)
     pos += 17
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -552,7 +564,7 @@ def _e_FetchRequest_2(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_FetchTopic_0(e, out)
     if o.forgotten_topics_data is None or len(o.forgotten_topics_data) > 0:
@@ -588,7 +600,10 @@ def _e_FetchPartition_1(o, out):
 def _d_FetchTopic_1(buf, pos, end):
     """FetchTopic, versions 5-8."""
     v_topic, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -610,7 +625,7 @@ def _e_FetchTopic_1(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_FetchPartition_1(e, out)
 
@@ -621,7 +636,10 @@ def _d_FetchRequest_3(buf, pos, end):
         truncated(pos, "FetchRequest")
     v_replica_id, v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level = _ST_iiiib.unpack_from(buf, pos)
     pos += 17
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -660,7 +678,7 @@ def _e_FetchRequest_3(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_FetchTopic_1(e, out)
     if o.forgotten_topics_data is None or len(o.forgotten_topics_data) > 0:
@@ -730,7 +748,10 @@ def _d_FetchRequest_4(buf, pos, end):
         v_session_epoch,
     ) = _ST_iiiibii.unpack_from(buf, pos)
     pos += 25
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -738,7 +759,10 @@ def _d_FetchRequest_4(buf, pos, end):
         for _ in range(n):
             e, pos = _d_FetchTopic_1(buf, pos, end)
             v_topics.append(e)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "ForgottenTopicsData")
     else:
@@ -779,13 +803,13 @@ def _e_FetchRequest_4(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_FetchTopic_1(e, out)
     arr = o.forgotten_topics_data
     if arr is None:
         null_field("ForgottenTopicsData")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_ForgottenTopic_0(e, out)
 
@@ -821,7 +845,10 @@ def _e_FetchPartition_2(o, out):
 def _d_FetchTopic_2(buf, pos, end):
     """FetchTopic, versions 9-11."""
     v_topic, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -843,7 +870,7 @@ def _e_FetchTopic_2(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_FetchPartition_2(e, out)
 
@@ -862,7 +889,10 @@ def _d_FetchRequest_5(buf, pos, end):
         v_session_epoch,
     ) = _ST_iiiibii.unpack_from(buf, pos)
     pos += 25
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -870,7 +900,10 @@ def _d_FetchRequest_5(buf, pos, end):
         for _ in range(n):
             e, pos = _d_FetchTopic_2(buf, pos, end)
             v_topics.append(e)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "ForgottenTopicsData")
     else:
@@ -911,13 +944,13 @@ def _e_FetchRequest_5(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_FetchTopic_2(e, out)
     arr = o.forgotten_topics_data
     if arr is None:
         null_field("ForgottenTopicsData")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_ForgottenTopic_0(e, out)
 
@@ -936,7 +969,10 @@ def _d_FetchRequest_6(buf, pos, end):
         v_session_epoch,
     ) = _ST_iiiibii.unpack_from(buf, pos)
     pos += 25
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -944,7 +980,10 @@ def _d_FetchRequest_6(buf, pos, end):
         for _ in range(n):
             e, pos = _d_FetchTopic_2(buf, pos, end)
             v_topics.append(e)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "ForgottenTopicsData")
     else:
@@ -986,13 +1025,13 @@ def _e_FetchRequest_6(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_FetchTopic_2(e, out)
     arr = o.forgotten_topics_data
     if arr is None:
         null_field("ForgottenTopicsData")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_ForgottenTopic_0(e, out)
     w_str(out, o.rack_id)
@@ -1092,7 +1131,10 @@ def _e_FetchTopic_3(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_FetchPartition_3(e, out)
     if o._unknown_tags:
@@ -1249,13 +1291,19 @@ def _e_FetchRequest_7(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_FetchTopic_3(e, out)
     arr = o.forgotten_topics_data
     if arr is None:
         null_field("ForgottenTopicsData")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_ForgottenTopic_1(e, out)
     w_cstr(out, o.rack_id)
@@ -1315,7 +1363,10 @@ def _e_FetchTopic_4(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_FetchPartition_3(e, out)
     if o._unknown_tags:
@@ -1476,13 +1527,19 @@ def _e_FetchRequest_8(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_FetchTopic_4(e, out)
     arr = o.forgotten_topics_data
     if arr is None:
         null_field("ForgottenTopicsData")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_ForgottenTopic_2(e, out)
     w_cstr(out, o.rack_id)
@@ -1614,13 +1671,19 @@ def _e_FetchRequest_9(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_FetchTopic_4(e, out)
     arr = o.forgotten_topics_data
     if arr is None:
         null_field("ForgottenTopicsData")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_ForgottenTopic_2(e, out)
     w_cstr(out, o.rack_id)
@@ -1748,7 +1811,10 @@ def _e_FetchTopic_5(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_FetchPartition_4(e, out)
     if o._unknown_tags:
@@ -1840,13 +1906,19 @@ def _e_FetchRequest_10(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_FetchTopic_5(e, out)
     arr = o.forgotten_topics_data
     if arr is None:
         null_field("ForgottenTopicsData")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_ForgottenTopic_2(e, out)
     w_cstr(out, o.rack_id)

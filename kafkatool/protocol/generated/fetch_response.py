@@ -466,7 +466,10 @@ def _e_PartitionData_0(o, out):
 def _d_FetchableTopicResponse_0(buf, pos, end):
     """FetchableTopicResponse, versions 0-3."""
     v_topic, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -488,14 +491,17 @@ def _e_FetchableTopicResponse_0(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_PartitionData_0(e, out)
 
 
 def _d_FetchResponse_0(buf, pos, end):
     """FetchResponse, versions 0."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Responses")
     else:
@@ -520,7 +526,7 @@ def _e_FetchResponse_0(o, out):
     arr = o.responses
     if arr is None:
         null_field("Responses")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_FetchableTopicResponse_0(e, out)
     if o.node_endpoints is None or len(o.node_endpoints) > 0:
@@ -533,7 +539,10 @@ def _d_FetchResponse_1(buf, pos, end):
         truncated(pos, "FetchResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Responses")
     else:
@@ -559,7 +568,7 @@ def _e_FetchResponse_1(o, out):
     arr = o.responses
     if arr is None:
         null_field("Responses")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_FetchableTopicResponse_0(e, out)
     if o.node_endpoints is None or len(o.node_endpoints) > 0:
@@ -590,7 +599,10 @@ def _d_PartitionData_1(buf, pos, end):
         truncated(pos, "PartitionData")
     v_partition_index, v_error_code, v_high_watermark, v_last_stable_offset = _ST_ihqq.unpack_from(buf, pos)
     pos += 22
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         v_aborted_transactions = None
     else:
@@ -633,7 +645,7 @@ def _e_PartitionData_1(o, out):
     if arr is None:
         out += NULL_COUNT
     else:
-        w_count(out, arr)
+        out += _ST_i.pack(len(arr))
         for e in arr:
             _e_AbortedTransaction_0(e, out)
     if o.preferred_read_replica != -1:
@@ -644,7 +656,10 @@ def _e_PartitionData_1(o, out):
 def _d_FetchableTopicResponse_1(buf, pos, end):
     """FetchableTopicResponse, versions 4."""
     v_topic, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -666,7 +681,7 @@ def _e_FetchableTopicResponse_1(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_PartitionData_1(e, out)
 
@@ -677,7 +692,10 @@ def _d_FetchResponse_2(buf, pos, end):
         truncated(pos, "FetchResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Responses")
     else:
@@ -703,7 +721,7 @@ def _e_FetchResponse_2(o, out):
     arr = o.responses
     if arr is None:
         null_field("Responses")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_FetchableTopicResponse_1(e, out)
     if o.node_endpoints is None or len(o.node_endpoints) > 0:
@@ -718,7 +736,10 @@ def _d_PartitionData_2(buf, pos, end):
         _ST_ihqqq.unpack_from(buf, pos)
     )
     pos += 30
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         v_aborted_transactions = None
     else:
@@ -762,7 +783,7 @@ def _e_PartitionData_2(o, out):
     if arr is None:
         out += NULL_COUNT
     else:
-        w_count(out, arr)
+        out += _ST_i.pack(len(arr))
         for e in arr:
             _e_AbortedTransaction_0(e, out)
     if o.preferred_read_replica != -1:
@@ -773,7 +794,10 @@ def _e_PartitionData_2(o, out):
 def _d_FetchableTopicResponse_2(buf, pos, end):
     """FetchableTopicResponse, versions 5-10."""
     v_topic, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -795,7 +819,7 @@ def _e_FetchableTopicResponse_2(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_PartitionData_2(e, out)
 
@@ -806,7 +830,10 @@ def _d_FetchResponse_3(buf, pos, end):
         truncated(pos, "FetchResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Responses")
     else:
@@ -832,7 +859,7 @@ def _e_FetchResponse_3(o, out):
     arr = o.responses
     if arr is None:
         null_field("Responses")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_FetchableTopicResponse_2(e, out)
     if o.node_endpoints is None or len(o.node_endpoints) > 0:
@@ -845,7 +872,10 @@ def _d_FetchResponse_4(buf, pos, end):
         truncated(pos, "FetchResponse")
     v_throttle_time_ms, v_error_code, v_session_id = _ST_ihi.unpack_from(buf, pos)
     pos += 10
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Responses")
     else:
@@ -869,7 +899,7 @@ def _e_FetchResponse_4(o, out):
     arr = o.responses
     if arr is None:
         null_field("Responses")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_FetchableTopicResponse_2(e, out)
     if o.node_endpoints is None or len(o.node_endpoints) > 0:
@@ -884,7 +914,10 @@ def _d_PartitionData_3(buf, pos, end):
         _ST_ihqqq.unpack_from(buf, pos)
     )
     pos += 30
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         v_aborted_transactions = None
     else:
@@ -932,7 +965,7 @@ def _e_PartitionData_3(o, out):
     if arr is None:
         out += NULL_COUNT
     else:
-        w_count(out, arr)
+        out += _ST_i.pack(len(arr))
         for e in arr:
             _e_AbortedTransaction_0(e, out)
     out += _ST_i.pack(o.preferred_read_replica)
@@ -942,7 +975,10 @@ def _e_PartitionData_3(o, out):
 def _d_FetchableTopicResponse_3(buf, pos, end):
     """FetchableTopicResponse, versions 11."""
     v_topic, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -964,7 +1000,7 @@ def _e_FetchableTopicResponse_3(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_PartitionData_3(e, out)
 
@@ -975,7 +1011,10 @@ def _d_FetchResponse_5(buf, pos, end):
         truncated(pos, "FetchResponse")
     v_throttle_time_ms, v_error_code, v_session_id = _ST_ihi.unpack_from(buf, pos)
     pos += 10
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Responses")
     else:
@@ -999,7 +1038,7 @@ def _e_FetchResponse_5(o, out):
     arr = o.responses
     if arr is None:
         null_field("Responses")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_FetchableTopicResponse_3(e, out)
     if o.node_endpoints is None or len(o.node_endpoints) > 0:
@@ -1217,7 +1256,10 @@ def _e_PartitionData_4(o, out):
     if arr is None:
         out += b"\x00"
     else:
-        w_ccount(out, arr)
+        if len(arr) < 127:
+            out.append(len(arr) + 1)
+        else:
+            w_ccount(out, arr)
         for e in arr:
             _e_AbortedTransaction_1(e, out)
     out += _ST_i.pack(o.preferred_read_replica)
@@ -1282,7 +1324,10 @@ def _e_FetchableTopicResponse_4(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_PartitionData_4(e, out)
     if o._unknown_tags:
@@ -1337,7 +1382,10 @@ def _e_FetchResponse_6(o, out):
     arr = o.responses
     if arr is None:
         null_field("Responses")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_FetchableTopicResponse_4(e, out)
     if o.node_endpoints is None or len(o.node_endpoints) > 0:
@@ -1393,7 +1441,10 @@ def _e_FetchableTopicResponse_5(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_PartitionData_4(e, out)
     if o._unknown_tags:
@@ -1448,7 +1499,10 @@ def _e_FetchResponse_7(o, out):
     arr = o.responses
     if arr is None:
         null_field("Responses")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_FetchableTopicResponse_5(e, out)
     if o.node_endpoints is None or len(o.node_endpoints) > 0:
@@ -1564,7 +1618,10 @@ def _e_FetchResponse_8(o, out):
     arr = o.responses
     if arr is None:
         null_field("Responses")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_FetchableTopicResponse_5(e, out)
     tags = list(o._unknown_tags) if o._unknown_tags else []
@@ -1573,7 +1630,10 @@ def _e_FetchResponse_8(o, out):
         arr = o.node_endpoints
         if arr is None:
             null_field("NodeEndpoints")
-        w_ccount(t, arr)
+        if len(arr) < 127:
+            t.append(len(arr) + 1)
+        else:
+            w_ccount(t, arr)
         for e in arr:
             _e_NodeEndpoint_0(e, t)
         tags.append((0, t))

@@ -336,7 +336,10 @@ def _e_TopicSnapshot_0(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_PartitionSnapshot_0(e, out)
     if o._unknown_tags:
@@ -393,7 +396,10 @@ def _e_FetchSnapshotRequest_0(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_TopicSnapshot_0(e, out)
     tags = list(o._unknown_tags) if o._unknown_tags else []
@@ -502,7 +508,10 @@ def _e_TopicSnapshot_1(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_PartitionSnapshot_1(e, out)
     if o._unknown_tags:
@@ -559,7 +568,10 @@ def _e_FetchSnapshotRequest_1(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_TopicSnapshot_1(e, out)
     tags = list(o._unknown_tags) if o._unknown_tags else []

@@ -458,7 +458,10 @@ def _e_TopicSnapshot_0(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_PartitionSnapshot_0(e, out)
     if o._unknown_tags:
@@ -512,7 +515,10 @@ def _e_FetchSnapshotResponse_0(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_TopicSnapshot_0(e, out)
     if o.node_endpoints is None or len(o.node_endpoints) > 0:
@@ -624,7 +630,10 @@ def _e_FetchSnapshotResponse_1(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_TopicSnapshot_0(e, out)
     tags = list(o._unknown_tags) if o._unknown_tags else []
@@ -633,7 +642,10 @@ def _e_FetchSnapshotResponse_1(o, out):
         arr = o.node_endpoints
         if arr is None:
             null_field("NodeEndpoints")
-        w_ccount(t, arr)
+        if len(arr) < 127:
+            t.append(len(arr) + 1)
+        else:
+            w_ccount(t, arr)
         for e in arr:
             _e_NodeEndpoint_0(e, t)
         tags.append((0, t))

@@ -392,7 +392,10 @@ def _e_FindCoordinatorResponse_3(o, out):
     arr = o.coordinators
     if arr is None:
         null_field("Coordinators")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_Coordinator_0(e, out)
     if o._unknown_tags:

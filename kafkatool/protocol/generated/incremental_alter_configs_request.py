@@ -56,6 +56,7 @@ from kafkatool.formats.schema import (
 _new = object.__new__
 _ST_z = struct.Struct(">?")
 _ST_b = struct.Struct(">b")
+_ST_i = struct.Struct(">i")
 
 __all__ = ["AlterConfigsResource", "AlterableConfig", "IncrementalAlterConfigsRequest"]
 
@@ -184,7 +185,10 @@ def _d_AlterConfigsResource_0(buf, pos, end):
     (v_resource_type,) = _ST_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Configs")
     else:
@@ -207,14 +211,17 @@ def _e_AlterConfigsResource_0(o, out):
     arr = o.configs
     if arr is None:
         null_field("Configs")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_AlterableConfig_0(e, out)
 
 
 def _d_IncrementalAlterConfigsRequest_0(buf, pos, end):
     """IncrementalAlterConfigsRequest, versions 0."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Resources")
     else:
@@ -238,7 +245,7 @@ def _e_IncrementalAlterConfigsRequest_0(o, out):
     arr = o.resources
     if arr is None:
         null_field("Resources")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_AlterConfigsResource_0(e, out)
     out += _ST_z.pack(o.validate_only)
@@ -329,7 +336,10 @@ def _e_AlterConfigsResource_1(o, out):
     arr = o.configs
     if arr is None:
         null_field("Configs")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_AlterableConfig_1(e, out)
     if o._unknown_tags:
@@ -380,7 +390,10 @@ def _e_IncrementalAlterConfigsRequest_1(o, out):
     arr = o.resources
     if arr is None:
         null_field("Resources")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_AlterConfigsResource_1(e, out)
     out += _ST_z.pack(o.validate_only)

@@ -166,7 +166,10 @@ def _d_IncrementalAlterConfigsResponse_0(buf, pos, end):
         truncated(pos, "IncrementalAlterConfigsResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Responses")
     else:
@@ -187,7 +190,7 @@ def _e_IncrementalAlterConfigsResponse_0(o, out):
     arr = o.responses
     if arr is None:
         null_field("Responses")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_AlterConfigsResourceResponse_0(e, out)
 
@@ -280,7 +283,10 @@ def _e_IncrementalAlterConfigsResponse_1(o, out):
     arr = o.responses
     if arr is None:
         null_field("Responses")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_AlterConfigsResourceResponse_1(e, out)
     if o._unknown_tags:

@@ -200,7 +200,10 @@ def _d_JoinGroupRequest_0(buf, pos, end):
     pos += 4
     v_member_id, pos = r_str(buf, pos, end)
     v_protocol_type, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Protocols")
     else:
@@ -232,7 +235,7 @@ def _e_JoinGroupRequest_0(o, out):
     arr = o.protocols
     if arr is None:
         null_field("Protocols")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_JoinGroupRequestProtocol_0(e, out)
 
@@ -246,7 +249,10 @@ def _d_JoinGroupRequest_1(buf, pos, end):
     pos += 8
     v_member_id, pos = r_str(buf, pos, end)
     v_protocol_type, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Protocols")
     else:
@@ -278,7 +284,7 @@ def _e_JoinGroupRequest_1(o, out):
     arr = o.protocols
     if arr is None:
         null_field("Protocols")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_JoinGroupRequestProtocol_0(e, out)
 
@@ -293,7 +299,10 @@ def _d_JoinGroupRequest_2(buf, pos, end):
     v_member_id, pos = r_str(buf, pos, end)
     v_group_instance_id, pos = r_nstr(buf, pos, end)
     v_protocol_type, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Protocols")
     else:
@@ -324,7 +333,7 @@ def _e_JoinGroupRequest_2(o, out):
     arr = o.protocols
     if arr is None:
         null_field("Protocols")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_JoinGroupRequestProtocol_0(e, out)
 
@@ -419,7 +428,10 @@ def _e_JoinGroupRequest_3(o, out):
     arr = o.protocols
     if arr is None:
         null_field("Protocols")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_JoinGroupRequestProtocol_1(e, out)
     if o._unknown_tags:
@@ -486,7 +498,10 @@ def _e_JoinGroupRequest_4(o, out):
     arr = o.protocols
     if arr is None:
         null_field("Protocols")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_JoinGroupRequestProtocol_1(e, out)
     w_ncstr(out, o.reason)

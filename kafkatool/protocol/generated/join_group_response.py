@@ -56,6 +56,7 @@ from kafkatool.formats.schema import (
 _new = object.__new__
 _ST_z = struct.Struct(">?")
 _ST_hi = struct.Struct(">hi")
+_ST_i = struct.Struct(">i")
 _ST_ihi = struct.Struct(">ihi")
 
 __all__ = ["JoinGroupResponse", "JoinGroupResponseMember"]
@@ -203,7 +204,10 @@ def _d_JoinGroupResponse_0(buf, pos, end):
     v_protocol_name, pos = r_str(buf, pos, end)
     v_leader, pos = r_str(buf, pos, end)
     v_member_id, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Members")
     else:
@@ -236,7 +240,7 @@ def _e_JoinGroupResponse_0(o, out):
     arr = o.members
     if arr is None:
         null_field("Members")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_JoinGroupResponseMember_0(e, out)
 
@@ -250,7 +254,10 @@ def _d_JoinGroupResponse_1(buf, pos, end):
     v_protocol_name, pos = r_str(buf, pos, end)
     v_leader, pos = r_str(buf, pos, end)
     v_member_id, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Members")
     else:
@@ -283,7 +290,7 @@ def _e_JoinGroupResponse_1(o, out):
     arr = o.members
     if arr is None:
         null_field("Members")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_JoinGroupResponseMember_0(e, out)
 
@@ -317,7 +324,10 @@ def _d_JoinGroupResponse_2(buf, pos, end):
     v_protocol_name, pos = r_str(buf, pos, end)
     v_leader, pos = r_str(buf, pos, end)
     v_member_id, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Members")
     else:
@@ -350,7 +360,7 @@ def _e_JoinGroupResponse_2(o, out):
     arr = o.members
     if arr is None:
         null_field("Members")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_JoinGroupResponseMember_1(e, out)
 
@@ -449,7 +459,10 @@ def _e_JoinGroupResponse_3(o, out):
     arr = o.members
     if arr is None:
         null_field("Members")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_JoinGroupResponseMember_2(e, out)
     if o._unknown_tags:
@@ -518,7 +531,10 @@ def _e_JoinGroupResponse_4(o, out):
     arr = o.members
     if arr is None:
         null_field("Members")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_JoinGroupResponseMember_2(e, out)
     if o._unknown_tags:
@@ -590,7 +606,10 @@ def _e_JoinGroupResponse_5(o, out):
     arr = o.members
     if arr is None:
         null_field("Members")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_JoinGroupResponseMember_2(e, out)
     if o._unknown_tags:

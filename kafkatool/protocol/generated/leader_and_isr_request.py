@@ -495,7 +495,10 @@ def _d_LeaderAndIsrRequest_0(buf, pos, end):
         truncated(pos, "LeaderAndIsrRequest")
     v_controller_id, v_controller_epoch = _ST_ii.unpack_from(buf, pos)
     pos += 8
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "UngroupedPartitionStates")
     else:
@@ -503,7 +506,10 @@ def _d_LeaderAndIsrRequest_0(buf, pos, end):
         for _ in range(n):
             e, pos = _d_LeaderAndIsrPartitionState_0(buf, pos, end)
             v_ungrouped_partition_states.append(e)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "LiveLeaders")
     else:
@@ -535,7 +541,7 @@ def _e_LeaderAndIsrRequest_0(o, out):
     arr = o.ungrouped_partition_states
     if arr is None:
         null_field("UngroupedPartitionStates")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_LeaderAndIsrPartitionState_0(e, out)
     if o.topic_states is None or len(o.topic_states) > 0:
@@ -543,7 +549,7 @@ def _e_LeaderAndIsrRequest_0(o, out):
     arr = o.live_leaders
     if arr is None:
         null_field("LiveLeaders")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_LeaderAndIsrLiveLeader_0(e, out)
 
@@ -669,7 +675,10 @@ def _d_LeaderAndIsrRequest_1(buf, pos, end):
         truncated(pos, "LeaderAndIsrRequest")
     v_controller_id, v_controller_epoch = _ST_ii.unpack_from(buf, pos)
     pos += 8
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "UngroupedPartitionStates")
     else:
@@ -677,7 +686,10 @@ def _d_LeaderAndIsrRequest_1(buf, pos, end):
         for _ in range(n):
             e, pos = _d_LeaderAndIsrPartitionState_1(buf, pos, end)
             v_ungrouped_partition_states.append(e)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "LiveLeaders")
     else:
@@ -709,7 +721,7 @@ def _e_LeaderAndIsrRequest_1(o, out):
     arr = o.ungrouped_partition_states
     if arr is None:
         null_field("UngroupedPartitionStates")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_LeaderAndIsrPartitionState_1(e, out)
     if o.topic_states is None or len(o.topic_states) > 0:
@@ -717,7 +729,7 @@ def _e_LeaderAndIsrRequest_1(o, out):
     arr = o.live_leaders
     if arr is None:
         null_field("LiveLeaders")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_LeaderAndIsrLiveLeader_0(e, out)
 
@@ -838,7 +850,10 @@ def _e_LeaderAndIsrPartitionState_2(o, out):
 def _d_LeaderAndIsrTopicState_0(buf, pos, end):
     """LeaderAndIsrTopicState, versions 2."""
     v_topic_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "PartitionStates")
     else:
@@ -860,7 +875,7 @@ def _e_LeaderAndIsrTopicState_0(o, out):
     arr = o.partition_states
     if arr is None:
         null_field("PartitionStates")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_LeaderAndIsrPartitionState_2(e, out)
 
@@ -871,7 +886,10 @@ def _d_LeaderAndIsrRequest_2(buf, pos, end):
         truncated(pos, "LeaderAndIsrRequest")
     v_controller_id, v_controller_epoch, v_broker_epoch = _ST_iiq.unpack_from(buf, pos)
     pos += 16
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "TopicStates")
     else:
@@ -879,7 +897,10 @@ def _d_LeaderAndIsrRequest_2(buf, pos, end):
         for _ in range(n):
             e, pos = _d_LeaderAndIsrTopicState_0(buf, pos, end)
             v_topic_states.append(e)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "LiveLeaders")
     else:
@@ -915,13 +936,13 @@ def _e_LeaderAndIsrRequest_2(o, out):
     arr = o.topic_states
     if arr is None:
         null_field("TopicStates")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_LeaderAndIsrTopicState_0(e, out)
     arr = o.live_leaders
     if arr is None:
         null_field("LiveLeaders")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_LeaderAndIsrLiveLeader_0(e, out)
 
@@ -1108,7 +1129,10 @@ def _e_LeaderAndIsrPartitionState_3(o, out):
 def _d_LeaderAndIsrTopicState_1(buf, pos, end):
     """LeaderAndIsrTopicState, versions 3."""
     v_topic_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "PartitionStates")
     else:
@@ -1130,7 +1154,7 @@ def _e_LeaderAndIsrTopicState_1(o, out):
     arr = o.partition_states
     if arr is None:
         null_field("PartitionStates")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_LeaderAndIsrPartitionState_3(e, out)
 
@@ -1141,7 +1165,10 @@ def _d_LeaderAndIsrRequest_3(buf, pos, end):
         truncated(pos, "LeaderAndIsrRequest")
     v_controller_id, v_controller_epoch, v_broker_epoch = _ST_iiq.unpack_from(buf, pos)
     pos += 16
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "TopicStates")
     else:
@@ -1149,7 +1176,10 @@ def _d_LeaderAndIsrRequest_3(buf, pos, end):
         for _ in range(n):
             e, pos = _d_LeaderAndIsrTopicState_1(buf, pos, end)
             v_topic_states.append(e)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "LiveLeaders")
     else:
@@ -1185,13 +1215,13 @@ def _e_LeaderAndIsrRequest_3(o, out):
     arr = o.topic_states
     if arr is None:
         null_field("TopicStates")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_LeaderAndIsrTopicState_1(e, out)
     arr = o.live_leaders
     if arr is None:
         null_field("LiveLeaders")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_LeaderAndIsrLiveLeader_0(e, out)
 
@@ -1416,7 +1446,10 @@ def _e_LeaderAndIsrTopicState_2(o, out):
     arr = o.partition_states
     if arr is None:
         null_field("PartitionStates")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_LeaderAndIsrPartitionState_4(e, out)
     if o._unknown_tags:
@@ -1537,13 +1570,19 @@ def _e_LeaderAndIsrRequest_4(o, out):
     arr = o.topic_states
     if arr is None:
         null_field("TopicStates")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_LeaderAndIsrTopicState_2(e, out)
     arr = o.live_leaders
     if arr is None:
         null_field("LiveLeaders")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_LeaderAndIsrLiveLeader_1(e, out)
     if o._unknown_tags:
@@ -1599,7 +1638,10 @@ def _e_LeaderAndIsrTopicState_3(o, out):
     arr = o.partition_states
     if arr is None:
         null_field("PartitionStates")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_LeaderAndIsrPartitionState_4(e, out)
     if o._unknown_tags:
@@ -1676,13 +1718,19 @@ def _e_LeaderAndIsrRequest_5(o, out):
     arr = o.topic_states
     if arr is None:
         null_field("TopicStates")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_LeaderAndIsrTopicState_3(e, out)
     arr = o.live_leaders
     if arr is None:
         null_field("LiveLeaders")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_LeaderAndIsrLiveLeader_1(e, out)
     if o._unknown_tags:
@@ -1913,7 +1961,10 @@ def _e_LeaderAndIsrTopicState_4(o, out):
     arr = o.partition_states
     if arr is None:
         null_field("PartitionStates")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_LeaderAndIsrPartitionState_5(e, out)
     if o._unknown_tags:
@@ -1990,13 +2041,19 @@ def _e_LeaderAndIsrRequest_6(o, out):
     arr = o.topic_states
     if arr is None:
         null_field("TopicStates")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_LeaderAndIsrTopicState_4(e, out)
     arr = o.live_leaders
     if arr is None:
         null_field("LiveLeaders")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_LeaderAndIsrLiveLeader_1(e, out)
     if o._unknown_tags:
@@ -2078,13 +2135,19 @@ def _e_LeaderAndIsrRequest_7(o, out):
     arr = o.topic_states
     if arr is None:
         null_field("TopicStates")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_LeaderAndIsrTopicState_4(e, out)
     arr = o.live_leaders
     if arr is None:
         null_field("LiveLeaders")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_LeaderAndIsrLiveLeader_1(e, out)
     if o._unknown_tags:

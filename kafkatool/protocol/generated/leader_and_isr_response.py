@@ -56,6 +56,7 @@ from kafkatool.formats.schema import (
 _new = object.__new__
 _ST_16s = struct.Struct(">16s")
 _ST_h = struct.Struct(">h")
+_ST_i = struct.Struct(">i")
 _ST_ih = struct.Struct(">ih")
 
 __all__ = ["LeaderAndIsrPartitionError", "LeaderAndIsrResponse", "LeaderAndIsrTopicError"]
@@ -202,7 +203,10 @@ def _d_LeaderAndIsrResponse_0(buf, pos, end):
         truncated(pos, "LeaderAndIsrResponse")
     (v_error_code,) = _ST_h.unpack_from(buf, pos)
     pos += 2
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "PartitionErrors")
     else:
@@ -224,7 +228,7 @@ def _e_LeaderAndIsrResponse_0(o, out):
     arr = o.partition_errors
     if arr is None:
         null_field("PartitionErrors")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_LeaderAndIsrPartitionError_0(e, out)
     if o.topics is None or len(o.topics) > 0:
@@ -312,7 +316,10 @@ def _e_LeaderAndIsrResponse_1(o, out):
     arr = o.partition_errors
     if arr is None:
         null_field("PartitionErrors")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_LeaderAndIsrPartitionError_1(e, out)
     if o.topics is None or len(o.topics) > 0:
@@ -402,7 +409,10 @@ def _e_LeaderAndIsrTopicError_0(o, out):
     arr = o.partition_errors
     if arr is None:
         null_field("PartitionErrors")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_LeaderAndIsrPartitionError_2(e, out)
     if o._unknown_tags:
@@ -457,7 +467,10 @@ def _e_LeaderAndIsrResponse_2(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_LeaderAndIsrTopicError_0(e, out)
     if o._unknown_tags:

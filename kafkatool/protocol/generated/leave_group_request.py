@@ -54,6 +54,7 @@ from kafkatool.formats.schema import (
 )
 
 _new = object.__new__
+_ST_i = struct.Struct(">i")
 
 __all__ = ["LeaveGroupRequest", "MemberIdentity"]
 
@@ -167,7 +168,10 @@ def _e_MemberIdentity_0(o, out):
 def _d_LeaveGroupRequest_1(buf, pos, end):
     """LeaveGroupRequest, versions 3."""
     v_group_id, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Members")
     else:
@@ -191,7 +195,7 @@ def _e_LeaveGroupRequest_1(o, out):
     arr = o.members
     if arr is None:
         null_field("Members")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_MemberIdentity_0(e, out)
 
@@ -273,7 +277,10 @@ def _e_LeaveGroupRequest_2(o, out):
     arr = o.members
     if arr is None:
         null_field("Members")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_MemberIdentity_1(e, out)
     if o._unknown_tags:
@@ -361,7 +368,10 @@ def _e_LeaveGroupRequest_3(o, out):
     arr = o.members
     if arr is None:
         null_field("Members")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_MemberIdentity_2(e, out)
     if o._unknown_tags:

@@ -55,6 +55,7 @@ from kafkatool.formats.schema import (
 
 _new = object.__new__
 _ST_h = struct.Struct(">h")
+_ST_i = struct.Struct(">i")
 _ST_ih = struct.Struct(">ih")
 
 __all__ = ["LeaveGroupResponse", "MemberResponse"]
@@ -201,7 +202,10 @@ def _d_LeaveGroupResponse_2(buf, pos, end):
         truncated(pos, "LeaveGroupResponse")
     v_throttle_time_ms, v_error_code = _ST_ih.unpack_from(buf, pos)
     pos += 6
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Members")
     else:
@@ -223,7 +227,7 @@ def _e_LeaveGroupResponse_2(o, out):
     arr = o.members
     if arr is None:
         null_field("Members")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_MemberResponse_0(e, out)
 
@@ -311,7 +315,10 @@ def _e_LeaveGroupResponse_3(o, out):
     arr = o.members
     if arr is None:
         null_field("Members")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_MemberResponse_1(e, out)
     if o._unknown_tags:

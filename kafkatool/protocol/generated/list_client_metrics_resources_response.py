@@ -197,7 +197,10 @@ def _e_ListClientMetricsResourcesResponse_0(o, out):
     arr = o.client_metrics_resources
     if arr is None:
         null_field("ClientMetricsResources")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_ClientMetricsResource_0(e, out)
     if o._unknown_tags:

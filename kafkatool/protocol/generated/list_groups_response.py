@@ -55,6 +55,7 @@ from kafkatool.formats.schema import (
 
 _new = object.__new__
 _ST_h = struct.Struct(">h")
+_ST_i = struct.Struct(">i")
 _ST_ih = struct.Struct(">ih")
 
 __all__ = ["ListGroupsResponse", "ListedGroup"]
@@ -146,7 +147,10 @@ def _d_ListGroupsResponse_0(buf, pos, end):
         truncated(pos, "ListGroupsResponse")
     (v_error_code,) = _ST_h.unpack_from(buf, pos)
     pos += 2
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Groups")
     else:
@@ -168,7 +172,7 @@ def _e_ListGroupsResponse_0(o, out):
     arr = o.groups
     if arr is None:
         null_field("Groups")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_ListedGroup_0(e, out)
 
@@ -179,7 +183,10 @@ def _d_ListGroupsResponse_1(buf, pos, end):
         truncated(pos, "ListGroupsResponse")
     v_throttle_time_ms, v_error_code = _ST_ih.unpack_from(buf, pos)
     pos += 6
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Groups")
     else:
@@ -201,7 +208,7 @@ def _e_ListGroupsResponse_1(o, out):
     arr = o.groups
     if arr is None:
         null_field("Groups")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_ListedGroup_0(e, out)
 
@@ -285,7 +292,10 @@ def _e_ListGroupsResponse_2(o, out):
     arr = o.groups
     if arr is None:
         null_field("Groups")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_ListedGroup_1(e, out)
     if o._unknown_tags:
@@ -375,7 +385,10 @@ def _e_ListGroupsResponse_3(o, out):
     arr = o.groups
     if arr is None:
         null_field("Groups")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_ListedGroup_2(e, out)
     if o._unknown_tags:
@@ -467,7 +480,10 @@ def _e_ListGroupsResponse_4(o, out):
     arr = o.groups
     if arr is None:
         null_field("Groups")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_ListedGroup_3(e, out)
     if o._unknown_tags:

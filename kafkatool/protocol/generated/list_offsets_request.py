@@ -198,7 +198,10 @@ def _e_ListOffsetsPartition_0(o, out):
 def _d_ListOffsetsTopic_0(buf, pos, end):
     """ListOffsetsTopic, versions 0."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -219,7 +222,7 @@ def _e_ListOffsetsTopic_0(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_ListOffsetsPartition_0(e, out)
 
@@ -230,7 +233,10 @@ def _d_ListOffsetsRequest_0(buf, pos, end):
         truncated(pos, "ListOffsetsRequest")
     (v_replica_id,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -255,7 +261,7 @@ def _e_ListOffsetsRequest_0(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_ListOffsetsTopic_0(e, out)
 
@@ -285,7 +291,10 @@ def _e_ListOffsetsPartition_1(o, out):
 def _d_ListOffsetsTopic_1(buf, pos, end):
     """ListOffsetsTopic, versions 1-3."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -306,7 +315,7 @@ def _e_ListOffsetsTopic_1(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_ListOffsetsPartition_1(e, out)
 
@@ -317,7 +326,10 @@ def _d_ListOffsetsRequest_1(buf, pos, end):
         truncated(pos, "ListOffsetsRequest")
     (v_replica_id,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -342,7 +354,7 @@ def _e_ListOffsetsRequest_1(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_ListOffsetsTopic_1(e, out)
 
@@ -353,7 +365,10 @@ def _d_ListOffsetsRequest_2(buf, pos, end):
         truncated(pos, "ListOffsetsRequest")
     v_replica_id, v_isolation_level = _ST_ib.unpack_from(buf, pos)
     pos += 5
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -376,7 +391,7 @@ def _e_ListOffsetsRequest_2(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_ListOffsetsTopic_1(e, out)
 
@@ -406,7 +421,10 @@ def _e_ListOffsetsPartition_2(o, out):
 def _d_ListOffsetsTopic_2(buf, pos, end):
     """ListOffsetsTopic, versions 4-5."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -427,7 +445,7 @@ def _e_ListOffsetsTopic_2(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_ListOffsetsPartition_2(e, out)
 
@@ -438,7 +456,10 @@ def _d_ListOffsetsRequest_3(buf, pos, end):
         truncated(pos, "ListOffsetsRequest")
     v_replica_id, v_isolation_level = _ST_ib.unpack_from(buf, pos)
     pos += 5
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -461,7 +482,7 @@ def _e_ListOffsetsRequest_3(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_ListOffsetsTopic_2(e, out)
 
@@ -544,7 +565,10 @@ def _e_ListOffsetsTopic_3(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_ListOffsetsPartition_3(e, out)
     if o._unknown_tags:
@@ -598,7 +622,10 @@ def _e_ListOffsetsRequest_4(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_ListOffsetsTopic_3(e, out)
     if o._unknown_tags:
@@ -656,7 +683,10 @@ def _e_ListOffsetsRequest_5(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_ListOffsetsTopic_3(e, out)
     out += _ST_i.pack(o.timeout_ms)

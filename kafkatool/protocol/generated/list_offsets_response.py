@@ -262,7 +262,10 @@ def _e_ListOffsetsPartitionResponse_0(o, out):
 def _d_ListOffsetsTopicResponse_0(buf, pos, end):
     """ListOffsetsTopicResponse, versions 0."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -283,14 +286,17 @@ def _e_ListOffsetsTopicResponse_0(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_ListOffsetsPartitionResponse_0(e, out)
 
 
 def _d_ListOffsetsResponse_0(buf, pos, end):
     """ListOffsetsResponse, versions 0."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -310,7 +316,7 @@ def _e_ListOffsetsResponse_0(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_ListOffsetsTopicResponse_0(e, out)
 
@@ -349,7 +355,10 @@ def _e_ListOffsetsPartitionResponse_1(o, out):
 def _d_ListOffsetsTopicResponse_1(buf, pos, end):
     """ListOffsetsTopicResponse, versions 1-3."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -370,14 +379,17 @@ def _e_ListOffsetsTopicResponse_1(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_ListOffsetsPartitionResponse_1(e, out)
 
 
 def _d_ListOffsetsResponse_1(buf, pos, end):
     """ListOffsetsResponse, versions 1."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -397,7 +409,7 @@ def _e_ListOffsetsResponse_1(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_ListOffsetsTopicResponse_1(e, out)
 
@@ -408,7 +420,10 @@ def _d_ListOffsetsResponse_2(buf, pos, end):
         truncated(pos, "ListOffsetsResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -429,7 +444,7 @@ def _e_ListOffsetsResponse_2(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_ListOffsetsTopicResponse_1(e, out)
 
@@ -464,7 +479,10 @@ def _e_ListOffsetsPartitionResponse_2(o, out):
 def _d_ListOffsetsTopicResponse_2(buf, pos, end):
     """ListOffsetsTopicResponse, versions 4-5."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -485,7 +503,7 @@ def _e_ListOffsetsTopicResponse_2(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_ListOffsetsPartitionResponse_2(e, out)
 
@@ -496,7 +514,10 @@ def _d_ListOffsetsResponse_3(buf, pos, end):
         truncated(pos, "ListOffsetsResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -517,7 +538,7 @@ def _e_ListOffsetsResponse_3(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_ListOffsetsTopicResponse_2(e, out)
 
@@ -605,7 +626,10 @@ def _e_ListOffsetsTopicResponse_3(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_ListOffsetsPartitionResponse_3(e, out)
     if o._unknown_tags:
@@ -657,7 +681,10 @@ def _e_ListOffsetsResponse_4(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_ListOffsetsTopicResponse_3(e, out)
     if o._unknown_tags:

@@ -361,7 +361,10 @@ def _e_OngoingTopicReassignment_0(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_OngoingPartitionReassignment_0(e, out)
     if o._unknown_tags:
@@ -417,7 +420,10 @@ def _e_ListPartitionReassignmentsResponse_0(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_OngoingTopicReassignment_0(e, out)
     if o._unknown_tags:

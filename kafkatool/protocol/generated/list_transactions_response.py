@@ -251,7 +251,10 @@ def _e_ListTransactionsResponse_0(o, out):
     arr = o.transaction_states
     if arr is None:
         null_field("TransactionStates")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_TransactionState_0(e, out)
     if o._unknown_tags:

@@ -58,6 +58,7 @@ _ST_16s = struct.Struct(">16s")
 _ST_z = struct.Struct(">?")
 _ST_zz = struct.Struct(">??")
 _ST_zzz = struct.Struct(">???")
+_ST_i = struct.Struct(">i")
 
 __all__ = ["MetadataRequest", "MetadataRequestTopic"]
 
@@ -187,7 +188,10 @@ def _e_MetadataRequestTopic_0(o, out):
 
 def _d_MetadataRequest_0(buf, pos, end):
     """MetadataRequest, versions 0."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -209,7 +213,7 @@ def _e_MetadataRequest_0(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_MetadataRequestTopic_0(e, out)
     if o.allow_auto_topic_creation != True:
@@ -226,7 +230,10 @@ def _e_MetadataRequest_0(o, out):
 
 def _d_MetadataRequest_1(buf, pos, end):
     """MetadataRequest, versions 1-3."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         v_topics = None
     else:
@@ -249,7 +256,7 @@ def _e_MetadataRequest_1(o, out):
     if arr is None:
         out += NULL_COUNT
     else:
-        w_count(out, arr)
+        out += _ST_i.pack(len(arr))
         for e in arr:
             _e_MetadataRequestTopic_0(e, out)
     if o.allow_auto_topic_creation != True:
@@ -268,7 +275,10 @@ def _e_MetadataRequest_1(o, out):
 
 def _d_MetadataRequest_2(buf, pos, end):
     """MetadataRequest, versions 4-7."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         v_topics = None
     else:
@@ -295,7 +305,7 @@ def _e_MetadataRequest_2(o, out):
     if arr is None:
         out += NULL_COUNT
     else:
-        w_count(out, arr)
+        out += _ST_i.pack(len(arr))
         for e in arr:
             _e_MetadataRequestTopic_0(e, out)
     out += _ST_z.pack(o.allow_auto_topic_creation)
@@ -311,7 +321,10 @@ def _e_MetadataRequest_2(o, out):
 
 def _d_MetadataRequest_3(buf, pos, end):
     """MetadataRequest, versions 8."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         v_topics = None
     else:
@@ -342,7 +355,7 @@ def _e_MetadataRequest_3(o, out):
     if arr is None:
         out += NULL_COUNT
     else:
-        w_count(out, arr)
+        out += _ST_i.pack(len(arr))
         for e in arr:
             _e_MetadataRequestTopic_0(e, out)
     out += _ST_zzz.pack(
@@ -432,7 +445,10 @@ def _e_MetadataRequest_4(o, out):
     if arr is None:
         out += b"\x00"
     else:
-        w_ccount(out, arr)
+        if len(arr) < 127:
+            out.append(len(arr) + 1)
+        else:
+            w_ccount(out, arr)
         for e in arr:
             _e_MetadataRequestTopic_1(e, out)
     out += _ST_zzz.pack(
@@ -532,7 +548,10 @@ def _e_MetadataRequest_5(o, out):
     if arr is None:
         out += b"\x00"
     else:
-        w_ccount(out, arr)
+        if len(arr) < 127:
+            out.append(len(arr) + 1)
+        else:
+            w_ccount(out, arr)
         for e in arr:
             _e_MetadataRequestTopic_2(e, out)
     out += _ST_zzz.pack(
@@ -591,7 +610,10 @@ def _e_MetadataRequest_6(o, out):
     if arr is None:
         out += b"\x00"
     else:
-        w_ccount(out, arr)
+        if len(arr) < 127:
+            out.append(len(arr) + 1)
+        else:
+            w_ccount(out, arr)
         for e in arr:
             _e_MetadataRequestTopic_2(e, out)
     out += _ST_z.pack(o.allow_auto_topic_creation)

@@ -432,7 +432,10 @@ def _d_MetadataResponseTopic_0(buf, pos, end):
     (v_error_code,) = _ST_h.unpack_from(buf, pos)
     pos += 2
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -458,7 +461,7 @@ def _e_MetadataResponseTopic_0(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_MetadataResponsePartition_0(e, out)
     if o.topic_authorized_operations != -2147483648:
@@ -469,7 +472,10 @@ def _e_MetadataResponseTopic_0(o, out):
 
 def _d_MetadataResponse_0(buf, pos, end):
     """MetadataResponse, versions 0."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Brokers")
     else:
@@ -477,7 +483,10 @@ def _d_MetadataResponse_0(buf, pos, end):
         for _ in range(n):
             e, pos = _d_MetadataResponseBroker_0(buf, pos, end)
             v_brokers.append(e)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -501,13 +510,13 @@ def _e_MetadataResponse_0(o, out):
     arr = o.brokers
     if arr is None:
         null_field("Brokers")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_MetadataResponseBroker_0(e, out)
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_MetadataResponseTopic_0(e, out)
     if o.cluster_authorized_operations != -2147483648:
@@ -556,7 +565,10 @@ def _d_MetadataResponseTopic_1(buf, pos, end):
         truncated(pos, "MetadataResponseTopic")
     (v_is_internal,) = _ST_z.unpack_from(buf, pos)
     pos += 1
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -583,7 +595,7 @@ def _e_MetadataResponseTopic_1(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_MetadataResponsePartition_0(e, out)
     if o.topic_authorized_operations != -2147483648:
@@ -594,7 +606,10 @@ def _e_MetadataResponseTopic_1(o, out):
 
 def _d_MetadataResponse_1(buf, pos, end):
     """MetadataResponse, versions 1."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Brokers")
     else:
@@ -606,7 +621,10 @@ def _d_MetadataResponse_1(buf, pos, end):
         truncated(pos, "MetadataResponse")
     (v_controller_id,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -630,14 +648,14 @@ def _e_MetadataResponse_1(o, out):
     arr = o.brokers
     if arr is None:
         null_field("Brokers")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_MetadataResponseBroker_1(e, out)
     out += _ST_i.pack(o.controller_id)
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_MetadataResponseTopic_1(e, out)
     if o.cluster_authorized_operations != -2147483648:
@@ -648,7 +666,10 @@ def _e_MetadataResponse_1(o, out):
 
 def _d_MetadataResponse_2(buf, pos, end):
     """MetadataResponse, versions 2."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Brokers")
     else:
@@ -661,7 +682,10 @@ def _d_MetadataResponse_2(buf, pos, end):
         truncated(pos, "MetadataResponse")
     (v_controller_id,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -685,7 +709,7 @@ def _e_MetadataResponse_2(o, out):
     arr = o.brokers
     if arr is None:
         null_field("Brokers")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_MetadataResponseBroker_1(e, out)
     w_nstr(out, o.cluster_id)
@@ -693,7 +717,7 @@ def _e_MetadataResponse_2(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_MetadataResponseTopic_1(e, out)
     if o.cluster_authorized_operations != -2147483648:
@@ -708,7 +732,10 @@ def _d_MetadataResponse_3(buf, pos, end):
         truncated(pos, "MetadataResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Brokers")
     else:
@@ -721,7 +748,10 @@ def _d_MetadataResponse_3(buf, pos, end):
         truncated(pos, "MetadataResponse")
     (v_controller_id,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -746,7 +776,7 @@ def _e_MetadataResponse_3(o, out):
     arr = o.brokers
     if arr is None:
         null_field("Brokers")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_MetadataResponseBroker_1(e, out)
     w_nstr(out, o.cluster_id)
@@ -754,7 +784,7 @@ def _e_MetadataResponse_3(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_MetadataResponseTopic_1(e, out)
     if o.cluster_authorized_operations != -2147483648:
@@ -896,7 +926,10 @@ def _d_MetadataResponseTopic_2(buf, pos, end):
         truncated(pos, "MetadataResponseTopic")
     (v_is_internal,) = _ST_z.unpack_from(buf, pos)
     pos += 1
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -923,7 +956,7 @@ def _e_MetadataResponseTopic_2(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_MetadataResponsePartition_1(e, out)
     if o.topic_authorized_operations != -2147483648:
@@ -938,7 +971,10 @@ def _d_MetadataResponse_4(buf, pos, end):
         truncated(pos, "MetadataResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Brokers")
     else:
@@ -951,7 +987,10 @@ def _d_MetadataResponse_4(buf, pos, end):
         truncated(pos, "MetadataResponse")
     (v_controller_id,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -976,7 +1015,7 @@ def _e_MetadataResponse_4(o, out):
     arr = o.brokers
     if arr is None:
         null_field("Brokers")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_MetadataResponseBroker_1(e, out)
     w_nstr(out, o.cluster_id)
@@ -984,7 +1023,7 @@ def _e_MetadataResponse_4(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_MetadataResponseTopic_2(e, out)
     if o.cluster_authorized_operations != -2147483648:
@@ -1131,7 +1170,10 @@ def _d_MetadataResponseTopic_3(buf, pos, end):
         truncated(pos, "MetadataResponseTopic")
     (v_is_internal,) = _ST_z.unpack_from(buf, pos)
     pos += 1
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -1158,7 +1200,7 @@ def _e_MetadataResponseTopic_3(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_MetadataResponsePartition_2(e, out)
     if o.topic_authorized_operations != -2147483648:
@@ -1173,7 +1215,10 @@ def _d_MetadataResponse_5(buf, pos, end):
         truncated(pos, "MetadataResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Brokers")
     else:
@@ -1186,7 +1231,10 @@ def _d_MetadataResponse_5(buf, pos, end):
         truncated(pos, "MetadataResponse")
     (v_controller_id,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -1211,7 +1259,7 @@ def _e_MetadataResponse_5(o, out):
     arr = o.brokers
     if arr is None:
         null_field("Brokers")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_MetadataResponseBroker_1(e, out)
     w_nstr(out, o.cluster_id)
@@ -1219,7 +1267,7 @@ def _e_MetadataResponse_5(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_MetadataResponseTopic_3(e, out)
     if o.cluster_authorized_operations != -2147483648:
@@ -1239,7 +1287,10 @@ def _d_MetadataResponseTopic_4(buf, pos, end):
         truncated(pos, "MetadataResponseTopic")
     (v_is_internal,) = _ST_z.unpack_from(buf, pos)
     pos += 1
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -1270,7 +1321,7 @@ def _e_MetadataResponseTopic_4(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_MetadataResponsePartition_2(e, out)
     out += _ST_i.pack(o.topic_authorized_operations)
@@ -1282,7 +1333,10 @@ def _d_MetadataResponse_6(buf, pos, end):
         truncated(pos, "MetadataResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Brokers")
     else:
@@ -1295,7 +1349,10 @@ def _d_MetadataResponse_6(buf, pos, end):
         truncated(pos, "MetadataResponse")
     (v_controller_id,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -1324,7 +1381,7 @@ def _e_MetadataResponse_6(o, out):
     arr = o.brokers
     if arr is None:
         null_field("Brokers")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_MetadataResponseBroker_1(e, out)
     w_nstr(out, o.cluster_id)
@@ -1332,7 +1389,7 @@ def _e_MetadataResponse_6(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_MetadataResponseTopic_4(e, out)
     out += _ST_i.pack(o.cluster_authorized_operations)
@@ -1572,7 +1629,10 @@ def _e_MetadataResponseTopic_5(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_MetadataResponsePartition_3(e, out)
     out += _ST_i.pack(o.topic_authorized_operations)
@@ -1650,7 +1710,10 @@ def _e_MetadataResponse_7(o, out):
     arr = o.brokers
     if arr is None:
         null_field("Brokers")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_MetadataResponseBroker_2(e, out)
     w_ncstr(out, o.cluster_id)
@@ -1658,7 +1721,10 @@ def _e_MetadataResponse_7(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_MetadataResponseTopic_5(e, out)
     out += _ST_i.pack(o.cluster_authorized_operations)
@@ -1727,7 +1793,10 @@ def _e_MetadataResponseTopic_6(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_MetadataResponsePartition_3(e, out)
     out += _ST_i.pack(o.topic_authorized_operations)
@@ -1805,7 +1874,10 @@ def _e_MetadataResponse_8(o, out):
     arr = o.brokers
     if arr is None:
         null_field("Brokers")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_MetadataResponseBroker_2(e, out)
     w_ncstr(out, o.cluster_id)
@@ -1813,7 +1885,10 @@ def _e_MetadataResponse_8(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_MetadataResponseTopic_6(e, out)
     out += _ST_i.pack(o.cluster_authorized_operations)
@@ -1887,7 +1962,10 @@ def _e_MetadataResponse_9(o, out):
     arr = o.brokers
     if arr is None:
         null_field("Brokers")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_MetadataResponseBroker_2(e, out)
     w_ncstr(out, o.cluster_id)
@@ -1895,7 +1973,10 @@ def _e_MetadataResponse_9(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_MetadataResponseTopic_6(e, out)
     if o.cluster_authorized_operations != -2147483648:
@@ -1967,7 +2048,10 @@ def _e_MetadataResponseTopic_7(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_MetadataResponsePartition_3(e, out)
     out += _ST_i.pack(o.topic_authorized_operations)
@@ -2041,7 +2125,10 @@ def _e_MetadataResponse_10(o, out):
     arr = o.brokers
     if arr is None:
         null_field("Brokers")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_MetadataResponseBroker_2(e, out)
     w_ncstr(out, o.cluster_id)
@@ -2049,7 +2136,10 @@ def _e_MetadataResponse_10(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_MetadataResponseTopic_7(e, out)
     if o.cluster_authorized_operations != -2147483648:

@@ -279,7 +279,10 @@ def _e_OffsetCommitRequestPartition_0(o, out):
 def _d_OffsetCommitRequestTopic_0(buf, pos, end):
     """OffsetCommitRequestTopic, versions 0, 2-5."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -300,7 +303,7 @@ def _e_OffsetCommitRequestTopic_0(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_OffsetCommitRequestPartition_0(e, out)
 
@@ -308,7 +311,10 @@ def _e_OffsetCommitRequestTopic_0(o, out):
 def _d_OffsetCommitRequest_0(buf, pos, end):
     """OffsetCommitRequest, versions 0."""
     v_group_id, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -335,7 +341,7 @@ def _e_OffsetCommitRequest_0(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_OffsetCommitRequestTopic_0(e, out)
 
@@ -366,7 +372,10 @@ def _e_OffsetCommitRequestPartition_1(o, out):
 def _d_OffsetCommitRequestTopic_1(buf, pos, end):
     """OffsetCommitRequestTopic, versions 1."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -387,7 +396,7 @@ def _e_OffsetCommitRequestTopic_1(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_OffsetCommitRequestPartition_1(e, out)
 
@@ -400,7 +409,10 @@ def _d_OffsetCommitRequest_1(buf, pos, end):
     (v_generation_id_or_member_epoch,) = _ST_i.unpack_from(buf, pos)
     pos += 4
     v_member_id, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -429,7 +441,7 @@ def _e_OffsetCommitRequest_1(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_OffsetCommitRequestTopic_1(e, out)
 
@@ -446,7 +458,10 @@ def _d_OffsetCommitRequest_2(buf, pos, end):
         truncated(pos, "OffsetCommitRequest")
     (v_retention_time_ms,) = _ST_q.unpack_from(buf, pos)
     pos += 8
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -476,7 +491,7 @@ def _e_OffsetCommitRequest_2(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_OffsetCommitRequestTopic_0(e, out)
 
@@ -489,7 +504,10 @@ def _d_OffsetCommitRequest_3(buf, pos, end):
     (v_generation_id_or_member_epoch,) = _ST_i.unpack_from(buf, pos)
     pos += 4
     v_member_id, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -518,7 +536,7 @@ def _e_OffsetCommitRequest_3(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_OffsetCommitRequestTopic_0(e, out)
 
@@ -553,7 +571,10 @@ def _e_OffsetCommitRequestPartition_2(o, out):
 def _d_OffsetCommitRequestTopic_2(buf, pos, end):
     """OffsetCommitRequestTopic, versions 6-7."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -574,7 +595,7 @@ def _e_OffsetCommitRequestTopic_2(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_OffsetCommitRequestPartition_2(e, out)
 
@@ -587,7 +608,10 @@ def _d_OffsetCommitRequest_4(buf, pos, end):
     (v_generation_id_or_member_epoch,) = _ST_i.unpack_from(buf, pos)
     pos += 4
     v_member_id, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -616,7 +640,7 @@ def _e_OffsetCommitRequest_4(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_OffsetCommitRequestTopic_2(e, out)
 
@@ -630,7 +654,10 @@ def _d_OffsetCommitRequest_5(buf, pos, end):
     pos += 4
     v_member_id, pos = r_str(buf, pos, end)
     v_group_instance_id, pos = r_nstr(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -658,7 +685,7 @@ def _e_OffsetCommitRequest_5(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_OffsetCommitRequestTopic_2(e, out)
 
@@ -746,7 +773,10 @@ def _e_OffsetCommitRequestTopic_3(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_OffsetCommitRequestPartition_3(e, out)
     if o._unknown_tags:
@@ -808,7 +838,10 @@ def _e_OffsetCommitRequest_6(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_OffsetCommitRequestTopic_3(e, out)
     if o._unknown_tags:

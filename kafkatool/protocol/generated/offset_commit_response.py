@@ -179,7 +179,10 @@ def _e_OffsetCommitResponsePartition_0(o, out):
 def _d_OffsetCommitResponseTopic_0(buf, pos, end):
     """OffsetCommitResponseTopic, versions 0-7."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -200,14 +203,17 @@ def _e_OffsetCommitResponseTopic_0(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_OffsetCommitResponsePartition_0(e, out)
 
 
 def _d_OffsetCommitResponse_0(buf, pos, end):
     """OffsetCommitResponse, versions 0-2."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -227,7 +233,7 @@ def _e_OffsetCommitResponse_0(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_OffsetCommitResponseTopic_0(e, out)
 
@@ -238,7 +244,10 @@ def _d_OffsetCommitResponse_1(buf, pos, end):
         truncated(pos, "OffsetCommitResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -259,7 +268,7 @@ def _e_OffsetCommitResponse_1(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_OffsetCommitResponseTopic_0(e, out)
 
@@ -338,7 +347,10 @@ def _e_OffsetCommitResponseTopic_1(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_OffsetCommitResponsePartition_1(e, out)
     if o._unknown_tags:
@@ -390,7 +402,10 @@ def _e_OffsetCommitResponse_2(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_OffsetCommitResponseTopic_1(e, out)
     if o._unknown_tags:

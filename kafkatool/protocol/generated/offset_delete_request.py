@@ -172,7 +172,10 @@ def _e_OffsetDeleteRequestPartition_0(o, out):
 def _d_OffsetDeleteRequestTopic_0(buf, pos, end):
     """OffsetDeleteRequestTopic, versions 0."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -193,7 +196,7 @@ def _e_OffsetDeleteRequestTopic_0(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_OffsetDeleteRequestPartition_0(e, out)
 
@@ -201,7 +204,10 @@ def _e_OffsetDeleteRequestTopic_0(o, out):
 def _d_OffsetDeleteRequest_0(buf, pos, end):
     """OffsetDeleteRequest, versions 0."""
     v_group_id, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -222,7 +228,7 @@ def _e_OffsetDeleteRequest_0(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_OffsetDeleteRequestTopic_0(e, out)
 

@@ -55,6 +55,7 @@ from kafkatool.formats.schema import (
 
 _new = object.__new__
 _ST_hi = struct.Struct(">hi")
+_ST_i = struct.Struct(">i")
 _ST_ih = struct.Struct(">ih")
 
 __all__ = ["OffsetDeleteResponse", "OffsetDeleteResponsePartition", "OffsetDeleteResponseTopic"]
@@ -182,7 +183,10 @@ def _e_OffsetDeleteResponsePartition_0(o, out):
 def _d_OffsetDeleteResponseTopic_0(buf, pos, end):
     """OffsetDeleteResponseTopic, versions 0."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -203,7 +207,7 @@ def _e_OffsetDeleteResponseTopic_0(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_OffsetDeleteResponsePartition_0(e, out)
 
@@ -214,7 +218,10 @@ def _d_OffsetDeleteResponse_0(buf, pos, end):
         truncated(pos, "OffsetDeleteResponse")
     v_error_code, v_throttle_time_ms = _ST_hi.unpack_from(buf, pos)
     pos += 6
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -236,7 +243,7 @@ def _e_OffsetDeleteResponse_0(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_OffsetDeleteResponseTopic_0(e, out)
 

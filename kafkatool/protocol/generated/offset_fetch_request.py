@@ -285,7 +285,10 @@ def _e_OffsetFetchRequestTopic_0(o, out):
 def _d_OffsetFetchRequest_0(buf, pos, end):
     """OffsetFetchRequest, versions 0-1."""
     v_group_id, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -308,7 +311,7 @@ def _e_OffsetFetchRequest_0(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_OffsetFetchRequestTopic_0(e, out)
     if o.groups is None or len(o.groups) > 0:
@@ -320,7 +323,10 @@ def _e_OffsetFetchRequest_0(o, out):
 def _d_OffsetFetchRequest_1(buf, pos, end):
     """OffsetFetchRequest, versions 2-5."""
     v_group_id, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         v_topics = None
     else:
@@ -344,7 +350,7 @@ def _e_OffsetFetchRequest_1(o, out):
     if arr is None:
         out += NULL_COUNT
     else:
-        w_count(out, arr)
+        out += _ST_i.pack(len(arr))
         for e in arr:
             _e_OffsetFetchRequestTopic_0(e, out)
     if o.groups is None or len(o.groups) > 0:
@@ -456,7 +462,10 @@ def _e_OffsetFetchRequest_2(o, out):
     if arr is None:
         out += b"\x00"
     else:
-        w_ccount(out, arr)
+        if len(arr) < 127:
+            out.append(len(arr) + 1)
+        else:
+            w_ccount(out, arr)
         for e in arr:
             _e_OffsetFetchRequestTopic_1(e, out)
     if o.groups is None or len(o.groups) > 0:
@@ -516,7 +525,10 @@ def _e_OffsetFetchRequest_3(o, out):
     if arr is None:
         out += b"\x00"
     else:
-        w_ccount(out, arr)
+        if len(arr) < 127:
+            out.append(len(arr) + 1)
+        else:
+            w_ccount(out, arr)
         for e in arr:
             _e_OffsetFetchRequestTopic_1(e, out)
     if o.groups is None or len(o.groups) > 0:
@@ -631,7 +643,10 @@ def _e_OffsetFetchRequestGroup_0(o, out):
     if arr is None:
         out += b"\x00"
     else:
-        w_ccount(out, arr)
+        if len(arr) < 127:
+            out.append(len(arr) + 1)
+        else:
+            w_ccount(out, arr)
         for e in arr:
             _e_OffsetFetchRequestTopics_0(e, out)
     if o._unknown_tags:
@@ -688,7 +703,10 @@ def _e_OffsetFetchRequest_4(o, out):
     arr = o.groups
     if arr is None:
         null_field("Groups")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_OffsetFetchRequestGroup_0(e, out)
     out += _ST_z.pack(o.require_stable)
@@ -748,7 +766,10 @@ def _e_OffsetFetchRequestGroup_1(o, out):
     if arr is None:
         out += b"\x00"
     else:
-        w_ccount(out, arr)
+        if len(arr) < 127:
+            out.append(len(arr) + 1)
+        else:
+            w_ccount(out, arr)
         for e in arr:
             _e_OffsetFetchRequestTopics_0(e, out)
     if o._unknown_tags:
@@ -805,7 +826,10 @@ def _e_OffsetFetchRequest_5(o, out):
     arr = o.groups
     if arr is None:
         null_field("Groups")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_OffsetFetchRequestGroup_1(e, out)
     out += _ST_z.pack(o.require_stable)

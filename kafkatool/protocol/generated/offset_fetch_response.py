@@ -367,7 +367,10 @@ def _e_OffsetFetchResponsePartition_0(o, out):
 def _d_OffsetFetchResponseTopic_0(buf, pos, end):
     """OffsetFetchResponseTopic, versions 0-4."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -388,14 +391,17 @@ def _e_OffsetFetchResponseTopic_0(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_OffsetFetchResponsePartition_0(e, out)
 
 
 def _d_OffsetFetchResponse_0(buf, pos, end):
     """OffsetFetchResponse, versions 0-1."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -417,7 +423,7 @@ def _e_OffsetFetchResponse_0(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_OffsetFetchResponseTopic_0(e, out)
     if o.groups is None or len(o.groups) > 0:
@@ -426,7 +432,10 @@ def _e_OffsetFetchResponse_0(o, out):
 
 def _d_OffsetFetchResponse_1(buf, pos, end):
     """OffsetFetchResponse, versions 2."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -452,7 +461,7 @@ def _e_OffsetFetchResponse_1(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_OffsetFetchResponseTopic_0(e, out)
     out += _ST_h.pack(o.error_code)
@@ -466,7 +475,10 @@ def _d_OffsetFetchResponse_2(buf, pos, end):
         truncated(pos, "OffsetFetchResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -493,7 +505,7 @@ def _e_OffsetFetchResponse_2(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_OffsetFetchResponseTopic_0(e, out)
     out += _ST_h.pack(o.error_code)
@@ -532,7 +544,10 @@ def _e_OffsetFetchResponsePartition_1(o, out):
 def _d_OffsetFetchResponseTopic_1(buf, pos, end):
     """OffsetFetchResponseTopic, versions 5."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -553,7 +568,7 @@ def _e_OffsetFetchResponseTopic_1(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_OffsetFetchResponsePartition_1(e, out)
 
@@ -564,7 +579,10 @@ def _d_OffsetFetchResponse_3(buf, pos, end):
         truncated(pos, "OffsetFetchResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -591,7 +609,7 @@ def _e_OffsetFetchResponse_3(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_OffsetFetchResponseTopic_1(e, out)
     out += _ST_h.pack(o.error_code)
@@ -683,7 +701,10 @@ def _e_OffsetFetchResponseTopic_2(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_OffsetFetchResponsePartition_2(e, out)
     if o._unknown_tags:
@@ -741,7 +762,10 @@ def _e_OffsetFetchResponse_4(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_OffsetFetchResponseTopic_2(e, out)
     out += _ST_h.pack(o.error_code)
@@ -837,7 +861,10 @@ def _e_OffsetFetchResponseTopics_0(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_OffsetFetchResponsePartitions_0(e, out)
     if o._unknown_tags:
@@ -891,7 +918,10 @@ def _e_OffsetFetchResponseGroup_0(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_OffsetFetchResponseTopics_0(e, out)
     out += _ST_h.pack(o.error_code)
@@ -948,7 +978,10 @@ def _e_OffsetFetchResponse_5(o, out):
     arr = o.groups
     if arr is None:
         null_field("Groups")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_OffsetFetchResponseGroup_0(e, out)
     if o._unknown_tags:

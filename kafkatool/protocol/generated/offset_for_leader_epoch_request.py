@@ -192,7 +192,10 @@ def _e_OffsetForLeaderPartition_0(o, out):
 def _d_OffsetForLeaderTopic_0(buf, pos, end):
     """OffsetForLeaderTopic, versions 0-1."""
     v_topic, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -213,14 +216,17 @@ def _e_OffsetForLeaderTopic_0(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_OffsetForLeaderPartition_0(e, out)
 
 
 def _d_OffsetForLeaderEpochRequest_0(buf, pos, end):
     """OffsetForLeaderEpochRequest, versions 0-1."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -240,7 +246,7 @@ def _e_OffsetForLeaderEpochRequest_0(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_OffsetForLeaderTopic_0(e, out)
 
@@ -267,7 +273,10 @@ def _e_OffsetForLeaderPartition_1(o, out):
 def _d_OffsetForLeaderTopic_1(buf, pos, end):
     """OffsetForLeaderTopic, versions 2-3."""
     v_topic, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -288,14 +297,17 @@ def _e_OffsetForLeaderTopic_1(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_OffsetForLeaderPartition_1(e, out)
 
 
 def _d_OffsetForLeaderEpochRequest_1(buf, pos, end):
     """OffsetForLeaderEpochRequest, versions 2."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -315,7 +327,7 @@ def _e_OffsetForLeaderEpochRequest_1(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_OffsetForLeaderTopic_1(e, out)
 
@@ -326,7 +338,10 @@ def _d_OffsetForLeaderEpochRequest_2(buf, pos, end):
         truncated(pos, "OffsetForLeaderEpochRequest")
     (v_replica_id,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -347,7 +362,7 @@ def _e_OffsetForLeaderEpochRequest_2(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_OffsetForLeaderTopic_1(e, out)
 
@@ -427,7 +442,10 @@ def _e_OffsetForLeaderTopic_2(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_OffsetForLeaderPartition_2(e, out)
     if o._unknown_tags:
@@ -479,7 +497,10 @@ def _e_OffsetForLeaderEpochRequest_3(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_OffsetForLeaderTopic_2(e, out)
     if o._unknown_tags:

@@ -186,7 +186,10 @@ def _e_EpochEndOffset_0(o, out):
 def _d_OffsetForLeaderTopicResult_0(buf, pos, end):
     """OffsetForLeaderTopicResult, versions 0."""
     v_topic, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -207,14 +210,17 @@ def _e_OffsetForLeaderTopicResult_0(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_EpochEndOffset_0(e, out)
 
 
 def _d_OffsetForLeaderEpochResponse_0(buf, pos, end):
     """OffsetForLeaderEpochResponse, versions 0."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -234,7 +240,7 @@ def _e_OffsetForLeaderEpochResponse_0(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_OffsetForLeaderTopicResult_0(e, out)
 
@@ -267,7 +273,10 @@ def _e_EpochEndOffset_1(o, out):
 def _d_OffsetForLeaderTopicResult_1(buf, pos, end):
     """OffsetForLeaderTopicResult, versions 1-3."""
     v_topic, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -288,14 +297,17 @@ def _e_OffsetForLeaderTopicResult_1(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_EpochEndOffset_1(e, out)
 
 
 def _d_OffsetForLeaderEpochResponse_1(buf, pos, end):
     """OffsetForLeaderEpochResponse, versions 1."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -315,7 +327,7 @@ def _e_OffsetForLeaderEpochResponse_1(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_OffsetForLeaderTopicResult_1(e, out)
 
@@ -326,7 +338,10 @@ def _d_OffsetForLeaderEpochResponse_2(buf, pos, end):
         truncated(pos, "OffsetForLeaderEpochResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -347,7 +362,7 @@ def _e_OffsetForLeaderEpochResponse_2(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_OffsetForLeaderTopicResult_1(e, out)
 
@@ -433,7 +448,10 @@ def _e_OffsetForLeaderTopicResult_2(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_EpochEndOffset_2(e, out)
     if o._unknown_tags:
@@ -485,7 +503,10 @@ def _e_OffsetForLeaderEpochResponse_3(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_OffsetForLeaderTopicResult_2(e, out)
     if o._unknown_tags:

@@ -195,7 +195,10 @@ def _e_PartitionProduceData_0(o, out):
 def _d_TopicProduceData_0(buf, pos, end):
     """TopicProduceData, versions 0-8."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "PartitionData")
     else:
@@ -216,7 +219,7 @@ def _e_TopicProduceData_0(o, out):
     arr = o.partition_data
     if arr is None:
         null_field("PartitionData")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_PartitionProduceData_0(e, out)
 
@@ -227,7 +230,10 @@ def _d_ProduceRequest_0(buf, pos, end):
         truncated(pos, "ProduceRequest")
     v_acks, v_timeout_ms = _ST_hi.unpack_from(buf, pos)
     pos += 6
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "TopicData")
     else:
@@ -252,7 +258,7 @@ def _e_ProduceRequest_0(o, out):
     arr = o.topic_data
     if arr is None:
         null_field("TopicData")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_TopicProduceData_0(e, out)
 
@@ -264,7 +270,10 @@ def _d_ProduceRequest_1(buf, pos, end):
         truncated(pos, "ProduceRequest")
     v_acks, v_timeout_ms = _ST_hi.unpack_from(buf, pos)
     pos += 6
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "TopicData")
     else:
@@ -288,7 +297,7 @@ def _e_ProduceRequest_1(o, out):
     arr = o.topic_data
     if arr is None:
         null_field("TopicData")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_TopicProduceData_0(e, out)
 
@@ -369,7 +378,10 @@ def _e_TopicProduceData_1(o, out):
     arr = o.partition_data
     if arr is None:
         null_field("PartitionData")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_PartitionProduceData_1(e, out)
     if o._unknown_tags:
@@ -425,7 +437,10 @@ def _e_ProduceRequest_2(o, out):
     arr = o.topic_data
     if arr is None:
         null_field("TopicData")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_TopicProduceData_1(e, out)
     if o._unknown_tags:

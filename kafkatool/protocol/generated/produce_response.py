@@ -354,7 +354,10 @@ def _e_PartitionProduceResponse_0(o, out):
 def _d_TopicProduceResponse_0(buf, pos, end):
     """TopicProduceResponse, versions 0-1."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "PartitionResponses")
     else:
@@ -375,14 +378,17 @@ def _e_TopicProduceResponse_0(o, out):
     arr = o.partition_responses
     if arr is None:
         null_field("PartitionResponses")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_PartitionProduceResponse_0(e, out)
 
 
 def _d_ProduceResponse_0(buf, pos, end):
     """ProduceResponse, versions 0."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Responses")
     else:
@@ -403,7 +409,7 @@ def _e_ProduceResponse_0(o, out):
     arr = o.responses
     if arr is None:
         null_field("Responses")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_TopicProduceResponse_0(e, out)
     if o.node_endpoints is None or len(o.node_endpoints) > 0:
@@ -412,7 +418,10 @@ def _e_ProduceResponse_0(o, out):
 
 def _d_ProduceResponse_1(buf, pos, end):
     """ProduceResponse, versions 1."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Responses")
     else:
@@ -437,7 +446,7 @@ def _e_ProduceResponse_1(o, out):
     arr = o.responses
     if arr is None:
         null_field("Responses")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_TopicProduceResponse_0(e, out)
     out += _ST_i.pack(o.throttle_time_ms)
@@ -481,7 +490,10 @@ def _e_PartitionProduceResponse_1(o, out):
 def _d_TopicProduceResponse_1(buf, pos, end):
     """TopicProduceResponse, versions 2-4."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "PartitionResponses")
     else:
@@ -502,14 +514,17 @@ def _e_TopicProduceResponse_1(o, out):
     arr = o.partition_responses
     if arr is None:
         null_field("PartitionResponses")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_PartitionProduceResponse_1(e, out)
 
 
 def _d_ProduceResponse_2(buf, pos, end):
     """ProduceResponse, versions 2-4."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Responses")
     else:
@@ -534,7 +549,7 @@ def _e_ProduceResponse_2(o, out):
     arr = o.responses
     if arr is None:
         null_field("Responses")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_TopicProduceResponse_1(e, out)
     out += _ST_i.pack(o.throttle_time_ms)
@@ -581,7 +596,10 @@ def _e_PartitionProduceResponse_2(o, out):
 def _d_TopicProduceResponse_2(buf, pos, end):
     """TopicProduceResponse, versions 5-7."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "PartitionResponses")
     else:
@@ -602,14 +620,17 @@ def _e_TopicProduceResponse_2(o, out):
     arr = o.partition_responses
     if arr is None:
         null_field("PartitionResponses")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_PartitionProduceResponse_2(e, out)
 
 
 def _d_ProduceResponse_3(buf, pos, end):
     """ProduceResponse, versions 5-7."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Responses")
     else:
@@ -634,7 +655,7 @@ def _e_ProduceResponse_3(o, out):
     arr = o.responses
     if arr is None:
         null_field("Responses")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_TopicProduceResponse_2(e, out)
     out += _ST_i.pack(o.throttle_time_ms)
@@ -670,7 +691,10 @@ def _d_PartitionProduceResponse_3(buf, pos, end):
         buf, pos
     )
     pos += 30
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "RecordErrors")
     else:
@@ -704,7 +728,7 @@ def _e_PartitionProduceResponse_3(o, out):
     arr = o.record_errors
     if arr is None:
         null_field("RecordErrors")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_BatchIndexAndErrorMessage_0(e, out)
     w_nstr(out, o.error_message)
@@ -715,7 +739,10 @@ def _e_PartitionProduceResponse_3(o, out):
 def _d_TopicProduceResponse_3(buf, pos, end):
     """TopicProduceResponse, versions 8."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "PartitionResponses")
     else:
@@ -736,14 +763,17 @@ def _e_TopicProduceResponse_3(o, out):
     arr = o.partition_responses
     if arr is None:
         null_field("PartitionResponses")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_PartitionProduceResponse_3(e, out)
 
 
 def _d_ProduceResponse_4(buf, pos, end):
     """ProduceResponse, versions 8."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Responses")
     else:
@@ -768,7 +798,7 @@ def _e_ProduceResponse_4(o, out):
     arr = o.responses
     if arr is None:
         null_field("Responses")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_TopicProduceResponse_3(e, out)
     out += _ST_i.pack(o.throttle_time_ms)
@@ -870,7 +900,10 @@ def _e_PartitionProduceResponse_4(o, out):
     arr = o.record_errors
     if arr is None:
         null_field("RecordErrors")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_BatchIndexAndErrorMessage_1(e, out)
     w_ncstr(out, o.error_message)
@@ -922,7 +955,10 @@ def _e_TopicProduceResponse_4(o, out):
     arr = o.partition_responses
     if arr is None:
         null_field("PartitionResponses")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_PartitionProduceResponse_4(e, out)
     if o._unknown_tags:
@@ -974,7 +1010,10 @@ def _e_ProduceResponse_5(o, out):
     arr = o.responses
     if arr is None:
         null_field("Responses")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_TopicProduceResponse_4(e, out)
     out += _ST_i.pack(o.throttle_time_ms)
@@ -1081,7 +1120,10 @@ def _e_PartitionProduceResponse_5(o, out):
     arr = o.record_errors
     if arr is None:
         null_field("RecordErrors")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_BatchIndexAndErrorMessage_1(e, out)
     w_ncstr(out, o.error_message)
@@ -1136,7 +1178,10 @@ def _e_TopicProduceResponse_5(o, out):
     arr = o.partition_responses
     if arr is None:
         null_field("PartitionResponses")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_PartitionProduceResponse_5(e, out)
     if o._unknown_tags:
@@ -1247,7 +1292,10 @@ def _e_ProduceResponse_6(o, out):
     arr = o.responses
     if arr is None:
         null_field("Responses")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_TopicProduceResponse_5(e, out)
     out += _ST_i.pack(o.throttle_time_ms)
@@ -1257,7 +1305,10 @@ def _e_ProduceResponse_6(o, out):
         arr = o.node_endpoints
         if arr is None:
             null_field("NodeEndpoints")
-        w_ccount(t, arr)
+        if len(arr) < 127:
+            t.append(len(arr) + 1)
+        else:
+            w_ccount(t, arr)
         for e in arr:
             _e_NodeEndpoint_0(e, t)
         tags.append((0, t))

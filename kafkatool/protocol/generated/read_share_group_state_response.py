@@ -300,7 +300,10 @@ def _e_PartitionResult_0(o, out):
     arr = o.state_batches
     if arr is None:
         null_field("StateBatches")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_StateBatch_0(e, out)
     if o._unknown_tags:
@@ -353,7 +356,10 @@ def _e_ReadStateResult_0(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_PartitionResult_0(e, out)
     if o._unknown_tags:
@@ -399,7 +405,10 @@ def _e_ReadShareGroupStateResponse_0(o, out):
     arr = o.results
     if arr is None:
         null_field("Results")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_ReadStateResult_0(e, out)
     if o._unknown_tags:

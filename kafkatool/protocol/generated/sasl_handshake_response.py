@@ -55,6 +55,7 @@ from kafkatool.formats.schema import (
 
 _new = object.__new__
 _ST_h = struct.Struct(">h")
+_ST_i = struct.Struct(">i")
 
 __all__ = ["SaslHandshakeResponse"]
 
@@ -93,7 +94,10 @@ def _d_SaslHandshakeResponse_0(buf, pos, end):
         truncated(pos, "SaslHandshakeResponse")
     (v_error_code,) = _ST_h.unpack_from(buf, pos)
     pos += 2
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Mechanisms")
     else:

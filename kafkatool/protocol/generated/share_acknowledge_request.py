@@ -324,7 +324,10 @@ def _e_AcknowledgePartition_0(o, out):
     arr = o.acknowledgement_batches
     if arr is None:
         null_field("AcknowledgementBatches")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_AcknowledgementBatch_0(e, out)
     if o._unknown_tags:
@@ -377,7 +380,10 @@ def _e_AcknowledgeTopic_0(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_AcknowledgePartition_0(e, out)
     if o._unknown_tags:
@@ -435,7 +441,10 @@ def _e_ShareAcknowledgeRequest_0(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_AcknowledgeTopic_0(e, out)
     if o._unknown_tags:

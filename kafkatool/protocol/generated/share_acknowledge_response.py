@@ -384,7 +384,10 @@ def _e_ShareAcknowledgeTopicResponse_0(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_PartitionData_0(e, out)
     if o._unknown_tags:
@@ -498,13 +501,19 @@ def _e_ShareAcknowledgeResponse_0(o, out):
     arr = o.responses
     if arr is None:
         null_field("Responses")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_ShareAcknowledgeTopicResponse_0(e, out)
     arr = o.node_endpoints
     if arr is None:
         null_field("NodeEndpoints")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_NodeEndpoint_0(e, out)
     if o._unknown_tags:

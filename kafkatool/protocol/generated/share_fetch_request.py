@@ -401,7 +401,10 @@ def _e_FetchPartition_0(o, out):
     arr = o.acknowledgement_batches
     if arr is None:
         null_field("AcknowledgementBatches")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_AcknowledgementBatch_0(e, out)
     if o._unknown_tags:
@@ -454,7 +457,10 @@ def _e_FetchTopic_0(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_FetchPartition_0(e, out)
     if o._unknown_tags:
@@ -597,13 +603,19 @@ def _e_ShareFetchRequest_0(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_FetchTopic_0(e, out)
     arr = o.forgotten_topics_data
     if arr is None:
         null_field("ForgottenTopicsData")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_ForgottenTopic_0(e, out)
     if o._unknown_tags:

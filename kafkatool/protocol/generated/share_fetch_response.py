@@ -483,7 +483,10 @@ def _e_PartitionData_0(o, out):
     arr = o.acquired_records
     if arr is None:
         null_field("AcquiredRecords")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_AcquiredRecords_0(e, out)
     if o._unknown_tags:
@@ -536,7 +539,10 @@ def _e_ShareFetchableTopicResponse_0(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_PartitionData_0(e, out)
     if o._unknown_tags:
@@ -650,13 +656,19 @@ def _e_ShareFetchResponse_0(o, out):
     arr = o.responses
     if arr is None:
         null_field("Responses")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_ShareFetchableTopicResponse_0(e, out)
     arr = o.node_endpoints
     if arr is None:
         null_field("NodeEndpoints")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_NodeEndpoint_0(e, out)
     if o._unknown_tags:

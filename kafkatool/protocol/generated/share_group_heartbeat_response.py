@@ -297,7 +297,10 @@ def _e_Assignment_0(o, out):
     arr = o.topic_partitions
     if arr is None:
         null_field("TopicPartitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_TopicPartitions_0(e, out)
     if o._unknown_tags:

@@ -316,7 +316,10 @@ def _d_StopReplicaRequest_0(buf, pos, end):
         truncated(pos, "StopReplicaRequest")
     v_controller_id, v_controller_epoch, v_delete_partitions = _ST_iiz.unpack_from(buf, pos)
     pos += 9
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "UngroupedPartitions")
     else:
@@ -346,7 +349,7 @@ def _e_StopReplicaRequest_0(o, out):
     arr = o.ungrouped_partitions
     if arr is None:
         null_field("UngroupedPartitions")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_StopReplicaPartitionV0_0(e, out)
     if o.topics is None or len(o.topics) > 0:
@@ -409,7 +412,10 @@ def _d_StopReplicaRequest_1(buf, pos, end):
         truncated(pos, "StopReplicaRequest")
     v_controller_id, v_controller_epoch, v_broker_epoch, v_delete_partitions = _ST_iiqz.unpack_from(buf, pos)
     pos += 17
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -441,7 +447,7 @@ def _e_StopReplicaRequest_1(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_StopReplicaTopicV1_0(e, out)
     if o.topic_states is None or len(o.topic_states) > 0:
@@ -562,7 +568,10 @@ def _e_StopReplicaRequest_2(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_StopReplicaTopicV1_1(e, out)
     if o.topic_states is None or len(o.topic_states) > 0:
@@ -648,7 +657,10 @@ def _e_StopReplicaTopicState_0(o, out):
     arr = o.partition_states
     if arr is None:
         null_field("PartitionStates")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_StopReplicaPartitionState_0(e, out)
     if o._unknown_tags:
@@ -715,7 +727,10 @@ def _e_StopReplicaRequest_3(o, out):
     arr = o.topic_states
     if arr is None:
         null_field("TopicStates")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_StopReplicaTopicState_0(e, out)
     if o._unknown_tags:
@@ -786,7 +801,10 @@ def _e_StopReplicaRequest_4(o, out):
     arr = o.topic_states
     if arr is None:
         null_field("TopicStates")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_StopReplicaTopicState_0(e, out)
     if o._unknown_tags:

@@ -55,6 +55,7 @@ from kafkatool.formats.schema import (
 
 _new = object.__new__
 _ST_h = struct.Struct(">h")
+_ST_i = struct.Struct(">i")
 _ST_ih = struct.Struct(">ih")
 
 __all__ = ["StopReplicaPartitionError", "StopReplicaResponse"]
@@ -152,7 +153,10 @@ def _d_StopReplicaResponse_0(buf, pos, end):
         truncated(pos, "StopReplicaResponse")
     (v_error_code,) = _ST_h.unpack_from(buf, pos)
     pos += 2
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "PartitionErrors")
     else:
@@ -173,7 +177,7 @@ def _e_StopReplicaResponse_0(o, out):
     arr = o.partition_errors
     if arr is None:
         null_field("PartitionErrors")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_StopReplicaPartitionError_0(e, out)
 
@@ -258,7 +262,10 @@ def _e_StopReplicaResponse_1(o, out):
     arr = o.partition_errors
     if arr is None:
         null_field("PartitionErrors")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_StopReplicaPartitionError_1(e, out)
     if o._unknown_tags:

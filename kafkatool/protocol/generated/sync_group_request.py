@@ -184,7 +184,10 @@ def _d_SyncGroupRequest_0(buf, pos, end):
     (v_generation_id,) = _ST_i.unpack_from(buf, pos)
     pos += 4
     v_member_id, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Assignments")
     else:
@@ -214,7 +217,7 @@ def _e_SyncGroupRequest_0(o, out):
     arr = o.assignments
     if arr is None:
         null_field("Assignments")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_SyncGroupRequestAssignment_0(e, out)
 
@@ -228,7 +231,10 @@ def _d_SyncGroupRequest_1(buf, pos, end):
     pos += 4
     v_member_id, pos = r_str(buf, pos, end)
     v_group_instance_id, pos = r_nstr(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Assignments")
     else:
@@ -257,7 +263,7 @@ def _e_SyncGroupRequest_1(o, out):
     arr = o.assignments
     if arr is None:
         null_field("Assignments")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_SyncGroupRequestAssignment_0(e, out)
 
@@ -349,7 +355,10 @@ def _e_SyncGroupRequest_2(o, out):
     arr = o.assignments
     if arr is None:
         null_field("Assignments")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_SyncGroupRequestAssignment_1(e, out)
     if o._unknown_tags:
@@ -416,7 +425,10 @@ def _e_SyncGroupRequest_3(o, out):
     arr = o.assignments
     if arr is None:
         null_field("Assignments")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_SyncGroupRequestAssignment_1(e, out)
     if o._unknown_tags:

@@ -54,6 +54,7 @@ from kafkatool.formats.schema import (
 )
 
 _new = object.__new__
+_ST_i = struct.Struct(">i")
 _ST_iq = struct.Struct(">iq")
 _ST_iqi = struct.Struct(">iqi")
 _ST_qh = struct.Struct(">qh")
@@ -263,7 +264,10 @@ def _e_TxnOffsetCommitRequestPartition_0(o, out):
 def _d_TxnOffsetCommitRequestTopic_0(buf, pos, end):
     """TxnOffsetCommitRequestTopic, versions 0-1."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -284,7 +288,7 @@ def _e_TxnOffsetCommitRequestTopic_0(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_TxnOffsetCommitRequestPartition_0(e, out)
 
@@ -297,7 +301,10 @@ def _d_TxnOffsetCommitRequest_0(buf, pos, end):
         truncated(pos, "TxnOffsetCommitRequest")
     v_producer_id, v_producer_epoch = _ST_qh.unpack_from(buf, pos)
     pos += 10
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -334,7 +341,7 @@ def _e_TxnOffsetCommitRequest_0(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_TxnOffsetCommitRequestTopic_0(e, out)
 
@@ -364,7 +371,10 @@ def _e_TxnOffsetCommitRequestPartition_1(o, out):
 def _d_TxnOffsetCommitRequestTopic_1(buf, pos, end):
     """TxnOffsetCommitRequestTopic, versions 2."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -385,7 +395,7 @@ def _e_TxnOffsetCommitRequestTopic_1(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_TxnOffsetCommitRequestPartition_1(e, out)
 
@@ -398,7 +408,10 @@ def _d_TxnOffsetCommitRequest_1(buf, pos, end):
         truncated(pos, "TxnOffsetCommitRequest")
     v_producer_id, v_producer_epoch = _ST_qh.unpack_from(buf, pos)
     pos += 10
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -433,7 +446,7 @@ def _e_TxnOffsetCommitRequest_1(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_TxnOffsetCommitRequestTopic_1(e, out)
 
@@ -516,7 +529,10 @@ def _e_TxnOffsetCommitRequestTopic_2(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_TxnOffsetCommitRequestPartition_2(e, out)
     if o._unknown_tags:
@@ -582,7 +598,10 @@ def _e_TxnOffsetCommitRequest_2(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_TxnOffsetCommitRequestTopic_2(e, out)
     if o._unknown_tags:

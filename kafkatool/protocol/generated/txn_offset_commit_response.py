@@ -179,7 +179,10 @@ def _e_TxnOffsetCommitResponsePartition_0(o, out):
 def _d_TxnOffsetCommitResponseTopic_0(buf, pos, end):
     """TxnOffsetCommitResponseTopic, versions 0-2."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -200,7 +203,7 @@ def _e_TxnOffsetCommitResponseTopic_0(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_TxnOffsetCommitResponsePartition_0(e, out)
 
@@ -211,7 +214,10 @@ def _d_TxnOffsetCommitResponse_0(buf, pos, end):
         truncated(pos, "TxnOffsetCommitResponse")
     (v_throttle_time_ms,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -232,7 +238,7 @@ def _e_TxnOffsetCommitResponse_0(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_TxnOffsetCommitResponseTopic_0(e, out)
 
@@ -311,7 +317,10 @@ def _e_TxnOffsetCommitResponseTopic_1(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_TxnOffsetCommitResponsePartition_1(e, out)
     if o._unknown_tags:
@@ -363,7 +372,10 @@ def _e_TxnOffsetCommitResponse_1(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_TxnOffsetCommitResponseTopic_1(e, out)
     if o._unknown_tags:

@@ -223,7 +223,10 @@ def _e_UpdateFeaturesRequest_0(o, out):
     arr = o.feature_updates
     if arr is None:
         null_field("FeatureUpdates")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_FeatureUpdateKey_0(e, out)
     if o.validate_only != False:
@@ -323,7 +326,10 @@ def _e_UpdateFeaturesRequest_1(o, out):
     arr = o.feature_updates
     if arr is None:
         null_field("FeatureUpdates")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_FeatureUpdateKey_1(e, out)
     out += _ST_z.pack(o.validate_only)

@@ -499,7 +499,10 @@ def _d_UpdateMetadataRequest_0(buf, pos, end):
         truncated(pos, "UpdateMetadataRequest")
     v_controller_id, v_controller_epoch = _ST_ii.unpack_from(buf, pos)
     pos += 8
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "UngroupedPartitionStates")
     else:
@@ -507,7 +510,10 @@ def _d_UpdateMetadataRequest_0(buf, pos, end):
         for _ in range(n):
             e, pos = _d_UpdateMetadataPartitionState_0(buf, pos, end)
             v_ungrouped_partition_states.append(e)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "LiveBrokers")
     else:
@@ -539,7 +545,7 @@ def _e_UpdateMetadataRequest_0(o, out):
     arr = o.ungrouped_partition_states
     if arr is None:
         null_field("UngroupedPartitionStates")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_UpdateMetadataPartitionState_0(e, out)
     if o.topic_states is None or len(o.topic_states) > 0:
@@ -547,7 +553,7 @@ def _e_UpdateMetadataRequest_0(o, out):
     arr = o.live_brokers
     if arr is None:
         null_field("LiveBrokers")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_UpdateMetadataBroker_0(e, out)
 
@@ -585,7 +591,10 @@ def _d_UpdateMetadataBroker_1(buf, pos, end):
         truncated(pos, "UpdateMetadataBroker")
     (v_id_,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Endpoints")
     else:
@@ -609,7 +618,7 @@ def _e_UpdateMetadataBroker_1(o, out):
     arr = o.endpoints
     if arr is None:
         null_field("Endpoints")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_UpdateMetadataEndpoint_0(e, out)
 
@@ -620,7 +629,10 @@ def _d_UpdateMetadataRequest_1(buf, pos, end):
         truncated(pos, "UpdateMetadataRequest")
     v_controller_id, v_controller_epoch = _ST_ii.unpack_from(buf, pos)
     pos += 8
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "UngroupedPartitionStates")
     else:
@@ -628,7 +640,10 @@ def _d_UpdateMetadataRequest_1(buf, pos, end):
         for _ in range(n):
             e, pos = _d_UpdateMetadataPartitionState_0(buf, pos, end)
             v_ungrouped_partition_states.append(e)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "LiveBrokers")
     else:
@@ -660,7 +675,7 @@ def _e_UpdateMetadataRequest_1(o, out):
     arr = o.ungrouped_partition_states
     if arr is None:
         null_field("UngroupedPartitionStates")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_UpdateMetadataPartitionState_0(e, out)
     if o.topic_states is None or len(o.topic_states) > 0:
@@ -668,7 +683,7 @@ def _e_UpdateMetadataRequest_1(o, out):
     arr = o.live_brokers
     if arr is None:
         null_field("LiveBrokers")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_UpdateMetadataBroker_1(e, out)
 
@@ -679,7 +694,10 @@ def _d_UpdateMetadataBroker_2(buf, pos, end):
         truncated(pos, "UpdateMetadataBroker")
     (v_id_,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Endpoints")
     else:
@@ -704,7 +722,7 @@ def _e_UpdateMetadataBroker_2(o, out):
     arr = o.endpoints
     if arr is None:
         null_field("Endpoints")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_UpdateMetadataEndpoint_0(e, out)
     w_nstr(out, o.rack)
@@ -716,7 +734,10 @@ def _d_UpdateMetadataRequest_2(buf, pos, end):
         truncated(pos, "UpdateMetadataRequest")
     v_controller_id, v_controller_epoch = _ST_ii.unpack_from(buf, pos)
     pos += 8
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "UngroupedPartitionStates")
     else:
@@ -724,7 +745,10 @@ def _d_UpdateMetadataRequest_2(buf, pos, end):
         for _ in range(n):
             e, pos = _d_UpdateMetadataPartitionState_0(buf, pos, end)
             v_ungrouped_partition_states.append(e)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "LiveBrokers")
     else:
@@ -756,7 +780,7 @@ def _e_UpdateMetadataRequest_2(o, out):
     arr = o.ungrouped_partition_states
     if arr is None:
         null_field("UngroupedPartitionStates")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_UpdateMetadataPartitionState_0(e, out)
     if o.topic_states is None or len(o.topic_states) > 0:
@@ -764,7 +788,7 @@ def _e_UpdateMetadataRequest_2(o, out):
     arr = o.live_brokers
     if arr is None:
         null_field("LiveBrokers")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_UpdateMetadataBroker_2(e, out)
 
@@ -804,7 +828,10 @@ def _d_UpdateMetadataBroker_3(buf, pos, end):
         truncated(pos, "UpdateMetadataBroker")
     (v_id_,) = _ST_i.unpack_from(buf, pos)
     pos += 4
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Endpoints")
     else:
@@ -829,7 +856,7 @@ def _e_UpdateMetadataBroker_3(o, out):
     arr = o.endpoints
     if arr is None:
         null_field("Endpoints")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_UpdateMetadataEndpoint_1(e, out)
     w_nstr(out, o.rack)
@@ -841,7 +868,10 @@ def _d_UpdateMetadataRequest_3(buf, pos, end):
         truncated(pos, "UpdateMetadataRequest")
     v_controller_id, v_controller_epoch = _ST_ii.unpack_from(buf, pos)
     pos += 8
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "UngroupedPartitionStates")
     else:
@@ -849,7 +879,10 @@ def _d_UpdateMetadataRequest_3(buf, pos, end):
         for _ in range(n):
             e, pos = _d_UpdateMetadataPartitionState_0(buf, pos, end)
             v_ungrouped_partition_states.append(e)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "LiveBrokers")
     else:
@@ -881,7 +914,7 @@ def _e_UpdateMetadataRequest_3(o, out):
     arr = o.ungrouped_partition_states
     if arr is None:
         null_field("UngroupedPartitionStates")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_UpdateMetadataPartitionState_0(e, out)
     if o.topic_states is None or len(o.topic_states) > 0:
@@ -889,7 +922,7 @@ def _e_UpdateMetadataRequest_3(o, out):
     arr = o.live_brokers
     if arr is None:
         null_field("LiveBrokers")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_UpdateMetadataBroker_3(e, out)
 
@@ -1036,7 +1069,10 @@ def _d_UpdateMetadataRequest_4(buf, pos, end):
         truncated(pos, "UpdateMetadataRequest")
     v_controller_id, v_controller_epoch = _ST_ii.unpack_from(buf, pos)
     pos += 8
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "UngroupedPartitionStates")
     else:
@@ -1044,7 +1080,10 @@ def _d_UpdateMetadataRequest_4(buf, pos, end):
         for _ in range(n):
             e, pos = _d_UpdateMetadataPartitionState_1(buf, pos, end)
             v_ungrouped_partition_states.append(e)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "LiveBrokers")
     else:
@@ -1076,7 +1115,7 @@ def _e_UpdateMetadataRequest_4(o, out):
     arr = o.ungrouped_partition_states
     if arr is None:
         null_field("UngroupedPartitionStates")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_UpdateMetadataPartitionState_1(e, out)
     if o.topic_states is None or len(o.topic_states) > 0:
@@ -1084,7 +1123,7 @@ def _e_UpdateMetadataRequest_4(o, out):
     arr = o.live_brokers
     if arr is None:
         null_field("LiveBrokers")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_UpdateMetadataBroker_3(e, out)
 
@@ -1226,7 +1265,10 @@ def _e_UpdateMetadataPartitionState_2(o, out):
 def _d_UpdateMetadataTopicState_0(buf, pos, end):
     """UpdateMetadataTopicState, versions 5."""
     v_topic_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "PartitionStates")
     else:
@@ -1248,7 +1290,7 @@ def _e_UpdateMetadataTopicState_0(o, out):
     arr = o.partition_states
     if arr is None:
         null_field("PartitionStates")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_UpdateMetadataPartitionState_2(e, out)
 
@@ -1259,7 +1301,10 @@ def _d_UpdateMetadataRequest_5(buf, pos, end):
         truncated(pos, "UpdateMetadataRequest")
     v_controller_id, v_controller_epoch, v_broker_epoch = _ST_iiq.unpack_from(buf, pos)
     pos += 16
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "TopicStates")
     else:
@@ -1267,7 +1312,10 @@ def _d_UpdateMetadataRequest_5(buf, pos, end):
         for _ in range(n):
             e, pos = _d_UpdateMetadataTopicState_0(buf, pos, end)
             v_topic_states.append(e)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "LiveBrokers")
     else:
@@ -1303,13 +1351,13 @@ def _e_UpdateMetadataRequest_5(o, out):
     arr = o.topic_states
     if arr is None:
         null_field("TopicStates")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_UpdateMetadataTopicState_0(e, out)
     arr = o.live_brokers
     if arr is None:
         null_field("LiveBrokers")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_UpdateMetadataBroker_3(e, out)
 
@@ -1493,7 +1541,10 @@ def _e_UpdateMetadataTopicState_1(o, out):
     arr = o.partition_states
     if arr is None:
         null_field("PartitionStates")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_UpdateMetadataPartitionState_3(e, out)
     if o._unknown_tags:
@@ -1594,7 +1645,10 @@ def _e_UpdateMetadataBroker_4(o, out):
     arr = o.endpoints
     if arr is None:
         null_field("Endpoints")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_UpdateMetadataEndpoint_2(e, out)
     w_ncstr(out, o.rack)
@@ -1674,13 +1728,19 @@ def _e_UpdateMetadataRequest_6(o, out):
     arr = o.topic_states
     if arr is None:
         null_field("TopicStates")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_UpdateMetadataTopicState_1(e, out)
     arr = o.live_brokers
     if arr is None:
         null_field("LiveBrokers")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_UpdateMetadataBroker_4(e, out)
     if o._unknown_tags:
@@ -1736,7 +1796,10 @@ def _e_UpdateMetadataTopicState_2(o, out):
     arr = o.partition_states
     if arr is None:
         null_field("PartitionStates")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_UpdateMetadataPartitionState_3(e, out)
     if o._unknown_tags:
@@ -1815,13 +1878,19 @@ def _e_UpdateMetadataRequest_7(o, out):
     arr = o.topic_states
     if arr is None:
         null_field("TopicStates")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_UpdateMetadataTopicState_2(e, out)
     arr = o.live_brokers
     if arr is None:
         null_field("LiveBrokers")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_UpdateMetadataBroker_4(e, out)
     if o._unknown_tags:
@@ -1908,13 +1977,19 @@ def _e_UpdateMetadataRequest_8(o, out):
     arr = o.topic_states
     if arr is None:
         null_field("TopicStates")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_UpdateMetadataTopicState_2(e, out)
     arr = o.live_brokers
     if arr is None:
         null_field("LiveBrokers")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_UpdateMetadataBroker_4(e, out)
     tags = list(o._unknown_tags) if o._unknown_tags else []

@@ -342,7 +342,10 @@ def _e_UpdateRaftVoterRequest_0(o, out):
     arr = o.listeners
     if arr is None:
         null_field("Listeners")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_Listener_0(e, out)
     _e_KRaftVersionFeature_0(not_null(o.k_raft_version_feature, "KRaftVersionFeature"), out)

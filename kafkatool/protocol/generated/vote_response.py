@@ -287,7 +287,10 @@ def _e_TopicData_0(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_PartitionData_0(e, out)
     if o._unknown_tags:
@@ -340,7 +343,10 @@ def _e_VoteResponse_0(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_TopicData_0(e, out)
     if o.node_endpoints is None or len(o.node_endpoints) > 0:
@@ -451,7 +457,10 @@ def _e_VoteResponse_1(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_TopicData_0(e, out)
     tags = list(o._unknown_tags) if o._unknown_tags else []
@@ -460,7 +469,10 @@ def _e_VoteResponse_1(o, out):
         arr = o.node_endpoints
         if arr is None:
             null_field("NodeEndpoints")
-        w_ccount(t, arr)
+        if len(arr) < 127:
+            t.append(len(arr) + 1)
+        else:
+            w_ccount(t, arr)
         for e in arr:
             _e_NodeEndpoint_0(e, t)
         tags.append((0, t))

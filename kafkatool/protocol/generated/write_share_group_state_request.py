@@ -287,7 +287,10 @@ def _e_PartitionData_0(o, out):
     arr = o.state_batches
     if arr is None:
         null_field("StateBatches")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_StateBatch_0(e, out)
     if o._unknown_tags:
@@ -340,7 +343,10 @@ def _e_WriteStateData_0(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_PartitionData_0(e, out)
     if o._unknown_tags:
@@ -389,7 +395,10 @@ def _e_WriteShareGroupStateRequest_0(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_WriteStateData_0(e, out)
     if o._unknown_tags:

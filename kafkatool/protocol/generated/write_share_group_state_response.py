@@ -237,7 +237,10 @@ def _e_WriteStateResult_0(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_PartitionResult_0(e, out)
     if o._unknown_tags:
@@ -283,7 +286,10 @@ def _e_WriteShareGroupStateResponse_0(o, out):
     arr = o.results
     if arr is None:
         null_field("Results")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_WriteStateResult_0(e, out)
     if o._unknown_tags:

@@ -250,7 +250,10 @@ def _d_WritableTxnMarker_0(buf, pos, end):
         truncated(pos, "WritableTxnMarker")
     v_producer_id, v_producer_epoch, v_transaction_result = _ST_qhz.unpack_from(buf, pos)
     pos += 11
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -278,7 +281,7 @@ def _e_WritableTxnMarker_0(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_WritableTxnMarkerTopic_0(e, out)
     out += _ST_i.pack(o.coordinator_epoch)
@@ -286,7 +289,10 @@ def _e_WritableTxnMarker_0(o, out):
 
 def _d_WriteTxnMarkersRequest_0(buf, pos, end):
     """WriteTxnMarkersRequest, versions 0."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Markers")
     else:
@@ -305,7 +311,7 @@ def _e_WriteTxnMarkersRequest_0(o, out):
     arr = o.markers
     if arr is None:
         null_field("Markers")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_WritableTxnMarker_0(e, out)
 
@@ -420,7 +426,10 @@ def _e_WritableTxnMarker_1(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_WritableTxnMarkerTopic_1(e, out)
     out += _ST_i.pack(o.coordinator_epoch)
@@ -467,7 +476,10 @@ def _e_WriteTxnMarkersRequest_1(o, out):
     arr = o.markers
     if arr is None:
         null_field("Markers")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_WritableTxnMarker_1(e, out)
     if o._unknown_tags:

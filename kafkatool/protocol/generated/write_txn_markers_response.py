@@ -54,6 +54,7 @@ from kafkatool.formats.schema import (
 )
 
 _new = object.__new__
+_ST_i = struct.Struct(">i")
 _ST_ih = struct.Struct(">ih")
 _ST_q = struct.Struct(">q")
 
@@ -213,7 +214,10 @@ def _e_WritableTxnMarkerPartitionResult_0(o, out):
 def _d_WritableTxnMarkerTopicResult_0(buf, pos, end):
     """WritableTxnMarkerTopicResult, versions 0."""
     v_name, pos = r_str(buf, pos, end)
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Partitions")
     else:
@@ -234,7 +238,7 @@ def _e_WritableTxnMarkerTopicResult_0(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_WritableTxnMarkerPartitionResult_0(e, out)
 
@@ -245,7 +249,10 @@ def _d_WritableTxnMarkerResult_0(buf, pos, end):
         truncated(pos, "WritableTxnMarkerResult")
     (v_producer_id,) = _ST_q.unpack_from(buf, pos)
     pos += 8
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Topics")
     else:
@@ -266,14 +273,17 @@ def _e_WritableTxnMarkerResult_0(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_WritableTxnMarkerTopicResult_0(e, out)
 
 
 def _d_WriteTxnMarkersResponse_0(buf, pos, end):
     """WriteTxnMarkersResponse, versions 0."""
-    n, pos = r_count(buf, pos, end)
+    if end - pos >= 4 and 0 <= (n := _ST_i.unpack_from(buf, pos)[0]) <= end - pos - 4:
+        pos += 4
+    else:
+        n, pos = r_count(buf, pos, end)
     if n < 0:
         null_error(pos, "Markers")
     else:
@@ -292,7 +302,7 @@ def _e_WriteTxnMarkersResponse_0(o, out):
     arr = o.markers
     if arr is None:
         null_field("Markers")
-    w_count(out, arr)
+    out += _ST_i.pack(len(arr))
     for e in arr:
         _e_WritableTxnMarkerResult_0(e, out)
 
@@ -371,7 +381,10 @@ def _e_WritableTxnMarkerTopicResult_1(o, out):
     arr = o.partitions
     if arr is None:
         null_field("Partitions")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_WritableTxnMarkerPartitionResult_1(e, out)
     if o._unknown_tags:
@@ -423,7 +436,10 @@ def _e_WritableTxnMarkerResult_1(o, out):
     arr = o.topics
     if arr is None:
         null_field("Topics")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_WritableTxnMarkerTopicResult_1(e, out)
     if o._unknown_tags:
@@ -469,7 +485,10 @@ def _e_WriteTxnMarkersResponse_1(o, out):
     arr = o.markers
     if arr is None:
         null_field("Markers")
-    w_ccount(out, arr)
+    if len(arr) < 127:
+        out.append(len(arr) + 1)
+    else:
+        w_ccount(out, arr)
     for e in arr:
         _e_WritableTxnMarkerResult_1(e, out)
     if o._unknown_tags:
