@@ -272,37 +272,31 @@ def test_perf_produce_transactions_with_the_coordinator_and_leaders_on_other_bro
     the brokers (so markers cross brokers), many commits; a read_committed reader gets every
     record exactly once."""
     import subprocess
-    import sys
 
     from tests.broker.conftest import REPO
+    from tests.commands.test_perf_transactions import perf_cmd
 
     create_topic(cluster, "ptx", 3, 3, min_insync_replicas=2)
     leaders = {partition_state(cluster, "ptx", p)["leader"] for p in range(3)}
     assert len(leaders) >= 2, leaders  # Kafka's placement spreads the leaders
     p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kafkatool",
-            "perf",
-            "produce",
-            "--bootstrap-server",
+        perf_cmd(
             cluster.bootstrap,
             "--topic",
             "ptx",
             "--num-records",
-            "3000",
+            3000,
             "--record-size",
-            "100",
+            100,
             "--throughput",
-            "3000",  # about a second: three or four transactions of 300 ms
+            3000,  # about a second: three or four transactions of 300 ms
             "--transactional-id",
             "perf-tx",
             "--transaction-duration-ms",
-            "300",
+            300,
             "--producer-props",
             "acks=all",
-        ],
+        ),
         cwd=REPO,
         capture_output=True,
         text=True,
