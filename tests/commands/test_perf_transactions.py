@@ -187,14 +187,18 @@ def test_aborted_transaction_is_invisible_to_read_committed(broker):
 
 def test_refused_record_aborts_the_transaction_and_ends_the_run(broker, tmp_path):
     """A record the topic refuses (MESSAGE_TOO_LARGE) makes its transaction abortable: perf
-    aborts it and stops with one line, exit 1; nothing of it is visible read_committed, the
-    transactions before it are."""
+    aborts it and stops with one line, exit 1; nothing of it is visible read_committed, though
+    its records sent before the refused one were acknowledged (read_uncommitted shows them).
+    The transaction lasts 1 s, so those records (about 2 ms apart) are surely in the refused
+    record's transaction: with 10 ms transactions a CI run saw the refused record open a
+    transaction of its own, leaving nothing of it acknowledged. (Committed transactions before
+    an abort: test_aborted_transaction_is_invisible_to_read_committed.)"""
     create(broker.bootstrap, "tx-refused", 1, {"max.message.bytes": "400"})
     payloads = tmp_path / "payloads.txt"
     payloads.write_text("\n".join(["small"] * 30 + ["B" * 1000]) + "\n")
     res = perf(
         "produce", "--topic", "tx-refused", "--num-records", 5000, "--payload-file", payloads,
-        "--throughput", 500, "--transaction-duration-ms", 10, "--transactional-id", "tx-refused-id",
+        "--throughput", 500, "--transaction-duration-ms", 1000, "--transactional-id", "tx-refused-id",
         "--bootstrap-server", broker.bootstrap,
     )  # fmt: skip
     assert res.exit_code == 1, (res.output, res.exception)
