@@ -393,6 +393,9 @@ def generate(
         "off the target brokers first, racks kept spread, from the most loaded brokers), raising adds "
         "followers where replicas (minimal; then preferred leaders) or bytes (size) are lowest, on racks "
         "the partition lacks first (Kafka's rack-aware rule); replicas off the target brokers move. "
+        "Then the replica counts (minimal) or bytes (size: the pass --strategy size balances with) are "
+        "evened out by moves that copy nothing more: an added replica moves on, or a partition keeps a "
+        "replica it was dropping instead of one it keeps (never a preferred leader). "
         "With --strategy kafka, Kafka's placement of N replicas from scratch. Only added replicas count "
         "as data moved. Refused as Kafka refuses it when N exceeds the target brokers.",
     ),
