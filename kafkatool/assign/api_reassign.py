@@ -78,13 +78,13 @@ def read_brokers(meta: ClusterMetadata) -> dict[int, Broker]:
 
 def read_current(admin: KafkaAdmin, topics: Iterable[str]) -> dict[TopicPartition, list[int]]:
     """Current replicas of every partition of ``topics``; an unknown topic is an error."""
-    return read_current_and_isr(admin, topics)[0]
+    return read_current_isr_and_leaders(admin, topics)[0]
 
 
-def read_current_and_isr(
+def read_current_isr_and_leaders(
     admin: KafkaAdmin, topics: Iterable[str]
-) -> tuple[dict[TopicPartition, list[int]], dict[TopicPartition, list[int]]]:
-    """read_current, and each partition's ISR from the same Metadata answer."""
+) -> tuple[dict[TopicPartition, list[int]], dict[TopicPartition, list[int]], dict[TopicPartition, int]]:
+    """read_current, and each partition's ISR and leader (-1: none) from the same Metadata answer."""
     topics = sorted(set(topics))
     meta = admin.metadata(topics)
     missing = [t for t in topics if t not in meta.topics]
@@ -93,7 +93,8 @@ def read_current_and_isr(
         detail = ", ".join(f"{t} ({describe_error(reasons[t])})" for t in missing)
         raise AssignError(f"topic{'s' if len(missing) > 1 else ''} not found: {detail}")
     isr = {(t, p): list(i.isr) for t, parts in meta.topics.items() for p, i in parts.items()}
-    return meta.assignment(), isr
+    leaders = {(t, p): i.leader for t, parts in meta.topics.items() for p, i in parts.items()}
+    return meta.assignment(), isr, leaders
 
 
 def list_in_flight(

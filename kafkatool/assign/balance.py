@@ -128,6 +128,19 @@ class ClusterState:
         after = before - (keys.count(src_rack) == 1) + (dst_rack not in keys)
         return after >= min(min(len(replicas), len(self.racks)), before)
 
+    def copy_cost(self, tp: TopicPartition, src: int, dst: int) -> int:
+        """Replicas the move src -> dst adds to those the plan copies (-1, 0 or 1): a broker that
+        held the partition at the start holds its data."""
+        orig = self.original[tp]
+        return (dst not in orig) - (src not in orig)
+
+    def free_move(self, tp: TopicPartition, src: int, dst: int) -> bool:
+        """A move that copies nothing beyond what the plan already copies (a replica the plan
+        added moves on, or a partition keeps a broker that held it instead of another that holds
+        it) and keeps the preferred leader: the only moves a replication-factor change balances
+        with."""
+        return self.parts[tp][0] != src and self.copy_cost(tp, src, dst) <= 0 and self.can_move(tp, src, dst)
+
     # -- changes -----------------------------------------------------------------------------------
 
     def move(self, tp: TopicPartition, src: int, dst: int) -> None:

@@ -10,7 +10,7 @@ mean or no move helps.  Preferred leaders are then evened out by count.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from kafkatool.assign.balance import ClusterState
 from kafkatool.assign.model import Broker, TopicPartition
@@ -33,30 +33,73 @@ def plan_by_size(
     state = ClusterState(current, brokers, rack_aware=rack_aware, other_racks=other_racks, sizes=sizes)
     state.evacuate(lambda b: state.bytes.get(b, 0))
     state.fix_racks(lambda b: state.bytes.get(b, 0))
-    total = sum(state.bytes[b] for b in state.targets)
-    mean = total / len(state.targets)
-    limit = max_moves if max_moves is not None else 4 * sum(len(r) for r in state.parts.values())
-    # (size, tp) of every replica, sorted, per broker: the best replica for a gap is a bisect away.
-    by_size = {b: sorted((state.size(tp), tp) for tp in state.on_broker.get(b, ())) for b in state.targets}
-    while state.moves < limit:
-        ranked = sorted(state.targets, key=lambda b: (-state.bytes[b], b))
-        if state.bytes[ranked[0]] - state.bytes[ranked[-1]] <= tolerance * mean:
-            break
-        move = _best_move(state, ranked, by_size)
-        if move is None:
-            break
-        tp, src, dst = move
-        state.move(tp, src, dst)
-        entry = (state.size(tp), tp)
-        by_size[src].pop(bisect.bisect_left(by_size[src], entry))
-        bisect.insort(by_size[dst], entry)
+    balance_bytes(
+        state, tolerance=tolerance, max_moves=None if max_moves is None else max_moves - state.moves
+    )
     if balance_leaders:
         state.balance_leaders()
     return state.assignment()
 
 
+def balance_bytes(
+    state: ClusterState,
+    *,
+    tolerance: float = DEFAULT_TOLERANCE,
+    max_moves: int | None = None,
+    free_only: bool = False,
+) -> int:
+    """The greedy pass: from the heaviest broker to a lighter one, move the replica whose size
+    best halves their gap, until the bytes per target broker are within ``tolerance`` of the
+    mean apart or no move helps (at most ``max_moves`` moves, by default four per replica).
+    ``free_only``: only ``ClusterState.free_move``s (nothing copied beyond what the plan
+    copies already, no preferred leader moved).  Returns the moves made."""
+    allowed = state.free_move if free_only else state.can_move
+    total = sum(state.bytes.get(b, 0) for b in state.targets)
+    mean = total / len(state.targets)
+    limit = max_moves if max_moves is not None else 4 * sum(len(r) for r in state.parts.values())
+
+    def movable(tp: TopicPartition) -> list[int]:
+        """The target brokers whose replica of ``tp`` may have a move (a superset: ``allowed``
+        decides each one)."""
+        replicas = state.parts[tp]
+        if not free_only:
+            return [b for b in replicas if b in by_size]
+        orig = state.original[tp]
+        dropped = any(b not in replicas for b in orig)
+        return [b for b in replicas[1:] if b in by_size and (dropped or b not in orig)]
+
+    # (size, tp) of every movable replica, sorted, per broker: the best replica for a gap is a
+    # bisect away.
+    by_size: dict[int, list[tuple[int, TopicPartition]]] = {b: [] for b in state.targets}
+    for tp in state.parts:
+        for b in movable(tp):
+            by_size[b].append((state.size(tp), tp))
+    for entries in by_size.values():
+        entries.sort()
+    moves = 0
+    while moves < limit:
+        ranked = sorted(state.targets, key=lambda b: (-state.bytes[b], b))
+        if state.bytes[ranked[0]] - state.bytes[ranked[-1]] <= tolerance * mean:
+            break
+        move = _best_move(state, ranked, by_size, allowed)
+        if move is None:
+            break
+        tp, src, dst = move
+        entry = (state.size(tp), tp)
+        for b in movable(tp):
+            by_size[b].pop(bisect.bisect_left(by_size[b], entry))
+        state.move(tp, src, dst)
+        for b in movable(tp):
+            bisect.insort(by_size[b], entry)
+        moves += 1
+    return moves
+
+
 def _best_move(
-    state: ClusterState, ranked: list[int], by_size: dict[int, list[tuple[int, TopicPartition]]]
+    state: ClusterState,
+    ranked: list[int],
+    by_size: dict[int, list[tuple[int, TopicPartition]]],
+    allowed: Callable[[TopicPartition, int, int], bool],
 ) -> tuple[TopicPartition, int, int] | None:
     """The move with the largest variance drop from the heaviest broker that can give something
     to a lighter one: for each lighter broker, the movable replica nearest half their gap."""
@@ -77,7 +120,7 @@ def _best_move(
                     if not 0 < s < gap:
                         if (step < 0 and s <= 0) or (step > 0 and s >= gap):
                             break
-                    elif state.can_move(tp, src, dst):
+                    elif allowed(tp, src, dst):
                         key = (s * (gap - s), -state.count[dst], tp)
                         if best is None or key > best[0]:
                             best = (key, (tp, src, dst))

@@ -1,16 +1,32 @@
 """``reassign generate --demote-brokers``: move preferred leadership off brokers before their
 maintenance without moving data (Cruise Control's demote_broker, as a reassignment plan).
 
-Each partition whose preferred leader (first replica) is a demoted broker gets a new replica
-order: first the live, in-sync replica on a non-demoted broker that keeps preferred leaders best
-balanced (fewest preferred leaders so far, then its place in the list), then the other
-non-demoted replicas, then the demoted ones (so an election after a failure, which takes
-the first live in-sync replica in assignment order, also avoids them), each group in its
-old order.  The replica set never changes.  Partitions with the fewest candidates choose
-first.  A partition with no candidate is left as it is, with the reason.
+Cruise Control's rule (PreferredLeaderElectionGoal with exclude_follower_demotion=false):
+every replica on a demoted broker moves to the end of its partition's replica list
+(Partition.moveReplicaToEnd), so a demoted broker is the preferred leader of no partition that
+has another replica, and comes last in the order an election after a failure takes (the first
+live in-sync replica), also after later preferred leader elections.  Here:
 
-Executed, the plan changes only the replica order; a preferred leader election
-(``kafkatool leader-election --election-type preferred``) then moves leadership.
+- A partition whose preferred leader (first replica) is not demoted keeps it; its demoted
+  followers move to the end.  That needs no ISR: the preferred leader does not change.
+- A partition whose preferred leader is demoted gets a new first replica: the live, in-sync
+  replica on a non-demoted broker that keeps preferred leaders best balanced (fewest preferred
+  leaders so far, then its place in the list; partitions with the fewest candidates choose
+  first) where Cruise Control takes the first remaining replica; a preferred election only
+  elects an in-sync replica, so an out-of-sync one would leave the demoted broker leading.
+- Then the other non-demoted replicas, then the demoted ones, each group in its old order
+  (Cruise Control orders the demoted ones by the order it visits the brokers).
+- A partition whose every replica is demoted is left as it is (Cruise Control leaves the
+  leader on a demoted broker and warns), as is one whose preferred leader is demoted with no
+  live in-sync replica elsewhere, or an unknown ISR: each is reported with the reason.
+  Cruise Control by default (skip_urp_demotion=true) leaves every under-replicated partition
+  alone; here only the new preferred leader must be in sync.
+
+The replica set never changes.  Executed, the plan changes only the replica order; a preferred
+leader election (``kafkatool leader-election --election-type preferred``) then moves
+leadership, on ``Demotion.elect``: the partitions whose preferred leader changes, and those a
+demoted broker leads now (after a failover) whose first replica is not demoted (with the
+current leaders unknown, every partition is assumed led by its first replica).
 """
 
 from __future__ import annotations
@@ -33,6 +49,7 @@ class LeftPartition:
 class Demotion:
     proposed: dict[TopicPartition, list[int]] = field(default_factory=dict)  # changed partitions only
     left: list[LeftPartition] = field(default_factory=list)
+    elect: list[TopicPartition] = field(default_factory=list)  # where a preferred election is due
 
 
 def plan_demotion(
@@ -40,30 +57,38 @@ def plan_demotion(
     demoted: Collection[int],
     isr: Mapping[TopicPartition, Sequence[int] | None] | None = None,
     live: Collection[int] | None = None,
+    leaders: Mapping[TopicPartition, int | None] | None = None,
 ) -> Demotion:
     """``isr`` None: unknown for every partition, all replicas assumed in sync; a partition
-    missing from it (or mapped to None) has no known ISR and is left.  ``live``: the registered
-    brokers, when known (a preferred election elects only a live replica)."""
+    missing from it (or mapped to None) has no known ISR and is left if its preferred leader is
+    demoted.  ``live``: the registered brokers, when known (a preferred election elects only a
+    live replica).  ``leaders``: each partition's current leader, when known (None or missing:
+    assumed its first replica)."""
     demoted = set(demoted)
-    leaders: dict[int, int] = {}
+    led: dict[int, int] = {}
     for replicas in current.values():
         if replicas:
-            leaders[replicas[0]] = leaders.get(replicas[0], 0) + 1
+            led[replicas[0]] = led.get(replicas[0], 0) + 1
     result = Demotion()
     choices: list[tuple[TopicPartition, list[int]]] = []
     for tp in sorted(current):
         replicas = list(current[tp])
-        if not replicas or replicas[0] not in demoted:
-            continue
-        in_sync = None if isr is None else isr.get(tp)
-        if isr is not None and in_sync is None:
-            result.left.append(LeftPartition(tp, replicas, None, "its ISR is unknown (no partition state)"))
+        if not any(b in demoted for b in replicas):
             continue
         others = [b for b in replicas if b not in demoted]
+        in_sync = None if isr is None else isr.get(tp)
         if not others:
             result.left.append(
                 LeftPartition(tp, replicas, _list(in_sync), "every replica is on a demoted broker")
             )
+            continue
+        if replicas[0] not in demoted:
+            order = others + [b for b in replicas if b in demoted]
+            if order != replicas:
+                result.proposed[tp] = order
+            continue
+        if isr is not None and in_sync is None:
+            result.left.append(LeftPartition(tp, replicas, None, "its ISR is unknown (no partition state)"))
             continue
         candidates = [b for b in others if in_sync is None or b in in_sync]
         if not candidates:
@@ -90,14 +115,23 @@ def plan_demotion(
         choices.append((tp, alive))
     for tp, candidates in sorted(choices, key=lambda c: (len(c[1]), c[0])):
         replicas = list(current[tp])
-        new_leader = min(candidates, key=lambda b: (leaders.get(b, 0), replicas.index(b)))
-        leaders[replicas[0]] -= 1
-        leaders[new_leader] = leaders.get(new_leader, 0) + 1
+        new_leader = min(candidates, key=lambda b: (led.get(b, 0), replicas.index(b)))
+        led[replicas[0]] -= 1
+        led[new_leader] = led.get(new_leader, 0) + 1
         rest = [b for b in replicas if b != new_leader]
         result.proposed[tp] = (
             [new_leader] + [b for b in rest if b not in demoted] + [b for b in rest if b in demoted]
         )
     result.proposed = dict(sorted(result.proposed.items()))
+    left = {x.tp for x in result.left}
+    for tp in sorted(current):
+        replicas = list(current[tp])
+        if tp in left or not replicas:
+            continue
+        first = result.proposed.get(tp, replicas)[0]
+        leader = replicas[0] if leaders is None or leaders.get(tp) is None else leaders[tp]
+        if first != replicas[0] or (leader in demoted and first != leader):
+            result.elect.append(tp)
     return result
 
 

@@ -12,9 +12,11 @@ Kafka has no tool for it (operators hand-write the reassignment); this keeps wha
    rack-aware rule), else to the least loaded broker (then the one with fewest preferred
    leaders, then fewest replicas of the topic).
 4. Partitions still spanning too few racks are spread (``ClusterState.fix_racks``).
-5. ``minimal``: the counts are evened out by free moves only (``minimal.balance_counts``
-   with ``free_only``): an added replica moves on, or a partition keeps a broker it is
-   dropping instead of one it keeps; preferred leaders never change.
+5. The balance is evened out by free moves only (``ClusterState.free_move``: an added
+   replica moves on, or a partition keeps a broker it is dropping instead of one it keeps;
+   preferred leaders never change): ``minimal`` the replica counts
+   (``minimal.balance_counts``), ``size`` the bytes (``by_size.balance_bytes``, the pass
+   ``--strategy size`` balances with, so the placement largest first in 3. is only its start).
 
 Load is the count planners' (``minimal.fair_share_load``, with every partition at N) or, for
 ``size``, bytes per broker (then replicas); ``size`` takes partitions largest first.
@@ -26,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kafkatool.assign.balance import ClusterState
+from kafkatool.assign.by_size import balance_bytes
 from kafkatool.assign.minimal import balance_counts, fair_share_load, replica_targets
 from kafkatool.assign.model import Broker, TopicPartition
 
@@ -70,6 +73,8 @@ def plan_replication_factor(
     state.fix_racks(load)
     if strategy == "minimal":
         balance_counts(state, replica_targets(state), free_only=True)
+    else:
+        balance_bytes(state, free_only=True)
     return state.assignment()
 
 

@@ -174,15 +174,8 @@ def balance_counts(state: ClusterState, targets: Mapping[int, int], *, free_only
             return False
         return None
 
-    def cost(tp: TopicPartition, src: int, dst: int) -> int:
-        """Replicas the move src -> dst adds to those the plan copies (-1, 0 or 1)."""
-        orig = state.original[tp]
-        return (dst not in orig) - (src not in orig)
-
-    def allowed(tp: TopicPartition, src: int, dst: int) -> bool:
-        if not state.can_move(tp, src, dst):
-            return False
-        return not free_only or (cost(tp, src, dst) <= 0 and state.parts[tp][0] != src)
+    cost = state.copy_cost
+    allowed = state.free_move if free_only else state.can_move
 
     def skew(topic: str, src: int, dst: int) -> int:
         return state.topic_count.get((topic, src), 0) - state.topic_count.get((topic, dst), 0)

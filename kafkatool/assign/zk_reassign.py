@@ -103,18 +103,24 @@ def read_current(zk: KafkaZk, topics: Iterable[str]) -> dict[TopicPartition, lis
     return assignment_of(nodes)
 
 
-def read_isr(zk: KafkaZk, topics: Iterable[str]) -> dict[TopicPartition, list[int] | None]:
-    """Each partition's ISR from its state znode (``.../partitions/P/state``, the controller's
-    LeaderAndIsr); None for a partition whose state is missing or does not decode."""
-    out: dict[TopicPartition, list[int] | None] = {}
+def read_isr_and_leaders(
+    zk: KafkaZk, topics: Iterable[str]
+) -> tuple[dict[TopicPartition, list[int] | None], dict[TopicPartition, int | None]]:
+    """Each partition's ISR and leader (-1: none) from its state znode (``.../partitions/P/state``,
+    the controller's LeaderAndIsr); None for a partition whose state is missing or does not
+    decode."""
+    isr: dict[TopicPartition, list[int] | None] = {}
+    leaders: dict[TopicPartition, int | None] = {}
     for t, ts in zk.topic_states(sorted(set(topics))).items():
         pids = set(ts.partition_dirs)
         if ts.assignment is not None and ts.assignment.value is not None:
             pids |= set(ts.assignment.value.partitions)
         for p in sorted(pids):
             typed = ts.states.get(p)
-            out[(t, p)] = list(typed.value.isr) if typed is not None and typed.value is not None else None
-    return out
+            state = typed.value if typed is not None else None
+            isr[(t, p)] = list(state.isr) if state is not None else None
+            leaders[(t, p)] = state.leader if state is not None else None
+    return isr, leaders
 
 
 @dataclass

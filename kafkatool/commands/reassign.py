@@ -197,10 +197,11 @@ def _render_report(rep: dict) -> None:
 # ---------------------------------------------------------------- generate
 
 
-def _read_current(topics, zookeeper, bootstrap_server, current_file, *, with_isr=False):
-    """(current assignment of ``topics``, registered brokers or None, ISR or None) from the one
-    source given: ZooKeeper (topic znodes, and with ``with_isr`` the partition state znodes),
-    Metadata, or a --current file (no brokers, ISR unknown)."""
+def _read_current(topics, zookeeper, bootstrap_server, current_file, *, with_state=False):
+    """(current assignment of ``topics``, registered brokers or None, ISR or None, leaders or
+    None) from the one source given: ZooKeeper (topic znodes, and with ``with_state`` the
+    partition state znodes), Metadata, or a --current file (no brokers, ISR and leaders
+    unknown)."""
     from kafkatool.assign import formats
 
     if zookeeper is not None:
@@ -209,15 +210,15 @@ def _read_current(topics, zookeeper, bootstrap_server, current_file, *, with_isr
         with _connect(zookeeper) as zk:
             registered = zk_reassign.read_brokers(zk)
             current = zk_reassign.read_current(zk, topics)
-            isr = zk_reassign.read_isr(zk, topics) if with_isr else None
-        return current, registered, isr
+            isr, leaders = zk_reassign.read_isr_and_leaders(zk, topics) if with_state else (None, None)
+        return current, registered, isr, leaders
     if bootstrap_server is not None:
         from kafkatool.assign import api_reassign
 
         with _admin(bootstrap_server) as admin:
-            current, isr = api_reassign.read_current_and_isr(admin, topics)
+            current, isr, leaders = api_reassign.read_current_isr_and_leaders(admin, topics)
             registered = api_reassign.read_brokers(admin.metadata_cached())
-        return current, registered, isr if with_isr else None
+        return current, registered, *((isr, leaders) if with_state else (None, None))
     targets = formats.parse_reassignment(_read(current_file), str(current_file))
     allc = formats.targets_to_assignment(targets)
     missing = [t for t in topics if not any(tp[0] == t for tp in allc)]
@@ -225,7 +226,7 @@ def _read_current(topics, zookeeper, bootstrap_server, current_file, *, with_isr
         raise CommandError(
             f"{current_file}: topic{'s' if len(missing) > 1 else ''} not found: {', '.join(missing)}"
         )
-    return {tp: r for tp, r in allc.items() if tp[0] in set(topics)}, None, None
+    return {tp: r for tp, r in allc.items() if tp[0] in set(topics)}, None, None, None
 
 
 def _where_args(zookeeper, bootstrap_server) -> list[str]:
@@ -270,7 +271,9 @@ def _demote(
         raise CommandError(f"--demote-brokers {demote_brokers!r}: broker ids only, no racks")
     demoted = [b.id for b in demoted_list]
     sizes = formats.parse_sizes(_read(sizes_file), str(sizes_file)) if sizes_file else None
-    current, registered, isr = _read_current(topics, zookeeper, bootstrap_server, current_file, with_isr=True)
+    current, registered, isr, leaders = _read_current(
+        topics, zookeeper, bootstrap_server, current_file, with_state=True
+    )
     holding = {b for replicas in current.values() for b in replicas}
     unknown = [b for b in demoted if b not in holding and (registered is None or b not in registered)]
     if unknown:
@@ -283,7 +286,9 @@ def _demote(
     notes = []
     if isr is None:
         notes.append("ISR unknown (--current): every replica is assumed in sync.")
-    result = plan_demotion(current, demoted, isr, None if registered is None else set(registered))
+    if leaders is None:
+        notes.append("Leaders unknown (--current): every partition is assumed led by its first replica.")
+    result = plan_demotion(current, demoted, isr, None if registered is None else set(registered), leaders)
     proposed = result.proposed
     racks = {b: r.rack for b, r in (registered or {}).items()}
     brokers = [Broker(b, racks.get(b)) for b in sorted(holding)]
@@ -301,8 +306,9 @@ def _demote(
         str(output or "PLAN.json"),
         *where,
     ]
-    command = _election_command(list(proposed), zookeeper, bootstrap_server) if proposed else None
-    election = format_election_json(proposed) if proposed else None
+    elect = result.elect
+    command = _election_command(elect, zookeeper, bootstrap_server) if elect else None
+    election = format_election_json(elect) if elect else None
     left = [
         {"topic": x.tp[0], "partition": x.tp[1], "replicas": x.replicas, "isr": x.isr, "reason": x.reason}
         for x in result.left
@@ -326,16 +332,18 @@ def _demote(
         raise typer.Exit(EXIT_FINDINGS if left else EXIT_OK)
     for note in notes:
         console.print(f"Note: {note}")
+    names = f"broker{'s' if len(demoted) > 1 else ''} {','.join(map(str, demoted))}"
     if proposed:
         print(f"Current partition replica assignment\n{formats.format_reassignment(shown_current)}\n")
         print(f"Proposed partition reassignment configuration\n{proposed_text}\n")
-    else:
-        names = f"broker{'s' if len(demoted) > 1 else ''} {','.join(map(str, demoted))}"
+    elif left:
         console.print(
             f"No partition of these topics can move its preferred leader off {names}: nothing to change."
-            if left
-            else f"No partition of these topics has its preferred leader on {names}: nothing to change."
         )
+    elif any(b in demoted for replicas in current.values() for b in replicas):
+        console.print(f"Every partition of these topics already lists {names} last: no order to change.")
+    else:
+        console.print(f"No partition of these topics has a replica on {names}: nothing to change.")
     _render_report(rep)
     if left:
         print(f"{len(left)} partition(s) keep a demoted broker as preferred leader (left as they are):")
@@ -343,13 +351,17 @@ def _demote(
             print(f"  {x.tp[0]}-{x.tp[1]} replicas {x.replicas}: {x.reason}")
     if proposed:
         print(
-            "The plan moves no data: executed, it changes the order of the replicas only:\n"
-            f"{shlex.join(execute)}\n"
-            "then a preferred leader election moves leadership to the new first replicas (where they are "
-            "alive and in sync):"
+            f"The plan moves no data: executed, it changes the order of the replicas only ({names} last):\n"
+            f"{shlex.join(execute)}"
+        )
+    if command:
+        print(
+            ("then a" if proposed else "A")
+            + f" preferred leader election moves leadership off {names} to the first replicas (where they "
+            "are alive and in sync):"
         )
         print(shlex.join(command))
-        if len(proposed) > 1:
+        if len(elect) > 1:
             print(f"with ELECTION.json holding:\n{election}")
     raise typer.Exit(EXIT_FINDINGS if left else EXIT_OK)
 
@@ -393,6 +405,9 @@ def generate(
         "off the target brokers first, racks kept spread, from the most loaded brokers), raising adds "
         "followers where replicas (minimal; then preferred leaders) or bytes (size) are lowest, on racks "
         "the partition lacks first (Kafka's rack-aware rule); replicas off the target brokers move. "
+        "Then the replica counts (minimal) or bytes (size: the pass --strategy size balances with) are "
+        "evened out by moves that copy nothing more: an added replica moves on, or a partition keeps a "
+        "replica it was dropping instead of one it keeps (never a preferred leader). "
         "With --strategy kafka, Kafka's placement of N replicas from scratch. Only added replicas count "
         "as data moved. Refused as Kafka refuses it when N exceeds the target brokers.",
     ),
@@ -401,12 +416,19 @@ def generate(
         "--demote-brokers",
         metavar="ID,ID",
         help="Instead of placing replicas: move preferred leadership off these brokers (e.g. before "
-        "maintenance) without moving data. Each partition whose first replica is a demoted broker gets a "
-        "new order: the in-sync replica on another (registered, when the cluster is read) broker that "
-        "keeps preferred leaders best balanced "
-        "first, the demoted brokers last. A partition with no such replica is left and reported (exit "
-        "1). Prints the preferred leader election that makes the new order take effect once the plan "
-        "is executed. Takes no --broker-list, --strategy, --replication-factor, --seed or --start-index.",
+        "maintenance) without moving data, as Cruise Control's demote_broker with "
+        "exclude_follower_demotion=false: every partition holding a demoted broker lists the demoted "
+        "brokers last (in their old order), so none is the preferred leader, nor early in the order an "
+        "election after a failure takes. A partition whose first replica is not demoted keeps it; one "
+        "whose first replica is demoted gets the in-sync replica on another (registered, when the "
+        "cluster is read) broker that keeps preferred leaders best balanced first (Cruise Control: the "
+        "next replica, in sync or not). A partition whose every replica is demoted, or whose first "
+        "replica is demoted with no such replica (or an unknown ISR), is left and reported (exit 1); "
+        "under-replicated partitions are not skipped (Cruise Control's skip_urp_demotion). Prints the "
+        "preferred leader election that makes the new order take effect once the plan is executed: the "
+        "partitions whose first replica changes and those a demoted broker leads now (the current "
+        "leaders from the cluster; with --current each partition is assumed led by its first replica). "
+        "Takes no --broker-list, --strategy, --replication-factor, --seed or --start-index.",
     ),
     sizes_file: Path | None = typer.Option(None, "--sizes", help=SIZES_HELP),
     seed: int | None = typer.Option(
@@ -507,7 +529,7 @@ def _generate(
             raise CommandError(message)
     sizes = formats.parse_sizes(_read(sizes_file), str(sizes_file)) if sizes_file else None
     other_racks: dict[int, str | None] = {}
-    current, registered, _isr = _read_current(topics, zookeeper, bootstrap_server, current_file)
+    current, registered, _isr, _leaders = _read_current(topics, zookeeper, bootstrap_server, current_file)
     if registered is not None:
         unknown = [b.id for b in wanted if b.id not in registered]
         if unknown:

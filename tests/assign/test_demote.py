@@ -1,5 +1,10 @@
 """--demote-brokers: preferred leadership off brokers, no replica set changed."""
 
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from kafkatool.assign.demote import plan_demotion
 from kafkatool.assign.kafka_placement import JavaRandom, assign_replicas
 from kafkatool.assign.model import Broker
@@ -16,24 +21,81 @@ def cluster() -> dict:
     return out
 
 
-def test_demotion_reorders_only_and_balances_the_new_leaders():
+def test_demotion_puts_the_demoted_brokers_last_everywhere_and_balances_the_new_leaders():
     current = cluster()
     result = plan_demotion(current, {0, 1})
     assert not result.left
+    after = dict(current) | result.proposed
+    holding = [tp for tp, r in current.items() if {0, 1} & set(r)]
+    # every partition that does not already list 0 and 1 last (in their order) is in the plan
+    out_of_place = [
+        tp
+        for tp, r in current.items()
+        if r != [b for b in r if b not in (0, 1)] + [b for b in r if b in (0, 1)]
+    ]
+    assert sorted(result.proposed) == sorted(out_of_place)
     led = [tp for tp, r in current.items() if r[0] in (0, 1)]
-    assert sorted(result.proposed) == sorted(led)  # exactly the partitions a demoted broker led
-    for tp, new in result.proposed.items():
-        old = current[tp]
+    assert set(led) < set(out_of_place) < set(holding)  # followers reordered too, not only leaders
+    for tp in holding:
+        old, new = current[tp], after[tp]
         assert sorted(new) == sorted(old)  # no replica set changes
         assert new[0] not in (0, 1)
+        if old[0] not in (0, 1):
+            assert new[0] == old[0]  # a preferred leader that is not demoted stays
         demoted_tail = [b for b in old if b in (0, 1)]
         assert new[len(new) - len(demoted_tail) :] == demoted_tail  # demoted last, in their order
-    after = dict(current) | result.proposed
     assert replicas_moved(current, after) == 0
     leaders = {b: v.leaders for b, v in broker_loads(after).items()}
     assert leaders[0] == leaders[1] == 0
     # 42 partitions led by the four other brokers: 10 or 11 each
     assert sorted({leaders[b] for b in (2, 3, 4, 5)}) == [10, 11]
+    # leaders unknown: each partition is assumed led by its first replica, so the election is due
+    # where the first replica changes
+    assert result.elect == sorted(led)
+
+
+def test_a_demoted_follower_moves_last_whatever_the_isr():
+    """The preferred leader stays, so neither the ISR nor the live brokers matter."""
+    current = {
+        ("t", 0): [2, 1, 3],  # 1 is out of sync: moved all the same
+        ("t", 1): [2, 3, 1],  # already last: untouched
+        ("t", 2): [3, 1, 2, 4],
+        ("t", 3): [4, 1, 3],  # no ISR known: the order still changes, the leader does not
+    }
+    isr = {("t", 0): [2, 3], ("t", 1): [2, 3, 1], ("t", 2): [3, 4]}
+    result = plan_demotion(current, {1}, isr, live={2, 3, 4})
+    assert result.proposed == {("t", 0): [2, 3, 1], ("t", 2): [3, 2, 4, 1], ("t", 3): [4, 3, 1]}
+    assert not result.left and result.elect == []  # no preferred leader changes
+    # two demoted followers: behind the others, in their old order
+    result = plan_demotion({("t", 2): [3, 1, 2, 4]}, {1, 2}, isr)
+    assert result.proposed == {("t", 2): [3, 4, 1, 2]} and result.elect == []
+
+
+def test_a_demoted_preferred_leader_out_of_the_isr_still_hands_over_to_an_in_sync_one():
+    current = {("t", 0): [1, 2, 3], ("t", 1): [1, 2, 3]}
+    isr = {("t", 0): [2, 3], ("t", 1): [3]}
+    result = plan_demotion(current, {1}, isr)
+    assert result.proposed == {("t", 0): [2, 3, 1], ("t", 1): [3, 2, 1]}
+    assert result.elect == [("t", 0), ("t", 1)]
+
+
+def test_the_election_covers_what_a_demoted_broker_leads_now():
+    """After a failover a demoted broker may lead a partition it is not the first replica of:
+    the election moves it back to the (not demoted) first replica, reordered or not."""
+    current = {
+        ("t", 0): [2, 1],  # led by 1 now, order already right: elected, not in the plan
+        ("t", 1): [2, 1, 3],  # led by 1 now: reordered and elected
+        ("t", 2): [2, 1, 3],  # led by 2: reordered, no election needed
+        ("t", 3): [1, 2],  # first replica changes: elected
+        ("t", 4): [1],  # every replica demoted: left, not elected
+        ("t", 5): [3, 2],  # holds no demoted broker
+        ("t", 6): [3, 2, 1],  # leader unknown (no state): assumed its first replica
+    }
+    leaders = {("t", 0): 1, ("t", 1): 1, ("t", 2): 2, ("t", 3): 1, ("t", 4): 1, ("t", 5): 3, ("t", 6): None}
+    result = plan_demotion(current, {1}, leaders=leaders)
+    assert result.proposed == {("t", 1): [2, 3, 1], ("t", 2): [2, 3, 1], ("t", 3): [2, 1]}
+    assert result.elect == [("t", 0), ("t", 1), ("t", 3)]
+    assert [x.tp for x in result.left] == [("t", 4)]
 
 
 def test_the_new_leader_must_be_in_sync_and_unfixable_partitions_are_left():
@@ -41,7 +103,7 @@ def test_the_new_leader_must_be_in_sync_and_unfixable_partitions_are_left():
         ("t", 0): [1, 2, 3],  # 2 is out of sync: 3 leads
         ("t", 1): [1, 2],  # the only other replica is out of sync: left
         ("t", 2): [1],  # every replica demoted: left
-        ("t", 3): [2, 1],  # not led by a demoted broker: untouched
+        ("t", 3): [2, 1],  # not led by a demoted broker, 1 already last: untouched
         ("t", 4): [1, 4],  # no ISR known: left
     }
     isr = {("t", 0): [1, 3], ("t", 1): [1], ("t", 2): [1], ("t", 3): [2, 1]}
@@ -53,6 +115,10 @@ def test_the_new_leader_must_be_in_sync_and_unfixable_partitions_are_left():
         ("t", 2): "every replica is on a demoted broker",
         ("t", 4): "its ISR is unknown (no partition state)",
     }
+    # every replica demoted: left, whatever the ISR says or whether it is known
+    result = plan_demotion({("t", 1): [1, 2], ("t", 4): [1, 2]}, {1, 2}, isr)
+    assert result.proposed == {} and result.elect == []
+    assert {x.reason for x in result.left} == {"every replica is on a demoted broker"}
 
 
 def test_without_isr_every_replica_counts_as_in_sync():
@@ -70,3 +136,51 @@ def test_the_new_leader_must_be_alive_when_the_live_brokers_are_known():
     assert [(x.tp, x.reason) for x in result.left] == [
         (("t", 1), "no in-sync replica outside the demoted brokers is alive (candidates [2])")
     ]
+
+
+@settings(max_examples=120, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 2**31), n_brokers=st.integers(2, 7), n_demoted=st.integers(1, 3))
+def test_properties_on_random_partitions(seed, n_brokers, n_demoted):
+    """Random replica lists, ISRs (some unknown) and live brokers: no replica set changes; a
+    partition is left only when every replica is demoted or its demoted preferred leader has
+    no live in-sync replica elsewhere (or no known ISR); every other partition holding a demoted
+    broker lists them last in their old order, keeps a preferred leader that is not demoted,
+    and hands a demoted one's place to a live in-sync replica. So neither a preferred election
+    nor a failover election (the first live in-sync replica in order) picks a demoted broker
+    while another replica can lead."""
+    rng = random.Random(seed)
+    ids = list(range(1, n_brokers + 1))
+    demoted = set(rng.sample(ids, min(n_demoted, n_brokers)))
+    current = {
+        ("t", p): rng.sample(ids, rng.randint(1, min(4, n_brokers))) for p in range(rng.randint(1, 30))
+    }
+    isr = {
+        tp: [b for b in r if rng.random() < 0.75] or r[:1] for tp, r in current.items() if rng.random() < 0.9
+    }
+    live = {b for b in ids if rng.random() < 0.9}
+    result = plan_demotion(current, demoted, isr, live)
+    left = {x.tp: x for x in result.left}
+    assert len(left) == len(result.left)
+    for tp, old in current.items():
+        new = result.proposed.get(tp, old)
+        assert sorted(new) == sorted(old)
+        held = [b for b in old if b in demoted]
+        others = [b for b in old if b not in demoted]
+        if tp in left:
+            assert tp not in result.proposed and tp not in result.elect
+            if others:
+                assert old[0] in demoted
+                assert tp not in isr or not [b for b in others if b in isr[tp] and b in live]
+            continue
+        if not held:
+            assert tp not in result.proposed
+            continue
+        assert new[len(others) :] == held and new[0] not in demoted
+        if old[0] not in demoted:
+            assert new[0] == old[0]
+        else:
+            assert new[0] in isr[tp] and new[0] in live and tp in result.elect
+        if tp in isr:
+            electable = [b for b in new if b in isr[tp] and b in live]
+            if any(b not in demoted for b in electable):
+                assert electable[0] not in demoted

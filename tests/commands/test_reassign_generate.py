@@ -116,14 +116,24 @@ def test_demote_brokers_reorders_and_prints_the_election(files):
     assert r.exit_code == 0, r.output
     out = r.stdout
     assert out.count("ISR unknown (--current): every replica is assumed in sync.") == 1
+    assert out.count("Leaders unknown (--current): every partition is assumed led by its first replica.") == 1
     lines = out.splitlines()
     start = lines.index("Current partition replica assignment")
     proposed = {t.tp: t.replicas for t in parse_reassignment(lines[start + 4])}
     led = sorted(tp for tp, r in current.items() if tp[0] == "b" and r[0] in (1, 2))
-    assert sorted(proposed) == led and led
+    # every partition with 1 or 2 ahead of another broker: those led by them, and followers
+    ahead = sorted(
+        tp
+        for tp, r in current.items()
+        if tp[0] == "b" and any(b in (1, 2) and any(c not in (1, 2) for c in r[i:]) for i, b in enumerate(r))
+    )
+    assert sorted(proposed) == ahead and set(led) < set(ahead)
     for tp, replicas in proposed.items():
         assert sorted(replicas) == sorted(current[tp]) and replicas[0] not in (1, 2)
-    assert f"Plan: {len(led)} partition(s) changed, 0 replica(s) moved" in out
+        assert replicas[-len([b for b in replicas if b in (1, 2)]) :] == [
+            b for b in current[tp] if b in (1, 2)
+        ]
+    assert f"Plan: {len(ahead)} partition(s) changed, 0 replica(s) moved" in out
     execute = f"kafkatool reassign execute --reassignment-json-file {tmp / 'demote.json'} --bootstrap-server HOST:PORT"
     assert execute in lines
     election = (
@@ -149,4 +159,7 @@ def test_demote_json_and_partitions_left_exit_1(files):
         tp for tp, r in current.items() if tp[0] == "a" and r == [1]
     )
     assert {x["reason"] for x in obj["left"]} == {"every replica is on a demoted broker"}
-    assert obj["notes"] == ["ISR unknown (--current): every replica is assumed in sync."]
+    assert obj["notes"] == [
+        "ISR unknown (--current): every replica is assumed in sync.",
+        "Leaders unknown (--current): every partition is assumed led by its first replica.",
+    ]
