@@ -23,11 +23,15 @@ partitions read from the start with ``bench_limits``' lean fetch loop).  The iss
 is >= 1.6x from (a) to (b); the table prints the ratios, (c) against (a) too.  Beside
 them, the machine's own: the fetch path without a broker (``egress_scaling``: blocking
 ``os.sendfile`` loops to the same discarding readers) with its senders on 1 core and on 2,
-so the table says how far this machine's kernel path scales with the load where it is.  Below
+so the table says how far this machine's kernel path scales with the load where it is; and the
+produce path without a broker (``ingest_scaling``: 16 KiB frames over loopback into growing
+files, answered, from the same sender layout) with one receiver on 1 core and two on 2.  Below
 the table, the CPU-seconds per GB fetched of the broker and of its readers, and of the
 machine path's senders and readers: where readers and broker share 2 cores, what the
 readers cost is taken from the broker (fetch_lean's readers walk every batch head, the
-machine path's only discard).  What limits it is written in DESIGN.md ("Every core").
+machine path's only discard); and the CPU-seconds per GB produced of the broker and of the
+machine's produce path (its receivers, its senders): where the broker's rise from 1 core to 2
+is larger than the machine path's, the rest is the broker's own.  What limits it is written in DESIGN.md ("Every core").
 
     python bench/bench_cores.py            # 5 s per figure, 3 rounds
     python bench/bench_cores.py --quick    # 1.5 s per figure, 1 round
@@ -320,6 +324,161 @@ def egress_scaling(workdir: Path, cpus: str, streams: int, seconds: float) -> Eg
     )
 
 
+@dataclass
+class Ingest:
+    """The machine's own produce path (see :func:`ingest_scaling`)."""
+
+    mb_s: float
+    #: CPU-seconds per GB written: the receivers (the broker's place), and the senders
+    receiver_cpu: float
+    sender_cpu: float
+
+
+def ingest_scaling(workdir: Path, cpus: str, receivers: int, seconds: float) -> Ingest:
+    """MB/s of the machine's own produce path without a broker, placed as the broker runs are:
+    ``receivers`` processes pinned to ``cpus`` (one for the 1-core run, two for the 2-core run,
+    as the broker's processes) take ``bench_broker.CONNECTIONS`` loopback connections between
+    them; each connection brings 16 KiB frames (a length prefix and the bytes, ``WINDOW`` in
+    flight, as ``produce_raw`` sends them, from one sender process of one thread per
+    connection); a receiver ``recv_into``s its connections' bytes (64 KiB at a time, as the
+    broker's receive area), ``os.write``s every frame into a new file of its connection (a
+    growing log: new pages) and answers each frame with a few bytes, joined per ``recv``.
+    What is left of a broker is the kernel's path (loopback TCP in, page cache, the answers
+    out, the wake-ups) and a little Python per frame; the sender runs where the bench's load
+    runs (the caller's affinity).  Run on 1 core and on 2, it says how far that path scales on
+    this machine with its load on the same cores, and what it costs per GB on each: the part
+    of the broker's own rise in CPU per GB (the table's note) that is the machine's."""
+    import selectors
+
+    frame_size = 16 << 10
+    nconn = BB.CONNECTIONS
+    pairs = [BL.loopback_pair() for _ in range(nconn)]
+    ctx = multiprocessing.get_context("fork")
+    results = ctx.SimpleQueue()
+    ready = ctx.Barrier(receivers + 2)
+    cores = {int(c) for c in cpus.split(",")}
+    mine = [list(range(nconn))[r::receivers] for r in range(receivers)]
+    ack = b"\0" * 38  # about a Produce v7 answer
+
+    def receiver(r: int) -> None:
+        os.sched_setaffinity(0, cores)
+        sel = selectors.DefaultSelector()
+        state = {}
+        for i in mine[r]:
+            sock = pairs[i][1]
+            sock.setblocking(False)
+            fd = os.open(
+                workdir / f"ingest-{cpus.replace(',', '-')}-{i}.bin",
+                os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+                0o644,
+            )
+            area = bytearray(64 << 10)
+            state[sock] = [area, memoryview(area), 0, fd]
+            sel.register(sock, selectors.EVENT_READ)
+        ready.wait()
+        c0 = os.times()
+        got = 0
+        open_ = len(state)
+        while open_:
+            for key, _ in sel.select(seconds + 30):
+                sock = key.fileobj
+                st = state[sock]
+                area, view, have, fd = st
+                try:
+                    n = sock.recv_into(view[have:])
+                except BlockingIOError:
+                    continue
+                if n == 0:
+                    sel.unregister(sock)
+                    open_ -= 1
+                    continue
+                have += n
+                pos = frames = 0
+                while have - pos >= 4:
+                    size = int.from_bytes(area[pos : pos + 4], "big")
+                    if have - pos - 4 < size:
+                        break
+                    os.write(fd, view[pos + 4 : pos + 4 + size])
+                    got += size
+                    pos += 4 + size
+                    frames += 1
+                if pos:
+                    area[: have - pos] = area[pos:have]
+                    have -= pos
+                st[2] = have
+                if frames:
+                    sock.setblocking(True)
+                    sock.sendall(ack * frames)
+                    sock.setblocking(False)
+        c1 = os.times()
+        for st in state.values():
+            os.close(st[3])
+        results.put(("receiver", got, c1.user + c1.system - c0.user - c0.system))
+
+    def sender() -> None:
+        frame = (frame_size).to_bytes(4, "big") + os.urandom(frame_size)
+        bursts = [frame * k for k in range(BB.WINDOW + 1)]
+        ready.wait()
+        deadline = time.perf_counter() + seconds
+
+        def loop(i: int) -> None:
+            sock = pairs[i][0]
+            sock.sendall(bursts[BB.WINDOW])
+            inflight, pending = BB.WINDOW, 0
+            while True:
+                n = len(sock.recv(1 << 16))
+                if n == 0:
+                    return
+                pending += n
+                done, pending = divmod(pending, len(ack))
+                inflight -= done
+                if time.perf_counter() >= deadline:
+                    if inflight == 0:
+                        sock.shutdown(socket.SHUT_WR)
+                        return
+                    continue
+                if done:
+                    sock.sendall(bursts[done])
+                    inflight += done
+
+        c0 = os.times()
+        t0 = time.perf_counter()
+        threads = [threading.Thread(target=loop, args=(i,)) for i in range(nconn)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(seconds + 30)
+        c1 = os.times()
+        results.put(("sender", time.perf_counter() - t0, c1.user + c1.system - c0.user - c0.system))
+
+    procs = [ctx.Process(target=sender)] + [ctx.Process(target=receiver, args=(r,)) for r in range(receivers)]
+    for pr in procs:
+        pr.start()
+    for a, b in pairs:
+        a.close()
+        b.close()
+    ready.wait()
+    total = 0
+    elapsed = receivers_cpu = sender_cpu = 0.0
+    for _ in range(receivers + 1):
+        item = results.get()
+        if item[0] == "sender":
+            elapsed, sender_cpu = item[1], item[2]
+        else:
+            total += item[1]
+            receivers_cpu += item[2]
+    for pr in procs:
+        pr.join(30)
+    for path in workdir.glob(f"ingest-{cpus.replace(',', '-')}-*.bin"):
+        path.unlink(missing_ok=True)
+    gb = total / 1e9
+    return Ingest(
+        total / elapsed / 1e6 if elapsed else 0.0,
+        receivers_cpu / gb if gb else 0.0,
+        sender_cpu / gb if gb else 0.0,
+    )
+
+
 def _median_run(runs: list[Run]) -> Run:
     """Each figure's median over the rounds (errors: their sum)."""
     return Run(
@@ -376,6 +535,7 @@ def main() -> None:
     setups = {"one": ("0", 1), "two": ("0,1", 2), "wide": ("0,1", 1)}  # (a), (b), (c)
     runs: dict[str, list[Run]] = {k: [] for k in setups}
     machine: dict[str, list[Egress]] = {"0": [], "0,1": []}  # egress_scaling, senders on 1 / 2 cores
+    ingest: dict[str, list[Ingest]] = {"0": [], "0,1": []}  # ingest_scaling, receivers on 1 / 2 cores
     try:
         for r in range(rounds):
             for k in setups if r % 2 == 0 else reversed(setups):
@@ -384,10 +544,20 @@ def main() -> None:
             for cpus in machine if r % 2 == 0 else reversed(machine):
                 with _load_on(cpus if load_here else None):  # the readers where the broker's load runs
                     machine[cpus].append(egress_scaling(work, cpus, PARTITIONS, seconds))
+            for cpus in ingest if r % 2 == 0 else reversed(ingest):
+                with _load_on(cpus if load_here else None):  # the senders where the broker's load runs
+                    ingest[cpus].append(
+                        ingest_scaling(work, cpus, setups["two"][1] if cpus == "0,1" else 1, seconds)
+                    )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     one, two, wide = (_median_run(runs[k]) for k in setups)
     m1, m2 = (statistics.median(e.mb_s for e in machine[k]) for k in ("0", "0,1"))
+    i1, i2 = (statistics.median(e.mb_s for e in ingest[k]) for k in ("0", "0,1"))
+    icpu = {
+        k: [statistics.median(e.receiver_cpu for e in v), statistics.median(e.sender_cpu for e in v)]
+        for k, v in ingest.items()
+    }
     mcpu = {
         k: [statistics.median(e.sender_cpu for e in v), statistics.median(e.readers_cpu for e in v)]
         for k, v in machine.items()
@@ -403,6 +573,8 @@ def main() -> None:
             f"{b.mb_s / a.mb_s:.2f}" for a, b in zip(machine["0"], machine["0,1"], strict=True)
         )
         print(f"machine's sendfile egress: 2 cores / 1 core, round by round: {ratios}")
+        ratios = ", ".join(f"{b.mb_s / a.mb_s:.2f}" for a, b in zip(ingest["0"], ingest["0,1"], strict=True))
+        print(f"machine's 16 KiB ingest: 2 cores / 1 core, round by round: {ratios}")
     rows = [
         (
             f"produce 16 KiB batches, 2 cores 2 processes vs 1 ({where}; median of {rounds})",
@@ -412,6 +584,13 @@ def main() -> None:
             two.produce_errors,
         ),
         ("  same, one process on 2 cores", one.produce, wide.produce, None, wide.produce_errors),
+        (
+            "  the machine's own: 16 KiB frames into growing files, 2 receivers on 2 cores vs 1",
+            i1,
+            i2,
+            None,
+            0,
+        ),
         (
             f"fetch {PARTITIONS} partitions, 2 cores 2 processes vs 1 ({where}; median of {rounds})",
             one.fetch,
@@ -452,7 +631,8 @@ def main() -> None:
     print(
         "broker CPU-seconds per GB produced (every process): "
         f"1 core {one.cpu_per_gb:.2f}, 2 cores 2 processes {two.cpu_per_gb:.2f}, "
-        f"2 cores 1 process {wide.cpu_per_gb:.2f}"
+        f"2 cores 1 process {wide.cpu_per_gb:.2f}; the machine's receivers / senders: "
+        f"1 core {icpu['0'][0]:.2f} / {icpu['0'][1]:.2f}, 2 cores {icpu['0,1'][0]:.2f} / {icpu['0,1'][1]:.2f}"
     )
 
 
