@@ -393,7 +393,9 @@ def generate(
         "--strategy",
         help="kafka (the default): Kafka's own placement (AdminUtils; ignores where replicas are now). "
         "minimal: balance replica and leader counts per broker and rack moving as few replicas as "
-        "possible. size: balance bytes per broker (needs --sizes).",
+        "possible. size: balance bytes per broker (needs --sizes): from the heaviest broker, move the "
+        "replica that best halves its gap to a lighter one, or swap two replicas (one each way) where "
+        "no single move helps, until the brokers are within 2% of the mean apart.",
     ),
     replication_factor: int | None = typer.Option(
         None,

@@ -81,3 +81,27 @@ def test_random_clusters_never_get_worse(n_brokers, n_parts, seed, racks):
     rep = report(current, new, brokers, sizes)
     if not racks:  # (repairing racks may cost balance)
         assert rep.balance["bytes"]["after"]["spread"] <= rep.balance["bytes"]["before"]["spread"]
+
+
+def test_swaps_where_no_single_move_helps():
+    """Sizes 3, 2, 2 on one broker and 3, 2 on the other (7 against 5): every replica is at
+    least as large as the gap, so no move helps; swapping a 3 for a 2 gives 6 and 6."""
+    brokers = [Broker(1), Broker(2)]
+    current = {("a", 0): [1], ("b", 0): [1], ("c", 0): [1], ("d", 0): [2], ("e", 0): [2]}
+    sizes = {("a", 0): 3, ("b", 0): 2, ("c", 0): 2, ("d", 0): 3, ("e", 0): 2}
+    new = plan_by_size(current, brokers, sizes, balance_leaders=False)
+    loads = broker_loads(new, brokers, sizes)
+    assert loads[1].bytes == loads[2].bytes == 6
+    rep = report(current, new, brokers, sizes)
+    assert rep.replicas_moved == 2  # one swap: two replicas, one each way
+
+
+def test_a_swap_never_puts_two_replicas_of_a_partition_on_one_broker():
+    """The only swap that would even the bytes out (p's replica on 1 for q's on 2) is refused
+    where the partitions already have a replica on the other broker."""
+    brokers = [Broker(1), Broker(2), Broker(3)]
+    current = {("p", 0): [1, 2], ("q", 0): [2, 1], ("r", 0): [3]}
+    sizes = {("p", 0): 5, ("q", 0): 4, ("r", 0): 9}
+    new = plan_by_size(current, brokers, sizes, balance_leaders=False)
+    for replicas in new.values():
+        assert len(replicas) == len(set(replicas))
