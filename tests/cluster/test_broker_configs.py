@@ -500,6 +500,15 @@ def test_refused_alters_answer_as_zookeeper_mode_kafka(cluster):
                 40,
                 prefix + "invalid value '5' for segment.bytes: must be at least 14",
             )
+            # ThrottledReplicaListValidator's ConfigException, behind the resource
+            throttled = "leader.replication.throttled.replicas"
+            assert inc(c, 2, "zkalter", (throttled, 0, "*,0:1"), validate_only=validate_only) == (
+                40,
+                prefix + f"Invalid value [*, 0:1] for configuration {throttled}: {throttled} must be the "
+                "literal '*' or a list of replicas in the following format: "
+                "[partitionId]:[brokerId],[partitionId]:[brokerId],...",
+            )
+            assert inc(c, 2, "zkalter", (throttled, 0, "0:1 , 1:2"), validate_only=True) == (0, None)
             lags = [("min.compaction.lag.ms", "10"), ("max.compaction.lag.ms", "5")]
             assert legacy(c, 2, "zkalter", lags, validate_only) == (
                 40,
