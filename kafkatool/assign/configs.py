@@ -547,6 +547,17 @@ def _properties_str(values: dict[str, str]) -> str:
     return "{" + ", ".join(f"{k}={values[k]}" for k in hash_map_order(values, java_string_hash, 16)) + "}"
 
 
+def zk_update_error(entity_type: str, sets: dict[str, str], deletes: list[str]) -> str:
+    """alterConfigWithZk's errorMessage, the start of its refusals: the configs as given (before
+    any preprocessing: a SCRAM password, a password encoder secret as typed), Properties'
+    toString and parseConfigsToBeDeleted's Scala Buffer (List() without --delete-config)."""
+    deleted = f"ArrayBuffer({', '.join(deletes)})" if deletes else "List()"
+    return (
+        f"--bootstrap-server option must be specified to update {entity_type} configs: "
+        f"{{add: {_properties_str(sets)}, delete: {deleted}}}"
+    )
+
+
 def zk_user_check(sets: dict[str, str], deletes: list[str]) -> None:
     """alterConfigWithZk's requirement for users: only SCRAM credentials are added or deleted
     through ZooKeeper (a quota needs --bootstrap-server, AlterClientQuotas)."""
@@ -554,13 +565,89 @@ def zk_user_check(sets: dict[str, str], deletes: list[str]) -> None:
 
     if all(k in SCRAM_KEYS for k in sets) and all(k in SCRAM_KEYS for k in deletes):
         return
-    # parseConfigsToBeDeleted: a Scala Buffer of the names, List() without --delete-config
-    deleted = f"ArrayBuffer({', '.join(deletes)})" if deletes else "List()"
     raise ConfigsError(
-        "requirement failed: --bootstrap-server option must be specified to update users configs: "
-        f"{{add: {_properties_str(sets)}, delete: {deleted}}}. User configuration updates using "
+        f"requirement failed: {zk_update_error('users', sets, deletes)}. User configuration updates using "
         "ZooKeeper are only supported for SCRAM credential updates."
     )
+
+
+#: validateBrokersNotRunning's info
+BROKERS_RUNNING = "Broker configuration operations using ZooKeeper are only supported if the affected broker(s) are not running."
+
+
+class BrokersRunningError(ConfigsError):
+    """ConfigCommand.validateBrokersNotRunning's refusal: a broker's dynamic configs through
+    ZooKeeper while it (the default: any broker) is registered."""
+
+
+def zk_brokers_not_running(zk, name: str | None, error_message: str) -> None:
+    """validateBrokersNotRunning (alterConfigWithZk with configs to add or delete,
+    describeConfigWithZk): a broker's own configs only while /brokers/ids/<id> is absent (a
+    registration it cannot decode counts: Kafka fails on it), the default (``name`` None) only
+    while no broker is registered.  BrokersRunningError with Kafka's requirement message."""
+    if name is not None:
+        broker_id = int(name)  # broker_id_check has taken it
+        if zk.broker(broker_id) is not None:
+            raise BrokersRunningError(
+                f"requirement failed: {error_message} - broker {broker_id} is running. {BROKERS_RUNNING}"
+            )
+        return
+    running = len(zk.brokers())
+    if running:
+        raise BrokersRunningError(
+            f"requirement failed: {error_message} - {running} brokers are running. {BROKERS_RUNNING}"
+        )
+
+
+#: KafkaConfig.PasswordEncoderSecretProp; every password.encoder.* config is for the tool alone
+PASSWORD_ENCODER_PREFIX = "password.encoder."
+PASSWORD_ENCODER_SECRET = "password.encoder.secret"
+
+
+def zk_broker_configs(sets: dict[str, str], per_broker: bool) -> dict[str, str]:
+    """preProcessBrokerConfigs: the broker configs kafka-configs --zookeeper writes.  The
+    password.encoder.* configs are taken out (never stored), the rest checked as
+    DynamicBrokerConfig.validateConfigs checks them (broker/config.validate_configs_error), and a
+    password config needs password.encoder.secret (Kafka's requirement message).  Kafka then
+    stores the password encrypted by its PasswordEncoder (AES with a PBKDF2 key), which kafkatool
+    does not implement: such a change is refused rather than stored in clear."""
+    from kafkatool.broker import config as BC
+    from kafkatool.log.dynamic_log_config import scala_set
+
+    encoder = {k for k in sets if k.startswith(PASSWORD_ENCODER_PREFIX)}
+    out = {k: v for k, v in sets.items() if k not in encoder}
+    err = BC.validate_configs_error(out, per_broker)
+    if err is not None:
+        raise ConfigsError(err)
+    passwords = [k for k in out if BC.is_password_config(k)]
+    if passwords and PASSWORD_ENCODER_SECRET not in encoder:
+        raise ConfigsError(
+            f"requirement failed: {PASSWORD_ENCODER_SECRET} must be specified to update {scala_set(passwords)}. "
+            "Other password encoder configs like cipher algorithm and iterations may also be specified to "
+            "override the default encoding parameters. Password encoder configs will not be persisted in "
+            "ZooKeeper."
+        )
+    if passwords:
+        raise ConfigsError(
+            f"{scala_set(passwords)}: kafkatool does not encrypt password configs with Kafka's "
+            "PasswordEncoder, which ZooKeeper must hold them in; nothing written (set them with "
+            "kafka-configs.sh, or in server.properties)"
+        )
+    return out
+
+
+_JAVA_INT = re.compile(r"[+-]?[0-9]+")
+
+
+def broker_id_check(entity_type: str, name: str | None) -> None:
+    """ConfigCommandOptions.checkArgs: a brokers or broker-loggers entity name is an integer
+    (Integer.parseInt), whichever way the command goes."""
+    if entity_type not in ("brokers", "broker-loggers") or not name:
+        return
+    if _JAVA_INT.fullmatch(name) is None or not -(2**31) <= int(name) < 2**31:
+        raise ConfigsError(
+            f"The entity name for {entity_type} must be a valid integer broker id, but it is: {name}"
+        )
 
 
 #: preProcessScramCredentials' pattern (Java's ``.``: no line terminator)

@@ -740,6 +740,42 @@ def _kafka_dynamic_error(names: set[str], per_broker: bool) -> str | None:
     return None
 
 
+_LISTENER_CONFIG = re.compile(r"listener\.name\.[^.]*\.(.*)")  # DynamicBrokerConfig.ListenerConfigRegex
+
+
+def validate_configs_error(props: Mapping[str, str], per_broker: bool) -> str | None:
+    """DynamicBrokerConfig.validateConfigs (what kafka-configs --zookeeper checks of a broker's
+    dynamic configs before it writes them), its checks in its order: configs never dynamic,
+    security configs without a listener prefix, the values (validateConfigTypes: a listener
+    override as its base config, DynamicConfig.Broker's definitions; a name it lacks passes), then
+    per-broker configs at the default.  Its ConfigException's message, or None."""
+    names = set(props)
+    err = _kafka_dynamic_error(names, True)
+    if err is not None:
+        return err
+    for name, value in props.items():
+        m = _LISTENER_CONFIG.fullmatch(name)
+        base = m.group(1) if m else name
+        if base in BROKER_CONFIGS and update_mode(base) is not None:
+            err = dynamic_value_error(base, value)
+            if err is not None:
+                return err
+    return _kafka_dynamic_error(names, per_broker)
+
+
+#: DynamicBrokerConfig.DynamicPasswordConfigs: the dynamic configs of type PASSWORD (and
+#: sasl.jaas.config, a PASSWORD of KafkaConfig and per broker, which BROKER_CONFIGS does not hold)
+DYNAMIC_PASSWORD_CONFIGS = frozenset(
+    n for n, d in BROKER_CONFIGS.items() if d.type == ts.PASSWORD and update_mode(n) is not None
+) | {"sasl.jaas.config"}
+
+
+def is_password_config(name: str) -> bool:
+    """DynamicBrokerConfig.isPasswordConfig: ``name`` ends with a dynamic password config's name
+    (a listener override of one too)."""
+    return any(name.endswith(p) for p in DYNAMIC_PASSWORD_CONFIGS)
+
+
 #: lower bounds of the dynamic-only throttles (DynamicConfig.Broker: LONG atLeast(0)); the topic
 #: defaults' validators are log/dynamic_log_config's
 _DYNAMIC_AT_LEAST = dict.fromkeys(DYNAMIC_ONLY_CONFIGS, 0)

@@ -33,10 +33,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from kafkatool.broker.rates import SimpleRate, now_ms
+from kafkatool.log.topic_settings import ALL_REPLICAS, SettingsError, throttled_replicas
 
 LONG_MAX = 2**63 - 1
 #: ReplicationQuotaManager's AllReplicas: the topic's ``*``
-ALL = "*"
+ALL = ALL_REPLICAS
 
 
 class ReplicationQuota:
@@ -104,20 +105,15 @@ class ReplicationQuota:
 
     def _parse(self, raw: str):
         """ConfigHandler.parseThrottledPartitions: ``*``, or the partitions of the
-        ``partition:broker`` entries naming this broker."""
+        ``partition:broker`` entries naming this broker (topic_settings.throttled_replicas, the
+        one rule of the value; one the broker refuses throttles nothing: a stored value is
+        checked when it is taken)."""
         if len(self._parsed) > 1024:
             self._parsed.clear()
-        value = str(raw).strip()
-        if value == ALL:
+        try:
+            replicas = throttled_replicas("replication.throttled.replicas", raw)  # the name: for a message
+        except SettingsError:
+            return frozenset()
+        if replicas == ALL:
             return ALL
-        out = set()
-        for entry in value.split(","):
-            p, sep, b = entry.strip().partition(":")
-            if not sep:
-                continue
-            try:
-                if int(b) == self.node_id:
-                    out.add(int(p))
-            except ValueError:
-                continue
-        return frozenset(out)
+        return frozenset(p for p, b in replicas if b == self.node_id)

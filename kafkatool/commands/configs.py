@@ -3,6 +3,8 @@ clients through a cluster or ZooKeeper, and ``diff --desired FILE`` (with ``--ap
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import typer
@@ -40,7 +42,7 @@ _SINGULAR = {
 def _entity(entity_type: str, entity_name: str | None) -> str | None:
     """The one entity of a single --entity-type: its name, None the default ("" from
     --entity-default or an empty --entity-name, as ConfigCommand)."""
-    from kafkatool.assign.configs import ENTITY_TYPES
+    from kafkatool.assign.configs import ENTITY_TYPES, broker_id_check
 
     if entity_type not in ENTITY_TYPES:
         raise CommandError(f"--entity-type {entity_type!r}: one of {', '.join(ENTITY_TYPES)}")
@@ -48,6 +50,7 @@ def _entity(entity_type: str, entity_name: str | None) -> str | None:
         raise CommandError("--entity-default is for brokers, users and clients")
     if entity_name is None:
         raise CommandError("give --entity-name NAME (or --entity-default)")
+    broker_id_check(entity_type, entity_name)
     return entity_name or None
 
 
@@ -154,7 +157,9 @@ def describe(
     ),
     command_config: str | None = command_config_option(),
     zookeeper: str | None = zookeeper_option(
-        "Read /config/<type>/<name> instead (users and brokers only, as Kafka 3.7's kafka-configs.sh)."
+        "Read /config/<type>/<name> instead (users and brokers only, as Kafka 3.7's kafka-configs.sh; "
+        "a broker only while it is not running, the default only while no broker is: refused, exit 2, "
+        "while one is registered in /brokers/ids)."
     ),
     timeout: float = zookeeper_timeout_option(),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
@@ -177,6 +182,11 @@ def describe(
         from kafkatool.commands.zk import connect
 
         with connect(zookeeper, timeout, writable=False) as zk:
+            if entity_type == "brokers":
+                with _refusal_json(json_out, entity_type, name):
+                    C.zk_brokers_not_running(
+                        zk, name, "--bootstrap-server option must be specified to describe brokers"
+                    )
             entries = C.describe_zk(zk, entity_type, name)
     else:
         from kafkatool.assign.kafka_client import KafkaAdmin
@@ -205,6 +215,20 @@ def describe(
         syn = ", ".join(f"{s}:{n}={'null' if e.sensitive else v}" for n, v, s in e.synonyms)
         console.print(f"  {e.name}={value} sensitive={'true' if e.sensitive else 'false'} synonyms={{{syn}}}")
     raise typer.Exit(EXIT_OK)
+
+
+@contextlib.contextmanager
+def _refusal_json(json_out: bool, entity_type: str, name: str | None) -> Iterator[None]:
+    """A refusal of the ZooKeeper path (BrokersRunningError) with --json: one error object on
+    stdout too; the line on stderr and the exit status are handle_errors'."""
+    from kafkatool.assign.configs import BrokersRunningError
+
+    try:
+        yield
+    except BrokersRunningError as exc:
+        if json_out:
+            emit_json({"type": "error", "entity_type": entity_type, "entity": name, "message": str(exc)})
+        raise
 
 
 def _single(types: list[str], names: list[str] | None) -> tuple[str, str | None]:
@@ -274,7 +298,11 @@ def alter(
     zookeeper: str | None = zookeeper_option(
         "Write /config/<type>/<name> and its change notification instead: a user's SCRAM credentials "
         "(salted here) or a broker's dynamic configs, the only ones Kafka 3.7's kafka-configs.sh "
-        "alters through ZooKeeper (quotas and topics need --bootstrap-server)."
+        "alters through ZooKeeper (quotas and topics need --bootstrap-server). A broker's configs only "
+        "while it is not running, the default only while no broker is (refused, exit 2, while one is "
+        "registered in /brokers/ids: use --bootstrap-server); checked as Kafka's "
+        "DynamicBrokerConfig checks them; password.encoder.* is never written, and password configs "
+        "are refused (kafkatool does not encrypt them as Kafka's PasswordEncoder)."
     ),
     timeout: float = zookeeper_timeout_option(),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
@@ -318,6 +346,10 @@ def alter(
         from kafkatool.commands.zk import connect
 
         with connect(zookeeper, timeout) as zk:
+            if entity_type == "brokers":
+                with _refusal_json(json_out, entity_type, name):  # the configs as given
+                    C.zk_brokers_not_running(zk, name, C.zk_update_error(entity_type, sets, deletes))
+                sets = C.zk_broker_configs(sets, per_broker=name is not None)
             C.alter_zk(zk, entity_type, name, sets, deletes)
     else:
         from kafkatool.assign.kafka_client import KafkaAdmin

@@ -312,8 +312,9 @@ def _required_int(props: Mapping[str, str], key: str) -> int:
     return int(value)
 
 
-def _java_trim(s: str) -> str:
-    # String.trim(): strips every char <= U+0020 from both ends.
+def java_trim(s: str) -> str:
+    """Java's String.trim(): every char <= U+0020 stripped from both ends (Python's strip()
+    takes other whitespace, and leaves control characters)."""
     i, j = 0, len(s)
     while i < j and s[i] <= " ":
         i += 1
@@ -325,7 +326,7 @@ def _java_trim(s: str) -> str:
 def meta_properties_from_dict(props: Mapping[str, str]) -> MetaProperties:
     """Kafka's MetaProperties.Builder(Properties) followed by build()."""
     raw_version = props.get(VERSION_PROP, "0")
-    stripped = _java_trim(raw_version)
+    stripped = java_trim(raw_version)
     if not _JAVA_INT.fullmatch(stripped) or not INT32_MIN <= int(stripped) <= INT32_MAX:
         raise MetaPropertiesError(f"invalid meta.properties version string '{raw_version}'")
     version = int(stripped)

@@ -37,7 +37,7 @@ from typing import TypeVar
 
 from kafkatool.errors import KafkatoolError
 from kafkatool.formats.errors import FormatError
-from kafkatool.formats.properties import decode_properties
+from kafkatool.formats.properties import decode_properties, java_trim
 from kafkatool.log import embedded_metadata
 from kafkatool.log.config import LONG_MAX, LogConfig
 
@@ -287,6 +287,45 @@ TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 CLEANUP_POLICIES = ("compact", "delete")
 
 
+#: the two topic configs naming throttled replicas (LogConfig's LEADER_/FOLLOWER_REPLICATION_
+#: THROTTLED_REPLICAS_CONFIG), checked by :func:`throttled_replicas`
+THROTTLED_REPLICAS_CONFIGS = (
+    "leader.replication.throttled.replicas",
+    "follower.replication.throttled.replicas",
+)
+#: a throttled-replicas value naming every replica (ReplicationQuotaManager's AllReplicas)
+ALL_REPLICAS = "*"
+#: ConfigDef's COMMA_WITH_WHITESPACE (Java's \s: ASCII whitespace only)
+_COMMA_WITH_WHITESPACE = re.compile(r"[ \t\n\x0b\f\r]*,[ \t\n\x0b\f\r]*")
+_REPLICA_ENTRY = re.compile(r"(?:([0-9]+):([0-9]+))?")
+
+
+def throttled_replicas(name: str, value: str) -> str | frozenset[tuple[int, int]]:
+    """A ``*.replication.throttled.replicas`` value as Kafka 3.7 takes it: :data:`ALL_REPLICAS`,
+    or the (partition, broker) pairs it names (empty: none).  The one rule of the value, for the
+    broker's checks of a topic config (:func:`validate_topic_config`) and its replication quotas.
+
+    ConfigDef parses the LIST (the value trimmed, "" the empty list, else split at commas with
+    the whitespace around them) and ThrottledReplicaListValidator takes it when every item,
+    trimmed, is empty or ``partition:broker`` in ASCII digits, or when the items joined are
+    ``*``; else SettingsError with its ConfigException's message (the list as Java prints it).
+    Kafka's ConfigHandler.parseThrottledPartitions then fails on some values the validator
+    takes (``1:2,,3:4``, ``0:1, 1:2``, ``,*``): here they mean what they say."""
+    trimmed = java_trim(str(value))
+    items = _COMMA_WITH_WHITESPACE.split(trimmed) if trimmed else []
+    proposed = [java_trim(x) for x in items]
+    if "".join(proposed) == ALL_REPLICAS:
+        return ALL_REPLICAS
+    matches = [_REPLICA_ENTRY.fullmatch(x) for x in proposed]
+    if not all(matches):
+        raise SettingsError(
+            f"Invalid value [{', '.join(items)}] for configuration {name}: {name} must be the literal "
+            "'*' or a list of replicas in the following format: [partitionId]:[brokerId],"
+            "[partitionId]:[brokerId],..."
+        )
+    return frozenset((int(m.group(1)), int(m.group(2))) for m in matches if m.group(1) is not None)
+
+
 def validate_topic_config(name: str, value: str | None) -> None:
     """Raise SettingsError for an unknown topic config or a value Kafka would reject."""
     d = TOPIC_CONFIGS.get(name)
@@ -320,6 +359,8 @@ def validate_topic_config(name: str, value: str | None) -> None:
     elif name == "message.timestamp.type":
         if value not in TIMESTAMP_TYPES:
             raise SettingsError(f"invalid value {value!r} for message.timestamp.type")
+    elif name in THROTTLED_REPLICAS_CONFIGS:
+        throttled_replicas(name, value)
 
 
 def broker_value(name: str, broker: Mapping[str, str]) -> tuple[str, str | None]:

@@ -51,12 +51,15 @@ def _chroot_writer(zk_module: str):
 
 def test_default_and_per_broker_layers_in_zookeeper(cluster):
     b1, b2 = cluster.brokers[1], cluster.brokers[2]
-    # the default through ZooKeeper (kafka-configs --entity-default), broker 2's own through its API
+    # the default through a broker (kafka-configs --bootstrap-server --entity-default: the brokers
+    # are running, so Kafka 3.7's --zookeeper refuses it), broker 2's own through its API; both
+    # are kept in ZooKeeper
     r = kafkatool(
         "configs", "alter", "--entity-type", "brokers", "--entity-default", "--add-config", f"{RATE}=1000",
-        "--zookeeper", cluster.connect,
+        "--bootstrap-server", b1.bootstrap,
     )  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
+    assert zk_json(cluster, "/config/brokers/<default>")["config"] == {RATE: "1000"}
     with WireClient(b2.bootstrap) as c:
         assert inc(c, 4, "2", (RATE, 0, "2000")) == (0, None)
     assert zk_json(cluster, "/config/brokers/2")["config"] == {RATE: "2000"}
@@ -95,9 +98,51 @@ def test_default_and_per_broker_layers_in_zookeeper(cluster):
     assert RATE in r.stdout
 
 
+RUNNING = (
+    "Broker configuration operations using ZooKeeper are only supported if the affected broker(s) are "
+    "not running."
+)
+
+
+def test_configs_through_zookeeper_wait_for_the_broker_to_stop_and_apply_at_its_start(cluster):
+    """Kafka 3.7's validateBrokersNotRunning against serve's own registrations: kafka-configs
+    --zookeeper refuses a running broker's configs and the default while any broker runs (exit 2,
+    Kafka's words, nothing written); once broker 3 stopped, its configs go to /config/brokers/3
+    and it starts with them (DynamicBrokerConfig's per-broker layer), the default still refused."""
+    z = ["--zookeeper", cluster.connect]
+    alter = ["configs", "alter", "--entity-type", "brokers"]
+    r = kafkatool(*alter, "--entity-name", "2", "--add-config", f"{RATE}=2000", *z)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr.strip() == (
+        "kafkatool: error: requirement failed: --bootstrap-server option must be specified to update brokers "
+        f"configs: {{add: {{{RATE}=2000}}, delete: List()}} - broker 2 is running. {RUNNING}"
+    )
+    r = kafkatool(*alter, "--entity-default", "--add-config", f"{RATE}=1000", *z)
+    assert r.returncode == 2 and f"- 3 brokers are running. {RUNNING}" in r.stderr, r.stdout + r.stderr
+    k = cluster.kazoo()
+    try:
+        assert k.exists("/config/brokers/2") is None and k.exists("/config/brokers/<default>") is None
+        assert cluster.brokers[3].stop() == 0
+        wait_for(lambda: k.exists("/brokers/ids/3") is None, 15, "broker 3's registration to go")
+    finally:
+        k.stop()
+        k.close()
+    r = kafkatool(*alter, "--entity-name", "3", "--add-config", f"{RATE}=3000", *z)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.strip() == "Completed updating config for entity: brokers '3'."
+    r = kafkatool(*alter, "--entity-default", "--add-config", f"{RATE}=1000", *z)
+    assert r.returncode == 2 and f"- 2 brokers are running. {RUNNING}" in r.stderr, r.stdout + r.stderr
+    assert zk_json(cluster, "/config/brokers/3")["config"] == {RATE: "3000"}
+    cluster.brokers[3].start(timeout=60)
+    with WireClient(cluster.brokers[3].bootstrap) as c:
+        e = describe(c, "3", keys=[RATE], rtype=4)[1][RATE]
+        assert (e.value, e.config_source) == ("3000", 2)
+
+
 def test_log_defaults_written_to_zookeeper_by_kafka_tooling_reach_every_broker(cluster):
-    """kafka-configs --zookeeper --entity-default writes /config/brokers/<default> and a change
-    notification (AdminZkClient.changeBrokerConfig): every broker takes the log defaults at once
+    """/config/brokers/<default> and a change notification as AdminZkClient.changeBrokerConfig
+    writes them (a ZooKeeper-mode broker handling IncrementalAlterConfigs of the default; Kafka
+    3.7's kafka-configs --zookeeper only while no broker runs): every broker takes the log defaults at once
     (DynamicLogConfig), drops a value Kafka's definition refuses (removeInvalidConfigs), and
     /config/brokers/<id> wins for that broker only."""
     from confluent_kafka import Producer
@@ -180,7 +225,7 @@ def test_unclean_election_enabled_at_runtime_elects_an_offline_partition(cluster
     assert partition_state(cluster, "unc", 0)["leader"] == -1  # b is not in the ISR: no clean leader
     r = kafkatool(
         "configs", "alter", "--entity-type", "brokers", "--entity-default",
-        "--add-config", "unclean.leader.election.enable=true", "--zookeeper", cluster.connect,
+        "--add-config", "unclean.leader.election.enable=true", "--bootstrap-server", cluster.brokers[b].bootstrap,
     )  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     wait_for(lambda: partition_state(cluster, "unc", 0)["leader"] == b, 20, "the unclean election")
@@ -500,6 +545,15 @@ def test_refused_alters_answer_as_zookeeper_mode_kafka(cluster):
                 40,
                 prefix + "invalid value '5' for segment.bytes: must be at least 14",
             )
+            # ThrottledReplicaListValidator's ConfigException, behind the resource
+            throttled = "leader.replication.throttled.replicas"
+            assert inc(c, 2, "zkalter", (throttled, 0, "*,0:1"), validate_only=validate_only) == (
+                40,
+                prefix + f"Invalid value [*, 0:1] for configuration {throttled}: {throttled} must be the "
+                "literal '*' or a list of replicas in the following format: "
+                "[partitionId]:[brokerId],[partitionId]:[brokerId],...",
+            )
+            assert inc(c, 2, "zkalter", (throttled, 0, "0:1 , 1:2"), validate_only=True) == (0, None)
             lags = [("min.compaction.lag.ms", "10"), ("max.compaction.lag.ms", "5")]
             assert legacy(c, 2, "zkalter", lags, validate_only) == (
                 40,

@@ -186,18 +186,13 @@ def test_the_leader_side_throttle_alone_slows_a_new_replica(cluster):
             "leader.replication.throttled.rate=150000",
         ],
     ):
-        # a topic's configs through a broker: Kafka 3.7's kafka-configs.sh takes only users and
-        # brokers through --zookeeper
-        via = (
-            ["--bootstrap-server", cluster.bootstrap]
-            if args[1] == "topics"
-            else ["--zookeeper", cluster.connect]
-        )
-        r = kafkatool("configs", "alter", *args, *via)
+        # through a broker: Kafka 3.7's kafka-configs.sh takes no topic through --zookeeper, and a
+        # broker's configs only while it is not running
+        r = kafkatool("configs", "alter", *args, "--bootstrap-server", cluster.bootstrap)
         assert r.returncode == 0, r.stdout + r.stderr
     # broker 1, the leader, throttles by the configs it holds: wait until it took both (its
-    # DescribeConfigs answers from them), not a fixed second (ZooKeeper's change notifications
-    # reach a loaded broker later)
+    # DescribeConfigs answers from them), not a fixed second (the topic's configs reach it by
+    # ZooKeeper's change notification, later on a loaded broker)
     t_alter = time.monotonic()
     wait_for(lambda: _leader_throttle_taken(cluster), 30, "broker 1 to take the throttle configs", step=0.05)
     print(f"broker 1 took the throttle configs {time.monotonic() - t_alter:.2f}s after the alter")

@@ -176,3 +176,147 @@ def test_a_user_named_default_is_not_the_default_user(kafka_cluster):
         assert (DEFAULT, None) not in entries
     finally:
         zk.close()
+
+
+RUNNING = (
+    "Broker configuration operations using ZooKeeper are only supported if the affected broker(s) are "
+    "not running."
+)
+
+
+def test_broker_configs_through_zookeeper_only_while_the_brokers_are_down(kafka_cluster):
+    """ConfigCommand.validateBrokersNotRunning (Kafka 3.7): a broker's dynamic configs are altered
+    or described through ZooKeeper only while /brokers/ids/<id> is absent, the default only while
+    no broker is registered; the refusal is Kafka's requirement message, exit 2, nothing written
+    (no config, no change notification), one error object with --json.  A broker that stops (its
+    session ends, its registration goes) may then be configured, as Kafka's operators do before a
+    start (password configs, KIP-226)."""
+    z = ["--zookeeper", kafka_cluster.connect]
+    admin = kafka_cluster.admin
+
+    def state():
+        brokers = {n: admin.get(f"/config/brokers/{n}")[0] for n in admin.get_children("/config/brokers")}
+        return brokers, sorted(admin.get_children("/config/changes"))
+
+    before = state()
+    res = run(
+        "alter", "--entity-type", "brokers", "--entity-name", "1", "--add-config", "log.cleaner.threads=4", *z
+    )
+    assert res.exit_code == 2, res.output
+    assert res.stderr.strip() == (
+        "kafkatool: error: requirement failed: --bootstrap-server option must be specified to update brokers "
+        "configs: {add: {log.cleaner.threads=4}, delete: List()} - broker 1 is running. " + RUNNING
+    )
+    res = run("alter", "--entity-type", "brokers", "--entity-default", "--delete-config", "log.cleaner.threads",
+              "--json", *z)  # fmt: skip
+    assert res.exit_code == 2, res.output
+    (obj,) = [json.loads(line) for line in res.stdout.splitlines()]
+    message = (
+        "requirement failed: --bootstrap-server option must be specified to update brokers configs: "
+        "{add: {}, delete: ArrayBuffer(log.cleaner.threads)} - 3 brokers are running. " + RUNNING
+    )
+    assert obj == {"type": "error", "entity_type": "brokers", "entity": None, "message": message}
+    assert res.stderr.strip() == f"kafkatool: error: {message}"
+    # describeConfigWithZk asks the same
+    for who, what in (
+        (["--entity-name", "2"], "broker 2 is running"),
+        (["--entity-default"], "3 brokers are running"),
+    ):
+        res = run("describe", "--entity-type", "brokers", *who, *z)
+        assert res.exit_code == 2, res.output
+        assert res.stderr.strip() == (
+            "kafkatool: error: requirement failed: --bootstrap-server option must be specified to describe "
+            f"brokers - {what}. {RUNNING}"
+        )
+    res = run("describe", "--entity-type", "brokers", "--entity-name", "one", *z)
+    assert res.exit_code == 2
+    assert "The entity name for brokers must be a valid integer broker id, but it is: one" in res.stderr
+    assert state() == before
+
+    # broker 4 was never registered; broker 1 stops (its registration goes with its session)
+    kafka_cluster.stop_broker(1)
+    for broker in ("4", "1"):
+        res = run("alter", "--entity-type", "brokers", "--entity-name", broker, "--add-config",
+                  "log.cleaner.threads=4", *z)  # fmt: skip
+        assert res.exit_code == 0, res.output
+        assert res.stdout.strip() == f"Completed updating config for entity: brokers '{broker}'."
+        assert json.loads(admin.get(f"/config/brokers/{broker}")[0])["config"] == {"log.cleaner.threads": "4"}
+        res = run("describe", "--entity-type", "brokers", "--entity-name", broker, *z)
+        assert res.exit_code == 0 and "  log.cleaner.threads=4 sensitive=false" in res.stdout, res.output
+    changes = sorted(admin.get_children("/config/changes"))[-2:]
+    assert [json.loads(admin.get(f"/config/changes/{c}")[0])["entity_path"] for c in changes] == [
+        "brokers/4",
+        "brokers/1",
+    ]
+    res = run(
+        "alter", "--entity-type", "brokers", "--entity-default", "--add-config", "log.cleaner.threads=3", *z
+    )
+    assert res.exit_code == 2 and "- 2 brokers are running. " in res.stderr, res.output
+    # the default once none is registered
+    kafka_cluster.stop_broker(2)
+    kafka_cluster.stop_broker(3)
+    res = run(
+        "alter", "--entity-type", "brokers", "--entity-default", "--add-config", "log.cleaner.threads=3", *z
+    )
+    assert res.exit_code == 0, res.output
+    assert res.stdout.strip() == "Completed updating config for entity: default brokers."
+    assert json.loads(admin.get("/config/brokers/<default>")[0])["config"] == {"log.cleaner.threads": "3"}
+    res = run("describe", "--entity-type", "brokers", "--entity-default", *z)
+    assert res.exit_code == 0 and "  log.cleaner.threads=3 sensitive=false" in res.stdout, res.output
+
+
+def test_broker_configs_through_zookeeper_are_checked_as_kafka_checks_them(kafka_cluster):
+    """preProcessBrokerConfigs on a broker that is not registered (4): password.encoder.* is never
+    stored; DynamicBrokerConfig.validateConfigs' refusals in its order, Kafka's words; a password
+    config needs password.encoder.secret (Kafka's requirement) and, since kafkatool has no
+    PasswordEncoder, is refused rather than written in clear.  Nothing refused is written."""
+    z = ["--zookeeper", kafka_cluster.connect]
+    admin = kafka_cluster.admin
+
+    def alter(config: str, *who: str):
+        return run(
+            "alter", "--entity-type", "brokers", *(who or ("--entity-name", "4")), "--add-config", config, *z
+        )
+
+    refused = {
+        "num.partitions=3,log.retention.ms=abc": "Cannot update these configs dynamically: Set(num.partitions)",
+        "log.retention.ms=abc,ssl.keystore.password=x": (
+            "These security configs can be dynamically updated only per-listener using the listener prefix: "
+            "Set(ssl.keystore.password)"
+        ),
+        "log.retention.ms=abc": "Invalid value abc for configuration log.retention.ms: Not a number of type LONG",
+        "listener.name.internal.log.retention.ms=-5,log.dirs=/x": (
+            "Cannot update these configs dynamically: Set(log.dirs)"
+        ),
+        "listener.name.internal.log.retention.ms=x": (
+            "Invalid value x for configuration log.retention.ms: Not a number of type LONG"
+        ),
+        "listener.name.internal.ssl.key.password=x": (
+            "requirement failed: password.encoder.secret must be specified to update "
+            "Set(listener.name.internal.ssl.key.password). Other password encoder configs like cipher "
+            "algorithm and iterations may also be specified to override the default encoding parameters. "
+            "Password encoder configs will not be persisted in ZooKeeper."
+        ),
+        "listener.name.internal.ssl.key.password=x,password.encoder.secret=s": (
+            "Set(listener.name.internal.ssl.key.password): kafkatool does not encrypt password configs with "
+            "Kafka's PasswordEncoder"
+        ),
+    }
+    for config, why in refused.items():
+        res = alter(config)
+        assert res.exit_code == 2, (config, res.output)
+        assert res.stderr.startswith(f"kafkatool: error: {why}"), (config, res.stderr)
+    assert "4" not in admin.get_children("/config/brokers")
+    res = alter("log.cleaner.threads=2,password.encoder.secret=s,password.encoder.iterations=8192")
+    assert res.exit_code == 0, res.output
+    assert json.loads(admin.get("/config/brokers/4")[0])["config"] == {"log.cleaner.threads": "2"}
+    for b in (1, 2, 3):
+        kafka_cluster.stop_broker(b)
+    res = alter("listener.name.internal.ssl.keystore.location=/k.jks", "--entity-default")
+    assert res.exit_code == 2
+    assert res.stderr.strip() == (
+        "kafkatool: error: Cannot update these configs at default cluster level, broker id must be specified: "
+        "Set(listener.name.internal.ssl.keystore.location)"
+    )
+    res = alter("listener.name.internal.ssl.keystore.location=/k.jks", "--entity-name", "4")
+    assert res.exit_code == 0, res.output

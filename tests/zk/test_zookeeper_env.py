@@ -86,22 +86,22 @@ def test_every_zookeeper_option_reads_the_env_var_and_says_so():
 
 
 def test_configs_describe_and_alter(kafka_cluster, live, missing_chroot):
-    # through ZooKeeper Kafka 3.7's kafka-configs.sh takes users and brokers only
+    # through ZooKeeper Kafka 3.7's kafka-configs.sh takes users and brokers only, a broker only
+    # while it is not registered (validateBrokersNotRunning): broker 4 is not, 1 to 3 are
     zk_describe = ["configs", "describe", "--entity-type", "brokers"]
     describe = ["configs", "describe", "--entity-type", "topics"]
     # the environment alone: ZooKeeper
     r = run(*zk_describe, "--entity-default", env=kafka_cluster.connect)
-    assert r.exit_code == 0, r.output
-    assert "  log.cleaner.threads=2 sensitive=false" in r.stdout
+    assert r.exit_code == 2 and "- 3 brokers are running." in r.output, r.output
     r = run(
-        "configs", "alter", "--entity-type", "brokers", "--entity-default",
+        "configs", "alter", "--entity-type", "brokers", "--entity-name", "4",
         "--add-config", "log.cleaner.threads=3", env=kafka_cluster.connect,
     )  # fmt: skip
     assert r.exit_code == 0, r.output
-    got = json.loads(kafka_cluster.admin.get("/config/brokers/<default>")[0])["config"]
+    got = json.loads(kafka_cluster.admin.get("/config/brokers/4")[0])["config"]
     assert got["log.cleaner.threads"] == "3"
     # an explicit --zookeeper beats the environment's
-    r = run(*zk_describe, "--entity-default", "-z", kafka_cluster.connect, env=missing_chroot)
+    r = run(*zk_describe, "--entity-name", "4", "-z", kafka_cluster.connect, env=missing_chroot)
     assert r.exit_code == 0 and "  log.cleaner.threads=3 sensitive=false" in r.stdout, r.output
     # an explicit --bootstrap-server beats the environment's ZooKeeper (which would fail)
     r = run(*describe, "--entity-name", "envtopic", "--bootstrap-server", live.bootstrap, env=missing_chroot)
