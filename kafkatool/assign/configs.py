@@ -694,8 +694,8 @@ def zk_entity_label(entity_type: str, name: str, client: str | None = None) -> s
     return one(entity_type, name)
 
 
-def describe_zk_quota_lines(zk, entity_type: str, name) -> list[str]:
-    """describeConfigWithZk's lines for users (``name`` a real name or DEFAULT): ``Configs for <entity> are k=v,...``
+def describe_zk_lines(zk, entity_type: str, name) -> list[str]:
+    """describeConfigWithZk's lines for users and brokers (``name`` a real name or DEFAULT): ``Configs for <entity> are k=v,...``
     (Properties' order, a ConcurrentHashMap of 16 bins); all entities of the type without a name
     (a user without configs of its own is left out)."""
     from kafkatool.formats.java_collections import hash_map_order, java_string_hash

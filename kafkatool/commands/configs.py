@@ -187,6 +187,10 @@ def describe(
                     C.zk_brokers_not_running(
                         zk, name, "--bootstrap-server option must be specified to describe brokers"
                     )
+            if not json_out:  # describeConfigWithZk's one line, as for users
+                for line in C.describe_zk_lines(zk, entity_type, C.zk_name(entity_type, name)):
+                    console.print(line, highlight=False)
+                raise typer.Exit(EXIT_OK)
             entries = C.describe_zk(zk, entity_type, name)
     else:
         from kafkatool.assign.kafka_client import KafkaAdmin
@@ -250,7 +254,7 @@ def _describe_quotas(entities, bootstrap_server, zookeeper, timeout: float, json
         ((etype, n),) = entities
         name = None if n is None else C.zk_name(etype, n or None)
         with connect(zookeeper, timeout, writable=False) as zk:
-            lines = C.describe_zk_quota_lines(zk, etype, name)
+            lines = C.describe_zk_lines(zk, etype, name)
         for line in lines:
             emit_json({"type": "config_line", "line": line}) if json_out else console.print(
                 line, highlight=False
