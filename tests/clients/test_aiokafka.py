@@ -213,22 +213,34 @@ def test_transactions(serve, compat):
     async def scenario():
         await create_topic(serve.bootstrap, topic, 3)
         p = AIOKafkaProducer(bootstrap_servers=serve.bootstrap, transactional_id=f"aio-txn-{topic}")
+        admin = AIOKafkaAdminClient(bootstrap_servers=serve.bootstrap)
         await p.start()
+        await admin.start()
+        # each transaction also commits an offset of a group (AddOffsetsToTxn + TxnOffsetCommit):
+        # the number of records sent so far, which only a committed transaction makes the group's
+        group, sent, offsets = name("txn-g"), 0, []
         try:
             for batch, commit in ((c1, True), (ab, False), (c2, True)):
                 await p.begin_transaction()
                 await produce_all(p, topic, batch)
+                sent += len(batch)
+                await p.send_offsets_to_transaction({TopicPartition(topic, 0): sent}, group)
                 await (p.commit_transaction() if commit else p.abort_transaction())
+                offsets.append(await admin.list_consumer_group_offsets(group))
         finally:
+            await admin.close()
             await p.stop()
         rc = await read_all(
             compat, serve.bootstrap, topic, 3, len(c1) + len(c2), settle=1.0, isolation_level="read_committed"
         )
         ru = await read_all(compat, serve.bootstrap, topic, 3, len(c1) + len(ab) + len(c2))
-        return rc, ru
+        return rc, ru, offsets
 
-    rc, ru = run(scenario())
+    rc, ru, offsets = run(scenario())
     compat.check_transactions(c1, ab, c2, rc, ru)
+    # the group's offsets after each transaction: the aborted one's offset never became the group's
+    tp = TopicPartition(topic, 0)
+    assert [{k: v.offset for k, v in o.items()} for o in offsets] == [{tp: 50}, {tp: 50}, {tp: 110}]
 
 
 def test_offsets_for_times(serve, compat):

@@ -118,7 +118,17 @@ def test_transactions(serve, tmp_path, compat):
     for ds, file in ((c1, "c1"), (ab, "ab"), (c2, "c2")):
         compat.dataset_to_jsonl(ds, str(tmp_path / f"{file}.jsonl"))
     topic = name("txn")
-    run_js("transactions", serve, tmp_path, topic=topic, partitions=3, transactionalId=f"kjs-txn-{topic}")
+    r = run_js(
+        "transactions",
+        serve,
+        tmp_path,
+        topic=topic,
+        partitions=3,
+        transactionalId=f"kjs-txn-{topic}",
+        group=topic,
+    )
+    # the group's offset after each transaction: the aborted one's offset never became the group's
+    assert (r["c1.jsonl"], r["ab.jsonl"], r["c2.jsonl"]) == (50, 50, 110)
     rc = compat.records_from_jsonl(str(tmp_path / "read_committed.jsonl"))
     ru = compat.records_from_jsonl(str(tmp_path / "read_uncommitted.jsonl"))
     compat.check_transactions(c1, ab, c2, rc, ru, how_abort="transaction.abort()")

@@ -303,20 +303,28 @@ const scenarios = {
     await admin.connect()
     await admin.createTopics({ topics: [{ topic, numPartitions: partitions }], waitForLeaders: true })
     const parts = await partitionCount(admin, topic)
-    await admin.disconnect()
     const producer = kafka.producer({ transactionalId, idempotent: true, maxInFlightRequests: 1 })
     await producer.connect()
     const total = { committed: 0, all: 0 }
+    // each transaction also commits an offset of args.group (AddOffsetsToTxn + TxnOffsetCommit):
+    // the number of records sent so far, which only a committed transaction makes the group's
     for (const [name, commit] of [['c1.jsonl', true], ['ab.jsonl', false], ['c2.jsonl', true]]) {
       const msgs = readDataset(name)
       const txn = await producer.transaction()
       await produceAll(txn, topic, msgs, { partitions: parts })
+      total.all += msgs.length
+      await txn.sendOffsets({
+        consumerGroupId: args.group,
+        topics: [{ topic, partitions: [{ partition: 0, offset: String(total.all) }] }],
+      })
       if (commit) await txn.commit()
       else await txn.abort()
-      total.all += msgs.length
       if (commit) total.committed += msgs.length
+      const [offsets] = await admin.fetchOffsets({ groupId: args.group, topics: [topic] })
+      total[name] = Number(offsets.partitions.find(p => p.partition === 0).offset)
     }
     await producer.disconnect()
+    await admin.disconnect()
     writeRecords('read_committed.jsonl', await consumeAll(topic, total.committed, { settleMs: 1000 }))
     writeRecords('read_uncommitted.jsonl', await consumeAll(topic, total.all, { readUncommitted: true }))
     return total
