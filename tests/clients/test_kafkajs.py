@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import subprocess
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -169,3 +170,111 @@ def test_group(serve, tmp_path, compat):
         per_partition[m.idx % parts] += 1
     [committed] = r["committed"]
     assert {int(p["partition"]): int(p["offset"]) for p in committed["partitions"]} == per_partition
+
+
+class Member:
+    """scenarios.js ``member`` in a node process of its own: what it says, each line with the
+    time it came."""
+
+    def __init__(self, serve, work: Path, budget: float, **args):
+        work.mkdir(parents=True, exist_ok=True)
+        (work / "args.json").write_text(json.dumps({**args, "budget": budget}))
+        self.proc = subprocess.Popen(
+            [NODE, str(SCRIPT), "member", serve.bootstrap, str(work)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=open(work / "kafkajs.log", "wb"),
+            cwd=JS,
+        )
+        self.said: list[tuple[float, dict]] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.said.append((time.monotonic(), json.loads(line)))
+
+    def assigned(self, since: float = 0.0) -> list | None:
+        """Its assignment as of its last join after ``since`` (None while it rebalances)."""
+        now = None
+        for t, d in list(self.said):
+            if t >= since and "assigned" in d:
+                now = d["assigned"]
+            elif t >= since and "rebalancing" in d:
+                now = None
+        return now
+
+    def records(self, compat, prefix: bytes = b"") -> list:
+        """What it read (and committed), of the keys starting with ``prefix``."""
+        out = []
+        for _, d in list(self.said):
+            if "rec" in d and compat.unb64(d["rec"]["k"]).startswith(prefix):
+                r = d["rec"]
+                headers = [(k, compat.unb64(v)) for k, v in r["h"]]
+                out.append(
+                    compat.Rec(r["p"], int(r["o"]), compat.unb64(r["k"]), compat.unb64(r["v"]), headers)
+                )
+        return out
+
+    def stop(self, timeout: float = 20.0):
+        """Stdin closed: it leaves the group (LeaveGroup) and ends."""
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            self.proc.wait(timeout)
+        self._reader.join(5)
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+def wait_until(what: str, cond, timeout: float):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"not within {timeout} s: {what}"
+        time.sleep(0.05)
+
+
+@pytest.mark.slow
+def test_group_member_failure(serve, tmp_path, compat):
+    """A member killed (no LeaveGroup) is expired by the coordinator after its session timeout
+    (6 s), not before; the other member then takes its partitions and reads on from the offsets
+    the dead one committed: each record once. About 15 s."""
+    parts = compat.GROUP_PARTITIONS
+    topic = name("failover")
+    first = compat.make_dataset(200, seed=23, key_prefix="f1-")
+    second = compat.make_dataset(100, seed=24, key_prefix="f2-")
+    run_js("produce", serve, tmp_path / "create", topic=topic, partitions=parts)
+    args = {"topic": topic, "group": f"{topic}-g"}
+    a = Member(serve, tmp_path / "a", 50, **args)
+    b = Member(serve, tmp_path / "b", 50, **args)
+    try:
+        wait_until(
+            "both members assigned",
+            lambda: (
+                a.assigned() and b.assigned() and sorted(a.assigned() + b.assigned()) == list(range(parts))
+            ),
+            20,
+        )
+        (tmp_path / "first").mkdir()
+        compat.dataset_to_jsonl(first, str(tmp_path / "first" / "dataset.jsonl"))
+        first_sent = run_js("produce", serve, tmp_path / "first", topic=topic, partitions=parts)
+        wait_until("the first records read", lambda: len(a.records(compat) + b.records(compat)) >= 200, 20)
+        a.kill()
+        killed = time.monotonic()
+        (tmp_path / "second").mkdir()
+        compat.dataset_to_jsonl(second, str(tmp_path / "second" / "dataset.jsonl"))
+        run_js("produce", serve, tmp_path / "second", topic=topic, partitions=parts)
+        wait_until("b holds every partition", lambda: b.assigned(killed) == list(range(parts)), 25)
+        took_over = next(t for t, d in b.said if t >= killed and d.get("assigned") == list(range(parts)))
+        wait_until("the second records read", lambda: len(b.records(compat, b"f2-")) >= 100, 15)
+        time.sleep(1.0)  # a record read twice would show now
+    finally:
+        a.kill()
+        b.stop()
+    # the session timeout is 6 s from the last heartbeat (every 300 ms): not expired before
+    assert 5.5 <= took_over - killed <= 20, took_over - killed
+    # each record once: b read on from the offsets a committed
+    compat.verify(first, a.records(compat) + b.records(compat, b"f1-"), delivered=delivered_of(first_sent))
+    compat.verify(second, b.records(compat, b"f2-"))

@@ -297,6 +297,59 @@ const scenarios = {
     return { assignment, stableAfterMs, delivered1, delivered2, committed }
   },
 
+  // a topic (created when args.partitions is given) and args' dataset.jsonl sent to it, each
+  // record to partition idx % partitions
+  async produce() {
+    const { topic, partitions } = args
+    const admin = kafka.admin()
+    await admin.connect()
+    await admin.createTopics({ topics: [{ topic, numPartitions: partitions }], waitForLeaders: true })
+    const parts = await partitionCount(admin, topic)
+    await admin.disconnect()
+    if (!fs.existsSync(path.join(dir, 'dataset.jsonl'))) return { delivered: {} }
+    const producer = kafka.producer()
+    await producer.connect()
+    const delivered = await produceAll(producer, topic, readDataset('dataset.jsonl'), {
+      partitions: parts,
+      partitionOf: m => m.idx % parts.length,
+    })
+    await producer.disconnect()
+    return { delivered }
+  },
+
+  // one member of args.group until its stdin ends: JSON lines on stdout as it goes, its
+  // assignment at each join and each record once its offset is committed
+  async member() {
+    const { topic, group } = args
+    const say = o => process.stdout.write(JSON.stringify(o) + '\n')
+    const c = kafka.consumer({
+      groupId: group,
+      sessionTimeout: 6000,
+      rebalanceTimeout: 10000,
+      heartbeatInterval: 300,
+      maxWaitTimeInMs: 100,
+    })
+    c.on(c.events.GROUP_JOIN, e => say({ assigned: [...(e.payload.memberAssignment[topic] || [])].sort((a, b) => a - b) }))
+    c.on(c.events.REBALANCING, () => say({ rebalancing: true }))
+    await c.connect()
+    await c.subscribe({ topic, fromBeginning: true })
+    await c.run({
+      autoCommit: false,
+      eachBatch: async ({ batch }) => {
+        if (!batch.messages.length) return
+        const next = (BigInt(batch.messages[batch.messages.length - 1].offset) + 1n).toString()
+        await c.commitOffsets([{ topic, partition: batch.partition, offset: next }])
+        for (const m of batch.messages) say({ rec: JSON.parse(recordLine(batch.partition, m)) })
+      },
+    })
+    await new Promise(resolve => {
+      process.stdin.on('end', resolve)
+      process.stdin.resume()
+    })
+    await c.disconnect()
+    return {}
+  },
+
   async transactions() {
     const { topic, partitions, transactionalId } = args
     const admin = kafka.admin()
