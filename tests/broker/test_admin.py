@@ -284,7 +284,11 @@ def test_topic_alter_refusals_standalone(broker):
             ErrorCode.INVALID_REQUEST,
             "Default topic resources are not allowed.",
         )
-        assert inc(c, "a/b", ("retention.ms", 0, "1"))[0] == ErrorCode.INVALID_TOPIC_EXCEPTION
+        assert inc(c, "a/b", ("retention.ms", 0, "1")) == (
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            "Topic name is invalid: 'a/b' contains one or more characters other than ASCII alphanumerics, "
+            "'.', '_' and '-'",
+        )
         assert describe(c, "adm-refuse")[1]["retention.ms"].value == "5000"
         # a name LogConfig does not know (KRaft's ConfigurationControlManager): SET refused by
         # LogConfig.validateNames, DELETE a no-op (no record for an unchanged value), APPEND and

@@ -144,6 +144,45 @@ def test_create_and_delete_topic(serve):
     assert list(deleted_again.topic_error_codes) == [(topic, 3)]
 
 
+def test_create_topics_refusals(serve):
+    """CreateTopics' refusals as Kafka 3.7 (KRaft) words them, byte for byte as the client gets
+    them: Topic.validate's InvalidTopicException messages, and a name that collides with an
+    existing topic by '.' against '_' (ReplicationControlManager.validateNewTopicNames)."""
+    base = name("refused").replace("-", "_")
+    dotted, long_ascii, long_utf16 = base.replace("_", "."), "x" * 250, "\U0001f600" * 125
+    too_long = "Topic name is invalid: the length of '{}' is longer than the max allowed length 249"
+    cases = {
+        "bad name!": (
+            17,
+            "Topic name is invalid: 'bad name!' contains one or more characters other than "
+            "ASCII alphanumerics, '.', '_' and '-'",
+        ),
+        "..": (17, "Topic name is invalid: '..' is not allowed"),
+        long_ascii: (17, too_long.format(long_ascii)),
+        # String.length() counts UTF-16 code units: 125 characters outside the BMP are 250
+        long_utf16: (17, too_long.format(long_utf16)),
+        dotted: (17, f"Topic '{dotted}' collides with existing topic: {base}"),
+        base: (36, f"Topic '{base}' already exists."),
+        base + ".x": (0, None),
+    }
+
+    async def scenario():
+        await create_topic(serve.bootstrap, base, 1)
+        admin = AIOKafkaAdminClient(bootstrap_servers=serve.bootstrap)
+        await admin.start()
+        try:
+            out = {}
+            for topic in cases:
+                answer = await admin.create_topics([NewTopic(topic, 1, 1)], timeout_ms=10000)
+                [(t, code, message)] = answer.topic_errors
+                out[t] = (code, message)
+            return out
+        finally:
+            await admin.close()
+
+    assert run(scenario()) == cases
+
+
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd", "none"])
 def test_produce_consume(serve, compat, codec):
     topic = name(f"pc-{codec}")

@@ -4,6 +4,7 @@ AlterConfigs (33), IncrementalAlterConfigs (44), DescribeCluster (60)."""
 from __future__ import annotations
 
 import collections
+import itertools
 import json
 import logging
 import re
@@ -74,6 +75,30 @@ def _mutation_quota(ctx, strict_since: int):
     return ctx.broker.quotas.new_mutation_quota(ctx, strict_since)
 
 
+def _colliding_topic(broker, name: str) -> str | None:
+    """An existing topic whose name differs from ``name`` only by '.' against '_' (Kafka's
+    Topic.hasCollision), or None: KRaft refuses to create such a topic (their metric names
+    would be one).  Of several, the first in name order (Kafka names the first of its
+    TimelineHashSet, whose order this does not reproduce)."""
+    spots = [i for i, ch in enumerate(name) if ch in "._"]
+    if not spots:
+        return None
+    topics = broker.metadata.topics
+    if len(spots) <= 8:  # the names it could collide with, looked up (no walk over every topic)
+        chars = list(name)
+        found = []
+        for combo in itertools.product("._", repeat=len(spots)):
+            for i, ch in zip(spots, combo, strict=True):
+                chars[i] = ch
+            other = "".join(chars)
+            if other != name and other in topics:
+                found.append(other)
+    else:
+        unified = ts.topic_name_collision(name)
+        found = [t for t in topics if t != name and ts.topic_name_collision(t) == unified]
+    return min(found) if found else None
+
+
 def _create_one(broker, ct, version: int, validate_only: bool, mutation=None) -> CreatableTopicResult:
     r = CreatableTopicResult(
         name=ct.name,
@@ -85,12 +110,18 @@ def _create_one(broker, ct, version: int, validate_only: bool, mutation=None) ->
         replication_factor=-1,
         configs=None,
     )
-    err = topic_name_error(ct.name)
-    if err is not None:
-        r.error_code, r.error_message = ErrorCode.INVALID_TOPIC_EXCEPTION, err
-        return r
     if broker.topic(ct.name) is not None:
         r.error_code, r.error_message = ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{ct.name}' already exists."
+        return r
+    # KRaft's ReplicationControlManager.validateNewTopicNames: Topic.validate's error, which a
+    # collision of '.' and '_' with an existing topic replaces (and an existing topic of the
+    # very name both)
+    err = topic_name_error(ct.name)
+    colliding = _colliding_topic(broker, ct.name) if broker.cluster is None else None
+    if colliding is not None:
+        err = f"Topic '{ct.name}' collides with existing topic: {colliding}"
+    if err is not None:
+        r.error_code, r.error_message = ErrorCode.INVALID_TOPIC_EXCEPTION, err
         return r
     if broker.read_only:
         r.error_code, r.error_message = ErrorCode.POLICY_VIOLATION, READ_ONLY_MSG
