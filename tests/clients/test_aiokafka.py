@@ -183,6 +183,31 @@ def test_create_topics_refusals(serve):
     assert run(scenario()) == cases
 
 
+def test_create_topics_duplicates(serve):
+    """A name a CreateTopics request holds twice: KRaft's ControllerApis leaves its entries out and
+    answers one INVALID_REQUEST per such name after the other topics, in its HashSet's order
+    (checked with a JDK: [aio-dup-b, aio-dup-a])."""
+    ok = name("dup-ok")
+    request = ["aio-dup-a", ok, "aio-dup-b", "aio-dup-a", "aio-dup-b"]
+
+    async def scenario():
+        admin = AIOKafkaAdminClient(bootstrap_servers=serve.bootstrap)
+        await admin.start()
+        try:
+            answer = await admin.create_topics([NewTopic(t, 1, 1) for t in request], timeout_ms=10000)
+            return [tuple(t) for t in answer.topic_errors], await admin.list_topics()
+        finally:
+            await admin.close()
+
+    results, listed = run(scenario())
+    assert results == [
+        (ok, 0, None),
+        ("aio-dup-b", 42, "Duplicate topic name."),
+        ("aio-dup-a", 42, "Duplicate topic name."),
+    ]
+    assert ok in listed and "aio-dup-a" not in listed and "aio-dup-b" not in listed
+
+
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd", "none"])
 def test_produce_consume(serve, compat, codec):
     topic = name(f"pc-{codec}")

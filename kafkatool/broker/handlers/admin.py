@@ -17,6 +17,7 @@ from kafkatool.broker.handlers.metadata import AUTHORIZED_OPS_OMITTED, from_wire
 from kafkatool.broker.read_only import READ_ONLY_MSG
 from kafkatool.broker.security import acl
 from kafkatool.errors import KafkatoolError
+from kafkatool.formats.java_collections import hash_map_order, java_string_hash
 from kafkatool.formats.schema import ZERO_UUID
 from kafkatool.log import topic_settings as ts
 from kafkatool.log.topic_settings import topic_name_error
@@ -261,6 +262,16 @@ def _led(broker, topic: str, partitions: int) -> bool:
     )
 
 
+def _duplicate_topic(name: str, message: str) -> CreatableTopicResult:
+    return CreatableTopicResult(
+        name=name,
+        error_code=ErrorCode.INVALID_REQUEST,
+        error_message=message,
+        num_partitions=-1,
+        replication_factor=-1,
+    )
+
+
 def handle_create_topics(ctx, req):
     broker = ctx.broker
     v = ctx.version
@@ -283,19 +294,20 @@ def handle_create_topics(ctx, req):
                 )
             )
         return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+    # a name the request holds twice: ZooKeeper mode (KafkaApis) refuses each of its entries in
+    # place; KRaft (ControllerApis) leaves them out and adds one result per such name after the
+    # others, in its HashSet's order
+    counts = collections.Counter(names)
+    duplicates = [n for n in dict.fromkeys(names) if counts[n] > 1]
     for ct in req.topics:
-        if names.count(ct.name) > 1:
-            results.append(
-                CreatableTopicResult(
-                    name=ct.name,
-                    error_code=ErrorCode.INVALID_REQUEST,
-                    error_message="duplicate topic in the request",
-                    num_partitions=-1,
-                    replication_factor=-1,
-                )
-            )
+        if counts[ct.name] > 1:
+            if broker.cluster is not None:
+                results.append(_duplicate_topic(ct.name, "Found multiple entries for this topic."))
             continue
         results.append(_create_one(broker, ct, v, validate_only, mutation))
+    if broker.cluster is None:
+        for n in hash_map_order(duplicates, java_string_hash):
+            results.append(_duplicate_topic(n, "Duplicate topic name."))
     resp = CreateTopicsResponse(throttle_time_ms=0, topics=results)
     if _propagates(broker) and not validate_only and req.timeout_ms > 0:
         made = [r for r in results if r.error_code == 0]
