@@ -414,25 +414,70 @@ def handle_create_partitions(ctx, req):
     live = set(broker.replicas.live_brokers) if cluster is not None else {broker.node_id}
     out = []
     mutation = _mutation_quota(ctx, 3)
+    # a name the request holds twice is refused once, its entries left out: KRaft's
+    # ControllerApis.createPartitions answers those first, then the others, each list in its
+    # HashSet's order; ZooKeeper mode (KafkaApis) adds them to its other results
+    counts = collections.Counter(rt.name for rt in req.topics)
+    seen: set[str] = set()
+    duplicates = []  # in the order their second entries come (the HashSet's insertions)
     for rt in req.topics:
+        if rt.name in seen and rt.name not in duplicates:
+            duplicates.append(rt.name)
+        seen.add(rt.name)
+    duplicated = [
+        CreatePartitionsTopicResult(
+            name=n,
+            error_code=ErrorCode.INVALID_REQUEST,
+            error_message="Duplicate topic name." if cluster is None else "Duplicate topic in request.",
+        )
+        for n in (hash_map_order(duplicates, java_string_hash) if cluster is None else duplicates)
+    ]
+    topics = [rt for rt in req.topics if counts[rt.name] == 1]
+    if cluster is None:
+        out.extend(duplicated)
+        order = {n: i for i, n in enumerate(hash_map_order(dict.fromkeys(counts), java_string_hash))}
+        topics.sort(key=lambda rt: order[rt.name])
+    done = []
+    for rt in topics:
         r = CreatePartitionsTopicResult(name=rt.name, error_code=0, error_message=None)
         out.append(r)
+        done.append((rt, r))
         t = broker.topic(rt.name)
         if t is None:
-            r.error_code, r.error_message = (
-                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                f"The topic '{rt.name}' does not exist.",
-            )
+            # KRaft: UnknownTopicOrPartitionException(), no message (ApiError.fromThrowable)
+            r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            r.error_message = None if cluster is None else f"The topic '{rt.name}' does not exist."
             continue
         if rt.count <= t.partitions:
             r.error_code = ErrorCode.INVALID_PARTITIONS
-            r.error_message = f"Topic currently has {t.partitions} partitions, which is higher than or equal to the requested {rt.count}."
+            if cluster is not None:  # ZkAdminManager.createPartitions
+                r.error_message = (
+                    f"Topic already has {t.partitions} partitions."
+                    if rt.count == t.partitions
+                    else f"Topic currently has {t.partitions} partitions, which is higher than the requested "
+                    f"{rt.count}."
+                )
+            else:  # ReplicationControlManager.createPartitions
+                r.error_message = (
+                    f"Topic already has {t.partitions} partition(s)."
+                    if rt.count == t.partitions
+                    else f"The topic {rt.name} currently has {t.partitions} partition(s); {rt.count} would not "
+                    "be an increase."
+                )
             continue
         if rt.count - t.partitions > MAX_PARTITIONS_PER_BATCH:
             r.error_code, r.error_message = ErrorCode.POLICY_VIOLATION, EXCESSIVE_PARTITIONS
             continue
         if rt.assignments is not None:
-            if len(rt.assignments) != rt.count - t.partitions or any(
+            additional = rt.count - t.partitions
+            if cluster is None and len(rt.assignments) != additional:
+                r.error_code, r.error_message = (
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"Attempted to add {additional} additional partition(s), but only {len(rt.assignments)} "
+                    "assignment(s) were specified.",
+                )
+                continue
+            if len(rt.assignments) != additional or any(
                 (list(a.broker_ids) != [broker.node_id] if cluster is None else not set(a.broker_ids) <= live)
                 for a in rt.assignments
             ):
@@ -449,9 +494,11 @@ def handle_create_partitions(ctx, req):
                 r.error_code, r.error_message = ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED_MSG
                 continue
             broker.add_partitions(rt.name, rt.count)
+    if cluster is not None:
+        out.extend(duplicated)
     resp = CreatePartitionsResponse(throttle_time_ms=0, results=out)
     # as Kafka, a timeout <= 0 answers at once
-    grown = [(rt, r) for rt, r in zip(req.topics, out, strict=True) if r.error_code == 0]
+    grown = [(rt, r) for rt, r in done if r.error_code == 0]
     if _propagates(broker) and not req.validate_only and req.timeout_ms > 0 and grown:
         counts = {rt.name: rt.count for rt, _ in grown}
         return _await_leaders(broker, resp, [r for _, r in grown], counts, req.timeout_ms)
