@@ -76,14 +76,14 @@ def _mutation_quota(ctx, strict_since: int):
     return ctx.broker.quotas.new_mutation_quota(ctx, strict_since)
 
 
-def _colliding_topic(broker, name: str) -> str | None:
-    """An existing topic whose name differs from ``name`` only by '.' against '_' (Kafka's
-    Topic.hasCollision), or None: KRaft refuses to create such a topic (their metric names
-    would be one).  Of several, the first in name order (Kafka names the first of its
-    TimelineHashSet, whose order this does not reproduce)."""
+def _colliding_topics(broker, name: str) -> list[str]:
+    """The existing topics whose names differ from ``name`` only by '.' against '_' (Kafka's
+    Topic.hasCollision), in name order: Kafka refuses to create such a topic (their metric
+    names would be one).  Of several, KRaft names the first of its TimelineHashSet and ZooKeeper
+    mode lists a Scala Set, orders this does not reproduce."""
     spots = [i for i, ch in enumerate(name) if ch in "._"]
     if not spots:
-        return None
+        return []
     topics = broker.metadata.topics
     if len(spots) <= 8:  # the names it could collide with, looked up (no walk over every topic)
         chars = list(name)
@@ -97,7 +97,7 @@ def _colliding_topic(broker, name: str) -> str | None:
     else:
         unified = ts.topic_name_collision(name)
         found = [t for t in topics if t != name and ts.topic_name_collision(t) == unified]
-    return min(found) if found else None
+    return sorted(found)
 
 
 def _create_one(broker, ct, version: int, validate_only: bool, mutation=None) -> CreatableTopicResult:
@@ -118,9 +118,9 @@ def _create_one(broker, ct, version: int, validate_only: bool, mutation=None) ->
     # collision of '.' and '_' with an existing topic replaces (and an existing topic of the
     # very name both)
     err = topic_name_error(ct.name)
-    colliding = _colliding_topic(broker, ct.name) if broker.cluster is None else None
-    if colliding is not None:
-        err = f"Topic '{ct.name}' collides with existing topic: {colliding}"
+    colliding = _colliding_topics(broker, ct.name) if broker.cluster is None else []
+    if colliding:
+        err = f"Topic '{ct.name}' collides with existing topic: {colliding[0]}"
     if err is not None:
         r.error_code, r.error_message = ErrorCode.INVALID_TOPIC_EXCEPTION, err
         return r
@@ -170,6 +170,13 @@ def _create_one(broker, ct, version: int, validate_only: bool, mutation=None) ->
     if rf_error is not None and (rf > 0 or not ct.assignments):
         r.error_code, r.error_message = ErrorCode.INVALID_REPLICATION_FACTOR, rf_error
         return r
+    if cluster is not None:
+        # ZooKeeper mode: AdminZkClient.validateTopicCreate, after the placement's checks
+        colliding = _colliding_topics(broker, ct.name)
+        if colliding:
+            r.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
+            r.error_message = f"Topic '{ct.name}' collides with existing topics: {', '.join(colliding)}"
+            return r
     configs = {}
     for c in ct.configs:
         try:
