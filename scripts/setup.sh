@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs everything kafkatool and its tests need on a fresh Debian machine:
 # Debian's ZooKeeper (the tests start a real server), kcat (a real librdkafka
-# client), a JDK for ZooKeeper and Spark, iproute2 (network namespaces for the
-# cluster's partition test), man, Python 3.11+ with pip, gcc and the interpreter's headers,
-# then this package with its dev extras, and builds the compiled hot path.  Idempotent; run as
-# root (or with sudo available).
+# client), node and npm (kafkajs, a JavaScript client, from tests/clients/js's lock file),
+# a JDK for ZooKeeper and Spark, iproute2 (network namespaces for the cluster's partition
+# test), man, Python 3.11+ with pip, gcc and the interpreter's headers, then this package
+# with its dev extras, and builds the compiled hot path.  Idempotent; run as root (or with
+# sudo available).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +16,9 @@ command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
 command -v javac >/dev/null 2>&1 || need_apt+=(openjdk-17-jdk-headless)
 command -v man >/dev/null 2>&1 || need_apt+=(man-db)  # the man pages' install test reads them with man
 command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)  # the cluster tests' network namespaces
+# node and npm: kafkajs, a JavaScript Kafka client, runs against serve in tests/clients
+command -v node >/dev/null 2>&1 || need_apt+=(nodejs)
+command -v npm >/dev/null 2>&1 || need_apt+=(npm)
 # the compiled hot path (tools/build_accel.py): a C compiler and the interpreter's headers
 command -v gcc >/dev/null 2>&1 || need_apt+=(gcc)
 # Python 3.11 or newer with pip: the machine's own python3 if it has both (a pyenv build, say),
@@ -41,6 +45,10 @@ if python3 -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.jo
   export PIP_BREAK_SYSTEM_PACKAGES=1
 fi
 python3 -m pip install -q --disable-pip-version-check -e '.[dev]'
+
+# kafkajs as tests/clients/js/package-lock.json pins it, into tests/clients/js/node_modules
+# (gitignored); npm ci installs exactly the lock file's versions, checked by their integrity hashes
+npm ci --prefix tests/clients/js --no-audit --no-fund --loglevel=error
 
 # the compiled hot path: the hot modules compiled by Cython into kafkatool/_accel/ (only what
 # changed since the last build; a few minutes from scratch on 2 cores); a failure stops here

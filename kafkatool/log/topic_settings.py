@@ -225,17 +225,28 @@ _LEGAL_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUV
 
 
 def topic_name_error(name: str) -> str | None:
-    """Why ``name`` is not a legal topic name (Kafka's Topic.validate), or None: the broker's
-    CreateTopics/Metadata/ACL checks and the reassignment files alike."""
+    """Why ``name`` is not a legal topic name, or None: the broker's CreateTopics/Metadata/ACL
+    checks and the reassignment files alike.  The words are InvalidTopicException's message,
+    Kafka 3.7's Topic.validate (detectInvalidTopic behind "Topic name is invalid: "), which the
+    broker answers as the error message of CreateTopics, IncrementalAlterConfigs and
+    DescribeProducers; a name's length is Java's String.length(), in UTF-16 code units."""
     if not name:
-        return "the topic name is empty"
-    if name in (".", ".."):
-        return f"the topic name cannot be {name!r}"
-    if len(name) > MAX_TOPIC_NAME:
-        return f"the topic name is longer than {MAX_TOPIC_NAME} characters"
-    if not set(name) <= _LEGAL_TOPIC_CHARS:
-        return f"the topic name {name!r} contains characters other than ASCII alphanumerics, '.', '_' and '-'"
-    return None
+        why = "the empty string is not allowed"
+    elif name in (".", ".."):
+        why = f"'{name}' is not allowed"
+    elif len(name.encode("utf-16-le", "surrogatepass")) // 2 > MAX_TOPIC_NAME:
+        why = f"the length of '{name}' is longer than the max allowed length {MAX_TOPIC_NAME}"
+    elif not set(name) <= _LEGAL_TOPIC_CHARS:
+        why = f"'{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
+    else:
+        return None
+    return f"Topic name is invalid: {why}"
+
+
+def topic_name_collision(name: str) -> str:
+    """Kafka's Topic.unifyCollisionChars: '.' and '_' are one character in a topic's metric
+    names, so two topics whose names differ only there collide (Topic.hasCollision)."""
+    return name.replace(".", "_")
 
 
 class SettingsError(KafkatoolError, ValueError):

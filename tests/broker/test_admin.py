@@ -284,7 +284,11 @@ def test_topic_alter_refusals_standalone(broker):
             ErrorCode.INVALID_REQUEST,
             "Default topic resources are not allowed.",
         )
-        assert inc(c, "a/b", ("retention.ms", 0, "1"))[0] == ErrorCode.INVALID_TOPIC_EXCEPTION
+        assert inc(c, "a/b", ("retention.ms", 0, "1")) == (
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            "Topic name is invalid: 'a/b' contains one or more characters other than ASCII alphanumerics, "
+            "'.', '_' and '-'",
+        )
         assert describe(c, "adm-refuse")[1]["retention.ms"].value == "5000"
         # a name LogConfig does not know (KRaft's ConfigurationControlManager): SET refused by
         # LogConfig.validateNames, DELETE a no-op (no record for an unchanged value), APPEND and
@@ -390,6 +394,41 @@ def test_create_partitions_delete_records_delete_topics(broker):
         resp = c.request(20, 1, G.DeleteTopicsRequest(topic_names=["adm-p"], timeout_ms=1000))
         assert resp.responses[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         assert not list(broker.data_dir.glob("adm-p-*"))
+
+
+def test_create_partitions_refusals_as_kraft(broker):
+    """CreatePartitions as Kafka 3.7's KRaft controller answers it (standalone serve is KRaft):
+    a name the request holds twice once, INVALID_REQUEST, first; then the others in the order of
+    ControllerApis' HashSet of names (checked with a JDK 17: cp-same, cp-grow, cp-less, cp-none,
+    cp-dup), ReplicationControlManager's words, an unknown topic without a message."""
+    with WireClient(broker.bootstrap) as c:
+        for name in ("cp-less", "cp-same", "cp-grow", "cp-dup"):
+            assert create(c, name, 2).error_code == 0
+        req = G.CreatePartitionsRequest(
+            topics=[
+                CreatePartitionsTopic(name=n, count=k, assignments=None)
+                for n, k in (("cp-dup", 3), ("cp-less", 1), ("cp-same", 2), ("cp-dup", 4), ("cp-none", 2))
+            ]
+            + [CreatePartitionsTopic(name="cp-grow", count=3, assignments=[])],
+            timeout_ms=1000,
+            validate_only=False,
+        )
+        got = [(r.name, r.error_code, r.error_message) for r in c.request(37, 3, req).results]
+        assert got == [
+            ("cp-dup", ErrorCode.INVALID_REQUEST, "Duplicate topic name."),
+            ("cp-same", ErrorCode.INVALID_PARTITIONS, "Topic already has 2 partition(s)."),
+            (
+                "cp-grow",
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                "Attempted to add 1 additional partition(s), but only 0 assignment(s) were specified.",
+            ),
+            (
+                "cp-less",
+                ErrorCode.INVALID_PARTITIONS,
+                "The topic cp-less currently has 2 partition(s); 1 would not be an increase.",
+            ),
+            ("cp-none", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None),
+        ]
 
 
 def test_describe_cluster(broker):

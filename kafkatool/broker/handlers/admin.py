@@ -4,6 +4,7 @@ AlterConfigs (33), IncrementalAlterConfigs (44), DescribeCluster (60)."""
 from __future__ import annotations
 
 import collections
+import itertools
 import json
 import logging
 import re
@@ -16,6 +17,7 @@ from kafkatool.broker.handlers.metadata import AUTHORIZED_OPS_OMITTED, from_wire
 from kafkatool.broker.read_only import READ_ONLY_MSG
 from kafkatool.broker.security import acl
 from kafkatool.errors import KafkatoolError
+from kafkatool.formats.java_collections import hash_map_order, java_string_hash
 from kafkatool.formats.schema import ZERO_UUID
 from kafkatool.log import topic_settings as ts
 from kafkatool.log.topic_settings import topic_name_error
@@ -74,6 +76,30 @@ def _mutation_quota(ctx, strict_since: int):
     return ctx.broker.quotas.new_mutation_quota(ctx, strict_since)
 
 
+def _colliding_topics(broker, name: str) -> list[str]:
+    """The existing topics whose names differ from ``name`` only by '.' against '_' (Kafka's
+    Topic.hasCollision), in name order: Kafka refuses to create such a topic (their metric
+    names would be one).  Of several, KRaft names the first of its TimelineHashSet and ZooKeeper
+    mode lists a Scala Set, orders this does not reproduce."""
+    spots = [i for i, ch in enumerate(name) if ch in "._"]
+    if not spots:
+        return []
+    topics = broker.metadata.topics
+    if len(spots) <= 8:  # the names it could collide with, looked up (no walk over every topic)
+        chars = list(name)
+        found = []
+        for combo in itertools.product("._", repeat=len(spots)):
+            for i, ch in zip(spots, combo, strict=True):
+                chars[i] = ch
+            other = "".join(chars)
+            if other != name and other in topics:
+                found.append(other)
+    else:
+        unified = ts.topic_name_collision(name)
+        found = [t for t in topics if t != name and ts.topic_name_collision(t) == unified]
+    return sorted(found)
+
+
 def _create_one(broker, ct, version: int, validate_only: bool, mutation=None) -> CreatableTopicResult:
     r = CreatableTopicResult(
         name=ct.name,
@@ -85,12 +111,18 @@ def _create_one(broker, ct, version: int, validate_only: bool, mutation=None) ->
         replication_factor=-1,
         configs=None,
     )
-    err = topic_name_error(ct.name)
-    if err is not None:
-        r.error_code, r.error_message = ErrorCode.INVALID_TOPIC_EXCEPTION, err
-        return r
     if broker.topic(ct.name) is not None:
         r.error_code, r.error_message = ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{ct.name}' already exists."
+        return r
+    # KRaft's ReplicationControlManager.validateNewTopicNames: Topic.validate's error, which a
+    # collision of '.' and '_' with an existing topic replaces (and an existing topic of the
+    # very name both)
+    err = topic_name_error(ct.name)
+    colliding = _colliding_topics(broker, ct.name) if broker.cluster is None else []
+    if colliding:
+        err = f"Topic '{ct.name}' collides with existing topic: {colliding[0]}"
+    if err is not None:
+        r.error_code, r.error_message = ErrorCode.INVALID_TOPIC_EXCEPTION, err
         return r
     if broker.read_only:
         r.error_code, r.error_message = ErrorCode.POLICY_VIOLATION, READ_ONLY_MSG
@@ -138,6 +170,13 @@ def _create_one(broker, ct, version: int, validate_only: bool, mutation=None) ->
     if rf_error is not None and (rf > 0 or not ct.assignments):
         r.error_code, r.error_message = ErrorCode.INVALID_REPLICATION_FACTOR, rf_error
         return r
+    if cluster is not None:
+        # ZooKeeper mode: AdminZkClient.validateTopicCreate, after the placement's checks
+        colliding = _colliding_topics(broker, ct.name)
+        if colliding:
+            r.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
+            r.error_message = f"Topic '{ct.name}' collides with existing topics: {', '.join(colliding)}"
+            return r
     configs = {}
     for c in ct.configs:
         try:
@@ -230,6 +269,16 @@ def _led(broker, topic: str, partitions: int) -> bool:
     )
 
 
+def _duplicate_topic(name: str, message: str) -> CreatableTopicResult:
+    return CreatableTopicResult(
+        name=name,
+        error_code=ErrorCode.INVALID_REQUEST,
+        error_message=message,
+        num_partitions=-1,
+        replication_factor=-1,
+    )
+
+
 def handle_create_topics(ctx, req):
     broker = ctx.broker
     v = ctx.version
@@ -252,19 +301,20 @@ def handle_create_topics(ctx, req):
                 )
             )
         return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+    # a name the request holds twice: ZooKeeper mode (KafkaApis) refuses each of its entries in
+    # place; KRaft (ControllerApis) leaves them out and adds one result per such name after the
+    # others, in its HashSet's order
+    counts = collections.Counter(names)
+    duplicates = [n for n in dict.fromkeys(names) if counts[n] > 1]
     for ct in req.topics:
-        if names.count(ct.name) > 1:
-            results.append(
-                CreatableTopicResult(
-                    name=ct.name,
-                    error_code=ErrorCode.INVALID_REQUEST,
-                    error_message="duplicate topic in the request",
-                    num_partitions=-1,
-                    replication_factor=-1,
-                )
-            )
+        if counts[ct.name] > 1:
+            if broker.cluster is not None:
+                results.append(_duplicate_topic(ct.name, "Found multiple entries for this topic."))
             continue
         results.append(_create_one(broker, ct, v, validate_only, mutation))
+    if broker.cluster is None:
+        for n in hash_map_order(duplicates, java_string_hash):
+            results.append(_duplicate_topic(n, "Duplicate topic name."))
     resp = CreateTopicsResponse(throttle_time_ms=0, topics=results)
     if _propagates(broker) and not validate_only and req.timeout_ms > 0:
         made = [r for r in results if r.error_code == 0]
@@ -371,25 +421,70 @@ def handle_create_partitions(ctx, req):
     live = set(broker.replicas.live_brokers) if cluster is not None else {broker.node_id}
     out = []
     mutation = _mutation_quota(ctx, 3)
+    # a name the request holds twice is refused once, its entries left out: KRaft's
+    # ControllerApis.createPartitions answers those first, then the others, each list in its
+    # HashSet's order; ZooKeeper mode (KafkaApis) adds them to its other results
+    counts = collections.Counter(rt.name for rt in req.topics)
+    seen: set[str] = set()
+    duplicates = []  # in the order their second entries come (the HashSet's insertions)
     for rt in req.topics:
+        if rt.name in seen and rt.name not in duplicates:
+            duplicates.append(rt.name)
+        seen.add(rt.name)
+    duplicated = [
+        CreatePartitionsTopicResult(
+            name=n,
+            error_code=ErrorCode.INVALID_REQUEST,
+            error_message="Duplicate topic name." if cluster is None else "Duplicate topic in request.",
+        )
+        for n in (hash_map_order(duplicates, java_string_hash) if cluster is None else duplicates)
+    ]
+    topics = [rt for rt in req.topics if counts[rt.name] == 1]
+    if cluster is None:
+        out.extend(duplicated)
+        order = {n: i for i, n in enumerate(hash_map_order(dict.fromkeys(counts), java_string_hash))}
+        topics.sort(key=lambda rt: order[rt.name])
+    done = []
+    for rt in topics:
         r = CreatePartitionsTopicResult(name=rt.name, error_code=0, error_message=None)
         out.append(r)
+        done.append((rt, r))
         t = broker.topic(rt.name)
         if t is None:
-            r.error_code, r.error_message = (
-                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                f"The topic '{rt.name}' does not exist.",
-            )
+            # KRaft: UnknownTopicOrPartitionException(), no message (ApiError.fromThrowable)
+            r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            r.error_message = None if cluster is None else f"The topic '{rt.name}' does not exist."
             continue
         if rt.count <= t.partitions:
             r.error_code = ErrorCode.INVALID_PARTITIONS
-            r.error_message = f"Topic currently has {t.partitions} partitions, which is higher than or equal to the requested {rt.count}."
+            if cluster is not None:  # ZkAdminManager.createPartitions
+                r.error_message = (
+                    f"Topic already has {t.partitions} partitions."
+                    if rt.count == t.partitions
+                    else f"Topic currently has {t.partitions} partitions, which is higher than the requested "
+                    f"{rt.count}."
+                )
+            else:  # ReplicationControlManager.createPartitions
+                r.error_message = (
+                    f"Topic already has {t.partitions} partition(s)."
+                    if rt.count == t.partitions
+                    else f"The topic {rt.name} currently has {t.partitions} partition(s); {rt.count} would not "
+                    "be an increase."
+                )
             continue
         if rt.count - t.partitions > MAX_PARTITIONS_PER_BATCH:
             r.error_code, r.error_message = ErrorCode.POLICY_VIOLATION, EXCESSIVE_PARTITIONS
             continue
         if rt.assignments is not None:
-            if len(rt.assignments) != rt.count - t.partitions or any(
+            additional = rt.count - t.partitions
+            if cluster is None and len(rt.assignments) != additional:
+                r.error_code, r.error_message = (
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"Attempted to add {additional} additional partition(s), but only {len(rt.assignments)} "
+                    "assignment(s) were specified.",
+                )
+                continue
+            if len(rt.assignments) != additional or any(
                 (list(a.broker_ids) != [broker.node_id] if cluster is None else not set(a.broker_ids) <= live)
                 for a in rt.assignments
             ):
@@ -406,9 +501,11 @@ def handle_create_partitions(ctx, req):
                 r.error_code, r.error_message = ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED_MSG
                 continue
             broker.add_partitions(rt.name, rt.count)
+    if cluster is not None:
+        out.extend(duplicated)
     resp = CreatePartitionsResponse(throttle_time_ms=0, results=out)
     # as Kafka, a timeout <= 0 answers at once
-    grown = [(rt, r) for rt, r in zip(req.topics, out, strict=True) if r.error_code == 0]
+    grown = [(rt, r) for rt, r in done if r.error_code == 0]
     if _propagates(broker) and not req.validate_only and req.timeout_ms > 0 and grown:
         counts = {rt.name: rt.count for rt, _ in grown}
         return _await_leaders(broker, resp, [r for _, r in grown], counts, req.timeout_ms)

@@ -363,7 +363,7 @@ def handle_describe_producers(ctx, req):
                     ProducersPartition(
                         partition_index=p,
                         error_code=ErrorCode.INVALID_TOPIC_EXCEPTION,
-                        error_message=f"Invalid topic: {invalid}",
+                        error_message=invalid,  # ApiError.fromThrowable: the exception's message
                         active_producers=[],
                     )
                 )

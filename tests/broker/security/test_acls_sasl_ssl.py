@@ -399,6 +399,11 @@ def test_describe_producers_per_topic(tls_secured):
                 ("bad name!", [(0, 17)]),
             ], got
             assert r.topics[0].partitions[0].error_message == "Topic authorization failed."
+            # checkValidTopic's ApiError: InvalidTopicException's message as Topic.validate words it
+            assert r.topics[2].partitions[0].error_message == (
+                "Topic name is invalid: 'bad name!' contains one or more characters other than "
+                "ASCII alphanumerics, '.', '_' and '-'"
+            )
     finally:
         _drop_anonymous_acls(admin)
 
