@@ -1,3 +1,7 @@
+# cython: infer_types=False
+# (for tools/build_accel.py: Cython 3.3 types a local made by bytearray(...) as a bytearray, then
+# refuses bytes on the right of an extended-slice assignment to it, _column's
+# ``out[k::width] = data[...]``: "Expected bytearray, got bytes"; without inference: Python's)
 """Segment index files: ``.index`` (offset), ``.timeindex`` and ``.txnindex``.
 
 Offset index entries are 8 bytes ``relativeOffset:int32, position:int32``; time
