@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from kafkatool.errors import KafkatoolError
 from kafkatool.log import topic_settings as ts
-from kafkatool.log.dynamic_log_config import config_value_error
+from kafkatool.log.topic_settings import config_value_error
 
 INT_MAX = 2**31 - 1
 _TYPES = {"INT": ts.INT, "LONG": ts.LONG, "BOOLEAN": ts.BOOLEAN, "STRING": ts.STRING}
@@ -28,7 +28,7 @@ def parse_value(
     error: type[ClientConfigError] = ClientConfigError,
 ) -> int | bool | str:
     """ConfigDef.parseType of ``kind`` (INT, LONG, BOOLEAN, STRING) and the value's validator
-    (Range.atLeast/between, ValidString.in): log/dynamic_log_config.config_value_error's rule,
+    (Range.atLeast/between, ValidString.in): log/topic_settings.config_value_error's rule,
     the broker's for its dynamic configs; the parsed value, or ``error`` with Kafka's words."""
     message = config_value_error(name, _TYPES[kind], raw, low, high, choices)
     if message is not None:

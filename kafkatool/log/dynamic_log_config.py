@@ -20,7 +20,6 @@ is the same either way.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,11 +71,9 @@ _BETWEEN = {"log.cleaner.min.cleanable.ratio": (0, 1)}
 #: ... ValidString.in (log.cleanup.policy: ValidList.in, each item)
 _ONE_OF = {
     "log.message.timestamp.type": ts.TIMESTAMP_TYPES,
-    "compression.type": ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+    "compression.type": ts.COMPRESSION_TYPES,
     "log.cleanup.policy": ts.CLEANUP_POLICIES,
 }
-_INT_RANGE = {ts.INT: (-(2**31), 2**31 - 1), ts.SHORT: (-(2**15), 2**15 - 1), ts.LONG: (-(2**63), 2**63 - 1)}
-_TYPE_NAME = {ts.INT: "INT", ts.SHORT: "SHORT", ts.LONG: "LONG", ts.DOUBLE: "DOUBLE"}
 
 
 def scala_set(names) -> str:
@@ -93,52 +90,7 @@ def value_error(name: str, type_: int, value: str, at_least: int | None = None) 
     lower bound of the caller's, for a config this module has none for) that Kafka's definition
     of it refuses; None when it takes it."""
     lo, hi = _BETWEEN.get(name, (_AT_LEAST.get(name, at_least), None))
-    return config_value_error(name, type_, value, lo, hi, _ONE_OF.get(name))
-
-
-def config_value_error(
-    name: str,
-    type_: int,
-    value: str,
-    lo: float | None = None,
-    hi: float | None = None,
-    allowed: Collection[str] | None = None,
-) -> str | None:
-    """ConfigDef.parseType of ``value`` as ``type_`` (topic_settings' INT, SHORT, LONG, DOUBLE,
-    BOOLEAN, STRING, LIST) and its validator (Range.between(lo, hi) / atLeast(lo), ValidString.in
-    / ValidList.in ``allowed``), the one rule of a config value for the broker's dynamic configs
-    and the console tools' client configs (assign/client_config): ConfigException's message
-    ("Invalid value V for configuration N: ..."), or None when Kafka takes the value."""
-    raw = str(value).strip()
-
-    def bad(shown, why: str) -> str:
-        return f"Invalid value {shown} for configuration {name}: {why}"
-
-    number: int | float | None = None
-    if type_ in _INT_RANGE:
-        smallest, largest = _INT_RANGE[type_]
-        if re.fullmatch(r"[+-]?[0-9]+", raw) is None or not smallest <= int(raw) <= largest:
-            return bad(value, f"Not a number of type {_TYPE_NAME[type_]}")
-        number = int(raw)
-    elif type_ == ts.DOUBLE:
-        try:
-            number = float(raw.replace("_", "x"))  # Double.parseDouble takes no 1_000
-        except ValueError:
-            return bad(value, "Not a number of type DOUBLE")
-    elif type_ == ts.BOOLEAN:
-        if raw.lower() not in ("true", "false"):
-            return bad(value, "Expected value to be either true or false")
-    if number is not None:
-        if lo is not None and number < lo:
-            return bad(number, f"Value must be at least {lo}")
-        if hi is not None and number > hi:
-            return bad(number, f"Value must be no more than {hi}")
-    if allowed is not None:
-        items = [x.strip() for x in raw.split(",")] if type_ == ts.LIST and raw else [raw]
-        for item in items:
-            if item not in allowed:
-                return bad(item, f"String must be one of: {', '.join(allowed)}")
-    return None
+    return ts.config_value_error(name, type_, value, lo, hi, _ONE_OF.get(name))
 
 
 def requirement_error(values: Mapping[str, str]) -> str | None:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
@@ -260,14 +260,63 @@ class InvalidConfigurationError(SettingsError):
 
 
 # ----------------------------------------------------------------------------- values
+_INT_RANGE = {INT: (-(2**31), 2**31 - 1), SHORT: (-(2**15), 2**15 - 1), LONG: (-(2**63), 2**63 - 1)}
+_TYPE_NAME = {INT: "INT", SHORT: "SHORT", LONG: "LONG", DOUBLE: "DOUBLE"}
+
+
+def config_value_error(
+    name: str,
+    type_: int,
+    value: str,
+    lo: float | None = None,
+    hi: float | None = None,
+    allowed: Collection[str] | None = None,
+) -> str | None:
+    """ConfigDef.parseType of ``value`` as ``type_`` (INT, SHORT, LONG, DOUBLE, BOOLEAN, STRING,
+    LIST) and its validator (Range.between(lo, hi) / atLeast(lo), ValidString.in / ValidList.in
+    ``allowed``), the one rule of a config value for topic configs (:func:`validate_topic_config`),
+    the broker's dynamic configs (dynamic_log_config.value_error) and the console tools' client
+    configs (assign/client_config): ConfigException's message ("Invalid value V for configuration
+    N: ..."), or None when Kafka takes the value."""
+    raw = str(value).strip()
+
+    def bad(shown, why: str) -> str:
+        return f"Invalid value {shown} for configuration {name}: {why}"
+
+    number: int | float | None = None
+    if type_ in _INT_RANGE:
+        smallest, largest = _INT_RANGE[type_]
+        if re.fullmatch(r"[+-]?[0-9]+", raw) is None or not smallest <= int(raw) <= largest:
+            return bad(value, f"Not a number of type {_TYPE_NAME[type_]}")
+        number = int(raw)
+    elif type_ == DOUBLE:
+        try:
+            number = float(raw.replace("_", "x"))  # Double.parseDouble takes no 1_000
+        except ValueError:
+            return bad(value, "Not a number of type DOUBLE")
+    elif type_ == BOOLEAN:
+        if raw.lower() not in ("true", "false"):
+            return bad(value, "Expected value to be either true or false")
+    if number is not None:
+        if lo is not None and number < lo:
+            return bad(number, f"Value must be at least {lo}")
+        if hi is not None and number > hi:
+            return bad(number, f"Value must be no more than {hi}")
+    if allowed is not None:
+        items = [x.strip() for x in raw.split(",")] if type_ == LIST and raw else [raw]
+        for item in items:
+            if item not in allowed:
+                return bad(item, f"String must be one of: {', '.join(allowed)}")
+    return None
+
+
 def _int(name: str, raw: str, lo: int | None = None) -> int:
-    try:
-        v = int(str(raw).strip())
-    except ValueError:
-        raise SettingsError(f"invalid value {raw!r} for {name}: not a number") from None
-    if lo is not None and v < lo:
-        raise SettingsError(f"invalid value {raw!r} for {name}: must be at least {lo}")
-    return v
+    """A LONG config's value (config_value_error's rule: Long.parseLong of the trimmed text,
+    Range.atLeast(lo)); SettingsError with Kafka's message."""
+    err = config_value_error(name, LONG, raw, lo)
+    if err is not None:
+        raise SettingsError(err)
+    return int(str(raw).strip())
 
 
 _MINIMUM = {
@@ -285,17 +334,24 @@ _MINIMUM = {
     "max.compaction.lag.ms": 1,
     "segment.jitter.ms": 0,
     "retention.ms": -1,
-    "retention.bytes": -1,
     "local.retention.ms": -2,
     "local.retention.bytes": -2,
     "message.timestamp.difference.max.ms": 0,
     "message.timestamp.before.max.ms": 0,
     "message.timestamp.after.max.ms": 0,
 }
-COMPRESSION_TYPES = ("producer", "uncompressed", "none", "gzip", "snappy", "lz4", "zstd")
-#: message.timestamp.type's values (TimestampType names), cleanup.policy's items
+#: compression.type's values, BrokerCompressionType's names in its order (ValidString: exactly)
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+#: message.timestamp.type's values (TimestampType names), cleanup.policy's items, in LogConfig's order
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 CLEANUP_POLICIES = ("compact", "delete")
+#: LogConfig's Range.between and ValidString/ValidList.in validators (_MINIMUM: its atLeast)
+_BETWEEN = {"min.cleanable.dirty.ratio": (0, 1)}
+_ONE_OF = {
+    "compression.type": COMPRESSION_TYPES,
+    "message.timestamp.type": TIMESTAMP_TYPES,
+    "cleanup.policy": CLEANUP_POLICIES,
+}
 
 
 #: the two topic configs naming throttled replicas (LogConfig's LEADER_/FOLLOWER_REPLICATION_
@@ -344,34 +400,28 @@ def validate_topic_config(name: str, value: str | None) -> None:
         raise InvalidConfigurationError(f"Unknown topic config name: {name}")  # LogConfig.validateNames
     if value is None:
         return
-    if d.type in (INT, LONG, SHORT):
-        _int(name, value, _MINIMUM.get(name))
-    elif d.type == DOUBLE:
-        try:
-            v = float(value)
-        except ValueError:
-            raise SettingsError(f"invalid value {value!r} for {name}") from None
-        if name == "min.cleanable.dirty.ratio" and not 0 <= v <= 1:
-            raise SettingsError(f"invalid value {value!r} for {name}: must be between 0 and 1")
-    elif d.type == BOOLEAN:
-        if str(value).strip().lower() not in ("true", "false"):
-            raise SettingsError(f"invalid value {value!r} for {name}: expected true or false")
-    elif name == "cleanup.policy":
-        parts = [p.strip() for p in value.split(",") if p.strip()]
-        if not parts or any(p not in CLEANUP_POLICIES for p in parts):
-            raise SettingsError(f"invalid value {value!r} for cleanup.policy: expected delete and/or compact")
-    elif name == "message.format.version":
-        # MetadataVersion.fromVersionString: "0.10.0", "2.8", "3.0-IV1", ...
-        if not re.fullmatch(r"\d+\.\d+(\.\d+)?(-IV\d+)?", value.strip()):
-            raise SettingsError(f"invalid value {value!r} for message.format.version")
-    elif name == "compression.type":
-        if value.strip().lower() not in COMPRESSION_TYPES:
-            raise SettingsError(f"invalid value {value!r} for compression.type")
-    elif name == "message.timestamp.type":
-        if value not in TIMESTAMP_TYPES:
-            raise SettingsError(f"invalid value {value!r} for message.timestamp.type")
-    elif name in THROTTLED_REPLICAS_CONFIGS:
+    # LogConfig's ConfigDef: parseType (of the trimmed text), then the definition's validator,
+    # in Kafka's words (config_value_error)
+    if name in THROTTLED_REPLICAS_CONFIGS:
         throttled_replicas(name, value)
+        return
+    if name == "message.format.version":  # MetadataVersionValidator: fromVersionString's message
+        text = str(value)
+        if not re.fullmatch(r"\d+\.\d+(\.\d+)?(-IV\d+)?", text.strip()):
+            raise SettingsError(
+                f"Invalid value {text} for configuration {name}: Version {text} is not a valid version"
+            )
+        return
+    if name == "cleanup.policy" and not str(value).strip():
+        # Kafka 3.7's ValidList takes an empty list (a topic that neither deletes nor compacts);
+        # kafkatool refuses it, with ValidString's words
+        raise SettingsError(
+            f"Invalid value  for configuration {name}: String must be one of: {', '.join(CLEANUP_POLICIES)}"
+        )
+    lo, hi = _BETWEEN.get(name, (_MINIMUM.get(name), None))
+    err = config_value_error(name, d.type, value, lo, hi, _ONE_OF.get(name))
+    if err is not None:
+        raise SettingsError(err)
 
 
 def broker_value(name: str, broker: Mapping[str, str]) -> tuple[str, str | None]:

@@ -232,7 +232,7 @@ def test_topic_alter_refusals_standalone(broker):
         create(c, "adm-refuse", 1, configs={"retention.ms": "5000"})
         assert legacy(c, "adm-refuse", [("retention.ms", "abc")]) == (
             ErrorCode.INVALID_CONFIG,
-            "invalid value 'abc' for retention.ms: not a number",
+            "Invalid value abc for configuration retention.ms: Not a number of type LONG",
         )
         assert inc(c, "adm-refuse", ("segment.bytes", 2, "5")) == (
             ErrorCode.INVALID_CONFIG,
@@ -262,11 +262,11 @@ def test_topic_alter_refusals_standalone(broker):
         )
         assert inc(c, "adm-none", ("retention.ms", 0, "abc")) == (
             ErrorCode.INVALID_CONFIG,
-            "invalid value 'abc' for retention.ms: not a number",
+            "Invalid value abc for configuration retention.ms: Not a number of type LONG",
         )
         assert legacy(c, "adm-none", [("retention.ms", "abc")]) == (
             ErrorCode.INVALID_CONFIG,
-            "invalid value 'abc' for retention.ms: not a number",
+            "Invalid value abc for configuration retention.ms: Not a number of type LONG",
         )
         assert inc(c, "adm-none", ("no.such.config", 0, "1")) == (
             ErrorCode.INVALID_CONFIG,

@@ -118,8 +118,8 @@ def test_a_refused_kraft_topic_config_stops_the_start_before_any_log_loads(tmp_p
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     segment = d / ts.CLUSTER_METADATA_DIR / "00000000000000000000.log"
     assert r.stderr.strip().splitlines()[-1] == (
-        "kafkatool: error: topic nolog: stored config refused: invalid value 'soon' for retention.ms: "
-        f"not a number (in {ts.SOURCE_KRAFT}: {segment}, record at offset 3, batch at byte 0)"
+        "kafkatool: error: topic nolog: stored config refused: Invalid value soon for configuration retention.ms: "
+        f"Not a number of type LONG (in {ts.SOURCE_KRAFT}: {segment}, record at offset 3, batch at byte 0)"
     )
     assert "loaded" not in r.stderr and "recover" not in r.stderr.lower(), r.stderr
     # nothing was touched: the marker, the logs, no lock or checkpoint written
@@ -178,8 +178,8 @@ def test_a_refused_stored_topic_config_names_the_topic_the_value_and_its_store(m
     r = run_serve("-o", f"log.dirs={b.data_dir}", "-o", listen)
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert r.stderr.strip().splitlines()[-1] == (
-        "kafkatool: error: topic cmp: stored config refused: invalid value 'bogus' for cleanup.policy: "
-        f"expected delete and/or compact (in {ts.SOURCE_EMBEDDED}: {meta})"
+        "kafkatool: error: topic cmp: stored config refused: Invalid value bogus for configuration cleanup.policy: "
+        f"String must be one of: compact, delete (in {ts.SOURCE_EMBEDDED}: {meta})"
     )
 
     d = tmp_path / "kraft"
@@ -188,6 +188,6 @@ def test_a_refused_stored_topic_config_names_the_topic_the_value_and_its_store(m
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     segment = d / ts.CLUSTER_METADATA_DIR / "00000000000000000000.log"
     assert r.stderr.strip().splitlines()[-1] == (
-        "kafkatool: error: topic events: stored config refused: invalid value 'soon' for retention.ms: "
-        f"not a number (in {ts.SOURCE_KRAFT}: {segment}, record at offset 2, batch at byte 0)"
+        "kafkatool: error: topic events: stored config refused: Invalid value soon for configuration retention.ms: "
+        f"Not a number of type LONG (in {ts.SOURCE_KRAFT}: {segment}, record at offset 2, batch at byte 0)"
     )

@@ -122,6 +122,95 @@ def test_local_retention_and_the_rules_between_values(broker):
         assert alter_topic(c, "c37-lag", min_compaction_lag_ms="6")[0] == ErrorCode.INVALID_CONFIG
 
 
+@pytest.mark.parametrize(
+    ("config", "value", "message"),
+    [
+        (
+            "retention.ms",
+            "abc",
+            "Invalid value abc for configuration retention.ms: Not a number of type LONG",
+        ),
+        (
+            "retention.ms",
+            "1_000",
+            "Invalid value 1_000 for configuration retention.ms: Not a number of type LONG",
+        ),
+        # an INT past Integer.MAX_VALUE is no number of its type
+        (
+            "max.message.bytes",
+            "3000000000",
+            "Invalid value 3000000000 for configuration max.message.bytes: Not a number of type INT",
+        ),
+        ("segment.bytes", " 5", "Invalid value 5 for configuration segment.bytes: Value must be at least 14"),
+        (
+            "min.cleanable.dirty.ratio",
+            "2",
+            "Invalid value 2.0 for configuration min.cleanable.dirty.ratio: Value must be no more than 1",
+        ),
+        (
+            "preallocate",
+            "yes",
+            "Invalid value yes for configuration preallocate: Expected value to be either true or false",
+        ),
+        (
+            "cleanup.policy",
+            "compact,shred",
+            "Invalid value shred for configuration cleanup.policy: String must be one of: compact, delete",
+        ),
+        # ValidString is exact: no other case, no "none" (a producer's word, not a topic's)
+        (
+            "compression.type",
+            "GZIP",
+            "Invalid value GZIP for configuration compression.type: String must be one of: uncompressed, "
+            "zstd, lz4, snappy, gzip, producer",
+        ),
+        (
+            "compression.type",
+            "none",
+            "Invalid value none for configuration compression.type: String must be one of: uncompressed, "
+            "zstd, lz4, snappy, gzip, producer",
+        ),
+        (
+            "message.timestamp.type",
+            "create",
+            "Invalid value create for configuration message.timestamp.type: String must be one of: "
+            "CreateTime, LogAppendTime",
+        ),
+    ],
+)
+def test_a_refused_value_is_answered_in_configdefs_words(broker, config, value, message):
+    """LogConfig's ConfigDef (parseType of the trimmed text, then its validator): INVALID_CONFIG
+    with ConfigException's message, at creation and at a change, the topic's value untouched."""
+    name = f"c37-words-{config.replace('.', '-')}-{abs(hash(value)) % 10_000}"
+    with WireClient(broker.bootstrap) as c:
+        r = create(c, name, configs={config: value})
+        assert (r.error_code, r.error_message) == (ErrorCode.INVALID_CONFIG, message)
+        assert create(c, name).error_code == 0
+        assert alter_topic(c, name, **{config.replace(".", "_"): value}) == (
+            ErrorCode.INVALID_CONFIG,
+            message,
+        )
+        assert describe(c, name)[1][config].config_source != TOPIC_SOURCE
+
+
+def test_values_kafka_takes_are_taken(broker):
+    """retention.bytes has no lower bound in LogConfig (any negative is unlimited); the list and
+    strings are trimmed and split with the whitespace around commas."""
+    with WireClient(broker.bootstrap) as c:
+        r = create(
+            c,
+            "c37-taken",
+            configs={
+                "retention.bytes": "-5",
+                "cleanup.policy": "compact , delete",
+                "compression.type": " zstd ",
+                "min.cleanable.dirty.ratio": "0.25",
+            },
+        )
+        assert r.error_code == 0, r.error_message
+        assert describe(c, "c37-taken")[1]["retention.bytes"].value == "-5"
+
+
 def test_downconversion_disabled_refuses_a_clients_old_fetch(broker):
     """KafkaApis.maybeConvertFetchedData: Fetch v0-3 needs message format v0/v1; with
     message.downconversion.enable=false the partition answers UNSUPPORTED_VERSION."""

@@ -407,7 +407,8 @@ def test_zookeeper_topic_overrides_govern_the_logs_from_their_load(tmp_path, zk_
         put("/config/topics/events", {"cleanup.policy": "shred"})
         broker = Broker(BrokerConfig.load(None, [f"{k}={v}" for k, v in cfg.explicit.items()]))
         with pytest.raises(
-            ClusterError, match=r"^/config/topics/events: invalid value 'shred' for cleanup.policy"
+            ClusterError,
+            match=r"^/config/topics/events: Invalid value shred for configuration cleanup.policy",
         ):
             broker.open_storage()
         assert broker.manager is None
@@ -427,7 +428,7 @@ def test_zookeeper_topic_overrides_govern_the_logs_from_their_load(tmp_path, zk_
             ({"remote.storage.enable": "true"}, r"^/config/topics/elsewhere: .*remote"),
             (
                 {"cleanup.policy": "shred"},
-                r"^/config/topics/elsewhere: invalid value 'shred' for cleanup.policy",
+                r"^/config/topics/elsewhere: Invalid value shred for configuration cleanup.policy",
             ),
         ):
             put("/config/topics/elsewhere", stored)
@@ -539,11 +540,11 @@ def test_refused_alters_answer_as_zookeeper_mode_kafka(cluster):
             prefix = "Invalid config value for resource ConfigResource(type=TOPIC, name='zkalter'): "
             assert inc(c, 2, "zkalter", ("retention.ms", 0, "abc"), validate_only=validate_only) == (
                 40,
-                prefix + "invalid value 'abc' for retention.ms: not a number",
+                prefix + "Invalid value abc for configuration retention.ms: Not a number of type LONG",
             )
             assert legacy(c, 2, "zkalter", [("segment.bytes", "5")], validate_only) == (
                 40,
-                prefix + "invalid value '5' for segment.bytes: must be at least 14",
+                prefix + "Invalid value 5 for configuration segment.bytes: Value must be at least 14",
             )
             # ThrottledReplicaListValidator's ConfigException, behind the resource
             throttled = "leader.replication.throttled.replicas"
@@ -748,8 +749,8 @@ def test_leader_and_isr_answers_a_partition_whose_stored_overrides_are_refused(t
         errors = [r for r in caplog.records if r.levelname == "ERROR"]
         assert [r.getMessage() for r in errors] == [
             "Error while processing LeaderAndIsr request received from controller epoch 1 for "
-            "partition bad-0: /config/topics/bad: invalid value 'shred' for cleanup.policy: "
-            "expected delete and/or compact"
+            "partition bad-0: /config/topics/bad: Invalid value shred for configuration cleanup.policy: "
+            "String must be one of: compact, delete"
         ]
         assert all(r.exc_info is None for r in caplog.records)
         # a refused notification for a topic whose overrides were taken: its log keeps them
@@ -788,8 +789,8 @@ def test_leader_and_isr_answers_a_partition_whose_stored_overrides_are_refused(t
         broker.cluster._apply_topic_configs("bad", {"cleanup.policy": "shred,compact"})
         assert "bad" not in broker.manager.topic_configs
         assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == [
-            "topic configs of bad in ZooKeeper not applied: invalid value 'shred,compact' for "
-            "cleanup.policy: expected delete and/or compact"
+            "topic configs of bad in ZooKeeper not applied: Invalid value shred for configuration "
+            "cleanup.policy: String must be one of: compact, delete"
         ]
         # one the engine takes applies to the topic; no log is made before the next LeaderAndIsr
         put("/config/topics/bad", {"cleanup.policy": "compact"})
@@ -930,7 +931,7 @@ def test_a_topic_whose_stored_overrides_are_refused_is_in_metadata_on_every_brok
         assert (
             "Error processing describe configs request for resource DescribeConfigsResource("
             "resourceType=2, resourceName='zkbad', configurationKeys=[cleanup.policy]): "
-            "invalid value 'shred' for cleanup.policy"
+            "Invalid value shred for configuration cleanup.policy"
         ) in b1.log_text()
         assert inc(c, 2, "zkbad", ("cleanup.policy", 0, "compact")) == (0, None)
     for n, b in cluster.brokers.items():

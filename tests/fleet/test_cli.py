@@ -140,4 +140,4 @@ def test_a_refused_stored_topic_config_is_a_finding_row(spark, tmp_path):
         1,
         0,
     )
-    assert "invalid value 'bogus' for cleanup.policy" in f["message"]
+    assert "Invalid value bogus for configuration cleanup.policy" in f["message"]

@@ -300,8 +300,8 @@ def test_a_stored_topic_config_a_broker_refuses_is_a_finding_naming_its_record(t
             "offset": 1,
             "kind": "topic_config_refused",
             "severity": "error",
-            "message": "topic events: stored config refused: invalid value 'bogus' for cleanup.policy: "
-            f"expected delete and/or compact (in {ts.SOURCE_KRAFT}: {segment}, record at offset 1, batch "
+            "message": "topic events: stored config refused: Invalid value bogus for configuration cleanup.policy: "
+            f"String must be one of: compact, delete (in {ts.SOURCE_KRAFT}: {segment}, record at offset 1, batch "
             "at byte 0); a broker does not start with it (LogManager's topic LogConfig); the scan leaves "
             "it out",
             "topic": "events",
@@ -313,8 +313,8 @@ def test_a_stored_topic_config_a_broker_refuses_is_a_finding_naming_its_record(t
             "offset": 2,
             "kind": "topic_config_refused",
             "severity": "error",
-            "message": "topic events: stored config refused: invalid value 'soon' for retention.ms: not a "
-            f"number (in {ts.SOURCE_KRAFT}: {segment}, record at offset 2, batch at byte 0); a broker does "
+            "message": "topic events: stored config refused: Invalid value soon for configuration retention.ms: "
+            f"Not a number of type LONG (in {ts.SOURCE_KRAFT}: {segment}, record at offset 2, batch at byte 0); a broker does "
             "not start with it (LogManager's topic LogConfig); the scan leaves it out",
             "topic": "events",
         },

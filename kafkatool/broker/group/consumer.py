@@ -77,7 +77,7 @@ from kafkatool.formats.generated.consumer_group_target_assignment_member_value i
     TopicPartition as TargetTopicPartition,
 )
 from kafkatool.log import topic_settings as ts
-from kafkatool.log.dynamic_log_config import config_value_error
+from kafkatool.log.topic_settings import config_value_error
 from kafkatool.protocol.errors import ErrorCode
 
 log = logging.getLogger("kafkatool.broker.group")
@@ -986,7 +986,7 @@ GROUP_CONFIGS = {
 
 def validate_group_configs(props: dict[str, str], broker_cfg) -> None:
     """GroupConfig.validate: known names, each value parsed as ConfigDef parses an INT with its
-    atLeast(1) validator (log/dynamic_log_config.config_value_error, the one rule: a value past
+    atLeast(1) validator (log/topic_settings.config_value_error, the one rule: a value past
     Integer.MAX_VALUE is "Not a number of type INT"), each within the broker's
     group.consumer.min/max bounds, the session timeout above the heartbeat interval (a name not
     set takes GroupConfig's default, as ConfigDef.parse does). ``broker_cfg(name)`` gives an int
