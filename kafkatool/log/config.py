@@ -128,10 +128,11 @@ class LogConfig:
             current = getattr(self, attr)
             if isinstance(current, bool):
                 changes[attr] = str(value).lower() == "true" if isinstance(value, str) else bool(value)
-            elif isinstance(current, tuple):
-                changes[attr] = (
-                    tuple(v.strip() for v in str(value).split(",")) if isinstance(value, str) else value
-                )
+            elif isinstance(current, tuple):  # a LIST: "" is the empty list (ConfigDef.parseType)
+                if not isinstance(value, str):
+                    changes[attr] = value
+                else:
+                    changes[attr] = tuple(v.strip() for v in value.split(",")) if value.strip() else ()
             elif isinstance(current, float):
                 changes[attr] = float(value)
             elif isinstance(current, int):

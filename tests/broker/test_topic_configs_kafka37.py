@@ -195,7 +195,9 @@ def test_a_refused_value_is_answered_in_configdefs_words(broker, config, value, 
 
 def test_values_kafka_takes_are_taken(broker):
     """retention.bytes has no lower bound in LogConfig (any negative is unlimited); the list and
-    strings are trimmed and split with the whitespace around commas."""
+    strings are trimmed and split with the whitespace around commas; an empty cleanup.policy is
+    a topic whose segments neither retention nor the cleaner touch (LogConfig.delete and
+    .compact both false, as Kafka 3.7's LogManager and LogCleaner read them)."""
     with WireClient(broker.bootstrap) as c:
         r = create(
             c,
@@ -209,6 +211,13 @@ def test_values_kafka_takes_are_taken(broker):
         )
         assert r.error_code == 0, r.error_message
         assert describe(c, "c37-taken")[1]["retention.bytes"].value == "-5"
+        # an empty cleanup.policy is the empty LIST, which ValidList takes: neither delete nor compact
+        r = create(c, "c37-keep", configs={"cleanup.policy": ""})
+        assert r.error_code == 0, r.error_message
+        policy = describe(c, "c37-keep")[1]["cleanup.policy"]
+        assert (policy.value, policy.config_source) == ("", TOPIC_SOURCE)
+    config = ts.log_config_from({"cleanup.policy": ""})
+    assert (config.cleanup_policy, config.delete, config.compact) == ((), False, False)
 
 
 def test_downconversion_disabled_refuses_a_clients_old_fetch(broker):
