@@ -20,6 +20,7 @@ from kafkatool.assign.kafka_client import (
     describe_error,
 )
 from kafkatool.errors import KafkatoolError
+from kafkatool.formats.properties import parse_java_int
 from kafkatool.protocol.apis import API_BY_KEY
 
 INCREMENTAL_ALTER_CONFIGS = 44
@@ -636,15 +637,12 @@ def zk_broker_configs(sets: dict[str, str], per_broker: bool) -> dict[str, str]:
     return out
 
 
-_JAVA_INT = re.compile(r"[+-]?[0-9]+")
-
-
 def broker_id_check(entity_type: str, name: str | None) -> None:
     """ConfigCommandOptions.checkArgs: a brokers or broker-loggers entity name is an integer
     (Integer.parseInt), whichever way the command goes."""
     if entity_type not in ("brokers", "broker-loggers") or not name:
         return
-    if _JAVA_INT.fullmatch(name) is None or not -(2**31) <= int(name) < 2**31:
+    if parse_java_int(name) is None:
         raise ConfigsError(
             f"The entity name for {entity_type} must be a valid integer broker id, but it is: {name}"
         )

@@ -10,12 +10,12 @@ same chain of maps and sets Kafka's admin client and the tool build.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafkatool.errors import KafkatoolError
 from kafkatool.formats import java_collections as J
+from kafkatool.formats.properties import parse_java_int
 
 DESCRIBE_LOG_DIRS = 35
 INVALID_OFFSET_LAG = -1
@@ -60,14 +60,11 @@ def parse_list(value: str | None) -> list[str]:
     return [x for x in (value or "").split(",") if x]
 
 
-_INT = re.compile(r"[+-]?[0-9]+")
-
-
 def parse_broker_list(value: str | None) -> list[int]:
     """--broker-list as Integer.valueOf reads each item (a bad one: one line, exit 2)."""
     out = []
     for item in parse_list(value):
-        if not _INT.fullmatch(item) or not -(2**31) <= int(item) < 2**31:
+        if parse_java_int(item) is None:
             raise LogDirsError(f'--broker-list: For input string: "{item}" (give broker ids: 0,1,2)')
         out.append(int(item))
     return out

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from kafkatool.assign.kafka_client import KafkaAdmin, KafkaAdminError, admin_timeouts, describe_error
 from kafkatool.assign.topics import topic_regex
+from kafkatool.formats.properties import parse_java_int
 from kafkatool.log.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from kafkatool.protocol.apis import API_BY_KEY
 from kafkatool.protocol.errors import ErrorCode, is_retriable
@@ -52,10 +53,8 @@ def parse_time(text: str) -> int:
     values go to the broker as they are, e.g. -4 for the earliest local offset)."""
     if text in TIME_NAMES:
         return TIME_NAMES[text]
-    value = None
-    if re.fullmatch(r"[+-]?[0-9]+", text):
-        value = int(text)
-    if value is None or not -(2**63) <= value < 2**63:
+    value = parse_java_int(text, 64)
+    if value is None:
         raise OffsetsInputError(
             f"Malformed time argument {text}. Please use -1 or latest / -2 or earliest / -3 or "
             "max-timestamp, or a specified long format timestamp"
@@ -121,7 +120,7 @@ def partition_filter(
     ids: set[int] = set()
     if partitions:
         for item in partitions.split(","):
-            if not re.fullmatch(r"[+-]?[0-9]+", item) or not -(2**31) <= int(item) <= JAVA_INT_MAX:
+            if parse_java_int(item) is None:
                 raise OffsetsInputError(
                     "--partitions expects a comma separated list of numeric partition ids, but "
                     f"received: {partitions}"

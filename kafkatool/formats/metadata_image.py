@@ -30,13 +30,13 @@ from __future__ import annotations
 import base64
 import copy
 import datetime as _dt
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from kafkatool.errors import KafkatoolError
 from kafkatool.formats.acl_codes import OPERATIONS, PATTERN_TYPES, PERMISSIONS, RESOURCE_TYPES
 from kafkatool.formats.java_collections import java_collection_str
+from kafkatool.formats.properties import parse_java_int
 from kafkatool.formats.schema import java_double_str
 from kafkatool.formats.uuid import UuidError, uuid_bytes_from_string
 
@@ -101,17 +101,6 @@ def _java_bool(b: bool) -> str:
 
 def _java_str(s: str | None) -> str:
     return "null" if s is None else s
-
-
-_JAVA_INT = re.compile(r"[+-]?[0-9]+")
-
-
-def _java_int(text: str) -> int | None:
-    """Integer.parseInt: None where Java throws NumberFormatException."""
-    if not _JAVA_INT.fullmatch(text):
-        return None
-    value = int(text)
-    return value if -(2**31) <= value < 2**31 else None
 
 
 # ----------------------------------------------------------------------------- image parts
@@ -866,7 +855,7 @@ def _topic_node(topic: Topic) -> Node:
             return Leaf(topic.name)
         if name == "id":
             return Leaf(topic.id)
-        pid = _java_int(name)
+        pid = parse_java_int(name)
         part = None if pid is None else topic.partitions.get(pid)
         return None if part is None else Leaf(str(part), part.to_json())
 
@@ -984,7 +973,7 @@ def root_node(image: MetadataImage, local: dict[str, str]) -> Node:
 
     def registrations(table: dict) -> Node:
         def lookup(name: str) -> Node | None:
-            n = _java_int(name)
+            n = parse_java_int(name)
             reg = None if n is None else table.get(n)
             return None if reg is None else Leaf(str(reg), reg.to_json())
 

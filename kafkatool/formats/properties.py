@@ -312,6 +312,20 @@ def _required_int(props: Mapping[str, str], key: str) -> int:
     return int(value)
 
 
+_JAVA_INTEGER = re.compile(r"[+-]?[0-9]+")
+
+
+def parse_java_int(text: str, bits: int = 32) -> int | None:
+    """Integer.parseInt (``bits`` 32), Long.parseLong (64) or Short.parseShort (16) of ``text``
+    as given (no trimming): an optional sign and ASCII digits within the type's range; None
+    where Java throws NumberFormatException.  The one rule for every Java integer the tools and
+    the broker read from text."""
+    if _JAVA_INTEGER.fullmatch(text) is None:
+        return None
+    value = int(text)
+    return value if -(1 << (bits - 1)) <= value < 1 << (bits - 1) else None
+
+
 def java_trim(s: str) -> str:
     """Java's String.trim(): every char <= U+0020 stripped from both ends (Python's strip()
     takes other whitespace, and leaves control characters)."""

@@ -37,7 +37,7 @@ from typing import TypeVar
 
 from kafkatool.errors import KafkatoolError
 from kafkatool.formats.errors import FormatError
-from kafkatool.formats.properties import decode_properties, java_trim
+from kafkatool.formats.properties import decode_properties, java_trim, parse_java_int
 from kafkatool.log import embedded_metadata
 from kafkatool.log.config import LONG_MAX, LogConfig
 
@@ -260,7 +260,7 @@ class InvalidConfigurationError(SettingsError):
 
 
 # ----------------------------------------------------------------------------- values
-_INT_RANGE = {INT: (-(2**31), 2**31 - 1), SHORT: (-(2**15), 2**15 - 1), LONG: (-(2**63), 2**63 - 1)}
+_INT_BITS = {INT: 32, SHORT: 16, LONG: 64}
 _TYPE_NAME = {INT: "INT", SHORT: "SHORT", LONG: "LONG", DOUBLE: "DOUBLE"}
 
 
@@ -284,11 +284,10 @@ def config_value_error(
         return f"Invalid value {shown} for configuration {name}: {why}"
 
     number: int | float | None = None
-    if type_ in _INT_RANGE:
-        smallest, largest = _INT_RANGE[type_]
-        if re.fullmatch(r"[+-]?[0-9]+", raw) is None or not smallest <= int(raw) <= largest:
+    if type_ in _INT_BITS:
+        number = parse_java_int(raw, _INT_BITS[type_])
+        if number is None:
             return bad(value, f"Not a number of type {_TYPE_NAME[type_]}")
-        number = int(raw)
     elif type_ == DOUBLE:
         try:
             number = float(raw.replace("_", "x"))  # Double.parseDouble takes no 1_000

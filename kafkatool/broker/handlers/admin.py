@@ -7,7 +7,6 @@ import collections
 import itertools
 import json
 import logging
-import re
 
 from kafkatool.assign.kafka_placement import replication_factor_error
 from kafkatool.broker import config as C
@@ -18,6 +17,7 @@ from kafkatool.broker.read_only import READ_ONLY_MSG
 from kafkatool.broker.security import acl
 from kafkatool.errors import KafkatoolError
 from kafkatool.formats.java_collections import hash_map_order, java_string_hash
+from kafkatool.formats.properties import parse_java_int
 from kafkatool.formats.schema import ZERO_UUID
 from kafkatool.log import topic_settings as ts
 from kafkatool.log.topic_settings import topic_name_error
@@ -637,7 +637,7 @@ def broker_resource_error(broker, name: str, *, logger: bool, alter: bool = Fals
         return None
     if not name and not alter:
         return "Broker id must not be empty"
-    if re.fullmatch(r"[+-]?[0-9]+", name) is None:
+    if parse_java_int(name) is None:
         return f"{'Node' if alter else 'Broker'} id must be an integer, but it is: {name}"
     local = set(broker.processes.nodes()) if broker.processes is not None else set()
     if int(name) == broker.node_id or int(name) in local:
