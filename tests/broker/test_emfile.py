@@ -52,7 +52,8 @@ def test_emfile_is_one_line_and_the_broker_recovers(tmp_path):
         for s in socks:
             s.close()
         socks.clear()
-        time.sleep(1.5)  # asyncio retries accepting after a pause
+        # asyncio retries accepting after a pause: this connection waits in the listen queue until
+        # then, and its answer says the broker accepts again
         with WireClient(f"127.0.0.1:{port}", timeout=5) as c:
             assert c.api_versions().error_code == 0
         keeper.__exit__(None, None, None)

@@ -197,7 +197,8 @@ def read_only_broker(tmp_path_factory):
     assert p.flush(20) == 0
     assert w.stop() == 0
     before = _digest(data)
-    b = BrokerProcess(data, read_only=True).start()
+    # no initial rebalance delay: each group consumer's join is not held 3 s for other members
+    b = BrokerProcess(data, read_only=True, extra=["group.initial.rebalance.delay.ms=0"]).start()
     yield b
     b.stop()
     assert _digest(data) == before, "a read-only broker wrote to its log dir"

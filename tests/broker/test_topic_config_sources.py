@@ -54,7 +54,14 @@ def served_dir(tmp_path_factory):
     from tests.broker.conftest import BrokerProcess
 
     data = tmp_path_factory.mktemp("issue12") / "data"
-    b = BrokerProcess(data, extra=["log.segment.bytes=200000", "offsets.topic.num.partitions=2"]).start()
+    # no initial rebalance delay: the consumer's group join below is not held 3 s for members
+    # that are not coming
+    extra = [
+        "log.segment.bytes=200000",
+        "offsets.topic.num.partitions=2",
+        "group.initial.rebalance.delay.ms=0",
+    ]
+    b = BrokerProcess(data, extra=extra).start()
     try:
         admin = AdminClient({"bootstrap.servers": b.bootstrap})
         futures = admin.create_topics(

@@ -202,7 +202,13 @@ def run(
             120,
             f"ISR of {topic}-{p} to heal",
         )
-    time.sleep(2.0)
+    # the reader reads on until it has every acknowledged record (bounded; what it has not read by
+    # then is still checked: acknowledged records are read back below whatever it saw)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(
+        set(w.acked) - set(reader.seen[p]) for p, w in enumerate(writers)
+    ):
+        time.sleep(0.1)
     reader.stop.set()
     reader.join(30)
     report = Report(time.monotonic() - t0, done, sum(len(w.acked) for w in writers), 0, 0)

@@ -13,7 +13,8 @@ from tests.cluster.conftest import kafkatool, zk_json
 ck = pytest.importorskip("confluent_kafka")
 
 
-def test_a_quota_altered_at_one_broker_throttles_at_every_broker(cluster):
+def test_a_quota_altered_at_one_broker_throttles_at_every_broker(shared_cluster):
+    cluster = shared_cluster
     b1, b2, b3 = (cluster.brokers[i] for i in (1, 2, 3))
     r = kafkatool("configs", "alter", "--entity-type", "clients", "--entity-name", "zk-slow",
                   "--add-config", "producer_byte_rate=20000", "--bootstrap-server", b1.bootstrap)  # fmt: skip

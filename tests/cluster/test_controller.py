@@ -7,7 +7,7 @@ import time
 import pytest
 
 from tests.broker.wire import WireClient
-from tests.cluster.conftest import Cluster, wait_for, zk_json
+from tests.cluster.conftest import SHORT_ZK_SESSION, Cluster, wait_for, zk_json
 from tests.cluster.test_replication import create_topic, partition_state
 
 pytest.importorskip("confluent_kafka")
@@ -15,11 +15,17 @@ pytest.importorskip("confluent_kafka")
 
 @pytest.fixture
 def rebalancing_cluster(tmp_path, zk_module):
-    c = Cluster(tmp_path, zk_module, 3, ["num.partitions=1", "leader.imbalance.check.interval.seconds=2"])
+    # the controller is killed: its session expires in 3 s, not 6 (SHORT_ZK_SESSION)
+    c = Cluster(
+        tmp_path,
+        zk_module,
+        3,
+        ["num.partitions=1", "leader.imbalance.check.interval.seconds=2", *SHORT_ZK_SESSION.args],
+    )
     try:
         yield c.start()
     finally:
-        c.stop()
+        c.discard()
 
 
 def test_controller_failover_fencing_and_rebalance(rebalancing_cluster):
@@ -138,6 +144,7 @@ def test_fetcher_index_is_kafkas():
     assert fetcher_index("test", 7, 1) == 0
 
 
+@SHORT_ZK_SESSION
 def test_topic_deletion_waits_for_an_offline_replica(cluster):
     """TopicDeletionManager: every replica is deleted before the topic's znodes go; a replica on
     an offline broker halts the deletion, which resumes when the broker is back (else the
@@ -184,9 +191,10 @@ def test_topic_deletion_waits_for_an_offline_replica(cluster):
         k.close()
 
 
-def test_create_partitions_answers_once_the_new_partitions_have_leaders(cluster):
+def test_create_partitions_answers_once_the_new_partitions_have_leaders(shared_cluster):
     """DelayedCreatePartitions: the controller answers CreatePartitions (timeout > 0) once every
     new partition has a live leader in its metadata, so a client's next Metadata has them."""
+    cluster = shared_cluster
     from kafkatool.protocol import generated as G
     from kafkatool.protocol.generated.create_partitions_request import CreatePartitionsTopic
     from kafkatool.protocol.generated.metadata_request import MetadataRequestTopic

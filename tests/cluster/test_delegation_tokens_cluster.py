@@ -29,7 +29,7 @@ def token_cluster(tmp_path, zk_module):
     try:
         yield c.start()
     finally:
-        c.stop()
+        c.discard()
 
 
 def test_a_token_made_on_one_broker_logs_in_on_the_other(token_cluster, tmp_path):

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.cluster.conftest import wait_for
+from tests.cluster.conftest import SHORT_ZK_SESSION, wait_for
 from tests.cluster.test_replication import create_topic
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -16,16 +16,17 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition  
 from confluent_kafka.admin import AdminClient  # noqa: E402
 
 
-def committed(bootstrap: str, group: str, tps: list[TopicPartition]) -> list[int] | None:
+def committed(bootstrap: str, group: str, tps: list[TopicPartition], timeout: float = 5) -> list[int] | None:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
     try:
-        return [tp.offset for tp in c.committed(tps, timeout=5)]
+        return [tp.offset for tp in c.committed(tps, timeout=timeout)]
     except KafkaException:
         return None
     finally:
         c.close()
 
 
+@SHORT_ZK_SESSION
 def test_committed_offsets_survive_the_coordinator_being_killed(cluster):
     create_topic(cluster, "grouped", 3, 3)
     p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
@@ -57,8 +58,9 @@ def test_committed_offsets_survive_the_coordinator_being_killed(cluster):
     assert committed(cluster.bootstrap, "grp", tps) == [100, 100, 100]
     cluster.brokers[coordinator].kill()
     t0 = time.monotonic()
+    # asked again every 2 s at most: an ask of the dead coordinator waits out its timeout
     got = wait_for(
-        lambda: committed(cluster.bootstrap, "grp", tps) == [100, 100, 100],
+        lambda: committed(cluster.bootstrap, "grp", tps, timeout=2) == [100, 100, 100],
         60,
         "offsets from the new coordinator",
     )

@@ -39,7 +39,7 @@ def patient_cluster(tmp_path, zk_module):
         for b in c.brokers.values():
             if b.proc is not None and b.proc.poll() is None:
                 os.kill(b.proc.pid, signal.SIGCONT)
-        c.stop()
+        c.discard()
 
 
 def list_offsets(bootstrap: str, topic: str, timestamp: int) -> tuple[int, int]:

@@ -43,7 +43,7 @@ def cluster_with_small_disk(tmp_path, zk_module, can_mount):  # noqa: F811
         c.start()
         yield c, leader_id, full
     finally:
-        c.stop()
+        c.discard()
 
 
 def _metadata(bootstrap: str, topic: str):
@@ -142,7 +142,7 @@ def cluster_with_two_dirs(tmp_path, zk_module):
         c.start()
         yield c, broker_id, second
     finally:
-        c.stop()
+        c.discard()
 
 
 def test_a_dir_offline_at_start_up_is_told_to_the_controller(cluster_with_two_dirs):

@@ -118,7 +118,7 @@ def test_a_stopped_follower_moves_under_replicated_and_isr_shrinks(tmp_path, zk_
     finally:
         if stopped is not None:
             os.kill(stopped, signal.SIGCONT)
-        c.stop()
+        c.discard()
 
 
 def _reassign(c, tmp_path, replicas: list[int]) -> None:

@@ -19,7 +19,7 @@ import time
 import pytest
 
 from tests.broker.conftest import REPO
-from tests.cluster.conftest import kafkatool, wait_for
+from tests.cluster.conftest import SHORT_ZK_SESSION, kafkatool, wait_for
 from tests.cluster.test_replication import create_topic, partition_state, read_all
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -105,6 +105,7 @@ def produce_confluent(cluster, topic: str, values: list[bytes], partition: int, 
 
 
 # ----------------------------------------------------------------------------- produce
+@SHORT_ZK_SESSION
 def test_produce_keeps_every_acknowledged_record_once_across_a_kill_and_a_clean_stop(cluster):
     """`produce` (idempotent, acks=all) while the leader of a partition is killed with SIGKILL,
     then, after it is back in the ISR, while another leader stops cleanly (controlled shutdown):
@@ -174,6 +175,7 @@ def test_produce_keeps_every_acknowledged_record_once_across_a_kill_and_a_clean_
 
 
 # ----------------------------------------------------------------------------- consume
+@SHORT_ZK_SESSION
 def test_consume_follows_the_leader_through_a_kill_and_a_preferred_election(cluster):
     """`consume` (no group) from the beginning of two partitions while partition 0's leader is
     killed, records are written to the new leader, the old one comes back and a preferred leader
@@ -355,7 +357,7 @@ def checkpointing_cluster(tmp_path, zk_module):
     try:
         yield c.start()
     finally:
-        c.stop()
+        c.discard()
 
 
 def log_start_offsets(broker) -> dict[str, int]:

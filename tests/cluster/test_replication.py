@@ -14,7 +14,7 @@ import time
 import pytest
 
 from tests.broker.wire import WireClient
-from tests.cluster.conftest import wait_for, zk_json
+from tests.cluster.conftest import SHORT_ZK_SESSION, wait_for, zk_json
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition  # noqa: E402
@@ -112,6 +112,7 @@ class Writer(threading.Thread):
         self.p.flush(120)
 
 
+@SHORT_ZK_SESSION
 def test_rf3_topic_survives_the_leader_being_killed(cluster):
     create_topic(cluster, "replicated", 1, 3, min_insync_replicas=2)
     st = wait_for(
@@ -159,6 +160,7 @@ def test_rf3_topic_survives_the_leader_being_killed(cluster):
         assert data[:n] == ref[:n], f"broker {bid} diverges from leader {leader_now}"
 
 
+@SHORT_ZK_SESSION
 def test_two_brokers_down_refuses_acks_all(cluster):
     from kafkatool.formats import records as R
     from kafkatool.protocol.generated import ProduceRequest

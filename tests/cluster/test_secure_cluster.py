@@ -47,7 +47,7 @@ def secure_cluster(tmp_path, zk_module):
     try:
         yield c.start()
     finally:
-        c.stop()
+        c.discard()
 
 
 def test_replication_over_sasl_ssl_between_brokers(secure_cluster):
@@ -104,7 +104,8 @@ def test_replication_over_sasl_ssl_between_brokers(secure_cluster):
     assert "Failed authentication" not in text
 
 
-def test_scram_credentials_live_in_zookeeper(cluster):
+def test_scram_credentials_live_in_zookeeper(shared_cluster):
+    cluster = shared_cluster
     """AlterUserScramCredentials on any broker writes /config/users/<user> as Kafka does (with a
     change notification); every broker then describes, and would authenticate, the user."""
     first = next(iter(cluster.brokers.values()))

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.cluster.conftest import wait_for
+from tests.cluster.conftest import SHORT_ZK_SESSION, wait_for
 from tests.cluster.test_replication import create_topic, partition_state
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -63,6 +63,7 @@ def txn_producer(bootstrap: str) -> Producer:
     )
 
 
+@SHORT_ZK_SESSION
 def test_transactions_across_brokers_and_coordinator_failover(cluster):
     create_topic(cluster, "txt", 3, 3, min_insync_replicas=2)
     p = txn_producer(cluster.bootstrap)
@@ -149,11 +150,12 @@ def pipelined_txn_batch(c, tid, topic, partition, pid, epoch, seq, n=3) -> int:
     return c.send(0, 9, req)
 
 
-def test_leaders_verify_transactional_writes_with_a_coordinator_on_another_broker(cluster):
+def test_leaders_verify_transactional_writes_with_a_coordinator_on_another_broker(shared_cluster):
     """KIP-890 in cluster mode: a partition leader that is not the transaction coordinator asks
     the coordinator's broker (AddPartitionsToTxn v5, VerifyOnly) before it appends a
     transaction's first batch; a partition never added to the transaction is refused; a
     marker from a zombie coordinator (older coordinator epoch) is refused."""
+    cluster = shared_cluster
     from kafkatool.protocol import generated as G
     from kafkatool.protocol.errors import ErrorCode
     from tests.broker.test_txn_protocol import add_partitions, end_txn, init_pid, txn_produce
@@ -265,7 +267,7 @@ def test_leaders_verify_transactional_writes_with_a_coordinator_on_another_broke
     assert len(got) == 15
 
 
-def test_perf_produce_transactions_with_the_coordinator_and_leaders_on_other_brokers(cluster):
+def test_perf_produce_transactions_with_the_coordinator_and_leaders_on_other_brokers(shared_cluster):
     """The project's transactional producer (perf produce --transaction-duration-ms) against three
     brokers: the coordinator found by FindCoordinator at whichever broker leads the id's
     __transaction_state partition, AddPartitionsToTxn there, batches to three leaders spread over
@@ -276,6 +278,7 @@ def test_perf_produce_transactions_with_the_coordinator_and_leaders_on_other_bro
     from tests.broker.conftest import REPO
     from tests.commands.test_perf_transactions import perf_cmd
 
+    cluster = shared_cluster
     create_topic(cluster, "ptx", 3, 3, min_insync_replicas=2)
     leaders = {partition_state(cluster, "ptx", p)["leader"] for p in range(3)}
     assert len(leaders) >= 2, leaders  # Kafka's placement spreads the leaders

@@ -32,6 +32,8 @@ OVERRIDES = [
     "num.partitions=1",
     "group.initial.rebalance.delay.ms=0",
     "offsets.topic.num.partitions=3",
+    # a member's session may be shorter than Kafka's 6 s minimum: the expiry test waits 3 s
+    "group.min.session.timeout.ms=1000",
 ]
 PER_PARTITION = 10
 
@@ -69,6 +71,11 @@ def produce(bootstrap: str, topic: str, partitions: int, tag: str, n: int = PER_
     return values
 
 
+#: a member learns of a rebalance from its next Heartbeat's answer: every 500 ms, not Kafka's 3 s
+#: (the tests here wait for rebalances, none is about the interval; a test's own value wins)
+HEARTBEAT = ("--consumer-property", "heartbeat.interval.ms=500")
+
+
 class Member:
     """A `kafkatool consume` process; its stdout and stderr in files."""
 
@@ -77,7 +84,7 @@ class Member:
         self.err = tmp / f"{name}.err"
         with open(self.out, "wb") as o, open(self.err, "wb") as e:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "kafkatool", "consume", *map(str, args)],
+                [sys.executable, "-m", "kafkatool", "consume", *HEARTBEAT, *map(str, args)],
                 stdout=o,
                 stderr=e,
                 cwd=REPO,
@@ -427,7 +434,7 @@ def test_a_member_whose_session_expired_joins_again(broker, tmp_path):
     bs = broker.bootstrap
     create(bs, "expire", 2)
     m = Member(tmp_path, "exp", "--bootstrap-server", bs, "--topic", "expire", "--group", "gexp",
-               "--from-beginning", "--consumer-property", "session.timeout.ms=6000",
+               "--from-beginning", "--consumer-property", "session.timeout.ms=3000",
                "--consumer-property", "heartbeat.interval.ms=500",
                "--consumer-property", "auto.commit.interval.ms=200")  # fmt: skip
     try:

@@ -94,7 +94,7 @@ def values(bootstrap: str, topic: str, count: int, partitions: int = PARTITIONS)
         c.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in range(partitions)])
         deadline = time.monotonic() + 20
         while len(out) < count and time.monotonic() < deadline:
-            for m in c.consume(1000, 0.5):
+            for m in c.consume(1000, 0.1):
                 if not m.error():
                     out.append(m.value())
     finally:

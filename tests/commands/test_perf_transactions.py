@@ -56,7 +56,11 @@ def create(bootstrap: str, topic: str, partitions: int = PARTITIONS, config: dic
 
 
 def log_end_offsets(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> list[int]:
-    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "txn-check"})
+    """Each partition's high watermark (read_uncommitted: librdkafka's default, read_committed,
+    answers the last stable offset, which an open transaction holds back)."""
+    c = ck.Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "txn-check", "isolation.level": "read_uncommitted"}
+    )
     try:
         return [
             c.get_watermark_offsets(ck.TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)
@@ -85,7 +89,7 @@ def librdkafka_values(
         c.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in range(partitions)])
         deadline = time.monotonic() + 20
         while len(ended) < partitions and time.monotonic() < deadline:
-            for m in c.consume(1000, 0.5):
+            for m in c.consume(1000, 0.1):
                 if m.error():
                     if m.error().code() == ck.KafkaError._PARTITION_EOF:
                         ended.add(m.partition())

@@ -462,7 +462,16 @@ def test_hanging_found_then_aborted(broker):
 
 
 def test_offline_on_the_stopped_broker(broker):
+    """What it reads offline it makes itself on the module's broker (the fixture's open
+    transactions on open-0 and hang-0): t-hang's late batch on stray2-0, hanging, and one on
+    stray3-0 aborted by the tool, past which an "after" record was written; it runs alone or
+    after the tests above (which leave stray-0's transaction aborted: not hanging either)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
     b, _ = broker
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    for f in admin.create_topics([NewTopic("stray3", 1, 1)]).values():
+        f.result(15)
     res = run(
         "transactions",
         "describe",
@@ -474,9 +483,26 @@ def test_offline_on_the_stopped_broker(broker):
     )
     (d,) = rows(res)
     old = int(time.time() * 1000) - 2 * MINUTE
+    stray_batch(b.bootstrap, "stray3", d["producer_id"], d["producer_epoch"], old)
+    after = ck.Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0})
+    after.produce("stray3", value=b"after", partition=0)
+    assert after.flush(15) == 0
+    res = run(
+        "transactions",
+        "abort",
+        "--bootstrap-server",
+        b.bootstrap,
+        "--topic",
+        "stray3",
+        "--partition",
+        0,
+        "--start-offset",
+        0,
+    )
+    assert res.exit_code == 0, res.output
     stray_batch(b.bootstrap, "stray2", d["producer_id"], d["producer_epoch"], old)
     live = {}
-    for t in ("open", "hang", "stray", "stray2"):
+    for t in ("open", "hang", "stray3", "stray2"):
         res = run(
             "transactions",
             "describe-producers",
@@ -492,7 +518,7 @@ def test_offline_on_the_stopped_broker(broker):
         live[t] = rows(res)
     b.stop()
     data = b.data_dir
-    for t in ("open", "hang", "stray", "stray2"):
+    for t in ("open", "hang", "stray3", "stray2"):
         res = run(
             "transactions", "describe-producers", "--log-dir", data, "--topic", t, "--partition", 0, "--json"
         )
@@ -516,9 +542,9 @@ def test_offline_on_the_stopped_broker(broker):
                 "--json",
             )
         )[0]["last_stable_offset"]
-        for t in ("open", "hang", "stray", "stray2")
+        for t in ("open", "hang", "stray3", "stray2")
     }
-    assert lso == {"open": 0, "hang": 0, "stray": 3, "stray2": 0}
+    assert lso == {"open": 0, "hang": 0, "stray3": 3, "stray2": 0}
 
     # "now" is the newest record: stray2's late batch is 2 minutes older than it
     res = run("transactions", "find-hanging", "--log-dir", data, "--max-transaction-timeout", 1, "--json")
