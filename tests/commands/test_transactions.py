@@ -79,6 +79,15 @@ def stray_batch(bootstrap: str, topic: str, pid: int, epoch: int, ts: int) -> No
     assert resp.responses[0].partition_responses[0].error_code == 0
 
 
+def hanging_batch(bootstrap: str, topic: str, pid: int, epoch: int, ts: int) -> None:
+    """The zombie's late batch on partition 0 of ``topic``, then a record after it (so the
+    partition's last stable offset stays on the late batch)."""
+    stray_batch(bootstrap, topic, pid, epoch, ts)
+    after = ck.Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    after.produce(topic, value=b"after", partition=0)
+    assert after.flush(15) == 0
+
+
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
     """One broker; topics open, hang, stray, stray2 (1 partition each); an open transaction
@@ -301,10 +310,7 @@ def test_hanging_found_then_aborted(broker):
     assert d["state"] == "Ongoing" and d["partitions"] == [{"topic": "hang", "partition": 0}]
     pid, epoch, node = d["producer_id"], d["producer_epoch"], d["coordinator"]
     old = int(time.time() * 1000) - 3 * MINUTE
-    stray_batch(b.bootstrap, "stray", pid, epoch, old)
-    after = ck.Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0})
-    after.produce("stray", value=b"after", partition=0)
-    assert after.flush(15) == 0
+    hanging_batch(b.bootstrap, "stray", pid, epoch, old)
 
     # hang-0: open and in the coordinator's transaction (it will time it out): not hanging;
     # stray-0: open 3 minutes, never added: hanging once the max timeout is below its age
@@ -483,10 +489,7 @@ def test_offline_on_the_stopped_broker(broker):
     )
     (d,) = rows(res)
     old = int(time.time() * 1000) - 2 * MINUTE
-    stray_batch(b.bootstrap, "stray3", d["producer_id"], d["producer_epoch"], old)
-    after = ck.Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0})
-    after.produce("stray3", value=b"after", partition=0)
-    assert after.flush(15) == 0
+    hanging_batch(b.bootstrap, "stray3", d["producer_id"], d["producer_epoch"], old)
     res = run(
         "transactions",
         "abort",
