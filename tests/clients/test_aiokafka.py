@@ -208,66 +208,48 @@ def test_create_topics_duplicates(serve):
     assert ok in listed and "aio-dup-a" not in listed and "aio-dup-b" not in listed
 
 
-@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd", "none"])
-def test_produce_consume(serve, compat, codec):
-    topic = name(f"pc-{codec}")
-    ds = compat.make_dataset(compat.N_MESSAGES, seed=11)
+def produce_then_read(serve, compat, topic: str, partitions: int, ds, **producer) -> None:
+    """``ds`` through an AIOKafkaProducer of ``producer``'s settings into a new ``topic``, read
+    back from the beginning and checked byte for byte (the matrix's verify)."""
 
     async def scenario():
-        await create_topic(serve.bootstrap, topic, 3)
-        p = AIOKafkaProducer(
-            bootstrap_servers=serve.bootstrap,
-            acks="all",
-            compression_type=None if codec == "none" else codec,
-            linger_ms=5,
-            enable_idempotence=False,
-        )
+        await create_topic(serve.bootstrap, topic, partitions)
+        p = AIOKafkaProducer(bootstrap_servers=serve.bootstrap, acks="all", **producer)
         await p.start()
         try:
             delivered = await produce_all(p, topic, ds)
         finally:
             await p.stop()
-        return delivered, await read_all(compat, serve.bootstrap, topic, 3, len(ds))
+        return delivered, await read_all(compat, serve.bootstrap, topic, partitions, len(ds))
 
     delivered, recs = run(scenario())
     compat.verify(ds, recs, delivered=delivered)
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd", "none"])
+def test_produce_consume(serve, compat, codec):
+    ds = compat.make_dataset(compat.N_MESSAGES, seed=11)
+    produce_then_read(
+        serve,
+        compat,
+        name(f"pc-{codec}"),
+        3,
+        ds,
+        compression_type=None if codec == "none" else codec,
+        linger_ms=5,
+        enable_idempotence=False,
+    )
 
 
 def test_idempotent(serve, compat):
-    topic = name("idem")
     ds = compat.make_dataset(compat.IDEMPOTENT_N, seed=41, key_prefix="i-")
-
-    async def scenario():
-        await create_topic(serve.bootstrap, topic, 3)
-        p = AIOKafkaProducer(bootstrap_servers=serve.bootstrap, acks="all", enable_idempotence=True)
-        await p.start()
-        try:
-            delivered = await produce_all(p, topic, ds)
-        finally:
-            await p.stop()
-        return delivered, await read_all(compat, serve.bootstrap, topic, 3, len(ds))
-
-    delivered, recs = run(scenario())
-    compat.verify(ds, recs, delivered=delivered)
+    produce_then_read(serve, compat, name("idem"), 3, ds, enable_idempotence=True)
 
 
 def test_large_message(serve, compat):
-    topic = name("big")
     ds = compat.make_dataset(1, seed=61, key_prefix="big-")
     ds[0].value = os.urandom(compat.LARGE_VALUE)
-
-    async def scenario():
-        await create_topic(serve.bootstrap, topic, 1)
-        p = AIOKafkaProducer(bootstrap_servers=serve.bootstrap, acks="all")
-        await p.start()
-        try:
-            delivered = await produce_all(p, topic, ds)
-        finally:
-            await p.stop()
-        return delivered, await read_all(compat, serve.bootstrap, topic, 1, 1)
-
-    delivered, recs = run(scenario())
-    compat.verify(ds, recs, delivered=delivered)
+    produce_then_read(serve, compat, name("big"), 1, ds)
 
 
 def test_transactions(serve, compat):
