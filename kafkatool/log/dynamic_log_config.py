@@ -66,14 +66,10 @@ _AT_LEAST = {
     "log.local.retention.ms": -2,  # RemoteLogManagerConfig: atLeast(-2)
     "log.local.retention.bytes": -2,
 }
-#: ... Range.between ...
-_BETWEEN = {"log.cleaner.min.cleanable.ratio": (0, 1)}
-#: ... ValidString.in (log.cleanup.policy: ValidList.in, each item)
-_ONE_OF = {
-    "log.message.timestamp.type": ts.TIMESTAMP_TYPES,
-    "compression.type": ts.COMPRESSION_TYPES,
-    "log.cleanup.policy": ts.CLEANUP_POLICIES,
-}
+#: ... Range.between and ValidString.in (log.cleanup.policy: ValidList.in, each item): the topic
+#: configs' own validators, under each one's first broker synonym
+_BETWEEN = {ts.TOPIC_CONFIGS[n].synonyms[0][0]: r for n, r in ts.VALUE_BETWEEN.items()}
+_ONE_OF = {ts.TOPIC_CONFIGS[n].synonyms[0][0]: v for n, v in ts.VALUE_ONE_OF.items()}
 
 
 def scala_set(names) -> str:

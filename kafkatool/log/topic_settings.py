@@ -347,9 +347,11 @@ COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"
 #: message.timestamp.type's values (TimestampType names), cleanup.policy's items, in LogConfig's order
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 CLEANUP_POLICIES = ("compact", "delete")
-#: LogConfig's Range.between and ValidString/ValidList.in validators (_MINIMUM: its atLeast)
-_BETWEEN = {"min.cleanable.dirty.ratio": (0, 1)}
-_ONE_OF = {
+#: LogConfig's Range.between and ValidString/ValidList.in validators (_MINIMUM: its atLeast);
+#: KafkaConfig defines the topic defaults (the first broker synonyms) with the same ones
+#: (log/dynamic_log_config takes them from here)
+VALUE_BETWEEN = {"min.cleanable.dirty.ratio": (0, 1)}
+VALUE_ONE_OF = {
     "compression.type": COMPRESSION_TYPES,
     "message.timestamp.type": TIMESTAMP_TYPES,
     "cleanup.policy": CLEANUP_POLICIES,
@@ -414,8 +416,8 @@ def validate_topic_config(name: str, value: str | None) -> None:
                 f"Invalid value {text} for configuration {name}: Version {text} is not a valid version"
             )
         return
-    lo, hi = _BETWEEN.get(name, (_MINIMUM.get(name), None))
-    err = config_value_error(name, d.type, value, lo, hi, _ONE_OF.get(name))
+    lo, hi = VALUE_BETWEEN.get(name, (_MINIMUM.get(name), None))
+    err = config_value_error(name, d.type, value, lo, hi, VALUE_ONE_OF.get(name))
     if err is not None:
         raise SettingsError(err)
 
