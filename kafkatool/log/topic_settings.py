@@ -615,9 +615,13 @@ def log_config_from(values: Mapping[str, str]) -> LogConfig:
     for k, v in values.items():
         if k in TOPIC_CONFIGS:
             validate_topic_config(k, v)
-    # an empty value is no value, but for cleanup.policy, a LIST: Kafka 3.7 takes the empty list
-    # (ValidList.in has nothing to check), a topic that neither deletes nor compacts
-    chosen = {k: v for k, v in values.items() if k in LOG_CONFIG_NAMES and (v != "" or k == "cleanup.policy")}
+    # an empty value is no value, but for a LIST ("" is the empty list: Kafka 3.7 takes an empty
+    # cleanup.policy, a topic that neither deletes nor compacts)
+    chosen = {
+        k: v
+        for k, v in values.items()
+        if k in LOG_CONFIG_NAMES and (v != "" or (k in TOPIC_CONFIGS and TOPIC_CONFIGS[k].type == LIST))
+    }
     try:
         return LogConfig().with_overrides(chosen)
     except ValueError as exc:
