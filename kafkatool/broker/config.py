@@ -699,15 +699,15 @@ def unknown_configs(names) -> list[tuple[str, str]]:
 ALTERABLE = frozenset(n for n, d in BROKER_CONFIGS.items() if d.alterable)
 
 
-def dynamic_update_error(names, per_broker: bool) -> str | None:
-    """Why a dynamic broker config update of ``names`` is refused (None: it is not): Kafka's
-    DynamicBrokerConfig.validateConfigs messages (INVALID_REQUEST on the wire, KAFKA-13609),
-    then the Kafka-dynamic configs this broker does not apply at runtime."""
-    names = set(names)
-    err = _kafka_dynamic_error(names, per_broker)
+def dynamic_update_error(changes: Mapping[str, str], per_broker: bool) -> str | None:
+    """Why a dynamic broker config update setting ``changes`` (name -> value) is refused (None:
+    it is not): Kafka's DynamicBrokerConfig.validateConfigs in its order
+    (:func:`validate_configs_error`; INVALID_REQUEST on the wire, KAFKA-13609), then the
+    Kafka-dynamic configs this broker does not apply at runtime."""
+    err = validate_configs_error(changes, per_broker)
     if err is not None:
         return err
-    unapplied = names - ALTERABLE
+    unapplied = set(changes) - ALTERABLE
     if unapplied:
         return (
             f"Cannot update these configs dynamically on this broker: {dlc.scala_set(unapplied)} "

@@ -683,26 +683,42 @@ class Connection:
         """A response with segment bytes: the pieces between two sendfiles go out as one
         write (a fetch response's size prefix, headers and length prefixes are pieces of a
         few bytes; slices too small to sendfile are read and joined to them), and the socket
-        is corked (TCP_CORK) while the response is written, so its headers leave in the
-        packets of its data.  Uncorked, each small piece left in a packet of its own, which
-        on loopback runs the receiver's TCP path in the sender's syscall and wakes the
-        receiver for a few bytes: a leader's profile had a fifth of its time there."""
+        is corked (TCP_CORK) from those pieces to the first bytes of the sendfile after them,
+        so the headers leave in the packets of the data.  Uncorked, each small piece left in a
+        packet of its own, which on loopback runs the receiver's TCP path in the sender's
+        syscall and wakes the receiver for a few bytes: a leader's profile had a fifth of its
+        time there.  The rest of the slice goes out uncorked with Nagle's algorithm (TCP_NODELAY
+        off) until the response ends, when TCP_NODELAY is set again (which sends what Nagle
+        held at once): sent corked throughout, or with TCP_NODELAY, megabytes left
+        in smaller packets, each its own trip through the receiver's TCP path (measured on
+        loopback, 4 connections, 32 MiB each: 5.1 GB/s corked throughout, 6.0-6.4 with
+        TCP_NODELAY, 7.7-8.0 as here, the same as a socket that never had either)."""
         loop = asyncio.get_running_loop()
         cork = self._sock is not None and any(
             type(p) is FileSlice and p.size >= SENDFILE_MIN_BYTES for p in parts
         )
-        if cork:
-            self._set_cork(1)
+        corked = nagle = False
         try:
             write = self.writer.write
             pending: list = []
             size = 0
             for p in parts:
                 if type(p) is FileSlice and p.size >= SENDFILE_MIN_BYTES and not self.tls:
+                    if cork:
+                        self._set_cork(1)
+                        corked = True
                     if pending:
                         write(pending[0] if len(pending) == 1 else b"".join(pending))
                         pending, size = [], 0
-                    sent = self._sendfile_now(p)
+                    sent = 0
+                    if corked:  # the pieces and the first bytes of the slice, corked
+                        sent = self._sendfile_now(p, 0, SENDFILE_MIN_BYTES)
+                        self._set_cork(0)
+                        corked = False
+                        if sent < p.size and not nagle:
+                            self._set_nodelay(0)
+                            nagle = True
+                    sent = self._sendfile_now(p, sent)
                     if sent < p.size:  # the socket is full: a network thread waits for room
                         sent += await self._sendfile_thread(loop, p, sent)
                     if sent < p.size:  # none free, or the reader stalled: asyncio waits for room
@@ -720,24 +736,28 @@ class Connection:
             if pending:
                 write(pending[0] if len(pending) == 1 else b"".join(pending))
         finally:
-            if cork:
+            if corked:
                 self._set_cork(0)
+            if nagle:
+                self._set_nodelay(1)
 
-    def _sendfile_now(self, p: FileSlice) -> int:
-        """Bytes of ``p`` that ``os.sendfile`` puts in the socket without waiting: 0 when
-        the transport still buffers earlier bytes (they leave first) or the socket is full.
-        ``loop.sendfile`` costs a dozen Python calls and four epoll changes per call (it
-        pauses reading and waits for writability even when the socket has room): a leader
-        serving two followers made 1,200 epoll_ctl calls a second for it.  The
-        socket is used in place only while the transport is open and holds nothing, on
-        the loop's thread, so no byte can overtake another."""
+    def _sendfile_now(self, p: FileSlice, sent: int = 0, upto: int | None = None) -> int:
+        """How much of ``p`` is in the socket once ``os.sendfile`` has put there what fits
+        without waiting, from ``sent`` (bytes of ``p`` already sent) up to ``upto`` bytes of
+        ``p`` (default: all of them); ``sent`` when the transport still buffers earlier
+        bytes (they leave first) or the socket is full.  ``loop.sendfile`` costs a dozen
+        Python calls and four epoll changes per call (it pauses reading and waits for
+        writability even when the socket has room): a leader serving two followers made
+        1,200 epoll_ctl calls a second for it.  The socket is used in place only while the
+        transport is open and holds nothing, on the loop's thread, so no byte can overtake
+        another."""
         if not self._socket_free():
-            return 0
+            return sent
         fd = self._sock.fileno()
-        sent = 0
+        end = p.size if upto is None else min(upto, p.size)
         try:
-            while sent < p.size and fd >= 0:
-                n = os.sendfile(fd, p.fd, p.position + sent, p.size - sent)
+            while sent < end and fd >= 0:
+                n = os.sendfile(fd, p.fd, p.position + sent, end - sent)
                 if n == 0:
                     break  # the file ends early: the caller reports the short send
                 sent += n
@@ -765,5 +785,11 @@ class Connection:
     def _set_cork(self, on: int) -> None:
         try:
             self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, on)
+        except OSError:
+            pass  # the connection is going away; its writer finds out
+
+    def _set_nodelay(self, on: int) -> None:
+        try:
+            self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, on)
         except OSError:
             pass  # the connection is going away; its writer finds out

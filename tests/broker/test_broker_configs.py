@@ -178,6 +178,18 @@ def test_alter_refusals_follow_kafka(broker):
         # dynamic in Kafka, not applied at runtime here: said so, nothing stored
         code, msg = inc(c, BROKER, "", ("num.io.threads", SET, "4"))
         assert code == ErrorCode.INVALID_REQUEST and "on this broker: Set(num.io.threads)" in msg
+        # wrong two ways at once: DynamicBrokerConfig.validateConfigs' order (values before the
+        # per-broker-at-default check), and Kafka's value check before this broker's refusal
+        assert inc(
+            c, BROKER, "", ("listener.name.plaintext.ssl.keystore.location", SET, "/x"), (LEADER, SET, "-5")
+        ) == (
+            ErrorCode.INVALID_REQUEST,
+            f"Invalid value -5 for configuration {LEADER}: Value must be at least 0",
+        )
+        assert inc(c, BROKER, "", ("num.io.threads", SET, "x")) == (
+            ErrorCode.INVALID_REQUEST,
+            "Invalid value x for configuration num.io.threads: Not a number of type INT",
+        )
         assert inc(c, BROKER, "1", (LEADER, SET, "-5")) == (
             ErrorCode.INVALID_REQUEST,
             f"Invalid value -5 for configuration {LEADER}: Value must be at least 0",

@@ -208,3 +208,65 @@ def test_a_response_with_file_slices_arrives_whole_and_leaves_the_socket_uncorke
     got, corked = asyncio.run(run())
     assert got == expected
     assert corked == 0
+
+
+def test_the_headers_go_corked_with_the_first_bytes_and_the_rest_under_nagle(tmp_path):
+    """TCP_CORK is set before the pieces ahead of each large slice are written and taken off
+    once the first SENDFILE_MIN_BYTES of that slice are in the socket; the rest of the slice
+    goes out with TCP_NODELAY off (Nagle's algorithm: large packets), and TCP_NODELAY is set
+    again when the response ends (a socket left corked or without TCP_NODELAY would hold
+    later small responses back).  The cork and no-delay changes and each sendfile's state
+    are recorded in order."""
+    seg = tmp_path / "seg.log"
+    data = os.urandom(4 * SENDFILE_MIN_BYTES)
+    seg.write_bytes(data)
+    one = 2 * SENDFILE_MIN_BYTES
+    expected = b"HEAD" + data[:one] + b"mid" + data[one:] + b"tail"
+
+    async def run():
+        got = bytearray()
+        conn, done, server = await _connected(None, 0, got, len(expected))
+        sock = conn._sock
+        events = []
+
+        def state(opt):
+            return sock.getsockopt(socket.IPPROTO_TCP, opt)
+
+        def record(name, real):
+            def wrapper(*args):
+                if name == "send":
+                    events.append(("send", state(socket.TCP_CORK), state(socket.TCP_NODELAY), *args[1:]))
+                else:
+                    events.append((name, *args))
+                return real(*args)
+
+            return wrapper
+
+        conn._set_cork = record("cork", conn._set_cork)
+        conn._set_nodelay = record("nodelay", conn._set_nodelay)
+        conn._sendfile_now = record("send", conn._sendfile_now)
+        fd = os.open(seg, os.O_RDONLY)
+        try:
+            parts = Parts(
+                [b"HEAD", FileSlice(fd, 0, one), b"mid", FileSlice(fd, one, len(data) - one), b"tail"]
+            )
+            await conn._write_parts(parts)
+            after = (state(socket.TCP_CORK), state(socket.TCP_NODELAY))
+            await asyncio.wait_for(done.wait(), 30)
+        finally:
+            os.close(fd)
+            conn.writer.close()
+            server.close()
+        return bytes(got), after, events
+
+    got, after, events = asyncio.run(run())
+    assert got == expected
+    first = ("send", 1, 1, 0, SENDFILE_MIN_BYTES)  # the pieces and the first bytes: corked
+    assert events[:4] == [("cork", 1), first, ("cork", 0), ("nodelay", 0)]
+    rest = events[4]
+    assert rest[:3] == ("send", 0, 0) and len(rest) == 4  # the rest: no cork, no TCP_NODELAY
+    # the second slice: corked again for "mid" and its first bytes, Nagle still on, then the
+    # response's end sets TCP_NODELAY again
+    assert events[5:8] == [("cork", 1), ("send", 1, 0, 0, SENDFILE_MIN_BYTES), ("cork", 0)]
+    assert events[8][:3] == ("send", 0, 0) and events[9:] == [("nodelay", 1)]
+    assert after == (0, 1)

@@ -175,10 +175,7 @@ def alter_broker_configs(broker, res, validate_only: bool) -> tuple[int, str | N
             )
         else:
             return ErrorCode.INVALID_REQUEST, f"Unknown operations type {c.config_operation}"
-    set_names = [n for n, v in changes.items() if v is not None]
-    err = C.dynamic_update_error(set_names, per_broker=name != "")
-    if err is None:
-        err = next((e for n in set_names if (e := C.dynamic_value_error(n, changes[n])) is not None), None)
+    err = C.dynamic_update_error({n: v for n, v in changes.items() if v is not None}, per_broker=name != "")
     if err is None:
         err = broker.config.with_dynamic(name != "", changes).dynamic_error(changes)
     if err is not None:
