@@ -11,7 +11,14 @@ import socket
 
 import pytest
 
-from kafkatool.broker.network import SENDFILE_MIN_BYTES, Connection, FileSlice, Parts, SendfileThreads
+from kafkatool.broker.network import (
+    NAGLE_MIN_BYTES,
+    SENDFILE_MIN_BYTES,
+    Connection,
+    FileSlice,
+    Parts,
+    SendfileThreads,
+)
 
 BIG = 24 << 20  # far more than a loopback socket's buffers hold
 
@@ -211,16 +218,17 @@ def test_a_response_with_file_slices_arrives_whole_and_leaves_the_socket_uncorke
 
 
 def test_the_headers_go_corked_with_the_first_bytes_and_the_rest_under_nagle(tmp_path):
-    """TCP_CORK is set before the pieces ahead of each large slice are written and taken off
-    once the first SENDFILE_MIN_BYTES of that slice are in the socket; the rest of the slice
-    goes out with TCP_NODELAY off (Nagle's algorithm: large packets), and TCP_NODELAY is set
-    again when the response ends (a socket left corked or without TCP_NODELAY would hold
-    later small responses back).  The cork and no-delay changes and each sendfile's state
-    are recorded in order."""
+    """TCP_CORK is set before the pieces ahead of a slice are written.  Of a slice of
+    NAGLE_MIN_BYTES or more, once the first SENDFILE_MIN_BYTES are in the socket the cork is
+    taken off and the rest goes out with TCP_NODELAY off (Nagle's algorithm: large packets);
+    a smaller slice goes corked to the end.  When the response ends the socket is uncorked
+    and has TCP_NODELAY again (left corked or without it, the socket would hold later small
+    responses back).  The cork and no-delay changes and each sendfile's state are recorded
+    in order."""
     seg = tmp_path / "seg.log"
-    data = os.urandom(4 * SENDFILE_MIN_BYTES)
+    one = NAGLE_MIN_BYTES + 2 * SENDFILE_MIN_BYTES
+    data = os.urandom(one + 2 * SENDFILE_MIN_BYTES)
     seg.write_bytes(data)
-    one = 2 * SENDFILE_MIN_BYTES
     expected = b"HEAD" + data[:one] + b"mid" + data[one:] + b"tail"
 
     async def run():
@@ -261,12 +269,11 @@ def test_the_headers_go_corked_with_the_first_bytes_and_the_rest_under_nagle(tmp
 
     got, after, events = asyncio.run(run())
     assert got == expected
-    first = ("send", 1, 1, 0, SENDFILE_MIN_BYTES)  # the pieces and the first bytes: corked
+    # the large slice: the pieces and its first bytes corked, the rest with no cork and no
+    # TCP_NODELAY (the sendfile from where the first stopped)
+    first = ("send", 1, 1, 0, SENDFILE_MIN_BYTES)
     assert events[:4] == [("cork", 1), first, ("cork", 0), ("nodelay", 0)]
-    rest = events[4]
-    assert rest[:3] == ("send", 0, 0) and len(rest) == 4  # the rest: no cork, no TCP_NODELAY
-    # the second slice: corked again for "mid" and its first bytes, Nagle still on, then the
-    # response's end sets TCP_NODELAY again
-    assert events[5:8] == [("cork", 1), ("send", 1, 0, 0, SENDFILE_MIN_BYTES), ("cork", 0)]
-    assert events[8][:3] == ("send", 0, 0) and events[9:] == [("nodelay", 1)]
+    assert events[4][:3] == ("send", 0, 0) and len(events[4]) == 4
+    # the small one: corked again for "mid" and sent corked whole; then the response's end
+    assert events[5:] == [("cork", 1), ("send", 1, 0, 0), ("cork", 0), ("nodelay", 1)]
     assert after == (0, 1)
