@@ -776,15 +776,29 @@ def is_password_config(name: str) -> bool:
     return any(name.endswith(p) for p in DYNAMIC_PASSWORD_CONFIGS)
 
 
-#: lower bounds of the dynamic-only throttles (DynamicConfig.Broker: LONG atLeast(0)); the topic
-#: defaults' validators are log/dynamic_log_config's
-_DYNAMIC_AT_LEAST = dict.fromkeys(DYNAMIC_ONLY_CONFIGS, 0)
+#: validators of the dynamic configs that are not topic defaults (those are
+#: log/dynamic_log_config's): the dynamic-only throttles (DynamicConfig.Broker: LONG atLeast(0)),
+#: then KafkaConfig's atLeast and ValidString.in
+_DYNAMIC_AT_LEAST = dict.fromkeys(DYNAMIC_ONLY_CONFIGS, 0) | {
+    "num.network.threads": 1,
+    "num.io.threads": 1,
+    "num.recovery.threads.per.data.dir": 1,
+    "max.connections": 0,
+    "max.connections.per.ip": 0,
+    "log.cleaner.threads": 0,
+    "log.cleaner.io.buffer.size": 0,
+    "log.cleaner.backoff.ms": 0,
+    "producer.id.expiration.ms": 1,
+}
+_DYNAMIC_ONE_OF = {"ssl.client.auth": ("required", "requested", "none")}
 
 
 def dynamic_value_error(name: str, value: str) -> str | None:
     """ConfigDef.parse's message for a dynamic value of ``name`` (one this broker applies at
     runtime) that Kafka's definition of it refuses; None when it takes it."""
-    err = dlc.value_error(name, BROKER_CONFIGS[name].type, value, _DYNAMIC_AT_LEAST.get(name))
+    err = dlc.value_error(
+        name, BROKER_CONFIGS[name].type, value, _DYNAMIC_AT_LEAST.get(name), _DYNAMIC_ONE_OF.get(name)
+    )
     if err is None and name == "log.cleaner.io.max.bytes.per.second":
         try:  # ours: above 0, as at start-up (Kafka's DOUBLE has no bound)
             cleaner_io_rate(str(value).strip())

@@ -81,12 +81,14 @@ def read_only_error(names) -> str:
     return f"Cannot update these configs dynamically: {scala_set(names)}"
 
 
-def value_error(name: str, type_: int, value: str, at_least: int | None = None) -> str | None:
-    """ConfigDef.parse's message for a dynamic value of ``name`` (of ``type_``; ``at_least``: a
-    lower bound of the caller's, for a config this module has none for) that Kafka's definition
-    of it refuses; None when it takes it."""
+def value_error(
+    name: str, type_: int, value: str, at_least: int | None = None, one_of: Collection[str] | None = None
+) -> str | None:
+    """ConfigDef.parse's message for a dynamic value of ``name`` (of ``type_``; ``at_least``,
+    ``one_of``: a lower bound and the allowed values of the caller's, for a config this module
+    has none for) that Kafka's definition of it refuses; None when it takes it."""
     lo, hi = _BETWEEN.get(name, (_AT_LEAST.get(name, at_least), None))
-    return ts.config_value_error(name, type_, value, lo, hi, _ONE_OF.get(name))
+    return ts.config_value_error(name, type_, value, lo, hi, _ONE_OF.get(name, one_of))
 
 
 def requirement_error(values: Mapping[str, str]) -> str | None:

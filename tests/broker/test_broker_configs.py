@@ -190,6 +190,17 @@ def test_alter_refusals_follow_kafka(broker):
             ErrorCode.INVALID_REQUEST,
             "Invalid value x for configuration num.io.threads: Not a number of type INT",
         )
+        # KafkaConfig's validators of dynamic configs that are no topic defaults (a listener
+        # override is checked as its base config, validateConfigTypes)
+        assert inc(c, BROKER, "", ("num.io.threads", SET, "0")) == (
+            ErrorCode.INVALID_REQUEST,
+            "Invalid value 0 for configuration num.io.threads: Value must be at least 1",
+        )
+        assert inc(c, BROKER, "1", ("listener.name.plaintext.ssl.client.auth", SET, "Required")) == (
+            ErrorCode.INVALID_REQUEST,
+            "Invalid value Required for configuration ssl.client.auth: String must be one of: "
+            "required, requested, none",
+        )
         assert inc(c, BROKER, "1", (LEADER, SET, "-5")) == (
             ErrorCode.INVALID_REQUEST,
             f"Invalid value -5 for configuration {LEADER}: Value must be at least 0",
