@@ -64,31 +64,49 @@ async def _connected(threads, pause_s: float, got: bytearray, expected: int):
     return conn, done, server
 
 
-def _run(tmp_path, threads, pause_s: float, during=None):
-    seg, data = _segment(tmp_path)
-    expected = b"HEAD" + data + b"tail"
+def _send(seg, parts_of, expected_len: int, threads=None, pause_s: float = 0.0, during=None, on_conn=None):
+    """The response ``parts_of(fd)`` (fd: ``seg`` opened) written by a Connection to a reader
+    (see ``_connected``); ``on_conn(conn)`` runs first, ``during(threads, got)`` while it is
+    written.  Returns (the bytes read, (TCP_CORK, TCP_NODELAY) once it is written, what
+    ``during`` returned)."""
 
     async def run():
         got = bytearray()
-        conn, done, server = await _connected(threads, pause_s, got, len(expected))
+        conn, done, server = await _connected(threads, pause_s, got, expected_len)
+        if on_conn is not None:
+            on_conn(conn)
         fd = os.open(seg, os.O_RDONLY)
         try:
-            task = asyncio.ensure_future(
-                conn._write_parts(Parts([b"HEAD", FileSlice(fd, 0, len(data)), b"tail"]))
-            )
+            task = asyncio.ensure_future(conn._write_parts(parts_of(fd)))
             seen = await during(threads, got) if during is not None else None
             await asyncio.wait_for(task, 60)
+            sock = conn._sock
+            after = tuple(
+                sock.getsockopt(socket.IPPROTO_TCP, o) for o in (socket.TCP_CORK, socket.TCP_NODELAY)
+            )
             await asyncio.wait_for(done.wait(), 60)
-            corked = conn._sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CORK)
         finally:
             os.close(fd)
             conn.writer.close()
             server.close()
-        return bytes(got), corked, seen
+        return bytes(got), after, seen
 
-    got, corked, seen = asyncio.run(run())
+    return asyncio.run(run())
+
+
+def _run(tmp_path, threads, pause_s: float, during=None):
+    seg, data = _segment(tmp_path)
+    expected = b"HEAD" + data + b"tail"
+    got, after, seen = _send(
+        seg,
+        lambda fd: Parts([b"HEAD", FileSlice(fd, 0, len(data)), b"tail"]),
+        len(expected),
+        threads,
+        pause_s,
+        during,
+    )
     assert got == expected
-    assert corked == 0
+    assert after == (0, 1)  # uncorked, TCP_NODELAY set again
     return seen
 
 
@@ -197,24 +215,13 @@ def test_a_response_with_file_slices_arrives_whole_and_leaves_the_socket_uncorke
     big = 2 * SENDFILE_MIN_BYTES
     expected = b"HEAD" + b"ab" + data[:big] + b"mid" + data[big : big + 100] + b"tail"
 
-    async def run():
-        got = bytearray()
-        conn, done, server = await _connected(None, 0, got, len(expected))
-        fd = os.open(seg, os.O_RDONLY)
-        try:
-            parts = Parts([b"HEAD", b"ab", FileSlice(fd, 0, big), b"mid", FileSlice(fd, big, 100), b"tail"])
-            await conn._write_parts(parts)
-            corked = conn._sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CORK)
-            await asyncio.wait_for(done.wait(), 30)
-        finally:
-            os.close(fd)
-            conn.writer.close()
-            server.close()
-        return bytes(got), corked
-
-    got, corked = asyncio.run(run())
+    got, after, _ = _send(
+        seg,
+        lambda fd: Parts([b"HEAD", b"ab", FileSlice(fd, 0, big), b"mid", FileSlice(fd, big, 100), b"tail"]),
+        len(expected),
+    )
     assert got == expected
-    assert corked == 0
+    assert after[0] == 0
 
 
 def test_the_headers_go_corked_with_the_first_bytes_and_the_rest_under_nagle(tmp_path):
@@ -231,14 +238,11 @@ def test_the_headers_go_corked_with_the_first_bytes_and_the_rest_under_nagle(tmp
     seg.write_bytes(data)
     expected = b"HEAD" + data[:one] + b"mid" + data[one:] + b"tail"
 
-    async def run():
-        got = bytearray()
-        conn, done, server = await _connected(None, 0, got, len(expected))
-        sock = conn._sock
-        events = []
+    events = []
 
+    def recording(conn):
         def state(opt):
-            return sock.getsockopt(socket.IPPROTO_TCP, opt)
+            return conn._sock.getsockopt(socket.IPPROTO_TCP, opt)
 
         def record(name, real):
             def wrapper(*args):
@@ -253,21 +257,15 @@ def test_the_headers_go_corked_with_the_first_bytes_and_the_rest_under_nagle(tmp
         conn._set_cork = record("cork", conn._set_cork)
         conn._set_nodelay = record("nodelay", conn._set_nodelay)
         conn._sendfile_now = record("send", conn._sendfile_now)
-        fd = os.open(seg, os.O_RDONLY)
-        try:
-            parts = Parts(
-                [b"HEAD", FileSlice(fd, 0, one), b"mid", FileSlice(fd, one, len(data) - one), b"tail"]
-            )
-            await conn._write_parts(parts)
-            after = (state(socket.TCP_CORK), state(socket.TCP_NODELAY))
-            await asyncio.wait_for(done.wait(), 30)
-        finally:
-            os.close(fd)
-            conn.writer.close()
-            server.close()
-        return bytes(got), after, events
 
-    got, after, events = asyncio.run(run())
+    got, after, _ = _send(
+        seg,
+        lambda fd: Parts(
+            [b"HEAD", FileSlice(fd, 0, one), b"mid", FileSlice(fd, one, len(data) - one), b"tail"]
+        ),
+        len(expected),
+        on_conn=recording,
+    )
     assert got == expected
     # the large slice: the pieces and its first bytes corked, the rest with no cork and no
     # TCP_NODELAY (the sendfile from where the first stopped)
