@@ -7,6 +7,7 @@ difference between a desired state (YAML or JSON) and a cluster, Kafka's default
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 
@@ -608,32 +609,52 @@ PASSWORD_ENCODER_SECRET = "password.encoder.secret"
 def zk_broker_configs(sets: dict[str, str], per_broker: bool) -> dict[str, str]:
     """preProcessBrokerConfigs: the broker configs kafka-configs --zookeeper writes.  The
     password.encoder.* configs are taken out (never stored), the rest checked as
-    DynamicBrokerConfig.validateConfigs checks them (broker/config.validate_configs_error), and a
-    password config needs password.encoder.secret (Kafka's requirement message).  Kafka then
-    stores the password encrypted by its PasswordEncoder (AES with a PBKDF2 key), which kafkatool
-    does not implement: such a change is refused rather than stored in clear."""
+    DynamicBrokerConfig.validateConfigs checks them (broker/config.validate_configs_error); a
+    password config needs password.encoder.secret (Kafka's requirement message) and is stored
+    encrypted as Kafka's PasswordEncoder does (formats/password_encoder; createPasswordEncoder:
+    the cipher, key factory, key length and iterations from the other password.encoder.*
+    configs given, else KafkaConfig's defaults), for the brokers that read it with the same
+    secret in their server.properties."""
     from kafkatool.broker import config as BC
+    from kafkatool.formats import password_encoder as PE
     from kafkatool.log.dynamic_log_config import scala_set
 
-    encoder = {k for k in sets if k.startswith(PASSWORD_ENCODER_PREFIX)}
+    encoder = {k: v for k, v in sets.items() if k.startswith(PASSWORD_ENCODER_PREFIX)}
     out = {k: v for k, v in sets.items() if k not in encoder}
     err = BC.validate_configs_error(out, per_broker)
     if err is not None:
         raise ConfigsError(err)
     passwords = [k for k in out if BC.is_password_config(k)]
-    if passwords and PASSWORD_ENCODER_SECRET not in encoder:
+    if not passwords:
+        return out
+    if PASSWORD_ENCODER_SECRET not in encoder:
         raise ConfigsError(
             f"requirement failed: {PASSWORD_ENCODER_SECRET} must be specified to update {scala_set(passwords)}. "
             "Other password encoder configs like cipher algorithm and iterations may also be specified to "
             "override the default encoding parameters. Password encoder configs will not be persisted in "
             "ZooKeeper."
         )
-    if passwords:
-        raise ConfigsError(
-            f"{scala_set(passwords)}: kafkatool does not encrypt password configs with Kafka's "
-            "PasswordEncoder, which ZooKeeper must hold them in; nothing written (set them with "
-            "kafka-configs.sh, or in server.properties)"
-        )
+    numbers = {}
+    for name, default in (("key.length", PE.DEFAULT_KEY_LENGTH), ("iterations", PE.DEFAULT_ITERATIONS)):
+        raw = encoder.get(PASSWORD_ENCODER_PREFIX + name)
+        numbers[name] = default if raw is None else parse_java_int(raw)
+        if numbers[name] is None:  # String.toInt's NumberFormatException
+            raise ConfigsError(f'For input string: "{raw}" ({PASSWORD_ENCODER_PREFIX}{name})')
+    cipher = encoder.get(PASSWORD_ENCODER_PREFIX + "cipher.algorithm", PE.DEFAULT_CIPHER)
+    for name in passwords:
+        try:
+            out[name] = PE.encode(
+                out[name],
+                encoder[PASSWORD_ENCODER_SECRET],
+                salt=os.urandom(PE.SALT_BYTES),
+                iv=os.urandom(PE.iv_size(cipher)),
+                key_factory=encoder.get(PASSWORD_ENCODER_PREFIX + "keyfactory.algorithm"),
+                cipher=cipher,
+                key_length=numbers["key.length"],
+                iterations=numbers["iterations"],
+            )
+        except PE.PasswordEncoderError as exc:
+            raise ConfigsError(f"{PASSWORD_ENCODER_PREFIX}*: {exc.message}") from None
     return out
 
 

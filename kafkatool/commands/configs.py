@@ -305,8 +305,10 @@ def alter(
         "alters through ZooKeeper (quotas and topics need --bootstrap-server). A broker's configs only "
         "while it is not running, the default only while no broker is (refused, exit 2, while one is "
         "registered in /brokers/ids: use --bootstrap-server); checked as Kafka's "
-        "DynamicBrokerConfig checks them; password.encoder.* is never written, and password configs "
-        "are refused (kafkatool does not encrypt them as Kafka's PasswordEncoder)."
+        "DynamicBrokerConfig checks them; password.encoder.* is never written, and a password config "
+        "needs password.encoder.secret and is stored encrypted with it as Kafka's PasswordEncoder "
+        "stores it (password.encoder.cipher.algorithm, .keyfactory.algorithm, .key.length and "
+        ".iterations as given, else Kafka's defaults)."
     ),
     timeout: float = zookeeper_timeout_option(),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),

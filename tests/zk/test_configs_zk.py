@@ -8,6 +8,7 @@ import json
 from typer.testing import CliRunner
 
 from kafkatool.cli import app
+from kafkatool.formats import password_encoder as PE
 
 
 def run(*args):
@@ -279,8 +280,8 @@ def test_broker_configs_through_zookeeper_only_while_the_brokers_are_down(kafka_
 def test_broker_configs_through_zookeeper_are_checked_as_kafka_checks_them(kafka_cluster):
     """preProcessBrokerConfigs on a broker that is not registered (4): password.encoder.* is never
     stored; DynamicBrokerConfig.validateConfigs' refusals in its order, Kafka's words; a password
-    config needs password.encoder.secret (Kafka's requirement) and, since kafkatool has no
-    PasswordEncoder, is refused rather than written in clear.  Nothing refused is written."""
+    config needs password.encoder.secret (Kafka's requirement) and is stored encrypted as Kafka's
+    PasswordEncoder stores it, with the encoder settings given.  Nothing refused is written."""
     z = ["--zookeeper", kafka_cluster.connect]
     admin = kafka_cluster.admin
 
@@ -308,9 +309,9 @@ def test_broker_configs_through_zookeeper_are_checked_as_kafka_checks_them(kafka
             "algorithm and iterations may also be specified to override the default encoding parameters. "
             "Password encoder configs will not be persisted in ZooKeeper."
         ),
-        "listener.name.internal.ssl.key.password=x,password.encoder.secret=s": (
-            "Set(listener.name.internal.ssl.key.password): kafkatool does not encrypt password configs with "
-            "Kafka's PasswordEncoder"
+        "listener.name.internal.ssl.key.password=x,password.encoder.secret=s,"
+        "password.encoder.cipher.algorithm=DES/CBC/PKCS5Padding": (
+            "password.encoder.*: cipher algorithm DES/CBC/PKCS5Padding is not supported here"
         ),
     }
     for config, why in refused.items():
@@ -321,6 +322,13 @@ def test_broker_configs_through_zookeeper_are_checked_as_kafka_checks_them(kafka
     res = alter("log.cleaner.threads=2,password.encoder.secret=s,password.encoder.iterations=8192")
     assert res.exit_code == 0, res.output
     assert json.loads(admin.get("/config/brokers/4")[0])["config"] == {"log.cleaner.threads": "2"}
+    key = "listener.name.internal.ssl.key.password"
+    res = alter(f"{key}=p\u00e4ss,password.encoder.secret=s,password.encoder.iterations=8192")
+    assert res.exit_code == 0, res.output
+    stored = json.loads(admin.get("/config/brokers/4")[0])["config"]
+    assert sorted(stored) == [key, "log.cleaner.threads"]
+    assert "iterations:8192" in stored[key].split(",")
+    assert PE.decode(stored[key], "s") == "p\u00e4ss"
     for b in (1, 2, 3):
         kafka_cluster.stop_broker(b)
     res = alter("listener.name.internal.ssl.keystore.location=/k.jks", "--entity-default")
