@@ -405,6 +405,9 @@ def json_rows(rows: list[dict]) -> list:
             )
         if "rss_mb" in r:
             out.append(limit_row("scale", f"{n}: RSS", r["rss_mb"], "MB", TARGET_RSS_MB))
+        if "fds" in r:  # the curve: descriptors beside RSS and start-up
+            per = r["fds"] / r["partitions"]
+            out.append(limit_row("scale", f"  descriptors open ({per:.2f} a partition)", r["fds"], "fds"))
         if "metadata_ms" in r:
             k = METADATA_SAMPLES
             out.append(
@@ -419,6 +422,13 @@ def json_rows(rows: list[dict]) -> list:
         if "clean_start_s" in r:
             out.append(
                 limit_row("scale", f"{n}: start-up, clean", r["clean_start_s"], "s", TARGET_CLEAN_START_S)
+            )
+        if "fds_after_start" in r:
+            per = r["fds_after_start"] / r["partitions"]
+            out.append(
+                limit_row(
+                    "scale", f"  descriptors after it ({per:.2f} a partition)", r["fds_after_start"], "fds"
+                )
             )
         if "killed_start_s" in r:
             out.append(
