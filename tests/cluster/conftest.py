@@ -239,13 +239,6 @@ def zk_module(tmp_path_factory):
 SHORT_ZK_SESSION = pytest.mark.cluster_config("zookeeper.session.timeout.ms=3000")
 
 
-def pytest_configure(config):
-    config.addinivalue_line(
-        "markers",
-        "cluster_config(*settings): server.properties the cluster fixture's brokers take after its own",
-    )
-
-
 #: the `cluster` and `shared_cluster` fixtures' settings; no initial rebalance delay (Kafka's own
 #: integration tests run with 0): a group's first join is not held 3 s waiting for members that
 #: are not coming
