@@ -79,3 +79,8 @@ def decode(data) -> str:
 def encode(text: str) -> bytes:
     """Java's ``String.getBytes(UTF_8)``: an unpaired surrogate is written as ``?``."""
     return text.encode("utf-8", "replace")
+
+
+def java_length(text: str) -> int:
+    """Java's ``String.length()``: UTF-16 code units (a character beyond the BMP counts two)."""
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2

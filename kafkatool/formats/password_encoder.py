@@ -79,11 +79,6 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
-def java_length(text: str) -> int:
-    """String.length: UTF-16 code units (a character beyond the BMP counts two)."""
-    return len(text.encode("utf-16-le", "surrogatepass")) // 2
-
-
 def encode(
     password: str,
     secret: str,
@@ -118,7 +113,7 @@ def encode(
         ("salt", _b64(salt)),
         ("iterations", str(iterations)),
         ("encryptedPassword", _b64(encrypted)),
-        ("passwordLength", str(java_length(password))),
+        ("passwordLength", str(java_utf8.java_length(password))),
         *params,
     ]
     return ",".join(f"{k}:{v}" for k, v in pairs)
@@ -174,6 +169,6 @@ def decode(stored: str, secret: str) -> str:
     except (ValueError, InvalidTag):
         raise PasswordEncoderError("Password could not be decoded") from None
     password = java_utf8.decode(data)
-    if java_length(password) != length:
+    if java_utf8.java_length(password) != length:
         raise PasswordEncoderError("Password could not be decoded, sanity check of length failed")
     return password

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from kafkatool.errors import KafkatoolError
+from kafkatool.formats import java_utf8
 from kafkatool.formats.errors import FormatError
 from kafkatool.formats.properties import decode_properties, java_trim, parse_java_int
 from kafkatool.log import embedded_metadata
@@ -234,7 +235,7 @@ def topic_name_error(name: str) -> str | None:
         why = "the empty string is not allowed"
     elif name in (".", ".."):
         why = f"'{name}' is not allowed"
-    elif len(name.encode("utf-16-le", "surrogatepass")) // 2 > MAX_TOPIC_NAME:
+    elif java_utf8.java_length(name) > MAX_TOPIC_NAME:
         why = f"the length of '{name}' is longer than the max allowed length {MAX_TOPIC_NAME}"
     elif not set(name) <= _LEGAL_TOPIC_CHARS:
         why = f"'{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
