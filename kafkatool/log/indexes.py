@@ -2,15 +2,16 @@
 
 The byte layouts and the trust rules live in kafkatool.formats.index; this
 module owns the files.  A writable offset/time index is preallocated to its
-maximum size (zero filled) and memory-mapped, exactly as Kafka does; it is
-trimmed to ``entries * entry_size`` on roll, close and after recovery, and
-re-grown when its segment becomes active again.  Opening an existing file
-trusts every whole slot, as Kafka does (a crashed active segment is recovered,
-which resets its indexes).
+maximum size (zero filled), as Kafka's is; it is trimmed to
+``entries * entry_size`` on roll, close and after recovery, and re-grown when
+its segment becomes active again.  Opening an existing file trusts every whole
+slot, as Kafka does (a crashed active segment is recovered, which resets its
+indexes).  Files are read and written with pread/pwrite, not mapped
+(``_FileIndex`` says why).
 
-Lookups binary-search the map itself: no per-entry Python objects are kept,
-so a broker with thousands of segments does not pay for their indexes in
-memory.
+Lookups binary-search the file itself (``_FileIndex._search``): no per-entry
+Python objects are kept, so a broker with thousands of segments does not pay
+for their indexes in memory.
 """
 
 from __future__ import annotations
@@ -214,35 +215,74 @@ class _FileIndex:
             raise fx.FormatError(f"{self.path}: entry {i} is past the end of the file", i * self.entry_size)
         return self._struct.unpack(data)
 
-    def _count_at_most(self, field: int, target: int) -> int:
-        """How many entries have ``field`` <= ``target`` (every field of an index grows with
-        the slot): the warm section in one read when the target falls in it, else a binary
-        search over the cold part, one read per probe (Kafka's AbstractIndex.indexSlotRangeFor)."""
+    def _search(self, field: int, target: int) -> tuple[int, tuple | None, tuple | None]:
+        """How many entries have ``field`` <= ``target`` (every field of an index grows with the
+        slot), with the last such entry and the first other one (None where there is none), as
+        raw tuples, all read through one descriptor.
+
+        Kafka's AbstractIndex.indexSlotRangeFor on a map: the warm section first (the tail,
+        where the appender's and the tail consumers' lookups land: one read), else a binary
+        search of the cold part that probes single entries until the range left fits the warm
+        section's size, then reads that range, with its neighbours, at once.  An inactive
+        segment's index is opened once for the whole search and closed (measured on a 1 GiB
+        segment's 262,144 entries: a lookup and an upper bound cost 134 us when every probe
+        opened the file, a consumer catching up pays that per partition per fetch)."""
         n = self.entries
         if n == 0:
-            return 0
-        size = self.entry_size
-        warm_first = max(0, n - _WARM_BYTES // size)
-        if warm_first:
-            if self._entry(warm_first)[field] > target:
-                lo, hi = 0, warm_first
-                while lo < hi:
-                    mid = (lo + hi) // 2
-                    if self._entry(mid)[field] <= target:
-                        lo = mid + 1
-                    else:
-                        hi = mid
-                return lo
-        buf = self._pread((n - warm_first) * size, warm_first * size)
+            return 0, None, None
+        self._write_pending()
+        fd = self._fd
+        opened = fd < 0
+        if opened:
+            try:
+                fd = os.open(self.path, os.O_RDONLY)
+            except FileNotFoundError:
+                raise fx.FormatError(f"{self.path}: entry 0 is past the end of the file", 0) from None
+        try:
+            size = self.entry_size
+            window = _WARM_BYTES // size
+            lo, hi = max(0, n - window), n
+            if lo:  # read the warm section, one entry before it included
+                first, buf = lo - 1, self._read_at(fd, lo - 1, n - lo + 1)
+                if self._struct.unpack_from(buf, size)[field] > target:  # in the cold part
+                    hi = lo
+                    lo = 0
+                    while hi - lo > window:
+                        mid = (lo + hi) // 2
+                        if self._struct.unpack_from(self._read_at(fd, mid, 1))[field] <= target:
+                            lo = mid + 1
+                        else:
+                            hi = mid
+                    first = max(lo - 1, 0)
+                    buf = self._read_at(fd, first, min(hi + 1, n) - first)
+            else:
+                first, buf = 0, self._read_at(fd, 0, n)
+        except OSError as exc:
+            raise self._named(exc) from None
+        finally:
+            if opened:
+                os.close(fd)
+        # entries lo .. hi - 1 are in buf (which starts at ``first``): bisect them in memory
         unpack = self._struct.unpack_from
-        lo, hi = 0, len(buf) // size
         while lo < hi:
             mid = (lo + hi) // 2
-            if unpack(buf, mid * size)[field] <= target:
+            if unpack(buf, (mid - first) * size)[field] <= target:
                 lo = mid + 1
             else:
                 hi = mid
-        return warm_first + lo
+        before = unpack(buf, (lo - 1 - first) * size) if lo else None
+        after = unpack(buf, (lo - first) * size) if lo < n else None
+        return lo, before, after
+
+    def _read_at(self, fd: int, first: int, count: int) -> bytes:
+        """Entries ``first`` .. ``first + count - 1`` through ``fd``, all of them or an error."""
+        data = os.pread(fd, count * self.entry_size, first * self.entry_size)
+        if len(data) < count * self.entry_size:
+            missing = first + len(data) // self.entry_size
+            raise fx.FormatError(
+                f"{self.path}: entry {missing} is past the end of the file", missing * self.entry_size
+            )
+        return data
 
     def _all(self) -> list[tuple]:
         n = self.entries
@@ -309,17 +349,19 @@ class OffsetIndex(_FileIndex):
 
     def lookup(self, target_offset: int) -> fx.OffsetPosition:
         """Greatest entry with offset <= target, else (base offset, 0)."""
-        n = self._count_at_most(0, target_offset - self.base_offset)
-        return self.entry(n - 1) if n else fx.OffsetPosition(self.base_offset, 0)
+        _, before, _ = self._search(0, target_offset - self.base_offset)
+        if before is None:
+            return fx.OffsetPosition(self.base_offset, 0)
+        return fx.OffsetPosition(self.base_offset + before[0], before[1])
 
     def fetch_upper_bound_offset(self, start_position: int, fetch_size: int) -> int | None:
         """First indexed offset whose position is past ``start_position + fetch_size``."""
-        n = self._count_at_most(1, start_position + fetch_size)
-        return self.entry(n).offset if n < self.entries else None
+        _, _, after = self._search(1, start_position + fetch_size)
+        return self.base_offset + after[0] if after is not None else None
 
     def truncate_to(self, offset: int) -> None:
         """Remove entries with offset >= ``offset``."""
-        self.entries = self._count_at_most(0, offset - self.base_offset - 1)
+        self.entries = self._search(0, offset - self.base_offset - 1)[0]
 
 
 class TimeIndex(_FileIndex):
@@ -382,15 +424,17 @@ class TimeIndex(_FileIndex):
         return [fx.TimestampOffset(ts, base + rel) for ts, rel in self._all()]
 
     def lookup(self, target_timestamp: int) -> fx.TimestampOffset:
-        n = self._count_at_most(0, target_timestamp)
-        return self.entry(n - 1) if n else fx.TimestampOffset(fx.NO_TIMESTAMP, self.base_offset)
+        _, before, _ = self._search(0, target_timestamp)
+        if before is None:
+            return fx.TimestampOffset(fx.NO_TIMESTAMP, self.base_offset)
+        return fx.TimestampOffset(before[0], self.base_offset + before[1])
 
     def reset(self) -> None:
         super().reset()
         self._last = fx.TimestampOffset(fx.NO_TIMESTAMP, self.base_offset)
 
     def truncate_to(self, offset: int) -> None:
-        self.entries = self._count_at_most(1, offset - self.base_offset - 1)
+        self.entries = self._search(1, offset - self.base_offset - 1)[0]
         self._last = self._read_last()
 
 
