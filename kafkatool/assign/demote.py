@@ -22,6 +22,15 @@ live in-sync replica), also after later preferred leader elections.  Here:
   Cruise Control by default (skip_urp_demotion=true) leaves every under-replicated partition
   alone; here only the new preferred leader must be in sync.
 
+With ``followers=False`` (``--exclude-follower-demotion``; Cruise Control's default,
+exclude_follower_demotion=true) only partitions whose preferred leader is demoted change: the
+new preferred leader (chosen as above) first, the demoted one last, every other replica in its
+old place in the order, demoted followers included; where a demoted broker is only a follower
+nothing changes.  Cruise Control moves only the replica leading now to the end; here it is the
+preferred leader that moves, which is the one a preferred election makes the leader (a
+partition a demoted broker leads after a failover, with another first replica, needs only the
+election, below).
+
 The replica set never changes.  Executed, the plan changes only the replica order; a preferred
 leader election (``kafkatool leader-election --election-type preferred``) then moves
 leadership, on ``Demotion.elect``: the partitions whose preferred leader changes, and those a
@@ -58,8 +67,9 @@ def plan_demotion(
     isr: Mapping[TopicPartition, Sequence[int] | None] | None = None,
     live: Collection[int] | None = None,
     leaders: Mapping[TopicPartition, int | None] | None = None,
+    followers: bool = True,
 ) -> Demotion:
-    """``isr`` None: unknown for every partition, all replicas assumed in sync; a partition
+    """``followers`` False: demoted followers keep their places (see the module's doc).  ``isr`` None: unknown for every partition, all replicas assumed in sync; a partition
     missing from it (or mapped to None) has no known ISR and is left if its preferred leader is
     demoted.  ``live``: the registered brokers, when known (a preferred election elects only a
     live replica).  ``leaders``: each partition's current leader, when known (None or missing:
@@ -83,6 +93,8 @@ def plan_demotion(
             )
             continue
         if replicas[0] not in demoted:
+            if not followers:
+                continue
             order = others + [b for b in replicas if b in demoted]
             if order != replicas:
                 result.proposed[tp] = order
@@ -119,9 +131,12 @@ def plan_demotion(
         led[replicas[0]] -= 1
         led[new_leader] = led.get(new_leader, 0) + 1
         rest = [b for b in replicas if b != new_leader]
-        result.proposed[tp] = (
-            [new_leader] + [b for b in rest if b not in demoted] + [b for b in rest if b in demoted]
-        )
+        if followers:
+            result.proposed[tp] = (
+                [new_leader] + [b for b in rest if b not in demoted] + [b for b in rest if b in demoted]
+            )
+        else:
+            result.proposed[tp] = [new_leader] + [b for b in rest if b != replicas[0]] + [replicas[0]]
     result.proposed = dict(sorted(result.proposed.items()))
     left = {x.tp for x in result.left}
     for tp in sorted(current):

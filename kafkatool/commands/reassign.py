@@ -254,6 +254,7 @@ def _demote(
     bootstrap_server,
     current_file,
     demote_brokers,
+    followers,
     sizes_file,
     output,
     as_json,
@@ -288,7 +289,9 @@ def _demote(
         notes.append("ISR unknown (--current): every replica is assumed in sync.")
     if leaders is None:
         notes.append("Leaders unknown (--current): every partition is assumed led by its first replica.")
-    result = plan_demotion(current, demoted, isr, None if registered is None else set(registered), leaders)
+    result = plan_demotion(
+        current, demoted, isr, None if registered is None else set(registered), leaders, followers
+    )
     proposed = result.proposed
     racks = {b: r.rack for b, r in (registered or {}).items()}
     brokers = [Broker(b, racks.get(b)) for b in sorted(holding)]
@@ -319,6 +322,7 @@ def _demote(
                 "type": "plan",
                 "strategy": "demote",
                 "demoted_brokers": demoted,
+                "exclude_follower_demotion": not followers,
                 "current": json.loads(formats.format_reassignment(shown_current)),
                 "proposed": json.loads(proposed_text),
                 "report": rep,
@@ -340,6 +344,10 @@ def _demote(
         console.print(
             f"No partition of these topics can move its preferred leader off {names}: nothing to change."
         )
+    elif not followers and any(b in demoted for replicas in current.values() for b in replicas):
+        console.print(
+            f"No partition of these topics has {names} as its preferred leader: no order to change."
+        )
     elif any(b in demoted for replicas in current.values() for b in replicas):
         console.print(f"Every partition of these topics already lists {names} last: no order to change.")
     else:
@@ -351,7 +359,9 @@ def _demote(
             print(f"  {x.tp[0]}-{x.tp[1]} replicas {x.replicas}: {x.reason}")
     if proposed:
         print(
-            f"The plan moves no data: executed, it changes the order of the replicas only ({names} last):\n"
+            f"The plan moves no data: executed, it changes the order of the replicas only ({names} "
+            + ("last" if followers else "no longer first")
+            + "):\n"
             f"{shlex.join(execute)}"
         )
     if command:
@@ -419,7 +429,8 @@ def generate(
         metavar="ID,ID",
         help="Instead of placing replicas: move preferred leadership off these brokers (e.g. before "
         "maintenance) without moving data, as Cruise Control's demote_broker with "
-        "exclude_follower_demotion=false: every partition holding a demoted broker lists the demoted "
+        "exclude_follower_demotion=false (--exclude-follower-demotion for its default): every partition "
+        "holding a demoted broker lists the demoted "
         "brokers last (in their old order), so none is the preferred leader, nor early in the order an "
         "election after a failure takes. A partition whose first replica is not demoted keeps it; one "
         "whose first replica is demoted gets the in-sync replica on another (registered, when the "
@@ -431,6 +442,14 @@ def generate(
         "partitions whose first replica changes and those a demoted broker leads now (the current "
         "leaders from the cluster; with --current each partition is assumed led by its first replica). "
         "Takes no --broker-list, --strategy, --replication-factor, --seed or --start-index.",
+    ),
+    exclude_follower_demotion: bool = typer.Option(
+        False,
+        "--exclude-follower-demotion",
+        help="With --demote-brokers: change only the partitions whose preferred leader is demoted (the "
+        "new one first, the demoted one last, every other replica in its place), as Cruise Control's "
+        "exclude_follower_demotion=true (its default): a demoted broker that is only a follower keeps "
+        "its place, so a failover election may still pick it; fewer partitions change.",
     ),
     sizes_file: Path | None = typer.Option(None, "--sizes", help=SIZES_HELP),
     seed: int | None = typer.Option(
@@ -469,6 +488,7 @@ def _generate(
     strategy,
     replication_factor,
     demote_brokers,
+    exclude_follower_demotion,
     sizes_file,
     seed,
     start_index,
@@ -505,11 +525,14 @@ def _generate(
             bootstrap_server,
             current_file,
             demote_brokers,
+            not exclude_follower_demotion,
             sizes_file,
             output,
             as_json,
         )
         return
+    if exclude_follower_demotion:
+        raise CommandError("--exclude-follower-demotion goes with --demote-brokers")
     if broker_list is None:
         raise CommandError("--broker-list is required (except with --demote-brokers)")
     strategy = strategy or "kafka"

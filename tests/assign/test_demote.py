@@ -129,6 +129,32 @@ def test_without_isr_every_replica_counts_as_in_sync():
     assert not result.left
 
 
+def test_excluding_follower_demotion_moves_only_the_demoted_preferred_leaders():
+    """Cruise Control's default (exclude_follower_demotion=true): a demoted broker that is only a
+    follower keeps its place; a demoted preferred leader goes last, the new one (in sync,
+    balanced) first, every other replica where it was, demoted followers included."""
+    current = {
+        ("t", 0): [2, 1, 3],  # 1 a follower: untouched
+        ("t", 1): [1, 2, 3],  # 1 the preferred leader: last
+        ("t", 2): [1, 3, 4, 2],  # 2 out of sync: 4 leads (3 already leads t5), 3 and 2 in order
+        ("t", 3): [1, 5, 2, 4],  # 4 leads (2 leads t0, t1); 5 (demoted) keeps second place
+        ("t", 4): [1, 5],  # every replica demoted: left
+        ("t", 5): [3, 2],  # led by 5 now (after a failover): elected, not reordered
+    }
+    isr = {("t", 0): [2, 1, 3], ("t", 1): [1, 2, 3], ("t", 2): [1, 3, 4], ("t", 3): [1, 5, 2, 4]}
+    isr |= {("t", 4): [1, 5], ("t", 5): [3, 2]}
+    leaders = {("t", 5): 5} | {tp: r[0] for tp, r in current.items() if tp != ("t", 5)}
+    current[("t", 5)] = [3, 2, 5]
+    isr[("t", 5)] = [3, 2, 5]
+    result = plan_demotion(current, {1, 5}, isr, leaders=leaders, followers=False)
+    assert result.proposed == {("t", 1): [2, 3, 1], ("t", 2): [4, 3, 2, 1], ("t", 3): [4, 5, 2, 1]}
+    assert [x.tp for x in result.left] == [("t", 4)]
+    assert result.elect == [("t", 1), ("t", 2), ("t", 3), ("t", 5)]
+    # by default the same demotion also puts the demoted followers last
+    full = plan_demotion(current, {1, 5}, isr, leaders=leaders).proposed
+    assert full[("t", 0)] == [2, 3, 1] and full[("t", 3)] == [4, 2, 1, 5] and ("t", 5) not in full
+
+
 def test_the_new_leader_must_be_alive_when_the_live_brokers_are_known():
     current = {("t", 0): [1, 2, 3], ("t", 1): [1, 2]}
     result = plan_demotion(current, {1}, {("t", 0): [1, 2, 3], ("t", 1): [1, 2]}, live={1, 3})
@@ -159,6 +185,17 @@ def test_properties_on_random_partitions(seed, n_brokers, n_demoted):
     }
     live = {b for b in ids if rng.random() < 0.9}
     result = plan_demotion(current, demoted, isr, live)
+    # excluding follower demotion: the same partitions left, the same new preferred leaders,
+    # and only the partitions whose preferred leader is demoted change, the demoted one last
+    # and every other replica in its old order
+    lean = plan_demotion(current, demoted, isr, live, followers=False)
+    assert [x.tp for x in lean.left] == [x.tp for x in result.left]
+    assert lean.elect == result.elect
+    for tp, new in lean.proposed.items():
+        old = current[tp]
+        assert old[0] in demoted and new[0] == result.proposed[tp][0]
+        assert new == [new[0]] + [b for b in old if b not in (new[0], old[0])] + [old[0]]
+    assert set(lean.proposed) == {tp for tp in result.proposed if current[tp][0] in demoted}
     left = {x.tp: x for x in result.left}
     assert len(left) == len(result.left)
     for tp, old in current.items():

@@ -99,6 +99,8 @@ def test_kafka_strategy_places_the_new_factor(files):
          "--demote-brokers moves no replica: --broker-list does not apply"),
         (["--demote-brokers", "1:r1"], "--demote-brokers '1:r1': broker ids only, no racks"),
         (["--demote-brokers", "9"], "--demote-brokers: broker 9 holds no replica of these topics"),
+        (["--broker-list", "1,2", "--exclude-follower-demotion"],
+         "--exclude-follower-demotion goes with --demote-brokers"),
     ],
 )  # fmt: skip
 def test_refusals_are_one_line(files, extra, message):
@@ -163,3 +165,30 @@ def test_demote_json_and_partitions_left_exit_1(files):
         "ISR unknown (--current): every replica is assumed in sync.",
         "Leaders unknown (--current): every partition is assumed led by its first replica.",
     ]
+
+
+def test_demote_excluding_followers_changes_only_the_demoted_preferred_leaders(files):
+    tmp, current = files
+    r = run(
+        "--topics-to-move-json-file", tmp / "b.json", "--current", tmp / "current.json",
+        "--demote-brokers", "1,2", "--exclude-follower-demotion", "--json",
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    obj = json.loads(r.stdout)
+    assert obj["exclude_follower_demotion"] is True
+    proposed = {(e["topic"], e["partition"]): e["replicas"] for e in obj["proposed"]["partitions"]}
+    led = sorted(tp for tp, r in current.items() if tp[0] == "b" and r[0] in (1, 2))
+    assert sorted(proposed) == led  # followers on 1 or 2 elsewhere keep their places
+    for tp, replicas in proposed.items():
+        old = current[tp]
+        assert replicas[0] not in (1, 2) and replicas[-1] == old[0]
+        assert replicas[1:-1] == [b for b in old if b not in (replicas[0], old[0])]
+    assert parse_election_json(json.dumps(obj["election"]), "printed") == led
+    # the text form says what the plan changes
+    r = run(
+        "--topics-to-move-json-file", tmp / "b.json", "--current", tmp / "current.json",
+        "--demote-brokers", "1,2", "--exclude-follower-demotion",
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert "changes the order of the replicas only (brokers 1,2 no longer first):" in r.stdout
+    assert f"Plan: {len(led)} partition(s) changed, 0 replica(s) moved" in r.stdout
