@@ -236,8 +236,8 @@ class _FileIndex:
         if opened:
             try:
                 fd = os.open(self.path, os.O_RDONLY)
-            except FileNotFoundError:
-                raise fx.FormatError(f"{self.path}: entry 0 is past the end of the file", 0) from None
+            except FileNotFoundError:  # gone (a deleted segment's): no entries, the log is scanned
+                return 0, None, None
         try:
             size = self.entry_size
             window = _WARM_BYTES // size

@@ -177,3 +177,26 @@ def test_cold_lookups_match_every_entry_through_one_descriptor(tmp_path, monkeyp
     assert wt.last_entry == (stamps[2_499], offsets[2_499])
     wi.close()
     wt.close()
+
+
+def test_a_missing_index_file_reads_as_empty(tmp_path):
+    """A lookup in an index whose file is gone (a segment deleted meanwhile) finds no entry,
+    so the reader scans the log from its start, as before any entry was written."""
+    from kafkatool.log.indexes import OffsetIndex, TimeIndex
+
+    oi = OffsetIndex(tmp_path / "0.index", 100, 1 << 20, writable=True)
+    ti = TimeIndex(tmp_path / "0.timeindex", 100, 1 << 20, writable=True)
+    for i in range(3):
+        oi.append(101 + i, 4096 * (i + 1))
+        ti.maybe_append(1000 + i, 101 + i)
+    oi.close()
+    ti.close()
+    oi = OffsetIndex(tmp_path / "0.index", 100, 1 << 20, writable=False)
+    ti = TimeIndex(tmp_path / "0.timeindex", 100, 1 << 20, writable=False)
+    assert oi.lookup(102) == (102, 8192) and oi.entries == 3
+    assert ti.lookup(1001) == (1001, 102) and ti.entries == 3
+    (tmp_path / "0.index").unlink()
+    (tmp_path / "0.timeindex").unlink()
+    assert oi.lookup(102) == (100, 0)
+    assert oi.fetch_upper_bound_offset(0, 10) is None
+    assert ti.lookup(1001) == (-1, 100)
