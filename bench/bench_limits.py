@@ -12,7 +12,17 @@ filesystem the broker uses:
   a host fault, and on this machine that makes new-page writes 2-2.5x slower.  What it
   costs swings with the host and with what was freed seconds before (a single writer:
   420 MB/s on new pages, 2.8-3.1 GB/s on just-freed ones), and the produce ratios swing
-  with it.  ``--slices N`` measures each produce figure interleaved with its own ceiling
+  with it.  How long freed pages stay cheap (session 23: 2 GB written and deleted, then
+  1 GB of new pages written by 1 MB pwrites after a wait; system CPU-seconds per GB): 0 s
+  0.16-0.20, 2 s 0.29, 5 s 0.90, 10 s 2.14, 20 s 1.93; the size of the writes does not
+  matter (16 KiB or 1 MB pwrites: 2.3-2.5 on new pages).  So the order of the figures
+  decides: the new-pages probe deletes its files when done, the 1 MB produce figure after it
+  writes into their pages (1.11 of the ceiling, ~1 ms of system CPU per MB), and the 16 KiB
+  figure after that meets new pages (0.31, ~2.8 ms per MB).  Waiting 12 s before each
+  figure with the probe's files kept (each starting on pages the host took back) did not
+  line them up: the probe read 922 MB/s, the 1 MB and 16 KiB figures 339 and 221 (0.37,
+  0.24); the probe's writes come cheaper than a pwrite loop's in the same state (705 and
+  1,399 MB/s a minute apart, against 427-789), for reasons not found.  ``--slices N`` measures each produce figure interleaved with its own ceiling
   instead (see ``interleaved``: opt-in, a diagnostic, because it reads far lower and
   the faster writer's reclaim hands it cheaper pages: see ``interleaved``);
 * egress: ``os.sendfile`` of a page-cached file over loopback to a receiver that
