@@ -915,14 +915,14 @@ class Listener:
 def parse_protocol_map(value: str | None) -> dict[str, str]:
     """listener.security.protocol.map as Kafka parses it (names are case-insensitive, upper-cased)."""
     out: dict[str, str] = {}
-    for item in (value or "").split(","):
-        item = item.strip()
-        if not item:
-            continue
-        name, sep, proto = item.partition(":")
-        name, proto = name.strip().upper(), proto.strip().upper()
-        if not sep or not name:
-            raise ConfigError(f"listener.security.protocol.map entry {item!r} is not NAME:PROTOCOL")
+    try:
+        pairs = props.parse_csv_map(value or "")
+    except ValueError as exc:
+        raise ConfigError(f"listener.security.protocol.map: {exc}, not NAME:PROTOCOL") from None
+    for name, proto in pairs:
+        name, proto = name.upper(), proto.upper()
+        if not name:
+            raise ConfigError(f"listener.security.protocol.map entry {':' + proto!r} is not NAME:PROTOCOL")
         if proto not in SECURITY_PROTOCOLS:
             raise ConfigError(
                 f"listener.security.protocol.map: {proto!r} is not a security protocol "

@@ -25,6 +25,7 @@ from kafkatool.broker.metadata import MetadataStore, TopicMeta
 from kafkatool.broker.network import Connection, SendfileThreads
 from kafkatool.broker.router import Router
 from kafkatool.broker.tasks import stop_tasks
+from kafkatool.formats import properties as props
 from kafkatool.formats.errors import CorruptRecordError, FormatError
 from kafkatool.formats.uuid import Uuid
 from kafkatool.log.config import LogConfig
@@ -97,7 +98,6 @@ def load_meta_properties(dirs: list[Path]) -> tuple[dict[Path, object], dict[str
     (the dirs that have one readable -> its MetaProperties, the dirs whose file cannot be read
     -> why: an I/O error or bytes that are not a properties file; Kafka puts those in
     errorLogDirs and the broker starts with them offline).  A missing file is a new dir."""
-    from kafkatool.formats import properties as props
 
     metas: dict[Path, object] = {}
     unreadable: dict[str, str] = {}
@@ -117,7 +117,6 @@ def stored_node_id(metas: dict[Path, object], configured: int | None = None) -> 
     when there is none), checked as Kafka checks them at start-up (MetaPropertiesEnsemble.verify
     with the configured id): every dir's stored id is ``configured`` or, none configured, the
     first dir's; OSError otherwise."""
-    from kafkatool.formats import properties as props
 
     found: tuple[int, Path] | None = None
     for d, meta in metas.items():
@@ -1239,14 +1238,17 @@ class Broker:
     def _limits(self):
         if getattr(self, "_conn_limits", None) is None:
             overrides = {}
-            for item in (self.config.get("max.connections.per.ip.overrides") or "").split(","):
-                host, sep, count = item.strip().rpartition(":")
-                if not sep:
-                    continue
+            text = self.config.get("max.connections.per.ip.overrides") or ""
+            try:
+                pairs = props.parse_csv_map(text)  # KafkaConfig.getMap
+            except ValueError as exc:
+                log.warning("max.connections.per.ip.overrides: cannot use %r: %s", text, exc)
+                pairs = []
+            for host, count in pairs:
                 try:
-                    overrides[socket.gethostbyname(host.strip())] = int(count)
+                    overrides[socket.gethostbyname(host)] = int(count)
                 except (OSError, ValueError):
-                    log.warning("max.connections.per.ip.overrides: cannot use %r", item.strip())
+                    log.warning("max.connections.per.ip.overrides: cannot use %r", f"{host}:{count}")
             self._conn_limits = (self.config.int("max.connections.per.ip"), overrides)
             self._per_ip: dict[str, int] = {}
             self._per_listener: dict[str, int] = {}

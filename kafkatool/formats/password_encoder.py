@@ -26,6 +26,7 @@ import hashlib
 
 from kafkatool.formats import java_utf8
 from kafkatool.formats.errors import FormatError
+from kafkatool.formats.properties import parse_csv_map
 
 #: SecretKeyFactory algorithms (PBKDF2 with these HMACs) and hashlib's names for them
 KEY_FACTORIES = {
@@ -120,14 +121,12 @@ def encode(
 
 
 def parse(stored: str) -> dict[str, str]:
-    """CoreUtils.parseCsvMap: ``k:v`` pairs separated by commas (a value may hold ``:``)."""
-    out = {}
-    for item in stored.split(","):
-        key, sep, value = item.partition(":")
-        if not sep:
-            raise PasswordEncoderError(f"not an encoded password: {item!r} is no key:value pair")
-        out[key.strip()] = value.strip()
-    return out
+    """The stored value's pairs, as EncryptingPasswordEncoder.decode reads them
+    (CoreUtils.parseCsvMap: formats/properties.parse_csv_map)."""
+    try:
+        return dict(parse_csv_map(stored))
+    except ValueError as exc:
+        raise PasswordEncoderError(f"not an encoded password: {exc}") from None
 
 
 def decode(stored: str, secret: str) -> str:

@@ -337,6 +337,32 @@ def java_trim(s: str) -> str:
     return s[i:j]
 
 
+#: Java's ``\s*,\s*`` (ConfigDef's COMMA_WITH_WHITESPACE, CoreUtils' CSV splits; Java's \s is
+#: ASCII whitespace only)
+COMMA_WITH_WHITESPACE = re.compile(r"[ \t\n\x0b\f\r]*,[ \t\n\x0b\f\r]*")
+
+
+def parse_csv_map(text: str) -> list[tuple[str, str]]:
+    """Kafka's CoreUtils.parseCsvMap (KafkaConfig.getMap: listener.security.protocol.map,
+    max.connections.per.ip.overrides; PasswordEncoder's stored values): ``key:value`` items
+    split at commas with the whitespace around them (String.split: trailing empty items
+    dropped), each at its last ``:`` (an IPv6 host keeps its colons), key and value trimmed;
+    "" is no item.  The pairs in order (a later key wins, as toMap).  ValueError for an item
+    with no ``:``, where Kafka's substring throws."""
+    if text == "":
+        return []
+    items = COMMA_WITH_WHITESPACE.split(text)
+    while items and items[-1] == "":
+        items.pop()
+    out = []
+    for item in items:
+        key, sep, value = item.rpartition(":")
+        if not sep:
+            raise ValueError(f"{item!r} is no key:value pair")
+        out.append((java_trim(key), java_trim(value)))
+    return out
+
+
 def meta_properties_from_dict(props: Mapping[str, str]) -> MetaProperties:
     """Kafka's MetaProperties.Builder(Properties) followed by build()."""
     raw_version = props.get(VERSION_PROP, "0")

@@ -38,7 +38,7 @@ from typing import TypeVar
 from kafkatool.errors import KafkatoolError
 from kafkatool.formats import java_utf8
 from kafkatool.formats.errors import FormatError
-from kafkatool.formats.properties import decode_properties, java_trim, parse_java_int
+from kafkatool.formats.properties import COMMA_WITH_WHITESPACE, decode_properties, java_trim, parse_java_int
 from kafkatool.log import embedded_metadata
 from kafkatool.log.config import LONG_MAX, LogConfig
 
@@ -367,8 +367,6 @@ THROTTLED_REPLICAS_CONFIGS = (
 )
 #: a throttled-replicas value naming every replica (ReplicationQuotaManager's AllReplicas)
 ALL_REPLICAS = "*"
-#: ConfigDef's COMMA_WITH_WHITESPACE (Java's \s: ASCII whitespace only)
-_COMMA_WITH_WHITESPACE = re.compile(r"[ \t\n\x0b\f\r]*,[ \t\n\x0b\f\r]*")
 _REPLICA_ENTRY = re.compile(r"(?:([0-9]+):([0-9]+))?")
 
 
@@ -384,7 +382,7 @@ def throttled_replicas(name: str, value: str) -> str | frozenset[tuple[int, int]
     Kafka's ConfigHandler.parseThrottledPartitions then fails on some values the validator
     takes (``1:2,,3:4``, ``0:1, 1:2``, ``,*``): here they mean what they say."""
     trimmed = java_trim(str(value))
-    items = _COMMA_WITH_WHITESPACE.split(trimmed) if trimmed else []
+    items = COMMA_WITH_WHITESPACE.split(trimmed) if trimmed else []
     proposed = [java_trim(x) for x in items]
     if "".join(proposed) == ALL_REPLICAS:
         return ALL_REPLICAS

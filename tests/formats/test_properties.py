@@ -24,6 +24,7 @@ from kafkatool.formats.properties import (
     format_properties_text,
     java_date_string,
     meta_properties_from_dict,
+    parse_csv_map,
     parse_properties_text,
 )
 from kafkatool.formats.uuid import (
@@ -390,3 +391,21 @@ def test_partition_metadata_round_trip(raw):
             decode_partition_metadata(data)
     else:
         assert decode_partition_metadata(data) == PartitionMetadata(0, topic_id)
+
+
+def test_parse_csv_map_is_kafkas_parse_csv_map():
+    """CoreUtils.parseCsvMap: items split at commas with the whitespace around them (trailing
+    empty items dropped, as String.split drops them), each at its LAST colon (IPv6 hosts), both
+    sides trimmed; an item with no colon fails (Kafka's substring throws)."""
+    assert parse_csv_map("") == []
+    assert parse_csv_map(",") == []
+    assert parse_csv_map("INTERNAL:PLAINTEXT , EXTERNAL : SASL_SSL,") == [
+        ("INTERNAL", "PLAINTEXT"),
+        ("EXTERNAL", "SASL_SSL"),
+    ]
+    assert parse_csv_map("::1:5,fe80::1:7") == [("::1", "5"), ("fe80::1", "7")]
+    assert parse_csv_map("a:b:c") == [("a:b", "c")]
+    assert parse_csv_map("k:") == [("k", "")]
+    for bad in ("a:b,,c:d", ",a:b", "nocolon", " "):
+        with pytest.raises(ValueError, match="is no key:value pair"):
+            parse_csv_map(bad)

@@ -63,6 +63,28 @@ def test_max_connections_per_ip(tmp_path):
         b.stop()
 
 
+def test_max_connections_per_ip_overrides(tmp_path):
+    """max.connections.per.ip.overrides (KafkaConfig.getMap: host:count pairs) lifts the limit
+    for the host it names."""
+    b = BrokerProcess(
+        tmp_path / "data",
+        extra=["max.connections.per.ip=1", "max.connections.per.ip.overrides=10.9.9.9:1 , 127.0.0.1:3"],
+    ).start()
+    try:
+        wait_held(b, 0)
+        held = [WireClient(b.bootstrap).__enter__() for _ in range(3)]
+        for c in held:
+            c.api_versions()
+        extra = WireClient(b.bootstrap).__enter__()
+        assert extra.closed_by_peer()
+        wait_logged(b, "Rejected connection from /127.0.0.1")
+        assert "configured maximum of 3 connections" in b.log_text()
+        for c in held:
+            c.close()
+    finally:
+        b.stop()
+
+
 def test_max_connections_waits_for_a_slot(tmp_path):
     b = BrokerProcess(tmp_path / "data", extra=["max.connections=2"]).start()
     try:
