@@ -27,6 +27,8 @@ from kafkatool.formats import records as R
 from kafkatool.log.config import LogConfig
 from kafkatool.log.log import Log
 
+CONFIG = LogConfig(segment_bytes=256 * 1024 * 1024)
+
 
 def client_batch(batch_size: int, record_size: int = 1024, seed: int = 1) -> bytes:
     rnd = random.Random(seed)
@@ -57,9 +59,8 @@ def bench_baseline(root: Path, data: bytes, total: int) -> float:
 
 def bench_append(root: Path, batch_size: int, total: int) -> tuple[float, float, Path]:
     data = client_batch(batch_size)
-    cfg = LogConfig(segment_bytes=256 * 1024 * 1024)
     d = root / f"bench-{batch_size}"
-    log = Log(d, cfg)
+    log = Log(d, CONFIG)
     n = max(1, total // len(data))
     t = time.perf_counter()
     for _ in range(n):
@@ -72,7 +73,7 @@ def bench_append(root: Path, batch_size: int, total: int) -> tuple[float, float,
 def bench_catch_up(d: Path, reads: int = 5000) -> tuple[float, int]:
     """Microseconds per 1 MiB ``Log.read`` at random offsets of the inactive segment, and the
     entries of its offset index."""
-    log = Log(d, LogConfig(segment_bytes=256 * 1024 * 1024))
+    log = Log(d, CONFIG)
     try:
         end = log.log_end_offset
         log.roll()
@@ -93,7 +94,7 @@ def bench_recovery(d: Path) -> float:
     for p in d.glob("*.index"):
         p.unlink()  # force every segment through recovery
     t = time.perf_counter()
-    log = Log(d, LogConfig(segment_bytes=256 * 1024 * 1024), recovery_point=0)
+    log = Log(d, CONFIG, recovery_point=0)
     elapsed = time.perf_counter() - t
     assert log.load_result.recovered
     log.close()

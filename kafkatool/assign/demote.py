@@ -69,11 +69,12 @@ def plan_demotion(
     leaders: Mapping[TopicPartition, int | None] | None = None,
     followers: bool = True,
 ) -> Demotion:
-    """``followers`` False: demoted followers keep their places (see the module's doc).  ``isr`` None: unknown for every partition, all replicas assumed in sync; a partition
+    """``isr`` None: unknown for every partition, all replicas assumed in sync; a partition
     missing from it (or mapped to None) has no known ISR and is left if its preferred leader is
     demoted.  ``live``: the registered brokers, when known (a preferred election elects only a
     live replica).  ``leaders``: each partition's current leader, when known (None or missing:
-    assumed its first replica)."""
+    assumed its first replica).  ``followers`` False (--exclude-follower-demotion): demoted
+    followers keep their places (see the module's doc)."""
     demoted = set(demoted)
     led: dict[int, int] = {}
     for replicas in current.values():
