@@ -40,17 +40,24 @@ def _answered(c: WireClient, timeout: float) -> bool:
         return False
 
 
+def held_up_to_the_limit(b: BrokerProcess, limit: int) -> list[WireClient]:
+    """``limit`` connections from 127.0.0.1, each answered, and the next one refused with the
+    one log line naming the limit; the held ones are returned."""
+    wait_held(b, 0)  # the readiness probe's connection is gone
+    held = [WireClient(b.bootstrap).__enter__() for _ in range(limit)]
+    for c in held:
+        c.api_versions()
+    extra = WireClient(b.bootstrap).__enter__()
+    assert extra.closed_by_peer()
+    wait_logged(b, "Rejected connection from /127.0.0.1")
+    assert f"configured maximum of {limit} connections" in b.log_text()
+    return held
+
+
 def test_max_connections_per_ip(tmp_path):
     b = BrokerProcess(tmp_path / "data", extra=["max.connections.per.ip=3"]).start()
     try:
-        wait_held(b, 0)  # the readiness probe's connection is gone
-        held = [WireClient(b.bootstrap).__enter__() for _ in range(3)]
-        for c in held:
-            c.api_versions()
-        extra = WireClient(b.bootstrap).__enter__()
-        assert extra.closed_by_peer()
-        wait_logged(b, "Rejected connection from /127.0.0.1")
-        assert "configured maximum of 3 connections" in b.log_text()
+        held = held_up_to_the_limit(b, 3)
         held.pop().close()
         wait_held(b, 2)
         with WireClient(b.bootstrap) as c:
@@ -71,15 +78,7 @@ def test_max_connections_per_ip_overrides(tmp_path):
         extra=["max.connections.per.ip=1", "max.connections.per.ip.overrides=10.9.9.9:1 , 127.0.0.1:3"],
     ).start()
     try:
-        wait_held(b, 0)
-        held = [WireClient(b.bootstrap).__enter__() for _ in range(3)]
-        for c in held:
-            c.api_versions()
-        extra = WireClient(b.bootstrap).__enter__()
-        assert extra.closed_by_peer()
-        wait_logged(b, "Rejected connection from /127.0.0.1")
-        assert "configured maximum of 3 connections" in b.log_text()
-        for c in held:
+        for c in held_up_to_the_limit(b, 3):
             c.close()
     finally:
         b.stop()
