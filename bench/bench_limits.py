@@ -654,6 +654,19 @@ def main() -> None:
             small = figure(16 << 10)
             if not multi:  # one request for several partitions' leaders: not with several processes
                 small4 = figure(16 << 10, BB.PARTITIONS)
+
+            def fetch_loop(ends: dict[int, int] | None) -> tuple[float, int]:
+                """fetch_lean over every partition, each up to ``ends`` (None: its high watermark)."""
+                return fetch_lean(
+                    t.port,
+                    "limits",
+                    BB.PARTITIONS,
+                    seconds_cap=max(10.0, seconds * 4),
+                    min_seconds=seconds,
+                    ports=ports,
+                    ends=ends,
+                )
+
             # the egress ceiling right before and right after each fetch figure, in rounds:
             # on this shared machine the ceiling alone swings 2x within minutes (2,300-6,900
             # MB/s), so a ceiling measured a minute earlier, before the produce runs, is not the
@@ -669,15 +682,7 @@ def main() -> None:
             shares: list[float] = []
             for _ in range(rounds):
                 with OthersLoad(t.cpu_seconds) as load:
-                    mb_s, errs = fetch_lean(
-                        t.port,
-                        "limits",
-                        BB.PARTITIONS,
-                        seconds_cap=max(10.0, seconds * 4),
-                        min_seconds=seconds,
-                        ports=ports,
-                        ends=big_ends,
-                    )
+                    mb_s, errs = fetch_loop(big_ends)
                 fetches.append(mb_s)
                 fetch_errors += errs
                 shares.append(load.share)
@@ -691,14 +696,7 @@ def main() -> None:
                 f"other processes kept at most {busiest * 100:.0f}% of the cores busy meanwhile"
             )
             # the same loop over the whole log, the 16 KiB batches too (shown, no target)
-            whole, whole_errors = fetch_lean(
-                t.port,
-                "limits",
-                BB.PARTITIONS,
-                seconds_cap=max(10.0, seconds * 4),
-                min_seconds=seconds,
-                ports=ports,
-            )
+            whole, whole_errors = fetch_loop(None)
             parsing = BB.consume_raw(t, "limits", seconds_cap=max(10.0, seconds * 4), ports=ports)
         finally:
             t.stop()
