@@ -22,7 +22,16 @@ filesystem the broker uses:
   figure with the probe's files kept (each starting on pages the host took back) did not
   line them up: the probe read 922 MB/s, the 1 MB and 16 KiB figures 339 and 221 (0.37,
   0.24); the probe's writes come cheaper than a pwrite loop's in the same state (705 and
-  1,399 MB/s a minute apart, against 427-789), for reasons not found.  ``--slices N`` measures each produce figure interleaved with its own ceiling
+  1,399 MB/s a minute apart, against 427-789), for reasons not found.  Session 24 (the
+  kernel here counts what it reported: /sys/module/page_reporting/parameters/reported_kib):
+  3 GB freed are reported 2 s later at 130-270 MB/s (2.2 GB after 17 s), so what was deleted
+  in the last minute (another bench's temp dir) sets the state; waiting until the count
+  stopped growing, the first writer of a script read 1,273 MB/s (0.66 system CPU-s/GB) and
+  every later one, of any kind (this probe, its sender in another process, pwrite, 16 KiB
+  frames, a pwrite loop with no socket), 331-423 (2.3-3.0); but in this bench, with that
+  wait and a probe (files kept) right before each produce figure, the probes read
+  916-1,231 and the broker's 1 MB and 16 KiB figures 358 and 213 (2.7 and 3.2 ms of system
+  CPU per MB): not kept.  ``--slices N`` measures each produce figure interleaved with its own ceiling
   instead (see ``interleaved``: opt-in, a diagnostic, because it reads far lower and
   the faster writer's reclaim hands it cheaper pages: see ``interleaved``);
 * egress: ``os.sendfile`` of a page-cached file over loopback to a receiver that
