@@ -139,6 +139,10 @@ def cleanable_offsets(log: Log, config: LogConfig, checkpoint: int | None, now_m
             start,
             f"checkpoint {checkpoint} is above the log end offset {log.log_end_offset}",
         )
+    if not log.num_segments:
+        # a read-only view of a partition dir with no segment file (a backup that lost them; a
+        # writable load makes an empty one, as Kafka's LogLoader does): nothing to clean
+        return CleanableRange(first_dirty, first_dirty, checkpoint, reset, "no log segment", 0, 0)
     active = log.active_segment
     candidates = [
         (log.last_stable_offset, "last stable offset"),

@@ -106,6 +106,21 @@ def test_dry_run_exit_1_and_no_change(logdir):
     assert not (logdir / ck.CLEANER_OFFSET_CHECKPOINT).exists()
 
 
+def test_a_partition_dir_without_segment_files(logdir):
+    """A backup that lost a partition's .log files (its indexes left): a dry run's read-only
+    view has no segment and nothing to clean; the run itself loads it as Kafka's LogLoader
+    does (the orphaned indexes go, an empty segment at the log start offset)."""
+    for f in (logdir / "t-0").glob("*.log"):
+        f.unlink()
+    res = cli(logdir, "--now", NOW, "--dry-run", "--json")
+    assert res.exit_code == 0, res.output
+    part = lines(res)[0]
+    assert part["action"] == "nothing_to_do" and part["range"]["uncleanable_because"] == "no log segment"
+    assert not list((logdir / "t-0").glob("*.log"))
+    res = cli(logdir, "--now", NOW, "--json")
+    assert res.exit_code == 0 and lines(res)[0]["action"] == "nothing_to_do", res.output
+
+
 def test_flags_beat_topic_config_beat_server_properties(logdir, tmp_path):
     props = tmp_path / "server.properties"
     props.write_text(
