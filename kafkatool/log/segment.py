@@ -288,6 +288,11 @@ class Segment:
         fr = self.file_records()
         try:
             yield from fr.batches(start_position)
+        except FormatError as exc:
+            # the position is this file's byte: name the file, as the other reads here do
+            if str(self.log_path) not in exc.message:
+                exc.message = f"{exc.message} in {self.log_path}"
+            raise
         finally:
             fr.close()
 

@@ -485,3 +485,47 @@ def test_idle_transactional_id_expires(make_broker, tmp_path):
     with WireClient(b.bootstrap) as c:
         assert describe(c, "idle-t").error_code == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
     b.stop()
+
+
+def test_corrupt_coordinator_logs_under_a_clean_shutdown(make_broker, tmp_path):
+    """A corrupt batch after the valid ones in __transaction_state and __consumer_offsets,
+    under a clean-shutdown marker (start-up does not recover them, as Kafka's does not): each
+    coordinator logs one line naming the file and the byte, and the broker serves on. The
+    transaction coordinator keeps the ids it read before the damage and the group
+    coordinator installs nothing of the partition (Kafka's TransactionStateManager and
+    GroupMetadataManager); the broker used to die (exit 2) on the first and log a traceback
+    for the second (found by a corruption fuzz of whole log dirs)."""
+    from tests.broker.test_group_protocol import commit
+
+    data = tmp_path / "data"
+    b = make_broker(data, extra=OVERRIDES).start()
+    with WireClient(b.bootstrap) as c:
+        create_topic(c, "cz", 1)
+        pid = init_pid(c, "cz-t").producer_id
+        assert add_partitions(c, "cz-t", pid, 0, "cz", [0]) == {("cz", 0): 0}
+        assert txn_produce(c, "cz", pid, 0, 0).error_code == 0
+        assert end_txn(c, "cz-t", pid, 0, True) == 0
+        r = commit(c, 8, "cz-g", {("cz", 0): 2})
+        assert r.topics[0].partitions[0].error_code == 0
+    assert b.stop() == 0
+    damaged = {}
+    for name in (
+        f"__transaction_state-{partition_for('cz-t', TXN_PARTITIONS)}",
+        f"__consumer_offsets-{partition_for('cz-g', 3)}",
+    ):
+        seg = sorted((data / name).glob("*.log"))[-1]
+        damaged[name] = (seg, seg.stat().st_size)
+        with open(seg, "ab") as f:
+            f.write(bytes(40))  # a batch of length 0: Kafka's "Record size 0 is less than the minimum"
+    b = make_broker(data, port=b.port, extra=OVERRIDES).start()
+    with WireClient(b.bootstrap) as c:
+        d = describe(c, "cz-t")
+        assert (d.error_code, d.transaction_state, d.producer_id) == (0, "CompleteCommit", pid)
+        r = c.request(9, 7, G.OffsetFetchRequest(group_id="cz-g", topics=None, require_stable=False))
+        assert r.error_code == 0 and r.topics == []
+    text = b.log_text()
+    for name, (seg, size) in damaged.items():
+        line = f"failed to load {name}: entry size 0 is smaller than the minimum 14 in {seg} (at byte {size})"
+        assert len([x for x in text.splitlines() if line in x and "level=error" in x]) == 1, text
+    assert "Traceback" not in text
+    assert b.alive() and b.stop() == 0

@@ -47,6 +47,7 @@ from kafkatool.broker.group.offsets import (
 from kafkatool.broker.tasks import stop_tasks
 from kafkatool.errors import KafkatoolError
 from kafkatool.formats import internal_topics as IT
+from kafkatool.formats.errors import FormatError
 from kafkatool.formats.generated import ConsumerProtocolSubscription
 from kafkatool.log.log import ORIGIN_COORDINATOR, RecordTooLargeError
 from kafkatool.log.manager import LogDirOfflineError
@@ -592,6 +593,11 @@ class GroupCoordinator:
                 await self._load_partition(p)
             except asyncio.CancelledError:
                 raise
+            except FormatError as exc:
+                # bad data (a corrupt batch a clean-shutdown marker kept from recovery): Kafka's
+                # "Error loading offsets from" (GroupMetadataManager.loadGroupsAndOffsets), the
+                # partition then served with nothing of it installed, as there; one line here
+                log.error("failed to load %s-%d: %s", P.OFFSETS_TOPIC, p, exc)
             except Exception:
                 log.exception("failed to load %s-%d", P.OFFSETS_TOPIC, p)
             finally:

@@ -28,6 +28,7 @@ from kafkatool.broker.tasks import stop_tasks
 from kafkatool.broker.txn import state_log as S
 from kafkatool.errors import KafkatoolError
 from kafkatool.formats import records as R
+from kafkatool.formats.errors import FormatError
 from kafkatool.log.log import ORIGIN_COORDINATOR
 from kafkatool.log.producer_state import ProducerStateError
 from kafkatool.log.validator import RecordValidationError
@@ -163,10 +164,16 @@ class TransactionCoordinator:
                 continue
             # a new cluster leader reads to its log end (its high watermark may lag)
             upper = lg.log_end_offset if self.clustered else lg.high_watermark
-            for batch in lg.batches():
-                if batch.base_offset >= upper:
-                    break
-                loader.feed(batch)
+            try:
+                for batch in lg.batches():
+                    if batch.base_offset >= upper:
+                        break
+                    loader.feed(batch)
+            except FormatError as exc:
+                # bad data (a corrupt batch a clean-shutdown marker kept from recovery):
+                # TransactionStateManager.loadTransactionMetadata logs "Error loading
+                # transactions from transaction log" and keeps the ids read before it
+                log.error("failed to load %s-%d: %s", S.TRANSACTION_STATE_TOPIC, p, exc)
         for msg in loader.skipped:
             log.warning("%s: skipped an undecodable record at %s", S.TRANSACTION_STATE_TOPIC, msg)
         for tid, rec in loader.current().items():
