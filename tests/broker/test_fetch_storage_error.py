@@ -9,6 +9,7 @@ tests/broker/test_log_dir_failure.py."""
 from __future__ import annotations
 
 import errno
+import struct
 
 import pytest
 
@@ -81,3 +82,56 @@ def test_the_failed_read_takes_its_log_dir_offline(broker, tmp_path):
         want = ErrorCode.NOT_LEADER_OR_FOLLOWER if version <= 5 else ErrorCode.KAFKA_STORAGE_ERROR
         assert got["bad"].error_code == want
         assert got["good"].error_code == 0 and got["good"].high_watermark == 1
+
+
+def test_damaged_data_on_the_way_answers_corrupt_message(tmp_path, caplog):
+    """An offset-index entry of an inactive segment that points into a batch (bytes changed
+    on the disk under a clean-shutdown marker, which start-up trusts as Kafka's does): the
+    read of that partition fails with CorruptRecordException in Kafka's
+    ReplicaManager.readFromLocalLog, which logs it and answers the partition CORRUPT_MESSAGE;
+    the other partitions of the fetch are read as ever and the connection stays. It used to
+    fail the whole request, with a traceback in the log and the connection closed (found by
+    a corruption fuzz of whole log dirs under serve)."""
+    b = Broker(
+        BrokerConfig.load(
+            None,
+            [f"log.dirs={tmp_path}", "listeners=PLAINTEXT://127.0.0.1:0", "log.index.interval.bytes=100"],
+        )
+    )
+    b.open_storage()
+    try:
+        for name in ("good", "bad"):
+            b.create_topic(name, 1, {})
+            lg = b.get_log(name, 0)
+            for _ in range(4):  # records of 200 zero bytes each
+                lg.append_as_leader(R.build_record_batch([R.SimpleRecord(bytes(200), b"k", [], 1)] * 3), 0)
+            lg.roll()
+            lg.append_as_leader(R.build_record_batch([R.SimpleRecord(b"v", b"k", [], 1)]), 0)
+            lg.update_high_watermark(lg.log_end_offset)
+        seg = b.get_log("bad", 0).segments[0]
+        raw = bytearray(seg.offset_index.path.read_bytes())
+        rel, pos = struct.unpack_from(">ii", raw, 8)
+        # the second entry now points 12 bytes into its batch's first record value: zeros,
+        # read as a batch of length 0
+        struct.pack_into(">ii", raw, 8, rel, pos + R.RECORD_BATCH_OVERHEAD + 12)
+        seg.offset_index.path.write_bytes(bytes(raw))
+        conn = DispatchConn()
+        for version in (4, 12):
+            req = fetch_req(("bad", "good"), rel, max_bytes=1 << 20)
+            out = b.router.dispatch(conn, bytearray(encode_request(1, version, 7, "test", req)[4:]))
+            got = {t.topic: t.partitions[0] for t in parse_response(bytes(out)[4:], 1, version)[1].responses}
+            assert (got["bad"].error_code, got["bad"].records or b"") == (ErrorCode.CORRUPT_MESSAGE, b"")
+            assert got["good"].error_code == 0 and got["good"].records
+        errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+        assert (
+            errors
+            == [
+                f"Error processing fetch from offset {rel} on partition bad-0: entry size 0 is smaller than the "
+                f"minimum 14 in {seg.log_path} (at byte {pos + R.RECORD_BATCH_OVERHEAD + 12})"
+            ]
+            * 2
+        )
+        assert not any(r.exc_info for r in caplog.records)
+        assert b.metrics.topics.topic("bad").failed_fetch == 2
+    finally:
+        b.close_storage()

@@ -37,7 +37,7 @@ from kafkatool.broker.handlers.metadata import current_leader, from_wire_uuid, n
 from kafkatool.broker.network import CloseConnection, FileSlice, Parts, RequestFailed
 from kafkatool.formats import compression
 from kafkatool.formats import records as R
-from kafkatool.formats.errors import FormatError
+from kafkatool.formats.errors import CorruptRecordError, FormatError
 from kafkatool.formats.schema import uvarint_bytes
 from kafkatool.log.log import (
     ISOLATION_COMMITTED,
@@ -237,6 +237,27 @@ def _read(
                 pd.error_code = ErrorCode.KAFKA_STORAGE_ERROR
                 out.errors = True
                 out.storage_errors = True
+                continue
+            except FormatError as exc:
+                # damaged data on the way to the fetch offset (an index entry that points
+                # into a batch, a corrupt batch header): ReplicaManager.readFromLocalLog's
+                # catch-all logs it and answers the partition Errors.forException (a
+                # CorruptRecordException: CORRUPT_MESSAGE); the rest of the fetch is served
+                log.error(
+                    "Error processing fetch from offset %d on partition %s-%d: %s",
+                    fp.fetch_offset,
+                    name,
+                    idx,
+                    exc,
+                )
+                tc.failed_fetch += 1
+                stats.all.failed_fetch += 1
+                pd.error_code = (
+                    ErrorCode.CORRUPT_MESSAGE
+                    if isinstance(exc, CorruptRecordError)
+                    else ErrorCode.UNKNOWN_SERVER_ERROR
+                )
+                out.errors = True
                 continue
             pd.high_watermark = info.high_watermark
             pd.last_stable_offset = info.last_stable_offset
