@@ -148,15 +148,22 @@ def command_lines(root: Path, rng: random.Random) -> list[list[str]]:
     return out
 
 
-def fuzz_commands(base: Path, work: Path, cases: int, seed0: int) -> int:
-    runner = CliRunner()
-    ran = 0
+def damaged_copies(base: Path, work: Path, cases: int, seed0: int):
+    """For each case: (seed, its random source, a damaged copy of ``base``, what was done); the
+    copy is removed when the caller is done with it."""
     for case in range(cases):
         seed = seed0 + case
         rng = random.Random(seed)
         root = work / f"case-{seed}"
         shutil.copytree(base, root)
-        done = damage(root, rng)
+        yield seed, rng, root, damage(root, rng)
+        shutil.rmtree(root)
+
+
+def fuzz_commands(base: Path, work: Path, cases: int, seed0: int) -> int:
+    runner = CliRunner()
+    ran = 0
+    for seed, rng, root, done in damaged_copies(base, work, cases, seed0):
         for args in command_lines(root, rng):
             res = runner.invoke(app, args)
             ran += 1
@@ -165,7 +172,6 @@ def fuzz_commands(base: Path, work: Path, cases: int, seed0: int) -> int:
                 raise AssertionError(f"{where} raised {res.exception!r}") from res.exception
             assert res.exit_code in (0, 1, 2), f"{where} exited {res.exit_code}: {res.output[-2000:]}"
             assert "Traceback" not in res.output, f"{where}: {res.output[-3000:]}"
-        shutil.rmtree(root)
     return ran
 
 
@@ -195,12 +201,7 @@ def consume(port: int, topic: str) -> subprocess.CompletedProcess:
 def test_logdir_fuzz_serve(base, tmp_path):
     cases = int(os.environ.get("FUZZ_CASES", "60"))
     seed0 = int(os.environ.get("FUZZ_SEED", "9000"))
-    for case in range(cases):
-        seed = seed0 + case
-        rng = random.Random(seed)
-        root = tmp_path / f"case-{seed}"
-        shutil.copytree(base, root)
-        done = damage(root, rng)
+    for seed, rng, root, done in damaged_copies(base, tmp_path, cases, seed0):
         if rng.random() < 0.6:
             (root / ".kafka_cleanshutdown").unlink(missing_ok=True)
             done.append("no clean-shutdown marker")
@@ -238,4 +239,3 @@ def test_logdir_fuzz_serve(base, tmp_path):
                     proc.wait(10)
         text = log_path.read_text(errors="replace")
         assert "Traceback" not in text, f"{where}: {text[-3000:]}"
-        shutil.rmtree(root)
