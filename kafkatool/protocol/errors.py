@@ -202,6 +202,16 @@ def record_error_code(exc: FormatError) -> int:
     return ErrorCode.INVALID_RECORD
 
 
+def read_error_code(exc: FormatError) -> int:
+    """Errors.forException of what Kafka throws where reading a log's stored data raises
+    ``exc`` (a fetch, a ListOffsets by time: ReplicaManager's catch-all answers the partition
+    with it): CorruptRecordException's CORRUPT_MESSAGE for a damaged batch, else
+    UNKNOWN_SERVER_ERROR (a damaged index: CorruptIndexException, no ApiException)."""
+    return (
+        ErrorCode.CORRUPT_MESSAGE if isinstance(exc, CorruptRecordError) else ErrorCode.UNKNOWN_SERVER_ERROR
+    )
+
+
 _ERRORS_PACKAGE = "org.apache.kafka.common.errors."
 #: Errors.exception()'s class of each code (Kafka 3.7's Errors): the simple name of a class of
 #: org.apache.kafka.common.errors, else the full name

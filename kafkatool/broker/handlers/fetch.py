@@ -37,7 +37,7 @@ from kafkatool.broker.handlers.metadata import current_leader, from_wire_uuid, n
 from kafkatool.broker.network import CloseConnection, FileSlice, Parts, RequestFailed
 from kafkatool.formats import compression
 from kafkatool.formats import records as R
-from kafkatool.formats.errors import CorruptRecordError, FormatError
+from kafkatool.formats.errors import FormatError
 from kafkatool.formats.schema import uvarint_bytes
 from kafkatool.log.log import (
     ISOLATION_COMMITTED,
@@ -45,7 +45,7 @@ from kafkatool.log.log import (
     ISOLATION_LOG_END,
     OffsetOutOfRangeError,
 )
-from kafkatool.protocol.errors import ErrorCode, record_error_code
+from kafkatool.protocol.errors import ErrorCode, read_error_code, record_error_code
 from kafkatool.protocol.framing import encode_response
 from kafkatool.protocol.generated import FetchResponse
 from kafkatool.protocol.generated.fetch_response import (
@@ -252,11 +252,7 @@ def _read(
                 )
                 tc.failed_fetch += 1
                 stats.all.failed_fetch += 1
-                pd.error_code = (
-                    ErrorCode.CORRUPT_MESSAGE
-                    if isinstance(exc, CorruptRecordError)
-                    else ErrorCode.UNKNOWN_SERVER_ERROR
-                )
+                pd.error_code = read_error_code(exc)
                 out.errors = True
                 continue
             pd.high_watermark = info.high_watermark

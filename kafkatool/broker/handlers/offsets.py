@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import logging
 
+from kafkatool.formats.errors import FormatError
 from kafkatool.log.log import (
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
     OffsetOutOfRangeError,
 )
-from kafkatool.protocol.errors import ErrorCode
+from kafkatool.protocol.errors import ErrorCode, read_error_code
 from kafkatool.protocol.generated import (
     DeleteRecordsResponse,
     ListOffsetsResponse,
@@ -104,6 +105,15 @@ def handle_list_offsets(ctx, req):
             except OSError as exc:
                 broker.report_log_error(lg, "fetching offset by timestamp for", exc)
                 pr.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+                continue
+            except FormatError as exc:
+                # damaged stored data (a time or offset index entry pointing into a batch, a
+                # corrupt batch): KafkaApis' "Error while responding to offset request" and
+                # the partition's Errors.forException
+                log.error(
+                    "Error while responding to offset request for %s-%d: %s", rt.name, rp.partition_index, exc
+                )
+                pr.error_code = read_error_code(exc)
                 continue
             stamp, offset, epoch = found if found is not None else (-1, -1, -1)
             lookup_missed = found is None and (ts >= 0 or ts == MAX_TIMESTAMP)
