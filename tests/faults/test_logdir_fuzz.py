@@ -3,7 +3,9 @@ ranges, appended garbage, extreme int32 fields, duplicated ranges, deleted files
 it: segments, indexes, snapshots, checkpoints, metadata) read by every offline command
 (verify, dump-log, recover, rebuild-index, compact, retention, consume --log-dir: the dry runs,
 then the runs that change the dir) and, in the slow run, by ``kafkatool serve`` starting on it
-(its clean-shutdown marker kept or not) with consumers reading every topic.
+(its clean-shutdown marker kept or not): requests that read the stored data of every
+partition (ListOffsets by time, Fetch from several offsets, OffsetForLeaderEpoch,
+DescribeProducers) and consumers reading every topic.
 
 Bad input never produces a traceback: every command exits 0, 1 or 2 with no Python traceback
 in what it prints; the broker starts, serves and stops with 0, or refuses with one line, its
@@ -30,9 +32,16 @@ from typer.testing import CliRunner
 from kafkatool.broker.group.hashing import partition_for
 from kafkatool.cli import app
 from kafkatool.formats import compression
+from kafkatool.protocol import generated as G
+from kafkatool.protocol.generated.describe_producers_request import TopicRequest
+from kafkatool.protocol.generated.list_offsets_request import ListOffsetsPartition, ListOffsetsTopic
+from kafkatool.protocol.generated.offset_for_leader_epoch_request import (
+    OffsetForLeaderPartition,
+    OffsetForLeaderTopic,
+)
 from tests.broker.conftest import REPO, BrokerProcess, free_port
 from tests.broker.test_group_protocol import commit
-from tests.broker.test_protocol import batch, create_topic, produce
+from tests.broker.test_protocol import batch, create_topic, fetch_req, produce
 from tests.broker.test_txn_protocol import (
     OVERRIDES,
     TXN_PARTITIONS,
@@ -186,6 +195,56 @@ def test_logdir_fuzz_commands_slow(base, tmp_path):
     assert fuzz_commands(base, tmp_path, cases, int(os.environ.get("FUZZ_SEED", "5000"))) >= cases * 10
 
 
+def read_stored_data(port: int) -> None:
+    """Requests whose answers read the stored data (ListOffsets by time and the special
+    timestamps, Fetch from several offsets with small limits, OffsetForLeaderEpoch,
+    DescribeProducers) for every partition: each must be answered on the same connection."""
+    names = [*TOPICS, "__consumer_offsets", "__transaction_state"]
+    parts = (0, 1, 2)
+    with WireClient(f"127.0.0.1:{port}") as c:
+        for t in names:
+            for ts in (0, 1, int(time.time() * 1000), -1, -2, -3):
+                c.request(
+                    2,
+                    8,
+                    G.ListOffsetsRequest(
+                        replica_id=-1,
+                        isolation_level=1,
+                        topics=[
+                            ListOffsetsTopic(
+                                name=t,
+                                partitions=[
+                                    ListOffsetsPartition(partition_index=p, timestamp=ts) for p in parts
+                                ],
+                            )
+                        ],
+                    ),
+                )
+            for offset in (0, 3, 7, 50):
+                c.request(1, 12, fetch_req(t, offset, partition=parts, max_bytes=1500, partition_max=1500))
+            c.request(
+                23,
+                4,
+                G.OffsetForLeaderEpochRequest(
+                    replica_id=-1,
+                    topics=[
+                        OffsetForLeaderTopic(
+                            topic=t,
+                            partitions=[
+                                OffsetForLeaderPartition(partition=p, current_leader_epoch=-1, leader_epoch=0)
+                                for p in parts
+                            ],
+                        )
+                    ],
+                ),
+            )
+            c.request(
+                61,
+                0,
+                G.DescribeProducersRequest(topics=[TopicRequest(name=t, partition_indexes=list(parts))]),
+            )
+
+
 def consume(port: int, topic: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "kafkatool", "consume", "--bootstrap-server", f"127.0.0.1:{port}"]
@@ -225,6 +284,10 @@ def test_logdir_fuzz_serve(base, tmp_path):
                     assert time.monotonic() < deadline, f"{where}: not started in 30 s"
                     time.sleep(0.05)
                 if proc.poll() is None:
+                    try:
+                        read_stored_data(port)
+                    except (OSError, ConnectionError) as exc:
+                        raise AssertionError(f"{where}: {exc!r}: {log_path.read_text()[-3000:]}") from exc
                     for topic in TOPICS:
                         r = consume(port, topic)
                         assert r.returncode in (0, 1, 2), f"{where}: consume {topic} exited {r.returncode}"
@@ -238,4 +301,4 @@ def test_logdir_fuzz_serve(base, tmp_path):
                     proc.kill()
                     proc.wait(10)
         text = log_path.read_text(errors="replace")
-        assert "Traceback" not in text, f"{where}: {text[-3000:]}"
+        assert "Traceback" not in text and "handler failed" not in text, f"{where}: {text[-3000:]}"
