@@ -499,8 +499,8 @@ class UnreadableBatchError(CorruptRecordError):
     def of(cls, seg: Segment, batch, exc: FormatError) -> UnreadableBatchError:
         if isinstance(exc, cls):
             return exc
-        if batch is None:
-            return cls(f"{seg.log_path}: {exc.message}", exc.position, kind=exc.kind)
+        if batch is None:  # reading the segment's next batch: Segment.batches named the file
+            return cls(exc.message, exc.position, kind=exc.kind)
         inside = " (a position in its decompressed records)" if batch.codec != compression.NONE else ""
         offset = batch.base_offset if batch.magic >= 2 else batch.offset
         return cls(

@@ -290,8 +290,7 @@ class Segment:
             yield from fr.batches(start_position)
         except FormatError as exc:
             # the position is this file's byte: name the file, as the other reads here do
-            if str(self.log_path) not in exc.message:
-                exc.message = f"{exc.message} in {self.log_path}"
+            exc.message = f"{exc.message} in {self.log_path}"
             raise
         finally:
             fr.close()

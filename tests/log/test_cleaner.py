@@ -660,6 +660,20 @@ def _bad_batch_position(log: Log, offset: int):
     raise AssertionError(offset)
 
 
+def test_a_damaged_batch_header_names_its_file_once(tmp_path):
+    """A batch whose length field is zero (the next batch of the segment cannot be read): the
+    round stops with the segment's own error, which names the file and the byte once."""
+    log = _log_with_an_overlong_varint(tmp_path, at=-1)
+    path, position = _bad_batch_position(log, 23)
+    with open(path, "r+b") as f:
+        f.seek(position + 8)
+        f.write(bytes(4))
+    res = run(log, checkpoint=None)
+    assert res.error == f"entry size 0 is smaller than the minimum 14 in {path} (at byte {position})"
+    assert not res.changes and res.checkpoint_after == 0
+    log.close()
+
+
 def test_a_record_the_decoder_refuses_stops_the_round_and_changes_nothing(tmp_path):
     """Kafka's cleaner reads every record (buildOffsetMapForSegment, filterTo): the
     exception ends Cleaner.clean, the cleaner thread marks the partition uncleanable, no
