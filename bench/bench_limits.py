@@ -31,8 +31,19 @@ filesystem the broker uses:
   frames, a pwrite loop with no socket), 331-423 (2.3-3.0); but in this bench, with that
   wait and a probe (files kept) right before each produce figure, the probes read
   916-1,231 and the broker's 1 MB and 16 KiB figures 358 and 213 (2.7 and 3.2 ms of system
-  CPU per MB): not kept.  ``--slices N`` measures each produce figure interleaved with its own ceiling
-  instead (see ``interleaved``: opt-in, a diagnostic, because it reads far lower and
+  CPU per MB): not kept.  Session 25, files kept throughout and the cheap pages first used
+  up (a 1 MB pwrite loop until its rate fell): this probe read 297-418 MB/s, its receiver
+  paying 2.2-2.6 ms of system CPU per MB and its sender 0.10, the same as a bare 1 MB pwrite
+  loop right after it (361-408) and one of the 16 KiB figure's own 16,189-byte batches
+  (357-400; 29-49 us of system CPU a write into 4 files or 1, 10-35 with 20 us of other work
+  between the writes): in that state the broker's 54-56 us of system CPU per 16 KiB batch is the
+  write's own cost plus its sockets, not something of the broker's.  In the state before
+  (pages freed in the last seconds, of which ~1.5-1.9 GB came cheap to small writes after a
+  large delete, while 1 MB writes met the expensive ones at once: the page cache gives them
+  large folios, built from the high-order free blocks the balloon reports), the same
+  16,189-byte writes cost 8-9 us, 16 KiB writes at 16 KiB-aligned offsets 4.5-5.3, and 1 MB
+  ones 2.7 per 16 KiB: a log's batches start and end inside pages, and pay for it.
+  ``--slices N`` measures each produce figure interleaved with its own ceiling instead (see ``interleaved``: opt-in, a diagnostic, because it reads far lower and
   the faster writer's reclaim hands it cheaper pages: see ``interleaved``);
 * egress: ``os.sendfile`` of a page-cached file over loopback to a receiver that
   discards (what a fetch path at best does: page cache -> socket).  The receiver does not
