@@ -11,3 +11,19 @@ def one_line_error(res, code: int = 2) -> str:
     lines = [x for x in res.output.splitlines() if x.strip()]
     assert len(lines) == 1, res.output
     return lines[0]
+
+
+def run(*args):
+    """``kafkatool ARGS`` in-process (CliRunner: stdout and stderr apart), every argument as text."""
+    from typer.testing import CliRunner
+
+    from kafkatool.cli import app
+
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def json_rows(res) -> list[dict]:
+    """The objects a ``--json`` command printed on stdout, one a line."""
+    import json
+
+    return [json.loads(x) for x in res.stdout.splitlines() if x.startswith("{")]

@@ -27,9 +27,17 @@ from pathlib import Path
 from kafkatool.assign.kafka_client import KafkaAdmin, KafkaAdminError, backoff_s, describe_error
 from kafkatool.errors import KafkatoolError
 from kafkatool.formats import records as R
+from kafkatool.formats.errors import FormatError
 from kafkatool.formats.message_formatter import ConsumerRecord
 from kafkatool.log.cleaner import TxnMetadata
-from kafkatool.log.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from kafkatool.log.log import (
+    BATCH_LEFT_OUT,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    REST_LEFT_OUT,
+    ReadDamage,
+    read_past_damage,
+)
 from kafkatool.protocol.apis import API_BY_KEY
 from kafkatool.protocol.errors import ErrorCode, is_retriable
 
@@ -58,16 +66,27 @@ def fetched_records(
     fetch_offset: int,
     aborted: list | None,
     read_committed: bool,
+    damage: list[tuple[FormatError, int, str]] | None = None,
 ) -> tuple[list[ConsumerRecord], int]:
     """The records a consumer hands out from one partition's Fetch answer (``data``: the
     batches as sent, a batch cut short at the end ignored), and the next fetch offset: past the
-    last whole batch read, control and aborted batches included (Kafka's nextFetchOffset)."""
+    last whole batch read, control and aborted batches included (Kafka's nextFetchOffset).
+
+    ``damage`` (the offline reader of a log dir): damage is read past instead of raised, and
+    appended as (error, offset, action) (the error's position is in ``data``): the batches by
+    log.read_past_damage's rule, and a batch whose records do not decode keeps those before
+    (BATCH_LEFT_OUT)."""
     txn = TxnMetadata()
     if read_committed and aborted:
         txn.add_aborted(list(aborted))
     out: list[ConsumerRecord] = []
     next_offset = fetch_offset
-    for batch in R.iter_batches(data):
+    batches = R.iter_batches(data)
+    if damage is not None:
+        batches = read_past_damage(
+            batches, lambda exc, offset, action: damage.append((exc, offset, action)), fetch_offset
+        )
+    for batch in batches:
         if batch.last_offset < fetch_offset:
             continue
         magic2 = batch.magic >= 2
@@ -81,21 +100,26 @@ def fetched_records(
             next_offset = batch.next_offset
             continue
         batch_type = batch.timestamp_type if magic2 else None
-        for r in batch.records():
-            if r.offset < fetch_offset:
-                continue
-            out.append(
-                ConsumerRecord(
-                    topic,
-                    partition,
-                    r.offset,
-                    r.timestamp,
-                    batch_type if batch_type is not None else r.timestamp_type,
-                    r.key,
-                    r.value,
-                    r.headers,
+        try:
+            for r in batch.records():
+                if r.offset < fetch_offset:
+                    continue
+                out.append(
+                    ConsumerRecord(
+                        topic,
+                        partition,
+                        r.offset,
+                        r.timestamp,
+                        batch_type if batch_type is not None else r.timestamp_type,
+                        r.key,
+                        r.value,
+                        r.headers,
+                    )
                 )
-            )
+        except FormatError as exc:
+            if damage is None:
+                raise
+            damage.append((exc, batch.base_offset, BATCH_LEFT_OUT))
         next_offset = max(next_offset, batch.next_offset)
     return out, next_offset
 
@@ -492,6 +516,7 @@ def consume_offline(
     start: int,
     isolation: int,
     on_partition: Callable[[TopicPartition], None] | None = None,
+    on_damage: Callable[[ReadDamage], None] | None = None,
 ) -> Iterator[ConsumerRecord]:
     """The records a consumer would get from the data of ``log_dirs``, read-only (a running
     broker's dir too), of ``topic`` or of every topic a pattern (--include) matches but the
@@ -499,7 +524,10 @@ def consume_offline(
     one outside the log is reset to the latest, as the live command does) to the log end offset
     (read_uncommitted: the dir holds no current high watermark, the log end stands for it) or
     the last stable offset (read_committed, by the engine's rule over the replayed producer
-    state)."""
+    state).  Damaged data is read past and said (``on_damage``, a log.ReadDamage each; without
+    it the first damage raises FormatError): a batch failing its CRC is read as it is, a batch
+    whose records do not decode keeps those before, and where an entry does not parse the rest
+    of its segment is left out and the next segment read."""
     from kafkatool.log.log import ISOLATION_COMMITTED, ISOLATION_HIGH_WATERMARK
     from kafkatool.log.manager import LogManager
 
@@ -523,7 +551,10 @@ def consume_offline(
             logs = {(topic, partition): logs[(topic, partition)]}
         now = int(time.time() * 1000)
         for (t, p), lg in sorted(logs.items()):
-            lg.rebuild_producer_state(now)
+            replay: list[ReadDamage] | None = [] if on_damage is not None else None
+            lg.rebuild_producer_state(now, damage=replay)
+            for d in replay or ():
+                on_damage(d)
             lg.update_high_watermark(lg.log_end_offset)
             upper = lg.last_stable_offset if committed else lg.high_watermark
             if start == EARLIEST_TIMESTAMP:
@@ -535,15 +566,49 @@ def consume_offline(
             for _ in range(2**31):  # bounded: each round moves the position past a batch
                 if pos >= upper:
                     break
-                info = lg.read(
-                    pos,
-                    PARTITION_MAX_BYTES,
-                    isolation=ISOLATION_COMMITTED if committed else ISOLATION_HIGH_WATERMARK,
-                    min_one_message=True,
-                )
-                data = info.read_bytes()
-                recs, nxt = fetched_records(t, p, data, pos, info.aborted_transactions, committed)
-                yield from recs
+                cut: list[ReadDamage] = []
+                cut_segment = lg.floor_segment(pos)
+                try:
+                    info = lg.read(
+                        pos,
+                        PARTITION_MAX_BYTES,
+                        isolation=ISOLATION_COMMITTED if committed else ISOLATION_HIGH_WATERMARK,
+                        min_one_message=True,
+                    )
+                except FormatError as exc:  # an index entry into damage (Segment names the file)
+                    if on_damage is None:
+                        raise
+                    cut.append(ReadDamage.of(cut_segment.log_path, exc, pos, REST_LEFT_OUT))
+                    info = None
+                if info is not None:
+                    data = info.read_bytes()
+                    piece = info.slices[0] if info.slices else None
+                    met: list[tuple[FormatError, int, str]] = []
+                    recs, nxt = fetched_records(
+                        t,
+                        p,
+                        data,
+                        pos,
+                        info.aborted_transactions,
+                        committed,
+                        damage=met if on_damage is not None and piece is not None else None,
+                    )
+                    for exc, offset, action in met:
+                        d = ReadDamage.of(piece.path, exc, offset, action, base=piece.position)
+                        if action == REST_LEFT_OUT:
+                            cut.append(d)
+                            cut_segment = piece.segment
+                        else:
+                            on_damage(d)
+                    yield from recs
+                if cut:
+                    # the rest of that segment cannot be walked: on with the next one
+                    on_damage(cut[0])
+                    later = lg.higher_segment(cut_segment.base_offset) if cut_segment is not None else None
+                    if later is None or later.base_offset <= pos:
+                        break
+                    pos = later.base_offset
+                    continue
                 if nxt <= pos:
                     break  # nothing whole to read below the bound (damage past it)
                 pos = nxt

@@ -12,6 +12,7 @@ from pathlib import Path
 import typer
 
 from kafkatool.commands.common import (
+    EXIT_FINDINGS,
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
@@ -62,6 +63,10 @@ With --log-dir (repeatable: a broker's log dirs, a backup, a running broker's di
 nothing written) the same records come from the data on disk through the storage engine's
 own read path, from the log start offset (or --offset) to the log end (read_uncommitted) or
 the last stable offset (read_committed, from the replayed producer state), then it ends.
+Damaged data is read past: a batch failing its CRC is printed as it is, a batch whose records do
+not decode keeps those before, and where an entry does not parse the rest of its segment is
+left out and the next segment read; each damage is one line on stderr naming the file, the byte
+and the offset and what was done, and the exit status is then 1.
 
 Keys and values are written as Kafka writes them: their bytes as they are (ConsoleConsumer
 reads with ByteArrayDeserializer), or with --property value.deserializer=
@@ -304,7 +309,16 @@ def consume(
         from kafkatool.commands.topic_sources import targets
 
         dirs = sorted({t.log_dir for t in targets(list(log_dir))})
-        records = C.consume_offline(dirs, topic if pattern is None else pattern, partition, start, isolation)
+        damaged: list = []
+
+        def said(d) -> None:
+            # damaged data read past: a line each, where it was met, and exit 1
+            damaged.append(d)
+            error_line(d.line())
+
+        records = C.consume_offline(
+            dirs, topic if pattern is None else pattern, partition, start, isolation, on_damage=said
+        )
         try:
             first = next(records, None)  # bad input (no such topic) before anything is printed
         except C.ConsumeError as exc:
@@ -315,7 +329,7 @@ def consume(
         finally:
             records.close()
             report()
-        raise typer.Exit(EXIT_OK)
+        raise typer.Exit(EXIT_FINDINGS if damaged else EXIT_OK)
 
     from kafkatool.assign.kafka_client import KafkaAdmin
 

@@ -40,7 +40,9 @@ HELP = (
 LOG_DIR_HELP = (
     "Read a broker's log dir or a copy of one instead of a cluster (repeatable: every dir of the "
     "broker): __consumer_offsets is read here, read-only, and lag is measured against the "
-    "partitions in the same dirs."
+    "partitions in the same dirs. Damaged data is read past (a batch failing its CRC as it is; "
+    "where an entry does not parse, the rest of its segment left out), each damage one line on "
+    "stderr naming the file, the byte and the offset, and the exit status is 1."
 )
 AT_HELP = (
     "With --log-dir: the groups as they stood at this instant: epoch milliseconds or ISO-8601 "
@@ -89,7 +91,12 @@ def _read_offline(log_dir: list[Path], at: str | None, retention_minutes: int):
         raise CommandError(f"--offsets-retention-minutes {retention_minutes}: must be positive")
     # what the paths name, by LogManager's one rule (not Kafka data: exit 2)
     dirs = sorted({t.log_dir for t in targets(list(log_dir))})
-    return read_groups(dirs, at_ms=at_ms, retention_ms=retention_minutes * 60_000)
+    damage: list = []
+    groups = read_groups(dirs, at_ms=at_ms, retention_ms=retention_minutes * 60_000, damage=damage)
+    # what the read met and read past in __consumer_offsets: a line each, and exit 1
+    for d in damage:
+        error_line(d.line())
+    return groups, bool(damage)
 
 
 def _admin(bootstrap_server: str):
@@ -99,19 +106,19 @@ def _admin(bootstrap_server: str):
 
 
 def _views(bootstrap_server, log_dir, at, retention_minutes, group, all_groups):
-    """(found views in order, names that do not exist)."""
+    """(found views in order, names that do not exist, whether the log dirs' data was damaged)."""
     if bool(group) == all_groups:
         raise CommandError("give --group G (repeatable) or --all-groups")
     if log_dir:
-        groups = _read_offline(log_dir, at, retention_minutes)
+        groups, damaged = _read_offline(log_dir, at, retention_minutes)
         names = sorted(groups) if all_groups else list(dict.fromkeys(group))
-        return [groups[g] for g in names if g in groups], [g for g in names if g not in groups]
+        return [groups[g] for g in names if g in groups], [g for g in names if g not in groups], damaged
     from kafkatool.broker.group import live
 
     with _admin(bootstrap_server) as admin:
         names = sorted(live.list_groups(admin)) if all_groups else list(dict.fromkeys(group))
         views = [live.describe(admin, g) for g in names]
-    return [v for v in views if v.state != "Dead"], [v.group_id for v in views if v.state == "Dead"]
+    return [v for v in views if v.state != "Dead"], [v.group_id for v in views if v.state == "Dead"], False
 
 
 def _dash(v) -> str:
@@ -288,10 +295,10 @@ def list_groups(
 ) -> None:
     """Every consumer group (kafka-consumer-groups.sh --list [--state] [--type])."""
     _one_source(bootstrap_server, log_dir, at)
+    damaged = False
     if log_dir:
-        listed = {
-            g: (v.group_type, v.state) for g, v in _read_offline(log_dir, at, retention_minutes).items()
-        }
+        offline, damaged = _read_offline(log_dir, at, retention_minutes)
+        listed = {g: (v.group_type, v.state) for g, v in offline.items()}
     else:
         from kafkatool.broker.group import live
 
@@ -320,7 +327,7 @@ def list_groups(
                 + ([st.ljust(20)] if state else [])
             )
             console.print(" ".join(cells).rstrip())
-    raise typer.Exit(EXIT_OK)
+    raise typer.Exit(EXIT_FINDINGS if damaged else EXIT_OK)
 
 
 @handle_errors
@@ -347,7 +354,7 @@ def describe(
     if members + state + offsets > 1:
         raise CommandError("give at most one of --members, --state and --offsets")
     _one_source(bootstrap_server, log_dir, at)
-    found, missing = _views(bootstrap_server, log_dir, at, retention_minutes, group, all_groups)
+    found, missing, damaged = _views(bootstrap_server, log_dir, at, retention_minutes, group, all_groups)
     for og in found:
         if members:
             _show_members(og, verbose, json_out)
@@ -360,7 +367,7 @@ def describe(
             emit_json({"type": "group", "group": g, "state": "Dead", "error": "does not exist"})
         else:
             error_line(f"Consumer group '{g}' does not exist.")
-    raise typer.Exit(EXIT_FINDINGS if missing else EXIT_OK)
+    raise typer.Exit(EXIT_FINDINGS if missing or damaged else EXIT_OK)
 
 
 @handle_errors
@@ -384,7 +391,7 @@ def export(
     from kafkatool.broker.group.views import reset_csv
 
     _one_source(bootstrap_server, log_dir, at)
-    found, missing = _views(bootstrap_server, log_dir, at, retention_minutes, group, all_groups)
+    found, missing, damaged = _views(bootstrap_server, log_dir, at, retention_minutes, group, all_groups)
     plan = {og.group_id: og.committed for og in found}
     text = reset_csv(plan, with_group=all_groups or len(group or []) > 1)
     _write_aside(output, text)
@@ -407,7 +414,7 @@ def export(
         console.print(f"{count} offsets of {len(found)} groups written to {output}")
     for g in missing:
         error_line(f"Consumer group '{g}' does not exist.")
-    raise typer.Exit(EXIT_FINDINGS if missing else EXIT_OK)
+    raise typer.Exit(EXIT_FINDINGS if missing or damaged else EXIT_OK)
 
 
 def _write_aside(output: Path | None, text: str) -> None:

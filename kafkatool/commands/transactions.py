@@ -23,6 +23,7 @@ from kafkatool.commands.common import (
     CommandError,
     command_config_option,
     emit_json,
+    error_line,
     handle_errors,
 )
 
@@ -37,7 +38,9 @@ HELP = (
 BOOTSTRAP_HELP = "The cluster to ask (host:port,...)."
 LOG_DIR_HELP = (
     "Read a broker's log dir or a copy of one instead of a cluster (repeatable: every dir of the "
-    "broker), read-only."
+    "broker), read-only. Damaged data is read past (a batch failing its CRC as it is; where an "
+    "entry does not parse, the rest of its segment left out), each damage one line on stderr "
+    "naming the file, the byte and the offset, and the exit status is 1."
 )
 NOW_HELP = (
     "With --log-dir: the instant durations are measured from, epoch milliseconds or ISO-8601 "
@@ -130,6 +133,7 @@ def _offline(
     partition: int | None = None,
     *,
     coordinator: bool = True,
+    producers: bool = True,
 ):
     from kafkatool.broker.txn.offline import read
     from kafkatool.commands.topic_sources import parse_now, targets
@@ -139,7 +143,11 @@ def _offline(
             raise CommandError(f"{d}: not a directory")
     now_ms = parse_now(now) if now is not None else None
     dirs = sorted({t.log_dir for t in targets(list(log_dir))})
-    view = read(dirs, topic=topic, partition=partition, now_ms=now_ms)
+    view = read(dirs, topic=topic, partition=partition, now_ms=now_ms, producers=producers)
+    # damaged data the read met and read past, of what the command shows: a line each (the
+    # caller exits 1)
+    for d in (view.state_damage if coordinator else []) + view.damage:
+        error_line(d.line())
     gap = view.coordinator_gap() if coordinator else None
     if gap is not None:  # the coordinator's view is partial: said once, on stderr
         sys.stderr.write(f"kafkatool: WARNING: {gap}\n")
@@ -181,8 +189,10 @@ def list_transactions(
 
     _one_source(bootstrap_server, log_dir, None)
     rows: list[tuple[str, str, int, str]] = []
+    damaged = False
     if log_dir:
-        view = _offline(log_dir, None)
+        view = _offline(log_dir, None, producers=False)
+        damaged = bool(view.state_damage)
         for tid, d in view.coordinator.items():
             rows.append((tid, str(d.coordinator), d.producer_id, d.state))
     else:
@@ -208,7 +218,7 @@ def list_transactions(
             )
     else:
         _table(LIST_HEADERS, [[tid, coord, str(pid), state] for tid, coord, pid, state in rows])
-    raise typer.Exit(EXIT_OK)
+    raise typer.Exit(EXIT_FINDINGS if damaged else EXIT_OK)
 
 
 # ----------------------------------------------------------------------------- describe
@@ -230,10 +240,12 @@ def describe(
     from kafkatool.broker.txn import live
 
     _one_source(bootstrap_server, log_dir, now)
+    damaged = False
     if log_dir:
-        view = _offline(log_dir, now)
+        view = _offline(log_dir, now, producers=False)
         desc = view.coordinator.get(transactional_id)
         now_ms = view.now_ms
+        damaged = bool(view.state_damage)
     else:
         try:
             with _admin(bootstrap_server) as admin:
@@ -251,8 +263,6 @@ def describe(
         if json_out:
             emit_json({"type": "transaction", "transactional_id": transactional_id, "error": message})
         else:
-            from kafkatool.commands.common import error_line
-
             error_line(message)
         raise typer.Exit(EXIT_FINDINGS)
     duration = now_ms - desc.start_ms if desc.start_ms >= 0 else None
@@ -285,7 +295,7 @@ def describe(
             ",".join(f"{t}-{p}" for t, p in parts),
         ]
         _table(DESCRIBE_HEADERS, [row])
-    raise typer.Exit(EXIT_OK)
+    raise typer.Exit(EXIT_FINDINGS if damaged else EXIT_OK)
 
 
 # ----------------------------------------------------------------------------- describe-producers
@@ -331,10 +341,12 @@ def describe_producers(
     LastStableOffset (the partition's: the first offset of its earliest open transaction, else
     its log end)."""
     _one_source(bootstrap_server, log_dir, now)
+    damaged = False
     if log_dir:
         if broker_id is not None:
             raise CommandError("--broker-id needs --bootstrap-server (a log dir is one broker's)")
         view = _offline(log_dir, now, topic, partition, coordinator=False)
+        damaged = bool(view.damage)
         if not view.partitions:
             raise Failed(
                 f"Failed to describe producers for partition {topic}-{partition}: the log dirs hold no "
@@ -356,7 +368,7 @@ def describe_producers(
     if json_out:
         for pr in pp.producers:
             emit_json(_producer_json(pp, pr))
-        raise typer.Exit(EXIT_OK)
+        raise typer.Exit(EXIT_FINDINGS if damaged else EXIT_OK)
     offline = pp.last_stable_offset is not None
     rows = []
     for pr in pp.producers:
@@ -372,7 +384,7 @@ def describe_producers(
             row.append(str(pp.last_stable_offset))
         rows.append(row)
     _table(PRODUCER_HEADERS + (OFFLINE_PRODUCER_HEADERS if offline else []), rows)
-    raise typer.Exit(EXIT_OK)
+    raise typer.Exit(EXIT_FINDINGS if damaged else EXIT_OK)
 
 
 # ----------------------------------------------------------------------------- abort
@@ -544,10 +556,12 @@ def find_hanging(
     max_ms = max_transaction_timeout * 60_000
     offline = bool(log_dir)
     note = gap = None
+    damaged = False
     if offline:
         if broker_id is not None:
             raise CommandError("--broker-id needs --bootstrap-server (a log dir is one broker's)")
         view = _offline(log_dir, now, topic, partition)
+        damaged = bool(view.state_damage or view.damage)
         if topic is not None and not view.partitions:
             raise Failed(f"the log dirs hold no partition of topic '{topic}'")
         groups = V.by_producer(V.candidates(view.partitions, view.now_ms, max_ms))
@@ -609,7 +623,7 @@ def find_hanging(
         _table(HANGING_HEADERS + (OFFLINE_HANGING_HEADERS if offline else []), rows)
         if note and not note.startswith("WARNING"):
             sys.stderr.write(note + "\n")
-    raise typer.Exit(EXIT_FINDINGS if result else EXIT_OK)
+    raise typer.Exit(EXIT_FINDINGS if result or damaged else EXIT_OK)
 
 
 def register(app: typer.Typer) -> None:

@@ -177,6 +177,66 @@ class FetchInfo:
         return b"".join(s.read_bytes() for s in self.slices)
 
 
+#: what a reader of damaged data did about it (ReadDamage.action)
+READ_AS_IS = "its records are read as they are"
+BATCH_LEFT_OUT = "the batch's records from there on are left out"
+RECORD_LEFT_OUT = "that record is left out"
+REST_LEFT_OUT = "the rest of the segment is left out"
+PRODUCERS_BEFORE = "the producer state is rebuilt from the batches before it"
+
+
+@dataclass
+class ReadDamage:
+    """Damage an offline reader met in a log's data and read past (``Log.batches`` with
+    ``damage``, the offline consumer, the offline group and transaction readers): the segment
+    file, the byte in it, the offset the reader was at, what, and what the reader did about it
+    (READ_AS_IS: a batch failing its CRC; BATCH_LEFT_OUT: a batch whose records do not decode;
+    REST_LEFT_OUT: an entry that does not parse, after which the segment cannot be walked)."""
+
+    path: Path
+    position: int | None
+    #: None: not known (a producer-state replay names the file and byte, not the offset)
+    offset: int | None
+    message: str
+    action: str
+
+    @classmethod
+    def of(cls, path: Path, exc: FormatError, offset: int, action: str, base: int = 0) -> ReadDamage:
+        """From a codec's error; ``base``: where the bytes it read start in the file."""
+        message = exc.message
+        named = f" in {path}"  # Segment.batches names the file in its errors; the line does
+        if message.endswith(named):
+            message = message[: -len(named)]
+        position = None if exc.position is None else exc.position + base
+        return cls(path, position, offset, message, action)
+
+    def line(self) -> str:
+        where = [f"at byte {self.position}"] if self.position is not None else []
+        where += [f"offset {self.offset}"] if self.offset is not None else []
+        at = f" ({', '.join(where)})" if where else ""
+        return f"{self.path}: {self.message}{at}: {self.action}"
+
+
+def read_past_damage(
+    batches: Iterator[R.Batch], said: Callable[[FormatError, int, str], None], offset: int
+) -> Iterator[R.Batch]:
+    """The offline readers' one rule for damaged data, over any walk of batches (a segment's,
+    a fetched slice's): a batch failing its CRC is yielded as it is (READ_AS_IS), an entry that
+    does not parse ends the walk (REST_LEFT_OUT, at the offset after the last batch yielded,
+    ``offset`` before the first); each said with ``said(error, offset, action)``."""
+    at = offset
+    try:
+        for b in batches:
+            try:
+                b.ensure_checksum()
+            except CorruptRecordError as exc:
+                said(exc, b.base_offset, READ_AS_IS)
+            yield b
+            at = b.next_offset
+    except FormatError as exc:
+        said(exc, at, REST_LEFT_OUT)
+
+
 @dataclass
 class LoadResult:
     """What opening the log found and did (start-up recovery), for logs and reports."""
@@ -602,26 +662,35 @@ class Log:
         self.load_result.deleted_segments.append(seg.base_offset)
         self.load_result.removed_files.append((str(seg.log_path), why))
 
-    def rebuild_producer_state(self, now_ms: int | None = None) -> None:
+    def rebuild_producer_state(
+        self, now_ms: int | None = None, *, damage: list[ReadDamage] | None = None
+    ) -> None:
         """A read-only log's producer state as the broker rebuilds it at start-up (the same
         stray-snapshot rule, snapshot choice and replay, UnifiedLog.rebuildProducerState),
         nothing written: the offline readers' one way to it (`consume --log-dir`, dry runs,
         `transactions --log-dir`). ``now_ms``: the instant producer expiry is judged at
-        (None: the log's clock)."""
+        (None: the log's clock).  ``damage``: a batch the replay cannot read ends it there
+        (the state is that of the batches before it), appended as a :class:`ReadDamage`,
+        instead of raising FormatError."""
         if self.writable:
             raise ValueError(
                 "rebuild_producer_state is for a read-only log (a writable one rebuilt it at load)"
             )
         psm = self.producer_state
         snapshots = psm.remove_stray_snapshots(self._bases)
-        self._replay_producer_state(
-            psm,
-            self.log_start_offset,
-            self.log_end_offset,
-            self._had_clean_shutdown,
-            snapshots,
-            now_ms=now_ms,
-        )
+        try:
+            self._replay_producer_state(
+                psm,
+                self.log_start_offset,
+                self.log_end_offset,
+                self._had_clean_shutdown,
+                snapshots,
+                now_ms=now_ms,
+            )
+        except FormatError as exc:
+            if damage is None:
+                raise
+            damage.append(ReadDamage(self.dir, exc.position, None, exc.message, PRODUCERS_BEFORE))
 
     def _replay_producer_state(
         self,
@@ -1096,14 +1165,66 @@ class Log:
             s = self.higher_segment(s.base_offset)
         return out
 
-    def batches(self, start_offset: int | None = None) -> Iterator[R.Batch]:
-        """Every batch from ``start_offset`` (default: the log start) to the end (offline tools)."""
+    def batches(
+        self, start_offset: int | None = None, *, damage: list[ReadDamage] | None = None
+    ) -> Iterator[R.Batch]:
+        """Every batch from ``start_offset`` (default: the log start) to the end (offline tools).
+
+        ``damage``: read what can be read instead of raising FormatError, and say where: a
+        batch failing its CRC is read as it is, an entry that does not parse ends its segment's
+        walk (the next segment is read), each appended to ``damage`` as a :class:`ReadDamage`."""
         start = self.log_start_offset if start_offset is None else start_offset
         for seg in self.segments_in_range(start, 2**63):
+            if damage is not None:
+                yield from self._readable_batches(seg, start, damage)
+                continue
             found = seg.translate_offset(start)
             if found is None:
                 continue
             yield from seg.batches(found.position)
+
+    def replay(
+        self,
+        feed: Callable[[R.Batch], None],
+        damage: list[ReadDamage],
+        *,
+        keep: Callable[[R.Batch], bool] | None = None,
+        skipped: list[str] | None = None,
+    ) -> None:
+        """An internal topic's loader fed every readable batch from the log start, offline (the
+        group and transaction readers of a log dir or a backup): damage is read past as
+        :meth:`batches` with ``damage`` does; a batch ``feed`` cannot decode (a compressed
+        stream its codec cannot read) is left out from there on, and the records the loader
+        itself skipped (``skipped``: its list of them, one text each) are said with the batch
+        that held them, each a :class:`ReadDamage` in ``damage``.  ``keep``: which batches to
+        feed (an instant's cut-off)."""
+        for b in self.batches(self.log_start_offset, damage=damage):
+            if keep is not None and not keep(b):
+                continue
+            before = len(skipped) if skipped is not None else 0
+            path = self.floor_segment(b.base_offset).log_path
+            try:
+                feed(b)
+            except FormatError as exc:
+                damage.append(ReadDamage(path, b.position, b.base_offset, exc.message, BATCH_LEFT_OUT))
+            for text in skipped[before:] if skipped is not None else ():
+                damage.append(
+                    ReadDamage(path, b.position, b.base_offset, f"a record skipped: {text}", RECORD_LEFT_OUT)
+                )
+
+    def _readable_batches(self, seg: Segment, start: int, damage: list[ReadDamage]) -> Iterator[R.Batch]:
+        at = max(start, seg.base_offset)
+
+        def said(exc: FormatError, offset: int, action: str) -> None:
+            damage.append(ReadDamage.of(seg.log_path, exc, offset, action))
+
+        try:
+            found = seg.translate_offset(start)
+        except FormatError as exc:  # an index entry into damage
+            said(exc, at, REST_LEFT_OUT)
+            return
+        if found is not None:
+            yield from read_past_damage(seg.batches(found.position), said, at)
 
     # ------------------------------------------------------------------ offsets
     def list_offset(self, spec: int, upper: int) -> tuple[int, int, int] | None:

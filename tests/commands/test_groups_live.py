@@ -4,29 +4,19 @@ confluent-kafka consumers as the group's members and as the judge of what was co
 
 from __future__ import annotations
 
-import json
 import time
 from datetime import UTC, datetime
 
 import pytest
-from typer.testing import CliRunner
 
-from kafkatool.cli import app
 from tests.broker.conftest import BrokerProcess, free_port
+from tests.cli_result import json_rows as rows
+from tests.cli_result import run
 
 ck = pytest.importorskip("confluent_kafka")
-runner = CliRunner()
 
 N = 30  # records per partition
 DAY = 86_400_000
-
-
-def run(*args):
-    return runner.invoke(app, [str(a) for a in args])
-
-
-def rows(res) -> list[dict]:
-    return [json.loads(x) for x in res.stdout.splitlines() if x.startswith("{")]
 
 
 @pytest.fixture(scope="module")

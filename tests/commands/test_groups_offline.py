@@ -3,26 +3,16 @@ instant, against what a real client committed to a real `kafkatool serve`."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 
 import pytest
-from typer.testing import CliRunner
 
-from kafkatool.cli import app
 from tests.broker.conftest import BrokerProcess, free_port
+from tests.cli_result import json_rows as rows
+from tests.cli_result import run
 
-runner = CliRunner()
 pytest.importorskip("confluent_kafka")
-
-
-def run(*args):
-    return runner.invoke(app, [str(a) for a in args])
-
-
-def rows(res) -> list[dict]:
-    return [json.loads(x) for x in res.stdout.splitlines() if x.startswith("{")]
 
 
 def _now_ms() -> int:

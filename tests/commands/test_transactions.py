@@ -12,7 +12,6 @@ coordinator holds as ongoing (it would time it out): not hanging."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -20,13 +19,12 @@ import sys
 import time
 
 import pytest
-from typer.testing import CliRunner
 
-from kafkatool.cli import app
 from tests.broker.conftest import REPO, BrokerProcess, free_port
+from tests.cli_result import json_rows as rows
+from tests.cli_result import run
 
 ck = pytest.importorskip("confluent_kafka")
-runner = CliRunner()
 
 MINUTE = 60_000
 
@@ -42,14 +40,6 @@ assert p.flush(15) == 0
 print("written", flush=True)
 sys.stdin.read()  # until SIGKILL
 """
-
-
-def run(*args):
-    return runner.invoke(app, [str(a) for a in args])
-
-
-def rows(res) -> list[dict]:
-    return [json.loads(x) for x in res.stdout.splitlines() if x.startswith("{")]
 
 
 def stray_batch(bootstrap: str, topic: str, pid: int, epoch: int, ts: int) -> None:

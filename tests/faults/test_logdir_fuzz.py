@@ -1,8 +1,8 @@
 """Log-dir fuzz: seeded damage to a real broker's log dir (bit flips, truncations, zeroed
 ranges, appended garbage, extreme int32 fields, duplicated ranges, deleted files; any file of
 it: segments, indexes, snapshots, checkpoints, metadata) read by every offline command
-(verify, dump-log, recover, rebuild-index, compact, retention, consume --log-dir: the dry runs,
-then the runs that change the dir) and, in the slow run, by ``kafkatool serve`` starting on it
+(verify, dump-log, recover, rebuild-index, compact, retention, consume, groups and transactions
+with --log-dir: the dry runs and the readers, then the runs that change the dir) and, in the slow run, by ``kafkatool serve`` starting on it
 (its clean-shutdown marker kept or not): requests that read the stored data of every
 partition (ListOffsets by time, Fetch from several offsets, OffsetForLeaderEpoch,
 DescribeProducers) and consumers reading every topic.
@@ -147,6 +147,10 @@ def command_lines(root: Path, rng: random.Random) -> list[list[str]]:
         ["compact", r, "--dry-run", "--json", "--cleanup-policy", "compact"],
         ["retention", r, "--dry-run", "--json", "--retention-ms", "1"],
         ["consume", "--log-dir", r, "--topic", topic, "--from-beginning", "--exit-at-end", "--json"],
+        # the readers of __consumer_offsets and __transaction_state (read past damage, exit 1)
+        ["groups", "describe", "--all-groups", "--log-dir", r, "--json"],
+        ["transactions", "list", "--log-dir", r, "--json"],
+        ["transactions", "find-hanging", "--log-dir", r, "--json"],
         ["recover", r, "--json"],
         ["rebuild-index", r, "--json"],
         ["compact", r, "--json", "--cleanup-policy", "compact"],

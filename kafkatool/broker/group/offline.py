@@ -66,10 +66,17 @@ def _log_ends(mgr: LogManager, at_ms: int | None):
 
 
 def read_groups(
-    log_dirs: list[Path], *, at_ms: int | None = None, retention_ms: int = DEFAULT_RETENTION_MS
+    log_dirs: list[Path],
+    *,
+    at_ms: int | None = None,
+    retention_ms: int = DEFAULT_RETENTION_MS,
+    damage: list | None = None,
 ) -> dict[str, GroupView]:
     """Every group in the dirs' ``__consumer_offsets`` as it stood at ``at_ms`` (None: now),
-    read-only (the dirs may belong to a running broker or be a backup)."""
+    read-only (the dirs may belong to a running broker or be a backup).  Damaged data is read
+    past (``Log.replay``): what the read met goes to ``damage`` (log.ReadDamage), the groups
+    are those of everything readable."""
+    damage = [] if damage is None else damage
     now = int(time.time() * 1000) if at_ms is None else at_ms
     out: dict[str, GroupView] = {}
     with LogManager(log_dirs, writable=False) as mgr:
@@ -82,9 +89,12 @@ def read_groups(
             if topic != P.OFFSETS_TOPIC:
                 continue
             loader = P.PartitionLoader()
-            for batch in lg.batches(lg.log_start_offset):
-                if at_ms is None or batch.max_timestamp <= at_ms:
-                    loader.feed(batch)
+            lg.replay(
+                loader.feed,
+                damage,
+                keep=None if at_ms is None else (lambda b: b.max_timestamp <= at_ms),
+                skipped=loader.skipped,
+            )
             for gid, loaded in loader.result().items():
                 group = None
                 if loaded.consumer_records:

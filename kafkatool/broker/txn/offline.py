@@ -42,8 +42,11 @@ class OfflineView:
     #: the instant durations are measured from, and the newest record timestamp (None: no records)
     now_ms: int = 0
     newest_ms: int | None = None
-    #: records of ``__transaction_state`` the loader could not decode ("offset N: why")
-    skipped: list[str] = field(default_factory=list)
+    #: what replaying ``__transaction_state`` met and read past (log.ReadDamage: damaged
+    #: batches, records the loader could not decode), in the order met
+    state_damage: list = field(default_factory=list)
+    #: what rebuilding the partitions' producer state met (log.ReadDamage), in the order met
+    damage: list = field(default_factory=list)
     #: ``__transaction_state``'s partition count and where it was read (None: not kept in the
     #: dirs; then transaction.state.log.num.partitions' default, or more if the dirs hold more)
     state_partition_count: int = 0
@@ -140,9 +143,12 @@ def read(
     topic: str | None = None,
     partition: int | None = None,
     now_ms: int | None = None,
+    producers: bool = True,
 ) -> OfflineView:
     """The producers of the partitions of ``topic`` (None: every partition in the dirs, internal
-    ones too, as Kafka's tool searches a broker) and the coordinator's view, read-only."""
+    ones too, as Kafka's tool searches a broker; ``producers=False``: none, the coordinator's view
+    alone) and the coordinator's view, read-only.  Damaged data is read past and said
+    (``state_damage``, ``damage``)."""
     with LogManager(log_dirs, writable=False) as mgr:
         logs = dict(sorted(mgr.logs.items()))
         newest = newest_timestamp(logs.values())
@@ -158,9 +164,7 @@ def read(
                 continue
             view.state_partitions.append(p)
             part_loader = S.StateLoader()
-            for batch in lg.batches(lg.log_start_offset):
-                part_loader.feed(batch)
-            view.skipped += [f"{t}-{p} {m}" for m in part_loader.skipped]
+            lg.replay(part_loader.feed, view.state_damage, skipped=part_loader.skipped)
             for tid, rec in part_loader.current().items():
                 view.coordinator[tid] = Description(
                     tid,
@@ -172,10 +176,10 @@ def read(
                     rec.start_ms,
                     set(rec.partitions),
                 )
-        for (t, p), lg in logs.items():
+        for (t, p), lg in logs.items() if producers else ():
             if (topic is not None and t != topic) or (partition is not None and p != partition):
                 continue
-            lg.rebuild_producer_state(now)
+            lg.rebuild_producer_state(now, damage=view.damage)
             lg.update_high_watermark(lg.log_end_offset)
             view.partitions.append(
                 PartitionProducers(t, p, active_producers(lg), lg.last_stable_offset, lg.log_end_offset)
