@@ -58,6 +58,16 @@ class ConsumeError(KafkatoolError):
     """The consumer cannot go on: one line, exit 2."""
 
 
+class CorruptFetch(ConsumeError):
+    """check.crcs: a fetched batch (a legacy message) whose CRC does not match (Kafka's
+    CompletedFetch.maybeEnsureValid); ``records`` and ``next_offset``: what came before it."""
+
+    def __init__(self, message: str, records: list, next_offset: int):
+        super().__init__(message)
+        self.records = records
+        self.next_offset = next_offset
+
+
 # ----------------------------------------------------------------------------- CompletedFetch
 def fetched_records(
     topic: str,
@@ -67,6 +77,7 @@ def fetched_records(
     aborted: list | None,
     read_committed: bool,
     damage: list[tuple[FormatError, int, str]] | None = None,
+    check_crcs: bool = False,
 ) -> tuple[list[ConsumerRecord], int]:
     """The records a consumer hands out from one partition's Fetch answer (``data``: the
     batches as sent, a batch cut short at the end ignored), and the next fetch offset: past the
@@ -75,7 +86,11 @@ def fetched_records(
     ``damage`` (the offline reader of a log dir): damage is read past instead of raised, and
     appended as (error, offset, action) (the error's position is in ``data``): the batches by
     log.read_past_damage's rule, and a batch whose records do not decode keeps those before
-    (BATCH_LEFT_OUT)."""
+    (BATCH_LEFT_OUT).
+
+    ``check_crcs`` (the consumer's check.crcs): a batch whose CRC does not match raises
+    CorruptFetch with the records before it, as Kafka's CompletedFetch checks each batch as it
+    reaches it (those below the fetch offset too) and a legacy message at or past it."""
     txn = TxnMetadata()
     if read_committed and aborted:
         txn.add_aborted(list(aborted))
@@ -87,9 +102,21 @@ def fetched_records(
             batches, lambda exc, offset, action: damage.append((exc, offset, action)), fetch_offset
         )
     for batch in batches:
+        magic2 = batch.magic >= 2
+        if check_crcs and (magic2 or batch.last_offset >= fetch_offset):
+            actual = batch.compute_crc()
+            if actual != batch.crc:
+                what = f"Record batch for partition {topic}-{partition} at offset {batch.base_offset}"
+                if not magic2:
+                    what = f"Record for partition {topic}-{partition} at offset {batch.last_offset}"
+                raise CorruptFetch(
+                    f"{what} is invalid, cause: Record is corrupt (stored crc = {batch.crc}, "
+                    f"computed crc = {actual})",
+                    out,
+                    next_offset,
+                )
         if batch.last_offset < fetch_offset:
             continue
-        magic2 = batch.magic >= 2
         if read_committed and magic2 and batch.has_producer_id:
             if batch.is_control:
                 txn.on_control_batch(batch)  # an ABORT marker ends the producer's aborted range
@@ -124,6 +151,15 @@ def fetched_records(
     return out, next_offset
 
 
+def corrupt_line(topic: str, partition: int, cause: str) -> str:
+    """What the consumer says when check.crcs stops it (CompletedFetch.fetchRecords' exception
+    and its cause, as ConsoleConsumer logs them before it ends)."""
+    return (
+        f"Received exception when fetching the next record from {topic}-{partition}. If needed, please "
+        f"seek past the record to continue consumption. Caused by: {cause}"
+    )
+
+
 # ----------------------------------------------------------------------------- start offsets
 def parse_offset(text: str) -> int:
     """ConsoleConsumer's --offset: earliest, latest (any case) or a non-negative long."""
@@ -152,6 +188,9 @@ class PartitionState:
     end: int | None = None
     failures: int = 0
     done: bool = False
+    #: check.crcs: why the next poll fails (a corrupt batch at the position; Kafka's consumer
+    #: hands out the records before it first, then throws)
+    corrupt: str | None = None
 
 
 # ----------------------------------------------------------------------------- what to read
@@ -213,8 +252,11 @@ class LiveConsumer:
         reset: int | None = LATEST_TIMESTAMP,
         max_bytes: int = FETCH_MAX_BYTES,
         partition_max_bytes: int = PARTITION_MAX_BYTES,
+        check_crcs: bool = True,
     ):
         self.admin = admin
+        #: check.crcs (Kafka's default true): every fetched batch's CRC checked
+        self.check_crcs = check_crcs
         self.isolation = isolation
         self.exit_at_end = exit_at_end
         #: fetch.max.bytes and max.partition.fetch.bytes of each Fetch
@@ -303,6 +345,9 @@ class LiveConsumer:
         from kafkatool.protocol.generated.fetch_request import FetchPartition, FetchTopic
 
         self._refresh = False
+        for (t, p), st in self.states.items():
+            if st.corrupt is not None:
+                raise ConsumeError(corrupt_line(t, p, st.corrupt))
         got: list[ConsumerRecord] = []
         leaders = self._leaders()
         if not leaders and not self._refresh:
@@ -379,9 +424,21 @@ class LiveConsumer:
             return []
         st.failures = 0
         data = bytes(p.records or b"")
-        recs, nxt = fetched_records(
-            tp[0], tp[1], data, st.position, p.aborted_transactions, self.isolation == READ_COMMITTED
-        )
+        try:
+            recs, nxt = fetched_records(
+                tp[0],
+                tp[1],
+                data,
+                st.position,
+                p.aborted_transactions,
+                self.isolation == READ_COMMITTED,
+                check_crcs=self.check_crcs,
+            )
+        except CorruptFetch as exc:
+            if not exc.records:  # nothing before it: the poll fails now
+                raise ConsumeError(corrupt_line(tp[0], tp[1], str(exc))) from None
+            recs, nxt = exc.records, exc.next_offset
+            st.corrupt = str(exc)
         if st.end is not None:
             recs = [r for r in recs if r.offset < st.end]
         st.position = nxt

@@ -90,6 +90,7 @@ APPLIED: dict[str, tuple[str, str | None, int | None, list[str] | None]] = {
     "retry.backoff.max.ms": ("LONG", "1000", 0, None),
     "fetch.max.bytes": ("INT", "52428800", 0, None),
     "max.partition.fetch.bytes": ("INT", "1048576", 0, None),
+    "check.crcs": ("BOOLEAN", "true", None, None),
 }
 #: Kafka 3.7 consumer configs taken without effect on which records are printed or committed
 #: (fetch sizes and waits, sockets, backoffs, metrics; what ConsoleConsumer sets itself)
@@ -101,7 +102,6 @@ TAKEN_SILENTLY = frozenset(
         "fetch.min.bytes",
         "fetch.max.wait.ms",
         "max.poll.records",
-        "check.crcs",
         "client.rack",
         "request.timeout.ms",
         "default.api.timeout.ms",
@@ -147,6 +147,8 @@ class ConsumerSettings:
     #: fetch.max.bytes and max.partition.fetch.bytes: the byte limits of each Fetch
     fetch_max_bytes: int = 52428800
     max_partition_fetch_bytes: int = 1048576
+    #: check.crcs: each fetched batch's CRC checked; a corrupt one ends the consumer
+    check_crcs: bool = True
     #: security.protocol, ssl.*, sasl.* as given (for ClientSecurity, over --command-config's)
     security: dict[str, str] = field(default_factory=dict)
     #: lines Kafka's consumer logs as warnings (unknown configs)
@@ -219,6 +221,7 @@ def consumer_settings(props: dict[str, str]) -> ConsumerSettings:
         retry_backoff_max_ms=value("retry.backoff.max.ms"),
         fetch_max_bytes=value("fetch.max.bytes"),
         max_partition_fetch_bytes=value("max.partition.fetch.bytes"),
+        check_crcs=value("check.crcs"),
         security=security,
         notes=notes,
     )
@@ -332,6 +335,7 @@ class GroupConsumer:
             reset=self.reset,
             max_bytes=settings.fetch_max_bytes,
             partition_max_bytes=settings.max_partition_fetch_bytes,
+            check_crcs=settings.check_crcs,
         )
         self.exit_at_end = exit_at_end
         self.member_id = ""

@@ -92,7 +92,9 @@ CONSUMER_PROPERTY_HELP = (
     "metadata.max.age.ms (300000), partition.assignment.strategy (must name range), "
     "exclude.internal.topics (true), allow.auto.create.topics (true: a --topic's Metadata asks the broker "
     "to create it), retry.backoff.ms (100), retry.backoff.max.ms (1000), fetch.max.bytes (52428800), "
-    "max.partition.fetch.bytes (1048576); security.protocol, ssl.*, sasl.* as in --command-config. "
+    "max.partition.fetch.bytes (1048576), check.crcs (true: a fetched batch whose CRC does not match "
+    "ends the command after the records before it, exit 2, as Kafka's consumer ends "
+    "ConsoleConsumer); security.protocol, ssl.*, sasl.* as in --command-config. "
     "Kafka's other fetch, socket and metrics configs are taken without effect; a name Kafka's consumer does not "
     "know is warned about, as Kafka does."
 )
@@ -354,6 +356,7 @@ def consume(
                     reset=reset_spec,
                     max_bytes=settings.fetch_max_bytes,
                     partition_max_bytes=settings.max_partition_fetch_bytes,
+                    check_crcs=settings.check_crcs,
                 )
                 if pattern is not None:
                     consumer = C.PatternConsumer(

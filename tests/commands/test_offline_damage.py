@@ -3,7 +3,8 @@ can be read is shown, each damage met is one line naming the file, the byte and 
 what the reader did about it, and the exit status is 1.  Until session 25 a damaged entry made
 them exit 2 showing nothing (consume lost the records before it and did not name the file), and
 a batch failing its CRC, or a record of __consumer_offsets or __transaction_state that did not
-decode, went by without a word."""
+decode, went by without a word.  And the live consumer's check.crcs, which was taken without
+effect: Kafka's consumer stops at a corrupt batch."""
 
 from __future__ import annotations
 
@@ -187,3 +188,29 @@ def test_undamaged_offline_readers_say_nothing(written):
     ):
         res = run(*args, "--log-dir", written)
         assert res.exit_code == 0 and damage_lines(res) == [], (args, res.output)
+
+
+def test_a_live_consumer_stops_at_a_batch_failing_its_crc_as_kafkas_does(copy):
+    """check.crcs (Kafka's default true): the records before the corrupt batch are printed,
+    then the consumer stops with CompletedFetch's exception and its cause (ConsoleConsumer
+    logs it and ends); check.crcs=false (librdkafka's default) prints the batch as it is.
+    The broker serves the batch as Kafka's does (a fetch sends the stored bytes)."""
+    seg = _segments(copy, "t-0")[1]
+    bad = _batches(seg)[1]
+    _flip_crc(seg, 1)
+    b = BrokerProcess(copy, port=free_port()).start()
+    try:
+        args = ["consume", "--bootstrap-server", b.bootstrap, "--topic", "t", "--from-beginning"]
+        res = run(*args, "--exit-at-end", "--json")
+        assert res.exit_code == 2, res.output
+        assert [r["offset"] for r in rows(res)] == list(range(bad.base_offset))
+        assert damage_lines(res) == [
+            "kafkatool: error: Received exception when fetching the next record from t-0. If needed, "
+            "please seek past the record to continue consumption. Caused by: Record batch for "
+            f"partition t-0 at offset {bad.base_offset} is invalid, cause: Record is corrupt (stored "
+            f"crc = {bad.crc ^ (0xFF << 24)}, computed crc = {bad.crc})"
+        ]
+        res = run(*args, "--exit-at-end", "--json", "--consumer-property", "check.crcs=false")
+        assert res.exit_code == 0 and len(rows(res)) == 61 and damage_lines(res) == []
+    finally:
+        b.stop()
