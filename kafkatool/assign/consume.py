@@ -90,7 +90,8 @@ def fetched_records(
 
     ``check_crcs`` (the consumer's check.crcs): a batch whose CRC does not match raises
     CorruptFetch with the records before it, as Kafka's CompletedFetch checks each batch as it
-    reaches it (those below the fetch offset too) and a legacy message at or past it."""
+    reaches it (those below the fetch offset too) and an uncompressed legacy message at or past
+    it (a compressed wrapper's inner messages are not checked here)."""
     txn = TxnMetadata()
     if read_committed and aborted:
         txn.add_aborted(list(aborted))
@@ -103,7 +104,9 @@ def fetched_records(
         )
     for batch in batches:
         magic2 = batch.magic >= 2
-        if check_crcs and (magic2 or batch.last_offset >= fetch_offset):
+        # a legacy message's own CRC (an uncompressed one is the record Kafka checks; a compressed
+        # wrapper's is not checked there, its inner messages are)
+        if check_crcs and (magic2 or (batch.last_offset >= fetch_offset and batch.codec == 0)):
             actual = batch.compute_crc()
             if actual != batch.crc:
                 what = f"Record batch for partition {topic}-{partition} at offset {batch.base_offset}"
