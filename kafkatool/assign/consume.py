@@ -27,7 +27,7 @@ from pathlib import Path
 from kafkatool.assign.kafka_client import KafkaAdmin, KafkaAdminError, backoff_s, describe_error
 from kafkatool.errors import KafkatoolError
 from kafkatool.formats import records as R
-from kafkatool.formats.errors import FormatError
+from kafkatool.formats.errors import CorruptRecordError, FormatError
 from kafkatool.formats.message_formatter import ConsumerRecord
 from kafkatool.log.cleaner import TxnMetadata
 from kafkatool.log.log import (
@@ -107,17 +107,18 @@ def fetched_records(
         # a legacy message's own CRC (an uncompressed one is the record Kafka checks; a compressed
         # wrapper's is not checked there, its inner messages are)
         if check_crcs and (magic2 or (batch.last_offset >= fetch_offset and batch.codec == 0)):
-            actual = batch.compute_crc()
-            if actual != batch.crc:
+            try:
+                batch.ensure_checksum()
+            except CorruptRecordError:
                 what = f"Record batch for partition {topic}-{partition} at offset {batch.base_offset}"
                 if not magic2:
                     what = f"Record for partition {topic}-{partition} at offset {batch.last_offset}"
                 raise CorruptFetch(
                     f"{what} is invalid, cause: Record is corrupt (stored crc = {batch.crc}, "
-                    f"computed crc = {actual})",
+                    f"computed crc = {batch.compute_crc()})",
                     out,
                     next_offset,
-                )
+                ) from None
         if batch.last_offset < fetch_offset:
             continue
         if read_committed and magic2 and batch.has_producer_id:
@@ -575,8 +576,8 @@ def consume_offline(
     partition: int | None,
     start: int,
     isolation: int,
+    on_damage: Callable[[ReadDamage], None],
     on_partition: Callable[[TopicPartition], None] | None = None,
-    on_damage: Callable[[ReadDamage], None] | None = None,
 ) -> Iterator[ConsumerRecord]:
     """The records a consumer would get from the data of ``log_dirs``, read-only (a running
     broker's dir too), of ``topic`` or of every topic a pattern (--include) matches but the
@@ -584,10 +585,10 @@ def consume_offline(
     one outside the log is reset to the latest, as the live command does) to the log end offset
     (read_uncommitted: the dir holds no current high watermark, the log end stands for it) or
     the last stable offset (read_committed, by the engine's rule over the replayed producer
-    state).  Damaged data is read past and said (``on_damage``, a log.ReadDamage each; without
-    it the first damage raises FormatError): a batch failing its CRC is read as it is, a batch
-    whose records do not decode keeps those before, and where an entry does not parse the rest
-    of its segment is left out and the next segment read."""
+    state).  Damaged data is read past and said (``on_damage``, a log.ReadDamage each): a batch
+    failing its CRC is read as it is, a batch whose records do not decode keeps those before,
+    and where an entry does not parse the rest of its segment is left out and the next segment
+    read."""
     from kafkatool.log.log import ISOLATION_COMMITTED, ISOLATION_HIGH_WATERMARK
     from kafkatool.log.manager import LogManager
 
@@ -611,9 +612,9 @@ def consume_offline(
             logs = {(topic, partition): logs[(topic, partition)]}
         now = int(time.time() * 1000)
         for (t, p), lg in sorted(logs.items()):
-            replay: list[ReadDamage] | None = [] if on_damage is not None else None
+            replay: list[ReadDamage] = []
             lg.rebuild_producer_state(now, damage=replay)
-            for d in replay or ():
+            for d in replay:
                 on_damage(d)
             lg.update_high_watermark(lg.log_end_offset)
             upper = lg.last_stable_offset if committed else lg.high_watermark
@@ -626,7 +627,7 @@ def consume_offline(
             for _ in range(2**31):  # bounded: each round moves the position past a batch
                 if pos >= upper:
                     break
-                cut: list[ReadDamage] = []
+                cut: ReadDamage | None = None  # where the rest of a segment cannot be walked
                 cut_segment = lg.floor_segment(pos)
                 try:
                     info = lg.read(
@@ -636,34 +637,24 @@ def consume_offline(
                         min_one_message=True,
                     )
                 except FormatError as exc:  # an index entry into damage (Segment names the file)
-                    if on_damage is None:
-                        raise
-                    cut.append(ReadDamage.of(cut_segment.log_path, exc, pos, REST_LEFT_OUT))
+                    cut = ReadDamage.of(cut_segment.log_path, exc, pos, REST_LEFT_OUT)
                     info = None
                 if info is not None:
-                    data = info.read_bytes()
-                    piece = info.slices[0] if info.slices else None
                     met: list[tuple[FormatError, int, str]] = []
                     recs, nxt = fetched_records(
-                        t,
-                        p,
-                        data,
-                        pos,
-                        info.aborted_transactions,
-                        committed,
-                        damage=met if on_damage is not None and piece is not None else None,
+                        t, p, info.read_bytes(), pos, info.aborted_transactions, committed, damage=met
                     )
-                    for exc, offset, action in met:
+                    for exc, offset, action in met:  # only read bytes are damaged: a slice exists
+                        piece = info.slices[0]
                         d = ReadDamage.of(piece.path, exc, offset, action, base=piece.position)
                         if action == REST_LEFT_OUT:
-                            cut.append(d)
-                            cut_segment = piece.segment
+                            cut, cut_segment = d, piece.segment
                         else:
                             on_damage(d)
                     yield from recs
-                if cut:
+                if cut is not None:
                     # the rest of that segment cannot be walked: on with the next one
-                    on_damage(cut[0])
+                    on_damage(cut)
                     later = lg.higher_segment(cut_segment.base_offset) if cut_segment is not None else None
                     if later is None or later.base_offset <= pos:
                         break

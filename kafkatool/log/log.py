@@ -1202,15 +1202,15 @@ class Log:
             if keep is not None and not keep(b):
                 continue
             before = len(skipped) if skipped is not None else 0
-            path = self.floor_segment(b.base_offset).log_path
+            said: list[tuple[str, str]] = []
             try:
                 feed(b)
             except FormatError as exc:
-                damage.append(ReadDamage(path, b.position, b.base_offset, exc.message, BATCH_LEFT_OUT))
-            for text in skipped[before:] if skipped is not None else ():
-                damage.append(
-                    ReadDamage(path, b.position, b.base_offset, f"a record skipped: {text}", RECORD_LEFT_OUT)
-                )
+                said.append((exc.message, BATCH_LEFT_OUT))
+            said += [(f"a record skipped: {text}", RECORD_LEFT_OUT) for text in (skipped or [])[before:]]
+            if said:  # the file only when there is something to say (a lookup a batch otherwise)
+                path = self.floor_segment(b.base_offset).log_path
+                damage.extend(ReadDamage(path, b.position, b.base_offset, m, a) for m, a in said)
 
     def _readable_batches(self, seg: Segment, start: int, damage: list[ReadDamage]) -> Iterator[R.Batch]:
         at = max(start, seg.base_offset)
