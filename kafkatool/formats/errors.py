@@ -1,7 +1,8 @@
 """Exception types of the byte codecs.
 
 Positions are relative to the buffer handed to the decoder; callers that know
-where that buffer sits in a file add their base (see ``FormatError.shifted``).
+where that buffer sits in a file add their base (see ``FormatError.shifted``) and name the
+file (``FormatError.in_file``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ class FormatError(KafkatoolError):
     """Bytes that do not decode as the format they claim to be."""
 
     kind = "corrupt"
+    #: the file ``position`` is a byte of, set by the reader that took the bytes from it
+    #: (``in_file``); None: a buffer's position, or no file known
+    path = None
 
     def __init__(self, message: str, position: int | None = None, *, kind: str | None = None):
         super().__init__(message)
@@ -27,10 +31,15 @@ class FormatError(KafkatoolError):
             self.position += base
         return self
 
+    def in_file(self, path) -> FormatError:
+        """The same error, its position a byte of the file ``path``."""
+        self.path = path
+        return self
+
     def __str__(self) -> str:
-        if self.position is None:
-            return self.message
-        return f"{self.message} (at byte {self.position})"
+        where = "" if self.path is None else f" in {self.path}"
+        at = "" if self.position is None else f" (at byte {self.position})"
+        return f"{self.message}{where}{at}"
 
 
 class TruncatedError(FormatError):

@@ -500,7 +500,7 @@ class UnreadableBatchError(CorruptRecordError):
         if isinstance(exc, cls):
             return exc
         if batch is None:  # reading the segment's next batch: Segment.batches named the file
-            return cls(exc.message, exc.position, kind=exc.kind)
+            return cls(exc.message, exc.position, kind=exc.kind).in_file(exc.path)
         inside = " (a position in its decompressed records)" if batch.codec != compression.NONE else ""
         offset = batch.base_offset if batch.magic >= 2 else batch.offset
         return cls(

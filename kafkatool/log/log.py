@@ -201,14 +201,14 @@ class ReadDamage:
     action: str
 
     @classmethod
-    def of(cls, path: Path, exc: FormatError, offset: int, action: str, base: int = 0) -> ReadDamage:
-        """From a codec's error; ``base``: where the bytes it read start in the file."""
-        message = exc.message
-        named = f" in {path}"  # Segment.batches names the file in its errors; the line does
-        if message.endswith(named):
-            message = message[: -len(named)]
+    def of(cls, path: Path, exc: FormatError, offset: int | None, action: str, base: int = 0) -> ReadDamage:
+        """From a codec's error: one that names its file (FormatError.in_file) is said with
+        that file's byte; one of a buffer with ``path``, the file the buffer was read from,
+        and ``base``, where in it the buffer starts."""
+        if exc.path is not None:
+            return cls(exc.path, exc.position, offset, exc.message, action)
         position = None if exc.position is None else exc.position + base
-        return cls(path, position, offset, message, action)
+        return cls(path, position, offset, exc.message, action)
 
     def line(self) -> str:
         where = [f"at byte {self.position}"] if self.position is not None else []
@@ -690,7 +690,7 @@ class Log:
         except FormatError as exc:
             if damage is None:
                 raise
-            damage.append(ReadDamage(self.dir, exc.position, None, exc.message, PRODUCERS_BEFORE))
+            damage.append(ReadDamage.of(self.dir, exc, None, PRODUCERS_BEFORE))
 
     def _replay_producer_state(
         self,

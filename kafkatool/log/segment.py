@@ -290,7 +290,7 @@ class Segment:
             yield from fr.batches(start_position)
         except FormatError as exc:
             # the position is this file's byte: name the file, as the other reads here do
-            exc.message = f"{exc.message} in {self.log_path}"
+            exc.in_file(self.log_path)
             raise
         finally:
             fr.close()
@@ -336,7 +336,7 @@ class Segment:
         try:
             span = R.peek_entry_span(head, position, self.size)
         except CorruptRecordError as exc:
-            raise CorruptRecordError(f"{exc.message} in {self.log_path}", position, kind=exc.kind) from None
+            raise CorruptRecordError(exc.message, position, kind=exc.kind).in_file(self.log_path) from None
         if span is None:
             return None
         return OffsetPosition(span[0], position, span[1])

@@ -214,3 +214,23 @@ def test_a_live_consumer_stops_at_a_batch_failing_its_crc_as_kafkas_does(copy):
         assert res.exit_code == 0 and len(rows(res)) == 61 and damage_lines(res) == []
     finally:
         b.stop()
+
+
+def test_a_producer_state_replay_names_the_damaged_segment(copy):
+    """Without the clean shutdown's snapshots the reader replays the producer state from the
+    segments (read_committed needs it); damage there is one line naming the segment file and its
+    byte, as every other reader's (the replay named the partition dir and put the file at the
+    end of the message until session 26)."""
+    for snap in (copy / "t-0").glob("*.snapshot"):
+        snap.unlink()
+    (copy / ".kafka_cleanshutdown").unlink(missing_ok=True)
+    first = _segments(copy, "t-0")[0]
+    pos = _zero_length(first, 2)
+    res = run(
+        "transactions", "describe-producers", "--topic", "t", "--partition", "0", "--log-dir", copy, "--json"
+    )
+    assert res.exit_code == 1, res.output
+    assert damage_lines(res) == [
+        f"kafkatool: error: {first}: entry size 5 is smaller than the minimum 14 (at byte {pos}): "
+        "the producer state is rebuilt from the batches before it"
+    ]
