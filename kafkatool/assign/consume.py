@@ -90,8 +90,8 @@ def fetched_records(
 
     ``check_crcs`` (the consumer's check.crcs): a batch whose CRC does not match raises
     CorruptFetch with the records before it, as Kafka's CompletedFetch checks each batch as it
-    reaches it (those below the fetch offset too) and an uncompressed legacy message at or past
-    it (a compressed wrapper's inner messages are not checked here)."""
+    reaches it (those below the fetch offset too), and a legacy message at or past it, a
+    compressed wrapper's inner messages each (the records before it are handed out)."""
     txn = TxnMetadata()
     if read_committed and aborted:
         txn.add_aborted(list(aborted))
@@ -104,21 +104,21 @@ def fetched_records(
         )
     for batch in batches:
         magic2 = batch.magic >= 2
-        # a legacy message's own CRC (an uncompressed one is the record Kafka checks; a compressed
-        # wrapper's is not checked there, its inner messages are)
-        if check_crcs and (magic2 or (batch.last_offset >= fetch_offset and batch.codec == 0)):
+        if check_crcs and magic2:  # maybeEnsureValid(RecordBatch): v2 batches only
             try:
                 batch.ensure_checksum()
             except CorruptRecordError:
-                what = f"Record batch for partition {topic}-{partition} at offset {batch.base_offset}"
-                if not magic2:
-                    what = f"Record for partition {topic}-{partition} at offset {batch.last_offset}"
                 raise CorruptFetch(
-                    f"{what} is invalid, cause: Record is corrupt (stored crc = {batch.crc}, "
-                    f"computed crc = {batch.compute_crc()})",
+                    f"Record batch for partition {topic}-{partition} at offset {batch.base_offset} is "
+                    f"invalid, cause: Record is corrupt (stored crc = {batch.crc}, computed crc = "
+                    f"{batch.compute_crc()})",
                     out,
                     next_offset,
                 ) from None
+        # maybeEnsureValid(Record): a legacy message's own CRC, record by record from the fetch
+        # offset (a plain message, or a wrapper's inner ones: the wrapper's CRC is not checked),
+        # before its key and value are read (lenient: one Kafka cannot read is raised after)
+        legacy_check = check_crcs and not magic2
         if batch.last_offset < fetch_offset:
             continue
         if read_committed and magic2 and batch.has_producer_id:
@@ -132,9 +132,19 @@ def fetched_records(
             continue
         batch_type = batch.timestamp_type if magic2 else None
         try:
-            for r in batch.records():
+            for r in batch.records(lenient=True) if legacy_check else batch.records():
                 if r.offset < fetch_offset:
                     continue
+                if legacy_check:
+                    if r.crc != r.computed_crc:
+                        raise CorruptFetch(
+                            f"Record for partition {topic}-{partition} at offset {r.offset} is invalid, "
+                            f"cause: Record is corrupt (stored crc = {r.crc}, computed crc = {r.computed_crc})",
+                            out,
+                            r.offset,
+                        )
+                    if type(r) is R.UnreadableRecord:
+                        raise r.error
                 out.append(
                     ConsumerRecord(
                         topic,

@@ -92,7 +92,7 @@ CONSUMER_PROPERTY_HELP = (
     "metadata.max.age.ms (300000), partition.assignment.strategy (must name range), "
     "exclude.internal.topics (true), allow.auto.create.topics (true: a --topic's Metadata asks the broker "
     "to create it), retry.backoff.ms (100), retry.backoff.max.ms (1000), fetch.max.bytes (52428800), "
-    "max.partition.fetch.bytes (1048576), check.crcs (true: a fetched batch whose CRC does not match "
+    "max.partition.fetch.bytes (1048576), check.crcs (true: a fetched batch or legacy message whose CRC does not match "
     "ends the command after the records before it, exit 2, as Kafka's consumer ends "
     "ConsoleConsumer); security.protocol, ssl.*, sasl.* as in --command-config. "
     "Kafka's other fetch, socket and metrics configs are taken without effect; a name Kafka's consumer does not "
