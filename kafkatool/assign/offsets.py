@@ -313,6 +313,7 @@ def get_offsets_offline(
     read as it stands). The last fetchable offset is the log end offset, as ListOffsets answers
     a request without an isolation level (a replica's): the dir holds no live high watermark,
     its checkpoint lags the broker's by up to replica.high.watermark.checkpoint.interval.ms."""
+    from kafkatool.broker.handlers.offsets import offset_by_spec
     from kafkatool.log.manager import LogManager
     from kafkatool.log.topic_settings import INTERNAL_TOPIC_CONFIGS
 
@@ -321,10 +322,11 @@ def get_offsets_offline(
         for (t, p), lg in sorted(mgr.logs.items()):
             if (exclude_internal and t in INTERNAL_TOPIC_CONFIGS) or not flt.partition_allowed(t, p):
                 continue
-            try:
-                found = lg.list_offset(spec, lg.log_end_offset)
-            except ValueError:  # the broker's answer to a timestamp that names no offset
-                out[(t, p)] = PartitionAnswer(error_code=ErrorCode.INVALID_REQUEST)
+            found, code, damage = offset_by_spec(lg, spec, lg.log_end_offset)
+            if code:  # damaged data: the codec's error names the file and the byte
+                out[(t, p)] = PartitionAnswer(
+                    error_code=code, message=None if damage is None else str(damage)
+                )
                 continue
             out[(t, p)] = PartitionAnswer(found[1], found[0]) if found is not None else PartitionAnswer()
     return out

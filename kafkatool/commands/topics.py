@@ -348,7 +348,8 @@ GET_OFFSETS_HELP = (
     "partition with no leader at all (every replica down) is reported as LEADER_NOT_AVAILABLE after 5 "
     "tries (Kafka's admin client waits the timeout, then reports a TimeoutException). With --log-dir the same answers "
     "come from a log dir or a "
-    "backup, read-only, by the broker's own ListOffsets rule."
+    "backup, read-only, by the broker's own ListOffsets rule (a partition whose data is damaged where "
+    "the lookup reads is answered as the broker answers it, CORRUPT_MESSAGE, the file and byte named)."
 )
 GET_OFFSETS_TIME_HELP = (
     "Which offset: -1 or latest (the high watermark), -2 or earliest (the log start offset), -3 or "

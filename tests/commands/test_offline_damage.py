@@ -234,3 +234,25 @@ def test_a_producer_state_replay_names_the_damaged_segment(copy):
         f"kafkatool: error: {first}: entry size 5 is smaller than the minimum 14 (at byte {pos}): "
         "the producer state is rebuilt from the batches before it"
     ]
+
+
+def test_get_offsets_by_time_answers_the_damaged_partition_with_the_brokers_error(copy):
+    """`topics get-offsets --time T --log-dir` over damage: the partition is answered as serve's
+    ListOffsets answers it (one rule, handlers/offsets.offset_by_spec: CORRUPT_MESSAGE), the line
+    names the file and the byte, the exit status is 1 and the other partitions are answered.
+    Until session 26 the command stopped at the damage with exit 2 and answered nothing."""
+    first = _segments(copy, "t-0")[0]
+    bs = _batches(first)
+    k = next(i for i in range(2, len(bs)) if bs[i - 1].max_timestamp < bs[i].max_timestamp)
+    pos = _zero_length(first, k)
+    at = str(bs[k - 1].max_timestamp + 1)  # every batch before the damaged one is older
+    res = run("topics", "get-offsets", "--log-dir", copy, "--time", at)
+    assert res.exit_code == 1, res.output
+    assert damage_lines(res)[0] == (
+        "kafkatool: error: Skip getting offsets for topic-partition t-0 due to error: CORRUPT_MESSAGE: entry "
+        f"size 5 is smaller than the minimum 14 in {first} (at byte {pos})"
+    )
+    assert "t:0:" not in res.stdout and res.stdout.strip()  # the internal topics are answered
+    # a time before the damage is answered as before
+    res = run("topics", "get-offsets", "--log-dir", copy, "--topic", "t", "--time", str(bs[0].max_timestamp))
+    assert res.exit_code == 0 and res.stdout.strip() == f"t:0:{bs[0].base_offset}"

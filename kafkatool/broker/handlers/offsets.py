@@ -35,6 +35,22 @@ log = logging.getLogger("kafkatool.broker")
 CONSUMER_REPLICA_ID = -1
 
 
+def offset_by_spec(lg, spec: int, upper: int) -> tuple[tuple[int, int, int] | None, int, FormatError | None]:
+    """One partition's ListOffsets lookup by the broker's rule, for serve and for the offline
+    reader of a log dir (``topics get-offsets --log-dir``): (timestamp, offset, leader epoch)
+    or None, then an error code and, for damaged data, the codec's error.  A negative
+    timestamp that names no offset is INVALID_REQUEST; damaged stored data (a time or offset
+    index entry into a batch, a batch that does not parse) is KafkaApis' "Error while
+    responding to offset request" with the partition's Errors.forException (read_error_code).
+    An OSError goes to the caller (serve takes the log dir offline: KAFKA_STORAGE_ERROR)."""
+    try:
+        return lg.list_offset(spec, upper), 0, None
+    except ValueError:
+        return None, ErrorCode.INVALID_REQUEST, None
+    except FormatError as exc:
+        return None, read_error_code(exc), exc
+
+
 def check_leader_epoch(t, partition: int, requested: int) -> int:
     if requested < 0:
         return 0
@@ -98,22 +114,20 @@ def handle_list_offsets(ctx, req):
             # reading the time index or the segment takes the log dir offline and the
             # partition answers KAFKA_STORAGE_ERROR (ReplicaManager.fetchOffset)
             try:
-                found = lg.list_offset(ts, upper)
-            except ValueError:  # a negative timestamp that names no offset
-                pr.error_code = ErrorCode.INVALID_REQUEST
-                continue
+                found, code, damage = offset_by_spec(lg, ts, upper)
             except OSError as exc:
                 broker.report_log_error(lg, "fetching offset by timestamp for", exc)
                 pr.error_code = ErrorCode.KAFKA_STORAGE_ERROR
                 continue
-            except FormatError as exc:
-                # damaged stored data (a time or offset index entry pointing into a batch, a
-                # corrupt batch): KafkaApis' "Error while responding to offset request" and
-                # the partition's Errors.forException
+            if damage is not None:
                 log.error(
-                    "Error while responding to offset request for %s-%d: %s", rt.name, rp.partition_index, exc
+                    "Error while responding to offset request for %s-%d: %s",
+                    rt.name,
+                    rp.partition_index,
+                    damage,
                 )
-                pr.error_code = read_error_code(exc)
+            if code:
+                pr.error_code = code
                 continue
             stamp, offset, epoch = found if found is not None else (-1, -1, -1)
             lookup_missed = found is None and (ts >= 0 or ts == MAX_TIMESTAMP)
