@@ -20,11 +20,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from time import perf_counter
 
+from kafkatool.broker.error_response import detached, error_response
 from kafkatool.broker.handlers.fetch import fetch_replica_id
 from kafkatool.broker.network import CloseConnection, FinalResponse, RequestFailed
 from kafkatool.broker.processes import LOCAL_APIS
 from kafkatool.formats.schema import Message, SchemaDecodeError, UnsupportedVersionError, in_range
 from kafkatool.protocol.apis import API_BY_KEY, API_VERSIONS_KEY
+from kafkatool.protocol.errors import ErrorCode
 from kafkatool.protocol.framing import (
     RequestHeader,
     UnsupportedRequestError,
@@ -151,15 +153,7 @@ class Router:
             except RequestFailed as exc:
                 result = exc.answer(body)  # KafkaApis.handleError: the request as it came
             except Exception as exc:
-                log.exception(
-                    "handler failed api=%s version=%d", API_BY_KEY[header.api_key].name, header.api_version
-                )
-                # the unexpected failure Kafka's Failed{Produce,Fetch}RequestsPerSec count
-                if header.api_key == 0:
-                    self.broker.metrics.topics.all.failed_produce += 1
-                elif header.api_key == 1:
-                    self.broker.metrics.topics.all.failed_fetch += 1
-                raise CloseConnection(f"internal error handling the request: {exc}") from None
+                result = self._failed(conn, header, body, exc)
             if ctx.quota is not None:
                 if inspect.isawaitable(result):
                     timed = False  # recorded by _finish once the answer is done
@@ -171,7 +165,8 @@ class Router:
                 return self._encode(header, result)
             if inspect.isawaitable(result):
                 timed = False
-                return asyncio.ensure_future(self._finish(header, result, started, follower))
+                request = detached(header.api_key, body)
+                return asyncio.ensure_future(self._finish(conn, header, request, result, started, follower))
             return self._encode(header, result)
         finally:
             if timed:
@@ -191,15 +186,50 @@ class Router:
         if inspect.isawaitable(result):
             q = ctx.quota
             q.thread_ns = time.perf_counter_ns() - q.start_ns  # the loop's time, not the wait
+            request = detached(header.api_key, body)
+            conn = ctx.connection
 
             async def finish():
-                answer = await result
+                try:
+                    answer = await result
+                except (asyncio.CancelledError, CloseConnection):
+                    raise
+                except RequestFailed as exc:
+                    answer = exc.answer(request)
+                except Exception as exc:
+                    answer = self._failed(conn, header, request, exc)
                 if answer is None or isinstance(answer, Message):
-                    quotas.finish(ctx, body, answer)
+                    quotas.finish(ctx, request, answer)
                 return answer
 
-            return asyncio.ensure_future(self._finish(header, finish(), started, follower))
+            return asyncio.ensure_future(self._finish(conn, header, request, finish(), started, follower))
         return self._encode(header, result)
+
+    def _failed(self, conn, header: RequestHeader, request, exc: Exception):
+        """A handler's unexpected exception (an internal bug), answered as KafkaApis.handle's
+        catch does: "Unexpected error handling request" at ERROR with the stack trace, then
+        RequestHandlerHelper.handleError's answer, the API's error response with
+        UNKNOWN_SERVER_ERROR (AbstractRequest.getErrorResponse: error_response.py), the
+        connection left open.  Where Kafka has no answer (a Produce with acks=0) the connection
+        is closed (RequestChannel.closeConnection): CloseConnection."""
+        name = API_BY_KEY[header.api_key].name
+        log.error(
+            "handler failed: Unexpected error handling request %s v%d correlation_id=%d client_id=%s from %s",
+            name, header.api_version, header.correlation_id, header.client_id, getattr(conn, "peer", None),
+            exc_info=exc,
+        )  # fmt: skip
+        # the unexpected failure Kafka's Failed{Produce,Fetch}RequestsPerSec count
+        if header.api_key == 0:
+            self.broker.metrics.topics.all.failed_produce += 1
+        elif header.api_key == 1:
+            self.broker.metrics.topics.all.failed_fetch += 1
+        try:
+            return error_response(header, request, ErrorCode.UNKNOWN_SERVER_ERROR)
+        except CloseConnection:
+            raise
+        except Exception:
+            log.exception("no error response for %s v%d", name, header.api_version)
+            raise CloseConnection(f"internal error handling the request: {exc}") from None
 
     def _refuse(self, conn, header: RequestHeader | None, exc: CloseConnection):
         """Authentication failed: Kafka's one log line, the error answer after the failure delay, close."""
@@ -215,22 +245,22 @@ class Router:
 
         return asyncio.ensure_future(answer_then_close())
 
-    async def _finish(self, header: RequestHeader, awaitable, started: float, follower: bool):
+    async def _finish(self, conn, header: RequestHeader, request, awaitable, started: float, follower: bool):
         """An answer that waited (a long poll, acks=all, a KIP-890 verification); a
-        CloseConnection goes on to the connection's writer (one line, then closed).  The
-        request itself is not held here (acks=all waits long after its records were appended:
-        see produce._append_all), so a handler whose waiting part can fail the whole request
-        answers RequestFailed itself (fetch's long poll)."""
+        CloseConnection goes on to the connection's writer (one line, then closed).  A failure
+        while it waits is answered as a failure of the handler's call is (:meth:`_failed`),
+        from ``request``: error_response.detached's, which holds no records (acks=all waits
+        long after its records were appended: see produce._append_all)."""
         try:
-            result = await awaitable
+            try:
+                result = await awaitable
+            except (asyncio.CancelledError, CloseConnection):
+                raise
+            except RequestFailed as exc:
+                result = exc.answer(request)
+            except Exception as exc:
+                result = self._failed(conn, header, request, exc)
             return None if result is None else self._encode(header, result)
-        except (asyncio.CancelledError, CloseConnection):
-            raise
-        except Exception:
-            log.exception(
-                "handler failed api=%s version=%d", API_BY_KEY[header.api_key].name, header.api_version
-            )
-            raise
         finally:
             self.broker.metrics.requests.record(header.api_key, header.api_version, started, follower)
 

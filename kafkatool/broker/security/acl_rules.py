@@ -13,7 +13,8 @@ Fetch puts its READ check on the request context (``ctx.acl_may_read``): the han
 which topics it reads (a fetch session's), and its response is spliced from file slices, so
 it fills TOPIC_AUTHORIZATION_FAILED in place.
 An API not listed here is refused to everyone but the super users (CLUSTER_AUTHORIZATION_FAILED
-closes nothing: the API's answer is built by the generic error filler below).
+closes nothing: the API's answer is its getErrorResponse, broker/error_response.py, as the
+router's answer to a handler's unexpected exception).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import copy
 import inspect
 import logging
 
-from kafkatool.broker.network import RequestFailed
+from kafkatool.broker.error_response import error_response, fill_errors
 from kafkatool.broker.security import acl as A
 from kafkatool.protocol.errors import ErrorCode as E
 
@@ -52,21 +53,6 @@ def _then(result, after):
 
         return finish()
     return after(result)
-
-
-def fill_errors(msg, code: int) -> None:
-    """Set every error_code in a response to ``code`` (and drop error messages), recursively."""
-    for f in msg._FIELDS:
-        v = getattr(msg, f.attr)
-        if f.attr.endswith("error_code"):
-            setattr(msg, f.attr, int(code))
-        elif f.attr.endswith("error_message"):
-            setattr(msg, f.attr, None)
-        elif f.kind == "array" and f.cls is not None and v:
-            for e in v:
-                fill_errors(e, code)
-        elif f.kind == "struct" and v is not None:
-            fill_errors(v, code)
 
 
 # ----------------------------------------------------------------------------- topic splitting
@@ -176,14 +162,10 @@ def _produce(ctx, req, handler):
     if not denied:
         return handler(ctx, req)
     req.topic_data = kept
-    try:
-        result = handler(ctx, req) if kept else None
-    except RequestFailed:
-        # thrown out of KafkaApis.handleProduceRequest after authorization (an authorized
-        # partition's unknown codec bits below v7): handleError answers every partition of the
-        # request, the denied ones too
-        req.topic_data = whole
-        raise
+    # a failure thrown out of the handler (RequestFailed: an authorized partition's unknown
+    # codec bits below v7; an unexpected exception) is answered for every partition of the
+    # request, the denied ones too: install's wrapper puts the request back whole
+    result = handler(ctx, req) if kept else None
     if req.acks == 0:
         # the allowed partitions are appended first (Kafka answers for all of them at once); a
         # failure among them closes the connection in the handler already
@@ -331,53 +313,8 @@ def _txn_whole(op: int):
 
 
 def _error_response(ctx, req, handler, code: int):
-    """The API's answer with ``code`` everywhere (Kafka's AbstractRequest.getErrorResponse): the
-    response mirrors the request, one result per requested item (topic, partition, group,
-    transaction, ACL creation or filter ...), every error field set."""
-    from kafkatool.protocol.apis import API_BY_KEY
-
-    resp = _mirror(req, API_BY_KEY[ctx.header.api_key].response)
-    fill_errors(resp, code)
-    return resp
-
-
-_PARTITION_KEYS = ("partition_index", "partition_id", "partition", "index")
-
-
-def _mirror(src, cls):
-    out = cls()
-    arrays = [f for f in src._FIELDS if f.kind == "array"]
-    for f in cls._FIELDS:
-        if f.kind == "array" and f.cls is not None:
-            same = next((a for a in arrays if a.attr == f.attr), None)
-            structs = [a for a in arrays if a.cls is not None]
-            ints = [a for a in arrays if a.cls is None]
-            if same is not None and same.cls is not None:
-                items = [_mirror(x, f.cls) for x in getattr(src, same.attr) or []]
-            elif (
-                same is None
-                and len(structs) == 1
-                and len([g for g in cls._FIELDS if g.kind == "array" and g.cls is not None]) == 1
-            ):
-                items = [_mirror(x, f.cls) for x in getattr(src, structs[0].attr) or []]
-            elif ints and any(k in {g.attr for g in f.cls._FIELDS} for k in _PARTITION_KEYS):
-                key = next(k for k in _PARTITION_KEYS if k in {g.attr for g in f.cls._FIELDS})
-                items = []
-                for p in getattr(src, ints[0].attr) or []:
-                    e = f.cls()
-                    setattr(e, key, p)
-                    items.append(e)
-            else:
-                items = []
-            setattr(out, f.attr, items)
-        elif (
-            f.kind != "array"
-            and f.kind != "struct"
-            and hasattr(src, f.attr)
-            and not f.attr.endswith("error_code")
-        ):
-            setattr(out, f.attr, getattr(src, f.attr))
-    return out
+    """The API's answer with ``code`` (AbstractRequest.getErrorResponse); the handler never runs."""
+    return error_response(ctx.header, req, code)
 
 
 def _offset_commit(ctx, req, handler):
@@ -1061,14 +998,29 @@ RULES[2] = _list_offsets
 
 
 def install(router) -> None:
-    """Wrap every registered handler with its rule (the broker has an authorizer)."""
+    """Wrap every registered handler with its rule (the broker has an authorizer).
+
+    A rule narrows the request to what the principal may touch by replacing its top-level
+    lists; when the handler then throws, the lists are put back before the exception goes on
+    to the router, whose answer (RequestFailed's, or the error response to an unexpected
+    exception) is the request's as the client sent it: Kafka authorizes inside the handler
+    and RequestHandlerHelper.handleError answers request.body, which authorization left whole."""
+    from kafkatool.protocol.apis import API_BY_KEY
+
     for key, route in router.routes.items():
         if key in UNCHECKED:
             continue
         rule = RULES.get(key, _cluster_whole(A.ALTER))
         original = route.handler
+        lists = tuple(f.attr for f in API_BY_KEY[key].request._FIELDS if f.kind == "array")
 
-        def wrapped(ctx, req, _rule=rule, _original=original):
-            return _rule(ctx, req, _original)
+        def wrapped(ctx, req, _rule=rule, _original=original, _lists=lists):
+            whole = [getattr(req, a) for a in _lists]
+            try:
+                return _rule(ctx, req, _original)
+            except Exception:
+                for a, v in zip(_lists, whole, strict=True):
+                    setattr(req, a, v)
+                raise
 
         route.handler = wrapped
