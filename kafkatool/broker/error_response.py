@@ -21,13 +21,8 @@ from __future__ import annotations
 from kafkatool.formats.schema import Message
 from kafkatool.protocol.apis import API_BY_KEY
 from kafkatool.protocol.errors import default_message
-from kafkatool.protocol.generated.produce_request import (
-    PartitionProduceData,
-    ProduceRequest,
-    TopicProduceData,
-)
 
-__all__ = ["detached", "error_response", "fill_errors", "mirror"]
+__all__ = ["error_response", "fill_errors", "mirror"]
 
 
 def error_response(header, request, code: int) -> Message:
@@ -41,22 +36,6 @@ def error_response(header, request, code: int) -> Message:
     resp = mirror(request, API_BY_KEY[header.api_key].response)
     fill_errors(resp, code)
     return resp
-
-
-def detached(api_key: int, request):
-    """What :func:`error_response` needs of a request whose answer waits: the request itself,
-    but a Produce without its records (memoryviews of the frame's pooled buffer, which an
-    acks=all wait does not hold: produce._append_all)."""
-    if api_key != 0:
-        return request
-    topics = []
-    for t in request.topic_data:
-        topics.append(
-            TopicProduceData(
-                name=t.name, partition_data=[PartitionProduceData(index=p.index) for p in t.partition_data]
-            )
-        )
-    return ProduceRequest(acks=request.acks, topic_data=topics)
 
 
 def fill_errors(msg, code: int) -> None:

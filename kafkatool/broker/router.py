@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from time import perf_counter
 
-from kafkatool.broker.error_response import detached, error_response
+from kafkatool.broker.error_response import error_response
 from kafkatool.broker.handlers.fetch import fetch_replica_id
 from kafkatool.broker.network import CloseConnection, FinalResponse, RequestFailed
 from kafkatool.broker.processes import LOCAL_APIS
@@ -165,8 +165,7 @@ class Router:
                 return self._encode(header, result)
             if inspect.isawaitable(result):
                 timed = False
-                request = detached(header.api_key, body)
-                return asyncio.ensure_future(self._finish(conn, header, request, result, started, follower))
+                return asyncio.ensure_future(self._finish(conn, header, body, result, started, follower))
             return self._encode(header, result)
         finally:
             if timed:
@@ -186,7 +185,6 @@ class Router:
         if inspect.isawaitable(result):
             q = ctx.quota
             q.thread_ns = time.perf_counter_ns() - q.start_ns  # the loop's time, not the wait
-            request = detached(header.api_key, body)
             conn = ctx.connection
 
             async def finish():
@@ -195,14 +193,14 @@ class Router:
                 except (asyncio.CancelledError, CloseConnection):
                     raise
                 except RequestFailed as exc:
-                    answer = exc.answer(request)
+                    answer = exc.answer(body)
                 except Exception as exc:
-                    answer = self._failed(conn, header, request, exc)
+                    answer = self._failed(conn, header, body, exc)
                 if answer is None or isinstance(answer, Message):
-                    quotas.finish(ctx, request, answer)
+                    quotas.finish(ctx, body, answer)
                 return answer
 
-            return asyncio.ensure_future(self._finish(conn, header, request, finish(), started, follower))
+            return asyncio.ensure_future(self._finish(conn, header, body, finish(), started, follower))
         return self._encode(header, result)
 
     def _failed(self, conn, header: RequestHeader, request, exc: Exception):
@@ -249,8 +247,9 @@ class Router:
         """An answer that waited (a long poll, acks=all, a KIP-890 verification); a
         CloseConnection goes on to the connection's writer (one line, then closed).  A failure
         while it waits is answered as a failure of the handler's call is (:meth:`_failed`),
-        from ``request``: error_response.detached's, which holds no records (acks=all waits
-        long after its records were appended: see produce._append_all)."""
+        from ``request``, the request itself: a Produce's has let go of its records once they
+        were appended (acks=all waits long after: see produce._append_all), so holding it holds
+        no pooled frame buffer."""
         try:
             try:
                 result = await awaitable

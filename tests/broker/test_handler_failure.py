@@ -20,7 +20,7 @@ import uuid
 import pytest
 
 from kafkatool.broker.config import BrokerConfig
-from kafkatool.broker.error_response import detached, error_response
+from kafkatool.broker.error_response import error_response
 from kafkatool.broker.network import CloseConnection
 from kafkatool.broker.router import Router
 from kafkatool.broker.security import acl as A
@@ -335,18 +335,6 @@ def test_produce_answers_every_partition_and_acks_0_has_no_answer():
     assert got == [(0, USE, -1, -1), (1, USE, -1, -1)]
     with pytest.raises(CloseConnection):
         error_response(header_of(0, 9), _produce_request(acks=0), USE)
-
-
-def test_a_waiting_produce_keeps_no_records_for_its_error_response():
-    req = _produce_request(acks=-1)
-    kept = detached(0, req)
-    assert kept is not req and kept.acks == -1
-    assert [(t.name, [(p.index, p.records) for p in t.partition_data]) for t in kept.topic_data] == [
-        ("orders", [(0, None), (1, None)])
-    ]
-    assert answer(0, 9, kept) == answer(0, 9, req)
-    other = G.MetadataRequest(topics=None)
-    assert detached(3, other) is other
 
 
 def test_api_versions_and_sasl_handshake_answer_the_error_alone():

@@ -332,11 +332,14 @@ def _append_all(broker, ctx, req, txn_errors: dict | None):
         parts = []  # a loop, not a list comprehension: a comprehension is a call of its own
         for p in td.partition_data:
             parts.append(_append_partition(broker, ctx, td.name, p.index, p.records, acks, waits, txn_errors))
+            # appended: the request (which the router keeps for an error answer while the
+            # answer waits) lets go of its records, memoryviews of the frame's pooled buffer
+            # (network.FrameBuffers), which goes back to the pool now, not when the followers
+            # have the data
+            p.records = None
         out.append(TopicProduceResponse(name=td.name, partition_responses=parts))
     if waits:
-        # the wait refers to nothing of the request: its records are memoryviews of the
-        # frame's pooled buffer (network.FrameBuffers), which goes back to the pool now,
-        # not when the followers have the data
+        # the wait refers to nothing of the request (see above)
         timeout_ms = req.timeout_ms
 
         async def replicated():
