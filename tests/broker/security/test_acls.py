@@ -573,3 +573,32 @@ def test_unknown_codec_bits_below_v7_answer_every_partition_even_those_not_writa
         assert produce(bytes(bad), good, 7) == [("orders", 1, -1), ("secret", 0, 29)]
     finally:
         conn.close()
+
+
+def test_client_quota_apis_refused_as_kafkas_get_error_response(secured):
+    """KafkaApis: DescribeClientQuotas needs DESCRIBE_CONFIGS on the cluster, AlterClientQuotas
+    ALTER_CONFIGS; refused, each answers its request's getErrorResponse (broker/error_response):
+    DescribeClientQuotas the error, no entries and no message (ApiError.fromThrowable leaves a
+    generic message out), AlterClientQuotas each entry with Errors.message().  The ACL rules had
+    builders of their own until session 26 (DescribeClientQuotas sent the message)."""
+    from kafkatool.assign.kafka_client import Connection
+    from kafkatool.protocol.generated import AlterClientQuotasRequest, DescribeClientQuotasRequest
+    from kafkatool.protocol.generated import alter_client_quotas_request as AQ
+
+    _, _, sasl, _ = secured
+    conn = Connection("127.0.0.1", sasl, timeout=10, security=_alice())
+    try:
+        d = conn.request(48, DescribeClientQuotasRequest(components=[], strict=False), version=1)
+        entity = [AQ.EntityData(entity_type="user", entity_name="bob")]
+        ops = [AQ.OpData(key="producer_byte_rate", value=1024.0, remove=False)]
+        a = conn.request(
+            49,
+            AlterClientQuotasRequest(entries=[AQ.EntryData(entity=entity, ops=ops)], validate_only=True),
+            version=1,
+        )
+    finally:
+        conn.close()
+    assert (d.error_code, d.error_message, d.entries) == (31, None, None)
+    assert [
+        (e.error_code, e.error_message, [(x.entity_type, x.entity_name) for x in e.entity]) for e in a.entries
+    ] == [(31, "Cluster authorization failed.", [("user", "bob")])]
