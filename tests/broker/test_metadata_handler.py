@@ -111,3 +111,36 @@ def test_collector_held_off_by_the_caller_stays_off(broker):
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def request_topics(broker, version: int, *topics):
+    """A Metadata request naming ``topics`` ((name, topic id) pairs), as a client reads the answer."""
+    from kafkatool.protocol.generated.metadata_request import MetadataRequestTopic
+
+    req = G.MetadataRequest(
+        topics=[MetadataRequestTopic(name=n, topic_id=i) for n, i in topics], allow_auto_topic_creation=False
+    )
+    frame = encode_request(3, version, 1, "test", req)[4:]
+    return parse_response(broker.router.dispatch(DispatchConn(), bytearray(frame))[4:], 3, version)[1]
+
+
+@pytest.mark.parametrize("version", [10, 11])
+def test_a_topic_id_or_a_null_name_before_v12_is_invalid_request(broker, version):
+    """KafkaApis.handleTopicMetadataRequest refuses a null name or a topic id below v12
+    (InvalidRequestException): MetadataRequest.getErrorResponse, every topic INVALID_REQUEST
+    with its id and its name ("" for null).  The handler answered a null name the response
+    cannot carry before v12, and the answer failed to encode (the connection was closed)."""
+    import uuid
+
+    tid = uuid.UUID(bytes=broker.topic("t001").topic_id.raw)
+    zero = uuid.UUID(int=0)
+    for topics in ([(None, tid)], [("t002", zero), ("t001", tid)], [(None, zero)]):
+        resp = request_topics(broker, version, *topics)
+        assert [(t.name, t.topic_id, t.error_code, t.partitions) for t in resp.topics] == [
+            (n or "", i, ErrorCode.INVALID_REQUEST, []) for n, i in topics
+        ]
+        assert resp.brokers == []
+    # names alone are answered as ever; from v12 on a topic is found by its id
+    assert [t.error_code for t in request_topics(broker, version, ("t002", zero)).topics] == [0]
+    by_id = request_topics(broker, 12, (None, tid)).topics
+    assert [(t.name, t.error_code) for t in by_id] == [("t001", 0)]
