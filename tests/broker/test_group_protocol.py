@@ -299,6 +299,57 @@ def test_offset_commit_and_fetch_versions(c):
     assert f.groups[0].topics == []
 
 
+@pytest.mark.parametrize("version", [2, 3, 4])
+def test_a_retention_time_past_long_max_wraps_as_kafka_adds_it(c, b, version):
+    """OffsetCommit v2-v4's retention time: GroupCoordinatorAdapter.commitOffsets takes the
+    expire timestamp as currentTimeMs + retentionTimeMs in a Java long, which wraps; the
+    commit is stored (OffsetCommitValue v1 with that timestamp) and answered.  The sum did not
+    fit the record's int64 and the handler failed (the connection was closed)."""
+    from kafkatool.formats import internal_topics as IT
+    from kafkatool.formats import records as R
+
+    create_topic(c, f"wrap-{version}", 1)
+    group = f"wrap-retention-{version}"
+    before = int(time.time() * 1000)
+    req = G.OffsetCommitRequest(
+        group_id=group,
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        retention_time_ms=2**63 - 1,
+        topics=[
+            OffsetCommitRequestTopic(
+                name=f"wrap-{version}",
+                partitions=[OffsetCommitRequestPartition(partition_index=0, committed_offset=7)],
+            )
+        ],
+    )
+    r = c.request(8, version, req)
+    assert [p.error_code for t in r.topics for p in t.partitions] == [0]
+    after = int(time.time() * 1000)
+    f = c.request(
+        9,
+        3,
+        G.OffsetFetchRequest(
+            group_id=group, topics=[OffsetFetchRequestTopic(name=f"wrap-{version}", partition_indexes=[0])]
+        ),
+    )
+    assert f.topics[0].partitions[0].committed_offset == 7
+    seg = (
+        b.data_dir
+        / f"__consumer_offsets-{partition_for(group, OFFSETS_PARTITIONS)}"
+        / "00000000000000000000.log"
+    )
+    stored = [
+        IT.read_offsets_value(1, rec.value)
+        for batch in R.iter_batches(seg.read_bytes())
+        for rec in batch.records()
+        if rec.key is not None and group.encode() in bytes(rec.key)
+    ]
+    assert [v for v, _ in stored] == [1]
+    expire = stored[0][1].expire_timestamp
+    assert before + 2**63 - 1 - 2**64 <= expire <= after + 2**63 - 1 - 2**64
+
+
 def test_commit_lands_in_the_hashed_partition(c, b):
     create_topic(c, "otopic2", 1)
     r = commit(c, 8, "hashed-group", {("otopic2", 0): 5})

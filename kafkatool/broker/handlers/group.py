@@ -316,6 +316,10 @@ def handle_offset_commit(ctx, req):
     broker = ctx.broker
     now = int(time.time() * 1000)
     retention = req.retention_time_ms if 2 <= v <= 4 else DEFAULT_RETENTION_TIME
+    # GroupCoordinatorAdapter.commitOffsets: the expire timestamp is currentTimeMs +
+    # retentionTimeMs in a Java long, which wraps (a retention near Long.MAX_VALUE expires at
+    # a negative time, i.e. at the next expiration check); the sum must fit OffsetCommitValue v1
+    expire = None if retention == DEFAULT_RETENTION_TIME else (now + retention + 2**63) % 2**64 - 2**63
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
     unknown: dict[tuple[str, int], int] = {}
     order: list[tuple[str, int]] = []
@@ -333,7 +337,7 @@ def handle_offset_commit(ctx, req):
                 leader_epoch=p.committed_leader_epoch if v >= 6 else NO_LEADER_EPOCH,
                 metadata=p.committed_metadata if p.committed_metadata is not None else "",
                 commit_timestamp=now if ts == DEFAULT_TIMESTAMP else ts,
-                expire_timestamp=None if retention == DEFAULT_RETENTION_TIME else now + retention,
+                expire_timestamp=expire,
             )
     errors = dict(unknown)
     if offsets:
