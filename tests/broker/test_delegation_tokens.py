@@ -331,6 +331,42 @@ def test_owner_and_describe_acls(broker):
     assert mixed.exit_code == 2 and 'Option "[describe]" can\'t be used with option "[hmac]"' in mixed.output
 
 
+def test_an_owner_name_without_a_type_is_kafkas_unknown_server_error(broker):
+    """CreateDelegationToken v3 with an owner name and a null owner type: KafkaApis builds the
+    owner as new KafkaPrincipal(null, name), whose constructor throws (NullPointerException),
+    so handleError answers CreateDelegationTokenRequest.getErrorResponse: UNKNOWN_SERVER_ERROR,
+    owner and requester ANONYMOUS, and no token is made; on PLAINTEXT as on a SASL login.  The
+    handler answered the null type, which the response cannot carry (the connection was
+    closed)."""
+    from kafkatool.broker.security.client import ClientSecurity
+    from kafkatool.protocol import generated as G
+    from tests.broker.wire import WireClient
+
+    b = broker
+    before = set(described(b, "alice"))
+    req = G.CreateDelegationTokenRequest(
+        owner_principal_type=None, owner_principal_name="alice", renewers=[], max_lifetime_ms=-1
+    )
+    with WireClient(b.bootstrap) as plain, WireClient(b.sasl) as alice:
+        steps = ClientSecurity.from_file(b.props["alice"]).sasl_exchange()
+        api_key, version, body = next(steps)
+        try:
+            while True:
+                api_key, version, body = steps.send(alice.request(api_key, version, body))
+        except StopIteration:
+            pass
+        for w in (plain, alice):
+            r = w.request(38, 3, req)
+            assert (r.error_code, r.principal_type, r.principal_name) == (-1, "User", "ANONYMOUS")
+            assert (r.token_requester_principal_type, r.token_requester_principal_name) == (
+                "User",
+                "ANONYMOUS",
+            )
+            assert (r.token_id, r.hmac, r.issue_timestamp_ms, r.max_timestamp_ms) == ("", b"", -1, -1)
+            assert w.api_versions().error_code == 0  # the connection stays
+    assert set(described(b, "alice")) == before
+
+
 def test_disabled_without_a_key(tmp_path):
     plain, sasl = free_port(), free_port()
     opts = [

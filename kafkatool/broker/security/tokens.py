@@ -331,6 +331,13 @@ def handle_create(ctx, req):
             throttle_time_ms=0,
         )
 
+    if otype is None:
+        # a v3 owner name with a null type: KafkaApis.handleCreateTokenRequest builds the owner
+        # first, and KafkaPrincipal's constructor refuses a null type (NullPointerException), so
+        # handleError answers CreateDelegationTokenRequest.getErrorResponse: UNKNOWN_SERVER_ERROR
+        # with ANONYMOUS as owner and requester; no token is made
+        otype, oname = rtype, rname = USER_TYPE, "ANONYMOUS"
+        return answer(E.UNKNOWN_SERVER_ERROR)
     if not allow_token_requests(ctx):
         return answer(E.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED)
     if owner != requester and not _authorize(ctx, A.OP["CREATE_TOKENS"], A.USER, owner):
