@@ -151,6 +151,8 @@ class SaslSession:
         self.server = None
         self.expiry: float | None = None
         self.reauthenticating = False
+        #: when the last re-authentication began (monotonic seconds)
+        self.reauth_started: float | None = None
         self.principal: str | None = None
 
     @property
@@ -166,7 +168,7 @@ class SaslSession:
         """None: let the request through; else the response message for this SASL request."""
         key = header.api_key
         if self.state == "done":
-            if key == SASL_HANDSHAKE and header.api_version >= 1:
+            if key == SASL_HANDSHAKE and header.api_version >= 1 and self._may_reauthenticate():
                 self.reauthenticating = True
                 return self._handshake(header, body)
             if self.expiry is not None and time.monotonic() > self.expiry and not self.reauthenticating:
@@ -187,6 +189,20 @@ class SaslSession:
                 return None
             self._unexpected(header, "authentication")
         raise CloseConnection(f"unexpected request in SASL state {self.state}")
+
+    def _may_reauthenticate(self) -> bool:
+        """KafkaChannel.maybeBeginServerReauthentication: a SaslHandshake after authentication
+        begins a re-authentication (KIP-368) only when the session has an expiration
+        (connections.max.reauth.ms, a token's lifetime) and none began in the last second;
+        else it is an ordinary request, which KafkaApis answers ILLEGAL_SASL_STATE
+        (:func:`handle_sasl_handshake`), the connection left as it is."""
+        if self.expiry is None:
+            return False
+        now = time.monotonic()
+        if self.reauth_started is not None and now - self.reauth_started < 1.0:
+            return False
+        self.reauth_started = now
+        return True
 
     def _unexpected(self, header, phase: str):
         from kafkatool.protocol.apis import API_BY_KEY

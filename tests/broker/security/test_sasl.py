@@ -237,6 +237,50 @@ def test_wire_handshake_v0_raw_tokens_v1_lifetime_and_state_rules(secured):
         assert c.request(17, 1, H.SaslHandshakeRequest(mechanism="PLAIN")).error_code == 34
 
 
+def _plain_login(c, user="alice", pw="alice-secret"):
+    from kafkatool.protocol.generated import sasl_authenticate_request as A
+    from kafkatool.protocol.generated import sasl_handshake_request as H
+
+    assert c.request(17, 1, H.SaslHandshakeRequest(mechanism="PLAIN")).error_code == 0
+    assert c.request(36, 2, A.SaslAuthenticateRequest(auth_bytes=_plain_token(user, pw))).error_code == 0
+
+
+def test_a_handshake_after_authentication_reauthenticates_only_as_kafka_allows(
+    secured, make_broker, tmp_path
+):
+    """KafkaChannel.maybeBeginServerReauthentication: a SaslHandshake on an authenticated
+    connection begins a re-authentication only when the session expires (here
+    connections.max.reauth.ms) and none began in the last second; otherwise it is an
+    ordinary request, answered ILLEGAL_SASL_STATE by KafkaApis, the connection kept.  A
+    handshake always began one, so a mechanism that is not enabled closed the connection of a
+    session that never expires."""
+    from kafkatool.protocol.generated import sasl_handshake_request as H
+    from kafkatool.protocol.generated.metadata_request import MetadataRequest
+
+    with WireClient(secured.sasl_plaintext) as c:
+        _plain_login(c)
+        _plain_login(c)  # a re-authentication (the session lasts connections.max.reauth.ms)
+        # a second one within the second: an ordinary request
+        assert c.request(17, 1, H.SaslHandshakeRequest(mechanism="SCRAM-SHA-999")).error_code == 34
+        assert c.request(3, 1, MetadataRequest(topics=[])).brokers
+    port = free_port()
+    b = make_broker(
+        tmp_path / "noreauth",
+        port=port,
+        extra=[
+            f"listeners=SASL_PLAINTEXT://127.0.0.1:{port}",  # in place of the PLAINTEXT one
+            "sasl.enabled.mechanisms=PLAIN",
+            f"listener.name.sasl_plaintext.plain.sasl.jaas.config={JAAS}",
+        ],
+    ).start()
+    with WireClient(b.bootstrap) as c:
+        _plain_login(c)
+        for mech in ("SCRAM-SHA-999", "PLAIN"):
+            assert c.request(17, 1, H.SaslHandshakeRequest(mechanism=mech)).error_code == 34
+        assert c.request(3, 1, MetadataRequest(topics=[])).brokers
+    assert "Traceback" not in b.log_text()
+
+
 def test_scram_credential_apis_and_storage(secured):
     from confluent_kafka.admin import AdminClient, ScramMechanism, UserScramCredentialDeletion
 
