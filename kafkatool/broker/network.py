@@ -594,6 +594,24 @@ class Connection:
         if until > self.muted_until:
             self.muted_until = until
             self.frames.mute()
+            # an answer that waited (a JoinGroup, a SyncGroup) is throttled when it is done,
+            # while run() already waits for the next frame of the muted socket and so never
+            # reaches _wait_throttle: the throttle's end unmutes it here too, as Kafka's
+            # ClientQuotaManager.ThrottledChannelReaper ends any throttle
+            # (EndThrottlingResponse), else nothing more was ever read from the connection
+            asyncio.get_running_loop().call_later(ms / 1000.0, self._throttle_over)
+
+    def _throttle_over(self) -> None:
+        """A throttle's time has passed: read again, unless a longer one runs (or the timer
+        came a moment early: then at its end)."""
+        if not self.muted_until:
+            return
+        left = self.muted_until - time.monotonic()
+        if left > 0:
+            asyncio.get_running_loop().call_later(left, self._throttle_over)
+            return
+        self.muted_until = 0.0
+        self.frames.unmute()
 
     async def _wait_throttle(self) -> None:
         delay = self.muted_until - time.monotonic()

@@ -385,6 +385,46 @@ def test_request_percentage_throttles_and_mutes(broker):
         assert time.monotonic() - t0 >= throttle / 1000 * 0.8
 
 
+def test_a_throttled_answer_that_waited_unmutes_the_connection(broker):
+    """A JoinGroup answered after its rebalance is throttled when it is done, while the
+    connection already waits for the next request: the throttle's end must still unmute it
+    (ClientQuotaManager's ThrottledChannelReaper ends every throttle).  It stayed muted for
+    good, so the member's SyncGroup was never read (a consumer group under a request quota
+    could not form)."""
+    from kafkatool.protocol import generated as G
+    from kafkatool.protocol.generated.join_group_request import JoinGroupRequestProtocol
+    from kafkatool.protocol.generated.sync_group_request import SyncGroupRequestAssignment
+
+    res = configs("alter", "--entity-type", "clients", "--entity-name", "held",
+                  "--add-config", "request_percentage=0.00003", "--bootstrap-server", broker.bootstrap)  # fmt: skip
+    assert res.exit_code == 0, res.output
+    with WireClient(broker.bootstrap, client_id="held", timeout=10) as c:
+
+        def join(member_id: str):
+            req = G.JoinGroupRequest(
+                group_id="held-group",
+                session_timeout_ms=30_000,
+                rebalance_timeout_ms=30_000,
+                member_id=member_id,
+                protocol_type="consumer",
+                protocols=[JoinGroupRequestProtocol(name="range", metadata=b"")],
+            )
+            return c.request(11, 5, req)
+
+        j = join(join("").member_id)  # the second waits for its rebalance: an answer that waited
+        assert j.error_code == 0 and j.throttle_time_ms > 0
+        t0 = time.monotonic()
+        sync = G.SyncGroupRequest(
+            group_id="held-group",
+            generation_id=j.generation_id,
+            member_id=j.member_id,
+            assignments=[SyncGroupRequestAssignment(member_id=j.member_id, assignment=b"")],
+        )
+        s = c.request(14, 3, sync)
+        assert s.error_code == 0
+        assert time.monotonic() - t0 >= j.throttle_time_ms / 1000 * 0.8  # read once the throttle passed
+
+
 def test_acks0_produce_mutes_without_closing(broker):
     """Produce acks=0 past producer_byte_rate: no answer, the connection stays open, and the
     next request is read only once the throttle time has passed (Kafka mutes, never closes)."""
