@@ -18,7 +18,7 @@ request class writes ``Errors.message()`` itself.  Produce with acks=0 has no an
 
 from __future__ import annotations
 
-from kafkatool.formats.schema import Message
+from kafkatool.formats.schema import ZERO_UUID, Message
 from kafkatool.protocol.apis import API_BY_KEY
 from kafkatool.protocol.errors import default_message
 
@@ -138,7 +138,11 @@ def _metadata(req, version: int, code: int):
 
     topics = [
         R.MetadataResponseTopic(
-            error_code=code, name=t.name or "", topic_id=t.topic_id, is_internal=False, partitions=[]
+            error_code=code,
+            name=t.name or "",
+            topic_id=ZERO_UUID if t.topic_id is None else t.topic_id,
+            is_internal=False,
+            partitions=[],
         )
         for t in req.topics or ()
     ]

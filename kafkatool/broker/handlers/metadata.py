@@ -182,38 +182,24 @@ def topic_entry(broker, t) -> MetadataResponseTopic:
     )
 
 
-def _ids_before_v12(req, v: int) -> MetadataResponse | None:
-    """KafkaApis.handleTopicMetadataRequest's first check: v10 and v11 carry a topic id and a
-    nullable name, but a null name or a topic id before v12 is refused ("Topic name can not be
-    null" / "Topic IDs are not supported in requests for version N", InvalidRequestException)
-    and handleError answers MetadataRequest.getErrorResponse: every requested topic with
-    INVALID_REQUEST, its id as sent and its name ("" for a null one, which the response cannot
-    carry before v12), no brokers.  None when the request passes."""
+def ids_before_v12(req, v: int) -> bool:
+    """KafkaApis.handleTopicMetadataRequest's first check, made before any authorization: v10
+    and v11 carry a topic id and a nullable name, but a null name or a topic id before v12 is
+    refused ("Topic name can not be null" / "Topic IDs are not supported in requests for
+    version N", InvalidRequestException), and handleError answers
+    MetadataRequest.getErrorResponse with INVALID_REQUEST (broker/error_response)."""
     if v >= 12 or not req.topics:
-        return None
-    if all(t.name is not None and t.topic_id in (None, ZERO_UUID) for t in req.topics):
-        return None
-    return MetadataResponse(
-        throttle_time_ms=0,
-        topics=[
-            MetadataResponseTopic(
-                error_code=ErrorCode.INVALID_REQUEST,
-                name=t.name if t.name is not None else "",
-                topic_id=ZERO_UUID if t.topic_id is None else t.topic_id,
-                is_internal=False,
-                partitions=[],
-            )
-            for t in req.topics
-        ],
-    )
+        return False
+    return not all(t.name is not None and t.topic_id in (None, ZERO_UUID) for t in req.topics)
 
 
 def handle_metadata(ctx, req):
     broker = ctx.broker
     v = ctx.version
-    refused = _ids_before_v12(req, v)
-    if refused is not None:
-        return refused
+    if ids_before_v12(req, v):
+        from kafkatool.broker.error_response import error_response
+
+        return error_response(ctx.header, req, ErrorCode.INVALID_REQUEST)
     topics_out = []
     if req.topics is None or (v == 0 and not req.topics):
         for t in sorted(broker.metadata.topics.values(), key=lambda t: t.name):

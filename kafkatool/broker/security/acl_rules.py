@@ -202,6 +202,10 @@ def _fetch(ctx, req, handler):
 
 
 def _metadata(ctx, req, handler):
+    from kafkatool.broker.handlers.metadata import ids_before_v12
+
+    if ids_before_v12(req, ctx.version):  # refused before any topic is authorized
+        return handler(ctx, req)
     named = req.topics is not None and len(req.topics) > 0
     if named:
         names = [t.name for t in req.topics if t.name]

@@ -602,3 +602,27 @@ def test_client_quota_apis_refused_as_kafkas_get_error_response(secured):
     assert [
         (e.error_code, e.error_message, [(x.entity_type, x.entity_name) for x in e.entity]) for e in a.entries
     ] == [(31, "Cluster authorization failed.", [("user", "bob")])]
+
+
+def test_a_topic_id_before_metadata_v12_is_refused_before_authorization(secured):
+    """KafkaApis.handleTopicMetadataRequest refuses a topic id (or a null name) below v12 before it
+    authorizes anything: every topic INVALID_REQUEST, a topic the user may not describe too (the
+    ACL rule took the denied ones out first and answered them TOPIC_AUTHORIZATION_FAILED)."""
+    import uuid
+
+    from kafkatool.assign.kafka_client import Connection
+    from kafkatool.protocol.generated import MetadataRequest
+    from kafkatool.protocol.generated.metadata_request import MetadataRequestTopic
+
+    _, _, sasl, _ = secured
+    some = uuid.UUID(int=7)
+    topics = [
+        MetadataRequestTopic(name="secret", topic_id=some),
+        MetadataRequestTopic(name="orders", topic_id=some),
+    ]
+    conn = Connection("127.0.0.1", sasl, timeout=10, security=_alice())
+    try:
+        r = conn.request(3, MetadataRequest(topics=topics, allow_auto_topic_creation=False), version=11)
+    finally:
+        conn.close()
+    assert [(t.name, t.error_code) for t in r.topics] == [("secret", 42), ("orders", 42)]
