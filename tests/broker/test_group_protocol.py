@@ -99,6 +99,11 @@ def test_find_coordinator_all_versions_and_internal_topic(c, b):
     ]
     r = c.request(10, 4, G.FindCoordinatorRequest(key_type=7, coordinator_keys=["a"]))
     assert r.coordinators[0].error_code == E.INVALID_REQUEST
+    # Errors.message(), as FindCoordinatorResponse.prepareErrorResponse sets it (until session 26
+    # the error's name made into a sentence: "Invalid request")
+    assert r.coordinators[0].error_message.startswith(
+        "This most likely occurs because of a request being malformed"
+    )
     md = c.request(3, 9, G.MetadataRequest(topics=[MetadataRequestTopic(name="__consumer_offsets")]))
     t = md.topics[0]
     assert t.error_code == 0 and t.is_internal and len(t.partitions) == OFFSETS_PARTITIONS

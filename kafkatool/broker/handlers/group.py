@@ -20,7 +20,7 @@ from kafkatool.broker.group.offsets import NO_LEADER_EPOCH, NO_OFFSET, OffsetAnd
 from kafkatool.broker.group.persistence import OFFSETS_TOPIC
 from kafkatool.broker.handlers.metadata import node_endpoint
 from kafkatool.broker.security import acl
-from kafkatool.protocol.errors import ErrorCode
+from kafkatool.protocol.errors import ErrorCode, default_message
 from kafkatool.protocol.generated import (
     ConsumerGroupDescribeResponse,
     ConsumerGroupHeartbeatResponse,
@@ -188,8 +188,9 @@ def handle_find_coordinator(ctx, req):
     )
 
 
-def _message(code: int) -> str:
-    return ErrorCode(code).name.replace("_", " ").capitalize()
+def _message(code: int) -> str | None:
+    """KafkaApis' FindCoordinator answers carry Errors.message() (getCoordinator's error)."""
+    return default_message(code)
 
 
 # ---------------------------------------------------------------------------- JoinGroup
