@@ -336,8 +336,9 @@ def handle_create(ctx, req):
         # first, and KafkaPrincipal's constructor refuses a null type (NullPointerException), so
         # handleError answers CreateDelegationTokenRequest.getErrorResponse: UNKNOWN_SERVER_ERROR
         # with ANONYMOUS as owner and requester; no token is made
-        otype, oname = rtype, rname = USER_TYPE, "ANONYMOUS"
-        return answer(E.UNKNOWN_SERVER_ERROR)
+        from kafkatool.broker.error_response import error_response
+
+        return error_response(ctx.header, req, E.UNKNOWN_SERVER_ERROR)
     if not allow_token_requests(ctx):
         return answer(E.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED)
     if owner != requester and not _authorize(ctx, A.OP["CREATE_TOKENS"], A.USER, owner):
