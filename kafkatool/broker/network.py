@@ -614,13 +614,12 @@ class Connection:
         self.frames.unmute()
 
     async def _wait_throttle(self) -> None:
+        """The reader's wait (no frame already received is dispatched meanwhile); the throttle
+        ends by the one rule, :meth:`_throttle_over` (extended meanwhile: the reader waits again)."""
         delay = self.muted_until - time.monotonic()
         if delay > 0:
             await asyncio.sleep(delay)
-            if self.muted_until - time.monotonic() > 0:
-                return  # extended meanwhile (an answer that waited, throttled as it came)
-        self.muted_until = 0.0
-        self.frames.unmute()
+        self._throttle_over()
 
     def _log_close(self, exc: CloseConnection) -> None:
         """The one line for a connection closed on bad input (Kafka closes it too)."""
