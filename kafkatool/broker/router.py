@@ -185,22 +185,12 @@ class Router:
         if inspect.isawaitable(result):
             q = ctx.quota
             q.thread_ns = time.perf_counter_ns() - q.start_ns  # the loop's time, not the wait
-            conn = ctx.connection
-
-            async def finish():
-                try:
-                    answer = await result
-                except (asyncio.CancelledError, CloseConnection):
-                    raise
-                except RequestFailed as exc:
-                    answer = exc.answer(body)
-                except Exception as exc:
-                    answer = self._failed(conn, header, body, exc)
-                if answer is None or isinstance(answer, Message):
-                    quotas.finish(ctx, body, answer)
-                return answer
-
-            return asyncio.ensure_future(self._finish(conn, header, body, finish(), started, follower))
+            return asyncio.ensure_future(
+                self._finish(
+                    ctx.connection, header, body, result, started, follower,
+                    lambda answer: quotas.finish(ctx, body, answer),
+                )
+            )  # fmt: skip
         return self._encode(header, result)
 
     def _failed(self, conn, header: RequestHeader, request, exc: Exception):
@@ -243,13 +233,16 @@ class Router:
 
         return asyncio.ensure_future(answer_then_close())
 
-    async def _finish(self, conn, header: RequestHeader, request, awaitable, started: float, follower: bool):
+    async def _finish(
+        self, conn, header: RequestHeader, request, awaitable, started: float, follower: bool, done=None
+    ):
         """An answer that waited (a long poll, acks=all, a KIP-890 verification); a
         CloseConnection goes on to the connection's writer (one line, then closed).  A failure
         while it waits is answered as a failure of the handler's call is (:meth:`_failed`),
         from ``request``, the request itself: a Produce's has let go of its records once they
         were appended (acks=all waits long after: see produce._append_all), so holding it holds
-        no pooled frame buffer."""
+        no pooled frame buffer.  ``done``: called with the answer (a message, or None) before it
+        is encoded (the quotas' record and throttle)."""
         try:
             try:
                 result = await awaitable
@@ -259,6 +252,8 @@ class Router:
                 result = exc.answer(request)
             except Exception as exc:
                 result = self._failed(conn, header, request, exc)
+            if done is not None and (result is None or isinstance(result, Message)):
+                done(result)
             return None if result is None else self._encode(header, result)
         finally:
             self.broker.metrics.requests.record(header.api_key, header.api_version, started, follower)
