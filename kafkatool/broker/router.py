@@ -162,7 +162,7 @@ class Router:
                 return None
             if isinstance(result, Message):
                 # the common answer, checked first: isawaitable asks the Awaitable ABC
-                return self._encode(header, result)
+                return self._encode(header, result, conn, body)
             if inspect.isawaitable(result):
                 timed = False
                 return asyncio.ensure_future(self._finish(conn, header, body, result, started, follower))
@@ -181,7 +181,7 @@ class Router:
         header = ctx.header
         if result is None or isinstance(result, Message):
             quotas.finish(ctx, body, result)
-            return None if result is None else self._encode(header, result)
+            return None if result is None else self._encode(header, result, ctx.connection, body)
         if inspect.isawaitable(result):
             q = ctx.quota
             q.thread_ns = time.perf_counter_ns() - q.start_ns  # the loop's time, not the wait
@@ -254,21 +254,38 @@ class Router:
                 result = self._failed(conn, header, request, exc)
             if done is not None and (result is None or isinstance(result, Message)):
                 done(result)
-            return None if result is None else self._encode(header, result)
+            return None if result is None else self._encode(header, result, conn, request)
         finally:
             self.broker.metrics.requests.record(header.api_key, header.api_version, started, follower)
 
-    @staticmethod
-    def _encode(header: RequestHeader, result):
-        if not isinstance(result, Message):
-            return result  # already encoded: bytes, or Parts
+    def _encode(self, header: RequestHeader, result, conn=None, request=None):
+        """The answer's bytes (:func:`encode_answer`).  An answer that does not encode (a value
+        its version cannot carry: an internal bug) is a failure of the handler, answered by
+        :meth:`_failed` from ``request`` (Kafka serializes the response inside KafkaApis.handle's
+        catch, whose handleError answers getErrorResponse); without ``request`` it goes on (the
+        connection is closed)."""
         try:
-            return encode_response(header.api_key, header.api_version, header.correlation_id, result)
-        except UnsupportedVersionError:
-            # a handler filled a field this version does not have: drop it, as Java's
-            # ignorable fields are dropped (handlers set fields for the newest version)
-            fit_to_version(result, header.api_version)
-            return encode_response(header.api_key, header.api_version, header.correlation_id, result)
+            return encode_answer(header, result)
+        except CloseConnection:
+            raise
+        except Exception as exc:
+            if request is None:
+                raise
+            return encode_answer(header, self._failed(conn, header, request, exc))
+
+
+def encode_answer(header: RequestHeader, result):
+    """A handler's answer as bytes: a message encoded at the request's version (a field the
+    version does not have dropped, as Java's ignorable fields are), bytes or Parts as they are."""
+    if not isinstance(result, Message):
+        return result  # already encoded: bytes, or Parts
+    try:
+        return encode_response(header.api_key, header.api_version, header.correlation_id, result)
+    except UnsupportedVersionError:
+        # a handler filled a field this version does not have: drop it (handlers set fields for
+        # the newest version)
+        fit_to_version(result, header.api_version)
+        return encode_response(header.api_key, header.api_version, header.correlation_id, result)
 
 
 def fit_to_version(msg: Message, version: int) -> None:

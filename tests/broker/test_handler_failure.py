@@ -22,7 +22,7 @@ import pytest
 from kafkatool.broker.config import BrokerConfig
 from kafkatool.broker.error_response import error_response
 from kafkatool.broker.network import CloseConnection
-from kafkatool.broker.router import Router
+from kafkatool.broker.router import encode_answer
 from kafkatool.broker.security import acl as A
 from kafkatool.broker.server import Broker
 from kafkatool.formats import records as R
@@ -151,6 +151,29 @@ def test_a_failed_handler_answers_unknown_server_error_and_keeps_the_connection(
     assert "v12" in rec.getMessage() and "client_id=wire-test" in rec.getMessage()
 
 
+def test_an_answer_that_does_not_encode_is_answered_as_a_failure(served, monkeypatch):
+    """Kafka serializes the response inside KafkaApis.handle's catch: an answer carrying a value
+    its version cannot (the Metadata v10 null topic name of session 26's handler fuzz) is an
+    unexpected error, answered with getErrorResponse; the connection stays open.  Until then the
+    network layer logged "connection error" and closed the connection."""
+    broker, bootstrap, records = served
+
+    def unencodable(ctx, req):
+        return G.MetadataResponse(
+            throttle_time_ms=0,
+            brokers=[],
+            topics=[G.metadata_response.MetadataResponseTopic(error_code=0, name=None, partitions=[])],
+        )
+
+    monkeypatch.setattr(broker.router.routes[3], "handler", unencodable)
+    with WireClient(bootstrap) as c:
+        resp = c.request(3, 10, _metadata_request())
+        assert [(t.name, t.error_code) for t in resp.topics] == [("orders", USE), ("elsewhere", USE)]
+        assert c.api_versions().error_code == 0
+    (rec,) = records.errors()
+    assert "Unexpected error handling request Metadata v10" in rec.getMessage() and rec.exc_info is not None
+
+
 def test_a_failure_after_the_handler_waited_is_answered_too(served, monkeypatch):
     """An answer that waits (a long poll, acks=all, a group's join) and fails meanwhile."""
     broker, bootstrap, records = served
@@ -258,7 +281,7 @@ def answer(api_key: int, version: int, req, code: int = USE):
     """The error response to ``req`` as the broker sends it (encoded by the router, fitted to
     the version), decoded."""
     header = header_of(api_key, version)
-    data = Router._encode(header, error_response(header, req, code))
+    data = encode_answer(header, error_response(header, req, code))
     corr, resp = parse_response(bytes(data)[4:], api_key, version)
     assert corr == 7
     return resp
