@@ -4,6 +4,7 @@ DescribeProducers, ListGroups v5; one broker for the module, raw sockets."""
 
 from __future__ import annotations
 
+import time
 import uuid
 
 from kafkatool.formats.schema import Message
@@ -120,8 +121,11 @@ def test_fetch_v16_leader_hint_only_for_leader_errors(c):  # noqa: F811
 
 def test_produce_v10_v11_and_list_offsets_v8_v9(c):  # noqa: F811
     create_topic(c, "newest", 1)
-    for v in (10, 11):
-        r = produce(c, "newest", batch(2), version=v)
+    now = int(time.time() * 1000)
+    for i, v in enumerate((10, 11)):
+        # timestamps set apart: two batches made in the same millisecond would share their
+        # largest timestamp, and the max-timestamp lookup answers its first offset (1, not 3)
+        r = produce(c, "newest", batch(2, ts=now + 10 * i), version=v)
         assert r.error_code == 0 and r.current_leader.leader_id == -1
     assert produce(c, "missing-topic-xyz", batch(1), version=11).error_code in (
         0,
