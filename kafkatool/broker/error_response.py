@@ -22,7 +22,7 @@ from kafkatool.formats.schema import ZERO_UUID, Message
 from kafkatool.protocol.apis import API_BY_KEY
 from kafkatool.protocol.errors import default_message
 
-__all__ = ["error_response", "fill_errors", "mirror"]
+__all__ = ["error_response", "fill_errors", "mirror", "no_coordinator"]
 
 
 def error_response(header, request, code: int) -> Message:
@@ -243,17 +243,27 @@ def _find_coordinator(req, version: int, code: int):
     (prepareErrorResponse)."""
     from kafkatool.protocol.generated import find_coordinator_response as R
 
-    message = default_message(code)
     if version < 4:
         return R.FindCoordinatorResponse(
-            throttle_time_ms=0, error_code=code, error_message=message, node_id=-1, host="", port=-1
+            throttle_time_ms=0,
+            error_code=code,
+            error_message=default_message(code),
+            node_id=-1,
+            host="",
+            port=-1,
         )
     return R.FindCoordinatorResponse(
-        throttle_time_ms=0,
-        coordinators=[
-            R.Coordinator(key=k, node_id=-1, host="", port=-1, error_code=code, error_message=message)
-            for k in req.coordinator_keys
-        ],
+        throttle_time_ms=0, coordinators=[no_coordinator(k, code) for k in req.coordinator_keys]
+    )
+
+
+def no_coordinator(key: str, code: int):
+    """A FindCoordinator (v4+) key answered with an error: Node.noNode() (-1, "", -1), the
+    error and Errors.message(), as KafkaApis' handler and prepareErrorResponse build it."""
+    from kafkatool.protocol.generated.find_coordinator_response import Coordinator
+
+    return Coordinator(
+        key=key, node_id=-1, host="", port=-1, error_code=code, error_message=default_message(code)
     )
 
 

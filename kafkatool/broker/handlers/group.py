@@ -14,13 +14,14 @@ from __future__ import annotations
 import asyncio
 import time
 
+from kafkatool.broker.error_response import error_response, no_coordinator
 from kafkatool.broker.group.coordinator import GroupCoordinator, JoinResult, SyncResult
 from kafkatool.broker.group.coordinator import group_coordinator as coordinator
 from kafkatool.broker.group.offsets import NO_LEADER_EPOCH, NO_OFFSET, OffsetAndMetadata
 from kafkatool.broker.group.persistence import OFFSETS_TOPIC
 from kafkatool.broker.handlers.metadata import node_endpoint
 from kafkatool.broker.security import acl
-from kafkatool.protocol.errors import ErrorCode, default_message
+from kafkatool.protocol.errors import ErrorCode
 from kafkatool.protocol.generated import (
     ConsumerGroupDescribeResponse,
     ConsumerGroupHeartbeatResponse,
@@ -171,11 +172,7 @@ def handle_find_coordinator(ctx, req):
                     Coordinator(key=k, node_id=node, host=host, port=port, error_code=0, error_message=None)
                 )
             else:
-                out.append(
-                    Coordinator(
-                        key=k, node_id=-1, host="", port=-1, error_code=err, error_message=_message(err)
-                    )
-                )
+                out.append(no_coordinator(k, err))
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=out)
     _, err, node = answers[0]
     if err is None:
@@ -183,14 +180,7 @@ def handle_find_coordinator(ctx, req):
         return FindCoordinatorResponse(
             throttle_time_ms=0, error_code=0, error_message=None, node_id=node, host=host, port=port
         )
-    return FindCoordinatorResponse(
-        throttle_time_ms=0, error_code=err, error_message=_message(err), node_id=-1, host="", port=-1
-    )
-
-
-def _message(code: int) -> str | None:
-    """KafkaApis' FindCoordinator answers carry Errors.message() (getCoordinator's error)."""
-    return default_message(code)
+    return error_response(ctx.header, req, err)  # Node.noNode() with the error (prepareOldResponse)
 
 
 # ---------------------------------------------------------------------------- JoinGroup
