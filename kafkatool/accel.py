@@ -55,6 +55,12 @@ MODULES = (
     "kafkatool.broker.metrics",
 )
 
+# Native modules: Cython sources (.pyx) of C code that has no pure-Python twin module; the
+# caller imports one and falls back to its own Python code on ImportError (the finder raises
+# it for a native module whose binary is missing, stale or unloadable).  The append writer's
+# thread (log/append_writer.py) runs without the GIL.
+NATIVE = ("kafkatool.log._append_writer",)
+
 DISABLE_ENV = "KAFKATOOL_PURE_PYTHON"
 ACCEL_DIRNAME = "_accel"
 MANIFEST_NAME = "manifest.json"
@@ -84,18 +90,22 @@ def source_hash(data: bytes) -> str:
 
 
 def source_path(name: str, package_dir: str = PACKAGE_DIR) -> str:
-    """The .py file of listed module ``name`` under the package directory."""
-    return os.path.join(package_dir, *name.split(".")[1:]) + ".py"
+    """The .py file of listed module ``name`` under the package directory (the .pyx of a
+    native one)."""
+    return os.path.join(package_dir, *name.split(".")[1:]) + (".pyx" if name in NATIVE else ".py")
 
 
 class AccelFinder:
     """A ``sys.meta_path`` finder loading a listed module's binary from ``accel_dir`` when the
     manifest says it was compiled from the current source by this interpreter's kind."""
 
-    def __init__(self, accel_dir: str = ACCEL_DIR, modules=MODULES, package_dir: str = PACKAGE_DIR):
+    def __init__(
+        self, accel_dir: str = ACCEL_DIR, modules=MODULES, package_dir: str = PACKAGE_DIR, native=NATIVE
+    ):
         self.accel_dir = accel_dir
         self.package_dir = package_dir
         self.modules = frozenset(modules)
+        self.native = frozenset(native)
         self.decisions: dict[str, str] = {}  # module -> COMPILED or why its .py runs
         self._manifest: dict | None = None
         self._manifest_error: str | None = None
@@ -143,6 +153,8 @@ class AccelFinder:
         return COMPILED, binary
 
     def find_spec(self, fullname, path=None, target=None):
+        if fullname in self.native:
+            return self._native_spec(fullname)
         if fullname not in self.modules:
             return None
         spec = PathFinder.find_spec(fullname, path)
@@ -155,6 +167,16 @@ class AccelFinder:
         compiled = ModuleSpec(fullname, _CompiledLoader(fullname, binary, spec, self), origin=binary)
         compiled.has_location = True  # __file__ is the binary's path
         return compiled
+
+    def _native_spec(self, fullname: str):
+        """A native module's binary spec; none usable: ImportError (its caller's fallback)."""
+        reason, binary = self.decide(fullname, source_path(fullname, self.package_dir))
+        self.decisions[fullname] = reason
+        if binary is None:
+            raise ImportError(f"{fullname}: {reason}", name=fullname)
+        spec = ModuleSpec(fullname, _CompiledLoader(fullname, binary, None, self), origin=binary)
+        spec.has_location = True
+        return spec
 
     def status(self) -> Status:
         """Which listed modules run compiled, and why the others do not: the decision taken at
@@ -183,6 +205,8 @@ class _CompiledLoader(ExtensionFileLoader):
             return super().create_module(spec)
         except ImportError as exc:
             self._finder.decisions[spec.name] = f"load failed: {exc}"
+            if self._source_spec is None:
+                raise  # a native module: its caller falls back
             # importlib reads the spec's loader again after this returns: the .py's loader runs
             # the module, and its attributes (__file__, __cached__) are the .py's
             source = self._source_spec

@@ -1,5 +1,8 @@
 """Build the compiled hot path: kafkatool.accel.MODULES compiled by Cython into kafkatool/_accel/.
 
+kafkatool.accel.NATIVE (Cython .pyx sources of C code, e.g. the append writer's GIL-free thread)
+are built the same way, with the same manifest rule (their .pyx hash).
+
 Each module's .py is compiled unchanged in Cython's pure-Python mode (Python semantics: no
 annotation is read as a C type) into an extension module stored in ``kafkatool/_accel/`` under
 a name holding the source's hash, where no import finds it on its own; ``manifest.json`` there
@@ -136,6 +139,7 @@ def verify_loads() -> None:
     code = (
         "import importlib, kafkatool.accel as a\n"
         "for m in a.MODULES: importlib.import_module(m)\n"
+        "for m in a.NATIVE: importlib.import_module(m)\n"  # ImportError: not loadable
         "s = a.status(); print(s.line()); raise SystemExit(s.compiled != len(a.MODULES))\n"
     )
     env = {k: v for k, v in os.environ.items() if k != accel.DISABLE_ENV}
@@ -165,7 +169,7 @@ def main() -> None:
     (ROOT / "build").mkdir(exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix="accel-", dir=ROOT / "build"))
     entries, todo = {}, []
-    for module in accel.MODULES:
+    for module in (*accel.MODULES, *accel.NATIVE):
         data = Path(accel.source_path(module)).read_bytes()
         digest = accel.source_hash(data)
         entry = old.get("modules", {}).get(module) if same_build else None
@@ -179,7 +183,7 @@ def main() -> None:
         todo.append(module)
 
     if todo:
-        print(f"build_accel: compiling {len(todo)} of {len(accel.MODULES)} modules (Cython {cython_version})")
+        print(f"build_accel: compiling {len(todo)} of {len(entries)} modules (Cython {cython_version})")
         with ThreadPoolExecutor(max(1, a.jobs)) as pool:
             errors = [(m, e) for m, e in pool.map(lambda m: cythonize(stage, m), todo) if e]
         if errors:
