@@ -155,6 +155,8 @@ class AppendInfo:
     #: a client's retry of a batch already in the log: nothing was appended, the offsets
     #: are the original's (Kafka's duplicate LogAppendInfo)
     duplicate: bool = False
+    #: the append writer's sequence number of this append's write (0: written synchronously)
+    write_seq: int = 0
 
 
 @dataclass
@@ -810,6 +812,7 @@ class Log:
         validated: bool = False,
         origin: str = ORIGIN_CLIENT,
         batches: list | None = None,
+        writer=None,
     ) -> AppendInfo:
         """Assign offsets from the log end offset by rewriting the batch headers in place
         (``baseOffset``, ``partitionLeaderEpoch``; for LogAppendTime also the timestamp and
@@ -824,7 +827,9 @@ class Log:
         sequence gap raises ProducerStateError.  ``batches``: the caller's parse of
         ``records`` (used only when the bytes are appended in place).  COORDINATOR appends (the group and
         transaction coordinators' own records and markers) check only a marker's producer
-        and coordinator epochs (ProducerAppendInfo.appendEndTxnMarker).  Runs holding the log's
+        and coordinator epochs (ProducerAppendInfo.appendEndTxnMarker).  ``writer``: the
+        append writer (log/append_writer.py) the bytes are queued to instead of written here
+        (the produce path: the answer waits for ``info.write_seq``).  Runs holding the log's
         lock (``with`` here rather than ``_locked``: the produce path's call, without a wrapper's
         ``*args, **kwargs``)."""
         with self.lock:
@@ -903,7 +908,7 @@ class Log:
             data = buf if end == len(buf) else memoryview(buf)[:end]
             info = AppendInfo(first, offset - 1, max_ts, max_ts_offset, append_time, len(batches), end)
             self.leader_epoch_cache.assign_if_newer(leader_epoch, first)
-            self._append(data, batches, info, now)
+            self._append(data, batches, info, now, writer)
             return info
 
     def analyze_and_validate(self, batches: list[R.Batch], origin: str = ORIGIN_CLIENT) -> None:
@@ -990,11 +995,13 @@ class Log:
                 )
         return buf, rebuilt
 
-    def _append(self, data, batches: list[R.Batch], info: AppendInfo, now_ms: int) -> None:
+    def _append(self, data, batches: list[R.Batch], info: AppendInfo, now_ms: int, writer=None) -> None:
         seg = self.active_segment
         if self.should_roll(seg, len(data), info, now_ms):
             seg = self.roll(info.first_offset)
-        seg.append(info.last_offset, info.max_timestamp, info.offset_of_max_timestamp, data)
+        seg.append(info.last_offset, info.max_timestamp, info.offset_of_max_timestamp, data, writer)
+        if writer is not None:
+            info.write_seq = seg._last_write
         self._log_end_offset = info.last_offset + 1
         psm = self.producer_state
         for b in batches:

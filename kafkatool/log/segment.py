@@ -17,6 +17,7 @@ what the rebuilt indexes hold.
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -38,6 +39,9 @@ from kafkatool.log.file_records import (
     file_name_for_offset,
 )
 from kafkatool.log.indexes import OffsetIndex, TimeIndex, TransactionIndex
+
+# a segment's tag for the append writer (log/append_writer.py): unique in the process, never reused
+_TAGS = itertools.count(1)
 
 DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
@@ -246,6 +250,11 @@ class Segment:
             os.close(self._fd)
             raise
         self.created_ms = now_ms if now_ms is not None else _now_ms()
+        # the append writer's last write of this segment (sequence number; 0: none was queued):
+        # what reads, hands out the descriptor, truncates, flushes or closes waits for it
+        self._writer = None
+        self._last_write = 0
+        self._tag = next(_TAGS)
         self.bytes_since_last_index_entry = 0
         self._rolling_based_timestamp: int | None = None
         # Kafka's maxTimestampAndOffsetSoFar: read from the time index on first use, so that
@@ -273,7 +282,25 @@ class Segment:
         return f"Segment(base_offset={self.base_offset}, size={self.size}, path={str(self.log_path)!r})"
 
     # --- basics
+    def wait_written(self) -> None:
+        """Until every write queued to the append writer is in the file (any thread); raises
+        the OSError of a failed one (as the synchronous append would have)."""
+        if self._last_write:
+            self._writer.wait(self._last_write, self._tag)
+
+    def _wait_written_quietly(self) -> None:
+        """Until the queued writes are done; a failed one is not raised (close, release: its
+        error was or will be reported where the write was asked for)."""
+        if self._last_write:
+            try:
+                self._writer.wait(self._last_write, self._tag)
+            except OSError:
+                pass
+
     def fileno(self) -> int:
+        """The descriptor, for reads of the file (fetch's sendfile): the writes queued first."""
+        if self._last_write:
+            self._writer.wait(self._last_write, self._tag)
         return self._fd
 
     @property
@@ -282,6 +309,7 @@ class Segment:
 
     def file_records(self) -> FileRecords:
         """A read-only map of the segment's valid bytes (close it when done)."""
+        self.wait_written()
         return FileRecords(self.log_path, max_bytes=self.size)
 
     def batches(self, start_position: int = 0) -> Iterator[R.Batch]:
@@ -296,8 +324,15 @@ class Segment:
             fr.close()
 
     # --- append
-    def append(self, largest_offset: int, largest_timestamp: int, offset_of_max_timestamp: int, data) -> None:
-        """Append already-validated batches whose last offset is ``largest_offset``."""
+    def append(
+        self, largest_offset: int, largest_timestamp: int, offset_of_max_timestamp: int, data, writer=None
+    ) -> None:
+        """Append already-validated batches whose last offset is ``largest_offset``.
+
+        ``writer`` (log/append_writer.AppendWriter): the bytes are queued to it instead of
+        written here (``data`` must not change until written; the writer holds its buffer);
+        the segment's state moves on at once, reads of the file wait for the write, and a
+        failed write is raised by them (and by the writer to whoever waits for it)."""
         n = len(data)
         if not n:
             return
@@ -305,9 +340,13 @@ class Segment:
         if position == 0:
             self._rolling_based_timestamp = largest_timestamp
         fx.relative_offset(self.base_offset, largest_offset)
-        written = os.pwrite(self._fd, data, position)
-        while written < n:
-            written += os.pwrite(self._fd, memoryview(data)[written:], position + written)
+        if writer is not None:
+            self._writer = writer
+            self._last_write = writer.submit(self._fd, self._tag, data, position)
+        else:
+            written = os.pwrite(self._fd, data, position)
+            while written < n:
+                written += os.pwrite(self._fd, memoryview(data)[written:], position + written)
         max_ts = self._max_ts or self._max_timestamp_and_offset()
         if largest_timestamp > max_ts[0]:
             max_ts = (largest_timestamp, offset_of_max_timestamp)
@@ -332,6 +371,8 @@ class Segment:
     def _peek(self, position: int) -> OffsetPosition | None:
         if position + R.HEADER_PEEK > self.size:
             return None
+        if self._last_write:
+            self._writer.wait(self._last_write, self._tag)
         head = os.pread(self._fd, R.SPAN_PEEK, position)
         try:
             span = R.peek_entry_span(head, position, self.size)
@@ -410,10 +451,12 @@ class Segment:
         """Max record timestamp (from the time index), else the ``.log`` mtime (retention)."""
         if self.max_timestamp_so_far >= 0:
             return self.max_timestamp_so_far
+        self.wait_written()  # the mtime of the last write
         return int(os.stat(self.log_path).st_mtime * 1000)
 
     @property
     def last_modified_ms(self) -> int:
+        self.wait_written()
         return int(os.stat(self.log_path).st_mtime * 1000)
 
     # --- recovery
@@ -425,6 +468,7 @@ class Segment:
         invalid batch.  ``on_batch`` gets each valid batch (producer state, epoch cache,
         aborted transactions into this segment's txn index)."""
         self._require_writable()
+        self.wait_written()
         self.offset_index.reset()
         self.time_index.reset()
         self.txn_index.reset()
@@ -448,6 +492,7 @@ class Segment:
         return scan
 
     def _apply_scan(self, scan: SegmentScan) -> None:
+        self.wait_written()
         for offset, position in scan.index_entries:
             self.offset_index.append(offset, position)
         for ts, offset in scan.time_entries:
@@ -466,6 +511,7 @@ class Segment:
     def truncate_to(self, offset: int, now_ms: int | None = None) -> int:
         """Remove every batch whose last offset >= ``offset``; returns the bytes removed."""
         self._require_writable()
+        self.wait_written()
         mapping = self.translate_offset(offset)
         if mapping is None:
             return 0
@@ -521,12 +567,14 @@ class Segment:
             self.time_index.release()
 
     def _trim_log(self) -> None:
+        self.wait_written()
         if os.fstat(self._fd).st_size != self.size:
             os.ftruncate(self._fd, self.size)
 
     def flush(self) -> None:
         if not self.writable or self._fd < 0:
             return  # read-only, or closed meanwhile (a flush on a background thread)
+        self.wait_written()
         os.fsync(self._fd)
         self.offset_index.flush()
         self.time_index.flush()
@@ -538,7 +586,10 @@ class Segment:
         if self._fd < 0:
             return
         trim = trim and self.writable
+        # the queued writes land before the descriptor closes (its number could be reused)
+        self._wait_written_quietly()
         if trim:
+            self.wait_written()  # a failed write: the OSError of a close (its dir goes offline)
             if self.max_timestamp_so_far >= 0:
                 self.time_index.maybe_append(
                     self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far, skip_full_check=True
