@@ -35,6 +35,9 @@ from kafkatool.protocol.errors import ErrorCode
 
 log = logging.getLogger("kafkatool.broker")
 
+#: set to 1: client produce appends are written synchronously on the event loop (no append writer)
+SYNC_APPEND_ENV = "KAFKATOOL_SYNC_APPEND"
+
 PRODUCER_ID_BLOCK = 1000
 
 
@@ -177,6 +180,10 @@ class Broker:
         #: Kafka's network threads' share of fetch responses: the rest of a large sendfile
         #: that did not fit the socket (broker/network.SendfileThreads)
         self.network_threads = SendfileThreads(self.config.int("num.network.threads"))
+        #: client produce appends are written by this (log/append_writer.py: a thread without
+        #: the GIL when built, else synchronous); made by start, drained and stopped before the
+        #: logs close
+        self.append_writer = None
         from kafkatool.broker.handlers import register_all
 
         register_all(self.router)
@@ -1147,6 +1154,12 @@ class Broker:
         self._stopping = asyncio.Event()
         self._loop = asyncio.get_running_loop()
         self._loop.set_exception_handler(self._loop_exception)
+        if not self.read_only and self.append_writer is None and os.environ.get(SYNC_APPEND_ENV, "") in ("", "0"):
+            from kafkatool.log.append_writer import AppendWriter
+
+            self.append_writer = AppendWriter()
+            self.append_writer.attach(self._loop)
+            log.info("append writer kind=%s", self.append_writer.kind)
         self._send_buffer = self.config.int("socket.send.buffer.bytes")
         self._receive_buffer = self.config.int("socket.receive.buffer.bytes")
         for lst in self.config.listeners:
@@ -1425,6 +1438,9 @@ class Broker:
         self.close_storage()
 
     def close_storage(self) -> None:
+        # every queued write in its file before anything closes a segment or writes a marker
+        # (a segment's close would wait for its own writes; this ends the thread too)
+        self.stop_append_writer()
         # background jobs finish (or give up) before the logs they work on close
         self.workers.shutdown()
         self.network_threads.shutdown()
@@ -1440,6 +1456,13 @@ class Broker:
             self.manager = None
         if self.metadata is not None:
             self.metadata.save()
+
+    def stop_append_writer(self) -> None:
+        """Drain the append writer and end its thread (the segments' own waits then return
+        at once; a failed write is raised by its segment's flush or close)."""
+        w = self.append_writer
+        if w is not None:
+            w.stop()
 
     def log_dirs(self) -> list[Path]:
         return self.config.log_dirs

@@ -167,6 +167,8 @@ async def _precopy(broker, mv: LogDirMove) -> None:
             st = os.stat(src)
         except FileNotFoundError:
             continue  # deleted by retention meanwhile
+        if is_active_log:
+            active.wait_written()  # its queued appends (log/append_writer.py) in the file first
         size = active.size if is_active_log else st.st_size
         await _copy_throttled(broker, mv, src, mv.future / name, size)
         mv.copied[name] = (st.st_ino, size)

@@ -98,6 +98,7 @@ def _append_partition(
     acks: int,
     waits: list | None = None,
     txn_errors: dict | None = None,
+    writes: list | None = None,
 ) -> PartitionProduceResponse:
     resp = PartitionProduceResponse(
         index=index,
@@ -150,7 +151,14 @@ def _append_partition(
                 raise ProduceError(*txn_err)
         # LogValidator (a legacy set's or a forced codec's rebuild included) and producer state
         # (duplicates, epochs, sequences) are the log's: UnifiedLog.append
-        info = lg.append_as_leader(records, t.leader_epoch(index), validated=True, batches=batches)
+        writer = broker.append_writer
+        info = lg.append_as_leader(records, t.leader_epoch(index), validated=True, batches=batches, writer=writer)
+        if writer is not None:
+            # the answer waits for the write (Kafka answers acks=1 once the page cache has the
+            # bytes); a duplicate's original may still be queued: the last write queued so far
+            seq = info.write_seq or (writer.submitted if info.duplicate else 0)
+            if seq:
+                writes.append((resp, lg, seq, info.write_seq))
         resp.base_offset = info.first_offset
         resp.log_append_time_ms = info.log_append_time if info.log_append_time is not None else -1
         resp.log_start_offset = lg.log_start_offset
@@ -328,16 +336,38 @@ def _append_all(broker, ctx, req, txn_errors: dict | None):
     acks = req.acks
     out = []
     waits = [] if broker.replicas is not None and acks == -1 else None
+    writer = broker.append_writer
+    writes = [] if writer is not None else None  # (answer, log, seq to wait for, own write's seq)
     for td in req.topic_data:
         parts = []  # a loop, not a list comprehension: a comprehension is a call of its own
         for p in td.partition_data:
-            parts.append(_append_partition(broker, ctx, td.name, p.index, p.records, acks, waits, txn_errors))
+            parts.append(
+                _append_partition(broker, ctx, td.name, p.index, p.records, acks, waits, txn_errors, writes)
+            )
             # appended: the request (which the router keeps for an error answer while the
             # answer waits) lets go of its records, memoryviews of the frame's pooled buffer
             # (network.FrameBuffers), which goes back to the pool now, not when the followers
             # have the data
             p.records = None
         out.append(TopicProduceResponse(name=td.name, partition_responses=parts))
+    if writes:
+        # the writes were queued in order: the last is the one to wait for
+        fut = writer.when_written(max(w[2] for w in writes))
+        if fut is None:
+            _write_failures(broker, writer, writes, waits)
+        elif acks == 0:
+            fut.add_done_callback(lambda _f: _write_failures(broker, writer, writes, None))
+        else:
+            timeout_ms = req.timeout_ms
+
+            async def written():
+                await fut
+                _write_failures(broker, writer, writes, waits)
+                if waits:
+                    await broker.replicas.await_replication(waits, timeout_ms)
+                return _produce_response(broker, ctx, out, acks)
+
+            return written()
     if waits:
         # the wait refers to nothing of the request (see above)
         timeout_ms = req.timeout_ms
@@ -348,6 +378,26 @@ def _append_all(broker, ctx, req, txn_errors: dict | None):
 
         return replicated()
     return _produce_response(broker, ctx, out, acks)
+
+
+def _write_failures(broker, writer, writes: list, waits: list | None) -> None:
+    """The answers of partitions whose queued write failed: KAFKA_STORAGE_ERROR, the log dir
+    offline (as an OSError of a synchronous append: UnifiedLog.append's maybeHandleIOException)."""
+    for resp, lg, _seq, own in writes:
+        if not own:
+            continue
+        exc = writer.failure(own)
+        if exc is None:
+            continue
+        broker.report_log_error(lg, "appending records to", exc)
+        resp.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+        resp.base_offset = -1
+        resp.log_append_time_ms = -1
+        resp.log_start_offset = -1
+        if waits:
+            waits[:] = [w for w in waits if w[0] is not resp]
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("produce error dir=%s code=%d msg=%s", lg.dir, resp.error_code, exc)
 
 
 def _produce_response(broker, ctx, out, acks: int = -1):
