@@ -36,6 +36,7 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
 from kafkatool.errors import KafkatoolError
+from kafkatool.log.append_writer import AfterWrite
 
 log = logging.getLogger("kafkatool.broker.network")
 
@@ -466,6 +467,18 @@ class Parts(list):
                 p.close()
 
 
+class _Ready:
+    """Bytes already encoded, built as an AfterWrite is (the write loop's batch of answers)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes):
+        self.data = data
+
+    def build(self) -> bytes:
+        return self.data
+
+
 def _discard(item) -> None:
     """Release what a queued response holds (duplicated descriptors)."""
     if isinstance(item, asyncio.Future):
@@ -558,6 +571,11 @@ class Connection:
                 result = router.dispatch(self, frame)
                 if result is None:
                     continue
+                if type(result) is AfterWrite and not self.queue and result.done():
+                    # its writes are done already: the answer goes with the others
+                    result = result.build()
+                    if result is None:
+                        continue
                 if not self.queue and type(result) is bytes:
                     pending.append(result)
                     continue
@@ -660,6 +678,42 @@ class Connection:
                     await self._wakeup.wait()
                     continue
                 item = queue[0]
+                if type(item) is AfterWrite:
+                    # a produce answer held until its writes are done; those after it that
+                    # are ready then go out in the same write
+                    if not item.done():
+                        try:
+                            await item.wait()
+                        except asyncio.CancelledError:
+                            return
+                    out = []
+                    try:
+                        while True:
+                            queue.popleft()
+                            data = item.build()
+                            if data is not None:
+                                out.append(data)
+                            if not queue:
+                                break
+                            item = queue[0]
+                            if type(item) is bytes:
+                                item = _Ready(item)
+                            elif type(item) is not AfterWrite or not item.done():
+                                break
+                    except CloseConnection as exc:
+                        if out:
+                            writer.write(b"".join(out))
+                        self._log_close(exc)
+                        self._closed = True
+                        self.transport.close()
+                        return
+                    if out:
+                        writer.write(out[0] if len(out) == 1 else b"".join(out))
+                    if not self._room.is_set() and len(queue) < MAX_QUEUED_RESPONSES // 2:
+                        self._room.set()
+                    if self.transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
+                        await self.frames.drain()
+                    continue
                 if isinstance(item, asyncio.Future):
                     try:
                         item = await item

@@ -299,6 +299,8 @@ async def answer_call(broker, frame: bytes, who: dict):
     conn = _Caller(broker, who)
     try:
         result = broker.router.dispatch(conn, bytearray(frame))
+        if type(result).__name__ == "AfterWrite":  # a produce answer held until written
+            result = result.answer()
         if asyncio.isfuture(result) or asyncio.iscoroutine(result):
             result = await result
     except CloseConnection as exc:

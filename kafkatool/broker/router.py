@@ -24,6 +24,7 @@ from kafkatool.broker.error_response import error_response
 from kafkatool.broker.handlers.fetch import fetch_replica_id
 from kafkatool.broker.network import CloseConnection, FinalResponse, RequestFailed
 from kafkatool.broker.processes import LOCAL_APIS
+from kafkatool.log.append_writer import AfterWrite
 from kafkatool.formats.schema import Message, SchemaDecodeError, UnsupportedVersionError, in_range
 from kafkatool.protocol.apis import API_BY_KEY, API_VERSIONS_KEY
 from kafkatool.protocol.errors import ErrorCode
@@ -154,6 +155,11 @@ class Router:
                 result = exc.answer(body)  # KafkaApis.handleError: the request as it came
             except Exception as exc:
                 result = self._failed(conn, header, body, exc)
+            if type(result) is AfterWrite:
+                # a produce answer held until its writes are done (log/append_writer.py)
+                if ctx.quota is None:
+                    return self._after_write(conn, header, body, result)
+                result = result.answer()  # the awaitable way, recorded and throttled
             if ctx.quota is not None:
                 if inspect.isawaitable(result):
                     timed = False  # recorded by _finish once the answer is done
@@ -172,6 +178,23 @@ class Router:
                 self.broker.metrics.requests.record(header.api_key, header.api_version, started, follower)
             if hold:
                 gc.enable()
+
+    def _after_write(self, conn, header: RequestHeader, request, result: AfterWrite) -> AfterWrite:
+        """``result`` building the encoded answer (a failure of the handler's build answered as
+        :meth:`_failed` answers one); the connection writes it once the write is done."""
+        build = result.build
+
+        def answer():
+            try:
+                msg = build()
+            except CloseConnection:
+                raise
+            except Exception as exc:
+                msg = self._failed(conn, header, request, exc)
+            return None if msg is None else self._encode(header, msg, conn, request)
+
+        result.build = answer
+        return result
 
     def _throttled(self, ctx: RequestContext, body, result, started: float, follower: bool):
         """A handler's answer while client quotas are set: recorded and given its throttle

@@ -139,8 +139,15 @@ class AppendWriter:
     def submitted(self) -> int:
         return self.core.submitted
 
-    def written(self, seq: int) -> bool:
-        return self.core.completed >= seq
+    def done(self, seq: int) -> bool:
+        """``seq`` is written and collected (its failure, if any, known to :meth:`failure`)."""
+        core = self.core
+        if core.released >= seq:
+            return True
+        if core.completed >= seq:
+            self.collect()
+            return True
+        return False
 
     def when_written(self, seq: int):
         """A future resolved once ``seq`` is written, or None when it already is (and collected)."""
@@ -212,3 +219,35 @@ class AppendWriter:
         if self._efd >= 0:
             os.close(self._efd)
             self._efd = -1
+
+
+class AfterWrite:
+    """An answer that may leave only once the append writer has written ``seq`` (a produce's
+    acks=1 and acks=-1 answer): ``build()`` makes it then (a write's failure changes it).
+
+    Lighter than an awaitable answer (no task, no future per request): the connection queues
+    it, writes it at once when the write is already done, else its writer task waits for
+    the writer's one future for ``seq`` (broker/network.Connection).  The router wraps
+    ``build`` so that it returns the encoded answer."""
+
+    __slots__ = ("writer", "seq", "build")
+
+    def __init__(self, writer: AppendWriter, seq: int, build):
+        self.writer = writer
+        self.seq = seq
+        self.build = build
+
+    def done(self) -> bool:
+        """Written (and its outcome collected): ``build`` may run."""
+        return self.writer.done(self.seq)
+
+    async def wait(self) -> None:
+        fut = self.writer.when_written(self.seq)
+        if fut is not None:
+            await fut
+
+    async def answer(self):
+        """Wait, then build (for callers that await answers: a forwarded call, the
+        deferred produce path)."""
+        await self.wait()
+        return self.build()

@@ -24,6 +24,7 @@ from kafkatool.errors import KafkatoolError
 from kafkatool.formats import compression
 from kafkatool.formats import records as R
 from kafkatool.formats.errors import FormatError
+from kafkatool.log.append_writer import AfterWrite
 from kafkatool.log.log import RecordBatchTooLargeError, RecordTooLargeError
 from kafkatool.log.producer_state import ProducerStateError
 from kafkatool.log.validator import RecordValidationError
@@ -327,6 +328,8 @@ def handle_produce(ctx, req):
         finally:
             if not appended.done():
                 appended.set_result(None)
+        if type(result) is AfterWrite:
+            return await result.answer()
         return (await result) if asyncio.iscoroutine(result) else result
 
     return deferred(req)
@@ -352,12 +355,13 @@ def _append_all(broker, ctx, req, txn_errors: dict | None):
         out.append(TopicProduceResponse(name=td.name, partition_responses=parts))
     if writes:
         # the writes were queued in order: the last is the one to wait for
-        fut = writer.when_written(max(w[2] for w in writes))
-        if fut is None:
+        seq = max(w[2] for w in writes)
+        if writer.done(seq):
             _write_failures(broker, writer, writes, waits)
         elif acks == 0:
-            fut.add_done_callback(lambda _f: _write_failures(broker, writer, writes, None))
-        else:
+            writer.when_written(seq).add_done_callback(lambda _f: _write_failures(broker, writer, writes, None))
+        elif waits is not None:
+            fut = writer.when_written(seq)
             timeout_ms = req.timeout_ms
 
             async def written():
@@ -368,6 +372,13 @@ def _append_all(broker, ctx, req, txn_errors: dict | None):
                 return _produce_response(broker, ctx, out, acks)
 
             return written()
+        else:
+            # the answer is built once the write is done (network.Connection holds it)
+            def build():
+                _write_failures(broker, writer, writes, None)
+                return _produce_response(broker, ctx, out, acks)
+
+            return AfterWrite(writer, seq, build)
     if waits:
         # the wait refers to nothing of the request (see above)
         timeout_ms = req.timeout_ms
