@@ -76,6 +76,7 @@ cdef class WriterCore:
     cdef int signaled
     cdef int stopping
     cdef int running
+    cdef int held
     cdef long long* failed_tags
     cdef int* failed_errs
     cdef int n_failed
@@ -98,6 +99,7 @@ cdef class WriterCore:
         self.signaled = 0
         self.stopping = 0
         self.running = 0
+        self.held = 0
         self.failed_tags = NULL
         self.failed_errs = NULL
         self.n_failed = self.cap_failed = 0
@@ -217,7 +219,7 @@ cdef class WriterCore:
             pthread_mutex_lock(&self.mu)
             self.running = 1
             while True:
-                while self._completed == self._submitted and not self.stopping:
+                while (self._completed == self._submitted or self.held) and not self.stopping:
                     pthread_cond_wait(&self.work_cv, &self.mu)
                 if self._completed == self._submitted:
                     break  # stopping, and nothing left
@@ -295,6 +297,13 @@ cdef class WriterCore:
         self._released = upto
         pthread_mutex_unlock(&self.mu)
         return upto, failures
+
+    def hold(self, bint held):
+        """Tests: while held, no write starts (a stop still drains everything)."""
+        pthread_mutex_lock(&self.mu)
+        self.held = held
+        pthread_cond_signal(&self.work_cv)
+        pthread_mutex_unlock(&self.mu)
 
     def stop(self):
         """The thread ends once every item submitted is written (``run`` returns)."""

@@ -201,6 +201,12 @@ class AppendWriter:
         err = self.core.failed(tag)
         return _error(err) if err else None
 
+    def hold(self, held: bool) -> None:
+        """Tests: while held, the native thread starts no write (a stop still drains)."""
+        if not self.native:
+            raise RuntimeError("only the native append writer can be held")
+        self.core.hold(held)
+
     # --- the end
     def stop(self) -> None:
         """Every queued write done, the thread ended, buffers released, waiters resolved."""

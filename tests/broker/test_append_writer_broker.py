@@ -1,0 +1,286 @@
+"""Produce through the append writer (log/append_writer.py) on a broker served in-process: an
+acks=1 answer never leaves before its bytes are in the file (a kill -9 after the answer keeps
+them: the page cache has them), a fetch right after a produce reads them, a failed write
+answers KAFKA_STORAGE_ERROR and takes its log dir offline (as a synchronous append's OSError),
+and a shutdown writes every queued append before the logs close and the marker is written.
+
+The writer is held (no write starts) to make "not written yet" deterministic: these tests
+need the native writer (tools/build_accel.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import threading
+import time
+
+import pytest
+
+from kafkatool.broker.config import BrokerConfig
+from kafkatool.broker.server import Broker
+from kafkatool.formats import checkpoint as ck
+from kafkatool.formats import records as R
+from kafkatool.log.append_writer import native_available
+from kafkatool.protocol.errors import ErrorCode
+from tests.broker.test_protocol import batches_of, fetch_req, produce
+from tests.broker.wire import WireClient
+
+pytestmark = pytest.mark.skipif(not native_available(), reason="the native append writer is not built")
+
+
+class Records(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record):
+        self.records.append(record)
+
+    def errors(self) -> list[str]:
+        return [r.getMessage() for r in self.records if r.levelno >= logging.ERROR]
+
+
+class Served:
+    def __init__(self, tmp_path, dirs: int = 1):
+        self.dirs = [tmp_path / f"d{i}" for i in range(dirs)]
+        for d in self.dirs:
+            d.mkdir()
+        self.broker = Broker(
+            BrokerConfig.load(
+                None,
+                [f"log.dirs={','.join(map(str, self.dirs))}", "listeners=PLAINTEXT://127.0.0.1:0"],
+            )
+        )
+        self.broker.open_storage()
+        self.records = Records()
+        self.logger = logging.getLogger("kafkatool")
+        self.logger.addHandler(self.records)
+        self.loop = asyncio.new_event_loop()
+        ready = threading.Event()
+
+        async def main():
+            try:
+                await self.broker.start()
+            finally:
+                ready.set()
+            await self.broker.serve_until_stopped()
+            await self.broker.stop()
+
+        self.thread = threading.Thread(target=self.loop.run_until_complete, args=(main(),), daemon=True)
+        self.thread.start()
+        assert ready.wait(20) and self.thread.is_alive(), "the broker did not start"
+        host, port = self.broker.bound[0]
+        self.bootstrap = f"{host}:{port}"
+        assert self.broker.append_writer is not None and self.broker.append_writer.native
+
+    def call(self, fn):
+        """``fn()`` on the broker's event loop (what touches the broker's state)."""
+        done = threading.Event()
+        box = {}
+
+        def run():
+            try:
+                box["result"] = fn()
+            finally:
+                done.set()
+
+        self.loop.call_soon_threadsafe(run)
+        assert done.wait(10)
+        return box["result"]
+
+    def create_topic(self, name: str, log_dir=None):
+        self.call(lambda: self.broker.create_topic(name, 1, {}))
+        lg = self.broker.get_log(name, 0)
+        if log_dir is not None:
+            assert lg.dir.parent == log_dir, (lg.dir, log_dir)
+        return lg
+
+    def stop(self) -> None:
+        if self.thread.is_alive():
+            self.loop.call_soon_threadsafe(self.broker.request_stop)
+            self.thread.join(30)
+        if not self.loop.is_closed():
+            self.loop.close()
+        self.logger.removeHandler(self.records)
+
+
+@pytest.fixture
+def served(tmp_path):
+    s = Served(tmp_path)
+    try:
+        yield s
+    finally:
+        s.broker.append_writer.hold(False)
+        s.stop()
+
+
+def _batch(value: bytes = b"v") -> bytes:
+    return R.build_record_batch([R.SimpleRecord(value, b"k", [], int(time.time() * 1000))])
+
+
+def _answer_arrives(sock: socket.socket, seconds: float) -> bool:
+    sock.settimeout(seconds)
+    try:
+        return bool(sock.recv(1, socket.MSG_PEEK))
+    except TimeoutError:
+        return False
+    finally:
+        sock.settimeout(10)
+
+
+@pytest.mark.parametrize("acks", [1, -1])
+def test_the_answer_waits_for_the_write(served, acks):
+    lg = served.create_topic("t")
+    writer = served.broker.append_writer
+    data = _batch(b"first")
+    with WireClient(served.bootstrap) as c:
+        assert produce(c, "t", _batch(b"warm-up"), acks=acks).error_code == 0
+        before = lg.active_segment.log_path.stat().st_size
+        writer.hold(True)
+        from kafkatool.protocol import generated as G
+        from kafkatool.protocol.generated.produce_request import PartitionProduceData, TopicProduceData
+
+        req = G.ProduceRequest(
+            transactional_id=None,
+            acks=acks,
+            timeout_ms=5000,
+            topic_data=[TopicProduceData(name="t", partition_data=[PartitionProduceData(index=0, records=data)])],
+        )
+        corr = c.send(0, 9, req)
+        assert not _answer_arrives(c.sock, 0.5)  # held: no answer
+        assert lg.active_segment.log_path.stat().st_size == before  # and nothing in the file
+        assert lg.log_end_offset == 2  # though the log moved on
+        writer.hold(False)
+        got, resp = c.recv(0, 9)
+        # the answer came: the bytes are in the file (a kill -9 now keeps them)
+        assert lg.active_segment.log_path.stat().st_size == before + len(data)
+        assert got == corr
+        p = resp.responses[0].partition_responses[0]
+        assert (p.error_code, p.base_offset) == (0, 1)
+
+
+def test_answers_behind_a_held_one_wait_in_order(served):
+    served.create_topic("t")
+    writer = served.broker.append_writer
+    from kafkatool.protocol import generated as G
+    from kafkatool.protocol.generated.produce_request import PartitionProduceData, TopicProduceData
+
+    with WireClient(served.bootstrap) as c:
+        writer.hold(True)
+        corrs = []
+        for i in range(5):
+            req = G.ProduceRequest(
+                transactional_id=None,
+                acks=1,
+                timeout_ms=5000,
+                topic_data=[
+                    TopicProduceData(name="t", partition_data=[PartitionProduceData(index=0, records=_batch(b"%d" % i))])
+                ],
+            )
+            corrs.append(c.send(0, 9, req))
+        c.send(18, 3, G.ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+        assert not _answer_arrives(c.sock, 0.5)  # even the ApiVersions answer waits behind them (FIFO)
+        writer.hold(False)
+        got = [c.recv(0, 9) for _ in range(5)]
+        assert [g[0] for g in got] == corrs
+        assert [g[1].responses[0].partition_responses[0].base_offset for g in got] == [0, 1, 2, 3, 4]
+        assert c.recv(18, 3)[1].error_code == 0
+
+
+def test_a_fetch_right_after_a_produce_reads_it(served):
+    served.create_topic("t")
+    writer = served.broker.append_writer
+    from kafkatool.protocol import generated as G
+    from kafkatool.protocol.generated.produce_request import PartitionProduceData, TopicProduceData
+
+    with WireClient(served.bootstrap) as c:
+        for held in (False, True):
+            offset = 0 if not held else 1
+            if held:
+                writer.hold(True)
+                threading.Timer(0.3, writer.hold, (False,)).start()
+            req = G.ProduceRequest(
+                transactional_id=None,
+                acks=1,
+                timeout_ms=5000,
+                topic_data=[
+                    TopicProduceData(name="t", partition_data=[PartitionProduceData(index=0, records=_batch(b"x"))])
+                ],
+            )
+            # pipelined: the fetch is handled before the produce's write may be done
+            c.send(0, 9, req)
+            c.send(1, 12, fetch_req("t", offset))
+            assert c.recv(0, 9)[1].responses[0].partition_responses[0].error_code == 0
+            part = c.recv(1, 12)[1].responses[0].partitions[0]
+            assert part.error_code == 0 and part.high_watermark == offset + 1
+            assert [b.base_offset for b in batches_of(part.records)] == [offset]
+
+
+def test_a_failed_write_answers_kafka_storage_error_and_takes_the_dir_offline(tmp_path):
+    s = Served(tmp_path, dirs=2)
+    try:
+        broker = s.broker
+        writer = broker.append_writer
+        s.create_topic("keep")  # the first dir (the metadata's too)
+        bad = s.create_topic("bad", log_dir=s.dirs[1])
+        with WireClient(s.bootstrap) as c:
+            assert produce(c, "bad", _batch(), acks=1).error_code == 0
+            writer.hold(True)
+            from kafkatool.protocol import generated as G
+            from kafkatool.protocol.generated.produce_request import PartitionProduceData, TopicProduceData
+
+            req = G.ProduceRequest(
+                transactional_id=None,
+                acks=1,
+                timeout_ms=5000,
+                topic_data=[TopicProduceData(name="bad", partition_data=[PartitionProduceData(index=0, records=_batch())])],
+            )
+            c.send(0, 9, req)
+            assert not _answer_arrives(c.sock, 0.3)
+            seg = bad.active_segment
+            ro = os.open(seg.log_path, os.O_RDONLY)
+            os.dup2(ro, seg._fd)  # the queued write meets EBADF
+            os.close(ro)
+            writer.hold(False)
+            p = c.recv(0, 9)[1].responses[0].partition_responses[0]
+            assert (p.error_code, p.base_offset) == (ErrorCode.KAFKA_STORAGE_ERROR, -1)
+            # the dir is offline from now on; the other dir serves
+            assert produce(c, "bad", _batch(), acks=1).error_code == ErrorCode.KAFKA_STORAGE_ERROR
+            assert produce(c, "keep", _batch(), acks=1).error_code == 0
+        errors = s.records.errors()
+        assert any(
+            f"Error while appending records to bad-0 in dir {s.dirs[1]}" in e and "Bad file descriptor" in e
+            for e in errors
+        ), errors
+    finally:
+        s.broker.append_writer.hold(False)
+        s.stop()
+    assert (s.dirs[0] / ck.CLEAN_SHUTDOWN_FILE).exists()
+    assert not (s.dirs[1] / ck.CLEAN_SHUTDOWN_FILE).exists()
+
+
+def test_a_shutdown_writes_every_queued_append_before_the_marker(tmp_path):
+    s = Served(tmp_path)
+    try:
+        lg = s.create_topic("t")
+        writer = s.broker.append_writer
+        with WireClient(s.bootstrap) as c:
+            assert produce(c, "t", _batch(), acks=1).error_code == 0
+            writer.hold(True)
+            for _ in range(3):
+                produce(c, "t", _batch(b"queued"), acks=0)
+            deadline = time.monotonic() + 5
+            while lg.log_end_offset < 4 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert lg.log_end_offset == 4
+            path = lg.active_segment.log_path
+            size = lg.active_segment.size
+            assert path.stat().st_size < size  # queued, not written
+        s.stop()  # held still: the stop drains the writer regardless
+        assert path.stat().st_size == size
+        assert (s.dirs[0] / ck.CLEAN_SHUTDOWN_FILE).exists()
+        assert not s.records.errors(), s.records.errors()
+    finally:
+        s.stop()
