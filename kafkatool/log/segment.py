@@ -344,6 +344,11 @@ class Segment:
             self._writer = writer
             self._last_write = writer.submit(self._fd, self._tag, data, position)
         else:
+            if self._last_write:
+                # a synchronous append (a coordinator's, a transaction marker, a follower's)
+                # lands after the queued ones: never a batch on disk past a hole a crash
+                # would leave (recovery stops at the hole, dropping an answered batch)
+                self._writer.wait(self._last_write, self._tag)
             written = os.pwrite(self._fd, data, position)
             while written < n:
                 written += os.pwrite(self._fd, memoryview(data)[written:], position + written)

@@ -244,3 +244,18 @@ def test_a_big_queue_grows_the_ring(tmp_path, held):
         assert held.done(seqs[-1])
     finally:
         os.close(fd)
+
+
+def test_a_synchronous_append_after_queued_ones_waits_for_them(tmp_path, held):
+    """A transaction marker (a coordinator's append) must not reach the file past a hole of
+    queued client bytes: a crash then would leave a batch recovery drops."""
+    lg, seg, n = _log_with_one_queued_append(tmp_path, held)
+    marker = bytearray(_batch(b"sync"))
+    t, box = _in_thread(lambda: lg.append_as_leader(marker, 0, origin="coordinator"))
+    assert _still_waiting(t)
+    assert os.fstat(seg._fd).st_size == 0
+    held.hold(False)
+    t.join(10)
+    assert "error" not in box, box
+    assert [b.base_offset for b in seg.batches()] == [0, 1]
+    lg.close()
