@@ -359,13 +359,18 @@ def _append_all(broker, ctx, req, txn_errors: dict | None):
         if writer.done(seq):
             _write_failures(broker, writer, writes, waits)
         elif acks == 0:
-            writer.when_written(seq).add_done_callback(lambda _f: _write_failures(broker, writer, writes, None))
+            fut = writer.when_written(seq)  # None: written since done() asked
+            if fut is None:
+                _write_failures(broker, writer, writes, None)
+            else:
+                fut.add_done_callback(lambda _f: _write_failures(broker, writer, writes, None))
         elif waits is not None:
             fut = writer.when_written(seq)
             timeout_ms = req.timeout_ms
 
             async def written():
-                await fut
+                if fut is not None:
+                    await fut
                 _write_failures(broker, writer, writes, waits)
                 if waits:
                     await broker.replicas.await_replication(waits, timeout_ms)
