@@ -545,8 +545,23 @@ class Connection:
         return bool(self.frames.frames)
 
     def _flush(self, pending: list) -> None:
-        self.writer.write(pending[0] if len(pending) == 1 else b"".join(pending))
-        pending.clear()
+        """Write the answers ready; a produce answer whose writes are not done yet
+        (AfterWrite) and all after it go to the writer task's queue, which waits for them."""
+        held = None
+        for i, item in enumerate(pending):
+            if type(item) is AfterWrite:
+                if not item.done():
+                    held = pending[i:]
+                    del pending[i:]
+                    break
+                data = item.build()
+                pending[i] = data if data is not None else b""
+        if pending:
+            self.writer.write(pending[0] if len(pending) == 1 else b"".join(pending))
+            pending.clear()
+        if held:
+            self.queue.extend(held)
+            self._wakeup.set()
 
     async def run(self) -> None:
         router = self.server.router
@@ -571,12 +586,9 @@ class Connection:
                 result = router.dispatch(self, frame)
                 if result is None:
                     continue
-                if type(result) is AfterWrite and not self.queue and result.done():
-                    # its writes are done already: the answer goes with the others
-                    result = result.build()
-                    if result is None:
-                        continue
-                if not self.queue and type(result) is bytes:
+                if not self.queue and (type(result) is bytes or type(result) is AfterWrite):
+                    # an AfterWrite (a produce answer whose writes may still be queued) is
+                    # built when the answers are written, by then its write is usually done
                     pending.append(result)
                     continue
                 if pending:

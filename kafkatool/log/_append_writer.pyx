@@ -11,7 +11,7 @@ numbers: ``submitted`` (last given out), ``completed`` (last written, or failed)
 (last collected).  A failed write records its errno in its item and its tag as failed: every
 later item of that tag fails with the same errno without being written (no hole-crossing
 write is ever acknowledged).  The thread signals an eventfd when something completed and the
-reader has not been told yet (one write per wake-up of the reader, not per item).
+reader asked for (``arm``: once the first write someone awaits is done), not per item.
 
 Threads: ``submit`` and ``collect`` on one thread (the event loop's); ``wait`` on any thread
 (it takes no GIL while it waits); ``run`` on the writer thread (it holds no GIL while it runs).
@@ -73,7 +73,7 @@ cdef class WriterCore:
     cdef long long _completed
     cdef long long _released
     cdef int efd
-    cdef int signaled
+    cdef long long notify_at  # signal the eventfd once completed reaches it (0: nobody waits)
     cdef int stopping
     cdef int running
     cdef int held
@@ -96,7 +96,7 @@ cdef class WriterCore:
         self.cap = cap
         self._submitted = self._completed = self._released = 0
         self.efd = efd
-        self.signaled = 0
+        self.notify_at = 0
         self.stopping = 0
         self.running = 0
         self.held = 0
@@ -239,8 +239,9 @@ cdef class WriterCore:
                     self._mark_failed(tag, err)
                 self._completed = s
                 pthread_cond_broadcast(&self.done_cv)
-                tell = not self.signaled
-                self.signaled = 1
+                tell = self.notify_at != 0 and s >= self.notify_at
+                if tell:
+                    self.notify_at = 0
                 if tell and self.efd >= 0:
                     pthread_mutex_unlock(&self.mu)
                     write(self.efd, &one, 8)
@@ -266,6 +267,16 @@ cdef class WriterCore:
             pthread_mutex_unlock(&self.mu)
         return err
 
+    def arm(self, long long seq):
+        """Signal the eventfd once ``seq`` is written (0: disarm); False when it already is
+        (no signal will come for it)."""
+        cdef bint pending
+        pthread_mutex_lock(&self.mu)
+        pending = self._completed < seq
+        self.notify_at = seq if pending else 0
+        pthread_mutex_unlock(&self.mu)
+        return pending
+
     def failed(self, long long tag):
         """The errno of ``tag``'s failed write, 0 if none."""
         cdef int err
@@ -282,7 +293,6 @@ cdef class WriterCore:
         failures = None
         pthread_mutex_lock(&self.mu)
         upto = self._completed
-        self.signaled = 0
         pthread_mutex_unlock(&self.mu)
         s = self._released + 1
         while s <= upto:

@@ -84,6 +84,9 @@ class SyncCore:
         self.released = self.completed
         return self.completed, failures
 
+    def arm(self, seq: int) -> bool:
+        return seq > self.completed
+
     def run(self) -> None:
         pass
 
@@ -158,6 +161,8 @@ class AppendWriter:
             return None
         fut = self._loop.create_future()
         self._waiters.append((seq, fut))
+        if not self.core.arm(self._waiters[0][0]):
+            self.collect()  # written meanwhile: no signal comes for it
         return fut
 
     def failure(self, seq: int) -> OSError | None:
@@ -183,10 +188,15 @@ class AppendWriter:
                 for seq in sorted(self._failed)[:50_000]:
                     del self._failed[seq]
         waiters = self._waiters
+        if not waiters:
+            return
         while waiters and waiters[0][0] <= upto:
             _seq, fut = waiters.popleft()
             if not fut.done():
                 fut.set_result(None)
+        if waiters and not self.core.arm(waiters[0][0]):
+            # the next one was written meanwhile: resolve now (call_soon: not recursively)
+            self._loop.call_soon(self.collect)
 
     # --- any thread
     def wait(self, seq: int, tag: int = 0) -> None:
