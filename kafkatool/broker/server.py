@@ -1154,7 +1154,11 @@ class Broker:
         self._stopping = asyncio.Event()
         self._loop = asyncio.get_running_loop()
         self._loop.set_exception_handler(self._loop_exception)
-        if not self.read_only and self.append_writer is None and os.environ.get(SYNC_APPEND_ENV, "") in ("", "0"):
+        if (
+            not self.read_only
+            and self.append_writer is None
+            and os.environ.get(SYNC_APPEND_ENV, "") in ("", "0")
+        ):
             from kafkatool.log.append_writer import AppendWriter
 
             self.append_writer = AppendWriter()

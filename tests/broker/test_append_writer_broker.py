@@ -146,7 +146,9 @@ def test_the_answer_waits_for_the_write(served, acks):
             transactional_id=None,
             acks=acks,
             timeout_ms=5000,
-            topic_data=[TopicProduceData(name="t", partition_data=[PartitionProduceData(index=0, records=data)])],
+            topic_data=[
+                TopicProduceData(name="t", partition_data=[PartitionProduceData(index=0, records=data)])
+            ],
         )
         corr = c.send(0, 9, req)
         assert not _answer_arrives(c.sock, 0.5)  # held: no answer
@@ -176,7 +178,9 @@ def test_answers_behind_a_held_one_wait_in_order(served):
                 acks=1,
                 timeout_ms=5000,
                 topic_data=[
-                    TopicProduceData(name="t", partition_data=[PartitionProduceData(index=0, records=_batch(b"%d" % i))])
+                    TopicProduceData(
+                        name="t", partition_data=[PartitionProduceData(index=0, records=_batch(b"%d" % i))]
+                    )
                 ],
             )
             corrs.append(c.send(0, 9, req))
@@ -206,7 +210,9 @@ def test_a_fetch_right_after_a_produce_reads_it(served):
                 acks=1,
                 timeout_ms=5000,
                 topic_data=[
-                    TopicProduceData(name="t", partition_data=[PartitionProduceData(index=0, records=_batch(b"x"))])
+                    TopicProduceData(
+                        name="t", partition_data=[PartitionProduceData(index=0, records=_batch(b"x"))]
+                    )
                 ],
             )
             # pipelined: the fetch is handled before the produce's write may be done
@@ -235,7 +241,11 @@ def test_a_failed_write_answers_kafka_storage_error_and_takes_the_dir_offline(tm
                 transactional_id=None,
                 acks=1,
                 timeout_ms=5000,
-                topic_data=[TopicProduceData(name="bad", partition_data=[PartitionProduceData(index=0, records=_batch())])],
+                topic_data=[
+                    TopicProduceData(
+                        name="bad", partition_data=[PartitionProduceData(index=0, records=_batch())]
+                    )
+                ],
             )
             c.send(0, 9, req)
             assert not _answer_arrives(c.sock, 0.3)

@@ -18,7 +18,6 @@ from kafkatool.formats import records as R
 from kafkatool.log.append_writer import AppendWriter, SyncCore, native_available
 from kafkatool.log.config import LogConfig
 from kafkatool.log.log import Log
-from kafkatool.log.segment import Segment
 
 needs_native = pytest.mark.skipif(not native_available(), reason="the native append writer is not built")
 KINDS = [pytest.param(True, marks=needs_native, id="native"), pytest.param(False, id="synchronous")]

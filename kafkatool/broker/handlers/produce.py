@@ -153,7 +153,9 @@ def _append_partition(
         # LogValidator (a legacy set's or a forced codec's rebuild included) and producer state
         # (duplicates, epochs, sequences) are the log's: UnifiedLog.append
         writer = broker.append_writer
-        info = lg.append_as_leader(records, t.leader_epoch(index), validated=True, batches=batches, writer=writer)
+        info = lg.append_as_leader(
+            records, t.leader_epoch(index), validated=True, batches=batches, writer=writer
+        )
         if writer is not None:
             # the answer waits for the write (Kafka answers acks=1 once the page cache has the
             # bytes); a duplicate's original may still be queued: the last write queued so far

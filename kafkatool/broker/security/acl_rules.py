@@ -25,6 +25,7 @@ import logging
 
 from kafkatool.broker.error_response import error_response, fill_errors
 from kafkatool.broker.security import acl as A
+from kafkatool.log.append_writer import AfterWrite
 from kafkatool.protocol.errors import ErrorCode as E
 
 log = logging.getLogger("kafkatool.broker.security")
@@ -45,7 +46,12 @@ def allowed(ctx, op: int, rtype: int, name: str) -> bool:
 
 
 def _then(result, after):
-    """Apply ``after`` to a handler's result, awaited when it is awaitable."""
+    """Apply ``after`` to a handler's result, awaited when it is awaitable (a produce answer
+    held until its writes are done, an AfterWrite: to the answer it builds)."""
+    if type(result) is AfterWrite:
+        build = result.build
+        result.build = lambda: after(build())
+        return result
     if inspect.isawaitable(result):
 
         async def finish():
