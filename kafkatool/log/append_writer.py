@@ -231,6 +231,8 @@ class AppendWriter:
                 self._loop.remove_reader(self._efd)
             except Exception:  # a closed loop
                 pass
+        if self._loop is not None and self._loop.is_closed():
+            self._waiters.clear()  # nothing can run their callbacks any more
         self.collect()
         if self._efd >= 0:
             os.close(self._efd)
