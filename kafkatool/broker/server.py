@@ -35,8 +35,23 @@ from kafkatool.protocol.errors import ErrorCode
 
 log = logging.getLogger("kafkatool.broker")
 
-#: set to 1: client produce appends are written synchronously on the event loop (no append writer)
-SYNC_APPEND_ENV = "KAFKATOOL_SYNC_APPEND"
+#: the append writer (log/append_writer.py): 1 on, 0 off (appends written on the event loop),
+#: unset: on when the process may run on a core for each of the broker's processes' event
+#: loops and one for each writer (measured with bench_cores --quick: one process on 2 cores
+#: +6..21%, but one on 1 core -11..15% and 2 processes on 2 cores -11..22%)
+APPEND_WRITER_ENV = "KAFKATOOL_APPEND_WRITER"
+
+
+def append_writer_wanted(config) -> bool:
+    forced = os.environ.get(APPEND_WRITER_ENV, "")
+    if forced:
+        return forced != "0"
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return cores >= 2 * max(1, config.int("kafkatool.processes"))
+
 
 PRODUCER_ID_BLOCK = 1000
 
@@ -1154,16 +1169,15 @@ class Broker:
         self._stopping = asyncio.Event()
         self._loop = asyncio.get_running_loop()
         self._loop.set_exception_handler(self._loop_exception)
-        if (
-            not self.read_only
-            and self.append_writer is None
-            and os.environ.get(SYNC_APPEND_ENV, "") in ("", "0")
-        ):
-            from kafkatool.log.append_writer import AppendWriter
+        if not self.read_only and self.append_writer is None:
+            if append_writer_wanted(self.config):
+                from kafkatool.log.append_writer import AppendWriter
 
-            self.append_writer = AppendWriter()
-            self.append_writer.attach(self._loop)
-            log.info("append writer kind=%s", self.append_writer.kind)
+                self.append_writer = AppendWriter()
+                self.append_writer.attach(self._loop)
+                log.info("append writer kind=%s", self.append_writer.kind)
+            else:
+                log.info("append writer kind=off")
         self._send_buffer = self.config.int("socket.send.buffer.bytes")
         self._receive_buffer = self.config.int("socket.receive.buffer.bytes")
         for lst in self.config.listeners:

@@ -30,6 +30,12 @@ from tests.broker.wire import WireClient
 pytestmark = pytest.mark.skipif(not native_available(), reason="the native append writer is not built")
 
 
+@pytest.fixture(autouse=True)
+def writer_on(monkeypatch):
+    """On whatever the cores (its default needs a spare core per process)."""
+    monkeypatch.setenv("KAFKATOOL_APPEND_WRITER", "1")
+
+
 class Records(logging.Handler):
     def __init__(self):
         super().__init__(logging.DEBUG)
