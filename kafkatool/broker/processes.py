@@ -295,11 +295,12 @@ class _Caller:
 async def answer_call(broker, frame: bytes, who: dict):
     """Handle a request frame from another process of this broker: (kind, payload)."""
     from kafkatool.broker.network import CloseConnection, Parts
+    from kafkatool.log.append_writer import AfterWrite
 
     conn = _Caller(broker, who)
     try:
         result = broker.router.dispatch(conn, bytearray(frame))
-        if type(result).__name__ == "AfterWrite":  # a produce answer held until written
+        if type(result) is AfterWrite:  # a produce answer held until written
             result = result.answer()
         if asyncio.isfuture(result) or asyncio.iscoroutine(result):
             result = await result

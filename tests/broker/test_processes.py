@@ -935,3 +935,30 @@ def test_a_value_the_dirs_dynamic_config_file_holds_and_kafka_refuses_is_said_on
     text = b.log_text()
     assert text.count(ignored) == 1, text[-3000:]
     assert "process=1" in text  # the member's lines are in the same log
+
+
+def test_a_call_from_another_process_takes_only_an_afterwrite_as_one(tmp_path, monkeypatch):
+    """answer_call awaits an AfterWrite's answer (a produce answer held until its writes are
+    done) and sends an answer that is no AfterWrite as it is, whatever its class's name (it
+    compared the class's name before: an answer of another class named so was taken for one)."""
+    import asyncio
+
+    from kafkatool.broker.config import BrokerConfig
+    from kafkatool.broker.processes import answer_call
+    from kafkatool.broker.server import Broker
+    from kafkatool.log.append_writer import AfterWrite, AppendWriter
+    from kafkatool.protocol.framing import encode_request
+
+    class Named(bytes):  # an encoded answer whose class happens to carry the name
+        pass
+
+    Named.__name__ = Named.__qualname__ = "AfterWrite"
+    broker = Broker(BrokerConfig.load(None, [f"log.dirs={tmp_path}", "listeners=PLAINTEXT://127.0.0.1:0"]))
+    writer = AppendWriter(native=False)
+    answers = [Named(b"\0\0\0\x01named"), AfterWrite(writer, 0, lambda: b"\0\0\0\x01built")]
+    monkeypatch.setattr(broker.router.routes[18], "handler", lambda ctx, req: answers.pop(0))
+    frame = encode_request(
+        18, 3, 1, "t", G.ApiVersionsRequest(client_software_name="t", client_software_version="1")
+    )
+    got = [asyncio.run(answer_call(broker, frame[4:], {})) for _ in range(2)]
+    assert got == [("bytes", b"\0\0\0\x01named"), ("bytes", b"\0\0\0\x01built")]
