@@ -554,7 +554,14 @@ class Connection:
                     held = pending[i:]
                     del pending[i:]
                     break
-                data = item.build()
+                try:
+                    data = item.build()
+                except CloseConnection:
+                    # (a failed acks=0 produce's write): the answers before it go out
+                    if i:
+                        self.writer.write(b"".join(pending[:i]))
+                    pending.clear()
+                    raise
                 pending[i] = data if data is not None else b""
         if pending:
             self.writer.write(pending[0] if len(pending) == 1 else b"".join(pending))

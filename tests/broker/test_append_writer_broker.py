@@ -277,6 +277,57 @@ def test_a_failed_write_answers_kafka_storage_error_and_takes_the_dir_offline(tm
     assert not (s.dirs[1] / ck.CLEAN_SHUTDOWN_FILE).exists()
 
 
+def test_a_failed_write_of_an_acks_0_produce_closes_the_connection(tmp_path):
+    """As a failed acks=0 produce on the synchronous path (RequestChannel.closeConnection):
+    no answer, the connection closed (the failed write was only reported before);
+    a request the client sent after it is not answered (Kafka reads it only after the
+    produce)."""
+    from kafkatool.protocol import generated as G
+    from kafkatool.protocol.generated.produce_request import PartitionProduceData, TopicProduceData
+
+    s = Served(tmp_path, dirs=2)
+    try:
+        writer = s.broker.append_writer
+        s.create_topic("keep")
+        bad = s.create_topic("bad", log_dir=s.dirs[1])
+        with WireClient(s.bootstrap) as c:
+            assert produce(c, "bad", _batch(), acks=1).error_code == 0
+            writer.hold(True)
+            c.send(
+                0,
+                9,
+                G.ProduceRequest(
+                    transactional_id=None,
+                    acks=0,
+                    timeout_ms=5000,
+                    topic_data=[
+                        TopicProduceData(
+                            name="bad", partition_data=[PartitionProduceData(index=0, records=_batch())]
+                        )
+                    ],
+                ),
+            )
+            c.send(18, 3, G.ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+            deadline = time.monotonic() + 5
+            while bad.log_end_offset < 2 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert bad.log_end_offset == 2  # appended, its write queued
+            seg = bad.active_segment
+            ro = os.open(seg.log_path, os.O_RDONLY)
+            os.dup2(ro, seg._fd)  # the queued write meets EBADF
+            os.close(ro)
+            writer.hold(False)
+            c.sock.settimeout(5)
+            assert c.sock.recv(1) == b""  # closed, the ApiVersions answer not sent
+        errors = s.records.errors()
+        assert any(f"Error while appending records to bad-0 in dir {s.dirs[1]}" in e for e in errors), errors
+        closes = [r.getMessage() for r in s.records.records if "closing connection" in r.getMessage()]
+        assert any("acks=0" in m for m in closes), closes
+    finally:
+        s.broker.append_writer.hold(False)
+        s.stop()
+
+
 def test_a_shutdown_writes_every_queued_append_before_the_marker(tmp_path):
     s = Served(tmp_path)
     try:

@@ -365,7 +365,25 @@ def _append_all(broker, ctx, req, txn_errors: dict | None):
             if fut is None:
                 _write_failures(broker, writer, writes, None)
             else:
-                fut.add_done_callback(lambda _f: _write_failures(broker, writer, writes, None))
+                # no answer, but a failed write closes the connection as a failed acks=0
+                # produce does (RequestChannel.closeConnection): an AfterWrite that builds
+                # nothing or raises CloseConnection, in its place among the connection's
+                # answers; the failure is reported once written even if the connection
+                # is gone by then
+                checked = []
+
+                def check(_f=None):
+                    if not checked:
+                        checked.append(True)
+                        _write_failures(broker, writer, writes, None)
+
+                fut.add_done_callback(check)
+
+                def build_none():
+                    check()
+                    return _produce_response(broker, ctx, out, acks)
+
+                return AfterWrite(writer, seq, build_none)
         elif waits is not None:
             fut = writer.when_written(seq)
             timeout_ms = req.timeout_ms
