@@ -159,6 +159,18 @@ class BrokerTopicStats:
         tc.bytes_in += size
         a.bytes_in += size
 
+    def unappended(self, tc: TopicCounters, info, size: int) -> None:
+        """Take back :meth:`appended`'s marks of an append whose write then failed (the append
+        writer's, log/append_writer.py): Kafka marks bytesInRate and messagesInRate only after
+        appendRecordsToLeader returned, which the storage error (KafkaStorageException) does
+        not.  Not below 0 (the topic's meters may have been zeroed meanwhile)."""
+        n = info.last_offset - info.first_offset + 1
+        a = self.all
+        tc.messages_in = max(0, tc.messages_in - n)
+        a.messages_in = max(0, a.messages_in - n)
+        tc.bytes_in = max(0, tc.bytes_in - size)
+        a.bytes_in = max(0, a.bytes_in - size)
+
     def coordinator_append(self, topic: str, info, size: int) -> None:
         """A coordinator's append to its internal topic (group metadata and offsets, transaction
         state, markers): counted as a produce is, the path being the same in Kafka."""
@@ -257,6 +269,9 @@ class _UncountedTopicStats(BrokerTopicStats):
         return self._sink
 
     def appended(self, tc: TopicCounters, info, size: int) -> None:
+        pass
+
+    def unappended(self, tc: TopicCounters, info, size: int) -> None:
         pass
 
 

@@ -49,14 +49,14 @@ class Records(logging.Handler):
 
 
 class Served:
-    def __init__(self, tmp_path, dirs: int = 1):
+    def __init__(self, tmp_path, dirs: int = 1, extra: tuple = ()):
         self.dirs = [tmp_path / f"d{i}" for i in range(dirs)]
         for d in self.dirs:
             d.mkdir()
         self.broker = Broker(
             BrokerConfig.load(
                 None,
-                [f"log.dirs={','.join(map(str, self.dirs))}", "listeners=PLAINTEXT://127.0.0.1:0"],
+                [f"log.dirs={','.join(map(str, self.dirs))}", "listeners=PLAINTEXT://127.0.0.1:0", *extra],
             )
         )
         self.broker.open_storage()
@@ -134,6 +134,27 @@ def _answer_arrives(sock: socket.socket, seconds: float) -> bool:
         return False
     finally:
         sock.settimeout(10)
+
+
+def _produce_req(topic: str, data: bytes, acks: int):
+    from kafkatool.protocol import generated as G
+    from kafkatool.protocol.generated.produce_request import PartitionProduceData, TopicProduceData
+
+    return G.ProduceRequest(
+        transactional_id=None,
+        acks=acks,
+        timeout_ms=5000,
+        topic_data=[
+            TopicProduceData(name=topic, partition_data=[PartitionProduceData(index=0, records=data)])
+        ],
+    )
+
+
+def _break_fd(seg) -> None:
+    """The segment's queued writes meet EBADF (its descriptor made read-only)."""
+    ro = os.open(seg.log_path, os.O_RDONLY)
+    os.dup2(ro, seg._fd)
+    os.close(ro)
 
 
 @pytest.mark.parametrize("acks", [1, -1])
@@ -275,6 +296,41 @@ def test_a_failed_write_answers_kafka_storage_error_and_takes_the_dir_offline(tm
         s.stop()
     assert (s.dirs[0] / ck.CLEAN_SHUTDOWN_FILE).exists()
     assert not (s.dirs[1] / ck.CLEAN_SHUTDOWN_FILE).exists()
+
+
+def test_a_failed_write_is_counted_as_a_failed_synchronous_append(tmp_path):
+    """ReplicaManager.appendToLocalLog marks BytesInPerSec and MessagesInPerSec once the
+    append returned, which a storage error's does not, and leaves KafkaStorageException out
+    of FailedProduceRequestsPerSec (a known error): a failed queued write's bytes and records
+    are taken back (they were counted at the append), and it is no failed produce."""
+    from tests.broker.conftest import free_port
+
+    s = Served(
+        tmp_path, dirs=2, extra=(f"kafkatool.metrics.prometheus.listener=http://127.0.0.1:{free_port()}",)
+    )
+    try:
+        writer = s.broker.append_writer
+        s.create_topic("keep")
+        bad = s.create_topic("bad", log_dir=s.dirs[1])
+        data = _batch()
+        with WireClient(s.bootstrap) as c:
+            assert produce(c, "bad", data, acks=1).error_code == 0
+            writer.hold(True)
+            c.send(0, 9, _produce_req("bad", _batch(b"w"), acks=1))
+            assert not _answer_arrives(c.sock, 0.3)
+            _break_fd(bad.active_segment)
+            writer.hold(False)
+            p = c.recv(0, 9)[1].responses[0].partition_responses[0]
+            assert p.error_code == ErrorCode.KAFKA_STORAGE_ERROR
+        topics = s.broker.metrics.topics
+        figures = [
+            (t.total_produce, t.failed_produce, t.messages_in, t.bytes_in)
+            for t in (topics.topic("bad"), topics.all)
+        ]
+        assert figures == [(2, 0, 1, len(data))] * 2
+    finally:
+        s.broker.append_writer.hold(False)
+        s.stop()
 
 
 def test_a_failed_write_of_an_acks_0_produce_closes_the_connection(tmp_path):

@@ -161,7 +161,7 @@ def _append_partition(
             # bytes); a duplicate's original may still be queued: the last write queued so far
             seq = info.write_seq or (writer.submitted if info.duplicate else 0)
             if seq:
-                writes.append((resp, lg, seq, info.write_seq))
+                writes.append((resp, lg, seq, info.write_seq, tc, info, len(records)))
         resp.base_offset = info.first_offset
         resp.log_append_time_ms = info.log_append_time if info.log_append_time is not None else -1
         resp.log_start_offset = lg.log_start_offset
@@ -342,7 +342,8 @@ def _append_all(broker, ctx, req, txn_errors: dict | None):
     out = []
     waits = [] if broker.replicas is not None and acks == -1 else None
     writer = broker.append_writer
-    writes = [] if writer is not None else None  # (answer, log, seq to wait for, own write's seq)
+    # (answer, log, seq to wait for, own write's seq, topic counters, append info, bytes)
+    writes = [] if writer is not None else None
     for td in req.topic_data:
         parts = []  # a loop, not a list comprehension: a comprehension is a call of its own
         for p in td.partition_data:
@@ -418,13 +419,18 @@ def _append_all(broker, ctx, req, txn_errors: dict | None):
 
 def _write_failures(broker, writer, writes: list, waits: list | None) -> None:
     """The answers of partitions whose queued write failed: KAFKA_STORAGE_ERROR, the log dir
-    offline (as an OSError of a synchronous append: UnifiedLog.append's maybeHandleIOException)."""
-    for resp, lg, _seq, own in writes:
+    offline (as an OSError of a synchronous append: UnifiedLog.append's maybeHandleIOException).
+    Counted as that OSError is: its bytes and records taken back from BytesInPerSec and
+    MessagesInPerSec (counted at the append; Kafka marks them once the append returned), not a
+    FailedProduceRequestsPerSec (ReplicaManager.appendToLocalLog leaves KafkaStorageException
+    out of it, as one of its known errors)."""
+    for resp, lg, _seq, own, tc, info, size in writes:
         if not own:
             continue
         exc = writer.failure(own)
         if exc is None:
             continue
+        broker.metrics.topics.unappended(tc, info, size)
         broker.report_log_error(lg, "appending records to", exc)
         resp.error_code = ErrorCode.KAFKA_STORAGE_ERROR
         resp.base_offset = -1
