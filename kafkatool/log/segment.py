@@ -288,6 +288,12 @@ class Segment:
         if self._last_write:
             self._writer.wait(self._last_write, self._tag)
 
+    def write_failure(self) -> OSError | None:
+        """The OSError of a failed write of this segment queued to the append writer (every
+        later one of the segment fails with it, unwritten), None while none failed."""
+        writer = self._writer
+        return None if writer is None else writer.failed(self._tag)
+
     def _wait_written_quietly(self) -> None:
         """Until the queued writes are done; a failed one is not raised (close, release: its
         error was or will be reported where the write was asked for)."""

@@ -333,6 +333,45 @@ def test_a_failed_write_is_counted_as_a_failed_synchronous_append(tmp_path):
         s.stop()
 
 
+def test_a_retry_of_a_batch_whose_queued_write_fails_answers_kafka_storage_error_too(tmp_path):
+    """An idempotent producer's retry of a batch whose write is still queued is a duplicate
+    (nothing appended, the original's offsets): it waits for the original's write and fails
+    with it (until then it answered success for a batch that never reached the file; in Kafka
+    the original's append fails before any retry can come, and the retry meets the offline
+    dir)."""
+    s = Served(tmp_path, dirs=2)
+    try:
+        writer = s.broker.append_writer
+        s.create_topic("keep")
+        bad = s.create_topic("bad", log_dir=s.dirs[1])
+        batch = R.build_record_batch(
+            [R.SimpleRecord(b"v", b"k", [], int(time.time() * 1000))],
+            producer_id=4242,
+            producer_epoch=0,
+            base_sequence=0,
+        )
+        with WireClient(s.bootstrap) as c, WireClient(s.bootstrap) as retry:
+            assert produce(c, "keep", _batch(), acks=1).error_code == 0
+            writer.hold(True)
+            c.send(0, 9, _produce_req("bad", batch, acks=1))
+            deadline = time.monotonic() + 5
+            while bad.log_end_offset < 1 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert bad.log_end_offset == 1  # appended, its write queued
+            retry.send(0, 9, _produce_req("bad", batch, acks=1))
+            assert not _answer_arrives(retry.sock, 0.3)
+            assert bad.log_end_offset == 1  # the retry appended nothing
+            _break_fd(bad.active_segment)
+            writer.hold(False)
+            answers = [x.recv(0, 9)[1].responses[0].partition_responses[0] for x in (c, retry)]
+            assert [(p.error_code, p.base_offset) for p in answers] == [
+                (ErrorCode.KAFKA_STORAGE_ERROR, -1)
+            ] * 2
+    finally:
+        s.broker.append_writer.hold(False)
+        s.stop()
+
+
 def test_a_failed_write_of_an_acks_0_produce_closes_the_connection(tmp_path):
     """As a failed acks=0 produce on the synchronous path (RequestChannel.closeConnection):
     no answer, the connection closed (the failed write was only reported before);

@@ -158,10 +158,14 @@ def _append_partition(
         )
         if writer is not None:
             # the answer waits for the write (Kafka answers acks=1 once the page cache has the
-            # bytes); a duplicate's original may still be queued: the last write queued so far
-            seq = info.write_seq or (writer.submitted if info.duplicate else 0)
-            if seq:
-                writes.append((resp, lg, seq, info.write_seq, tc, info, len(records)))
+            # bytes); a duplicate's original may still be queued: the last write queued so far,
+            # and the answer fails with a failed write of the active segment (the original's:
+            # a roll waits for the queued writes and fails with them)
+            if info.write_seq:
+                writes.append((resp, lg, info.write_seq, info.write_seq, tc, info, len(records), None))
+            elif info.duplicate and writer.submitted:
+                seg = lg.active_segment
+                writes.append((resp, lg, writer.submitted, 0, tc, info, len(records), seg))
         resp.base_offset = info.first_offset
         resp.log_append_time_ms = info.log_append_time if info.log_append_time is not None else -1
         resp.log_start_offset = lg.log_start_offset
@@ -342,7 +346,8 @@ def _append_all(broker, ctx, req, txn_errors: dict | None):
     out = []
     waits = [] if broker.replicas is not None and acks == -1 else None
     writer = broker.append_writer
-    # (answer, log, seq to wait for, own write's seq, topic counters, append info, bytes)
+    # (answer, log, seq to wait for, own write's seq, topic counters, append info, bytes,
+    # the segment a duplicate's original was queued to)
     writes = [] if writer is not None else None
     for td in req.topic_data:
         parts = []  # a loop, not a list comprehension: a comprehension is a call of its own
@@ -418,16 +423,17 @@ def _append_all(broker, ctx, req, txn_errors: dict | None):
 
 
 def _write_failures(broker, writer, writes: list, waits: list | None) -> None:
-    """The answers of partitions whose queued write failed: KAFKA_STORAGE_ERROR, the log dir
+    """The answers of partitions whose queued write failed (a duplicate's: its original's,
+    still queued when it came): KAFKA_STORAGE_ERROR, the log dir
     offline (as an OSError of a synchronous append: UnifiedLog.append's maybeHandleIOException).
     Counted as that OSError is: its bytes and records taken back from BytesInPerSec and
     MessagesInPerSec (counted at the append; Kafka marks them once the append returned), not a
     FailedProduceRequestsPerSec (ReplicaManager.appendToLocalLog leaves KafkaStorageException
     out of it, as one of its known errors)."""
-    for resp, lg, _seq, own, tc, info, size in writes:
-        if not own:
-            continue
-        exc = writer.failure(own)
+    for resp, lg, _seq, own, tc, info, size, seg in writes:
+        # a duplicate (no write of its own) fails with its original's write: any failed
+        # write of the segment it was queued to (the dir goes offline with it anyway)
+        exc = writer.failure(own) if own else seg.write_failure()
         if exc is None:
             continue
         broker.metrics.topics.unappended(tc, info, size)
