@@ -28,6 +28,7 @@ from kafkatool.broker.security import acl as A
 from kafkatool.broker.server import Broker
 from kafkatool.formats import records as R
 from kafkatool.formats.schema import in_range
+from kafkatool.log.append_writer import AfterWrite, AppendWriter
 from kafkatool.protocol import generated as G
 from kafkatool.protocol.apis import API_BY_KEY
 from kafkatool.protocol.errors import ErrorCode
@@ -442,12 +443,27 @@ def _waits_then_fails(ctx, req):
     return later()
 
 
-@pytest.mark.parametrize("failing", [_boom, _waits_then_fails], ids=["call", "waiting answer"])
+def _written_then_fails(ctx, req):
+    """A produce answer held until its writes are done (an AfterWrite: no awaitable) whose
+    build fails."""
+
+    def build():
+        raise RuntimeError("injected fault")
+
+    return AfterWrite(AppendWriter(native=False), 0, build)
+
+
+@pytest.mark.parametrize(
+    "failing",
+    [_boom, _waits_then_fails, _written_then_fails],
+    ids=["call", "waiting answer", "answer built after the write"],
+)
 def test_the_answer_covers_the_topics_an_acl_took_out_of_the_request(tmp_path, monkeypatch, failing):
     """KafkaApis authorizes inside the handler, and handleError answers request.body, which
     authorization left whole: the partitions alice may not write answer UNKNOWN_SERVER_ERROR
     too, not TOPIC_AUTHORIZATION_FAILED.  The same for an answer that waits (acks=all, a long
-    poll) and fails meanwhile: the lists the rule narrowed are put back before the failure
+    poll) and fails meanwhile, and for a produce answer built once its writes are done
+    (AfterWrite) whose build fails: the lists the rule narrowed are put back before the failure
     reaches the router (until session 27 only a failure of the handler's call put them back,
     and the refused topic was missing from the answer)."""
     broker = Broker(
@@ -487,6 +503,9 @@ def test_the_answer_covers_the_topics_an_acl_took_out_of_the_request(tmp_path, m
         async def dispatched():
             answer = broker.router.dispatch(conn, frame)
             assert inspect.isawaitable(answer) == (failing is _waits_then_fails)
+            if type(answer) is AfterWrite:  # as the connection builds it, once written
+                assert failing is _written_then_fails and answer.done()
+                return answer.build()
             return (await answer) if inspect.isawaitable(answer) else answer
 
         resp = parse_response(bytes(asyncio.run(dispatched()))[4:], 0, 9)[1]
