@@ -513,3 +513,30 @@ def test_the_answer_covers_the_topics_an_acl_took_out_of_the_request(tmp_path, m
         assert got == [("orders", USE), ("secret", USE)]
     finally:
         broker.close_storage()
+
+
+class _Sent:
+    def __init__(self):
+        self.written: list[bytes] = []
+
+    def write(self, data) -> None:
+        self.written.append(bytes(data))
+
+
+def test_a_build_that_closes_the_connection_lets_the_answers_before_it_go_out():
+    """Connection._flush: an AfterWrite whose build raises CloseConnection (a failed acks=0
+    produce's write) as the reader writes its ready answers: those before it are written, the
+    ones after it are not, and the CloseConnection goes on (the connection closes)."""
+    from kafkatool.broker.network import Connection
+
+    conn = Connection.__new__(Connection)
+    conn.writer = _Sent()
+    writer = AppendWriter(native=False)
+
+    def closes():
+        raise CloseConnection("acks=0 produce failed")
+
+    pending = [b"a", AfterWrite(writer, 0, lambda: b"b"), AfterWrite(writer, 0, closes), b"c"]
+    with pytest.raises(CloseConnection):
+        conn._flush(pending)
+    assert conn.writer.written == [b"ab"] and pending == []
