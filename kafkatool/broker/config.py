@@ -203,6 +203,11 @@ class ConfigDef:
         return read_only(self.name)
 
 
+#: kafkatool's own: the append writer (log/append_writer.py), see BROKER_CONFIGS
+APPEND_WRITER_CONFIG = "kafkatool.append.writer"
+APPEND_WRITER_VALUES = ("auto", "true", "false")
+
+
 def _d(name: str, type_: int, default, doc: str = "", alterable: bool = False) -> ConfigDef:
     # DynamicLogConfig: the broker's topic defaults apply to every log at once (Broker.reconfigure_logs)
     alterable = alterable or name in _DYNAMIC_LOG
@@ -538,6 +543,16 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "kafkatool's own: processes of this standalone broker, each serving its share of the "
             "partitions as a node of its own (node.id + k, its own ports), so that request handling "
             "uses that many cores (broker/processes.py).",
+        ),
+        _d(
+            "kafkatool.append.writer",
+            STRING,
+            "auto",
+            "kafkatool's own: client produce appends are written to the page cache by a thread of "
+            "their own that runs without the GIL (log/append_writer.py), beside the event loop, "
+            "and each answer leaves once its bytes are written: true, false (written on the event "
+            "loop), or auto: on when the process may run on 2 cores or more for each of "
+            "kafkatool.processes (one for the loop, one for the writer).",
         ),
         _d(
             "kafkatool.processes.port.step",
@@ -1152,6 +1167,12 @@ class BrokerConfig:
         ):
             _parse_int(name, self.get(name), 1)
         cleaner_io_rate(self.get("log.cleaner.io.max.bytes.per.second"))
+        writer = (self.get(APPEND_WRITER_CONFIG) or "").strip().lower()
+        if writer not in APPEND_WRITER_VALUES:
+            raise ConfigError(
+                f"invalid value {self.get(APPEND_WRITER_CONFIG)!r} for {APPEND_WRITER_CONFIG}: "
+                f"must be one of {', '.join(APPEND_WRITER_VALUES)}"
+            )
         from kafkatool.broker.metrics import LISTENER_CONFIG, parse_listener
 
         if self.get(LISTENER_CONFIG):

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kafkatool.broker.config import BrokerConfig, ConfigError
+from kafkatool.broker.config import APPEND_WRITER_CONFIG, BrokerConfig, ConfigError
 from kafkatool.broker.metadata import MetadataStore, TopicMeta
 from kafkatool.broker.network import Connection, SendfileThreads
 from kafkatool.broker.router import Router
@@ -35,17 +35,15 @@ from kafkatool.protocol.errors import ErrorCode
 
 log = logging.getLogger("kafkatool.broker")
 
-#: the append writer (log/append_writer.py): 1 on, 0 off (appends written on the event loop),
-#: unset: on when the process may run on a core for each of the broker's processes' event
-#: loops and one for each writer (measured with bench_cores --quick: one process on 2 cores
-#: +6..21%, but one on 1 core -11..15% and 2 processes on 2 cores -11..22%)
-APPEND_WRITER_ENV = "KAFKATOOL_APPEND_WRITER"
-
 
 def append_writer_wanted(config) -> bool:
-    forced = os.environ.get(APPEND_WRITER_ENV, "")
-    if forced:
-        return forced != "0"
+    """kafkatool.append.writer: true, false, or auto: on when the process may run on a core for
+    each of the broker's processes' event loops and one for each writer (bench_cores --quick
+    measured the writer on: one process on 2 cores +6..21%, but one on 1 core -11..15% and 2
+    processes on 2 cores -11..22%)."""
+    value = (config.get(APPEND_WRITER_CONFIG) or "auto").strip().lower()
+    if value != "auto":
+        return value == "true"
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):

@@ -120,6 +120,18 @@ ports.  More than kafkatool.processes.restarts.max (3) deaths within
 kafkatool.processes.restarts.window.ms (300000) stop the broker (exit 1), and every
 partition recovers at the next start.
 
+Appends off the event loop: kafkatool.append.writer (kafkatool's own property: auto,
+true or false; default auto) has client produce appends written to the page cache by
+a thread of their own that runs without the GIL, so the copy of each batch runs on
+another core while the event loop handles the next requests; an answer (acks=1 or
+all) leaves only once its bytes are written, a failed write answers
+KAFKA_STORAGE_ERROR and takes its log dir offline as any I/O error does, and a stop
+writes everything queued before the logs close.  auto turns it on when the broker
+may run on at least 2 cores for each of kafkatool.processes (one for the event
+loop, one for the writer); the start's log line "append writer kind=native" (or
+"kind=off") says which.  A value other than auto, true or false is refused at
+start-up (exit 2).
+
 Metrics: kafkatool.metrics.prometheus.listener=http://127.0.0.1:9404 (kafkatool's own
 property, off by default) answers GET /metrics in Prometheus text format with Kafka
 3.7's broker MBeans as the Prometheus JMX exporter's stock Kafka rules

@@ -30,10 +30,8 @@ from tests.broker.wire import WireClient
 pytestmark = pytest.mark.skipif(not native_available(), reason="the native append writer is not built")
 
 
-@pytest.fixture(autouse=True)
-def writer_on(monkeypatch):
-    """On whatever the cores (its default needs a spare core per process)."""
-    monkeypatch.setenv("KAFKATOOL_APPEND_WRITER", "1")
+#: on whatever the cores (auto needs a spare core per process)
+WRITER_ON = "kafkatool.append.writer=true"
 
 
 class Records(logging.Handler):
@@ -56,7 +54,12 @@ class Served:
         self.broker = Broker(
             BrokerConfig.load(
                 None,
-                [f"log.dirs={','.join(map(str, self.dirs))}", "listeners=PLAINTEXT://127.0.0.1:0", *extra],
+                [
+                    f"log.dirs={','.join(map(str, self.dirs))}",
+                    "listeners=PLAINTEXT://127.0.0.1:0",
+                    WRITER_ON,
+                    *extra,
+                ],
             )
         )
         self.broker.open_storage()
@@ -458,7 +461,7 @@ def test_a_kill_after_the_answers_keeps_every_answered_batch(tmp_path):
     from tests.broker.conftest import BrokerProcess
     from tests.broker.test_protocol import create_topic
 
-    b = BrokerProcess(tmp_path / "data").start()
+    b = BrokerProcess(tmp_path / "data", extra=[WRITER_ON]).start()
     try:
         assert "append writer kind=native" in b.log_text()
         data = R.build_record_batch([R.SimpleRecord(b"x" * (256 << 10), b"k", [], int(time.time() * 1000))])

@@ -962,3 +962,27 @@ def test_a_call_from_another_process_takes_only_an_afterwrite_as_one(tmp_path, m
     )
     got = [asyncio.run(answer_call(broker, frame[4:], {})) for _ in range(2)]
     assert got == [("bytes", b"\0\0\0\x01named"), ("bytes", b"\0\0\0\x01built")]
+
+
+def test_every_process_writes_its_appends_with_the_append_writer(make_broker):
+    """kafkatool.append.writer=true with 2 processes (auto would leave it off on a machine of
+    fewer than 4 cores): each process runs its own writer, produce answers acks=1 and acks=all
+    reach both nodes' partitions and read back whole, and the stop drains both writers before
+    the marker."""
+    from kafkatool.log.append_writer import native_available
+
+    if not native_available():
+        pytest.skip("the native append writer is not built")
+    b = make_broker(extra=[*OVERRIDES, "kafkatool.append.writer=true"]).start(timeout=40)
+    assert b.log_text().count("append writer kind=native") == 2, b.log_text()[-3000:]
+    topic = name("writer")
+    create_topic(b.bootstrap, topic, 6)
+    leaders = {p.partition_index: p.leader_id for p in metadata(b.bootstrap, topic).topics[0].partitions}
+    assert set(leaders.values()) == {1, 2}
+    produce(b.bootstrap, topic, 6, 40, acks="1")
+    produce(b.bootstrap, topic, 6, 40)
+    got = read_all(b.bootstrap, topic, 6, "read_uncommitted", 480)
+    assert sorted(got) == sorted(f"{p}:{i}" for p in range(6) for i in range(40) for _ in range(2))
+    assert b.stop() == 0
+    assert (b.data_dir / ".kafka_cleanshutdown").exists()
+    assert b.log_text().count("append writer kind=native") == 2
