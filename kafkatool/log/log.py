@@ -999,9 +999,9 @@ class Log:
         seg = self.active_segment
         if self.should_roll(seg, len(data), info, now_ms):
             seg = self.roll(info.first_offset)
-        seg.append(info.last_offset, info.max_timestamp, info.offset_of_max_timestamp, data, writer)
-        if writer is not None:
-            info.write_seq = seg._last_write
+        info.write_seq = seg.append(
+            info.last_offset, info.max_timestamp, info.offset_of_max_timestamp, data, writer
+        )
         self._log_end_offset = info.last_offset + 1
         psm = self.producer_state
         for b in batches:

@@ -332,23 +332,30 @@ class Segment:
     # --- append
     def append(
         self, largest_offset: int, largest_timestamp: int, offset_of_max_timestamp: int, data, writer=None
-    ) -> None:
+    ) -> int:
         """Append already-validated batches whose last offset is ``largest_offset``.
 
         ``writer`` (log/append_writer.AppendWriter): the bytes are queued to it instead of
-        written here (``data`` must not change until written; the writer holds its buffer);
-        the segment's state moves on at once, reads of the file wait for the write, and a
-        failed write is raised by them (and by the writer to whoever waits for it)."""
+        written here (``data`` must not change until written; the writer holds its buffer)
+        when they are ``writer.min_bytes`` or more, or when writes of this segment are still
+        queued; the segment's state moves on at once, reads of the file wait for the write,
+        and a failed write is raised by them (and by the writer to whoever waits for it).
+        The write's sequence number when queued, else 0 (written here)."""
         n = len(data)
         if not n:
-            return
+            return 0
         position = self.size
         if position == 0:
             self._rolling_based_timestamp = largest_timestamp
         fx.relative_offset(self.base_offset, largest_offset)
-        if writer is not None:
+        queued = 0
+        if writer is not None and (
+            n >= writer.min_bytes or (self._last_write and not writer.written(self._last_write))
+        ):
+            # a small append goes to the writer only behind queued ones of this segment (its
+            # turn in the file without a wait on the loop); alone, the loop writes it
             self._writer = writer
-            self._last_write = writer.submit(self._fd, self._tag, data, position)
+            queued = self._last_write = writer.submit(self._fd, self._tag, data, position)
         else:
             if self._last_write:
                 # a synchronous append (a coordinator's, a transaction marker, a follower's)
@@ -371,6 +378,7 @@ class Segment:
         self._max_ts = max_ts
         self.size += n
         self.bytes_since_last_index_entry += n
+        return queued
 
     def can_convert_to_relative_offset(self, offset: int) -> bool:
         return 0 <= offset - self.base_offset <= fx.INT32_MAX

@@ -83,6 +83,7 @@ class Served:
         host, port = self.broker.bound[0]
         self.bootstrap = f"{host}:{port}"
         assert self.broker.append_writer is not None and self.broker.append_writer.native
+        self.broker.append_writer.min_bytes = 0  # every append queued, however small
 
     def call(self, fn):
         """``fn()`` on the broker's event loop (what touches the broker's state)."""

@@ -29,7 +29,7 @@ def _batch(value: bytes = b"v", n: int = 1) -> bytes:
 
 @pytest.fixture
 def writer(request):
-    w = AppendWriter(native=request.param)
+    w = AppendWriter(native=request.param, min_bytes=0)
     yield w
     w.stop()
 
@@ -114,7 +114,7 @@ def test_the_synchronous_core_is_complete_at_submit(tmp_path):
 def held():
     if not native_available():
         pytest.skip("the native append writer is not built")
-    w = AppendWriter(native=True)
+    w = AppendWriter(native=True, min_bytes=0)  # every append queued, however small
     w.hold(True)
     yield w
     w.hold(False)
@@ -183,7 +183,7 @@ def test_close_truncate_flush_and_delete_wait_for_queued_writes(tmp_path, held, 
 def test_a_failed_queued_write_is_raised_by_reads_and_flush_not_by_release(tmp_path):
     if not native_available():
         pytest.skip("the native append writer is not built")
-    w = AppendWriter(native=True)
+    w = AppendWriter(native=True, min_bytes=0)
     try:
         w.hold(True)
         lg, seg, _n = _log_with_one_queued_append(tmp_path, w)
@@ -258,3 +258,31 @@ def test_a_synchronous_append_after_queued_ones_waits_for_them(tmp_path, held):
     assert "error" not in box, box
     assert [b.base_offset for b in seg.batches()] == [0, 1]
     lg.close()
+
+
+def test_a_small_append_is_written_on_the_loop_unless_writes_of_its_segment_are_queued(tmp_path):
+    """Below min_bytes an append is written at once (handing it over costs more than its copy),
+    except behind queued writes of its segment, where it is queued too: the file gets every
+    batch in offset order either way."""
+    if not native_available():
+        pytest.skip("the native append writer is not built")
+    w = AppendWriter(native=True)
+    w.hold(True)
+    try:
+        lg = Log(tmp_path / "t-0", LogConfig())
+        seg = lg.active_segment
+        small = _batch(b"s")
+        assert len(small) < w.min_bytes
+        assert lg.append_as_leader(bytearray(small), 0, writer=w).write_seq == 0
+        assert os.fstat(seg._fd).st_size == len(small)  # written though the writer is held
+        big = _batch(b"b" * w.min_bytes)
+        assert lg.append_as_leader(bytearray(big), 0, writer=w).write_seq > 0
+        assert lg.append_as_leader(bytearray(_batch(b"t")), 0, writer=w).write_seq > 0  # behind it
+        assert os.fstat(seg._fd).st_size == len(small)
+        w.hold(False)
+        assert [b.base_offset for b in seg.batches()] == [0, 1, 2]
+        assert [r.value for b in seg.batches() for r in b.records()] == [b"s", b"b" * w.min_bytes, b"t"]
+        assert lg.append_as_leader(bytearray(_batch(b"u")), 0, writer=w).write_seq == 0  # none queued now
+    finally:
+        w.hold(False)
+        w.stop()
