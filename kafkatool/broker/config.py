@@ -551,8 +551,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "kafkatool's own: client produce appends are written to the page cache by a thread of "
             "their own that runs without the GIL (log/append_writer.py), beside the event loop, "
             "and each answer leaves once its bytes are written: true, false (written on the event "
-            "loop), or auto: on when the process may run on 2 cores or more for each of "
-            "kafkatool.processes (one for the loop, one for the writer).",
+            "loop), or auto: on when the process may run on 4 cores or more for each of "
+            "kafkatool.processes (the loop, the writer, and room for the rest of the machine).",
         ),
         _d(
             "kafkatool.processes.port.step",

@@ -36,11 +36,19 @@ from kafkatool.protocol.errors import ErrorCode
 log = logging.getLogger("kafkatool.broker")
 
 
+#: auto turns the append writer on with this many cores or more for each process
+APPEND_WRITER_CORES_PER_PROCESS = 4
+
+
 def append_writer_wanted(config) -> bool:
-    """kafkatool.append.writer: true, false, or auto: on when the process may run on a core for
-    each of the broker's processes' event loops and one for each writer (bench_cores --quick
-    measured the writer on: one process on 2 cores +6..21%, but one on 1 core -11..15% and 2
-    processes on 2 cores -11..22%)."""
+    """kafkatool.append.writer: true, false, or auto: on when the process may run on
+    APPEND_WRITER_CORES_PER_PROCESS cores for each of the broker's processes (its event loop,
+    its writer, and room for the rest of the machine).  The writer moves the page-cache copy to
+    another core; with no core to spare it only adds hand-overs.  Measured on 2 cores, writer
+    on against off: one process with a light load generator beside it +16..28% (16 KiB
+    batches), but with a librdkafka producer on the same cores -12% (1 KiB records, its CPU per
+    GB +8..17%), three brokers of a replication-factor-3 cluster +16..35% CPU per GB, one
+    process on 1 core -11..15%, two processes on 2 cores -11..22%."""
     value = (config.get(APPEND_WRITER_CONFIG) or "auto").strip().lower()
     if value != "auto":
         return value == "true"
@@ -48,7 +56,12 @@ def append_writer_wanted(config) -> bool:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cores = os.cpu_count() or 1
-    return cores >= 2 * max(1, config.int("kafkatool.processes"))
+    return append_writer_auto(cores, config.int("kafkatool.processes"))
+
+
+def append_writer_auto(cores: int, processes: int) -> bool:
+    """auto's rule: ``cores`` the process may run on, ``processes`` of the broker."""
+    return cores >= APPEND_WRITER_CORES_PER_PROCESS * max(1, processes)
 
 
 PRODUCER_ID_BLOCK = 1000

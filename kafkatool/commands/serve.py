@@ -126,10 +126,12 @@ a thread of their own that runs without the GIL, so the copy of each batch runs 
 another core while the event loop handles the next requests; an answer (acks=1 or
 all) leaves only once its bytes are written, a failed write answers
 KAFKA_STORAGE_ERROR and takes its log dir offline as any I/O error does, and a stop
-writes everything queued before the logs close.  auto turns it on when the broker
-may run on at least 2 cores for each of kafkatool.processes (one for the event
-loop, one for the writer); the start's log line "append writer kind=native" (or
-"kind=off") says which.  A value other than auto, true or false is refused at
+writes everything queued before the logs close.  It pays where a core is spare:
+auto turns it on when the broker may run on at least 4 cores for each of
+kafkatool.processes; several brokers on one machine, or clients on the broker's
+cores, may want false whatever the count (auto counts only this broker's
+processes).  The start's log line "append writer kind=native" (or "kind=off")
+says which.  A value other than auto, true or false is refused at
 start-up (exit 2).
 
 Metrics: kafkatool.metrics.prometheus.listener=http://127.0.0.1:9404 (kafkatool's own

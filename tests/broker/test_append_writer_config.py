@@ -8,7 +8,7 @@ import os
 import pytest
 
 from kafkatool.broker.config import BrokerConfig, ConfigError
-from kafkatool.broker.server import append_writer_wanted
+from kafkatool.broker.server import append_writer_auto, append_writer_wanted
 
 
 def config(*props: str) -> BrokerConfig:
@@ -37,18 +37,37 @@ def cores():
 
     def on(n: int) -> None:
         if len(before) < n:
-            pytest.skip(f"needs {n} cores")
+            pytest.skip(f"needs {n} cores (what it could check on fewer, it did)")
         os.sched_setaffinity(0, sorted(before)[:n])
 
     yield on
     os.sched_setaffinity(0, before)
 
 
-def test_auto_is_the_default_and_wants_two_cores_per_process(cores):
+@pytest.mark.parametrize(
+    ("cores", "processes", "on"),
+    [
+        (1, 1, False),
+        (2, 1, False),
+        (3, 1, False),
+        (4, 1, True),
+        (16, 1, True),
+        (4, 2, False),
+        (8, 2, True),
+        (16, 4, True),
+        (16, 5, False),
+    ],
+)
+def test_auto_wants_four_cores_per_process(cores, processes, on):
+    assert append_writer_auto(cores, processes) is on
+
+
+def test_auto_is_the_default_and_reads_the_process_affinity(cores):
     assert config().get("kafkatool.append.writer") == "auto"
     cores(1)
     assert not append_writer_wanted(config())
     cores(2)
+    assert not append_writer_wanted(config("kafkatool.append.writer=auto"))
+    cores(4)
     assert append_writer_wanted(config())
-    assert append_writer_wanted(config("kafkatool.append.writer=auto"))
     assert not append_writer_wanted(config("kafkatool.processes=2"))
