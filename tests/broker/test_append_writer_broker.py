@@ -24,6 +24,7 @@ from kafkatool.formats import checkpoint as ck
 from kafkatool.formats import records as R
 from kafkatool.log.append_writer import native_available
 from kafkatool.protocol.errors import ErrorCode
+from tests.broker.test_handler_failure import Records
 from tests.broker.test_protocol import batches_of, fetch_req, produce
 from tests.broker.wire import WireClient
 
@@ -32,18 +33,6 @@ pytestmark = pytest.mark.skipif(not native_available(), reason="the native appen
 
 #: on whatever the cores (auto needs a spare core per process)
 WRITER_ON = "kafkatool.append.writer=true"
-
-
-class Records(logging.Handler):
-    def __init__(self):
-        super().__init__(logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record):
-        self.records.append(record)
-
-    def errors(self) -> list[str]:
-        return [r.getMessage() for r in self.records if r.levelno >= logging.ERROR]
 
 
 class Served:
@@ -170,17 +159,8 @@ def test_the_answer_waits_for_the_write(served, acks):
         assert produce(c, "t", _batch(b"warm-up"), acks=acks).error_code == 0
         before = lg.active_segment.log_path.stat().st_size
         writer.hold(True)
-        from kafkatool.protocol import generated as G
-        from kafkatool.protocol.generated.produce_request import PartitionProduceData, TopicProduceData
 
-        req = G.ProduceRequest(
-            transactional_id=None,
-            acks=acks,
-            timeout_ms=5000,
-            topic_data=[
-                TopicProduceData(name="t", partition_data=[PartitionProduceData(index=0, records=data)])
-            ],
-        )
+        req = _produce_req("t", data, acks)
         corr = c.send(0, 9, req)
         assert not _answer_arrives(c.sock, 0.5)  # held: no answer
         assert lg.active_segment.log_path.stat().st_size == before  # and nothing in the file
@@ -198,22 +178,12 @@ def test_answers_behind_a_held_one_wait_in_order(served):
     served.create_topic("t")
     writer = served.broker.append_writer
     from kafkatool.protocol import generated as G
-    from kafkatool.protocol.generated.produce_request import PartitionProduceData, TopicProduceData
 
     with WireClient(served.bootstrap) as c:
         writer.hold(True)
         corrs = []
         for i in range(5):
-            req = G.ProduceRequest(
-                transactional_id=None,
-                acks=1,
-                timeout_ms=5000,
-                topic_data=[
-                    TopicProduceData(
-                        name="t", partition_data=[PartitionProduceData(index=0, records=_batch(b"%d" % i))]
-                    )
-                ],
-            )
+            req = _produce_req("t", _batch(b"%d" % i), 1)
             corrs.append(c.send(0, 9, req))
         c.send(18, 3, G.ApiVersionsRequest(client_software_name="t", client_software_version="1"))
         assert not _answer_arrives(c.sock, 0.5)  # even the ApiVersions answer waits behind them (FIFO)
@@ -227,8 +197,6 @@ def test_answers_behind_a_held_one_wait_in_order(served):
 def test_a_fetch_right_after_a_produce_reads_it(served):
     served.create_topic("t")
     writer = served.broker.append_writer
-    from kafkatool.protocol import generated as G
-    from kafkatool.protocol.generated.produce_request import PartitionProduceData, TopicProduceData
 
     with WireClient(served.bootstrap) as c:
         for held in (False, True):
@@ -236,16 +204,7 @@ def test_a_fetch_right_after_a_produce_reads_it(served):
             if held:
                 writer.hold(True)
                 threading.Timer(0.3, writer.hold, (False,)).start()
-            req = G.ProduceRequest(
-                transactional_id=None,
-                acks=1,
-                timeout_ms=5000,
-                topic_data=[
-                    TopicProduceData(
-                        name="t", partition_data=[PartitionProduceData(index=0, records=_batch(b"x"))]
-                    )
-                ],
-            )
+            req = _produce_req("t", _batch(b"x"), 1)
             # pipelined: the fetch is handled before the produce's write may be done
             c.send(0, 9, req)
             c.send(1, 12, fetch_req("t", offset))
@@ -265,19 +224,8 @@ def test_a_failed_write_answers_kafka_storage_error_and_takes_the_dir_offline(tm
         with WireClient(s.bootstrap) as c:
             assert produce(c, "bad", _batch(), acks=1).error_code == 0
             writer.hold(True)
-            from kafkatool.protocol import generated as G
-            from kafkatool.protocol.generated.produce_request import PartitionProduceData, TopicProduceData
 
-            req = G.ProduceRequest(
-                transactional_id=None,
-                acks=1,
-                timeout_ms=5000,
-                topic_data=[
-                    TopicProduceData(
-                        name="bad", partition_data=[PartitionProduceData(index=0, records=_batch())]
-                    )
-                ],
-            )
+            req = _produce_req("bad", _batch(), 1)
             c.send(0, 9, req)
             assert not _answer_arrives(c.sock, 0.3)
             seg = bad.active_segment
@@ -290,7 +238,7 @@ def test_a_failed_write_answers_kafka_storage_error_and_takes_the_dir_offline(tm
             # the dir is offline from now on; the other dir serves
             assert produce(c, "bad", _batch(), acks=1).error_code == ErrorCode.KAFKA_STORAGE_ERROR
             assert produce(c, "keep", _batch(), acks=1).error_code == 0
-        errors = s.records.errors()
+        errors = [r.getMessage() for r in s.records.errors()]
         assert any(
             f"Error while appending records to bad-0 in dir {s.dirs[1]}" in e and "Bad file descriptor" in e
             for e in errors
@@ -382,7 +330,6 @@ def test_a_failed_write_of_an_acks_0_produce_closes_the_connection(tmp_path):
     a request the client sent after it is not answered (Kafka reads it only after the
     produce)."""
     from kafkatool.protocol import generated as G
-    from kafkatool.protocol.generated.produce_request import PartitionProduceData, TopicProduceData
 
     s = Served(tmp_path, dirs=2)
     try:
@@ -395,16 +342,7 @@ def test_a_failed_write_of_an_acks_0_produce_closes_the_connection(tmp_path):
             c.send(
                 0,
                 9,
-                G.ProduceRequest(
-                    transactional_id=None,
-                    acks=0,
-                    timeout_ms=5000,
-                    topic_data=[
-                        TopicProduceData(
-                            name="bad", partition_data=[PartitionProduceData(index=0, records=_batch())]
-                        )
-                    ],
-                ),
+                _produce_req("bad", _batch(), 0),
             )
             c.send(18, 3, G.ApiVersionsRequest(client_software_name="t", client_software_version="1"))
             deadline = time.monotonic() + 5
@@ -418,7 +356,7 @@ def test_a_failed_write_of_an_acks_0_produce_closes_the_connection(tmp_path):
             writer.hold(False)
             c.sock.settimeout(5)
             assert c.sock.recv(1) == b""  # closed, the ApiVersions answer not sent
-        errors = s.records.errors()
+        errors = [r.getMessage() for r in s.records.errors()]
         assert any(f"Error while appending records to bad-0 in dir {s.dirs[1]}" in e for e in errors), errors
         closes = [r.getMessage() for r in s.records.records if "closing connection" in r.getMessage()]
         assert any("acks=0" in m for m in closes), closes
@@ -457,8 +395,6 @@ def test_a_kill_after_the_answers_keeps_every_answered_batch(tmp_path):
     answered batch is read back after the restart.  An end-to-end check only: the writer mostly
     keeps up here, so answering before the write would usually pass too (the held-writer test
     above is the one that fails then)."""
-    from kafkatool.protocol import generated as G
-    from kafkatool.protocol.generated.produce_request import PartitionProduceData, TopicProduceData
     from tests.broker.conftest import BrokerProcess
     from tests.broker.test_protocol import create_topic
 
@@ -466,14 +402,7 @@ def test_a_kill_after_the_answers_keeps_every_answered_batch(tmp_path):
     try:
         assert "append writer kind=native" in b.log_text()
         data = R.build_record_batch([R.SimpleRecord(b"x" * (256 << 10), b"k", [], int(time.time() * 1000))])
-        req = G.ProduceRequest(
-            transactional_id=None,
-            acks=1,
-            timeout_ms=5000,
-            topic_data=[
-                TopicProduceData(name="t", partition_data=[PartitionProduceData(index=0, records=data)])
-            ],
-        )
+        req = _produce_req("t", data, 1)
         n = 200
         with WireClient(b.bootstrap) as c:
             create_topic(c, "t")
