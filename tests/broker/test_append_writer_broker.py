@@ -143,6 +143,18 @@ def _produce_req(topic: str, data: bytes, acks: int):
     )
 
 
+def _served_with_a_bad_dir(tmp_path, extra: tuple = ()):
+    """A broker of two dirs: topic "keep" on the first (the metadata's too), "bad" on the
+    second, the one the tests fail: (served, bad's log)."""
+    s = Served(tmp_path, dirs=2, extra=extra)
+    try:
+        s.create_topic("keep")
+        return s, s.create_topic("bad", log_dir=s.dirs[1])
+    except BaseException:
+        s.stop()
+        raise
+
+
 def _break_fd(seg) -> None:
     """The segment's queued writes meet EBADF (its descriptor made read-only)."""
     ro = os.open(seg.log_path, os.O_RDONLY)
@@ -215,12 +227,10 @@ def test_a_fetch_right_after_a_produce_reads_it(served):
 
 
 def test_a_failed_write_answers_kafka_storage_error_and_takes_the_dir_offline(tmp_path):
-    s = Served(tmp_path, dirs=2)
+    s, bad = _served_with_a_bad_dir(tmp_path)
     try:
         broker = s.broker
         writer = broker.append_writer
-        s.create_topic("keep")  # the first dir (the metadata's too)
-        bad = s.create_topic("bad", log_dir=s.dirs[1])
         with WireClient(s.bootstrap) as c:
             assert produce(c, "bad", _batch(), acks=1).error_code == 0
             writer.hold(True)
@@ -229,9 +239,7 @@ def test_a_failed_write_answers_kafka_storage_error_and_takes_the_dir_offline(tm
             c.send(0, 9, req)
             assert not _answer_arrives(c.sock, 0.3)
             seg = bad.active_segment
-            ro = os.open(seg.log_path, os.O_RDONLY)
-            os.dup2(ro, seg._fd)  # the queued write meets EBADF
-            os.close(ro)
+            _break_fd(seg)  # the queued write meets EBADF
             writer.hold(False)
             p = c.recv(0, 9)[1].responses[0].partition_responses[0]
             assert (p.error_code, p.base_offset) == (ErrorCode.KAFKA_STORAGE_ERROR, -1)
@@ -257,13 +265,11 @@ def test_a_failed_write_is_counted_as_a_failed_synchronous_append(tmp_path):
     are taken back (they were counted at the append), and it is no failed produce."""
     from tests.broker.conftest import free_port
 
-    s = Served(
-        tmp_path, dirs=2, extra=(f"kafkatool.metrics.prometheus.listener=http://127.0.0.1:{free_port()}",)
+    s, bad = _served_with_a_bad_dir(
+        tmp_path, (f"kafkatool.metrics.prometheus.listener=http://127.0.0.1:{free_port()}",)
     )
     try:
         writer = s.broker.append_writer
-        s.create_topic("keep")
-        bad = s.create_topic("bad", log_dir=s.dirs[1])
         data = _batch()
         with WireClient(s.bootstrap) as c:
             assert produce(c, "bad", data, acks=1).error_code == 0
@@ -291,11 +297,9 @@ def test_a_retry_of_a_batch_whose_queued_write_fails_answers_kafka_storage_error
     with it (until then it answered success for a batch that never reached the file; in Kafka
     the original's append fails before any retry can come, and the retry meets the offline
     dir)."""
-    s = Served(tmp_path, dirs=2)
+    s, bad = _served_with_a_bad_dir(tmp_path)
     try:
         writer = s.broker.append_writer
-        s.create_topic("keep")
-        bad = s.create_topic("bad", log_dir=s.dirs[1])
         batch = R.build_record_batch(
             [R.SimpleRecord(b"v", b"k", [], int(time.time() * 1000))],
             producer_id=4242,
@@ -331,11 +335,9 @@ def test_a_failed_write_of_an_acks_0_produce_closes_the_connection(tmp_path):
     produce)."""
     from kafkatool.protocol import generated as G
 
-    s = Served(tmp_path, dirs=2)
+    s, bad = _served_with_a_bad_dir(tmp_path)
     try:
         writer = s.broker.append_writer
-        s.create_topic("keep")
-        bad = s.create_topic("bad", log_dir=s.dirs[1])
         with WireClient(s.bootstrap) as c:
             assert produce(c, "bad", _batch(), acks=1).error_code == 0
             writer.hold(True)
@@ -350,9 +352,7 @@ def test_a_failed_write_of_an_acks_0_produce_closes_the_connection(tmp_path):
                 time.sleep(0.01)
             assert bad.log_end_offset == 2  # appended, its write queued
             seg = bad.active_segment
-            ro = os.open(seg.log_path, os.O_RDONLY)
-            os.dup2(ro, seg._fd)  # the queued write meets EBADF
-            os.close(ro)
+            _break_fd(seg)  # the queued write meets EBADF
             writer.hold(False)
             c.sock.settimeout(5)
             assert c.sock.recv(1) == b""  # closed, the ApiVersions answer not sent
