@@ -325,12 +325,13 @@ class QuotaManagers:
             q.thread_ns = time.perf_counter_ns() - q.start_ns
         return self.request.record_and_throttle(q.user, q.client_id, q.thread_ns * NANOS_TO_PERCENTAGE, now)
 
-    def finish(self, ctx, body, answer) -> None:
+    def finish(self, ctx, body, answer) -> int:
         """The answer (a message, or None: Produce acks=0) is about to be encoded: record,
-        set its throttle_time_ms, mute the connection for the throttle time (KIP-219)."""
+        set its throttle_time_ms, mute the connection for the throttle time (KIP-219); the
+        throttle time (0: none)."""
         q = ctx.quota
         if q is None or q.done:
-            return
+            return 0
         q.done = True
         now = now_ms()
         t = q.throttle_ms
@@ -344,10 +345,11 @@ class QuotaManagers:
         if q.mutation is not None:
             t = max(t, q.mutation.throttle_time())
         if t <= 0:
-            return
+            return 0
         if answer is not None and hasattr(answer, "throttle_time_ms"):
             answer.throttle_time_ms = t
         throttle_connection(ctx.connection, t)
+        return t
 
     def new_mutation_quota(self, ctx, strict_since: int) -> MutationQuota | None:
         """ControllerMutationQuotaManager.newQuotaFor: strict from ``strict_since``, else permissive."""

@@ -156,10 +156,12 @@ class Router:
             except Exception as exc:
                 result = self._failed(conn, header, body, exc)
             if type(result) is AfterWrite:
-                # a produce answer held until its writes are done (log/append_writer.py)
-                if ctx.quota is None:
-                    return self._after_write(conn, header, body, result)
-                result = result.answer()  # the awaitable way, recorded and throttled
+                # a produce answer held until its writes are done (log/append_writer.py); with
+                # quotas, recorded and throttled now, as an answer made at once is: the
+                # connection reads nothing more for the throttle time (an acks=0 produce has
+                # no answer to wait for), and the answer carries the time when it is built
+                throttle_ms = 0 if ctx.quota is None else self.broker.quotas.finish(ctx, body, None)
+                return self._after_write(conn, header, body, result, throttle_ms)
             if ctx.quota is not None:
                 if inspect.isawaitable(result):
                     timed = False  # recorded by _finish once the answer is done
@@ -179,9 +181,12 @@ class Router:
             if hold:
                 gc.enable()
 
-    def _after_write(self, conn, header: RequestHeader, request, result: AfterWrite) -> AfterWrite:
+    def _after_write(
+        self, conn, header: RequestHeader, request, result: AfterWrite, throttle_ms: int = 0
+    ) -> AfterWrite:
         """``result`` building the encoded answer (a failure of the handler's build answered as
-        :meth:`_failed` answers one); the connection writes it once the write is done."""
+        :meth:`_failed` answers one) with ``throttle_ms`` (the quotas', taken at dispatch); the
+        connection writes it once the write is done."""
         build = result.build
 
         def answer():
@@ -191,7 +196,11 @@ class Router:
                 raise
             except Exception as exc:
                 msg = self._failed(conn, header, request, exc)
-            return None if msg is None else self._encode(header, msg, conn, request)
+            if msg is None:
+                return None
+            if throttle_ms and hasattr(msg, "throttle_time_ms"):
+                msg.throttle_time_ms = throttle_ms
+            return self._encode(header, msg, conn, request)
 
         result.build = answer
         return result

@@ -420,3 +420,30 @@ def test_a_kill_after_the_answers_keeps_every_answered_batch(tmp_path):
             assert [x.base_offset for x in batches_of(part.records)] == [n - 1]
     finally:
         b.kill()
+
+
+def test_a_produce_past_its_quota_is_throttled_at_once_though_its_write_is_queued(served):
+    """producer_byte_rate: the connection is muted once the produce is handled, as for an answer
+    made at once (Kafka mutes it then; an acks=0 produce has no answer to wait for), not once its
+    queued write is done: the request after it is read only when the throttle time has passed.
+    An acks=1 answer built after its write carries the throttle time."""
+    from kafkatool.protocol.generated.api_versions_request import ApiVersionsRequest
+    from tests.broker.test_quotas import configs
+
+    served.create_topic("t")
+    res = configs("alter", "--entity-type", "clients", "--entity-name", "slow",
+                  "--add-config", "producer_byte_rate=900", "--bootstrap-server", served.bootstrap)  # fmt: skip
+    assert res.exit_code == 0, res.output
+    writer = served.broker.append_writer
+    with WireClient(served.bootstrap, client_id="slow") as c:
+        writer.hold(True)
+        threading.Timer(0.3, writer.hold, (False,)).start()
+        # about 10,100 bytes in the window's first 10 s: ~1,010 B/s against 900, ~1.2 s owed
+        c.send(0, 9, _produce_req("t", _batch(b"x" * 10_000), 0))
+        c.send(18, 3, ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+        # the write is done after 0.3 s; the muted connection reads the request after ~1.2 s
+        assert not _answer_arrives(c.sock, 0.8)
+        assert c.recv(18, 3)[1].error_code == 0
+        p = c.request(0, 9, _produce_req("t", _batch(b"y" * 10_000), 1))
+        assert p.responses[0].partition_responses[0].error_code == 0
+        assert p.throttle_time_ms > 0
