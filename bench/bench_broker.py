@@ -69,6 +69,21 @@ WINDOW = 8
 _SIZE = struct.Struct(">i")
 
 
+#: serve overrides every bench's brokers take, "k=v" entries separated by spaces (run_all's
+#: --override sets it for the benches it runs, e.g. kafkatool.append.writer=true)
+OVERRIDES_ENV = "KAFKATOOL_BENCH_OVERRIDES"
+
+
+def overrides() -> list[str]:
+    """The "k=v" serve overrides of :data:`OVERRIDES_ENV` (none when unset)."""
+    return os.environ.get(OVERRIDES_ENV, "").split()
+
+
+def override_args() -> list[str]:
+    """:func:`overrides` as serve's ``-o k=v`` arguments."""
+    return [a for kv in overrides() for a in ("-o", kv)]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -209,7 +224,8 @@ def start_ours(workdir: Path, processes: int = 1) -> Target:
             "-o",
             f"log.dirs={data}",
         ]
-        + (["-o", f"kafkatool.processes={processes}"] if processes > 1 else []),
+        + (["-o", f"kafkatool.processes={processes}"] if processes > 1 else [])
+        + override_args(),
         cwd=REPO,
         stdout=log,
         stderr=log,

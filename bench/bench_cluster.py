@@ -111,7 +111,12 @@ def run(workdir: Path, records: int, rounds: int, seconds: float, jepsen_s: floa
         raw_create(one.port, "lat", 1)
         with run_zookeeper(workdir / "zk") as zk:
             # Kafka's own fetch size (the tests' Cluster uses 64 KiB to force several fetch rounds)
-            c = Cluster(workdir, zk, 3, ["num.partitions=1", "replica.fetch.max.bytes=1048576"])
+            c = Cluster(
+                workdir,
+                zk,
+                3,
+                ["num.partitions=1", "replica.fetch.max.bytes=1048576", *bench_broker.overrides()],
+            )
             c.start()
             try:
                 create_topic(c, "lat", 1, 3, min_insync_replicas=2)

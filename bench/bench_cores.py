@@ -120,7 +120,8 @@ def start_pinned(workdir: Path, cpus: str, processes: int = 1) -> BB.Target:
             "-o",
             f"log.dirs={_data_dir(workdir, cpus, processes)}",
         ]
-        + (["-o", f"kafkatool.processes={processes}"] if processes > 1 else []),
+        + (["-o", f"kafkatool.processes={processes}"] if processes > 1 else [])
+        + BB.override_args(),
         cwd=BB.REPO,
         stdout=log,
         stderr=log,

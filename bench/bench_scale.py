@@ -101,6 +101,7 @@ def start(data: Path, log_path: Path) -> tuple[subprocess.Popen, int]:
             f"listeners=PLAINTEXT://127.0.0.1:{port}",
             "-o",
             f"log.dirs={data}",
+            *BB.override_args(),
         ],
         cwd=BB.REPO,
         stdout=log,

@@ -100,6 +100,7 @@ def start_serve(workdir: Path) -> tuple[subprocess.Popen, int, Path]:
             "-o",
             # the unlinks of retention's .deleted files fall inside the measured window
             "log.segment.delete.delay.ms=1000",
+            *BB.override_args(),
         ],
         cwd=BB.REPO,
         stdout=open(log_path, "wb"),

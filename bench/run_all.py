@@ -17,7 +17,9 @@ the issue's target and whether it is met.  Before each bench it writes the dirty
 back and waits (bounded) for an idle machine (``bench/quiet.py``), and says what it
 waited for; figures that need an idle machine note the state they started on.
 ``--quick`` passes ``--quick`` to each (a smoke run of a few minutes); ``--only
-limits,stalls`` picks benches.  Exit status 0 when every bench ran (met or not: the
+limits,stalls`` picks benches; ``--override K=V`` (repeatable) gives every bench's brokers
+a serve property (e.g. ``kafkatool.append.writer=true``: its A/B against the default is two
+runs), printed above the table.  Exit status 0 when every bench ran (met or not: the
 table says), 1 when one failed to run.
 
     python bench/run_all.py            # the full run, about 15-20 minutes
@@ -37,6 +39,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
+from bench_broker import OVERRIDES_ENV  # noqa: E402
 from quiet import wait_quiet  # noqa: E402
 from table import Row, hot_path_line, render  # noqa: E402
 
@@ -69,13 +72,27 @@ def main() -> int:
         "--only", default=",".join(BENCHES), help="comma-separated subset of " + ",".join(BENCHES)
     )
     ap.add_argument("--timeout", type=float, default=3600.0, help="per bench, seconds")
+    ap.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="a serve property every bench's brokers take (repeatable), e.g. kafkatool.append.writer=true",
+    )
     a = ap.parse_args()
+    bad = [kv for kv in a.override if "=" not in kv or not kv.split("=", 1)[0] or " " in kv]
+    if bad:
+        ap.error(f"--override takes K=V without spaces: {', '.join(bad)}")
+    if a.override:  # the benches' brokers read it (bench_broker.override_args)
+        os.environ[OVERRIDES_ENV] = " ".join(a.override)
     names = [n.strip() for n in a.only.split(",") if n.strip()]
     unknown = [n for n in names if n not in BENCHES]
     if unknown:
         ap.error(f"unknown bench: {', '.join(unknown)}")
     # every table says which code ran (the benches' brokers decide as this process does)
     print(hot_path_line(), flush=True)
+    if a.override:
+        print(f"serve overrides in every bench: {' '.join(a.override)}", flush=True)
     rows: list[Row] = []
     failed = []
     for name in names:
