@@ -1167,12 +1167,7 @@ class BrokerConfig:
         ):
             _parse_int(name, self.get(name), 1)
         cleaner_io_rate(self.get("log.cleaner.io.max.bytes.per.second"))
-        writer = (self.get(APPEND_WRITER_CONFIG) or "").strip().lower()
-        if writer not in APPEND_WRITER_VALUES:
-            raise ConfigError(
-                f"invalid value {self.get(APPEND_WRITER_CONFIG)!r} for {APPEND_WRITER_CONFIG}: "
-                f"must be one of {', '.join(APPEND_WRITER_VALUES)}"
-            )
+        self.append_writer  # noqa: B018 (parses)
         from kafkatool.broker.metrics import LISTENER_CONFIG, parse_listener
 
         if self.get(LISTENER_CONFIG):
@@ -1181,6 +1176,17 @@ class BrokerConfig:
         if err is not None:
             raise ConfigError(err)
         self.log_config()
+
+    @property
+    def append_writer(self) -> str:
+        """kafkatool.append.writer as auto, true or false (ConfigError for any other value)."""
+        raw = self.get(APPEND_WRITER_CONFIG)
+        value = (raw or "").strip().lower()
+        if value not in APPEND_WRITER_VALUES:
+            raise ConfigError(
+                f"invalid value {raw!r} for {APPEND_WRITER_CONFIG}: must be one of {', '.join(APPEND_WRITER_VALUES)}"
+            )
+        return value
 
     @property
     def node_id(self) -> int:

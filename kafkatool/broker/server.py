@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kafkatool.broker.config import APPEND_WRITER_CONFIG, BrokerConfig, ConfigError
+from kafkatool.broker.config import BrokerConfig, ConfigError
 from kafkatool.broker.metadata import MetadataStore, TopicMeta
 from kafkatool.broker.network import Connection, SendfileThreads
 from kafkatool.broker.router import Router
@@ -49,7 +49,7 @@ def append_writer_wanted(config) -> bool:
     batches), but with a librdkafka producer on the same cores -12% (1 KiB records, its CPU per
     GB +8..17%), three brokers of a replication-factor-3 cluster +16..35% CPU per GB, one
     process on 1 core -11..15%, two processes on 2 cores -11..22%."""
-    value = (config.get(APPEND_WRITER_CONFIG) or "auto").strip().lower()
+    value = config.append_writer
     if value != "auto":
         return value == "true"
     try:
@@ -1468,8 +1468,10 @@ class Broker:
 
     def close_storage(self) -> None:
         # every queued write in its file before anything closes a segment or writes a marker
-        # (a segment's close would wait for its own writes; this ends the thread too)
-        self.stop_append_writer()
+        # (a segment's close would wait for its own writes; this ends the thread too; a failed
+        # write is raised by its segment's flush or close)
+        if self.append_writer is not None:
+            self.append_writer.stop()
         # background jobs finish (or give up) before the logs they work on close
         self.workers.shutdown()
         self.network_threads.shutdown()
@@ -1485,13 +1487,6 @@ class Broker:
             self.manager = None
         if self.metadata is not None:
             self.metadata.save()
-
-    def stop_append_writer(self) -> None:
-        """Drain the append writer and end its thread (the segments' own waits then return
-        at once; a failed write is raised by its segment's flush or close)."""
-        w = self.append_writer
-        if w is not None:
-            w.stop()
 
     def log_dirs(self) -> list[Path]:
         return self.config.log_dirs

@@ -297,16 +297,14 @@ class Segment:
     def _wait_written_quietly(self) -> None:
         """Until the queued writes are done; a failed one is not raised (close, release: its
         error was or will be reported where the write was asked for)."""
-        if self._last_write:
-            try:
-                self._writer.wait(self._last_write, self._tag)
-            except OSError:
-                pass
+        try:
+            self.wait_written()
+        except OSError:
+            pass
 
     def fileno(self) -> int:
         """The descriptor, for reads of the file (fetch's sendfile): the writes queued first."""
-        if self._last_write:
-            self._writer.wait(self._last_write, self._tag)
+        self.wait_written()
         return self._fd
 
     @property
@@ -357,11 +355,10 @@ class Segment:
             self._writer = writer
             queued = self._last_write = writer.submit(self._fd, self._tag, data, position)
         else:
-            if self._last_write:
-                # a synchronous append (a coordinator's, a transaction marker, a follower's)
-                # lands after the queued ones: never a batch on disk past a hole a crash
-                # would leave (recovery stops at the hole, dropping an answered batch)
-                self._writer.wait(self._last_write, self._tag)
+            # a synchronous append (a coordinator's, a transaction marker, a follower's)
+            # lands after the queued ones: never a batch on disk past a hole a crash
+            # would leave (recovery stops at the hole, dropping an answered batch)
+            self.wait_written()
             written = os.pwrite(self._fd, data, position)
             while written < n:
                 written += os.pwrite(self._fd, memoryview(data)[written:], position + written)
@@ -390,8 +387,7 @@ class Segment:
     def _peek(self, position: int) -> OffsetPosition | None:
         if position + R.HEADER_PEEK > self.size:
             return None
-        if self._last_write:
-            self._writer.wait(self._last_write, self._tag)
+        self.wait_written()
         head = os.pread(self._fd, R.SPAN_PEEK, position)
         try:
             span = R.peek_entry_span(head, position, self.size)
@@ -605,10 +601,12 @@ class Segment:
         if self._fd < 0:
             return
         trim = trim and self.writable
-        # the queued writes land before the descriptor closes (its number could be reused)
-        self._wait_written_quietly()
-        if trim:
-            self.wait_written()  # a failed write: the OSError of a close (its dir goes offline)
+        # the queued writes land before the descriptor closes (its number could be reused); a
+        # failed one is the OSError of a trimming close (its dir goes offline)
+        if not trim:
+            self._wait_written_quietly()
+        else:
+            self.wait_written()
             if self.max_timestamp_so_far >= 0:
                 self.time_index.maybe_append(
                     self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far, skip_full_check=True
