@@ -36,7 +36,6 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
 from kafkatool.errors import KafkatoolError
-from kafkatool.log.append_writer import AfterWrite
 
 log = logging.getLogger("kafkatool.broker.network")
 
@@ -456,6 +455,39 @@ class FileSlice:
 
 class FinalResponse(bytes):
     """The last bytes a connection sends (an authentication failure's answer): written, then closed."""
+
+
+class AfterWrite:
+    """An answer that may leave only once the append writer (log/append_writer.py) has written
+    ``seq`` (a produce answer whose writes were queued): ``build()`` makes it then (a write's failure
+    changes it: KAFKA_STORAGE_ERROR, or acks=0's CloseConnection).
+
+    Lighter than an awaitable answer (no task, no future per request): the connection queues
+    it, writes it at once when the write is already done, else its writer task waits for
+    the writer's one future for ``seq`` (Connection).  The router wraps
+    ``build`` so that it returns the encoded answer."""
+
+    __slots__ = ("writer", "seq", "build")
+
+    def __init__(self, writer, seq: int, build):
+        self.writer = writer
+        self.seq = seq
+        self.build = build
+
+    def done(self) -> bool:
+        """Written (and its outcome collected): ``build`` may run."""
+        return self.writer.done(self.seq)
+
+    async def wait(self) -> None:
+        fut = self.writer.when_written(self.seq)
+        if fut is not None:
+            await fut
+
+    async def answer(self):
+        """Wait, then build (for callers that await answers: a forwarded call, the
+        deferred produce path)."""
+        await self.wait()
+        return self.build()
 
 
 class Parts(list):

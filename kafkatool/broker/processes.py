@@ -294,8 +294,7 @@ class _Caller:
 
 async def answer_call(broker, frame: bytes, who: dict):
     """Handle a request frame from another process of this broker: (kind, payload)."""
-    from kafkatool.broker.network import CloseConnection, Parts
-    from kafkatool.log.append_writer import AfterWrite
+    from kafkatool.broker.network import AfterWrite, CloseConnection, Parts
 
     conn = _Caller(broker, who)
     try:

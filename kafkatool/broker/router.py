@@ -22,10 +22,9 @@ from time import perf_counter
 
 from kafkatool.broker.error_response import error_response
 from kafkatool.broker.handlers.fetch import fetch_replica_id
-from kafkatool.broker.network import CloseConnection, FinalResponse, RequestFailed
+from kafkatool.broker.network import AfterWrite, CloseConnection, FinalResponse, RequestFailed
 from kafkatool.broker.processes import LOCAL_APIS
 from kafkatool.formats.schema import Message, SchemaDecodeError, UnsupportedVersionError, in_range
-from kafkatool.log.append_writer import AfterWrite
 from kafkatool.protocol.apis import API_BY_KEY, API_VERSIONS_KEY
 from kafkatool.protocol.errors import ErrorCode
 from kafkatool.protocol.framing import (

@@ -904,6 +904,15 @@ class Broker:
         """:meth:`report_io_error` of an operation on ``lg`` ("appending records to", ...)."""
         self.report_io_error(lg.dir, log_error_message(lg, action), exc)
 
+    def _on_write_failure(self, segment, exc: OSError) -> None:
+        """The append writer's report of a failed queued write (a produce's append, collected on
+        the event loop): the segment's log dir goes offline, as a synchronous append's failure
+        takes it (the answers of the produces whose writes failed say KAFKA_STORAGE_ERROR)."""
+        if segment is None:  # closed and gone before the failure was collected (deleted)
+            log.error("a queued append of a segment closed since failed: %s", exc)
+            return
+        self.report_io_error(segment.dir, log_error_message(segment, "appending records to"), exc)
+
     def _on_offline_dir(self, d: Path, msg: str, exc: BaseException) -> None:
         """LogManager.on_offline_dir: the one ERROR line of a failed dir, then its handling on
         the event loop (Kafka's LogDirFailureHandler thread takes it off the queue)."""
@@ -1185,6 +1194,7 @@ class Broker:
                 from kafkatool.log.append_writer import AppendWriter
 
                 self.append_writer = AppendWriter()
+                self.append_writer.on_failure = self._on_write_failure
                 self.append_writer.attach(self._loop)
                 log.info("append writer kind=%s", self.append_writer.kind)
             else:

@@ -11,7 +11,8 @@ numbers: ``submitted`` (last given out), ``completed`` (last written, or failed)
 (last collected).  A failed write records its errno in its item and its tag as failed: every
 later item of that tag fails with the same errno without being written (no hole-crossing
 write is ever acknowledged).  The thread signals an eventfd when something completed and the
-reader asked for (``arm``: once the first write someone awaits is done), not per item.
+reader asked for (``arm``: once the first write someone awaits is done), not per item, and
+after every failed write (whoever waits: the loop collects and reports it).
 
 Threads: ``submit`` and ``collect`` on one thread (the event loop's); ``wait`` on any thread
 (it takes no GIL while it waits); ``run`` on the writer thread (it holds no GIL while it runs).
@@ -242,6 +243,8 @@ cdef class WriterCore:
                 tell = self.notify_at != 0 and s >= self.notify_at
                 if tell:
                     self.notify_at = 0
+                if err:
+                    tell = 1  # a failure is collected at once, awaited or not (the loop reports it)
                 if tell and self.efd >= 0:
                     pthread_mutex_unlock(&self.mu)
                     write(self.efd, &one, 8)

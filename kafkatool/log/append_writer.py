@@ -15,6 +15,11 @@ runs on another core while the loop handles the next requests.
 - ``when_written(seq)`` (the loop) is a future resolved once ``seq`` is written (None: it
   is already); ``failure(seq)`` then says whether that very write failed (the produce answer's
   KAFKA_STORAGE_ERROR).  The thread signals an eventfd the loop watches.
+- A failed write is reported by the writer itself, as the loop collects it (the thread
+  signals every failure, awaited or not): ``on_failure(owner, error)``, once per tag, with
+  the owner ``own`` registered for the tag (a Segment; None once it is gone).  The broker's
+  takes the segment's log dir offline (Kafka's maybeHandleIOException around the append),
+  whatever became of the request that asked for the write; answers only read ``failure``.
 
 Without the binary (no Cython or no build, KAFKATOOL_PURE_PYTHON=1) the same interface writes
 at ``submit`` and is complete at once (:class:`SyncCore`): behaviour never depends on the
@@ -28,6 +33,7 @@ import errno as errno_mod
 import logging
 import os
 import threading
+import weakref
 
 log = logging.getLogger("kafkatool.broker")
 
@@ -120,6 +126,10 @@ class AppendWriter:
         self._thread: threading.Thread | None = None
         self._waiters: collections.deque = collections.deque()  # (seq, future), seq ascending
         self._failed: dict[int, OSError] = {}  # seq -> error, until failure() takes it
+        #: (owner, OSError) -> None: a failed write, reported as collected (once per tag)
+        self.on_failure = None
+        self._owners: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # tag -> owner
+        self._reported: set[int] = set()  # tags whose failure on_failure was told
         self.stopped = False
         if use_native:
             self._efd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
@@ -140,11 +150,14 @@ class AppendWriter:
             loop.add_reader(self._efd, self._on_ready)
 
     # --- the loop's side
+    def own(self, tag: int, owner) -> None:
+        """``owner`` (held weakly) is what a failed write of ``tag`` is reported for."""
+        self._owners[tag] = owner
+
     def submit(self, fd: int, tag: int, data, position: int) -> int:
-        seq = self.core.submit(fd, tag, data, position)
-        if not self.native:
-            self.collect()
-        return seq
+        """Queue a write (the synchronous core writes it now; its failure is collected, and
+        reported, by the next done/when_written: never inside the append that submits)."""
+        return self.core.submit(fd, tag, data, position)
 
     @property
     def submitted(self) -> int:
@@ -191,11 +204,15 @@ class AppendWriter:
         self.collect()
 
     def collect(self) -> None:
-        """Release the written items' buffers, record failures, resolve waiters (in order)."""
+        """Release the written items' buffers, record and report failures, then resolve
+        waiters (in order: an answer built once its write is done finds the dir offline)."""
         upto, failures = self.core.collect()
         if failures:
-            for seq, _tag, err in failures:
-                self._failed[seq] = _error(err)
+            for seq, tag, err in failures:
+                exc = self._failed[seq] = _error(err)
+                if tag not in self._reported:
+                    self._reported.add(tag)
+                    self._report(tag, exc)
             if len(self._failed) > 100_000:  # answers that never asked (a bound, not expected)
                 for seq in sorted(self._failed)[:50_000]:
                     del self._failed[seq]
@@ -209,6 +226,16 @@ class AppendWriter:
         if waiters and not self.core.arm(waiters[0][0]):
             # the next one was written meanwhile: resolve now (call_soon: not recursively)
             self._loop.call_soon(self.collect)
+
+    def _report(self, tag: int, exc: OSError) -> None:
+        owner = self._owners.get(tag)
+        if self.on_failure is None:
+            log.error("a write queued to the append writer failed (%r): %s", owner, exc)
+            return
+        try:
+            self.on_failure(owner, exc)
+        except Exception:  # the waiters must still be resolved
+            log.exception("reporting a failed write of %r (%s)", owner, exc)
 
     # --- any thread
     def wait(self, seq: int, tag: int = 0) -> None:
@@ -249,35 +276,3 @@ class AppendWriter:
         if self._efd >= 0:
             os.close(self._efd)
             self._efd = -1
-
-
-class AfterWrite:
-    """An answer that may leave only once the append writer has written ``seq`` (a produce's
-    acks=1 and acks=-1 answer): ``build()`` makes it then (a write's failure changes it).
-
-    Lighter than an awaitable answer (no task, no future per request): the connection queues
-    it, writes it at once when the write is already done, else its writer task waits for
-    the writer's one future for ``seq`` (broker/network.Connection).  The router wraps
-    ``build`` so that it returns the encoded answer."""
-
-    __slots__ = ("writer", "seq", "build")
-
-    def __init__(self, writer: AppendWriter, seq: int, build):
-        self.writer = writer
-        self.seq = seq
-        self.build = build
-
-    def done(self) -> bool:
-        """Written (and its outcome collected): ``build`` may run."""
-        return self.writer.done(self.seq)
-
-    async def wait(self) -> None:
-        fut = self.writer.when_written(self.seq)
-        if fut is not None:
-            await fut
-
-    async def answer(self):
-        """Wait, then build (for callers that await answers: a forwarded call, the
-        deferred produce path)."""
-        await self.wait()
-        return self.build()

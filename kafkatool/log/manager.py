@@ -74,6 +74,7 @@ from kafkatool.log.log import (
     Log,
     parse_topic_partition,
 )
+from kafkatool.log.segment import Segment
 
 METADATA_TOPIC_DIR = "__cluster_metadata-0"
 REMOTE_INDEX_CACHE_DIR = "remote-log-index-cache"
@@ -127,9 +128,10 @@ def _suffixed(part_dir: Path, suffix: str) -> Path:
     return part_dir.with_name(f"{part_dir.name}.{uuid.uuid4().hex}{suffix}")
 
 
-def log_error_message(lg: Log, action: str) -> str:
+def log_error_message(lg: Log | Segment, action: str) -> str:
     """Kafka's line for an I/O error of a log operation (UnifiedLog/LocalLog's
-    maybeHandleIOException messages): ``Error while <action> <topic-partition> in dir <dir>``."""
+    maybeHandleIOException messages): ``Error while <action> <topic-partition> in dir <dir>``
+    (of a Log or of one of its segments: the partition dir names both)."""
     return f"Error while {action} {lg.dir.name} in dir {lg.dir.parent}"
 
 

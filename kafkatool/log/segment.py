@@ -352,7 +352,9 @@ class Segment:
         ):
             # a small append goes to the writer only behind queued ones of this segment (its
             # turn in the file without a wait on the loop); alone, the loop writes it
-            self._writer = writer
+            if self._writer is not writer:
+                writer.own(self._tag, self)  # a failed write is reported for this segment
+                self._writer = writer
             queued = self._last_write = writer.submit(self._fd, self._tag, data, position)
         else:
             # a synchronous append (a coordinator's, a transaction marker, a follower's)

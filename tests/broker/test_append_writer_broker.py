@@ -365,6 +365,38 @@ def test_a_failed_write_of_an_acks_0_produce_closes_the_connection(tmp_path):
         s.stop()
 
 
+@pytest.mark.parametrize("acks", [0, 1])
+def test_a_failed_write_takes_the_dir_offline_though_its_connection_is_gone(tmp_path, acks):
+    """The writer reports a failed write as it collects it, whatever became of the request:
+    the client gone before the write, no answer ever built, the dir goes offline at once (not
+    at the next operation on it)."""
+    s, bad = _served_with_a_bad_dir(tmp_path)
+    try:
+        writer = s.broker.append_writer
+        with WireClient(s.bootstrap) as c:
+            assert produce(c, "bad", _batch(), acks=1).error_code == 0
+            writer.hold(True)
+            c.send(0, 9, _produce_req("bad", _batch(), acks))
+            deadline = time.monotonic() + 5
+            while bad.log_end_offset < 2 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert bad.log_end_offset == 2  # appended, its write queued
+        _break_fd(bad.active_segment)  # the client has gone; the queued write meets EBADF
+        time.sleep(0.2)  # the broker has seen the connection close
+        writer.hold(False)
+        deadline = time.monotonic() + 10
+        while (
+            s.call(lambda: s.broker.manager.dirs[s.dirs[1]].offline) is None and time.monotonic() < deadline
+        ):
+            time.sleep(0.02)
+        assert s.call(lambda: s.broker.manager.dirs[s.dirs[1]].offline) is not None
+        errors = [r.getMessage() for r in s.records.errors()]
+        assert any(f"Error while appending records to bad-0 in dir {s.dirs[1]}" in e for e in errors), errors
+    finally:
+        s.broker.append_writer.hold(False)
+        s.stop()
+
+
 def test_a_shutdown_writes_every_queued_append_before_the_marker(tmp_path):
     s = Served(tmp_path)
     try:

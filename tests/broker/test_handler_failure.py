@@ -22,13 +22,13 @@ import pytest
 
 from kafkatool.broker.config import BrokerConfig
 from kafkatool.broker.error_response import error_response
-from kafkatool.broker.network import CloseConnection
+from kafkatool.broker.network import AfterWrite, CloseConnection
 from kafkatool.broker.router import encode_answer
 from kafkatool.broker.security import acl as A
 from kafkatool.broker.server import Broker
 from kafkatool.formats import records as R
 from kafkatool.formats.schema import in_range
-from kafkatool.log.append_writer import AfterWrite, AppendWriter
+from kafkatool.log.append_writer import AppendWriter
 from kafkatool.protocol import generated as G
 from kafkatool.protocol.apis import API_BY_KEY
 from kafkatool.protocol.errors import ErrorCode

@@ -944,9 +944,10 @@ def test_a_call_from_another_process_takes_only_an_afterwrite_as_one(tmp_path, m
     import asyncio
 
     from kafkatool.broker.config import BrokerConfig
+    from kafkatool.broker.network import AfterWrite
     from kafkatool.broker.processes import answer_call
     from kafkatool.broker.server import Broker
-    from kafkatool.log.append_writer import AfterWrite, AppendWriter
+    from kafkatool.log.append_writer import AppendWriter
     from kafkatool.protocol.framing import encode_request
 
     class Named(bytes):  # an encoded answer whose class happens to carry the name

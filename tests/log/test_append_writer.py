@@ -96,6 +96,72 @@ def test_a_failed_write_fails_every_later_write_of_its_tag_and_only_those(writer
         os.close(ro)
 
 
+@pytest.mark.parametrize("writer", KINDS, indirect=True)
+def test_a_failed_write_is_reported_once_for_its_owner_as_collected(writer, tmp_path):
+    """The writer reports a failure itself (``on_failure``), once per tag, for the owner
+    registered for the tag, before any waiter of the write is resolved."""
+    import asyncio
+
+    class Owner:
+        pass
+
+    fd = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT)
+    ro = os.open(tmp_path / "f", os.O_RDONLY)
+    owner, told = Owner(), []
+    writer.on_failure = lambda o, exc: told.append((o, exc.errno))
+
+    async def main():
+        writer.attach(asyncio.get_running_loop())
+        writer.own(7, owner)
+        writer.submit(ro, 7, b"xxxx", 0)  # EBADF
+        last = writer.submit(fd, 7, b"yyyy", 0)  # same tag: failed too
+        ok = writer.submit(fd, 8, b"zzzz", 0)
+        fut = writer.when_written(ok)
+        if fut is not None:
+            fut.add_done_callback(lambda _f: told.append("resolved"))
+            await asyncio.wait_for(fut, 10)
+        assert writer.done(last) and writer.failure(last).errno == errno.EBADF
+
+    try:
+        asyncio.run(main())
+        assert told[0] == (owner, errno.EBADF)
+        assert told.count((owner, errno.EBADF)) == 1  # once for the tag
+    finally:
+        os.close(fd)
+        os.close(ro)
+
+
+@needs_native
+def test_a_failed_write_nobody_waits_for_is_reported_by_the_loop(tmp_path):
+    """The native thread signals a failure whoever waits: the loop collects and reports it
+    though no answer asked (a produce whose connection is gone)."""
+    import asyncio
+
+    w = AppendWriter(native=True, min_bytes=0)
+    ro = os.open(tmp_path / "f", os.O_RDONLY | os.O_CREAT)
+    owner = type("Owner", (), {})()
+    told = []
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        reported = loop.create_future()
+        w.on_failure = lambda o, exc: reported.done() or reported.set_result((o, exc.errno))
+        w.attach(loop)
+        w.own(3, owner)
+        w.hold(True)
+        w.submit(ro, 3, b"xxxx", 0)
+        await asyncio.sleep(0.05)
+        w.hold(False)  # written (failed) with no waiter armed: no done/when_written is asked
+        told.append(await asyncio.wait_for(reported, 10))
+
+    try:
+        asyncio.run(main())
+        assert told == [(owner, errno.EBADF)]
+    finally:
+        w.stop()
+        os.close(ro)
+
+
 def test_the_synchronous_core_is_complete_at_submit(tmp_path):
     core = SyncCore()
     fd = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT)

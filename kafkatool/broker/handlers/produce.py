@@ -18,13 +18,13 @@ import logging
 
 from kafkatool.broker import read_only
 from kafkatool.broker.handlers.metadata import current_leader, node_endpoint
+from kafkatool.broker.network import AfterWrite
 from kafkatool.broker.txn import check_transactional_produce
 from kafkatool.broker.txn import verification as txn_verification
 from kafkatool.errors import KafkatoolError
 from kafkatool.formats import compression
 from kafkatool.formats import records as R
 from kafkatool.formats.errors import FormatError
-from kafkatool.log.append_writer import AfterWrite
 from kafkatool.log.log import RecordBatchTooLargeError, RecordTooLargeError
 from kafkatool.log.producer_state import ProducerStateError
 from kafkatool.log.validator import RecordValidationError
@@ -366,30 +366,6 @@ def _append_all(broker, ctx, req, txn_errors: dict | None):
         seq = max(w[2] for w in writes)
         if writer.done(seq):
             _write_failures(broker, writer, writes, waits)
-        elif acks == 0:
-            fut = writer.when_written(seq)  # None: written since done() asked
-            if fut is None:
-                _write_failures(broker, writer, writes, None)
-            else:
-                # no answer, but a failed write closes the connection as a failed acks=0
-                # produce does (RequestChannel.closeConnection): an AfterWrite that builds
-                # nothing or raises CloseConnection, in its place among the connection's
-                # answers; the failure is reported once written even if the connection
-                # is gone by then
-                checked = []
-
-                def check(_f=None):
-                    if not checked:
-                        checked.append(True)
-                        _write_failures(broker, writer, writes, None)
-
-                fut.add_done_callback(check)
-
-                def build_none():
-                    check()
-                    return _produce_response(broker, ctx, out, acks)
-
-                return AfterWrite(writer, seq, build_none)
         elif waits is not None:
             fut = writer.when_written(seq)
             timeout_ms = req.timeout_ms
@@ -404,7 +380,9 @@ def _append_all(broker, ctx, req, txn_errors: dict | None):
 
             return written()
         else:
-            # the answer is built once the write is done (network.Connection holds it)
+            # the answer is built once the write is done (network.Connection holds it in its
+            # place among the connection's answers): acks=1's, or acks=0's nothing, or the
+            # CloseConnection of a failed acks=0 produce (RequestChannel.closeConnection)
             def build():
                 _write_failures(broker, writer, writes, None)
                 return _produce_response(broker, ctx, out, acks)
@@ -424,12 +402,12 @@ def _append_all(broker, ctx, req, txn_errors: dict | None):
 
 def _write_failures(broker, writer, writes: list, waits: list | None) -> None:
     """The answers of partitions whose queued write failed (a duplicate's: its original's,
-    still queued when it came): KAFKA_STORAGE_ERROR, the log dir
-    offline (as an OSError of a synchronous append: UnifiedLog.append's maybeHandleIOException).
-    Counted as that OSError is: its bytes and records taken back from BytesInPerSec and
-    MessagesInPerSec (counted at the append; Kafka marks them once the append returned), not a
-    FailedProduceRequestsPerSec (ReplicaManager.appendToLocalLog leaves KafkaStorageException
-    out of it, as one of its known errors)."""
+    still queued when it came): KAFKA_STORAGE_ERROR, as an OSError of a synchronous append
+    answers (the writer reported the failure as it collected it: the dir is offline already,
+    Broker._on_write_failure).  Counted as that OSError is: its bytes and records taken back
+    from BytesInPerSec and MessagesInPerSec (counted at the append; Kafka marks them once the
+    append returned), not a FailedProduceRequestsPerSec (ReplicaManager.appendToLocalLog leaves
+    KafkaStorageException out of it, as one of its known errors)."""
     for resp, lg, _seq, own, tc, info, size, seg in writes:
         # a duplicate (no write of its own) fails with its original's write: any failed
         # write of the segment it was queued to (the dir goes offline with it anyway)
@@ -437,7 +415,6 @@ def _write_failures(broker, writer, writes: list, waits: list | None) -> None:
         if exc is None:
             continue
         broker.metrics.topics.unappended(tc, info, size)
-        broker.report_log_error(lg, "appending records to", exc)
         resp.error_code = ErrorCode.KAFKA_STORAGE_ERROR
         resp.base_offset = -1
         resp.log_append_time_ms = -1

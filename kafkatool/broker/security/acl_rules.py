@@ -24,8 +24,8 @@ import inspect
 import logging
 
 from kafkatool.broker.error_response import error_response, fill_errors
+from kafkatool.broker.network import AfterWrite
 from kafkatool.broker.security import acl as A
-from kafkatool.log.append_writer import AfterWrite
 from kafkatool.protocol.errors import ErrorCode as E
 
 log = logging.getLogger("kafkatool.broker.security")
