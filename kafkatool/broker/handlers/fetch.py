@@ -34,6 +34,7 @@ import struct
 import time
 
 from kafkatool.broker.handlers.metadata import current_leader, from_wire_uuid, node_endpoint
+from kafkatool.broker.handlers.offsets import check_leader_epoch
 from kafkatool.broker.network import CloseConnection, FileSlice, Parts, RequestFailed
 from kafkatool.formats import compression
 from kafkatool.formats import records as R
@@ -195,11 +196,7 @@ def _read(
                     _hint(broker, out, pd, t, idx)
                 continue
             if version >= 9 and fp.current_leader_epoch >= 0:
-                ours = t.leader_epoch(idx)
-                if fp.current_leader_epoch > ours:
-                    pd.error_code = ErrorCode.UNKNOWN_LEADER_EPOCH
-                elif fp.current_leader_epoch < ours:
-                    pd.error_code = ErrorCode.FENCED_LEADER_EPOCH
+                pd.error_code = check_leader_epoch(t, idx, fp.current_leader_epoch)
                 if pd.error_code:
                     out.errors = True
                     if version >= LEADER_HINTS_FROM:

@@ -52,6 +52,9 @@ def offset_by_spec(lg, spec: int, upper: int) -> tuple[tuple[int, int, int] | No
 
 
 def check_leader_epoch(t, partition: int, requested: int) -> int:
+    """A request's current leader epoch against the partition's (Partition's
+    localLogWithEpochOrThrow, for Fetch, ListOffsets and OffsetForLeaderEpoch): newer is
+    UNKNOWN_LEADER_EPOCH, older FENCED_LEADER_EPOCH, -1 (not sent) or equal 0."""
     if requested < 0:
         return 0
     ours = t.leader_epoch(partition)
