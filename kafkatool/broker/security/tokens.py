@@ -186,15 +186,24 @@ class TokenManager:
         log.info("Created a delegation token: %s for owner: %s", token_id, owner)
         return E.NONE, info, self.hmac_of(info)
 
-    def renew(self, principal: str, mac: bytes, renew_period_ms: int) -> tuple[int, int]:
+    def _token_to_change(self, principal: str, mac: bytes) -> tuple[int, DelegationTokenInfo | None]:
+        """What renew and expire check first (DelegationTokenManager's renewToken and
+        expireToken): tokens enabled, the token of ``mac`` known, ``principal`` its owner or
+        a renewer; (error, None) or (NONE, the token)."""
         if not self.enabled:
-            return E.DELEGATION_TOKEN_AUTH_DISABLED, ERROR_TIMESTAMP
+            return E.DELEGATION_TOKEN_AUTH_DISABLED, None
         info = self._token_for_hmac(mac)
         if info is None:
-            return E.DELEGATION_TOKEN_NOT_FOUND, ERROR_TIMESTAMP
-        now = _now_ms()
+            return E.DELEGATION_TOKEN_NOT_FOUND, None
         if not info.may_renew(principal):
-            return E.DELEGATION_TOKEN_OWNER_MISMATCH, ERROR_TIMESTAMP
+            return E.DELEGATION_TOKEN_OWNER_MISMATCH, None
+        return E.NONE, info
+
+    def renew(self, principal: str, mac: bytes, renew_period_ms: int) -> tuple[int, int]:
+        err, info = self._token_to_change(principal, mac)
+        if info is None:
+            return err, ERROR_TIMESTAMP
+        now = _now_ms()
         if info.max_timestamp < now or info.expiry_timestamp < now:
             return E.DELEGATION_TOKEN_EXPIRED, ERROR_TIMESTAMP
         period = self.default_renew if renew_period_ms < 0 else renew_period_ms
@@ -204,14 +213,10 @@ class TokenManager:
         return E.NONE, expiry
 
     def expire(self, principal: str, mac: bytes, expiry_period_ms: int) -> tuple[int, int]:
-        if not self.enabled:
-            return E.DELEGATION_TOKEN_AUTH_DISABLED, ERROR_TIMESTAMP
-        info = self._token_for_hmac(mac)
+        err, info = self._token_to_change(principal, mac)
         if info is None:
-            return E.DELEGATION_TOKEN_NOT_FOUND, ERROR_TIMESTAMP
+            return err, ERROR_TIMESTAMP
         now = _now_ms()
-        if not info.may_renew(principal):
-            return E.DELEGATION_TOKEN_OWNER_MISMATCH, ERROR_TIMESTAMP
         if expiry_period_ms < 0:  # expire at once
             self.remove(info.token_id)
             log.info("Token expired for token: %s for owner: %s", info.token_id, info.owner)
