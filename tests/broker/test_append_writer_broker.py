@@ -162,6 +162,15 @@ def _break_fd(seg) -> None:
     os.close(ro)
 
 
+def _send_queued(c, lg, req, end: int) -> None:
+    """Send a produce whose write the held writer queues: until ``lg`` ends at ``end``."""
+    c.send(0, 9, req)
+    deadline = time.monotonic() + 5
+    while lg.log_end_offset < end and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert lg.log_end_offset == end  # appended, its write queued
+
+
 @pytest.mark.parametrize("acks", [1, -1])
 def test_the_answer_waits_for_the_write(served, acks):
     lg = served.create_topic("t")
@@ -309,11 +318,7 @@ def test_a_retry_of_a_batch_whose_queued_write_fails_answers_kafka_storage_error
         with WireClient(s.bootstrap) as c, WireClient(s.bootstrap) as retry:
             assert produce(c, "keep", _batch(), acks=1).error_code == 0
             writer.hold(True)
-            c.send(0, 9, _produce_req("bad", batch, acks=1))
-            deadline = time.monotonic() + 5
-            while bad.log_end_offset < 1 and time.monotonic() < deadline:
-                time.sleep(0.01)
-            assert bad.log_end_offset == 1  # appended, its write queued
+            _send_queued(c, bad, _produce_req("bad", batch, acks=1), 1)
             retry.send(0, 9, _produce_req("bad", batch, acks=1))
             assert not _answer_arrives(retry.sock, 0.3)
             assert bad.log_end_offset == 1  # the retry appended nothing
@@ -341,16 +346,8 @@ def test_a_failed_write_of_an_acks_0_produce_closes_the_connection(tmp_path):
         with WireClient(s.bootstrap) as c:
             assert produce(c, "bad", _batch(), acks=1).error_code == 0
             writer.hold(True)
-            c.send(
-                0,
-                9,
-                _produce_req("bad", _batch(), 0),
-            )
+            _send_queued(c, bad, _produce_req("bad", _batch(), 0), 2)
             c.send(18, 3, G.ApiVersionsRequest(client_software_name="t", client_software_version="1"))
-            deadline = time.monotonic() + 5
-            while bad.log_end_offset < 2 and time.monotonic() < deadline:
-                time.sleep(0.01)
-            assert bad.log_end_offset == 2  # appended, its write queued
             seg = bad.active_segment
             _break_fd(seg)  # the queued write meets EBADF
             writer.hold(False)
@@ -376,11 +373,7 @@ def test_a_failed_write_takes_the_dir_offline_though_its_connection_is_gone(tmp_
         with WireClient(s.bootstrap) as c:
             assert produce(c, "bad", _batch(), acks=1).error_code == 0
             writer.hold(True)
-            c.send(0, 9, _produce_req("bad", _batch(), acks))
-            deadline = time.monotonic() + 5
-            while bad.log_end_offset < 2 and time.monotonic() < deadline:
-                time.sleep(0.01)
-            assert bad.log_end_offset == 2  # appended, its write queued
+            _send_queued(c, bad, _produce_req("bad", _batch(), acks), 2)
         _break_fd(bad.active_segment)  # the client has gone; the queued write meets EBADF
         time.sleep(0.2)  # the broker has seen the connection close
         writer.hold(False)
