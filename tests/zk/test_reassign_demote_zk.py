@@ -1,29 +1,15 @@
 """--demote-brokers --zookeeper: the partition state znodes give the ISR and the current leaders,
 and the printed election covers what a demoted broker leads now (a real ZooKeeper, seeded with
-Kafka's layout)."""
+Kafka's layout: the session's server of tests/zk/conftest.py, a chroot a test)."""
 
 from __future__ import annotations
 
 import json
-import uuid
 
-import pytest
 from typer.testing import CliRunner
 
 from kafkatool.cli import app
-from tests.zk.conftest import run_zookeeper
 from tests.zk.kafka_layout import BrokerSpec, ClusterSpec, PartitionSpec, TopicSpec, seed_cluster
-
-
-@pytest.fixture(scope="module")
-def zk_server(tmp_path_factory):
-    with run_zookeeper(tmp_path_factory.mktemp("zookeeper")) as connect:
-        yield connect
-
-
-@pytest.fixture
-def zk_chroot(zk_server) -> str:
-    return f"{zk_server}/t{uuid.uuid4().hex[:12]}"
 
 
 def generate(*args):
