@@ -577,11 +577,14 @@ def fetch_lean(
 def end_offsets(
     port: int, topic: str, partitions: int, ports: dict[int, int] | None = None
 ) -> dict[int, int]:
-    """Partition -> its log end offset now (ListOffsets, latest), each asked of its leader
-    (``ports``, as :func:`fetch_lean` takes them) or of ``port``."""
-    out = {}
+    """Partition -> its log end offset now (ListOffsets, latest), one request to each leader
+    for its partitions (``ports``, as :func:`fetch_lean` takes them; else all of ``port``)."""
+    by_port: dict[int, list[int]] = {}
     for p in range(partitions):
-        with BB.Conn(port if ports is None else ports[p]) as c:
+        by_port.setdefault(port if ports is None else ports[p], []).append(p)
+    out = {}
+    for leader, parts in by_port.items():
+        with BB.Conn(leader) as c:
             r = c.request(
                 2,
                 5,
@@ -590,15 +593,18 @@ def end_offsets(
                     isolation_level=0,
                     topics=[
                         ListOffsetsTopic(
-                            name=topic, partitions=[ListOffsetsPartition(partition_index=p, timestamp=-1)]
+                            name=topic,
+                            partitions=[ListOffsetsPartition(partition_index=p, timestamp=-1) for p in parts],
                         )
                     ],
                 ),
             )
-        part = r.topics[0].partitions[0]
-        if part.error_code:
-            raise RuntimeError(f"{topic}-{p}: ListOffsets error {part.error_code}")
-        out[p] = part.offset
+        for part in r.topics[0].partitions:
+            if part.error_code:
+                raise RuntimeError(f"{topic}-{part.partition_index}: ListOffsets error {part.error_code}")
+            out[part.partition_index] = part.offset
+    if sorted(out) != list(range(partitions)):
+        raise RuntimeError(f"{topic}: ListOffsets answered partitions {sorted(out)} of {partitions}")
     return out
 
 
