@@ -346,8 +346,7 @@ class QuotaManagers:
             t = max(t, q.mutation.throttle_time())
         if t <= 0:
             return 0
-        if answer is not None and hasattr(answer, "throttle_time_ms"):
-            answer.throttle_time_ms = t
+        set_throttle_time(answer, t)
         throttle_connection(ctx.connection, t)
         return t
 
@@ -361,6 +360,12 @@ class QuotaManagers:
             return None
         q.mutation = MutationQuota(sensor, ctx.version >= strict_since)
         return q.mutation
+
+
+def set_throttle_time(answer, ms: int) -> None:
+    """The answer's throttle_time_ms (an answer of none, or no answer: acks=0, nothing)."""
+    if answer is not None and hasattr(answer, "throttle_time_ms"):
+        answer.throttle_time_ms = ms
 
 
 def throttle_connection(conn, ms: int) -> None:

@@ -24,6 +24,7 @@ from kafkatool.broker.error_response import error_response
 from kafkatool.broker.handlers.fetch import fetch_replica_id
 from kafkatool.broker.network import AfterWrite, CloseConnection, FinalResponse, RequestFailed
 from kafkatool.broker.processes import LOCAL_APIS
+from kafkatool.broker.quotas import set_throttle_time
 from kafkatool.formats.schema import Message, SchemaDecodeError, UnsupportedVersionError, in_range
 from kafkatool.protocol.apis import API_BY_KEY, API_VERSIONS_KEY
 from kafkatool.protocol.errors import ErrorCode
@@ -197,8 +198,8 @@ class Router:
                 msg = self._failed(conn, header, request, exc)
             if msg is None:
                 return None
-            if throttle_ms and hasattr(msg, "throttle_time_ms"):
-                msg.throttle_time_ms = throttle_ms
+            if throttle_ms:
+                set_throttle_time(msg, throttle_ms)
             return self._encode(header, msg, conn, request)
 
         result.build = answer

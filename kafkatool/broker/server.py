@@ -900,8 +900,9 @@ class Broker:
         else:
             log.error("%s: %s", msg, exc)  # not a dir failure: read-only, or out of descriptors
 
-    def report_log_error(self, lg: Log, action: str, exc: BaseException) -> None:
-        """:meth:`report_io_error` of an operation on ``lg`` ("appending records to", ...)."""
+    def report_log_error(self, lg, action: str, exc: BaseException) -> None:
+        """:meth:`report_io_error` of an operation on ``lg`` ("appending records to", ...), a
+        Log or one of its segments (log_error_message: the partition dir names both)."""
         self.report_io_error(lg.dir, log_error_message(lg, action), exc)
 
     def _on_write_failure(self, segment, exc: OSError) -> None:
@@ -911,7 +912,7 @@ class Broker:
         if segment is None:  # closed and gone before the failure was collected (deleted)
             log.error("a queued append of a segment closed since failed: %s", exc)
             return
-        self.report_io_error(segment.dir, log_error_message(segment, "appending records to"), exc)
+        self.report_log_error(segment, "appending records to", exc)
 
     def _on_offline_dir(self, d: Path, msg: str, exc: BaseException) -> None:
         """LogManager.on_offline_dir: the one ERROR line of a failed dir, then its handling on

@@ -295,8 +295,8 @@ class Segment:
         return None if writer is None else writer.failed(self._tag)
 
     def _wait_written_quietly(self) -> None:
-        """Until the queued writes are done; a failed one is not raised (close, release: its
-        error was or will be reported where the write was asked for)."""
+        """Until the queued writes are done; a failed one is not raised (close, release: the
+        append writer reports it as it collects it, AppendWriter.on_failure)."""
         try:
             self.wait_written()
         except OSError:
