@@ -60,19 +60,31 @@ filesystem the broker uses:
 Then ``kafkatool serve`` takes raw produce requests (1 MB and 16 KiB batches, acks=1; the
 16 KiB ones also with every partition's batch in one request, as a client sends them)
 with the load generator of ``bench_broker.py``, and serves a raw fetch loop from the
-start of the partitions whose client costs no more than the egress probe's receiver
+start of a partition whose client costs no more than the egress probe's receiver
 (it reads the high watermark and each batch's head, and drops the rest of the bytes with
 ``MSG_TRUNC`` as the probe does; ``bench_broker``'s decoding client is shown too, it is
 bound by its own parsing).  The fetch figure reads the batches the 1 MB produce figure
-wrote (each partition up to its log end offset after that figure, then from the start
+wrote (partition 0 up to its log end offset after that figure, then from the start
 again): only there does the client cost what the probe's receiver does.  A 16 KiB batch
 has to be walked through a copying window (``fetch_lean``), and the whole log read the
-same way is shown beside it, without a target.  Measured in session 24, one broker, the
+same way is shown beside it, without a target.
+
+One partition, one connection, one reader: the issue's figure ("a raw fetch loop from the
+start of a partition") and the probe's shape (one sender, one discarding receiver).  Until
+session 30 the judged row read all 4 partitions at once (4 connections, 4 reader
+processes) against the probe's one receiver; it stays in the table, without a target, as
+"4 partitions at once", and ``bench_cores.py`` compares many readers with the machine's own
+sendfile to as many (its 16-partition rows).  Measured in session 24, one broker, the
 two loops alternating 4 times (4 readers on 2 cores; CPU-seconds per GB): the 1 MB
 batches 4,590-5,090 MB/s (mean 4,860), broker 0.19-0.21, readers 0.12-0.13; the whole
 log 4,250-4,940 (mean 4,460), broker 0.19-0.23, readers 0.13-0.14; the machine's own
 blocking sendfile to 4 discarding readers 7,620-7,720 MB/s (sender 0.14, readers 0.11),
-to 1 reader 6,000-6,900.
+to 1 reader 6,000-6,900.  Session 30 (/tmp/s30/fthreads_n.py: the egress probe, then the
+loop, three times per reader count, one broker): 1 reader 0.92, 0.95, 1.07 of the probe
+right before it (broker 0.13-0.19 CPU-s per GB, reader 0.09-0.10, the cores 73-88% busy),
+4 readers 0.74, 0.75, 0.80 (broker 0.19: its event loop 0.11-0.12 and the three network
+threads 0.07-0.08; readers 0.12; the cores 89-90% busy: on 2 cores the 4 readers take
+what the broker would send with).
 The table shows each figure, its ceiling and the ratio, with the issue's targets (produce 1 MB >= 70%, 16 KiB >= 40% of ingest; fetch >= 80% of egress).
 Each produce figure also says where its time went, per batch: the broker's user and system
 CPU and the load generator's (``cpu_note``; with 2 cores busy, 2,000,000 / batches per second
@@ -681,12 +693,13 @@ def main() -> None:
             if not multi:  # one request for several partitions' leaders: not with several processes
                 small4 = figure(16 << 10, BB.PARTITIONS)
 
-            def fetch_loop(ends: dict[int, int] | None) -> tuple[float, int]:
-                """fetch_lean over every partition, each up to ``ends`` (None: its high watermark)."""
+            def fetch_loop(ends: dict[int, int] | None, partitions: int = 1) -> tuple[float, int]:
+                """fetch_lean over the first ``partitions`` partitions (one reader each), each up
+                to ``ends`` (None: its high watermark)."""
                 return fetch_lean(
                     t.port,
                     "limits",
-                    BB.PARTITIONS,
+                    partitions,
                     seconds_cap=max(10.0, seconds * 4),
                     min_seconds=seconds,
                     ports=ports,
@@ -721,8 +734,10 @@ def main() -> None:
                 f"median of {rounds}; per round {', '.join(f'{r:.2f}' for r in per_round)}; "
                 f"other processes kept at most {busiest * 100:.0f}% of the cores busy meanwhile"
             )
-            # the same loop over the whole log, the 16 KiB batches too (shown, no target)
+            # the same loop over the whole log, the 16 KiB batches too, and over every partition
+            # at once, a reader each (shown, no target)
             whole, whole_errors = fetch_loop(None)
+            every, every_errors = fetch_loop(big_ends, BB.PARTITIONS)
             parsing = BB.consume_raw(t, "limits", seconds_cap=max(10.0, seconds * 4), ports=ports)
         finally:
             t.stop()
@@ -789,7 +804,13 @@ def main() -> None:
         rows.append(
             replace(
                 ratio_row(
-                    "limits", "fetch from the start (raw loop)" + tag, fetch, "MB/s", egress, "egress", 0.80
+                    "limits",
+                    "fetch from the start of a partition (raw loop)" + tag,
+                    fetch,
+                    "MB/s",
+                    egress,
+                    "egress",
+                    0.80,
                 ),
                 note=fetch_note,
             )
@@ -797,7 +818,21 @@ def main() -> None:
         rows.append(
             replace(
                 ratio_row("limits", "  same, the whole log" + tag, whole, "MB/s", egress, "egress", None),
-                note="the 16 KiB batches too, which the readers copy: one run, after the rounds",
+                note="the 16 KiB batches too, which the reader copies: one run, after the rounds",
+            )
+        )
+        rows.append(
+            replace(
+                ratio_row(
+                    "limits",
+                    f"  same, {BB.PARTITIONS} partitions at once" + tag,
+                    every,
+                    "MB/s",
+                    egress,
+                    "egress",
+                    None,
+                ),
+                note=f"{BB.PARTITIONS} connections, a reader process each: one run, after the rounds",
             )
         )
         emit(rows)
@@ -821,8 +856,9 @@ def main() -> None:
             None,
             small4.errors if small4 is not None else None,
         ),
-        ("fetch from the start (raw loop)", fetch, egress, 0.80, fetch_errors),
+        ("fetch from the start of a partition (raw loop)", fetch, egress, 0.80, fetch_errors),
         ("  same, the whole log (16 KiB batches too)", whole, egress, None, whole_errors),
+        (f"  same, {BB.PARTITIONS} partitions at once (a reader each)", every, egress, None, every_errors),
         ("  same, bench_broker's decoding client", parsing.mb_s, egress, None, parsing.errors),
     ]
     print(
@@ -833,7 +869,7 @@ def main() -> None:
     for name, f in (("1 MB", big), ("16 KiB", small), ("16 KiB, several per request", small4)):
         if f is not None:
             print(f"  {name}: {slice_note(f)}")
-    print(f"fetch from the start: {fetch_note}")
+    print(f"fetch from the start of a partition: {fetch_note}")
     if multi:
         print(
             f"broker: kafkatool.processes={args.processes}, produce and fetch sent to each partition's leader"

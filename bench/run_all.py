@@ -3,7 +3,7 @@
 Runs, one after another and each in its own process (its own brokers, its own temp dirs):
 
 * ``bench_limits``  the machine's ingest and egress ceilings, and serve's produce
-  (1 MB and 16 KiB batches) and raw fetch against them; ``limits-processes``: the same
+  (1 MB and 16 KiB batches) and a raw fetch loop of one partition against them; ``limits-processes``: the same
   with ``kafkatool.processes`` = the machine's cores (rows marked ``[N processes]``);
 * ``bench_stalls``  acks=all latency at 1,000 msg/s idle (with the generator's own
   lateness) and while the cleaner compacts and retention deletes 1 GB each;
