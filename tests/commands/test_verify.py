@@ -16,6 +16,7 @@ from kafkatool.forensics import verify as V
 from kafkatool.formats import checkpoint as C
 from kafkatool.formats import records as R
 from kafkatool.formats import snapshot as S
+from kafkatool.formats.crc import crc32c
 
 runner = CliRunner()
 
@@ -370,6 +371,30 @@ def test_an_offset_gap_is_a_warning_outside_the_cleaned_range(tmp_path):
     (pdir.parent / "cleaner-offset-checkpoint").write_text("0\n1\nt 0 1003\n")
     res = runner.invoke(app, ["verify", "--json", str(pdir.parent)])
     assert not [f for f in map(json.loads, res.stdout.splitlines()) if f.get("kind") == "offset_gap"]
+
+
+def test_a_control_batch_whose_offsets_run_past_its_record_is_an_error(tmp_path):
+    """A transaction marker whose lastOffsetDelta was rewritten (CRC recomputed), as the last
+    batch of its log where no later offset contradicts it: Kafka's writers and its cleaner
+    never leave a gap in a control batch, so verify reports it wherever the cleaner has been
+    (a data batch's gap is only a warning, and none inside the cleaned range)."""
+    pdir = tmp_path / "data" / "t-0"
+    data = R.build_record_batch(
+        [b"a", b"b"], base_offset=0, producer_id=7, producer_epoch=0, is_transactional=True
+    )
+    marker = bytearray(R.build_control_batch(R.COMMIT, base_offset=2, producer_id=7, producer_epoch=0))
+    write_segment(pdir, [data, bytes(marker)])
+    res = runner.invoke(app, ["verify", "--json", str(pdir.parent)])
+    assert res.exit_code == 0, res.output
+    struct.pack_into(">i", marker, 23, 1 << 30)  # lastOffsetDelta
+    struct.pack_into(">I", marker, 17, crc32c(bytes(marker[21:])))
+    write_segment(pdir, [data, bytes(marker)])
+    (pdir.parent / "cleaner-offset-checkpoint").write_text(f"0\n1\nt 0 {(1 << 30) + 10}\n")
+    res = runner.invoke(app, ["verify", "--json", str(pdir.parent)])
+    bad = [f for f in map(json.loads, res.stdout.splitlines()) if f.get("kind") == "bad_offset_range"]
+    assert res.exit_code == 1 and len(bad) == 1, res.output
+    assert bad[0]["severity"] == "error" and bad[0]["offset"] == 2 + (1 << 30)
+    assert bad[0]["position"] == len(data) and "its last record is at 2" in bad[0]["message"]
 
 
 def test_a_header_key_that_is_not_utf8_is_a_note_with_its_place(tmp_path):
