@@ -544,6 +544,20 @@ def _check_records(batch, rep: SegmentReport, first: int | None) -> int | None:
             f"cannot be decoded: {exc.message}",
         )
         return first
+    if batch.magic == 2 and batch.is_control:
+        # a control batch is written whole (a transaction marker is one record; KRaft's control
+        # records sit at consecutive offsets) and the log cleaner keeps or drops it whole
+        # (LogCleaner's checkBatchRetention: the original batch, or an empty one that keeps the
+        # marker's one offset), so its offsets end at its last record (empty: at its base
+        # offset) wherever the cleaner has been
+        end = recs[-1].offset if recs else batch.base_offset
+        if end < last:
+            held = f"its last record is at {end}" if recs else "it holds no record"
+            add(
+                last,
+                "bad_offset_range",
+                f"control batch ends at offset {last} but {held}: a header rewritten with a valid CRC",
+            )
     if not recs:
         return first
     if batch.magic == 2:
@@ -564,20 +578,8 @@ def _check_records(batch, rep: SegmentReport, first: int | None) -> int | None:
                 )
                 break
             prev = r.offset
-        if recs[-1].offset < last:
-            if batch.is_control:
-                # a control batch is written whole (a transaction marker is one record; KRaft's
-                # control records sit at consecutive offsets) and the log cleaner keeps or drops
-                # it whole (LogCleaner's checkBatchRetention: the original batch, or an empty
-                # one), so its offsets end at its last record wherever the cleaner has been
-                add(
-                    last,
-                    "bad_offset_range",
-                    f"control batch ends at offset {last} but its last record is at "
-                    f"{recs[-1].offset}: a header rewritten with a valid CRC",
-                )
-            else:
-                rep.offset_gaps.append((pos, batch.end, recs[-1].offset, last))
+        if not batch.is_control and recs[-1].offset < last:
+            rep.offset_gaps.append((pos, batch.end, recs[-1].offset, last))
         if not batch.is_control:
             _note_header_keys(batch, recs, rep)
         if batch.is_control:

@@ -376,8 +376,9 @@ def test_an_offset_gap_is_a_warning_outside_the_cleaned_range(tmp_path):
 def test_a_control_batch_whose_offsets_run_past_its_record_is_an_error(tmp_path):
     """A transaction marker whose lastOffsetDelta was rewritten (CRC recomputed), as the last
     batch of its log where no later offset contradicts it: Kafka's writers and its cleaner
-    never leave a gap in a control batch, so verify reports it wherever the cleaner has been
-    (a data batch's gap is only a warning, and none inside the cleaned range)."""
+    never leave a gap in a control batch (the cleaner keeps one whole or empties it, keeping
+    its one offset), so verify reports it wherever the cleaner has been (a data batch's gap is
+    only a warning, and none inside the cleaned range)."""
     pdir = tmp_path / "data" / "t-0"
     data = R.build_record_batch(
         [b"a", b"b"], base_offset=0, producer_id=7, producer_epoch=0, is_transactional=True
@@ -395,6 +396,24 @@ def test_a_control_batch_whose_offsets_run_past_its_record_is_an_error(tmp_path)
     assert res.exit_code == 1 and len(bad) == 1, res.output
     assert bad[0]["severity"] == "error" and bad[0]["offset"] == 2 + (1 << 30)
     assert bad[0]["position"] == len(data) and "its last record is at 2" in bad[0]["message"]
+    # the cleaner's emptied marker keeps its one offset; one spanning more holds no record
+    (pdir.parent / "cleaner-offset-checkpoint").unlink()
+    for delta, seen in ((0, 0), (7, 1)):
+        empty = R.build_record_batch(
+            [],
+            base_offset=2,
+            producer_id=7,
+            producer_epoch=0,
+            is_transactional=True,
+            is_control=True,
+            offset_deltas=[],
+            last_offset_delta=delta,
+        )
+        write_segment(pdir, [data, empty])
+        res = runner.invoke(app, ["verify", "--json", str(pdir.parent)])
+        bad = [f for f in map(json.loads, res.stdout.splitlines()) if f.get("kind") == "bad_offset_range"]
+        assert (res.exit_code, len(bad)) == (seen, seen), res.output
+    assert bad[0]["offset"] == 9 and "it holds no record" in bad[0]["message"]
 
 
 def test_a_header_key_that_is_not_utf8_is_a_note_with_its_place(tmp_path):
