@@ -74,13 +74,15 @@ start of a partition") and the probe's shape (one sender, one discarding receive
 session 30 the judged row read all 4 partitions at once (4 connections, 4 reader
 processes) against the probe's one receiver; it stays in the table, without a target, as
 "4 partitions at once", and ``bench_cores.py`` compares many readers with the machine's own
-sendfile to as many (its 16-partition rows).  Measured in session 24, one broker, the
+sendfile to as many (its 16-partition rows).  With ``--processes N`` the judged row is
+still one partition, so one process serves it: it says that several processes cost a
+single stream nothing; the "at once" row spreads its readers over the processes.  Measured in session 24, one broker, the
 two loops alternating 4 times (4 readers on 2 cores; CPU-seconds per GB): the 1 MB
 batches 4,590-5,090 MB/s (mean 4,860), broker 0.19-0.21, readers 0.12-0.13; the whole
 log 4,250-4,940 (mean 4,460), broker 0.19-0.23, readers 0.13-0.14; the machine's own
 blocking sendfile to 4 discarding readers 7,620-7,720 MB/s (sender 0.14, readers 0.11),
-to 1 reader 6,000-6,900.  Session 30 (/tmp/s30/fthreads_n.py: the egress probe, then the
-loop, three times per reader count, one broker): 1 reader 0.92, 0.95, 1.07 of the probe
+to 1 reader 6,000-6,900.  Session 30 (its note: the egress probe, then the loop, three
+times per reader count, one broker): 1 reader 0.92, 0.95, 1.07 of the probe
 right before it (broker 0.13-0.19 CPU-s per GB, reader 0.09-0.10, the cores 73-88% busy),
 4 readers 0.74, 0.75, 0.80 (broker 0.19: its event loop 0.11-0.12 and the three network
 threads 0.07-0.08; readers 0.12; the cores 89-90% busy: on 2 cores the 4 readers take
